@@ -1,0 +1,32 @@
+// How device-side waits report a timeout to the host: a small record in device memory,
+// written once by the first wait that gives up, read and cleared by the host after the
+// kernel. Every wait in xstage kernels is bounded and reports through this record.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace xstage {
+
+enum class WaitId : uint32_t {
+  none = 0,
+  barrier = 1,         // cross-rank barrier (flags in the control window)
+  flag = 2,            // generic flag wait (release/acquire)
+  probe_receiver = 3,  // probe: receiver waits for the producers' completion counter
+  test_never_set = 4,  // selftest: a flag nobody sets (the timeout path)
+};
+const char* wait_name(WaitId id);
+
+struct DeviceStatus {
+  uint32_t code;          // 0 = ok, 1 = a wait timed out
+  uint32_t wait_id;       // WaitId
+  int32_t rank;           // rank whose kernel gave up
+  int32_t block;          // blockIdx.x of the waiting thread
+  uint64_t waited_ns;     // how long it waited
+  uint64_t expected;      // value it waited for (>=)
+  uint64_t observed;      // last value it saw
+};
+
+// Formats the one-line error for a timed-out wait (empty string when status is ok).
+std::string describe_device_status(const DeviceStatus& s);
+
+}  // namespace xstage

@@ -1,0 +1,31 @@
+#include <cstdio>
+
+#include "cli/commands.hpp"
+#include "xstage/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "xstage: measure, model and use the X-Stage (the in-flight stage of remote stores)\n"
+      "of multi-GPU nodes. Run `xstage <command> --help` for each command."};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Help for every command");
+  xstage::cli::add_info_command(app);
+  xstage::cli::add_probe_command(app);
+  xstage::cli::add_fit_command(app);
+  xstage::cli::add_predict_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const xstage::InvalidArgument& e) {
+    std::fprintf(stderr, "xstage: error: %s\n", e.what());
+    return 2;
+  } catch (const xstage::Error& e) {
+    std::fprintf(stderr, "xstage: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "xstage: internal error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,59 @@
+// Release/acquire flags across GPUs, and bounded waits on them. A wait that runs out of
+// time records the story in the team's DeviceStatus (first one wins) and returns false; the
+// host turns it into an error after the kernel. Waits also give up early once any other
+// wait of this rank has timed out, so a kernel never lingers after the first failure.
+#pragma once
+#include <cstdint>
+
+#include "kernels/common/clock.cuh"
+#include "xstage/device_status.hpp"
+
+namespace xstage::dev {
+
+__device__ __forceinline__ void flag_store_release(uint64_t* p, uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ uint64_t flag_load_acquire(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+// Atomic add with release semantics (counters that several producers bump).
+__device__ __forceinline__ void flag_add_release(uint64_t* p, uint64_t v) {
+  asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ void report_timeout(DeviceStatus* st, WaitId id, int rank, uint64_t waited,
+                                               uint64_t expected, uint64_t observed) {
+  if (atomicCAS(&st->code, 0u, 1u) == 0u) {
+    st->wait_id = static_cast<uint32_t>(id);
+    st->rank = rank;
+    st->block = static_cast<int32_t>(blockIdx.x);
+    st->waited_ns = waited;
+    st->expected = expected;
+    st->observed = observed;
+    __threadfence();
+  }
+}
+
+// Waits until *p >= target (acquire). Returns false on timeout (reported) or when another
+// wait of this rank already failed.
+__device__ __forceinline__ bool wait_geq(const uint64_t* p, uint64_t target, DeviceStatus* st, WaitId id, int rank,
+                                        uint64_t timeout_ns) {
+  const uint64_t t0 = global_ns();
+  uint32_t spins = 0;
+  while (true) {
+    uint64_t v = flag_load_acquire(p);
+    if (v >= target) return true;
+    if ((++spins & 255u) == 0u) {
+      uint64_t waited = global_ns() - t0;
+      if (waited > timeout_ns) {
+        report_timeout(st, id, rank, waited, target, v);
+        return false;
+      }
+      if (*reinterpret_cast<volatile uint32_t*>(&st->code) != 0u) return false;
+    }
+  }
+}
+
+}  // namespace xstage::dev

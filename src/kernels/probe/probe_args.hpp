@@ -1,0 +1,43 @@
+// Arguments of the X-Stage probe kernel (one launch = one configuration, n bursts).
+#pragma once
+#include <cstdint>
+
+#include "xstage/team.hpp"
+
+namespace xstage::kernels {
+
+enum class StoreKind : int { v4 = 0, v4_release = 1, v4_noalloc = 2, bulk = 3 };
+enum class DestKind : int { peer = 0, all_peers = 1, local = 2 };
+
+struct ProbeArgs {
+  TeamDevice team;
+  ncclWindow_t dst;          // symmetric data buffer (every rank has one)
+  size_t dst_bytes;          // its size (host checked the sweep fits)
+  DestKind dest;
+  int peer;                  // destination rank for DestKind::peer
+  StoreKind store;
+  bool fresh;                // fresh addresses every burst (else one region rewritten)
+  uint64_t burst_bytes;      // B per producer per burst, multiple of 16
+  int bursts;
+  uint64_t gap_cycles;       // idle gap (spin on clock64) after each burst's issue
+  uint64_t work_iters;       // >0: the gap is this much FMA work instead of spinning
+  uint32_t bulk_chunk;       // bulk mode: bytes per cp.async.bulk (smem staging size)
+  uint64_t* rec;             // [bursts][K][2]: start/end cycles of each burst's issue
+  uint64_t* done_cycles;     // [1]: block 0's cycles from first start to "all data landed"
+  size_t counter_offset;     // control-window offset of the completion counters ([world] u64)
+  uint64_t counter_target;   // value each destination's counter reaches when all CTAs are done
+  float* sink;               // where work results go (keeps the FMA work alive)
+};
+
+}  // namespace xstage::kernels
+
+#include <cuda_runtime.h>
+
+namespace xstage::kernels {
+
+// Host-side launchers (defined in probe.cu); they return the launch error, if any.
+cudaError_t launch_probe(const ProbeArgs& a, int producers, int threads, cudaStream_t s);
+cudaError_t launch_probe_clock(uint64_t spin_ns, uint64_t* out, cudaStream_t s);
+cudaError_t launch_probe_work_calibrate(uint64_t iters, int threads, uint64_t* cycles, float* sink, cudaStream_t s);
+
+}  // namespace xstage::kernels

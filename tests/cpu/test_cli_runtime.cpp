@@ -1,0 +1,63 @@
+// The xstage binary's runtime commands on a machine without a GPU (CI): clear errors and
+// exit codes, never a crash; bad probe flags are refused before any GPU is needed.
+#include <gtest/gtest.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+namespace {
+struct Run {
+  int code;
+  std::string out;
+};
+Run run(const std::string& args) {
+  std::string cmd = std::string(XSTAGE_BIN) + " " + args + " 2>&1";
+  std::array<char, 4096> buf{};
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return {-1, ""};
+  while (fgets(buf.data(), buf.size(), p)) out += buf.data();
+  int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+}  // namespace
+
+TEST(Cli, HelpListsEveryCommand) {
+  auto r = run("--help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* c : {"info", "probe", "fit", "predict"}) EXPECT_NE(r.out.find(c), std::string::npos) << c;
+  auto p = run("probe --help");
+  EXPECT_EQ(p.code, 0);
+  EXPECT_NE(p.out.find("--burst-bytes"), std::string::npos);
+}
+
+TEST(Cli, InfoWithoutGpuSaysSoAndFails) {
+  if (have_gpu()) GTEST_SKIP() << "a GPU is present; the no-GPU path is for CI machines";
+  auto r = run("info");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("no CUDA GPU visible"), std::string::npos) << r.out;
+}
+
+TEST(Cli, ProbeRefusesBadFlagsBeforeTouchingAGpu) {
+  auto b = run("probe --burst-bytes 24");
+  EXPECT_EQ(b.code, 2) << b.out;
+  EXPECT_NE(b.out.find("multiple of 16"), std::string::npos) << b.out;
+  auto g = run("probe --gap-us -1");
+  EXPECT_EQ(g.code, 2) << g.out;
+  auto s = run("probe --store st.cs");
+  EXPECT_EQ(s.code, 2) << s.out;
+  EXPECT_NE(s.out.find("st.cs"), std::string::npos) << s.out;
+  auto f = run("probe --sweep /nonexistent.json");
+  EXPECT_NE(f.code, 0);
+}
+
+TEST(Cli, UnknownCommandIsAnError) {
+  auto r = run("frobnicate");
+  EXPECT_NE(r.code, 0);
+}
