@@ -20,16 +20,22 @@ struct ProbePoint {
   std::string dest = "peer";       // "peer" (one peer) | "all_peers" (round robin) | "local"
   std::string addr = "fresh";      // "fresh" (new addresses every burst) | "rewrite" (one region)
   int bursts = 0;                  // bursts per producer in the launch
+  long long warmup_bytes = 0;      // per producer, remote stores before burst 0 (cold-burst study)
+  double pre_wait_us = 0;          // idle time between the warm-up and burst 0
   std::string role = "fit";        // "fit" (used for calibration) | "validate" (held out)
 
   // ---- measurements ----
   double cold_issue_us = 0;    // issue span of the first burst after launch (median over producers)
-  double steady_issue_us = 0;  // median over bursts 2..n of the per-burst issue span
+  // Steady state = the middle half of the bursts, [n/4, n - n/4) (at least burst 1 on):
+  // leaves out the warm-up of the path after launch and the tail, where producers that
+  // finished early stop competing.
+  double steady_issue_us = 0;  // median over the steady bursts of the per-burst issue span
   double steady_issue_p10_us = 0, steady_issue_p90_us = 0;
   double period_us = 0;        // median start-to-start time of consecutive bursts (steady)
   double gap_measured_us = 0;  // median measured gap (end of issue to next start)
   double completion_us = 0;    // first burst start -> receiver saw all data (flag, acq/rel); 0 if n/a
-  double drain_gbps = 0;       // V / period_us, in GB/s (1e9 B/s)
+  double drain_gbps = 0;       // V / period_us, in GB/s (1e9 B/s): the sender-visible rate
+  double delivered_gbps = 0;   // K*B*bursts / completion_us: the rate data actually landed
   std::vector<double> issue_us_per_burst;  // per burst: median over producers of the issue span
 
   long long total_bytes() const { return static_cast<long long>(producers) * burst_bytes; }

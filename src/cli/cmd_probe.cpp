@@ -24,6 +24,8 @@ struct ProbeFlags {
   std::vector<std::string> burst_bytes{"16KiB"};
   std::vector<double> gap_us{0.0};
   std::vector<std::string> gap_kind{"idle"}, store{"v4"}, dest{"peer"}, addr{"fresh"};
+  std::vector<std::string> warmup_bytes{"0"};
+  std::vector<double> pre_wait_us{0.0};
   int bursts = 16;
   int gpus = 0;
   int buffer_mib = 1024;
@@ -48,12 +50,12 @@ std::string commit_id() {
 #endif
 }
 
-constexpr char kHeader[] = "#{:>5} {:>5} {:>8} {:>9} {:>7} {:>5} {:>11} {:>9} {:>7} | {:>9} {:>9} {:>9} {:>9} {:>10} {:>9}\n";
-constexpr char kRow[] = " {:>5} {:>5} {:>8} {:>9} {:>7.2f} {:>5} {:>11} {:>9} {:>7} | {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>10.1f} {:>9.2f}\n";
+constexpr char kHeader[] = "#{:>5} {:>5} {:>8} {:>9} {:>7} {:>5} {:>11} {:>9} {:>7} {:>7} | {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>9}\n";
+constexpr char kRow[] = " {:>5} {:>5} {:>8} {:>9} {:>7.2f} {:>5} {:>11} {:>9} {:>7} {:>7} | {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>10.1f} {:>9.2f} {:>9.1f}\n";
 
 void print_header() {
-  std::printf("%s", fmt::format(kHeader, "K", "thr", "B", "V", "G(us)", "gap", "store", "dest", "addr", "cold(us)",
-                                "issue(us)", "p90(us)", "period", "drain GB/s", "done(us)")
+  std::printf("%s", fmt::format(kHeader, "K", "thr", "B", "V", "G(us)", "gap", "store", "dest", "addr", "warmup",
+                                "cold(us)", "issue(us)", "p90(us)", "period", "drain GB/s", "done(us)", "dlvr GB/s")
                         .c_str());
 }
 
@@ -65,8 +67,9 @@ std::string bytes_str(long long b) {
 
 void print_row(const ProbePoint& p) {
   std::printf("%s", fmt::format(kRow, p.producers, p.threads, bytes_str(p.burst_bytes), bytes_str(p.total_bytes()),
-                                p.gap_us, p.gap_kind, p.store, p.dest, p.addr, p.cold_issue_us, p.steady_issue_us,
-                                p.steady_issue_p90_us, p.period_us, p.drain_gbps, p.completion_us)
+                                p.gap_us, p.gap_kind, p.store, p.dest, p.addr, bytes_str(p.warmup_bytes), p.cold_issue_us,
+                                p.steady_issue_us, p.steady_issue_p90_us, p.period_us, p.drain_gbps, p.completion_us,
+                                p.delivered_gbps)
                         .c_str());
   std::fflush(stdout);
 }
@@ -74,13 +77,15 @@ void print_row(const ProbePoint& p) {
 void write_csv(const ProbeRun& run, const std::string& path) {
   std::ofstream f(path);
   if (!f) throw Error("cannot write " + path);
-  f << "producers,threads,burst_bytes,total_bytes,gap_us,gap_kind,store,dest,addr,bursts,role,cold_issue_us,"
-       "steady_issue_us,steady_issue_p10_us,steady_issue_p90_us,period_us,gap_measured_us,completion_us,drain_gbps\n";
+  f << "producers,threads,burst_bytes,total_bytes,gap_us,gap_kind,store,dest,addr,bursts,role,warmup_bytes,"
+       "pre_wait_us,cold_issue_us,steady_issue_us,steady_issue_p10_us,steady_issue_p90_us,period_us,gap_measured_us,"
+       "completion_us,drain_gbps,delivered_gbps\n";
   for (const auto& p : run.points)
-    f << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.2f}\n",
-                     p.producers, p.threads, p.burst_bytes, p.total_bytes(), p.gap_us, p.gap_kind, p.store, p.dest,
-                     p.addr, p.bursts, p.role, p.cold_issue_us, p.steady_issue_us, p.steady_issue_p10_us,
-                     p.steady_issue_p90_us, p.period_us, p.gap_measured_us, p.completion_us, p.drain_gbps);
+    f << fmt::format(
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.2f},{:.2f}\n",
+        p.producers, p.threads, p.burst_bytes, p.total_bytes(), p.gap_us, p.gap_kind, p.store, p.dest, p.addr,
+        p.bursts, p.role, p.warmup_bytes, p.pre_wait_us, p.cold_issue_us, p.steady_issue_us, p.steady_issue_p10_us,
+        p.steady_issue_p90_us, p.period_us, p.gap_measured_us, p.completion_us, p.drain_gbps, p.delivered_gbps);
 }
 
 void run_probe(const ProbeFlags& fl) {
@@ -100,6 +105,9 @@ void run_probe(const ProbeFlags& fl) {
     a.dest = fl.dest;
     a.addr = fl.addr;
     a.bursts = fl.bursts;
+    a.warmup_bytes.clear();
+    for (const auto& w : fl.warmup_bytes) a.warmup_bytes.push_back(ops::parse_bytes(w));
+    a.pre_wait_us = fl.pre_wait_us;
     groups.push_back(a);
   }
   for (const auto& g : groups) ops::expand_sweep(g, 1);
@@ -164,7 +172,10 @@ void add_probe_command(CLI::App& app) {
   cmd->add_option("--store", fl->store, "v4, v4_release, v4_noalloc, bulk (TMA bulk copy)")->delimiter(',');
   cmd->add_option("--dest", fl->dest, "peer (rank 1), all_peers (round robin), local (control)")->delimiter(',');
   cmd->add_option("--addr", fl->addr, "fresh (new addresses per burst) or rewrite (one region)")->delimiter(',');
-  cmd->add_option("--bursts", fl->bursts, "Bursts per launch (first = cold)")->capture_default_str();
+  cmd->add_option("--bursts", fl->bursts, "Bursts per launch (first = cold; at most 1024)")->capture_default_str();
+  cmd->add_option("--warmup-bytes", fl->warmup_bytes, "Remote stores per producer before burst 0 (cold study)")
+      ->delimiter(',');
+  cmd->add_option("--pre-wait-us", fl->pre_wait_us, "Idle time between the warm-up and burst 0")->delimiter(',');
   cmd->add_option("--gpus", fl->gpus, "GPUs to use (0 = all)")->capture_default_str();
   cmd->add_option("--buffer-mib", fl->buffer_mib, "Symmetric destination buffer per GPU (MiB)")->capture_default_str();
   cmd->add_option("--ce-mib", fl->ce_mib, "Copy-engine reference copy size (MiB)")->capture_default_str();

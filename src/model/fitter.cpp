@@ -102,7 +102,8 @@ std::string list_bytes(const std::set<long long>& s) {
 }  // namespace
 
 bool FitOptions::matches(const ProbePoint& p) const {
-  return p.role == role && p.dest == dest && p.store == store && p.addr == addr && p.gap_kind == gap_kind;
+  return p.role == role && p.dest == dest && p.store == store && p.addr == addr && p.gap_kind == gap_kind &&
+         p.warmup_bytes == 0 && p.pre_wait_us == 0;  // warm-up runs study the cold burst only
 }
 
 std::string FitOptions::describe() const {

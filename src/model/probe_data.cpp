@@ -30,7 +30,8 @@ void check_point(const ProbePoint& p, const std::string& where) {
            {{"gap_kind", &p.gap_kind}, {"store", &p.store}, {"dest", &p.dest}, {"addr", &p.addr}}})
     if (value->empty()) bad(fmt::format("{} must not be empty", name));
   // Times and rates: finite and not negative (0 means "not measured").
-  for (const auto& [name, value] : std::array<std::pair<const char*, double>, 9>{{
+  if (p.warmup_bytes < 0) bad(fmt::format("warmup_bytes must be >= 0, got {}", p.warmup_bytes));
+  for (const auto& [name, value] : std::array<std::pair<const char*, double>, 11>{{
            {"cold_issue_us", p.cold_issue_us},
            {"steady_issue_us", p.steady_issue_us},
            {"steady_issue_p10_us", p.steady_issue_p10_us},
@@ -39,6 +40,8 @@ void check_point(const ProbePoint& p, const std::string& where) {
            {"gap_measured_us", p.gap_measured_us},
            {"completion_us", p.completion_us},
            {"drain_gbps", p.drain_gbps},
+           {"delivered_gbps", p.delivered_gbps},
+           {"pre_wait_us", p.pre_wait_us},
            {"gap_us", p.gap_us},
        }})
     if (!std::isfinite(value) || value < 0) bad(fmt::format("{} must be a finite value >= 0, got {}", name, value));
@@ -61,6 +64,8 @@ ProbePoint parse_point(const nlohmann::json& j, const std::string& where) {
   p.dest = required_field<std::string>(j, "dest", where);
   p.addr = required_field<std::string>(j, "addr", where);
   p.bursts = optional_field<int>(j, "bursts", 0, where);
+  p.warmup_bytes = optional_field<long long>(j, "warmup_bytes", 0, where);
+  p.pre_wait_us = optional_field<double>(j, "pre_wait_us", 0.0, where);
   p.role = required_field<std::string>(j, "role", where);
   p.cold_issue_us = required_field<double>(j, "cold_issue_us", where);
   p.steady_issue_us = required_field<double>(j, "steady_issue_us", where);
@@ -70,6 +75,7 @@ ProbePoint parse_point(const nlohmann::json& j, const std::string& where) {
   p.gap_measured_us = optional_field<double>(j, "gap_measured_us", 0.0, where);
   p.completion_us = optional_field<double>(j, "completion_us", 0.0, where);
   p.drain_gbps = optional_field<double>(j, "drain_gbps", 0.0, where);
+  p.delivered_gbps = optional_field<double>(j, "delivered_gbps", 0.0, where);
   if (const auto it = j.find("issue_us_per_burst"); it != j.end() && !it->is_null()) {
     if (!it->is_array()) throw Error(format_error(where, "field \"issue_us_per_burst\": expected an array"));
     for (size_t i = 0; i < it->size(); ++i)
@@ -92,6 +98,8 @@ void to_json(nlohmann::json& j, const ProbePoint& p) {
                      {"dest", p.dest},
                      {"addr", p.addr},
                      {"bursts", p.bursts},
+                     {"warmup_bytes", p.warmup_bytes},
+                     {"pre_wait_us", p.pre_wait_us},
                      {"role", p.role},
                      {"cold_issue_us", p.cold_issue_us},
                      {"steady_issue_us", p.steady_issue_us},
@@ -101,6 +109,7 @@ void to_json(nlohmann::json& j, const ProbePoint& p) {
                      {"gap_measured_us", p.gap_measured_us},
                      {"completion_us", p.completion_us},
                      {"drain_gbps", p.drain_gbps},
+                     {"delivered_gbps", p.delivered_gbps},
                      {"issue_us_per_burst", p.issue_us_per_burst}};
 }
 

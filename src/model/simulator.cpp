@@ -87,6 +87,11 @@ class Gauss {
 
 }  // namespace
 
+std::pair<int, int> steady_window(int bursts) {
+  if (bursts <= 1) return {0, bursts};
+  return {std::max(1, bursts / 4), bursts - bursts / 4};
+}
+
 SimResult simulate(const Params& p, const SimConfig& cfg) {
   check_params(p);
   if (cfg.producers < 1) throw InvalidArgument(fmt::format("simulate: producers must be >= 1, got {}", cfg.producers));
@@ -114,9 +119,9 @@ SimResult simulate(const Params& p, const SimConfig& cfg) {
     st.idle(cfg.gap_us);
   }
   out.cold_issue_us = out.issue_us.front();
-  const size_t first_steady = cfg.bursts > 1 ? 1 : 0;
-  out.steady_issue_us = median({out.issue_us.begin() + first_steady, out.issue_us.end()});
-  out.steady_period_us = median({out.period_us.begin() + first_steady, out.period_us.end()});
+  const auto [first, last] = steady_window(cfg.bursts);
+  out.steady_issue_us = median({out.issue_us.begin() + first, out.issue_us.begin() + last});
+  out.steady_period_us = median({out.period_us.begin() + first, out.period_us.begin() + last});
   out.max_stage_bytes = st.peak;
   return out;
 }
@@ -137,8 +142,8 @@ std::vector<ProbePoint> synthesize(const Params& p, const std::vector<ProbePoint
     m.bursts = cfg.bursts;
     m.issue_us_per_burst.clear();
     for (double x : sim.issue_us) m.issue_us_per_burst.push_back(noisy(x));
-    const std::vector<double> steady(m.issue_us_per_burst.begin() + (cfg.bursts > 1 ? 1 : 0),
-                                     m.issue_us_per_burst.end());
+    const auto [first, last] = steady_window(cfg.bursts);
+    const std::vector<double> steady(m.issue_us_per_burst.begin() + first, m.issue_us_per_burst.begin() + last);
     m.cold_issue_us = noisy(sim.cold_issue_us);
     m.steady_issue_us = noisy(sim.steady_issue_us);
     m.steady_issue_p10_us = quantile(steady, 0.1);
@@ -146,7 +151,9 @@ std::vector<ProbePoint> synthesize(const Params& p, const std::vector<ProbePoint
     m.period_us = noisy(sim.steady_period_us);
     m.gap_measured_us = c.gap_us > 0 ? noisy(c.gap_us) : 0.0;
     m.drain_gbps = static_cast<double>(c.total_bytes()) / m.period_us / kBytesPerUsPerGbps;
-    m.completion_us = 0;  // the simulator has no receiver-side flag
+    // The receiver has everything once the stage is empty after the last burst.
+    m.completion_us = noisy(sim.drained_us);
+    m.delivered_gbps = static_cast<double>(c.total_bytes()) * cfg.bursts / m.completion_us / kBytesPerUsPerGbps;
     out.push_back(std::move(m));
   }
   return out;

@@ -15,7 +15,8 @@ ValidationOptions ValidationOptions::from(const FitOptions& f) {
 }
 
 bool ValidationOptions::matches(const ProbePoint& p) const {
-  return p.role == role && p.dest == dest && p.store == store && p.addr == addr && p.gap_kind == gap_kind;
+  return p.role == role && p.dest == dest && p.store == store && p.addr == addr && p.gap_kind == gap_kind &&
+         p.warmup_bytes == 0 && p.pre_wait_us == 0;  // warm-up runs study the cold burst only
 }
 
 std::string ValidationOptions::describe() const {

@@ -117,15 +117,20 @@ void Prober::validate(const ProbePoint& c) const {
     throw InvalidArgument("probe: gap kind '" + c.gap_kind + "' must be idle or work");
   if (c.addr != "fresh" && c.addr != "rewrite")
     throw InvalidArgument("probe: address pattern '" + c.addr + "' must be fresh or rewrite");
-  if (c.bursts < 2 || c.bursts > 4096)
-    throw InvalidArgument(fmt::format("probe: bursts {} must be in [2, 4096] (the first one is the cold burst)",
-                                      c.bursts));
+  if (c.bursts < 2 || c.bursts > kernels::kMaxProbeBursts)
+    throw InvalidArgument(fmt::format("probe: bursts {} must be in [2, {}] (the first one is the cold burst)",
+                                      c.bursts, kernels::kMaxProbeBursts));
+  if (c.warmup_bytes < 0 || c.warmup_bytes % 16)
+    throw InvalidArgument(fmt::format("probe: warm-up bytes {} must be a multiple of 16 >= 0", c.warmup_bytes));
+  if (!(c.pre_wait_us >= 0) || !std::isfinite(c.pre_wait_us))
+    throw InvalidArgument(fmt::format("probe: pre-wait {} us must be a finite number >= 0", c.pre_wait_us));
   parse_store(c.store);
   DestKind d = parse_dest(c.dest);
   if (d != DestKind::local && I.team.world_size() < 2)
     throw InvalidArgument("probe: destination '" + c.dest + "' needs at least 2 GPUs with peer access; use --dest local "
                           "on one GPU");
-  const uint64_t need = uint64_t(c.producers) * c.burst_bytes * (c.addr == "fresh" ? c.bursts : 1);
+  const uint64_t need =
+      uint64_t(c.producers) * (c.burst_bytes * (c.addr == "fresh" ? c.bursts : 1) + c.warmup_bytes);
   if (need > I.data->bytes)
     throw InvalidArgument(fmt::format("probe: K*B*bursts = {} bytes exceeds the probe buffer ({} bytes); use fewer "
                                       "bursts, 'rewrite' addresses, or a larger --buffer-mib",
@@ -153,6 +158,9 @@ ProbePoint Prober::measure(const ProbePoint& c) {
   a.gap_cycles = static_cast<uint64_t>(gap_cycles);
   a.work_iters = c.gap_kind == "work" ? static_cast<uint64_t>(gap_cycles / I.cycles_per_work_iter) : 0;
   a.bulk_chunk = static_cast<uint32_t>(std::min<uint64_t>(Impl::kBulkChunk, a.burst_bytes));
+  a.warmup_bytes = static_cast<uint64_t>(c.warmup_bytes);
+  a.warmup_offset = uint64_t(K) * c.burst_bytes * (a.fresh ? c.bursts : 1);
+  a.pre_wait_cycles = static_cast<uint64_t>(c.pre_wait_us * 1e3 * I.ghz);
   a.rec = I.rec;
   a.done_cycles = I.scratch;
   a.counter_offset = CtrlLayout::kUserFlags;
@@ -184,13 +192,15 @@ ProbePoint Prober::measure(const ProbePoint& c) {
   auto end = [&](int b, int k) { return rec[(size_t(b) * K + k) * 2 + 1]; };
   ProbePoint p = c;
   p.issue_us_per_burst.assign(c.bursts, 0);
+  // Steady window: the middle half of the bursts (see ProbePoint::steady_issue_us).
+  const int lo = std::max(1, c.bursts / 4), hi = std::max(lo + 1, c.bursts - c.bursts / 4);
   std::vector<double> steady, periods, gaps;
   for (int b = 0; b < c.bursts; ++b) {
     std::vector<double> span(K);
     for (int k = 0; k < K; ++k) span[k] = double(end(b, k) - start(b, k)) * us_per_cycle;
     p.issue_us_per_burst[b] = median(span);
-    if (b >= 1) steady.push_back(p.issue_us_per_burst[b]);
-    if (b >= 1 && b + 1 < c.bursts)
+    if (b >= lo && b < hi) steady.push_back(p.issue_us_per_burst[b]);
+    if (b >= lo && b < hi && b + 1 < c.bursts)
       for (int k = 0; k < K; ++k) {
         periods.push_back(double(start(b + 1, k) - start(b, k)) * us_per_cycle);
         gaps.push_back(double(start(b + 1, k) - end(b, k)) * us_per_cycle);
@@ -204,6 +214,8 @@ ProbePoint Prober::measure(const ProbePoint& c) {
   p.gap_measured_us = median(gaps);
   p.completion_us = double(done) * us_per_cycle;
   p.drain_gbps = p.period_us > 0 ? double(p.total_bytes()) / (p.period_us * 1e3) : 0;
+  p.delivered_gbps =
+      p.completion_us > 0 ? double(p.total_bytes()) * c.bursts / (p.completion_us * 1e3) : 0;
   return p;
 }
 

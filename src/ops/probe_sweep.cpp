@@ -54,6 +54,12 @@ std::vector<ProbePoint> expand_sweep(const SweepAxes& a, int all_sms) {
   non_empty(a.store, "store");
   non_empty(a.dest, "dest");
   non_empty(a.addr, "addr");
+  non_empty(a.warmup_bytes, "warmup_bytes");
+  non_empty(a.pre_wait_us, "pre_wait_us");
+  for (long long w : a.warmup_bytes)
+    if (w < 0 || w % 16) throw InvalidArgument(fmt::format("sweep: warm-up bytes {} must be a multiple of 16 >= 0", w));
+  for (double w : a.pre_wait_us)
+    if (!(w >= 0) || !std::isfinite(w)) throw InvalidArgument(fmt::format("sweep: pre-wait {} us must be >= 0", w));
   check_names(a.gap_kind, {"idle", "work"}, "gap kind");
   check_names(a.store, {"v4", "v4_release", "v4_noalloc", "bulk"}, "store");
   check_names(a.dest, {"peer", "all_peers", "local"}, "destination");
@@ -77,8 +83,12 @@ std::vector<ProbePoint> expand_sweep(const SweepAxes& a, int all_sms) {
           for (int k : ks)
             for (int th : a.threads)
               for (long long b : a.burst_bytes)
+                for (long long w : a.warmup_bytes)
+                for (double pw : a.pre_wait_us)
                 for (double g : a.gap_us) {
                   ProbePoint p;
+                  p.warmup_bytes = w;
+                  p.pre_wait_us = pw;
                   p.producers = k == 0 ? all_sms : k;
                   p.threads = th;
                   p.burst_bytes = b;
@@ -124,14 +134,18 @@ std::vector<SweepAxes> load_sweep_file(const std::string& path) {
       get("addr", a.addr);
       get("bursts", a.bursts);
       get("role", a.role);
-      if (g.contains("burst_bytes")) {
-        a.burst_bytes.clear();
-        for (const auto& b : g["burst_bytes"])
-          a.burst_bytes.push_back(b.is_string() ? parse_bytes(b.get<std::string>()) : b.get<long long>());
-      }
+      get("pre_wait_us", a.pre_wait_us);
+      auto get_bytes = [&](const char* key, std::vector<long long>& dst) {
+        if (!g.contains(key)) return;
+        dst.clear();
+        for (const auto& b : g[key]) dst.push_back(b.is_string() ? parse_bytes(b.get<std::string>()) : b.get<long long>());
+      };
+      get_bytes("burst_bytes", a.burst_bytes);
+      get_bytes("warmup_bytes", a.warmup_bytes);
       for (auto it = g.begin(); it != g.end(); ++it) {
-        static const char* known[] = {"name", "producers", "threads", "burst_bytes", "gap_us", "gap_kind",
-                                      "store", "dest", "addr", "bursts", "role"};
+        static const char* known[] = {"name",  "producers", "threads", "burst_bytes", "gap_us",
+                                      "gap_kind", "store", "dest", "addr", "bursts", "role", "warmup_bytes",
+                                      "pre_wait_us"};
         bool ok = false;
         for (const char* k : known) ok = ok || it.key() == k;
         if (!ok) throw InvalidArgument("unknown field '" + it.key() + "'");

@@ -100,9 +100,9 @@ TEST(ProbeData, JsonFieldNamesAreTheStructFieldNames) {
   for (const char* f : {"producers", "threads", "burst_bytes", "gap_us", "gap_kind", "store", "dest", "addr",
                         "bursts", "role", "cold_issue_us", "steady_issue_us", "steady_issue_p10_us",
                         "steady_issue_p90_us", "period_us", "gap_measured_us", "completion_us", "drain_gbps",
-                        "issue_us_per_burst"})
+                        "delivered_gbps", "warmup_bytes", "pre_wait_us", "issue_us_per_burst"})
     EXPECT_TRUE(j.contains(f)) << f;
-  EXPECT_EQ(j.size(), 19u);
+  EXPECT_EQ(j.size(), 22u);
   const nlohmann::json r = full_run();
   EXPECT_EQ(r.at("schema"), "xstage.probe.v1");
 }

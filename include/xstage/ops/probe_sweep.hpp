@@ -17,6 +17,8 @@ struct SweepAxes {
   std::vector<std::string> store{"v4"};
   std::vector<std::string> dest{"peer"};
   std::vector<std::string> addr{"fresh"};
+  std::vector<long long> warmup_bytes{0};  // per producer, before burst 0 (cold-burst study)
+  std::vector<double> pre_wait_us{0.0};     // idle between warm-up and burst 0
   int bursts = 16;
   std::string role = "fit";
   std::string name;

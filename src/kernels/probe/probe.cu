@@ -6,7 +6,7 @@ namespace {
 
 template <StoreKind S>
 cudaError_t launch_as(const ProbeArgs& a, int producers, int threads, cudaStream_t s) {
-  const size_t smem = S == StoreKind::bulk ? a.bulk_chunk : 0;
+  const size_t smem = kProbeStampBytes + (S == StoreKind::bulk ? a.bulk_chunk : 0);
   auto fn = probe_kernel<S>;
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (e != cudaSuccess) return e;

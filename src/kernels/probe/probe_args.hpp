@@ -9,6 +9,12 @@ namespace xstage::kernels {
 enum class StoreKind : int { v4 = 0, v4_release = 1, v4_noalloc = 2, bulk = 3 };
 enum class DestKind : int { peer = 0, all_peers = 1, local = 2 };
 
+// Timestamps live in shared memory during the run (a global store by the recording thread
+// would queue behind the remote stores and hide backpressure in the "gap"); at most this
+// many bursts per launch.
+constexpr int kMaxProbeBursts = 1024;
+constexpr size_t kProbeStampBytes = sizeof(uint64_t) * 2 * kMaxProbeBursts;
+
 struct ProbeArgs {
   TeamDevice team;
   ncclWindow_t dst;          // symmetric data buffer (every rank has one)
@@ -22,6 +28,9 @@ struct ProbeArgs {
   uint64_t gap_cycles;       // idle gap (spin on clock64) after each burst's issue
   uint64_t work_iters;       // >0: the gap is this much FMA work instead of spinning
   uint32_t bulk_chunk;       // bulk mode: bytes per cp.async.bulk (smem staging size)
+  uint64_t warmup_bytes;     // per producer, stored to the peer before burst 0 (0 = none)
+  size_t warmup_offset;      // where the warm-up stores go in dst (past the bursts' region)
+  uint64_t pre_wait_cycles;  // idle spin between the warm-up and burst 0
   uint64_t* rec;             // [bursts][K][2]: start/end cycles of each burst's issue
   uint64_t* done_cycles;     // [1]: block 0's cycles from first start to "all data landed"
   size_t counter_offset;     // control-window offset of the completion counters ([world] u64)

@@ -2,6 +2,8 @@
 // (or round robin over peers, or locally as the control), then a gap of idle spinning or of
 // FMA work, repeated. Each CTA records the cycles at which each burst's issue began and
 // ended (all its threads past their last store instruction): the sender-visible issue span.
+// Stamps are kept in shared memory and written out after the last burst. Optionally a
+// warm-up of remote stores and an idle wait precede burst 0 (to study the cold burst).
 // At the end every CTA releases a completion counter on each destination, and block 0
 // measures when all of them have landed (acquire), which is the completion time.
 #pragma once
@@ -58,13 +60,24 @@ __device__ __forceinline__ void probe_issue(const ProbeArgs& a, char* dst, uint4
 
 template <StoreKind S>
 __global__ void __launch_bounds__(1024, 1) probe_kernel(ProbeArgs a) {
-  extern __shared__ __align__(128) char smem[];
+  extern __shared__ __align__(128) char dyn_smem[];
+  uint64_t* stamps = reinterpret_cast<uint64_t*>(dyn_smem);  // [bursts][2]
+  char* smem = dyn_smem + kProbeStampBytes;                   // bulk staging
   const int K = gridDim.x;
   uint4 v{0x01234567u ^ blockIdx.x, 0x89abcdefu, 0xdeadbeefu ^ threadIdx.x, 0x5a5a5a5au};
   if constexpr (S == StoreKind::bulk) {
     for (uint32_t i = threadIdx.x; i < a.bulk_chunk / 16; i += blockDim.x) reinterpret_cast<uint4*>(smem)[i] = v;
     dev::fence_proxy_async_smem();
   }
+  if (a.warmup_bytes) {
+    ProbeArgs w = a;
+    w.burst_bytes = a.warmup_bytes;
+    char* dst = static_cast<char*>(
+        nccl::peer_ptr(a.dst, a.warmup_offset + uint64_t(blockIdx.x) * a.warmup_bytes, probe_dest_rank(a, 0)));
+    probe_issue<S>(w, dst, v, smem);
+    __syncthreads();
+  }
+  if (a.pre_wait_cycles) dev::spin_until(dev::sm_cycles(), a.pre_wait_cycles);
   float acc = 0.f;
   uint64_t first_start = 0;
   for (int b = 0; b < a.bursts; ++b) {
@@ -77,8 +90,8 @@ __global__ void __launch_bounds__(1024, 1) probe_kernel(ProbeArgs a) {
     __syncthreads();
     const uint64_t t1 = dev::sm_cycles();
     if (threadIdx.x == 0) {
-      a.rec[(uint64_t(b) * K + blockIdx.x) * 2 + 0] = t0;
-      a.rec[(uint64_t(b) * K + blockIdx.x) * 2 + 1] = t1;
+      stamps[2 * b] = t0;
+      stamps[2 * b + 1] = t1;
       if (b == 0) first_start = t0;
     }
     if (b + 1 < a.bursts) {
@@ -89,6 +102,8 @@ __global__ void __launch_bounds__(1024, 1) probe_kernel(ProbeArgs a) {
   if (a.work_iters && acc == 1234.5f) a.sink[blockIdx.x] = acc;  // never true; keeps the work
   // Completion: release a counter on every destination this CTA wrote to.
   __syncthreads();
+  for (int i = threadIdx.x; i < 2 * a.bursts; i += blockDim.x)
+    a.rec[(uint64_t(i / 2) * K + blockIdx.x) * 2 + (i % 2)] = stamps[i];
   if (threadIdx.x == 0) {
     if constexpr (S == StoreKind::bulk) dev::bulk_wait_all();
     dev::fence_sys();
