@@ -36,6 +36,8 @@ struct ProbePoint {
   double completion_us = 0;    // first burst start -> receiver saw all data (flag, acq/rel); 0 if n/a
   double drain_gbps = 0;       // V / period_us, in GB/s (1e9 B/s): the sender-visible rate
   double delivered_gbps = 0;   // K*B*bursts / completion_us: the rate data actually landed
+  double aggregate_gbps = 0;   // K*B*bursts / (last producer's end - first producer's start)
+  double producer_skew = 0;    // slowest producer's run time / fastest's (1 = evenly served)
   std::vector<double> issue_us_per_burst;  // per burst: median over producers of the issue span
 
   long long total_bytes() const { return static_cast<long long>(producers) * burst_bytes; }

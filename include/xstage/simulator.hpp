@@ -45,7 +45,7 @@ SimResult simulate(const Params& p, const SimConfig& cfg);
 
 // Copies `configs` and fills their measurements (cold_issue_us, steady_issue_us and its
 // p10/p90, period_us, gap_measured_us, completion_us, drain_gbps, delivered_gbps,
-// issue_us_per_burst) from simulate(), each time multiplied by an independent factor
+// aggregate_gbps, producer_skew = 1, issue_us_per_burst) from simulate(), each time multiplied by an independent factor
 // (1 + noise_rel * N(0,1)), floored at 0.05. Warm-up fields are copied but not simulated.
 // A config's `bursts` (0 -> 32) sets n. Same seed -> same output, on every platform.
 std::vector<ProbePoint> synthesize(const Params& p, const std::vector<ProbePoint>& configs,

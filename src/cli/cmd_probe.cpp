@@ -79,13 +79,14 @@ void write_csv(const ProbeRun& run, const std::string& path) {
   if (!f) throw Error("cannot write " + path);
   f << "producers,threads,burst_bytes,total_bytes,gap_us,gap_kind,store,dest,addr,bursts,role,warmup_bytes,"
        "pre_wait_us,cold_issue_us,steady_issue_us,steady_issue_p10_us,steady_issue_p90_us,period_us,gap_measured_us,"
-       "completion_us,drain_gbps,delivered_gbps\n";
+       "completion_us,drain_gbps,delivered_gbps,aggregate_gbps,producer_skew\n";
   for (const auto& p : run.points)
     f << fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.2f},{:.2f}\n",
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.2f},{:.2f},{:.2f},{:.3f}\n",
         p.producers, p.threads, p.burst_bytes, p.total_bytes(), p.gap_us, p.gap_kind, p.store, p.dest, p.addr,
         p.bursts, p.role, p.warmup_bytes, p.pre_wait_us, p.cold_issue_us, p.steady_issue_us, p.steady_issue_p10_us,
-        p.steady_issue_p90_us, p.period_us, p.gap_measured_us, p.completion_us, p.drain_gbps, p.delivered_gbps);
+        p.steady_issue_p90_us, p.period_us, p.gap_measured_us, p.completion_us, p.drain_gbps, p.delivered_gbps,
+        p.aggregate_gbps, p.producer_skew);
 }
 
 void run_probe(const ProbeFlags& fl) {

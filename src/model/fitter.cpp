@@ -107,7 +107,8 @@ bool FitOptions::matches(const ProbePoint& p) const {
 }
 
 std::string FitOptions::describe() const {
-  return fmt::format("role={} dest={} store={} addr={} gap_kind={}", role, dest, store, addr, gap_kind);
+  return fmt::format("role={} dest={} store={} addr={} gap_kind={}, no warm-up", role, dest, store, addr,
+                     gap_kind);
 }
 
 FitResult fit(const std::vector<ProbePoint>& pts, const FitOptions& opts) {
@@ -285,7 +286,7 @@ FitResult fit(const std::vector<ProbePoint>& pts, const FitOptions& opts) {
     }
     if (table.empty())
       throw Error(fmt::format(
-          "fit: cannot determine Q: no large-gap point of any K is above the knee (span > {:.2f} x T0(B)); "
+          "fit: cannot determine Q: no large-gap point of any K is above the knee (span > {:.2f} x max(T0, V/R - G)); "
           "Q needs isolated bursts (gap_us >= {} us) whose volume V exceeds the X-Stage capacity, "
           "i.e. V > Q + R*T0",
           1 + opts.knee_margin, opts.isolated_min_gap_us));

@@ -31,7 +31,7 @@ void check_point(const ProbePoint& p, const std::string& where) {
     if (value->empty()) bad(fmt::format("{} must not be empty", name));
   // Times and rates: finite and not negative (0 means "not measured").
   if (p.warmup_bytes < 0) bad(fmt::format("warmup_bytes must be >= 0, got {}", p.warmup_bytes));
-  for (const auto& [name, value] : std::array<std::pair<const char*, double>, 11>{{
+  for (const auto& [name, value] : std::array<std::pair<const char*, double>, 13>{{
            {"cold_issue_us", p.cold_issue_us},
            {"steady_issue_us", p.steady_issue_us},
            {"steady_issue_p10_us", p.steady_issue_p10_us},
@@ -41,6 +41,8 @@ void check_point(const ProbePoint& p, const std::string& where) {
            {"completion_us", p.completion_us},
            {"drain_gbps", p.drain_gbps},
            {"delivered_gbps", p.delivered_gbps},
+           {"aggregate_gbps", p.aggregate_gbps},
+           {"producer_skew", p.producer_skew},
            {"pre_wait_us", p.pre_wait_us},
            {"gap_us", p.gap_us},
        }})
@@ -76,6 +78,8 @@ ProbePoint parse_point(const nlohmann::json& j, const std::string& where) {
   p.completion_us = optional_field<double>(j, "completion_us", 0.0, where);
   p.drain_gbps = optional_field<double>(j, "drain_gbps", 0.0, where);
   p.delivered_gbps = optional_field<double>(j, "delivered_gbps", 0.0, where);
+  p.aggregate_gbps = optional_field<double>(j, "aggregate_gbps", 0.0, where);
+  p.producer_skew = optional_field<double>(j, "producer_skew", 0.0, where);
   if (const auto it = j.find("issue_us_per_burst"); it != j.end() && !it->is_null()) {
     if (!it->is_array()) throw Error(format_error(where, "field \"issue_us_per_burst\": expected an array"));
     for (size_t i = 0; i < it->size(); ++i)
@@ -110,6 +114,8 @@ void to_json(nlohmann::json& j, const ProbePoint& p) {
                      {"completion_us", p.completion_us},
                      {"drain_gbps", p.drain_gbps},
                      {"delivered_gbps", p.delivered_gbps},
+                     {"aggregate_gbps", p.aggregate_gbps},
+                     {"producer_skew", p.producer_skew},
                      {"issue_us_per_burst", p.issue_us_per_burst}};
 }
 

@@ -153,7 +153,11 @@ std::vector<ProbePoint> synthesize(const Params& p, const std::vector<ProbePoint
     m.drain_gbps = static_cast<double>(c.total_bytes()) / m.period_us / kBytesPerUsPerGbps;
     // The receiver has everything once the stage is empty after the last burst.
     m.completion_us = noisy(sim.drained_us);
-    m.delivered_gbps = static_cast<double>(c.total_bytes()) * cfg.bursts / m.completion_us / kBytesPerUsPerGbps;
+    const double all_bytes = static_cast<double>(c.total_bytes()) * cfg.bursts;
+    m.delivered_gbps = all_bytes / m.completion_us / kBytesPerUsPerGbps;
+    // Identical producers: all start and end together.
+    m.aggregate_gbps = all_bytes / noisy(sim.start_us.back() + sim.issue_us.back()) / kBytesPerUsPerGbps;
+    m.producer_skew = 1.0;
     out.push_back(std::move(m));
   }
   return out;

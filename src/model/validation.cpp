@@ -20,7 +20,8 @@ bool ValidationOptions::matches(const ProbePoint& p) const {
 }
 
 std::string ValidationOptions::describe() const {
-  return fmt::format("role={} dest={} store={} addr={} gap_kind={}", role, dest, store, addr, gap_kind);
+  return fmt::format("role={} dest={} store={} addr={} gap_kind={}, no warm-up", role, dest, store, addr,
+                     gap_kind);
 }
 
 ErrorStats error_stats(const std::vector<double>& rel_errors) {

@@ -69,6 +69,7 @@ Prober::Prober(Team& team, size_t buffer_bytes) : impl_(std::make_unique<Impl>(t
   XS_CUDA(cudaSetDevice(team.device(0)), "selecting GPU 0");
   XS_CUDA(cudaDeviceGetAttribute(&I.sm_count, cudaDevAttrMultiProcessorCount, team.device(0)), "reading SM count");
   I.data = &team.alloc_symmetric(buffer_bytes);
+  XS_CUDA(cudaSetDevice(team.device(0)), "selecting GPU 0");  // records live on the sender
   I.rec_capacity = 1 << 20;
   XS_CUDA(cudaMalloc(&I.rec, I.rec_capacity * sizeof(uint64_t)), "allocating probe records");
   XS_CUDA(cudaMalloc(&I.scratch, 4096 * sizeof(uint64_t)), "allocating probe scratch");
@@ -126,6 +127,9 @@ void Prober::validate(const ProbePoint& c) const {
     throw InvalidArgument(fmt::format("probe: pre-wait {} us must be a finite number >= 0", c.pre_wait_us));
   parse_store(c.store);
   DestKind d = parse_dest(c.dest);
+  if (I.team.world_size() > kernels::kMaxProbeRanks)
+    throw InvalidArgument(fmt::format("probe: at most {} GPUs are addressed, the team has {}",
+                                      kernels::kMaxProbeRanks, I.team.world_size()));
   if (d != DestKind::local && I.team.world_size() < 2)
     throw InvalidArgument("probe: destination '" + c.dest + "' needs at least 2 GPUs with peer access; use --dest local "
                           "on one GPU");
@@ -163,6 +167,7 @@ ProbePoint Prober::measure(const ProbePoint& c) {
   a.pre_wait_cycles = static_cast<uint64_t>(c.pre_wait_us * 1e3 * I.ghz);
   a.rec = I.rec;
   a.done_cycles = I.scratch;
+  a.gtime = I.scratch + 8;
   a.counter_offset = CtrlLayout::kUserFlags;
   a.counter_target = static_cast<uint64_t>(K);
   a.sink = I.sink;
@@ -185,6 +190,9 @@ ProbePoint Prober::measure(const ProbePoint& c) {
   uint64_t done = 0;
   XS_CUDA(cudaMemcpy(rec.data(), I.rec, rec.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost), "reading records");
   XS_CUDA(cudaMemcpy(&done, I.scratch, sizeof done, cudaMemcpyDeviceToHost), "reading completion time");
+  std::vector<uint64_t> gt(2 * size_t(K));
+  XS_CUDA(cudaMemcpy(gt.data(), I.scratch + 8, gt.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost),
+          "reading producer run times");
 
   // Turn cycles into microseconds.
   const double us_per_cycle = 1e-3 / I.ghz;
@@ -214,6 +222,19 @@ ProbePoint Prober::measure(const ProbePoint& c) {
   p.gap_measured_us = median(gaps);
   p.completion_us = double(done) * us_per_cycle;
   p.drain_gbps = p.period_us > 0 ? double(p.total_bytes()) / (p.period_us * 1e3) : 0;
+  // Whole-launch view on the GPU-wide timer: all producers' bytes over first start to last
+  // end, and how unevenly the producers were served (slowest over fastest run time).
+  uint64_t g0 = ~0ull, g1 = 0;
+  double run_min = 1e300, run_max = 0;
+  for (int k = 0; k < K; ++k) {
+    g0 = std::min(g0, gt[2 * k]);
+    g1 = std::max(g1, gt[2 * k + 1]);
+    const double r = double(gt[2 * k + 1] - gt[2 * k]);
+    run_min = std::min(run_min, r);
+    run_max = std::max(run_max, r);
+  }
+  p.aggregate_gbps = g1 > g0 ? double(p.total_bytes()) * c.bursts / double(g1 - g0) : 0;
+  p.producer_skew = run_min > 0 ? run_max / run_min : 0;
   p.delivered_gbps =
       p.completion_us > 0 ? double(p.total_bytes()) * c.bursts / (p.completion_us * 1e3) : 0;
   return p;

@@ -34,14 +34,18 @@ struct Team::Impl {
   bool single_process = true;
 
   // Collective NCCL calls: in local mode one thread issues them for every rank inside a group.
+  // The caller's current GPU is restored afterwards.
   template <class F>
   void collective(const char* what, F&& per_rank) {
+    int current = 0;
+    XS_CUDA(cudaGetDevice(&current), what);
     if (ranks.size() > 1) XS_NCCL(ncclGroupStart(), what);
     for (auto& r : ranks) {
       XS_CUDA(cudaSetDevice(r.device), what);
       per_rank(r);
     }
     if (ranks.size() > 1) XS_NCCL(ncclGroupEnd(), what);
+    XS_CUDA(cudaSetDevice(current), what);
   }
 };
 
@@ -211,6 +215,8 @@ SymmetricBuffer& Team::alloc_symmetric(size_t bytes) {
   b.local.resize(impl_->ranks.size());
   b.window.resize(impl_->ranks.size());
   const std::string what = fmt::format("allocating a symmetric buffer of {} bytes", bytes);
+  int current = 0;
+  XS_CUDA(cudaGetDevice(&current), what);
   for (size_t i = 0; i < impl_->ranks.size(); ++i) {
     XS_CUDA(cudaSetDevice(impl_->ranks[i].device), what);
     XS_NCCL(ncclMemAlloc(&b.local[i], bytes), what);
@@ -221,6 +227,7 @@ SymmetricBuffer& Team::alloc_symmetric(size_t bytes) {
     const size_t k = static_cast<size_t>(&r - impl_->ranks.data());
     nccl::window_register(r.comm, b.local[k], bytes, &b.window[k]);
   });
+  XS_CUDA(cudaSetDevice(current), what);
   impl_->buffers.push_back(std::move(b));
   return impl_->buffers.back();
 }

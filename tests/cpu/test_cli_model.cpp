@@ -223,3 +223,30 @@ TEST_F(CliModel, FitReportsBadOrInsufficientData) {
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(contains(r.err, "no usable points")) << r.err;
 }
+
+// python/plot_probe.py re-implements the model for its curves; it must agree with predict().
+TEST_F(CliModel, PlotScriptModelMatchesTheCppModel) {
+  if (std::system("python3 -c 'import json' >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not available";
+  const std::string params = write_params();
+  const std::string script =
+      "import json, sys; sys.path.insert(0, '" + std::string(XSTAGE_SOURCE_DIR) + "/python'); "
+      "import plot_probe as pp; p = json.load(open('" + params + "')); "
+      "print(json.dumps([pp.predict(p, k, b, g) for k, b, g in "
+      "[(16, 10000, 1.0), (64, 20000, 1.0), (16, 200000, 10.0), (40, 65536, 0.0), (100, 4096, 3.0)]]))";
+  const fs::path py = dir_ / "check.py";
+  std::ofstream(py) << script << "\n";
+  const fs::path out = dir_ / "py.txt";
+  ASSERT_EQ(std::system(("python3 '" + py.string() + "' >'" + out.string() + "' 2>&1").c_str()), 0) << slurp(out);
+  const nlohmann::json j = nlohmann::json::parse(slurp(out));
+  const xm::Params p = xm::load_params(params);
+  const int ks[] = {16, 64, 16, 40, 100};
+  const long long bs[] = {10000, 20000, 200000, 65536, 4096};
+  const double gs[] = {1.0, 1.0, 10.0, 0.0, 3.0};
+  ASSERT_EQ(j.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    const auto pr = xm::predict(p, ks[i], bs[i], gs[i]);
+    EXPECT_NEAR(j[i].at("issue").get<double>(), pr.issue_us, 1e-9) << i;
+    EXPECT_NEAR(j[i].at("isolated").get<double>(), pr.cold_issue_us, 1e-9) << i;
+    EXPECT_NEAR(j[i].at("cold_ext").get<double>(), pr.cold_issue_ext_us, 1e-9) << i;
+  }
+}

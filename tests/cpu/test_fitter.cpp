@@ -123,7 +123,7 @@ TEST(Fitter, OnlyPointsWithTheRequestedLabelsCalibrate) {
   // Add wildly different points under every other label: they must not change the fit.
   const size_t n = pts.size();
   for (size_t i = 0; i < n; i += 3) {
-    for (const char* which : {"dest", "store", "addr", "gap_kind"}) {
+    for (const char* which : {"dest", "store", "addr", "gap_kind", "warmup_bytes", "pre_wait_us"}) {
       ProbePoint q = pts[i];
       q.steady_issue_us *= 7;
       q.period_us *= 7;
@@ -132,6 +132,8 @@ TEST(Fitter, OnlyPointsWithTheRequestedLabelsCalibrate) {
       if (std::string(which) == "store") q.store = "bulk";
       if (std::string(which) == "addr") q.addr = "rewrite";
       if (std::string(which) == "gap_kind") q.gap_kind = "work";
+      if (std::string(which) == "warmup_bytes") q.warmup_bytes = 65536;  // cold-burst study runs
+      if (std::string(which) == "pre_wait_us") q.pre_wait_us = 100;
       pts.push_back(q);
     }
   }

@@ -33,6 +33,8 @@ ProbePoint full_point() {
   p.dest = "all_peers";
   p.addr = "rewrite";
   p.bursts = 64;
+  p.warmup_bytes = 65536;
+  p.pre_wait_us = 100;
   p.role = "validate";
   p.cold_issue_us = 1.25;
   p.steady_issue_us = 0.21;
@@ -42,6 +44,9 @@ ProbePoint full_point() {
   p.gap_measured_us = 10.5;
   p.completion_us = 6.5;
   p.drain_gbps = 201.9;
+  p.delivered_gbps = 187.5;
+  p.aggregate_gbps = 190.25;
+  p.producer_skew = 1.5;
   p.issue_us_per_burst = {1.25, 0.21, 0.22};
   return p;
 }
@@ -70,6 +75,8 @@ void expect_same(const ProbePoint& a, const ProbePoint& b) {
   EXPECT_EQ(a.dest, b.dest);
   EXPECT_EQ(a.addr, b.addr);
   EXPECT_EQ(a.bursts, b.bursts);
+  EXPECT_EQ(a.warmup_bytes, b.warmup_bytes);
+  EXPECT_EQ(a.pre_wait_us, b.pre_wait_us);
   EXPECT_EQ(a.role, b.role);
   EXPECT_EQ(a.cold_issue_us, b.cold_issue_us);
   EXPECT_EQ(a.steady_issue_us, b.steady_issue_us);
@@ -79,6 +86,9 @@ void expect_same(const ProbePoint& a, const ProbePoint& b) {
   EXPECT_EQ(a.gap_measured_us, b.gap_measured_us);
   EXPECT_EQ(a.completion_us, b.completion_us);
   EXPECT_EQ(a.drain_gbps, b.drain_gbps);
+  EXPECT_EQ(a.delivered_gbps, b.delivered_gbps);
+  EXPECT_EQ(a.aggregate_gbps, b.aggregate_gbps);
+  EXPECT_EQ(a.producer_skew, b.producer_skew);
   EXPECT_EQ(a.issue_us_per_burst, b.issue_us_per_burst);
 }
 
@@ -100,9 +110,10 @@ TEST(ProbeData, JsonFieldNamesAreTheStructFieldNames) {
   for (const char* f : {"producers", "threads", "burst_bytes", "gap_us", "gap_kind", "store", "dest", "addr",
                         "bursts", "role", "cold_issue_us", "steady_issue_us", "steady_issue_p10_us",
                         "steady_issue_p90_us", "period_us", "gap_measured_us", "completion_us", "drain_gbps",
-                        "delivered_gbps", "warmup_bytes", "pre_wait_us", "issue_us_per_burst"})
+                        "delivered_gbps", "aggregate_gbps", "producer_skew", "warmup_bytes", "pre_wait_us",
+                        "issue_us_per_burst"})
     EXPECT_TRUE(j.contains(f)) << f;
-  EXPECT_EQ(j.size(), 22u);
+  EXPECT_EQ(j.size(), 24u);
   const nlohmann::json r = full_run();
   EXPECT_EQ(r.at("schema"), "xstage.probe.v1");
 }
@@ -132,13 +143,18 @@ TEST(ProbeData, RoundTripThroughJsonAndFile) {
 TEST(ProbeData, OptionalFieldsDefault) {
   nlohmann::json j = full_run();
   for (const char* f : {"threads", "bursts", "steady_issue_p10_us", "steady_issue_p90_us", "gap_measured_us",
-                        "completion_us", "drain_gbps", "issue_us_per_burst"})
+                        "completion_us", "drain_gbps", "delivered_gbps", "aggregate_gbps", "producer_skew",
+                        "warmup_bytes", "pre_wait_us", "issue_us_per_burst"})
     j["points"][0].erase(f);
   j.erase("device");
   j.erase("sm_count");
   const ProbeRun r = j.get<ProbeRun>();
   EXPECT_EQ(r.points[0].threads, 0);
   EXPECT_EQ(r.points[0].bursts, 0);
+  EXPECT_EQ(r.points[0].warmup_bytes, 0);
+  EXPECT_EQ(r.points[0].pre_wait_us, 0.0);
+  EXPECT_EQ(r.points[0].delivered_gbps, 0.0);
+  EXPECT_EQ(r.points[0].producer_skew, 0.0);
   EXPECT_TRUE(r.points[0].issue_us_per_burst.empty());
   EXPECT_EQ(r.device, "");
   EXPECT_EQ(r.sm_count, 0);
@@ -187,6 +203,7 @@ TEST(ProbeData, EachBadFileGivesItsOwnMessageWithThePath) {
        [](nlohmann::json& j) { j["points"][1]["producers"] = 0; }},
       {"burst_bytes <= 0", "burst_bytes must be > 0", [](nlohmann::json& j) { j["points"][0]["burst_bytes"] = 0; }},
       {"negative gap", "gap_us must be >= 0", [](nlohmann::json& j) { j["points"][0]["gap_us"] = -1.0; }},
+      {"negative warm-up", "warmup_bytes must be >= 0", [](nlohmann::json& j) { j["points"][0]["warmup_bytes"] = -16; }},
       {"negative time", "period_us must be a finite value >= 0",
        [](nlohmann::json& j) { j["points"][0]["period_us"] = -0.5; }},
       {"bad role", "role must be \"fit\" or \"validate\", got \"train\"",

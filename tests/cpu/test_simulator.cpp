@@ -2,7 +2,9 @@
 // steady state, the recovery gap, and deterministic synthetic probe data.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "xstage/error.hpp"
 #include "xstage/model.hpp"
@@ -179,8 +181,27 @@ TEST(Synthesize, NoNoiseReproducesTheSimulation) {
     EXPECT_DOUBLE_EQ(pts[i].period_us, sim.steady_period_us);
     EXPECT_EQ(pts[i].issue_us_per_burst.size(), 40u);
     EXPECT_NEAR(pts[i].drain_gbps, pts[i].total_bytes() / pts[i].period_us / 1e3, 1e-9);
+    EXPECT_DOUBLE_EQ(pts[i].completion_us, sim.drained_us);
+    EXPECT_NEAR(pts[i].delivered_gbps, pts[i].total_bytes() * 40.0 / sim.drained_us / 1e3, 1e-9);
+    // Sustained delivery cannot beat the drain rate R.
+    EXPECT_LE(pts[i].delivered_gbps, p.r_gbps * (1 + 1e-9));
     EXPECT_LE(pts[i].steady_issue_p10_us, pts[i].steady_issue_p90_us);
   }
+}
+
+TEST(Simulator, SteadyWindowIsTheMiddleHalfLikeTheProbe) {
+  EXPECT_EQ(xm::steady_window(1), std::make_pair(0, 1));
+  EXPECT_EQ(xm::steady_window(2), std::make_pair(1, 2));
+  EXPECT_EQ(xm::steady_window(3), std::make_pair(1, 3));
+  EXPECT_EQ(xm::steady_window(8), std::make_pair(2, 6));
+  EXPECT_EQ(xm::steady_window(64), std::make_pair(16, 48));
+  // Back to back, the first bursts are absorbed by the still-empty stage; the reported
+  // steady span is the median of bursts 16..47 of 64 only.
+  const auto p = h200_like();
+  const auto r = xm::simulate(p, {132, 16384, 0.0, 64, false});
+  std::vector<double> win(r.issue_us.begin() + 16, r.issue_us.begin() + 48);
+  std::sort(win.begin(), win.end());
+  EXPECT_DOUBLE_EQ(r.steady_issue_us, 0.5 * (win[15] + win[16]));
 }
 
 TEST(Synthesize, SeededNoiseIsDeterministicAndHasTheRequestedSize) {

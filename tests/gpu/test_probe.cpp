@@ -44,6 +44,11 @@ TEST(Probe, EveryStoreAndDestinationMeasures) {
       EXPECT_NEAR(p.gap_measured_us, 2.0, 0.3);
       EXPECT_GT(p.completion_us, 0.0);
       EXPECT_GT(p.drain_gbps, 0.0);
+      EXPECT_GT(p.delivered_gbps, 0.0);
+      EXPECT_GT(p.aggregate_gbps, 0.0);
+      EXPECT_GE(p.producer_skew, 1.0);
+      // Delivery cannot outrun the sender's aggregate issue over the same bytes.
+      EXPECT_LE(p.delivered_gbps, p.aggregate_gbps * 1.05);
       EXPECT_EQ(static_cast<int>(p.issue_us_per_burst.size()), 6);
     }
 }

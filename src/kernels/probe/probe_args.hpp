@@ -13,6 +13,7 @@ enum class DestKind : int { peer = 0, all_peers = 1, local = 2 };
 // would queue behind the remote stores and hide backpressure in the "gap"); at most this
 // many bursts per launch.
 constexpr int kMaxProbeBursts = 1024;
+constexpr int kMaxProbeRanks = 8;  // destinations the probe addresses (one NVLink node)
 constexpr size_t kProbeStampBytes = sizeof(uint64_t) * 2 * kMaxProbeBursts;
 
 struct ProbeArgs {
@@ -32,6 +33,7 @@ struct ProbeArgs {
   size_t warmup_offset;      // where the warm-up stores go in dst (past the bursts' region)
   uint64_t pre_wait_cycles;  // idle spin between the warm-up and burst 0
   uint64_t* rec;             // [bursts][K][2]: start/end cycles of each burst's issue
+  uint64_t* gtime;           // [K][2]: global ns before burst 0 and after the last burst
   uint64_t* done_cycles;     // [1]: block 0's cycles from first start to "all data landed"
   size_t counter_offset;     // control-window offset of the completion counters ([world] u64)
   uint64_t counter_target;   // value each destination's counter reaches when all CTAs are done

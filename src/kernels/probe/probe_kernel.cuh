@@ -77,13 +77,20 @@ __global__ void __launch_bounds__(1024, 1) probe_kernel(ProbeArgs a) {
     probe_issue<S>(w, dst, v, smem);
     __syncthreads();
   }
+  // Every rank's base pointer, looked up once: a window lookup is a global load, and a load
+  // issued behind a backlog of stores would wait for it and hide stall time between bursts.
+  __shared__ char* bases[kMaxProbeRanks];
+  if (threadIdx.x < a.team.world && threadIdx.x < kMaxProbeRanks)
+    bases[threadIdx.x] = static_cast<char*>(nccl::peer_ptr(a.dst, 0, threadIdx.x));
+  __syncthreads();
   if (a.pre_wait_cycles) dev::spin_until(dev::sm_cycles(), a.pre_wait_cycles);
   float acc = 0.f;
   uint64_t first_start = 0;
+  const uint64_t g_start = dev::global_ns();
   for (int b = 0; b < a.bursts; ++b) {
     const int dst_rank = probe_dest_rank(a, b);
     const uint64_t slot = a.fresh ? (uint64_t(b) * K + blockIdx.x) : blockIdx.x;
-    char* dst = static_cast<char*>(nccl::peer_ptr(a.dst, slot * a.burst_bytes, dst_rank));
+    char* dst = bases[dst_rank] + slot * a.burst_bytes;
     __syncthreads();
     const uint64_t t0 = dev::sm_cycles();
     probe_issue<S>(a, dst, v, smem);
@@ -100,8 +107,13 @@ __global__ void __launch_bounds__(1024, 1) probe_kernel(ProbeArgs a) {
     }
   }
   if (a.work_iters && acc == 1234.5f) a.sink[blockIdx.x] = acc;  // never true; keeps the work
-  // Completion: release a counter on every destination this CTA wrote to.
   __syncthreads();
+  const uint64_t g_end = dev::global_ns();
+  if (threadIdx.x == 0) {
+    a.gtime[2 * blockIdx.x] = g_start;
+    a.gtime[2 * blockIdx.x + 1] = g_end;
+  }
+  // Completion: release a counter on every destination this CTA wrote to.
   for (int i = threadIdx.x; i < 2 * a.bursts; i += blockDim.x)
     a.rec[(uint64_t(i / 2) * K + blockIdx.x) * 2 + (i % 2)] = stamps[i];
   if (threadIdx.x == 0) {
