@@ -202,17 +202,22 @@ ProbePoint Prober::measure(const ProbePoint& c) {
   p.issue_us_per_burst.assign(c.bursts, 0);
   // Steady window: the middle half of the bursts (see ProbePoint::steady_issue_us).
   const int lo = std::max(1, c.bursts / 4), hi = std::max(lo + 1, c.bursts - c.bursts / 4);
-  std::vector<double> steady, periods, gaps;
+  // Per burst: the median over producers of its issue span, of the time to the next burst's
+  // start (period) and of the idle time in between (gap); then medians over the window.
+  std::vector<double> steady, periods, gaps, span(K), per(K), gap(K);
   for (int b = 0; b < c.bursts; ++b) {
-    std::vector<double> span(K);
     for (int k = 0; k < K; ++k) span[k] = double(end(b, k) - start(b, k)) * us_per_cycle;
     p.issue_us_per_burst[b] = median(span);
-    if (b >= lo && b < hi) steady.push_back(p.issue_us_per_burst[b]);
-    if (b >= lo && b < hi && b + 1 < c.bursts)
+    if (b < lo || b >= hi) continue;
+    steady.push_back(p.issue_us_per_burst[b]);
+    if (b + 1 < c.bursts) {
       for (int k = 0; k < K; ++k) {
-        periods.push_back(double(start(b + 1, k) - start(b, k)) * us_per_cycle);
-        gaps.push_back(double(start(b + 1, k) - end(b, k)) * us_per_cycle);
+        per[k] = double(start(b + 1, k) - start(b, k)) * us_per_cycle;
+        gap[k] = double(start(b + 1, k) - end(b, k)) * us_per_cycle;
       }
+      periods.push_back(median(per));
+      gaps.push_back(median(gap));
+    }
   }
   p.cold_issue_us = p.issue_us_per_burst[0];
   p.steady_issue_us = median(steady);

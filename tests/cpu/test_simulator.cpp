@@ -185,6 +185,8 @@ TEST(Synthesize, NoNoiseReproducesTheSimulation) {
     EXPECT_NEAR(pts[i].delivered_gbps, pts[i].total_bytes() * 40.0 / sim.drained_us / 1e3, 1e-9);
     // Sustained delivery cannot beat the drain rate R.
     EXPECT_LE(pts[i].delivered_gbps, p.r_gbps * (1 + 1e-9));
+    EXPECT_GE(pts[i].aggregate_gbps, pts[i].delivered_gbps);  // issue ends before the drain does
+    EXPECT_EQ(pts[i].producer_skew, 1.0);
     EXPECT_LE(pts[i].steady_issue_p10_us, pts[i].steady_issue_p90_us);
   }
 }

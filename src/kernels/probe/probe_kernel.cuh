@@ -77,36 +77,51 @@ __global__ void __launch_bounds__(1024, 1) probe_kernel(ProbeArgs a) {
     probe_issue<S>(w, dst, v, smem);
     __syncthreads();
   }
-  // Every rank's base pointer, looked up once: a window lookup is a global load, and a load
-  // issued behind a backlog of stores would wait for it and hide stall time between bursts.
-  __shared__ char* bases[kMaxProbeRanks];
-  if (threadIdx.x < a.team.world && threadIdx.x < kMaxProbeRanks)
-    bases[threadIdx.x] = static_cast<char*>(nccl::peer_ptr(a.dst, 0, threadIdx.x));
-  __syncthreads();
+  // Every rank's base pointer, looked up once and kept in registers: a window lookup is a
+  // global load and even a shared-memory load queues behind a backlog of stores in the
+  // load/store pipeline, which would hide stall time between bursts.
+  char* bases[kMaxProbeRanks];
+#pragma unroll
+  for (int r = 0; r < kMaxProbeRanks; ++r)
+    bases[r] = r < a.team.world ? static_cast<char*>(nccl::peer_ptr(a.dst, 0, r)) : nullptr;
   if (a.pre_wait_cycles) dev::spin_until(dev::sm_cycles(), a.pre_wait_cycles);
   float acc = 0.f;
-  uint64_t first_start = 0;
+  uint64_t first_start = 0, prev_t0 = 0, prev_t1 = 0;
   const uint64_t g_start = dev::global_ns();
   for (int b = 0; b < a.bursts; ++b) {
     const int dst_rank = probe_dest_rank(a, b);
     const uint64_t slot = a.fresh ? (uint64_t(b) * K + blockIdx.x) : blockIdx.x;
-    char* dst = bases[dst_rank] + slot * a.burst_bytes;
+    char* base = bases[0];
+#pragma unroll
+    for (int r = 1; r < kMaxProbeRanks; ++r) base = r == dst_rank ? bases[r] : base;  // selects, no indexing
+    char* dst = base + slot * a.burst_bytes;
     __syncthreads();
     const uint64_t t0 = dev::sm_cycles();
+    // The previous burst's stamps are stored inside this burst's issue: a shared store can
+    // wait behind the store backlog too, and there that wait is issue time, as it should be.
+    if (threadIdx.x == 0) {
+      if (b > 0) {
+        stamps[2 * b - 2] = prev_t0;
+        stamps[2 * b - 1] = prev_t1;
+      } else {
+        first_start = t0;
+      }
+    }
     probe_issue<S>(a, dst, v, smem);
     __syncthreads();
     const uint64_t t1 = dev::sm_cycles();
-    if (threadIdx.x == 0) {
-      stamps[2 * b] = t0;
-      stamps[2 * b + 1] = t1;
-      if (b == 0) first_start = t0;
-    }
+    prev_t0 = t0;
+    prev_t1 = t1;
     if (b + 1 < a.bursts) {
       if (a.work_iters) acc += probe_work(a.work_iters, float(b));
       else dev::spin_until(t1, a.gap_cycles);
     }
   }
   if (a.work_iters && acc == 1234.5f) a.sink[blockIdx.x] = acc;  // never true; keeps the work
+  if (threadIdx.x == 0) {
+    stamps[2 * a.bursts - 2] = prev_t0;
+    stamps[2 * a.bursts - 1] = prev_t1;
+  }
   __syncthreads();
   const uint64_t g_end = dev::global_ns();
   if (threadIdx.x == 0) {
