@@ -68,6 +68,8 @@ class Team {
 
   // Collective: every rank of the team must call it (local mode: once for all local ranks).
   SymmetricBuffer& alloc_symmetric(size_t bytes);
+  // Collective, after all work on the buffer is done; the reference dies with it.
+  void free_symmetric(SymmetricBuffer& buf);
 
   // Runs fn(i) for every local index, a thread each with its GPU current; joins; rethrows
   // the first failure (prefixed with the rank).

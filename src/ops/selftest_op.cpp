@@ -39,6 +39,7 @@ std::vector<ExchangeReport> exchange_selftest(Team& team, size_t slot_bytes, uin
     XS_CUDA(cudaStreamSynchronize(s), "running the exchange selftest");
     team.check_device_status(i);
   });
+  team.free_symmetric(buf);
   return out;
 }
 

@@ -171,14 +171,41 @@ std::unique_ptr<Team> Team::from_launcher(const TeamOptions& opts, const LaunchE
   return t;
 }
 
+namespace {
+// Deregister on every local rank, then free (sequential deregistration ran fine on 2.28.9
+// in single-process mode, where the destructor has always done it this way).
+void release_buffer(Team::Impl& t, SymmetricBuffer& b) {
+  for (size_t i = 0; i < b.local.size(); ++i) {
+    cudaSetDevice(t.ranks[i].device);
+    nccl::window_deregister(t.ranks[i].comm, b.window[i]);
+  }
+  for (size_t i = 0; i < b.local.size(); ++i) {
+    cudaSetDevice(t.ranks[i].device);
+    ncclMemFree(b.local[i]);
+  }
+}
+}  // namespace
+
+void Team::free_symmetric(SymmetricBuffer& buf) {
+  for (auto it = impl_->buffers.begin(); it != impl_->buffers.end(); ++it)
+    if (&*it == &buf) {
+      int current = 0;
+      cudaGetDevice(&current);
+      for (const auto& r : impl_->ranks) {
+        XS_CUDA(cudaSetDevice(r.device), "freeing a symmetric buffer");
+        XS_CUDA(cudaDeviceSynchronize(), "waiting for work on a symmetric buffer before freeing it");
+      }
+      release_buffer(*impl_, *it);
+      impl_->buffers.erase(it);
+      cudaSetDevice(current);
+      return;
+    }
+  throw InvalidArgument("free_symmetric: the buffer does not belong to this team");
+}
+
 Team::~Team() {
   if (!impl_) return;
-  for (auto& b : impl_->buffers)
-    for (size_t i = 0; i < b.local.size(); ++i) {
-      cudaSetDevice(impl_->ranks[i].device);
-      nccl::window_deregister(impl_->ranks[i].comm, b.window[i]);
-      ncclMemFree(b.local[i]);
-    }
+  for (auto& b : impl_->buffers) release_buffer(*impl_, b);
   for (auto& r : impl_->ranks) {
     cudaSetDevice(r.device);
     if (r.devcomm_ok) nccl::dev_comm_destroy(r.comm, &r.devcomm);
