@@ -1,7 +1,8 @@
 // Validation of the Burst-Gap model on held-out probe points (role "validate"): each point
 // is predicted from the fitted params and compared with what was measured. Steady issue
 // span and period are the same for the base and the extended model; the cold-burst span
-// differs (the extension only corrects the cold burst).
+// differs: the base model predicts an isolated warm burst (capacity Q(K)), the extension the
+// smaller cold capacity Q_cold(K) of the first burst after a launch.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>

@@ -56,9 +56,9 @@ void run_fit(const FitArgs& a) {
 void add_fit_command(CLI::App& app) {
   auto args = std::make_shared<FitArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "fit", "Fit the Burst-Gap model (T0, R, Q, cold extension) to probe data; validate on held-out points");
+      "fit", "Fit the Burst-Gap model (T0(B), R(K), R_agg, delta(K), Q(K), Q_cold(K)) to probe data; validate on held-out points");
   cmd->add_option("data", args->data, "probe data JSON (xstage.probe.v1), e.g. from `xstage probe`")->required();
-  cmd->add_option("--out", args->out, "write the fitted parameters (xstage.params.v1) to this file");
+  cmd->add_option("--out", args->out, "write the fitted parameters (xstage.params.v2) to this file");
   cmd->add_flag("--json", args->json, "print {params, fit, validation} as JSON on stdout");
   cmd->add_option("--dest", args->fit.dest, "calibrate on points with this destination")->capture_default_str();
   cmd->add_option("--store", args->fit.store, "calibrate on points with this store kind")->capture_default_str();
@@ -66,6 +66,9 @@ void add_fit_command(CLI::App& app) {
   cmd->add_option("--gap-kind", args->fit.gap_kind, "calibrate on points with this gap kind")->capture_default_str();
   cmd->add_option("--isolated-min-gap-us", args->fit.isolated_min_gap_us,
                   "smallest gap that counts as an isolated (warm) burst for T0 and Q")
+      ->capture_default_str();
+  cmd->add_option("--zero-gap-min-bursts", args->fit.zero_gap_min_bursts,
+                  "fewest bursts a zero-gap point needs to count for R(K), delta(K) and R_agg")
       ->capture_default_str();
   cmd->callback([args] { run_fit(*args); });
 }

@@ -20,7 +20,7 @@ using detail::quantile;
 
 // Stage occupancy s (bytes) and clock t (us), advanced phase by phase.
 struct Stage {
-  double capacity, drain_rate;  // Q bytes, R bytes/us
+  double capacity = 0, drain_rate = 0;  // bytes, bytes/us
   double s = 0, t = 0, peak = 0;
 
   void idle(double dt) {  // nothing enters; the stage drains
@@ -28,15 +28,23 @@ struct Stage {
     t += dt;
   }
 
-  // Admits `bytes` offered at `rate` (bytes/us); returns when the last byte is admitted.
-  void issue(double bytes, double rate) {
+  // Admits `bytes` offered at `rate` (bytes/us); returns true if the producers waited for
+  // room at some point (the stage was full).
+  bool issue(double bytes, double rate) {
     const double full_eps = 1e-12 * std::max(1.0, capacity);
+    bool stalled = false;
+    if (s > capacity + full_eps) {  // over a smaller capacity (after the cold burst): wait
+      t += (s - capacity) / drain_rate;
+      s = capacity;
+      stalled = true;
+    }
     while (bytes > 0) {
       double dt;
       if (rate > drain_rate && s >= capacity - full_eps) {
         dt = bytes / drain_rate;  // full: admitted only as fast as it drains
         s = capacity;
         bytes = 0;
+        stalled = true;
       } else if (rate > drain_rate) {
         const double to_full = (capacity - s) / (rate - drain_rate);
         if (rate * to_full >= bytes) {
@@ -67,6 +75,7 @@ struct Stage {
       t += dt;
       peak = std::max(peak, s);
     }
+    return stalled;
   }
 };
 
@@ -85,6 +94,11 @@ class Gauss {
   std::mt19937_64 rng_;
 };
 
+double window_median(const std::vector<double>& v, int bursts) {
+  const auto [first, last] = steady_window(bursts);
+  return median({v.begin() + first, v.begin() + last});
+}
+
 }  // namespace
 
 std::pair<int, int> steady_window(int bursts) {
@@ -100,28 +114,34 @@ SimResult simulate(const Params& p, const SimConfig& cfg) {
     throw InvalidArgument(fmt::format("simulate: gap_us must be >= 0, got {}", cfg.gap_us));
   if (cfg.bursts < 1) throw InvalidArgument(fmt::format("simulate: bursts must be >= 1, got {}", cfg.bursts));
 
-  const long long volume = static_cast<long long>(cfg.producers) * cfg.burst_bytes;
-  const double issue_rate = cfg.producers * p.issue_gbps_per_producer * kBytesPerUsPerGbps;
-  Stage st{p.q_bytes(cfg.producers), p.r_gbps * kBytesPerUsPerGbps};
+  const double volume = static_cast<double>(cfg.producers) * static_cast<double>(cfg.burst_bytes);
+  const double issue_rate = volume / std::max(1e-9, p.t0_us(cfg.burst_bytes));  // T0 = 0: instantaneous
+  const double r_median = p.r_gbps(cfg.producers) * kBytesPerUsPerGbps;
+  const double r_agg = p.r_agg_gbps * kBytesPerUsPerGbps;
+  const double delta = p.delta_us(cfg.producers);
+  Stage st;
 
   SimResult out;
   for (int b = 0; b < cfg.bursts; ++b) {
+    st.capacity = b == 0 && cfg.cold ? p.q_cold_bytes(cfg.producers) : p.q_bytes(cfg.producers);
+    const bool empty = st.s <= 1e-9 * std::max(1.0, st.capacity);
+    st.drain_rate = empty ? r_agg : r_median;
     const double start = st.t;
-    double overhead = p.t0_fixed_us;
-    if (b == 0 && cfg.cold) overhead = std::max(0.0, overhead + p.cold.extra_us(volume));
-    st.idle(overhead);
-    st.issue(static_cast<double>(volume), issue_rate);
+    const bool stalled = st.issue(volume, issue_rate);
+    const double gap = cfg.gap_us + (!empty && stalled ? delta : 0.0);
     out.start_us.push_back(start);
     out.issue_us.push_back(st.t - start);
-    out.period_us.push_back(st.t - start + cfg.gap_us);
+    out.gap_us.push_back(gap);
+    out.period_us.push_back(st.t - start + gap);
     out.stage_at_end_bytes.push_back(st.s);
+    out.started_empty.push_back(empty);
     if (b + 1 == cfg.bursts) out.drained_us = st.t + st.s / st.drain_rate;
-    st.idle(cfg.gap_us);
+    st.idle(gap);
   }
   out.cold_issue_us = out.issue_us.front();
-  const auto [first, last] = steady_window(cfg.bursts);
-  out.steady_issue_us = median({out.issue_us.begin() + first, out.issue_us.begin() + last});
-  out.steady_period_us = median({out.period_us.begin() + first, out.period_us.begin() + last});
+  out.steady_issue_us = window_median(out.issue_us, cfg.bursts);
+  out.steady_period_us = window_median(out.period_us, cfg.bursts);
+  out.steady_gap_us = window_median(out.gap_us, cfg.bursts);
   out.max_stage_bytes = st.peak;
   return out;
 }
@@ -149,15 +169,17 @@ std::vector<ProbePoint> synthesize(const Params& p, const std::vector<ProbePoint
     m.steady_issue_p10_us = quantile(steady, 0.1);
     m.steady_issue_p90_us = quantile(steady, 0.9);
     m.period_us = noisy(sim.steady_period_us);
-    m.gap_measured_us = c.gap_us > 0 ? noisy(c.gap_us) : 0.0;
+    m.gap_measured_us = sim.steady_gap_us > 0 ? noisy(sim.steady_gap_us) : 0.0;
     m.drain_gbps = static_cast<double>(c.total_bytes()) / m.period_us / kBytesPerUsPerGbps;
-    // The receiver has everything once the stage is empty after the last burst.
-    m.completion_us = noisy(sim.drained_us);
+    // The simulated stream is the median producer; the launch as a whole delivers at most R_agg.
     const double all_bytes = static_cast<double>(c.total_bytes()) * cfg.bursts;
+    const double floor_us = all_bytes / (p.r_agg_gbps * kBytesPerUsPerGbps);
+    const double median_end = sim.start_us.back() + sim.issue_us.back();
+    const double last_end = std::max(median_end, floor_us);
+    m.completion_us = noisy(std::max(sim.drained_us, floor_us));
     m.delivered_gbps = all_bytes / m.completion_us / kBytesPerUsPerGbps;
-    // Identical producers: all start and end together.
-    m.aggregate_gbps = all_bytes / noisy(sim.start_us.back() + sim.issue_us.back()) / kBytesPerUsPerGbps;
-    m.producer_skew = 1.0;
+    m.aggregate_gbps = all_bytes / noisy(last_end) / kBytesPerUsPerGbps;
+    m.producer_skew = last_end / median_end;
     out.push_back(std::move(m));
   }
   return out;

@@ -50,14 +50,14 @@ ValidationReport validate(const Params& p, const std::vector<ProbePoint>& pts, c
     v.period_meas_us = pt.period_us;
     v.period_pred_us = pr.period_us;
     v.cold_meas_us = pt.cold_issue_us;
-    v.cold_pred_base_us = pr.cold_issue_us;
-    v.cold_pred_ext_us = pr.cold_issue_ext_us;
+    v.cold_pred_base_us = pr.cold_issue_base_us;
+    v.cold_pred_ext_us = pr.cold_issue_us;
     // 0 means "not measured": such a quantity is skipped for this point.
     if (pt.steady_issue_us > 0) e_issue.push_back(rel(pr.issue_us, pt.steady_issue_us));
     if (pt.period_us > 0) e_period.push_back(rel(pr.period_us, pt.period_us));
     if (pt.cold_issue_us > 0) {
-      e_cold_base.push_back(rel(pr.cold_issue_us, pt.cold_issue_us));
-      e_cold_ext.push_back(rel(pr.cold_issue_ext_us, pt.cold_issue_us));
+      e_cold_base.push_back(rel(pr.cold_issue_base_us, pt.cold_issue_us));
+      e_cold_ext.push_back(rel(pr.cold_issue_us, pt.cold_issue_us));
     }
     r.details.push_back(std::move(v));
   }

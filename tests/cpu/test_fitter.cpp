@@ -1,8 +1,10 @@
-// Fitter and validation on synthetic probe data (simulator + 2% noise) with known
-// parameters, the label filters, and an error for each parameter that lacks data.
+// Fitter and validation: synthetic probe data (simulator + 2% noise) with known tables, the
+// label filters, an error for each parameter that lacks data, the lower bound on Q, and the
+// real 2xH200 probe run against the held-out error targets.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 
 #include "xstage/error.hpp"
@@ -16,18 +18,23 @@ using xstage::ProbePoint;
 
 namespace {
 
-// The "true" X-Stage the synthetic probe measures (H200-like orders of magnitude).
+constexpr int kKs[] = {16, 33, 66, 132};
+
+// The "true" X-Stage the synthetic probe measures, shaped like the 2xH200 fit but with a
+// warm capacity small enough that the large isolated bursts overflow it.
 xm::Params truth() {
   xm::Params p;
-  p.t0_fixed_us = 0.12;
-  p.issue_gbps_per_producer = 80;
-  p.r_gbps = 380;
-  p.q_bytes_by_k = {{33, 1.5 * xm::kMiB}, {66, 2.75 * xm::kMiB}, {132, 5.0 * xm::kMiB}};
-  p.cold = {0.8, 0.3};
+  p.t0_table = {{1024, 0.15},  {2048, 0.15},  {4096, 0.165},  {8192, 0.22},  {16384, 0.30},
+                {32768, 0.58}, {65536, 1.23}, {131072, 2.53}, {262144, 5.13}};
+  p.r_table = {{16, 560}, {33, 650}, {66, 390}, {132, 387}};
+  p.r_agg_gbps = 370;
+  p.delta_table = {{16, 0.16}, {33, 0.19}, {66, 0.33}, {132, 0.48}};
+  p.q_table = {{16, 1.5 * xm::kMiB}, {33, 2 * xm::kMiB}, {66, 3 * xm::kMiB}, {132, 5 * xm::kMiB}};
+  p.q_cold_table = {{16, 0.3 * xm::kMiB}, {33, 1.2 * xm::kMiB}, {66, 1.5 * xm::kMiB}, {132, 2.5 * xm::kMiB}};
   return p;
 }
 
-ProbePoint config(int k, long long b, double g, const std::string& role, int bursts = 100) {
+ProbePoint config(int k, long long b, double g, const std::string& role, int bursts) {
   ProbePoint c;
   c.producers = k;
   c.threads = 512;
@@ -38,28 +45,34 @@ ProbePoint config(int k, long long b, double g, const std::string& role, int bur
   return c;
 }
 
-// A sweep shaped like the probe's: K x B x G, fit and held-out points on different grids.
+// A sweep shaped like the probe's (bench/probe-h200.json): R(K) at zero gap over K*B splits,
+// isolated bursts over B, periodic bursts over G at K=132; held out on other K, B and G.
 std::vector<ProbePoint> fit_configs() {
   std::vector<ProbePoint> v;
-  for (int k : {33, 66, 132})
-    for (long long b = 1024; b <= 131072; b *= 2)
-      for (double g : {0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 50.0}) v.push_back(config(k, b, g, "fit"));
+  for (int k : kKs) {
+    for (long long b : {16384LL, 32768LL, 65536LL}) v.push_back(config(k, b, 0.0, "fit", 96));
+    for (long long b = 1024; b <= 262144; b *= 2) v.push_back(config(k, b, 150.0, "fit", 12));
+  }
+  for (long long b : {8192LL, 16384LL, 32768LL})
+    for (double g : {0.0, 1.0, 3.0, 8.0, 20.0}) v.push_back(config(132, b, g, "fit", 64));
   return v;
 }
 
 std::vector<ProbePoint> validate_configs() {
   std::vector<ProbePoint> v;
-  for (int k : {48, 100, 132})
-    for (long long b : {3072LL, 12288LL, 24576LL, 49152LL, 98304LL})
-      for (double g : {0.0, 0.7, 3.0, 7.0, 40.0}) v.push_back(config(k, b, g, "validate"));
+  for (int k : {48, 100})
+    for (long long b : {24576LL, 49152LL, 98304LL})
+      for (double g : {0.0, 1.5, 4.0, 10.0, 150.0}) v.push_back(config(k, b, g, "validate", 64));
+  for (long long b : {8192LL, 16384LL, 32768LL})
+    for (double g : {0.5, 2.0, 5.0, 12.0}) v.push_back(config(132, b, g, "validate", 64));
   return v;
 }
 
-std::vector<ProbePoint> synthetic(uint64_t seed, double noise = 0.02) {
+std::vector<ProbePoint> synthetic(uint64_t seed, double noise = 0.02, const xm::Params& p = truth()) {
   auto cfg = fit_configs();
   const auto val = validate_configs();
   cfg.insert(cfg.end(), val.begin(), val.end());
-  return xm::synthesize(truth(), cfg, noise, seed);
+  return xm::synthesize(p, cfg, noise, seed);
 }
 
 template <class F>
@@ -76,45 +89,84 @@ bool contains(const std::string& s, const std::string& sub) { return s.find(sub)
 
 double rel(double a, double b) { return std::fabs(a - b) / std::fabs(b); }
 
+bool noted(const xm::FitResult& fr, const std::string& what) {
+  for (const auto& n : fr.notes)
+    if (contains(n, what)) return true;
+  return false;
+}
+
 }  // namespace
 
-// Tolerances: R within 3%, T0(B) within 10% at every measured B, Q(K) within 15%.
-TEST(Fitter, RecoversKnownParamsFromNoisySyntheticData) {
+// Tolerances with 2% noise: T0(B) 5% where measured below the knee (10% at 256 KiB, which
+// every K overflows, so it is extrapolated), R(K) 5% (a median of three splits), R_agg 2%,
+// delta(K) 10%, Q(K) and Q_cold(K) 10%.
+TEST(Fitter, RecoversKnownTablesFromNoisySyntheticData) {
   const auto t = truth();
   for (uint64_t seed : {1u, 2u, 3u, 4u, 5u}) {
-    const auto pts = synthetic(seed);
-    const xm::FitResult fr = xm::fit(pts);
+    const xm::FitResult fr = xm::fit(synthetic(seed));
     const auto& p = fr.params;
     SCOPED_TRACE("seed " + std::to_string(seed) + "\n" + xm::format_fit(fr));
-    EXPECT_LT(rel(p.r_gbps, t.r_gbps), 0.03);
-    for (long long b = 1024; b <= 131072; b *= 2) EXPECT_LT(rel(p.t0_us(b), t.t0_us(b)), 0.10) << "B=" << b;
-    ASSERT_EQ(fr.q_fits.size(), 3u);
-    for (const auto& [k, q] : t.q_bytes_by_k) EXPECT_LT(rel(p.q_bytes(k), q), 0.15) << "K=" << k;
-    // Cold extension: recovers the affine correction roughly (its residuals carry the
-    // simulator's t0_fixed offset and the noise of spans up to ~30 us).
-    EXPECT_NEAR(p.cold.c0_us, t.cold.c0_us, 0.25);
-    EXPECT_NEAR(p.cold.c1_us_per_mib, t.cold.c1_us_per_mib, 0.1);
-    EXPECT_LT(fr.cold_rms_ext_us, fr.cold_rms_base_us);
-    // Every fit point passes the default filters; diagnostics are filled in.
+    for (const auto& e : t.t0_table)
+      EXPECT_LT(rel(p.t0_us(e.burst_bytes), e.t0_us), e.burst_bytes < 262144 ? 0.05 : 0.10) << "B=" << e.burst_bytes;
+    EXPECT_LT(rel(p.r_agg_gbps, t.r_agg_gbps), 0.02);
+    ASSERT_EQ(fr.r_fits.size(), 4u);
+    ASSERT_EQ(fr.q_fits.size(), 4u);
+    ASSERT_EQ(fr.q_cold_fits.size(), 4u);
+    for (int k : kKs) {
+      EXPECT_LT(rel(p.r_gbps(k), t.r_gbps(k)), 0.05) << "K=" << k;
+      EXPECT_LT(rel(p.delta_us(k), t.delta_us(k)), 0.10) << "K=" << k;
+      EXPECT_LT(rel(p.q_bytes(k), t.q_bytes(k)), 0.10) << "K=" << k;
+      EXPECT_FALSE(p.q_lower_bound(k)) << "K=" << k;  // the large bursts overflow: Q is fitted
+      EXPECT_LT(rel(p.q_cold_bytes(k), t.q_cold_bytes(k)), 0.10) << "K=" << k;
+    }
+    // Diagnostics: every fit point passes the default filters; counts behind each table.
     EXPECT_EQ(fr.usable_points, static_cast<int>(fit_configs().size()));
-    EXPECT_GT(fr.r_points, 10);
-    EXPECT_GT(fr.t0_points, 8);
-    EXPECT_FALSE(fr.r_splits.empty());
-    EXPECT_LT(fr.r_spread_rel, 0.10);  // splits of one V agree up to the noise
+    EXPECT_EQ(fr.r_points, 4 * 3 + 3);  // the K=132 zero-gap periodic points have 64 bursts
+    EXPECT_EQ(fr.r_agg_points, fr.r_points);
+    EXPECT_GT(fr.t0_points, 20);
     EXPECT_LT(fr.t0_rms_rel_err, 0.05);
+    for (const auto& q : fr.q_fits) EXPECT_GT(q.above_knee, 0) << q.producers;
+    for (const auto& q : fr.q_cold_fits) EXPECT_LT(q.rms_rel_err_ext, q.rms_rel_err_base) << q.producers;
   }
 }
 
-TEST(Fitter, NoiseFreeDataIsFittedClosely) {
+TEST(Fitter, NoiseFreeDataIsFittedExactly) {
   const xm::FitResult fr = xm::fit(synthetic(9, 0.0));
   const auto t = truth();
-  EXPECT_LT(rel(fr.params.r_gbps, t.r_gbps), 0.005);
-  for (long long b = 1024; b <= 131072; b *= 2) EXPECT_LT(rel(fr.params.t0_us(b), t.t0_us(b)), 0.01);
-  // The fitted Q is the closed form's effective capacity: the simulator's Q minus the bytes
-  // that drain during the start overhead (R * t0_fixed, docs/model.md).
-  for (const auto& [k, q] : t.q_bytes_by_k)
-    EXPECT_NEAR(fr.params.q_bytes(k), q - t.r_gbps * 1e3 * t.t0_fixed_us, 0.01 * q) << "K=" << k;
-  EXPECT_NEAR(fr.r_spread_rel, 0.0, 1e-6);
+  SCOPED_TRACE(xm::format_fit(fr));
+  for (const auto& e : t.t0_table) EXPECT_LT(rel(fr.params.t0_us(e.burst_bytes), e.t0_us), 1e-6) << e.burst_bytes;
+  EXPECT_LT(rel(fr.params.r_agg_gbps, t.r_agg_gbps), 1e-9);
+  for (int k : kKs) {
+    EXPECT_LT(rel(fr.params.r_gbps(k), t.r_gbps(k)), 1e-9) << k;
+    EXPECT_LT(rel(fr.params.delta_us(k), t.delta_us(k)), 1e-9) << k;
+    EXPECT_LT(rel(fr.params.q_bytes(k), t.q_bytes(k)), 1e-4) << k;
+    EXPECT_LT(rel(fr.params.q_cold_bytes(k), t.q_cold_bytes(k)), 1e-4) << k;
+  }
+  for (const auto& r : fr.r_fits) EXPECT_NEAR(r.spread_rel, 0.0, 1e-9) << r.producers;
+}
+
+// No isolated burst overflows a 40 MiB stage: Q is not identifiable, only bounded below.
+TEST(Fitter, QIsALowerBoundWhenNoBurstOverflows) {
+  auto big = truth();
+  for (auto& q : big.q_table) q.q_bytes = 40 * xm::kMiB;
+  const xm::FitResult fr = xm::fit(synthetic(6, 0.02, big));
+  SCOPED_TRACE(xm::format_fit(fr));
+  EXPECT_TRUE(noted(fr, "Q(K) is a lower bound for K = 16, 33, 66, 132"));
+  const double r_agg = fr.params.r_agg_gbps * 1e3;
+  for (const auto& q : fr.q_fits) {
+    EXPECT_TRUE(q.lower_bound);
+    EXPECT_EQ(q.above_knee, 0);
+    // The bound is the largest V - R_agg T0(B) the K absorbed: its 256 KiB burst.
+    const double v = 262144.0 * q.producers;
+    EXPECT_NEAR(q.q_bytes, v - r_agg * fr.params.t0_us(262144), 1e-6 * v) << q.producers;
+    EXPECT_LE(q.q_bytes, 40 * xm::kMiB);
+    EXPECT_TRUE(fr.params.q_lower_bound(q.producers));
+  }
+  // All large-gap points are then T0 measurements, 256 KiB included.
+  EXPECT_LT(rel(fr.params.t0_us(262144), 5.13), 0.05);
+  const nlohmann::json j = fr.params;
+  EXPECT_EQ(j.at("q").at(0).at("lower_bound"), true);
+  EXPECT_TRUE(contains(xm::format_fit(fr), "lower"));
 }
 
 TEST(Fitter, OnlyPointsWithTheRequestedLabelsCalibrate) {
@@ -128,6 +180,7 @@ TEST(Fitter, OnlyPointsWithTheRequestedLabelsCalibrate) {
       q.steady_issue_us *= 7;
       q.period_us *= 7;
       q.cold_issue_us *= 7;
+      q.aggregate_gbps *= 7;
       if (std::string(which) == "dest") q.dest = "local";
       if (std::string(which) == "store") q.store = "bulk";
       if (std::string(which) == "addr") q.addr = "rewrite";
@@ -138,9 +191,12 @@ TEST(Fitter, OnlyPointsWithTheRequestedLabelsCalibrate) {
     }
   }
   const xm::FitResult mixed = xm::fit(pts);
-  EXPECT_DOUBLE_EQ(mixed.params.r_gbps, clean.params.r_gbps);
-  EXPECT_DOUBLE_EQ(mixed.params.t0_fixed_us, clean.params.t0_fixed_us);
-  EXPECT_EQ(mixed.params.q_bytes_by_k, clean.params.q_bytes_by_k);
+  EXPECT_EQ(mixed.params.t0_table, clean.params.t0_table);
+  EXPECT_EQ(mixed.params.r_table, clean.params.r_table);
+  EXPECT_EQ(mixed.params.r_agg_gbps, clean.params.r_agg_gbps);
+  EXPECT_EQ(mixed.params.delta_table, clean.params.delta_table);
+  EXPECT_EQ(mixed.params.q_table, clean.params.q_table);
+  EXPECT_EQ(mixed.params.q_cold_table, clean.params.q_cold_table);
   EXPECT_EQ(mixed.usable_points, clean.usable_points);
 
   // The filters are options: fitting the "local" copies instead sees only them.
@@ -163,10 +219,15 @@ TEST(Fitter, ProbeRunOverloadRecordsTheDevice) {
   EXPECT_TRUE(contains(fr.params.source, "2x NVIDIA H200"));
   EXPECT_TRUE(contains(fr.params.source, "abc123"));
   const nlohmann::json j = fr;
-  EXPECT_EQ(j.at("params").at("schema"), "xstage.params.v1");
-  EXPECT_EQ(j.at("q").size(), 3u);
-  EXPECT_TRUE(j.at("r").contains("spread_rel"));
+  EXPECT_EQ(j.at("params").at("schema"), "xstage.params.v2");
+  EXPECT_EQ(j.at("q").size(), 4u);
+  EXPECT_EQ(j.at("r").at("table").size(), 4u);
+  EXPECT_TRUE(j.at("r").at("table").at(0).contains("spread_rel"));
+  EXPECT_EQ(j.at("q_cold").at("table").size(), 4u);
   EXPECT_NO_THROW(xm::check_params(j.at("params").get<xm::Params>()));
+  const std::string text = xm::format_fit(fr);
+  for (const char* s : {"Burst-Gap parameters", "T0(B)", "R(K), delta(K)", "R_agg =", "Q(K)", "Q_cold(K)"})
+    EXPECT_TRUE(contains(text, s)) << s << "\n" << text;
 }
 
 TEST(Fitter, SaysWhichParameterLacksData) {
@@ -194,22 +255,33 @@ TEST(Fitter, SaysWhichParameterLacksData) {
   EXPECT_TRUE(contains(e, "cannot determine T0")) << e;
   EXPECT_TRUE(contains(e, "same B = 4096")) << e;
 
-  // No back-to-back bursts: R.
+  // No back-to-back bursts, or too few of them: R.
   e = fit_error([&] { xm::fit(keep([](const ProbePoint& p) { return p.gap_us > 0; })); });
   EXPECT_TRUE(contains(e, "cannot determine R")) << e;
-  EXPECT_TRUE(contains(e, "drain-bound")) << e;
+  auto short_runs = all;
+  for (auto& p : short_runs) p.bursts = std::min(p.bursts, 32);
+  e = fit_error([&] { xm::fit(short_runs); });
+  EXPECT_TRUE(contains(e, "cannot determine R")) << e;
+  EXPECT_TRUE(contains(e, "bursts >= 64")) << e;
 
-  // Only small bursts: never above the knee, so Q is undetermined.
-  e = fit_error([&] { xm::fit(keep([](const ProbePoint& p) { return p.burst_bytes <= 16384; })); });
-  EXPECT_TRUE(contains(e, "cannot determine Q")) << e;
-  EXPECT_TRUE(contains(e, "above the knee")) << e;
+  // No whole-launch rate: R_agg.
+  auto no_agg = all;
+  for (auto& p : no_agg) p.aggregate_gbps = 0;
+  e = fit_error([&] { xm::fit(no_agg); });
+  EXPECT_TRUE(contains(e, "cannot determine R_agg")) << e;
 
-  // One K without an above-knee point is skipped with a note, not an error.
-  const auto fr = xm::fit(keep([](const ProbePoint& p) { return p.producers != 33 || p.burst_bytes <= 16384; }));
-  ASSERT_EQ(fr.q_fits.size(), 2u);
-  bool noted = false;
-  for (const auto& n : fr.notes) noted |= contains(n, "K=33 not determined");
-  EXPECT_TRUE(noted);
+  // Only small bursts: nothing overflows, so Q is a lower bound (a note, not an error).
+  const auto small = xm::fit(keep([](const ProbePoint& p) { return p.burst_bytes <= 16384; }));
+  EXPECT_TRUE(noted(small, "Q(K) is a lower bound")) << xm::format_fit(small);
+  for (const auto& q : small.q_fits) EXPECT_TRUE(q.lower_bound);
+
+  // No cold measurements: Q_cold = Q, noted.
+  auto no_cold = all;
+  for (auto& p : no_cold) p.cold_issue_us = 0;
+  const auto nc = xm::fit(no_cold);
+  EXPECT_TRUE(noted(nc, "Q_cold = Q"));
+  ASSERT_EQ(nc.params.q_cold_table.size(), nc.params.q_table.size());
+  for (int k : kKs) EXPECT_EQ(nc.params.q_cold_bytes(k), nc.params.q_bytes(k));
 }
 
 TEST(Validation, SyntheticHeldOutPointsArePredictedWell) {
@@ -219,16 +291,14 @@ TEST(Validation, SyntheticHeldOutPointsArePredictedWell) {
   SCOPED_TRACE(xm::format_validation(v));
   EXPECT_EQ(v.points, static_cast<int>(validate_configs().size()));
   EXPECT_EQ(v.steady_issue.n, v.points);
-  // 2% noise plus the simulator's t0_fixed offset near the knee.
   EXPECT_LT(v.steady_issue.median_rel, 0.04);
   EXPECT_LT(v.steady_issue.p90_rel, 0.10);
   EXPECT_LT(v.period.median_rel, 0.04);
   EXPECT_LT(v.period.p90_rel, 0.08);
-  // The base model ignores the cold-path penalty (0.8 us + 0.3 us/MiB): large error;
-  // the extension removes most of it.
-  EXPECT_GT(v.cold_base.median_rel, 0.25);
-  EXPECT_LT(v.cold_ext.median_rel, 0.06);
-  EXPECT_LT(v.cold_ext.p90_rel, v.cold_base.p90_rel);
+  // The base model gives the first burst the warm capacity; the extension the cold one.
+  EXPECT_GT(v.cold_base.p90_rel, 0.25);
+  EXPECT_LT(v.cold_ext.median_rel, 0.04);
+  EXPECT_LT(v.cold_ext.p90_rel, 0.10);
 
   const nlohmann::json j = v;
   EXPECT_EQ(j.at("points"), v.points);
@@ -245,14 +315,14 @@ TEST(Validation, MedianAndP90AreComputedAsDocumented) {
   const double errs[] = {0.0, 0.1, 0.2, 0.3, 0.4};
   std::vector<ProbePoint> pts;
   for (int i = 0; i < 5; ++i) {
-    ProbePoint q = config(132, 4096 * (i + 1), 2.0 * i, "validate");
+    ProbePoint q = config(132, 16384 * (i + 1), 2.0 * i, "validate", 64);
     const auto pr = xm::predict(p, q.producers, q.burst_bytes, q.gap_us);
     q.steady_issue_us = pr.issue_us / (1 + errs[i]);
     q.period_us = pr.period_us / (1 + errs[4 - i]);
-    q.cold_issue_us = pr.cold_issue_ext_us;  // the extension is exact here
+    q.cold_issue_us = pr.cold_issue_us;  // the extension is exact here
     pts.push_back(q);
   }
-  ProbePoint not_measured = config(132, 8192, 1.0, "validate");  // zeros: skipped per quantity
+  ProbePoint not_measured = config(132, 8192, 1.0, "validate", 64);  // zeros: skipped per quantity
   pts.push_back(not_measured);
   ProbePoint fit_point = pts[0];
   fit_point.role = "fit";
@@ -266,7 +336,7 @@ TEST(Validation, MedianAndP90AreComputedAsDocumented) {
   EXPECT_NEAR(v.steady_issue.p90_rel, 0.36, 1e-12);  // 0.3 + 0.6 * (0.4 - 0.3)
   EXPECT_NEAR(v.period.median_rel, 0.2, 1e-12);
   EXPECT_NEAR(v.cold_ext.median_rel, 0.0, 1e-12);
-  EXPECT_GT(v.cold_base.median_rel, 0.0);
+  EXPECT_GT(v.cold_base.p90_rel, 0.0);  // from 32 KiB on, K=132 overflows Q_cold: base != extended
   const std::string table = xm::format_validation(v);
   EXPECT_TRUE(contains(table, "steady_issue")) << table;
   EXPECT_TRUE(contains(table, "20.00%")) << table;
@@ -276,4 +346,28 @@ TEST(Validation, MedianAndP90AreComputedAsDocumented) {
   const auto none = xm::validate(p, {fit_point});
   EXPECT_EQ(none.points, 0);
   EXPECT_TRUE(contains(xm::format_validation(none), "no held-out points"));
+}
+
+// The committed 2xH200 probe run: the fitted model must meet the held-out targets (median
+// <= 10%, p90 <= 25%) for the steady issue span, the period and the extended cold model.
+TEST(RealData, H200ProbeRunMeetsTheHeldOutTargets) {
+  const std::string path = std::string(XSTAGE_SOURCE_DIR) + "/results/probe-h200x2/probe.json";
+  ASSERT_TRUE(std::filesystem::exists(path)) << path << " is missing (committed with the 2xH200 results)";
+  const xstage::ProbeRun run = xstage::load_probe_run(path);
+  const xm::FitResult fr = xm::fit(run);
+  const xm::ValidationReport v = xm::validate(fr.params, run.points);
+  SCOPED_TRACE(xm::format_fit(fr) + xm::format_validation(v));
+  ASSERT_GT(v.points, 20);
+  for (const auto& [name, s] : {std::pair{"steady_issue", v.steady_issue}, std::pair{"period", v.period},
+                                std::pair{"cold_issue (extended)", v.cold_ext}}) {
+    EXPECT_EQ(s.n, v.points) << name;
+    EXPECT_LE(s.median_rel, 0.10) << name;
+    EXPECT_LE(s.p90_rel, 0.25) << name;
+  }
+  // The base model's cold burst is the warm isolated one: far off on this node.
+  EXPECT_GT(v.cold_base.median_rel, 0.25);
+  // What the data shows (docs/model.md): no isolated burst overflows, R_agg near the link rate.
+  for (const auto& q : fr.q_fits) EXPECT_TRUE(q.lower_bound) << q.producers;
+  EXPECT_GT(fr.params.r_agg_gbps, 300);
+  EXPECT_LT(fr.params.r_agg_gbps, 420);
 }

@@ -186,8 +186,8 @@ TEST(ProbeData, EachBadFileGivesItsOwnMessageWithThePath) {
     std::function<void(nlohmann::json&)> edit;
   };
   const std::vector<Case> cases = {
-      {"wrong schema", "schema is \"xstage.params.v1\", expected \"xstage.probe.v1\"",
-       [](nlohmann::json& j) { j["schema"] = "xstage.params.v1"; }},
+      {"wrong schema", "schema is \"xstage.params.v2\", expected \"xstage.probe.v1\"",
+       [](nlohmann::json& j) { j["schema"] = "xstage.params.v2"; }},
       {"no schema", "missing field \"schema\"", [](nlohmann::json& j) { j.erase("schema"); }},
       {"not an object", "expected a JSON object, got array", [](nlohmann::json& j) { j = nlohmann::json::array(); }},
       {"no points", "missing field \"points\"", [](nlohmann::json& j) { j.erase("points"); }},
@@ -229,4 +229,25 @@ TEST(ProbeData, EachBadFileGivesItsOwnMessageWithThePath) {
 
 TEST(ProbeData, SaveToAnUnwritablePathFails) {
   EXPECT_THROW(xstage::save_probe_run(full_run(), "/nonexistent-dir/x/run.json"), xstage::Error);
+}
+
+// The committed 2xH200 run (the model's calibration data) loads and holds what the fitter and
+// docs/model.md rely on: zero-gap and large-gap sweeps, held-out points, the cold-burst study.
+TEST(ProbeData, CommittedH200RunLoads) {
+  const std::string path = std::string(XSTAGE_SOURCE_DIR) + "/results/probe-h200x2/probe.json";
+  ASSERT_TRUE(std::filesystem::exists(path)) << path;
+  const ProbeRun run = xstage::load_probe_run(path);
+  EXPECT_EQ(run.sm_count, 132);
+  int zero = 0, isolated = 0, held_out = 0, warm_up = 0;
+  for (const auto& p : run.points) {
+    zero += p.gap_us == 0 && p.bursts >= 64 && p.aggregate_gbps > 0 && p.gap_measured_us > 0;
+    isolated += p.gap_us >= 10 && p.role == "fit";
+    held_out += p.role == "validate";
+    warm_up += p.warmup_bytes > 0;
+    EXPECT_EQ(p.issue_us_per_burst.size(), static_cast<size_t>(p.bursts));
+  }
+  EXPECT_GT(zero, 20);
+  EXPECT_GT(isolated, 30);
+  EXPECT_GT(held_out, 20);
+  EXPECT_GT(warm_up, 5);
 }
