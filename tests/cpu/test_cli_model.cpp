@@ -185,17 +185,18 @@ TEST_F(CliModel, PredictRejectsBadInputWithExitCode2) {
   EXPECT_TRUE(contains(v1.err, "xstage fit")) << v1.err;
 }
 
-TEST_F(CliModel, PredictWithoutParamsUsesThePresetOrSaysItIsMissing) {
+TEST_F(CliModel, PredictWithoutParamsUsesTheShippedH200Preset) {
   const fs::path preset = fs::path(XSTAGE_SOURCE_DIR) / "presets" / "h200-nvlink.json";
+  ASSERT_TRUE(fs::exists(preset)) << "the measured H200 preset must ship with the source";
   const CliRun r = cli("predict -k 132 -b 16384 -g 10 --json");
-  if (fs::exists(preset)) {
-    ASSERT_EQ(r.code, 0) << r.err;
-    EXPECT_TRUE(nlohmann::json::parse(r.out).contains("issue_us"));
-  } else {
-    EXPECT_NE(r.code, 0);
-    EXPECT_TRUE(contains(r.err, "preset is missing")) << r.err;
-    EXPECT_TRUE(contains(r.err, "--params")) << r.err;
-  }
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* f : {"issue_us", "period_us", "backpressure_us", "recovery_gap_us", "cold_issue_us"})
+    EXPECT_TRUE(j.contains(f)) << f;
+  // The same answer as with the preset named explicitly.
+  const CliRun e = cli("predict -k 132 -b 16384 -g 10 --json --params '" + preset.string() + "'");
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(e.out)["issue_us"].get<double>(), j["issue_us"].get<double>());
 }
 
 TEST_F(CliModel, FitOnSyntheticDataWritesParamsAndValidation) {
