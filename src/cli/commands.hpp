@@ -9,4 +9,7 @@ void add_info_command(CLI::App& app);
 void add_probe_command(CLI::App& app);
 void add_fit_command(CLI::App& app);
 void add_predict_command(CLI::App& app);
+#ifdef XSTAGE_HAVE_ATTENTION
+void add_attention_bench_command(CLI::App& app);  // `xstage bench attention`
+#endif
 }  // namespace xstage::cli

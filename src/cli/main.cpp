@@ -13,6 +13,9 @@ int main(int argc, char** argv) {
   xstage::cli::add_probe_command(app);
   xstage::cli::add_fit_command(app);
   xstage::cli::add_predict_command(app);
+#ifdef XSTAGE_HAVE_ATTENTION
+  xstage::cli::add_attention_bench_command(app);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

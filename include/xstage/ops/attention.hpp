@@ -1,0 +1,90 @@
+// Attention forward operator: O = softmax(scale * Q K^T) V on one GPU, with the Hopper
+// kernel of src/kernels/attention (TMA, wgmma, warp specialisation, persistent tiles).
+//
+// Layout: BSHD with arbitrary strides in elements (the head-dim stride must be 1), e.g. a
+// slice of a packed [B, S, 3, H, D] QKV tensor. bf16 or fp16 in and out, fp32 accumulation,
+// head dim 64 or 128, q_len and kv_len independent. Causal masking is aligned top-left
+// (query i sees keys j <= i, torch's is_causal). The optional LSE is the natural-log
+// log-sum-exp of the scaled scores, fp32 [B, H, Sq].
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+namespace xstage::ops {
+
+enum class AttentionDType : int { bf16 = 0, fp16 = 1 };
+const char* dtype_name(AttentionDType t);
+
+// Strides of a BSHD tensor, in elements.
+struct BSHDStrides {
+  int64_t b = 0;
+  int64_t s = 0;
+  int64_t h = 0;
+  int64_t d = 1;
+};
+// Strides of a dense [B, S, H, D] tensor.
+BSHDStrides packed_bshd(int seq, int heads, int head_dim);
+
+struct AttentionArgs {
+  AttentionDType dtype = AttentionDType::bf16;
+  int batch = 0;
+  int heads = 0;
+  int q_len = 0;
+  int kv_len = 0;
+  int head_dim = 0;
+
+  const void* q = nullptr;  // device pointers
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+  BSHDStrides q_strides, k_strides, v_strides, o_strides;
+
+  bool return_lse = false;
+  float* lse = nullptr;      // fp32, element (b, h, s) at b*lse_stride_b + h*lse_stride_h + s
+  int64_t lse_stride_b = 0;  // 0 and 0: dense [B, H, Sq]
+  int64_t lse_stride_h = 0;
+
+  float softmax_scale = 0.f;  // 0: 1/sqrt(head_dim)
+  bool causal = false;
+  int num_ctas = 0;  // persistent grid; 0: one CTA per SM
+};
+
+// Throws xstage::InvalidArgument with one line naming the first problem: unsupported dtype
+// or head dim, non-positive sizes, null or misaligned pointers (16 B; 4 B for the LSE),
+// strides (head-dim stride 1; the others positive multiples of 8 elements, i.e. 16 bytes),
+// a bad softmax scale, LSE requested without a buffer, a problem too large for the kernel.
+void validate(const AttentionArgs& a);
+
+// The compiled kernel that serves a configuration.
+struct AttentionInstantiation {
+  std::string name;  // e.g. "bf16_d128_noncausal"
+  int block_m = 0;
+  int block_n = 0;
+  int stages = 0;
+  int consumer_warpgroups = 0;
+  int threads = 0;
+  int smem_bytes = 0;
+  int producer_regs = 0;
+  int consumer_regs = 0;
+  bool intra_wg_overlap = false;
+  bool pingpong = false;
+};
+// Throws InvalidArgument for a dtype/head-dim pair that is not shipped.
+AttentionInstantiation select_instantiation(AttentionDType dtype, int head_dim, bool causal);
+
+// Validates, then launches on `stream` (asynchronous; launch errors throw xstage::Error).
+void attention_forward(const AttentionArgs& a, cudaStream_t stream);
+
+// Floating-point operations of the two GEMMs (4 * B * H * d * #visible (query, key) pairs):
+// 4 B H Sq Skv d without a mask, the exact visible count when causal.
+double attention_flops(const AttentionArgs& a);
+
+// fp32 reference on the host, for small problems (tests): q, k, v are float arrays laid out
+// with a's strides; writes O with a.o_strides into o and, if lse != nullptr, a dense
+// [B, H, Sq] LSE. Same semantics as the kernel (scale, top-left causal mask).
+void attention_reference_host(const AttentionArgs& a, const float* q, const float* k, const float* v, float* o,
+                              float* lse);
+
+}  // namespace xstage::ops

@@ -1,0 +1,335 @@
+// `xstage bench attention`: TFLOP/s of the attention forward kernel over a sweep of shapes,
+// timed with CUDA events (warm-up, then the median of >= 20 individually timed launches, the
+// inputs rotating over enough buffer sets to exceed the L2 cache; a large memset queued
+// first keeps the GPU busy while the host enqueues, so no launch overhead is timed). Prints an nccl-tests
+// style table and optionally writes JSON (schema xstage.bench.attention.v1), the same shape
+// python/bench_attention_torch.py writes for PyTorch SDPA, so python/compare_attention.py
+// can put the two side by side.
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli/commands.hpp"
+#include "runtime/check.hpp"
+#include "xstage/error.hpp"
+#include "xstage/ops/attention.hpp"
+
+namespace xstage::cli {
+namespace {
+
+struct BenchFlags {
+  std::vector<int> seqlens{1024, 4096, 4608, 8192, 16384, 32768, 65536};
+  std::vector<int> heads{12, 24};
+  std::vector<int> head_dims{64, 128};
+  int batch = 1;
+  std::string dtype = "bf16";
+  bool causal = false;
+  int warmup = 5;
+  int iters = 30;
+  double rotate_mib = 0;  // 0: 2 x the device's L2
+  int num_ctas = 0;
+  std::string json_out;
+};
+
+std::string now_iso() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string commit_id() {
+  if (const char* c = std::getenv("XSTAGE_COMMIT")) return c;
+  return "unknown";
+}
+
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * (v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - lo) * (v[hi] - v[lo]);
+}
+
+// 16-bit encodings of uniform(-1, 1) values of the requested type.
+std::vector<uint16_t> random_block(ops::AttentionDType t, size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<uint16_t> out(n);
+  for (auto& h : out) {
+    const float f = u(rng);
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    if (t == ops::AttentionDType::bf16) {
+      h = static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);  // round to nearest even
+    } else {
+      // |f| < 1: normal halves down to 2^-14, smaller ones flush to signed zero (fine for a bench).
+      const uint32_t sign = (bits >> 16) & 0x8000u;
+      const int exp = static_cast<int>((bits >> 23) & 0xFF) - 127 + 15;
+      const uint32_t mant = bits & 0x7FFFFFu;
+      h = exp <= 0 ? static_cast<uint16_t>(sign)
+                   : static_cast<uint16_t>(sign | (static_cast<uint32_t>(exp) << 10) | ((mant + 0x1000u) >> 13));
+    }
+  }
+  return out;
+}
+
+constexpr size_t kPatternChunk = size_t(1) << 22;  // elements copied per upload
+constexpr size_t kPatternPad = 8192;               // start offsets vary within this
+
+struct DeviceMem {
+  void* p = nullptr;
+  explicit DeviceMem(size_t bytes) { XS_CUDA(cudaMalloc(&p, bytes), fmt::format("allocating {} bytes", bytes)); }
+  ~DeviceMem() { cudaFree(p); }
+  DeviceMem(const DeviceMem&) = delete;
+  DeviceMem& operator=(const DeviceMem&) = delete;
+};
+
+struct Result {
+  int batch, seqlen, heads, head_dim;
+  std::string dtype;
+  bool causal;
+  std::string instantiation;
+  double median_us, min_us, max_us, p10_us, p90_us;
+  double tflops, tflops_best;
+  int iters, rotating_sets;
+  unsigned long long nonfinite;
+};
+
+Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int d, size_t rotate_bytes,
+                 const std::vector<uint16_t>& pattern, const DeviceMem& backlog, size_t backlog_bytes,
+                 cudaStream_t stream) {
+  const size_t elems = size_t(fl.batch) * s * h * d;
+  const size_t set_bytes = 4 * elems * 2;  // q, k, v, o
+  const int sets = static_cast<int>(std::max<size_t>(1, (rotate_bytes + set_bytes - 1) / set_bytes));
+  std::vector<std::unique_ptr<DeviceMem>> q, k, v, o;
+  for (int i = 0; i < sets; ++i) {
+    q.push_back(std::make_unique<DeviceMem>(elems * 2));
+    k.push_back(std::make_unique<DeviceMem>(elems * 2));
+    v.push_back(std::make_unique<DeviceMem>(elems * 2));
+    o.push_back(std::make_unique<DeviceMem>(elems * 2));
+    size_t shift = static_cast<size_t>(i) * 4099;
+    for (void* p : {q.back()->p, k.back()->p, v.back()->p}) {
+      // Tile the random block over the tensor, from a different start for each tensor.
+      shift = (shift + 1237) % kPatternPad;
+      for (size_t off = 0; off < elems; off += kPatternChunk) {
+        const size_t n = std::min(kPatternChunk, elems - off);
+        XS_CUDA(cudaMemcpyAsync(static_cast<uint16_t*>(p) + off, pattern.data() + shift, n * 2, cudaMemcpyHostToDevice,
+                                stream),
+                "uploading bench inputs");
+      }
+    }
+  }
+  ops::AttentionArgs a;
+  a.dtype = dt;
+  a.batch = fl.batch;
+  a.heads = h;
+  a.q_len = a.kv_len = s;
+  a.head_dim = d;
+  a.causal = fl.causal;
+  a.num_ctas = fl.num_ctas;
+  a.q_strides = a.k_strides = a.v_strides = a.o_strides = ops::packed_bshd(s, h, d);
+  auto set_args = [&](int i) {
+    a.q = q[i]->p;
+    a.k = k[i]->p;
+    a.v = v[i]->p;
+    a.o = o[i]->p;
+  };
+  for (int w = 0; w < fl.warmup; ++w) {
+    set_args(w % sets);
+    ops::attention_forward(a, stream);
+  }
+  std::vector<cudaEvent_t> ev(2 * fl.iters);
+  for (auto& e : ev) XS_CUDA(cudaEventCreate(&e), "creating timing events");
+  // Keep the GPU busy while the host enqueues the timed launches, so that every start event
+  // runs right after the previous launch (host launch overhead never lands inside a timing).
+  if (backlog.p != nullptr)
+    XS_CUDA(cudaMemsetAsync(backlog.p, 0, backlog_bytes, stream), "queueing the backlog memset");
+  for (int it = 0; it < fl.iters; ++it) {
+    set_args(it % sets);
+    XS_CUDA(cudaEventRecord(ev[2 * it], stream), "recording a start event");
+    ops::attention_forward(a, stream);
+    XS_CUDA(cudaEventRecord(ev[2 * it + 1], stream), "recording a stop event");
+  }
+  XS_CUDA(cudaStreamSynchronize(stream), fmt::format("running attention S={} H={} d={}", s, h, d));
+  std::vector<double> us(fl.iters);
+  for (int it = 0; it < fl.iters; ++it) {
+    float ms = 0;
+    XS_CUDA(cudaEventElapsedTime(&ms, ev[2 * it], ev[2 * it + 1]), "reading timing events");
+    us[it] = ms * 1e3;
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+
+  // #wrong: non-finite values in the last output (inputs are bounded, so there must be none).
+  std::vector<uint16_t> host(elems);
+  XS_CUDA(cudaMemcpy(host.data(), o[(fl.iters - 1) % sets]->p, elems * 2, cudaMemcpyDeviceToHost), "reading the output");
+  unsigned long long bad = 0;
+  const uint16_t exp_mask = dt == ops::AttentionDType::bf16 ? 0x7F80u : 0x7C00u;
+  for (uint16_t x : host) bad += (x & exp_mask) == exp_mask;
+
+  Result r;
+  r.batch = fl.batch;
+  r.seqlen = s;
+  r.heads = h;
+  r.head_dim = d;
+  r.dtype = ops::dtype_name(dt);
+  r.causal = fl.causal;
+  r.instantiation = ops::select_instantiation(dt, d, fl.causal).name;
+  r.median_us = quantile(us, 0.5);
+  r.min_us = *std::min_element(us.begin(), us.end());
+  r.max_us = *std::max_element(us.begin(), us.end());
+  r.p10_us = quantile(us, 0.1);
+  r.p90_us = quantile(us, 0.9);
+  const double flops = ops::attention_flops(a);
+  r.tflops = flops / (r.median_us * 1e-6) / 1e12;
+  r.tflops_best = flops / (r.min_us * 1e-6) / 1e12;
+  r.iters = fl.iters;
+  r.rotating_sets = sets;
+  r.nonfinite = bad;
+  return r;
+}
+
+void run_bench(const BenchFlags& fl) {
+  ops::AttentionDType dt;
+  if (fl.dtype == "bf16")
+    dt = ops::AttentionDType::bf16;
+  else if (fl.dtype == "fp16")
+    dt = ops::AttentionDType::fp16;
+  else
+    throw InvalidArgument("bench attention: --dtype must be bf16 or fp16, got '" + fl.dtype + "'");
+  if (fl.iters < 20) throw InvalidArgument(fmt::format("bench attention: --iters {} must be >= 20", fl.iters));
+  if (fl.warmup < 0) throw InvalidArgument("bench attention: --warmup must be >= 0");
+  if (fl.batch < 1) throw InvalidArgument("bench attention: --batch must be >= 1");
+  for (int s : fl.seqlens)
+    if (s < 1) throw InvalidArgument(fmt::format("bench attention: sequence length {} must be >= 1", s));
+  for (int h : fl.heads)
+    if (h < 1) throw InvalidArgument(fmt::format("bench attention: head count {} must be >= 1", h));
+  for (int d : fl.head_dims) ops::select_instantiation(dt, d, fl.causal);  // throws for unsupported dims
+
+  int dev = 0;
+  XS_CUDA(cudaGetDevice(&dev), "selecting the GPU");
+  cudaDeviceProp prop{};
+  XS_CUDA(cudaGetDeviceProperties(&prop, dev), "reading device properties");
+  if (prop.major != 9 || prop.minor != 0)
+    throw InvalidArgument(fmt::format("bench attention: needs an sm_90 (Hopper) GPU, found {} (sm_{}{})", prop.name,
+                                      prop.major, prop.minor));
+  const size_t rotate_bytes =
+      fl.rotate_mib > 0 ? static_cast<size_t>(fl.rotate_mib * 1048576.0) : 2 * static_cast<size_t>(prop.l2CacheSize);
+  cudaStream_t stream = nullptr;
+  XS_CUDA(cudaStreamCreate(&stream), "creating the bench stream");
+  const std::vector<uint16_t> pattern = random_block(dt, kPatternChunk + kPatternPad, 20261130u);
+  size_t free_b = 0, total_b = 0;
+  XS_CUDA(cudaMemGetInfo(&free_b, &total_b), "reading free device memory");
+  const size_t backlog_bytes = std::min<size_t>(size_t(4) << 30, free_b / 8);
+  DeviceMem backlog(backlog_bytes);
+
+  std::printf("# xstage bench attention on %s (%d SMs, L2 %.0f MiB), %s, %s, batch %d, median of %d runs after %d "
+              "warm-up, inputs rotate over >= %.0f MiB\n",
+              prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1048576.0, fl.dtype.c_str(),
+              fl.causal ? "causal" : "non-causal", fl.batch, fl.iters, fl.warmup, rotate_bytes / 1048576.0);
+  std::printf("%s", fmt::format("#{:>7} {:>5} {:>4} {:>6} {:>5} {:>10} {:>10} {:>10} {:>9} {:>9} {:>6}\n", "seqlen",
+                                "heads", "d", "dtype", "sets", "time(us)", "min(us)", "max(us)", "TFLOP/s",
+                                "best", "#wrong")
+                        .c_str());
+  std::vector<Result> results;
+  for (int d : fl.head_dims)
+    for (int h : fl.heads)
+      for (int s : fl.seqlens) {
+        Result r = bench_one(fl, dt, s, h, d, rotate_bytes, pattern, backlog, backlog_bytes, stream);
+        results.push_back(r);
+        std::printf("%s", fmt::format(" {:>7} {:>5} {:>4} {:>6} {:>5} {:>10.1f} {:>10.1f} {:>10.1f} {:>9.1f} {:>9.1f} {:>6}\n",
+                                      s, h, d, r.dtype, r.rotating_sets, r.median_us, r.min_us, r.max_us, r.tflops,
+                                      r.tflops_best, r.nonfinite)
+                              .c_str());
+        std::fflush(stdout);
+      }
+  cudaStreamDestroy(stream);
+
+  if (!fl.json_out.empty()) {
+    nlohmann::json j;
+    j["schema"] = "xstage.bench.attention.v1";
+    j["tool"] = "xstage";
+    j["device"] = prop.name;
+    j["sm_count"] = prop.multiProcessorCount;
+    j["l2_bytes"] = prop.l2CacheSize;
+    j["commit"] = commit_id();
+    j["date"] = now_iso();
+    j["config"] = {{"batch", fl.batch},       {"dtype", fl.dtype},   {"causal", fl.causal},
+                   {"layout", "BSHD"},        {"warmup", fl.warmup}, {"iters", fl.iters},
+                   {"rotate_bytes", rotate_bytes}, {"num_ctas", fl.num_ctas},
+                   {"flops", "4*B*H*Sq*Skv*d (visible pairs if causal)"}};
+    nlohmann::json rs = nlohmann::json::array();
+    for (const Result& r : results) {
+      const auto inst = ops::select_instantiation(dt, r.head_dim, r.causal);
+      rs.push_back({{"backend", "xstage"},
+                    {"batch", r.batch},
+                    {"seqlen", r.seqlen},
+                    {"heads", r.heads},
+                    {"head_dim", r.head_dim},
+                    {"dtype", r.dtype},
+                    {"causal", r.causal},
+                    {"instantiation", r.instantiation},
+                    {"tile", {{"block_m", inst.block_m}, {"block_n", inst.block_n}, {"stages", inst.stages}}},
+                    {"median_us", r.median_us},
+                    {"min_us", r.min_us},
+                    {"max_us", r.max_us},
+                    {"p10_us", r.p10_us},
+                    {"p90_us", r.p90_us},
+                    {"tflops", r.tflops},
+                    {"tflops_best", r.tflops_best},
+                    {"iters", r.iters},
+                    {"rotating_sets", r.rotating_sets},
+                    {"nonfinite", r.nonfinite}});
+    }
+    j["results"] = rs;
+    std::ofstream f(fl.json_out);
+    if (!f) throw Error("cannot write " + fl.json_out);
+    f << j.dump(2) << "\n";
+  }
+}
+
+CLI::App* bench_group(CLI::App& app) {
+  auto found = app.get_subcommands([](CLI::App* s) { return s->get_name() == "bench"; });
+  if (!found.empty()) return found.front();
+  auto* b = app.add_subcommand("bench", "Benchmarks of xstage's kernels (TFLOP/s tables, JSON)");
+  b->require_subcommand(1);
+  return b;
+}
+
+}  // namespace
+
+void add_attention_bench_command(CLI::App& app) {
+  auto fl = std::make_shared<BenchFlags>();
+  auto* cmd = bench_group(app)->add_subcommand(
+      "attention",
+      "TFLOP/s of the Hopper attention forward kernel (BSHD, batch B, S = q_len = kv_len), one line per\n"
+      "(head dim, heads, S). TFLOP/s = 4*B*H*S^2*d / median time (half the pairs when --causal).\n"
+      "Compare with PyTorch SDPA: python/bench_attention_torch.py and python/compare_attention.py.");
+  cmd->add_option("--seqlens,-S", fl->seqlens, "Sequence lengths")->delimiter(',')->capture_default_str();
+  cmd->add_option("--heads,-H", fl->heads, "Head counts")->delimiter(',')->capture_default_str();
+  cmd->add_option("--head-dims,-d", fl->head_dims, "Head dims (64, 128)")->delimiter(',')->capture_default_str();
+  cmd->add_option("--batch,-B", fl->batch, "Batch size")->capture_default_str();
+  cmd->add_option("--dtype", fl->dtype, "bf16 or fp16")->capture_default_str();
+  cmd->add_flag("--causal", fl->causal, "Causal mask (top-left aligned)");
+  cmd->add_option("--warmup", fl->warmup, "Untimed launches first")->capture_default_str();
+  cmd->add_option("--iters", fl->iters, "Timed launches (>= 20; the median is reported)")->capture_default_str();
+  cmd->add_option("--rotate-mib", fl->rotate_mib, "Rotate inputs over at least this much memory (0: 2 x L2)")
+      ->capture_default_str();
+  cmd->add_option("--num-ctas", fl->num_ctas, "Persistent grid size (0: one CTA per SM)")->capture_default_str();
+  cmd->add_option("--json", fl->json_out, "Write results as JSON (xstage.bench.attention.v1)");
+  cmd->callback([fl] { run_bench(*fl); });
+}
+
+}  // namespace xstage::cli

@@ -1,0 +1,181 @@
+// Epilogue policies: where a finished O tile (and its log-sum-exp) goes.
+//
+// The kernel hands every consumer warp group's finished 64-row slice of O (fp32, already
+// normalised) to the epilogue policy together with the tile coordinates; the mainloop knows
+// nothing about destinations. A policy is TileStoreEpilogue<Traits, Destination>: the store
+// machinery (registers -> padded shared-memory staging -> 16-byte row stores) is shared and
+// the Destination decides, per row, where the bytes land. So:
+//   * LocalStoreEpilogue  = TileStoreEpilogue<Traits, LocalDestination<Element>>: O and LSE
+//                           in this GPU's BSHD / [B, H, Sq] buffers;
+//   * a RemoteTileEpilogue (Ulysses, later) = TileStoreEpilogue<Traits, RemoteDestination>
+//     whose destination() maps (batch, head, q row) to a peer GPU's buffer (rank = row /
+//     rows_per_rank, offset inside that rank's [B, S/P, H, D] slab) and whose tile_stored()
+//     publishes a flag once a tile's stores are issued. No mainloop change is needed.
+//
+// Destination interface (all __device__, const):
+//   RowSpan destination(EpilogueTile const& t, int row) const;
+//       where row `row` of the tile (absolute q index, t.row_begin <= row < t.row_end) goes:
+//       ptr = address of element (row, d=0); the next span.rows - 1 rows follow at
+//       span.row_stride elements each (span.rows >= 1, a span never crosses t.row_end).
+//   float* lse_destination(EpilogueTile const& t, int row) const;   // nullptr: no LSE
+//   static constexpr bool kNeedsTileStoredHook;
+//   void tile_stored(EpilogueTile const& t) const;   // one thread, after all its warp group's
+//                                                    // stores of this tile were issued
+#pragma once
+#include <cstdint>
+
+#include <cute/tensor.hpp>
+
+#include "kernels/attention/mainloop.cuh"
+#include "kernels/attention/params.hpp"
+
+namespace xstage::kernels::attention {
+
+using namespace cute;
+
+// One warp group's slice of an O tile: q rows [row_begin, row_end) (clipped to q_len; may be
+// empty for the last tile) of head `head` in batch `batch`.
+struct EpilogueTile {
+  int batch;
+  int head;
+  int m_block;
+  int row_begin;
+  int row_end;
+};
+
+struct RowSpan {
+  void* ptr;
+  int64_t row_stride;  // elements
+  int rows;
+};
+
+// O and LSE into this GPU's memory, at the strides the caller gave.
+template <class Element>
+struct LocalDestination {
+  Element* o;
+  int64_t o_stride_b, o_stride_s, o_stride_h;
+  float* lse;
+  int64_t lse_stride_b, lse_stride_h;
+
+  static constexpr bool kNeedsTileStoredHook = false;
+
+  static LocalDestination from(AttentionParams const& p) {
+    return LocalDestination{static_cast<Element*>(p.o), p.o_stride_b, p.o_stride_s, p.o_stride_h,
+                            p.lse,                      p.lse_stride_b, p.lse_stride_h};
+  }
+
+  __device__ RowSpan destination(EpilogueTile const& t, int row) const {
+    Element* p = o + t.batch * o_stride_b + t.head * o_stride_h + static_cast<int64_t>(row) * o_stride_s;
+    return RowSpan{p, o_stride_s, t.row_end - row};
+  }
+  __device__ float* lse_destination(EpilogueTile const& t, int row) const {
+    return lse == nullptr ? nullptr : lse + t.batch * lse_stride_b + t.head * lse_stride_h + row;
+  }
+  __device__ void tile_stored(EpilogueTile const&) const {}
+};
+
+template <class Traits, class Destination>
+struct TileStoreEpilogue {
+  using T = Traits;
+  using Element = typename T::Element;
+  static constexpr int kBlockM = T::kBlockM;
+  static constexpr int kHeadDim = T::kHeadDim;
+  // Staging rows are padded by 16 bytes: the 32-bit stores of a warp (8 rows x 4 column
+  // pairs) then hit 32 different banks, and every row stays 16-byte aligned.
+  static constexpr int kSmemPitch = kHeadDim + 16 / static_cast<int>(sizeof(Element));
+  static constexpr int kSmemElems = kBlockM * kSmemPitch;
+  static constexpr int kElemsPerChunk = 16 / static_cast<int>(sizeof(Element));
+  static constexpr int kChunksPerRow = kHeadDim / kElemsPerChunk;
+  static_assert(kChunksPerRow * kElemsPerChunk == kHeadDim);
+  static_assert((64 * kChunksPerRow) % 128 == 0);
+
+  struct Params {
+    Destination dest;
+    int q_len;
+  };
+  static Params to_params(AttentionParams const& p) { return Params{Destination::from(p), p.q_len}; }
+
+  // Called by all 128 threads of each consumer warp group (consumer threads are 128..) with
+  // the normalised fp32 O fragment of the tile and the LSE of the thread's rows.
+  template <class FrgO, int kRows>
+  __device__ void store(Params const& ep, Element* smem_o, FrgO const& tOrO, float const (&lse)[kRows],
+                        WorkTile const& tile) const {
+    // The thread index is read afresh (volatile) so the compiler does not keep the
+    // epilogue's thread-dependent offsets alive in registers across the whole mainloop.
+    uint32_t tid_x;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid_x));
+    const int ct = static_cast<int>(tid_x) - 128;
+    const int wg = ct / 128;
+    const int tid = ct % 128;
+    const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + wg;
+    // Warp group wg owns tile rows [64 wg, 64 wg + 64) (AtomLayout of the tiled MMAs).
+    EpilogueTile t;
+    t.batch = tile.batch;
+    t.head = tile.head;
+    t.m_block = tile.m_block;
+    t.row_begin = tile.m_block * kBlockM + wg * 64;
+    t.row_end = min(t.row_begin + 64, ep.q_len);
+
+    typename T::TiledMmaPV mma_pv;
+    auto thr = mma_pv.get_thread_slice(ct);
+    Tensor tOcO = thr.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));  // (row, col)
+    static_assert(decltype(size(tOcO))::value == decltype(size(tOrO))::value);
+    static_assert(decltype(size<0, 0>(tOrO))::value == 2, "accumulator pairs: columns c, c+1");
+
+    // LSE: one thread per row (the quad's column-0 thread), straight to global memory.
+    {
+      Tensor cRow = make_tensor(tOcO.data(), acc_rowcol_layout(tOcO.layout()));
+      static_assert(decltype(size<0>(cRow))::value == kRows);
+      if (get<1>(cRow(0, 0)) == 0) {
+        CUTE_UNROLL
+        for (int mi = 0; mi < kRows; ++mi) {
+          const int row = tile.m_block * kBlockM + get<0>(cRow(mi, 0));
+          if (row < t.row_end) {
+            float* dst = ep.dest.lse_destination(t, row);
+            if (dst != nullptr) *dst = lse[mi];
+          }
+        }
+      }
+    }
+
+    // Registers -> staging (the previous tile's copy-out of this warp group must be done).
+    cutlass::arch::NamedBarrier::sync(128, bar);
+    cutlass::NumericArrayConverter<Element, float, 2, cutlass::FloatRoundStyle::round_to_nearest> cvt;
+    CUTE_UNROLL
+    for (int i = 0; i < size(tOrO); i += 2) {
+      const int r = get<0>(tOcO(i));
+      const int c = get<1>(tOcO(i));
+      cutlass::Array<float, 2> f;
+      f[0] = tOrO(i);
+      f[1] = tOrO(i + 1);
+      cutlass::Array<Element, 2> h = cvt(f);
+      *reinterpret_cast<cutlass::Array<Element, 2>*>(smem_o + r * kSmemPitch + c) = h;
+    }
+    cutlass::arch::NamedBarrier::sync(128, bar);
+
+    // Staging -> destination: 16-byte chunks, consecutive threads along a row.
+    const Element* src_rows = smem_o + (wg * 64) * kSmemPitch;
+    constexpr int kIters = 64 * kChunksPerRow / 128;
+    CUTE_UNROLL
+    for (int it = 0; it < kIters; ++it) {
+      const int idx = tid + it * 128;
+      const int r = idx / kChunksPerRow;
+      const int chunk = idx % kChunksPerRow;
+      const int row = t.row_begin + r;
+      if (row < t.row_end) {
+        const uint4 v = *reinterpret_cast<const uint4*>(src_rows + r * kSmemPitch + chunk * kElemsPerChunk);
+        RowSpan span = ep.dest.destination(t, row);
+        *reinterpret_cast<uint4*>(static_cast<Element*>(span.ptr) + chunk * kElemsPerChunk) = v;
+      }
+    }
+    if constexpr (Destination::kNeedsTileStoredHook) {
+      cutlass::arch::NamedBarrier::sync(128, bar);
+      if (tid == 0) ep.dest.tile_stored(t);
+    }
+  }
+};
+
+template <class Traits>
+using LocalStoreEpilogue = TileStoreEpilogue<Traits, LocalDestination<typename Traits::Element>>;
+
+}  // namespace xstage::kernels::attention

@@ -1,0 +1,170 @@
+// The attention forward kernel, assembled from its parts: tile scheduler, mainloop
+// (producer + consumers), softmax, epilogue policy. One CTA per SM (persistent), 128
+// producer threads + 128 per consumer warp group, all shared memory in one struct.
+// Included only by the launch_<dtype>_d<dim>.cu files, which instantiate it.
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+
+#include "kernels/attention/epilogue.cuh"
+#include "kernels/attention/launch.hpp"
+#include "kernels/attention/mainloop.cuh"
+#include "kernels/attention/params.hpp"
+#include "kernels/attention/softmax.cuh"
+#include "kernels/attention/tile_scheduler.cuh"
+
+namespace xstage::kernels::attention {
+
+template <class Traits, template <class> class EpiloguePolicy>
+struct AttentionKernel {
+  using T = Traits;
+  using Element = typename T::Element;
+  using Mainloop = AttentionMainloop<T>;
+  using Epilogue = EpiloguePolicy<T>;
+  using Pipeline = typename Mainloop::Pipeline;
+  using State = typename Mainloop::State;
+  using Scheduler = StaticPersistentScheduler<T::kBlockM, T::kCausal>;
+  static constexpr int kThreads = T::kThreads;
+  static constexpr int kRows = 2;  // accumulator rows per consumer thread (checked in the softmax)
+
+  struct Params {
+    typename Mainloop::Params mainloop;
+    typename Epilogue::Params epilogue;
+    int q_len;
+    int heads;
+    int batch;
+  };
+
+  struct SharedStorage {
+    cute::array_aligned<Element, cute::cosize_v<typename T::SmemLayoutQ>, 1024> q;
+    cute::array_aligned<Element, cute::cosize_v<typename T::SmemLayoutK>, 1024> k;
+    cute::array_aligned<Element, cute::cosize_v<typename T::SmemLayoutVt>, 1024> v;
+    cute::array_aligned<Element, Epilogue::kSmemElems, 128> o;
+    float pin[T::kConsumerThreads];  // scheduling scratch (pin_before_wait), one word per consumer thread
+    alignas(16) uint64_t q_full;
+    typename Pipeline::Storage pipe_k;
+    typename Pipeline::Storage pipe_v;
+  };
+  // + slack to align the dynamic shared memory base to 1024 B (128-byte swizzle atoms).
+  static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage)) + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
+
+  static Params to_params(AttentionParams const& p, typename Epilogue::Params const& ep) {
+    return Params{Mainloop::to_params(p), ep, p.q_len, p.heads, p.batch};
+  }
+
+  static KernelInfo info() {
+    return KernelInfo{TileConfig{T::kBlockM, T::kBlockN, T::kStages, T::kConsumerWGs},
+                      kThreads,
+                      kSmemBytes,
+                      T::kProducerRegs,
+                      T::kConsumerRegs,
+                      T::kIntraWGOverlap,
+                      T::kPingPong};
+  }
+
+  __device__ void operator()(Params const& params, char* smem_buf) const {
+    const uint32_t base = cute::cast_smem_ptr_to_uint(smem_buf);
+    SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_buf + ((1024u - (base & 1023u)) & 1023u));
+    const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 32, 0);
+    const int warp_group = warp / 4;
+
+    if (threadIdx.x == 0) {
+      cutlass::arch::ClusterTransactionBarrier::init(&ss.q_full, 1);
+      Pipeline::init(ss.pipe_k, T::kConsumerWarps);
+      Pipeline::init(ss.pipe_v, T::kConsumerWarps);
+      Mainloop::prefetch_descriptors(params.mainloop);
+    }
+    cutlass::arch::fence_barrier_init();
+    __syncthreads();
+
+    Pipeline pk{&ss.pipe_k};
+    Pipeline pv{&ss.pipe_v};
+    Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename T::SmemLayoutQ{});
+    Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename T::SmemLayoutK{});
+    Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename T::SmemLayoutVt{});
+    const Mainloop mainloop{};
+
+    if (warp_group == 0) {
+      // Producer: give registers away; warp 0 loads, warps 1-3 are done.
+      cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
+      if (warp == 0) {
+        const Scheduler sched(params.q_len, params.heads, params.batch);
+        State write = Pipeline::producer_start();
+        for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx))
+          mainloop.load(params.mainloop, pk, pv, ss.q_full, write, sched.decode(idx), sQ, sK, sVt);
+      }
+    } else {
+      cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
+      const Scheduler sched(params.q_len, params.heads, params.batch);
+      const int ct = static_cast<int>(threadIdx.x) - 128;
+      Mainloop::consumer_init(ct / 128);
+      const Epilogue epilogue{};
+      State read{};
+      uint32_t q_phase = 0;
+      for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx)) {
+        const WorkTile tile = sched.decode(idx);
+        Tensor tOrO = partition_fragment_C(typename T::TiledMmaPV{}, Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{});
+        OnlineSoftmax<kRows> softmax(params.mainloop.scale_log2);
+        float lse[kRows];
+        mainloop.mma(params.mainloop, pk, pv, ss.q_full, q_phase, read, tile, ct, sQ, sK, sVt, tOrO, softmax, lse,
+                     &ss.pin[ct]);
+        q_phase ^= 1u;
+        epilogue.store(params.epilogue, ss.o.data(), tOrO, lse, tile);
+      }
+    }
+  }
+};
+
+template <class Kernel>
+__global__ void __launch_bounds__(Kernel::kThreads, 1)
+    attention_fwd_kernel(CUTE_GRID_CONSTANT typename Kernel::Params const params) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ char smem_buf[];
+  Kernel{}(params, smem_buf);
+#endif
+}
+
+// Host: builds the TMA descriptors and launches the persistent grid on `stream`. The
+// epilogue's parameters come from the caller: a fused kernel (e.g. Ulysses with a remote-tile
+// epilogue) passes its own; the local store derives them from p (overload below).
+template <class Kernel>
+cudaError_t launch_attention(AttentionParams const& p, typename Kernel::Epilogue::Params const& ep,
+                             cudaStream_t stream) {
+  if (p.head_dim != Kernel::T::kHeadDim || p.causal != Kernel::T::kCausal) return cudaErrorInvalidValue;
+  const long long tiles = attention_num_tiles(p);
+  if (tiles <= 0) return cudaErrorInvalidValue;
+  int ctas = p.num_ctas;
+  if (ctas <= 0) {
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return e;
+    e = cudaDeviceGetAttribute(&ctas, cudaDevAttrMultiProcessorCount, dev);
+    if (e != cudaSuccess) return e;
+  }
+  if (ctas > tiles) ctas = static_cast<int>(tiles);
+  const typename Kernel::Params kp = Kernel::to_params(p, ep);
+  auto* fn = attention_fwd_kernel<Kernel>;
+  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
+  if (e != cudaSuccess) return e;
+  fn<<<ctas, Kernel::kThreads, Kernel::kSmemBytes, stream>>>(kp);
+  return cudaGetLastError();
+}
+
+template <class Kernel>
+cudaError_t launch_attention(AttentionParams const& p, cudaStream_t stream) {
+  return launch_attention<Kernel>(p, Kernel::Epilogue::to_params(p), stream);
+}
+
+template <class Element, int kHeadDim, bool kCausal>
+using ShippedKernel =
+    AttentionKernel<AttentionTraits<Element, kHeadDim, tile_config(kHeadDim).block_m, tile_config(kHeadDim).block_n,
+                                    tile_config(kHeadDim).stages, kCausal>,
+                    LocalStoreEpilogue>;
+
+}  // namespace xstage::kernels::attention

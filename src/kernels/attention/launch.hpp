@@ -1,0 +1,58 @@
+// Host-side entry points of the attention forward kernels (no device code here): one
+// launcher per shipped instantiation {bf16, fp16} x {d64, d128} x {causal, non-causal},
+// defined in launch_<dtype>_d<dim>.cu, plus what each instantiation looks like.
+//
+// Launchers assume the host operator (src/ops/attention_op.cpp) already validated the
+// params; they return the first CUDA error (attribute setting or launch), never throw.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "kernels/attention/params.hpp"
+
+namespace xstage::kernels::attention {
+
+// Tile shape per head dim: a CTA computes block_m query rows (block_m / 64 consumer warp
+// groups, 64 rows each) against block_n keys per step, with `stages` K/V buffers in flight.
+struct TileConfig {
+  int block_m;
+  int block_n;
+  int stages;
+  int consumer_warpgroups;
+};
+
+constexpr TileConfig tile_config(int head_dim) {
+  return head_dim == 64 ? TileConfig{192, 128, 4, 3} : TileConfig{128, 128, 2, 2};
+}
+
+// What one instantiation is, for logs, benchmarks and tests.
+struct KernelInfo {
+  TileConfig tile;
+  int threads;            // per CTA: 128 producer + 128 per consumer warp group
+  int smem_bytes;         // dynamic shared memory per CTA
+  int producer_regs;      // setmaxnreg of the producer warp group
+  int consumer_regs;      // setmaxnreg of the consumer warp groups
+  bool intra_wg_overlap;  // softmax of block j overlaps the QK^T GEMM of block j+1
+  bool pingpong;          // consumer warp groups take turns issuing GEMMs
+};
+
+cudaError_t attention_fwd_bf16_d64_causal(const AttentionParams& p, cudaStream_t stream);
+cudaError_t attention_fwd_bf16_d64_noncausal(const AttentionParams& p, cudaStream_t stream);
+cudaError_t attention_fwd_bf16_d128_causal(const AttentionParams& p, cudaStream_t stream);
+cudaError_t attention_fwd_bf16_d128_noncausal(const AttentionParams& p, cudaStream_t stream);
+cudaError_t attention_fwd_fp16_d64_causal(const AttentionParams& p, cudaStream_t stream);
+cudaError_t attention_fwd_fp16_d64_noncausal(const AttentionParams& p, cudaStream_t stream);
+cudaError_t attention_fwd_fp16_d128_causal(const AttentionParams& p, cudaStream_t stream);
+cudaError_t attention_fwd_fp16_d128_noncausal(const AttentionParams& p, cudaStream_t stream);
+
+KernelInfo attention_fwd_bf16_d64_info();
+KernelInfo attention_fwd_bf16_d128_info();
+KernelInfo attention_fwd_fp16_d64_info();
+KernelInfo attention_fwd_fp16_d128_info();
+
+// Tiles of one launch (q tiles x heads x batch): the persistent grid never exceeds it.
+inline long long attention_num_tiles(const AttentionParams& p) {
+  const int bm = tile_config(p.head_dim).block_m;
+  return static_cast<long long>((p.q_len + bm - 1) / bm) * p.heads * p.batch;
+}
+
+}  // namespace xstage::kernels::attention

@@ -1,0 +1,15 @@
+// Instantiations fp16, head dim 64 (causal and non-causal) and their launchers. Each
+// dtype x head-dim pair lives in its own translation unit so they compile in parallel.
+#include "kernels/attention/kernel.cuh"
+
+namespace xstage::kernels::attention {
+
+cudaError_t attention_fwd_fp16_d64_causal(const AttentionParams& p, cudaStream_t stream) {
+  return launch_attention<ShippedKernel<cutlass::half_t, 64, true>>(p, stream);
+}
+cudaError_t attention_fwd_fp16_d64_noncausal(const AttentionParams& p, cudaStream_t stream) {
+  return launch_attention<ShippedKernel<cutlass::half_t, 64, false>>(p, stream);
+}
+KernelInfo attention_fwd_fp16_d64_info() { return ShippedKernel<cutlass::half_t, 64, false>::info(); }
+
+}  // namespace xstage::kernels::attention

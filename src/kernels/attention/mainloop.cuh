@@ -1,0 +1,498 @@
+// The attention mainloop: the tile traits (shared-memory layouts, wgmma tiled MMAs, TMA
+// copies), the TMA -> shared-memory pipeline, the producer (loads of Q, K, V) and the
+// consumer (S = Q K^T, online softmax, O += P V) of one tile.
+//
+// Roles (warp specialisation): warp group 0 is the producer; only its warp 0 works, and
+// only lane 0 of that warp issues TMA. Warp groups 1..W are consumers, each owning 64 rows of
+// the block_m-row Q tile. K and V travel through two pipelines of `stages` buffers each:
+// full barriers (transaction count = TMA bytes) tell consumers a buffer landed, empty
+// barriers (one arrival per consumer warp) tell the producer it may be overwritten. Q has
+// one buffer: a transaction barrier for "Q landed" and a named barrier for "every consumer
+// is done with Q" before the next tile's Q may be loaded.
+//
+// Consumer schedule per tile, n = key blocks from last to first (the first block handled
+// carries the key-length tail and the causal diagonal, so only the first few need masks):
+//   S_n = Q K_n^T; softmax(S_n) -> P_n;
+//   for each next block m:  issue S_m = Q K_m^T and O += P_n V_n together, wait for S_m only,
+//                           softmax(S_m) while the PV GEMM still runs, then wait for it,
+//                           rescale O, P_m = bf16(S_m)                    [intra-WG overlap]
+//   O += P_last V_last; O /= rowsum.
+// With ping-pong the consumer warp groups pass a token (named barriers) so that one issues
+// its GEMMs while the other runs its softmax.
+#pragma once
+#include <cstdint>
+
+#include <cute/algorithm/copy.hpp>
+#include <cute/algorithm/gemm.hpp>
+#include <cute/arch/copy_sm90_desc.hpp>
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cute/atom/copy_traits_sm90_tma.hpp>
+#include <cute/atom/mma_atom.hpp>
+#include <cute/atom/mma_traits_sm90_gmma.hpp>
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/numeric_conversion.h>
+#include <cutlass/numeric_types.h>
+
+#include "kernels/attention/params.hpp"
+#include "kernels/attention/softmax.cuh"
+#include "kernels/attention/tile_scheduler.cuh"
+#include "kernels/common/clock.cuh"
+
+#ifndef XSTAGE_ATTN_INTRA_WG_OVERLAP
+#define XSTAGE_ATTN_INTRA_WG_OVERLAP 1
+#endif
+#ifndef XSTAGE_ATTN_PINGPONG
+#define XSTAGE_ATTN_PINGPONG 1
+#endif
+
+namespace xstage::kernels::attention {
+
+using namespace cute;
+
+// ---------------------------------------------------------------------------------------
+// Named barriers (user ids; CUTLASS adds its reserved count, so these are hardware ids 8..14).
+enum class NamedBarrierId : uint32_t {
+  query_empty = 0,   // consumers (arrive) -> producer warp (sync): Q buffer may be reloaded
+  pingpong_wg0 = 1,  // 1..3: token of consumer warp group w
+  epilogue_wg0 = 4,  // 4..6: the 128 threads of consumer warp group w
+};
+
+// ---------------------------------------------------------------------------------------
+// Tile traits: everything static about one instantiation.
+template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kCausal_>
+struct AttentionTraits {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = kBlockM_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
+  static constexpr bool kCausal = kCausal_;
+  static constexpr bool kIntraWGOverlap = XSTAGE_ATTN_INTRA_WG_OVERLAP != 0;
+  static constexpr int kConsumerWGs = kBlockM / 64;
+  static constexpr bool kPingPong = XSTAGE_ATTN_PINGPONG != 0 && kConsumerWGs >= 2;
+  static constexpr int kConsumerThreads = kConsumerWGs * 128;
+  static constexpr int kConsumerWarps = kConsumerThreads / 32;
+  static constexpr int kThreads = kConsumerThreads + 128;
+  // setmaxnreg budgets: 128*producer + kConsumerThreads*consumer <= 65536.
+  static constexpr int kProducerRegs = kConsumerWGs == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 240 : 160;
+
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "head dim 64 or 128");
+  static_assert(kBlockM % 64 == 0 && kConsumerWGs >= 1 && kConsumerWGs <= 3, "1-3 consumer warp groups");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "key block: multiple of 16, at most 256");
+  static_assert(kStages >= 2, "at least two K/V buffers (the producer runs one block ahead)");
+  static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "register file");
+
+  using TileShapeQK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;  // S = Q K^T: (M, N, K=d)
+  using TileShapePV = Shape<Int<kBlockM>, Int<kHeadDim>, Int<kBlockN>>;  // O = P V:   (M, N=d, K)
+  using AtomLayout = Layout<Shape<Int<kConsumerWGs>, _1, _1>>;           // warp group w: rows 64w..64w+63
+
+  // S: both operands from shared memory, K-major (d contiguous for Q and K).
+  using TiledMmaQK = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, TileShapeQK, GMMA::Major::K, GMMA::Major::K>(), AtomLayout{}));
+  // O: P from registers, V from shared memory, MN-major (V is [kv, d] with d contiguous).
+  using TiledMmaPV = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, TileShapePV, GMMA::Major::K, GMMA::Major::MN>(), AtomLayout{}));
+
+  // 128-byte swizzled shared-memory tiles (TMA writes them, wgmma reads them).
+  using SmemLayoutQ = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  using SmemLayoutK = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+                                             Shape<Int<kBlockN>, Int<kHeadDim>, Int<kStages>>{}));
+  // V seen transposed, (d, n, stage), d contiguous: a 64-wide d slab holds all n rows.
+  using SmemLayoutVt = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Element>{},
+                                              Shape<Int<kHeadDim>, Int<kBlockN>, Int<kStages>>{}, Step<_2, _1, _3>{}));
+
+  // Global tensors as TMA sees them: (seq, d, head, batch) and, for V, (d, seq, head, batch).
+  using GmemShape = Shape<int32_t, int32_t, int32_t, int32_t>;
+  using GmemStrideQK = Stride<int64_t, _1, int64_t, int64_t>;
+  using GmemStrideVt = Stride<_1, int64_t, int64_t, int64_t>;
+
+  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{},
+                                      make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), GmemShape{},
+                                                  GmemStrideQK{}),
+                                      SmemLayoutQ{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}, _1{}));
+  using TmaK = decltype(make_tma_copy(SM90_TMA_LOAD{},
+                                      make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), GmemShape{},
+                                                  GmemStrideQK{}),
+                                      take<0, 2>(SmemLayoutK{}), Shape<Int<kBlockN>, Int<kHeadDim>>{}, _1{}));
+  using TmaV = decltype(make_tma_copy(SM90_TMA_LOAD{},
+                                      make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), GmemShape{},
+                                                  GmemStrideVt{}),
+                                      take<0, 2>(SmemLayoutVt{}), Shape<Int<kHeadDim>, Int<kBlockN>>{}, _1{}));
+
+  // Bytes each TMA transaction delivers (out-of-bounds rows are zero-filled and still count).
+  static constexpr uint32_t kBytesQ = kBlockM * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kBytesK = kBlockN * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kBytesV = kBlockN * kHeadDim * sizeof(Element);
+  static_assert(cosize_v<SmemLayoutQ> == kBlockM * kHeadDim);
+  static_assert(cosize_v<SmemLayoutK> == kBlockN * kHeadDim * kStages);
+  static_assert(cosize_v<SmemLayoutVt> == kBlockN * kHeadDim * kStages);
+};
+
+// ---------------------------------------------------------------------------------------
+// Bounded waits. Every mbarrier wait in the kernel gives up after kWaitTimeoutNs and traps,
+// so a synchronisation bug ends the launch with an error (cudaErrorLaunchFailure) instead
+// of hanging the GPU. Legitimate waits are microseconds (a whole 64K-key tile is < 1 ms).
+constexpr uint64_t kWaitTimeoutNs = 20ull * 1000 * 1000 * 1000;
+
+__device__ __forceinline__ void bounded_wait(uint64_t const* bar, uint32_t phase) {
+  if (cutlass::arch::ClusterBarrier::try_wait(bar, phase)) return;
+  const uint64_t t0 = dev::global_ns();
+  uint32_t polls = 0;
+  while (!cutlass::arch::ClusterBarrier::try_wait(bar, phase)) {
+    if ((++polls & 1023u) == 0u && dev::global_ns() - t0 > kWaitTimeoutNs) __trap();
+  }
+}
+
+// Position in a ring of buffers: the index and the parity of the barrier phase to wait for.
+template <int kStages>
+struct PipeState {
+  int index = 0;
+  uint32_t phase = 0;
+  __device__ void advance() {
+    if (++index == kStages) {
+      index = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
+// TMA -> shared memory ring. One producer thread; the consumers release a buffer with one
+// arrival per warp (after the warp's wgmma reading it has completed).
+template <int kStages>
+struct TmaPipeline {
+  struct Storage {
+    uint64_t full[kStages];
+    uint64_t empty[kStages];
+  };
+  Storage* s;
+
+  // One thread, before the CTA-wide sync that follows barrier initialisation.
+  __device__ static void init(Storage& st, int consumer_warps) {
+    CUTE_UNROLL
+    for (int i = 0; i < kStages; ++i) {
+      cutlass::arch::ClusterTransactionBarrier::init(&st.full[i], 1);
+      cutlass::arch::ClusterBarrier::init(&st.empty[i], consumer_warps);
+    }
+  }
+  // Producer: the producer's phase starts at 1 (every buffer starts empty).
+  __device__ static PipeState<kStages> producer_start() { return PipeState<kStages>{0, 1u}; }
+
+  __device__ void producer_acquire(PipeState<kStages> st, uint32_t tx_bytes) const {
+    bounded_wait(&s->empty[st.index], st.phase);
+    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&s->full[st.index], tx_bytes);
+  }
+  __device__ uint64_t& full_barrier(PipeState<kStages> st) const { return s->full[st.index]; }
+
+  __device__ void consumer_wait(PipeState<kStages> st) const { bounded_wait(&s->full[st.index], st.phase); }
+  // Called by every consumer thread right after its warp's wgmma on this buffer completed.
+  __device__ void consumer_release(PipeState<kStages> st) const {
+    if ((threadIdx.x & 31u) == 0u) cutlass::arch::ClusterBarrier::arrive(&s->empty[st.index]);
+  }
+};
+
+// ptxas schedules a wgmma wait as early as its dependencies allow, and arithmetic carries
+// none: left alone it hoists the "P V done" wait above the softmax and the overlap of the
+// softmax with the P V GEMM is lost (seen in the SASS of CUDA 13.0). It keeps shared-memory
+// stores and wgmma waits in order, so a store of a value that depends on every exponential
+// pins the wait behind the softmax. The slot is private to the thread and never read.
+__device__ __forceinline__ void pin_before_wait(float* slot, float v) {
+  asm volatile("st.shared.f32 [%0], %1;" ::"r"(cute::cast_smem_ptr_to_uint(slot)), "f"(v) : "memory");
+}
+
+// ---------------------------------------------------------------------------------------
+// wgmma over all k-blocks of one tile: C (+)= A B. zero_init: C = A B. wait >= 0: wait until
+// at most `wait` wgmma groups are pending (-1: leave it in flight).
+template <bool kZeroInit, int kWait, class TiledMma, class TA, class TB, class TC>
+__device__ __forceinline__ void wgmma_tile(TiledMma& mma, TA const& tCrA, TB const& tCrB, TC& tCrC) {
+  constexpr bool kRegA = !is_base_of<GMMA::DescriptorIterator, typename TiledMma::FrgTypeA>::value;
+  if constexpr (kRegA) warpgroup_fence_operand(const_cast<TA&>(tCrA));
+  warpgroup_fence_operand(tCrC);
+  warpgroup_arrive();
+  if constexpr (kZeroInit) mma.accumulate_ = GMMA::ScaleOut::Zero;
+  CUTE_UNROLL
+  for (int k = 0; k < size<2>(tCrA); ++k) {
+    cute::gemm(mma, tCrA(_, _, k), tCrB(_, _, k), tCrC);
+    mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+  if constexpr (kWait >= 0) warpgroup_wait<kWait>();
+  warpgroup_fence_operand(tCrC);
+  if constexpr (kRegA) warpgroup_fence_operand(const_cast<TA&>(tCrA));
+}
+
+// ---------------------------------------------------------------------------------------
+template <class Traits>
+struct AttentionMainloop {
+  using T = Traits;
+  using Element = typename T::Element;
+  static constexpr int kBlockM = T::kBlockM;
+  static constexpr int kBlockN = T::kBlockN;
+  static constexpr int kHeadDim = T::kHeadDim;
+  static constexpr int kStages = T::kStages;
+  using Pipeline = TmaPipeline<kStages>;
+  using State = PipeState<kStages>;
+
+  struct Params {
+    typename T::TmaQ tma_q;
+    typename T::TmaK tma_k;
+    typename T::TmaV tma_v;
+    typename T::GmemShape shape_q;   // (q_len, d, H, B)
+    typename T::GmemShape shape_k;   // (kv_len, d, H, B)
+    typename T::GmemShape shape_vt;  // (d, kv_len, H, B)
+    float scale_log2;                // softmax_scale * log2(e)
+    int q_len;
+    int kv_len;
+  };
+
+  // Host: TMA descriptors for this call's tensors (validated by the operator beforehand).
+  static Params to_params(AttentionParams const& p) {
+    auto shape_q = make_shape(p.q_len, p.head_dim, p.heads, p.batch);
+    auto shape_k = make_shape(p.kv_len, p.head_dim, p.heads, p.batch);
+    auto shape_vt = make_shape(p.head_dim, p.kv_len, p.heads, p.batch);
+    Tensor mQ = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.q)), shape_q,
+                            make_stride(p.q_stride_s, _1{}, p.q_stride_h, p.q_stride_b));
+    Tensor mK = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.k)), shape_k,
+                            make_stride(p.k_stride_s, _1{}, p.k_stride_h, p.k_stride_b));
+    Tensor mVt = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.v)), shape_vt,
+                             make_stride(_1{}, p.v_stride_s, p.v_stride_h, p.v_stride_b));
+    auto tma_q = make_tma_copy(SM90_TMA_LOAD{}, mQ, typename T::SmemLayoutQ{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}, _1{});
+    auto tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename T::SmemLayoutK{}),
+                               Shape<Int<kBlockN>, Int<kHeadDim>>{}, _1{});
+    auto tma_v = make_tma_copy(SM90_TMA_LOAD{}, mVt, take<0, 2>(typename T::SmemLayoutVt{}),
+                               Shape<Int<kHeadDim>, Int<kBlockN>>{}, _1{});
+    return Params{tma_q, tma_k, tma_v, shape_q, shape_k, shape_vt,
+                  p.softmax_scale * 1.44269504088896340736f, p.q_len, p.kv_len};
+  }
+
+  __device__ static void prefetch_descriptors(Params const& mp) {
+    cute::prefetch_tma_descriptor(mp.tma_q.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(mp.tma_k.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(mp.tma_v.get_tma_descriptor());
+  }
+
+  // Key blocks a q tile visits: [0, n_block_max). Causal (top-left): keys up to the tile's
+  // last valid row. Always >= 1 (q rows and kv_len are >= 1).
+  __device__ static int n_block_max(Params const& mp, int m_block) {
+    int n = (mp.kv_len + kBlockN - 1) / kBlockN;
+    if constexpr (T::kCausal) {
+      const int last_row = min((m_block + 1) * kBlockM, mp.q_len);  // exclusive
+      n = min(n, (last_row + kBlockN - 1) / kBlockN);
+    }
+    return n;
+  }
+  // Blocks at or above this index may hold a key after some query of the tile (causal).
+  __device__ static int n_block_causal_mask_min(int m_block) { return (m_block * kBlockM) / kBlockN; }
+
+  // ---------------------------------------------------------------------------------
+  // Producer: run by all 32 lanes of the producer warp (the named barrier needs the whole
+  // warp); lane 0 issues the copies. Load order = the consumers' order of use:
+  //   K[last], Q, then per step K[n] and V[n+1], finally V[0].
+  template <class SmemQ, class SmemK, class SmemVt>
+  __device__ void load(Params const& mp, Pipeline const& pk, Pipeline const& pv, uint64_t& q_full, State& write,
+                       WorkTile const& tile, SmemQ& sQ, SmemK& sK, SmemVt& sVt) const {
+    const bool leader = (threadIdx.x & 31u) == 0u;
+    Tensor mQ = mp.tma_q.get_tma_tensor(mp.shape_q)(_, _, tile.head, tile.batch);    // (q_len, d)
+    Tensor mK = mp.tma_k.get_tma_tensor(mp.shape_k)(_, _, tile.head, tile.batch);    // (kv_len, d)
+    Tensor mVt = mp.tma_v.get_tma_tensor(mp.shape_vt)(_, _, tile.head, tile.batch);  // (d, kv_len)
+    Tensor gQ = local_tile(mQ, Shape<Int<kBlockM>, Int<kHeadDim>>{}, make_coord(tile.m_block, _0{}));  // (M, d)
+    Tensor gK = local_tile(mK, Shape<Int<kBlockN>, Int<kHeadDim>>{}, make_coord(_, _0{}));          // (N, d, n)
+    Tensor gVt = local_tile(mVt, Shape<Int<kHeadDim>, Int<kBlockN>>{}, make_coord(_0{}, _));        // (d, N, n)
+
+    auto cta_q = mp.tma_q.get_slice(_0{});
+    auto cta_k = mp.tma_k.get_slice(_0{});
+    auto cta_v = mp.tma_v.get_slice(_0{});
+    Tensor tQgQ = cta_q.partition_S(gQ);
+    Tensor tQsQ = cta_q.partition_D(sQ);
+    Tensor tKgK = group_modes<0, 3>(cta_k.partition_S(gK));    // (TMA, n)
+    Tensor tKsK = group_modes<0, 3>(cta_k.partition_D(sK));    // (TMA, stage)
+    Tensor tVgV = group_modes<0, 3>(cta_v.partition_S(gVt));   // (TMA, n)
+    Tensor tVsV = group_modes<0, 3>(cta_v.partition_D(sVt));   // (TMA, stage)
+
+    auto load_k = [&](int n, State st) {
+      if (leader) {
+        pk.producer_acquire(st, T::kBytesK);
+        copy(mp.tma_k.with(pk.full_barrier(st), 0, TMA::CacheHintSm90::EVICT_LAST), tKgK(_, n), tKsK(_, st.index));
+      }
+    };
+    auto load_v = [&](int n, State st) {
+      if (leader) {
+        pv.producer_acquire(st, T::kBytesV);
+        copy(mp.tma_v.with(pv.full_barrier(st), 0, TMA::CacheHintSm90::EVICT_LAST), tVgV(_, n), tVsV(_, st.index));
+      }
+    };
+
+    int n = n_block_max(mp, tile.m_block) - 1;
+    load_k(n, write);
+    // Q of the previous tile must be fully consumed before it is overwritten.
+    __syncwarp();
+    cutlass::arch::NamedBarrier::sync(T::kConsumerThreads + 32, static_cast<uint32_t>(NamedBarrierId::query_empty));
+    if (leader) {
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&q_full, T::kBytesQ);
+      copy(mp.tma_q.with(q_full, 0, TMA::CacheHintSm90::EVICT_FIRST), tQgQ, tQsQ);
+    }
+    int n_prev = n;
+    for (--n; n >= 0; --n) {
+      State write_v = write;  // V trails K by one block
+      write.advance();
+      load_k(n, write);
+      load_v(n_prev, write_v);
+      n_prev = n;
+    }
+    load_v(n_prev, write);
+    write.advance();
+  }
+
+  // ---------------------------------------------------------------------------------
+  // Consumer side.
+  __device__ static void pingpong_sync(int wg) {
+    if constexpr (T::kPingPong)
+      cutlass::arch::NamedBarrier::sync(2 * 128, static_cast<uint32_t>(NamedBarrierId::pingpong_wg0) + wg);
+  }
+  __device__ static void pingpong_pass(int wg) {
+    if constexpr (T::kPingPong) {
+      const int next = wg + 1 == T::kConsumerWGs ? 0 : wg + 1;
+      cutlass::arch::NamedBarrier::arrive(2 * 128, static_cast<uint32_t>(NamedBarrierId::pingpong_wg0) + next);
+    }
+  }
+  // Once per consumer thread at kernel start: the producer may load the first Q, and
+  // consumer warp group 0 holds the first ping-pong token.
+  __device__ static void consumer_init(int wg) {
+    cutlass::arch::NamedBarrier::arrive(T::kConsumerThreads + 32, static_cast<uint32_t>(NamedBarrierId::query_empty));
+    if constexpr (T::kPingPong) {
+      if (wg == 0) cutlass::arch::NamedBarrier::arrive(2 * 128, static_cast<uint32_t>(NamedBarrierId::pingpong_wg0));
+    }
+  }
+
+  // One tile for one consumer thread (ct = index among consumer threads). Leaves the
+  // normalised O in tOrO and the row LSEs in lse (rows as in the accumulator layout).
+  // pin_slot: this thread's shared-memory scratch word (see pin_before_wait).
+  template <class SmemQ, class SmemK, class SmemVt, class FrgO, int kRows>
+  __device__ void mma(Params const& mp, Pipeline const& pk, Pipeline const& pv, uint64_t const& q_full,
+                      uint32_t q_phase, State& read, WorkTile const& tile, int ct, SmemQ const& sQ, SmemK const& sK,
+                      SmemVt const& sVt, FrgO& tOrO, OnlineSoftmax<kRows>& softmax, float (&lse)[kRows],
+                      float* pin_slot) const {
+    const int wg = ct / 128;
+    typename T::TiledMmaQK mma_qk;
+    typename T::TiledMmaPV mma_pv;
+    auto wg_qk = mma_qk.get_slice(wg * 128);
+    auto wg_pv = mma_pv.get_slice(wg * 128);
+    Tensor tSrQ = wg_qk.partition_fragment_A(sQ);   // (MMA, MMA_M, MMA_K) descriptors
+    Tensor tSrK = wg_qk.partition_fragment_B(sK);   // (MMA, MMA_N, MMA_K, stage)
+    Tensor tOrV = wg_pv.partition_fragment_B(sVt);  // (MMA, MMA_N, MMA_K, stage)
+    // This thread's (row, col) inside the tile for every score it holds.
+    Tensor tScS = mma_qk.get_thread_slice(ct).partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
+
+    Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
+    // P reuses the accumulator's register order, read as the A operand of O += P V.
+    Tensor tSrS_as_a = make_tensor(tSrS.data(), acc_to_operand_a_layout(tSrS.layout()));
+    Tensor tOrP = make_tensor<Element>(tSrS_as_a.layout());
+    static_assert(decltype(size(tScS))::value == decltype(size(tSrS))::value);
+
+    const int m_block = tile.m_block;
+    const int kv_len = mp.kv_len;
+    auto mask_all = [&](auto& s, int n) { mask_scores<T::kCausal, kBlockM, kBlockN>(s, tScS, m_block, n, kv_len); };
+
+    clear(tOrO);
+    float rescale[kRows];
+    int n = n_block_max(mp, m_block) - 1;
+
+    bounded_wait(&q_full, q_phase);
+
+    // First block (the key tail / causal diagonal): masked, rows may be fully masked.
+    pk.consumer_wait(read);
+    wgmma_tile<true, 0>(mma_qk, tSrQ, tSrK(_, _, _, read.index), tSrS);
+    pk.consumer_release(read);
+    mask_all(tSrS, n);
+    softmax.template update_max<true, true>(tSrS, rescale);
+    softmax.template exponentiate<true, true>(tSrS);
+    convert_fragment<Element>(tSrS_as_a, tOrP);
+    --n;
+
+    if constexpr (T::kIntraWGOverlap) {
+      auto step = [&](int nb, auto masked) {
+        constexpr bool kMasked = decltype(masked)::value;
+        State read_v = read;
+        read.advance();
+        pk.consumer_wait(read);
+        pingpong_sync(wg);
+        wgmma_tile<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, read.index), tSrS);
+        pv.consumer_wait(read_v);
+        wgmma_tile<false, -1>(mma_pv, tOrP, tOrV(_, _, _, read_v.index), tOrO);
+        pingpong_pass(wg);
+        warpgroup_wait<1>();  // S of block nb is ready; P V of the previous block may still run
+        warpgroup_fence_operand(tSrS);
+        pk.consumer_release(read);
+        if constexpr (kMasked) mask_all(tSrS, nb);
+        softmax.template update_max<false, kMasked>(tSrS, rescale);
+        softmax.template exponentiate<false, kMasked>(tSrS);
+        pin_before_wait(pin_slot, softmax.row_sum[0] + softmax.row_sum[kRows - 1]);
+        warpgroup_wait<0>();  // P V done: V buffer and the P registers are free
+        warpgroup_fence_operand(tOrO);
+        warpgroup_fence_operand(tOrP);
+        pv.consumer_release(read_v);
+        convert_fragment<Element>(tSrS_as_a, tOrP);
+        softmax.rescale_o(tOrO, rescale);
+      };
+      if constexpr (T::kCausal) {
+        const int n_mask_min = n_block_causal_mask_min(m_block);
+        for (; n >= n_mask_min; --n) step(n, cute::true_type{});
+      }
+      for (; n >= 0; --n) step(n, cute::false_type{});
+      // Every QK^T GEMM of this tile is complete: the producer may load the next Q.
+      cutlass::arch::NamedBarrier::arrive(T::kConsumerThreads + 32, static_cast<uint32_t>(NamedBarrierId::query_empty));
+      pv.consumer_wait(read);
+      wgmma_tile<false, -1>(mma_pv, tOrP, tOrV(_, _, _, read.index), tOrO);
+      float normalize[kRows];
+      softmax.finalize(normalize, lse);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tOrO);
+      pv.consumer_release(read);
+      read.advance();
+      softmax.rescale_o(tOrO, normalize);
+    } else {
+      // Plain schedule: each block's P V follows its softmax (no overlap inside the group).
+      auto pv_step = [&](State st) {
+        pv.consumer_wait(st);
+        pingpong_sync(wg);
+        wgmma_tile<false, -1>(mma_pv, tOrP, tOrV(_, _, _, st.index), tOrO);
+        pingpong_pass(wg);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tOrO);
+        warpgroup_fence_operand(tOrP);
+        pv.consumer_release(st);
+      };
+      auto step = [&](int nb, auto masked) {
+        constexpr bool kMasked = decltype(masked)::value;
+        pv_step(read);  // previous block
+        read.advance();
+        pk.consumer_wait(read);
+        pingpong_sync(wg);
+        wgmma_tile<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, read.index), tSrS);
+        pingpong_pass(wg);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tSrS);
+        pk.consumer_release(read);
+        if constexpr (kMasked) mask_all(tSrS, nb);
+        softmax.template update_max<false, kMasked>(tSrS, rescale);
+        softmax.template exponentiate<false, kMasked>(tSrS);
+        convert_fragment<Element>(tSrS_as_a, tOrP);
+        softmax.rescale_o(tOrO, rescale);
+      };
+      if constexpr (T::kCausal) {
+        const int n_mask_min = n_block_causal_mask_min(m_block);
+        for (; n >= n_mask_min; --n) step(n, cute::true_type{});
+      }
+      for (; n >= 0; --n) step(n, cute::false_type{});
+      cutlass::arch::NamedBarrier::arrive(T::kConsumerThreads + 32, static_cast<uint32_t>(NamedBarrierId::query_empty));
+      pv_step(read);
+      read.advance();
+      float normalize[kRows];
+      softmax.finalize(normalize, lse);
+      softmax.rescale_o(tOrO, normalize);
+    }
+  }
+};
+
+}  // namespace xstage::kernels::attention

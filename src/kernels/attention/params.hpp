@@ -1,0 +1,38 @@
+// Arguments of the attention forward kernel: plain pointers, sizes, strides and flags that
+// host code (ops) fills and device code reads. No CUDA types, no templates.
+//
+// Tensors are BSHD: element (b, s, h, d) of Q sits at q + b*q_stride_b + s*q_stride_s +
+// h*q_stride_h + d (strides in elements, head-dim stride 1). K and V share kv_len; O has
+// Q's shape; the optional LSE is fp32 [B, H, Sq] with stride 1 along Sq.
+#pragma once
+#include <cstdint>
+
+namespace xstage::kernels::attention {
+
+enum class DType : int { bf16 = 0, fp16 = 1 };
+
+struct AttentionParams {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+  float* lse = nullptr;  // nullptr: no log-sum-exp output
+
+  int batch = 0;
+  int heads = 0;
+  int q_len = 0;
+  int kv_len = 0;
+  int head_dim = 0;
+
+  int64_t q_stride_b = 0, q_stride_s = 0, q_stride_h = 0;
+  int64_t k_stride_b = 0, k_stride_s = 0, k_stride_h = 0;
+  int64_t v_stride_b = 0, v_stride_s = 0, v_stride_h = 0;
+  int64_t o_stride_b = 0, o_stride_s = 0, o_stride_h = 0;
+  int64_t lse_stride_b = 0, lse_stride_h = 0;
+
+  float softmax_scale = 0.f;  // scores = softmax_scale * q.k
+  bool causal = false;        // must match the instantiation that is launched
+  int num_ctas = 0;           // persistent grid size; 0 = one CTA per SM of the current device
+};
+
+}  // namespace xstage::kernels::attention

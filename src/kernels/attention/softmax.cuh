@@ -1,0 +1,174 @@
+// Online softmax state of one consumer thread, and the score mask.
+//
+// A consumer warp group owns 64 query rows; wgmma leaves each thread 2 of those rows
+// (rows r and r+8 of its warp's 16) and, per row, 2 adjacent columns out of every 8. The
+// four threads of a quad (lanes 4i..4i+3) share rows, so row reductions are a thread-local
+// pass plus two xor-shuffles.
+//
+// Scores stay unscaled in registers; the softmax scale is folded into the exponent:
+//   p = exp2(s * scale*log2(e) - m * scale*log2(e)),  m = running row max of raw scores.
+// Masked scores are -inf. A row whose every score so far is masked has m = -inf; the
+// Check_inf paths turn that into p = 0 (never -inf - -inf = NaN). The row sum is kept per
+// thread and reduced across the quad only once, when the tile is finished.
+#pragma once
+#include <cmath>
+
+#include <cute/tensor.hpp>
+
+namespace xstage::kernels::attention {
+
+using namespace cute;
+
+// SM90 accumulator layout ((2, 2, V), MMA_M, MMA_N) -> (rows = (2, MMA_M), cols = (2, V, MMA_N)).
+template <class Layout>
+CUTE_HOST_DEVICE auto acc_rowcol_layout(Layout acc) {
+  static_assert(decltype(rank(acc))::value == 3);
+  static_assert(decltype(rank<0>(acc))::value == 3);
+  static_assert(decltype(size<0, 0>(acc))::value == 2);
+  static_assert(decltype(size<0, 1>(acc))::value == 2);
+  return make_layout(make_layout(get<0, 1>(acc), get<1>(acc)), make_layout(get<0, 0>(acc), get<0, 2>(acc), get<2>(acc)));
+}
+
+// Accumulator of S = Q K^T ((2, 2, N/8), MMA_M, MMA_N) reread as the register A operand of
+// the next GEMM (O += P V, K-mode = the N of S): ((2, 2, 2), MMA_M, (N/16, MMA_N)). Two
+// neighbouring 8-column groups of the accumulator form one 16-wide k-block of the operand,
+// which is exactly the register order wgmma expects for A.
+template <class Layout>
+CUTE_HOST_DEVICE auto acc_to_operand_a_layout(Layout acc) {
+  static_assert(decltype(rank(acc))::value == 3);
+  static_assert(decltype(rank<0>(acc))::value == 3);
+  static_assert(decltype(size<0, 2>(acc))::value % 2 == 0);
+  auto l = logical_divide(get<0>(acc), Shape<Underscore, Underscore, _2>{});  // (2, 2, (2, N/16))
+  return make_layout(make_layout(get<0>(l), get<1>(l), get<2, 0>(l)), get<1>(acc), make_layout(get<2, 1>(l), get<2>(acc)));
+}
+
+// fp32 fragment -> 16-bit fragment of the same layout (pairs, round to nearest even).
+template <class To, class EngineIn, class LayoutIn, class EngineOut, class LayoutOut>
+__device__ __forceinline__ void convert_fragment(Tensor<EngineIn, LayoutIn> const& in, Tensor<EngineOut, LayoutOut>& out) {
+  static_assert(decltype(size(in))::value == decltype(size(out))::value);
+  static_assert(decltype(size(in))::value % 2 == 0);
+  cutlass::NumericArrayConverter<To, float, 2, cutlass::FloatRoundStyle::round_to_nearest> cvt;
+  CUTE_UNROLL
+  for (int i = 0; i < size(in); i += 2) {
+    cutlass::Array<float, 2> f;
+    f[0] = in(i);
+    f[1] = in(i + 1);
+    cutlass::Array<To, 2> h = cvt(f);
+    out(i) = h[0];
+    out(i + 1) = h[1];
+  }
+}
+
+// 2^x on the SFU (MUFU.EX2); flushes denormal results to 0 and maps -inf to +0.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+  return x;
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  x += __shfl_xor_sync(0xffffffffu, x, 2);
+  return x;
+}
+
+template <int kRows>
+struct OnlineSoftmax {
+  float row_max[kRows];
+  float row_sum[kRows];
+  float scale_log2;
+
+  __device__ explicit OnlineSoftmax(float scale_log2_) : scale_log2(scale_log2_) {}
+
+  // Updates the running max with this block's scores. Returns, per row, the factor by which
+  // everything accumulated so far (row sum, O) must be multiplied: exp2((m_old - m_new)*c).
+  template <bool kFirst, bool kCheckInf, class Frg>
+  __device__ __forceinline__ void update_max(Frg const& acc_s, float (&rescale)[kRows]) {
+    Tensor s = make_tensor(acc_s.data(), acc_rowcol_layout(acc_s.layout()));
+    static_assert(decltype(size<0>(s))::value == kRows);
+    CUTE_UNROLL
+    for (int mi = 0; mi < kRows; ++mi) {
+      float m = s(mi, 0);
+      CUTE_UNROLL
+      for (int ni = 1; ni < size<1>(s); ++ni) m = fmaxf(m, s(mi, ni));
+      m = quad_max(m);
+      if constexpr (kFirst) {
+        row_max[mi] = m;
+        rescale[mi] = 1.f;
+      } else {
+        const float m_new = fmaxf(row_max[mi], m);
+        // m_new == -inf only if every score of this row so far is masked: nothing to rescale.
+        const float m_ref = (kCheckInf && m_new == -INFINITY) ? 0.f : m_new;
+        rescale[mi] = fast_exp2((row_max[mi] - m_ref) * scale_log2);
+        row_max[mi] = m_new;
+        row_sum[mi] *= rescale[mi];
+      }
+    }
+  }
+
+  // Scores -> unnormalised probabilities in place; adds them to the (thread-local) row sums.
+  template <bool kFirst, bool kCheckInf, class Frg>
+  __device__ __forceinline__ void exponentiate(Frg& acc_s) {
+    Tensor s = make_tensor(acc_s.data(), acc_rowcol_layout(acc_s.layout()));
+    CUTE_UNROLL
+    for (int mi = 0; mi < kRows; ++mi) {
+      const float max_scaled = (kCheckInf && row_max[mi] == -INFINITY) ? 0.f : row_max[mi] * scale_log2;
+      float sum = 0.f;
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(s); ++ni) {
+        s(mi, ni) = fast_exp2(s(mi, ni) * scale_log2 - max_scaled);
+        sum += s(mi, ni);
+      }
+      row_sum[mi] = kFirst ? sum : row_sum[mi] + sum;
+    }
+  }
+
+  // End of a tile: reduces the row sums over the quad. Returns the factor that normalises O
+  // (1/sum, 0 for an empty row) and leaves the natural-log LSE of each row in lse.
+  __device__ __forceinline__ void finalize(float (&normalize)[kRows], float (&lse)[kRows]) {
+    CUTE_UNROLL
+    for (int mi = 0; mi < kRows; ++mi) {
+      const float sum = quad_sum(row_sum[mi]);
+      const bool empty = !(sum > 0.f);  // also catches NaN
+      normalize[mi] = empty ? 0.f : 1.f / sum;
+      lse[mi] = empty ? -INFINITY : row_max[mi] * (scale_log2 * 0.69314718055994530942f) + __logf(sum);
+    }
+  }
+
+  template <class Frg>
+  __device__ __forceinline__ void rescale_o(Frg& acc_o, float const (&factor)[kRows]) {
+    Tensor o = make_tensor(acc_o.data(), acc_rowcol_layout(acc_o.layout()));
+    static_assert(decltype(size<0>(o))::value == kRows);
+    CUTE_UNROLL
+    for (int mi = 0; mi < kRows; ++mi) {
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(o); ++ni) o(mi, ni) *= factor[mi];
+    }
+  }
+};
+
+// Masks the scores of key block n_block for query tile m_block: keys at or beyond kv_len,
+// and (causal, aligned top-left: query i sees keys j <= i, as torch's is_causal) keys after
+// the query. coords = this thread's (row, col) inside the (block_m x block_n) tile, an
+// identity tensor partitioned exactly like the accumulator.
+template <bool kCausal, int kBlockM, int kBlockN, class Frg, class Coords>
+__device__ __forceinline__ void mask_scores(Frg& acc_s, Coords const& coords, int m_block, int n_block, int kv_len) {
+  static_assert(decltype(size(acc_s))::value == decltype(size(coords))::value);
+  const int row0 = m_block * kBlockM;
+  const int col0 = n_block * kBlockN;
+  CUTE_UNROLL
+  for (int i = 0; i < size(acc_s); ++i) {
+    const int row = row0 + get<0>(coords(i));
+    const int col = col0 + get<1>(coords(i));
+    bool masked = col >= kv_len;
+    if constexpr (kCausal) masked = masked || col > row;
+    if (masked) acc_s(i) = -INFINITY;
+  }
+}
+
+}  // namespace xstage::kernels::attention

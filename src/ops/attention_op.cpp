@@ -1,0 +1,264 @@
+// Attention forward operator: validation, choice of the compiled instantiation, launch.
+// No device code here: the kernels are reached through kernels/attention/launch.hpp.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "kernels/attention/launch.hpp"
+#include "xstage/error.hpp"
+#include "xstage/ops/attention.hpp"
+
+namespace xstage::ops {
+
+namespace ka = kernels::attention;
+
+const char* dtype_name(AttentionDType t) {
+  switch (t) {
+    case AttentionDType::bf16: return "bf16";
+    case AttentionDType::fp16: return "fp16";
+  }
+  return "unknown";
+}
+
+BSHDStrides packed_bshd(int seq, int heads, int head_dim) {
+  BSHDStrides s;
+  s.d = 1;
+  s.h = head_dim;
+  s.s = static_cast<int64_t>(heads) * head_dim;
+  s.b = static_cast<int64_t>(seq) * heads * head_dim;
+  return s;
+}
+
+namespace {
+
+constexpr int64_t kElemBytes = 2;                // bf16 and fp16
+constexpr int64_t kMaxStrideBytes = 1ll << 40;   // TMA descriptor limit
+
+bool aligned(const void* p, uintptr_t n) { return (reinterpret_cast<uintptr_t>(p) % n) == 0; }
+
+void check_pointer(const char* name, const void* p) {
+  if (p == nullptr) throw InvalidArgument(fmt::format("attention: {} is a null pointer", name));
+  if (!aligned(p, 16))
+    throw InvalidArgument(fmt::format("attention: {} = {} is not 16-byte aligned (TMA needs 16 B)", name, p));
+}
+
+// extent: how many positions the stride steps over (a stride of an extent-1 mode is unused).
+void check_stride(const char* tensor, const char* mode, int64_t stride, int64_t extent) {
+  if (extent <= 1) return;  // never used (replaced by usable_stride)
+  if (stride <= 0 || stride % 8 != 0)
+    throw InvalidArgument(fmt::format(
+        "attention: {} {}-stride {} must be a positive multiple of 8 elements (16 bytes, TMA alignment)", tensor, mode,
+        stride));
+  if (stride * kElemBytes >= kMaxStrideBytes)
+    throw InvalidArgument(fmt::format("attention: {} {}-stride {} elements exceeds the TMA limit of 2^40 bytes",
+                                      tensor, mode, stride));
+}
+
+void check_tensor(const char* name, const BSHDStrides& st, int batch, int seq, int heads) {
+  if (st.d != 1)
+    throw InvalidArgument(fmt::format("attention: {} head-dim stride is {}, must be 1 (contiguous head dim)", name, st.d));
+  check_stride(name, "batch", st.b, batch);
+  check_stride(name, "seq", st.s, seq);
+  check_stride(name, "head", st.h, heads);
+}
+
+// Strides of unit extents are never used to address anything; give them a value every
+// consumer (TMA descriptors included) accepts.
+int64_t usable_stride(int64_t stride, int64_t extent) { return extent <= 1 ? 8 : stride; }
+
+using LaunchFn = cudaError_t (*)(const ka::AttentionParams&, cudaStream_t);
+
+struct Entry {
+  AttentionDType dtype;
+  int head_dim;
+  bool causal;
+  const char* name;
+  LaunchFn launch;
+  ka::KernelInfo (*info)();
+};
+
+const Entry kEntries[] = {
+    {AttentionDType::bf16, 64, false, "bf16_d64_noncausal", ka::attention_fwd_bf16_d64_noncausal,
+     ka::attention_fwd_bf16_d64_info},
+    {AttentionDType::bf16, 64, true, "bf16_d64_causal", ka::attention_fwd_bf16_d64_causal,
+     ka::attention_fwd_bf16_d64_info},
+    {AttentionDType::bf16, 128, false, "bf16_d128_noncausal", ka::attention_fwd_bf16_d128_noncausal,
+     ka::attention_fwd_bf16_d128_info},
+    {AttentionDType::bf16, 128, true, "bf16_d128_causal", ka::attention_fwd_bf16_d128_causal,
+     ka::attention_fwd_bf16_d128_info},
+    {AttentionDType::fp16, 64, false, "fp16_d64_noncausal", ka::attention_fwd_fp16_d64_noncausal,
+     ka::attention_fwd_fp16_d64_info},
+    {AttentionDType::fp16, 64, true, "fp16_d64_causal", ka::attention_fwd_fp16_d64_causal,
+     ka::attention_fwd_fp16_d64_info},
+    {AttentionDType::fp16, 128, false, "fp16_d128_noncausal", ka::attention_fwd_fp16_d128_noncausal,
+     ka::attention_fwd_fp16_d128_info},
+    {AttentionDType::fp16, 128, true, "fp16_d128_causal", ka::attention_fwd_fp16_d128_causal,
+     ka::attention_fwd_fp16_d128_info},
+};
+
+const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal) {
+  if (dtype != AttentionDType::bf16 && dtype != AttentionDType::fp16)
+    throw InvalidArgument(fmt::format("attention: unsupported dtype {} (bf16 or fp16)", static_cast<int>(dtype)));
+  for (const Entry& e : kEntries)
+    if (e.dtype == dtype && e.head_dim == head_dim && e.causal == causal) return e;
+  throw InvalidArgument(fmt::format("attention: head dim {} is not supported (64 or 128)", head_dim));
+}
+
+float effective_scale(const AttentionArgs& a) {
+  return a.softmax_scale == 0.f ? 1.f / std::sqrt(static_cast<float>(a.head_dim)) : a.softmax_scale;
+}
+
+}  // namespace
+
+void validate(const AttentionArgs& a) {
+  if (a.dtype != AttentionDType::bf16 && a.dtype != AttentionDType::fp16)
+    throw InvalidArgument(fmt::format("attention: unsupported dtype {} (bf16 or fp16)", static_cast<int>(a.dtype)));
+  if (a.head_dim != 64 && a.head_dim != 128)
+    throw InvalidArgument(fmt::format("attention: head dim {} is not supported (64 or 128)", a.head_dim));
+  if (a.batch <= 0 || a.heads <= 0 || a.q_len <= 0 || a.kv_len <= 0)
+    throw InvalidArgument(fmt::format("attention: sizes must be positive (batch {}, heads {}, q_len {}, kv_len {})",
+                                      a.batch, a.heads, a.q_len, a.kv_len));
+  const int block_m = ka::tile_config(a.head_dim).block_m;
+  const long long tiles = static_cast<long long>((a.q_len + block_m - 1) / block_m) * a.heads * a.batch;
+  if (tiles > std::numeric_limits<int>::max() - (1 << 20))
+    throw InvalidArgument(fmt::format("attention: {} tiles (batch {} x heads {} x q tiles) exceed the kernel's int range",
+                                      tiles, a.batch, a.heads));
+  if (!(std::isfinite(a.softmax_scale) && a.softmax_scale >= 0.f))
+    throw InvalidArgument(fmt::format("attention: softmax scale {} must be finite and > 0 (0 = 1/sqrt(d))",
+                                      a.softmax_scale));
+  if (a.num_ctas < 0) throw InvalidArgument(fmt::format("attention: num_ctas {} must be >= 0", a.num_ctas));
+  check_pointer("q", a.q);
+  check_pointer("k", a.k);
+  check_pointer("v", a.v);
+  check_pointer("o", a.o);
+  check_tensor("q", a.q_strides, a.batch, a.q_len, a.heads);
+  check_tensor("k", a.k_strides, a.batch, a.kv_len, a.heads);
+  check_tensor("v", a.v_strides, a.batch, a.kv_len, a.heads);
+  check_tensor("o", a.o_strides, a.batch, a.q_len, a.heads);
+  if (a.return_lse) {
+    if (a.lse == nullptr) throw InvalidArgument("attention: LSE requested (return_lse) but the lse buffer is null");
+    if (!aligned(a.lse, 4)) throw InvalidArgument("attention: lse buffer is not 4-byte aligned");
+    const bool dense = a.lse_stride_b == 0 && a.lse_stride_h == 0;
+    if (!dense) {
+      if (a.lse_stride_h < (a.heads > 1 ? a.q_len : 0) || a.lse_stride_b < (a.batch > 1 ? a.q_len : 0))
+        throw InvalidArgument(fmt::format(
+            "attention: lse strides (batch {}, head {}) must be >= q_len {} so rows of different heads do not overlap",
+            a.lse_stride_b, a.lse_stride_h, a.q_len));
+    }
+  }
+}
+
+AttentionInstantiation select_instantiation(AttentionDType dtype, int head_dim, bool causal) {
+  const Entry& e = find_entry(dtype, head_dim, causal);
+  const ka::KernelInfo k = e.info();
+  AttentionInstantiation r;
+  r.name = e.name;
+  r.block_m = k.tile.block_m;
+  r.block_n = k.tile.block_n;
+  r.stages = k.tile.stages;
+  r.consumer_warpgroups = k.tile.consumer_warpgroups;
+  r.threads = k.threads;
+  r.smem_bytes = k.smem_bytes;
+  r.producer_regs = k.producer_regs;
+  r.consumer_regs = k.consumer_regs;
+  r.intra_wg_overlap = k.intra_wg_overlap;
+  r.pingpong = k.pingpong;
+  return r;
+}
+
+void attention_forward(const AttentionArgs& a, cudaStream_t stream) {
+  validate(a);
+  const Entry& e = find_entry(a.dtype, a.head_dim, a.causal);
+  ka::AttentionParams p;
+  p.q = a.q;
+  p.k = a.k;
+  p.v = a.v;
+  p.o = a.o;
+  p.lse = a.return_lse ? a.lse : nullptr;
+  p.batch = a.batch;
+  p.heads = a.heads;
+  p.q_len = a.q_len;
+  p.kv_len = a.kv_len;
+  p.head_dim = a.head_dim;
+  p.q_stride_b = usable_stride(a.q_strides.b, a.batch);
+  p.q_stride_s = usable_stride(a.q_strides.s, a.q_len);
+  p.q_stride_h = usable_stride(a.q_strides.h, a.heads);
+  p.k_stride_b = usable_stride(a.k_strides.b, a.batch);
+  p.k_stride_s = usable_stride(a.k_strides.s, a.kv_len);
+  p.k_stride_h = usable_stride(a.k_strides.h, a.heads);
+  p.v_stride_b = usable_stride(a.v_strides.b, a.batch);
+  p.v_stride_s = usable_stride(a.v_strides.s, a.kv_len);
+  p.v_stride_h = usable_stride(a.v_strides.h, a.heads);
+  p.o_stride_b = usable_stride(a.o_strides.b, a.batch);
+  p.o_stride_s = usable_stride(a.o_strides.s, a.q_len);
+  p.o_stride_h = usable_stride(a.o_strides.h, a.heads);
+  const bool dense_lse = a.lse_stride_b == 0 && a.lse_stride_h == 0;
+  p.lse_stride_h = dense_lse ? a.q_len : a.lse_stride_h;
+  p.lse_stride_b = dense_lse ? static_cast<int64_t>(a.heads) * a.q_len : a.lse_stride_b;
+  p.softmax_scale = effective_scale(a);
+  p.causal = a.causal;
+  p.num_ctas = a.num_ctas;
+  const cudaError_t err = e.launch(p, stream);
+  if (err != cudaSuccess)
+    throw Error(format_error(
+        fmt::format("launching attention {} (batch {}, heads {}, q_len {}, kv_len {})", e.name, a.batch, a.heads,
+                    a.q_len, a.kv_len),
+        std::string(cudaGetErrorName(err)) + " (" + cudaGetErrorString(err) + ")"));
+}
+
+double attention_flops(const AttentionArgs& a) {
+  double pairs = 0;
+  if (!a.causal) {
+    pairs = static_cast<double>(a.q_len) * a.kv_len;
+  } else {
+    // Query i sees keys 0..min(i, kv_len-1): sum over i of min(i+1, kv_len).
+    const double n = std::min(a.q_len, a.kv_len);
+    pairs = n * (n + 1) / 2 + static_cast<double>(std::max(0, a.q_len - a.kv_len)) * a.kv_len;
+  }
+  return 4.0 * a.batch * a.heads * a.head_dim * pairs;
+}
+
+void attention_reference_host(const AttentionArgs& a, const float* q, const float* k, const float* v, float* o,
+                              float* lse) {
+  const float scale = effective_scale(a);
+  std::vector<double> s(a.kv_len);
+  for (int b = 0; b < a.batch; ++b)
+    for (int h = 0; h < a.heads; ++h)
+      for (int i = 0; i < a.q_len; ++i) {
+        const float* qi = q + b * a.q_strides.b + h * a.q_strides.h + static_cast<int64_t>(i) * a.q_strides.s;
+        double m = -INFINITY;
+        for (int j = 0; j < a.kv_len; ++j) {
+          if (a.causal && j > i) {
+            s[j] = -INFINITY;
+            continue;
+          }
+          const float* kj = k + b * a.k_strides.b + h * a.k_strides.h + static_cast<int64_t>(j) * a.k_strides.s;
+          double dot = 0;
+          for (int d = 0; d < a.head_dim; ++d) dot += static_cast<double>(qi[d]) * kj[d];
+          s[j] = dot * scale;
+          m = std::max(m, s[j]);
+        }
+        double sum = 0;
+        for (int j = 0; j < a.kv_len; ++j) {
+          s[j] = std::isinf(s[j]) ? 0.0 : std::exp(s[j] - m);
+          sum += s[j];
+        }
+        float* oi = o + b * a.o_strides.b + h * a.o_strides.h + static_cast<int64_t>(i) * a.o_strides.s;
+        for (int d = 0; d < a.head_dim; ++d) {
+          double acc = 0;
+          for (int j = 0; j < a.kv_len; ++j)
+            if (s[j] != 0.0)
+              acc += s[j] * v[b * a.v_strides.b + h * a.v_strides.h + static_cast<int64_t>(j) * a.v_strides.s + d];
+          oi[d] = sum > 0 ? static_cast<float>(acc / sum) : 0.f;
+        }
+        if (lse != nullptr)
+          lse[(static_cast<int64_t>(b) * a.heads + h) * a.q_len + i] =
+              sum > 0 ? static_cast<float>(m + std::log(sum)) : -INFINITY;
+      }
+}
+
+}  // namespace xstage::ops

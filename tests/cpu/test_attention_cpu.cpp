@@ -1,0 +1,281 @@
+// Attention operator without a GPU: validation (one clear error per problem), the choice of
+// instantiation, the FLOP count, and the fp32 host reference on tiny hand-made problems.
+#ifdef XSTAGE_HAVE_ATTENTION
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "xstage/error.hpp"
+#include "xstage/ops/attention.hpp"
+
+using namespace xstage;
+using ops::AttentionArgs;
+using ops::AttentionDType;
+
+namespace {
+
+void* fake(uintptr_t addr) { return reinterpret_cast<void*>(addr); }
+
+AttentionArgs good_args() {
+  AttentionArgs a;
+  a.dtype = AttentionDType::bf16;
+  a.batch = 2;
+  a.heads = 3;
+  a.q_len = 77;
+  a.kv_len = 100;
+  a.head_dim = 128;
+  a.q = fake(0x10000);
+  a.k = fake(0x20000);
+  a.v = fake(0x30000);
+  a.o = fake(0x40000);
+  a.q_strides = a.o_strides = ops::packed_bshd(a.q_len, a.heads, a.head_dim);
+  a.k_strides = a.v_strides = ops::packed_bshd(a.kv_len, a.heads, a.head_dim);
+  return a;
+}
+
+// Expects InvalidArgument whose message contains `needle`.
+template <class F>
+void expect_invalid(F&& mutate, const std::string& needle) {
+  AttentionArgs a = good_args();
+  mutate(a);
+  try {
+    ops::validate(a);
+    ADD_FAILURE() << "no error, expected one mentioning '" << needle << "'";
+  } catch (const InvalidArgument& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(needle), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << "one line: " << m;
+    EXPECT_EQ(m.rfind("attention:", 0), 0u) << m;
+  }
+}
+
+}  // namespace
+
+TEST(AttentionValidate, AcceptsGoodArguments) {
+  EXPECT_NO_THROW(ops::validate(good_args()));
+  AttentionArgs a = good_args();
+  a.head_dim = 64;
+  a.q_strides = a.o_strides = ops::packed_bshd(a.q_len, a.heads, 64);
+  a.k_strides = a.v_strides = ops::packed_bshd(a.kv_len, a.heads, 64);
+  a.dtype = AttentionDType::fp16;
+  a.causal = true;
+  a.return_lse = true;
+  a.lse = static_cast<float*>(fake(0x50004));  // 4-byte alignment is enough for the LSE
+  EXPECT_NO_THROW(ops::validate(a));
+  // A packed QKV slice: q/k/v 256 bytes apart, seq stride 3*H*D.
+  AttentionArgs p = good_args();
+  p.kv_len = p.q_len;
+  ops::BSHDStrides st;
+  st.h = 128;
+  st.s = 3 * 3 * 128;
+  st.b = int64_t(p.q_len) * st.s;
+  p.q_strides = p.k_strides = p.v_strides = st;
+  p.k = fake(0x10000 + 3 * 128 * 2);
+  p.v = fake(0x10000 + 2 * 3 * 128 * 2);
+  EXPECT_NO_THROW(ops::validate(p));
+  // Strides of extent-1 modes are never used, whatever they are.
+  AttentionArgs one = good_args();
+  one.batch = 1;
+  one.q_strides.b = 3;
+  EXPECT_NO_THROW(ops::validate(one));
+}
+
+TEST(AttentionValidate, RejectsEachProblemWithOneLine) {
+  expect_invalid([](AttentionArgs& a) { a.dtype = static_cast<AttentionDType>(7); }, "dtype");
+  expect_invalid([](AttentionArgs& a) { a.head_dim = 96; }, "head dim 96");
+  expect_invalid([](AttentionArgs& a) { a.head_dim = 256; }, "head dim 256");
+  expect_invalid([](AttentionArgs& a) { a.batch = 0; }, "sizes must be positive");
+  expect_invalid([](AttentionArgs& a) { a.heads = -1; }, "sizes must be positive");
+  expect_invalid([](AttentionArgs& a) { a.q_len = 0; }, "q_len 0");
+  expect_invalid([](AttentionArgs& a) { a.kv_len = 0; }, "kv_len 0");
+  expect_invalid([](AttentionArgs& a) { a.q = nullptr; }, "q is a null pointer");
+  expect_invalid([](AttentionArgs& a) { a.o = nullptr; }, "o is a null pointer");
+  expect_invalid([](AttentionArgs& a) { a.k = fake(0x20008); }, "k = ");
+  expect_invalid([](AttentionArgs& a) { a.v = fake(0x30002); }, "16-byte aligned");
+  expect_invalid([](AttentionArgs& a) { a.q_strides.d = 2; }, "q head-dim stride is 2, must be 1");
+  expect_invalid([](AttentionArgs& a) { a.k_strides.s = 100; }, "k seq-stride 100");
+  expect_invalid([](AttentionArgs& a) { a.v_strides.h = 4; }, "multiple of 8 elements");
+  expect_invalid([](AttentionArgs& a) { a.o_strides.b = -8; }, "o batch-stride -8");
+  expect_invalid([](AttentionArgs& a) { a.q_strides.h = 0; }, "q head-stride 0");
+  expect_invalid([](AttentionArgs& a) { a.k_strides.s = int64_t(1) << 40; }, "2^40");
+  expect_invalid([](AttentionArgs& a) { a.return_lse = true; }, "lse buffer is null");
+  expect_invalid(
+      [](AttentionArgs& a) {
+        a.return_lse = true;
+        a.lse = static_cast<float*>(fake(0x50002));
+      },
+      "4-byte aligned");
+  expect_invalid(
+      [](AttentionArgs& a) {
+        a.return_lse = true;
+        a.lse = static_cast<float*>(fake(0x50000));
+        a.lse_stride_h = 10;
+        a.lse_stride_b = 1000;
+      },
+      "lse strides");
+  expect_invalid([](AttentionArgs& a) { a.softmax_scale = -1.f; }, "softmax scale");
+  expect_invalid([](AttentionArgs& a) { a.softmax_scale = NAN; }, "softmax scale");
+  expect_invalid([](AttentionArgs& a) { a.num_ctas = -2; }, "num_ctas");
+  expect_invalid(
+      [](AttentionArgs& a) {
+        a.batch = 1 << 20;
+        a.heads = 1 << 10;
+        a.q_len = 1 << 12;
+      },
+      "tiles");
+}
+
+TEST(AttentionDispatch, PicksTheShippedInstantiation) {
+  for (AttentionDType t : {AttentionDType::bf16, AttentionDType::fp16})
+    for (int d : {64, 128})
+      for (bool causal : {false, true}) {
+        const ops::AttentionInstantiation k = ops::select_instantiation(t, d, causal);
+        const std::string want = std::string(ops::dtype_name(t)) + "_d" + std::to_string(d) +
+                                 (causal ? "_causal" : "_noncausal");
+        EXPECT_EQ(k.name, want);
+        EXPECT_EQ(k.block_m % 64, 0);
+        EXPECT_EQ(k.consumer_warpgroups, k.block_m / 64);
+        EXPECT_EQ(k.threads, 128 * (1 + k.consumer_warpgroups));
+        EXPECT_GT(k.smem_bytes, 0);
+        EXPECT_LE(k.smem_bytes, 227 * 1024) << "fits an sm_90 SM";
+        EXPECT_GE(k.stages, 2);
+        EXPECT_LE(128 * k.producer_regs + 128 * k.consumer_warpgroups * k.consumer_regs, 65536);
+        EXPECT_EQ(k.block_m, d == 64 ? 192 : 128);
+        EXPECT_EQ(k.block_n, 128);
+      }
+  EXPECT_THROW(ops::select_instantiation(AttentionDType::bf16, 96, false), InvalidArgument);
+  EXPECT_THROW(ops::select_instantiation(static_cast<AttentionDType>(5), 128, false), InvalidArgument);
+}
+
+TEST(AttentionFlops, CountsVisiblePairs) {
+  AttentionArgs a = good_args();
+  a.batch = 1;
+  a.heads = 12;
+  a.q_len = a.kv_len = 4096;
+  a.head_dim = 128;
+  EXPECT_DOUBLE_EQ(ops::attention_flops(a), 4.0 * 12 * 4096.0 * 4096.0 * 128);
+  a.causal = true;
+  EXPECT_DOUBLE_EQ(ops::attention_flops(a), 4.0 * 12 * 128 * (4096.0 * 4097.0 / 2));
+  a.heads = 1;
+  a.head_dim = 64;
+  a.q_len = 5;
+  a.kv_len = 3;  // rows see 1, 2, 3, 3, 3 keys
+  EXPECT_DOUBLE_EQ(ops::attention_flops(a), 4.0 * 64 * 12);
+}
+
+namespace {
+
+struct HostProblem {
+  AttentionArgs a;
+  std::vector<float> q, k, v, o, lse;
+  HostProblem(int b, int h, int sq, int skv, int d, bool causal) {
+    a = good_args();
+    a.batch = b;
+    a.heads = h;
+    a.q_len = sq;
+    a.kv_len = skv;
+    a.head_dim = d;
+    a.causal = causal;
+    a.q_strides = a.o_strides = ops::packed_bshd(sq, h, d);
+    a.k_strides = a.v_strides = ops::packed_bshd(skv, h, d);
+    q.assign(size_t(b) * sq * h * d, 0.f);
+    k.assign(size_t(b) * skv * h * d, 0.f);
+    v.assign(size_t(b) * skv * h * d, 0.f);
+    o.assign(q.size(), NAN);
+    lse.assign(size_t(b) * h * sq, NAN);
+  }
+  float& at(std::vector<float>& t, const ops::BSHDStrides& s, int b, int i, int h, int d) {
+    return t[b * s.b + i * s.s + h * s.h + d];
+  }
+  void run() { ops::attention_reference_host(a, q.data(), k.data(), v.data(), o.data(), lse.data()); }
+};
+
+}  // namespace
+
+TEST(AttentionHostReference, UniformScoresAverageV) {
+  HostProblem p(1, 2, 3, 4, 64, false);  // q = 0: every score 0, O = mean of V, LSE = ln(kv_len)
+  for (int h = 0; h < 2; ++h)
+    for (int j = 0; j < 4; ++j)
+      for (int d = 0; d < 64; ++d) p.at(p.v, p.a.v_strides, 0, j, h, d) = float(j + 10 * h + d);
+  p.run();
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 3; ++i) {
+      for (int d = 0; d < 64; ++d) EXPECT_NEAR(p.at(p.o, p.a.o_strides, 0, i, h, d), 1.5f + 10 * h + d, 1e-5);
+      EXPECT_NEAR(p.lse[h * 3 + i], std::log(4.0), 1e-6);
+    }
+}
+
+TEST(AttentionHostReference, OneDominantKeyAndCausalRows) {
+  HostProblem p(1, 1, 3, 3, 64, true);
+  // k_j = e_j * 100, q_i = e_i: with scale 1, score(i, j) = 100 if i == j else 0.
+  p.a.softmax_scale = 1.f;
+  for (int j = 0; j < 3; ++j) {
+    p.at(p.k, p.a.k_strides, 0, j, 0, j) = 100.f;
+    p.at(p.q, p.a.q_strides, 0, j, 0, j) = 1.f;
+    for (int d = 0; d < 64; ++d) p.at(p.v, p.a.v_strides, 0, j, 0, d) = float(100 * j + d);
+  }
+  p.run();
+  for (int i = 0; i < 3; ++i)
+    for (int d = 0; d < 64; ++d) EXPECT_NEAR(p.at(p.o, p.a.o_strides, 0, i, 0, d), float(100 * i + d), 1e-3);
+  // Row 0 (causal) sees key 0 only: LSE = its score exactly.
+  EXPECT_NEAR(p.lse[0], 100.0, 1e-6);
+  // Row 1 sees scores {0, 100}: LSE = 100 + ln(1 + e^-100).
+  EXPECT_NEAR(p.lse[1], 100.0, 1e-6);
+}
+
+TEST(AttentionHostReference, CausalIsTopLeftAligned) {
+  HostProblem p(1, 1, 4, 2, 64, true);  // q_len > kv_len: rows 1..3 see both keys, row 0 only key 0
+  for (int d = 0; d < 64; ++d) {
+    p.at(p.v, p.a.v_strides, 0, 0, 0, d) = 1.f;
+    p.at(p.v, p.a.v_strides, 0, 1, 0, d) = 3.f;
+  }
+  p.run();
+  EXPECT_NEAR(p.at(p.o, p.a.o_strides, 0, 0, 0, 5), 1.f, 1e-6);
+  for (int i = 1; i < 4; ++i) EXPECT_NEAR(p.at(p.o, p.a.o_strides, 0, i, 0, 5), 2.f, 1e-6);
+}
+
+TEST(AttentionHostReference, StridedLayoutGivesTheSameResult) {
+  // The same numbers once dense and once inside a padded, head-major buffer.
+  const int b = 2, h = 2, s = 5, d = 64;
+  HostProblem dense(b, h, s, s, d, false);
+  uint32_t x = 12345;
+  auto rnd = [&x] {
+    x = x * 1664525u + 1013904223u;
+    return float((x >> 8) & 0xFFFF) / 65536.f - 0.5f;
+  };
+  for (auto* t : {&dense.q, &dense.k, &dense.v})
+    for (float& f : *t) f = rnd();
+  dense.run();
+
+  HostProblem strided(b, h, s, s, d, false);
+  ops::BSHDStrides st;  // [B, H, S+1, D+8] with the row padded: h-stride before s-stride
+  st.s = d + 8;
+  st.h = int64_t(s + 1) * st.s;
+  st.b = int64_t(h) * st.h;
+  strided.a.q_strides = strided.a.k_strides = strided.a.v_strides = strided.a.o_strides = st;
+  const size_t n = size_t(b) * st.b;
+  strided.q.assign(n, 0.f);
+  strided.k.assign(n, 0.f);
+  strided.v.assign(n, 0.f);
+  strided.o.assign(n, NAN);
+  for (int bb = 0; bb < b; ++bb)
+    for (int i = 0; i < s; ++i)
+      for (int hh = 0; hh < h; ++hh)
+        for (int dd = 0; dd < d; ++dd) {
+          strided.at(strided.q, st, bb, i, hh, dd) = dense.at(dense.q, dense.a.q_strides, bb, i, hh, dd);
+          strided.at(strided.k, st, bb, i, hh, dd) = dense.at(dense.k, dense.a.k_strides, bb, i, hh, dd);
+          strided.at(strided.v, st, bb, i, hh, dd) = dense.at(dense.v, dense.a.v_strides, bb, i, hh, dd);
+        }
+  strided.run();
+  for (int bb = 0; bb < b; ++bb)
+    for (int i = 0; i < s; ++i)
+      for (int hh = 0; hh < h; ++hh)
+        for (int dd = 0; dd < d; ++dd)
+          EXPECT_FLOAT_EQ(strided.at(strided.o, st, bb, i, hh, dd), dense.at(dense.o, dense.a.o_strides, bb, i, hh, dd));
+  EXPECT_EQ(strided.lse, dense.lse);
+}
+
+#endif  // XSTAGE_HAVE_ATTENTION

@@ -1,0 +1,296 @@
+// The Hopper attention kernel against a naive fp32 reference on fresh random inputs.
+// Outputs are poisoned (0xFFFF, a NaN in bf16 and fp16) before every run: rows < q_len must
+// come back finite and within ||out - ref|| / ||ref|| < 1e-2, padding rows >= q_len must keep
+// the poison, and the LSE must match. Needs one Hopper GPU (sm_90); skips otherwise.
+#ifdef XSTAGE_HAVE_ATTENTION
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpu/attention_reference.hpp"
+#include "gpu/gpu_env.hpp"
+#include "xstage/error.hpp"
+#include "xstage/ops/attention.hpp"
+
+using namespace xstage;
+using ops::AttentionDType;
+
+namespace {
+
+#define XS_TEST_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call << ": " << cudaGetErrorString(cudaGetLastError())
+
+std::string missing_hopper() {
+  std::string why = gputest::missing_gpus(1);
+  if (!why.empty()) return why;
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  if (major != 9 || minor != 0)
+    return "needs an sm_90 (Hopper) GPU, found sm_" + std::to_string(major * 10 + minor);
+  return {};
+}
+
+#define XS_REQUIRE_HOPPER()                       \
+  do {                                            \
+    XS_REQUIRE_GPUS(1);                           \
+    std::string why_h_ = missing_hopper();        \
+    if (!why_h_.empty()) GTEST_SKIP() << why_h_;  \
+  } while (0)
+
+enum class Layout { dense, packed_qkv };
+
+struct Case {
+  std::string name;
+  AttentionDType dtype;
+  int d;
+  bool causal;
+  int batch, heads, q_len, kv_len;
+  Layout layout = Layout::dense;
+  float scale = 0.f;      // 0: 1/sqrt(d)
+  float amplitude = 1.f;  // q, k in [-amp, amp); v in [-1, 1)
+  int num_ctas = 0;
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+struct DeviceBuffer {
+  void* p = nullptr;
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes) {
+    if (cudaMalloc(&p, bytes) != cudaSuccess) p = nullptr;
+  }
+  ~DeviceBuffer() {
+    if (p) cudaFree(p);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      if (p) cudaFree(p);
+      p = o.p;
+      o.p = nullptr;
+    }
+    return *this;
+  }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(p);
+  }
+};
+
+uint64_t seed_of(const std::string& name, int which) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a of the case name: fixed per case, different between cases
+  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return h + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(which + 1);
+}
+
+class AttentionGpu : public ::testing::TestWithParam<Case> {};
+
+TEST_P(AttentionGpu, MatchesReference) {
+  XS_REQUIRE_HOPPER();
+  const Case& c = GetParam();
+  cudaStream_t s = nullptr;
+  XS_TEST_CUDA(cudaStreamCreate(&s));
+
+  ops::AttentionArgs a;
+  a.dtype = c.dtype;
+  a.batch = c.batch;
+  a.heads = c.heads;
+  a.q_len = c.q_len;
+  a.kv_len = c.kv_len;
+  a.head_dim = c.d;
+  a.causal = c.causal;
+  a.softmax_scale = c.scale;
+  a.num_ctas = c.num_ctas;
+
+  // Inputs. packed_qkv: one [B, S, 3, H, D] tensor (S = q_len = kv_len), Q/K/V are slices.
+  const size_t e = 2;  // bytes per element
+  DeviceBuffer qkv, qb, kb, vb;
+  if (c.layout == Layout::packed_qkv) {
+    ASSERT_EQ(c.q_len, c.kv_len);
+    const size_t n = size_t(c.batch) * c.q_len * 3 * c.heads * c.d;
+    qkv = DeviceBuffer(n * e);
+    ASSERT_NE(qkv.p, nullptr);
+    gputest::fill_random_16bit(qkv.p, n, c.dtype, seed_of(c.name, 0), c.amplitude, s);
+    ops::BSHDStrides st;
+    st.d = 1;
+    st.h = c.d;
+    st.s = int64_t(3) * c.heads * c.d;
+    st.b = int64_t(c.q_len) * st.s;
+    a.q_strides = a.k_strides = a.v_strides = st;
+    const int64_t plane = int64_t(c.heads) * c.d;
+    a.q = qkv.as<uint16_t>();
+    a.k = qkv.as<uint16_t>() + plane;
+    a.v = qkv.as<uint16_t>() + 2 * plane;
+  } else {
+    const size_t nq = size_t(c.batch) * c.q_len * c.heads * c.d;
+    const size_t nkv = size_t(c.batch) * c.kv_len * c.heads * c.d;
+    qb = DeviceBuffer(nq * e);
+    kb = DeviceBuffer(nkv * e);
+    vb = DeviceBuffer(nkv * e);
+    ASSERT_TRUE(qb.p && kb.p && vb.p);
+    gputest::fill_random_16bit(qb.p, nq, c.dtype, seed_of(c.name, 0), c.amplitude, s);
+    gputest::fill_random_16bit(kb.p, nkv, c.dtype, seed_of(c.name, 1), c.amplitude, s);
+    gputest::fill_random_16bit(vb.p, nkv, c.dtype, seed_of(c.name, 2), 1.f, s);
+    a.q = qb.p;
+    a.k = kb.p;
+    a.v = vb.p;
+    a.q_strides = ops::packed_bshd(c.q_len, c.heads, c.d);
+    a.k_strides = a.v_strides = ops::packed_bshd(c.kv_len, c.heads, c.d);
+  }
+
+  // Output with padding rows, poisoned. LSE poisoned too.
+  const int s_alloc = c.q_len + 37;
+  const size_t no = size_t(c.batch) * s_alloc * c.heads * c.d;
+  DeviceBuffer ob(no * e);
+  const size_t nl = size_t(c.batch) * c.heads * c.q_len;
+  DeviceBuffer lse(nl * sizeof(float)), lse_ref(nl * sizeof(float));
+  DeviceBuffer o_ref(size_t(c.batch) * c.q_len * c.heads * c.d * sizeof(float));
+  ASSERT_TRUE(ob.p && lse.p && lse_ref.p && o_ref.p);
+  XS_TEST_CUDA(cudaMemsetAsync(ob.p, 0xFF, no * e, s));
+  XS_TEST_CUDA(cudaMemsetAsync(lse.p, 0xFF, nl * sizeof(float), s));
+  a.o = ob.p;
+  a.o_strides = ops::packed_bshd(s_alloc, c.heads, c.d);
+  a.return_lse = true;
+  a.lse = lse.as<float>();
+
+  gputest::reference_attention(a, o_ref.as<float>(), lse_ref.as<float>(), s);
+  ASSERT_NO_THROW(ops::attention_forward(a, s));
+  XS_TEST_CUDA(cudaStreamSynchronize(s));
+  XS_TEST_CUDA(cudaGetLastError());
+
+  const gputest::OutputCheck oc = gputest::check_output(a, s_alloc, o_ref.as<float>(), s);
+  EXPECT_EQ(oc.nan_valid, 0u) << "non-finite outputs in rows < q_len";
+  EXPECT_EQ(oc.touched, 0u) << "padding rows >= q_len were written";
+  EXPECT_GT(oc.ref_sq, 0.0);
+  EXPECT_LT(oc.rel(), 1e-2) << "relative error " << oc.rel();
+  const gputest::LseCheck lc = gputest::check_lse(a, lse.as<float>(), lse_ref.as<float>(), s);
+  EXPECT_EQ(lc.nan_valid, 0u) << "non-finite LSE values";
+  EXPECT_LT(lc.max_abs_err, 1e-2) << "LSE error " << lc.max_abs_err;
+  RecordProperty("rel_error", std::to_string(oc.rel()));
+  std::printf("[ %s ] rel error %.3e, lse error %.3e\n", c.name.c_str(), oc.rel(), lc.max_abs_err);
+  cudaStreamDestroy(s);
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  const AttentionDType bf = AttentionDType::bf16, fp = AttentionDType::fp16;
+  // Tiny, every instantiation: one tile, 77 rows (two consumer groups with a partial second).
+  for (AttentionDType t : {bf, fp})
+    for (int d : {64, 128})
+      for (bool causal : {false, true})
+        v.push_back({std::string("s77_") + (t == bf ? "bf16" : "fp16") + "_d" + std::to_string(d) +
+                         (causal ? "_causal" : ""),
+                     t, d, causal, 2, 3, 77, 77});
+  // Awkward long sequences (fewer heads for the longest so the naive reference stays quick).
+  v.push_back({"s4680_bf16_d128_h12", bf, 128, false, 1, 12, 4680, 4680});
+  v.push_back({"s4680_bf16_d64_causal_h4", bf, 64, true, 1, 4, 4680, 4680});
+  v.push_back({"s4680_fp16_d128_causal_h3", fp, 128, true, 1, 3, 4680, 4680});
+  v.push_back({"s4680_fp16_d64_h12", fp, 64, false, 1, 12, 4680, 4680});
+  v.push_back({"s17776_bf16_d128_h1", bf, 128, false, 1, 1, 17776, 17776});
+  v.push_back({"s17776_fp16_d64_b2_h1", fp, 64, false, 2, 1, 17776, 17776});
+  v.push_back({"s17776_bf16_d128_causal_h1", bf, 128, true, 1, 1, 17776, 17776});
+  // q_len != kv_len (joint attention), both ways, batch 2.
+  v.push_back({"q1000_kv1333_bf16_d128", bf, 128, false, 2, 3, 1000, 1333});
+  v.push_back({"q1000_kv1333_bf16_d128_causal", bf, 128, true, 2, 3, 1000, 1333});
+  v.push_back({"q1333_kv1000_fp16_d64_causal", fp, 64, true, 2, 3, 1333, 1000});
+  v.push_back({"q1333_kv1000_bf16_d64", bf, 64, false, 2, 3, 1333, 1000});
+  // Tiny key sets and single rows.
+  v.push_back({"q1_kv1_bf16_d128", bf, 128, false, 1, 1, 1, 1});
+  v.push_back({"q5_kv3_fp16_d64", fp, 64, false, 2, 3, 5, 3});
+  v.push_back({"q300_kv17_bf16_d64_causal", bf, 64, true, 2, 3, 300, 17});
+  v.push_back({"q129_kv200_fp16_d128", fp, 128, false, 1, 2, 129, 200});
+  // Strided inputs: Q, K, V are slices of one packed [B, S, 3, H, D] tensor.
+  v.push_back({"packed_qkv_bf16_d128", bf, 128, false, 2, 3, 1000, 1000, Layout::packed_qkv});
+  v.push_back({"packed_qkv_fp16_d64_causal", fp, 64, true, 2, 3, 1000, 1000, Layout::packed_qkv});
+  // Persistence: few CTAs, so each walks many tiles (pipeline phases wrap across tiles).
+  v.push_back({"ctas1_bf16_d128", bf, 128, false, 2, 3, 1000, 1000, Layout::dense, 0.f, 1.f, 1});
+  v.push_back({"ctas7_fp16_d64_causal", fp, 64, true, 2, 3, 1000, 777, Layout::dense, 0.f, 1.f, 7});
+  v.push_back({"ctas5_bf16_d128_causal", bf, 128, true, 1, 4, 2000, 2000, Layout::dense, 0.f, 1.f, 5});
+  // Peaked softmax (large scores): stresses the running-max rescaling.
+  v.push_back({"peaked_bf16_d128", bf, 128, false, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f});
+  v.push_back({"peaked_fp16_d64_causal", fp, 64, true, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionGpu, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.name; });
+
+// The device reference itself, against the host fp64 reference on a small problem.
+TEST(AttentionGpuReference, AgreesWithHostReference) {
+  XS_REQUIRE_GPUS(1);
+  for (bool causal : {false, true}) {
+    ops::AttentionArgs a;
+    a.dtype = AttentionDType::bf16;
+    a.batch = 2;
+    a.heads = 2;
+    a.q_len = 45;
+    a.kv_len = 33;
+    a.head_dim = 64;
+    a.causal = causal;
+    a.q_strides = ops::packed_bshd(a.q_len, a.heads, a.head_dim);
+    a.k_strides = a.v_strides = ops::packed_bshd(a.kv_len, a.heads, a.head_dim);
+    a.o_strides = a.q_strides;
+    const size_t nq = size_t(a.batch) * a.q_len * a.heads * a.head_dim;
+    const size_t nkv = size_t(a.batch) * a.kv_len * a.heads * a.head_dim;
+    DeviceBuffer q(nq * 2), k(nkv * 2), v(nkv * 2), qf(nq * 4), kf(nkv * 4), vf(nkv * 4), of(nq * 4),
+        lf(size_t(a.batch) * a.heads * a.q_len * 4);
+    gputest::fill_random_16bit(q.p, nq, a.dtype, 11, 2.f, nullptr);
+    gputest::fill_random_16bit(k.p, nkv, a.dtype, 12, 2.f, nullptr);
+    gputest::fill_random_16bit(v.p, nkv, a.dtype, 13, 1.f, nullptr);
+    a.q = q.p;
+    a.k = k.p;
+    a.v = v.p;
+    gputest::reference_attention(a, of.as<float>(), lf.as<float>(), nullptr);
+    gputest::to_float(q.p, nq, a.dtype, qf.as<float>(), nullptr);
+    gputest::to_float(k.p, nkv, a.dtype, kf.as<float>(), nullptr);
+    gputest::to_float(v.p, nkv, a.dtype, vf.as<float>(), nullptr);
+    std::vector<float> hq(nq), hk(nkv), hv(nkv), ho_dev(nq), ho(nq), hl(size_t(a.batch) * a.heads * a.q_len),
+        hl_dev(hl.size());
+    XS_TEST_CUDA(cudaMemcpy(hq.data(), qf.p, nq * 4, cudaMemcpyDeviceToHost));
+    XS_TEST_CUDA(cudaMemcpy(hk.data(), kf.p, nkv * 4, cudaMemcpyDeviceToHost));
+    XS_TEST_CUDA(cudaMemcpy(hv.data(), vf.p, nkv * 4, cudaMemcpyDeviceToHost));
+    XS_TEST_CUDA(cudaMemcpy(ho_dev.data(), of.p, nq * 4, cudaMemcpyDeviceToHost));
+    XS_TEST_CUDA(cudaMemcpy(hl_dev.data(), lf.p, hl.size() * 4, cudaMemcpyDeviceToHost));
+    ops::attention_reference_host(a, hq.data(), hk.data(), hv.data(), ho.data(), hl.data());
+    for (size_t i = 0; i < nq; ++i) ASSERT_NEAR(ho_dev[i], ho[i], 1e-4) << "element " << i;
+    for (size_t i = 0; i < hl.size(); ++i) ASSERT_NEAR(hl_dev[i], hl[i], 1e-4) << "lse " << i;
+  }
+}
+
+// Two launches on one stream give bit-identical outputs (no state leaks between launches).
+TEST(AttentionGpu, RunsTwiceOnOneStreamAndIsDeterministic) {
+  XS_REQUIRE_HOPPER();
+  ops::AttentionArgs a;
+  a.dtype = AttentionDType::bf16;
+  a.batch = 1;
+  a.heads = 2;
+  a.q_len = a.kv_len = 700;
+  a.head_dim = 128;
+  a.q_strides = a.k_strides = a.v_strides = a.o_strides = ops::packed_bshd(700, 2, 128);
+  const size_t n = size_t(700) * 2 * 128;
+  DeviceBuffer q(n * 2), k(n * 2), v(n * 2), o1(n * 2), o2(n * 2);
+  gputest::fill_random_16bit(q.p, n, a.dtype, 1, 1.f, nullptr);
+  gputest::fill_random_16bit(k.p, n, a.dtype, 2, 1.f, nullptr);
+  gputest::fill_random_16bit(v.p, n, a.dtype, 3, 1.f, nullptr);
+  a.q = q.p;
+  a.k = k.p;
+  a.v = v.p;
+  a.o = o1.p;
+  ops::attention_forward(a, nullptr);
+  a.o = o2.p;
+  ops::attention_forward(a, nullptr);
+  XS_TEST_CUDA(cudaDeviceSynchronize());
+  std::vector<uint16_t> h1(n), h2(n);
+  XS_TEST_CUDA(cudaMemcpy(h1.data(), o1.p, n * 2, cudaMemcpyDeviceToHost));
+  XS_TEST_CUDA(cudaMemcpy(h2.data(), o2.p, n * 2, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(h1, h2);
+}
+
+}  // namespace
+#endif  // XSTAGE_HAVE_ATTENTION
