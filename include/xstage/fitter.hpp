@@ -15,13 +15,8 @@
 
 namespace xstage::model {
 
-struct FitOptions {
-  // Only points with exactly these labels (and no cold-study warm-up) calibrate the model.
-  std::string role = "fit";
-  std::string dest = "peer";
-  std::string store = "v4";
-  std::string addr = "fresh";
-  std::string gap_kind = "idle";
+// The inherited PointFilter (role "fit") picks the points that calibrate the model.
+struct FitOptions : PointFilter {
   double zero_gap_max_us = 1e-6;      // gap_us <= this: back-to-back bursts (R, delta, R_agg)
   int zero_gap_min_bursts = 64;       // ... with at least this many bursts (a full stage)
   double isolated_min_gap_us = 10.0;  // gap_us >= this: isolated warm bursts (T0, Q); per
@@ -29,9 +24,6 @@ struct FitOptions {
   double knee_margin = 0.25;          // above the knee: span > (1+m) max(T0, D);
                                       // below: D and F <= (1-m) T0
   int max_iterations = 20;
-
-  bool matches(const ProbePoint& p) const;  // the label filters above
-  std::string describe() const;             // "role=fit dest=peer store=v4 ..."
 };
 
 struct T0Fit {

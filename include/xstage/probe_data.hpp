@@ -54,6 +54,18 @@ struct ProbeRun {
   std::vector<ProbePoint> points;
 };
 
+// Which points a calibration or validation step uses: exactly these labels, and no
+// cold-study warm-up (those runs are about the first burst only).
+struct PointFilter {
+  std::string role = "fit";
+  std::string dest = "peer";
+  std::string store = "v4";
+  std::string addr = "fresh";
+  std::string gap_kind = "idle";
+  bool matches(const ProbePoint& p) const;
+  std::string describe() const;
+};
+
 void to_json(nlohmann::json& j, const ProbePoint& p);
 void from_json(const nlohmann::json& j, ProbePoint& p);
 void to_json(nlohmann::json& j, const ProbeRun& r);

@@ -14,17 +14,10 @@
 
 namespace xstage::model {
 
-struct ValidationOptions {
-  std::string role = "validate";
-  std::string dest = "peer";
-  std::string store = "v4";
-  std::string addr = "fresh";
-  std::string gap_kind = "idle";
-
-  // The fit's label filters with role "validate".
+// The held-out points: the fit's label filters with role "validate".
+struct ValidationOptions : PointFilter {
+  ValidationOptions() { role = "validate"; }
   static ValidationOptions from(const FitOptions& f);
-  bool matches(const ProbePoint& p) const;
-  std::string describe() const;
 };
 
 // Absolute relative error |pred - meas| / meas over the points that measured the quantity.

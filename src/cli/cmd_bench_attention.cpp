@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "cli/run_stamp.hpp"
 #include "runtime/check.hpp"
 #include "xstage/error.hpp"
 #include "xstage/ops/attention.hpp"
@@ -42,18 +43,6 @@ struct BenchFlags {
   int num_ctas = 0;
   std::string json_out;
 };
-
-std::string now_iso() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
-std::string commit_id() {
-  if (const char* c = std::getenv("XSTAGE_COMMIT")) return c;
-  return "unknown";
-}
 
 double quantile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());

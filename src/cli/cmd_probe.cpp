@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/run_stamp.hpp"
 #include "xstage/error.hpp"
 #include "xstage/ops/probe.hpp"
 #include "xstage/ops/probe_sweep.hpp"
@@ -33,22 +34,6 @@ struct ProbeFlags {
   double timeout_s = 5.0;
   std::string json_out, csv_out;
 };
-
-std::string now_iso() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
-std::string commit_id() {
-  if (const char* c = std::getenv("XSTAGE_COMMIT")) return c;
-#ifdef XSTAGE_GIT_COMMIT
-  return XSTAGE_GIT_COMMIT;
-#else
-  return "unknown";
-#endif
-}
 
 constexpr char kHeader[] = "#{:>5} {:>5} {:>8} {:>9} {:>7} {:>5} {:>11} {:>9} {:>7} {:>7} | {:>9} {:>9} {:>9} {:>9} {:>10} {:>9} {:>9}\n";
 constexpr char kRow[] = " {:>5} {:>5} {:>8} {:>9} {:>7.2f} {:>5} {:>11} {:>9} {:>7} {:>7} | {:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f} {:>10.1f} {:>9.2f} {:>9.1f}\n";

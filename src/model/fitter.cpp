@@ -178,16 +178,6 @@ void fit_q_cold(const Points& usable, FitResult& res) {
 
 }  // namespace
 
-bool FitOptions::matches(const ProbePoint& p) const {
-  return p.role == role && p.dest == dest && p.store == store && p.addr == addr && p.gap_kind == gap_kind &&
-         p.warmup_bytes == 0 && p.pre_wait_us == 0;  // warm-up runs study the cold burst only
-}
-
-std::string FitOptions::describe() const {
-  return fmt::format("role={} dest={} store={} addr={} gap_kind={}, no warm-up", role, dest, store, addr,
-                     gap_kind);
-}
-
 FitResult fit(const std::vector<ProbePoint>& pts, const FitOptions& opts) {
   FitResult res;
   Params& prm = res.params;

@@ -92,6 +92,15 @@ ProbePoint parse_point(const nlohmann::json& j, const std::string& where) {
 
 }  // namespace
 
+bool PointFilter::matches(const ProbePoint& p) const {
+  return p.role == role && p.dest == dest && p.store == store && p.addr == addr && p.gap_kind == gap_kind &&
+         p.warmup_bytes == 0 && p.pre_wait_us == 0;
+}
+
+std::string PointFilter::describe() const {
+  return fmt::format("role={} dest={} store={} addr={} gap_kind={}, no warm-up", role, dest, store, addr, gap_kind);
+}
+
 void to_json(nlohmann::json& j, const ProbePoint& p) {
   j = nlohmann::json{{"producers", p.producers},
                      {"threads", p.threads},

@@ -11,17 +11,10 @@
 namespace xstage::model {
 
 ValidationOptions ValidationOptions::from(const FitOptions& f) {
-  return ValidationOptions{"validate", f.dest, f.store, f.addr, f.gap_kind};
-}
-
-bool ValidationOptions::matches(const ProbePoint& p) const {
-  return p.role == role && p.dest == dest && p.store == store && p.addr == addr && p.gap_kind == gap_kind &&
-         p.warmup_bytes == 0 && p.pre_wait_us == 0;  // warm-up runs study the cold burst only
-}
-
-std::string ValidationOptions::describe() const {
-  return fmt::format("role={} dest={} store={} addr={} gap_kind={}, no warm-up", role, dest, store, addr,
-                     gap_kind);
+  ValidationOptions v;
+  static_cast<PointFilter&>(v) = f;
+  v.role = "validate";
+  return v;
 }
 
 ErrorStats error_stats(const std::vector<double>& rel_errors) {
