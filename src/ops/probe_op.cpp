@@ -151,7 +151,6 @@ ProbePoint Prober::measure(const ProbePoint& c) {
   kernels::ProbeArgs a{};
   a.team = team.device_view(0);
   a.dst = I.data->window[0];
-  a.dst_bytes = I.data->bytes;
   a.dest = parse_dest(c.dest);
   a.peer = team.world_size() > 1 ? 1 : 0;
   a.store = parse_store(c.store);

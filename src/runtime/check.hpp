@@ -28,6 +28,3 @@ namespace xstage::detail {
     if (xs_r_ != ncclSuccess)                                                     \
       ::xstage::detail::throw_nccl(xs_r_, #call, (what), __FILE__, __LINE__);     \
   } while (0)
-
-// After a kernel launch: launch-configuration errors surface here, not later.
-#define XS_LAUNCH(what) XS_CUDA(cudaGetLastError(), std::string("launching ") + (what))

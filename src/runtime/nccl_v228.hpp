@@ -33,7 +33,6 @@ inline void window_deregister(ncclComm_t comm, ncclWindow_t win) { ncclCommWindo
 // Size of the NVLink load/store-accessible team of this communicator (ranks reachable with
 // plain pointers).
 inline int lsa_size(const ncclDevComm& dc) { return dc.lsaSize; }
-inline int lsa_rank(const ncclDevComm& dc) { return dc.lsaRank; }
 
 #if defined(__CUDACC__)
 // Pointer to rank `peer`'s copy of `win` at byte `offset` (peer = LSA rank; xstage requires

@@ -31,7 +31,6 @@ struct Team::Impl {
   std::list<SymmetricBuffer> buffers;  // list: references stay valid
   SymmetricBuffer* ctrl = nullptr;
   double timeout_s = 5.0;
-  bool single_process = true;
 
   // Collective NCCL calls: in local mode one thread issues them for every rank inside a group.
   // The caller's current GPU is restored afterwards.
@@ -158,7 +157,6 @@ std::unique_ptr<Team> Team::from_launcher(const TeamOptions& opts, const LaunchE
   auto impl = std::make_unique<Impl>();
   impl->world = env.world_size;
   impl->timeout_s = opts.wait_timeout_s;
-  impl->single_process = false;
   Impl::Rank r;
   r.rank = env.rank;
   r.device = env.local_rank;

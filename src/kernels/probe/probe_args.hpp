@@ -19,7 +19,6 @@ constexpr size_t kProbeStampBytes = sizeof(uint64_t) * 2 * kMaxProbeBursts;
 struct ProbeArgs {
   TeamDevice team;
   ncclWindow_t dst;          // symmetric data buffer (every rank has one)
-  size_t dst_bytes;          // its size (host checked the sweep fits)
   DestKind dest;
   int peer;                  // destination rank for DestKind::peer
   StoreKind store;
