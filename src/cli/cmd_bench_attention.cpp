@@ -289,14 +289,6 @@ void run_bench(const BenchFlags& fl) {
   }
 }
 
-CLI::App* bench_group(CLI::App& app) {
-  auto found = app.get_subcommands([](CLI::App* s) { return s->get_name() == "bench"; });
-  if (!found.empty()) return found.front();
-  auto* b = app.add_subcommand("bench", "Benchmarks of xstage's kernels (TFLOP/s tables, JSON)");
-  b->require_subcommand(1);
-  return b;
-}
-
 }  // namespace
 
 void add_attention_bench_command(CLI::App& app) {

@@ -5,6 +5,15 @@
 #include <CLI/CLI.hpp>
 
 namespace xstage::cli {
+
+// The `bench` group every benchmark command hangs under (created by the first that asks).
+inline CLI::App* bench_group(CLI::App& app) {
+  auto found = app.get_subcommands([](CLI::App* s) { return s->get_name() == "bench"; });
+  if (!found.empty()) return found.front();
+  auto* b = app.add_subcommand("bench", "Benchmarks of xstage's kernels (tables, JSON)");
+  b->require_subcommand(1);
+  return b;
+}
 void add_info_command(CLI::App& app);
 void add_probe_command(CLI::App& app);
 void add_fit_command(CLI::App& app);
