@@ -13,6 +13,9 @@ enum class WaitId : uint32_t {
   flag = 2,            // generic flag wait (release/acquire)
   probe_receiver = 3,  // probe: receiver waits for the producers' completion counter
   test_never_set = 4,  // selftest: a flag nobody sets (the timeout path)
+  ulysses_ready = 5,    // Ulysses sender: waits until the receiving rank announced the call
+  ulysses_receive = 6,  // Ulysses receiver: waits until every rank delivered its rows
+  ulysses_tile = 7,     // Ulysses comm-sm copier: waits for a slice the attention has not written
 };
 const char* wait_name(WaitId id);
 

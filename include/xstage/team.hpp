@@ -65,6 +65,10 @@ class Team {
   const SymmetricBuffer& ctrl() const;
   // Barrier epochs: every rank calls this once per barrier it launches, in the same order.
   uint64_t next_epoch(int i);
+  // Reserves `bytes` (rounded up to 64) of the control window's user area for an operator
+  // (flags, counters; zero until used) and returns its byte offset. Every process reserves
+  // in the same order, so offsets agree across ranks. Throws Error when the area is full.
+  size_t reserve_ctrl(size_t bytes);
 
   // Collective: every rank of the team must call it (local mode: once for all local ranks).
   SymmetricBuffer& alloc_symmetric(size_t bytes);

@@ -2,17 +2,13 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.hpp"
+#include "cli/model_source.hpp"
 #include "xstage/error.hpp"
 #include "xstage/model.hpp"
-
-#ifndef XSTAGE_PRESET_DIR
-#define XSTAGE_PRESET_DIR "presets"  // CMake defines the real path
-#endif
 
 namespace xstage::cli {
 namespace {
@@ -25,29 +21,10 @@ struct PredictArgs {
   bool json = false;
 };
 
-model::Params load_for_predict(const std::string& given, std::string* used) {
-  if (given.empty()) {
-    const std::string preset = std::string(XSTAGE_PRESET_DIR) + "/h200-nvlink.json";
-    if (!std::filesystem::exists(preset))
-      throw Error(format_error(preset, "the shipped preset is missing (it is written from real H200 "
-                                       "measurements); pass --params FILE, e.g. from `xstage fit DATA.json --out FILE`"));
-    *used = preset;
-    return model::load_params(preset);
-  }
-  *used = given;
-  try {
-    return model::load_params(given);
-  } catch (const InvalidArgument&) {
-    throw;
-  } catch (const Error& e) {
-    throw InvalidArgument(e.what());  // the user named the file: bad input, exit 2
-  }
-}
-
 void run_predict(const PredictArgs& a) {
   model::validate_inputs(a.producers, a.burst_bytes, a.gap_us, 0);  // before any file access
   std::string used;
-  const model::Params p = load_for_predict(a.params, &used);
+  const model::Params p = load_model_params(a.params, &used);
   model::validate_inputs(a.producers, a.burst_bytes, a.gap_us, p.sm_count);
   const model::Prediction pr = model::predict(p, a.producers, a.burst_bytes, a.gap_us);
 

@@ -21,4 +21,10 @@ void add_predict_command(CLI::App& app);
 #ifdef XSTAGE_HAVE_ATTENTION
 void add_attention_bench_command(CLI::App& app);  // `xstage bench attention`
 #endif
+#ifdef XSTAGE_HAVE_ULYSSES
+void add_ulysses_bench_command(CLI::App& app);  // `xstage bench ulysses`
+#endif
+#ifdef XSTAGE_HAVE_MOE
+void add_moe_gemm_bench_command(CLI::App& app);  // `xstage bench moe-gemm`
+#endif
 }  // namespace xstage::cli

@@ -16,6 +16,12 @@ int main(int argc, char** argv) {
 #ifdef XSTAGE_HAVE_ATTENTION
   xstage::cli::add_attention_bench_command(app);
 #endif
+#ifdef XSTAGE_HAVE_MOE
+  xstage::cli::add_moe_gemm_bench_command(app);
+#endif
+#ifdef XSTAGE_HAVE_ULYSSES
+  xstage::cli::add_ulysses_bench_command(app);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

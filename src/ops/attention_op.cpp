@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/attention/launch.hpp"
+#include "ops/attention_params.hpp"
 #include "xstage/error.hpp"
 #include "xstage/ops/attention.hpp"
 
@@ -170,9 +171,7 @@ AttentionInstantiation select_instantiation(AttentionDType dtype, int head_dim, 
   return r;
 }
 
-void attention_forward(const AttentionArgs& a, cudaStream_t stream) {
-  validate(a);
-  const Entry& e = find_entry(a.dtype, a.head_dim, a.causal);
+ka::AttentionParams to_kernel_params(const AttentionArgs& a) {
   ka::AttentionParams p;
   p.q = a.q;
   p.k = a.k;
@@ -202,6 +201,13 @@ void attention_forward(const AttentionArgs& a, cudaStream_t stream) {
   p.softmax_scale = effective_scale(a);
   p.causal = a.causal;
   p.num_ctas = a.num_ctas;
+  return p;
+}
+
+void attention_forward(const AttentionArgs& a, cudaStream_t stream) {
+  validate(a);
+  const Entry& e = find_entry(a.dtype, a.head_dim, a.causal);
+  const ka::AttentionParams p = to_kernel_params(a);
   const cudaError_t err = e.launch(p, stream);
   if (err != cudaSuccess)
     throw Error(format_error(

@@ -11,6 +11,9 @@ const char* wait_name(WaitId id) {
     case WaitId::flag: return "flag";
     case WaitId::probe_receiver: return "probe receiver completion counter";
     case WaitId::test_never_set: return "test flag that is never set";
+    case WaitId::ulysses_ready: return "Ulysses: a receiving rank never announced this call (did every rank call it?)";
+    case WaitId::ulysses_receive: return "Ulysses: rows from the other ranks never all arrived (a rank did not deliver)";
+    case WaitId::ulysses_tile: return "Ulysses comm-sm: a tile the local attention never finished";
   }
   return "unknown wait";
 }

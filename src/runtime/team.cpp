@@ -30,6 +30,9 @@ struct Team::Impl {
   std::vector<Rank> ranks;
   std::list<SymmetricBuffer> buffers;  // list: references stay valid
   SymmetricBuffer* ctrl = nullptr;
+  // Next free byte of the control window for reserve_ctrl (the first 4 KiB of the user area
+  // stay with the selftests).
+  size_t ctrl_next = CtrlLayout::kUserFlags + 4096;
   double timeout_s = 5.0;
 
   // Collective NCCL calls: in local mode one thread issues them for every rank inside a group.
@@ -221,6 +224,16 @@ cudaStream_t Team::stream(int i) const { return impl_->ranks.at(i).stream; }
 ncclComm_t Team::comm(int i) const { return impl_->ranks.at(i).comm; }
 const SymmetricBuffer& Team::ctrl() const { return *impl_->ctrl; }
 uint64_t Team::next_epoch(int i) { return ++impl_->ranks.at(i).epoch; }
+
+size_t Team::reserve_ctrl(size_t bytes) {
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  if (bytes == 0 || impl_->ctrl_next + rounded > CtrlLayout::kBytes)
+    throw Error(fmt::format("control window full: cannot reserve {} bytes ({} of {} in use)", bytes, impl_->ctrl_next,
+                            CtrlLayout::kBytes));
+  const size_t off = impl_->ctrl_next;
+  impl_->ctrl_next += rounded;
+  return off;
+}
 
 TeamDevice Team::device_view(int i) const {
   const auto& r = impl_->ranks.at(i);

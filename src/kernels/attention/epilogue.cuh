@@ -19,8 +19,13 @@
 //       span.row_stride elements each (span.rows >= 1, a span never crosses t.row_end).
 //   float* lse_destination(EpilogueTile const& t, int row) const;   // nullptr: no LSE
 //   static constexpr bool kNeedsTileStoredHook;
-//   void tile_stored(EpilogueTile const& t) const;   // one thread, after all its warp group's
-//                                                    // stores of this tile were issued
+//   void tile_stored(EpilogueTile const& t, uint64_t issue_begin_cycles) const;
+//       one thread, after all its warp group's stores of this tile were issued (the cycle
+//       count read just before the first of them, for store-span records)
+// Optional (detected with requires-expressions, so LocalDestination needs none of them):
+//   void before_stores(EpilogueTile const& t) const;   one thread per warp group, before any
+//       store of the tile is issued (e.g. wait until the destination rank is ready)
+//   void kernel_start() const;                         thread 0 of CTA 0, once per launch
 #pragma once
 #include <cstdint>
 
@@ -71,8 +76,14 @@ struct LocalDestination {
   __device__ float* lse_destination(EpilogueTile const& t, int row) const {
     return lse == nullptr ? nullptr : lse + t.batch * lse_stride_b + t.head * lse_stride_h + row;
   }
-  __device__ void tile_stored(EpilogueTile const&) const {}
+  __device__ void tile_stored(EpilogueTile const&, uint64_t) const {}
 };
+
+// Optional hooks of a destination, detected at compile time.
+template <class D>
+concept HasBeforeStores = requires(D const& d, EpilogueTile const& t) { d.before_stores(t); };
+template <class D>
+concept HasKernelStart = requires(D const& d) { d.kernel_start(); };
 
 template <class Traits, class Destination>
 struct TileStoreEpilogue {
@@ -95,20 +106,60 @@ struct TileStoreEpilogue {
   };
   static Params to_params(AttentionParams const& p) { return Params{Destination::from(p), p.q_len}; }
 
+  // Kernel-level hooks (kernel.cuh): once per launch, and once per mainloop step (none here:
+  // this policy stores each tile right after its mainloop).
+  static constexpr bool kHasStepHook = false;
+  __device__ static void kernel_start(Params const& ep) {
+    if constexpr (HasKernelStart<Destination>) ep.dest.kernel_start();
+  }
+  __device__ void step(Params const&, Element const*) {}
+  __device__ void finish(Params const&, Element const*) {}
+
   // Called by all 128 threads of each consumer warp group (consumer threads are 128..) with
   // the normalised fp32 O fragment of the tile and the LSE of the thread's rows.
   template <class FrgO, int kRows>
   __device__ void store(Params const& ep, Element* smem_o, FrgO const& tOrO, float const (&lse)[kRows],
                         WorkTile const& tile) const {
-    // The thread index is read afresh (volatile) so the compiler does not keep the
-    // epilogue's thread-dependent offsets alive in registers across the whole mainloop.
+    const EpilogueTile t = stage(ep, smem_o, tOrO, lse, tile);
+    const int tid = thread_in_wg();
+    const uint64_t issue_begin = Destination::kNeedsTileStoredHook ? clock64() : 0;
+    copy_out(ep, smem_o, t, tid, 0, kIters);
+    if constexpr (Destination::kNeedsTileStoredHook) {
+      cutlass::arch::NamedBarrier::sync(128, epilogue_barrier(t));
+      if (tid == 0) ep.dest.tile_stored(t, clock64() - issue_begin);
+    }
+  }
+
+  // --- pieces, shared with policies that issue the copy-out later (ulysses/shaped_epilogue) ---
+  // 16-byte copy-out iterations per thread for one warp group's 64-row slice.
+  static constexpr int kIters = 64 * kChunksPerRow / 128;
+
+  // The thread index is read afresh (volatile) so the compiler does not keep the
+  // epilogue's thread-dependent offsets alive in registers across the whole mainloop.
+  __device__ static int consumer_thread() {
     uint32_t tid_x;
     asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid_x));
-    const int ct = static_cast<int>(tid_x) - 128;
+    return static_cast<int>(tid_x) - 128;
+  }
+  __device__ static int thread_in_wg() { return consumer_thread() % 128; }
+  // Warp group wg owns tile rows [64 wg, 64 wg + 64) (AtomLayout of the tiled MMAs).
+  __device__ static uint32_t epilogue_barrier(EpilogueTile const& t) {
+    const int wg = (t.row_begin - t.m_block * kBlockM) / 64;
+    return static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + wg;
+  }
+
+  // LSE to its destination, O registers -> this warp group's rows of the staging buffer,
+  // then (optional) the destination's before_stores hook. Ends with the warp group's
+  // barrier: staging complete, copy-out may start. The caller must have finished the
+  // previous copy-out of this warp group's staging rows (the first barrier ensures every
+  // thread did).
+  template <class FrgO, int kRows>
+  __device__ EpilogueTile stage(Params const& ep, Element* smem_o, FrgO const& tOrO, float const (&lse)[kRows],
+                                WorkTile const& tile) const {
+    const int ct = consumer_thread();
     const int wg = ct / 128;
     const int tid = ct % 128;
     const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + wg;
-    // Warp group wg owns tile rows [64 wg, 64 wg + 64) (AtomLayout of the tiled MMAs).
     EpilogueTile t;
     t.batch = tile.batch;
     t.head = tile.head;
@@ -151,13 +202,19 @@ struct TileStoreEpilogue {
       cutlass::Array<Element, 2> h = cvt(f);
       *reinterpret_cast<cutlass::Array<Element, 2>*>(smem_o + r * kSmemPitch + c) = h;
     }
+    if constexpr (HasBeforeStores<Destination>) {
+      if (tid == 0) ep.dest.before_stores(t);
+    }
     cutlass::arch::NamedBarrier::sync(128, bar);
+    return t;
+  }
 
-    // Staging -> destination: 16-byte chunks, consecutive threads along a row.
-    const Element* src_rows = smem_o + (wg * 64) * kSmemPitch;
-    constexpr int kIters = 64 * kChunksPerRow / 128;
-    CUTE_UNROLL
-    for (int it = 0; it < kIters; ++it) {
+  // Staging -> destination for copy-out iterations [it_begin, it_end) of this thread:
+  // 16-byte chunks, consecutive threads along a row.
+  __device__ static void copy_out(Params const& ep, Element const* smem_o, EpilogueTile const& t, int tid,
+                                  int it_begin, int it_end) {
+    const Element* src_rows = smem_o + (t.row_begin - t.m_block * kBlockM) * kSmemPitch;
+    for (int it = it_begin; it < it_end; ++it) {
       const int idx = tid + it * 128;
       const int r = idx / kChunksPerRow;
       const int chunk = idx % kChunksPerRow;
@@ -167,10 +224,6 @@ struct TileStoreEpilogue {
         RowSpan span = ep.dest.destination(t, row);
         *reinterpret_cast<uint4*>(static_cast<Element*>(span.ptr) + chunk * kElemsPerChunk) = v;
       }
-    }
-    if constexpr (Destination::kNeedsTileStoredHook) {
-      cutlass::arch::NamedBarrier::sync(128, bar);
-      if (tid == 0) ep.dest.tile_stored(t);
     }
   }
 };

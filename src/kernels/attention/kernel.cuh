@@ -81,6 +81,9 @@ struct AttentionKernel {
       Mainloop::prefetch_descriptors(params.mainloop);
     }
     cutlass::arch::fence_barrier_init();
+    // The epilogue's once-per-launch hook (e.g. a remote destination announcing that this
+    // rank's output may be written).
+    if (blockIdx.x == 0 && threadIdx.x == 0) Epilogue::kernel_start(params.epilogue);
     __syncthreads();
 
     Pipeline pk{&ss.pipe_k};
@@ -104,7 +107,7 @@ struct AttentionKernel {
       const Scheduler sched(params.q_len, params.heads, params.batch);
       const int ct = static_cast<int>(threadIdx.x) - 128;
       Mainloop::consumer_init(ct / 128);
-      const Epilogue epilogue{};
+      Epilogue epilogue{};  // policies that spread a tile's stores keep their progress here
       State read{};
       uint32_t q_phase = 0;
       for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx)) {
@@ -112,11 +115,17 @@ struct AttentionKernel {
         Tensor tOrO = partition_fragment_C(typename T::TiledMmaPV{}, Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{});
         OnlineSoftmax<kRows> softmax(params.mainloop.scale_log2);
         float lse[kRows];
+        // Once per key block, while that block's GEMMs run: the epilogue's step hook (a
+        // policy that spreads the previous tile's stores over this mainloop issues a chunk).
+        auto step_hook = [&]() {
+          if constexpr (Epilogue::kHasStepHook) epilogue.step(params.epilogue, ss.o.data());
+        };
         mainloop.mma(params.mainloop, pk, pv, ss.q_full, q_phase, read, tile, ct, sQ, sK, sVt, tOrO, softmax, lse,
-                     &ss.pin[ct]);
+                     &ss.pin[ct], step_hook);
         q_phase ^= 1u;
         epilogue.store(params.epilogue, ss.o.data(), tOrO, lse, tile);
       }
+      epilogue.finish(params.epilogue, ss.o.data());
     }
   }
 };

@@ -368,11 +368,13 @@ struct AttentionMainloop {
   // One tile for one consumer thread (ct = index among consumer threads). Leaves the
   // normalised O in tOrO and the row LSEs in lse (rows as in the accumulator layout).
   // pin_slot: this thread's shared-memory scratch word (see pin_before_wait).
-  template <class SmemQ, class SmemK, class SmemVt, class FrgO, int kRows>
+  // step_hook(): called once per key block right after that block's GEMMs were issued (they
+  // run asynchronously meanwhile): where an epilogue policy may issue deferred stores.
+  template <class SmemQ, class SmemK, class SmemVt, class FrgO, int kRows, class StepHook>
   __device__ void mma(Params const& mp, Pipeline const& pk, Pipeline const& pv, uint64_t const& q_full,
                       uint32_t q_phase, State& read, WorkTile const& tile, int ct, SmemQ const& sQ, SmemK const& sK,
                       SmemVt const& sVt, FrgO& tOrO, OnlineSoftmax<kRows>& softmax, float (&lse)[kRows],
-                      float* pin_slot) const {
+                      float* pin_slot, StepHook&& step_hook) const {
     const int wg = ct / 128;
     typename T::TiledMmaQK mma_qk;
     typename T::TiledMmaPV mma_pv;
@@ -421,6 +423,7 @@ struct AttentionMainloop {
         pv.consumer_wait(read_v);
         wgmma_tile<false, -1>(mma_pv, tOrP, tOrV(_, _, _, read_v.index), tOrO);
         pingpong_pass(wg);
+        step_hook();
         warpgroup_wait<1>();  // S of block nb is ready; P V of the previous block may still run
         warpgroup_fence_operand(tSrS);
         pk.consumer_release(read);
@@ -471,6 +474,7 @@ struct AttentionMainloop {
         pingpong_sync(wg);
         wgmma_tile<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, read.index), tSrS);
         pingpong_pass(wg);
+        step_hook();
         warpgroup_wait<0>();
         warpgroup_fence_operand(tSrS);
         pk.consumer_release(read);

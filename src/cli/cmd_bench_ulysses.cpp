@@ -1,0 +1,382 @@
+// `xstage bench ulysses`: Ulysses attention with the post-attention All-to-All on every
+// GPU of the node (one process, a thread per GPU): median times of the attention alone and
+// of the serial, comm-sm, fused and fused-shaped variants, the ratios, a bitwise check of
+// every variant's output against serial's, and per-slice store spans of the fused variants
+// next to the Burst-Gap model's prediction. JSON schema xstage.bench.ulysses.v1 (read by
+// python/compare_ulysses.py and python/plot_ulysses.py together with the PyTorch baseline
+// python/bench_ulysses_torch.py).
+//
+// Timing: before every timed call the ranks meet in a device-side barrier (untimed), then
+// each rank's CUDA events bracket the call on its stream; a call ends on a rank when its
+// shard is complete (the receive wait). Per variant: the median over iterations of each rank,
+// the maximum over ranks.
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli/commands.hpp"
+#include "cli/model_source.hpp"
+#include "cli/run_stamp.hpp"
+#include "kernels/probe/probe_args.hpp"
+#include "kernels/selftest/exchange.hpp"
+#include "runtime/check.hpp"
+#include "xstage/error.hpp"
+#include "xstage/ops/ulysses.hpp"
+#include "xstage/team.hpp"
+
+namespace xstage::cli {
+namespace {
+
+struct Flags {
+  std::vector<int> seqlens{1024, 4096, 4608, 8192, 16384, 32768, 65536};
+  std::vector<std::string> configs{"24x128", "40x128", "30x64"};
+  int batch = 1;
+  int gpus = 2;
+  std::string dtype = "bf16";
+  int warmup = 5;
+  int iters = 30;
+  double rotate_mib = 0;  // 0: 2 x L2 per rank
+  std::string params;
+  int comm_ctas = 0;
+  int chunk_vecs = 0;
+  bool spans = true;
+  double timeout_s = 10;
+  std::string json_out;
+};
+
+struct HeadConfig {
+  int heads, head_dim;
+};
+
+HeadConfig parse_config(const std::string& s) {
+  HeadConfig c{};
+  char x = 0;
+  if (std::sscanf(s.c_str(), "%d%c%d", &c.heads, &x, &c.head_dim) != 3 || x != 'x' || c.heads < 1)
+    throw InvalidArgument(fmt::format("bench ulysses: config '{}' must be HEADSxHEAD_DIM, e.g. 24x128", s));
+  return c;
+}
+
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * (v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - lo) * (v[hi] - v[lo]);
+}
+
+// bf16/fp16 encodings of uniform(-1, 1) values (host side, uploaded once per buffer).
+std::vector<uint16_t> random_halves(ops::AttentionDType t, size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<uint16_t> out(n);
+  for (auto& h : out) {
+    const float f = u(rng);
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    if (t == ops::AttentionDType::bf16) {
+      h = static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+    } else {
+      const uint32_t sign = (bits >> 16) & 0x8000u;
+      const int exp = static_cast<int>((bits >> 23) & 0xFF) - 127 + 15;
+      const uint32_t mant = bits & 0x7FFFFFu;
+      h = exp <= 0 ? static_cast<uint16_t>(sign)
+                   : static_cast<uint16_t>(sign | (static_cast<uint32_t>(exp) << 10) | ((mant + 0x1000u) >> 13));
+    }
+  }
+  return out;
+}
+
+struct RankInputs {
+  std::vector<void*> q, k, v;  // rotating sets
+  ~RankInputs() {
+    for (auto* vec : {&q, &k, &v})
+      for (void* p : *vec) cudaFree(p);
+  }
+};
+
+struct Stats {
+  double median = 0, p10 = 0, p90 = 0;
+};
+
+// "attention" = attention alone; the rest are variants.
+const std::vector<std::string> kRows = {"attention", "serial", "comm-sm", "fused", "fused-shaped"};
+
+nlohmann::json bench_point(Team& team, const Flags& fl, const model::Params& params, ops::AttentionDType dt,
+                           HeadConfig hc, int S, size_t rotate_bytes, const std::vector<uint16_t>& pattern,
+                           double clock_ghz) {
+  ops::UlyssesConfig cfg;
+  cfg.dtype = dt;
+  cfg.batch = fl.batch;
+  cfg.seq_len = S;
+  cfg.heads = hc.heads;
+  cfg.head_dim = hc.head_dim;
+  ops::UlyssesOptions opts;
+  opts.model = params;
+  opts.comm_ctas = fl.comm_ctas;
+  opts.chunk_vecs = fl.chunk_vecs;
+  ops::UlyssesAttention op(team, cfg, opts);
+  const int n = team.local_count();
+  const size_t elems = op.input_elems();
+  const size_t set_bytes = elems * 2 * 3;
+  const int sets = static_cast<int>(std::max<size_t>(1, (rotate_bytes + set_bytes - 1) / set_bytes));
+  std::vector<RankInputs> in(n);
+  team.run([&](int i) {
+    for (int s = 0; s < sets; ++s)
+      for (auto* vec : {&in[i].q, &in[i].k, &in[i].v}) {
+        void* p = nullptr;
+        XS_CUDA(cudaMalloc(&p, elems * 2), "allocating bench inputs");
+        vec->push_back(p);
+        const size_t shift = (vec->size() * 7919 + s * 104729 + team.rank(i) * 1237) % 8192;
+        for (size_t off = 0; off < elems; off += pattern.size() - 8192) {
+          const size_t m = std::min(pattern.size() - 8192, elems - off);
+          XS_CUDA(cudaMemcpy(static_cast<uint16_t*>(p) + off, pattern.data() + shift, m * 2, cudaMemcpyHostToDevice),
+                  "uploading bench inputs");
+        }
+      }
+  });
+
+  nlohmann::json point = {{"seq_len", S}, {"heads", hc.heads}, {"head_dim", hc.head_dim}, {"world", team.world_size()},
+                          {"batch", fl.batch}, {"rotating_sets", sets}};
+  // Plans (the first use times the attention alone once per rank).
+  std::vector<model::UlyssesPlan> plans(n);
+  team.run([&](int i) { plans[i] = op.plan(i, in[i].q[0], in[i].k[0], in[i].v[0], team.stream(i)); });
+  nlohmann::json pj;
+  model::to_json(pj, plans[0]);
+  point["plan"] = pj;
+
+  // Reference output (serial, input set 0) for the bitwise check of every variant.
+  std::vector<std::vector<uint16_t>> ref(n);
+  auto run_once = [&](int i, const std::string& row, int set) {
+    if (row == "attention")
+      op.attention_only(i, in[i].q[set], in[i].k[set], in[i].v[set], team.stream(i));
+    else
+      op.forward(i, in[i].q[set], in[i].k[set], in[i].v[set], ops::parse_variant(row), team.stream(i));
+  };
+  nlohmann::json times = nlohmann::json::object();
+  nlohmann::json mismatches = nlohmann::json::object();
+  for (const std::string& row : kRows) {
+    std::vector<std::vector<double>> us(n);
+    std::vector<unsigned long long> wrong(n, 0);
+    team.run([&](int i) {
+      cudaStream_t s = team.stream(i);
+      const TeamDevice td = team.device_view(i);
+      // Correctness first (set 0), against serial's output bit for bit.
+      if (row != "attention") {
+        XS_CUDA(cudaMemsetAsync(op.output(i), 0xFF, op.output_bytes(), s), "poisoning the output");
+        XS_CUDA(kernels::launch_team_barrier(td, team.next_epoch(i), s), "bench barrier");
+        run_once(i, row, 0);
+        std::vector<uint16_t> host(op.output_bytes() / 2);
+        XS_CUDA(cudaMemcpyAsync(host.data(), op.output(i), op.output_bytes(), cudaMemcpyDeviceToHost, s), "reading");
+        XS_CUDA(cudaStreamSynchronize(s), fmt::format("running {} S={}", row, S));
+        team.check_device_status(i);
+        if (row == "serial") ref[i] = host;
+        for (size_t e = 0; e < host.size(); ++e) wrong[i] += host[e] != ref[i][e];
+      }
+      for (int w = 0; w < fl.warmup; ++w) run_once(i, row, w % sets);
+      std::vector<cudaEvent_t> ev(2 * fl.iters);
+      for (auto& e : ev) XS_CUDA(cudaEventCreate(&e), "creating events");
+      for (int it = 0; it < fl.iters; ++it) {
+        XS_CUDA(kernels::launch_team_barrier(td, team.next_epoch(i), s), "bench barrier");
+        XS_CUDA(cudaEventRecord(ev[2 * it], s), "recording");
+        run_once(i, row, it % sets);
+        XS_CUDA(cudaEventRecord(ev[2 * it + 1], s), "recording");
+      }
+      XS_CUDA(cudaStreamSynchronize(s), fmt::format("timing {} S={}", row, S));
+      team.check_device_status(i);
+      for (int it = 0; it < fl.iters; ++it) {
+        float ms = 0;
+        XS_CUDA(cudaEventElapsedTime(&ms, ev[2 * it], ev[2 * it + 1]), "reading events");
+        us[i].push_back(ms * 1e3);
+      }
+      for (auto& e : ev) cudaEventDestroy(e);
+    });
+    Stats st;
+    for (int i = 0; i < n; ++i) {
+      st.median = std::max(st.median, quantile(us[i], 0.5));
+      st.p10 = std::max(st.p10, quantile(us[i], 0.1));
+      st.p90 = std::max(st.p90, quantile(us[i], 0.9));
+    }
+    const std::string key = row == "comm-sm" ? "comm_sm" : row == "fused-shaped" ? "fused_shaped" : row;
+    times[key] = {{"median", st.median}, {"p10", st.p10}, {"p90", st.p90}};
+    if (row != "attention") {
+      unsigned long long total = 0;
+      for (auto w : wrong) total += w;
+      mismatches[key] = total;
+    }
+  }
+  point["times_us"] = times;
+  point["mismatch_vs_serial"] = mismatches;
+
+  if (fl.spans) {
+    nlohmann::json spans = nlohmann::json::object();
+    for (auto v : {ops::UlyssesVariant::fused, ops::UlyssesVariant::fused_shaped}) {
+      op.set_record_spans(true);
+      std::vector<std::vector<ops::SliceSpan>> rec(n);
+      team.run([&](int i) {
+        cudaStream_t s = team.stream(i);
+        XS_CUDA(kernels::launch_team_barrier(team.device_view(i), team.next_epoch(i), s), "bench barrier");
+        op.forward(i, in[i].q[0], in[i].k[0], in[i].v[0], v, s);
+        XS_CUDA(cudaStreamSynchronize(s), "span pass");
+        team.check_device_status(i);
+        rec[i] = op.read_spans(i);
+      });
+      op.set_record_spans(false);
+      std::vector<double> remote, local;
+      for (int i = 0; i < n; ++i)
+        for (const auto& sp : rec[i])
+          (sp.dest_rank == team.rank(i) ? local : remote).push_back(sp.cycles / (clock_ghz * 1e3));
+      const bool shaped = v == ops::UlyssesVariant::fused_shaped;
+      nlohmann::json sj = {{"count", remote.size()},
+                           {"predicted_us", shaped ? plans[0].predicted_shaped_span_us : plans[0].predicted_fused_span_us}};
+      if (!remote.empty()) {
+        sj["median_us"] = quantile(remote, 0.5);
+        sj["p90_us"] = quantile(remote, 0.9);
+      }
+      if (!local.empty()) {
+        sj["local_median_us"] = quantile(local, 0.5);
+        sj["local_p90_us"] = quantile(local, 0.9);
+      }
+      if (!shaped) sj["predicted_cold_us"] = plans[0].predicted_fused_cold_span_us;
+      spans[shaped ? "fused_shaped" : "fused"] = sj;
+    }
+    point["spans"] = spans;
+  }
+  team.run([&](int i) { in[i] = RankInputs{}; });
+  return point;
+}
+
+void run(const Flags& fl) {
+  ops::AttentionDType dt;
+  if (fl.dtype == "bf16")
+    dt = ops::AttentionDType::bf16;
+  else if (fl.dtype == "fp16")
+    dt = ops::AttentionDType::fp16;
+  else
+    throw InvalidArgument("bench ulysses: --dtype must be bf16 or fp16, got '" + fl.dtype + "'");
+  if (fl.iters < 20) throw InvalidArgument(fmt::format("bench ulysses: --iters {} must be >= 20", fl.iters));
+  if (fl.warmup < 0) throw InvalidArgument("bench ulysses: --warmup must be >= 0");
+  std::vector<HeadConfig> configs;
+  for (const auto& c : fl.configs) configs.push_back(parse_config(c));
+  // Every point must be valid before any GPU work starts.
+  for (const auto& c : configs)
+    for (int s : fl.seqlens) {
+      ops::UlyssesConfig u;
+      u.dtype = dt;
+      u.batch = fl.batch;
+      u.seq_len = s;
+      u.heads = c.heads;
+      u.head_dim = c.head_dim;
+      ops::validate_ulysses(u, fl.gpus);
+    }
+  std::string params_used;
+  const model::Params params = load_model_params(fl.params, &params_used);
+
+  TeamOptions to;
+  to.gpus = fl.gpus;
+  to.min_gpus = 2;
+  to.wait_timeout_s = fl.timeout_s;
+  auto team = Team::local(to);
+  cudaDeviceProp prop{};
+  XS_CUDA(cudaGetDeviceProperties(&prop, team->device(0)), "reading device properties");
+  if (prop.major != 9 || prop.minor != 0)
+    throw InvalidArgument(fmt::format("bench ulysses: needs sm_90 (Hopper) GPUs, found {}", prop.name));
+  const size_t rotate_bytes =
+      fl.rotate_mib > 0 ? static_cast<size_t>(fl.rotate_mib * 1048576.0) : 2 * static_cast<size_t>(prop.l2CacheSize);
+  // SM clock against the global timer, to turn span cycles into microseconds.
+  double ghz = 0;
+  {
+    XS_CUDA(cudaSetDevice(team->device(0)), "selecting GPU 0");
+    uint64_t* scratch = nullptr;
+    XS_CUDA(cudaMalloc(&scratch, 64), "allocating clock scratch");
+    uint64_t h[2] = {0, 0};
+    for (int rep = 0; rep < 2; ++rep) {
+      XS_CUDA(kernels::launch_probe_clock(rep == 0 ? 20'000'000ull : 2'000'000ull, scratch, nullptr), "clock probe");
+      XS_CUDA(cudaMemcpy(h, scratch, sizeof h, cudaMemcpyDeviceToHost), "reading the clock probe");
+    }
+    cudaFree(scratch);
+    ghz = double(h[1]) / double(h[0]);
+  }
+  const std::vector<uint16_t> pattern = random_halves(dt, (size_t(1) << 22) + 8192, 20261130u);
+
+  std::printf("# xstage bench ulysses on %d x %s, %s, batch %d, median of %d runs (max over ranks), model %s\n",
+              team->world_size(), prop.name, fl.dtype.c_str(), fl.batch, fl.iters, params_used.c_str());
+  std::printf("#%6s %4s %4s %10s %10s %10s %10s %10s %8s %8s %6s\n", "S", "H", "D", "attn(us)", "serial", "comm-sm",
+              "fused", "shaped", "shp/att", "ser/fus", "#bad");
+  nlohmann::json results = nlohmann::json::array();
+  for (const auto& c : configs)
+    for (int s : fl.seqlens) {
+      std::fprintf(stderr, "bench ulysses: S=%d H=%d D=%d ...\n", s, c.heads, c.head_dim);
+      nlohmann::json p = bench_point(*team, fl, params, dt, c, s, rotate_bytes, pattern, ghz);
+      const auto& t = p["times_us"];
+      const double att = t["attention"]["median"], ser = t["serial"]["median"], fus = t["fused"]["median"],
+                   shp = t["fused_shaped"]["median"];
+      unsigned long long bad = 0;
+      for (auto& [k, v] : p["mismatch_vs_serial"].items()) bad += v.get<unsigned long long>();
+      std::printf(" %6d %4d %4d %10.1f %10.1f %10.1f %10.1f %10.1f %8.3f %8.3f %6llu\n", s, c.heads, c.head_dim, att,
+                  ser, double(t["comm_sm"]["median"]), fus, shp, shp / att, ser / std::min(fus, shp), bad);
+      std::fflush(stdout);
+      results.push_back(p);
+    }
+  if (!fl.json_out.empty()) {
+    nlohmann::json j;
+    j["schema"] = "xstage.bench.ulysses.v1";
+    j["device"] = prop.name;
+    j["sm_count"] = prop.multiProcessorCount;
+    j["world"] = team->world_size();
+    j["batch"] = fl.batch;
+    j["dtype"] = fl.dtype;
+    j["commit"] = commit_id();
+    j["date"] = now_iso();
+    j["sm_clock_ghz"] = ghz;
+    j["model_params"] = params_used;
+    j["config"] = {{"warmup", fl.warmup}, {"iters", fl.iters}, {"rotate_bytes", rotate_bytes},
+                   {"timing", "device barrier, then CUDA events around one call per rank; median per rank, max over ranks"}};
+    j["results"] = results;
+    std::ofstream f(fl.json_out);
+    if (!f) throw Error("cannot write " + fl.json_out);
+    f << j.dump(2) << "\n";
+  }
+}
+
+}  // namespace
+
+void add_ulysses_bench_command(CLI::App& app) {
+  auto fl = std::make_shared<Flags>();
+  auto* cmd = bench_group(app)->add_subcommand(
+      "ulysses",
+      "Ulysses attention + post-attention All-to-All on --gpus GPUs: attention alone, serial (attention,\n"
+      "ncclAlltoAll, permute), comm-sm, fused and fused-shaped, per (heads x head dim, S). Each variant's\n"
+      "output is checked bit for bit against serial's. Compare with PyTorch: python/bench_ulysses_torch.py.");
+  cmd->add_option("--seqlens,-S", fl->seqlens, "Sequence lengths (divisible by --gpus)")->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--configs", fl->configs, "HEADSxHEAD_DIM list")->delimiter(',')->capture_default_str();
+  cmd->add_option("--batch,-B", fl->batch, "Batch size")->capture_default_str();
+  cmd->add_option("--gpus", fl->gpus, "Ranks (GPUs), >= 2")->capture_default_str();
+  cmd->add_option("--dtype", fl->dtype, "bf16 or fp16")->capture_default_str();
+  cmd->add_option("--warmup", fl->warmup, "Untimed calls per variant")->capture_default_str();
+  cmd->add_option("--iters", fl->iters, "Timed calls per variant (>= 20)")->capture_default_str();
+  cmd->add_option("--rotate-mib", fl->rotate_mib, "Inputs per rank rotate over at least this much (0: 2 x L2)")
+      ->capture_default_str();
+  cmd->add_option("--params", fl->params, "Burst-Gap parameters (default: the shipped H200 preset)");
+  cmd->add_option("--comm-ctas", fl->comm_ctas, "comm-sm copier CTAs (0: from the model plan)")->capture_default_str();
+  cmd->add_option("--chunk-vecs", fl->chunk_vecs, "fused-shaped stores per thread per step (0: from the model plan)")
+      ->capture_default_str();
+  cmd->add_option("--timeout", fl->timeout_s, "Device wait bound in seconds")->capture_default_str();
+  cmd->add_flag("--spans,!--no-spans", fl->spans, "Record per-slice store spans of fused / fused-shaped")
+      ->capture_default_str();
+  cmd->add_option("--json", fl->json_out, "Write results as JSON (xstage.bench.ulysses.v1)");
+  cmd->callback([fl] { run(*fl); });
+}
+
+}  // namespace xstage::cli

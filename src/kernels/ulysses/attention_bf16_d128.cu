@@ -1,0 +1,11 @@
+// Ulysses attention kernels, bf16, head dim 128: fused, fused-shaped and comm-sm epilogues.
+#include "kernels/ulysses/attention_launch.cuh"
+
+namespace xstage::kernels::ulysses {
+
+cudaError_t attention_bf16_d128(EpilogueKind kind, const attention::AttentionParams& p, const UlyssesArgs& u,
+                                cudaStream_t s) {
+  return launch_ulysses_attention<cutlass::bfloat16_t, 128>(kind, p, u, s);
+}
+
+}  // namespace xstage::kernels::ulysses

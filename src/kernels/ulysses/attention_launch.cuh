@@ -1,0 +1,43 @@
+// The Ulysses attention kernels: the shipped attention mainloop (non-causal; DiT attention)
+// with a Ulysses epilogue. Included by the attention_<dtype>_d<dim>.cu files, one per
+// translation unit so they compile in parallel.
+#pragma once
+#include "kernels/attention/kernel.cuh"
+#include "kernels/ulysses/destinations.cuh"
+#include "kernels/ulysses/launch.hpp"
+#include "kernels/ulysses/shaped_epilogue.cuh"
+
+namespace xstage::kernels::ulysses {
+
+template <class Traits>
+using FusedEpilogue = attention::TileStoreEpilogue<Traits, RemoteDestination<typename Traits::Element>>;
+template <class Traits>
+using FusedShapedEpilogue = ShapedTileEpilogue<Traits, RemoteDestination<typename Traits::Element>>;
+template <class Traits>
+using FlaggedLocalEpilogue = attention::TileStoreEpilogue<Traits, FlaggedLocalDestination<typename Traits::Element>>;
+
+template <class Element, int kHeadDim>
+cudaError_t launch_ulysses_attention(EpilogueKind kind, const attention::AttentionParams& p, const UlyssesArgs& u,
+                                     cudaStream_t s) {
+  constexpr attention::TileConfig c = attention::tile_config(kHeadDim);
+  using Tr = attention::AttentionTraits<Element, kHeadDim, c.block_m, c.block_n, c.stages, /*causal=*/false>;
+  if (p.causal) return cudaErrorInvalidValue;
+  switch (kind) {
+    case EpilogueKind::fused: {
+      using K = attention::AttentionKernel<Tr, FusedEpilogue>;
+      return attention::launch_attention<K>(p, typename K::Epilogue::Params{RemoteDestination<Element>{u}, p.q_len}, s);
+    }
+    case EpilogueKind::fused_shaped: {
+      using K = attention::AttentionKernel<Tr, FusedShapedEpilogue>;
+      return attention::launch_attention<K>(p, typename K::Epilogue::Params{RemoteDestination<Element>{u}, p.q_len}, s);
+    }
+    case EpilogueKind::flagged_local: {
+      using K = attention::AttentionKernel<Tr, FlaggedLocalEpilogue>;
+      return attention::launch_attention<K>(
+          p, typename K::Epilogue::Params{FlaggedLocalDestination<Element>{static_cast<Element*>(p.o), u}, p.q_len}, s);
+    }
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace xstage::kernels::ulysses

@@ -1,0 +1,109 @@
+// Where the Ulysses kernels put a finished O slice (a warp group's 64 rows of a tile): the
+// Destination policies plugged into the attention epilogue (kernels/attention/epilogue.cuh).
+//   RemoteDestination  (fused, fused-shaped): each row straight into its owner rank's output
+//                      [B, S/P, H, D] over NVLink (local rows locally); afterwards the row
+//                      count goes to each receiver's counter (release, system scope).
+//   FlaggedLocalDestination (comm-sm): rows into this GPU's [B, S, H/P, D] scratch; afterwards
+//                      the slice's flag is set to the epoch, for the copier CTAs.
+#pragma once
+#include <cstdint>
+
+#include "kernels/attention/epilogue.cuh"
+#include "kernels/common/flags.cuh"
+#include "kernels/common/store.cuh"
+#include "kernels/ulysses/args.hpp"
+
+namespace xstage::kernels::ulysses {
+
+using attention::EpilogueTile;
+using attention::RowSpan;
+
+// Index of a 64-row slice: tiles in scheduler order (q tile fastest, then head, then batch),
+// consumer warp groups inside a tile.
+__device__ __forceinline__ int slice_index(UlyssesArgs const& u, EpilogueTile const& t) {
+  const int wg = (t.row_begin - t.m_block * u.block_m) / 64;
+  return ((t.batch * u.heads_local + t.head) * u.num_m_blocks + t.m_block) * u.consumer_wgs + wg;
+}
+
+// Announces, in every rank's ready array, that this rank's output may be written for
+// u.epoch (everything earlier on this rank's stream, e.g. the consumer of the last call's
+// output, is complete when the kernel that calls this starts).
+__device__ __forceinline__ void announce_ready(UlyssesArgs const& u) {
+  for (int p = 0; p < u.world; ++p) dev::flag_store_release(u.ready_at_peer[p], u.epoch);
+}
+
+// Waits until every rank that receives rows [row_begin, row_end) announced u.epoch.
+__device__ __forceinline__ void wait_receivers_ready(UlyssesArgs const& u, int row_begin, int row_end) {
+  if (row_end <= row_begin) return;  // an empty slice past the sequence end
+  const int r0 = row_begin / u.rows_per_rank;
+  const int r1 = (row_end - 1) / u.rows_per_rank;
+  for (int r = r0; r <= r1; ++r)
+    dev::wait_geq(&u.ready[r], u.epoch, u.status, WaitId::ulysses_ready, u.rank, u.timeout_ns);
+}
+
+// After the stores of rows [row_begin, row_end) of one head were issued by the calling
+// thread's block/warp group (and the caller synchronised them): tell each receiver.
+__device__ __forceinline__ void publish_rows(UlyssesArgs const& u, int row_begin, int row_end) {
+  if (row_end <= row_begin) return;
+  dev::fence_sys();
+  const int r0 = row_begin / u.rows_per_rank;
+  const int r1 = (row_end - 1) / u.rows_per_rank;
+  for (int r = r0; r <= r1; ++r) {
+    const int lo = max(row_begin, r * u.rows_per_rank);
+    const int hi = min(row_end, (r + 1) * u.rows_per_rank);
+    dev::flag_add_release(u.counter[r], static_cast<uint64_t>(hi - lo));
+  }
+}
+
+// Address of element (row, head, 0) of the full problem in its owner's output.
+template <class Element>
+__device__ __forceinline__ RowSpan remote_row(UlyssesArgs const& u, int batch, int head, int row) {
+  const int r = row / u.rows_per_rank;
+  const int local_row = row - r * u.rows_per_rank;
+  Element* p = static_cast<Element*>(u.out[r]) + batch * u.out_stride_b() + int64_t(local_row) * u.out_stride_s() +
+               int64_t(u.rank * u.heads_local + head) * u.head_dim;
+  return RowSpan{p, u.out_stride_s(), (r + 1) * u.rows_per_rank - row};
+}
+
+template <class Element>
+struct RemoteDestination {
+  UlyssesArgs u;
+
+  static constexpr bool kNeedsTileStoredHook = true;
+
+  __device__ RowSpan destination(EpilogueTile const& t, int row) const {
+    RowSpan s = remote_row<Element>(u, t.batch, t.head, row);
+    s.rows = min(s.rows, t.row_end - row);
+    return s;
+  }
+  __device__ float* lse_destination(EpilogueTile const&, int) const { return nullptr; }
+  __device__ void kernel_start() const { announce_ready(u); }
+  __device__ void before_stores(EpilogueTile const& t) const { wait_receivers_ready(u, t.row_begin, t.row_end); }
+  __device__ void tile_stored(EpilogueTile const& t, uint64_t issue_cycles) const {
+    publish_rows(u, t.row_begin, t.row_end);
+    if (u.spans != nullptr) u.spans[slice_index(u, t)] = issue_cycles;
+  }
+};
+
+template <class Element>
+struct FlaggedLocalDestination {
+  Element* o;  // [B, S, H/P, D] dense
+  UlyssesArgs u;
+
+  static constexpr bool kNeedsTileStoredHook = true;
+
+  __device__ RowSpan destination(EpilogueTile const& t, int row) const {
+    const int64_t stride_s = int64_t(u.heads_local) * u.head_dim;
+    const int64_t stride_b = stride_s * u.rows_per_rank * u.world;
+    Element* p = o + t.batch * stride_b + int64_t(row) * stride_s + int64_t(t.head) * u.head_dim;
+    return RowSpan{p, stride_s, t.row_end - row};
+  }
+  __device__ float* lse_destination(EpilogueTile const&, int) const { return nullptr; }
+  __device__ void tile_stored(EpilogueTile const& t, uint64_t issue_cycles) const {
+    __threadfence();
+    dev::flag_store_release(&u.slice_flags[slice_index(u, t)], u.epoch);
+    if (u.spans != nullptr) u.spans[slice_index(u, t)] = issue_cycles;
+  }
+};
+
+}  // namespace xstage::kernels::ulysses

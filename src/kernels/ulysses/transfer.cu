@@ -1,0 +1,120 @@
+// The Ulysses kernels that are not attention: the comm-sm tile copier, the receiver's
+// completion wait, the serial path's permutation, and peer-pointer resolution.
+#include <cuda_runtime.h>
+
+#include "kernels/common/flags.cuh"
+#include "kernels/ulysses/destinations.cuh"
+#include "kernels/ulysses/launch.hpp"
+#include "runtime/nccl_v228.hpp"
+
+namespace xstage::kernels::ulysses {
+namespace {
+
+constexpr int kCopierThreads = 256;
+
+// One CTA per dedicated SM walks the slices c, c + grid, ... (the order the attention CTAs
+// finish them in, roughly), waits for each slice's flag, copies its rows to their owner and
+// publishes them. 16-bit elements; rows are head_dim * 2 bytes (a multiple of 16).
+__global__ void __launch_bounds__(kCopierThreads) tile_copier_kernel(UlyssesArgs u, const char* local, int q_len) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) announce_ready(u);
+  const int vecs_per_row = u.head_dim * 2 / 16;
+  const int64_t row_bytes = int64_t(u.head_dim) * 2;
+  const int n = u.num_slices();
+  for (int s = blockIdx.x; s < n; s += gridDim.x) {
+    const int wg = s % u.consumer_wgs;
+    const int tile = s / u.consumer_wgs;
+    const int m_block = tile % u.num_m_blocks;
+    const int bh = tile / u.num_m_blocks;
+    const int head = bh % u.heads_local;
+    const int batch = bh / u.heads_local;
+    const int row_begin = m_block * u.block_m + wg * 64;
+    const int row_end = min(row_begin + 64, q_len);
+    if (row_begin >= row_end) continue;
+    if (threadIdx.x == 0) {
+      dev::wait_geq(&u.slice_flags[s], u.epoch, u.status, WaitId::ulysses_tile, u.rank, u.timeout_ns);
+      wait_receivers_ready(u, row_begin, row_end);
+    }
+    __syncthreads();
+    const int total = (row_end - row_begin) * vecs_per_row;
+    for (int i = threadIdx.x; i < total; i += blockDim.x) {
+      const int row = row_begin + i / vecs_per_row;
+      const int c = i % vecs_per_row;
+      // L2, not L1: the scratch is rewritten every call, this SM may hold stale lines.
+      const uint4 v = __ldcg(reinterpret_cast<const uint4*>(
+          local + ((int64_t(batch) * q_len + row) * u.heads_local + head) * row_bytes + c * 16));
+      RowSpan d = remote_row<uint16_t>(u, batch, head, row);
+      *reinterpret_cast<uint4*>(static_cast<char*>(d.ptr) + c * 16) = v;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) publish_rows(u, row_begin, row_end);
+  }
+}
+
+__global__ void receive_wait_kernel(UlyssesArgs u, uint64_t target) {
+  if (threadIdx.x == 0)
+    dev::wait_geq(u.counter[u.rank], target, u.status, WaitId::ulysses_receive, u.rank, u.timeout_ns);
+}
+
+// recv [B, P, Sp, Hl, D] -> out [B, Sp, P*Hl, D]; one 16-byte vector per thread and step.
+__global__ void permute_received_kernel(const uint4* recv, uint4* out, int batch, int world, int rows_per_rank,
+                                        int heads_local, int vecs_per_row) {
+  const int64_t total = int64_t(batch) * world * rows_per_rank * heads_local * vecs_per_row;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t x = i;
+    const int c = x % vecs_per_row;
+    x /= vecs_per_row;
+    const int h = x % heads_local;
+    x /= heads_local;
+    const int s = x % rows_per_rank;
+    x /= rows_per_rank;
+    const int p = x % world;
+    const int b = static_cast<int>(x / world);
+    const int64_t dst = ((int64_t(b) * rows_per_rank + s) * world * heads_local + int64_t(p) * heads_local + h) *
+                            vecs_per_row + c;
+    out[dst] = __ldcs(recv + i);
+  }
+}
+
+__global__ void resolve_peer_pointers_kernel(ncclWindow_t win, size_t offset, int world, void** out) {
+  for (int p = threadIdx.x; p < world; p += blockDim.x) out[p] = nccl::peer_ptr(win, offset, p);
+}
+
+}  // namespace
+
+cudaError_t launch_tile_copier(const UlyssesArgs& u, const void* local, int q_len, int ctas, cudaStream_t s) {
+  tile_copier_kernel<<<ctas, kCopierThreads, 0, s>>>(u, static_cast<const char*>(local), q_len);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_receive_wait(const UlyssesArgs& u, uint64_t target, cudaStream_t s) {
+  receive_wait_kernel<<<1, 32, 0, s>>>(u, target);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_permute_received(const void* recv, void* out, int batch, int world, int rows_per_rank,
+                                    int heads_local, int head_dim, cudaStream_t s) {
+  const int vecs = head_dim * 2 / 16;
+  const long long total = static_cast<long long>(batch) * world * rows_per_rank * heads_local * vecs;
+  int dev = 0, sms = 132;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  const long long want = (total + 255) / 256;
+  const int blocks = static_cast<int>(want < sms * 8LL ? want : sms * 8LL);
+  permute_received_kernel<<<blocks > 0 ? blocks : 1, 256, 0, s>>>(static_cast<const uint4*>(recv),
+                                                                   static_cast<uint4*>(out), batch, world,
+                                                                   rows_per_rank, heads_local, vecs);
+  return cudaGetLastError();
+}
+
+cudaError_t resolve_peer_pointers(ncclWindow_t window, size_t offset, int world, void** out_host) {
+  void** d = nullptr;
+  cudaError_t e = cudaMalloc(&d, sizeof(void*) * world);
+  if (e != cudaSuccess) return e;
+  resolve_peer_pointers_kernel<<<1, 32>>>(window, offset, world, d);
+  e = cudaGetLastError();
+  if (e == cudaSuccess) e = cudaMemcpy(out_host, d, sizeof(void*) * world, cudaMemcpyDeviceToHost);
+  cudaFree(d);
+  return e;
+}
+
+}  // namespace xstage::kernels::ulysses

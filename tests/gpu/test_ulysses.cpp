@@ -1,0 +1,225 @@
+// Ulysses attention on 2 GPUs against full attention on one GPU followed by an explicit
+// All-to-All: every rank computes the fp32 reference of the whole [B, S, H, D] problem and
+// keeps rows [rank*S/P, (rank+1)*S/P) - exactly what the post-attention All-to-All hands that
+// rank. Every variant, awkward shapes (S/P not a multiple of the tile, one head per rank,
+// batch > 1, both head dims), outputs poisoned with NaN before every call; then the timeout
+// path: a rank that never delivers gives the other a clear error, not a hang.
+#ifdef XSTAGE_HAVE_ULYSSES
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gpu/attention_reference.hpp"
+#include "gpu/gpu_env.hpp"
+#include "xstage/error.hpp"
+#include "xstage/model.hpp"
+#include "xstage/ops/ulysses.hpp"
+#include "xstage/team.hpp"
+
+using namespace xstage;
+using ops::AttentionDType;
+using ops::UlyssesVariant;
+
+namespace {
+
+#define XS_T(call)                                                                        \
+  do {                                                                                    \
+    cudaError_t e_ = (call);                                                              \
+    if (e_ != cudaSuccess) throw Error(std::string(#call) + ": " + cudaGetErrorString(e_)); \
+  } while (0)
+
+model::Params preset() { return model::load_params(std::string(XSTAGE_SOURCE_DIR) + "/presets/h200-nvlink.json"); }
+
+struct Case {
+  int batch, seq, heads, d;
+};
+
+// Per-rank device buffers of one case.
+struct RankData {
+  void *q = nullptr, *k = nullptr, *v = nullptr;  // [B, S, H/P, D]
+  float* ref = nullptr;                           // [B, S, H, D] fp32 reference of the full problem
+  ~RankData() {
+    cudaFree(q);
+    cudaFree(k);
+    cudaFree(v);
+    cudaFree(ref);
+  }
+};
+
+float bf16_to_float(uint16_t h) {
+  uint32_t b = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &b, sizeof f);
+  return f;
+}
+
+void run_case(Team& team, const Case& c, uint64_t seed) {
+  const int P = team.world_size();
+  const int hl = c.heads / P, sp = c.seq / P;
+  ops::UlyssesConfig cfg;
+  cfg.batch = c.batch;
+  cfg.seq_len = c.seq;
+  cfg.heads = c.heads;
+  cfg.head_dim = c.d;
+  ops::UlyssesOptions opts;
+  opts.model = preset();
+  ops::UlyssesAttention op(team, cfg, opts);
+  std::vector<RankData> data(team.local_count());
+  const size_t full = size_t(c.batch) * c.seq * c.heads * c.d;
+  team.run([&](int i) {
+    cudaStream_t s = team.stream(i);
+    RankData& R = data[i];
+    // The full problem, identical on every GPU (same seeds), then this rank's heads.
+    void *fq, *fk, *fv;
+    XS_T(cudaMalloc(&fq, full * 2));
+    XS_T(cudaMalloc(&fk, full * 2));
+    XS_T(cudaMalloc(&fv, full * 2));
+    gputest::fill_random_16bit(fq, full, AttentionDType::bf16, seed, 1.f, s);
+    gputest::fill_random_16bit(fk, full, AttentionDType::bf16, seed + 1, 1.f, s);
+    gputest::fill_random_16bit(fv, full, AttentionDType::bf16, seed + 2, 1.f, s);
+    ops::AttentionArgs a;
+    a.dtype = AttentionDType::bf16;
+    a.batch = c.batch;
+    a.heads = c.heads;
+    a.q_len = a.kv_len = c.seq;
+    a.head_dim = c.d;
+    a.q = fq;
+    a.k = fk;
+    a.v = fv;
+    a.q_strides = a.k_strides = a.v_strides = a.o_strides = ops::packed_bshd(c.seq, c.heads, c.d);
+    XS_T(cudaMalloc(&R.ref, full * sizeof(float)));
+    float* lse = nullptr;  // the reference writes it; not checked here
+    XS_T(cudaMalloc(&lse, sizeof(float) * c.batch * c.heads * c.seq));
+    gputest::reference_attention(a, R.ref, lse, s);
+    const size_t mine = full / P;
+    XS_T(cudaMalloc(&R.q, mine * 2));
+    XS_T(cudaMalloc(&R.k, mine * 2));
+    XS_T(cudaMalloc(&R.v, mine * 2));
+    const size_t row = size_t(hl) * c.d * 2, pitch = size_t(c.heads) * c.d * 2, off = size_t(team.rank(i)) * row;
+    const size_t rows = size_t(c.batch) * c.seq;
+    XS_T(cudaMemcpy2DAsync(R.q, row, static_cast<char*>(fq) + off, pitch, row, rows, cudaMemcpyDeviceToDevice, s));
+    XS_T(cudaMemcpy2DAsync(R.k, row, static_cast<char*>(fk) + off, pitch, row, rows, cudaMemcpyDeviceToDevice, s));
+    XS_T(cudaMemcpy2DAsync(R.v, row, static_cast<char*>(fv) + off, pitch, row, rows, cudaMemcpyDeviceToDevice, s));
+    XS_T(cudaStreamSynchronize(s));
+    cudaFree(lse);
+    cudaFree(fq);
+    cudaFree(fk);
+    cudaFree(fv);
+  });
+  for (auto v : {UlyssesVariant::serial, UlyssesVariant::comm_sm, UlyssesVariant::fused, UlyssesVariant::fused_shaped}) {
+    // Twice: the second call checks that epochs, counters and ready flags carry over.
+    for (int rep = 0; rep < 2; ++rep) {
+      std::vector<double> rel(team.local_count(), -1);
+      std::vector<unsigned long long> bad(team.local_count(), 0);
+      team.run([&](int i) {
+        cudaStream_t s = team.stream(i);
+        XS_T(cudaMemsetAsync(op.output(i), 0xFF, op.output_bytes(), s));  // NaN poison
+        XS_T(cudaStreamSynchronize(s));
+      });
+      team.run([&](int i) {
+        cudaStream_t s = team.stream(i);
+        op.forward(i, data[i].q, data[i].k, data[i].v, v, s);
+        XS_T(cudaStreamSynchronize(s));
+        team.check_device_status(i);
+        std::vector<uint16_t> out(op.output_bytes() / 2);
+        XS_T(cudaMemcpy(out.data(), op.output(i), op.output_bytes(), cudaMemcpyDeviceToHost));
+        std::vector<float> ref(full);
+        XS_T(cudaMemcpy(ref.data(), data[i].ref, full * sizeof(float), cudaMemcpyDeviceToHost));
+        double err = 0, norm = 0;
+        const int r = team.rank(i);
+        for (int b = 0; b < c.batch; ++b)
+          for (int srow = 0; srow < sp; ++srow)
+            for (int h = 0; h < c.heads; ++h)
+              for (int d = 0; d < c.d; ++d) {
+                const float o = bf16_to_float(out[((size_t(b) * sp + srow) * c.heads + h) * c.d + d]);
+                const float x = ref[((size_t(b) * c.seq + r * sp + srow) * c.heads + h) * c.d + d];
+                if (!std::isfinite(o)) {
+                  ++bad[i];
+                  continue;
+                }
+                err += double(o - x) * (o - x);
+                norm += double(x) * x;
+              }
+        rel[i] = std::sqrt(err / std::max(norm, 1e-30));
+      });
+      for (int i = 0; i < team.local_count(); ++i) {
+        SCOPED_TRACE(::testing::Message() << ops::variant_name(v) << " rep " << rep << " rank " << team.rank(i)
+                                          << " B" << c.batch << " S" << c.seq << " H" << c.heads << " D" << c.d);
+        EXPECT_EQ(bad[i], 0u) << "non-finite (unwritten or NaN) output elements";
+        EXPECT_GE(rel[i], 0.0);
+        EXPECT_LT(rel[i], 1e-2);
+      }
+    }
+  }
+}
+
+std::unique_ptr<Team> two_gpu_team(double timeout_s = 10) {
+  TeamOptions o;
+  o.gpus = 2;
+  o.min_gpus = 2;
+  o.wait_timeout_s = timeout_s;
+  return Team::local(o);
+}
+
+}  // namespace
+
+TEST(Ulysses, AllVariantsMatchFullAttentionThenAllToAll_D128) {
+  XS_REQUIRE_GPUS(2);
+  auto team = two_gpu_team();
+  run_case(*team, {1, 1024, 4, 128}, 11);   // tiles align with shards
+  run_case(*team, {2, 4680, 2, 128}, 12);   // S/P = 2340: a tile straddles the shard border; 1 head per rank
+  run_case(*team, {1, 8320, 4, 128}, 13);   // S/P = 4160 (32.5 tiles); several tiles per CTA, so shaping spreads stores
+}
+
+TEST(Ulysses, AllVariantsMatchFullAttentionThenAllToAll_D64) {
+  XS_REQUIRE_GPUS(2);
+  auto team = two_gpu_team();
+  run_case(*team, {1, 770, 6, 64}, 21);    // 192-row tiles, empty last slices
+  run_case(*team, {2, 4096, 10, 64}, 22);  // batch 2, 5 heads per rank
+}
+
+TEST(Ulysses, RankThatNeverDeliversTimesOutOnTheOther) {
+  XS_REQUIRE_GPUS(2);
+  auto team = two_gpu_team(0.5);
+  ops::UlyssesConfig cfg;
+  cfg.seq_len = 1024;
+  cfg.heads = 4;
+  ops::UlyssesOptions opts;
+  opts.model = preset();
+  auto op = std::make_unique<ops::UlyssesAttention>(*team, cfg, opts);
+  void *q = nullptr, *k = nullptr, *v = nullptr;
+  XS_T(cudaSetDevice(team->device(0)));
+  const size_t bytes = op->input_elems() * 2;
+  ASSERT_EQ(cudaMalloc(&q, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&k, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&v, bytes), cudaSuccess);
+  cudaMemset(q, 0, bytes);
+  cudaMemset(k, 0, bytes);
+  cudaMemset(v, 0, bytes);
+  // The plan is made first (it times the attention), so the clock below sees only the wait.
+  op->plan(0, q, k, v, team->stream(0));
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string msg;
+  try {
+    op->forward(0, q, k, v, UlyssesVariant::fused, team->stream(0));  // rank 1 never calls
+    XS_T(cudaStreamSynchronize(team->stream(0)));
+    team->check_device_status(0);
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(msg.find("timed out"), std::string::npos) << "got: '" << msg << "'";
+  EXPECT_NE(msg.find("Ulysses"), std::string::npos) << msg;
+  EXPECT_LT(secs, 5.0);
+  cudaFree(q);
+  cudaFree(k);
+  cudaFree(v);
+}
+
+#endif  // XSTAGE_HAVE_ULYSSES
