@@ -1,0 +1,94 @@
+// MoE grouped-GEMM operator: every expert's tokens times that expert's weight, on one GPU,
+// with the Hopper kernels of src/kernels/moe (TMA, FP8 wgmma with fp32 promotion per 128-K
+// block, warp specialisation, persistent tiles over all experts).
+//
+// Tokens are sorted by expert: expert e owns rows [offsets[e], offsets[e] + counts[e]) of A
+// and of the output (counts and offsets in device memory, segments ascending and disjoint;
+// rows between segments are never written). Row-major, K contiguous:
+//   A        fp8 e4m3 [m_total, k]        a_scales fp32 [k/128, m_total] (per token per 128)
+//   B        fp8 e4m3 [experts, n, k]     b_scales fp32 [experts, n/128, k/128] (per 128x128)
+// Epilogues:
+//   bf16:       out bf16 [m_total, n]                                       (Linear-2)
+//   swiglu_fp8: B = [gate; up] with n = 2 * intermediate rows per expert;     (Linear-1)
+//               h = silu(A Bg^T) * (A Bu^T) * row_weights[row], out fp8 [m_total, n/2],
+//               out_scales fp32 [n/2/128, m_total] (the next GEMM's a_scales).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+namespace xstage::ops {
+
+enum class MoeQuant : int { w8a8 = 0, w4a8 = 1 };
+enum class MoeEpilogue : int { bf16 = 0, swiglu_fp8 = 1 };
+const char* moe_quant_name(MoeQuant q);
+const char* moe_epilogue_name(MoeEpilogue e);
+
+struct MoeGemmArgs {
+  MoeQuant quant = MoeQuant::w8a8;
+  MoeEpilogue epilogue = MoeEpilogue::bf16;
+  int experts = 0;
+  int m_total = 0;
+  int n = 0;
+  int k = 0;
+
+  const void* a = nullptr;  // device pointers
+  const float* a_scales = nullptr;
+  const void* b = nullptr;
+  const float* b_scales = nullptr;
+  const int* counts = nullptr;
+  const int* offsets = nullptr;
+  void* out = nullptr;
+  float* out_scales = nullptr;         // swiglu_fp8 only
+  const float* row_weights = nullptr;  // swiglu_fp8 only
+
+  // Optional host copies of counts/offsets: when given they are checked (check_routing).
+  const int* host_counts = nullptr;
+  const int* host_offsets = nullptr;
+
+  // Block-M planning: tokens per expert expected (0: m_total / experts); block_m forces a
+  // tile height (0: planned; 64 or 128).
+  int tokens_per_expert_hint = 0;
+  int block_m = 0;
+  int num_ctas = 0;  // persistent grid; 0: one CTA per SM
+};
+
+// Throws xstage::InvalidArgument with one line naming the first problem: unsupported
+// quantisation or epilogue, non-positive sizes, n or k not multiples of 128 (n/2 for SwiGLU),
+// null or misaligned pointers (16 B for A, B and out; 4 B for scales, counts, offsets, row
+// weights), sizes beyond the kernel's index range, a forced block_m that is not shipped,
+// inconsistent host counts/offsets.
+void validate(const MoeGemmArgs& a);
+
+// counts/offsets (host arrays of `experts` entries) describe ascending, disjoint row
+// segments inside [0, m_total); throws InvalidArgument naming the first bad expert.
+void check_routing(const int* counts, const int* offsets, int experts, int m_total);
+
+// Tile height for an expected number of tokens per expert: 64 up to 64 tokens (a 128-row
+// tile would be mostly padding), 128 above. The SwiGLU epilogue ships 64 only.
+int plan_block_m(MoeEpilogue epilogue, int tokens_per_expert);
+
+struct MoeInstantiation {
+  std::string name;  // e.g. "w8a8_bf16_m128n128"
+  int block_m = 0;
+  int block_n = 0;
+  int block_k = 0;
+  int stages = 0;
+  int consumer_warpgroups = 0;
+  int threads = 0;
+  int smem_bytes = 0;
+  int producer_regs = 0;
+  int consumer_regs = 0;
+};
+// The compiled kernel that serves these arguments (after planning block-M).
+MoeInstantiation select_moe_instantiation(const MoeGemmArgs& a);
+
+// Validates, then launches on `stream` (asynchronous; launch errors throw xstage::Error).
+// m_total == 0 launches nothing.
+void moe_gemm(const MoeGemmArgs& a, cudaStream_t stream);
+
+// Useful floating-point operations for `rows` routed rows: 2 * rows * n * k.
+double moe_gemm_flops(const MoeGemmArgs& a, long long rows);
+
+}  // namespace xstage::ops

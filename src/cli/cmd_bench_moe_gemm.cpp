@@ -1,0 +1,391 @@
+// `xstage bench moe-gemm`: TFLOP/s of the MoE grouped-GEMM kernels for the expert shapes of
+// the Mega-MoE models (docs/MOE.md in the shared docs) at several tokens per expert: Linear-1
+// (gate/up fused, SwiGLU + fp8 requantisation epilogue, and the plain bf16 form) and Linear-2
+// (bf16 epilogue). Balanced routing: every benchmarked expert gets the same token count. Timed
+// with CUDA events (warm-up, then the median of >= 20 individually timed launches, inputs
+// rotating over enough buffer sets to exceed 2 x L2; a large memset queued first keeps the GPU
+// busy while the host enqueues). JSON schema xstage.bench.moe_gemm.v1, the shape that
+// python/bench_moe_gemm_torch.py writes for cuBLASLt, so python/compare_moe_gemm.py can put
+// the two side by side.
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli/commands.hpp"
+#include "cli/run_stamp.hpp"
+#include "runtime/check.hpp"
+#include "xstage/error.hpp"
+#include "xstage/ops/moe_gemm.hpp"
+#include "xstage/ops/moe_quant.hpp"
+
+namespace xstage::cli {
+namespace {
+
+struct Model {
+  const char* name;
+  int hidden;
+  int intermediate;
+  int experts;
+};
+
+// docs/MOE.md (shared): hidden / routed-expert intermediate / routed experts.
+const Model kModels[] = {
+    {"DiT-MoE-G", 1408, 5632, 16},        {"Qwen3.5-397B-A17B", 4096, 1024, 512}, {"Hy3", 4096, 1536, 192},
+    {"MiMo-V2.5", 4096, 2048, 256},       {"GLM-5.2", 6144, 2048, 256},          {"DSv4-Flash", 4096, 2048, 256},
+    {"DSv4-Pro", 7168, 3072, 384},
+};
+
+struct BenchFlags {
+  std::vector<int> tokens{16, 128, 1024, 8192};
+  std::vector<std::string> models;  // empty: all
+  std::vector<std::string> ops{"l1_swiglu", "l1_bf16", "l2_bf16"};
+  int warmup = 5;
+  int iters = 30;
+  double rotate_mib = 0;         // 0: 2 x L2
+  double expert_bytes_mib = 256;  // benchmark enough experts to move at least this much weight
+  int num_ctas = 0;
+  int block_m = 0;
+  std::string json_out;
+};
+
+// Experts benchmarked: enough that the weights exceed `weight_bytes` (so they stream from
+// HBM, as in a real layer), at most the model's count, and at most what keeps the activations
+// under 4 GiB. python/bench_moe_gemm_torch.py does not need it (dense shapes).
+int bench_experts(const Model& m, int tokens, double weight_bytes) {
+  const double per_expert = 3.0 * m.intermediate * m.hidden;  // fp8 Linear-1 (2I x H) + Linear-2 (H x I)
+  int e = static_cast<int>(std::ceil(weight_bytes / per_expert));
+  e = std::max(1, std::min(e, m.experts));
+  const double act = static_cast<double>(tokens) * (m.hidden + 2.0 * m.intermediate) * 2;
+  while (e > 1 && e * act > 4.0 * (1ull << 30)) --e;
+  return e;
+}
+
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * (v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - lo) * (v[hi] - v[lo]);
+}
+
+struct DeviceMem {
+  void* p = nullptr;
+  explicit DeviceMem(size_t bytes) {
+    XS_CUDA(cudaMalloc(&p, std::max<size_t>(bytes, 16)), fmt::format("allocating {} bytes", bytes));
+  }
+  ~DeviceMem() { cudaFree(p); }
+  DeviceMem(const DeviceMem&) = delete;
+  DeviceMem& operator=(const DeviceMem&) = delete;
+};
+
+constexpr size_t kPatternBytes = size_t(1) << 22;
+constexpr size_t kPatternPad = 8192;
+
+// Fills `bytes` of device memory by tiling a host pattern from a shifting start.
+void upload_pattern(void* dst, size_t bytes, const std::vector<uint8_t>& pattern, size_t shift, cudaStream_t s) {
+  shift = (shift * 16) % kPatternPad;  // keep 16-byte alignment of the source for fp32 patterns
+  for (size_t off = 0; off < bytes; off += kPatternBytes) {
+    const size_t n = std::min(kPatternBytes, bytes - off);
+    XS_CUDA(cudaMemcpyAsync(static_cast<uint8_t*>(dst) + off, pattern.data() + shift, n, cudaMemcpyHostToDevice, s),
+            "uploading bench inputs");
+  }
+}
+
+struct Problem {
+  std::string op;
+  int n, k;
+  ops::MoeEpilogue epilogue;
+};
+
+Problem problem(const Model& m, const std::string& op) {
+  if (op == "l1_swiglu") return {op, 2 * m.intermediate, m.hidden, ops::MoeEpilogue::swiglu_fp8};
+  if (op == "l1_bf16") return {op, 2 * m.intermediate, m.hidden, ops::MoeEpilogue::bf16};
+  if (op == "l2_bf16") return {op, m.hidden, m.intermediate, ops::MoeEpilogue::bf16};
+  throw InvalidArgument("bench moe-gemm: --ops takes l1_swiglu, l1_bf16, l2_bf16; got '" + op + "'");
+}
+
+struct Result {
+  std::string model, op, instantiation;
+  int hidden, intermediate, experts, tokens, m, n, k;
+  double median_us, min_us, max_us, p10_us, p90_us, tflops, tflops_best;
+  int iters, sets;
+  unsigned long long nonfinite;
+};
+
+struct Patterns {
+  std::vector<uint8_t> fp8, scales;
+};
+
+Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, int tokens, size_t rotate_bytes,
+                 const Patterns& pat, const DeviceMem& backlog, size_t backlog_bytes, cudaStream_t stream) {
+  const int experts = bench_experts(md, tokens, fl.expert_bytes_mib * 1048576.0);
+  const int m = experts * tokens;
+  const bool swiglu = pb.epilogue == ops::MoeEpilogue::swiglu_fp8;
+  const int out_cols = swiglu ? pb.n / 2 : pb.n;
+  const size_t a_bytes = size_t(m) * pb.k, sa_bytes = 4 * size_t(pb.k / 128) * m;
+  const size_t b_bytes = size_t(experts) * pb.n * pb.k, sb_bytes = 4 * size_t(experts) * (pb.n / 128) * (pb.k / 128);
+  const size_t out_bytes = size_t(m) * out_cols * (swiglu ? 1 : 2), os_bytes = 4 * size_t(out_cols / 128) * m;
+  const size_t set_bytes = a_bytes + sa_bytes + b_bytes + sb_bytes + out_bytes + os_bytes;
+  const int sets = static_cast<int>(std::max<size_t>(1, (rotate_bytes + set_bytes - 1) / set_bytes));
+
+  struct Set {
+    std::unique_ptr<DeviceMem> a, sa, b, sb, out, os;
+  };
+  std::vector<Set> bufs(sets);
+  for (int i = 0; i < sets; ++i) {
+    Set& s = bufs[i];
+    s.a = std::make_unique<DeviceMem>(a_bytes);
+    s.sa = std::make_unique<DeviceMem>(sa_bytes);
+    s.b = std::make_unique<DeviceMem>(b_bytes);
+    s.sb = std::make_unique<DeviceMem>(sb_bytes);
+    s.out = std::make_unique<DeviceMem>(out_bytes);
+    s.os = std::make_unique<DeviceMem>(os_bytes);
+    upload_pattern(s.a->p, a_bytes, pat.fp8, 3 * i + 1, stream);
+    upload_pattern(s.b->p, b_bytes, pat.fp8, 3 * i + 2, stream);
+    upload_pattern(s.sa->p, sa_bytes, pat.scales, 3 * i + 3, stream);
+    upload_pattern(s.sb->p, sb_bytes, pat.scales, 3 * i + 4, stream);
+  }
+  std::vector<int> counts(experts, tokens), offsets(experts);
+  for (int e = 0; e < experts; ++e) offsets[e] = e * tokens;
+  DeviceMem d_counts(4 * experts), d_offsets(4 * experts), d_weights(4 * size_t(m));
+  XS_CUDA(cudaMemcpyAsync(d_counts.p, counts.data(), 4 * experts, cudaMemcpyHostToDevice, stream), "counts");
+  XS_CUDA(cudaMemcpyAsync(d_offsets.p, offsets.data(), 4 * experts, cudaMemcpyHostToDevice, stream), "offsets");
+  upload_pattern(d_weights.p, 4 * size_t(m), pat.scales, 7, stream);  // any positive weights
+
+  ops::MoeGemmArgs a;
+  a.epilogue = pb.epilogue;
+  a.experts = experts;
+  a.m_total = m;
+  a.n = pb.n;
+  a.k = pb.k;
+  a.counts = static_cast<const int*>(d_counts.p);
+  a.offsets = static_cast<const int*>(d_offsets.p);
+  a.row_weights = swiglu ? static_cast<const float*>(d_weights.p) : nullptr;
+  a.host_counts = counts.data();
+  a.host_offsets = offsets.data();
+  a.tokens_per_expert_hint = tokens;
+  a.block_m = pb.epilogue == ops::MoeEpilogue::bf16 ? fl.block_m : 0;
+  a.num_ctas = fl.num_ctas;
+  auto set_args = [&](int i) {
+    a.a = bufs[i].a->p;
+    a.a_scales = static_cast<const float*>(bufs[i].sa->p);
+    a.b = bufs[i].b->p;
+    a.b_scales = static_cast<const float*>(bufs[i].sb->p);
+    a.out = bufs[i].out->p;
+    a.out_scales = swiglu ? static_cast<float*>(bufs[i].os->p) : nullptr;
+  };
+  for (int w = 0; w < fl.warmup; ++w) {
+    set_args(w % sets);
+    ops::moe_gemm(a, stream);
+  }
+  std::vector<cudaEvent_t> ev(2 * fl.iters);
+  for (auto& e : ev) XS_CUDA(cudaEventCreate(&e), "creating timing events");
+  if (backlog.p != nullptr) XS_CUDA(cudaMemsetAsync(backlog.p, 0, backlog_bytes, stream), "queueing the backlog");
+  for (int it = 0; it < fl.iters; ++it) {
+    set_args(it % sets);
+    XS_CUDA(cudaEventRecord(ev[2 * it], stream), "recording a start event");
+    ops::moe_gemm(a, stream);
+    XS_CUDA(cudaEventRecord(ev[2 * it + 1], stream), "recording a stop event");
+  }
+  XS_CUDA(cudaStreamSynchronize(stream),
+          fmt::format("running moe gemm {} {} tokens/expert {}", md.name, pb.op, tokens));
+  std::vector<double> us(fl.iters);
+  for (int it = 0; it < fl.iters; ++it) {
+    float ms = 0;
+    XS_CUDA(cudaEventElapsedTime(&ms, ev[2 * it], ev[2 * it + 1]), "reading timing events");
+    us[it] = ms * 1e3;
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+
+  // #wrong: non-finite values in the last output (bf16) or its scales (fp8).
+  unsigned long long bad = 0;
+  const Set& last = bufs[(fl.iters - 1) % sets];
+  if (!swiglu) {
+    std::vector<uint16_t> host(out_bytes / 2);
+    XS_CUDA(cudaMemcpy(host.data(), last.out->p, out_bytes, cudaMemcpyDeviceToHost), "reading the output");
+    for (uint16_t x : host) bad += (x & 0x7F80u) == 0x7F80u;
+  } else {
+    std::vector<uint8_t> host(out_bytes);
+    std::vector<float> sc(os_bytes / 4);
+    XS_CUDA(cudaMemcpy(host.data(), last.out->p, out_bytes, cudaMemcpyDeviceToHost), "reading the output");
+    XS_CUDA(cudaMemcpy(sc.data(), last.os->p, os_bytes, cudaMemcpyDeviceToHost), "reading the output scales");
+    for (uint8_t x : host) bad += (x & 0x7Fu) == 0x7Fu;
+    for (float f : sc) bad += !std::isfinite(f);
+  }
+
+  Result r;
+  r.model = md.name;
+  r.op = pb.op;
+  r.instantiation = ops::select_moe_instantiation(a).name;
+  r.hidden = md.hidden;
+  r.intermediate = md.intermediate;
+  r.experts = experts;
+  r.tokens = tokens;
+  r.m = m;
+  r.n = pb.n;
+  r.k = pb.k;
+  r.median_us = quantile(us, 0.5);
+  r.min_us = *std::min_element(us.begin(), us.end());
+  r.max_us = *std::max_element(us.begin(), us.end());
+  r.p10_us = quantile(us, 0.1);
+  r.p90_us = quantile(us, 0.9);
+  const double flops = ops::moe_gemm_flops(a, m);
+  r.tflops = flops / (r.median_us * 1e-6) / 1e12;
+  r.tflops_best = flops / (r.min_us * 1e-6) / 1e12;
+  r.iters = fl.iters;
+  r.sets = sets;
+  r.nonfinite = bad;
+  return r;
+}
+
+Patterns make_patterns() {
+  Patterns p;
+  std::mt19937 rng(20261130u);
+  std::uniform_real_distribution<float> u(-1.f, 1.f), s(0.5f / 448.f, 1.5f / 448.f);
+  p.fp8.resize(kPatternBytes + kPatternPad);
+  for (auto& b : p.fp8) b = ops::fp8_e4m3_encode(448.f * u(rng));
+  p.scales.resize(kPatternBytes + kPatternPad);
+  for (size_t i = 0; i + 4 <= p.scales.size(); i += 4) {
+    const float f = s(rng);
+    std::memcpy(p.scales.data() + i, &f, 4);
+  }
+  return p;
+}
+
+void run_bench(const BenchFlags& fl) {
+  if (fl.iters < 20) throw InvalidArgument(fmt::format("bench moe-gemm: --iters {} must be >= 20", fl.iters));
+  if (fl.warmup < 0) throw InvalidArgument("bench moe-gemm: --warmup must be >= 0");
+  for (int t : fl.tokens)
+    if (t < 1) throw InvalidArgument(fmt::format("bench moe-gemm: tokens per expert {} must be >= 1", t));
+  if (fl.block_m != 0 && fl.block_m != 64 && fl.block_m != 128)
+    throw InvalidArgument(fmt::format("bench moe-gemm: --block-m {} must be 0, 64 or 128", fl.block_m));
+  std::vector<const Model*> models;
+  for (const Model& m : kModels)
+    if (fl.models.empty() || std::find(fl.models.begin(), fl.models.end(), m.name) != fl.models.end())
+      models.push_back(&m);
+  if (models.empty()) throw InvalidArgument("bench moe-gemm: --models matched none of the seven models");
+  for (const auto& op : fl.ops) problem(*models.front(), op);  // throws for unknown ops
+
+  int dev = 0;
+  XS_CUDA(cudaGetDevice(&dev), "selecting the GPU");
+  cudaDeviceProp prop{};
+  XS_CUDA(cudaGetDeviceProperties(&prop, dev), "reading device properties");
+  if (prop.major != 9 || prop.minor != 0)
+    throw InvalidArgument(fmt::format("bench moe-gemm: needs an sm_90 (Hopper) GPU, found {} (sm_{}{})", prop.name,
+                                      prop.major, prop.minor));
+  const size_t rotate_bytes =
+      fl.rotate_mib > 0 ? static_cast<size_t>(fl.rotate_mib * 1048576.0) : 2 * static_cast<size_t>(prop.l2CacheSize);
+  cudaStream_t stream = nullptr;
+  XS_CUDA(cudaStreamCreate(&stream), "creating the bench stream");
+  const Patterns pat = make_patterns();
+  size_t free_b = 0, total_b = 0;
+  XS_CUDA(cudaMemGetInfo(&free_b, &total_b), "reading free device memory");
+  const size_t backlog_bytes = std::min<size_t>(size_t(2) << 30, free_b / 16);
+  DeviceMem backlog(backlog_bytes);
+
+  std::printf("# xstage bench moe-gemm on %s (%d SMs, L2 %.0f MiB), W8A8 fp8 e4m3, balanced routing, median of %d "
+              "runs after %d warm-up, inputs rotate over >= %.0f MiB\n",
+              prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1048576.0, fl.iters, fl.warmup,
+              rotate_bytes / 1048576.0);
+  std::printf("%s", fmt::format("#{:>17} {:>10} {:>6} {:>4} {:>6} {:>6} {:>6} {:>20} {:>10} {:>9} {:>9} {:>6}\n",
+                                "model", "op", "tokens", "E", "n", "k", "sets", "instantiation", "time(us)",
+                                "TFLOP/s", "best", "#wrong")
+                        .c_str());
+  std::vector<Result> results;
+  for (const Model* md : models)
+    for (const auto& op : fl.ops)
+      for (int t : fl.tokens) {
+        const Problem pb = problem(*md, op);
+        Result r = bench_one(fl, *md, pb, t, rotate_bytes, pat, backlog, backlog_bytes, stream);
+        results.push_back(r);
+        std::printf("%s", fmt::format(" {:>17} {:>10} {:>6} {:>4} {:>6} {:>6} {:>6} {:>20} {:>10.1f} {:>9.1f} {:>9.1f} "
+                                      "{:>6}\n",
+                                      r.model, r.op, r.tokens, r.experts, r.n, r.k, r.sets, r.instantiation,
+                                      r.median_us, r.tflops, r.tflops_best, r.nonfinite)
+                              .c_str());
+        std::fflush(stdout);
+      }
+  cudaStreamDestroy(stream);
+
+  if (!fl.json_out.empty()) {
+    nlohmann::json j;
+    j["schema"] = "xstage.bench.moe_gemm.v1";
+    j["tool"] = "xstage";
+    j["device"] = prop.name;
+    j["sm_count"] = prop.multiProcessorCount;
+    j["l2_bytes"] = prop.l2CacheSize;
+    j["commit"] = commit_id();
+    j["date"] = now_iso();
+    j["config"] = {{"quant", "w8a8 fp8 e4m3, a: 1x128 scales, b: 128x128 scales"},
+                   {"routing", "balanced (every benchmarked expert gets `tokens`)"},
+                   {"warmup", fl.warmup},
+                   {"iters", fl.iters},
+                   {"rotate_bytes", rotate_bytes},
+                   {"num_ctas", fl.num_ctas},
+                   {"flops", "2*experts*tokens*n*k"}};
+    nlohmann::json rs = nlohmann::json::array();
+    for (const Result& r : results)
+      rs.push_back({{"backend", "xstage"},       {"model", r.model},
+                    {"op", r.op},                {"hidden", r.hidden},
+                    {"intermediate", r.intermediate}, {"experts", r.experts},
+                    {"tokens_per_expert", r.tokens}, {"m", r.m},
+                    {"n", r.n},                  {"k", r.k},
+                    {"instantiation", r.instantiation}, {"median_us", r.median_us},
+                    {"min_us", r.min_us},        {"max_us", r.max_us},
+                    {"p10_us", r.p10_us},        {"p90_us", r.p90_us},
+                    {"tflops", r.tflops},        {"tflops_best", r.tflops_best},
+                    {"iters", r.iters},          {"rotating_sets", r.sets},
+                    {"nonfinite", r.nonfinite}});
+    j["results"] = rs;
+    std::ofstream f(fl.json_out);
+    if (!f) throw Error("cannot write " + fl.json_out);
+    f << j.dump(2) << "\n";
+  }
+}
+
+// `bench` is shared with the other benchmarks: reuse it when another command created it.
+CLI::App* moe_bench_group(CLI::App& app) {
+  auto found = app.get_subcommands([](CLI::App* s) { return s->get_name() == "bench"; });
+  if (!found.empty()) return found.front();
+  auto* b = app.add_subcommand("bench", "Benchmarks of xstage's kernels (TFLOP/s tables, JSON)");
+  b->require_subcommand(1);
+  return b;
+}
+
+}  // namespace
+
+void add_moe_gemm_bench_command(CLI::App& app) {
+  auto fl = std::make_shared<BenchFlags>();
+  auto* cmd = moe_bench_group(app)->add_subcommand(
+      "moe-gemm",
+      "TFLOP/s of the W8A8 MoE grouped GEMM for the expert shapes of the seven Mega-MoE models,\n"
+      "Linear-1 (n = 2 x intermediate, k = hidden; SwiGLU+fp8 or bf16 epilogue) and Linear-2 (n = hidden,\n"
+      "k = intermediate), one line per (model, op, tokens per expert). TFLOP/s = 2*E*tokens*n*k / median.\n"
+      "Compare with cuBLASLt: python/bench_moe_gemm_torch.py and python/compare_moe_gemm.py.");
+  cmd->add_option("--tokens,-t", fl->tokens, "Tokens per expert")->delimiter(',')->capture_default_str();
+  cmd->add_option("--models", fl->models, "Model names (default: all seven)")->delimiter(',');
+  cmd->add_option("--ops", fl->ops, "l1_swiglu, l1_bf16, l2_bf16")->delimiter(',')->capture_default_str();
+  cmd->add_option("--warmup", fl->warmup, "Untimed launches first")->capture_default_str();
+  cmd->add_option("--iters", fl->iters, "Timed launches (>= 20; the median is reported)")->capture_default_str();
+  cmd->add_option("--rotate-mib", fl->rotate_mib, "Rotate inputs over at least this much memory (0: 2 x L2)")
+      ->capture_default_str();
+  cmd->add_option("--expert-mib", fl->expert_bytes_mib,
+                  "Benchmark enough experts for this much fp8 weight (at most the model's count)")
+      ->capture_default_str();
+  cmd->add_option("--block-m", fl->block_m, "Force the bf16 tile height (0: planned from tokens per expert)")
+      ->capture_default_str();
+  cmd->add_option("--num-ctas", fl->num_ctas, "Persistent grid size (0: one CTA per SM)")->capture_default_str();
+  cmd->add_option("--json", fl->json_out, "Write results as JSON (xstage.bench.moe_gemm.v1)");
+  cmd->callback([fl] { run_bench(*fl); });
+}
+
+}  // namespace xstage::cli

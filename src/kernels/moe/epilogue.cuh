@@ -1,0 +1,232 @@
+// Epilogue policies of the MoE grouped GEMM: where a finished tile goes and in what form.
+//
+// The mainloop leaves each consumer warp group's fp32 64 x 128 piece (scales applied) in
+// registers and hands it to the policy with the tile coordinates; it knows nothing about
+// destinations. A policy is a template over (Traits, Destination): the data movement is
+// shared (registers -> padded shared staging -> 16-byte row stores by the warp group), the
+// Destination says where each output row lands:
+//   * Bf16TileEpilogue<Traits, LocalRowDestination<bf16>>: out[m_total, n] bf16 (Linear-2, or
+//     any plain grouped GEMM);
+//   * SwiGluQuantEpilogue<Traits, LocalQuantDestination>: Linear-1 with gate and up fused:
+//     h = silu(gate) * up * row_weight, quantised to fp8 e4m3 per token per 128 channels
+//     (scale = max(amax, 1e-4) / 448), out[m_total, n/2] fp8 + scales [n/2/128, m_total];
+//   * a later remote-store policy (Mega-MoE) supplies a Destination that maps a row to a
+//     peer GPU's buffer and publishes a flag in tile_stored(); the mainloop is untouched.
+//
+// Destination interface (all __device__, const):
+//   void* row_ptr(EpilogueTile const& t, int row) const;   // address of (row, t.col_begin)
+//   float* scale_ptr(EpilogueTile const& t, int row) const;  // quantising policies only
+//   static constexpr bool kNeedsTileStoredHook;
+//   void tile_stored(EpilogueTile const& t) const;  // one thread, after the warp group's stores
+#pragma once
+#include <cstdint>
+
+#include <cuda_fp8.h>
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/numeric_conversion.h>
+#include <cutlass/numeric_types.h>
+
+#include "kernels/moe/mainloop.cuh"
+#include "kernels/moe/params.hpp"
+#include "kernels/moe/quant.cuh"
+
+namespace xstage::kernels::moe {
+
+using namespace cute;
+
+// One warp group's piece of an output tile: rows [row_begin, row_begin + rows) (absolute
+// rows of the output, all of expert `expert`) x columns [col_begin, col_begin + 128).
+struct EpilogueTile {
+  int expert;
+  int m_block;
+  int n_block;
+  int row_begin;
+  int rows;
+  int col_begin;
+};
+
+// Output rows in this GPU's memory: element (row, col) at out[row * ld + col].
+template <class Element>
+struct LocalRowDestination {
+  Element* out;
+  int64_t ld;
+  static constexpr bool kNeedsTileStoredHook = false;
+  static LocalRowDestination from(MoeGemmParams const& p) { return {static_cast<Element*>(p.out), p.out_ld}; }
+  __device__ void* row_ptr(EpilogueTile const& t, int row) const { return out + row * ld + t.col_begin; }
+  __device__ void tile_stored(EpilogueTile const&) const {}
+};
+
+// fp8 rows plus one fp32 scale per (row, 128 columns), scales [cols/128, m_total].
+struct LocalQuantDestination {
+  uint8_t* out;
+  int64_t ld;
+  float* scales;
+  int m_total;
+  static constexpr bool kNeedsTileStoredHook = false;
+  static LocalQuantDestination from(MoeGemmParams const& p) {
+    return {static_cast<uint8_t*>(p.out), p.out_ld, p.out_scales, p.m_total};
+  }
+  __device__ void* row_ptr(EpilogueTile const& t, int row) const { return out + row * ld + t.col_begin; }
+  __device__ float* scale_ptr(EpilogueTile const& t, int row) const {
+    return scales + static_cast<int64_t>(t.col_begin / 128) * m_total + row;
+  }
+  __device__ void tile_stored(EpilogueTile const&) const {}
+};
+
+// Row r (inside the 64-row piece) and column c of accumulator value i of thread wt
+// (m64n128 C layout: bit 0 -> column + 1, bit 1 -> row + 8, i / 4 -> column + 8 * (i / 4)).
+__device__ __forceinline__ int acc_row(int wt, int i) { return (wt / 32) * 16 + (wt % 32) / 4 + ((i & 2) ? 8 : 0); }
+__device__ __forceinline__ int acc_col(int wt, int i) { return (wt % 4) * 2 + (i & 1) + 8 * (i / 4); }
+
+// Copies a warp group's 64 staged rows of `row_bytes` (multiple of 16 B, pitch in bytes) to
+// the destination, 16-byte chunks, consecutive threads along a row.
+template <int kRowBytes, int kPitch, class Destination>
+__device__ __forceinline__ void copy_out_rows(Destination const& dest, EpilogueTile const& t, const uint8_t* staged,
+                                              int wt) {
+  constexpr int kChunks = kRowBytes / 16;
+  static_assert(kChunks * 16 == kRowBytes && (64 * kChunks) % 128 == 0);
+  CUTE_UNROLL
+  for (int it = 0; it < 64 * kChunks / 128; ++it) {
+    const int idx = wt + it * 128;
+    const int r = idx / kChunks;
+    const int chunk = idx % kChunks;
+    if (r < t.rows) {
+      const uint4 v = *reinterpret_cast<const uint4*>(staged + r * kPitch + chunk * 16);
+      *reinterpret_cast<uint4*>(static_cast<uint8_t*>(dest.row_ptr(t, t.row_begin + r)) + chunk * 16) = v;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+template <class Traits, class Destination>
+struct Bf16TileEpilogue {
+  using T = Traits;
+  using Out = cutlass::bfloat16_t;
+  static constexpr int kPitch = 128 * 2 + 16;  // bytes per staged row (16 B pad: no bank conflicts)
+  static constexpr int kSmemBytes = T::kConsumerWGs * 64 * kPitch;
+  static constexpr bool kSwiGlu = false;
+
+  struct Params {
+    Destination dest;
+    int n;  // output columns
+  };
+  static Params to_params(MoeGemmParams const& p) { return Params{Destination::from(p), p.n}; }
+
+  __device__ static void consumer_init(int) {}
+
+  template <class Frg>
+  __device__ void store(Params const& ep, uint8_t* smem, Frg const& acc, WorkTile const& tile, int wt, int wm,
+                        int wn) const {
+    const int wg = wm * T::kWgN + wn;
+    EpilogueTile t{tile.expert, tile.m_block, tile.n_block, tile.row_begin + 64 * wm,
+                   min(64, tile.rows - 64 * wm), tile.n_block * T::kBlockN + 128 * wn};
+    if (t.rows <= 0 || t.col_begin >= ep.n) return;  // nothing of this piece is in the output
+    const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + wg;
+    uint8_t* staged = smem + wg * 64 * kPitch;
+    cutlass::arch::NamedBarrier::sync(128, bar);  // the previous tile's copy-out has read the staging
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc); i += 2) {
+      __nv_bfloat162 h = __floats2bfloat162_rn(acc(i), acc(i + 1));
+      *reinterpret_cast<__nv_bfloat162*>(staged + acc_row(wt, i) * kPitch + acc_col(wt, i) * 2) = h;
+    }
+    cutlass::arch::NamedBarrier::sync(128, bar);
+    copy_out_rows<256, kPitch>(ep.dest, t, staged, wt);
+    if constexpr (Destination::kNeedsTileStoredHook) {
+      cutlass::arch::NamedBarrier::sync(128, bar);
+      if (wt == 0) ep.dest.tile_stored(t);
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------------
+// Linear-1 epilogue. Warp group wn = 0 holds the gate piece, wn = 1 the up piece of the same
+// 64 rows x 128 output channels. The up group stages its values in its own register order,
+// the gate group reads them back (conflict-free: value i of thread wt at [i * 128 + wt]),
+// applies SwiGLU and the router weight, finds each row's amax (a row's 128 columns live in
+// the 4 threads of a quad), quantises, stages the fp8 row and stores it.
+template <class Traits, class Destination>
+struct SwiGluQuantEpilogue {
+  using T = Traits;
+  static_assert(T::kGateUp && T::kWgM == 1 && T::kWgN == 2, "one gate and one up warp group");
+  static constexpr int kUpBytes = 64 * 128 * 4;
+  static constexpr int kPitch = 128 + 16;
+  static constexpr int kSmemBytes = kUpBytes + 64 * kPitch;
+  static constexpr bool kSwiGlu = true;
+
+  struct Params {
+    Destination dest;
+    const float* row_weights;
+  };
+  static Params to_params(MoeGemmParams const& p) { return Params{Destination::from(p), p.row_weights}; }
+
+  // Once per consumer thread at kernel start: the staging starts free.
+  __device__ static void consumer_init(int wn) {
+    if (wn == 0) cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::swiglu_free));
+  }
+
+  template <class Frg>
+  __device__ void store(Params const& ep, uint8_t* smem, Frg const& acc, WorkTile const& tile, int wt, int,
+                        int wn) const {
+    float* up = reinterpret_cast<float*>(smem);
+    constexpr int kVals = decltype(size(acc))::value;
+    if (wn == 1) {
+      cutlass::arch::NamedBarrier::sync(256, static_cast<uint32_t>(NamedBarrierId::swiglu_free));
+      CUTE_UNROLL
+      for (int i = 0; i < kVals; ++i) up[i * 128 + wt] = acc(i);
+      cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::swiglu_full));
+      return;
+    }
+    const EpilogueTile t{tile.expert, tile.m_block, tile.n_block, tile.row_begin, tile.rows, tile.n_block * 128};
+    const int r0 = acc_row(wt, 0);
+    const float w0 = r0 < t.rows ? __ldg(ep.row_weights + t.row_begin + r0) : 0.f;
+    const float w1 = r0 + 8 < t.rows ? __ldg(ep.row_weights + t.row_begin + r0 + 8) : 0.f;
+    float h[kVals];
+    cutlass::arch::NamedBarrier::sync(256, static_cast<uint32_t>(NamedBarrierId::swiglu_full));
+    CUTE_UNROLL
+    for (int i = 0; i < kVals; ++i) h[i] = up[i * 128 + wt];
+    cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::swiglu_free));
+    float amax0 = 0.f, amax1 = 0.f;
+    CUTE_UNROLL
+    for (int i = 0; i < kVals; ++i) {
+      h[i] = swiglu(acc(i), h[i]) * ((i & 2) ? w1 : w0);
+      if (i & 2) amax1 = fmaxf(amax1, fabsf(h[i]));
+      else amax0 = fmaxf(amax0, fabsf(h[i]));
+    }
+    CUTE_UNROLL
+    for (int s = 1; s <= 2; s <<= 1) {
+      amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, s));
+      amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, s));
+    }
+    const QuantScale q0 = quant_scale(amax0);
+    const QuantScale q1 = quant_scale(amax1);
+
+    const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0);
+    uint8_t* staged = smem + kUpBytes;
+    cutlass::arch::NamedBarrier::sync(128, bar);  // the previous tile's copy-out has read the staging
+    CUTE_UNROLL
+    for (int i = 0; i < kVals; i += 2) {
+      const float inv = (i & 2) ? q1.inv : q0.inv;
+      *reinterpret_cast<uint16_t*>(staged + acc_row(wt, i) * kPitch + acc_col(wt, i)) =
+          fp8x2_e4m3(h[i] * inv, h[i + 1] * inv);
+    }
+    if ((wt % 4) == 0) {
+      if (r0 < t.rows) *ep.dest.scale_ptr(t, t.row_begin + r0) = q0.scale;
+      if (r0 + 8 < t.rows) *ep.dest.scale_ptr(t, t.row_begin + r0 + 8) = q1.scale;
+    }
+    cutlass::arch::NamedBarrier::sync(128, bar);
+    copy_out_rows<128, kPitch>(ep.dest, t, staged, wt);
+    if constexpr (Destination::kNeedsTileStoredHook) {
+      cutlass::arch::NamedBarrier::sync(128, bar);
+      if (wt == 0) ep.dest.tile_stored(t);
+    }
+  }
+};
+
+template <class Traits>
+using LocalBf16Epilogue = Bf16TileEpilogue<Traits, LocalRowDestination<cutlass::bfloat16_t>>;
+template <class Traits>
+using LocalSwiGluEpilogue = SwiGluQuantEpilogue<Traits, LocalQuantDestination>;
+
+}  // namespace xstage::kernels::moe

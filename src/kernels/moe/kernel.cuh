@@ -1,0 +1,163 @@
+// The MoE grouped-GEMM kernel assembled from its parts: grouped persistent scheduler,
+// mainloop (TMA producer + FP8 wgmma consumers with fp32 promotion), epilogue policy. One
+// CTA per SM, 128 producer threads + 2 consumer warp groups, all shared memory in one struct.
+// Included only by the launch_*.cu files, which instantiate it.
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+
+#include "kernels/moe/epilogue.cuh"
+#include "kernels/moe/launch.hpp"
+#include "kernels/moe/mainloop.cuh"
+#include "kernels/moe/params.hpp"
+#include "kernels/moe/tile_scheduler.cuh"
+
+namespace xstage::kernels::moe {
+
+template <class Traits, template <class> class EpiloguePolicy>
+struct MoeGemmKernel {
+  using T = Traits;
+  using Mainloop = MoeMainloop<T>;
+  using Epilogue = EpiloguePolicy<T>;
+  using Pipeline = typename Mainloop::Pipeline;
+  using State = typename Mainloop::State;
+  using Scheduler = GroupedScheduler<T::kBlockM>;
+  static constexpr int kThreads = T::kThreads;
+
+  struct Params {
+    typename Mainloop::Params mainloop;
+    typename Epilogue::Params epilogue;
+    const int* counts;
+    const int* offsets;
+    int experts;
+    int n_blocks;
+  };
+
+  struct SharedStorage {
+    cute::array_aligned<typename T::Element, cute::cosize_v<typename T::SmemLayoutA>, 1024> a;
+    cute::array_aligned<typename T::Element, cute::cosize_v<typename T::SmemLayoutB>, 1024> b;
+    cute::array_aligned<uint8_t, Epilogue::kSmemBytes, 128> epi;
+    typename Pipeline::Storage pipe;
+  };
+  // + slack to align the dynamic shared memory base to 1024 B (128-byte swizzle atoms).
+  static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage)) + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
+
+  // Output tile columns: plain GEMMs cover n in block_n steps; the gate/up fusion covers n/2
+  // output channels in steps of 128.
+  static int n_blocks(MoeGemmParams const& p) {
+    return T::kGateUp ? (p.n / 2) / 128 : (p.n + T::kBlockN - 1) / T::kBlockN;
+  }
+
+  static Params to_params(MoeGemmParams const& p, typename Epilogue::Params const& ep) {
+    return Params{Mainloop::to_params(p), ep, p.counts, p.offsets, p.experts, n_blocks(p)};
+  }
+
+  static KernelInfo info() {
+    return KernelInfo{TileConfig{T::kBlockM, T::kBlockN, T::kBlockK, T::kStages, T::kConsumerWGs}, kThreads,
+                      kSmemBytes, T::kProducerRegs, T::kConsumerRegs};
+  }
+
+  __device__ void operator()(Params const& params, char* smem_buf) const {
+    const uint32_t base = cute::cast_smem_ptr_to_uint(smem_buf);
+    SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_buf + ((1024u - (base & 1023u)) & 1023u));
+    const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 32, 0);
+    const int warp_group = warp / 4;
+
+    if (threadIdx.x == 0) {
+      Pipeline::init(ss.pipe, T::kConsumerWarps);
+      Mainloop::prefetch_descriptors(params.mainloop);
+    }
+    cutlass::arch::fence_barrier_init();
+    __syncthreads();
+
+    Pipeline pipe{&ss.pipe};
+    Tensor sA = make_tensor(make_smem_ptr(ss.a.data()), typename T::SmemLayoutA{});
+    Tensor sB = make_tensor(make_smem_ptr(ss.b.data()), typename T::SmemLayoutB{});
+    const Mainloop mainloop{};
+
+    if (warp_group == 0) {
+      // Producer: give registers away; lane 0 of warp 0 loads, the rest is done.
+      cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
+      if (threadIdx.x == 0) {
+        Scheduler sched(params.counts, params.offsets, params.experts, params.n_blocks);
+        State write = Pipeline::producer_start();
+        WorkTile tile;
+        while (sched.next(tile)) mainloop.load(params.mainloop, pipe, write, tile, sA, sB);
+      }
+    } else {
+      cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
+      const int ct = static_cast<int>(threadIdx.x) - 128;
+      const int wg = ct / 128;
+      const int wt = ct % 128;
+      const int wm = wg / T::kWgN;
+      const int wn = wg % T::kWgN;
+      Epilogue::consumer_init(wn);
+      const Epilogue epilogue{};
+      Scheduler sched(params.counts, params.offsets, params.experts, params.n_blocks);
+      State read{};
+      WorkTile tile;
+      while (sched.next(tile)) {
+        Tensor acc = partition_fragment_C(typename T::TiledMma{}, Shape<_64, _128>{});
+        mainloop.mma(params.mainloop, pipe, read, tile, wt, wm, wn, sA, sB, acc);
+        epilogue.store(params.epilogue, ss.epi.data(), acc, tile, wt, wm, wn);
+      }
+    }
+  }
+};
+
+template <class Kernel>
+__global__ void __launch_bounds__(Kernel::kThreads, 1)
+    moe_gemm_kernel(CUTE_GRID_CONSTANT typename Kernel::Params const params) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ char smem_buf[];
+  Kernel{}(params, smem_buf);
+#endif
+}
+
+// Upper bound of the tile count without reading the device counts: every expert adds at most
+// one partial m-block.
+template <class Kernel>
+long long moe_max_tiles(MoeGemmParams const& p) {
+  constexpr int bm = Kernel::T::kBlockM;
+  return (static_cast<long long>(p.m_total) / bm + p.experts) * Kernel::n_blocks(p);
+}
+
+// Host: builds the TMA descriptors and launches the persistent grid on `stream`. The
+// epilogue's parameters come from the caller (a fused Mega-MoE kernel passes its remote
+// destination); the local policies derive them from p (overload below).
+template <class Kernel>
+cudaError_t launch_moe_gemm(MoeGemmParams const& p, typename Kernel::Epilogue::Params const& ep, cudaStream_t stream) {
+  const long long tiles = moe_max_tiles<Kernel>(p);
+  if (tiles <= 0 || p.k % 128 != 0 || p.n % 128 != 0) return cudaErrorInvalidValue;
+  int ctas = p.num_ctas;
+  if (ctas <= 0) {
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return e;
+    e = cudaDeviceGetAttribute(&ctas, cudaDevAttrMultiProcessorCount, dev);
+    if (e != cudaSuccess) return e;
+  }
+  if (ctas > tiles) ctas = static_cast<int>(tiles);
+  const typename Kernel::Params kp = Kernel::to_params(p, ep);
+  auto* fn = moe_gemm_kernel<Kernel>;
+  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
+  if (e != cudaSuccess) return e;
+  fn<<<ctas, Kernel::kThreads, Kernel::kSmemBytes, stream>>>(kp);
+  return cudaGetLastError();
+}
+
+template <class Kernel>
+cudaError_t launch_moe_gemm(MoeGemmParams const& p, cudaStream_t stream) {
+  return launch_moe_gemm<Kernel>(p, Kernel::Epilogue::to_params(p), stream);
+}
+
+template <TileConfig kTile, bool kGateUp, template <class> class EpiloguePolicy>
+using ShippedKernel = MoeGemmKernel<MoeTraits<kTile.block_m, kTile.block_n, kTile.stages, kGateUp>, EpiloguePolicy>;
+
+}  // namespace xstage::kernels::moe

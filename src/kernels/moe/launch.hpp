@@ -1,0 +1,45 @@
+// Host-side entry points of the MoE grouped-GEMM kernels (no device code here): one launcher
+// per shipped instantiation, defined in launch_<quant>_<epilogue>_<tile>.cu, plus what each
+// instantiation looks like. The launchers assume the operator (src/ops/moe_gemm_op.cpp)
+// validated the parameters; they return the first CUDA error and never throw.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "kernels/moe/params.hpp"
+
+namespace xstage::kernels::moe {
+
+// A CTA computes block_m x block_n of the output with two consumer warp groups, each owning a
+// 64 x 128 piece (block 128 x 128: the groups split M; block 64 x 256: they split N). K moves
+// in blocks of 128 (the scale granularity) through `stages` shared-memory buffers.
+struct TileConfig {
+  int block_m;
+  int block_n;
+  int block_k;
+  int stages;
+  int consumer_warpgroups;
+};
+
+inline constexpr TileConfig kTileM128N128{128, 128, 128, 5, 2};
+inline constexpr TileConfig kTileM64N256{64, 256, 128, 4, 2};
+
+struct KernelInfo {
+  TileConfig tile;
+  int threads;        // 128 producer + 128 per consumer warp group
+  int smem_bytes;     // dynamic shared memory per CTA
+  int producer_regs;  // setmaxnreg of the producer warp group
+  int consumer_regs;  // setmaxnreg of the consumer warp groups
+};
+
+// W8A8, bf16 output [m_total, n].
+cudaError_t moe_w8a8_bf16_m128n128(const MoeGemmParams& p, cudaStream_t stream);
+cudaError_t moe_w8a8_bf16_m64n256(const MoeGemmParams& p, cudaStream_t stream);
+// W8A8 Linear-1 with gate/up fused (B rows [0, n/2) gate, [n/2, n) up): out = fp8
+// quantise(silu(gate) * up * row_weight) per token per 128 channels, out_scales as a_scales.
+cudaError_t moe_w8a8_swiglu_m64n256(const MoeGemmParams& p, cudaStream_t stream);
+
+KernelInfo moe_w8a8_bf16_m128n128_info();
+KernelInfo moe_w8a8_bf16_m64n256_info();
+KernelInfo moe_w8a8_swiglu_m64n256_info();
+
+}  // namespace xstage::kernels::moe

@@ -1,0 +1,232 @@
+// The MoE grouped-GEMM mainloop: tile traits (shared-memory layouts, the wgmma atom, TMA
+// copies), the producer (TMA loads of A and B per 128-wide K block) and the consumer (FP8
+// wgmma into a per-K-block accumulator, promoted into an fp32 accumulator with the scales).
+//
+// Roles: warp group 0 is the producer (lane 0 of warp 0 issues every TMA); warp groups 1..2
+// are consumers, each computing a 64 x 128 piece of the tile: piece (wm, wn) = rows
+// [64 wm, 64 wm + 64) x columns [128 wn, 128 wn + 128). Shared memory holds A in 64 x 128
+// chunks and B in 128 x 128 chunks (128-byte swizzle, K-major, as FP8 wgmma needs); a stage
+// is kBlockM/64 A chunks + kBlockN/128 B chunks, so warp group (wm, wn) reads A chunk wm and
+// B chunk wn of a stage.
+//
+// Precision (DeepGEMM's scheme): for each K block of 128 the four m64n128k32 wgmmas start
+// from zero, so the tensor core's reduced-precision FP8 accumulation only spans 128
+// products; the block result is then added into the fp32 accumulator, multiplied by
+// a_scale[row, kb] * b_scale[n block, kb]. The two consumer warp groups interleave: one
+// promotes on the CUDA cores while the other's wgmma runs.
+#pragma once
+#include <cstdint>
+
+#include <cute/algorithm/copy.hpp>
+#include <cute/algorithm/gemm.hpp>
+#include <cute/arch/copy_sm90_desc.hpp>
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cute/atom/copy_traits_sm90_tma.hpp>
+#include <cute/atom/mma_atom.hpp>
+#include <cute/atom/mma_traits_sm90_gmma.hpp>
+#include <cute/tensor.hpp>
+#include <cutlass/numeric_types.h>
+
+#include "kernels/moe/params.hpp"
+#include "kernels/moe/pipeline.cuh"
+#include "kernels/moe/tile_scheduler.cuh"
+
+namespace xstage::kernels::moe {
+
+using namespace cute;
+
+// Named barriers (user ids; CUTLASS adds its reserved count).
+enum class NamedBarrierId : uint32_t {
+  epilogue_wg0 = 0,  // 0..1: the 128 threads of consumer warp group w
+  swiglu_full = 2,   // up-projection values staged for the gate warp group
+  swiglu_free = 3,   // the gate warp group has read them: the staging may be rewritten
+};
+
+// kGateUp: B rows of chunk c come from [c * n/2 + n_block * 128, ...): chunk 0 = gate, chunk 1
+// = up rows of the same 128 output channels (Linear-1 with a fused SwiGLU epilogue).
+template <int kBlockM_, int kBlockN_, int kStages_, bool kGateUp_>
+struct MoeTraits {
+  using Element = cutlass::float_e4m3_t;
+  static constexpr int kBlockM = kBlockM_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kBlockK = 128;
+  static constexpr int kStages = kStages_;
+  static constexpr bool kGateUp = kGateUp_;
+  static constexpr int kWgM = kBlockM / 64;   // consumer warp groups along M
+  static constexpr int kWgN = kBlockN / 128;  // ... along N
+  static constexpr int kConsumerWGs = kWgM * kWgN;
+  static constexpr int kConsumerThreads = 128 * kConsumerWGs;
+  static constexpr int kConsumerWarps = kConsumerThreads / 32;
+  static constexpr int kThreads = 128 + kConsumerThreads;
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = 232;
+  static_assert(kConsumerWGs == 2, "two consumer warp groups (64 x 128 each)");
+  static_assert(!kGateUp || kWgN == 2, "gate/up fusion pairs the two N chunks");
+  static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "register file");
+
+  using MmaAtom = SM90_64x128x32_F32E4M3E4M3_SS_TN<>;
+  using TiledMma = decltype(make_tiled_mma(MmaAtom{}));  // one warp group, 64 x 128 x 32
+
+  using SmemLayoutA = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+                                             Shape<_64, Int<kBlockK>, Int<kWgM * kStages>>{}));
+  using SmemLayoutB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+                                             Shape<_128, Int<kBlockK>, Int<kWgN * kStages>>{}));
+
+  // Global tensors as TMA sees them: A (m_total, k), B (n, k, experts).
+  using ShapeA = Shape<int32_t, int32_t>;
+  using StrideA = Stride<int64_t, _1>;
+  using ShapeB = Shape<int32_t, int32_t, int32_t>;
+  using StrideB = Stride<int64_t, _1, int64_t>;
+  using TmaA = decltype(make_tma_copy(SM90_TMA_LOAD{},
+                                      make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeA{},
+                                                  StrideA{}),
+                                      take<0, 2>(SmemLayoutA{}), Shape<_64, Int<kBlockK>>{}, _1{}));
+  using TmaB = decltype(make_tma_copy(SM90_TMA_LOAD{},
+                                      make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeB{},
+                                                  StrideB{}),
+                                      take<0, 2>(SmemLayoutB{}), Shape<_128, Int<kBlockK>>{}, _1{}));
+
+  static constexpr uint32_t kBytesA = 64 * kBlockK;   // one A chunk (fp8)
+  static constexpr uint32_t kBytesB = 128 * kBlockK;  // one B chunk
+  static constexpr uint32_t kStageBytes = kWgM * kBytesA + kWgN * kBytesB;
+  static_assert(cosize_v<SmemLayoutA> == 64 * kBlockK * kWgM * kStages);
+  static_assert(cosize_v<SmemLayoutB> == 128 * kBlockK * kWgN * kStages);
+};
+
+template <class Traits>
+struct MoeMainloop {
+  using T = Traits;
+  using Element = typename T::Element;
+  static constexpr int kStages = T::kStages;
+  static constexpr int kBlockK = T::kBlockK;
+  using Pipeline = TmaPipeline<kStages>;
+  using State = PipeState<kStages>;
+
+  struct Params {
+    typename T::TmaA tma_a;
+    typename T::TmaB tma_b;
+    typename T::ShapeA shape_a;
+    typename T::ShapeB shape_b;
+    const float* a_scales;
+    const float* b_scales;
+    int m_total;
+    int n;
+    int k_blocks;
+  };
+
+  static Params to_params(MoeGemmParams const& p) {
+    auto shape_a = make_shape(p.m_total, p.k);
+    auto shape_b = make_shape(p.n, p.k, p.experts);
+    Tensor mA = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.a)), shape_a,
+                            make_stride(static_cast<int64_t>(p.k), _1{}));
+    Tensor mB = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.b)), shape_b,
+                            make_stride(static_cast<int64_t>(p.k), _1{}, static_cast<int64_t>(p.n) * p.k));
+    auto tma_a = make_tma_copy(SM90_TMA_LOAD{}, mA, take<0, 2>(typename T::SmemLayoutA{}), Shape<_64, Int<kBlockK>>{}, _1{});
+    auto tma_b = make_tma_copy(SM90_TMA_LOAD{}, mB, take<0, 2>(typename T::SmemLayoutB{}), Shape<_128, Int<kBlockK>>{}, _1{});
+    return Params{tma_a, tma_b, shape_a, shape_b, p.a_scales, p.b_scales, p.m_total, p.n, p.k / kBlockK};
+  }
+
+  __device__ static void prefetch_descriptors(Params const& mp) {
+    cute::prefetch_tma_descriptor(mp.tma_a.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(mp.tma_b.get_tma_descriptor());
+  }
+
+  // First weight row of B chunk c (wn) of a tile. Chunks past n (a 256-wide tile over an odd
+  // number of 128-row blocks) load zeros (TMA out-of-bounds fill) and are never stored.
+  __device__ static int b_row(Params const& mp, WorkTile const& t, int c) {
+    if constexpr (T::kGateUp) return c * (mp.n / 2) + t.n_block * 128;
+    else return t.n_block * T::kBlockN + c * 128;
+  }
+
+  // ---------------------------------------------------------------------------------
+  // Producer (lane 0 of the producer warp): every K block of the tile into the ring.
+  template <class SmemA, class SmemB>
+  __device__ void load(Params const& mp, Pipeline const& pipe, State& write, WorkTile const& t, SmemA& sA,
+                       SmemB& sB) const {
+    Tensor mA = mp.tma_a.get_tma_tensor(mp.shape_a);                   // (m_total, k)
+    Tensor mB = mp.tma_b.get_tma_tensor(mp.shape_b)(_, _, t.expert);   // (n, k)
+    auto cta_a = mp.tma_a.get_slice(_0{});
+    auto cta_b = mp.tma_b.get_slice(_0{});
+    Tensor tAsA = group_modes<0, 3>(cta_a.partition_D(sA));  // (TMA, chunk slot)
+    Tensor tBsB = group_modes<0, 3>(cta_b.partition_D(sB));  // (TMA, chunk slot)
+    Tensor gB = local_tile(mB, Shape<_128, Int<kBlockK>>{}, make_coord(_, _));  // (128, K, n/128, kb)
+    Tensor tBgB = group_modes<0, 3>(cta_b.partition_S(gB));                    // (TMA, n/128, kb)
+    int b_blk[T::kWgN];
+    CUTE_UNROLL
+    for (int c = 0; c < T::kWgN; ++c) b_blk[c] = b_row(mp, t, c) / 128;
+
+    for (int kb = 0; kb < mp.k_blocks; ++kb) {
+      pipe.producer_acquire(write, T::kStageBytes);
+      uint64_t& full = pipe.full_barrier(write);
+      CUTE_UNROLL
+      for (int c = 0; c < T::kWgM; ++c) {
+        // Expert rows start anywhere: offset the coordinate tensor to the chunk's first row.
+        Tensor gA = local_tile(domain_offset(make_coord(t.row_begin + 64 * c, 0), mA), Shape<_64, Int<kBlockK>>{},
+                               make_coord(_0{}, kb));
+        copy(mp.tma_a.with(full), group_modes<0, 3>(cta_a.partition_S(gA)), tAsA(_, write.index * T::kWgM + c));
+      }
+      CUTE_UNROLL
+      for (int c = 0; c < T::kWgN; ++c)
+        copy(mp.tma_b.with(full, 0, TMA::CacheHintSm90::EVICT_LAST), tBgB(_, b_blk[c], kb),
+             tBsB(_, write.index * T::kWgN + c));
+      write.advance();
+    }
+  }
+
+  // ---------------------------------------------------------------------------------
+  // Consumer: one warp group's 64 x 128 piece of the tile, fp32 result in `acc`.
+  // wt: thread index inside the warp group; (wm, wn): the piece.
+  template <class SmemA, class SmemB, class Frg>
+  __device__ void mma(Params const& mp, Pipeline const& pipe, State& read, WorkTile const& t, int wt, int wm, int wn,
+                      SmemA const& sA, SmemB const& sB, Frg& acc) const {
+    typename T::TiledMma tiled_mma;
+    auto thr = tiled_mma.get_slice(wt);
+    Tensor tCrA = thr.partition_fragment_A(sA);  // (MMA, 1, 4, chunk slot) descriptors
+    Tensor tCrB = thr.partition_fragment_B(sB);  // (MMA, 1, 4, chunk slot)
+    Tensor part = partition_fragment_C(tiled_mma, Shape<_64, _128>{});  // this K block, unscaled
+    static_assert(decltype(size(part))::value == 64);
+
+    // Accumulator rows of this thread inside the piece: r0 and r0 + 8 (m64nNk32 C layout:
+    // value index bit 1 selects the +8 row).
+    const int r0 = 64 * wm + (wt / 32) * 16 + (wt % 32) / 4;
+    const bool ok0 = r0 < t.rows;
+    const bool ok1 = r0 + 8 < t.rows;
+    const float* sa0 = mp.a_scales + t.row_begin + r0;
+    const int brow = b_row(mp, t, wn);
+    const bool b_ok = brow < mp.n;
+    const float* sb = mp.b_scales + (static_cast<int64_t>(t.expert) * (mp.n / 128) + (b_ok ? brow / 128 : 0)) * mp.k_blocks;
+
+    clear(acc);
+    for (int kb = 0; kb < mp.k_blocks; ++kb) {
+      // Scales of this K block: loaded now, used after the wgmma (which hides the latency).
+      const float* sa = sa0 + static_cast<int64_t>(kb) * mp.m_total;
+      const float s_a0 = ok0 ? __ldg(sa) : 0.f;
+      const float s_a1 = ok1 ? __ldg(sa + 8) : 0.f;
+      const float s_b = b_ok ? __ldg(sb + kb) : 0.f;
+
+      pipe.consumer_wait(read);
+      const int slot_a = read.index * T::kWgM + wm;
+      const int slot_b = read.index * T::kWgN + wn;
+      warpgroup_fence_operand(part);
+      warpgroup_arrive();
+      tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
+      CUTE_UNROLL
+      for (int k = 0; k < size<2>(tCrA); ++k) {
+        cute::gemm(tiled_mma, tCrA(_, _, k, slot_a), tCrB(_, _, k, slot_b), part);
+        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(part);
+      pipe.consumer_release(read);
+      read.advance();
+
+      const float c0 = s_a0 * s_b;
+      const float c1 = s_a1 * s_b;
+      CUTE_UNROLL
+      for (int i = 0; i < size(part); ++i) acc(i) += part(i) * ((i & 2) ? c1 : c0);
+    }
+  }
+};
+
+}  // namespace xstage::kernels::moe

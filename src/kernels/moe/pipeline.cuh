@@ -1,0 +1,70 @@
+// The TMA -> shared-memory ring of the MoE GEMM: `kStages` buffers, each with a full barrier
+// (one producer arrival + the TMA transaction bytes) and an empty barrier (one arrival per
+// consumer warp once its wgmma on the buffer completed). Every wait is bounded: a
+// synchronisation bug traps (cudaErrorLaunchFailure) instead of hanging the GPU.
+#pragma once
+#include <cstdint>
+
+#include <cutlass/arch/barrier.h>
+
+#include "kernels/common/clock.cuh"
+
+namespace xstage::kernels::moe {
+
+// Legitimate waits are microseconds; 20 s means something is broken.
+constexpr uint64_t kWaitTimeoutNs = 20ull * 1000 * 1000 * 1000;
+
+__device__ __forceinline__ void bounded_wait(uint64_t const* bar, uint32_t phase) {
+  if (cutlass::arch::ClusterBarrier::try_wait(bar, phase)) return;
+  const uint64_t t0 = dev::global_ns();
+  uint32_t polls = 0;
+  while (!cutlass::arch::ClusterBarrier::try_wait(bar, phase)) {
+    if ((++polls & 1023u) == 0u && dev::global_ns() - t0 > kWaitTimeoutNs) __trap();
+  }
+}
+
+// Position in the ring: buffer index and the barrier phase parity to wait for.
+template <int kStages>
+struct PipeState {
+  int index = 0;
+  uint32_t phase = 0;
+  __device__ void advance() {
+    if (++index == kStages) {
+      index = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
+template <int kStages>
+struct TmaPipeline {
+  struct Storage {
+    uint64_t full[kStages];
+    uint64_t empty[kStages];
+  };
+  Storage* s;
+
+  // One thread, before the CTA-wide sync that follows barrier initialisation.
+  __device__ static void init(Storage& st, int consumer_warps) {
+    for (int i = 0; i < kStages; ++i) {
+      cutlass::arch::ClusterTransactionBarrier::init(&st.full[i], 1);
+      cutlass::arch::ClusterBarrier::init(&st.empty[i], consumer_warps);
+    }
+  }
+  // The producer starts at phase 1: every buffer starts empty.
+  __device__ static PipeState<kStages> producer_start() { return PipeState<kStages>{0, 1u}; }
+
+  __device__ void producer_acquire(PipeState<kStages> st, uint32_t tx_bytes) const {
+    bounded_wait(&s->empty[st.index], st.phase);
+    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&s->full[st.index], tx_bytes);
+  }
+  __device__ uint64_t& full_barrier(PipeState<kStages> st) const { return s->full[st.index]; }
+
+  __device__ void consumer_wait(PipeState<kStages> st) const { bounded_wait(&s->full[st.index], st.phase); }
+  // Every consumer thread, after its warp group's wgmma reading the buffer has completed.
+  __device__ void consumer_release(PipeState<kStages> st) const {
+    if ((threadIdx.x & 31u) == 0u) cutlass::arch::ClusterBarrier::arrive(&s->empty[st.index]);
+  }
+};
+
+}  // namespace xstage::kernels::moe

@@ -1,0 +1,71 @@
+// Persistent tile scheduler over the experts of a grouped GEMM. The tile list is expert by
+// expert; expert e contributes ceil(counts[e] / block_m) m-blocks x n_blocks tiles (none when
+// it has no tokens). Grid = min(#SMs, upper bound of the tile count); CTA i takes tiles
+// i, i + grid, ... Every role of a CTA (producer, consumer warp groups) runs its own copy of
+// the scheduler and sees the same sequence; a copy walks the experts forward only, reading
+// counts/offsets from global memory as it goes (the tile index only grows).
+//
+// Order inside an expert: bands of kBandRows token rows; inside a band the m-block varies
+// fastest, then the n-block. The CTAs running together then share one band of activations
+// and a few weight slices in L2.
+#pragma once
+#include <cstdint>
+
+namespace xstage::kernels::moe {
+
+struct WorkTile {
+  int expert;
+  int m_block;    // inside the expert
+  int n_block;    // output tile column index (units of the tile's output width)
+  int row_begin;  // first row of the tile in A / the output
+  int rows;       // valid rows: min(block_m, counts[e] - m_block * block_m) >= 1
+};
+
+template <int kBlockM>
+struct GroupedScheduler {
+  static constexpr int kBandRows = 2048;
+  static constexpr int kBandBlocks = kBandRows / kBlockM;
+
+  const int* counts;
+  const int* offsets;
+  int experts;
+  int n_blocks;
+  // Walk state: the expert holding the current tile, its first global tile index, tile count.
+  int expert = -1;
+  int expert_first = 0;
+  int expert_tiles = 0;
+  int expert_count = 0;
+  int idx;
+
+  __device__ GroupedScheduler(const int* counts_, const int* offsets_, int experts_, int n_blocks_)
+      : counts(counts_), offsets(offsets_), experts(experts_), n_blocks(n_blocks_),
+        idx(static_cast<int>(blockIdx.x) - static_cast<int>(gridDim.x)) {}
+
+  // Advances to this CTA's next tile; false when there is none left.
+  __device__ bool next(WorkTile& t) {
+    idx += static_cast<int>(gridDim.x);
+    while (idx >= expert_first + expert_tiles) {
+      expert_first += expert_tiles;
+      if (++expert >= experts) {
+        expert_tiles = 1 << 30;  // stays past the end for any further call
+        return false;
+      }
+      expert_count = __ldg(counts + expert);
+      expert_tiles = (expert_count + kBlockM - 1) / kBlockM * n_blocks;
+    }
+    if (expert >= experts) return false;
+    const int m_blocks = (expert_count + kBlockM - 1) / kBlockM;
+    const int local = idx - expert_first;
+    const int band = local / (kBandBlocks * n_blocks);
+    const int in_band = local - band * kBandBlocks * n_blocks;
+    const int band_m = min(kBandBlocks, m_blocks - band * kBandBlocks);
+    t.expert = expert;
+    t.m_block = band * kBandBlocks + in_band % band_m;
+    t.n_block = in_band / band_m;
+    t.row_begin = __ldg(offsets + expert) + t.m_block * kBlockM;
+    t.rows = min(kBlockM, expert_count - t.m_block * kBlockM);
+    return true;
+  }
+};
+
+}  // namespace xstage::kernels::moe

@@ -1,0 +1,198 @@
+// MoE grouped-GEMM operator: validation, block-M planning, choice of the compiled
+// instantiation, launch. No device code here: the kernels are reached through
+// kernels/moe/launch.hpp.
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "kernels/moe/launch.hpp"
+#include "xstage/error.hpp"
+#include "xstage/ops/moe_gemm.hpp"
+
+namespace xstage::ops {
+
+namespace km = kernels::moe;
+
+const char* moe_quant_name(MoeQuant q) {
+  switch (q) {
+    case MoeQuant::w8a8: return "w8a8";
+    case MoeQuant::w4a8: return "w4a8";
+  }
+  return "unknown";
+}
+
+const char* moe_epilogue_name(MoeEpilogue e) {
+  switch (e) {
+    case MoeEpilogue::bf16: return "bf16";
+    case MoeEpilogue::swiglu_fp8: return "swiglu_fp8";
+  }
+  return "unknown";
+}
+
+namespace {
+
+bool aligned(const void* p, uintptr_t n) { return (reinterpret_cast<uintptr_t>(p) % n) == 0; }
+
+void check_pointer(const char* name, const void* p, uintptr_t align, const char* why) {
+  if (p == nullptr) throw InvalidArgument(fmt::format("moe gemm: {} is a null pointer", name));
+  if (!aligned(p, align))
+    throw InvalidArgument(fmt::format("moe gemm: {} = {} is not {}-byte aligned ({})", name, p, align, why));
+}
+
+using LaunchFn = cudaError_t (*)(const km::MoeGemmParams&, cudaStream_t);
+
+struct Entry {
+  MoeQuant quant;
+  MoeEpilogue epilogue;
+  int block_m;
+  const char* name;
+  LaunchFn launch;
+  km::KernelInfo (*info)();
+};
+
+const Entry kEntries[] = {
+    {MoeQuant::w8a8, MoeEpilogue::bf16, 128, "w8a8_bf16_m128n128", km::moe_w8a8_bf16_m128n128,
+     km::moe_w8a8_bf16_m128n128_info},
+    {MoeQuant::w8a8, MoeEpilogue::bf16, 64, "w8a8_bf16_m64n256", km::moe_w8a8_bf16_m64n256,
+     km::moe_w8a8_bf16_m64n256_info},
+    {MoeQuant::w8a8, MoeEpilogue::swiglu_fp8, 64, "w8a8_swiglu_m64n256", km::moe_w8a8_swiglu_m64n256,
+     km::moe_w8a8_swiglu_m64n256_info},
+};
+
+int tokens_per_expert(const MoeGemmArgs& a) {
+  if (a.tokens_per_expert_hint > 0) return a.tokens_per_expert_hint;
+  return a.experts > 0 ? a.m_total / a.experts : 0;
+}
+
+const Entry& find_entry(const MoeGemmArgs& a) {
+  const int bm = a.block_m != 0 ? a.block_m : plan_block_m(a.epilogue, tokens_per_expert(a));
+  for (const Entry& e : kEntries)
+    if (e.quant == a.quant && e.epilogue == a.epilogue && e.block_m == bm) return e;
+  throw InvalidArgument(fmt::format("moe gemm: no {} {} kernel with block_m {} (shipped: bf16 64/128, swiglu_fp8 64)",
+                                    moe_quant_name(a.quant), moe_epilogue_name(a.epilogue), bm));
+}
+
+km::MoeGemmParams to_params(const MoeGemmArgs& a) {
+  km::MoeGemmParams p;
+  p.a = a.a;
+  p.a_scales = a.a_scales;
+  p.b = a.b;
+  p.b_scales = a.b_scales;
+  p.counts = a.counts;
+  p.offsets = a.offsets;
+  p.experts = a.experts;
+  p.m_total = a.m_total;
+  p.n = a.n;
+  p.k = a.k;
+  p.out = a.out;
+  p.out_ld = a.epilogue == MoeEpilogue::swiglu_fp8 ? a.n / 2 : a.n;
+  p.out_scales = a.out_scales;
+  p.row_weights = a.row_weights;
+  p.num_ctas = a.num_ctas;
+  return p;
+}
+
+}  // namespace
+
+int plan_block_m(MoeEpilogue epilogue, int tokens) {
+  if (epilogue == MoeEpilogue::swiglu_fp8) return 64;
+  return tokens <= 64 ? 64 : 128;
+}
+
+void check_routing(const int* counts, const int* offsets, int experts, int m_total) {
+  if (counts == nullptr || offsets == nullptr) throw InvalidArgument("moe gemm: host counts/offsets are null");
+  long long end_prev = 0;
+  for (int e = 0; e < experts; ++e) {
+    if (counts[e] < 0) throw InvalidArgument(fmt::format("moe gemm: counts[{}] = {} is negative", e, counts[e]));
+    if (offsets[e] < 0) throw InvalidArgument(fmt::format("moe gemm: offsets[{}] = {} is negative", e, offsets[e]));
+    if (offsets[e] < end_prev)
+      throw InvalidArgument(fmt::format(
+          "moe gemm: offsets[{}] = {} overlaps the previous expert's rows (which end at {}); segments must be "
+          "ascending and disjoint",
+          e, offsets[e], end_prev));
+    const long long end = static_cast<long long>(offsets[e]) + counts[e];
+    if (end > m_total)
+      throw InvalidArgument(fmt::format("moe gemm: expert {} rows [{}, {}) exceed m_total {}", e, offsets[e], end,
+                                        m_total));
+    end_prev = end;
+  }
+}
+
+void validate(const MoeGemmArgs& a) {
+  if (a.quant != MoeQuant::w8a8) {
+    if (a.quant == MoeQuant::w4a8) throw InvalidArgument("moe gemm: w4a8 is not implemented yet (w8a8 only)");
+    throw InvalidArgument(fmt::format("moe gemm: unsupported quantisation {}", static_cast<int>(a.quant)));
+  }
+  if (a.epilogue != MoeEpilogue::bf16 && a.epilogue != MoeEpilogue::swiglu_fp8)
+    throw InvalidArgument(fmt::format("moe gemm: unsupported epilogue {}", static_cast<int>(a.epilogue)));
+  if (a.experts <= 0 || a.m_total < 0 || a.n <= 0 || a.k <= 0)
+    throw InvalidArgument(fmt::format("moe gemm: sizes must be positive (experts {}, m_total {} >= 0, n {}, k {})",
+                                      a.experts, a.m_total, a.n, a.k));
+  if (a.k % 128 != 0)
+    throw InvalidArgument(fmt::format("moe gemm: k = {} must be a multiple of 128 (the scale block)", a.k));
+  if (a.n % 128 != 0)
+    throw InvalidArgument(fmt::format("moe gemm: n = {} must be a multiple of 128 (the scale block)", a.n));
+  if (a.epilogue == MoeEpilogue::swiglu_fp8 && a.n % 256 != 0)
+    throw InvalidArgument(fmt::format(
+        "moe gemm: swiglu_fp8 needs n = 2 * intermediate with intermediate a multiple of 128; n = {}", a.n));
+  constexpr long long kIntMax = std::numeric_limits<int>::max();
+  if (static_cast<long long>(a.m_total) + 128 * (static_cast<long long>(a.experts) + 1) > kIntMax / 2)
+    throw InvalidArgument(fmt::format("moe gemm: m_total {} with {} experts exceeds the kernel's row index range",
+                                      a.m_total, a.experts));
+  if (static_cast<long long>(a.n) * a.k >= (1ll << 40) / 2)
+    throw InvalidArgument(fmt::format("moe gemm: an expert's weight ({} x {}) exceeds the TMA stride limit", a.n, a.k));
+  if ((static_cast<long long>(a.m_total) / 64 + a.experts) * (a.n / 128) > kIntMax / 2)
+    throw InvalidArgument("moe gemm: the tile count exceeds the kernel's int range");
+  if (a.block_m != 0 && a.block_m != 64 && a.block_m != 128)
+    throw InvalidArgument(fmt::format("moe gemm: block_m {} must be 0 (planned), 64 or 128", a.block_m));
+  if (a.num_ctas < 0) throw InvalidArgument(fmt::format("moe gemm: num_ctas {} must be >= 0", a.num_ctas));
+  find_entry(a);  // a forced block_m must be shipped for this epilogue
+  check_pointer("a", a.a, 16, "TMA");
+  check_pointer("b", a.b, 16, "TMA");
+  check_pointer("out", a.out, 16, "16-byte row stores");
+  check_pointer("a_scales", a.a_scales, 4, "fp32");
+  check_pointer("b_scales", a.b_scales, 4, "fp32");
+  check_pointer("counts", a.counts, 4, "int32");
+  check_pointer("offsets", a.offsets, 4, "int32");
+  if (a.epilogue == MoeEpilogue::swiglu_fp8) {
+    check_pointer("out_scales", a.out_scales, 4, "fp32");
+    check_pointer("row_weights", a.row_weights, 4, "fp32");
+  }
+  if ((a.host_counts == nullptr) != (a.host_offsets == nullptr))
+    throw InvalidArgument("moe gemm: host_counts and host_offsets must be given together");
+  if (a.host_counts != nullptr) check_routing(a.host_counts, a.host_offsets, a.experts, a.m_total);
+}
+
+MoeInstantiation select_moe_instantiation(const MoeGemmArgs& a) {
+  const Entry& e = find_entry(a);
+  const km::KernelInfo k = e.info();
+  MoeInstantiation r;
+  r.name = e.name;
+  r.block_m = k.tile.block_m;
+  r.block_n = k.tile.block_n;
+  r.block_k = k.tile.block_k;
+  r.stages = k.tile.stages;
+  r.consumer_warpgroups = k.tile.consumer_warpgroups;
+  r.threads = k.threads;
+  r.smem_bytes = k.smem_bytes;
+  r.producer_regs = k.producer_regs;
+  r.consumer_regs = k.consumer_regs;
+  return r;
+}
+
+void moe_gemm(const MoeGemmArgs& a, cudaStream_t stream) {
+  validate(a);
+  if (a.m_total == 0) return;
+  const Entry& e = find_entry(a);
+  const cudaError_t err = e.launch(to_params(a), stream);
+  if (err != cudaSuccess)
+    throw Error(fmt::format("moe gemm: launching {} (experts {}, m_total {}, n {}, k {}) failed: {}", e.name,
+                            a.experts, a.m_total, a.n, a.k, cudaGetErrorString(err)));
+}
+
+double moe_gemm_flops(const MoeGemmArgs& a, long long rows) {
+  return 2.0 * static_cast<double>(rows) * a.n * a.k;
+}
+
+}  // namespace xstage::ops

@@ -1,0 +1,261 @@
+// MoE grouped GEMM without a GPU: fp8 e4m3 encode/decode and the per-128 quantisation
+// helpers, validation (one clear error per problem), routing checks, block-M planning and the
+// choice of instantiation.
+#ifdef XSTAGE_HAVE_MOE
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "xstage/error.hpp"
+#include "xstage/ops/moe_gemm.hpp"
+#include "xstage/ops/moe_quant.hpp"
+
+using namespace xstage;
+using ops::MoeEpilogue;
+using ops::MoeGemmArgs;
+
+namespace {
+
+// ---- fp8 e4m3 --------------------------------------------------------------------------
+TEST(MoeQuant, Fp8RoundTripsEveryCode) {
+  for (int c = 0; c < 256; ++c) {
+    const uint8_t code = static_cast<uint8_t>(c);
+    const float f = ops::fp8_e4m3_decode(code);
+    if ((c & 0x7F) == 0x7F) {
+      EXPECT_TRUE(std::isnan(f)) << c;
+      continue;
+    }
+    EXPECT_EQ(ops::fp8_e4m3_encode(f), code) << "code " << c << " value " << f;
+  }
+}
+
+TEST(MoeQuant, Fp8KnownValuesRoundingAndSaturation) {
+  EXPECT_EQ(ops::fp8_e4m3_encode(1.f), 0x38);
+  EXPECT_EQ(ops::fp8_e4m3_encode(-2.f), 0xC0);
+  EXPECT_EQ(ops::fp8_e4m3_encode(448.f), 0x7E);
+  EXPECT_EQ(ops::fp8_e4m3_encode(1000.f), 0x7E);    // saturates
+  EXPECT_EQ(ops::fp8_e4m3_encode(-1e30f), 0xFE);
+  EXPECT_EQ(ops::fp8_e4m3_encode(0x1p-9f), 0x01);   // smallest subnormal
+  EXPECT_EQ(ops::fp8_e4m3_encode(0x1p-11f), 0x00);  // below half of it: zero
+  EXPECT_EQ(ops::fp8_e4m3_encode(1.0625f), 0x38);   // tie -> even mantissa (1.0)
+  EXPECT_EQ(ops::fp8_e4m3_encode(1.1875f), 0x3A);   // tie -> even mantissa (1.25)
+  EXPECT_EQ(ops::fp8_e4m3_encode(1.07f), 0x39);
+  EXPECT_EQ(ops::fp8_e4m3_encode(std::nanf("")), 0x7F);
+  EXPECT_FLOAT_EQ(ops::fp8_e4m3_decode(0x7E), 448.f);
+  EXPECT_FLOAT_EQ(ops::fp8_e4m3_decode(0x08), 0x1p-6f);
+  EXPECT_FLOAT_EQ(ops::fp8_e4m3_decode(0x07), 7 * 0x1p-9f);
+}
+
+TEST(MoeQuant, PerTokenScalesAreTokenContiguousAndRoundTrip) {
+  const int rows = 5, cols = 256;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.f, 3.f);
+  std::vector<float> x(rows * cols);
+  for (auto& v : x) v = nd(rng);
+  for (int c = 0; c < 128; ++c) x[2 * cols + 128 + c] = 0.f;  // an all-zero block
+  std::vector<uint8_t> q(rows * cols);
+  std::vector<float> s(2 * rows);
+  ops::quantize_per_token_128(x.data(), rows, cols, q.data(), s.data());
+  for (int r = 0; r < rows; ++r)
+    for (int cb = 0; cb < 2; ++cb) {
+      float amax = 0.f;
+      for (int c = 0; c < 128; ++c) amax = std::max(amax, std::fabs(x[r * cols + cb * 128 + c]));
+      const float scale = s[cb * rows + r];  // [cols/128, rows]
+      EXPECT_FLOAT_EQ(scale, std::max(amax, ops::kQuantAmaxFloor) / 448.f) << r << " " << cb;
+      double err = 0, ref = 0;
+      bool has_max_code = false;
+      for (int c = 0; c < 128; ++c) {
+        const float v = x[r * cols + cb * 128 + c];
+        const uint8_t code = q[r * cols + cb * 128 + c];
+        const float dq = ops::fp8_e4m3_decode(code) * scale;
+        err += (dq - v) * (dq - v);
+        ref += v * v;
+        has_max_code |= (code & 0x7F) == 0x7E;
+      }
+      if (amax > 0) {
+        EXPECT_TRUE(has_max_code) << "the amax element must map to +-448";
+        EXPECT_LT(std::sqrt(err / ref), 1.0 / 16) << r << " " << cb;
+      } else {
+        EXPECT_EQ(err, 0.0);
+      }
+    }
+}
+
+TEST(MoeQuant, BlockScales128x128) {
+  const int rows = 256, cols = 384;
+  std::vector<float> w(rows * cols);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) w[r * cols + c] = std::sin(0.01f * (r * cols + c)) * (1 + r / 128 + 10 * (c / 128));
+  std::vector<uint8_t> q(rows * cols);
+  std::vector<float> s(2 * 3);
+  ops::quantize_blocks_128x128(w.data(), rows, cols, q.data(), s.data());
+  for (int rb = 0; rb < 2; ++rb)
+    for (int cb = 0; cb < 3; ++cb) {
+      float amax = 0.f;
+      for (int r = rb * 128; r < rb * 128 + 128; ++r)
+        for (int c = cb * 128; c < cb * 128 + 128; ++c) amax = std::max(amax, std::fabs(w[r * cols + c]));
+      EXPECT_FLOAT_EQ(s[rb * 3 + cb], amax / 448.f);
+    }
+  const float v = w[200 * cols + 300];
+  const float dq = ops::fp8_e4m3_decode(q[200 * cols + 300]) * s[1 * 3 + 2];
+  EXPECT_NEAR(dq, v, std::fabs(v) / 16 + 1e-6);
+}
+
+// ---- validation --------------------------------------------------------------------------
+void* fake(uintptr_t addr) { return reinterpret_cast<void*>(addr); }
+
+MoeGemmArgs good_args(MoeEpilogue epi = MoeEpilogue::bf16) {
+  MoeGemmArgs a;
+  a.epilogue = epi;
+  a.experts = 4;
+  a.m_total = 1000;
+  a.n = 4096;
+  a.k = 2048;
+  a.a = fake(0x10000);
+  a.b = fake(0x20000);
+  a.out = fake(0x30000);
+  a.a_scales = static_cast<const float*>(fake(0x40000));
+  a.b_scales = static_cast<const float*>(fake(0x50000));
+  a.counts = static_cast<const int*>(fake(0x60000));
+  a.offsets = static_cast<const int*>(fake(0x70000));
+  if (epi == MoeEpilogue::swiglu_fp8) {
+    a.out_scales = static_cast<float*>(fake(0x80000));
+    a.row_weights = static_cast<const float*>(fake(0x90000));
+  }
+  return a;
+}
+
+template <class F>
+void expect_invalid(F&& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "expected InvalidArgument containing '" << needle << "'";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message: " << e.what();
+  }
+}
+
+template <class Mutate>
+void expect_invalid_args(Mutate&& m, const std::string& needle, MoeEpilogue epi = MoeEpilogue::bf16) {
+  MoeGemmArgs a = good_args(epi);
+  m(a);
+  expect_invalid([&] { ops::validate(a); }, needle);
+}
+
+TEST(MoeGemmValidate, GoodArgumentsPass) {
+  EXPECT_NO_THROW(ops::validate(good_args()));
+  EXPECT_NO_THROW(ops::validate(good_args(MoeEpilogue::swiglu_fp8)));
+  MoeGemmArgs a = good_args();
+  a.n = 1408;  // DiT-MoE-G hidden: 11 x 128
+  a.k = 5632;
+  EXPECT_NO_THROW(ops::validate(a));
+  a.m_total = 0;  // nothing routed: valid, launches nothing
+  EXPECT_NO_THROW(ops::validate(a));
+}
+
+TEST(MoeGemmValidate, EachProblemHasItsMessage) {
+  expect_invalid_args([](auto& a) { a.quant = ops::MoeQuant::w4a8; }, "w4a8 is not implemented");
+  expect_invalid_args([](auto& a) { a.quant = static_cast<ops::MoeQuant>(9); }, "unsupported quantisation");
+  expect_invalid_args([](auto& a) { a.epilogue = static_cast<MoeEpilogue>(7); }, "unsupported epilogue");
+  expect_invalid_args([](auto& a) { a.experts = 0; }, "sizes must be positive");
+  expect_invalid_args([](auto& a) { a.m_total = -1; }, "sizes must be positive");
+  expect_invalid_args([](auto& a) { a.k = 2000; }, "k = 2000 must be a multiple of 128");
+  expect_invalid_args([](auto& a) { a.n = 4000; }, "n = 4000 must be a multiple of 128");
+  expect_invalid_args([](auto& a) { a.n = 128 * 3; }, "swiglu_fp8 needs n = 2 * intermediate",
+                      MoeEpilogue::swiglu_fp8);
+  expect_invalid_args([](auto& a) { a.m_total = 2000000000; }, "row index range");
+  expect_invalid_args([](auto& a) { a.n = 1 << 20; a.k = 1 << 20; }, "TMA stride limit");
+  expect_invalid_args([](auto& a) { a.block_m = 96; }, "block_m 96 must be 0 (planned), 64 or 128");
+  expect_invalid_args([](auto& a) { a.block_m = 128; }, "no w8a8 swiglu_fp8 kernel with block_m 128",
+                      MoeEpilogue::swiglu_fp8);
+  expect_invalid_args([](auto& a) { a.num_ctas = -2; }, "num_ctas -2");
+  expect_invalid_args([](auto& a) { a.a = nullptr; }, "a is a null pointer");
+  expect_invalid_args([](auto& a) { a.b = fake(0x20008); }, "b = 0x20008 is not 16-byte aligned");
+  expect_invalid_args([](auto& a) { a.out = fake(0x30004); }, "out = 0x30004 is not 16-byte aligned");
+  expect_invalid_args([](auto& a) { a.a_scales = static_cast<const float*>(fake(0x40002)); },
+                      "a_scales = 0x40002 is not 4-byte aligned");
+  expect_invalid_args([](auto& a) { a.b_scales = nullptr; }, "b_scales is a null pointer");
+  expect_invalid_args([](auto& a) { a.counts = nullptr; }, "counts is a null pointer");
+  expect_invalid_args([](auto& a) { a.offsets = nullptr; }, "offsets is a null pointer");
+  expect_invalid_args([](auto& a) { a.out_scales = nullptr; }, "out_scales is a null pointer",
+                      MoeEpilogue::swiglu_fp8);
+  expect_invalid_args([](auto& a) { a.row_weights = nullptr; }, "row_weights is a null pointer",
+                      MoeEpilogue::swiglu_fp8);
+  const std::vector<int> counts{1, 2, 3, 4};
+  expect_invalid_args([&](auto& a) { a.host_counts = counts.data(); }, "must be given together");
+}
+
+TEST(MoeGemmValidate, HostRoutingIsChecked) {
+  const std::vector<int> counts{3, 0, 5, 2};
+  std::vector<int> offsets{0, 3, 3, 8};
+  EXPECT_NO_THROW(ops::check_routing(counts.data(), offsets.data(), 4, 10));
+  EXPECT_NO_THROW(ops::check_routing(counts.data(), std::vector<int>{1, 5, 6, 20}.data(), 4, 30));  // gaps are fine
+  expect_invalid([&] { ops::check_routing(counts.data(), offsets.data(), 4, 9); }, "expert 3 rows [8, 10) exceed m_total 9");
+  expect_invalid([&] { ops::check_routing(counts.data(), std::vector<int>{0, 3, 2, 8}.data(), 4, 10); },
+                 "offsets[2] = 2 overlaps the previous expert's rows (which end at 3)");
+  expect_invalid([&] { ops::check_routing(std::vector<int>{3, -1, 5, 2}.data(), offsets.data(), 4, 10); },
+                 "counts[1] = -1 is negative");
+  expect_invalid([&] { ops::check_routing(counts.data(), std::vector<int>{-4, 3, 3, 8}.data(), 4, 10); },
+                 "offsets[0] = -4 is negative");
+  // Through validate(): the host copies are checked against m_total.
+  MoeGemmArgs a = good_args();
+  a.m_total = 9;
+  a.host_counts = counts.data();
+  a.host_offsets = offsets.data();
+  expect_invalid([&] { ops::validate(a); }, "exceed m_total 9");
+  a.m_total = 10;
+  EXPECT_NO_THROW(ops::validate(a));
+}
+
+// ---- planning --------------------------------------------------------------------------
+TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
+  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 1), 64);
+  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 16), 64);
+  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 64), 64);
+  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 65), 128);
+  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 8192), 128);
+  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::swiglu_fp8, 8192), 64);
+
+  MoeGemmArgs a = good_args();
+  a.experts = 64;
+  a.m_total = 64 * 16;
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m64n256");
+  a.m_total = 64 * 1024;
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n128");
+  a.tokens_per_expert_hint = 16;  // the hint wins over m_total / experts
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m64n256");
+  a.block_m = 128;  // and a forced tile wins over both
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n128");
+  EXPECT_EQ(ops::select_moe_instantiation(good_args(MoeEpilogue::swiglu_fp8)).name, "w8a8_swiglu_m64n256");
+}
+
+TEST(MoeGemmPlan, InstantiationsFitTheMachine) {
+  for (int bm : {64, 128}) {
+    MoeGemmArgs a = good_args();
+    a.block_m = bm;
+    const auto inst = ops::select_moe_instantiation(a);
+    EXPECT_EQ(inst.block_m, bm);
+    EXPECT_EQ(inst.block_m * inst.block_n, 128 * 128);
+    EXPECT_EQ(inst.block_k, 128);
+    EXPECT_EQ(inst.threads, 384);
+    EXPECT_LE(inst.smem_bytes, 227 * 1024);
+    EXPECT_GE(inst.stages, 4);
+    EXPECT_LE(128 * inst.producer_regs + 256 * inst.consumer_regs, 65536);
+  }
+  const auto sw = ops::select_moe_instantiation(good_args(MoeEpilogue::swiglu_fp8));
+  EXPECT_EQ(sw.block_m, 64);
+  EXPECT_EQ(sw.block_n, 256);
+  EXPECT_LE(sw.smem_bytes, 227 * 1024);
+}
+
+TEST(MoeGemmPlan, FlopCount) {
+  MoeGemmArgs a = good_args();
+  EXPECT_DOUBLE_EQ(ops::moe_gemm_flops(a, 1000), 2.0 * 1000 * 4096 * 2048);
+}
+
+}  // namespace
+#endif  // XSTAGE_HAVE_MOE

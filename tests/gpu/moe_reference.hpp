@@ -1,0 +1,28 @@
+// Test support for the MoE grouped-GEMM kernels (defined in moe_reference.cu): random fp8 /
+// fp32 inputs generated on the device and a naive fp32 reference of the same quantised math
+// (fp8 values decoded exactly, the per-token and per-block scales applied per 128-K block).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace xstage::gputest {
+
+// n fp8 e4m3 codes of values uniform in [-amplitude, amplitude) (rounded, saturating), a
+// deterministic function of (seed, index).
+void fill_fp8_random(uint8_t* p, size_t n, uint64_t seed, float amplitude, cudaStream_t s);
+// n floats uniform in [lo, hi).
+void fill_float_random(float* p, size_t n, uint64_t seed, float lo, float hi, cudaStream_t s);
+// n bytes / floats set to a NaN pattern (0xFF bytes: fp8 e4m3 NaN, bf16 NaN, fp32 NaN).
+void poison(void* p, size_t bytes, cudaStream_t s);
+
+// c[r, j] = sum_kb a_scales[kb, r] * b_scales[e, j/128, kb] * sum_{c in kb} A[r, c] B[e, j, c]
+// for the rows [offsets[e], offsets[e] + counts[e]) of every expert e (host counts/offsets);
+// other rows of c are left alone. a, b: device fp8; c: device fp32 [m_total, n].
+void reference_grouped_gemm(const uint8_t* a, const float* a_scales, const uint8_t* b, const float* b_scales,
+                            const std::vector<int>& counts, const std::vector<int>& offsets, int m_total, int n,
+                            int k, float* c, cudaStream_t s);
+
+}  // namespace xstage::gputest
