@@ -368,8 +368,9 @@ struct AttentionMainloop {
   // One tile for one consumer thread (ct = index among consumer threads). Leaves the
   // normalised O in tOrO and the row LSEs in lse (rows as in the accumulator layout).
   // pin_slot: this thread's shared-memory scratch word (see pin_before_wait).
-  // step_hook(): called once per key block right after that block's GEMMs were issued (they
-  // run asynchronously meanwhile): where an epilogue policy may issue deferred stores.
+  // step_hook(): called once per key block after its softmax, where the fewest registers are
+  // live (the other warp group's GEMMs keep the tensor cores busy meanwhile): where an
+  // epilogue policy may issue deferred stores.
   template <class SmemQ, class SmemK, class SmemVt, class FrgO, int kRows, class StepHook>
   __device__ void mma(Params const& mp, Pipeline const& pk, Pipeline const& pv, uint64_t const& q_full,
                       uint32_t q_phase, State& read, WorkTile const& tile, int ct, SmemQ const& sQ, SmemK const& sK,
@@ -423,7 +424,6 @@ struct AttentionMainloop {
         pv.consumer_wait(read_v);
         wgmma_tile<false, -1>(mma_pv, tOrP, tOrV(_, _, _, read_v.index), tOrO);
         pingpong_pass(wg);
-        step_hook();
         warpgroup_wait<1>();  // S of block nb is ready; P V of the previous block may still run
         warpgroup_fence_operand(tSrS);
         pk.consumer_release(read);
@@ -437,6 +437,7 @@ struct AttentionMainloop {
         pv.consumer_release(read_v);
         convert_fragment<Element>(tSrS_as_a, tOrP);
         softmax.rescale_o(tOrO, rescale);
+        step_hook();  // fewest live registers here: S is already packed into P
       };
       if constexpr (T::kCausal) {
         const int n_mask_min = n_block_causal_mask_min(m_block);
@@ -474,7 +475,6 @@ struct AttentionMainloop {
         pingpong_sync(wg);
         wgmma_tile<true, -1>(mma_qk, tSrQ, tSrK(_, _, _, read.index), tSrS);
         pingpong_pass(wg);
-        step_hook();
         warpgroup_wait<0>();
         warpgroup_fence_operand(tSrS);
         pk.consumer_release(read);
@@ -483,6 +483,7 @@ struct AttentionMainloop {
         softmax.template exponentiate<false, kMasked>(tSrS);
         convert_fragment<Element>(tSrS_as_a, tOrP);
         softmax.rescale_o(tOrO, rescale);
+        step_hook();
       };
       if constexpr (T::kCausal) {
         const int n_mask_min = n_block_causal_mask_min(m_block);
