@@ -110,7 +110,7 @@ struct Stats {
 };
 
 // "attention" = attention alone; the rest are variants.
-const std::vector<std::string> kRows = {"attention", "serial", "comm-sm", "fused", "fused-shaped"};
+const std::vector<std::string> kRows = {"attention", "serial", "fused", "fused-shaped", "comm-sm"};
 
 nlohmann::json bench_point(Team& team, const Flags& fl, const model::Params& params, ops::AttentionDType dt,
                            HeadConfig hc, int S, size_t rotate_bytes, const std::vector<uint16_t>& pattern,
@@ -165,9 +165,12 @@ nlohmann::json bench_point(Team& team, const Flags& fl, const model::Params& par
   };
   nlohmann::json times = nlohmann::json::object();
   nlohmann::json mismatches = nlohmann::json::object();
+  bool failed = false;
   for (const std::string& row : kRows) {
+    if (failed) break;  // after a device timeout the ranks' counters no longer agree
     std::vector<std::vector<double>> us(n);
     std::vector<unsigned long long> wrong(n, 0);
+    try {
     team.run([&](int i) {
       cudaStream_t s = team.stream(i);
       const TeamDevice td = team.device_view(i);
@@ -201,6 +204,13 @@ nlohmann::json bench_point(Team& team, const Flags& fl, const model::Params& par
       }
       for (auto& e : ev) cudaEventDestroy(e);
     });
+    } catch (const Error& e) {
+      // Reported in the JSON and on stderr; the remaining variants of this point are skipped.
+      std::fprintf(stderr, "bench ulysses: %s S=%d failed: %s\n", row.c_str(), S, e.what());
+      point["errors"][row] = e.what();
+      failed = true;
+      continue;
+    }
     Stats st;
     for (int i = 0; i < n; ++i) {
       st.median = std::max(st.median, quantile(us[i], 0.5));
@@ -218,7 +228,7 @@ nlohmann::json bench_point(Team& team, const Flags& fl, const model::Params& par
   point["times_us"] = times;
   point["mismatch_vs_serial"] = mismatches;
 
-  if (fl.spans) {
+  if (fl.spans && !failed) {
     nlohmann::json spans = nlohmann::json::object();
     for (auto v : {ops::UlyssesVariant::fused, ops::UlyssesVariant::fused_shaped}) {
       op.set_record_spans(true);
@@ -319,12 +329,13 @@ void run(const Flags& fl) {
       std::fprintf(stderr, "bench ulysses: S=%d H=%d D=%d ...\n", s, c.heads, c.head_dim);
       nlohmann::json p = bench_point(*team, fl, params, dt, c, s, rotate_bytes, pattern, ghz);
       const auto& t = p["times_us"];
-      const double att = t["attention"]["median"], ser = t["serial"]["median"], fus = t["fused"]["median"],
-                   shp = t["fused_shaped"]["median"];
+      auto med = [&](const char* k) { return t.contains(k) ? t[k]["median"].get<double>() : std::nan(""); };
+      const double att = med("attention"), ser = med("serial"), fus = med("fused"), shp = med("fused_shaped");
       unsigned long long bad = 0;
       for (auto& [k, v] : p["mismatch_vs_serial"].items()) bad += v.get<unsigned long long>();
-      std::printf(" %6d %4d %4d %10.1f %10.1f %10.1f %10.1f %10.1f %8.3f %8.3f %6llu\n", s, c.heads, c.head_dim, att,
-                  ser, double(t["comm_sm"]["median"]), fus, shp, shp / att, ser / std::min(fus, shp), bad);
+      std::printf(" %6d %4d %4d %10.1f %10.1f %10.1f %10.1f %10.1f %8.3f %8.3f %6llu%s\n", s, c.heads, c.head_dim, att,
+                  ser, med("comm_sm"), fus, shp, shp / att, ser / std::min(fus, shp), bad,
+                  p.contains("errors") ? "  (errors: see JSON)" : "");
       std::fflush(stdout);
       results.push_back(p);
     }

@@ -321,11 +321,13 @@ void UlyssesAttention::forward(int i, const void* q, const void* k, const void* 
   if (variant == UlyssesVariant::comm_sm) {
     const int comm = std::min(plan.comm_ctas, R.sm_count - 1);
     p.num_ctas = R.sm_count - comm;
-    // Copier first, so its CTAs are resident before the attention fills the other SMs.
+    // The attention takes SMs - comm CTAs (one per SM); the copier, launched right after on
+    // its own stream, lands on the SMs left free. (Launched the other way round, the
+    // attention's CTAs were not scheduled while the copier spun - seen on H200.)
     check_cuda(cudaEventRecord(R.fork, s), what);
     check_cuda(cudaStreamWaitEvent(R.side, R.fork), what);
-    check_cuda(ku::launch_tile_copier(u, R.scratch, I.cfg.seq_len, comm, R.side), what + ": tile copier");
     check_cuda(I.launch_attention(ku::EpilogueKind::flagged_local, p, u, s), what + ": attention");
+    check_cuda(ku::launch_tile_copier(u, R.scratch, I.cfg.seq_len, comm, R.side), what + ": tile copier");
     check_cuda(cudaEventRecord(R.join, R.side), what);
     check_cuda(cudaStreamWaitEvent(s, R.join), what);
   } else {

@@ -112,7 +112,7 @@ void run_case(Team& team, const Case& c, uint64_t seed) {
     cudaFree(fk);
     cudaFree(fv);
   });
-  for (auto v : {UlyssesVariant::serial, UlyssesVariant::comm_sm, UlyssesVariant::fused, UlyssesVariant::fused_shaped}) {
+  for (auto v : {UlyssesVariant::serial, UlyssesVariant::fused, UlyssesVariant::fused_shaped, UlyssesVariant::comm_sm}) {
     // Twice: the second call checks that epochs, counters and ready flags carry over.
     for (int rep = 0; rep < 2; ++rep) {
       std::vector<double> rel(team.local_count(), -1);
