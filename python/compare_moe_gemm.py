@@ -39,7 +39,7 @@ def main(argv=None):
     base = {(r["model"], r["op"], r["tokens_per_expert"]): r for r in theirs["results"]}
     print(f"# xstage ({ours.get('device')}, commit {ours.get('commit')}) vs {theirs.get('tool')} "
           f"(torch {theirs.get('torch')}, CUDA {theirs.get('cuda')}, {theirs.get('device')})")
-    print(f"#{'model':>17} {'op':>10} {'tokens':>6} {'E':>4} {'n':>6} {'k':>6} {'xstage':>8} {'cuBLASLt':>9} "
+    print(f"#{'model':>17} {'op':>10} {'tokens':>6} {'E':>4} {'n':>6} {'k':>6} {'instantiation':>25} {'xstage':>8} {'cuBLASLt':>9} "
           f"{'scaling':>24} {'ratio':>6}   (TFLOP/s, medians; ratio = xstage / cuBLASLt)")
     rows = []
     for r in ours["results"]:
@@ -56,6 +56,7 @@ def main(argv=None):
             row.update({"cublaslt_tflops": t["tflops"], "cublaslt_median_us": t["median_us"], "scaling": scaling,
                         "ratio": ratio})
         print(f" {r['model']:>17} {r['op']:>10} {r['tokens_per_expert']:>6} {r['experts']:>4} {r['n']:>6} {r['k']:>6} "
+              f"{r.get('instantiation', '?'):>25} "
               f"{r['tflops']:>8.1f} {line_t:>9} {scaling:>24} {('%.2f' % ratio) if ratio is not None else '-':>6}")
         rows.append(row)
     if args.json:

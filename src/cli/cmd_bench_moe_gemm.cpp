@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/commands.hpp"
@@ -54,8 +55,17 @@ struct BenchFlags {
   double expert_bytes_mib = 256;  // benchmark enough experts to move at least this much weight
   int num_ctas = 0;
   int block_m = 0;
+  std::vector<std::string> clusters{"planned"};  // planned, 1x1, 2x1, 1x2, 2x2
   std::string json_out;
 };
+
+// "2x1" -> {2, 1}; "planned" -> {0, 0}.
+std::pair<int, int> parse_cluster(const std::string& c) {
+  if (c == "planned") return {0, 0};
+  if (c.size() == 3 && c[1] == 'x' && (c[0] == '1' || c[0] == '2') && (c[2] == '1' || c[2] == '2'))
+    return {c[0] - '0', c[2] - '0'};
+  throw InvalidArgument("bench moe-gemm: --cluster takes planned, 1x1, 2x1, 1x2 or 2x2; got '" + c + "'");
+}
 
 // Experts benchmarked: enough that the weights exceed `weight_bytes` (so they stream from
 // HBM, as in a real layer), at most the model's count, and at most what keeps the activations
@@ -114,7 +124,7 @@ Problem problem(const Model& m, const std::string& op) {
 }
 
 struct Result {
-  std::string model, op, instantiation;
+  std::string model, op, instantiation, cluster;
   int hidden, intermediate, experts, tokens, m, n, k;
   double median_us, min_us, max_us, p10_us, p90_us, tflops, tflops_best;
   int iters, sets;
@@ -125,8 +135,9 @@ struct Patterns {
   std::vector<uint8_t> fp8, scales;
 };
 
-Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, int tokens, size_t rotate_bytes,
-                 const Patterns& pat, const DeviceMem& backlog, size_t backlog_bytes, cudaStream_t stream) {
+Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, int tokens, std::pair<int, int> cluster,
+                 size_t rotate_bytes, const Patterns& pat, const DeviceMem& backlog, size_t backlog_bytes,
+                 cudaStream_t stream) {
   const int experts = bench_experts(md, tokens, fl.expert_bytes_mib * 1048576.0);
   const int m = experts * tokens;
   const bool swiglu = pb.epilogue == ops::MoeEpilogue::swiglu_fp8;
@@ -175,6 +186,8 @@ Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, int t
   a.tokens_per_expert_hint = tokens;
   a.block_m = pb.epilogue == ops::MoeEpilogue::bf16 ? fl.block_m : 0;
   a.num_ctas = fl.num_ctas;
+  a.cluster_m = cluster.first;
+  a.cluster_n = cluster.second;
   auto set_args = [&](int i) {
     a.a = bufs[i].a->p;
     a.a_scales = static_cast<const float*>(bufs[i].sa->p);
@@ -225,7 +238,9 @@ Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, int t
   Result r;
   r.model = md.name;
   r.op = pb.op;
-  r.instantiation = ops::select_moe_instantiation(a).name;
+  const auto inst = ops::select_moe_instantiation(a);
+  r.instantiation = inst.name;
+  r.cluster = std::to_string(inst.cluster_m) + "x" + std::to_string(inst.cluster_n);
   r.hidden = md.hidden;
   r.intermediate = md.intermediate;
   r.experts = experts;
@@ -274,6 +289,7 @@ void run_bench(const BenchFlags& fl) {
       models.push_back(&m);
   if (models.empty()) throw InvalidArgument("bench moe-gemm: --models matched none of the seven models");
   for (const auto& op : fl.ops) problem(*models.front(), op);  // throws for unknown ops
+  for (const auto& c : fl.clusters) parse_cluster(c);
 
   int dev = 0;
   XS_CUDA(cudaGetDevice(&dev), "selecting the GPU");
@@ -296,18 +312,34 @@ void run_bench(const BenchFlags& fl) {
               "runs after %d warm-up, inputs rotate over >= %.0f MiB\n",
               prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1048576.0, fl.iters, fl.warmup,
               rotate_bytes / 1048576.0);
-  std::printf("%s", fmt::format("#{:>17} {:>10} {:>6} {:>4} {:>6} {:>6} {:>6} {:>20} {:>10} {:>9} {:>9} {:>6}\n",
+  std::printf("%s", fmt::format("#{:>17} {:>10} {:>6} {:>4} {:>6} {:>6} {:>6} {:>25} {:>10} {:>9} {:>9} {:>6}\n",
                                 "model", "op", "tokens", "E", "n", "k", "sets", "instantiation", "time(us)",
                                 "TFLOP/s", "best", "#wrong")
                         .c_str());
   std::vector<Result> results;
   for (const Model* md : models)
     for (const auto& op : fl.ops)
-      for (int t : fl.tokens) {
+      for (int t : fl.tokens)
+        for (const auto& cs : fl.clusters) {
         const Problem pb = problem(*md, op);
-        Result r = bench_one(fl, *md, pb, t, rotate_bytes, pat, backlog, backlog_bytes, stream);
+        const auto cluster = parse_cluster(cs);
+        if (cluster.first != 0) {  // a forced cluster that is not shipped for this tile: skip the line
+          ops::MoeGemmArgs probe;
+          probe.epilogue = pb.epilogue;
+          probe.experts = 1;
+          probe.m_total = t;
+          probe.block_m = pb.epilogue == ops::MoeEpilogue::bf16 ? fl.block_m : 0;
+          probe.cluster_m = cluster.first;
+          probe.cluster_n = cluster.second;
+          try {
+            ops::select_moe_instantiation(probe);
+          } catch (const InvalidArgument&) {
+            continue;
+          }
+        }
+        Result r = bench_one(fl, *md, pb, t, cluster, rotate_bytes, pat, backlog, backlog_bytes, stream);
         results.push_back(r);
-        std::printf("%s", fmt::format(" {:>17} {:>10} {:>6} {:>4} {:>6} {:>6} {:>6} {:>20} {:>10.1f} {:>9.1f} {:>9.1f} "
+        std::printf("%s", fmt::format(" {:>17} {:>10} {:>6} {:>4} {:>6} {:>6} {:>6} {:>25} {:>10.1f} {:>9.1f} {:>9.1f} "
                                       "{:>6}\n",
                                       r.model, r.op, r.tokens, r.experts, r.n, r.k, r.sets, r.instantiation,
                                       r.median_us, r.tflops, r.tflops_best, r.nonfinite)
@@ -339,7 +371,8 @@ void run_bench(const BenchFlags& fl) {
                     {"intermediate", r.intermediate}, {"experts", r.experts},
                     {"tokens_per_expert", r.tokens}, {"m", r.m},
                     {"n", r.n},                  {"k", r.k},
-                    {"instantiation", r.instantiation}, {"median_us", r.median_us},
+                    {"instantiation", r.instantiation}, {"cluster", r.cluster},
+                    {"median_us", r.median_us},
                     {"min_us", r.min_us},        {"max_us", r.max_us},
                     {"p10_us", r.p10_us},        {"p90_us", r.p90_us},
                     {"tflops", r.tflops},        {"tflops_best", r.tflops_best},
@@ -382,6 +415,9 @@ void add_moe_gemm_bench_command(CLI::App& app) {
                   "Benchmark enough experts for this much fp8 weight (at most the model's count)")
       ->capture_default_str();
   cmd->add_option("--block-m", fl->block_m, "Force the bf16 tile height (0: planned from tokens per expert)")
+      ->capture_default_str();
+  cmd->add_option("--cluster", fl->clusters, "Cluster shapes to run: planned, 1x1, 2x1, 1x2, 2x2 (unshipped ones skipped)")
+      ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--num-ctas", fl->num_ctas, "Persistent grid size (0: one CTA per SM)")->capture_default_str();
   cmd->add_option("--json", fl->json_out, "Write results as JSON (xstage.bench.moe_gemm.v1)");

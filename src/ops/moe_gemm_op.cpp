@@ -46,18 +46,28 @@ struct Entry {
   MoeQuant quant;
   MoeEpilogue epilogue;
   int block_m;
+  int cluster_m;
+  int cluster_n;
   const char* name;
   LaunchFn launch;
   km::KernelInfo (*info)();
 };
 
 const Entry kEntries[] = {
-    {MoeQuant::w8a8, MoeEpilogue::bf16, 128, "w8a8_bf16_m128n128", km::moe_w8a8_bf16_m128n128,
+    {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 1, 1, "w8a8_bf16_m128n128", km::moe_w8a8_bf16_m128n128,
      km::moe_w8a8_bf16_m128n128_info},
-    {MoeQuant::w8a8, MoeEpilogue::bf16, 64, "w8a8_bf16_m64n256", km::moe_w8a8_bf16_m64n256,
+    {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 2, 1, "w8a8_bf16_m128n128_c2x1", km::moe_w8a8_bf16_m128n128_c2x1,
+     km::moe_w8a8_bf16_m128n128_c2x1_info},
+    {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 1, 2, "w8a8_bf16_m128n128_c1x2", km::moe_w8a8_bf16_m128n128_c1x2,
+     km::moe_w8a8_bf16_m128n128_c1x2_info},
+    {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 2, 2, "w8a8_bf16_m128n128_c2x2", km::moe_w8a8_bf16_m128n128_c2x2,
+     km::moe_w8a8_bf16_m128n128_c2x2_info},
+    {MoeQuant::w8a8, MoeEpilogue::bf16, 64, 1, 1, "w8a8_bf16_m64n256", km::moe_w8a8_bf16_m64n256,
      km::moe_w8a8_bf16_m64n256_info},
-    {MoeQuant::w8a8, MoeEpilogue::swiglu_fp8, 64, "w8a8_swiglu_m64n256", km::moe_w8a8_swiglu_m64n256,
+    {MoeQuant::w8a8, MoeEpilogue::swiglu_fp8, 64, 1, 1, "w8a8_swiglu_m64n256", km::moe_w8a8_swiglu_m64n256,
      km::moe_w8a8_swiglu_m64n256_info},
+    {MoeQuant::w8a8, MoeEpilogue::swiglu_fp8, 64, 2, 1, "w8a8_swiglu_m64n256_c2x1", km::moe_w8a8_swiglu_m64n256_c2x1,
+     km::moe_w8a8_swiglu_m64n256_c2x1_info},
 };
 
 int tokens_per_expert(const MoeGemmArgs& a) {
@@ -65,12 +75,25 @@ int tokens_per_expert(const MoeGemmArgs& a) {
   return a.experts > 0 ? a.m_total / a.experts : 0;
 }
 
+// Pairs of CTAs multicasting the weights (2 x 1) once an expert has two m-blocks; the bf16
+// 64-row tile (few tokens) runs alone.
+MoeCluster cluster_for(MoeEpilogue epilogue, int tokens, int block_m) {
+  if (tokens <= block_m || (epilogue == MoeEpilogue::bf16 && block_m == 64)) return MoeCluster{1, 1};
+  return MoeCluster{2, 1};
+}
+
 const Entry& find_entry(const MoeGemmArgs& a) {
-  const int bm = a.block_m != 0 ? a.block_m : plan_block_m(a.epilogue, tokens_per_expert(a));
+  const int tokens = tokens_per_expert(a);
+  const int bm = a.block_m != 0 ? a.block_m : plan_block_m(a.epilogue, tokens);
+  const MoeCluster c = a.cluster_m != 0 ? MoeCluster{a.cluster_m, a.cluster_n} : cluster_for(a.epilogue, tokens, bm);
   for (const Entry& e : kEntries)
-    if (e.quant == a.quant && e.epilogue == a.epilogue && e.block_m == bm) return e;
-  throw InvalidArgument(fmt::format("moe gemm: no {} {} kernel with block_m {} (shipped: bf16 64/128, swiglu_fp8 64)",
-                                    moe_quant_name(a.quant), moe_epilogue_name(a.epilogue), bm));
+    if (e.quant == a.quant && e.epilogue == a.epilogue && e.block_m == bm && e.cluster_m == c.m &&
+        e.cluster_n == c.n)
+      return e;
+  throw InvalidArgument(fmt::format(
+      "moe gemm: no {} {} kernel with block_m {} and cluster {}x{} (shipped: bf16 m64 1x1, bf16 m128 1x1/2x1/1x2/2x2, "
+      "swiglu_fp8 m64 1x1/2x1)",
+      moe_quant_name(a.quant), moe_epilogue_name(a.epilogue), bm, c.m, c.n));
 }
 
 km::MoeGemmParams to_params(const MoeGemmArgs& a) {
@@ -98,6 +121,10 @@ km::MoeGemmParams to_params(const MoeGemmArgs& a) {
 int plan_block_m(MoeEpilogue epilogue, int tokens) {
   if (epilogue == MoeEpilogue::swiglu_fp8) return 64;
   return tokens <= 64 ? 64 : 128;
+}
+
+MoeCluster plan_cluster(MoeEpilogue epilogue, int tokens) {
+  return cluster_for(epilogue, tokens, plan_block_m(epilogue, tokens));
 }
 
 void check_routing(const int* counts, const int* offsets, int experts, int m_total) {
@@ -146,6 +173,10 @@ void validate(const MoeGemmArgs& a) {
     throw InvalidArgument("moe gemm: the tile count exceeds the kernel's int range");
   if (a.block_m != 0 && a.block_m != 64 && a.block_m != 128)
     throw InvalidArgument(fmt::format("moe gemm: block_m {} must be 0 (planned), 64 or 128", a.block_m));
+  if ((a.cluster_m == 0) != (a.cluster_n == 0) || a.cluster_m < 0 || a.cluster_n < 0 || a.cluster_m > 2 ||
+      a.cluster_n > 2)
+    throw InvalidArgument(fmt::format(
+        "moe gemm: cluster {}x{} must be 0x0 (planned) or 1 or 2 in each dimension", a.cluster_m, a.cluster_n));
   if (a.num_ctas < 0) throw InvalidArgument(fmt::format("moe gemm: num_ctas {} must be >= 0", a.num_ctas));
   find_entry(a);  // a forced block_m must be shipped for this epilogue
   check_pointer("a", a.a, 16, "TMA");
@@ -174,6 +205,8 @@ MoeInstantiation select_moe_instantiation(const MoeGemmArgs& a) {
   r.block_k = k.tile.block_k;
   r.stages = k.tile.stages;
   r.consumer_warpgroups = k.tile.consumer_warpgroups;
+  r.cluster_m = k.tile.cluster_m;
+  r.cluster_n = k.tile.cluster_n;
   r.threads = k.threads;
   r.smem_bytes = k.smem_bytes;
   r.producer_regs = k.producer_regs;

@@ -170,9 +170,15 @@ TEST(MoeGemmValidate, EachProblemHasItsMessage) {
   expect_invalid_args([](auto& a) { a.m_total = 2000000000; }, "row index range");
   expect_invalid_args([](auto& a) { a.n = 1 << 20; a.k = 1 << 20; }, "TMA stride limit");
   expect_invalid_args([](auto& a) { a.block_m = 96; }, "block_m 96 must be 0 (planned), 64 or 128");
-  expect_invalid_args([](auto& a) { a.block_m = 128; }, "no w8a8 swiglu_fp8 kernel with block_m 128",
+  expect_invalid_args([](auto& a) { a.block_m = 128; }, "no w8a8 swiglu_fp8 kernel with block_m 128 and cluster",
                       MoeEpilogue::swiglu_fp8);
   expect_invalid_args([](auto& a) { a.num_ctas = -2; }, "num_ctas -2");
+  expect_invalid_args([](auto& a) { a.cluster_m = 2; }, "cluster 2x0 must be 0x0 (planned) or 1 or 2");
+  expect_invalid_args([](auto& a) { a.cluster_m = 4; a.cluster_n = 1; }, "cluster 4x1 must be");
+  expect_invalid_args([](auto& a) { a.cluster_m = 1; a.cluster_n = 2; }, "no w8a8 swiglu_fp8 kernel with block_m 64 and cluster 1x2",
+                      MoeEpilogue::swiglu_fp8);
+  expect_invalid_args([](auto& a) { a.block_m = 64; a.cluster_m = 2; a.cluster_n = 1; },
+                      "no w8a8 bf16 kernel with block_m 64 and cluster 2x1");
   expect_invalid_args([](auto& a) { a.a = nullptr; }, "a is a null pointer");
   expect_invalid_args([](auto& a) { a.b = fake(0x20008); }, "b = 0x20008 is not 16-byte aligned");
   expect_invalid_args([](auto& a) { a.out = fake(0x30004); }, "out = 0x30004 is not 16-byte aligned");
@@ -225,12 +231,27 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   a.m_total = 64 * 16;
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m64n256");
   a.m_total = 64 * 1024;
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n128_c2x1");
+  a.m_total = 64 * 128;  // one m-block per expert: no partner to share the weights with
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n128");
+  a.m_total = 64 * 1024;
   a.tokens_per_expert_hint = 16;  // the hint wins over m_total / experts
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m64n256");
   a.block_m = 128;  // and a forced tile wins over both
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n128");
-  EXPECT_EQ(ops::select_moe_instantiation(good_args(MoeEpilogue::swiglu_fp8)).name, "w8a8_swiglu_m64n256");
+  a.cluster_m = 2;  // as does a forced cluster
+  a.cluster_n = 2;
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n128_c2x2");
+  EXPECT_EQ(ops::select_moe_instantiation(good_args(MoeEpilogue::swiglu_fp8)).name, "w8a8_swiglu_m64n256_c2x1");
+  MoeGemmArgs s = good_args(MoeEpilogue::swiglu_fp8);
+  s.tokens_per_expert_hint = 64;
+  EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m64n256");
+
+  EXPECT_EQ(ops::plan_cluster(MoeEpilogue::bf16, 16).m, 1);
+  EXPECT_EQ(ops::plan_cluster(MoeEpilogue::bf16, 128).m, 1);
+  EXPECT_EQ(ops::plan_cluster(MoeEpilogue::bf16, 129).m, 2);
+  EXPECT_EQ(ops::plan_cluster(MoeEpilogue::swiglu_fp8, 65).m, 2);
+  EXPECT_EQ(ops::plan_cluster(MoeEpilogue::swiglu_fp8, 65).n, 1);
 }
 
 TEST(MoeGemmPlan, InstantiationsFitTheMachine) {

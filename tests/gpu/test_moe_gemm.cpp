@@ -45,6 +45,8 @@ struct Case {
   std::vector<int> gaps;  // rows left out before each expert (and one trailing entry); empty: none
   int block_m = 0;
   int num_ctas = 0;
+  int cluster_m = 0;  // 0: planned
+  int cluster_n = 0;
 };
 
 float bf16_to_float(uint16_t h) {
@@ -109,6 +111,8 @@ void run_case(const Case& c, uint64_t seed) {
   args.host_offsets = offsets.data();
   args.block_m = c.block_m;
   args.num_ctas = c.num_ctas;
+  args.cluster_m = c.cluster_m;
+  args.cluster_n = c.cluster_n;
   ops::moe_gemm(args, s);
   XS_CUDA(cudaDeviceSynchronize(), "running the moe gemm " + c.name);
   reference_grouped_gemm(a.as<uint8_t>(), sa.as<float>(), b.as<uint8_t>(), sb.as<float>(), c.counts, offsets, m, c.n,
@@ -229,6 +233,27 @@ TEST(MoeGemmGpu, ManyTokensOneExpertBands) {
   run_case({"one_expert_3000", MoeEpilogue::bf16, 1024, 768, {3000}, {}, 0, 0}, 113);
   run_case({"one_expert_3000_sw", MoeEpilogue::swiglu_fp8, 512, 768, {0, 3000}, {}, 0, 0}, 114);
 }
+// Clusters: odd m-block counts per expert and n = 1408 (11 n-blocks) leave partners with dummy
+// tiles that must load and compute but store nothing; few clusters walk many tiles.
+TEST(MoeGemmGpu, ClustersMulticastWithDummyTiles) {
+  XS_REQUIRE_GPUS(1);
+  for (auto [cm, cn] : {std::pair{2, 1}, std::pair{1, 2}, std::pair{2, 2}}) {
+    const std::string tag = "_c" + std::to_string(cm) + "x" + std::to_string(cn);
+    run_case({"dit_l2_bf16" + tag, MoeEpilogue::bf16, 1408, 5632, kUneven, {}, 128, 0, cm, cn}, 200 + cm * 10 + cn);
+    run_case({"gaps_4ctas" + tag, MoeEpilogue::bf16, 1408, 1024, {3, 270, 0, 140}, {5, 0, 17, 3, 9}, 128, 4, cm, cn},
+             300 + cm * 10 + cn);
+    run_case({"ds_l1_bf16" + tag, MoeEpilogue::bf16, 4096, 4096, {5, 0, 130, 257, 64, 1, 0, 90}, {}, 128, 0, cm, cn},
+             400 + cm * 10 + cn);
+  }
+  run_case({"dit_l1_swiglu_c2x1", MoeEpilogue::swiglu_fp8, 2 * 5632, 1408, kUneven, {}, 64, 0, 2, 1}, 501);
+  run_case({"ds_l1_swiglu_c2x1", MoeEpilogue::swiglu_fp8, 2 * 2048, 4096, {5, 0, 130, 257, 64, 1, 0, 90}, {}, 64, 0, 2,
+            1},
+           502);
+  run_case({"gaps_2ctas_swiglu_c2x1", MoeEpilogue::swiglu_fp8, 512, 1024, {3, 270, 0, 140}, {5, 0, 17, 3, 9}, 64, 2, 2,
+            1},
+           503);
+}
+
 TEST(MoeGemmGpu, NoRowsLaunchesNothing) {
   XS_REQUIRE_GPUS(1);
   ops::MoeGemmArgs a;

@@ -47,10 +47,13 @@ struct MoeGemmArgs {
   const int* host_counts = nullptr;
   const int* host_offsets = nullptr;
 
-  // Block-M planning: tokens per expert expected (0: m_total / experts); block_m forces a
-  // tile height (0: planned; 64 or 128).
+  // Tile planning: tokens per expert expected (0: m_total / experts); block_m forces a tile
+  // height (0: planned; 64 or 128); cluster_m x cluster_n forces a cluster shape (0 x 0:
+  // planned; 1x1, or for bf16 block 128: 2x1, 1x2, 2x2; for swiglu: 2x1).
   int tokens_per_expert_hint = 0;
   int block_m = 0;
+  int cluster_m = 0;
+  int cluster_n = 0;
   int num_ctas = 0;  // persistent grid; 0: one CTA per SM
 };
 
@@ -69,6 +72,14 @@ void check_routing(const int* counts, const int* offsets, int experts, int m_tot
 // tile would be mostly padding), 128 above. The SwiGLU epilogue ships 64 only.
 int plan_block_m(MoeEpilogue epilogue, int tokens_per_expert);
 
+// Cluster shape for an expected number of tokens per expert (after plan_block_m): 1 x 1
+// while an expert has a single m-block, then pairs that multicast the weights (2 x 1).
+struct MoeCluster {
+  int m = 1;
+  int n = 1;
+};
+MoeCluster plan_cluster(MoeEpilogue epilogue, int tokens_per_expert);
+
 struct MoeInstantiation {
   std::string name;  // e.g. "w8a8_bf16_m128n128"
   int block_m = 0;
@@ -76,6 +87,8 @@ struct MoeInstantiation {
   int block_k = 0;
   int stages = 0;
   int consumer_warpgroups = 0;
+  int cluster_m = 1;
+  int cluster_n = 1;
   int threads = 0;
   int smem_bytes = 0;
   int producer_regs = 0;

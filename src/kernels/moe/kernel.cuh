@@ -26,8 +26,9 @@ struct MoeGemmKernel {
   using Epilogue = EpiloguePolicy<T>;
   using Pipeline = typename Mainloop::Pipeline;
   using State = typename Mainloop::State;
-  using Scheduler = GroupedScheduler<T::kBlockM>;
+  using Scheduler = GroupedScheduler<T::kBlockM, T::kClusterM, T::kClusterN>;
   static constexpr int kThreads = T::kThreads;
+  static constexpr int kClusterSize = T::kClusterSize;
 
   struct Params {
     typename Mainloop::Params mainloop;
@@ -59,8 +60,9 @@ struct MoeGemmKernel {
   }
 
   static KernelInfo info() {
-    return KernelInfo{TileConfig{T::kBlockM, T::kBlockN, T::kBlockK, T::kStages, T::kConsumerWGs}, kThreads,
-                      kSmemBytes, T::kProducerRegs, T::kConsumerRegs};
+    return KernelInfo{TileConfig{T::kBlockM, T::kBlockN, T::kBlockK, T::kStages, T::kConsumerWGs, T::kClusterM,
+                                 T::kClusterN},
+                      kThreads, kSmemBytes, T::kProducerRegs, T::kConsumerRegs};
   }
 
   __device__ void operator()(Params const& params, char* smem_buf) const {
@@ -74,7 +76,11 @@ struct MoeGemmKernel {
       Mainloop::prefetch_descriptors(params.mainloop);
     }
     cutlass::arch::fence_barrier_init();
-    __syncthreads();
+    // In a cluster the partners' barriers must be initialised before anyone multicasts or
+    // arrives remotely.
+    if constexpr (kClusterSize > 1) cute::cluster_sync();
+    else __syncthreads();
+    const int cta_rank = kClusterSize > 1 ? static_cast<int>(cute::block_rank_in_cluster()) : 0;
 
     Pipeline pipe{&ss.pipe};
     Tensor sA = make_tensor(make_smem_ptr(ss.a.data()), typename T::SmemLayoutA{});
@@ -85,10 +91,11 @@ struct MoeGemmKernel {
       // Producer: give registers away; lane 0 of warp 0 loads, the rest is done.
       cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
       if (threadIdx.x == 0) {
-        Scheduler sched(params.counts, params.offsets, params.experts, params.n_blocks);
+        Scheduler sched(params.counts, params.offsets, params.experts, params.n_blocks, cta_rank);
         State write = Pipeline::producer_start();
         WorkTile tile;
-        while (sched.next(tile)) mainloop.load(params.mainloop, pipe, write, tile, sA, sB);
+        while (sched.next(tile)) mainloop.load(params.mainloop, pipe, write, tile, cta_rank, sA, sB);
+        if constexpr (kClusterSize > 1) pipe.producer_tail(write);
       }
     } else {
       cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
@@ -99,7 +106,7 @@ struct MoeGemmKernel {
       const int wn = wg % T::kWgN;
       Epilogue::consumer_init(wn);
       const Epilogue epilogue{};
-      Scheduler sched(params.counts, params.offsets, params.experts, params.n_blocks);
+      Scheduler sched(params.counts, params.offsets, params.experts, params.n_blocks, cta_rank);
       State read{};
       WorkTile tile;
       while (sched.next(tile)) {
@@ -120,12 +127,14 @@ __global__ void __launch_bounds__(Kernel::kThreads, 1)
 #endif
 }
 
-// Upper bound of the tile count without reading the device counts: every expert adds at most
-// one partial m-block.
+// Upper bound of the CTA tile count without reading the device counts: every expert adds at
+// most one partial cluster m-block.
 template <class Kernel>
 long long moe_max_tiles(MoeGemmParams const& p) {
-  constexpr int bm = Kernel::T::kBlockM;
-  return (static_cast<long long>(p.m_total) / bm + p.experts) * Kernel::n_blocks(p);
+  constexpr int bm = Kernel::T::kBlockM * Kernel::T::kClusterM;
+  constexpr int cn = Kernel::T::kClusterN;
+  return (static_cast<long long>(p.m_total) / bm + p.experts) * ((Kernel::n_blocks(p) + cn - 1) / cn) *
+         Kernel::kClusterSize;
 }
 
 // Host: builds the TMA descriptors and launches the persistent grid on `stream`. The
@@ -148,7 +157,32 @@ cudaError_t launch_moe_gemm(MoeGemmParams const& p, typename Kernel::Epilogue::P
   auto* fn = moe_gemm_kernel<Kernel>;
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
   if (e != cudaSuccess) return e;
-  fn<<<ctas, Kernel::kThreads, Kernel::kSmemBytes, stream>>>(kp);
+  if constexpr (Kernel::kClusterSize == 1) {
+    fn<<<ctas, Kernel::kThreads, Kernel::kSmemBytes, stream>>>(kp);
+  } else {
+    constexpr int cs = Kernel::kClusterSize;
+    cudaLaunchConfig_t cfg{};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = cs;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.blockDim = dim3(Kernel::kThreads, 1, 1);
+    cfg.dynamicSmemBytes = Kernel::kSmemBytes;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    // Persistent: no more clusters than can be resident at once (GPCs may not split evenly).
+    cfg.gridDim = dim3(static_cast<unsigned>((ctas + cs - 1) / cs * cs), 1, 1);
+    int resident = 0;
+    e = cudaOccupancyMaxActiveClusters(&resident, fn, &cfg);
+    if (e != cudaSuccess) return e;
+    int clusters = (ctas + cs - 1) / cs;
+    if (resident > 0 && clusters > resident) clusters = resident;
+    cfg.gridDim = dim3(static_cast<unsigned>(clusters * cs), 1, 1);
+    e = cudaLaunchKernelEx(&cfg, fn, kp);
+    if (e != cudaSuccess) return e;
+  }
   return cudaGetLastError();
 }
 
@@ -158,6 +192,7 @@ cudaError_t launch_moe_gemm(MoeGemmParams const& p, cudaStream_t stream) {
 }
 
 template <TileConfig kTile, bool kGateUp, template <class> class EpiloguePolicy>
-using ShippedKernel = MoeGemmKernel<MoeTraits<kTile.block_m, kTile.block_n, kTile.stages, kGateUp>, EpiloguePolicy>;
+using ShippedKernel = MoeGemmKernel<
+    MoeTraits<kTile.block_m, kTile.block_n, kTile.stages, kGateUp, kTile.cluster_m, kTile.cluster_n>, EpiloguePolicy>;
 
 }  // namespace xstage::kernels::moe

@@ -11,17 +11,24 @@ namespace xstage::kernels::moe {
 
 // A CTA computes block_m x block_n of the output with two consumer warp groups, each owning a
 // 64 x 128 piece (block 128 x 128: the groups split M; block 64 x 256: they split N). K moves
-// in blocks of 128 (the scale granularity) through `stages` shared-memory buffers.
+// in blocks of 128 (the scale granularity) through `stages` shared-memory buffers. Clusters
+// of cluster_m x cluster_n CTAs multicast the shared operand (A along n, B along m).
 struct TileConfig {
   int block_m;
   int block_n;
   int block_k;
   int stages;
   int consumer_warpgroups;
+  int cluster_m = 1;
+  int cluster_n = 1;
 };
 
 inline constexpr TileConfig kTileM128N128{128, 128, 128, 5, 2};
 inline constexpr TileConfig kTileM64N256{64, 256, 128, 4, 2};
+inline constexpr TileConfig kTileM128N128C2x1{128, 128, 128, 5, 2, 2, 1};
+inline constexpr TileConfig kTileM128N128C1x2{128, 128, 128, 5, 2, 1, 2};
+inline constexpr TileConfig kTileM128N128C2x2{128, 128, 128, 5, 2, 2, 2};
+inline constexpr TileConfig kTileM64N256C2x1{64, 256, 128, 4, 2, 2, 1};
 
 struct KernelInfo {
   TileConfig tile;
@@ -34,12 +41,21 @@ struct KernelInfo {
 // W8A8, bf16 output [m_total, n].
 cudaError_t moe_w8a8_bf16_m128n128(const MoeGemmParams& p, cudaStream_t stream);
 cudaError_t moe_w8a8_bf16_m64n256(const MoeGemmParams& p, cudaStream_t stream);
+// Clusters: 2 x 1 share B (two m-blocks of one expert), 1 x 2 share A, 2 x 2 both.
+cudaError_t moe_w8a8_bf16_m128n128_c2x1(const MoeGemmParams& p, cudaStream_t stream);
+cudaError_t moe_w8a8_bf16_m128n128_c1x2(const MoeGemmParams& p, cudaStream_t stream);
+cudaError_t moe_w8a8_bf16_m128n128_c2x2(const MoeGemmParams& p, cudaStream_t stream);
 // W8A8 Linear-1 with gate/up fused (B rows [0, n/2) gate, [n/2, n) up): out = fp8
 // quantise(silu(gate) * up * row_weight) per token per 128 channels, out_scales as a_scales.
 cudaError_t moe_w8a8_swiglu_m64n256(const MoeGemmParams& p, cudaStream_t stream);
+cudaError_t moe_w8a8_swiglu_m64n256_c2x1(const MoeGemmParams& p, cudaStream_t stream);
 
 KernelInfo moe_w8a8_bf16_m128n128_info();
 KernelInfo moe_w8a8_bf16_m64n256_info();
 KernelInfo moe_w8a8_swiglu_m64n256_info();
+KernelInfo moe_w8a8_bf16_m128n128_c2x1_info();
+KernelInfo moe_w8a8_bf16_m128n128_c1x2_info();
+KernelInfo moe_w8a8_bf16_m128n128_c2x2_info();
+KernelInfo moe_w8a8_swiglu_m64n256_c2x1_info();
 
 }  // namespace xstage::kernels::moe

@@ -44,7 +44,11 @@ enum class NamedBarrierId : uint32_t {
 
 // kGateUp: B rows of chunk c come from [c * n/2 + n_block * 128, ...): chunk 0 = gate, chunk 1
 // = up rows of the same 128 output channels (Linear-1 with a fused SwiGLU epilogue).
-template <int kBlockM_, int kBlockN_, int kStages_, bool kGateUp_>
+// Clusters (kClusterM x kClusterN CTAs, rank = cm + kClusterM * cn): the CTAs of a cluster
+// row (same cm, same m-block) share A, those of a cluster column (same cn) share B. Each
+// loads its 1/kClusterN slice of the A chunk and 1/kClusterM slice of the B chunks and
+// multicasts it to its partners, which cuts the L2 -> shared memory traffic per CTA.
+template <int kBlockM_, int kBlockN_, int kStages_, bool kGateUp_, int kClusterM_ = 1, int kClusterN_ = 1>
 struct MoeTraits {
   using Element = cutlass::float_e4m3_t;
   static constexpr int kBlockM = kBlockM_;
@@ -58,6 +62,12 @@ struct MoeTraits {
   static constexpr int kConsumerThreads = 128 * kConsumerWGs;
   static constexpr int kConsumerWarps = kConsumerThreads / 32;
   static constexpr int kThreads = 128 + kConsumerThreads;
+  static constexpr int kClusterM = kClusterM_;
+  static constexpr int kClusterN = kClusterN_;
+  static constexpr int kClusterSize = kClusterM * kClusterN;
+  static_assert(kClusterSize >= 1 && kClusterSize <= 4 && (kClusterM == 1 || kClusterM == 2) &&
+                    (kClusterN == 1 || kClusterN == 2), "clusters of 1, 2 or 2 x 2 CTAs");
+  static_assert(!kGateUp_ || kClusterN == 1, "gate/up tiles pair along M only (no dummy n-blocks)");
   static constexpr int kProducerRegs = 40;
   static constexpr int kConsumerRegs = 232;
   static_assert(kConsumerWGs == 2, "two consumer warp groups (64 x 128 each)");
@@ -77,14 +87,16 @@ struct MoeTraits {
   using StrideA = Stride<int64_t, _1>;
   using ShapeB = Shape<int32_t, int32_t, int32_t>;
   using StrideB = Stride<int64_t, _1, int64_t>;
-  using TmaA = decltype(make_tma_copy(SM90_TMA_LOAD{},
+  using TmaOpA = cute::conditional_t<(kClusterN > 1), SM90_TMA_LOAD_MULTICAST, SM90_TMA_LOAD>;
+  using TmaOpB = cute::conditional_t<(kClusterM > 1), SM90_TMA_LOAD_MULTICAST, SM90_TMA_LOAD>;
+  using TmaA = decltype(make_tma_copy(TmaOpA{},
                                       make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeA{},
                                                   StrideA{}),
-                                      take<0, 2>(SmemLayoutA{}), Shape<_64, Int<kBlockK>>{}, _1{}));
-  using TmaB = decltype(make_tma_copy(SM90_TMA_LOAD{},
+                                      take<0, 2>(SmemLayoutA{}), Shape<_64, Int<kBlockK>>{}, Int<kClusterN>{}));
+  using TmaB = decltype(make_tma_copy(TmaOpB{},
                                       make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeB{},
                                                   StrideB{}),
-                                      take<0, 2>(SmemLayoutB{}), Shape<_128, Int<kBlockK>>{}, _1{}));
+                                      take<0, 2>(SmemLayoutB{}), Shape<_128, Int<kBlockK>>{}, Int<kClusterM>{}));
 
   static constexpr uint32_t kBytesA = 64 * kBlockK;   // one A chunk (fp8)
   static constexpr uint32_t kBytesB = 128 * kBlockK;  // one B chunk
@@ -99,7 +111,7 @@ struct MoeMainloop {
   using Element = typename T::Element;
   static constexpr int kStages = T::kStages;
   static constexpr int kBlockK = T::kBlockK;
-  using Pipeline = TmaPipeline<kStages>;
+  using Pipeline = TmaPipeline<kStages, T::kClusterSize>;
   using State = PipeState<kStages>;
 
   struct Params {
@@ -121,8 +133,10 @@ struct MoeMainloop {
                             make_stride(static_cast<int64_t>(p.k), _1{}));
     Tensor mB = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.b)), shape_b,
                             make_stride(static_cast<int64_t>(p.k), _1{}, static_cast<int64_t>(p.n) * p.k));
-    auto tma_a = make_tma_copy(SM90_TMA_LOAD{}, mA, take<0, 2>(typename T::SmemLayoutA{}), Shape<_64, Int<kBlockK>>{}, _1{});
-    auto tma_b = make_tma_copy(SM90_TMA_LOAD{}, mB, take<0, 2>(typename T::SmemLayoutB{}), Shape<_128, Int<kBlockK>>{}, _1{});
+    auto tma_a = make_tma_copy(typename T::TmaOpA{}, mA, take<0, 2>(typename T::SmemLayoutA{}),
+                               Shape<_64, Int<kBlockK>>{}, Int<T::kClusterN>{});
+    auto tma_b = make_tma_copy(typename T::TmaOpB{}, mB, take<0, 2>(typename T::SmemLayoutB{}),
+                               Shape<_128, Int<kBlockK>>{}, Int<T::kClusterM>{});
     return Params{tma_a, tma_b, shape_a, shape_b, p.a_scales, p.b_scales, p.m_total, p.n, p.k / kBlockK};
   }
 
@@ -139,14 +153,23 @@ struct MoeMainloop {
   }
 
   // ---------------------------------------------------------------------------------
-  // Producer (lane 0 of the producer warp): every K block of the tile into the ring.
+  // Producer (lane 0 of the producer warp): every K block of the tile into the ring. In a
+  // cluster, this CTA loads its slice of the shared chunks and multicasts it; the full
+  // barrier still expects the whole stage (the partners' slices land here too).
   template <class SmemA, class SmemB>
-  __device__ void load(Params const& mp, Pipeline const& pipe, State& write, WorkTile const& t, SmemA& sA,
-                       SmemB& sB) const {
+  __device__ void load(Params const& mp, Pipeline const& pipe, State& write, WorkTile const& t, int cta_rank,
+                       SmemA& sA, SmemB& sB) const {
+    const int cm = cta_rank % T::kClusterM;
+    const int cn = cta_rank / T::kClusterM;
+    uint16_t mask_a = 0, mask_b = 0;  // CTAs sharing this CTA's A (same cm) / B (same cn)
+    CUTE_UNROLL
+    for (int j = 0; j < T::kClusterN; ++j) mask_a |= static_cast<uint16_t>(1u << (cm + T::kClusterM * j));
+    CUTE_UNROLL
+    for (int i = 0; i < T::kClusterM; ++i) mask_b |= static_cast<uint16_t>(1u << (i + T::kClusterM * cn));
     Tensor mA = mp.tma_a.get_tma_tensor(mp.shape_a);                   // (m_total, k)
     Tensor mB = mp.tma_b.get_tma_tensor(mp.shape_b)(_, _, t.expert);   // (n, k)
-    auto cta_a = mp.tma_a.get_slice(_0{});
-    auto cta_b = mp.tma_b.get_slice(_0{});
+    auto cta_a = mp.tma_a.get_slice(cn);
+    auto cta_b = mp.tma_b.get_slice(cm);
     Tensor tAsA = group_modes<0, 3>(cta_a.partition_D(sA));  // (TMA, chunk slot)
     Tensor tBsB = group_modes<0, 3>(cta_b.partition_D(sB));  // (TMA, chunk slot)
     Tensor gB = local_tile(mB, Shape<_128, Int<kBlockK>>{}, make_coord(_, _));  // (128, K, n/128, kb)
@@ -163,11 +186,11 @@ struct MoeMainloop {
         // Expert rows start anywhere: offset the coordinate tensor to the chunk's first row.
         Tensor gA = local_tile(domain_offset(make_coord(t.row_begin + 64 * c, 0), mA), Shape<_64, Int<kBlockK>>{},
                                make_coord(_0{}, kb));
-        copy(mp.tma_a.with(full), group_modes<0, 3>(cta_a.partition_S(gA)), tAsA(_, write.index * T::kWgM + c));
+        copy(mp.tma_a.with(full, mask_a), group_modes<0, 3>(cta_a.partition_S(gA)), tAsA(_, write.index * T::kWgM + c));
       }
       CUTE_UNROLL
       for (int c = 0; c < T::kWgN; ++c)
-        copy(mp.tma_b.with(full, 0, TMA::CacheHintSm90::EVICT_LAST), tBgB(_, b_blk[c], kb),
+        copy(mp.tma_b.with(full, mask_b, TMA::CacheHintSm90::EVICT_LAST), tBgB(_, b_blk[c], kb),
              tBsB(_, write.index * T::kWgN + c));
       write.advance();
     }

@@ -1,6 +1,9 @@
 // The TMA -> shared-memory ring of the MoE GEMM: `kStages` buffers, each with a full barrier
 // (one producer arrival + the TMA transaction bytes) and an empty barrier (one arrival per
-// consumer warp once its wgmma on the buffer completed). Every wait is bounded: a
+// consumer warp once its wgmma on the buffer completed). In a cluster of kClusterSize CTAs
+// that multicast into each other's buffers, a buffer may only be refilled once the consumers
+// of every CTA released it: each consumer warp arrives on the empty barrier of every CTA of
+// the cluster (lane i on CTA i), so the count is warps x cluster size. Every wait is bounded: a
 // synchronisation bug traps (cudaErrorLaunchFailure) instead of hanging the GPU.
 #pragma once
 #include <cstdint>
@@ -36,7 +39,7 @@ struct PipeState {
   }
 };
 
-template <int kStages>
+template <int kStages, int kClusterSize = 1>
 struct TmaPipeline {
   struct Storage {
     uint64_t full[kStages];
@@ -48,7 +51,7 @@ struct TmaPipeline {
   __device__ static void init(Storage& st, int consumer_warps) {
     for (int i = 0; i < kStages; ++i) {
       cutlass::arch::ClusterTransactionBarrier::init(&st.full[i], 1);
-      cutlass::arch::ClusterBarrier::init(&st.empty[i], consumer_warps);
+      cutlass::arch::ClusterBarrier::init(&st.empty[i], consumer_warps * kClusterSize);
     }
   }
   // The producer starts at phase 1: every buffer starts empty.
@@ -63,7 +66,20 @@ struct TmaPipeline {
   __device__ void consumer_wait(PipeState<kStages> st) const { bounded_wait(&s->full[st.index], st.phase); }
   // Every consumer thread, after its warp group's wgmma reading the buffer has completed.
   __device__ void consumer_release(PipeState<kStages> st) const {
-    if ((threadIdx.x & 31u) == 0u) cutlass::arch::ClusterBarrier::arrive(&s->empty[st.index]);
+    const uint32_t lane = threadIdx.x & 31u;
+    if constexpr (kClusterSize == 1) {
+      if (lane == 0u) cutlass::arch::ClusterBarrier::arrive(&s->empty[st.index]);
+    } else {
+      cutlass::arch::ClusterBarrier::arrive(&s->empty[st.index], lane, lane < static_cast<uint32_t>(kClusterSize));
+    }
+  }
+  // Producer, after its last load: wait until every buffer was released by all consumers of
+  // the cluster, so no peer arrives on (or multicasts into) this CTA after it exited.
+  __device__ void producer_tail(PipeState<kStages> st) const {
+    for (int i = 0; i < kStages; ++i) {
+      bounded_wait(&s->empty[st.index], st.phase);
+      st.advance();
+    }
   }
 };
 

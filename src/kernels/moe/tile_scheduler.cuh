@@ -1,7 +1,11 @@
 // Persistent tile scheduler over the experts of a grouped GEMM. The tile list is expert by
 // expert; expert e contributes ceil(counts[e] / block_m) m-blocks x n_blocks tiles (none when
-// it has no tokens). Grid = min(#SMs, upper bound of the tile count); CTA i takes tiles
-// i, i + grid, ... Every role of a CTA (producer, consumer warp groups) runs its own copy of
+// it has no tokens). With clusters of kClusterM x kClusterN CTAs the list holds cluster tiles
+// of kClusterM m-blocks x kClusterN n-blocks; CTA (cm, cn) of the cluster takes m-block
+// kClusterM * sm + cm and n-block kClusterN * sn + cn (past the expert's rows or past n: a
+// dummy tile that loads and computes, so the multicast partners stay in step, and stores
+// nothing). Grid = min(#SMs, upper bound of the tile count); cluster i takes cluster tiles
+// i, i + #clusters, ... Every role of a CTA (producer, consumer warp groups) runs its own copy of
 // the scheduler and sees the same sequence; a copy walks the experts forward only, reading
 // counts/offsets from global memory as it goes (the tile index only grows).
 //
@@ -18,13 +22,14 @@ struct WorkTile {
   int m_block;    // inside the expert
   int n_block;    // output tile column index (units of the tile's output width)
   int row_begin;  // first row of the tile in A / the output
-  int rows;       // valid rows: min(block_m, counts[e] - m_block * block_m) >= 1
+  int rows;       // valid rows: min(block_m, counts[e] - m_block * block_m); <= 0: dummy tile
 };
 
-template <int kBlockM>
+template <int kBlockM, int kClusterM = 1, int kClusterN = 1>
 struct GroupedScheduler {
   static constexpr int kBandRows = 2048;
-  static constexpr int kBandBlocks = kBandRows / kBlockM;
+  static constexpr int kBandBlocks = kBandRows / (kBlockM * kClusterM);  // in cluster m-blocks
+  static constexpr int kClusterSize = kClusterM * kClusterN;
 
   const int* counts;
   const int* offsets;
@@ -36,14 +41,18 @@ struct GroupedScheduler {
   int expert_tiles = 0;
   int expert_count = 0;
   int idx;
+  int stride;
+  int cm, cn;  // this CTA's place in its cluster
 
-  __device__ GroupedScheduler(const int* counts_, const int* offsets_, int experts_, int n_blocks_)
-      : counts(counts_), offsets(offsets_), experts(experts_), n_blocks(n_blocks_),
-        idx(static_cast<int>(blockIdx.x) - static_cast<int>(gridDim.x)) {}
+  __device__ GroupedScheduler(const int* counts_, const int* offsets_, int experts_, int n_blocks_, int cta_rank)
+      : counts(counts_), offsets(offsets_), experts(experts_), n_blocks((n_blocks_ + kClusterN - 1) / kClusterN),
+        stride(static_cast<int>(gridDim.x) / kClusterSize), cm(cta_rank % kClusterM), cn(cta_rank / kClusterM) {
+    idx = static_cast<int>(blockIdx.x) / kClusterSize - stride;
+  }
 
   // Advances to this CTA's next tile; false when there is none left.
   __device__ bool next(WorkTile& t) {
-    idx += static_cast<int>(gridDim.x);
+    idx += stride;
     while (idx >= expert_first + expert_tiles) {
       expert_first += expert_tiles;
       if (++expert >= experts) {
@@ -51,17 +60,17 @@ struct GroupedScheduler {
         return false;
       }
       expert_count = __ldg(counts + expert);
-      expert_tiles = (expert_count + kBlockM - 1) / kBlockM * n_blocks;
+      expert_tiles = (expert_count + kBlockM * kClusterM - 1) / (kBlockM * kClusterM) * n_blocks;
     }
     if (expert >= experts) return false;
-    const int m_blocks = (expert_count + kBlockM - 1) / kBlockM;
+    const int m_blocks = (expert_count + kBlockM * kClusterM - 1) / (kBlockM * kClusterM);  // cluster m-blocks
     const int local = idx - expert_first;
     const int band = local / (kBandBlocks * n_blocks);
     const int in_band = local - band * kBandBlocks * n_blocks;
     const int band_m = min(kBandBlocks, m_blocks - band * kBandBlocks);
     t.expert = expert;
-    t.m_block = band * kBandBlocks + in_band % band_m;
-    t.n_block = in_band / band_m;
+    t.m_block = (band * kBandBlocks + in_band % band_m) * kClusterM + cm;
+    t.n_block = (in_band / band_m) * kClusterN + cn;
     t.row_begin = __ldg(offsets + expert) + t.m_block * kBlockM;
     t.rows = min(kBlockM, expert_count - t.m_block * kBlockM);
     return true;
