@@ -24,8 +24,15 @@
 //       count read just before the first of them, for store-span records)
 // Optional (detected with requires-expressions, so LocalDestination needs none of them):
 //   void before_stores(EpilogueTile const& t) const;   one thread per warp group, before any
-//       store of the tile is issued (e.g. wait until the destination rank is ready)
+//       store of the tile is issued
 //   void kernel_start() const;                         thread 0 of CTA 0, once per launch
+//   void service_start() const; void publish(EpilogueTile const& t) const;
+//       a destination with these gets a *service thread* (lane 0 of the producer warp group's
+//       idle warp 1) that runs service_start() once (e.g. wait until every receiver is
+//       ready; the consumers' stores wait for it), then publish(t) for every slice of the CTA,
+//       in tile order, as soon as its warp group's stores are issued. The slow system-scope
+//       fence and flag update of publishing thus never stall a consumer warp group. The
+//       service thread moves no data.
 #pragma once
 #include <cstdint>
 
@@ -84,6 +91,21 @@ template <class D>
 concept HasBeforeStores = requires(D const& d, EpilogueTile const& t) { d.before_stores(t); };
 template <class D>
 concept HasKernelStart = requires(D const& d) { d.kernel_start(); };
+template <class D>
+concept HasService = requires(D const& d, EpilogueTile const& t) {
+  d.service_start();
+  d.publish(t);
+};
+
+// Shared-memory words of the consumer <-> service-thread handshake (see HasService).
+__device__ __forceinline__ uint32_t ld_acquire_cta(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.cta.shared.u32 %0, [%1];" : "=r"(v) : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(p))) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_cta(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.cta.shared.u32 [%0], %1;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(p))), "r"(v) : "memory");
+}
 
 template <class Traits, class Destination>
 struct TileStoreEpilogue {
@@ -109,8 +131,59 @@ struct TileStoreEpilogue {
   // Kernel-level hooks (kernel.cuh): once per launch, and once per mainloop step (none here:
   // this policy stores each tile right after its mainloop).
   static constexpr bool kHasStepHook = false;
+  static constexpr bool kHasServiceThread = HasService<Destination>;
   __device__ static void kernel_start(Params const& ep) {
     if constexpr (HasKernelStart<Destination>) ep.dest.kernel_start();
+  }
+
+  // Handshake words, in the 16-byte padding of staging rows no policy uses otherwise:
+  // row 64 wg + 2: slices of warp group wg whose stores are issued; row 3: receivers ready.
+  __device__ static uint32_t* slices_done_word(Element* smem_o, int wg) {
+    return reinterpret_cast<uint32_t*>(smem_o + (64 * wg + 2) * kSmemPitch + kHeadDim);
+  }
+  __device__ static uint32_t* ready_word(Element* smem_o) {
+    return reinterpret_cast<uint32_t*>(smem_o + 3 * kSmemPitch + kHeadDim);
+  }
+  // Thread 0, before the CTA's first __syncthreads.
+  __device__ static void init_shared(Element* smem_o) {
+    if constexpr (kHasServiceThread) {
+      for (int wg = 0; wg < kBlockM / 64; ++wg) *slices_done_word(smem_o, wg) = 0;
+      *ready_word(smem_o) = 0;
+    }
+  }
+
+  // The service thread (see HasService): lane 0 of one otherwise idle producer warp.
+  template <class Scheduler>
+  __device__ static void service(Params const& ep, Element* smem_o, Scheduler const& sched) {
+    if constexpr (kHasServiceThread) {
+      ep.dest.service_start();
+      st_release_cta(ready_word(smem_o), 1u);
+      uint32_t k = 0;
+      for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx), ++k) {
+        const WorkTile tile = sched.decode(idx);
+        for (int wg = 0; wg < kBlockM / 64; ++wg) {
+          // Consumers always finish their slices (every wait they run is bounded).
+          while (ld_acquire_cta(slices_done_word(smem_o, wg)) <= k) __nanosleep(64);
+          EpilogueTile t;
+          t.batch = tile.batch;
+          t.head = tile.head;
+          t.m_block = tile.m_block;
+          t.row_begin = tile.m_block * kBlockM + wg * 64;
+          t.row_end = min(t.row_begin + 64, ep.q_len);
+          ep.dest.publish(t);
+        }
+      }
+    }
+  }
+
+  // One thread of the warp group, after the group's stores of slice t were issued and the
+  // group synchronised: span record, and hand the slice to the service thread.
+  __device__ static void slice_stored(Params const& ep, Element* smem_o, EpilogueTile const& t, uint64_t cycles) {
+    ep.dest.tile_stored(t, cycles);
+    if constexpr (kHasServiceThread) {
+      uint32_t* w = slices_done_word(smem_o, (t.row_begin - t.m_block * kBlockM) / 64);
+      st_release_cta(w, *w + 1u);
+    }
   }
   __device__ void step(Params const&, Element const*) {}
   __device__ void finish(Params const&, Element const*) {}
@@ -120,13 +193,14 @@ struct TileStoreEpilogue {
   template <class FrgO, int kRows>
   __device__ void store(Params const& ep, Element* smem_o, FrgO const& tOrO, float const (&lse)[kRows],
                         WorkTile const& tile) const {
+    static_assert(!kHasServiceThread || Destination::kNeedsTileStoredHook, "the service thread needs slice_stored");
     const EpilogueTile t = stage(ep, smem_o, tOrO, lse, tile);
     const int tid = thread_in_wg();
     const uint64_t issue_begin = Destination::kNeedsTileStoredHook ? clock64() : 0;
     copy_out(ep, smem_o, t, tid, 0, kIters);
     if constexpr (Destination::kNeedsTileStoredHook) {
       cutlass::arch::NamedBarrier::sync(128, epilogue_barrier(t));
-      if (tid == 0) ep.dest.tile_stored(t, clock64() - issue_begin);
+      if (tid == 0) slice_stored(ep, smem_o, t, clock64() - issue_begin);
     }
   }
 
@@ -204,6 +278,12 @@ struct TileStoreEpilogue {
     }
     if constexpr (HasBeforeStores<Destination>) {
       if (tid == 0) ep.dest.before_stores(t);
+    }
+    if constexpr (kHasServiceThread) {
+      // Stores may start once the service thread saw every receiver ready (normally long
+      // before the first tile is done; its own wait is bounded, so this one is too).
+      if (tid == 0)
+        while (ld_acquire_cta(ready_word(smem_o)) == 0u) __nanosleep(32);
     }
     cutlass::arch::NamedBarrier::sync(128, bar);
     return t;

@@ -84,6 +84,7 @@ struct AttentionKernel {
     // The epilogue's once-per-launch hook (e.g. a remote destination announcing that this
     // rank's output may be written).
     if (blockIdx.x == 0 && threadIdx.x == 0) Epilogue::kernel_start(params.epilogue);
+    if (threadIdx.x == 0) Epilogue::init_shared(ss.o.data());
     __syncthreads();
 
     Pipeline pk{&ss.pipe_k};
@@ -101,6 +102,12 @@ struct AttentionKernel {
         State write = Pipeline::producer_start();
         for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx))
           mainloop.load(params.mainloop, pk, pv, ss.q_full, write, sched.decode(idx), sQ, sK, sVt);
+      } else if (warp == 1 && (threadIdx.x % 32) == 0) {
+        // The epilogue's service thread, if the policy has one (flags and fences only).
+        if constexpr (Epilogue::kHasServiceThread) {
+          const Scheduler sched(params.q_len, params.heads, params.batch);
+          Epilogue::service(params.epilogue, ss.o.data(), sched);
+        }
       }
     } else {
       cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();

@@ -105,13 +105,14 @@ struct MoeGemmKernel {
       const int wm = wg / T::kWgN;
       const int wn = wg % T::kWgN;
       Epilogue::consumer_init(wn);
+      Mainloop::consumer_init(params.mainloop.schedule, wg);
       const Epilogue epilogue{};
       Scheduler sched(params.counts, params.offsets, params.experts, params.n_blocks, cta_rank);
       State read{};
       WorkTile tile;
       while (sched.next(tile)) {
         Tensor acc = partition_fragment_C(typename T::TiledMma{}, Shape<_64, _128>{});
-        mainloop.mma(params.mainloop, pipe, read, tile, wt, wm, wn, sA, sB, acc);
+        mainloop.mma(params.mainloop, pipe, read, tile, params.mainloop.schedule, wt, wm, wn, sA, sB, acc);
         epilogue.store(params.epilogue, ss.epi.data(), acc, tile, wt, wm, wn);
       }
     }

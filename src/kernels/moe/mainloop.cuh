@@ -40,6 +40,7 @@ enum class NamedBarrierId : uint32_t {
   epilogue_wg0 = 0,  // 0..1: the 128 threads of consumer warp group w
   swiglu_full = 2,   // up-projection values staged for the gate warp group
   swiglu_free = 3,   // the gate warp group has read them: the staging may be rewritten
+  pingpong_wg0 = 4,  // 4..5: issue token of consumer warp group w
 };
 
 // kGateUp: B rows of chunk c come from [c * n/2 + n_block * 128, ...): chunk 0 = gate, chunk 1
@@ -124,6 +125,7 @@ struct MoeMainloop {
     int m_total;
     int n;
     int k_blocks;
+    int schedule;
   };
 
   static Params to_params(MoeGemmParams const& p) {
@@ -137,7 +139,7 @@ struct MoeMainloop {
                                Shape<_64, Int<kBlockK>>{}, Int<T::kClusterN>{});
     auto tma_b = make_tma_copy(typename T::TmaOpB{}, mB, take<0, 2>(typename T::SmemLayoutB{}),
                                Shape<_128, Int<kBlockK>>{}, Int<T::kClusterM>{});
-    return Params{tma_a, tma_b, shape_a, shape_b, p.a_scales, p.b_scales, p.m_total, p.n, p.k / kBlockK};
+    return Params{tma_a, tma_b, shape_a, shape_b, p.a_scales, p.b_scales, p.m_total, p.n, p.k / kBlockK, p.schedule};
   }
 
   __device__ static void prefetch_descriptors(Params const& mp) {
@@ -197,17 +199,39 @@ struct MoeMainloop {
   }
 
   // ---------------------------------------------------------------------------------
-  // Consumer: one warp group's 64 x 128 piece of the tile, fp32 result in `acc`.
-  // wt: thread index inside the warp group; (wm, wn): the piece.
+  // Consumer side. Schedules (MoeGemmParams::schedule, uniform over the launch):
+  //   kScheduleOverlap: two per-K-block accumulators; the wgmmas of block kb+1 are issued
+  //     before block kb is promoted (wait_group 1), so a warp group keeps the tensor core
+  //     busy while its CUDA cores promote;
+  //   kSchedulePingPong: the two consumer warp groups take turns issuing their wgmmas (a
+  //     token passed through named barriers), so their tensor-core work does not interleave
+  //     and one promotes while the other's wgmmas run.
+  static constexpr int kScheduleOverlap = 1;
+  static constexpr int kSchedulePingPong = 2;
+
+  __device__ static void pingpong_sync(int wg) {
+    cutlass::arch::NamedBarrier::sync(256, static_cast<uint32_t>(NamedBarrierId::pingpong_wg0) + wg);
+  }
+  __device__ static void pingpong_pass(int wg) {
+    cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::pingpong_wg0) + (wg ^ 1));
+  }
+  // Once per consumer thread at kernel start: warp group 0 holds the first token.
+  __device__ static void consumer_init(int schedule, int wg) {
+    if ((schedule & kSchedulePingPong) && wg == 0)
+      cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::pingpong_wg0));
+  }
+
+  // One warp group's 64 x 128 piece of the tile, fp32 result (scales applied) in `acc`.
+  // wt: thread index inside the warp group; (wm, wn): the piece; wg = its warp group.
   template <class SmemA, class SmemB, class Frg>
-  __device__ void mma(Params const& mp, Pipeline const& pipe, State& read, WorkTile const& t, int wt, int wm, int wn,
-                      SmemA const& sA, SmemB const& sB, Frg& acc) const {
+  __device__ void mma(Params const& mp, Pipeline const& pipe, State& read, WorkTile const& t, int schedule, int wt,
+                      int wm, int wn, SmemA const& sA, SmemB const& sB, Frg& acc) const {
     typename T::TiledMma tiled_mma;
     auto thr = tiled_mma.get_slice(wt);
     Tensor tCrA = thr.partition_fragment_A(sA);  // (MMA, 1, 4, chunk slot) descriptors
     Tensor tCrB = thr.partition_fragment_B(sB);  // (MMA, 1, 4, chunk slot)
-    Tensor part = partition_fragment_C(tiled_mma, Shape<_64, _128>{});  // this K block, unscaled
-    static_assert(decltype(size(part))::value == 64);
+    const int wg = wm * T::kWgN + wn;
+    const bool pingpong = (schedule & kSchedulePingPong) != 0;
 
     // Accumulator rows of this thread inside the piece: r0 and r0 + 8 (m64nNk32 C layout:
     // value index bit 1 selects the +8 row).
@@ -219,17 +243,18 @@ struct MoeMainloop {
     const bool b_ok = brow < mp.n;
     const float* sb = mp.b_scales + (static_cast<int64_t>(t.expert) * (mp.n / 128) + (b_ok ? brow / 128 : 0)) * mp.k_blocks;
 
-    clear(acc);
-    for (int kb = 0; kb < mp.k_blocks; ++kb) {
-      // Scales of this K block: loaded now, used after the wgmma (which hides the latency).
+    // Scales of K block kb, loaded when its wgmmas are issued and used after they complete.
+    auto load_scales = [&](int kb, float& c0, float& c1) {
       const float* sa = sa0 + static_cast<int64_t>(kb) * mp.m_total;
-      const float s_a0 = ok0 ? __ldg(sa) : 0.f;
-      const float s_a1 = ok1 ? __ldg(sa + 8) : 0.f;
       const float s_b = b_ok ? __ldg(sb + kb) : 0.f;
-
-      pipe.consumer_wait(read);
-      const int slot_a = read.index * T::kWgM + wm;
-      const int slot_b = read.index * T::kWgN + wn;
+      c0 = (ok0 ? __ldg(sa) : 0.f) * s_b;
+      c1 = (ok1 ? __ldg(sa + 8) : 0.f) * s_b;
+    };
+    auto issue = [&](auto& part, State st) {
+      pipe.consumer_wait(st);
+      if (pingpong) pingpong_sync(wg);
+      const int slot_a = st.index * T::kWgM + wm;
+      const int slot_b = st.index * T::kWgN + wn;
       warpgroup_fence_operand(part);
       warpgroup_arrive();
       tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
@@ -239,15 +264,62 @@ struct MoeMainloop {
         tiled_mma.accumulate_ = GMMA::ScaleOut::One;
       }
       warpgroup_commit_batch();
-      warpgroup_wait<0>();
+      if (pingpong) pingpong_pass(wg);
+    };
+    auto promote = [&](auto& part, float c0, float c1) {
       warpgroup_fence_operand(part);
-      pipe.consumer_release(read);
-      read.advance();
-
-      const float c0 = s_a0 * s_b;
-      const float c1 = s_a1 * s_b;
       CUTE_UNROLL
       for (int i = 0; i < size(part); ++i) acc(i) += part(i) * ((i & 2) ? c1 : c0);
+    };
+
+    clear(acc);
+    const int kbs = mp.k_blocks;
+    Tensor p0 = partition_fragment_C(tiled_mma, Shape<_64, _128>{});  // one K block, unscaled
+    static_assert(decltype(size(p0))::value == 64);
+    if (schedule & kScheduleOverlap) {
+      Tensor p1 = partition_fragment_C(tiled_mma, Shape<_64, _128>{});
+      State st_issue = read;
+      float c00, c01, c10, c11;  // scales of the blocks in p0 / p1
+      load_scales(0, c00, c01);
+      issue(p0, st_issue);
+      st_issue.advance();
+      for (int kb = 0; kb < kbs; kb += 2) {
+        // Block kb is in p0.
+        if (kb + 1 < kbs) {
+          load_scales(kb + 1, c10, c11);
+          issue(p1, st_issue);
+          st_issue.advance();
+          warpgroup_wait<1>();
+        } else {
+          warpgroup_wait<0>();
+        }
+        pipe.consumer_release(read);
+        read.advance();
+        promote(p0, c00, c01);
+        if (kb + 1 >= kbs) break;
+        // Block kb + 1 is in p1.
+        if (kb + 2 < kbs) {
+          load_scales(kb + 2, c00, c01);
+          issue(p0, st_issue);
+          st_issue.advance();
+          warpgroup_wait<1>();
+        } else {
+          warpgroup_wait<0>();
+        }
+        pipe.consumer_release(read);
+        read.advance();
+        promote(p1, c10, c11);
+      }
+    } else {
+      for (int kb = 0; kb < kbs; ++kb) {
+        float c0, c1;
+        load_scales(kb, c0, c1);
+        issue(p0, read);
+        warpgroup_wait<0>();
+        pipe.consumer_release(read);
+        read.advance();
+        promote(p0, c0, c1);
+      }
     }
   }
 };

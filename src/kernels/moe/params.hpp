@@ -35,6 +35,9 @@ struct MoeGemmParams {
   const float* row_weights = nullptr;  // SwiGLU: fp32 [m_total] router weight of each row
 
   int num_ctas = 0;  // persistent grid; 0: one CTA per SM
+  // Consumer schedule (mainloop.cuh): bit 0 = issue block kb+1 before promoting block kb
+  // (two per-block accumulators), bit 1 = the consumer warp groups take turns issuing.
+  int schedule = 3;
 };
 
 }  // namespace xstage::kernels::moe

@@ -1,8 +1,9 @@
 // Where the Ulysses kernels put a finished O slice (a warp group's 64 rows of a tile): the
 // Destination policies plugged into the attention epilogue (kernels/attention/epilogue.cuh).
 //   RemoteDestination  (fused, fused-shaped): each row straight into its owner rank's output
-//                      [B, S/P, H, D] over NVLink (local rows locally); afterwards the row
-//                      count goes to each receiver's counter (release, system scope).
+//                      [B, S/P, H, D] over NVLink (local rows locally); afterwards the
+//                      epilogue's service thread adds the row count to each receiver's
+//                      counter (fence + release, system scope), off the consumers' path.
 //   FlaggedLocalDestination (comm-sm): rows into this GPU's [B, S, H/P, D] scratch; afterwards
 //                      the slice's flag is set to the epoch, for the copier CTAs.
 #pragma once
@@ -78,9 +79,11 @@ struct RemoteDestination {
   }
   __device__ float* lse_destination(EpilogueTile const&, int) const { return nullptr; }
   __device__ void kernel_start() const { announce_ready(u); }
-  __device__ void before_stores(EpilogueTile const& t) const { wait_receivers_ready(u, t.row_begin, t.row_end); }
+  // Service thread (epilogue.cuh, HasService): receivers ready before any store; each
+  // slice's rows published after its stores.
+  __device__ void service_start() const { wait_receivers_ready(u, 0, u.rows_per_rank * u.world); }
+  __device__ void publish(EpilogueTile const& t) const { publish_rows(u, t.row_begin, t.row_end); }
   __device__ void tile_stored(EpilogueTile const& t, uint64_t issue_cycles) const {
-    publish_rows(u, t.row_begin, t.row_end);
     if (u.spans != nullptr) u.spans[slice_index(u, t)] = issue_cycles;
   }
 };

@@ -13,13 +13,28 @@ namespace {
 constexpr int kCopierThreads = 256;
 
 // One CTA per dedicated SM walks the slices c, c + grid, ... (the order the attention CTAs
-// finish them in, roughly), waits for each slice's flag, copies its rows to their owner and
-// publishes them. 16-bit elements; rows are head_dim * 2 bytes (a multiple of 16).
+// finish them in, roughly), waits for each slice's flag, copies its rows to their owner.
+// Rows are published in batches: the system-scope fence before a counter update waits for
+// this SM's stores to land, so it runs only when the next slice is not ready yet, after 8
+// slices, and at the end - not once per slice. 16-bit elements; rows are head_dim * 2
+// bytes (a multiple of 16).
 __global__ void __launch_bounds__(kCopierThreads) tile_copier_kernel(UlyssesArgs u, const char* local, int q_len) {
   if (blockIdx.x == 0 && threadIdx.x == 0) announce_ready(u);
   const int vecs_per_row = u.head_dim * 2 / 16;
   const int64_t row_bytes = int64_t(u.head_dim) * 2;
   const int n = u.num_slices();
+  uint64_t pending[kMaxRanks] = {};  // rows copied but not yet published, per receiver (thread 0)
+  int unpublished = 0;
+  auto publish = [&]() {
+    dev::fence_sys();
+    for (int r = 0; r < u.world; ++r)
+      if (pending[r] != 0) {
+        dev::flag_add_release(u.counter[r], pending[r]);
+        pending[r] = 0;
+      }
+    unpublished = 0;
+  };
+  bool ready_seen = false;
   for (int s = blockIdx.x; s < n; s += gridDim.x) {
     const int wg = s % u.consumer_wgs;
     const int tile = s / u.consumer_wgs;
@@ -32,7 +47,8 @@ __global__ void __launch_bounds__(kCopierThreads) tile_copier_kernel(UlyssesArgs
     if (row_begin >= row_end) continue;
     if (threadIdx.x == 0) {
       dev::wait_geq(&u.slice_flags[s], u.epoch, u.status, WaitId::ulysses_tile, u.rank, u.timeout_ns);
-      wait_receivers_ready(u, row_begin, row_end);
+      if (!ready_seen) wait_receivers_ready(u, 0, u.rows_per_rank * u.world);
+      ready_seen = true;
     }
     __syncthreads();
     const int total = (row_end - row_begin) * vecs_per_row;
@@ -46,8 +62,15 @@ __global__ void __launch_bounds__(kCopierThreads) tile_copier_kernel(UlyssesArgs
       *reinterpret_cast<uint4*>(static_cast<char*>(d.ptr) + c * 16) = v;
     }
     __syncthreads();
-    if (threadIdx.x == 0) publish_rows(u, row_begin, row_end);
+    if (threadIdx.x == 0) {
+      for (int r = row_begin / u.rows_per_rank; r <= (row_end - 1) / u.rows_per_rank; ++r)
+        pending[r] += min(row_end, (r + 1) * u.rows_per_rank) - max(row_begin, r * u.rows_per_rank);
+      const int next = s + gridDim.x;
+      const bool next_ready = next < n && dev::flag_load_acquire(&u.slice_flags[next]) >= u.epoch;
+      if (++unpublished >= 8 || !next_ready) publish();
+    }
   }
+  if (threadIdx.x == 0 && unpublished > 0) publish();
 }
 
 __global__ void receive_wait_kernel(UlyssesArgs u, uint64_t target) {
