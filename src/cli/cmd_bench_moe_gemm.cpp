@@ -56,6 +56,7 @@ struct BenchFlags {
   int num_ctas = 0;
   int block_m = 0;
   std::vector<std::string> clusters{"planned"};  // planned, 1x1, 2x1, 1x2, 2x2
+  std::vector<int> schedules{-1};                // consumer schedule override (-1: default)
   std::string json_out;
 };
 
@@ -125,6 +126,7 @@ Problem problem(const Model& m, const std::string& op) {
 
 struct Result {
   std::string model, op, instantiation, cluster;
+  int schedule;
   int hidden, intermediate, experts, tokens, m, n, k;
   double median_us, min_us, max_us, p10_us, p90_us, tflops, tflops_best;
   int iters, sets;
@@ -136,7 +138,7 @@ struct Patterns {
 };
 
 Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, int tokens, std::pair<int, int> cluster,
-                 size_t rotate_bytes, const Patterns& pat, const DeviceMem& backlog, size_t backlog_bytes,
+                 int schedule, size_t rotate_bytes, const Patterns& pat, const DeviceMem& backlog, size_t backlog_bytes,
                  cudaStream_t stream) {
   const int experts = bench_experts(md, tokens, fl.expert_bytes_mib * 1048576.0);
   const int m = experts * tokens;
@@ -188,6 +190,7 @@ Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, int t
   a.num_ctas = fl.num_ctas;
   a.cluster_m = cluster.first;
   a.cluster_n = cluster.second;
+  a.schedule = schedule;
   auto set_args = [&](int i) {
     a.a = bufs[i].a->p;
     a.a_scales = static_cast<const float*>(bufs[i].sa->p);
@@ -241,6 +244,7 @@ Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, int t
   const auto inst = ops::select_moe_instantiation(a);
   r.instantiation = inst.name;
   r.cluster = std::to_string(inst.cluster_m) + "x" + std::to_string(inst.cluster_n);
+  r.schedule = schedule < 0 ? ops::kMoeDefaultSchedule : schedule;
   r.hidden = md.hidden;
   r.intermediate = md.intermediate;
   r.experts = experts;
@@ -290,6 +294,8 @@ void run_bench(const BenchFlags& fl) {
   if (models.empty()) throw InvalidArgument("bench moe-gemm: --models matched none of the seven models");
   for (const auto& op : fl.ops) problem(*models.front(), op);  // throws for unknown ops
   for (const auto& c : fl.clusters) parse_cluster(c);
+  for (int sch : fl.schedules)
+    if (sch < -1 || sch > 3) throw InvalidArgument(fmt::format("bench moe-gemm: --schedule {} must be -1..3", sch));
 
   int dev = 0;
   XS_CUDA(cudaGetDevice(&dev), "selecting the GPU");
@@ -312,7 +318,7 @@ void run_bench(const BenchFlags& fl) {
               "runs after %d warm-up, inputs rotate over >= %.0f MiB\n",
               prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1048576.0, fl.iters, fl.warmup,
               rotate_bytes / 1048576.0);
-  std::printf("%s", fmt::format("#{:>17} {:>10} {:>6} {:>4} {:>6} {:>6} {:>6} {:>25} {:>10} {:>9} {:>9} {:>6}\n",
+  std::printf("%s", fmt::format("#{:>17} {:>10} {:>6} {:>4} {:>6} {:>6} {:>6} {:>28} {:>10} {:>9} {:>9} {:>6}\n",
                                 "model", "op", "tokens", "E", "n", "k", "sets", "instantiation", "time(us)",
                                 "TFLOP/s", "best", "#wrong")
                         .c_str());
@@ -337,14 +343,17 @@ void run_bench(const BenchFlags& fl) {
             continue;
           }
         }
-        Result r = bench_one(fl, *md, pb, t, cluster, rotate_bytes, pat, backlog, backlog_bytes, stream);
+        for (int sch : fl.schedules) {
+        Result r = bench_one(fl, *md, pb, t, cluster, sch, rotate_bytes, pat, backlog, backlog_bytes, stream);
         results.push_back(r);
-        std::printf("%s", fmt::format(" {:>17} {:>10} {:>6} {:>4} {:>6} {:>6} {:>6} {:>25} {:>10.1f} {:>9.1f} {:>9.1f} "
+        std::printf("%s", fmt::format(" {:>17} {:>10} {:>6} {:>4} {:>6} {:>6} {:>6} {:>28} {:>10.1f} {:>9.1f} {:>9.1f} "
                                       "{:>6}\n",
-                                      r.model, r.op, r.tokens, r.experts, r.n, r.k, r.sets, r.instantiation,
+                                      r.model, r.op, r.tokens, r.experts, r.n, r.k, r.sets,
+                                      r.instantiation + "/s" + std::to_string(r.schedule),
                                       r.median_us, r.tflops, r.tflops_best, r.nonfinite)
                               .c_str());
         std::fflush(stdout);
+        }
       }
   cudaStreamDestroy(stream);
 
@@ -371,7 +380,7 @@ void run_bench(const BenchFlags& fl) {
                     {"intermediate", r.intermediate}, {"experts", r.experts},
                     {"tokens_per_expert", r.tokens}, {"m", r.m},
                     {"n", r.n},                  {"k", r.k},
-                    {"instantiation", r.instantiation}, {"cluster", r.cluster},
+                    {"instantiation", r.instantiation}, {"cluster", r.cluster}, {"schedule", r.schedule},
                     {"median_us", r.median_us},
                     {"min_us", r.min_us},        {"max_us", r.max_us},
                     {"p10_us", r.p10_us},        {"p90_us", r.p90_us},
@@ -417,6 +426,10 @@ void add_moe_gemm_bench_command(CLI::App& app) {
   cmd->add_option("--block-m", fl->block_m, "Force the bf16 tile height (0: planned from tokens per expert)")
       ->capture_default_str();
   cmd->add_option("--cluster", fl->clusters, "Cluster shapes to run: planned, 1x1, 2x1, 1x2, 2x2 (unshipped ones skipped)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--schedule", fl->schedules,
+                  "Consumer schedules to run (-1: default; bit 0: overlap next K block, bit 1: ping-pong)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--num-ctas", fl->num_ctas, "Persistent grid size (0: one CTA per SM)")->capture_default_str();

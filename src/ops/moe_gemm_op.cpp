@@ -113,6 +113,7 @@ km::MoeGemmParams to_params(const MoeGemmArgs& a) {
   p.out_scales = a.out_scales;
   p.row_weights = a.row_weights;
   p.num_ctas = a.num_ctas;
+  p.schedule = a.schedule < 0 ? kMoeDefaultSchedule : a.schedule;
   return p;
 }
 
@@ -178,6 +179,8 @@ void validate(const MoeGemmArgs& a) {
     throw InvalidArgument(fmt::format(
         "moe gemm: cluster {}x{} must be 0x0 (planned) or 1 or 2 in each dimension", a.cluster_m, a.cluster_n));
   if (a.num_ctas < 0) throw InvalidArgument(fmt::format("moe gemm: num_ctas {} must be >= 0", a.num_ctas));
+  if (a.schedule < -1 || a.schedule > 3)
+    throw InvalidArgument(fmt::format("moe gemm: schedule {} must be -1 (default) or 0..3", a.schedule));
   find_entry(a);  // a forced block_m must be shipped for this epilogue
   check_pointer("a", a.a, 16, "TMA");
   check_pointer("b", a.b, 16, "TMA");

@@ -173,6 +173,7 @@ TEST(MoeGemmValidate, EachProblemHasItsMessage) {
   expect_invalid_args([](auto& a) { a.block_m = 128; }, "no w8a8 swiglu_fp8 kernel with block_m 128 and cluster",
                       MoeEpilogue::swiglu_fp8);
   expect_invalid_args([](auto& a) { a.num_ctas = -2; }, "num_ctas -2");
+  expect_invalid_args([](auto& a) { a.schedule = 4; }, "schedule 4 must be -1 (default) or 0..3");
   expect_invalid_args([](auto& a) { a.cluster_m = 2; }, "cluster 2x0 must be 0x0 (planned) or 1 or 2");
   expect_invalid_args([](auto& a) { a.cluster_m = 4; a.cluster_n = 1; }, "cluster 4x1 must be");
   expect_invalid_args([](auto& a) { a.cluster_m = 1; a.cluster_n = 2; }, "no w8a8 swiglu_fp8 kernel with block_m 64 and cluster 1x2",

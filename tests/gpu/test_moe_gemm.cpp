@@ -47,6 +47,7 @@ struct Case {
   int num_ctas = 0;
   int cluster_m = 0;  // 0: planned
   int cluster_n = 0;
+  int schedule = -1;  // -1: default
 };
 
 float bf16_to_float(uint16_t h) {
@@ -113,6 +114,7 @@ void run_case(const Case& c, uint64_t seed) {
   args.num_ctas = c.num_ctas;
   args.cluster_m = c.cluster_m;
   args.cluster_n = c.cluster_n;
+  args.schedule = c.schedule;
   ops::moe_gemm(args, s);
   XS_CUDA(cudaDeviceSynchronize(), "running the moe gemm " + c.name);
   reference_grouped_gemm(a.as<uint8_t>(), sa.as<float>(), b.as<uint8_t>(), sb.as<float>(), c.counts, offsets, m, c.n,
@@ -252,6 +254,20 @@ TEST(MoeGemmGpu, ClustersMulticastWithDummyTiles) {
   run_case({"gaps_2ctas_swiglu_c2x1", MoeEpilogue::swiglu_fp8, 512, 1024, {3, 270, 0, 140}, {5, 0, 17, 3, 9}, 64, 2, 2,
             1},
            503);
+}
+
+// Every consumer schedule (overlap on/off x ping-pong on/off), odd K-block counts included
+// (k = 1408: 11 blocks; k = 640: 5), plain, clustered and SwiGLU tiles.
+TEST(MoeGemmGpu, EveryConsumerSchedule) {
+  XS_REQUIRE_GPUS(1);
+  for (int sch = 0; sch < 4; ++sch) {
+    const std::string tag = "_s" + std::to_string(sch);
+    run_case({"l2_m128" + tag, MoeEpilogue::bf16, 1408, 640, kUneven, {}, 128, 0, 1, 1, sch}, 600 + sch);
+    run_case({"l2_m64" + tag, MoeEpilogue::bf16, 1408, 1408, kUneven, {}, 64, 3, 1, 1, sch}, 610 + sch);
+    run_case({"l1_c2x2" + tag, MoeEpilogue::bf16, 1024, 1408, kUneven, {}, 128, 4, 2, 2, sch}, 620 + sch);
+    run_case({"l1_swiglu_c2x1" + tag, MoeEpilogue::swiglu_fp8, 1024, 1408, kUneven, {}, 64, 0, 2, 1, sch}, 630 + sch);
+    run_case({"l1_swiglu" + tag, MoeEpilogue::swiglu_fp8, 512, 128, {1, 0, 65, 3}, {}, 64, 1, 1, 1, sch}, 640 + sch);
+  }
 }
 
 TEST(MoeGemmGpu, NoRowsLaunchesNothing) {

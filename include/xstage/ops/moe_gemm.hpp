@@ -55,7 +55,12 @@ struct MoeGemmArgs {
   int cluster_m = 0;
   int cluster_n = 0;
   int num_ctas = 0;  // persistent grid; 0: one CTA per SM
+  // Consumer schedule, a tuning override: -1 = default; bit 0 = issue the next K block's
+  // wgmmas before promoting the current one, bit 1 = consumer warp groups take turns.
+  int schedule = -1;
 };
+
+inline constexpr int kMoeDefaultSchedule = 3;
 
 // Throws xstage::InvalidArgument with one line naming the first problem: unsupported
 // quantisation or epilogue, non-positive sizes, n or k not multiples of 128 (n/2 for SwiGLU),
