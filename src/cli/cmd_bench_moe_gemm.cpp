@@ -285,8 +285,8 @@ void run_bench(const BenchFlags& fl) {
   if (fl.warmup < 0) throw InvalidArgument("bench moe-gemm: --warmup must be >= 0");
   for (int t : fl.tokens)
     if (t < 1) throw InvalidArgument(fmt::format("bench moe-gemm: tokens per expert {} must be >= 1", t));
-  if (fl.block_m != 0 && fl.block_m != 64 && fl.block_m != 128)
-    throw InvalidArgument(fmt::format("bench moe-gemm: --block-m {} must be 0, 64 or 128", fl.block_m));
+  if (fl.block_m != 0 && fl.block_m != 64 && fl.block_m != 128 && fl.block_m != 192)
+    throw InvalidArgument(fmt::format("bench moe-gemm: --block-m {} must be 0, 64, 128 or 192", fl.block_m));
   std::vector<const Model*> models;
   for (const Model& m : kModels)
     if (fl.models.empty() || std::find(fl.models.begin(), fl.models.end(), m.name) != fl.models.end())

@@ -64,6 +64,8 @@ const Entry kEntries[] = {
      km::moe_w8a8_bf16_m128n128_c2x2_info},
     {MoeQuant::w8a8, MoeEpilogue::bf16, 64, 1, 1, "w8a8_bf16_m64n256", km::moe_w8a8_bf16_m64n256,
      km::moe_w8a8_bf16_m64n256_info},
+    {MoeQuant::w8a8, MoeEpilogue::bf16, 192, 1, 1, "w8a8_bf16_m192n128", km::moe_w8a8_bf16_m192n128,
+     km::moe_w8a8_bf16_m192n128_info},
     {MoeQuant::w8a8, MoeEpilogue::swiglu_fp8, 64, 1, 1, "w8a8_swiglu_m64n256", km::moe_w8a8_swiglu_m64n256,
      km::moe_w8a8_swiglu_m64n256_info},
     {MoeQuant::w8a8, MoeEpilogue::swiglu_fp8, 64, 2, 1, "w8a8_swiglu_m64n256_c2x1", km::moe_w8a8_swiglu_m64n256_c2x1,
@@ -75,12 +77,10 @@ int tokens_per_expert(const MoeGemmArgs& a) {
   return a.experts > 0 ? a.m_total / a.experts : 0;
 }
 
-// Pairs of CTAs multicasting the weights (2 x 1) once an expert has two m-blocks; the bf16
-// 64-row tile (few tokens) runs alone.
-MoeCluster cluster_for(MoeEpilogue epilogue, int tokens, int block_m) {
-  if (tokens <= block_m || (epilogue == MoeEpilogue::bf16 && block_m == 64)) return MoeCluster{1, 1};
-  return MoeCluster{2, 1};
-}
+// Clusters are shipped (forced through cluster_m x cluster_n) but not planned: on the H200
+// the multicast variants measured no faster than 1 x 1 (docs/moe-gemm.md), so the rate is
+// not bound by L2 reads.
+MoeCluster cluster_for(MoeEpilogue, int, int) { return MoeCluster{1, 1}; }
 
 const Entry& find_entry(const MoeGemmArgs& a) {
   const int tokens = tokens_per_expert(a);
@@ -92,7 +92,7 @@ const Entry& find_entry(const MoeGemmArgs& a) {
       return e;
   throw InvalidArgument(fmt::format(
       "moe gemm: no {} {} kernel with block_m {} and cluster {}x{} (shipped: bf16 m64 1x1, bf16 m128 1x1/2x1/1x2/2x2, "
-      "swiglu_fp8 m64 1x1/2x1)",
+      "bf16 m192 1x1, swiglu_fp8 m64 1x1/2x1)",
       moe_quant_name(a.quant), moe_epilogue_name(a.epilogue), bm, c.m, c.n));
 }
 
@@ -121,7 +121,11 @@ km::MoeGemmParams to_params(const MoeGemmArgs& a) {
 
 int plan_block_m(MoeEpilogue epilogue, int tokens) {
   if (epilogue == MoeEpilogue::swiglu_fp8) return 64;
-  return tokens <= 64 ? 64 : 128;
+  if (tokens <= 64) return 64;
+  // 192-row tiles move 1.2x fewer bytes into shared memory per FLOP than 128-row tiles (the
+  // measured limit); take them when that outweighs their extra padding rows.
+  const auto fill = [tokens](int bm) { return static_cast<double>(tokens) / (((tokens + bm - 1) / bm) * bm); };
+  return 1.2 * fill(192) > fill(128) ? 192 : 128;
 }
 
 MoeCluster plan_cluster(MoeEpilogue epilogue, int tokens) {
@@ -172,8 +176,8 @@ void validate(const MoeGemmArgs& a) {
     throw InvalidArgument(fmt::format("moe gemm: an expert's weight ({} x {}) exceeds the TMA stride limit", a.n, a.k));
   if ((static_cast<long long>(a.m_total) / 64 + a.experts) * (a.n / 128) > kIntMax / 2)
     throw InvalidArgument("moe gemm: the tile count exceeds the kernel's int range");
-  if (a.block_m != 0 && a.block_m != 64 && a.block_m != 128)
-    throw InvalidArgument(fmt::format("moe gemm: block_m {} must be 0 (planned), 64 or 128", a.block_m));
+  if (a.block_m != 0 && a.block_m != 64 && a.block_m != 128 && a.block_m != 192)
+    throw InvalidArgument(fmt::format("moe gemm: block_m {} must be 0 (planned), 64, 128 or 192", a.block_m));
   if ((a.cluster_m == 0) != (a.cluster_n == 0) || a.cluster_m < 0 || a.cluster_n < 0 || a.cluster_m > 2 ||
       a.cluster_n > 2)
     throw InvalidArgument(fmt::format(

@@ -169,7 +169,9 @@ TEST(MoeGemmValidate, EachProblemHasItsMessage) {
                       MoeEpilogue::swiglu_fp8);
   expect_invalid_args([](auto& a) { a.m_total = 2000000000; }, "row index range");
   expect_invalid_args([](auto& a) { a.n = 1 << 20; a.k = 1 << 20; }, "TMA stride limit");
-  expect_invalid_args([](auto& a) { a.block_m = 96; }, "block_m 96 must be 0 (planned), 64 or 128");
+  expect_invalid_args([](auto& a) { a.block_m = 96; }, "block_m 96 must be 0 (planned), 64, 128 or 192");
+  expect_invalid_args([](auto& a) { a.block_m = 192; a.cluster_m = 2; a.cluster_n = 1; },
+                      "no w8a8 bf16 kernel with block_m 192 and cluster 2x1");
   expect_invalid_args([](auto& a) { a.block_m = 128; }, "no w8a8 swiglu_fp8 kernel with block_m 128 and cluster",
                       MoeEpilogue::swiglu_fp8);
   expect_invalid_args([](auto& a) { a.num_ctas = -2; }, "num_ctas -2");
@@ -224,7 +226,10 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 16), 64);
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 64), 64);
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 65), 128);
-  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 8192), 128);
+  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 128), 128);
+  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 256), 128);   // 192 would pad to 384
+  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 1024), 192);  // 6 x 192 = 1152: 0.89 x 1.2 > 1
+  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 8192), 192);
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::swiglu_fp8, 8192), 64);
 
   MoeGemmArgs a = good_args();
@@ -232,8 +237,8 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   a.m_total = 64 * 16;
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m64n256");
   a.m_total = 64 * 1024;
-  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n128_c2x1");
-  a.m_total = 64 * 128;  // one m-block per expert: no partner to share the weights with
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m192n128");
+  a.m_total = 64 * 128;
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n128");
   a.m_total = 64 * 1024;
   a.tokens_per_expert_hint = 16;  // the hint wins over m_total / experts
@@ -243,16 +248,16 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   a.cluster_m = 2;  // as does a forced cluster
   a.cluster_n = 2;
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n128_c2x2");
-  EXPECT_EQ(ops::select_moe_instantiation(good_args(MoeEpilogue::swiglu_fp8)).name, "w8a8_swiglu_m64n256_c2x1");
+  EXPECT_EQ(ops::select_moe_instantiation(good_args(MoeEpilogue::swiglu_fp8)).name, "w8a8_swiglu_m64n256");
   MoeGemmArgs s = good_args(MoeEpilogue::swiglu_fp8);
-  s.tokens_per_expert_hint = 64;
-  EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m64n256");
+  s.cluster_m = 2;
+  s.cluster_n = 1;
+  EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m64n256_c2x1");
 
-  EXPECT_EQ(ops::plan_cluster(MoeEpilogue::bf16, 16).m, 1);
-  EXPECT_EQ(ops::plan_cluster(MoeEpilogue::bf16, 128).m, 1);
-  EXPECT_EQ(ops::plan_cluster(MoeEpilogue::bf16, 129).m, 2);
-  EXPECT_EQ(ops::plan_cluster(MoeEpilogue::swiglu_fp8, 65).m, 2);
-  EXPECT_EQ(ops::plan_cluster(MoeEpilogue::swiglu_fp8, 65).n, 1);
+  for (int t : {16, 128, 129, 1024, 8192}) {
+    EXPECT_EQ(ops::plan_cluster(MoeEpilogue::bf16, t).m, 1);
+    EXPECT_EQ(ops::plan_cluster(MoeEpilogue::bf16, t).n, 1);
+  }
 }
 
 TEST(MoeGemmPlan, InstantiationsFitTheMachine) {
@@ -268,6 +273,14 @@ TEST(MoeGemmPlan, InstantiationsFitTheMachine) {
     EXPECT_GE(inst.stages, 4);
     EXPECT_LE(128 * inst.producer_regs + 256 * inst.consumer_regs, 65536);
   }
+  MoeGemmArgs b = good_args();
+  b.block_m = 192;
+  const auto big = ops::select_moe_instantiation(b);
+  EXPECT_EQ(big.block_m, 192);
+  EXPECT_EQ(big.consumer_warpgroups, 3);
+  EXPECT_EQ(big.threads, 512);
+  EXPECT_LE(big.smem_bytes, 227 * 1024);
+  EXPECT_LE(128 * big.producer_regs + 384 * big.consumer_regs, 65536);
   const auto sw = ops::select_moe_instantiation(good_args(MoeEpilogue::swiglu_fp8));
   EXPECT_EQ(sw.block_m, 64);
   EXPECT_EQ(sw.block_n, 256);

@@ -256,6 +256,18 @@ TEST(MoeGemmGpu, ClustersMulticastWithDummyTiles) {
            503);
 }
 
+// 192-row tiles (three consumer warp groups): uneven experts, gaps, few CTAs, both schedules.
+TEST(MoeGemmGpu, ThreeWarpGroupTiles) {
+  XS_REQUIRE_GPUS(1);
+  run_case({"dit_l2_m192", MoeEpilogue::bf16, 1408, 5632, kUneven, {}, 192, 0}, 701);
+  run_case({"ds_l1_m192", MoeEpilogue::bf16, 4096, 4096, {5, 0, 130, 257, 64, 1, 0, 400}, {}, 192, 0}, 702);
+  run_case({"gaps_3ctas_m192", MoeEpilogue::bf16, 512, 1024, {3, 270, 0, 140}, {5, 0, 17, 3, 9}, 192, 3}, 703);
+  run_case({"one_expert_3000_m192", MoeEpilogue::bf16, 1024, 768, {3000}, {}, 192, 0}, 704);
+  for (int sch = 0; sch < 4; ++sch)
+    run_case({"l2_m192_s" + std::to_string(sch), MoeEpilogue::bf16, 1408, 640, kUneven, {}, 192, 2, 1, 1, sch},
+             710 + sch);
+}
+
 // Every consumer schedule (overlap on/off x ping-pong on/off), odd K-block counts included
 // (k = 1408: 11 blocks; k = 640: 5), plain, clustered and SwiGLU tiles.
 TEST(MoeGemmGpu, EveryConsumerSchedule) {

@@ -25,6 +25,9 @@ struct TileConfig {
 
 inline constexpr TileConfig kTileM128N128{128, 128, 128, 5, 2};
 inline constexpr TileConfig kTileM64N256{64, 256, 128, 4, 2};
+// Three consumer warp groups along M: 25% fewer bytes into shared memory per FLOP than
+// 128 x 128 (40 KiB per 192 x 128 x 128 block instead of 32 KiB per 128 x 128 x 128).
+inline constexpr TileConfig kTileM192N128{192, 128, 128, 4, 3};
 inline constexpr TileConfig kTileM128N128C2x1{128, 128, 128, 5, 2, 2, 1};
 inline constexpr TileConfig kTileM128N128C1x2{128, 128, 128, 5, 2, 1, 2};
 inline constexpr TileConfig kTileM128N128C2x2{128, 128, 128, 5, 2, 2, 2};
@@ -41,6 +44,7 @@ struct KernelInfo {
 // W8A8, bf16 output [m_total, n].
 cudaError_t moe_w8a8_bf16_m128n128(const MoeGemmParams& p, cudaStream_t stream);
 cudaError_t moe_w8a8_bf16_m64n256(const MoeGemmParams& p, cudaStream_t stream);
+cudaError_t moe_w8a8_bf16_m192n128(const MoeGemmParams& p, cudaStream_t stream);
 // Clusters: 2 x 1 share B (two m-blocks of one expert), 1 x 2 share A, 2 x 2 both.
 cudaError_t moe_w8a8_bf16_m128n128_c2x1(const MoeGemmParams& p, cudaStream_t stream);
 cudaError_t moe_w8a8_bf16_m128n128_c1x2(const MoeGemmParams& p, cudaStream_t stream);
@@ -52,6 +56,7 @@ cudaError_t moe_w8a8_swiglu_m64n256_c2x1(const MoeGemmParams& p, cudaStream_t st
 
 KernelInfo moe_w8a8_bf16_m128n128_info();
 KernelInfo moe_w8a8_bf16_m64n256_info();
+KernelInfo moe_w8a8_bf16_m192n128_info();
 KernelInfo moe_w8a8_swiglu_m64n256_info();
 KernelInfo moe_w8a8_bf16_m128n128_c2x1_info();
 KernelInfo moe_w8a8_bf16_m128n128_c1x2_info();

@@ -37,10 +37,10 @@ using namespace cute;
 
 // Named barriers (user ids; CUTLASS adds its reserved count).
 enum class NamedBarrierId : uint32_t {
-  epilogue_wg0 = 0,  // 0..1: the 128 threads of consumer warp group w
-  swiglu_full = 2,   // up-projection values staged for the gate warp group
-  swiglu_free = 3,   // the gate warp group has read them: the staging may be rewritten
-  pingpong_wg0 = 4,  // 4..5: issue token of consumer warp group w
+  epilogue_wg0 = 0,  // 0..2: the 128 threads of consumer warp group w
+  swiglu_full = 3,   // up-projection values staged for the gate warp group
+  swiglu_free = 4,   // the gate warp group has read them: the staging may be rewritten
+  pingpong_wg0 = 5,  // 5..7: issue token of consumer warp group w
 };
 
 // kGateUp: B rows of chunk c come from [c * n/2 + n_block * 128, ...): chunk 0 = gate, chunk 1
@@ -69,9 +69,13 @@ struct MoeTraits {
   static_assert(kClusterSize >= 1 && kClusterSize <= 4 && (kClusterM == 1 || kClusterM == 2) &&
                     (kClusterN == 1 || kClusterN == 2), "clusters of 1, 2 or 2 x 2 CTAs");
   static_assert(!kGateUp_ || kClusterN == 1, "gate/up tiles pair along M only (no dummy n-blocks)");
-  static constexpr int kProducerRegs = 40;
-  static constexpr int kConsumerRegs = 232;
-  static_assert(kConsumerWGs == 2, "two consumer warp groups (64 x 128 each)");
+  // setmaxnreg budgets: two consumer warp groups get 232 registers (room for the second
+  // per-K-block accumulator of the overlap schedule), three get 160 (no overlap schedule).
+  static constexpr int kProducerRegs = kConsumerWGs == 2 ? 40 : 24;
+  static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 232 : 160;
+  static constexpr bool kOverlapAllowed = kConsumerWGs == 2;
+  static_assert(kConsumerWGs == 2 || (kConsumerWGs == 3 && kWgN == 1 && kClusterSize == 1),
+                "two consumer warp groups (64 x 128 each), or three along M (192 x 128)");
   static_assert(!kGateUp || kWgN == 2, "gate/up fusion pairs the two N chunks");
   static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "register file");
 
@@ -213,7 +217,8 @@ struct MoeMainloop {
     cutlass::arch::NamedBarrier::sync(256, static_cast<uint32_t>(NamedBarrierId::pingpong_wg0) + wg);
   }
   __device__ static void pingpong_pass(int wg) {
-    cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::pingpong_wg0) + (wg ^ 1));
+    const int next = wg + 1 == T::kConsumerWGs ? 0 : wg + 1;
+    cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::pingpong_wg0) + next);
   }
   // Once per consumer thread at kernel start: warp group 0 holds the first token.
   __device__ static void consumer_init(int schedule, int wg) {
@@ -276,7 +281,7 @@ struct MoeMainloop {
     const int kbs = mp.k_blocks;
     Tensor p0 = partition_fragment_C(tiled_mma, Shape<_64, _128>{});  // one K block, unscaled
     static_assert(decltype(size(p0))::value == 64);
-    if (schedule & kScheduleOverlap) {
+    if (T::kOverlapAllowed && (schedule & kScheduleOverlap)) {
       Tensor p1 = partition_fragment_C(tiled_mma, Shape<_64, _128>{});
       State st_issue = read;
       float c00, c01, c10, c11;  // scales of the blocks in p0 / p1
