@@ -124,15 +124,16 @@ struct AttentionKernel {
         float lse[kRows];
         // Once per key block, while that block's GEMMs run: the epilogue's step hook (a
         // policy that spreads the previous tile's stores over this mainloop issues a chunk).
-        auto step_hook = [&]() {
-          if constexpr (Epilogue::kHasStepHook) epilogue.step(params.epilogue, ss.o.data());
+        auto step_hook = [&](int steps_left) {
+          if constexpr (Epilogue::kHasStepHook) epilogue.step(params.epilogue, ss.o.data(), steps_left);
         };
         mainloop.mma(params.mainloop, pk, pv, ss.q_full, q_phase, read, tile, ct, sQ, sK, sVt, tOrO, softmax, lse,
                      &ss.pin[ct], step_hook);
         q_phase ^= 1u;
         epilogue.store(params.epilogue, ss.o.data(), tOrO, lse, tile);
+        // After the CTA's last tile: whatever the policy still holds leaves now.
+        if (!sched.valid(sched.next(idx))) epilogue.finish(params.epilogue, ss.o.data());
       }
-      epilogue.finish(params.epilogue, ss.o.data());
     }
   }
 };
