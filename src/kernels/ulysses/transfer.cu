@@ -12,18 +12,23 @@ namespace {
 
 constexpr int kCopierThreads = 256;
 
-// One CTA per dedicated SM walks the slices c, c + grid, ... (the order the attention CTAs
-// finish them in, roughly), waits for each slice's flag, copies its rows to their owner.
-// Rows are published in batches: the system-scope fence before a counter update waits for
-// this SM's stores to land, so it runs only when the next slice is not ready yet, after 8
-// slices, and at the end - not once per slice. 16-bit elements; rows are head_dim * 2
-// bytes (a multiple of 16).
+// The copier CTAs run on SMs the attention leaves free. Every warp works on its own
+// slices - warp w of CTA c takes slices (c * warps + w) + k * (grid * warps), roughly the
+// order the attention finishes them in - so several slices are in flight per SM: the wait
+// for a slice's flag and the copy of another overlap. A warp waits for the slice's flag,
+// copies its rows to their owner, and publishes rows in batches: the system-scope fence
+// before a counter update waits for the warp's stores to land, so it runs only when the
+// warp's next slice is not ready yet, after 8 slices, and at the end. 16-bit elements; rows
+// are head_dim * 2 bytes (a multiple of 16).
 __global__ void __launch_bounds__(kCopierThreads) tile_copier_kernel(UlyssesArgs u, const char* local, int q_len) {
   if (blockIdx.x == 0 && threadIdx.x == 0) announce_ready(u);
+  const int lane = threadIdx.x % 32;
+  const int warps = blockDim.x / 32;
   const int vecs_per_row = u.head_dim * 2 / 16;
   const int64_t row_bytes = int64_t(u.head_dim) * 2;
   const int n = u.num_slices();
-  uint64_t pending[kMaxRanks] = {};  // rows copied but not yet published, per receiver (thread 0)
+  const int stride = gridDim.x * warps;
+  uint64_t pending[kMaxRanks] = {};  // rows copied but not yet published, per receiver (lane 0)
   int unpublished = 0;
   auto publish = [&]() {
     dev::fence_sys();
@@ -35,7 +40,7 @@ __global__ void __launch_bounds__(kCopierThreads) tile_copier_kernel(UlyssesArgs
     unpublished = 0;
   };
   bool ready_seen = false;
-  for (int s = blockIdx.x; s < n; s += gridDim.x) {
+  for (int s = blockIdx.x * warps + threadIdx.x / 32; s < n; s += stride) {
     const int wg = s % u.consumer_wgs;
     const int tile = s / u.consumer_wgs;
     const int m_block = tile % u.num_m_blocks;
@@ -45,14 +50,15 @@ __global__ void __launch_bounds__(kCopierThreads) tile_copier_kernel(UlyssesArgs
     const int row_begin = m_block * u.block_m + wg * 64;
     const int row_end = min(row_begin + 64, q_len);
     if (row_begin >= row_end) continue;
-    if (threadIdx.x == 0) {
+    if (lane == 0) {
       dev::wait_geq(&u.slice_flags[s], u.epoch, u.status, WaitId::ulysses_tile, u.rank, u.timeout_ns);
       if (!ready_seen) wait_receivers_ready(u, 0, u.rows_per_rank * u.world);
       ready_seen = true;
     }
-    __syncthreads();
+    __syncwarp();
     const int total = (row_end - row_begin) * vecs_per_row;
-    for (int i = threadIdx.x; i < total; i += blockDim.x) {
+#pragma unroll 4
+    for (int i = lane; i < total; i += 32) {
       const int row = row_begin + i / vecs_per_row;
       const int c = i % vecs_per_row;
       // L2, not L1: the scratch is rewritten every call, this SM may hold stale lines.
@@ -61,16 +67,16 @@ __global__ void __launch_bounds__(kCopierThreads) tile_copier_kernel(UlyssesArgs
       RowSpan d = remote_row<uint16_t>(u, batch, head, row);
       *reinterpret_cast<uint4*>(static_cast<char*>(d.ptr) + c * 16) = v;
     }
-    __syncthreads();
-    if (threadIdx.x == 0) {
+    __syncwarp();
+    if (lane == 0) {
       for (int r = row_begin / u.rows_per_rank; r <= (row_end - 1) / u.rows_per_rank; ++r)
         pending[r] += min(row_end, (r + 1) * u.rows_per_rank) - max(row_begin, r * u.rows_per_rank);
-      const int next = s + gridDim.x;
+      const int next = s + stride;
       const bool next_ready = next < n && dev::flag_load_acquire(&u.slice_flags[next]) >= u.epoch;
       if (++unpublished >= 8 || !next_ready) publish();
     }
   }
-  if (threadIdx.x == 0 && unpublished > 0) publish();
+  if (lane == 0 && unpublished > 0) publish();
 }
 
 __global__ void receive_wait_kernel(UlyssesArgs u, uint64_t target) {
