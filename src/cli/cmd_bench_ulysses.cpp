@@ -6,10 +6,11 @@
 // python/compare_ulysses.py and python/plot_ulysses.py together with the PyTorch baseline
 // python/bench_ulysses_torch.py).
 //
-// Timing: before every timed call the ranks meet in a device-side barrier (untimed), then
-// each rank's CUDA events bracket the call on its stream; a call ends on a rank when its
-// shard is complete (the receive wait). Per variant: the median over iterations of each rank,
-// the maximum over ranks.
+// Timing: the variants are interleaved (every iteration runs each once, so clock and power
+// drift hit all alike); before every timed call the ranks meet in a device-side barrier
+// (untimed), then each rank's CUDA events bracket the call on its stream; a call ends on a
+// rank when its shard is complete (the receive wait). Per variant: the median over
+// iterations of each rank, the maximum over ranks.
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -165,19 +166,26 @@ nlohmann::json bench_point(Team& team, const Flags& fl, const model::Params& par
   };
   nlohmann::json times = nlohmann::json::object();
   nlohmann::json mismatches = nlohmann::json::object();
+  auto key_of = [](const std::string& row) {
+    return row == "comm-sm" ? std::string("comm_sm") : row == "fused-shaped" ? std::string("fused_shaped") : row;
+  };
+  // 1. Correctness (input set 0), every variant against serial's output bit for bit. A
+  //    variant that fails (e.g. a device timeout) is reported and left out of the timing;
+  //    after a timeout the ranks' counters no longer agree, so the point stops there.
+  std::vector<std::string> rows;
   bool failed = false;
   for (const std::string& row : kRows) {
-    if (failed) break;  // after a device timeout the ranks' counters no longer agree
-    std::vector<std::vector<double>> us(n);
+    if (failed) break;
+    if (row == "attention") {
+      rows.push_back(row);
+      continue;
+    }
     std::vector<unsigned long long> wrong(n, 0);
     try {
-    team.run([&](int i) {
-      cudaStream_t s = team.stream(i);
-      const TeamDevice td = team.device_view(i);
-      // Correctness first (set 0), against serial's output bit for bit.
-      if (row != "attention") {
+      team.run([&](int i) {
+        cudaStream_t s = team.stream(i);
         XS_CUDA(cudaMemsetAsync(op.output(i), 0xFF, op.output_bytes(), s), "poisoning the output");
-        XS_CUDA(kernels::launch_team_barrier(td, team.next_epoch(i), s), "bench barrier");
+        XS_CUDA(kernels::launch_team_barrier(team.device_view(i), team.next_epoch(i), s), "bench barrier");
         run_once(i, row, 0);
         std::vector<uint16_t> host(op.output_bytes() / 2);
         XS_CUDA(cudaMemcpyAsync(host.data(), op.output(i), op.output_bytes(), cudaMemcpyDeviceToHost, s), "reading");
@@ -185,44 +193,56 @@ nlohmann::json bench_point(Team& team, const Flags& fl, const model::Params& par
         team.check_device_status(i);
         if (row == "serial") ref[i] = host;
         for (size_t e = 0; e < host.size(); ++e) wrong[i] += host[e] != ref[i][e];
-      }
-      for (int w = 0; w < fl.warmup; ++w) run_once(i, row, w % sets);
-      std::vector<cudaEvent_t> ev(2 * fl.iters);
-      for (auto& e : ev) XS_CUDA(cudaEventCreate(&e), "creating events");
-      for (int it = 0; it < fl.iters; ++it) {
-        XS_CUDA(kernels::launch_team_barrier(td, team.next_epoch(i), s), "bench barrier");
-        XS_CUDA(cudaEventRecord(ev[2 * it], s), "recording");
-        run_once(i, row, it % sets);
-        XS_CUDA(cudaEventRecord(ev[2 * it + 1], s), "recording");
-      }
-      XS_CUDA(cudaStreamSynchronize(s), fmt::format("timing {} S={}", row, S));
-      team.check_device_status(i);
-      for (int it = 0; it < fl.iters; ++it) {
-        float ms = 0;
-        XS_CUDA(cudaEventElapsedTime(&ms, ev[2 * it], ev[2 * it + 1]), "reading events");
-        us[i].push_back(ms * 1e3);
-      }
-      for (auto& e : ev) cudaEventDestroy(e);
-    });
+      });
     } catch (const Error& e) {
-      // Reported in the JSON and on stderr; the remaining variants of this point are skipped.
       std::fprintf(stderr, "bench ulysses: %s S=%d failed: %s\n", row.c_str(), S, e.what());
       point["errors"][row] = e.what();
       failed = true;
       continue;
     }
-    Stats st;
-    for (int i = 0; i < n; ++i) {
-      st.median = std::max(st.median, quantile(us[i], 0.5));
-      st.p10 = std::max(st.p10, quantile(us[i], 0.1));
-      st.p90 = std::max(st.p90, quantile(us[i], 0.9));
-    }
-    const std::string key = row == "comm-sm" ? "comm_sm" : row == "fused-shaped" ? "fused_shaped" : row;
-    times[key] = {{"median", st.median}, {"p10", st.p10}, {"p90", st.p90}};
-    if (row != "attention") {
-      unsigned long long total = 0;
-      for (auto w : wrong) total += w;
-      mismatches[key] = total;
+    unsigned long long total = 0;
+    for (auto w : wrong) total += w;
+    mismatches[key_of(row)] = total;
+    rows.push_back(row);
+  }
+  // 2. Timing, interleaved: every iteration runs each variant once (device barrier, then
+  //    CUDA events around the call), so clock and power drift hit all variants alike.
+  std::vector<std::vector<std::vector<double>>> us(rows.size(), std::vector<std::vector<double>>(n));
+  if (!failed) {
+    team.run([&](int i) {
+      cudaStream_t s = team.stream(i);
+      const TeamDevice td = team.device_view(i);
+      for (int w = 0; w < fl.warmup; ++w)
+        for (const auto& row : rows) run_once(i, row, w % sets);
+      std::vector<cudaEvent_t> ev(2 * fl.iters * rows.size());
+      for (auto& e : ev) XS_CUDA(cudaEventCreate(&e), "creating events");
+      for (int it = 0; it < fl.iters; ++it)
+        for (size_t r = 0; r < rows.size(); ++r) {
+          const size_t k = 2 * (it * rows.size() + r);
+          XS_CUDA(kernels::launch_team_barrier(td, team.next_epoch(i), s), "bench barrier");
+          XS_CUDA(cudaEventRecord(ev[k], s), "recording");
+          run_once(i, rows[r], it % sets);
+          XS_CUDA(cudaEventRecord(ev[k + 1], s), "recording");
+        }
+      XS_CUDA(cudaStreamSynchronize(s), fmt::format("timing S={}", S));
+      team.check_device_status(i);
+      for (int it = 0; it < fl.iters; ++it)
+        for (size_t r = 0; r < rows.size(); ++r) {
+          const size_t k = 2 * (it * rows.size() + r);
+          float ms = 0;
+          XS_CUDA(cudaEventElapsedTime(&ms, ev[k], ev[k + 1]), "reading events");
+          us[r][i].push_back(ms * 1e3);
+        }
+      for (auto& e : ev) cudaEventDestroy(e);
+    });
+    for (size_t r = 0; r < rows.size(); ++r) {
+      Stats st;
+      for (int i = 0; i < n; ++i) {
+        st.median = std::max(st.median, quantile(us[r][i], 0.5));
+        st.p10 = std::max(st.p10, quantile(us[r][i], 0.1));
+        st.p90 = std::max(st.p90, quantile(us[r][i], 0.9));
+      }
+      times[key_of(rows[r])] = {{"median", st.median}, {"p10", st.p10}, {"p90", st.p90}};
     }
   }
   point["times_us"] = times;
@@ -352,7 +372,7 @@ void run(const Flags& fl) {
     j["sm_clock_ghz"] = ghz;
     j["model_params"] = params_used;
     j["config"] = {{"warmup", fl.warmup}, {"iters", fl.iters}, {"rotate_bytes", rotate_bytes},
-                   {"timing", "device barrier, then CUDA events around one call per rank; median per rank, max over ranks"}};
+                   {"timing", "variants interleaved per iteration; device barrier, then CUDA events around one call per rank; median per rank, max over ranks"}};
     j["results"] = results;
     std::ofstream f(fl.json_out);
     if (!f) throw Error("cannot write " + fl.json_out);

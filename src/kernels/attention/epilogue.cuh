@@ -162,8 +162,10 @@ struct TileStoreEpilogue {
       for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx), ++k) {
         const WorkTile tile = sched.decode(idx);
         for (int wg = 0; wg < kBlockM / 64; ++wg) {
-          // Consumers always finish their slices (every wait they run is bounded).
-          while (ld_acquire_cta(slices_done_word(smem_o, wg)) <= k) __nanosleep(64);
+          // Consumers always finish their slices (every wait they run is bounded). The
+          // back-off keeps this thread from taking issue slots from the consumers.
+          for (uint32_t ns = 32; ld_acquire_cta(slices_done_word(smem_o, wg)) <= k; ns = min(2 * ns, 1024u))
+            __nanosleep(ns);
           EpilogueTile t;
           t.batch = tile.batch;
           t.head = tile.head;

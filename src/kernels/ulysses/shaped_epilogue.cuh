@@ -1,26 +1,23 @@
 // fused-shaped: an epilogue policy that does not store a finished O slice at once. It stages
-// the slice in shared memory (as the plain policy does) and then, at every mainloop step of
-// the *next* tile, hands `chunk` of its rows to the TMA engine (one cp.async.bulk per row,
-// shared -> the owner rank's output over NVLink), so the remote stores leave in small bursts
-// separated by compute instead of one burst per tile. The chunk comes from the Burst-Gap
-// model (src/model/ulysses_plan.cpp): a chunk of all CTAs must fit the X-Stage and drain
-// within one step.
+// the slice in shared memory (as the plain policy does) and then issues `chunk_vecs` 16-byte
+// stores per thread at every mainloop step of the *next* tile, so the remote stores leave in
+// small bursts separated by compute instead of one burst per tile. chunk_vecs comes from the
+// Burst-Gap model (src/model/ulysses_plan.cpp): a chunk of all CTAs must fit the X-Stage
+// and drain within one step.
 //
-// Why bulk copies: the step hook runs inside the mainloop, where the consumer warp groups
-// have no registers to spare (a 16-byte st.global loop there made ptxas serialise the wgmma
-// instructions and halved the kernel's speed). A bulk copy is one instruction per row for
-// one lane, with three operands.
+// Register budget: the step hook runs inside the mainloop, where the consumer warp groups
+// have nothing to spare. So the policy keeps no state in registers (it lives in shared
+// memory), resolves the slice's destination once in store(), and leaves nothing to do after
+// the tile loop (code there made ptxas spill and serialise the wgmma instructions, which
+// halved the kernel's speed; the kernel flushes inside the loop, after the last tile).
 //
 // The staging rows of a warp group are not touched by the next mainloop (only by the next
 // store()), so they hold the pending slice. The chunk grows at the last steps of a short
-// mainloop so that every row has been issued when the mainloop ends; the copies' completion
-// is awaited one hook later (or in the next store()), then the slice goes to the service
-// thread for publication.
+// mainloop so that the slice has always left when the mainloop ends.
 #pragma once
 #include <cstdint>
 
 #include "kernels/attention/epilogue.cuh"
-#include "kernels/common/store.cuh"
 
 namespace xstage::kernels::ulysses {
 
@@ -32,37 +29,26 @@ struct ShapedTileEpilogue : attention::TileStoreEpilogue<Traits, Destination> {
   using EpilogueTile = attention::EpilogueTile;
   using RowSpan = attention::RowSpan;
   static constexpr bool kHasStepHook = true;
-  static constexpr int kRowBytes = Base::kHeadDim * static_cast<int>(sizeof(Element));
-  static constexpr int kVecsPerRow = kRowBytes / 16;  // the plan counts 16-byte stores per thread
   static_assert(Base::kSmemPitch - Base::kHeadDim >= 16 / static_cast<int>(sizeof(Element)),
                 "the pending-slice record lives in the staging rows' 16-byte padding");
 
-  // State of the warp group's pending slice, kept in shared memory, not in a register: the
-  // consumer warp groups have none to spare across the mainloop (one more live register made
-  // ptxas serialise the wgmma instructions and halved the kernel's speed). `issued` = rows
-  // already issued, or kAwaiting (all issued, completion not yet awaited), or kIdle. It and
-  // the slice's coordinates, resolved destination and span cycles live in the unused 16-byte
-  // padding of the warp group's staging rows 0, 1, 4, 5 (rows 2 and 3 carry the
-  // service-thread handshake, see epilogue.cuh). Only thread 0 of the group writes it, each
-  // write followed by a group barrier before anyone reads it again.
+  // State of the warp group's pending slice, in shared memory: `issued` = store iterations
+  // (128 x 16 B) already issued, or kIdle. It and the slice's coordinates, resolved
+  // destination and span cycles live in the unused 16-byte padding of the warp group's
+  // staging rows 0, 1, 4, 5 (rows 2 and 3 carry the service-thread handshake, see
+  // epilogue.cuh). Only thread 0 of the group writes it, each write followed by a group
+  // barrier before anyone reads it again.
   static constexpr int kIdle = 1 << 20;
-  static constexpr int kAwaiting = 1 << 19;
 
   // steps_left: hook calls left in this mainloop, this one included (1 = the last).
   __device__ void step(Params const& ep, Element* smem_o, int steps_left) {
     const int issued = *issued_slot(smem_o);
-    if (issued == kIdle) return;
-    if (issued == kAwaiting) {
-      complete(ep, smem_o);
-      return;
-    }
-    issue(ep, smem_o, issued, steps_left);
+    if (issued != kIdle) issue(ep, smem_o, issued, steps_left);
   }
+  // After the CTA's last tile (called inside the tile loop, see kernel.cuh).
   __device__ void finish(Params const& ep, Element* smem_o) {
     const int issued = *issued_slot(smem_o);
-    if (issued == kIdle) return;
-    if (issued != kAwaiting) issue(ep, smem_o, issued, 1);
-    complete(ep, smem_o);
+    if (issued != kIdle) issue(ep, smem_o, issued, 1);
   }
   // Thread 0, before the CTA's first __syncthreads (kernel.cuh): no slice pending.
   __device__ static void init_shared(Element* smem_o) {
@@ -73,11 +59,9 @@ struct ShapedTileEpilogue : attention::TileStoreEpilogue<Traits, Destination> {
   template <class FrgO, int kRows>
   __device__ void store(Params const& ep, Element* smem_o, FrgO const& tOrO, float const (&lse)[kRows],
                         attention::WorkTile const& tile) {
-    // Every row of the previous slice was issued by the mainloop's last hook call; its
-    // copies must have read the staging rows before stage() overwrites them.
-    if (*issued_slot(smem_o) == kAwaiting) complete(ep, smem_o);
+    // The mainloop's last hook call issued whatever was left of the previous slice.
+    if (*issued_slot(smem_o) != kIdle) __trap();
     const EpilogueTile t = Base::stage(ep, smem_o, tOrO, lse, tile);
-    dev::fence_proxy_async_smem();  // the staging writes, before the bulk copies read them
     // Thread 0 records the slice and resolves its destination once (the divisions and the
     // per-rank pointer lookup stay out of the mainloop); the barrier publishes the record.
     if (Base::thread_in_wg() == 0) {
@@ -96,7 +80,7 @@ struct ShapedTileEpilogue : attention::TileStoreEpilogue<Traits, Destination> {
         *r.stride = static_cast<int>(a.row_stride);
         *r.base1 = split < t.row_end ? static_cast<Element*>(ep.dest.destination(t, split).ptr) : nullptr;
       }
-      r.ints1[1] = t.row_begin < t.row_end ? 0 : kAwaiting;
+      r.ints1[1] = 0;
     }
     cutlass::arch::NamedBarrier::sync(128, Base::epilogue_barrier(t));
   }
@@ -128,51 +112,51 @@ struct ShapedTileEpilogue : attention::TileStoreEpilogue<Traits, Destination> {
     return r;
   }
 
-  // Issues the next rows: the planned chunk, or more when the steps left would not suffice.
+  // Issues the next 16-byte stores of the slice: the planned chunk per thread, or more when
+  // the steps left would not suffice. `issued` counts store iterations (128 x 16 B each).
   __device__ void issue(Params const& ep, Element* smem_o, int issued, int steps_left) {
     const int ct = Base::consumer_thread();
     const int wg = ct / 128;
     const int tid = ct % 128;
     const Record r = record(smem_o, wg * 64);
     const int row_begin = r.ints0[3];
-    const int rows = r.ints1[0] - row_begin;
-    const int chunk_rows = max(1, ep.dest.u.chunk_vecs * 128 / kVecsPerRow);
-    const int need = (rows - issued + steps_left - 1) / steps_left;
-    const int n = min(max(chunk_rows, need), rows - issued);
+    const int row_end = r.ints1[0];
+    constexpr int kIters = Base::kIters;
+    const int need = (kIters - issued + steps_left - 1) / steps_left;
+    const int end = min(issued + max(ep.dest.u.chunk_vecs, need), kIters);
     const bool record_spans = ep.dest.u.spans != nullptr;
     const uint64_t t0 = record_spans ? clock64() : 0;
-    if (tid < n) {
-      const int i = issued + tid;  // row of the slice this lane sends
+    const int split = *r.split;
+    const int64_t stride = *r.stride;
+    const Element* src_rows = smem_o + (wg * 64) * Base::kSmemPitch;
+#pragma unroll 1
+    for (int it = issued; it < end; ++it) {
+      const int idx = tid + it * 128;
+      const int i = idx / Base::kChunksPerRow;  // row of the slice
+      const int chunk = idx % Base::kChunksPerRow;
       const int row = row_begin + i;
-      const int split = *r.split;
-      Element* dst = row < split ? *r.base0 + int64_t(i) * *r.stride : *r.base1 + int64_t(row - split) * *r.stride;
-      dev::bulk_s2g(dst, smem_o + (wg * 64 + i) * Base::kSmemPitch, kRowBytes);
-      dev::bulk_commit();
+      if (row < row_end) {
+        const uint4 v = *reinterpret_cast<const uint4*>(src_rows + i * Base::kSmemPitch + chunk * Base::kElemsPerChunk);
+        Element* dst = row < split ? *r.base0 + i * stride : *r.base1 + (row - split) * stride;
+        *reinterpret_cast<uint4*>(dst + chunk * Base::kElemsPerChunk) = v;
+      }
     }
-    issued += n;
-    // Everyone has read the state; thread 0 writes the new one, seen after the next barrier
-    // (the mainloop's barriers, or the ones in store()/complete()).
+    // Everyone has read the state; thread 0 writes the new one.
     cutlass::arch::NamedBarrier::sync(128, static_cast<uint32_t>(attention::NamedBarrierId::epilogue_wg0) + wg);
     if (tid == 0) {
       if (record_spans) *r.cycles += clock64() - t0;
-      r.ints1[1] = issued == rows ? kAwaiting : issued;
+      if (end == kIters) {
+        const EpilogueTile t{r.ints0[0], r.ints0[1], r.ints0[2], row_begin, row_end};
+        Base::slice_stored(ep, smem_o, t, *r.cycles);
+        r.ints1[1] = kIdle;
+      } else {
+        r.ints1[1] = end;
+      }
     }
+    // The new state is visible to the whole group before anyone reads it again.
+    cutlass::arch::NamedBarrier::sync(128, static_cast<uint32_t>(attention::NamedBarrierId::epilogue_wg0) + wg);
   }
 
-  // All rows issued: wait for this thread's copies, then hand the slice to the service thread.
-  __device__ void complete(Params const& ep, Element* smem_o) {
-    dev::bulk_wait_all();
-    dev::fence_proxy_async_global();
-    const int ct = Base::consumer_thread();
-    const int wg = ct / 128;
-    cutlass::arch::NamedBarrier::sync(128, static_cast<uint32_t>(attention::NamedBarrierId::epilogue_wg0) + wg);
-    if (ct % 128 == 0) {
-      const Record r = record(smem_o, wg * 64);
-      const EpilogueTile t{r.ints0[0], r.ints0[1], r.ints0[2], r.ints0[3], r.ints1[0]};
-      Base::slice_stored(ep, smem_o, t, *r.cycles);
-      r.ints1[1] = kIdle;
-    }
-  }
 };
 
 }  // namespace xstage::kernels::ulysses
