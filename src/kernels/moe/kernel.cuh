@@ -1,6 +1,7 @@
 // The MoE grouped-GEMM kernel assembled from its parts: grouped persistent scheduler,
 // mainloop (TMA producer + FP8 wgmma consumers with fp32 promotion), epilogue policy. One
-// CTA per SM, 128 producer threads + 2 consumer warp groups, all shared memory in one struct.
+// CTA per SM, 128 producer threads + 2 or 3 consumer warp groups, all shared memory in one
+// struct; optionally clusters of 2 or 4 CTAs sharing operands by TMA multicast.
 // Included only by the launch_*.cu files, which instantiate it.
 #pragma once
 #include <cstdint>

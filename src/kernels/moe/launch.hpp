@@ -9,10 +9,11 @@
 
 namespace xstage::kernels::moe {
 
-// A CTA computes block_m x block_n of the output with two consumer warp groups, each owning a
-// 64 x 128 piece (block 128 x 128: the groups split M; block 64 x 256: they split N). K moves
-// in blocks of 128 (the scale granularity) through `stages` shared-memory buffers. Clusters
-// of cluster_m x cluster_n CTAs multicast the shared operand (A along n, B along m).
+// A CTA computes block_m x block_n of the output with two or three consumer warp groups, each
+// owning a 64 x 128 piece (block 128 x 128 / 192 x 128: the groups split M; block 64 x 256:
+// they split N). K moves in blocks of 128 (the scale granularity) through `stages`
+// shared-memory buffers. Clusters of cluster_m x cluster_n CTAs multicast the shared operand
+// (A along n, B along m).
 struct TileConfig {
   int block_m;
   int block_n;

@@ -1,5 +1,5 @@
 // W8A8 grouped GEMM, bf16 output, 128 x 128 tiles in clusters of 2x2 CTAs that multicast the
-// shared operand (2x1: B, 1x2: A, 2x2: both): many tokens per expert.
+// shared operand (2x1: B, 1x2: A, 2x2: both). Forced only (measured no faster than 1x1).
 #include "kernels/moe/kernel.cuh"
 
 namespace xstage::kernels::moe {

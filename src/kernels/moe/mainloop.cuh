@@ -2,8 +2,8 @@
 // copies), the producer (TMA loads of A and B per 128-wide K block) and the consumer (FP8
 // wgmma into a per-K-block accumulator, promoted into an fp32 accumulator with the scales).
 //
-// Roles: warp group 0 is the producer (lane 0 of warp 0 issues every TMA); warp groups 1..2
-// are consumers, each computing a 64 x 128 piece of the tile: piece (wm, wn) = rows
+// Roles: warp group 0 is the producer (thread 0 issues every TMA); warp groups 1..W (W = 2,
+// or 3 for 192-row tiles) are consumers, each computing a 64 x 128 piece of the tile: piece (wm, wn) = rows
 // [64 wm, 64 wm + 64) x columns [128 wn, 128 wn + 128). Shared memory holds A in 64 x 128
 // chunks and B in 128 x 128 chunks (128-byte swizzle, K-major, as FP8 wgmma needs); a stage
 // is kBlockM/64 A chunks + kBlockN/128 B chunks, so warp group (wm, wn) reads A chunk wm and
@@ -12,8 +12,8 @@
 // Precision (DeepGEMM's scheme): for each K block of 128 the four m64n128k32 wgmmas start
 // from zero, so the tensor core's reduced-precision FP8 accumulation only spans 128
 // products; the block result is then added into the fp32 accumulator, multiplied by
-// a_scale[row, kb] * b_scale[n block, kb]. The two consumer warp groups interleave: one
-// promotes on the CUDA cores while the other's wgmma runs.
+// a_scale[row, kb] * b_scale[n block, kb]. The consumer warp groups interleave: one
+// promotes on the CUDA cores while another's wgmma runs (see the schedules below).
 #pragma once
 #include <cstdint>
 
@@ -207,7 +207,7 @@ struct MoeMainloop {
   //   kScheduleOverlap: two per-K-block accumulators; the wgmmas of block kb+1 are issued
   //     before block kb is promoted (wait_group 1), so a warp group keeps the tensor core
   //     busy while its CUDA cores promote;
-  //   kSchedulePingPong: the two consumer warp groups take turns issuing their wgmmas (a
+  //   kSchedulePingPong: the consumer warp groups take turns issuing their wgmmas (a
   //     token passed through named barriers), so their tensor-core work does not interleave
   //     and one promotes while the other's wgmmas run.
   static constexpr int kScheduleOverlap = 1;
