@@ -394,20 +394,11 @@ void run_bench(const BenchFlags& fl) {
   }
 }
 
-// `bench` is shared with the other benchmarks: reuse it when another command created it.
-CLI::App* moe_bench_group(CLI::App& app) {
-  auto found = app.get_subcommands([](CLI::App* s) { return s->get_name() == "bench"; });
-  if (!found.empty()) return found.front();
-  auto* b = app.add_subcommand("bench", "Benchmarks of xstage's kernels (TFLOP/s tables, JSON)");
-  b->require_subcommand(1);
-  return b;
-}
-
 }  // namespace
 
 void add_moe_gemm_bench_command(CLI::App& app) {
   auto fl = std::make_shared<BenchFlags>();
-  auto* cmd = moe_bench_group(app)->add_subcommand(
+  auto* cmd = bench_group(app)->add_subcommand(  // the `bench` group shared with the other benchmarks
       "moe-gemm",
       "TFLOP/s of the W8A8 MoE grouped GEMM for the expert shapes of the seven Mega-MoE models,\n"
       "Linear-1 (n = 2 x intermediate, k = hidden; SwiGLU+fp8 or bf16 epilogue) and Linear-2 (n = hidden,\n"
