@@ -277,10 +277,7 @@ const model::UlyssesPlan& UlyssesAttention::plan(int i, const void* q, const voi
   in.remote_bytes = static_cast<long long>(I.scratch_bytes()) * (I.world - 1) / I.world;
   in.sm_count = R.sm_count;
   R.plan = model::plan_ulysses(I.opts.model, in);
-  if (I.opts.chunk_vecs > 0) {
-    R.plan.chunk_vecs = I.opts.chunk_vecs;
-    R.plan.chunk_every = 1;
-  }
+  if (I.opts.chunk_vecs > 0) R.plan.chunk_vecs = I.opts.chunk_vecs;
   if (I.opts.comm_ctas > 0) R.plan.comm_ctas = I.opts.comm_ctas;
   R.planned = true;
   return R.plan;
@@ -316,8 +313,6 @@ void UlyssesAttention::forward(int i, const void* q, const void* k, const void* 
   ku::UlyssesArgs u = R.args;
   u.epoch = ++R.epoch;
   u.chunk_vecs = plan.chunk_vecs;
-  u.chunk_every = std::max(1, plan.chunk_every);
-  u.expect_rows = u.epoch * I.rows_per_call();
   u.spans = I.opts.record_spans ? R.spans : nullptr;
   if (u.spans) check_cuda(cudaMemsetAsync(R.spans, 0, sizeof(uint64_t) * u.num_slices(), s), what);
   AttentionArgs a = I.attention_args(q, k, v, R.scratch);
@@ -339,8 +334,7 @@ void UlyssesAttention::forward(int i, const void* q, const void* k, const void* 
     const auto kind = variant == UlyssesVariant::fused ? ku::EpilogueKind::fused : ku::EpilogueKind::fused_shaped;
     check_cuda(I.launch_attention(kind, p, u, s), what + ": attention");
   }
-  // No wait kernel: CTA 0 of the attention (fused) or of the copier (comm-sm) waits for this
-  // rank's shard before it ends, so the call is complete when the stream passes it.
+  check_cuda(ku::launch_receive_wait(u, u.epoch * I.rows_per_call(), s), what + ": completion wait");
 }
 
 void UlyssesAttention::set_record_spans(bool on) { impl_->opts.record_spans = on; }
