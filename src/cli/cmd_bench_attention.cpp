@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bench_util.hpp"
 #include "cli/commands.hpp"
 #include "cli/run_stamp.hpp"
 #include "runtime/check.hpp"
@@ -43,37 +44,6 @@ struct BenchFlags {
   int num_ctas = 0;
   std::string json_out;
 };
-
-double quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const double pos = q * (v.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(pos));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - lo) * (v[hi] - v[lo]);
-}
-
-// 16-bit encodings of uniform(-1, 1) values of the requested type.
-std::vector<uint16_t> random_block(ops::AttentionDType t, size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<uint16_t> out(n);
-  for (auto& h : out) {
-    const float f = u(rng);
-    uint32_t bits;
-    std::memcpy(&bits, &f, sizeof bits);
-    if (t == ops::AttentionDType::bf16) {
-      h = static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);  // round to nearest even
-    } else {
-      // |f| < 1: normal halves down to 2^-14, smaller ones flush to signed zero (fine for a bench).
-      const uint32_t sign = (bits >> 16) & 0x8000u;
-      const int exp = static_cast<int>((bits >> 23) & 0xFF) - 127 + 15;
-      const uint32_t mant = bits & 0x7FFFFFu;
-      h = exp <= 0 ? static_cast<uint16_t>(sign)
-                   : static_cast<uint16_t>(sign | (static_cast<uint32_t>(exp) << 10) | ((mant + 0x1000u) >> 13));
-    }
-  }
-  return out;
-}
 
 constexpr size_t kPatternChunk = size_t(1) << 22;  // elements copied per upload
 constexpr size_t kPatternPad = 8192;               // start offsets vary within this
@@ -218,7 +188,7 @@ void run_bench(const BenchFlags& fl) {
       fl.rotate_mib > 0 ? static_cast<size_t>(fl.rotate_mib * 1048576.0) : 2 * static_cast<size_t>(prop.l2CacheSize);
   cudaStream_t stream = nullptr;
   XS_CUDA(cudaStreamCreate(&stream), "creating the bench stream");
-  const std::vector<uint16_t> pattern = random_block(dt, kPatternChunk + kPatternPad, 20261130u);
+  const std::vector<uint16_t> pattern = random_halves(dt == ops::AttentionDType::bf16, kPatternChunk + kPatternPad, 20261130u);
   size_t free_b = 0, total_b = 0;
   XS_CUDA(cudaMemGetInfo(&free_b, &total_b), "reading free device memory");
   const size_t backlog_bytes = std::min<size_t>(size_t(4) << 30, free_b / 8);
@@ -283,9 +253,7 @@ void run_bench(const BenchFlags& fl) {
                     {"nonfinite", r.nonfinite}});
     }
     j["results"] = rs;
-    std::ofstream f(fl.json_out);
-    if (!f) throw Error("cannot write " + fl.json_out);
-    f << j.dump(2) << "\n";
+    write_json_file(j, fl.json_out);
   }
 }
 

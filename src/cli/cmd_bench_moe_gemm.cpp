@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli/bench_util.hpp"
 #include "cli/commands.hpp"
 #include "cli/run_stamp.hpp"
 #include "runtime/check.hpp"
@@ -78,14 +79,6 @@ int bench_experts(const Model& m, int tokens, double weight_bytes) {
   const double act = static_cast<double>(tokens) * (m.hidden + 2.0 * m.intermediate) * 2;
   while (e > 1 && e * act > 4.0 * (1ull << 30)) --e;
   return e;
-}
-
-double quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const double pos = q * (v.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(pos));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - lo) * (v[hi] - v[lo]);
 }
 
 struct DeviceMem {
@@ -388,9 +381,7 @@ void run_bench(const BenchFlags& fl) {
                     {"iters", r.iters},          {"rotating_sets", r.sets},
                     {"nonfinite", r.nonfinite}});
     j["results"] = rs;
-    std::ofstream f(fl.json_out);
-    if (!f) throw Error("cannot write " + fl.json_out);
-    f << j.dump(2) << "\n";
+    write_json_file(j, fl.json_out);
   }
 }
 

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bench_util.hpp"
 #include "cli/commands.hpp"
 #include "cli/model_source.hpp"
 #include "cli/run_stamp.hpp"
@@ -66,36 +67,6 @@ HeadConfig parse_config(const std::string& s) {
   if (std::sscanf(s.c_str(), "%d%c%d", &c.heads, &x, &c.head_dim) != 3 || x != 'x' || c.heads < 1)
     throw InvalidArgument(fmt::format("bench ulysses: config '{}' must be HEADSxHEAD_DIM, e.g. 24x128", s));
   return c;
-}
-
-double quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const double pos = q * (v.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(pos));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - lo) * (v[hi] - v[lo]);
-}
-
-// bf16/fp16 encodings of uniform(-1, 1) values (host side, uploaded once per buffer).
-std::vector<uint16_t> random_halves(ops::AttentionDType t, size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<uint16_t> out(n);
-  for (auto& h : out) {
-    const float f = u(rng);
-    uint32_t bits;
-    std::memcpy(&bits, &f, sizeof bits);
-    if (t == ops::AttentionDType::bf16) {
-      h = static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
-    } else {
-      const uint32_t sign = (bits >> 16) & 0x8000u;
-      const int exp = static_cast<int>((bits >> 23) & 0xFF) - 127 + 15;
-      const uint32_t mant = bits & 0x7FFFFFu;
-      h = exp <= 0 ? static_cast<uint16_t>(sign)
-                   : static_cast<uint16_t>(sign | (static_cast<uint32_t>(exp) << 10) | ((mant + 0x1000u) >> 13));
-    }
-  }
-  return out;
 }
 
 struct RankInputs {
@@ -337,7 +308,7 @@ void run(const Flags& fl) {
     cudaFree(scratch);
     ghz = double(h[1]) / double(h[0]);
   }
-  const std::vector<uint16_t> pattern = random_halves(dt, (size_t(1) << 22) + 8192, 20261130u);
+  const std::vector<uint16_t> pattern = random_halves(dt == ops::AttentionDType::bf16, (size_t(1) << 22) + 8192, 20261130u);
 
   std::printf("# xstage bench ulysses on %d x %s, %s, batch %d, median of %d runs (max over ranks), model %s\n",
               team->world_size(), prop.name, fl.dtype.c_str(), fl.batch, fl.iters, params_used.c_str());
@@ -374,9 +345,7 @@ void run(const Flags& fl) {
     j["config"] = {{"warmup", fl.warmup}, {"iters", fl.iters}, {"rotate_bytes", rotate_bytes},
                    {"timing", "variants interleaved per iteration; device barrier, then CUDA events around one call per rank; median per rank, max over ranks"}};
     j["results"] = results;
-    std::ofstream f(fl.json_out);
-    if (!f) throw Error("cannot write " + fl.json_out);
-    f << j.dump(2) << "\n";
+    write_json_file(j, fl.json_out);
   }
 }
 

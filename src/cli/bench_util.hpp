@@ -1,0 +1,58 @@
+// Small pieces every `xstage bench ...` command shares: quantiles of timings, random 16-bit
+// inputs, writing the JSON result file.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "xstage/error.hpp"
+
+namespace xstage::cli {
+
+// Linear-interpolated quantile q in [0, 1] of a non-empty sample.
+inline double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * (v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - lo) * (v[hi] - v[lo]);
+}
+
+// n bf16 (bf16 = true) or fp16 encodings of uniform(-1, 1) values, deterministic in seed.
+inline std::vector<uint16_t> random_halves(bool bf16, size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<uint16_t> out(n);
+  for (auto& h : out) {
+    const float f = u(rng);
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    if (bf16) {
+      h = static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);  // round to nearest even
+    } else {
+      // |f| < 1: normal halves down to 2^-14, smaller ones flush to signed zero (fine for a bench).
+      const uint32_t sign = (bits >> 16) & 0x8000u;
+      const int exp = static_cast<int>((bits >> 23) & 0xFF) - 127 + 15;
+      const uint32_t mant = bits & 0x7FFFFFu;
+      h = exp <= 0 ? static_cast<uint16_t>(sign)
+                   : static_cast<uint16_t>(sign | (static_cast<uint32_t>(exp) << 10) | ((mant + 0x1000u) >> 13));
+    }
+  }
+  return out;
+}
+
+// Writes j (indented) to path; throws Error when the file cannot be written.
+inline void write_json_file(const nlohmann::json& j, const std::string& path) {
+  std::ofstream f(path);
+  if (!f) throw Error("cannot write " + path);
+  f << j.dump(2) << "\n";
+  if (!f) throw Error("error writing " + path);
+}
+
+}  // namespace xstage::cli
