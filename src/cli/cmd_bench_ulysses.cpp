@@ -64,7 +64,9 @@ struct HeadConfig {
 HeadConfig parse_config(const std::string& s) {
   HeadConfig c{};
   char x = 0;
-  if (std::sscanf(s.c_str(), "%d%c%d", &c.heads, &x, &c.head_dim) != 3 || x != 'x' || c.heads < 1)
+  int used = 0;
+  if (std::sscanf(s.c_str(), "%d%c%d%n", &c.heads, &x, &c.head_dim, &used) != 3 || x != 'x' || c.heads < 1 ||
+      used != static_cast<int>(s.size()))
     throw InvalidArgument(fmt::format("bench ulysses: config '{}' must be HEADSxHEAD_DIM, e.g. 24x128", s));
   return c;
 }

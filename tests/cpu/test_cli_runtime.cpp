@@ -61,3 +61,25 @@ TEST(Cli, UnknownCommandIsAnError) {
   auto r = run("frobnicate");
   EXPECT_NE(r.code, 0);
 }
+
+#ifdef XSTAGE_HAVE_ULYSSES
+TEST(Cli, BenchUlyssesRefusesBadPointsBeforeTouchingAGpu) {
+  struct Case {
+    const char* args;
+    const char* says;
+  };
+  for (const Case& c : {Case{"--seqlens 1001", "not divisible by 2 ranks"},
+                        Case{"--configs 25x128", "cannot be split over 2 ranks"},
+                        Case{"--configs 24x96", "head dim 96"},
+                        Case{"--configs 24by128", "HEADSxHEAD_DIM"},
+                        Case{"--configs 24x128x", "HEADSxHEAD_DIM"},
+                        Case{"--iters 5", "must be >= 20"},
+                        Case{"--gpus 1", "needs 2..8 ranks"},
+                        Case{"--dtype fp8", "bf16 or fp16"},
+                        Case{"--params /nonexistent/params.json", "/nonexistent/params.json"}}) {
+    auto r = run(std::string("bench ulysses ") + c.args);
+    EXPECT_EQ(r.code, 2) << c.args << ": " << r.out;
+    EXPECT_NE(r.out.find(c.says), std::string::npos) << c.args << ": " << r.out;
+  }
+}
+#endif
