@@ -1,0 +1,46 @@
+// Host-side 4-bit weight formats for the W4A8 MoE GEMM (issue 7; the kernel that converts
+// them to FP8 inside the mainloop is not written yet): references for tests and the inputs
+// of benchmarks. Weights are [rows = N, cols = K], K a multiple of the group.
+//
+// INT4, group 128 along K (symmetric): per (row, 128-column group) scale = max(amax, 1e-4) / 7,
+// q = clamp(round_half_even(x / scale), -8, 7); two values per byte, the even column in the low
+// nibble (two's complement). Scales are stored K-group-major, scales[(c / 128) * rows + r], so
+// the scales of one K block for an N tile are contiguous. Every q in -8..7 is exact in FP8
+// e4m3, so the in-kernel conversion is exact and the scale folds into the fp32 promotion.
+//
+// MXFP4 (OCP Microscaling): FP4 E2M1 values (+-{0, 0.5, 1, 1.5, 2, 3, 4, 6}) with one E8M0
+// scale (a power of two, 2^(e - 127)) per 32 values along K. Scale exponent per the OCP MX
+// rule: floor(log2(amax)) - 2 (2 = E2M1's largest exponent), clamped to [-127, 127]; values
+// are x / 2^scale rounded to the nearest E2M1 value (ties to even mantissa), saturating at
+// +-6. Two values per byte as for INT4; scales as one byte each, scales[(c / 32) * rows + r].
+#pragma once
+#include <cstdint>
+
+namespace xstage::ops {
+
+inline constexpr int kInt4Group = 128;
+inline constexpr int kMxfp4Block = 32;
+inline constexpr float kInt4AmaxFloor = 1e-4f;
+
+// One INT4 value in -8..7 to its nibble and back.
+uint8_t int4_encode(int v);      // v is clamped to -8..7
+int int4_decode(uint8_t nibble);  // low 4 bits
+
+// FP4 E2M1: nibble (sign bit 3, exponent bits 2..1, mantissa bit 0) <-> float.
+uint8_t e2m1_encode(float x);  // nearest, ties to even mantissa; saturates at +-6; NaN -> +0
+float e2m1_decode(uint8_t nibble);
+
+// E8M0 scale byte <-> exponent: value 2^(e - 127); 0xFF is NaN in the spec and never produced.
+float e8m0_decode(uint8_t e);
+uint8_t e8m0_for_amax(float amax);  // the OCP MX shared exponent for a block with this amax
+
+// w [rows, cols] -> packed [rows, cols / 2] and scales; cols a multiple of the group/block.
+void quantize_int4_g128(const float* w, int rows, int cols, uint8_t* packed, float* scales);
+void quantize_mxfp4(const float* w, int rows, int cols, uint8_t* packed, uint8_t* scales);
+
+// The dequantised weights the kernel's math is defined on (references of the same
+// quantised math): out [rows, cols].
+void dequantize_int4_g128(const uint8_t* packed, const float* scales, int rows, int cols, float* out);
+void dequantize_mxfp4(const uint8_t* packed, const uint8_t* scales, int rows, int cols, float* out);
+
+}  // namespace xstage::ops

@@ -1,0 +1,107 @@
+// Host 4-bit weight formats (see include/xstage/ops/moe_quant4.hpp).
+#include "xstage/ops/moe_quant4.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace xstage::ops {
+
+namespace {
+
+// Round half to even, the rounding of the device conversions.
+float round_even(float x) { return std::nearbyint(x); }  // default FE_TONEAREST
+
+void put_nibble(uint8_t* packed, int64_t index, uint8_t nibble) {
+  uint8_t& b = packed[index / 2];
+  b = (index % 2 == 0) ? static_cast<uint8_t>((b & 0xF0) | nibble) : static_cast<uint8_t>((b & 0x0F) | (nibble << 4));
+}
+uint8_t get_nibble(const uint8_t* packed, int64_t index) {
+  const uint8_t b = packed[index / 2];
+  return index % 2 == 0 ? (b & 0x0F) : (b >> 4);
+}
+
+}  // namespace
+
+uint8_t int4_encode(int v) { return static_cast<uint8_t>(std::clamp(v, -8, 7) & 0xF); }
+
+int int4_decode(uint8_t nibble) {
+  const int v = nibble & 0xF;
+  return v >= 8 ? v - 16 : v;
+}
+
+uint8_t e2m1_encode(float x) {
+  if (std::isnan(x)) return 0;
+  const uint8_t sign = std::signbit(x) ? 0x8 : 0x0;
+  const float a = std::fabs(x);
+  // The 8 magnitudes, and the midpoints between neighbours; ties go to the even code
+  // (mantissa bit 0), i.e. to 0, 1, 2, 4 rather than 0.5, 1.5, 3, 6.
+  static const float kMag[8] = {0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f};
+  int best = 0;
+  for (int c = 1; c < 8; ++c) {
+    const float mid = 0.5f * (kMag[c - 1] + kMag[c]);
+    if (a > mid || (a == mid && (c % 2 == 0))) best = c;
+  }
+  return sign | static_cast<uint8_t>(best);
+}
+
+float e2m1_decode(uint8_t nibble) {
+  static const float kMag[8] = {0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f};
+  const float m = kMag[nibble & 0x7];
+  return (nibble & 0x8) ? -m : m;
+}
+
+float e8m0_decode(uint8_t e) { return e == 0xFF ? std::nanf("") : std::ldexp(1.f, int(e) - 127); }
+
+uint8_t e8m0_for_amax(float amax) {
+  if (!(amax > 0.f) || !std::isfinite(amax)) return 127;  // all zero (or bad): scale 1
+  int e = 0;
+  std::frexp(amax, &e);   // amax = f * 2^e, f in [0.5, 1): floor(log2(amax)) = e - 1
+  const int shared = std::clamp(e - 1 - 2, -127, 127);
+  return static_cast<uint8_t>(shared + 127);
+}
+
+void quantize_int4_g128(const float* w, int rows, int cols, uint8_t* packed, float* scales) {
+  for (int r = 0; r < rows; ++r)
+    for (int g = 0; g < cols / kInt4Group; ++g) {
+      const float* x = w + int64_t(r) * cols + g * kInt4Group;
+      float amax = 0.f;
+      for (int i = 0; i < kInt4Group; ++i) amax = std::max(amax, std::fabs(x[i]));
+      const float scale = std::max(amax, kInt4AmaxFloor) / 7.f;
+      for (int i = 0; i < kInt4Group; ++i)
+        put_nibble(packed, int64_t(r) * cols + g * kInt4Group + i,
+                   int4_encode(static_cast<int>(round_even(x[i] / scale))));
+      scales[int64_t(g) * rows + r] = scale;
+    }
+}
+
+void quantize_mxfp4(const float* w, int rows, int cols, uint8_t* packed, uint8_t* scales) {
+  for (int r = 0; r < rows; ++r)
+    for (int b = 0; b < cols / kMxfp4Block; ++b) {
+      const float* x = w + int64_t(r) * cols + b * kMxfp4Block;
+      float amax = 0.f;
+      for (int i = 0; i < kMxfp4Block; ++i) amax = std::max(amax, std::fabs(x[i]));
+      const uint8_t e = e8m0_for_amax(amax);
+      const float inv = std::ldexp(1.f, 127 - int(e));
+      for (int i = 0; i < kMxfp4Block; ++i)
+        put_nibble(packed, int64_t(r) * cols + b * kMxfp4Block + i, e2m1_encode(x[i] * inv));
+      scales[int64_t(b) * rows + r] = e;
+    }
+}
+
+void dequantize_int4_g128(const uint8_t* packed, const float* scales, int rows, int cols, float* out) {
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const int64_t i = int64_t(r) * cols + c;
+      out[i] = static_cast<float>(int4_decode(get_nibble(packed, i))) * scales[int64_t(c / kInt4Group) * rows + r];
+    }
+}
+
+void dequantize_mxfp4(const uint8_t* packed, const uint8_t* scales, int rows, int cols, float* out) {
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const int64_t i = int64_t(r) * cols + c;
+      out[i] = e2m1_decode(get_nibble(packed, i)) * e8m0_decode(scales[int64_t(c / kMxfp4Block) * rows + r]);
+    }
+}
+
+}  // namespace xstage::ops

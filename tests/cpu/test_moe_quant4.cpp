@@ -1,0 +1,116 @@
+// The 4-bit weight formats of W4A8 (INT4 group-128, MXFP4 = E2M1 + E8M0 per 32) on the host:
+// every code, the rounding and saturation rules, the scale rules, the packing order and the
+// quantise -> dequantise error bounds.
+#ifdef XSTAGE_HAVE_MOE
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "xstage/ops/moe_quant.hpp"
+#include "xstage/ops/moe_quant4.hpp"
+
+using namespace xstage::ops;
+
+TEST(Int4, EveryCodeRoundTripsAndIsExactInFp8) {
+  for (int v = -8; v <= 7; ++v) {
+    EXPECT_EQ(int4_decode(int4_encode(v)), v);
+    EXPECT_EQ(fp8_e4m3_decode(fp8_e4m3_encode(static_cast<float>(v))), static_cast<float>(v)) << v;
+  }
+  EXPECT_EQ(int4_decode(int4_encode(9)), 7);
+  EXPECT_EQ(int4_decode(int4_encode(-12)), -8);
+}
+
+TEST(E2M1, EveryCodeRoundTripsAndIsExactInFp8) {
+  const float mags[8] = {0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f};
+  for (int c = 0; c < 16; ++c) {
+    const float v = e2m1_decode(static_cast<uint8_t>(c));
+    EXPECT_EQ(std::fabs(v), mags[c & 7]);
+    if (c != 8) EXPECT_EQ(e2m1_encode(v), c);  // -0 encodes as 0x8 too, +0 as 0
+    EXPECT_EQ(fp8_e4m3_decode(fp8_e4m3_encode(v)), v);
+  }
+}
+
+TEST(E2M1, RoundsToNearestTiesToEvenAndSaturates) {
+  EXPECT_EQ(e2m1_decode(e2m1_encode(0.25f)), 0.f);   // tie 0 / 0.5 -> 0 (even)
+  EXPECT_EQ(e2m1_decode(e2m1_encode(0.26f)), 0.5f);
+  EXPECT_EQ(e2m1_decode(e2m1_encode(0.75f)), 1.f);   // tie 0.5 / 1 -> 1
+  EXPECT_EQ(e2m1_decode(e2m1_encode(1.75f)), 2.f);   // tie 1.5 / 2 -> 2
+  EXPECT_EQ(e2m1_decode(e2m1_encode(2.5f)), 2.f);    // tie 2 / 3 -> 2
+  EXPECT_EQ(e2m1_decode(e2m1_encode(3.5f)), 4.f);    // tie 3 / 4 -> 4
+  EXPECT_EQ(e2m1_decode(e2m1_encode(5.f)), 4.f);     // tie 4 / 6 -> 4
+  EXPECT_EQ(e2m1_decode(e2m1_encode(5.1f)), 6.f);
+  EXPECT_EQ(e2m1_decode(e2m1_encode(100.f)), 6.f);
+  EXPECT_EQ(e2m1_decode(e2m1_encode(-100.f)), -6.f);
+  EXPECT_EQ(e2m1_decode(e2m1_encode(std::nanf(""))), 0.f);
+}
+
+TEST(E8M0, SharedExponentFollowsTheOcpRule) {
+  EXPECT_EQ(e8m0_decode(e8m0_for_amax(6.f)), 1.f);       // floor(log2 6) - 2 = 0
+  EXPECT_EQ(e8m0_decode(e8m0_for_amax(7.9f)), 1.f);
+  EXPECT_EQ(e8m0_decode(e8m0_for_amax(8.f)), 2.f);
+  EXPECT_EQ(e8m0_decode(e8m0_for_amax(0.75f)), 0.125f);  // floor(log2 0.75) = -1 -> 2^-3
+  EXPECT_EQ(e8m0_decode(e8m0_for_amax(0.f)), 1.f);       // an all-zero block
+  EXPECT_EQ(e8m0_for_amax(1e38f), 251);                  // floor(log2 1e38) = 126: 124 + 127
+  EXPECT_EQ(e8m0_for_amax(1e-45f), 0);                   // log2 = -149: clamped at 2^-127
+  EXPECT_TRUE(std::isnan(e8m0_decode(0xFF)));
+}
+
+namespace {
+std::vector<float> random_weights(int rows, int cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n(0.f, 0.02f);
+  std::vector<float> w(size_t(rows) * cols);
+  for (auto& x : w) x = n(rng);
+  return w;
+}
+}  // namespace
+
+TEST(Int4, GroupQuantisationIsWithinHalfAStepAndPacksLowNibbleFirst) {
+  const int rows = 3, cols = 256;
+  auto w = random_weights(rows, cols, 7);
+  w[5] = 0.1f;  // one large value in group 0 of row 0
+  std::vector<uint8_t> q(rows * cols / 2, 0xAA);
+  std::vector<float> s(rows * cols / kInt4Group, -1.f), back(w.size());
+  quantize_int4_g128(w.data(), rows, cols, q.data(), s.data());
+  dequantize_int4_g128(q.data(), s.data(), rows, cols, back.data());
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const float scale = s[(c / kInt4Group) * rows + r];
+      EXPECT_GT(scale, 0.f);
+      EXPECT_LE(std::fabs(back[r * cols + c] - w[r * cols + c]), 0.5f * scale + 1e-7f) << r << "," << c;
+    }
+  EXPECT_FLOAT_EQ(s[0], 0.1f / 7.f);                 // K-group-major: row 0, group 0
+  EXPECT_EQ(int4_decode(q[2] >> 4), 7);              // w[5] = amax: column 5 = byte 2, high nibble
+  EXPECT_EQ(int4_decode(q[2] & 0x0F), static_cast<int>(std::nearbyint(w[4] / s[0])));  // column 4: low nibble
+  EXPECT_FLOAT_EQ(back[5], 0.1f);
+}
+
+TEST(Mxfp4, BlockQuantisationKeepsTheLargestValueAndBoundsTheError) {
+  const int rows = 2, cols = 128;
+  auto w = random_weights(rows, cols, 11);
+  std::vector<uint8_t> q(rows * cols / 2), s(rows * cols / kMxfp4Block);
+  std::vector<float> back(w.size());
+  quantize_mxfp4(w.data(), rows, cols, q.data(), s.data());
+  dequantize_mxfp4(q.data(), s.data(), rows, cols, back.data());
+  for (int r = 0; r < rows; ++r)
+    for (int b = 0; b < cols / kMxfp4Block; ++b) {
+      const float scale = e8m0_decode(s[b * rows + r]);
+      float amax = 0.f;
+      for (int i = 0; i < kMxfp4Block; ++i) amax = std::max(amax, std::fabs(w[r * cols + b * kMxfp4Block + i]));
+      // amax / scale lies in [4, 8): it lands on 4 or 6 (clipped above 6).
+      EXPECT_GE(amax / scale, 4.f);
+      EXPECT_LT(amax / scale, 8.f);
+      for (int i = 0; i < kMxfp4Block; ++i) {
+        const int c = b * kMxfp4Block + i;
+        const float x = w[r * cols + c] / scale, y = back[r * cols + c] / scale;
+        // Below 6 the grid step is at most 2 (between 4 and 6): error <= half a step; above
+        // 6 the value clips to 6.
+        const float bound = std::fabs(x) >= 6.f ? std::fabs(x) - 6.f : (std::fabs(x) >= 2.f ? 1.f : 0.25f);
+        EXPECT_LE(std::fabs(x - y), bound + 1e-6f) << r << "," << c;
+      }
+    }
+}
+#endif  // XSTAGE_HAVE_MOE
