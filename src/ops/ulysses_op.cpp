@@ -68,11 +68,6 @@ namespace {
 
 constexpr size_t kElem = 2;
 
-void check_cuda(cudaError_t e, const std::string& what) {
-  if (e != cudaSuccess)
-    throw Error(format_error(what, std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")"));
-}
-
 void check_input(const char* name, const void* p) {
   if (p == nullptr) throw InvalidArgument(fmt::format("ulysses: {} is a null pointer", name));
   if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
@@ -166,10 +161,10 @@ UlyssesAttention::UlyssesAttention(Team& team, const UlyssesConfig& cfg, const U
   for (int i = 0; i < team.local_count(); ++i) {
     Impl::Rank& R = I.ranks[i];
     const std::string where = fmt::format("ulysses: setting up rank {}", team.rank(i));
-    check_cuda(cudaSetDevice(team.device(i)), where);
-    check_cuda(cudaDeviceGetAttribute(&R.sm_count, cudaDevAttrMultiProcessorCount, team.device(i)), where);
-    check_cuda(cudaMalloc(&R.scratch, I.scratch_bytes()), where + ": scratch");
-    check_cuda(cudaMalloc(&R.recv, I.scratch_bytes()), where + ": receive buffer");
+    XS_CUDA(cudaSetDevice(team.device(i)), where);
+    XS_CUDA(cudaDeviceGetAttribute(&R.sm_count, cudaDevAttrMultiProcessorCount, team.device(i)), where);
+    XS_CUDA(cudaMalloc(&R.scratch, I.scratch_bytes()), where + ": scratch");
+    XS_CUDA(cudaMalloc(&R.recv, I.scratch_bytes()), where + ": receive buffer");
     ku::UlyssesArgs& u = R.args;
     u.rank = team.rank(i);
     u.world = I.world;
@@ -181,19 +176,19 @@ UlyssesAttention::UlyssesAttention(Team& team, const UlyssesConfig& cfg, const U
     u.num_m_blocks = I.num_m_blocks;
     u.consumer_wgs = I.tile.consumer_warpgroups;
     const size_t slices = static_cast<size_t>(u.num_slices());
-    check_cuda(cudaMalloc(&R.slice_flags, slices * sizeof(uint64_t)), where + ": slice flags");
-    check_cuda(cudaMemset(R.slice_flags, 0, slices * sizeof(uint64_t)), where);
-    check_cuda(cudaMalloc(&R.spans, slices * sizeof(uint64_t)), where + ": span records");
-    check_cuda(cudaStreamCreateWithFlags(&R.side, cudaStreamNonBlocking), where);
-    check_cuda(cudaEventCreateWithFlags(&R.fork, cudaEventDisableTiming), where);
-    check_cuda(cudaEventCreateWithFlags(&R.join, cudaEventDisableTiming), where);
+    XS_CUDA(cudaMalloc(&R.slice_flags, slices * sizeof(uint64_t)), where + ": slice flags");
+    XS_CUDA(cudaMemset(R.slice_flags, 0, slices * sizeof(uint64_t)), where);
+    XS_CUDA(cudaMalloc(&R.spans, slices * sizeof(uint64_t)), where + ": span records");
+    XS_CUDA(cudaStreamCreateWithFlags(&R.side, cudaStreamNonBlocking), where);
+    XS_CUDA(cudaEventCreateWithFlags(&R.fork, cudaEventDisableTiming), where);
+    XS_CUDA(cudaEventCreateWithFlags(&R.join, cudaEventDisableTiming), where);
     void* outs[ku::kMaxRanks] = {};
     void* counters[ku::kMaxRanks] = {};
     void* ready_slots[ku::kMaxRanks] = {};
-    check_cuda(ku::resolve_peer_pointers(I.out->window[i], 0, I.world, outs), where + ": peer output pointers");
-    check_cuda(ku::resolve_peer_pointers(team.ctrl().window[i], I.ctrl_offset, I.world, counters),
+    XS_CUDA(ku::resolve_peer_pointers(I.out->window[i], 0, I.world, outs), where + ": peer output pointers");
+    XS_CUDA(ku::resolve_peer_pointers(team.ctrl().window[i], I.ctrl_offset, I.world, counters),
                where + ": peer counter pointers");
-    check_cuda(ku::resolve_peer_pointers(team.ctrl().window[i], I.ctrl_offset + sizeof(uint64_t) * (1 + u.rank),
+    XS_CUDA(ku::resolve_peer_pointers(team.ctrl().window[i], I.ctrl_offset + sizeof(uint64_t) * (1 + u.rank),
                                          I.world, ready_slots),
                where + ": peer ready pointers");
     for (int p = 0; p < I.world; ++p) {
@@ -246,16 +241,16 @@ const model::UlyssesPlan& UlyssesAttention::plan(int i, const void* q, const voi
   if (R.planned) return R.plan;
   // Measure the attention alone: the step time the model needs is the kernel's own pace.
   cudaEvent_t a = nullptr, b = nullptr;
-  check_cuda(cudaEventCreate(&a), "ulysses plan: timing");
-  check_cuda(cudaEventCreate(&b), "ulysses plan: timing");
+  XS_CUDA(cudaEventCreate(&a), "ulysses plan: timing");
+  XS_CUDA(cudaEventCreate(&b), "ulysses plan: timing");
   float best_ms = std::numeric_limits<float>::max();
   for (int rep = 0; rep < 4; ++rep) {
-    check_cuda(cudaEventRecord(a, stream), "ulysses plan: timing");
+    XS_CUDA(cudaEventRecord(a, stream), "ulysses plan: timing");
     attention_only(i, q, k, v, stream);
-    check_cuda(cudaEventRecord(b, stream), "ulysses plan: timing");
-    check_cuda(cudaEventSynchronize(b), "ulysses plan: timing the attention");
+    XS_CUDA(cudaEventRecord(b, stream), "ulysses plan: timing");
+    XS_CUDA(cudaEventSynchronize(b), "ulysses plan: timing the attention");
     float ms = 0;
-    check_cuda(cudaEventElapsedTime(&ms, a, b), "ulysses plan: timing");
+    XS_CUDA(cudaEventElapsedTime(&ms, a, b), "ulysses plan: timing");
     if (rep > 0) best_ms = std::min(best_ms, ms);
   }
   cudaEventDestroy(a);
@@ -303,38 +298,40 @@ void UlyssesAttention::forward(int i, const void* q, const void* k, const void* 
                            I.team.comm(i), s),
               what);
     XS_NCCL(ncclGroupEnd(), what);
-    check_cuda(ku::launch_permute_received(R.recv, I.out->local[i], I.cfg.batch, I.world, I.rows_per_rank,
+    XS_CUDA(ku::launch_permute_received(R.recv, I.out->local[i], I.cfg.batch, I.world, I.rows_per_rank,
                                            I.heads_local, I.cfg.head_dim, s),
                what + ": permute");
     return;
   }
 
-  const model::UlyssesPlan& plan = this->plan(i, q, k, v, s);
   ku::UlyssesArgs u = R.args;
   u.epoch = ++R.epoch;
-  u.chunk_vecs = plan.chunk_vecs;
+  // Only comm-sm (copier CTAs) and fused-shaped (chunk) use the plan; making it times the
+  // attention synchronously, so fused never pays for it.
+  const bool planned = variant == UlyssesVariant::comm_sm || variant == UlyssesVariant::fused_shaped;
+  if (planned) u.chunk_vecs = this->plan(i, q, k, v, s).chunk_vecs;
   u.spans = I.opts.record_spans ? R.spans : nullptr;
-  if (u.spans) check_cuda(cudaMemsetAsync(R.spans, 0, sizeof(uint64_t) * u.num_slices(), s), what);
+  if (u.spans) XS_CUDA(cudaMemsetAsync(R.spans, 0, sizeof(uint64_t) * u.num_slices(), s), what);
   AttentionArgs a = I.attention_args(q, k, v, R.scratch);
   ka::AttentionParams p = to_kernel_params(a);
 
   if (variant == UlyssesVariant::comm_sm) {
-    const int comm = std::min(plan.comm_ctas, R.sm_count - 1);
+    const int comm = std::min(R.plan.comm_ctas, R.sm_count - 1);
     p.num_ctas = R.sm_count - comm;
     // The attention takes SMs - comm CTAs (one per SM); the copier, launched right after on
     // its own stream, lands on the SMs left free. (Launched the other way round, the
     // attention's CTAs were not scheduled while the copier spun - seen on H200.)
-    check_cuda(cudaEventRecord(R.fork, s), what);
-    check_cuda(cudaStreamWaitEvent(R.side, R.fork), what);
-    check_cuda(I.launch_attention(ku::EpilogueKind::flagged_local, p, u, s), what + ": attention");
-    check_cuda(ku::launch_tile_copier(u, R.scratch, I.cfg.seq_len, comm, R.side), what + ": tile copier");
-    check_cuda(cudaEventRecord(R.join, R.side), what);
-    check_cuda(cudaStreamWaitEvent(s, R.join), what);
+    XS_CUDA(cudaEventRecord(R.fork, s), what);
+    XS_CUDA(cudaStreamWaitEvent(R.side, R.fork), what);
+    XS_CUDA(I.launch_attention(ku::EpilogueKind::flagged_local, p, u, s), what + ": attention");
+    XS_CUDA(ku::launch_tile_copier(u, R.scratch, I.cfg.seq_len, comm, R.side), what + ": tile copier");
+    XS_CUDA(cudaEventRecord(R.join, R.side), what);
+    XS_CUDA(cudaStreamWaitEvent(s, R.join), what);
   } else {
     const auto kind = variant == UlyssesVariant::fused ? ku::EpilogueKind::fused : ku::EpilogueKind::fused_shaped;
-    check_cuda(I.launch_attention(kind, p, u, s), what + ": attention");
+    XS_CUDA(I.launch_attention(kind, p, u, s), what + ": attention");
   }
-  check_cuda(ku::launch_receive_wait(u, u.epoch * I.rows_per_call(), s), what + ": completion wait");
+  XS_CUDA(ku::launch_receive_wait(u, u.epoch * I.rows_per_call(), s), what + ": completion wait");
 }
 
 void UlyssesAttention::set_record_spans(bool on) { impl_->opts.record_spans = on; }
@@ -344,7 +341,7 @@ std::vector<SliceSpan> UlyssesAttention::read_spans(int i) {
   Impl::Rank& R = I.ranks.at(i);
   const ku::UlyssesArgs& u = R.args;
   std::vector<uint64_t> cycles(u.num_slices());
-  check_cuda(cudaMemcpy(cycles.data(), R.spans, cycles.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost),
+  XS_CUDA(cudaMemcpy(cycles.data(), R.spans, cycles.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost),
              "ulysses: reading span records");
   std::vector<SliceSpan> out;
   out.reserve(cycles.size());

@@ -23,8 +23,6 @@
 //       one thread, after all its warp group's stores of this tile were issued (the cycle
 //       count read just before the first of them, for store-span records)
 // Optional (detected with requires-expressions, so LocalDestination needs none of them):
-//   void before_stores(EpilogueTile const& t) const;   one thread per warp group, before any
-//       store of the tile is issued
 //   void kernel_start() const;                         thread 0 of CTA 0, once per launch
 //   void service_start() const; void publish(EpilogueTile const& t) const;
 //       a destination with these gets a *service thread* (lane 0 of the producer warp group's
@@ -87,8 +85,6 @@ struct LocalDestination {
 };
 
 // Optional hooks of a destination, detected at compile time.
-template <class D>
-concept HasBeforeStores = requires(D const& d, EpilogueTile const& t) { d.before_stores(t); };
 template <class D>
 concept HasKernelStart = requires(D const& d) { d.kernel_start(); };
 template <class D>
@@ -225,7 +221,7 @@ struct TileStoreEpilogue {
   }
 
   // LSE to its destination, O registers -> this warp group's rows of the staging buffer,
-  // then (optional) the destination's before_stores hook. Ends with the warp group's
+  // then (with a service thread) the wait for its go. Ends with the warp group's
   // barrier: staging complete, copy-out may start. The caller must have finished the
   // previous copy-out of this warp group's staging rows (the first barrier ensures every
   // thread did).
@@ -277,9 +273,6 @@ struct TileStoreEpilogue {
       f[1] = tOrO(i + 1);
       cutlass::Array<Element, 2> h = cvt(f);
       *reinterpret_cast<cutlass::Array<Element, 2>*>(smem_o + r * kSmemPitch + c) = h;
-    }
-    if constexpr (HasBeforeStores<Destination>) {
-      if (tid == 0) ep.dest.before_stores(t);
     }
     if constexpr (kHasServiceThread) {
       // Stores may start once the service thread saw every receiver ready (normally long
