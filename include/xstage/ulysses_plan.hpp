@@ -25,12 +25,15 @@ struct UlyssesPlanInput {
 
 struct UlyssesPlan {
   // fused-shaped
-  int chunk_vecs = 0;              // 16-byte stores per thread per step
-  int chunks_per_slice = 0;        // steps a slice takes to leave
-  double step_remote_bytes = 0;    // remote bytes all CTAs issue per step at that chunk
-  double drain_budget_bytes = 0;   // R_agg * step_us: what the fabric drains in one step
+  int chunk_vecs = 0;              // 16-byte stores per thread in one chunk
+  int chunks_per_slice = 0;        // chunks a slice leaves in
+  int chunk_every = 0;             // mainloop steps from one chunk to the next (>= 1)
+  double slice_remote_bytes = 0;   // remote bytes of one slice of every warp group of every CTA
+  double chunk_remote_bytes = 0;   // the same for one chunk: one burst into the X-Stage
   double stage_budget_bytes = 0;   // Q_cold(K): what the stage absorbs without backpressure
-  std::string chunk_rule;          // which bound set chunk_vecs
+  double drain_us_per_chunk = 0;   // chunk_remote_bytes / R_agg
+  bool drain_bound = false;        // slices arrive faster than R_agg drains: shaping cannot help
+  std::string chunk_rule;          // which bound set the chunking
   // comm-sm
   int comm_ctas = 0;               // dedicated copier CTAs (SMs)
   double comm_needed_gbps = 0;     // remote bytes / attention time

@@ -1,14 +1,15 @@
 // Ulysses store shaping from the Burst-Gap model (docs/ulysses.md, "Shaping").
 //
-// fused-shaped issues chunk_vecs 16-byte stores per thread at every mainloop step. All K CTAs
-// run their steps at about the same pace, each with `consumer_wgs` warp groups taking turns,
-// so one step period puts V_step = K * wgs * chunk_vecs * wg_bytes_per_vec * (P-1)/P remote
-// bytes into the X-Stage. The chunk is the largest for which
-//   V_step <= R_agg * step_us   (the previous step's chunk drained before the next arrives:
-//                                no standing queue, no backpressure build-up), and
-//   V_step <= Q_cold(K)         (a chunk fits the stage even when it is cold, as it is for
-//                                the first tens of MB of a launch on H200: docs/model.md),
-// but at least one vector, and large enough that a slice leaves within the next tile's steps.
+// A finished slice of every warp group of every CTA enters the X-Stage at about the same
+// time (the CTAs run in lockstep waves): V = K * W * slice_bytes * (P-1)/P remote bytes. The
+// model says such a burst is absorbed at the issue rate as long as it fits the stage - and
+// the smallest stage is the cold one, Q_cold(K), which on H200 is what the first tens of MB of
+// a launch see (docs/model.md) - and it drains at R_agg. So fused-shaped splits a slice into
+// the fewest chunks that each fit Q_cold(K), and spaces them so that a chunk has drained
+// (chunk / R_agg) before the next one starts, within the next tile's steps. When one slice
+// already fits, it goes as one chunk at the next tile's first step. If the slices of a tile
+// arrive faster than R_agg drains them (drain-bound), no chunking avoids backpressure; the
+// plan says so and spreads the slice evenly over the tile.
 #include "xstage/ulysses_plan.hpp"
 
 #include <fmt/format.h>
@@ -36,28 +37,26 @@ UlyssesPlan plan_ulysses(const Params& p, const UlyssesPlanInput& in) {
   UlyssesPlan out;
   const int vecs_per_slice = static_cast<int>(in.slice_bytes / in.wg_bytes_per_vec);
   const double remote_fraction = double(in.world - 1) / in.world;
-  const double per_vec_step = double(in.ctas) * in.consumer_wgs * in.wg_bytes_per_vec * remote_fraction;
-  out.drain_budget_bytes = p.r_agg_gbps * kBytesPerUsPerGbps * in.step_us;
+  const int steps = std::max(1, in.steps_per_tile);  // hook calls a slice can be spread over
+  out.slice_remote_bytes = double(in.ctas) * in.consumer_wgs * in.slice_bytes * remote_fraction;
   out.stage_budget_bytes = p.q_cold_bytes(in.ctas);
-  const double budget = std::min(out.drain_budget_bytes, out.stage_budget_bytes);
-  int chunk = static_cast<int>(std::floor(budget / per_vec_step));
-  out.chunk_rule = out.drain_budget_bytes <= out.stage_budget_bytes ? "drain: R_agg * step" : "stage: Q_cold(K)";
-  if (chunk < 1) {
-    chunk = 1;
-    out.chunk_rule = "minimum: one vector per step (the budget is smaller)";
+  const double tile_us = steps * in.step_us;
+  out.drain_bound = out.slice_remote_bytes > p.r_agg_gbps * kBytesPerUsPerGbps * tile_us;
+  int chunks = static_cast<int>(std::ceil(out.slice_remote_bytes / std::max(out.stage_budget_bytes, 1.0)));
+  chunks = std::clamp(chunks, 1, vecs_per_slice);
+  out.chunk_rule = chunks == 1 ? "stage: a whole slice fits Q_cold(K)" : "stage: chunks of at most Q_cold(K)";
+  if (out.drain_bound) {
+    chunks = std::min(vecs_per_slice, steps);
+    out.chunk_rule = "drain-bound: slices arrive faster than R_agg drains; spread evenly";
   }
-  // A slice must leave during the next tile's steps; otherwise the rest goes as one burst.
-  if (in.steps_per_tile > 0) {
-    const int need = (vecs_per_slice + in.steps_per_tile - 1) / in.steps_per_tile;
-    if (chunk < need) {
-      chunk = need;
-      out.chunk_rule = "tile: a slice must leave within the next tile's steps";
-    }
-  }
-  chunk = std::min(chunk, vecs_per_slice);
-  out.chunk_vecs = chunk;
-  out.chunks_per_slice = (vecs_per_slice + chunk - 1) / chunk;
-  out.step_remote_bytes = per_vec_step * chunk;
+  out.chunk_vecs = (vecs_per_slice + chunks - 1) / chunks;
+  out.chunks_per_slice = (vecs_per_slice + out.chunk_vecs - 1) / out.chunk_vecs;
+  out.chunk_remote_bytes = out.slice_remote_bytes * out.chunk_vecs / vecs_per_slice;
+  out.drain_us_per_chunk = out.chunk_remote_bytes / (p.r_agg_gbps * kBytesPerUsPerGbps);
+  // Spacing: a chunk drains before the next starts, and all chunks fit in the tile's steps.
+  const int every_drain = static_cast<int>(std::ceil(out.drain_us_per_chunk / in.step_us));
+  const int every_fit = std::max(1, steps / out.chunks_per_slice);
+  out.chunk_every = out.chunks_per_slice == 1 ? 1 : std::clamp(every_drain, 1, every_fit);
 
   // comm-sm: enough copier CTAs that their drain rate (the per-producer rate R(K)/K at the
   // smallest measured K, scaled) is twice the average rate the attention produces remote
@@ -70,12 +69,11 @@ UlyssesPlan plan_ulysses(const Params& p, const UlyssesPlanInput& in) {
   out.comm_ctas = std::clamp(comm, 2, max_comm);
 
   // Predicted spans of a remote slice (K producers, one slice per producer per burst).
-  const double tile_us = std::max(1, in.steps_per_tile) * in.step_us;
   const Prediction fused = predict(p, in.ctas, in.slice_bytes, tile_us);
   out.predicted_fused_span_us = fused.issue_us;
   out.predicted_fused_cold_span_us = fused.cold_issue_us;
-  const long long chunk_bytes = static_cast<long long>(chunk) * in.wg_bytes_per_vec;
-  const Prediction shaped = predict(p, in.ctas, chunk_bytes, in.step_us);
+  const long long chunk_bytes = static_cast<long long>(out.chunk_vecs) * in.wg_bytes_per_vec;
+  const Prediction shaped = predict(p, in.ctas, chunk_bytes, out.chunk_every * in.step_us);
   out.predicted_shaped_span_us = shaped.issue_us * out.chunks_per_slice;
   return out;
 }
@@ -83,9 +81,12 @@ UlyssesPlan plan_ulysses(const Params& p, const UlyssesPlanInput& in) {
 void to_json(nlohmann::json& j, const UlyssesPlan& p) {
   j = nlohmann::json{{"chunk_vecs", p.chunk_vecs},
                      {"chunks_per_slice", p.chunks_per_slice},
-                     {"step_remote_bytes", p.step_remote_bytes},
-                     {"drain_budget_bytes", p.drain_budget_bytes},
+                     {"chunk_every", p.chunk_every},
+                     {"slice_remote_bytes", p.slice_remote_bytes},
+                     {"chunk_remote_bytes", p.chunk_remote_bytes},
                      {"stage_budget_bytes", p.stage_budget_bytes},
+                     {"drain_us_per_chunk", p.drain_us_per_chunk},
+                     {"drain_bound", p.drain_bound},
                      {"chunk_rule", p.chunk_rule},
                      {"comm_ctas", p.comm_ctas},
                      {"comm_needed_gbps", p.comm_needed_gbps},

@@ -272,7 +272,10 @@ const model::UlyssesPlan& UlyssesAttention::plan(int i, const void* q, const voi
   in.remote_bytes = static_cast<long long>(I.scratch_bytes()) * (I.world - 1) / I.world;
   in.sm_count = R.sm_count;
   R.plan = model::plan_ulysses(I.opts.model, in);
-  if (I.opts.chunk_vecs > 0) R.plan.chunk_vecs = I.opts.chunk_vecs;
+  if (I.opts.chunk_vecs > 0) {
+    R.plan.chunk_vecs = I.opts.chunk_vecs;
+    R.plan.chunk_every = 1;
+  }
   if (I.opts.comm_ctas > 0) R.plan.comm_ctas = I.opts.comm_ctas;
   R.planned = true;
   return R.plan;
@@ -306,10 +309,14 @@ void UlyssesAttention::forward(int i, const void* q, const void* k, const void* 
 
   ku::UlyssesArgs u = R.args;
   u.epoch = ++R.epoch;
-  // Only comm-sm (copier CTAs) and fused-shaped (chunk) use the plan; making it times the
+  // Only comm-sm (copier CTAs) and fused-shaped (chunking) use the plan; making it times the
   // attention synchronously, so fused never pays for it.
-  const bool planned = variant == UlyssesVariant::comm_sm || variant == UlyssesVariant::fused_shaped;
-  if (planned) u.chunk_vecs = this->plan(i, q, k, v, s).chunk_vecs;
+  if (variant == UlyssesVariant::comm_sm || variant == UlyssesVariant::fused_shaped) {
+    const model::UlyssesPlan& plan = this->plan(i, q, k, v, s);
+    u.chunk_vecs = plan.chunk_vecs;
+    u.chunk_every = std::max(1, plan.chunk_every);
+  }
+  u.expect_rows = u.epoch * I.rows_per_call();
   u.spans = I.opts.record_spans ? R.spans : nullptr;
   if (u.spans) XS_CUDA(cudaMemsetAsync(R.spans, 0, sizeof(uint64_t) * u.num_slices(), s), what);
   AttentionArgs a = I.attention_args(q, k, v, R.scratch);
@@ -331,7 +338,8 @@ void UlyssesAttention::forward(int i, const void* q, const void* k, const void* 
     const auto kind = variant == UlyssesVariant::fused ? ku::EpilogueKind::fused : ku::EpilogueKind::fused_shaped;
     XS_CUDA(I.launch_attention(kind, p, u, s), what + ": attention");
   }
-  XS_CUDA(ku::launch_receive_wait(u, u.epoch * I.rows_per_call(), s), what + ": completion wait");
+  // No wait kernel: CTA 0 of the attention (fused) or of the copier (comm-sm) waits for this
+  // rank's shard before it ends, so the call is complete when the stream passes it.
 }
 
 void UlyssesAttention::set_record_spans(bool on) { impl_->opts.record_spans = on; }

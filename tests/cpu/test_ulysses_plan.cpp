@@ -44,42 +44,42 @@ model::UlyssesPlanInput input() {
 
 }  // namespace
 
-TEST(UlyssesPlan, ChunkIsTheLargestThatDrainsWithinAStep) {
-  // Per vector and step: 132 CTAs x 2 WGs x 2048 B x 1/2 remote = 270336 B.
-  // Drain budget 373 GB/s x 1.7 us = 634100 B -> 2 vectors (540672 B); 3 would be 811008 B.
+// One slice of every warp group of every CTA, remote part: 132 x 2 x 16384 B / 2 = 2162688 B.
+TEST(UlyssesPlan, ASliceThatFitsTheColdStageLeavesAsOneChunk) {
   const auto plan = model::plan_ulysses(params(373.0, 2.5e6), input());
-  EXPECT_EQ(plan.chunk_vecs, 2);
-  EXPECT_EQ(plan.chunks_per_slice, 4);
-  EXPECT_NEAR(plan.drain_budget_bytes, 634100.0, 1.0);
-  EXPECT_DOUBLE_EQ(plan.step_remote_bytes, 2 * 270336.0);
-  EXPECT_NE(plan.chunk_rule.find("drain"), std::string::npos);
+  EXPECT_DOUBLE_EQ(plan.slice_remote_bytes, 2162688.0);
+  EXPECT_FALSE(plan.drain_bound);  // 2.16 MB per 127 x 1.7 us tile is far below 373 GB/s
+  EXPECT_EQ(plan.chunks_per_slice, 1);
+  EXPECT_EQ(plan.chunk_vecs, 8);
+  EXPECT_EQ(plan.chunk_every, 1);
+  EXPECT_NE(plan.chunk_rule.find("whole slice"), std::string::npos);
 }
 
-TEST(UlyssesPlan, ChunkGrowsWithTheStepAndIsCappedByTheColdStage) {
+TEST(UlyssesPlan, ChunksFitTheColdStageAndAreSpacedByTheirDrainTime) {
+  // Q_cold 600 kB: ceil(2162688 / 6e5) = 4 chunks of 2 vectors (540672 B each), which drain
+  // in 540672 B / 373 GB/s = 1.4495 us, i.e. one chunk every ceil(1.4495 / 0.5) = 3 steps.
   auto in = input();
-  in.step_us = 3.4;  // twice the time: 4 vectors drain
-  EXPECT_EQ(model::plan_ulysses(params(373.0, 2.5e6), in).chunk_vecs, 4);
-  // A cold stage of 600 kB allows only 2 vectors (540672 B) whatever the drain allows.
-  in.step_us = 100;
+  in.step_us = 0.5;
   const auto plan = model::plan_ulysses(params(373.0, 6e5), in);
+  EXPECT_EQ(plan.chunks_per_slice, 4);
   EXPECT_EQ(plan.chunk_vecs, 2);
+  EXPECT_DOUBLE_EQ(plan.chunk_remote_bytes, 540672.0);
+  EXPECT_NEAR(plan.drain_us_per_chunk, 540672.0 / 373e3, 1e-9);
+  EXPECT_EQ(plan.chunk_every, 3);
   EXPECT_NE(plan.chunk_rule.find("Q_cold"), std::string::npos);
 }
 
-TEST(UlyssesPlan, AtLeastOneVectorAndASliceLeavesWithinTheNextTile) {
+TEST(UlyssesPlan, DrainBoundSlicesAreSpreadEvenly) {
+  // 2162688 B per tile of 3 steps x 0.01 us needs 72 TB/s: no chunking avoids backpressure.
   auto in = input();
-  in.step_us = 0.01;  // budget below one vector
-  auto plan = model::plan_ulysses(params(373.0, 2.5e6), in);
-  EXPECT_EQ(plan.chunk_vecs, 1);
-  EXPECT_EQ(plan.chunks_per_slice, 8);
-  in.steps_per_tile = 3;  // 8 vectors over 3 steps need 3 per step
-  plan = model::plan_ulysses(params(373.0, 2.5e6), in);
+  in.steps_per_tile = 3;
+  in.step_us = 0.01;
+  const auto plan = model::plan_ulysses(params(373.0, 2.5e6), in);
+  EXPECT_TRUE(plan.drain_bound);
+  EXPECT_EQ(plan.chunks_per_slice, 3);  // one chunk per step: 3, 3, 2 vectors
   EXPECT_EQ(plan.chunk_vecs, 3);
-  EXPECT_EQ(plan.chunks_per_slice, 3);
-  EXPECT_NE(plan.chunk_rule.find("tile"), std::string::npos);
-  in.steps_per_tile = 0;  // nothing to spread over: the whole slice at most
-  in.step_us = 1e6;
-  EXPECT_EQ(model::plan_ulysses(params(373.0, 1e12), in).chunk_vecs, 8);
+  EXPECT_EQ(plan.chunk_every, 1);
+  EXPECT_NE(plan.chunk_rule.find("drain-bound"), std::string::npos);
 }
 
 TEST(UlyssesPlan, CommCtasFollowTheNeededRate) {
@@ -94,12 +94,14 @@ TEST(UlyssesPlan, CommCtasFollowTheNeededRate) {
 }
 
 TEST(UlyssesPlan, PredictedSpansComeFromTheModel) {
-  const auto p = params(373.0, 2.5e6);
-  const auto plan = model::plan_ulysses(p, input());
-  const auto burst = model::predict(p, 132, 16384, 127 * 1.7);
+  const auto p = params(373.0, 6e5);
+  auto in = input();
+  in.step_us = 0.5;
+  const auto plan = model::plan_ulysses(p, in);
+  const auto burst = model::predict(p, 132, 16384, 127 * 0.5);
   EXPECT_DOUBLE_EQ(plan.predicted_fused_span_us, burst.issue_us);
   EXPECT_DOUBLE_EQ(plan.predicted_fused_cold_span_us, burst.cold_issue_us);
-  const auto chunk = model::predict(p, 132, 2 * 2048, 1.7);
+  const auto chunk = model::predict(p, 132, 2 * 2048, 3 * 0.5);
   EXPECT_DOUBLE_EQ(plan.predicted_shaped_span_us, 4 * chunk.issue_us);
 }
 

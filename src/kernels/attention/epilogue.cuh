@@ -30,7 +30,7 @@
 //       ready; the consumers' stores wait for it), then publish(t) for every slice of the CTA,
 //       in tile order, as soon as its warp group's stores are issued. The slow system-scope
 //       fence and flag update of publishing thus never stall a consumer warp group. The
-//       service thread moves no data.
+//       service thread moves no data. An optional service_end() runs after the last publish.
 #pragma once
 #include <cstdint>
 
@@ -92,6 +92,8 @@ concept HasService = requires(D const& d, EpilogueTile const& t) {
   d.service_start();
   d.publish(t);
 };
+template <class D>
+concept HasServiceEnd = requires(D const& d) { d.service_end(); };
 
 // Shared-memory words of the consumer <-> service-thread handshake (see HasService).
 __device__ __forceinline__ uint32_t ld_acquire_cta(const uint32_t* p) {
@@ -171,6 +173,7 @@ struct TileStoreEpilogue {
           ep.dest.publish(t);
         }
       }
+      if constexpr (HasServiceEnd<Destination>) ep.dest.service_end();
     }
   }
 

@@ -42,8 +42,12 @@ struct UlyssesArgs {
   int consumer_wgs = 0;   // 64-row slices per tile
   DeviceStatus* status = nullptr;
   uint64_t timeout_ns = 0;
-  // fused-shaped: 16-byte stores per thread issued per mainloop step (>= 1).
+  // fused-shaped: 16-byte stores per thread per chunk (>= 1), a chunk every chunk_every steps.
   int chunk_vecs = 0;
+  int chunk_every = 1;
+  // The receive counter value that means this rank's shard of this call is complete
+  // (epoch * B * S/P * H); one thread of CTA 0 waits for it before the kernel ends.
+  uint64_t expect_rows = 0;
   // comm-sm: one flag per 64-row slice of the local output; value = epoch once written.
   uint64_t* slice_flags = nullptr;
   // Optional (nullptr: off): per 64-row slice, SM cycles its warp group spent issuing the

@@ -56,6 +56,12 @@ __device__ __forceinline__ void publish_rows(UlyssesArgs const& u, int row_begin
   }
 }
 
+// Receiver side, one thread of CTA 0: bounded wait until this rank's shard is complete.
+__device__ __forceinline__ void wait_all_received(UlyssesArgs const& u) {
+  if (blockIdx.x == 0)
+    dev::wait_geq(u.counter[u.rank], u.expect_rows, u.status, WaitId::ulysses_receive, u.rank, u.timeout_ns);
+}
+
 // Address of element (row, head, 0) of the full problem in its owner's output.
 template <class Element>
 __device__ __forceinline__ RowSpan remote_row(UlyssesArgs const& u, int batch, int head, int row) {
@@ -83,6 +89,9 @@ struct RemoteDestination {
   // slice's rows published after its stores.
   __device__ void service_start() const { wait_receivers_ready(u, 0, u.rows_per_rank * u.world); }
   __device__ void publish(EpilogueTile const& t) const { publish_rows(u, t.row_begin, t.row_end); }
+  // After this CTA published everything: CTA 0 also waits until every rank's rows for this
+  // rank arrived, so the call is complete when the kernel ends (no separate wait kernel).
+  __device__ void service_end() const { wait_all_received(u); }
   __device__ void tile_stored(EpilogueTile const& t, uint64_t issue_cycles) const {
     if (u.spans != nullptr) u.spans[slice_index(u, t)] = issue_cycles;
   }

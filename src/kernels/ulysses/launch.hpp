@@ -1,6 +1,6 @@
 // Host-side entry points of the Ulysses kernels (no device code here). The attention
 // launchers run the shipped attention mainloop with one of the Ulysses epilogues; the others
-// are the comm-sm tile copier, the receiver's completion wait and the serial path's permute.
+// are the comm-sm tile copier and the serial path's permute.
 // All assume the host operator (src/ops/ulysses_op.cpp) validated the arguments; they return
 // the first CUDA error and never throw.
 #pragma once
@@ -33,11 +33,9 @@ cudaError_t attention_fp16_d64(EpilogueKind kind, const attention::AttentionPara
                                cudaStream_t s);
 
 // comm-sm: `ctas` CTAs copy every finished slice of `local` ([B, S, H/P, D], 16-bit) to its
-// owner as soon as its flag shows u.epoch, then publish the rows; CTA 0 also announces ready.
+// owner as soon as its flag shows u.epoch, then publish the rows; CTA 0 also announces ready
+// and, at the end, waits until this rank's shard is complete.
 cudaError_t launch_tile_copier(const UlyssesArgs& u, const void* local, int q_len, int ctas, cudaStream_t s);
-
-// Receiver: waits (bounded) until this rank's counter reaches `target`.
-cudaError_t launch_receive_wait(const UlyssesArgs& u, uint64_t target, cudaStream_t s);
 
 // serial: recv [B, P, S/P, H/P, D] (what ncclAlltoAll delivers per batch) -> out [B, S/P, H, D].
 cudaError_t launch_permute_received(const void* recv, void* out, int batch, int world, int rows_per_rank,

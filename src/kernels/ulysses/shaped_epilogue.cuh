@@ -40,10 +40,13 @@ struct ShapedTileEpilogue : attention::TileStoreEpilogue<Traits, Destination> {
   // barrier before anyone reads it again.
   static constexpr int kIdle = 1 << 20;
 
-  // steps_left: hook calls left in this mainloop, this one included (1 = the last).
+  // steps_left: hook calls left in this mainloop, this one included (1 = the last). A chunk
+  // leaves every chunk_every calls; the last call sends whatever is left.
   __device__ void step(Params const& ep, Element* smem_o, int steps_left) {
+    const int every = ep.dest.u.chunk_every;
+    if (steps_left % every != 0 && steps_left != 1) return;
     const int issued = *issued_slot(smem_o);
-    if (issued != kIdle) issue(ep, smem_o, issued, steps_left);
+    if (issued != kIdle) issue(ep, smem_o, issued, (steps_left + every - 1) / every);
   }
   // After the CTA's last tile (called inside the tile loop, see kernel.cuh).
   __device__ void finish(Params const& ep, Element* smem_o) {
@@ -113,7 +116,7 @@ struct ShapedTileEpilogue : attention::TileStoreEpilogue<Traits, Destination> {
   }
 
   // Issues the next 16-byte stores of the slice: the planned chunk per thread, or more when
-  // the steps left would not suffice. `issued` counts store iterations (128 x 16 B each).
+  // the chunk opportunities left (`steps_left`) would not suffice. `issued` counts store iterations (128 x 16 B each).
   __device__ void issue(Params const& ep, Element* smem_o, int issued, int steps_left) {
     const int ct = Base::consumer_thread();
     const int wg = ct / 128;

@@ -1,5 +1,5 @@
-// The Ulysses kernels that are not attention: the comm-sm tile copier, the receiver's
-// completion wait, the serial path's permutation, and peer-pointer resolution.
+// The Ulysses kernels that are not attention: the comm-sm tile copier, the serial path's
+// permutation, and peer-pointer resolution.
 #include <cuda_runtime.h>
 
 #include "kernels/common/flags.cuh"
@@ -77,11 +77,7 @@ __global__ void __launch_bounds__(kCopierThreads) tile_copier_kernel(UlyssesArgs
     }
   }
   if (lane == 0 && unpublished > 0) publish();
-}
-
-__global__ void receive_wait_kernel(UlyssesArgs u, uint64_t target) {
-  if (threadIdx.x == 0)
-    dev::wait_geq(u.counter[u.rank], target, u.status, WaitId::ulysses_receive, u.rank, u.timeout_ns);
+  if (threadIdx.x == 0) wait_all_received(u);  // CTA 0: the call is complete when the copier ends
 }
 
 // recv [B, P, Sp, Hl, D] -> out [B, Sp, P*Hl, D]; one 16-byte vector per thread and step.
@@ -112,11 +108,6 @@ __global__ void resolve_peer_pointers_kernel(ncclWindow_t win, size_t offset, in
 
 cudaError_t launch_tile_copier(const UlyssesArgs& u, const void* local, int q_len, int ctas, cudaStream_t s) {
   tile_copier_kernel<<<ctas, kCopierThreads, 0, s>>>(u, static_cast<const char*>(local), q_len);
-  return cudaGetLastError();
-}
-
-cudaError_t launch_receive_wait(const UlyssesArgs& u, uint64_t target, cudaStream_t s) {
-  receive_wait_kernel<<<1, 32, 0, s>>>(u, target);
   return cudaGetLastError();
 }
 
