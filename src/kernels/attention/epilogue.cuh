@@ -291,7 +291,13 @@ struct TileStoreEpilogue {
   // 16-byte chunks, consecutive threads along a row.
   __device__ static void copy_out(Params const& ep, Element const* smem_o, EpilogueTile const& t, int tid,
                                   int it_begin, int it_end) {
+    if (t.row_end <= t.row_begin) return;
     const Element* src_rows = smem_o + (t.row_begin - t.m_block * kBlockM) * kSmemPitch;
+    // The destination is asked once for the slice's first row; its span covers the rows up
+    // to `split` (all of them for a local store; up to the shard border for Ulysses). Only
+    // rows past a border are resolved one by one.
+    const RowSpan first = ep.dest.destination(t, t.row_begin);
+    const int split = t.row_begin + first.rows;
     for (int it = it_begin; it < it_end; ++it) {
       const int idx = tid + it * 128;
       const int r = idx / kChunksPerRow;
@@ -299,8 +305,9 @@ struct TileStoreEpilogue {
       const int row = t.row_begin + r;
       if (row < t.row_end) {
         const uint4 v = *reinterpret_cast<const uint4*>(src_rows + r * kSmemPitch + chunk * kElemsPerChunk);
-        RowSpan span = ep.dest.destination(t, row);
-        *reinterpret_cast<uint4*>(static_cast<Element*>(span.ptr) + chunk * kElemsPerChunk) = v;
+        Element* dst = row < split ? static_cast<Element*>(first.ptr) + r * first.row_stride
+                                   : static_cast<Element*>(ep.dest.destination(t, row).ptr);
+        *reinterpret_cast<uint4*>(dst + chunk * kElemsPerChunk) = v;
       }
     }
   }
