@@ -27,7 +27,7 @@ struct UlyssesPlan {
   // fused-shaped
   int chunk_vecs = 0;              // 16-byte stores per thread in one chunk
   int chunks_per_slice = 0;        // chunks a slice leaves in
-  int chunk_every = 0;             // mainloop steps from one chunk to the next (>= 1)
+  int chunk_every = 0;             // mainloop steps from one chunk to the next (a power of two)
   double slice_remote_bytes = 0;   // remote bytes of one slice of every warp group of every CTA
   double chunk_remote_bytes = 0;   // the same for one chunk: one burst into the X-Stage
   double stage_budget_bytes = 0;   // Q_cold(K): what the stage absorbs without backpressure

@@ -54,9 +54,15 @@ UlyssesPlan plan_ulysses(const Params& p, const UlyssesPlanInput& in) {
   out.chunk_remote_bytes = out.slice_remote_bytes * out.chunk_vecs / vecs_per_slice;
   out.drain_us_per_chunk = out.chunk_remote_bytes / (p.r_agg_gbps * kBytesPerUsPerGbps);
   // Spacing: a chunk drains before the next starts, and all chunks fit in the tile's steps.
+  // The kernel spaces chunks by a power of two (a shift, so its per-step test has no
+  // division): the drain spacing rounded up, unless that no longer fits the tile, then down.
   const int every_drain = static_cast<int>(std::ceil(out.drain_us_per_chunk / in.step_us));
   const int every_fit = std::max(1, steps / out.chunks_per_slice);
-  out.chunk_every = out.chunks_per_slice == 1 ? 1 : std::clamp(every_drain, 1, every_fit);
+  auto pow2_at_least = [](int v) { int p = 1; while (p < v) p *= 2; return p; };
+  auto pow2_at_most = [](int v) { int p = 1; while (2 * p <= v) p *= 2; return p; };
+  int every = std::max(1, every_drain);
+  every = pow2_at_least(every) <= every_fit ? pow2_at_least(every) : pow2_at_most(std::min(every, every_fit));
+  out.chunk_every = out.chunks_per_slice == 1 ? 1 : every;
 
   // comm-sm: enough copier CTAs that their drain rate (the per-producer rate R(K)/K at the
   // smallest measured K, scaled) is twice the average rate the attention produces remote

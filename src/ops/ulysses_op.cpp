@@ -314,7 +314,8 @@ void UlyssesAttention::forward(int i, const void* q, const void* k, const void* 
   if (variant == UlyssesVariant::comm_sm || variant == UlyssesVariant::fused_shaped) {
     const model::UlyssesPlan& plan = this->plan(i, q, k, v, s);
     u.chunk_vecs = plan.chunk_vecs;
-    u.chunk_every = std::max(1, plan.chunk_every);
+    u.chunk_shift = 0;
+    while ((2 << u.chunk_shift) <= plan.chunk_every) ++u.chunk_shift;  // chunk_every is a power of two
   }
   u.expect_rows = u.epoch * I.rows_per_call();
   u.spans = I.opts.record_spans ? R.spans : nullptr;

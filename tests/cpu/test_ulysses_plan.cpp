@@ -57,7 +57,8 @@ TEST(UlyssesPlan, ASliceThatFitsTheColdStageLeavesAsOneChunk) {
 
 TEST(UlyssesPlan, ChunksFitTheColdStageAndAreSpacedByTheirDrainTime) {
   // Q_cold 600 kB: ceil(2162688 / 6e5) = 4 chunks of 2 vectors (540672 B each), which drain
-  // in 540672 B / 373 GB/s = 1.4495 us, i.e. one chunk every ceil(1.4495 / 0.5) = 3 steps.
+  // in 540672 B / 373 GB/s = 1.4495 us, i.e. one chunk every ceil(1.4495 / 0.5) = 3 steps,
+  // rounded up to the kernel's power-of-two spacing: 4.
   auto in = input();
   in.step_us = 0.5;
   const auto plan = model::plan_ulysses(params(373.0, 6e5), in);
@@ -65,8 +66,22 @@ TEST(UlyssesPlan, ChunksFitTheColdStageAndAreSpacedByTheirDrainTime) {
   EXPECT_EQ(plan.chunk_vecs, 2);
   EXPECT_DOUBLE_EQ(plan.chunk_remote_bytes, 540672.0);
   EXPECT_NEAR(plan.drain_us_per_chunk, 540672.0 / 373e3, 1e-9);
-  EXPECT_EQ(plan.chunk_every, 3);
+  EXPECT_EQ(plan.chunk_every, 4);
   EXPECT_NE(plan.chunk_rule.find("Q_cold"), std::string::npos);
+}
+
+TEST(UlyssesPlan, SpacingRoundsDownWhenTheRoundedUpSpacingNoLongerFitsTheTile) {
+  // Same 4 chunks draining in 1.4495 us each, but steps of 0.25 us: 6 steps apart by the
+  // drain, 8 as a power of two, and 4 chunks x 8 > 28 steps: the largest power of two that
+  // fits 28 / 4 = 7 steps, 4, is taken.
+  auto in = input();
+  in.step_us = 0.25;
+  in.steps_per_tile = 28;
+  const auto plan = model::plan_ulysses(params(373.0, 6e5), in);
+  EXPECT_EQ(plan.chunks_per_slice, 4);
+  EXPECT_EQ(plan.chunk_every, 4);
+  in.steps_per_tile = 40;  // 40 / 4 = 10 >= 8: rounded up
+  EXPECT_EQ(model::plan_ulysses(params(373.0, 6e5), in).chunk_every, 8);
 }
 
 TEST(UlyssesPlan, DrainBoundSlicesAreSpreadEvenly) {

@@ -186,7 +186,7 @@ struct TileStoreEpilogue {
       st_release_cta(w, *w + 1u);
     }
   }
-  __device__ void step(Params const&, Element const*, int) {}
+  __device__ void step(Params const&, Element const*, int, bool) {}
   __device__ void finish(Params const&, Element const*) {}
 
   // Called by all 128 threads of each consumer warp group (consumer threads are 128..) with

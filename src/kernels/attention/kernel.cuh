@@ -124,8 +124,8 @@ struct AttentionKernel {
         float lse[kRows];
         // Once per key block, while that block's GEMMs run: the epilogue's step hook (a
         // policy that spreads the previous tile's stores over this mainloop issues a chunk).
-        auto step_hook = [&](int steps_left) {
-          if constexpr (Epilogue::kHasStepHook) epilogue.step(params.epilogue, ss.o.data(), steps_left);
+        auto step_hook = [&](int call, bool last) {
+          if constexpr (Epilogue::kHasStepHook) epilogue.step(params.epilogue, ss.o.data(), call, last);
         };
         mainloop.mma(params.mainloop, pk, pv, ss.q_full, q_phase, read, tile, ct, sQ, sK, sVt, tOrO, softmax, lse,
                      &ss.pin[ct], step_hook);

@@ -368,11 +368,13 @@ struct AttentionMainloop {
   // One tile for one consumer thread (ct = index among consumer threads). Leaves the
   // normalised O in tOrO and the row LSEs in lse (rows as in the accumulator layout).
   // pin_slot: this thread's shared-memory scratch word (see pin_before_wait).
-  // step_hook(steps_left): where an epilogue policy may issue deferred stores. Called once
-  // before the tile's first GEMM (no accumulator live yet) and once per further key block
-  // after its softmax, where the fewest registers are live (the other warp group's GEMMs
-  // keep the tensor cores busy meanwhile); steps_left counts the calls left, this one
-  // included.
+  // step_hook(call, last): where an epilogue policy may issue deferred stores. Called once
+  // before the tile's first GEMM (no accumulator live yet, and the group may be waiting for
+  // the tile's Q anyway) and once per further key block after its softmax, where the fewest
+  // registers are live (the other warp group's GEMMs keep the tensor cores busy meanwhile).
+  // call = 0, 1, ... counts the calls of this tile; last marks the final one. Both are
+  // derived from the loop counter, so a policy's "is a chunk due" test stays on uniform
+  // values (a test on per-thread data here cost ptxas its uniform-register descriptors).
   template <class SmemQ, class SmemK, class SmemVt, class FrgO, int kRows, class StepHook>
   __device__ void mma(Params const& mp, Pipeline const& pk, Pipeline const& pv, uint64_t const& q_full,
                       uint32_t q_phase, State& read, WorkTile const& tile, int ct, SmemQ const& sQ, SmemK const& sK,
@@ -400,7 +402,7 @@ struct AttentionMainloop {
     auto mask_all = [&](auto& s, int n) { mask_scores<T::kCausal, kBlockM, kBlockN>(s, tScS, m_block, n, kv_len); };
 
     const int n_blocks = n_block_max(mp, m_block);
-    step_hook(n_blocks);
+    step_hook(0, n_blocks == 1);
     clear(tOrO);
     float rescale[kRows];
     int n = n_blocks - 1;
@@ -441,7 +443,7 @@ struct AttentionMainloop {
         pv.consumer_release(read_v);
         convert_fragment<Element>(tSrS_as_a, tOrP);
         softmax.rescale_o(tOrO, rescale);
-        step_hook(nb + 1);  // fewest live registers here: S is already packed into P
+        step_hook(n_blocks - 1 - nb, nb == 0);  // fewest live registers here: S is already packed into P
       };
       if constexpr (T::kCausal) {
         const int n_mask_min = n_block_causal_mask_min(m_block);
@@ -487,7 +489,7 @@ struct AttentionMainloop {
         softmax.template exponentiate<false, kMasked>(tSrS);
         convert_fragment<Element>(tSrS_as_a, tOrP);
         softmax.rescale_o(tOrO, rescale);
-        step_hook(nb + 1);
+        step_hook(n_blocks - 1 - nb, nb == 0);
       };
       if constexpr (T::kCausal) {
         const int n_mask_min = n_block_causal_mask_min(m_block);

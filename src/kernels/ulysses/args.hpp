@@ -42,9 +42,10 @@ struct UlyssesArgs {
   int consumer_wgs = 0;   // 64-row slices per tile
   DeviceStatus* status = nullptr;
   uint64_t timeout_ns = 0;
-  // fused-shaped: 16-byte stores per thread per chunk (>= 1), a chunk every chunk_every steps.
+  // fused-shaped: 16-byte stores per thread per chunk (>= 1); chunk c leaves at step hook call
+  // c << chunk_shift (a chunk every 2^chunk_shift calls), the last call sends what is left.
   int chunk_vecs = 0;
-  int chunk_every = 1;
+  int chunk_shift = 0;
   // The receive counter value that means this rank's shard of this call is complete
   // (epoch * B * S/P * H); one thread of CTA 0 waits for it before the kernel ends.
   uint64_t expect_rows = 0;

@@ -1,9 +1,10 @@
 // fused-shaped: an epilogue policy that does not store a finished O slice at once. It stages
-// the slice in shared memory (as the plain policy does) and then issues `chunk_vecs` 16-byte
-// stores per thread at every mainloop step of the *next* tile, so the remote stores leave in
-// small bursts separated by compute instead of one burst per tile. chunk_vecs comes from the
-// Burst-Gap model (src/model/ulysses_plan.cpp): a chunk of all CTAs must fit the X-Stage
-// and drain within one step.
+// the slice in shared memory (as the plain policy does) and then issues it in chunks of
+// `chunk_vecs` 16-byte stores per thread at the mainloop steps of the *next* tile (a chunk
+// every 2^chunk_shift steps), so the remote stores leave in bursts separated by compute
+// instead of one burst per tile. The chunking comes from the Burst-Gap model
+// (src/model/ulysses_plan.cpp): a chunk of all CTAs must fit the X-Stage, and drain before
+// the next one starts.
 //
 // Register budget: the step hook runs inside the mainloop, where the consumer warp groups
 // have nothing to spare. So the policy keeps no state in registers (it lives in shared
@@ -12,8 +13,8 @@
 // halved the kernel's speed; the kernel flushes inside the loop, after the last tile).
 //
 // The staging rows of a warp group are not touched by the next mainloop (only by the next
-// store()), so they hold the pending slice. The chunk grows at the last steps of a short
-// mainloop so that the slice has always left when the mainloop ends.
+// store()), so they hold the pending slice. The mainloop's last hook call sends whatever is
+// left, so the slice has always left when the mainloop ends, however short it is.
 #pragma once
 #include <cstdint>
 
@@ -32,43 +33,48 @@ struct ShapedTileEpilogue : attention::TileStoreEpilogue<Traits, Destination> {
   static_assert(Base::kSmemPitch - Base::kHeadDim >= 16 / static_cast<int>(sizeof(Element)),
                 "the pending-slice record lives in the staging rows' 16-byte padding");
 
-  // State of the warp group's pending slice, in shared memory: `issued` = store iterations
-  // (128 x 16 B) already issued, or kIdle. It and the slice's coordinates, resolved
-  // destination and span cycles live in the unused 16-byte padding of the warp group's
+  // The pending slice's record lives in the unused 16-byte padding of the warp group's
   // staging rows 0, 1, 4, 5 (rows 2 and 3 carry the service-thread handshake, see
-  // epilogue.cuh). Only thread 0 of the group writes it, each write followed by a group
-  // barrier before anyone reads it again.
-  static constexpr int kIdle = 1 << 20;
-
-  // steps_left: hook calls left in this mainloop, this one included (1 = the last). A chunk
-  // leaves every chunk_every calls; the last call sends whatever is left.
-  __device__ void step(Params const& ep, Element* smem_o, int steps_left) {
-    const int every = ep.dest.u.chunk_every;
-    if (steps_left % every != 0 && steps_left != 1) return;
-    const int issued = *issued_slot(smem_o);
-    if (issued != kIdle) issue(ep, smem_o, issued, (steps_left + every - 1) / every);
+  // epilogue.cuh): coordinates, resolved destination, a has-slice word and span cycles.
+  // Only thread 0 of the group writes it; store() publishes it with a group barrier.
+  //
+  // Which stores leave at a hook call follows from the call index alone: chunk c (16-byte
+  // store iterations [c * chunk_vecs, (c + 1) * chunk_vecs)) at call c << chunk_shift, and the
+  // mainloop's last call sends whatever is left. So the per-step test needs no shared-memory
+  // state and no division, and is uniform across the warp group.
+  __device__ void step(Params const& ep, Element* smem_o, int call, bool last) {
+    const int shift = ep.dest.u.chunk_shift;
+    const int vecs = ep.dest.u.chunk_vecs;
+    const bool on_grid = (call & ((1 << shift) - 1)) == 0;
+    if (!last && !(on_grid && (call >> shift) * vecs < Base::kIters)) return;
+    // Chunks already sent: the grid calls before this one.
+    const int sent = (call + (1 << shift) - 1) >> shift;
+    const int begin = min(sent * vecs, Base::kIters);
+    const int end = last ? Base::kIters : min(begin + vecs, Base::kIters);
+    if (begin < end) issue(ep, smem_o, begin, end);
   }
-  // After the CTA's last tile (called inside the tile loop, see kernel.cuh).
-  __device__ void finish(Params const& ep, Element* smem_o) {
-    const int issued = *issued_slot(smem_o);
-    if (issued != kIdle) issue(ep, smem_o, issued, 1);
-  }
+  // After the CTA's last tile (called inside the tile loop, see kernel.cuh): no mainloop
+  // follows, the whole slice leaves now.
+  __device__ void finish(Params const& ep, Element* smem_o) { issue(ep, smem_o, 0, Base::kIters); }
   // Thread 0, before the CTA's first __syncthreads (kernel.cuh): no slice pending.
   __device__ static void init_shared(Element* smem_o) {
     Base::init_shared(smem_o);
-    for (int wg = 0; wg < Base::kBlockM / 64; ++wg) pad(smem_o, 64 * wg + 1)[1] = kIdle;
+    for (int wg = 0; wg < Base::kBlockM / 64; ++wg) record(smem_o, 64 * wg).ints1[1] = 0;
   }
 
   template <class FrgO, int kRows>
   __device__ void store(Params const& ep, Element* smem_o, FrgO const& tOrO, float const (&lse)[kRows],
                         attention::WorkTile const& tile) {
-    // The mainloop's last hook call issued whatever was left of the previous slice.
-    if (*issued_slot(smem_o) != kIdle) __trap();
     const EpilogueTile t = Base::stage(ep, smem_o, tOrO, lse, tile);
     // Thread 0 records the slice and resolves its destination once (the divisions and the
     // per-rank pointer lookup stay out of the mainloop); the barrier publishes the record.
     if (Base::thread_in_wg() == 0) {
       Record r = record(smem_o, (t.row_begin - t.m_block * Base::kBlockM));
+      // The previous mainloop's last hook call sent the previous slice and cleared the word
+      // (stage()'s barriers order that before this point). No __trap() check here: a
+      // conditional trap anywhere in the tile loop makes ptxas assume threads may have
+      // exited, and it then moves the wgmma descriptors out of uniform registers (32 more
+      // R2UR per key block, measured in the SASS).
       r.ints0[0] = t.batch;
       r.ints0[1] = t.head;
       r.ints0[2] = t.m_block;
@@ -83,17 +89,15 @@ struct ShapedTileEpilogue : attention::TileStoreEpilogue<Traits, Destination> {
         *r.stride = static_cast<int>(a.row_stride);
         *r.base1 = split < t.row_end ? static_cast<Element*>(ep.dest.destination(t, split).ptr) : nullptr;
       }
-      r.ints1[1] = 0;
+      r.ints1[1] = 1;
     }
     cutlass::arch::NamedBarrier::sync(128, Base::epilogue_barrier(t));
   }
 
  private:
-  __device__ static int* issued_slot(Element* smem_o) { return pad(smem_o, Base::consumer_thread() / 128 * 64 + 1) + 1; }
-
   struct Record {
     int* ints0;       // batch, head, m_block, row_begin       (row 0 padding)
-    int* ints1;       // row_end, issued, cycles (u64)         (row 1 padding)
+    int* ints1;       // row_end, has slice, cycles (u64)      (row 1 padding)
     uint64_t* cycles;
     Element** base0;  // first row's address; rows until split (row 4 padding: ptr, split, stride)
     int* split;
@@ -115,25 +119,26 @@ struct ShapedTileEpilogue : attention::TileStoreEpilogue<Traits, Destination> {
     return r;
   }
 
-  // Issues the next 16-byte stores of the slice: the planned chunk per thread, or more when
-  // the chunk opportunities left (`steps_left`) would not suffice. `issued` counts store iterations (128 x 16 B each).
-  __device__ void issue(Params const& ep, Element* smem_o, int issued, int steps_left) {
+  // Store iterations [begin, end) (128 x 16 B each) of the pending slice, if there is one (the
+  // CTA's first mainloop has none). The call that reaches the end hands the slice on.
+  __device__ void issue(Params const& ep, Element* smem_o, int begin, int end) {
     const int ct = Base::consumer_thread();
     const int wg = ct / 128;
     const int tid = ct % 128;
     const Record r = record(smem_o, wg * 64);
-    const int row_begin = r.ints0[3];
-    const int row_end = r.ints1[0];
-    constexpr int kIters = Base::kIters;
-    const int need = (kIters - issued + steps_left - 1) / steps_left;
-    const int end = min(issued + max(ep.dest.u.chunk_vecs, need), kIters);
+    // Same word for every thread; the broadcast tells ptxas so (a branch it must treat as
+    // divergent here made it move the mainloop's wgmma descriptors out of uniform registers).
+    if (__shfl_sync(0xffffffffu, r.ints1[1], 0) == 0) return;
+    const uint32_t bar = static_cast<uint32_t>(attention::NamedBarrierId::epilogue_wg0) + wg;
     const bool record_spans = ep.dest.u.spans != nullptr;
     const uint64_t t0 = record_spans ? clock64() : 0;
+    const int row_begin = r.ints0[3];
+    const int row_end = r.ints1[0];
     const int split = *r.split;
     const int64_t stride = *r.stride;
     const Element* src_rows = smem_o + (wg * 64) * Base::kSmemPitch;
 #pragma unroll 1
-    for (int it = issued; it < end; ++it) {
+    for (int it = begin; it < end; ++it) {
       const int idx = tid + it * 128;
       const int i = idx / Base::kChunksPerRow;  // row of the slice
       const int chunk = idx % Base::kChunksPerRow;
@@ -144,22 +149,19 @@ struct ShapedTileEpilogue : attention::TileStoreEpilogue<Traits, Destination> {
         *reinterpret_cast<uint4*>(dst + chunk * Base::kElemsPerChunk) = v;
       }
     }
-    // Everyone has read the state; thread 0 writes the new one.
-    cutlass::arch::NamedBarrier::sync(128, static_cast<uint32_t>(attention::NamedBarrierId::epilogue_wg0) + wg);
+    const bool done = end == Base::kIters;
+    // The slice is handed on only after every thread's stores were issued; span records
+    // measure the whole group's chunk, so they wait for it too.
+    if (done || record_spans) cutlass::arch::NamedBarrier::sync(128, bar);
     if (tid == 0) {
       if (record_spans) *r.cycles += clock64() - t0;
-      if (end == kIters) {
+      if (done) {
         const EpilogueTile t{r.ints0[0], r.ints0[1], r.ints0[2], row_begin, row_end};
         Base::slice_stored(ep, smem_o, t, *r.cycles);
-        r.ints1[1] = kIdle;
-      } else {
-        r.ints1[1] = end;
+        r.ints1[1] = 0;
       }
     }
-    // The new state is visible to the whole group before anyone reads it again.
-    cutlass::arch::NamedBarrier::sync(128, static_cast<uint32_t>(attention::NamedBarrierId::epilogue_wg0) + wg);
   }
-
 };
 
 }  // namespace xstage::kernels::ulysses
