@@ -45,7 +45,8 @@ def main(argv=None):
     for r in ours["results"]:
         linear = r["op"].split("_")[0]
         t = base.get((r["model"], linear, r["tokens_per_expert"]))
-        row = {"model": r["model"], "op": r["op"], "tokens_per_expert": r["tokens_per_expert"], "experts": r["experts"],
+        row = {"model": r["model"], "op": r["op"], "weights": r.get("weights", "w8a8"),
+               "tokens_per_expert": r["tokens_per_expert"], "experts": r["experts"],
                "n": r["n"], "k": r["k"], "xstage_tflops": r["tflops"], "xstage_median_us": r["median_us"],
                "instantiation": r.get("instantiation")}
         if t is None or "tflops" not in t:
@@ -56,7 +57,7 @@ def main(argv=None):
             row.update({"cublaslt_tflops": t["tflops"], "cublaslt_median_us": t["median_us"], "scaling": scaling,
                         "ratio": ratio})
         print(f" {r['model']:>17} {r['op']:>10} {r['tokens_per_expert']:>6} {r['experts']:>4} {r['n']:>6} {r['k']:>6} "
-              f"{r.get('instantiation', '?'):>25} "
+              f"{r.get('instantiation', '?') + ('' if r.get('weights', 'w8a8') == 'w8a8' else ' ' + r['weights']):>25} "
               f"{r['tflops']:>8.1f} {line_t:>9} {scaling:>24} {('%.2f' % ratio) if ratio is not None else '-':>6}")
         rows.append(row)
     if args.json:

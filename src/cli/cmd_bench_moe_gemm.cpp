@@ -1,7 +1,8 @@
 // `xstage bench moe-gemm`: TFLOP/s of the MoE grouped-GEMM kernels for the expert shapes of
 // the Mega-MoE models (docs/MOE.md in the shared docs) at several tokens per expert: Linear-1
 // (gate/up fused, SwiGLU + fp8 requantisation epilogue, and the plain bf16 form) and Linear-2
-// (bf16 epilogue). Balanced routing: every benchmarked expert gets the same token count. Timed
+// (bf16 epilogue), for W8A8 and the W4A8 weight formats (--weights; the formats of one cell
+// run back to back, so python/compare_moe_w4a8.py can set W4A8 against W8A8). Balanced routing: every benchmarked expert gets the same token count. Timed
 // with CUDA events (warm-up, then the median of >= 20 individually timed launches, inputs
 // rotating over enough buffer sets to exceed 2 x L2; a large memset queued first keeps the GPU
 // busy while the host enqueues). JSON schema xstage.bench.moe_gemm.v1, the shape that
@@ -28,6 +29,7 @@
 #include "xstage/error.hpp"
 #include "xstage/ops/moe_gemm.hpp"
 #include "xstage/ops/moe_quant.hpp"
+#include "xstage/ops/moe_quant4.hpp"
 
 namespace xstage::cli {
 namespace {
@@ -58,6 +60,7 @@ struct BenchFlags {
   int block_m = 0;
   std::vector<std::string> clusters{"planned"};  // planned, 1x1, 2x1, 1x2, 2x2
   std::vector<int> schedules{-1};                // consumer schedule override (-1: default)
+  std::vector<std::string> weights{"w8a8"};      // w8a8, w4a8-int4, w4a8-mxfp4
   std::string json_out;
 };
 
@@ -67,6 +70,13 @@ std::pair<int, int> parse_cluster(const std::string& c) {
   if (c.size() == 3 && c[1] == 'x' && (c[0] == '1' || c[0] == '2') && (c[2] == '1' || c[2] == '2'))
     return {c[0] - '0', c[2] - '0'};
   throw InvalidArgument("bench moe-gemm: --cluster takes planned, 1x1, 2x1, 1x2 or 2x2; got '" + c + "'");
+}
+
+ops::MoeQuant parse_weights(const std::string& w) {
+  if (w == "w8a8") return ops::MoeQuant::w8a8;
+  if (w == "w4a8-int4") return ops::MoeQuant::w4a8_int4;
+  if (w == "w4a8-mxfp4") return ops::MoeQuant::w4a8_mxfp4;
+  throw InvalidArgument("bench moe-gemm: --weights takes w8a8, w4a8-int4, w4a8-mxfp4; got '" + w + "'");
 }
 
 // Experts benchmarked: enough that the weights exceed `weight_bytes` (so they stream from
@@ -118,7 +128,7 @@ Problem problem(const Model& m, const std::string& op) {
 }
 
 struct Result {
-  std::string model, op, instantiation, cluster;
+  std::string model, op, weights, instantiation, cluster;
   int schedule;
   int hidden, intermediate, experts, tokens, m, n, k;
   double median_us, min_us, max_us, p10_us, p90_us, tflops, tflops_best;
@@ -127,18 +137,19 @@ struct Result {
 };
 
 struct Patterns {
-  std::vector<uint8_t> fp8, scales;
+  std::vector<uint8_t> fp8, scales, e8m0;  // e8m0: exponents 120..130 (scales 2^-7 .. 2^3)
 };
 
-Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, int tokens, std::pair<int, int> cluster,
-                 int schedule, size_t rotate_bytes, const Patterns& pat, const DeviceMem& backlog, size_t backlog_bytes,
+Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, ops::MoeQuant quant, int tokens,
+                 std::pair<int, int> cluster, int schedule, size_t rotate_bytes, const Patterns& pat, const DeviceMem& backlog, size_t backlog_bytes,
                  cudaStream_t stream) {
   const int experts = bench_experts(md, tokens, fl.expert_bytes_mib * 1048576.0);
   const int m = experts * tokens;
   const bool swiglu = pb.epilogue == ops::MoeEpilogue::swiglu_fp8;
   const int out_cols = swiglu ? pb.n / 2 : pb.n;
   const size_t a_bytes = size_t(m) * pb.k, sa_bytes = 4 * size_t(pb.k / 128) * m;
-  const size_t b_bytes = size_t(experts) * pb.n * pb.k, sb_bytes = 4 * size_t(experts) * (pb.n / 128) * (pb.k / 128);
+  const size_t b_bytes = size_t(ops::moe_weight_bytes(quant, experts, pb.n, pb.k));
+  const size_t sb_bytes = size_t(ops::moe_weight_scale_bytes(quant, experts, pb.n, pb.k));
   const size_t out_bytes = size_t(m) * out_cols * (swiglu ? 1 : 2), os_bytes = 4 * size_t(out_cols / 128) * m;
   const size_t set_bytes = a_bytes + sa_bytes + b_bytes + sb_bytes + out_bytes + os_bytes;
   const int sets = static_cast<int>(std::max<size_t>(1, (rotate_bytes + set_bytes - 1) / set_bytes));
@@ -158,7 +169,7 @@ Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, int t
     upload_pattern(s.a->p, a_bytes, pat.fp8, 3 * i + 1, stream);
     upload_pattern(s.b->p, b_bytes, pat.fp8, 3 * i + 2, stream);
     upload_pattern(s.sa->p, sa_bytes, pat.scales, 3 * i + 3, stream);
-    upload_pattern(s.sb->p, sb_bytes, pat.scales, 3 * i + 4, stream);
+    upload_pattern(s.sb->p, sb_bytes, quant == ops::MoeQuant::w4a8_mxfp4 ? pat.e8m0 : pat.scales, 3 * i + 4, stream);
   }
   std::vector<int> counts(experts, tokens), offsets(experts);
   for (int e = 0; e < experts; ++e) offsets[e] = e * tokens;
@@ -168,6 +179,7 @@ Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, int t
   upload_pattern(d_weights.p, 4 * size_t(m), pat.scales, 7, stream);  // any positive weights
 
   ops::MoeGemmArgs a;
+  a.quant = quant;
   a.epilogue = pb.epilogue;
   a.experts = experts;
   a.m_total = m;
@@ -188,7 +200,8 @@ Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, int t
     a.a = bufs[i].a->p;
     a.a_scales = static_cast<const float*>(bufs[i].sa->p);
     a.b = bufs[i].b->p;
-    a.b_scales = static_cast<const float*>(bufs[i].sb->p);
+    a.b_scales = quant == ops::MoeQuant::w4a8_mxfp4 ? nullptr : static_cast<const float*>(bufs[i].sb->p);
+    a.b_e8m0 = quant == ops::MoeQuant::w4a8_mxfp4 ? static_cast<const uint8_t*>(bufs[i].sb->p) : nullptr;
     a.out = bufs[i].out->p;
     a.out_scales = swiglu ? static_cast<float*>(bufs[i].os->p) : nullptr;
   };
@@ -234,10 +247,11 @@ Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, int t
   Result r;
   r.model = md.name;
   r.op = pb.op;
+  r.weights = ops::moe_quant_name(quant);
   const auto inst = ops::select_moe_instantiation(a);
   r.instantiation = inst.name;
   r.cluster = std::to_string(inst.cluster_m) + "x" + std::to_string(inst.cluster_n);
-  r.schedule = schedule < 0 ? ops::kMoeDefaultSchedule : schedule;
+  r.schedule = ops::moe_is_w4a8(quant) ? 0 : (schedule < 0 ? ops::kMoeDefaultSchedule : schedule);
   r.hidden = md.hidden;
   r.intermediate = md.intermediate;
   r.experts = experts;
@@ -270,6 +284,8 @@ Patterns make_patterns() {
     const float f = s(rng);
     std::memcpy(p.scales.data() + i, &f, 4);
   }
+  p.e8m0.resize(kPatternBytes + kPatternPad);
+  for (auto& b : p.e8m0) b = static_cast<uint8_t>(120 + rng() % 11);
   return p;
 }
 
@@ -287,6 +303,9 @@ void run_bench(const BenchFlags& fl) {
   if (models.empty()) throw InvalidArgument("bench moe-gemm: --models matched none of the seven models");
   for (const auto& op : fl.ops) problem(*models.front(), op);  // throws for unknown ops
   for (const auto& c : fl.clusters) parse_cluster(c);
+  std::vector<ops::MoeQuant> quants;
+  for (const auto& w : fl.weights) quants.push_back(parse_weights(w));
+  if (quants.empty()) throw InvalidArgument("bench moe-gemm: --weights is empty");
   for (int sch : fl.schedules)
     if (sch < -1 || sch > 3) throw InvalidArgument(fmt::format("bench moe-gemm: --schedule {} must be -1..3", sch));
 
@@ -307,12 +326,12 @@ void run_bench(const BenchFlags& fl) {
   const size_t backlog_bytes = std::min<size_t>(size_t(2) << 30, free_b / 16);
   DeviceMem backlog(backlog_bytes);
 
-  std::printf("# xstage bench moe-gemm on %s (%d SMs, L2 %.0f MiB), W8A8 fp8 e4m3, balanced routing, median of %d "
+  std::printf("# xstage bench moe-gemm on %s (%d SMs, L2 %.0f MiB), fp8 e4m3 activations, balanced routing, median of %d "
               "runs after %d warm-up, inputs rotate over >= %.0f MiB\n",
               prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1048576.0, fl.iters, fl.warmup,
               rotate_bytes / 1048576.0);
-  std::printf("%s", fmt::format("#{:>17} {:>10} {:>6} {:>4} {:>6} {:>6} {:>6} {:>28} {:>10} {:>9} {:>9} {:>6}\n",
-                                "model", "op", "tokens", "E", "n", "k", "sets", "instantiation", "time(us)",
+  std::printf("%s", fmt::format("#{:>17} {:>10} {:>10} {:>6} {:>4} {:>6} {:>6} {:>6} {:>28} {:>10} {:>9} {:>9} {:>6}\n",
+                                "model", "op", "weights", "tokens", "E", "n", "k", "sets", "instantiation", "time(us)",
                                 "TFLOP/s", "best", "#wrong")
                         .c_str());
   std::vector<Result> results;
@@ -322,31 +341,33 @@ void run_bench(const BenchFlags& fl) {
         for (const auto& cs : fl.clusters) {
         const Problem pb = problem(*md, op);
         const auto cluster = parse_cluster(cs);
-        if (cluster.first != 0) {  // a forced cluster that is not shipped for this tile: skip the line
-          ops::MoeGemmArgs probe;
-          probe.epilogue = pb.epilogue;
-          probe.experts = 1;
-          probe.m_total = t;
-          probe.block_m = pb.epilogue == ops::MoeEpilogue::bf16 ? fl.block_m : 0;
-          probe.cluster_m = cluster.first;
-          probe.cluster_n = cluster.second;
-          try {
-            ops::select_moe_instantiation(probe);
-          } catch (const InvalidArgument&) {
-            continue;
+        for (int sch : fl.schedules)
+          for (ops::MoeQuant quant : quants) {
+            // A forced cluster, tile or schedule that is not shipped for this quantisation: skip the line.
+            ops::MoeGemmArgs probe;
+            probe.quant = quant;
+            probe.epilogue = pb.epilogue;
+            probe.experts = 1;
+            probe.m_total = t;
+            probe.block_m = pb.epilogue == ops::MoeEpilogue::bf16 ? fl.block_m : 0;
+            probe.cluster_m = cluster.first;
+            probe.cluster_n = cluster.second;
+            if (ops::moe_is_w4a8(quant) && sch > 0) continue;
+            try {
+              ops::select_moe_instantiation(probe);
+            } catch (const InvalidArgument&) {
+              continue;
+            }
+            Result r = bench_one(fl, *md, pb, quant, t, cluster, sch, rotate_bytes, pat, backlog, backlog_bytes, stream);
+            results.push_back(r);
+            std::printf("%s", fmt::format(" {:>17} {:>10} {:>10} {:>6} {:>4} {:>6} {:>6} {:>6} {:>28} {:>10.1f} {:>9.1f} "
+                                          "{:>9.1f} {:>6}\n",
+                                          r.model, r.op, r.weights, r.tokens, r.experts, r.n, r.k, r.sets,
+                                          r.instantiation + "/s" + std::to_string(r.schedule), r.median_us, r.tflops,
+                                          r.tflops_best, r.nonfinite)
+                                  .c_str());
+            std::fflush(stdout);
           }
-        }
-        for (int sch : fl.schedules) {
-        Result r = bench_one(fl, *md, pb, t, cluster, sch, rotate_bytes, pat, backlog, backlog_bytes, stream);
-        results.push_back(r);
-        std::printf("%s", fmt::format(" {:>17} {:>10} {:>6} {:>4} {:>6} {:>6} {:>6} {:>28} {:>10.1f} {:>9.1f} {:>9.1f} "
-                                      "{:>6}\n",
-                                      r.model, r.op, r.tokens, r.experts, r.n, r.k, r.sets,
-                                      r.instantiation + "/s" + std::to_string(r.schedule),
-                                      r.median_us, r.tflops, r.tflops_best, r.nonfinite)
-                              .c_str());
-        std::fflush(stdout);
-        }
       }
   cudaStreamDestroy(stream);
 
@@ -359,7 +380,9 @@ void run_bench(const BenchFlags& fl) {
     j["l2_bytes"] = prop.l2CacheSize;
     j["commit"] = commit_id();
     j["date"] = now_iso();
-    j["config"] = {{"quant", "w8a8 fp8 e4m3, a: 1x128 scales, b: 128x128 scales"},
+    j["config"] = {{"quant",
+                    "a: fp8 e4m3 with 1x128 scales; b: w8a8 fp8 e4m3 with 128x128 scales, w4a8_int4 int4 with "
+                    "1x128 fp32 scales, w4a8_mxfp4 e2m1 with 1x32 e8m0 scales (exponents 120..130)"},
                    {"routing", "balanced (every benchmarked expert gets `tokens`)"},
                    {"warmup", fl.warmup},
                    {"iters", fl.iters},
@@ -369,7 +392,8 @@ void run_bench(const BenchFlags& fl) {
     nlohmann::json rs = nlohmann::json::array();
     for (const Result& r : results)
       rs.push_back({{"backend", "xstage"},       {"model", r.model},
-                    {"op", r.op},                {"hidden", r.hidden},
+                    {"op", r.op},                {"weights", r.weights},
+                    {"hidden", r.hidden},
                     {"intermediate", r.intermediate}, {"experts", r.experts},
                     {"tokens_per_expert", r.tokens}, {"m", r.m},
                     {"n", r.n},                  {"k", r.k},
@@ -391,7 +415,7 @@ void add_moe_gemm_bench_command(CLI::App& app) {
   auto fl = std::make_shared<BenchFlags>();
   auto* cmd = bench_group(app)->add_subcommand(  // the `bench` group shared with the other benchmarks
       "moe-gemm",
-      "TFLOP/s of the W8A8 MoE grouped GEMM for the expert shapes of the seven Mega-MoE models,\n"
+      "TFLOP/s of the MoE grouped GEMM (W8A8, W4A8) for the expert shapes of the seven Mega-MoE models,\n"
       "Linear-1 (n = 2 x intermediate, k = hidden; SwiGLU+fp8 or bf16 epilogue) and Linear-2 (n = hidden,\n"
       "k = intermediate), one line per (model, op, tokens per expert). TFLOP/s = 2*E*tokens*n*k / median.\n"
       "Compare with cuBLASLt: python/bench_moe_gemm_torch.py and python/compare_moe_gemm.py.");
@@ -412,6 +436,11 @@ void add_moe_gemm_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--schedule", fl->schedules,
                   "Consumer schedules to run (-1: default; bit 0: overlap next K block, bit 1: ping-pong)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--weights", fl->weights,
+                  "Weight formats to run, each cell back to back: w8a8, w4a8-int4, w4a8-mxfp4 (w4a8: 64 and 192-row "
+                  "tiles, schedule 0 only; unshipped forced settings are skipped)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--num-ctas", fl->num_ctas, "Persistent grid size (0: one CTA per SM)")->capture_default_str();

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "kernels/moe/launch.hpp"
+#include "kernels/moe/launch_w4a8.hpp"
 #include "xstage/error.hpp"
 #include "xstage/ops/moe_gemm.hpp"
 
@@ -17,7 +18,8 @@ namespace km = kernels::moe;
 const char* moe_quant_name(MoeQuant q) {
   switch (q) {
     case MoeQuant::w8a8: return "w8a8";
-    case MoeQuant::w4a8: return "w4a8";
+    case MoeQuant::w4a8_int4: return "w4a8_int4";
+    case MoeQuant::w4a8_mxfp4: return "w4a8_mxfp4";
   }
   return "unknown";
 }
@@ -41,7 +43,9 @@ void check_pointer(const char* name, const void* p, uintptr_t align, const char*
 }
 
 using LaunchFn = cudaError_t (*)(const km::MoeGemmParams&, cudaStream_t);
+using LaunchW4Fn = cudaError_t (*)(const km::MoeW4A8Params&, cudaStream_t);
 
+// quant w4a8_int4 in the table stands for both 4-bit formats (one kernel serves both).
 struct Entry {
   MoeQuant quant;
   MoeEpilogue epilogue;
@@ -51,6 +55,7 @@ struct Entry {
   const char* name;
   LaunchFn launch;
   km::KernelInfo (*info)();
+  LaunchW4Fn launch_w4 = nullptr;
 };
 
 const Entry kEntries[] = {
@@ -70,7 +75,15 @@ const Entry kEntries[] = {
      km::moe_w8a8_swiglu_m64n256_info},
     {MoeQuant::w8a8, MoeEpilogue::swiglu_fp8, 64, 2, 1, "w8a8_swiglu_m64n256_c2x1", km::moe_w8a8_swiglu_m64n256_c2x1,
      km::moe_w8a8_swiglu_m64n256_c2x1_info},
+    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 192, 1, 1, "w4a8_bf16_m192n128", nullptr, km::moe_w4a8_bf16_m192n128_info,
+     km::moe_w4a8_bf16_m192n128},
+    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 64, 1, 1, "w4a8_bf16_m64n256", nullptr, km::moe_w4a8_bf16_m64n256_info,
+     km::moe_w4a8_bf16_m64n256},
+    {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 64, 1, 1, "w4a8_swiglu_m64n256", nullptr,
+     km::moe_w4a8_swiglu_m64n256_info, km::moe_w4a8_swiglu_m64n256},
 };
+
+MoeQuant table_quant(MoeQuant q) { return moe_is_w4a8(q) ? MoeQuant::w4a8_int4 : q; }
 
 int tokens_per_expert(const MoeGemmArgs& a) {
   if (a.tokens_per_expert_hint > 0) return a.tokens_per_expert_hint;
@@ -84,16 +97,17 @@ MoeCluster cluster_for(MoeEpilogue, int, int) { return MoeCluster{1, 1}; }
 
 const Entry& find_entry(const MoeGemmArgs& a) {
   const int tokens = tokens_per_expert(a);
-  const int bm = a.block_m != 0 ? a.block_m : plan_block_m(a.epilogue, tokens);
+  const int bm = a.block_m != 0 ? a.block_m : plan_block_m(a.quant, a.epilogue, tokens);
   const MoeCluster c = a.cluster_m != 0 ? MoeCluster{a.cluster_m, a.cluster_n} : cluster_for(a.epilogue, tokens, bm);
   for (const Entry& e : kEntries)
-    if (e.quant == a.quant && e.epilogue == a.epilogue && e.block_m == bm && e.cluster_m == c.m &&
+    if (e.quant == table_quant(a.quant) && e.epilogue == a.epilogue && e.block_m == bm && e.cluster_m == c.m &&
         e.cluster_n == c.n)
       return e;
   throw InvalidArgument(fmt::format(
-      "moe gemm: no {} {} kernel with block_m {} and cluster {}x{} (shipped: bf16 m64 1x1, bf16 m128 1x1/2x1/1x2/2x2, "
-      "bf16 m192 1x1, swiglu_fp8 m64 1x1/2x1)",
-      moe_quant_name(a.quant), moe_epilogue_name(a.epilogue), bm, c.m, c.n));
+      "moe gemm: no {} {} kernel with block_m {} and cluster {}x{} ({})", moe_quant_name(a.quant),
+      moe_epilogue_name(a.epilogue), bm, c.m, c.n,
+      moe_is_w4a8(a.quant) ? "w4a8 ships: bf16 m64 1x1, bf16 m192 1x1, swiglu_fp8 m64 1x1"
+                           : "w8a8 ships: bf16 m64 1x1, bf16 m128 1x1/2x1/1x2/2x2, bf16 m192 1x1, swiglu_fp8 m64 1x1/2x1"));
 }
 
 km::MoeGemmParams to_params(const MoeGemmArgs& a) {
@@ -117,6 +131,16 @@ km::MoeGemmParams to_params(const MoeGemmArgs& a) {
   return p;
 }
 
+km::MoeW4A8Params to_w4a8_params(const MoeGemmArgs& a) {
+  km::MoeW4A8Params p;
+  static_cast<km::MoeGemmParams&>(p) = to_params(a);
+  p.schedule = 0;
+  p.format = a.quant == MoeQuant::w4a8_mxfp4 ? km::W4Format::mxfp4 : km::W4Format::int4_g128;
+  p.b_scales = a.quant == MoeQuant::w4a8_int4 ? a.b_scales : nullptr;
+  p.b_e8m0 = a.quant == MoeQuant::w4a8_mxfp4 ? a.b_e8m0 : nullptr;
+  return p;
+}
+
 }  // namespace
 
 int plan_block_m(MoeEpilogue epilogue, int tokens) {
@@ -126,6 +150,28 @@ int plan_block_m(MoeEpilogue epilogue, int tokens) {
   // measured limit); take them when that outweighs their extra padding rows.
   const auto fill = [tokens](int bm) { return static_cast<double>(tokens) / (((tokens + bm - 1) / bm) * bm); };
   return 1.2 * fill(192) > fill(128) ? 192 : 128;
+}
+
+int plan_block_m(MoeQuant quant, MoeEpilogue epilogue, int tokens) {
+  if (!moe_is_w4a8(quant)) return plan_block_m(epilogue, tokens);
+  // w4a8: 64 x 256 for few tokens and for SwiGLU, else the 192-row tile (no 128-row tile).
+  if (epilogue == MoeEpilogue::swiglu_fp8 || tokens <= 64) return 64;
+  return 192;
+}
+
+long long moe_weight_bytes(MoeQuant quant, int experts, int n, int k) {
+  const long long values = static_cast<long long>(experts) * n * k;
+  return moe_is_w4a8(quant) ? values / 2 : values;
+}
+
+long long moe_weight_scale_bytes(MoeQuant quant, int experts, int n, int k) {
+  const long long e = experts;
+  switch (quant) {
+    case MoeQuant::w8a8: return e * (n / 128) * (k / 128) * 4;
+    case MoeQuant::w4a8_int4: return e * (k / 128) * n * 4;
+    case MoeQuant::w4a8_mxfp4: return e * (k / 32) * n;
+  }
+  return 0;
 }
 
 MoeCluster plan_cluster(MoeEpilogue epilogue, int tokens) {
@@ -152,10 +198,10 @@ void check_routing(const int* counts, const int* offsets, int experts, int m_tot
 }
 
 void validate(const MoeGemmArgs& a) {
-  if (a.quant != MoeQuant::w8a8) {
-    if (a.quant == MoeQuant::w4a8) throw InvalidArgument("moe gemm: w4a8 is not implemented yet (w8a8 only)");
-    throw InvalidArgument(fmt::format("moe gemm: unsupported quantisation {}", static_cast<int>(a.quant)));
-  }
+  if (a.quant != MoeQuant::w8a8 && !moe_is_w4a8(a.quant))
+    throw InvalidArgument(fmt::format("moe gemm: unsupported quantisation {} (w8a8, w4a8_int4 or w4a8_mxfp4)",
+                                      static_cast<int>(a.quant)));
+  const bool w4 = moe_is_w4a8(a.quant);
   if (a.epilogue != MoeEpilogue::bf16 && a.epilogue != MoeEpilogue::swiglu_fp8)
     throw InvalidArgument(fmt::format("moe gemm: unsupported epilogue {}", static_cast<int>(a.epilogue)));
   if (a.experts <= 0 || a.m_total < 0 || a.n <= 0 || a.k <= 0)
@@ -185,12 +231,17 @@ void validate(const MoeGemmArgs& a) {
   if (a.num_ctas < 0) throw InvalidArgument(fmt::format("moe gemm: num_ctas {} must be >= 0", a.num_ctas));
   if (a.schedule < -1 || a.schedule > 3)
     throw InvalidArgument(fmt::format("moe gemm: schedule {} must be -1 (default) or 0..3", a.schedule));
+  if (w4 && a.schedule > 0)
+    throw InvalidArgument(fmt::format(
+        "moe gemm: the w4a8 kernels have one consumer schedule; schedule {} must be -1 (default) or 0", a.schedule));
   find_entry(a);  // a forced block_m must be shipped for this epilogue
   check_pointer("a", a.a, 16, "TMA");
   check_pointer("b", a.b, 16, "TMA");
   check_pointer("out", a.out, 16, "16-byte row stores");
   check_pointer("a_scales", a.a_scales, 4, "fp32");
-  check_pointer("b_scales", a.b_scales, 4, "fp32");
+  if (a.quant == MoeQuant::w8a8) check_pointer("b_scales", a.b_scales, 4, "fp32");
+  if (a.quant == MoeQuant::w4a8_int4) check_pointer("b_scales", a.b_scales, 16, "bulk copies of the int4 scales");
+  if (a.quant == MoeQuant::w4a8_mxfp4) check_pointer("b_e8m0", a.b_e8m0, 16, "bulk copies of the mxfp4 scales");
   check_pointer("counts", a.counts, 4, "int32");
   check_pointer("offsets", a.offsets, 4, "int32");
   if (a.epilogue == MoeEpilogue::swiglu_fp8) {
@@ -225,7 +276,7 @@ void moe_gemm(const MoeGemmArgs& a, cudaStream_t stream) {
   validate(a);
   if (a.m_total == 0) return;
   const Entry& e = find_entry(a);
-  const cudaError_t err = e.launch(to_params(a), stream);
+  const cudaError_t err = e.launch_w4 != nullptr ? e.launch_w4(to_w4a8_params(a), stream) : e.launch(to_params(a), stream);
   if (err != cudaSuccess)
     throw Error(fmt::format("moe gemm: launching {} (experts {}, m_total {}, n {}, k {}) failed: {}", e.name,
                             a.experts, a.m_total, a.n, a.k, cudaGetErrorString(err)));

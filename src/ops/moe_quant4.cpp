@@ -104,4 +104,22 @@ void dequantize_mxfp4(const uint8_t* packed, const uint8_t* scales, int rows, in
     }
 }
 
+void dequantize_mxfp4_w4a8(const uint8_t* packed, const uint8_t* scales, int rows, int cols, float* out) {
+  constexpr int kSub = kInt4Group / kMxfp4Block;  // 4 sub-blocks per 128 columns
+  for (int r = 0; r < rows; ++r)
+    for (int g = 0; g < cols / kInt4Group; ++g) {
+      int emax = 0;
+      for (int i = 0; i < kSub; ++i) emax = std::max<int>(emax, scales[int64_t(g * kSub + i) * rows + r]);
+      for (int i = 0; i < kSub; ++i) {
+        const int e = scales[int64_t(g * kSub + i) * rows + r];
+        const float s = emax - e > kMxfp4MaxExponentGap ? 0.f : std::ldexp(1.f, e - 127);
+        for (int j = 0; j < kMxfp4Block; ++j) {
+          const int c = g * kInt4Group + i * kMxfp4Block + j;
+          const int64_t idx = int64_t(r) * cols + c;
+          out[idx] = e2m1_decode(get_nibble(packed, idx)) * s;
+        }
+      }
+    }
+}
+
 }  // namespace xstage::ops

@@ -158,8 +158,7 @@ TEST(MoeGemmValidate, GoodArgumentsPass) {
 }
 
 TEST(MoeGemmValidate, EachProblemHasItsMessage) {
-  expect_invalid_args([](auto& a) { a.quant = ops::MoeQuant::w4a8; }, "w4a8 is not implemented");
-  expect_invalid_args([](auto& a) { a.quant = static_cast<ops::MoeQuant>(9); }, "unsupported quantisation");
+  expect_invalid_args([](auto& a) { a.quant = static_cast<ops::MoeQuant>(9); }, "unsupported quantisation 9");
   expect_invalid_args([](auto& a) { a.epilogue = static_cast<MoeEpilogue>(7); }, "unsupported epilogue");
   expect_invalid_args([](auto& a) { a.experts = 0; }, "sizes must be positive");
   expect_invalid_args([](auto& a) { a.m_total = -1; }, "sizes must be positive");
@@ -196,6 +195,110 @@ TEST(MoeGemmValidate, EachProblemHasItsMessage) {
                       MoeEpilogue::swiglu_fp8);
   const std::vector<int> counts{1, 2, 3, 4};
   expect_invalid_args([&](auto& a) { a.host_counts = counts.data(); }, "must be given together");
+}
+
+// ---- W4A8 --------------------------------------------------------------------------------
+MoeGemmArgs good_w4_args(ops::MoeQuant q, MoeEpilogue epi = MoeEpilogue::bf16) {
+  MoeGemmArgs a = good_args(epi);
+  a.quant = q;
+  if (q == ops::MoeQuant::w4a8_mxfp4) {
+    a.b_scales = nullptr;  // not used by mxfp4
+    a.b_e8m0 = static_cast<const uint8_t*>(fake(0xA0000));
+  }
+  return a;
+}
+
+TEST(MoeGemmValidate, W4A8ArgumentsAndMessages) {
+  using ops::MoeQuant;
+  for (MoeQuant q : {MoeQuant::w4a8_int4, MoeQuant::w4a8_mxfp4}) {
+    EXPECT_NO_THROW(ops::validate(good_w4_args(q)));
+    EXPECT_NO_THROW(ops::validate(good_w4_args(q, MoeEpilogue::swiglu_fp8)));
+    MoeGemmArgs a = good_w4_args(q);
+    a.n = 1408;  // DiT-MoE-G: 11 x 128 and 44 x 128
+    a.k = 5632;
+    EXPECT_NO_THROW(ops::validate(a));
+    a.schedule = 0;
+    EXPECT_NO_THROW(ops::validate(a));
+    a.m_total = 0;
+    EXPECT_NO_THROW(ops::validate(a));
+    const auto check = [&](auto mutate, const std::string& needle, MoeEpilogue epi = MoeEpilogue::bf16) {
+      MoeGemmArgs b = good_w4_args(q, epi);
+      mutate(b);
+      expect_invalid([&] { ops::validate(b); }, needle);
+    };
+    check([](auto& b) { b.k = 1000; }, "k = 1000 must be a multiple of 128");
+    check([](auto& b) { b.n = 4000; }, "n = 4000 must be a multiple of 128");
+    check([](auto& b) { b.schedule = 3; }, "w4a8 kernels have one consumer schedule; schedule 3");
+    check([](auto& b) { b.block_m = 128; }, "bf16 kernel with block_m 128 and cluster 1x1 (w4a8 ships");
+    check([](auto& b) { b.cluster_m = 2; b.cluster_n = 1; }, "kernel with block_m 192 and cluster 2x1 (w4a8 ships");
+    check([](auto& b) { b.block_m = 192; }, "swiglu_fp8 kernel with block_m 192", MoeEpilogue::swiglu_fp8);
+    check([](auto& b) { b.b = fake(0x20008); }, "b = 0x20008 is not 16-byte aligned");
+    check([](auto& b) { b.out = nullptr; }, "out is a null pointer");
+    check([](auto& b) { b.row_weights = nullptr; }, "row_weights is a null pointer", MoeEpilogue::swiglu_fp8);
+  }
+  const auto w4 = [](ops::MoeQuant q, auto mutate, const std::string& needle) {
+    MoeGemmArgs b = good_w4_args(q);
+    mutate(b);
+    expect_invalid([&] { ops::validate(b); }, needle);
+  };
+  w4(MoeQuant::w4a8_int4, [](auto& b) { b.b_scales = nullptr; }, "b_scales is a null pointer");
+  w4(MoeQuant::w4a8_int4, [](auto& b) { b.b_scales = static_cast<const float*>(fake(0x50004)); },
+     "b_scales = 0x50004 is not 16-byte aligned (bulk copies of the int4 scales)");
+  w4(MoeQuant::w4a8_mxfp4, [](auto& b) { b.b_e8m0 = nullptr; }, "b_e8m0 is a null pointer");
+  w4(MoeQuant::w4a8_mxfp4, [](auto& b) { b.b_e8m0 = static_cast<const uint8_t*>(fake(0xA0001)); },
+     "b_e8m0 = 0xa0001 is not 16-byte aligned (bulk copies of the mxfp4 scales)");
+  // mxfp4 needs no fp32 weight scales; w8a8 still needs them.
+  MoeGemmArgs m = good_w4_args(MoeQuant::w4a8_mxfp4);
+  EXPECT_EQ(m.b_scales, nullptr);
+  EXPECT_NO_THROW(ops::validate(m));
+  m.quant = MoeQuant::w8a8;
+  expect_invalid([&] { ops::validate(m); }, "b_scales is a null pointer");
+}
+
+TEST(MoeGemmPlan, W4A8TilesAndInstantiations) {
+  using ops::MoeQuant;
+  for (MoeQuant q : {MoeQuant::w4a8_int4, MoeQuant::w4a8_mxfp4}) {
+    EXPECT_EQ(ops::plan_block_m(q, MoeEpilogue::bf16, 16), 64);
+    EXPECT_EQ(ops::plan_block_m(q, MoeEpilogue::bf16, 64), 64);
+    EXPECT_EQ(ops::plan_block_m(q, MoeEpilogue::bf16, 65), 192);
+    EXPECT_EQ(ops::plan_block_m(q, MoeEpilogue::bf16, 128), 192);
+    EXPECT_EQ(ops::plan_block_m(q, MoeEpilogue::bf16, 8192), 192);
+    EXPECT_EQ(ops::plan_block_m(q, MoeEpilogue::swiglu_fp8, 8192), 64);
+    MoeGemmArgs a = good_w4_args(q);
+    a.experts = 8;
+    a.m_total = 8 * 1024;
+    auto big = ops::select_moe_instantiation(a);
+    EXPECT_EQ(big.name, "w4a8_bf16_m192n128");
+    EXPECT_EQ(big.consumer_warpgroups, 3);
+    EXPECT_EQ(big.threads, 512);
+    EXPECT_EQ(big.stages, 3);
+    EXPECT_LE(big.smem_bytes, 227 * 1024);
+    EXPECT_LE(128 * big.producer_regs + 384 * big.consumer_regs, 65536);
+    EXPECT_GE(big.producer_regs, 32);  // the converter warps live in the producer warp group
+    a.m_total = 8 * 16;
+    const auto small = ops::select_moe_instantiation(a);
+    EXPECT_EQ(small.name, "w4a8_bf16_m64n256");
+    EXPECT_EQ(small.threads, 384);
+    EXPECT_LE(small.smem_bytes, 227 * 1024);
+    EXPECT_LE(128 * small.producer_regs + 256 * small.consumer_regs, 65536);
+    const auto sw = ops::select_moe_instantiation(good_w4_args(q, MoeEpilogue::swiglu_fp8));
+    EXPECT_EQ(sw.name, "w4a8_swiglu_m64n256");
+    EXPECT_EQ(sw.block_n, 256);
+    EXPECT_LE(sw.smem_bytes, 227 * 1024);
+  }
+  // The w8a8 planning is unchanged by the quantisation-aware overload.
+  for (int t : {16, 128, 256, 1024, 8192})
+    EXPECT_EQ(ops::plan_block_m(MoeQuant::w8a8, MoeEpilogue::bf16, t), ops::plan_block_m(MoeEpilogue::bf16, t));
+}
+
+TEST(MoeGemmPlan, WeightBytes) {
+  using ops::MoeQuant;
+  EXPECT_EQ(ops::moe_weight_bytes(MoeQuant::w8a8, 3, 4096, 2048), 3ll * 4096 * 2048);
+  EXPECT_EQ(ops::moe_weight_bytes(MoeQuant::w4a8_int4, 3, 4096, 2048), 3ll * 4096 * 1024);
+  EXPECT_EQ(ops::moe_weight_bytes(MoeQuant::w4a8_mxfp4, 3, 4096, 2048), 3ll * 4096 * 1024);
+  EXPECT_EQ(ops::moe_weight_scale_bytes(MoeQuant::w8a8, 3, 4096, 2048), 3ll * 32 * 16 * 4);
+  EXPECT_EQ(ops::moe_weight_scale_bytes(MoeQuant::w4a8_int4, 3, 4096, 2048), 3ll * 16 * 4096 * 4);
+  EXPECT_EQ(ops::moe_weight_scale_bytes(MoeQuant::w4a8_mxfp4, 3, 4096, 2048), 3ll * 64 * 4096);
 }
 
 TEST(MoeGemmValidate, HostRoutingIsChecked) {

@@ -28,7 +28,9 @@ TEST(E2M1, EveryCodeRoundTripsAndIsExactInFp8) {
   for (int c = 0; c < 16; ++c) {
     const float v = e2m1_decode(static_cast<uint8_t>(c));
     EXPECT_EQ(std::fabs(v), mags[c & 7]);
-    if (c != 8) EXPECT_EQ(e2m1_encode(v), c);  // -0 encodes as 0x8 too, +0 as 0
+    if (c != 8) {
+      EXPECT_EQ(e2m1_encode(v), c);  // -0 encodes as 0x8 too, +0 as 0
+    }
     EXPECT_EQ(fp8_e4m3_decode(fp8_e4m3_encode(v)), v);
   }
 }
@@ -112,5 +114,46 @@ TEST(Mxfp4, BlockQuantisationKeepsTheLargestValueAndBoundsTheError) {
         EXPECT_LE(std::fabs(x - y), bound + 1e-6f) << r << "," << c;
       }
     }
+}
+
+// The kernel's MXFP4 math: equal to the plain dequantisation while every sub-block's exponent
+// is within 14 of its 128-column block's largest, sub-blocks further below are zero.
+TEST(Mxfp4, KernelMathFlushesOnlySubBlocksFarBelowTheBlockMaximum) {
+  const int rows = 3, cols = 256;
+  std::mt19937 rng(5);
+  std::vector<uint8_t> q(rows * cols / 2);
+  for (auto& b : q) b = static_cast<uint8_t>(rng());
+  std::vector<uint8_t> s(rows * cols / kMxfp4Block);
+  for (auto& e : s) e = static_cast<uint8_t>(120 + rng() % 15);  // gaps <= 14: exact everywhere
+  std::vector<float> plain(rows * cols), kern(rows * cols);
+  dequantize_mxfp4(q.data(), s.data(), rows, cols, plain.data());
+  dequantize_mxfp4_w4a8(q.data(), s.data(), rows, cols, kern.data());
+  EXPECT_EQ(plain, kern);
+  // Row 1, block 1 (sub-blocks 4..7): exponents 140, 126 (gap 14: kept), 125 (gap 15: flushed),
+  // 0 (flushed). Row 2, block 0: 255 (never produced by the quantiser) and 241 (kept) ...
+  const auto sc = [&](int sub, int r) -> uint8_t& { return s[sub * rows + r]; };
+  sc(4, 1) = 140;
+  sc(5, 1) = 126;
+  sc(6, 1) = 125;
+  sc(7, 1) = 0;
+  sc(0, 2) = 254;
+  sc(1, 2) = 240;
+  sc(2, 2) = 239;
+  sc(3, 2) = 254;
+  dequantize_mxfp4(q.data(), s.data(), rows, cols, plain.data());
+  dequantize_mxfp4_w4a8(q.data(), s.data(), rows, cols, kern.data());
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const int sub = c / kMxfp4Block;
+      const bool flushed = (r == 1 && (sub == 6 || sub == 7)) || (r == 2 && sub == 2);
+      EXPECT_EQ(kern[r * cols + c], flushed ? 0.f : plain[r * cols + c]) << r << "," << c;
+    }
+  // Something non-zero was flushed (the test data is not all zero codes there).
+  int nonzero = 0;
+  for (int c = 6 * kMxfp4Block; c < 8 * kMxfp4Block; ++c) nonzero += plain[1 * cols + c] != 0.f;
+  EXPECT_GT(nonzero, 0);
+  // Every kept value is e2m1 * 2^(e - 127) with its own exponent, e.g. the gap-14 sub-block.
+  for (int c = 5 * kMxfp4Block; c < 6 * kMxfp4Block; ++c)
+    EXPECT_EQ(kern[1 * cols + c], e2m1_decode((q[(cols + c) / 2] >> ((c % 2) * 4)) & 0xF) * std::ldexp(1.f, -1));
 }
 #endif  // XSTAGE_HAVE_MOE

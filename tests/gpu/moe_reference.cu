@@ -62,7 +62,37 @@ __global__ void ref_kernel(const uint8_t* a, const float* sa, const uint8_t* b, 
   if (r < rows) c[static_cast<int64_t>(row0 + r) * n + j] = acc;
 }
 
+// The same with fp32 weights that carry their scales.
+__global__ void ref_f32w_kernel(const uint8_t* a, const float* sa, const float* w, int row0, int rows, int m_total,
+                                int n, int k, float* c) {
+  __shared__ float as[16][17];
+  __shared__ float ws[16][17];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int r = blockIdx.y * 16 + ty;
+  const int j = blockIdx.x * 16 + tx;
+  float acc = 0.f, blk = 0.f;
+  for (int k0 = 0; k0 < k; k0 += 16) {
+    as[ty][tx] = r < rows ? fp8_to_float(a[static_cast<int64_t>(row0 + r) * k + k0 + tx]) : 0.f;
+    ws[ty][tx] = w[static_cast<int64_t>(blockIdx.x * 16 + ty) * k + k0 + tx];
+    __syncthreads();
+    for (int kk = 0; kk < 16; ++kk) blk += as[ty][kk] * ws[tx][kk];
+    __syncthreads();
+    if ((k0 + 16) % 128 == 0) {
+      if (r < rows) acc += blk * sa[static_cast<int64_t>(k0 / 128) * m_total + row0 + r];
+      blk = 0.f;
+    }
+  }
+  if (r < rows) c[static_cast<int64_t>(row0 + r) * n + j] = acc;
+}
+
 }  // namespace
+
+void reference_expert_gemm_f32w(const uint8_t* a, const float* a_scales, const float* w, int row0, int rows,
+                                int m_total, int n, int k, float* c, cudaStream_t s) {
+  if (rows == 0) return;
+  ref_f32w_kernel<<<dim3(n / 16, (rows + 15) / 16), dim3(16, 16), 0, s>>>(a, a_scales, w, row0, rows, m_total, n, k, c);
+  XS_CUDA(cudaGetLastError(), "launching the w4a8 reference");
+}
 
 void fill_fp8_random(uint8_t* p, size_t n, uint64_t seed, float amplitude, cudaStream_t s) {
   fill_fp8_kernel<<<1024, 256, 0, s>>>(p, n, seed, amplitude);

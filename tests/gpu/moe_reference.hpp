@@ -25,4 +25,9 @@ void reference_grouped_gemm(const uint8_t* a, const float* a_scales, const uint8
                             const std::vector<int>& counts, const std::vector<int>& offsets, int m_total, int n,
                             int k, float* c, cudaStream_t s);
 
+// W4A8 reference, one expert: c[row0 + r, j] = sum_kb a_scales[kb, row0 + r] * sum_{c in kb}
+// A[row0 + r, c] * w[j, c] for r < rows, with w the dequantised fp32 weights [n, k] (device).
+void reference_expert_gemm_f32w(const uint8_t* a, const float* a_scales, const float* w, int row0, int rows,
+                                int m_total, int n, int k, float* c, cudaStream_t s);
+
 }  // namespace xstage::gputest

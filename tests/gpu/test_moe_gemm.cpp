@@ -1,5 +1,7 @@
 // MoE grouped GEMM on the GPU against a naive fp32 reference of the same quantised math:
-// fresh random fp8 inputs and scales per case, outputs poisoned with NaN first. Rows of an
+// fresh random fp8 inputs and scales per case (W4A8: random packed 4-bit weights and scales,
+// dequantised on the host by the reference helpers of moe_quant4.hpp), outputs poisoned with
+// NaN first. Rows of an
 // expert must be finite with ||out - ref|| / ||ref|| < 1e-2; rows outside every expert's
 // segment (gaps) must keep the poison. Experts with zero, one and uneven token counts;
 // hidden/intermediate 1408/5632 (DiT-MoE-G) and 4096/2048 (DSv4-Flash class).
@@ -10,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -18,11 +21,13 @@
 #include "runtime/check.hpp"
 #include "xstage/ops/moe_gemm.hpp"
 #include "xstage/ops/moe_quant.hpp"
+#include "xstage/ops/moe_quant4.hpp"
 
 namespace xstage::gputest {
 namespace {
 
 using ops::MoeEpilogue;
+using ops::MoeQuant;
 
 struct DeviceBuf {
   void* p = nullptr;
@@ -48,7 +53,52 @@ struct Case {
   int cluster_m = 0;  // 0: planned
   int cluster_n = 0;
   int schedule = -1;  // -1: default
+  MoeQuant quant = MoeQuant::w8a8;
+  // mxfp4 exponents: 0 = random in [124, 130] per 32 values; 1 = per row and 128-K block one
+  // sub-block of zero codes holds the block's largest exponent, the other three sit g = 0..20
+  // below it (every fp8 conversion shift, and the flush to zero past 14, dominate the result).
+  int mx_pattern = 0;
 };
+
+// Random 4-bit weights for W4A8 on the host: packed [experts, n, k/2] and the scales
+// (int4: fp32 [experts, k/128, n]; mxfp4: E8M0 [experts, k/32, n]).
+struct W4Weights {
+  std::vector<uint8_t> packed;
+  std::vector<float> scales;
+  std::vector<uint8_t> e8m0;
+};
+
+W4Weights make_w4_weights(const Case& c, int experts, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  W4Weights w;
+  w.packed.resize(size_t(experts) * c.n * c.k / 2);
+  for (auto& b : w.packed) b = static_cast<uint8_t>(rng());
+  if (c.quant == MoeQuant::w4a8_int4) {
+    std::uniform_real_distribution<float> u(0.5f / 7, 1.5f / 7);
+    w.scales.resize(size_t(experts) * (c.k / 128) * c.n);
+    for (auto& x : w.scales) x = u(rng);
+    return w;
+  }
+  const int subs = c.k / 32;
+  w.e8m0.resize(size_t(experts) * subs * c.n);
+  for (int e = 0; e < experts; ++e)
+    for (int j = 0; j < c.n; ++j)
+      for (int g = 0; g < c.k / 128; ++g) {
+        uint8_t* ex = w.e8m0.data() + size_t(e) * subs * c.n + j;  // ex[sub * n]
+        if (c.mx_pattern == 0) {
+          for (int i = 0; i < 4; ++i) ex[size_t(4 * g + i) * c.n] = static_cast<uint8_t>(124 + rng() % 7);
+          continue;
+        }
+        const int base = 118 + static_cast<int>(rng() % 8);
+        const int gap = static_cast<int>(rng() % 21);
+        const int top = static_cast<int>(rng() % 4);
+        for (int i = 0; i < 4; ++i) ex[size_t(4 * g + i) * c.n] = static_cast<uint8_t>(i == top ? base + gap : base);
+        // The top sub-block's 32 values are +-0 (16 bytes).
+        uint8_t* row = w.packed.data() + (size_t(e) * c.n + j) * (c.k / 2) + g * 64 + top * 16;
+        for (int i = 0; i < 16; ++i) row[i] = (rng() & 1) ? 0x88 : 0x00;
+      }
+  return w;
+}
 
 float bf16_to_float(uint16_t h) {
   const uint32_t bits = static_cast<uint32_t>(h) << 16;
@@ -77,15 +127,28 @@ void run_case(const Case& c, uint64_t seed) {
   const int out_cols = swiglu ? c.n / 2 : c.n;
   const size_t out_elem = swiglu ? 1 : 2;
   cudaStream_t s = nullptr;
-  DeviceBuf a(size_t(m) * c.k), sa(sizeof(float) * (c.k / 128) * size_t(m)), b(size_t(experts) * c.n * c.k),
-      sb(sizeof(float) * experts * (c.n / 128) * (c.k / 128)), counts(sizeof(int) * experts),
+  const bool w4 = ops::moe_is_w4a8(c.quant);
+  DeviceBuf a(size_t(m) * c.k), sa(sizeof(float) * (c.k / 128) * size_t(m)),
+      b(size_t(ops::moe_weight_bytes(c.quant, experts, c.n, c.k))),
+      sb(size_t(ops::moe_weight_scale_bytes(c.quant, experts, c.n, c.k))), counts(sizeof(int) * experts),
       offs(sizeof(int) * experts), out(size_t(m) * out_cols * out_elem),
       out_scales(sizeof(float) * (out_cols / 128) * size_t(m)), roww(sizeof(float) * size_t(m)),
       ref(sizeof(float) * size_t(m) * c.n);
   fill_fp8_random(a.as<uint8_t>(), size_t(m) * c.k, seed, 448.f, s);
-  fill_fp8_random(b.as<uint8_t>(), size_t(experts) * c.n * c.k, seed + 1, 448.f, s);
+  W4Weights w4w;
+  if (!w4) {
+    fill_fp8_random(b.as<uint8_t>(), size_t(experts) * c.n * c.k, seed + 1, 448.f, s);
+    fill_float_random(sb.as<float>(), size_t(experts) * (c.n / 128) * (c.k / 128), seed + 3, 0.5f / 448, 1.5f / 448,
+                      s);
+  } else {
+    w4w = make_w4_weights(c, experts, seed + 1);
+    XS_CUDA(cudaMemcpy(b.p, w4w.packed.data(), w4w.packed.size(), cudaMemcpyHostToDevice), "packed weights");
+    if (c.quant == MoeQuant::w4a8_int4)
+      XS_CUDA(cudaMemcpy(sb.p, w4w.scales.data(), w4w.scales.size() * 4, cudaMemcpyHostToDevice), "int4 scales");
+    else
+      XS_CUDA(cudaMemcpy(sb.p, w4w.e8m0.data(), w4w.e8m0.size(), cudaMemcpyHostToDevice), "mxfp4 scales");
+  }
   fill_float_random(sa.as<float>(), (c.k / 128) * size_t(m), seed + 2, 0.5f / 448, 1.5f / 448, s);
-  fill_float_random(sb.as<float>(), size_t(experts) * (c.n / 128) * (c.k / 128), seed + 3, 0.5f / 448, 1.5f / 448, s);
   fill_float_random(roww.as<float>(), m, seed + 4, 0.1f, 1.f, s);
   XS_CUDA(cudaMemcpy(counts.p, c.counts.data(), sizeof(int) * experts, cudaMemcpyHostToDevice), "counts");
   XS_CUDA(cudaMemcpy(offs.p, offsets.data(), sizeof(int) * experts, cudaMemcpyHostToDevice), "offsets");
@@ -94,6 +157,7 @@ void run_case(const Case& c, uint64_t seed) {
   XS_CUDA(cudaMemset(ref.p, 0, sizeof(float) * size_t(m) * c.n), "ref");
 
   ops::MoeGemmArgs args;
+  args.quant = c.quant;
   args.epilogue = c.epilogue;
   args.experts = experts;
   args.m_total = m;
@@ -102,7 +166,8 @@ void run_case(const Case& c, uint64_t seed) {
   args.a = a.p;
   args.a_scales = sa.as<float>();
   args.b = b.p;
-  args.b_scales = sb.as<float>();
+  args.b_scales = c.quant == MoeQuant::w4a8_mxfp4 ? nullptr : sb.as<float>();
+  args.b_e8m0 = c.quant == MoeQuant::w4a8_mxfp4 ? sb.as<uint8_t>() : nullptr;
   args.counts = counts.as<int>();
   args.offsets = offs.as<int>();
   args.out = out.p;
@@ -117,8 +182,27 @@ void run_case(const Case& c, uint64_t seed) {
   args.schedule = c.schedule;
   ops::moe_gemm(args, s);
   XS_CUDA(cudaDeviceSynchronize(), "running the moe gemm " + c.name);
-  reference_grouped_gemm(a.as<uint8_t>(), sa.as<float>(), b.as<uint8_t>(), sb.as<float>(), c.counts, offsets, m, c.n,
-                         c.k, ref.as<float>(), s);
+  if (!w4) {
+    reference_grouped_gemm(a.as<uint8_t>(), sa.as<float>(), b.as<uint8_t>(), sb.as<float>(), c.counts, offsets, m, c.n,
+                           c.k, ref.as<float>(), s);
+  } else {
+    // One expert at a time: the host dequantises (the kernel's math, moe_quant4.hpp), the
+    // device multiplies in fp32.
+    std::vector<float> w(size_t(c.n) * c.k);
+    DeviceBuf wd(sizeof(float) * w.size());
+    for (int e = 0; e < experts; ++e) {
+      if (c.counts[e] == 0) continue;
+      const uint8_t* pk = w4w.packed.data() + size_t(e) * c.n * c.k / 2;
+      if (c.quant == MoeQuant::w4a8_int4)
+        ops::dequantize_int4_g128(pk, w4w.scales.data() + size_t(e) * (c.k / 128) * c.n, c.n, c.k, w.data());
+      else
+        ops::dequantize_mxfp4_w4a8(pk, w4w.e8m0.data() + size_t(e) * (c.k / 32) * c.n, c.n, c.k, w.data());
+      XS_CUDA(cudaMemcpy(wd.p, w.data(), sizeof(float) * w.size(), cudaMemcpyHostToDevice), "dequantised weights");
+      reference_expert_gemm_f32w(a.as<uint8_t>(), sa.as<float>(), wd.as<float>(), offsets[e], c.counts[e], m, c.n, c.k,
+                                 ref.as<float>(), s);
+      XS_CUDA(cudaDeviceSynchronize(), "running the w4a8 reference");
+    }
+  }
   XS_CUDA(cudaDeviceSynchronize(), "running the reference");
 
   std::vector<float> ref_h(size_t(m) * c.n);
@@ -185,8 +269,8 @@ void run_case(const Case& c, uint64_t seed) {
   EXPECT_EQ(touched, 0u) << c.name << ": rows outside every expert were written";
   EXPECT_GT(ref_sq, 0.0) << c.name << ": empty reference (nothing compared)";
   EXPECT_LT(rel, 1e-2) << c.name << ": ||out - ref|| / ||ref|| = " << rel;
-  std::printf("[ moe ] %-28s m_total %5d n %5d k %5d %-20s rel err %.3e\n", c.name.c_str(), m, c.n, c.k,
-              ops::select_moe_instantiation(args).name.c_str(), rel);
+  std::printf("[ moe ] %-28s %-10s m_total %5d n %5d k %5d %-20s rel err %.3e\n", c.name.c_str(),
+              ops::moe_quant_name(c.quant), m, c.n, c.k, ops::select_moe_instantiation(args).name.c_str(), rel);
 }
 
 const std::vector<int> kUneven{0, 1, 37, 200, 0, 129, 64, 300};
@@ -282,6 +366,63 @@ TEST(MoeGemmGpu, EveryConsumerSchedule) {
   }
 }
 
+// ---- W4A8: 4-bit weights converted to fp8 in the mainloop --------------------------------
+Case w4(Case c, MoeQuant q, int pattern = 0) {
+  c.name += q == MoeQuant::w4a8_int4 ? "_int4" : (pattern ? "_mxgap" : "_mx");
+  c.quant = q;
+  c.mx_pattern = pattern;
+  return c;
+}
+constexpr MoeQuant kInt4 = MoeQuant::w4a8_int4;
+constexpr MoeQuant kMx = MoeQuant::w4a8_mxfp4;
+
+TEST(MoeGemmGpu, W4A8DitShapes) {
+  XS_REQUIRE_GPUS(1);
+  for (MoeQuant q : {kInt4, kMx}) {
+    run_case(w4({"dit_l2", MoeEpilogue::bf16, 1408, 5632, kUneven, {}}, q), 801 + int(q));
+    run_case(w4({"dit_l1_swiglu", MoeEpilogue::swiglu_fp8, 2 * 5632, 1408, kUneven, {}}, q), 803 + int(q));
+  }
+}
+TEST(MoeGemmGpu, W4A8Ds4096Shapes) {
+  XS_REQUIRE_GPUS(1);
+  const std::vector<int> counts{5, 0, 130, 257, 64, 1, 0, 90};
+  for (MoeQuant q : {kInt4, kMx}) {
+    run_case(w4({"ds_l1_swiglu", MoeEpilogue::swiglu_fp8, 2 * 2048, 4096, counts, {}}, q), 811 + int(q));
+    run_case(w4({"ds_l1_bf16", MoeEpilogue::bf16, 2 * 2048, 4096, counts, {}}, q), 813 + int(q));
+    run_case(w4({"ds_l2_m64", MoeEpilogue::bf16, 4096, 2048, kUneven, {}, 64}, q), 815 + int(q));
+    run_case(w4({"ds_l2_m192", MoeEpilogue::bf16, 4096, 2048, kUneven, {}, 192}, q), 817 + int(q));
+  }
+}
+// Few CTAs (many tiles each: the 3-stage ring wraps, the end marker lands on any stage), gaps
+// between experts, one token per expert, 3000 tokens in one expert, 1 and 5 K blocks.
+TEST(MoeGemmGpu, W4A8GapsFewCtasAndEdges) {
+  XS_REQUIRE_GPUS(1);
+  const std::vector<int> counts{3, 70, 0, 140};
+  const std::vector<int> gaps{5, 0, 17, 3, 9};
+  for (MoeQuant q : {kInt4, kMx}) {
+    const int s = 830 + 20 * int(q);
+    run_case(w4({"gaps_3ctas_m192", MoeEpilogue::bf16, 512, 1024, counts, gaps, 192, 3}, q), s + 0);
+    run_case(w4({"gaps_2ctas_m64", MoeEpilogue::bf16, 640, 1024, counts, gaps, 64, 2}, q), s + 1);
+    run_case(w4({"gaps_1cta_swiglu", MoeEpilogue::swiglu_fp8, 512, 1024, counts, gaps, 0, 1}, q), s + 2);
+    run_case(w4({"one_token_x32", MoeEpilogue::bf16, 1408, 1024, std::vector<int>(32, 1), {}}, q), s + 3);
+    run_case(w4({"one_token_x32_swiglu", MoeEpilogue::swiglu_fp8, 1024, 1408, std::vector<int>(32, 1), {}}, q), s + 4);
+    run_case(w4({"one_expert_3000", MoeEpilogue::bf16, 1024, 768, {3000}, {}}, q), s + 5);
+    run_case(w4({"one_expert_3000_sw", MoeEpilogue::swiglu_fp8, 512, 768, {0, 3000}, {}}, q), s + 6);
+    run_case(w4({"k128_m192_1cta", MoeEpilogue::bf16, 256, 128, {100, 0, 250}, {}, 192, 1}, q), s + 7);
+    run_case(w4({"k640_m64", MoeEpilogue::bf16, 1408, 640, kUneven, {}, 64, 0}, q), s + 8);
+    run_case(w4({"k640_m192_2ctas", MoeEpilogue::bf16, 1408, 640, kUneven, {}, 192, 2}, q), s + 9);
+    run_case(w4({"k128_swiglu", MoeEpilogue::swiglu_fp8, 512, 128, {1, 0, 65, 3}, {}, 0, 1}, q), s + 10);
+  }
+}
+// mxfp4 exponent gaps 0..20 inside a 128-K block dominate the result: every conversion shift
+// and the flush past a gap of 14 are checked against dequantize_mxfp4_w4a8.
+TEST(MoeGemmGpu, W4A8Mxfp4ExponentGaps) {
+  XS_REQUIRE_GPUS(1);
+  run_case(w4({"gap_m192", MoeEpilogue::bf16, 512, 1024, kUneven, {}, 192}, kMx, 1), 901);
+  run_case(w4({"gap_m64", MoeEpilogue::bf16, 512, 1024, kUneven, {}, 64}, kMx, 1), 902);
+  run_case(w4({"gap_swiglu", MoeEpilogue::swiglu_fp8, 1024, 1024, kUneven, {}}, kMx, 1), 903);
+}
+
 TEST(MoeGemmGpu, NoRowsLaunchesNothing) {
   XS_REQUIRE_GPUS(1);
   ops::MoeGemmArgs a;
@@ -293,6 +434,9 @@ TEST(MoeGemmGpu, NoRowsLaunchesNothing) {
   a.a = a.b = a.out = buf.p;
   a.a_scales = a.b_scales = buf.as<float>();
   a.counts = a.offsets = buf.as<int>();
+  EXPECT_NO_THROW(ops::moe_gemm(a, nullptr));
+  a.quant = MoeQuant::w4a8_mxfp4;
+  a.b_e8m0 = buf.as<uint8_t>();
   EXPECT_NO_THROW(ops::moe_gemm(a, nullptr));
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }

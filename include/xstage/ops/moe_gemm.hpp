@@ -7,6 +7,12 @@
 // rows between segments are never written). Row-major, K contiguous:
 //   A        fp8 e4m3 [m_total, k]        a_scales fp32 [k/128, m_total] (per token per 128)
 //   B        fp8 e4m3 [experts, n, k]     b_scales fp32 [experts, n/128, k/128] (per 128x128)
+// W4A8 (4-bit weights, converted to fp8 e4m3 inside the kernel; formats of moe_quant4.hpp):
+//   B        uint8 [experts, n, k/2]      two values per byte, even K column in the low nibble
+//   w4a8_int4:  b_scales fp32 [experts, k/128, n]   per weight row per 128 K (K-group-major)
+//   w4a8_mxfp4: b_e8m0 uint8 [experts, k/32, n]     E8M0 exponent per weight row per 32 K;
+//               the kernel's math is ops::dequantize_mxfp4_w4a8 (sub-blocks whose scale is
+//               below 2^-14 of their 128-K block's largest are flushed to zero)
 // Epilogues:
 //   bf16:       out bf16 [m_total, n]                                       (Linear-2)
 //   swiglu_fp8: B = [gate; up] with n = 2 * intermediate rows per expert;     (Linear-1)
@@ -20,7 +26,8 @@
 
 namespace xstage::ops {
 
-enum class MoeQuant : int { w8a8 = 0, w4a8 = 1 };
+enum class MoeQuant : int { w8a8 = 0, w4a8_int4 = 1, w4a8_mxfp4 = 2 };
+inline constexpr bool moe_is_w4a8(MoeQuant q) { return q == MoeQuant::w4a8_int4 || q == MoeQuant::w4a8_mxfp4; }
 enum class MoeEpilogue : int { bf16 = 0, swiglu_fp8 = 1 };
 const char* moe_quant_name(MoeQuant q);
 const char* moe_epilogue_name(MoeEpilogue e);
@@ -36,7 +43,8 @@ struct MoeGemmArgs {
   const void* a = nullptr;  // device pointers
   const float* a_scales = nullptr;
   const void* b = nullptr;
-  const float* b_scales = nullptr;
+  const float* b_scales = nullptr;    // w8a8 and w4a8_int4
+  const uint8_t* b_e8m0 = nullptr;    // w4a8_mxfp4 only
   const int* counts = nullptr;
   const int* offsets = nullptr;
   void* out = nullptr;
@@ -57,6 +65,7 @@ struct MoeGemmArgs {
   int num_ctas = 0;  // persistent grid; 0: one CTA per SM
   // Consumer schedule, a tuning override: -1 = default; bit 0 = issue the next K block's
   // wgmmas before promoting the current one, bit 1 = consumer warp groups take turns.
+  // The w4a8 kernels have one schedule (0): -1 or 0.
   int schedule = -1;
 };
 
@@ -64,9 +73,10 @@ inline constexpr int kMoeDefaultSchedule = 3;
 
 // Throws xstage::InvalidArgument with one line naming the first problem: unsupported
 // quantisation or epilogue, non-positive sizes, n or k not multiples of 128 (n/2 for SwiGLU),
-// null or misaligned pointers (16 B for A, B and out; 4 B for scales, counts, offsets, row
-// weights), sizes beyond the kernel's index range, a forced block_m that is not shipped,
-// inconsistent host counts/offsets.
+// null or misaligned pointers (16 B for A, B and out, and for the w4a8 weight scales, which
+// are bulk-copied; 4 B for the other scales, counts, offsets, row weights), sizes beyond the
+// kernel's index range, a forced block_m / cluster / schedule that is not shipped for the
+// quantisation, inconsistent host counts/offsets.
 void validate(const MoeGemmArgs& a);
 
 // counts/offsets (host arrays of `experts` entries) describe ascending, disjoint row
@@ -78,6 +88,14 @@ void check_routing(const int* counts, const int* offsets, int experts, int m_tot
 // bytes per FLOP) by which wastes less: 192 when 1.2 x its row fill beats 128's (e.g. 1024
 // and 8192 tokens). The SwiGLU epilogue ships 64 only.
 int plan_block_m(MoeEpilogue epilogue, int tokens_per_expert);
+// The same for any quantisation: w8a8 as above; w4a8 ships 64 x 256 (up to 64 tokens, and
+// SwiGLU) and 192 x 128 tiles only.
+int plan_block_m(MoeQuant quant, MoeEpilogue epilogue, int tokens_per_expert);
+
+// Bytes of the weight tensor B and of its scales (b_scales or b_e8m0) for `experts` experts
+// of n x k weights.
+long long moe_weight_bytes(MoeQuant quant, int experts, int n, int k);
+long long moe_weight_scale_bytes(MoeQuant quant, int experts, int n, int k);
 
 // Cluster shape for an expected number of tokens per expert: always 1 x 1 (the multicast
 // clusters are shipped for forcing and measurement, they measured no gain on the H200).
@@ -88,7 +106,7 @@ struct MoeCluster {
 MoeCluster plan_cluster(MoeEpilogue epilogue, int tokens_per_expert);
 
 struct MoeInstantiation {
-  std::string name;  // e.g. "w8a8_bf16_m128n128"
+  std::string name;  // e.g. "w8a8_bf16_m128n128" (w4a8: one kernel serves both formats)
   int block_m = 0;
   int block_n = 0;
   int block_k = 0;

@@ -1,6 +1,6 @@
-// Host-side 4-bit weight formats for the W4A8 MoE GEMM (issue 7; the kernel that converts
-// them to FP8 inside the mainloop is not written yet): references for tests and the inputs
-// of benchmarks. Weights are [rows = N, cols = K], K a multiple of the group.
+// Host-side 4-bit weight formats for the W4A8 MoE GEMM (issue 7; the kernel converts them to
+// FP8 e4m3 in shared memory inside the mainloop, src/kernels/moe/w4a8.cuh): references for
+// tests and the inputs of benchmarks. Weights are [rows = N, cols = K], K a multiple of the group.
 //
 // INT4, group 128 along K (symmetric): per (row, 128-column group) scale = max(amax, 1e-4) / 7,
 // q = clamp(round_half_even(x / scale), -8, 7); two values per byte, the even column in the low
@@ -42,5 +42,14 @@ void quantize_mxfp4(const float* w, int rows, int cols, uint8_t* packed, uint8_t
 // quantised math): out [rows, cols].
 void dequantize_int4_g128(const uint8_t* packed, const float* scales, int rows, int cols, float* out);
 void dequantize_mxfp4(const uint8_t* packed, const uint8_t* scales, int rows, int cols, float* out);
+
+// The MXFP4 weights the W4A8 kernel computes with (cols a multiple of 128). Per row and
+// 128-column block, emax = the largest of its four E8M0 exponents; a 32-value sub-block with
+// exponent e is converted to fp8 e4m3 as value * 2^(6 - (emax - e)) and the block scale
+// 2^(emax - 133) is applied in the fp32 promotion. That is exact (= dequantize_mxfp4) when
+// emax - e <= kMxfp4MaxExponentGap; a sub-block further below its block's largest scale is
+// flushed to zero. out [rows, cols].
+inline constexpr int kMxfp4MaxExponentGap = 14;
+void dequantize_mxfp4_w4a8(const uint8_t* packed, const uint8_t* scales, int rows, int cols, float* out);
 
 }  // namespace xstage::ops

@@ -1,0 +1,28 @@
+// Host-side entry points of the W4A8 MoE grouped-GEMM kernels (no device code here), defined
+// in launch_w4a8_<epilogue>_<tile>.cu. One kernel per tile serves both 4-bit formats (the
+// format is a launch parameter). Like the W8A8 launchers they assume validated parameters
+// (src/ops/moe_gemm_op.cpp) and return the first CUDA error.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "kernels/moe/launch.hpp"
+#include "kernels/moe/params_w4a8.hpp"
+
+namespace xstage::kernels::moe {
+
+// Three stages: each holds the fp8 A chunks, the packed 4-bit B chunks, their converted fp8
+// copies and the weight scales (shared memory allows no fourth).
+inline constexpr TileConfig kW4TileM192N128{192, 128, 128, 3, 3};
+inline constexpr TileConfig kW4TileM64N256{64, 256, 128, 3, 2};
+
+// bf16 output [m_total, n].
+cudaError_t moe_w4a8_bf16_m192n128(const MoeW4A8Params& p, cudaStream_t stream);
+cudaError_t moe_w4a8_bf16_m64n256(const MoeW4A8Params& p, cudaStream_t stream);
+// Linear-1, gate/up fused, SwiGLU + router weight + fp8 requantisation (as W8A8).
+cudaError_t moe_w4a8_swiglu_m64n256(const MoeW4A8Params& p, cudaStream_t stream);
+
+KernelInfo moe_w4a8_bf16_m192n128_info();
+KernelInfo moe_w4a8_bf16_m64n256_info();
+KernelInfo moe_w4a8_swiglu_m64n256_info();
+
+}  // namespace xstage::kernels::moe

@@ -1,0 +1,14 @@
+// W4A8 grouped GEMM (int4 group-128 or mxfp4 weights, converted to fp8 in shared memory), bf16
+// output, 192 x 128 tiles (three consumer warp groups split M): many tokens per expert.
+#include "kernels/moe/w4a8.cuh"
+
+namespace xstage::kernels::moe {
+
+using KernelW4A8Bf16M192N128 = ShippedW4A8Kernel<kW4TileM192N128, false, LocalBf16Epilogue>;
+
+cudaError_t moe_w4a8_bf16_m192n128(const MoeW4A8Params& p, cudaStream_t stream) {
+  return launch_moe_w4a8<KernelW4A8Bf16M192N128>(p, stream);
+}
+KernelInfo moe_w4a8_bf16_m192n128_info() { return KernelW4A8Bf16M192N128::info(); }
+
+}  // namespace xstage::kernels::moe

@@ -1,0 +1,472 @@
+// The W4A8 MoE grouped GEMM: 4-bit weights in memory (INT4 group-128 or MXFP4), converted to
+// fp8 e4m3 in shared memory inside the mainloop, then the W8A8 consumer (FP8 wgmma per 128-K
+// block, fp32 promotion) and the W8A8 epilogue policies. Included only by the
+// launch_w4a8_*.cu files.
+//
+// Roles (warp group 0 = "producer warp group"):
+//   warp 0, lane 0   TMA producer: per K block, the fp8 A chunks, the packed B chunks
+//                    (128 rows x 64 bytes, no swizzle) and the weight scales (bulk copies:
+//                    int4 512 B of fp32 per chunk; mxfp4 4 x 128 exponent bytes per chunk)
+//                    into stage s, completing on full[s]. After its last tile it writes an
+//                    end marker into the next stage's header and arrives on full without data.
+//   warps 1..3       converters (96 threads): wait full[s], convert every packed chunk of the
+//                    stage into fp8 e4m3 in the 128-byte-swizzled K-major layout the wgmma
+//                    reads (the layout of W8A8's B), write the mxfp4 per-row block scale,
+//                    fence.proxy.async, arrive on conv[s] (one arrival per thread).
+//   warp groups 1..  consumers: wait full[s] and conv[s], four m64n128k32 FP8 wgmmas from
+//                    zero, promote into fp32 with a_scale[row, kb] * w_scale[col, kb] (one
+//                    scale per weight row per K block: a vector along N), release s.
+//
+// Conversion of one 32-bit word of packed B (8 nibbles, K columns 0..7 in nibble order) is two
+// halves of 4 nibbles x: idx = x & 0x7777 selects a magnitude from an 8-entry table with
+// `prmt` (one table for codes 0..7 = P, one for codes 8..15 = N), and a final `prmt` picks P or
+// N per byte by each nibble's bit 3 (selector 0x3210 | ((x >> 1) & 0x4444)). Tables:
+//   int4  : P = e4m3(0..7), N = e4m3(-8..-1); exact, weight scale = the group-128 fp32 scale.
+//   mxfp4 : per weight row and 128-K block, emax = max of the four E8M0 exponents; sub-block
+//           u (32 K values, exponent e_u) is converted with P = e4m3(|E2M1| * 2^(6 - d)),
+//           d = emax - e_u, N = P | 0x80 (sign), and the block's weight scale is
+//           2^(emax - 133). Exact for d <= 14 (all values are e4m3 normals or multiples of
+//           2^-9); a sub-block with d > 14 (its scale below 2^-14 of the block maximum) is
+//           flushed to zero. The host reference ops::dequantize_mxfp4_w4a8 defines the same.
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+
+#include "kernels/moe/epilogue.cuh"
+#include "kernels/moe/launch_w4a8.hpp"
+#include "kernels/moe/mainloop.cuh"
+#include "kernels/moe/params_w4a8.hpp"
+#include "kernels/moe/pipeline.cuh"
+#include "kernels/moe/quant.cuh"
+#include "kernels/moe/tile_scheduler.cuh"
+
+namespace xstage::kernels::moe {
+
+using namespace cute;
+
+// W8A8 tile traits (A, converted B, wgmma) + the packed B chunk and the W4A8 register split.
+template <int kBlockM_, int kBlockN_, bool kGateUp_>
+struct W4Traits : MoeTraits<kBlockM_, kBlockN_, 3, kGateUp_, 1, 1> {
+  using Base = MoeTraits<kBlockM_, kBlockN_, 3, kGateUp_, 1, 1>;
+  using Base::kConsumerThreads;
+  using Base::kConsumerWGs;
+  using Base::kStages;
+  using Base::kWgM;
+  using Base::kWgN;
+  // Warp group 0 keeps enough registers for the converter warps.
+  static constexpr int kProducerRegs = kConsumerWGs == 2 ? 40 : 32;
+  static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 232 : 160;
+  static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "register file");
+  static constexpr int kConverterThreads = 96;  // warps 1..3
+  static constexpr int kChunkSlots = kWgN * kStages;
+  static constexpr uint32_t kPackedBytes = 128 * 64;  // 128 weight rows x 128 K nibbles
+  static constexpr uint32_t kScaleBytes = 512;        // 128 fp32, or 4 x 128 E8M0 bytes
+  static constexpr uint32_t kStageBytes = kWgM * Base::kBytesA + kWgN * (kPackedBytes + kScaleBytes);
+
+  using SmemLayoutBq = Layout<Shape<_128, _64, Int<kChunkSlots>>, Stride<_64, _1, Int<kPackedBytes>>>;
+  using ShapeBq = Shape<int32_t, int32_t, int32_t>;  // (n, k/2, experts)
+  using StrideBq = Stride<int64_t, _1, int64_t>;
+  using TmaBq = decltype(make_tma_copy(SM90_TMA_LOAD{},
+                                       make_tensor(make_gmem_ptr(static_cast<uint8_t const*>(nullptr)), ShapeBq{},
+                                                   StrideBq{}),
+                                       take<0, 2>(SmemLayoutBq{}), Shape<_128, _64>{}, Int<1>{}));
+};
+
+// ---- conversion helpers ---------------------------------------------------------------------
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+
+struct W4Lut {
+  uint32_t p0, p1, n0, n1;  // P (codes 0..7) and N (codes 8..15), 4 entries per register
+};
+
+// int4: P = e4m3(0, 1, .., 7), N = e4m3(-8, -7, .., -1).
+__device__ __forceinline__ W4Lut int4_lut() { return W4Lut{0x44403800u, 0x4E4C4A48u, 0xCACCCED0u, 0xB8C0C4C8u}; }
+
+// mxfp4: P = e4m3({0, .5, 1, 1.5, 2, 3, 4, 6} * 2^(6 - d)), exact for 0 <= d <= 14; zero for d > 14.
+__device__ __forceinline__ W4Lut mxfp4_lut(int d) {
+  const float s = __int_as_float((133 - min(d, 14)) << 23);  // 2^(6 - d)
+  const uint32_t p0 = static_cast<uint32_t>(fp8x2_e4m3(0.f, 0.5f * s)) |
+                      (static_cast<uint32_t>(fp8x2_e4m3(s, 1.5f * s)) << 16);
+  const uint32_t p1 = static_cast<uint32_t>(fp8x2_e4m3(2.f * s, 3.f * s)) |
+                      (static_cast<uint32_t>(fp8x2_e4m3(4.f * s, 6.f * s)) << 16);
+  W4Lut l;
+  l.p0 = d > 14 ? 0u : p0;
+  l.p1 = d > 14 ? 0u : p1;
+  l.n0 = l.p0 | 0x80808080u;
+  l.n1 = l.p1 | 0x80808080u;
+  return l;
+}
+
+// 2^(emax - 133) as fp32 (a subnormal for emax < 7).
+__device__ __forceinline__ float mxfp4_block_scale(int emax) {
+  return emax >= 7 ? __int_as_float((emax - 6) << 23) : __int_as_float(1 << (emax + 16));
+}
+
+// Nibbles 0..3 of x (K columns in nibble order) -> 4 e4m3 bytes (column i in byte i).
+__device__ __forceinline__ uint32_t convert4(uint32_t x, W4Lut const& l) {
+  const uint32_t idx = x & 0x7777u;
+  const uint32_t pos = prmt(l.p0, l.p1, idx);
+  const uint32_t neg = prmt(l.n0, l.n1, idx);
+  return prmt(pos, neg, 0x3210u | ((x >> 1) & 0x4444u));
+}
+
+__device__ __forceinline__ uint4 ld_shared_u4(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_shared_u4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+
+// The CUTLASS mbarrier wrappers carry no "memory" clobber: ordinary shared-memory accesses
+// around them are pinned with a compiler barrier (the hardware ordering is the arrive's release
+// and the wait's acquire).
+__device__ __forceinline__ void compiler_fence() { asm volatile("" ::: "memory"); }
+__device__ __forceinline__ void wait_then_read(uint64_t const* bar, uint32_t phase) {
+  bounded_wait(bar, phase);
+  compiler_fence();
+}
+
+// ---------------------------------------------------------------------------------------------
+template <class Traits, template <class> class EpiloguePolicy>
+struct MoeW4A8Kernel {
+  using T = Traits;
+  using Epilogue = EpiloguePolicy<T>;
+  using Element = typename T::Element;
+  static constexpr int kStages = T::kStages;
+  static constexpr int kWgM = T::kWgM;
+  static constexpr int kWgN = T::kWgN;
+  using Pipeline = TmaPipeline<kStages, 1>;
+  using State = PipeState<kStages>;
+  using Scheduler = GroupedScheduler<T::kBlockM, 1, 1>;
+  static constexpr int kThreads = T::kThreads;
+  static constexpr int kClusterSize = 1;
+
+  struct Params {
+    typename T::TmaA tma_a;
+    typename T::TmaBq tma_b;
+    typename T::ShapeA shape_a;
+    typename T::ShapeBq shape_b;
+    typename Epilogue::Params epilogue;
+    const float* a_scales;
+    const float* b_scales;  // int4
+    const uint8_t* b_e8m0;  // mxfp4
+    const int* counts;
+    const int* offsets;
+    int mxfp4;
+    int experts;
+    int m_total;
+    int n;
+    int k_blocks;
+    int n_blocks;
+  };
+
+  struct SharedStorage {
+    cute::array_aligned<Element, cute::cosize_v<typename T::SmemLayoutA>, 1024> a;
+    cute::array_aligned<Element, cute::cosize_v<typename T::SmemLayoutB>, 1024> b;  // converted
+    cute::array_aligned<uint8_t, T::kChunkSlots * T::kPackedBytes, 1024> bq;          // packed
+    cute::array_aligned<float, T::kChunkSlots * 128, 16> bscale;   // per weight row of the chunk
+    cute::array_aligned<uint8_t, T::kChunkSlots * 512, 16> bexp;  // mxfp4: [4][128] exponents
+    cute::array_aligned<uint8_t, Epilogue::kSmemBytes, 128> epi;
+    typename Pipeline::Storage pipe;
+    uint64_t conv[kStages];
+    int header[kStages];  // 0: data, 1: end of the tile stream
+  };
+  static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage)) + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
+
+  static int n_blocks(MoeGemmParams const& p) {
+    return T::kGateUp ? (p.n / 2) / 128 : (p.n + T::kBlockN - 1) / T::kBlockN;
+  }
+
+  static Params to_params(MoeW4A8Params const& p) {
+    auto shape_a = make_shape(p.m_total, p.k);
+    auto shape_b = make_shape(p.n, p.k / 2, p.experts);
+    Tensor mA = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.a)), shape_a,
+                            make_stride(static_cast<int64_t>(p.k), _1{}));
+    Tensor mB = make_tensor(make_gmem_ptr(static_cast<uint8_t const*>(p.b)), shape_b,
+                            make_stride(static_cast<int64_t>(p.k / 2), _1{}, static_cast<int64_t>(p.n) * (p.k / 2)));
+    auto tma_a = make_tma_copy(SM90_TMA_LOAD{}, mA, take<0, 2>(typename T::SmemLayoutA{}), Shape<_64, _128>{},
+                               Int<1>{});
+    auto tma_b = make_tma_copy(SM90_TMA_LOAD{}, mB, take<0, 2>(typename T::SmemLayoutBq{}), Shape<_128, _64>{},
+                               Int<1>{});
+    return Params{tma_a,
+                  tma_b,
+                  shape_a,
+                  shape_b,
+                  Epilogue::to_params(p),
+                  p.a_scales,
+                  p.b_scales,
+                  p.b_e8m0,
+                  p.counts,
+                  p.offsets,
+                  p.format == W4Format::mxfp4 ? 1 : 0,
+                  p.experts,
+                  p.m_total,
+                  p.n,
+                  p.k / 128,
+                  n_blocks(p)};
+  }
+
+  static KernelInfo info() {
+    return KernelInfo{TileConfig{T::kBlockM, T::kBlockN, T::kBlockK, T::kStages, T::kConsumerWGs, 1, 1}, kThreads,
+                      kSmemBytes, T::kProducerRegs, T::kConsumerRegs};
+  }
+
+  // First weight row of B chunk c of a tile (as W8A8).
+  __device__ static int b_row(Params const& p, WorkTile const& t, int c) {
+    if constexpr (T::kGateUp) return c * (p.n / 2) + t.n_block * 128;
+    else return t.n_block * T::kBlockN + c * 128;
+  }
+
+  // ---- producer: one thread ------------------------------------------------------------------
+  template <class SmemA, class SmemBq>
+  __device__ void produce(Params const& p, SharedStorage& ss, SmemA& sA, SmemBq& sBq) const {
+    Scheduler sched(p.counts, p.offsets, p.experts, p.n_blocks, 0);
+    State write = Pipeline::producer_start();
+    Tensor mA = p.tma_a.get_tma_tensor(p.shape_a);      // (m_total, k)
+    Tensor mBall = p.tma_b.get_tma_tensor(p.shape_b);  // (n, k/2, experts)
+    auto cta_a = p.tma_a.get_slice(0);
+    auto cta_b = p.tma_b.get_slice(0);
+    Tensor tAsA = group_modes<0, 3>(cta_a.partition_D(sA));   // (TMA, chunk slot)
+    Tensor tBsB = group_modes<0, 3>(cta_b.partition_D(sBq));  // (TMA, chunk slot)
+    WorkTile t;
+    while (sched.next(t)) {
+      Tensor gB = local_tile(mBall(_, _, t.expert), Shape<_128, _64>{}, make_coord(_, _));  // (128, 64, n/128, kb)
+      Tensor tBgB = group_modes<0, 3>(cta_b.partition_S(gB));                             // (TMA, n/128, kb)
+      int brow[kWgN];
+      CUTE_UNROLL
+      for (int c = 0; c < kWgN; ++c) brow[c] = b_row(p, t, c);
+      for (int kb = 0; kb < p.k_blocks; ++kb) {
+        bounded_wait(&ss.pipe.empty[write.index], write.phase);
+        *reinterpret_cast<volatile int*>(&ss.header[write.index]) = 0;
+        compiler_fence();
+        uint64_t& full = ss.pipe.full[write.index];
+        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&full, T::kStageBytes);
+        CUTE_UNROLL
+        for (int c = 0; c < kWgM; ++c) {
+          Tensor gA = local_tile(domain_offset(make_coord(t.row_begin + 64 * c, 0), mA), Shape<_64, _128>{},
+                                 make_coord(_0{}, kb));
+          copy(p.tma_a.with(full), group_modes<0, 3>(cta_a.partition_S(gA)), tAsA(_, write.index * kWgM + c));
+        }
+        CUTE_UNROLL
+        for (int c = 0; c < kWgN; ++c) {
+          const int slot = write.index * kWgN + c;
+          copy(p.tma_b.with(full, 0, TMA::CacheHintSm90::EVICT_LAST), tBgB(_, brow[c] / 128, kb), tBsB(_, slot));
+          // A chunk past n (64 x 256 tiles over an odd number of 128-row blocks) loads zero
+          // weights (TMA out-of-bounds fill) and is never stored; its scales come from rows
+          // [0, 128) so the bulk copies stay inside the tensors.
+          const int srow = brow[c] < p.n ? brow[c] : 0;
+          if (p.mxfp4) {
+            const uint8_t* src = p.b_e8m0 + (static_cast<int64_t>(t.expert) * p.k_blocks * 4 + kb * 4) * p.n + srow;
+            CUTE_UNROLL
+            for (int i = 0; i < 4; ++i)
+              SM90_BULK_COPY_G2S::copy(src + static_cast<int64_t>(i) * p.n, &full, ss.bexp.data() + slot * 512 + i * 128,
+                                       128);
+          } else {
+            const float* src = p.b_scales + (static_cast<int64_t>(t.expert) * p.k_blocks + kb) * p.n + srow;
+            SM90_BULK_COPY_G2S::copy(src, &full, ss.bscale.data() + slot * 128, 512);
+          }
+        }
+        write.advance();
+      }
+    }
+    // End of the stream: the converters stop when they see this stage's header.
+    bounded_wait(&ss.pipe.empty[write.index], write.phase);
+    *reinterpret_cast<volatile int*>(&ss.header[write.index]) = 1;
+    compiler_fence();
+    cutlass::arch::ClusterBarrier::arrive(&ss.pipe.full[write.index]);
+  }
+
+  // ---- converters: warps 1..3 of warp group 0 -------------------------------------------------
+  // Unit x of a stage = (chunk c, weight row r, 32-K sub-block u): 16 packed bytes in, 32 fp8
+  // bytes out (two 16-byte chunks of the swizzled row).
+  __device__ void convert(Params const& p, SharedStorage& ss, int ct) const {
+    const uint32_t bq_base = cute::cast_smem_ptr_to_uint(ss.bq.data());
+    const uint32_t b_base = cute::cast_smem_ptr_to_uint(ss.b.data());
+    const bool mx = p.mxfp4 != 0;
+    State st{};
+    while (true) {
+      wait_then_read(&ss.pipe.full[st.index], st.phase);
+      if (*reinterpret_cast<volatile int const*>(&ss.header[st.index]) != 0) break;
+      for (int x = ct; x < kWgN * 512; x += T::kConverterThreads) {
+        const int slot = st.index * kWgN + x / 512;
+        const int r = (x / 4) % 128;
+        const int u = x % 4;
+        const uint4 q = ld_shared_u4(bq_base + slot * T::kPackedBytes + r * 64 + u * 16);
+        W4Lut lut;
+        if (mx) {
+          const uint8_t* ex = ss.bexp.data() + slot * 512 + r;
+          const int e0 = ex[0], e1 = ex[128], e2 = ex[256], e3 = ex[384];
+          const int emax = max(max(e0, e1), max(e2, e3));
+          const int eu = u == 0 ? e0 : u == 1 ? e1 : u == 2 ? e2 : e3;
+          lut = mxfp4_lut(emax - eu);
+          if (u == 0) ss.bscale[slot * 128 + r] = mxfp4_block_scale(emax);
+        } else {
+          lut = int4_lut();
+        }
+        const uint32_t dst = b_base + slot * (128 * 128) + r * 128;
+        const uint32_t sw = static_cast<uint32_t>(r & 7);
+        st_shared_u4(dst + (((2u * u) ^ sw) << 4), convert4(q.x, lut), convert4(q.x >> 16, lut), convert4(q.y, lut),
+                     convert4(q.y >> 16, lut));
+        st_shared_u4(dst + (((2u * u + 1u) ^ sw) << 4), convert4(q.z, lut), convert4(q.z >> 16, lut),
+                     convert4(q.w, lut), convert4(q.w >> 16, lut));
+      }
+      compiler_fence();
+      cutlass::arch::fence_view_async_shared();  // the wgmma (async proxy) reads what was written
+      compiler_fence();
+      cutlass::arch::ClusterBarrier::arrive(&ss.conv[st.index]);
+      st.advance();
+    }
+  }
+
+  // ---- consumers ------------------------------------------------------------------------------
+  template <class SmemA, class SmemB, class Frg>
+  __device__ void mma(Params const& p, Pipeline const& pipe, SharedStorage& ss, State& read, WorkTile const& t,
+                      int wt, int wm, int wn, SmemA const& sA, SmemB const& sB, Frg& acc) const {
+    typename T::TiledMma tiled_mma;
+    auto thr = tiled_mma.get_slice(wt);
+    Tensor tCrA = thr.partition_fragment_A(sA);  // (MMA, 1, 4, chunk slot)
+    Tensor tCrB = thr.partition_fragment_B(sB);
+    const int r0 = 64 * wm + (wt / 32) * 16 + (wt % 32) / 4;
+    const bool ok0 = r0 < t.rows;
+    const bool ok1 = r0 + 8 < t.rows;
+    const float* sa0 = p.a_scales + t.row_begin + r0;
+    Tensor part = partition_fragment_C(tiled_mma, Shape<_64, _128>{});
+    static_assert(decltype(size(part))::value == 64);
+    clear(acc);
+    for (int kb = 0; kb < p.k_blocks; ++kb) {
+      const float* sa = sa0 + static_cast<int64_t>(kb) * p.m_total;
+      const float c0 = ok0 ? __ldg(sa) : 0.f;
+      const float c1 = ok1 ? __ldg(sa + 8) : 0.f;
+      pipe.consumer_wait(read);
+      wait_then_read(&ss.conv[read.index], read.phase);
+      const int slot_a = read.index * kWgM + wm;
+      const int slot_b = read.index * kWgN + wn;
+      warpgroup_fence_operand(part);
+      warpgroup_arrive();
+      tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
+      CUTE_UNROLL
+      for (int k = 0; k < size<2>(tCrA); ++k) {
+        cute::gemm(tiled_mma, tCrA(_, _, k, slot_a), tCrB(_, _, k, slot_b), part);
+        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(part);
+      // Value i of the m64n128 fragment: column (wt % 4) * 2 + (i & 1) + 8 * (i / 4), row + 8 if i & 2.
+      const float2* bs = reinterpret_cast<const float2*>(ss.bscale.data() + slot_b * 128 + (wt % 4) * 2);
+      CUTE_UNROLL
+      for (int j = 0; j < 16; ++j) {
+        const float2 b = bs[4 * j];
+        acc(4 * j + 0) += part(4 * j + 0) * (c0 * b.x);
+        acc(4 * j + 1) += part(4 * j + 1) * (c0 * b.y);
+        acc(4 * j + 2) += part(4 * j + 2) * (c1 * b.x);
+        acc(4 * j + 3) += part(4 * j + 3) * (c1 * b.y);
+      }
+      compiler_fence();
+      __syncwarp();  // every lane has read the scales before lane 0 releases the stage
+      pipe.consumer_release(read);
+      read.advance();
+    }
+  }
+
+  __device__ void operator()(Params const& params, char* smem_buf) const {
+    const uint32_t base = cute::cast_smem_ptr_to_uint(smem_buf);
+    SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_buf + ((1024u - (base & 1023u)) & 1023u));
+    const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 32, 0);
+    const int warp_group = warp / 4;
+
+    if (threadIdx.x == 0) {
+      Pipeline::init(ss.pipe, T::kConsumerWarps);
+      for (int s = 0; s < kStages; ++s) cutlass::arch::ClusterBarrier::init(&ss.conv[s], T::kConverterThreads);
+      cute::prefetch_tma_descriptor(params.tma_a.get_tma_descriptor());
+      cute::prefetch_tma_descriptor(params.tma_b.get_tma_descriptor());
+    }
+    cutlass::arch::fence_barrier_init();
+    __syncthreads();
+
+    Pipeline pipe{&ss.pipe};
+    Tensor sA = make_tensor(make_smem_ptr(ss.a.data()), typename T::SmemLayoutA{});
+    Tensor sB = make_tensor(make_smem_ptr(ss.b.data()), typename T::SmemLayoutB{});
+
+    if (warp_group == 0) {
+      cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
+      if (warp == 0) {
+        if (threadIdx.x == 0) {
+          Tensor sBq = make_tensor(make_smem_ptr(ss.bq.data()), typename T::SmemLayoutBq{});
+          produce(params, ss, sA, sBq);
+        }
+      } else {
+        convert(params, ss, static_cast<int>(threadIdx.x) - 32);
+      }
+    } else {
+      cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
+      const int ct = static_cast<int>(threadIdx.x) - 128;
+      const int wg = ct / 128;
+      const int wt = ct % 128;
+      const int wm = wg / kWgN;
+      const int wn = wg % kWgN;
+      Epilogue::consumer_init(wn);
+      const Epilogue epilogue{};
+      Scheduler sched(params.counts, params.offsets, params.experts, params.n_blocks, 0);
+      State read{};
+      WorkTile tile;
+      while (sched.next(tile)) {
+        Tensor acc = partition_fragment_C(typename T::TiledMma{}, Shape<_64, _128>{});
+        mma(params, pipe, ss, read, tile, wt, wm, wn, sA, sB, acc);
+        epilogue.store(params.epilogue, ss.epi.data(), acc, tile, wt, wm, wn);
+      }
+    }
+  }
+};
+
+template <class Kernel>
+__global__ void __launch_bounds__(Kernel::kThreads, 1)
+    moe_w4a8_kernel(CUTE_GRID_CONSTANT typename Kernel::Params const params) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ char smem_buf[];
+  Kernel{}(params, smem_buf);
+#endif
+}
+
+template <class Kernel>
+cudaError_t launch_moe_w4a8(MoeW4A8Params const& p, cudaStream_t stream) {
+  const long long tiles =
+      (static_cast<long long>(p.m_total) / Kernel::T::kBlockM + p.experts) * Kernel::n_blocks(p);
+  if (tiles <= 0 || p.k % 128 != 0 || p.n % 128 != 0) return cudaErrorInvalidValue;
+  int ctas = p.num_ctas;
+  if (ctas <= 0) {
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return e;
+    e = cudaDeviceGetAttribute(&ctas, cudaDevAttrMultiProcessorCount, dev);
+    if (e != cudaSuccess) return e;
+  }
+  if (ctas > tiles) ctas = static_cast<int>(tiles);
+  const typename Kernel::Params kp = Kernel::to_params(p);
+  auto* fn = moe_w4a8_kernel<Kernel>;
+  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
+  if (e != cudaSuccess) return e;
+  fn<<<ctas, Kernel::kThreads, Kernel::kSmemBytes, stream>>>(kp);
+  return cudaGetLastError();
+}
+
+template <TileConfig kTile, bool kGateUp, template <class> class EpiloguePolicy>
+using ShippedW4A8Kernel = MoeW4A8Kernel<W4Traits<kTile.block_m, kTile.block_n, kGateUp>, EpiloguePolicy>;
+
+}  // namespace xstage::kernels::moe
