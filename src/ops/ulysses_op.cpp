@@ -316,6 +316,9 @@ void UlyssesAttention::forward(int i, const void* q, const void* k, const void* 
     u.chunk_vecs = plan.chunk_vecs;
     u.chunk_shift = 0;
     while ((2 << u.chunk_shift) <= plan.chunk_every) ++u.chunk_shift;  // chunk_every is a power of two
+    const int iters = static_cast<int>(64LL * I.cfg.head_dim * kElem / (128 * 16));  // per slice
+    const int chunks = (iters + u.chunk_vecs - 1) / u.chunk_vecs;
+    u.chunk_calls = ((chunks - 1) << u.chunk_shift) + 1;
   }
   u.expect_rows = u.epoch * I.rows_per_call();
   u.spans = I.opts.record_spans ? R.spans : nullptr;

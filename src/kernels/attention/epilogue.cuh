@@ -31,6 +31,8 @@
 //       in tile order, as soon as its warp group's stores are issued. The slow system-scope
 //       fence and flag update of publishing thus never stall a consumer warp group. The
 //       service thread moves no data. An optional service_end() runs after the last publish.
+//       With `static constexpr bool kPublishAtEnd = true` the destination publishes once, after
+//       the CTA's last slice was issued: publish_all(for_each_slice) instead of publish(t).
 #pragma once
 #include <cstdint>
 
@@ -94,6 +96,10 @@ concept HasService = requires(D const& d, EpilogueTile const& t) {
 };
 template <class D>
 concept HasServiceEnd = requires(D const& d) { d.service_end(); };
+// A destination that publishes once per CTA (after its last slice) instead of per slice:
+// publish_all(for_each_slice) gets a callable that enumerates the CTA's slices.
+template <class D>
+concept PublishesAtEnd = requires { requires D::kPublishAtEnd; };
 
 // Shared-memory words of the consumer <-> service-thread handshake (see HasService).
 __device__ __forceinline__ uint32_t ld_acquire_cta(const uint32_t* p) {
@@ -156,6 +162,15 @@ struct TileStoreEpilogue {
     if constexpr (kHasServiceThread) {
       ep.dest.service_start();
       st_release_cta(ready_word(smem_o), 1u);
+      auto slice_of = [&](WorkTile const& tile, int wg) {
+        EpilogueTile t;
+        t.batch = tile.batch;
+        t.head = tile.head;
+        t.m_block = tile.m_block;
+        t.row_begin = tile.m_block * kBlockM + wg * 64;
+        t.row_end = min(t.row_begin + 64, ep.q_len);
+        return t;
+      };
       uint32_t k = 0;
       for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx), ++k) {
         const WorkTile tile = sched.decode(idx);
@@ -164,14 +179,14 @@ struct TileStoreEpilogue {
           // back-off keeps this thread from taking issue slots from the consumers.
           for (uint32_t ns = 32; ld_acquire_cta(slices_done_word(smem_o, wg)) <= k; ns = min(2 * ns, 1024u))
             __nanosleep(ns);
-          EpilogueTile t;
-          t.batch = tile.batch;
-          t.head = tile.head;
-          t.m_block = tile.m_block;
-          t.row_begin = tile.m_block * kBlockM + wg * 64;
-          t.row_end = min(t.row_begin + 64, ep.q_len);
-          ep.dest.publish(t);
+          if constexpr (!PublishesAtEnd<Destination>) ep.dest.publish(slice_of(tile, wg));
         }
+      }
+      if constexpr (PublishesAtEnd<Destination>) {
+        ep.dest.publish_all([&](auto&& visit) {
+          for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx))
+            for (int wg = 0; wg < kBlockM / 64; ++wg) visit(slice_of(sched.decode(idx), wg));
+        });
       }
       if constexpr (HasServiceEnd<Destination>) ep.dest.service_end();
     }

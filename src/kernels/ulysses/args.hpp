@@ -46,6 +46,7 @@ struct UlyssesArgs {
   // c << chunk_shift (a chunk every 2^chunk_shift calls), the last call sends what is left.
   int chunk_vecs = 0;
   int chunk_shift = 0;
+  int chunk_calls = 1;  // hook calls that may carry a chunk: ((chunks - 1) << chunk_shift) + 1
   // The receive counter value that means this rank's shard of this call is complete
   // (epoch * B * S/P * H); one thread of CTA 0 waits for it before the kernel ends.
   uint64_t expect_rows = 0;

@@ -42,6 +42,11 @@ __device__ __forceinline__ void wait_receivers_ready(UlyssesArgs const& u, int r
     dev::wait_geq(&u.ready[r], u.epoch, u.status, WaitId::ulysses_ready, u.rank, u.timeout_ns);
 }
 
+// Rows of [row_begin, row_end) that rank r owns.
+__device__ __forceinline__ int rows_for_rank(UlyssesArgs const& u, int r, int row_begin, int row_end) {
+  return max(0, min(row_end, (r + 1) * u.rows_per_rank) - max(row_begin, r * u.rows_per_rank));
+}
+
 // After the stores of rows [row_begin, row_end) of one head were issued by the calling
 // thread's block/warp group (and the caller synchronised them): tell each receiver.
 __device__ __forceinline__ void publish_rows(UlyssesArgs const& u, int row_begin, int row_end) {
@@ -77,6 +82,11 @@ struct RemoteDestination {
   UlyssesArgs u;
 
   static constexpr bool kNeedsTileStoredHook = true;
+  // One system fence per CTA, after its last slice, instead of one per slice: a fence.sys
+  // waits until the SM's earlier remote stores are visible, i.e. until a whole wave's burst
+  // has crossed NVLink, and per slice that wait was paid once per tile (docs/ulysses.md).
+  // The receiver only needs the total, so nothing is lost.
+  static constexpr bool kPublishAtEnd = true;
 
   __device__ RowSpan destination(EpilogueTile const& t, int row) const {
     RowSpan s = remote_row<Element>(u, t.batch, t.head, row);
@@ -89,6 +99,15 @@ struct RemoteDestination {
   // slice's rows published after its stores.
   __device__ void service_start() const { wait_receivers_ready(u, 0, u.rows_per_rank * u.world); }
   __device__ void publish(EpilogueTile const& t) const { publish_rows(u, t.row_begin, t.row_end); }
+  template <class ForEachSlice>
+  __device__ void publish_all(ForEachSlice&& for_each_slice) const {
+    dev::fence_sys();
+    for (int r = 0; r < u.world; ++r) {
+      uint64_t rows = 0;
+      for_each_slice([&](EpilogueTile const& t) { rows += rows_for_rank(u, r, t.row_begin, t.row_end); });
+      if (rows > 0) dev::flag_add_release(u.counter[r], rows);
+    }
+  }
   // After this CTA published everything: CTA 0 also waits until every rank's rows for this
   // rank arrived, so the call is complete when the kernel ends (no separate wait kernel).
   __device__ void service_end() const { wait_all_received(u); }
