@@ -79,7 +79,10 @@ UlyssesPlan plan_ulysses(const Params& p, const UlyssesPlanInput& in) {
   out.predicted_fused_span_us = fused.issue_us;
   out.predicted_fused_cold_span_us = fused.cold_issue_us;
   const long long chunk_bytes = static_cast<long long>(out.chunk_vecs) * in.wg_bytes_per_vec;
-  const Prediction shaped = predict(p, in.ctas, chunk_bytes, out.chunk_every * in.step_us);
+  // A slice that leaves as one chunk repeats once per tile, like fused; several chunks of a
+  // slice follow each other chunk_every steps apart (the tightest spacing they see).
+  const double shaped_gap_us = out.chunks_per_slice == 1 ? tile_us : out.chunk_every * in.step_us;
+  const Prediction shaped = predict(p, in.ctas, chunk_bytes, shaped_gap_us);
   out.predicted_shaped_span_us = shaped.issue_us * out.chunks_per_slice;
   return out;
 }

@@ -53,6 +53,8 @@ TEST(UlyssesPlan, ASliceThatFitsTheColdStageLeavesAsOneChunk) {
   EXPECT_EQ(plan.chunk_vecs, 8);
   EXPECT_EQ(plan.chunk_every, 1);
   EXPECT_NE(plan.chunk_rule.find("whole slice"), std::string::npos);
+  // One chunk per slice is the fused burst, once per tile: the same predicted span.
+  EXPECT_DOUBLE_EQ(plan.predicted_shaped_span_us, plan.predicted_fused_span_us);
 }
 
 TEST(UlyssesPlan, ChunksFitTheColdStageAndAreSpacedByTheirDrainTime) {
