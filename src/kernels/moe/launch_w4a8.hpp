@@ -10,10 +10,10 @@
 
 namespace xstage::kernels::moe {
 
-// Three stages: each holds the fp8 A chunks, the packed 4-bit B chunks, their converted fp8
-// copies and the weight scales (shared memory allows no fourth).
-inline constexpr TileConfig kW4TileM192N128{192, 128, 128, 3, 3};
-inline constexpr TileConfig kW4TileM64N256{64, 256, 128, 3, 2};
+// Four TMA stages (fp8 A chunks, packed 4-bit B chunks, raw weight scales) and two buffers of
+// converted fp8 B (w4a8.cuh); `stages` counts the TMA stages.
+inline constexpr TileConfig kW4TileM192N128{192, 128, 128, 4, 3};
+inline constexpr TileConfig kW4TileM64N256{64, 256, 128, 4, 2};
 
 // bf16 output [m_total, n].
 cudaError_t moe_w4a8_bf16_m192n128(const MoeW4A8Params& p, cudaStream_t stream);

@@ -3,19 +3,27 @@
 // block, fp32 promotion) and the W8A8 epilogue policies. Included only by the
 // launch_w4a8_*.cu files.
 //
-// Roles (warp group 0 = "producer warp group"):
-//   warp 0, lane 0   TMA producer: per K block, the fp8 A chunks, the packed B chunks
-//                    (128 rows x 64 bytes, no swizzle) and the weight scales (bulk copies:
-//                    int4 512 B of fp32 per chunk; mxfp4 4 x 128 exponent bytes per chunk)
-//                    into stage s, completing on full[s]. After its last tile it writes an
-//                    end marker into the next stage's header and arrives on full without data.
-//   warps 1..3       converters (96 threads): wait full[s], convert every packed chunk of the
-//                    stage into fp8 e4m3 in the 128-byte-swizzled K-major layout the wgmma
-//                    reads (the layout of W8A8's B), write the mxfp4 per-row block scale,
-//                    fence.proxy.async, arrive on conv[s] (one arrival per thread).
-//   warp groups 1..  consumers: wait full[s] and conv[s], four m64n128k32 FP8 wgmmas from
-//                    zero, promote into fp32 with a_scale[row, kb] * w_scale[col, kb] (one
-//                    scale per weight row per K block: a vector along N), release s.
+// Two rings in shared memory:
+//   TMA ring (4 stages, full/empty): per K block the fp8 A chunks, the packed B chunks (128
+//     weight rows x 64 bytes, no swizzle) and the raw weight scales (int4: 512 B of fp32 per
+//     chunk; mxfp4: 4 x 128 exponent bytes per chunk) + a header word (data / end of stream);
+//   converted ring (2 buffers, cfull/cempty): the fp8 B chunks in the 128-byte-swizzled
+//     K-major layout wgmma reads (the layout W8A8's TMA writes) + one fp32 weight scale per
+//     weight row.
+// Roles:
+//   warp 0, lane 0 of warp group 0: TMA producer. After its last tile it writes "end" into the
+//     next stage's header and arrives on full without data.
+//   converting threads = warps 1..3 of warp group 0 (96 threads, no other work) + every consumer
+//     thread: each converts its share of every stage (unit x = chunk, weight row, 32-K
+//     sub-block; x = g, g + kConvThreads, ...), writes its rows' weight scales, fences
+//     (fence.proxy.async) and arrives on cfull. A consumer converts stage i + 1 while the
+//     wgmmas of stage i run (its share of stage 0 before its first tile), so the conversion is
+//     spread over 4x more warps than warp group 0 alone has, and overlaps the tensor cores.
+//   consumers (2 or 3 warp groups): wait full[i] (A) and cfull[i] (B), four m64n128k32 FP8
+//     wgmmas from zero, convert stage i + 1, wait, promote into fp32 with a_scale[row, kb] *
+//     w_scale[col, kb] (a vector along N), release both rings.
+// (The first version had warp group 0 convert alone, in a single 3-stage ring: correct, but the
+// three converter warps were latency-bound at ~0.55x (int4) / ~0.43x (mxfp4) of W8A8.)
 //
 // Conversion of one 32-bit word of packed B (8 nibbles, K columns 0..7 in nibble order) is two
 // halves of 4 nibbles x: idx = x & 0x7777 selects a magnitude from an 8-entry table with
@@ -50,25 +58,32 @@ namespace xstage::kernels::moe {
 
 using namespace cute;
 
-// W8A8 tile traits (A, converted B, wgmma) + the packed B chunk and the W4A8 register split.
+// W8A8 tile traits (A, wgmma) with a 4-stage TMA ring + the packed B chunk, a 2-buffer ring of
+// converted B, and the W4A8 register split.
 template <int kBlockM_, int kBlockN_, bool kGateUp_>
-struct W4Traits : MoeTraits<kBlockM_, kBlockN_, 3, kGateUp_, 1, 1> {
-  using Base = MoeTraits<kBlockM_, kBlockN_, 3, kGateUp_, 1, 1>;
+struct W4Traits : MoeTraits<kBlockM_, kBlockN_, 4, kGateUp_, 1, 1> {
+  using Base = MoeTraits<kBlockM_, kBlockN_, 4, kGateUp_, 1, 1>;
   using Base::kConsumerThreads;
   using Base::kConsumerWGs;
   using Base::kStages;
   using Base::kWgM;
   using Base::kWgN;
+  using typename Base::Element;
   // Warp group 0 keeps enough registers for the converter warps.
   static constexpr int kProducerRegs = kConsumerWGs == 2 ? 40 : 32;
   static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 232 : 160;
   static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "register file");
-  static constexpr int kConverterThreads = 96;  // warps 1..3
+  static constexpr int kConverterThreads = 96;                            // warps 1..3
+  static constexpr int kConvThreads = kConverterThreads + kConsumerThreads;  // every converting thread
+  static constexpr int kConvBufs = 2;
   static constexpr int kChunkSlots = kWgN * kStages;
   static constexpr uint32_t kPackedBytes = 128 * 64;  // 128 weight rows x 128 K nibbles
   static constexpr uint32_t kScaleBytes = 512;        // 128 fp32, or 4 x 128 E8M0 bytes
   static constexpr uint32_t kStageBytes = kWgM * Base::kBytesA + kWgN * (kPackedBytes + kScaleBytes);
 
+  // Converted B: the layout W8A8's TMA writes (K-major, 128-byte swizzle), kConvBufs buffers.
+  using SmemLayoutB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+                                             Shape<_128, Int<Base::kBlockK>, Int<kWgN * kConvBufs>>{}));
   using SmemLayoutBq = Layout<Shape<_128, _64, Int<kChunkSlots>>, Stride<_64, _1, Int<kPackedBytes>>>;
   using ShapeBq = Shape<int32_t, int32_t, int32_t>;  // (n, k/2, experts)
   using StrideBq = Stride<int64_t, _1, int64_t>;
@@ -79,11 +94,10 @@ struct W4Traits : MoeTraits<kBlockM_, kBlockN_, 3, kGateUp_, 1, 1> {
 };
 
 // ---- conversion helpers ---------------------------------------------------------------------
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-  uint32_t d;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-  return d;
-}
+// prmt (default mode): byte i of the result = byte sel[4i+2:4i] of {b, a}; every selector used
+// here has bit 3 clear, where __byte_perm and prmt agree. The intrinsic lets the compiler keep
+// the int4 tables as immediates.
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) { return __byte_perm(a, b, sel); }
 
 struct W4Lut {
   uint32_t p0, p1, n0, n1;  // P (codes 0..7) and N (codes 8..15), 4 entries per register
@@ -147,11 +161,14 @@ struct MoeW4A8Kernel {
   using T = Traits;
   using Epilogue = EpiloguePolicy<T>;
   using Element = typename T::Element;
-  static constexpr int kStages = T::kStages;
+  static constexpr int kStages = T::kStages;      // TMA ring
+  static constexpr int kConvBufs = T::kConvBufs;  // converted-B ring
   static constexpr int kWgM = T::kWgM;
   static constexpr int kWgN = T::kWgN;
+  static constexpr int kConvThreads = T::kConvThreads;
   using Pipeline = TmaPipeline<kStages, 1>;
   using State = PipeState<kStages>;
+  using CState = PipeState<kConvBufs>;
   using Scheduler = GroupedScheduler<T::kBlockM, 1, 1>;
   static constexpr int kThreads = T::kThreads;
   static constexpr int kClusterSize = 1;
@@ -176,15 +193,16 @@ struct MoeW4A8Kernel {
   };
 
   struct SharedStorage {
-    cute::array_aligned<Element, cute::cosize_v<typename T::SmemLayoutA>, 1024> a;
-    cute::array_aligned<Element, cute::cosize_v<typename T::SmemLayoutB>, 1024> b;  // converted
-    cute::array_aligned<uint8_t, T::kChunkSlots * T::kPackedBytes, 1024> bq;          // packed
-    cute::array_aligned<float, T::kChunkSlots * 128, 16> bscale;   // per weight row of the chunk
-    cute::array_aligned<uint8_t, T::kChunkSlots * 512, 16> bexp;  // mxfp4: [4][128] exponents
+    cute::array_aligned<Element, cute::cosize_v<typename T::SmemLayoutA>, 1024> a;  // TMA ring
+    cute::array_aligned<Element, cute::cosize_v<typename T::SmemLayoutB>, 1024> b;  // converted ring
+    cute::array_aligned<uint8_t, T::kChunkSlots * T::kPackedBytes, 1024> bq;         // TMA ring: packed
+    cute::array_aligned<uint8_t, T::kChunkSlots * T::kScaleBytes, 16> raw;  // TMA ring: fp32 [128] / E8M0 [4][128]
+    cute::array_aligned<float, kWgN * kConvBufs * 128, 16> cscale;           // converted ring: per weight row
     cute::array_aligned<uint8_t, Epilogue::kSmemBytes, 128> epi;
-    typename Pipeline::Storage pipe;
-    uint64_t conv[kStages];
-    int header[kStages];  // 0: data, 1: end of the tile stream
+    typename Pipeline::Storage pipe;  // full / empty of the TMA ring
+    uint64_t cfull[kConvBufs];        // every converting thread has written its units
+    uint64_t cempty[kConvBufs];       // every consumer warp is done with the buffer
+    int header[kStages];              // 0: data, 1: end of the tile stream
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage)) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
@@ -271,105 +289,125 @@ struct MoeW4A8Kernel {
           // weights (TMA out-of-bounds fill) and is never stored; its scales come from rows
           // [0, 128) so the bulk copies stay inside the tensors.
           const int srow = brow[c] < p.n ? brow[c] : 0;
+          uint8_t* dst = ss.raw.data() + slot * T::kScaleBytes;
           if (p.mxfp4) {
             const uint8_t* src = p.b_e8m0 + (static_cast<int64_t>(t.expert) * p.k_blocks * 4 + kb * 4) * p.n + srow;
             CUTE_UNROLL
             for (int i = 0; i < 4; ++i)
-              SM90_BULK_COPY_G2S::copy(src + static_cast<int64_t>(i) * p.n, &full, ss.bexp.data() + slot * 512 + i * 128,
-                                       128);
+              SM90_BULK_COPY_G2S::copy(src + static_cast<int64_t>(i) * p.n, &full, dst + i * 128, 128);
           } else {
             const float* src = p.b_scales + (static_cast<int64_t>(t.expert) * p.k_blocks + kb) * p.n + srow;
-            SM90_BULK_COPY_G2S::copy(src, &full, ss.bscale.data() + slot * 128, 512);
+            SM90_BULK_COPY_G2S::copy(src, &full, dst, 512);
           }
         }
         write.advance();
       }
     }
-    // End of the stream: the converters stop when they see this stage's header.
+    // End of the stream: the converting threads stop when they see this stage's header.
     bounded_wait(&ss.pipe.empty[write.index], write.phase);
     *reinterpret_cast<volatile int*>(&ss.header[write.index]) = 1;
     compiler_fence();
     cutlass::arch::ClusterBarrier::arrive(&ss.pipe.full[write.index]);
   }
 
-  // ---- converters: warps 1..3 of warp group 0 -------------------------------------------------
-  // Unit x of a stage = (chunk c, weight row r, 32-K sub-block u): 16 packed bytes in, 32 fp8
-  // bytes out (two 16-byte chunks of the swizzled row).
-  __device__ void convert(Params const& p, SharedStorage& ss, int ct) const {
+  // ---- conversion: warps 1..3 of warp group 0 and every consumer thread ------------------------
+  // Converts converting thread g's units of TMA stage t into converted buffer c: unit x =
+  // (chunk x / 512, weight row (x / 4) % 128, 32-K sub-block x % 4), for x = g, g + kConvThreads,
+  // ...: 16 packed bytes in, two 16-byte fp8 chunks out at their swizzled positions; the thread
+  // with sub-block 0 also writes the row's weight scale. Returns false (and converts nothing)
+  // at the end of the tile stream.
+  __device__ bool convert_stage(Params const& p, SharedStorage& ss, State t, CState c, int g) const {
+    wait_then_read(&ss.pipe.full[t.index], t.phase);
+    if (*reinterpret_cast<volatile int const*>(&ss.header[t.index]) != 0) return false;
+    wait_then_read(&ss.cempty[c.index], c.phase ^ 1u);  // the buffer starts free
+    if (p.mxfp4) convert_units<true>(ss, t.index, c.index, g);
+    else convert_units<false>(ss, t.index, c.index, g);
+    compiler_fence();
+    cutlass::arch::fence_view_async_shared();  // the wgmma (async proxy) reads what was written
+    compiler_fence();
+    cutlass::arch::ClusterBarrier::arrive(&ss.cfull[c.index]);
+    return true;
+  }
+
+  template <bool kMx>
+  __device__ void convert_units(SharedStorage& ss, int t_index, int c_index, int g) const {
     const uint32_t bq_base = cute::cast_smem_ptr_to_uint(ss.bq.data());
     const uint32_t b_base = cute::cast_smem_ptr_to_uint(ss.b.data());
-    const bool mx = p.mxfp4 != 0;
-    State st{};
-    while (true) {
-      wait_then_read(&ss.pipe.full[st.index], st.phase);
-      if (*reinterpret_cast<volatile int const*>(&ss.header[st.index]) != 0) break;
-      for (int x = ct; x < kWgN * 512; x += T::kConverterThreads) {
-        const int slot = st.index * kWgN + x / 512;
-        const int r = (x / 4) % 128;
-        const int u = x % 4;
-        const uint4 q = ld_shared_u4(bq_base + slot * T::kPackedBytes + r * 64 + u * 16);
-        W4Lut lut;
-        if (mx) {
-          const uint8_t* ex = ss.bexp.data() + slot * 512 + r;
-          const int e0 = ex[0], e1 = ex[128], e2 = ex[256], e3 = ex[384];
-          const int emax = max(max(e0, e1), max(e2, e3));
-          const int eu = u == 0 ? e0 : u == 1 ? e1 : u == 2 ? e2 : e3;
-          lut = mxfp4_lut(emax - eu);
-          if (u == 0) ss.bscale[slot * 128 + r] = mxfp4_block_scale(emax);
-        } else {
-          lut = int4_lut();
-        }
-        const uint32_t dst = b_base + slot * (128 * 128) + r * 128;
-        const uint32_t sw = static_cast<uint32_t>(r & 7);
-        st_shared_u4(dst + (((2u * u) ^ sw) << 4), convert4(q.x, lut), convert4(q.x >> 16, lut), convert4(q.y, lut),
-                     convert4(q.y >> 16, lut));
-        st_shared_u4(dst + (((2u * u + 1u) ^ sw) << 4), convert4(q.z, lut), convert4(q.z >> 16, lut),
-                     convert4(q.w, lut), convert4(q.w >> 16, lut));
+    for (int x = g; x < kWgN * 512; x += kConvThreads) {
+      const int chunk = x / 512;
+      const int tslot = t_index * kWgN + chunk;
+      const int cslot = c_index * kWgN + chunk;
+      const int r = (x / 4) % 128;
+      const int u = x % 4;
+      const uint32_t src = bq_base + tslot * T::kPackedBytes + r * 64 + u * 16;
+      const uint8_t* raw = ss.raw.data() + tslot * T::kScaleBytes;
+      W4Lut lut;
+      if constexpr (kMx) {
+        const int e0 = raw[r], e1 = raw[128 + r], e2 = raw[256 + r], e3 = raw[384 + r];
+        const int emax = max(max(e0, e1), max(e2, e3));
+        const int eu = u == 0 ? e0 : u == 1 ? e1 : u == 2 ? e2 : e3;
+        lut = mxfp4_lut(emax - eu);
+        if (u == 0) ss.cscale[cslot * 128 + r] = mxfp4_block_scale(emax);
+      } else {
+        lut = int4_lut();
+        if (u == 0) ss.cscale[cslot * 128 + r] = reinterpret_cast<const float*>(raw)[r];
       }
-      compiler_fence();
-      cutlass::arch::fence_view_async_shared();  // the wgmma (async proxy) reads what was written
-      compiler_fence();
-      cutlass::arch::ClusterBarrier::arrive(&ss.conv[st.index]);
-      st.advance();
+      const uint32_t dst = b_base + cslot * (128 * 128) + r * 128;
+      const uint32_t sw = static_cast<uint32_t>(r & 7);
+      const uint4 q = ld_shared_u4(src);
+      st_shared_u4(dst + (((2u * u) ^ sw) << 4), convert4(q.x, lut), convert4(q.x >> 16, lut), convert4(q.y, lut),
+                   convert4(q.y >> 16, lut));
+      st_shared_u4(dst + (((2u * u + 1u) ^ sw) << 4), convert4(q.z, lut), convert4(q.z >> 16, lut), convert4(q.w, lut),
+                   convert4(q.w >> 16, lut));
     }
   }
 
+  // Ring positions of the it-th stage of the stream (every role walks the same sequence).
+  __device__ static State tma_state(uint32_t it) { return State{static_cast<int>(it % kStages), (it / kStages) & 1u}; }
+  __device__ static CState conv_state(uint32_t it) {
+    return CState{static_cast<int>(it % kConvBufs), (it / kConvBufs) & 1u};
+  }
+
   // ---- consumers ------------------------------------------------------------------------------
+  // Per K block: wait for A (full) and the converted B (cfull), issue the wgmmas, convert this
+  // thread's share of the next stage while they run, wait, promote, release both buffers.
+  // it: stages this thread has consumed; more: whether stage it + 1 may still hold data (false
+  // once the end marker was seen). Stage it was converted (by every converting thread) before.
   template <class SmemA, class SmemB, class Frg>
-  __device__ void mma(Params const& p, Pipeline const& pipe, SharedStorage& ss, State& read, WorkTile const& t,
-                      int wt, int wm, int wn, SmemA const& sA, SmemB const& sB, Frg& acc) const {
+  __device__ void mma(Params const& p, SharedStorage& ss, uint32_t& it, bool& more, int g, WorkTile const& t, int wt,
+                      int wm, int wn, SmemA const& sA, SmemB const& sB, Frg& acc) const {
     typename T::TiledMma tiled_mma;
     auto thr = tiled_mma.get_slice(wt);
-    Tensor tCrA = thr.partition_fragment_A(sA);  // (MMA, 1, 4, chunk slot)
-    Tensor tCrB = thr.partition_fragment_B(sB);
+    Tensor tCrA = thr.partition_fragment_A(sA);  // (MMA, 1, 4, A chunk slot)
+    Tensor tCrB = thr.partition_fragment_B(sB);  // (MMA, 1, 4, converted chunk slot)
     const int r0 = 64 * wm + (wt / 32) * 16 + (wt % 32) / 4;
-    const bool ok0 = r0 < t.rows;
-    const bool ok1 = r0 + 8 < t.rows;
-    const float* sa0 = p.a_scales + t.row_begin + r0;
     Tensor part = partition_fragment_C(tiled_mma, Shape<_64, _128>{});
     static_assert(decltype(size(part))::value == 64);
     clear(acc);
     for (int kb = 0; kb < p.k_blocks; ++kb) {
-      const float* sa = sa0 + static_cast<int64_t>(kb) * p.m_total;
-      const float c0 = ok0 ? __ldg(sa) : 0.f;
-      const float c1 = ok1 ? __ldg(sa + 8) : 0.f;
-      pipe.consumer_wait(read);
-      wait_then_read(&ss.conv[read.index], read.phase);
-      const int slot_a = read.index * kWgM + wm;
-      const int slot_b = read.index * kWgN + wn;
+      const State read = tma_state(it);
+      const CState cread = conv_state(it);
+      wait_then_read(&ss.pipe.full[read.index], read.phase);
+      wait_then_read(&ss.cfull[cread.index], cread.phase);
       warpgroup_fence_operand(part);
       warpgroup_arrive();
       tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
       CUTE_UNROLL
       for (int k = 0; k < size<2>(tCrA); ++k) {
-        cute::gemm(tiled_mma, tCrA(_, _, k, slot_a), tCrB(_, _, k, slot_b), part);
+        cute::gemm(tiled_mma, tCrA(_, _, k, read.index * kWgM + wm), tCrB(_, _, k, cread.index * kWgN + wn), part);
         tiled_mma.accumulate_ = GMMA::ScaleOut::One;
       }
       warpgroup_commit_batch();
+      // This thread's share of the next stage, while the tensor cores work.
+      if (more) more = convert_stage(p, ss, tma_state(it + 1), conv_state(it + 1), g);
+      const float* sa = p.a_scales + static_cast<int64_t>(kb) * p.m_total + t.row_begin + r0;
+      const float c0 = r0 < t.rows ? __ldg(sa) : 0.f;
+      const float c1 = r0 + 8 < t.rows ? __ldg(sa + 8) : 0.f;
       warpgroup_wait<0>();
       warpgroup_fence_operand(part);
       // Value i of the m64n128 fragment: column (wt % 4) * 2 + (i & 1) + 8 * (i / 4), row + 8 if i & 2.
-      const float2* bs = reinterpret_cast<const float2*>(ss.bscale.data() + slot_b * 128 + (wt % 4) * 2);
+      const float2* bs =
+          reinterpret_cast<const float2*>(ss.cscale.data() + (cread.index * kWgN + wn) * 128 + (wt % 4) * 2);
       CUTE_UNROLL
       for (int j = 0; j < 16; ++j) {
         const float2 b = bs[4 * j];
@@ -379,9 +417,12 @@ struct MoeW4A8Kernel {
         acc(4 * j + 3) += part(4 * j + 3) * (c1 * b.y);
       }
       compiler_fence();
-      __syncwarp();  // every lane has read the scales before lane 0 releases the stage
-      pipe.consumer_release(read);
-      read.advance();
+      __syncwarp();  // every lane has read the scales before lane 0 releases the buffers
+      if ((threadIdx.x & 31u) == 0u) {
+        cutlass::arch::ClusterBarrier::arrive(&ss.pipe.empty[read.index]);
+        cutlass::arch::ClusterBarrier::arrive(&ss.cempty[cread.index]);
+      }
+      ++it;
     }
   }
 
@@ -393,14 +434,16 @@ struct MoeW4A8Kernel {
 
     if (threadIdx.x == 0) {
       Pipeline::init(ss.pipe, T::kConsumerWarps);
-      for (int s = 0; s < kStages; ++s) cutlass::arch::ClusterBarrier::init(&ss.conv[s], T::kConverterThreads);
+      for (int s = 0; s < kConvBufs; ++s) {
+        cutlass::arch::ClusterBarrier::init(&ss.cfull[s], kConvThreads);
+        cutlass::arch::ClusterBarrier::init(&ss.cempty[s], T::kConsumerWarps);
+      }
       cute::prefetch_tma_descriptor(params.tma_a.get_tma_descriptor());
       cute::prefetch_tma_descriptor(params.tma_b.get_tma_descriptor());
     }
     cutlass::arch::fence_barrier_init();
     __syncthreads();
 
-    Pipeline pipe{&ss.pipe};
     Tensor sA = make_tensor(make_smem_ptr(ss.a.data()), typename T::SmemLayoutA{});
     Tensor sB = make_tensor(make_smem_ptr(ss.b.data()), typename T::SmemLayoutB{});
 
@@ -412,7 +455,9 @@ struct MoeW4A8Kernel {
           produce(params, ss, sA, sBq);
         }
       } else {
-        convert(params, ss, static_cast<int>(threadIdx.x) - 32);
+        const int g = static_cast<int>(threadIdx.x) - 32;  // 0..95
+        for (uint32_t it = 0; convert_stage(params, ss, tma_state(it), conv_state(it), g); ++it) {
+        }
       }
     } else {
       cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
@@ -421,14 +466,17 @@ struct MoeW4A8Kernel {
       const int wt = ct % 128;
       const int wm = wg / kWgN;
       const int wn = wg % kWgN;
+      const int g = T::kConverterThreads + ct;
       Epilogue::consumer_init(wn);
       const Epilogue epilogue{};
       Scheduler sched(params.counts, params.offsets, params.experts, params.n_blocks, 0);
-      State read{};
+      // The first stage now; every later one while the previous one's wgmmas run.
+      bool more = convert_stage(params, ss, tma_state(0), conv_state(0), g);
+      uint32_t it = 0;
       WorkTile tile;
       while (sched.next(tile)) {
         Tensor acc = partition_fragment_C(typename T::TiledMma{}, Shape<_64, _128>{});
-        mma(params, pipe, ss, read, tile, wt, wm, wn, sA, sB, acc);
+        mma(params, ss, it, more, g, tile, wt, wm, wn, sA, sB, acc);
         epilogue.store(params.epilogue, ss.epi.data(), acc, tile, wt, wm, wn);
       }
     }
