@@ -38,6 +38,7 @@ model::Params preset() { return model::load_params(std::string(XSTAGE_SOURCE_DIR
 
 struct Case {
   int batch, seq, heads, d;
+  int chunk_vecs = 0;  // fused-shaped: forced stores per thread per chunk (0: the model's plan)
 };
 
 // Per-rank device buffers of one case.
@@ -69,6 +70,7 @@ void run_case(Team& team, const Case& c, uint64_t seed) {
   cfg.head_dim = c.d;
   ops::UlyssesOptions opts;
   opts.model = preset();
+  opts.chunk_vecs = c.chunk_vecs;
   ops::UlyssesAttention op(team, cfg, opts);
   std::vector<RankData> data(team.local_count());
   const size_t full = size_t(c.batch) * c.seq * c.heads * c.d;
@@ -182,6 +184,17 @@ TEST(Ulysses, AllVariantsMatchFullAttentionThenAllToAll_D64) {
   auto team = two_gpu_team();
   run_case(*team, {1, 770, 6, 64}, 21);    // 192-row tiles, empty last slices
   run_case(*team, {2, 4096, 10, 64}, 22);  // batch 2, 5 heads per rank
+}
+
+// The model's plan is one chunk per slice for these shapes; forcing small chunks exercises
+// the multi-chunk schedule: chunks at successive key blocks, and (S = 300: 3 key blocks for
+// 8 chunks of one store each) the last hook call sending whatever is left.
+TEST(Ulysses, FusedShapedWithForcedChunksMatches) {
+  XS_REQUIRE_GPUS(2);
+  auto team = two_gpu_team();
+  run_case(*team, {1, 300, 4, 128, 1}, 31);   // more chunks than hook calls
+  run_case(*team, {1, 4680, 2, 128, 3}, 32);  // 3 + 3 + 2 stores; a tile straddles the shard border
+  run_case(*team, {1, 770, 6, 64, 1}, 33);    // d = 64: 4 chunks, empty last slices
 }
 
 TEST(Ulysses, RankThatNeverDeliversTimesOutOnTheOther) {
