@@ -18,6 +18,7 @@ void add_info_command(CLI::App& app);
 void add_probe_command(CLI::App& app);
 void add_fit_command(CLI::App& app);
 void add_predict_command(CLI::App& app);
+void add_moe_routing_command(CLI::App& app);  // `xstage moe-routing`
 #ifdef XSTAGE_HAVE_ATTENTION
 void add_attention_bench_command(CLI::App& app);  // `xstage bench attention`
 #endif

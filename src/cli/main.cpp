@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   xstage::cli::add_probe_command(app);
   xstage::cli::add_fit_command(app);
   xstage::cli::add_predict_command(app);
+  xstage::cli::add_moe_routing_command(app);
 #ifdef XSTAGE_HAVE_ATTENTION
   xstage::cli::add_attention_bench_command(app);
 #endif

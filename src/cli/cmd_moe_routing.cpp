@@ -1,0 +1,84 @@
+// `xstage moe-routing`: the reproducible top-k routing of one Mega-MoE configuration
+// (include/xstage/moe_routing.hpp), as JSON for the PyTorch baseline (python/bench_moe_torch.py)
+// and as a summary table for people.
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.hpp"
+#include "xstage/error.hpp"
+#include "xstage/moe_routing.hpp"
+
+namespace xstage::cli {
+namespace {
+
+struct RoutingArgs {
+  std::string model;
+  int tokens = 0;
+  int ranks = 2;
+  std::string routing = "balanced";
+  double zipf_s = 1.0;
+  uint64_t seed = 2026;
+  std::string out;
+  bool list = false;
+};
+
+void print_models() {
+  std::cout << fmt::format("{:<20} {:>6} {:>12} {:>7} {:>5} {:>6}\n", "model", "hidden", "intermediate", "experts",
+                           "top-k", "shared");
+  for (const auto& m : moe::model_shapes())
+    std::cout << fmt::format("{:<20} {:>6} {:>12} {:>7} {:>5} {:>6}\n", m.name, m.hidden, m.intermediate, m.experts,
+                             m.top_k, m.shared);
+}
+
+void run_routing(const RoutingArgs& a) {
+  if (a.list) return print_models();
+  if (a.model.empty()) throw InvalidArgument("moe-routing: --model is required (or --list)");
+  moe::RoutingConfig cfg;
+  cfg.kind = moe::parse_routing(a.routing);
+  cfg.zipf_s = a.zipf_s;
+  cfg.seed = a.seed;
+  const moe::Routing r = moe::make_routing(moe::find_model(a.model), a.ranks, a.tokens, cfg);
+  const moe::RoutingStats s = moe::routing_stats(r);
+  if (!a.out.empty()) {
+    std::ofstream f(a.out);
+    if (!f) throw Error(fmt::format("moe-routing: cannot write '{}'", a.out));
+    f << moe::to_json(r).dump() << "\n";
+    if (!f) throw Error(fmt::format("moe-routing: writing '{}' failed", a.out));
+  }
+  std::cout << fmt::format(
+      "{} ({} experts, top-{}), {} ranks x {} tokens, {} routing{}: hottest expert {:.2f}x the mean rows, "
+      "busiest rank {:.2f}x, {} experts unused\n",
+      r.shape.name, r.shape.experts, r.shape.top_k, r.ranks, r.tokens_per_rank, a.routing,
+      cfg.kind == moe::RoutingKind::skewed ? fmt::format(" (zipf s = {})", cfg.zipf_s) : "", s.max_expert_over_mean,
+      s.max_rank_over_mean, s.empty_experts);
+  for (int src = 0; src < r.ranks; ++src) {
+    std::string line = fmt::format("  rank {} sends rows:", src);
+    for (int dst = 0; dst < r.ranks; ++dst) line += fmt::format(" {}", s.rows[src][dst]);
+    std::cout << line << "\n";
+  }
+}
+
+}  // namespace
+
+void add_moe_routing_command(CLI::App& app) {
+  auto a = std::make_shared<RoutingArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "moe-routing",
+      "Reproducible top-k routing of a Mega-MoE configuration (MOE.md): which experts each token of each rank\n"
+      "goes to, with router weights. balanced: experts uniform at random; skewed: Zipf popularity\n"
+      "p(e) ~ 1/rank(e)^s over a seeded permutation. Same (model, ranks, tokens, routing, s, seed), same routing.");
+  cmd->add_option("--model,-m", a->model, "Model shape (see --list)");
+  cmd->add_option("--tokens,-t", a->tokens, "Tokens per rank")->check(CLI::PositiveNumber);
+  cmd->add_option("--ranks,-P", a->ranks, "Expert-parallel ranks (must divide the expert count)")->capture_default_str();
+  cmd->add_option("--routing", a->routing, "balanced or skewed")->capture_default_str();
+  cmd->add_option("--zipf", a->zipf_s, "Zipf exponent s of skewed routing")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Seed")->capture_default_str();
+  cmd->add_option("--out,-o", a->out, "Write the routing as JSON (xstage.moe.routing.v1)");
+  cmd->add_flag("--list", a->list, "List the model shapes and exit");
+  cmd->callback([a] { run_routing(*a); });
+}
+
+}  // namespace xstage::cli
