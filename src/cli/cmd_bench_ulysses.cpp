@@ -53,6 +53,7 @@ struct Flags {
   int comm_ctas = 0;
   int chunk_vecs = 0;
   bool spans = true;
+  std::vector<std::string> variants{"attention", "serial", "fused", "fused-shaped", "comm-sm"};
   double timeout_s = 10;
   std::string json_out;
 };
@@ -147,12 +148,17 @@ nlohmann::json bench_point(Team& team, const Flags& fl, const model::Params& par
   //    after a timeout the ranks' counters no longer agree, so the point stops there.
   std::vector<std::string> rows;
   bool failed = false;
+  auto wanted = [&](const std::string& row) {
+    return std::find(fl.variants.begin(), fl.variants.end(), row) != fl.variants.end();
+  };
   for (const std::string& row : kRows) {
     if (failed) break;
     if (row == "attention") {
-      rows.push_back(row);
+      if (wanted(row)) rows.push_back(row);
       continue;
     }
+    // serial always runs here: it is the reference of the bitwise check.
+    if (row != "serial" && !wanted(row)) continue;
     std::vector<unsigned long long> wrong(n, 0);
     try {
       team.run([&](int i) {
@@ -176,7 +182,7 @@ nlohmann::json bench_point(Team& team, const Flags& fl, const model::Params& par
     unsigned long long total = 0;
     for (auto w : wrong) total += w;
     mismatches[key_of(row)] = total;
-    rows.push_back(row);
+    if (wanted(row)) rows.push_back(row);
   }
   // 2. Timing, interleaved: every iteration runs each variant once (device barrier, then
   //    CUDA events around the call), so clock and power drift hit all variants alike.
@@ -224,6 +230,7 @@ nlohmann::json bench_point(Team& team, const Flags& fl, const model::Params& par
   if (fl.spans && !failed) {
     nlohmann::json spans = nlohmann::json::object();
     for (auto v : {ops::UlyssesVariant::fused, ops::UlyssesVariant::fused_shaped}) {
+      if (!wanted(ops::variant_name(v))) continue;
       op.set_record_spans(true);
       std::vector<std::vector<ops::SliceSpan>> rec(n);
       team.run([&](int i) {
@@ -269,6 +276,10 @@ void run(const Flags& fl) {
     throw InvalidArgument("bench ulysses: --dtype must be bf16 or fp16, got '" + fl.dtype + "'");
   if (fl.iters < 20) throw InvalidArgument(fmt::format("bench ulysses: --iters {} must be >= 20", fl.iters));
   if (fl.warmup < 0) throw InvalidArgument("bench ulysses: --warmup must be >= 0");
+  if (fl.variants.empty()) throw InvalidArgument("bench ulysses: --variants needs at least one variant");
+  for (const auto& v : fl.variants)
+    if (std::find(kRows.begin(), kRows.end(), v) == kRows.end())
+      throw InvalidArgument(fmt::format("bench ulysses: unknown variant '{}' (attention, serial, fused, fused-shaped, comm-sm)", v));
   std::vector<HeadConfig> configs;
   for (const auto& c : fl.configs) configs.push_back(parse_config(c));
   // Every point must be valid before any GPU work starts.
@@ -373,6 +384,10 @@ void add_ulysses_bench_command(CLI::App& app) {
   cmd->add_option("--params", fl->params, "Burst-Gap parameters (default: the shipped H200 preset)");
   cmd->add_option("--comm-ctas", fl->comm_ctas, "comm-sm copier CTAs (0: from the model plan)")->capture_default_str();
   cmd->add_option("--chunk-vecs", fl->chunk_vecs, "fused-shaped stores per thread per step (0: from the model plan)")
+      ->capture_default_str();
+  cmd->add_option("--variants", fl->variants,
+                  "Variants to time (serial also runs once as the correctness reference)")
+      ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--timeout", fl->timeout_s, "Device wait bound in seconds")->capture_default_str();
   cmd->add_flag("--spans,!--no-spans", fl->spans, "Record per-slice store spans of fused / fused-shaped")

@@ -57,6 +57,25 @@ TEST(Cli, ProbeRefusesBadFlagsBeforeTouchingAGpu) {
   EXPECT_NE(f.code, 0);
 }
 
+TEST(Cli, MoeRoutingListsModelsAndRejectsBadInput) {
+  auto l = run("moe-routing --list");
+  EXPECT_EQ(l.code, 0);
+  EXPECT_NE(l.out.find("DSv4-Pro"), std::string::npos) << l.out;
+  auto ok = run("moe-routing -m DiT-MoE-G -t 64 --routing skewed");
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  EXPECT_NE(ok.out.find("hottest expert"), std::string::npos) << ok.out;
+  auto bad_model = run("moe-routing -m GPT -t 64");
+  EXPECT_EQ(bad_model.code, 2);
+  EXPECT_NE(bad_model.out.find("unknown model"), std::string::npos) << bad_model.out;
+  auto bad_ranks = run("moe-routing -m Hy3 -t 64 -P 5");
+  EXPECT_EQ(bad_ranks.code, 2);
+  EXPECT_NE(bad_ranks.out.find("do not split evenly"), std::string::npos) << bad_ranks.out;
+  auto bad_kind = run("moe-routing -m Hy3 -t 64 --routing zipf");
+  EXPECT_EQ(bad_kind.code, 2);
+  auto no_model = run("moe-routing -t 64");
+  EXPECT_EQ(no_model.code, 2);
+}
+
 TEST(Cli, UnknownCommandIsAnError) {
   auto r = run("frobnicate");
   EXPECT_NE(r.code, 0);
@@ -76,6 +95,7 @@ TEST(Cli, BenchUlyssesRefusesBadPointsBeforeTouchingAGpu) {
                         Case{"--iters 5", "must be >= 20"},
                         Case{"--gpus 1", "needs 2..8 ranks"},
                         Case{"--dtype fp8", "bf16 or fp16"},
+                        Case{"--variants fused,turbo", "unknown variant 'turbo'"},
                         Case{"--params /nonexistent/params.json", "/nonexistent/params.json"}}) {
     auto r = run(std::string("bench ulysses ") + c.args);
     EXPECT_EQ(r.code, 2) << c.args << ": " << r.out;
