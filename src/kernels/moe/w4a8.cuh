@@ -16,7 +16,7 @@
 //   converting threads = warps 1..3 of warp group 0 (96 threads, no other work) + every consumer
 //     thread: each converts its share of every stage (unit x = chunk, weight row, 32-K
 //     sub-block; x = g, g + kConvThreads, ...), writes its rows' weight scales, fences
-//     (fence.proxy.async) and, once per warp, arrives on cfull. A consumer converts stage i + 1 while the
+//     (fence.proxy.async) and arrives on cfull. A consumer converts stage i + 1 while the
 //     wgmmas of stage i run (its share of stage 0 before its first tile), so the conversion is
 //     spread over 4x more warps than warp group 0 alone has, and overlaps the tensor cores.
 //   consumers (2 or 3 warp groups): wait full[i] (A) and cfull[i] (B), four m64n128k32 FP8
@@ -325,10 +325,7 @@ struct MoeW4A8Kernel {
     compiler_fence();
     cutlass::arch::fence_view_async_shared();  // the wgmma (async proxy) reads what was written
     compiler_fence();
-    // One arrival per warp, not per thread: hundreds of single-thread arrivals on one
-    // shared-memory word per stage serialise (the converting warps always come whole).
-    __syncwarp();
-    if ((threadIdx.x & 31u) == 0u) cutlass::arch::ClusterBarrier::arrive(&ss.cfull[c.index]);
+    cutlass::arch::ClusterBarrier::arrive(&ss.cfull[c.index]);
     return true;
   }
 
@@ -438,8 +435,7 @@ struct MoeW4A8Kernel {
     if (threadIdx.x == 0) {
       Pipeline::init(ss.pipe, T::kConsumerWarps);
       for (int s = 0; s < kConvBufs; ++s) {
-        static_assert(kConvThreads % 32 == 0, "converting threads come in whole warps");
-        cutlass::arch::ClusterBarrier::init(&ss.cfull[s], kConvThreads / 32);
+        cutlass::arch::ClusterBarrier::init(&ss.cfull[s], kConvThreads);
         cutlass::arch::ClusterBarrier::init(&ss.cempty[s], T::kConsumerWarps);
       }
       cute::prefetch_tma_descriptor(params.tma_a.get_tma_descriptor());
