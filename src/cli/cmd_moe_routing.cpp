@@ -8,8 +8,10 @@
 #include <memory>
 
 #include "cli/commands.hpp"
+#include "cli/model_source.hpp"
 #include "xstage/error.hpp"
 #include "xstage/moe_routing.hpp"
+#include "xstage/moe_schedule.hpp"
 
 namespace xstage::cli {
 namespace {
@@ -23,6 +25,10 @@ struct RoutingArgs {
   uint64_t seed = 2026;
   std::string out;
   bool list = false;
+  bool plan = false;
+  int ctas = 132;
+  double tile_tflops = 7.0;
+  std::string params;
 };
 
 void print_models() {
@@ -59,6 +65,29 @@ void run_routing(const RoutingArgs& a) {
     for (int dst = 0; dst < r.ranks; ++dst) line += fmt::format(" {}", s.rows[src][dst]);
     std::cout << line << "\n";
   }
+  if (!a.plan) return;
+  // The Mega-MoE tile schedules each rank would run (moe_schedule.hpp), with the model's view.
+  std::string used;
+  const model::Params params = load_model_params(a.params, &used);
+  std::cout << fmt::format("  schedules (K = {} CTAs, {} TFLOP/s per CTA, model {}):\n", a.ctas, a.tile_tflops, used);
+  for (int rank = 0; rank < r.ranks; ++rank) {
+    moe::MoeScheduleInput in;
+    for (int e = 0; e < r.experts_per_rank; ++e)
+      in.rows_per_expert.push_back(static_cast<int>(s.expert_rows[rank * r.experts_per_rank + e]));
+    in.hidden = r.shape.hidden;
+    in.intermediate = r.shape.intermediate;
+    in.ctas = a.ctas;
+    in.world = r.ranks;
+    in.tile_tflops = a.tile_tflops;
+    const auto p = moe::plan_moe_schedule(params, in, moe::MoeSchedule::interleaved);
+    std::cout << fmt::format(
+        "  rank {}: {} waves, {} L1 + {} L2 tiles ({:.2f} / {:.2f} us); waves inject {:.0f} GB/s ({}), "
+        "interleaved 1 L2 per {} L1 -> {:.0f} GB/s ({}); R_agg {:.0f} GB/s; predicted span per L2 tile "
+        "{:.2f} us waves, {:.2f} us interleaved\n",
+        rank, p.waves, p.l1_tiles, p.l2_tiles, p.l1_tile_us, p.l2_tile_us, p.wave_store_gbps,
+        p.wave_drain_bound ? "drain-bound" : "absorbed", p.l1_per_l2, p.interleaved_store_gbps, p.rule,
+        params.r_agg_gbps, p.predicted_wave_span_us, p.predicted_interleaved_span_us);
+  }
 }
 
 }  // namespace
@@ -78,6 +107,11 @@ void add_moe_routing_command(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "Seed")->capture_default_str();
   cmd->add_option("--out,-o", a->out, "Write the routing as JSON (xstage.moe.routing.v1)");
   cmd->add_flag("--list", a->list, "List the model shapes and exit");
+  cmd->add_flag("--plan", a->plan, "Also print each rank's Mega-MoE tile schedules (expert-wave / interleaved)");
+  cmd->add_option("--ctas", a->ctas, "--plan: persistent CTAs per rank")->capture_default_str();
+  cmd->add_option("--tile-tflops", a->tile_tflops, "--plan: FP8 GEMM TFLOP/s of one CTA (tile times)")
+      ->capture_default_str();
+  cmd->add_option("--params", a->params, "--plan: Burst-Gap parameters (default: the shipped H200 preset)");
   cmd->callback([a] { run_routing(*a); });
 }
 

@@ -1,0 +1,70 @@
+// Tile order of one rank's Mega-MoE persistent kernel (issue 8; design in docs/megamoe.md):
+// the expert-wave baseline and the X-Stage-aware interleaved schedule, derived from the
+// fitted Burst-Gap model. Plain host code (no CUDA), CPU-tested; the kernel walks the list.
+//
+// Work of one rank: for each local expert e with n_e dispatched rows, m-blocks of block_m
+// rows; Linear-1 tiles (m-block x l1_n channels of the SwiGLU output h) and Linear-2 tiles
+// (m-block x l2_n channels of the hidden output, whose rows are stored to their tokens'
+// owners: the combine stores). A Linear-2 tile of (e, m) needs every Linear-1 tile of (e, m).
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "xstage/model.hpp"
+
+namespace xstage::moe {
+
+enum class TileKind : int { linear1 = 1, linear2 = 2 };
+
+struct ScheduledTile {
+  TileKind kind;
+  int expert;   // local expert index
+  int m_block;  // rows [m_block * block_m, ...) of the expert's dispatched rows
+  int n_block;  // output channel block
+};
+
+enum class MoeSchedule { expert_wave, interleaved };
+
+struct MoeScheduleInput {
+  std::vector<int> rows_per_expert;  // dispatched rows of each local expert (>= 0)
+  int hidden = 0;                    // multiples of l2_n / K-dim of Linear-1
+  int intermediate = 0;              // multiple of l1_n
+  int block_m = 64;
+  int l1_n = 128;                    // h channels per Linear-1 tile (gate + up: 2 x l1_n weight rows)
+  int l2_n = 128;                    // hidden channels per Linear-2 tile (hidden sizes are multiples of 128)
+  int ctas = 0;                      // persistent CTAs (K producers of combine stores)
+  int world = 2;                     // ranks P
+  double remote_fraction = -1;       // share of combine rows owned by other ranks; < 0: (P-1)/P
+  double tile_tflops = 0;            // one CTA's FP8 throughput, TFLOP/s (e.g. measured GEMM TFLOP/s / SMs)
+};
+
+struct MoeSchedulePlan {
+  std::vector<ScheduledTile> tiles;  // the order the kernel's CTAs take tiles in
+  int waves = 0;                     // expert waves (both schedules group experts the same way)
+  int l1_tiles = 0, l2_tiles = 0;
+  double l1_tile_us = 0, l2_tile_us = 0;  // predicted from FLOPs and tile_tflops
+  double l2_remote_bytes = 0;             // remote combine bytes of one full Linear-2 tile
+  // expert-wave: K CTAs finish Linear-2 tiles together; rate K * bytes / l2_tile_us.
+  double wave_store_gbps = 0;
+  bool wave_drain_bound = false;          // wave_store_gbps > R_agg: the X-Stage fills
+  // interleaved: share f of Linear-2 tiles in the mixed stream, one Linear-2 tile after every
+  // `l1_per_l2` Linear-1 tiles; f is capped so the mixed stream's store rate stays <= R_agg.
+  double l2_share = 0;
+  int l1_per_l2 = 0;
+  int lead_tiles = 0;                     // a Linear-2 tile comes >= lead_tiles after its inputs' last tile
+  double interleaved_store_gbps = 0;
+  std::string rule;                       // which bound set the mix
+  // Model predictions of one CTA's sender-visible combine-store span per Linear-2 tile.
+  double predicted_wave_span_us = 0;
+  double predicted_interleaved_span_us = 0;
+};
+
+// Throws InvalidArgument for empty or negative rows, sizes not multiples of the tile sizes,
+// ctas < 1, world < 1, or a non-positive throughput.
+MoeSchedulePlan plan_moe_schedule(const model::Params& p, const MoeScheduleInput& in, MoeSchedule which);
+
+void to_json(nlohmann::json& j, const MoeSchedulePlan& p);  // without the tile list
+
+}  // namespace xstage::moe

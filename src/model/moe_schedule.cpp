@@ -1,0 +1,169 @@
+// Mega-MoE tile order from the Burst-Gap model (include/xstage/moe_schedule.hpp,
+// docs/megamoe.md "Schedules").
+//
+// Both schedules group the local experts into waves the same way: consecutive experts until
+// the wave's Linear-1 tiles fill the K CTAs once. expert-wave runs a wave's Linear-1 tiles,
+// then its Linear-2 tiles; the K CTAs then finish Linear-2 tiles together and inject combine
+// stores at K * bytes / t_L2. interleaved runs Linear-1 tiles of wave w + 1 between the
+// Linear-2 tiles of wave w: with a share f of Linear-2 tiles in the stream, K CTAs inject
+// K * f * bytes / (f t_L2 + (1 - f) t_L1), and the model says the X-Stage keeps up while
+// that is at most R_agg. So f is the natural share of Linear-2 work, capped by that bound;
+// a Linear-2 tile is placed at least K tiles after the last Linear-1 tile it reads, so with
+// K CTAs taking tiles in order its inputs were started a full round earlier.
+#include "xstage/moe_schedule.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+
+#include "xstage/error.hpp"
+
+namespace xstage::moe {
+namespace {
+
+struct Block {
+  int expert, m_block;
+};
+
+}  // namespace
+
+MoeSchedulePlan plan_moe_schedule(const model::Params& p, const MoeScheduleInput& in, MoeSchedule which) {
+  auto bad = [](const std::string& m) { throw InvalidArgument("moe schedule: " + m); };
+  if (in.rows_per_expert.empty()) bad("no local experts");
+  for (int r : in.rows_per_expert)
+    if (r < 0) bad(fmt::format("rows per expert must be >= 0, got {}", r));
+  if (in.block_m < 1 || in.l1_n < 1 || in.l2_n < 1) bad("tile sizes must be >= 1");
+  if (in.hidden <= 0 || in.hidden % in.l2_n != 0)
+    bad(fmt::format("hidden {} must be a positive multiple of l2_n {}", in.hidden, in.l2_n));
+  if (in.intermediate <= 0 || in.intermediate % in.l1_n != 0)
+    bad(fmt::format("intermediate {} must be a positive multiple of l1_n {}", in.intermediate, in.l1_n));
+  if (in.ctas < 1) bad(fmt::format("ctas must be >= 1, got {}", in.ctas));
+  if (in.world < 1) bad(fmt::format("world must be >= 1, got {}", in.world));
+  if (!(in.tile_tflops > 0) || !std::isfinite(in.tile_tflops)) bad("tile_tflops must be a positive number");
+  if (in.remote_fraction > 1) bad("remote_fraction must be <= 1");
+
+  MoeSchedulePlan out;
+  const int l1_n_blocks = in.intermediate / in.l1_n, l2_n_blocks = in.hidden / in.l2_n;
+  // Tile times from FLOPs: Linear-1 reads gate and up (2 * l1_n weight rows) over K = hidden.
+  out.l1_tile_us = 2.0 * in.block_m * (2.0 * in.l1_n) * in.hidden / (in.tile_tflops * 1e6);
+  out.l2_tile_us = 2.0 * in.block_m * in.l2_n * double(in.intermediate) / (in.tile_tflops * 1e6);
+  const double remote = in.remote_fraction >= 0 ? in.remote_fraction : double(in.world - 1) / in.world;
+  out.l2_remote_bytes = double(in.block_m) * in.l2_n * 2.0 * remote;  // bf16 rows
+  const double r_agg = p.r_agg_gbps * model::kBytesPerUsPerGbps;       // bytes per us
+
+  // Waves of experts: consecutive experts until their Linear-1 tiles fill the CTAs once.
+  std::vector<std::vector<Block>> waves;
+  std::vector<Block> cur;
+  int cur_l1 = 0;
+  for (int e = 0; e < static_cast<int>(in.rows_per_expert.size()); ++e) {
+    const int mb = (in.rows_per_expert[e] + in.block_m - 1) / in.block_m;
+    for (int m = 0; m < mb; ++m) cur.push_back({e, m});
+    cur_l1 += mb * l1_n_blocks;
+    if (cur_l1 >= in.ctas) {
+      waves.push_back(std::move(cur));
+      cur.clear();
+      cur_l1 = 0;
+    }
+  }
+  if (!cur.empty()) waves.push_back(std::move(cur));
+  out.waves = static_cast<int>(waves.size());
+  for (const auto& w : waves) {
+    out.l1_tiles += static_cast<int>(w.size()) * l1_n_blocks;
+    out.l2_tiles += static_cast<int>(w.size()) * l2_n_blocks;
+  }
+
+  out.wave_store_gbps = in.ctas * out.l2_remote_bytes / out.l2_tile_us / model::kBytesPerUsPerGbps;
+  out.wave_drain_bound = out.wave_store_gbps > p.r_agg_gbps;
+
+  // Mixed stream: the natural share of Linear-2 tiles, capped so that K CTAs inject at most R_agg.
+  const double natural = out.l1_tiles + out.l2_tiles > 0 ? double(out.l2_tiles) / (out.l1_tiles + out.l2_tiles) : 0;
+  const double kb = in.ctas * out.l2_remote_bytes;
+  const double excess = kb - r_agg * (out.l2_tile_us - out.l1_tile_us);
+  const double f_cap = excess > 0 ? r_agg * out.l1_tile_us / excess : 1.0;
+  out.l2_share = std::min(natural, f_cap);
+  out.rule = f_cap >= natural ? "natural share: the mixed stream stays under R_agg"
+                              : "capped: more Linear-2 tiles per round would inject faster than R_agg";
+  out.l1_per_l2 = out.l2_share > 0 ? std::max(1, static_cast<int>(std::lround((1 - out.l2_share) / out.l2_share))) : 0;
+  out.lead_tiles = in.ctas;
+  const double f = out.l2_share;
+  out.interleaved_store_gbps =
+      f > 0 ? in.ctas * f * out.l2_remote_bytes / (f * out.l2_tile_us + (1 - f) * out.l1_tile_us) / model::kBytesPerUsPerGbps
+            : 0;
+
+  // Predicted combine-store span of one Linear-2 tile (per CTA, K CTAs in step): under waves a
+  // CTA's bursts are one Linear-2 tile apart; interleaved, l1_per_l2 Linear-1 tiles more.
+  const long long burst = static_cast<long long>(std::llround(out.l2_remote_bytes / 16.0)) * 16;
+  if (burst > 0) {
+    out.predicted_wave_span_us = model::predict(p, in.ctas, burst, out.l2_tile_us).issue_us;
+    const double gap = out.l2_tile_us + out.l1_per_l2 * out.l1_tile_us;
+    out.predicted_interleaved_span_us = model::predict(p, in.ctas, burst, gap).issue_us;
+  }
+
+  // The tile list.
+  auto push_l1 = [&](const Block& b) {
+    for (int n = 0; n < l1_n_blocks; ++n) out.tiles.push_back({TileKind::linear1, b.expert, b.m_block, n});
+  };
+  auto push_l2 = [&](const Block& b, int n) { out.tiles.push_back({TileKind::linear2, b.expert, b.m_block, n}); };
+  if (which == MoeSchedule::expert_wave) {
+    for (const auto& w : waves) {
+      for (const auto& b : w) push_l1(b);
+      for (const auto& b : w)
+        for (int n = 0; n < l2_n_blocks; ++n) push_l2(b, n);
+    }
+    return out;
+  }
+  // interleaved: a queue of pending Linear-2 tiles, each ready `lead_tiles` positions after the
+  // last Linear-1 tile of its block; Linear-1 tiles in wave order fill between them.
+  struct Pending {
+    Block b;
+    int n;
+    size_t ready_at;
+  };
+  std::deque<Pending> pending;
+  int since_l2 = 0;
+  auto emit_l2_if_due = [&](bool force) {
+    if (pending.empty()) return false;
+    if (!force && (since_l2 < out.l1_per_l2 || pending.front().ready_at > out.tiles.size())) return false;
+    const Pending q = pending.front();
+    pending.pop_front();
+    push_l2(q.b, q.n);
+    since_l2 = 0;
+    return true;
+  };
+  for (const auto& w : waves)
+    for (const auto& b : w) {
+      for (int n = 0; n < l1_n_blocks; ++n) {
+        emit_l2_if_due(false);
+        out.tiles.push_back({TileKind::linear1, b.expert, b.m_block, n});
+        ++since_l2;
+      }
+      const size_t ready = out.tiles.size() + static_cast<size_t>(out.lead_tiles);
+      for (int n = 0; n < l2_n_blocks; ++n) pending.push_back({b, n, ready});
+    }
+  // The tail: no Linear-1 work left to hide them behind.
+  while (emit_l2_if_due(true)) {
+  }
+  return out;
+}
+
+void to_json(nlohmann::json& j, const MoeSchedulePlan& p) {
+  j = nlohmann::json{{"waves", p.waves},
+                     {"l1_tiles", p.l1_tiles},
+                     {"l2_tiles", p.l2_tiles},
+                     {"l1_tile_us", p.l1_tile_us},
+                     {"l2_tile_us", p.l2_tile_us},
+                     {"l2_remote_bytes", p.l2_remote_bytes},
+                     {"wave_store_gbps", p.wave_store_gbps},
+                     {"wave_drain_bound", p.wave_drain_bound},
+                     {"l2_share", p.l2_share},
+                     {"l1_per_l2", p.l1_per_l2},
+                     {"lead_tiles", p.lead_tiles},
+                     {"interleaved_store_gbps", p.interleaved_store_gbps},
+                     {"rule", p.rule},
+                     {"predicted_wave_span_us", p.predicted_wave_span_us},
+                     {"predicted_interleaved_span_us", p.predicted_interleaved_span_us}};
+}
+
+}  // namespace xstage::moe

@@ -1,0 +1,165 @@
+// Mega-MoE tile order (include/xstage/moe_schedule.hpp): both schedules cover every tile
+// exactly once, keep Linear-2 after its inputs, and the interleaved mix obeys the model's
+// drain bound.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "xstage/error.hpp"
+#include "xstage/model.hpp"
+#include "xstage/moe_schedule.hpp"
+
+using namespace xstage;
+
+namespace {
+
+// Hand-made Burst-Gap parameters (only R_agg matters for the mix).
+model::Params params(double r_agg_gbps) {
+  model::Params p;
+  p.t0_table = {{1024, 0.5}, {65536, 2.0}};
+  p.r_table = {{16, 160.0}, {132, 370.0}};
+  p.r_agg_gbps = r_agg_gbps;
+  p.delta_table = {{16, 0.2}, {132, 0.5}};
+  p.q_table = {{16, 4e6, true}, {132, 32e6, true}};
+  p.q_cold_table = {{16, 1e6}, {132, 2.5e6}};
+  model::check_params(p);
+  return p;
+}
+
+moe::MoeScheduleInput input() {
+  moe::MoeScheduleInput in;
+  in.rows_per_expert = {300, 0, 1, 129, 64, 700, 17, 256};  // uneven, an empty expert, one row
+  in.hidden = 1024;
+  in.intermediate = 512;
+  in.block_m = 64;
+  in.l1_n = 128;
+  in.l2_n = 256;
+  in.ctas = 16;
+  in.world = 2;
+  in.tile_tflops = 7.0;
+  return in;
+}
+
+using Key = std::tuple<int, int, int, int>;
+Key key(const moe::ScheduledTile& t) { return {static_cast<int>(t.kind), t.expert, t.m_block, t.n_block}; }
+
+// Every tile of the input exactly once.
+void expect_complete(const moe::MoeScheduleInput& in, const moe::MoeSchedulePlan& plan) {
+  std::set<Key> want;
+  for (int e = 0; e < static_cast<int>(in.rows_per_expert.size()); ++e)
+    for (int m = 0; m < (in.rows_per_expert[e] + in.block_m - 1) / in.block_m; ++m) {
+      for (int n = 0; n < in.intermediate / in.l1_n; ++n) want.insert({1, e, m, n});
+      for (int n = 0; n < in.hidden / in.l2_n; ++n) want.insert({2, e, m, n});
+    }
+  std::set<Key> got;
+  for (const auto& t : plan.tiles) EXPECT_TRUE(got.insert(key(t)).second) << "duplicate tile";
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(plan.l1_tiles + plan.l2_tiles, static_cast<int>(plan.tiles.size()));
+}
+
+// Position of the last Linear-1 tile of each (expert, m-block), and the first Linear-2 after.
+std::map<std::pair<int, int>, int> last_l1(const moe::MoeSchedulePlan& plan) {
+  std::map<std::pair<int, int>, int> last;
+  for (int i = 0; i < static_cast<int>(plan.tiles.size()); ++i)
+    if (plan.tiles[i].kind == moe::TileKind::linear1) last[{plan.tiles[i].expert, plan.tiles[i].m_block}] = i;
+  return last;
+}
+
+}  // namespace
+
+TEST(MoeSchedule, ExpertWaveRunsEachWavesLinear1ThenItsLinear2) {
+  const auto in = input();
+  const auto plan = moe::plan_moe_schedule(params(370), in, moe::MoeSchedule::expert_wave);
+  expect_complete(in, plan);
+  EXPECT_GT(plan.waves, 1);
+  const auto last = last_l1(plan);
+  // Within the list: kinds come in blocks L1...L1 L2...L2 per wave, and an L2 tile never
+  // precedes its block's Linear-1 tiles.
+  int switches = 0;
+  for (size_t i = 1; i < plan.tiles.size(); ++i) switches += plan.tiles[i].kind != plan.tiles[i - 1].kind;
+  EXPECT_EQ(switches, 2 * plan.waves - 1);
+  for (int i = 0; i < static_cast<int>(plan.tiles.size()); ++i)
+    if (plan.tiles[i].kind == moe::TileKind::linear2) {
+      EXPECT_GT(i, last.at({plan.tiles[i].expert, plan.tiles[i].m_block}));
+    }
+}
+
+TEST(MoeSchedule, InterleavedKeepsTheLeadAndMixesTheKinds) {
+  const auto in = input();
+  const auto plan = moe::plan_moe_schedule(params(370), in, moe::MoeSchedule::interleaved);
+  expect_complete(in, plan);
+  EXPECT_EQ(plan.lead_tiles, in.ctas);
+  const auto last = last_l1(plan);
+  const int n_l1_total = plan.l1_tiles;
+  int l1_seen = 0;
+  for (int i = 0; i < static_cast<int>(plan.tiles.size()); ++i) {
+    const auto& t = plan.tiles[i];
+    if (t.kind == moe::TileKind::linear1) {
+      ++l1_seen;
+      continue;
+    }
+    const int inputs_done_at = last.at({t.expert, t.m_block});
+    EXPECT_GT(i, inputs_done_at);
+    // While Linear-1 work remains, a Linear-2 tile waits a full round (K tiles) for its inputs.
+    if (l1_seen < n_l1_total) {
+      EXPECT_GE(i, inputs_done_at + 1 + plan.lead_tiles) << "tile " << i;
+    }
+  }
+  // Mixed: Linear-2 tiles appear before the last Linear-1 tile.
+  int first_l2 = -1, last_l1_pos = -1;
+  for (int i = 0; i < static_cast<int>(plan.tiles.size()); ++i) {
+    if (plan.tiles[i].kind == moe::TileKind::linear2 && first_l2 < 0) first_l2 = i;
+    if (plan.tiles[i].kind == moe::TileKind::linear1) last_l1_pos = i;
+  }
+  EXPECT_GE(first_l2, 0);
+  EXPECT_LT(first_l2, last_l1_pos);
+}
+
+TEST(MoeSchedule, MixIsCappedByTheDrainRate) {
+  auto in = input();
+  // Natural share 4 / (4 + 4) per m-block = 0.5 (hidden/l2_n = intermediate/l1_n = 4).
+  // Fast tiles and a slow drain: 16 CTAs x 64 x 256 x 2 B x 1/2 = 262144 B per round of
+  // Linear-2 tiles; with R_agg = 10 GB/s the cap is well below 0.5.
+  in.tile_tflops = 50.0;
+  const auto slow = moe::plan_moe_schedule(params(10), in, moe::MoeSchedule::interleaved);
+  expect_complete(in, slow);
+  EXPECT_LT(slow.l2_share, 0.5);
+  EXPECT_NE(slow.rule.find("capped"), std::string::npos);
+  EXPECT_LE(slow.interleaved_store_gbps, 10.0 + 1e-9);
+  EXPECT_TRUE(slow.wave_drain_bound);
+  EXPECT_GT(slow.wave_store_gbps, 10.0);
+  // A fast drain leaves the natural share alone.
+  const auto fast = moe::plan_moe_schedule(params(1e6), in, moe::MoeSchedule::interleaved);
+  EXPECT_NEAR(fast.l2_share, 0.5, 1e-12);
+  EXPECT_EQ(fast.l1_per_l2, 1);
+  EXPECT_FALSE(fast.wave_drain_bound);
+}
+
+TEST(MoeSchedule, TileTimesFollowFlops) {
+  const auto in = input();
+  const auto plan = moe::plan_moe_schedule(params(370), in, moe::MoeSchedule::expert_wave);
+  // Linear-1: 2 x 64 x 256 x 1024 FLOP at 7 TFLOP/s; Linear-2: 2 x 64 x 256 x 512.
+  EXPECT_NEAR(plan.l1_tile_us, 2.0 * 64 * 256 * 1024 / 7e6, 1e-9);
+  EXPECT_NEAR(plan.l2_tile_us, 2.0 * 64 * 256 * 512 / 7e6, 1e-9);
+  EXPECT_DOUBLE_EQ(plan.l2_remote_bytes, 64.0 * 256 * 2 * 0.5);
+}
+
+TEST(MoeSchedule, BadInputGetsClearErrors) {
+  auto in = input();
+  in.rows_per_expert = {};
+  EXPECT_THROW(moe::plan_moe_schedule(params(370), in, moe::MoeSchedule::interleaved), InvalidArgument);
+  in = input();
+  in.rows_per_expert[2] = -1;
+  EXPECT_THROW(moe::plan_moe_schedule(params(370), in, moe::MoeSchedule::interleaved), InvalidArgument);
+  in = input();
+  in.hidden = 1000;
+  EXPECT_THROW(moe::plan_moe_schedule(params(370), in, moe::MoeSchedule::interleaved), InvalidArgument);
+  in = input();
+  in.ctas = 0;
+  EXPECT_THROW(moe::plan_moe_schedule(params(370), in, moe::MoeSchedule::expert_wave), InvalidArgument);
+  in = input();
+  in.tile_tflops = 0;
+  EXPECT_THROW(moe::plan_moe_schedule(params(370), in, moe::MoeSchedule::expert_wave), InvalidArgument);
+}
