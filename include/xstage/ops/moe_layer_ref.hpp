@@ -1,0 +1,52 @@
+// Host fp32 reference of one whole expert-parallel MoE layer (W8A8), the oracle for the
+// Mega-MoE kernel's GPU tests (issue 8, docs/megamoe.md). It computes exactly the quantised
+// math the kernel is meant to run, organised the way the kernel moves data: rows dispatched to
+// their experts' owner, grouped per expert, Linear-1 + SwiGLU x router weight + fp8
+// requantisation, Linear-2 rounded to bf16, and the top-k rows summed on the token's owner.
+//
+// Per (rank r, token t, choice j) with expert e and router weight w:
+//   a      = x_r[t] * x_scale (per 128 channels)                        fp8 activations
+//   gate_c = sum_k a_k W1[e, c, k] s1[e, c/128, k/128],  up_c with row I + c   c < I
+//   h_c    = silu(gate_c) * up_c * w, quantised per 128 channels with the device arithmetic
+//            (moe_quant.hpp: scale = max(amax, 1e-4) / 448)
+//   y_n    = bf16( sum_c h_c W2[e, n, c] s2[e, n/128, c/128] )
+//   out_r[t, n] = sum_j y_n        (fp32 sum of the bf16 rows)
+// Plain host code, O(rows * 3 * H * I): meant for test-sized shapes.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "xstage/moe_routing.hpp"
+
+namespace xstage::ops {
+
+struct MoeLayerWeights {
+  int experts = 0, hidden = 0, intermediate = 0;
+  std::vector<uint8_t> w1;      // [E, 2I, H] fp8 e4m3; rows [0, I) gate, [I, 2I) up
+  std::vector<float> w1_scales; // [E, 2I/128, H/128]
+  std::vector<uint8_t> w2;      // [E, H, I] fp8 e4m3
+  std::vector<float> w2_scales; // [E, H/128, I/128]
+};
+
+struct MoeLayerRankInput {
+  std::vector<uint8_t> x;       // [T, H] fp8 e4m3
+  std::vector<float> x_scales;  // [H/128, T] (token-contiguous, as the GEMM's a_scales)
+};
+
+// Random weights and inputs of the right sizes (quantised with moe_quant.hpp), for tests.
+MoeLayerWeights make_moe_layer_weights(int experts, int hidden, int intermediate, uint64_t seed);
+std::vector<MoeLayerRankInput> make_moe_layer_inputs(const moe::Routing& r, uint64_t seed);
+
+// One (token, expert) row: a = x[t] (fp8 + scales), output y (bf16-rounded, as floats) of
+// length hidden. Exposed so tests can recompute the layer token by token.
+void moe_expert_row(const MoeLayerWeights& w, int expert, float router_weight, const uint8_t* x_row,
+                    const float* x_row_scales /* [H/128], this token's */, float* y);
+
+// The layer: out[r] is [T, H] fp32 for rank r. Throws InvalidArgument when the routing and the
+// weights or inputs disagree in shape.
+std::vector<std::vector<float>> moe_layer_reference(const moe::Routing& r, const MoeLayerWeights& w,
+                                                    const std::vector<MoeLayerRankInput>& in);
+
+float bf16_round(float x);  // round to nearest even, as the kernel's bf16 stores
+
+}  // namespace xstage::ops
