@@ -16,6 +16,10 @@ enum class WaitId : uint32_t {
   ulysses_ready = 5,    // Ulysses sender: waits until the receiving rank announced the call
   ulysses_receive = 6,  // Ulysses receiver: waits until every rank delivered its rows
   ulysses_tile = 7,     // Ulysses comm-sm copier: waits for a slice the attention has not written
+  moe_counts = 8,       // expert-parallel MoE: waits for every rank's routing counts of the call
+  moe_ready = 9,        // expert-parallel MoE: waits until a rank announced the call (buffers free)
+  moe_rows = 10,        // expert-parallel MoE owner: waits for the rows dispatched to its experts
+  moe_combine = 11,     // expert-parallel MoE: waits for its tokens' expert outputs
 };
 const char* wait_name(WaitId id);
 

@@ -14,6 +14,10 @@ const char* wait_name(WaitId id) {
     case WaitId::ulysses_ready: return "Ulysses: a receiving rank never announced this call (did every rank call it?)";
     case WaitId::ulysses_receive: return "Ulysses: rows from the other ranks never all arrived (a rank did not deliver)";
     case WaitId::ulysses_tile: return "Ulysses comm-sm: a tile the local attention never finished";
+    case WaitId::moe_counts: return "expert-parallel MoE: routing counts of a rank never arrived (a rank did not call)";
+    case WaitId::moe_ready: return "expert-parallel MoE: a rank never announced the call";
+    case WaitId::moe_rows: return "expert-parallel MoE: rows dispatched to this rank's experts never all arrived";
+    case WaitId::moe_combine: return "expert-parallel MoE: expert outputs for this rank's tokens never all arrived";
   }
   return "unknown wait";
 }

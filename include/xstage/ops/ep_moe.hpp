@@ -1,0 +1,64 @@
+// Expert-parallel MoE layer, unfused (issue 8's first step; docs/megamoe.md): the routing
+// counts, dispatch and combine run as transport kernels over NCCL symmetric memory (remote
+// stores, release/acquire counters, bounded waits) around the W8A8 grouped GEMMs of issue 7.
+// The same data movement and math as the planned single persistent Mega-MoE kernel, in five
+// kernels per call; it is the correctness reference for that kernel on the GPU and a third
+// baseline next to it.
+//
+// Per rank: T tokens, x fp8 [T, H] with scales [H/128, T]; routing topk_experts / topk_weights
+// [T * k]; this rank's experts e in [rank * E/P, (rank + 1) * E/P): W1 fp8 [E/P, 2I, H] (gate rows
+// then up rows) with 128 x 128 block scales [E/P, 2I/128, H/128], W2 fp8 [E/P, H, I] with scales
+// [E/P, H/128, I/128]. Output bf16 [T, H] = sum over the token's k choices of
+// bf16(Linear-2(fp8(silu(gate) * up * weight))) — ops::moe_layer_reference's math.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "xstage/team.hpp"
+
+namespace xstage::ops {
+
+struct EpMoeConfig {
+  int hidden = 0;        // multiple of 128
+  int intermediate = 0;  // multiple of 128
+  int experts = 0;       // divisible by the team size, at most 1024
+  int top_k = 0;         // 1 .. experts
+  int tokens = 0;        // tokens per rank (>= 1)
+};
+
+struct EpMoeRankInputs {
+  const int32_t* topk_experts = nullptr;  // [T * k] device, values in [0, E)
+  const float* topk_weights = nullptr;    // [T * k] device
+  const void* x = nullptr;                // [T, H] fp8 e4m3, 16-byte aligned
+  const float* x_scales = nullptr;        // [H/128, T]
+  const void* w1 = nullptr;               // this rank's experts, see above
+  const float* w1_scales = nullptr;
+  const void* w2 = nullptr;
+  const float* w2_scales = nullptr;
+  void* out = nullptr;                    // [T, H] bf16, 16-byte aligned
+};
+
+// Throws InvalidArgument naming the first problem (sizes, divisibility, world of 2..8).
+void validate_ep_moe(const EpMoeConfig& c, int world);
+
+class EpMoeLayer {
+ public:
+  // Collective (allocates symmetric buffers): every rank of the team constructs it.
+  EpMoeLayer(Team& team, const EpMoeConfig& cfg);
+  ~EpMoeLayer();
+  EpMoeLayer(const EpMoeLayer&) = delete;
+  EpMoeLayer& operator=(const EpMoeLayer&) = delete;
+
+  // One call of local rank i on stream s (asynchronous). Every rank must call it the same
+  // number of times; a rank that does not makes the others' waits time out into the team's
+  // DeviceStatus (Team::check_device_status turns it into an error).
+  void forward(int i, const EpMoeRankInputs& in, cudaStream_t s);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace xstage::ops

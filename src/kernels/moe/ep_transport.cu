@@ -1,0 +1,213 @@
+// Expert-parallel MoE transport over symmetric memory (docs/megamoe.md, "Unfused
+// expert-parallel layer"): counts, dispatch (push), owner layout, combine (push), top-k sum.
+// Every cross-GPU wait is bounded (dev::wait_geq) and reports through the team's status.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "kernels/common/flags.cuh"
+#include "kernels/common/store.cuh"
+#include "kernels/moe/ep_transport.hpp"
+#include "runtime/nccl_v228.hpp"
+
+namespace xstage::kernels::moe {
+namespace {
+
+constexpr int kMaxExperts = 1024;
+
+// K1, one block: announce, histogram with per-row slots, counts to every rank.
+__global__ void __launch_bounds__(1024) ep_counts_kernel(EpMoeArgs a) {
+  __shared__ int hist[kMaxExperts];
+  if (threadIdx.x == 0)
+    for (int p = 0; p < a.world; ++p) dev::flag_store_release(a.ready_at_peer[p], a.epoch);
+  for (int e = threadIdx.x; e < a.experts; e += blockDim.x) hist[e] = 0;
+  __syncthreads();
+  const int rows = a.tokens * a.top_k;
+  for (int i = threadIdx.x; i < rows; i += blockDim.x) a.row_slot[i] = atomicAdd(&hist[a.topk_experts[i]], 1);
+  __syncthreads();
+  const int parity = static_cast<int>(a.epoch & 1u);
+  for (int p = 0; p < a.world; ++p) {
+    int32_t* dst = a.counts_at[p] + (size_t(parity) * a.world + a.rank) * a.experts;
+    for (int e = threadIdx.x; e < a.experts; e += blockDim.x) dst[e] = hist[e];
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    dev::fence_sys();
+    for (int p = 0; p < a.world; ++p) dev::flag_add_release(a.counts_flag_at[p], 1);
+  }
+}
+
+// Bounded wait by thread 0 for every rank's counts of this call; false (reported) on timeout.
+__device__ bool wait_counts(const EpMoeArgs& a) {
+  return dev::wait_geq(a.counts_flag_at[a.rank], a.epoch * uint64_t(a.world), a.status, WaitId::moe_counts, a.rank,
+                       a.timeout_ns);
+}
+
+// K2: rows to their experts' owners, a warp per row.
+__global__ void __launch_bounds__(256) ep_dispatch_kernel(EpMoeArgs a) {
+  __shared__ int pos0[kMaxExperts];  // where this rank's rows of expert e start at its owner
+  __shared__ unsigned sent[kEpMaxRanks];
+  __shared__ int ok;
+  if (threadIdx.x == 0) {
+    bool good = wait_counts(a);
+    for (int p = 0; good && p < a.world; ++p)
+      good = dev::wait_geq(&a.ready[p], a.epoch, a.status, WaitId::moe_ready, a.rank, a.timeout_ns);
+    ok = good;
+    if (good) {
+      // Owner o's receive rows: its experts in order, each expert's rows by source rank.
+      const int32_t* cnt = a.counts_at[a.rank] + size_t(a.epoch & 1u) * a.world * a.experts;
+      int run = 0;
+      for (int e = 0; e < a.experts; ++e) {
+        if (e % a.experts_per_rank == 0) run = 0;
+        int before = 0, total = 0;
+        for (int s = 0; s < a.world; ++s) {
+          const int c = cnt[s * a.experts + e];
+          if (s < a.rank) before += c;
+          total += c;
+        }
+        pos0[e] = run + before;
+        run += total;
+      }
+    }
+    for (int p = 0; p < kEpMaxRanks; ++p) sent[p] = 0;
+  }
+  __syncthreads();
+  if (!ok) return;
+  const int lane = threadIdx.x % 32;
+  const int warps = blockDim.x / 32;
+  const int rows = a.tokens * a.top_k;
+  const int vecs = a.hidden / 16;  // 16-byte pieces of an fp8 row
+  for (int i = blockIdx.x * warps + threadIdx.x / 32; i < rows; i += gridDim.x * warps) {
+    const int e = a.topk_experts[i];
+    const int dst = e / a.experts_per_rank;
+    const int pos = pos0[e] + a.row_slot[i];
+    const int t = i / a.top_k;
+    const uint4* src_row = reinterpret_cast<const uint4*>(a.x + size_t(t) * a.hidden);
+    uint4* dst_row = reinterpret_cast<uint4*>(a.recv_x_at[dst] + size_t(pos) * a.hidden);
+    for (int v = lane; v < vecs; v += 32) dst_row[v] = src_row[v];
+    for (int b = lane; b < a.hidden / 128; b += 32)
+      a.recv_xs_at[dst][size_t(b) * a.cap + pos] = a.x_scales[size_t(b) * a.tokens + t];
+    if (lane == 0) {
+      a.recv_w_at[dst][pos] = a.topk_weights[i];
+      a.recv_src_at[dst][pos] = a.rank * rows + i;
+      atomicAdd(&sent[dst], 1u);
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    dev::fence_sys();
+    for (int p = 0; p < a.world; ++p)
+      if (sent[p] != 0u) dev::flag_add_release(a.rows_flag_at[p], sent[p]);
+  }
+}
+
+// K3, one block: local experts' counts and offsets, then wait for all of this call's rows.
+__global__ void __launch_bounds__(256) ep_layout_kernel(EpMoeArgs a) {
+  if (threadIdx.x != 0) return;
+  if (!wait_counts(a)) return;
+  const int32_t* cnt = a.counts_at[a.rank] + size_t(a.epoch & 1u) * a.world * a.experts;
+  int run = 0;
+  for (int le = 0; le < a.experts_per_rank; ++le) {
+    const int e = a.rank * a.experts_per_rank + le;
+    int total = 0;
+    for (int s = 0; s < a.world; ++s) total += cnt[s * a.experts + e];
+    a.expert_counts[le] = total;
+    a.expert_offsets[le] = run;
+    run += total;
+  }
+  const uint64_t expected = *a.rows_expected + uint64_t(run);
+  *a.rows_expected = expected;
+  dev::wait_geq(a.rows_flag_at[a.rank], expected, a.status, WaitId::moe_rows, a.rank, a.timeout_ns);
+}
+
+// K4: every received row's output to its token's owner, a warp per row.
+__global__ void __launch_bounds__(256) ep_combine_kernel(EpMoeArgs a) {
+  __shared__ unsigned sent[kEpMaxRanks];
+  __shared__ int total;
+  if (threadIdx.x == 0) {
+    int t = 0;
+    for (int le = 0; le < a.experts_per_rank; ++le) t += a.expert_counts[le];
+    total = t;
+    for (int p = 0; p < kEpMaxRanks; ++p) sent[p] = 0;
+  }
+  __syncthreads();
+  const int lane = threadIdx.x % 32;
+  const int warps = blockDim.x / 32;
+  const int rows_per_src = a.tokens * a.top_k;
+  const int vecs = a.hidden * 2 / 16;
+  // The receive buffer is read after ep_layout_kernel's acquire (earlier on this stream).
+  const int32_t* recv_src = a.recv_src_at[a.rank];
+  for (int i = blockIdx.x * warps + threadIdx.x / 32; i < total; i += gridDim.x * warps) {
+    const int packed = recv_src[i];
+    const int src = packed / rows_per_src;
+    const int r = packed - src * rows_per_src;
+    const uint4* y_row = reinterpret_cast<const uint4*>(a.y + size_t(i) * a.hidden);
+    uint4* dst = reinterpret_cast<uint4*>(a.combine_at[src] + size_t(r) * a.hidden);
+    for (int v = lane; v < vecs; v += 32) dst[v] = y_row[v];
+    if (lane == 0) atomicAdd(&sent[src], 1u);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    dev::fence_sys();
+    for (int p = 0; p < a.world; ++p)
+      if (sent[p] != 0u) dev::flag_add_release(a.combine_flag_at[p], sent[p]);
+  }
+}
+
+// K5: out[t] = sum over the token's k combined rows (fp32), rounded to bf16.
+__global__ void __launch_bounds__(256) ep_reduce_kernel(EpMoeArgs a) {
+  __shared__ int ok;
+  if (threadIdx.x == 0)
+    ok = dev::wait_geq(a.combine_flag_at[a.rank], a.epoch * uint64_t(a.tokens) * a.top_k, a.status,
+                       WaitId::moe_combine, a.rank, a.timeout_ns);
+  __syncthreads();
+  if (!ok) return;
+  const __nv_bfloat16* comb = reinterpret_cast<const __nv_bfloat16*>(a.combine_at[a.rank]);
+  __nv_bfloat16* out = reinterpret_cast<__nv_bfloat16*>(a.out);
+  const long long n = static_cast<long long>(a.tokens) * a.hidden;
+  for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < n; idx += (long long)gridDim.x * blockDim.x) {
+    const long long t = idx / a.hidden, c = idx - t * a.hidden;
+    float s = 0.f;
+    for (int j = 0; j < a.top_k; ++j) s += __bfloat162float(comb[(t * a.top_k + j) * a.hidden + c]);
+    out[idx] = __float2bfloat16_rn(s);
+  }
+}
+
+__global__ void ep_resolve_kernel(ncclWindow_t win, size_t offset, int world, void** out) {
+  for (int p = threadIdx.x; p < world; p += blockDim.x) out[p] = nccl::peer_ptr(win, offset, p);
+}
+
+}  // namespace
+
+cudaError_t ep_launch_counts(const EpMoeArgs& a, cudaStream_t s) {
+  if (a.experts > kMaxExperts || a.world > kEpMaxRanks) return cudaErrorInvalidValue;
+  ep_counts_kernel<<<1, 1024, 0, s>>>(a);
+  return cudaGetLastError();
+}
+cudaError_t ep_launch_dispatch(const EpMoeArgs& a, int ctas, cudaStream_t s) {
+  ep_dispatch_kernel<<<ctas, 256, 0, s>>>(a);
+  return cudaGetLastError();
+}
+cudaError_t ep_launch_layout(const EpMoeArgs& a, cudaStream_t s) {
+  ep_layout_kernel<<<1, 32, 0, s>>>(a);
+  return cudaGetLastError();
+}
+cudaError_t ep_launch_combine(const EpMoeArgs& a, int ctas, cudaStream_t s) {
+  ep_combine_kernel<<<ctas, 256, 0, s>>>(a);
+  return cudaGetLastError();
+}
+cudaError_t ep_launch_reduce(const EpMoeArgs& a, int ctas, cudaStream_t s) {
+  ep_reduce_kernel<<<ctas, 256, 0, s>>>(a);
+  return cudaGetLastError();
+}
+cudaError_t ep_resolve_peer_pointers(void* window, size_t offset, int world, void** out_host) {
+  void** d = nullptr;
+  cudaError_t e = cudaMalloc(&d, sizeof(void*) * world);
+  if (e != cudaSuccess) return e;
+  ep_resolve_kernel<<<1, 32>>>(static_cast<ncclWindow_t>(window), offset, world, d);
+  e = cudaGetLastError();
+  if (e == cudaSuccess) e = cudaMemcpy(out_host, d, sizeof(void*) * world, cudaMemcpyDeviceToHost);
+  cudaFree(d);
+  return e;
+}
+
+}  // namespace xstage::kernels::moe

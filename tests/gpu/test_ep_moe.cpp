@@ -1,0 +1,173 @@
+// The unfused expert-parallel MoE layer on 2 GPUs (include/xstage/ops/ep_moe.hpp) against the
+// host reference of the whole layer (ops::moe_layer_reference): balanced and skewed routing,
+// uneven and empty experts, two calls per layer (epochs, counters, double-buffered counts),
+// NaN-poisoned outputs; and a rank that never calls gives the other a timeout error.
+#ifdef XSTAGE_HAVE_MOE
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "gpu/gpu_env.hpp"
+#include "xstage/error.hpp"
+#include "xstage/moe_routing.hpp"
+#include "xstage/ops/ep_moe.hpp"
+#include "xstage/ops/moe_layer_ref.hpp"
+#include "xstage/team.hpp"
+
+using namespace xstage;
+
+namespace {
+
+#define EP_T(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+float bf16_to_float(uint16_t v) {
+  uint32_t u = uint32_t(v) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+template <class T>
+T* upload(const std::vector<T>& h) {
+  T* d = nullptr;
+  if (cudaMalloc(&d, sizeof(T) * std::max<size_t>(1, h.size())) != cudaSuccess) return nullptr;
+  cudaMemcpy(d, h.data(), sizeof(T) * h.size(), cudaMemcpyHostToDevice);
+  return d;
+}
+
+std::unique_ptr<Team> two_gpu_team(double timeout_s) {
+  TeamOptions o;
+  o.gpus = 2;
+  o.min_gpus = 2;
+  o.wait_timeout_s = timeout_s;
+  return Team::local(o);
+}
+
+void run_case(Team& team, const moe::ModelShape& shape, int tokens, moe::RoutingKind kind, uint64_t seed) {
+  const int P = team.world_size();
+  moe::RoutingConfig rc;
+  rc.kind = kind;
+  rc.seed = seed;
+  const moe::Routing r = moe::make_routing(shape, P, tokens, rc);
+  const ops::MoeLayerWeights w = ops::make_moe_layer_weights(shape.experts, shape.hidden, shape.intermediate, seed + 1);
+  const auto in = ops::make_moe_layer_inputs(r, seed + 2);
+  const auto ref = ops::moe_layer_reference(r, w, in);
+
+  ops::EpMoeConfig cfg{shape.hidden, shape.intermediate, shape.experts, shape.top_k, tokens};
+  ops::EpMoeLayer layer(team, cfg);
+  const int epr = shape.experts / P, H = shape.hidden, I = shape.intermediate;
+  const size_t w1_per = size_t(2) * I * H, w1s_per = size_t(2 * I / 128) * (H / 128);
+  const size_t w2_per = size_t(H) * I, w2s_per = size_t(H / 128) * (I / 128);
+  std::vector<ops::EpMoeRankInputs> dev(team.local_count());
+  team.run([&](int i) {
+    const int rank = team.rank(i);
+    auto& d = dev[i];
+    const size_t e0 = size_t(rank) * epr;
+    d.topk_experts = upload(r.per_rank[rank].experts);
+    d.topk_weights = upload(r.per_rank[rank].weights);
+    d.x = upload(in[rank].x);
+    d.x_scales = upload(in[rank].x_scales);
+    d.w1 = upload(std::vector<uint8_t>(w.w1.begin() + e0 * w1_per, w.w1.begin() + (e0 + epr) * w1_per));
+    d.w1_scales = upload(std::vector<float>(w.w1_scales.begin() + e0 * w1s_per, w.w1_scales.begin() + (e0 + epr) * w1s_per));
+    d.w2 = upload(std::vector<uint8_t>(w.w2.begin() + e0 * w2_per, w.w2.begin() + (e0 + epr) * w2_per));
+    d.w2_scales = upload(std::vector<float>(w.w2_scales.begin() + e0 * w2s_per, w.w2_scales.begin() + (e0 + epr) * w2s_per));
+    void* out = nullptr;
+    ASSERT_EQ(cudaMalloc(&out, size_t(tokens) * H * 2), cudaSuccess);
+    d.out = out;
+  });
+  for (int call = 0; call < 2; ++call) {
+    std::vector<double> rel(team.local_count(), -1);
+    std::vector<long> bad(team.local_count(), 0);
+    team.run([&](int i) {
+      cudaStream_t s = team.stream(i);
+      EP_T(cudaMemsetAsync(dev[i].out, 0xFF, size_t(tokens) * H * 2, s));  // NaN poison
+      layer.forward(i, dev[i], s);
+      EP_T(cudaStreamSynchronize(s));
+      team.check_device_status(i);
+      std::vector<uint16_t> out(size_t(tokens) * H);
+      EP_T(cudaMemcpy(out.data(), dev[i].out, out.size() * 2, cudaMemcpyDeviceToHost));
+      const auto& want = ref[team.rank(i)];
+      double err = 0, norm = 0;
+      for (size_t k = 0; k < out.size(); ++k) {
+        const float o = bf16_to_float(out[k]);
+        if (!std::isfinite(o)) {
+          ++bad[i];
+          continue;
+        }
+        err += double(o - want[k]) * (o - want[k]);
+        norm += double(want[k]) * want[k];
+      }
+      rel[i] = std::sqrt(err / std::max(norm, 1e-30));
+    });
+    for (int i = 0; i < team.local_count(); ++i) {
+      SCOPED_TRACE(::testing::Message() << shape.name << " T" << tokens << " " << moe::routing_name(kind) << " call "
+                                        << call << " rank " << team.rank(i));
+      EXPECT_EQ(bad[i], 0) << "non-finite (unwritten or NaN) outputs";
+      EXPECT_GE(rel[i], 0.0);
+      EXPECT_LT(rel[i], 1e-2);
+    }
+  }
+  team.run([&](int i) {
+    auto& d = dev[i];
+    for (const void* p : {static_cast<const void*>(d.topk_experts), static_cast<const void*>(d.topk_weights), d.x,
+                          static_cast<const void*>(d.x_scales), d.w1, static_cast<const void*>(d.w1_scales), d.w2,
+                          static_cast<const void*>(d.w2_scales), static_cast<const void*>(d.out)})
+      cudaFree(const_cast<void*>(p));
+  });
+}
+
+}  // namespace
+
+TEST(EpMoe, MatchesTheHostReferenceOfTheLayer) {
+  XS_REQUIRE_GPUS(2);
+  auto team = two_gpu_team(10);
+  run_case(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 40, moe::RoutingKind::skewed, 11);
+  run_case(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 40, moe::RoutingKind::balanced, 12);
+  run_case(*team, moe::ModelShape{"wide", 512, 256, 16, 2, 0, 0}, 1, moe::RoutingKind::skewed, 13);  // mostly empty experts
+  run_case(*team, moe::ModelShape{"dit-like", 1408, 640, 4, 2, 0, 0}, 70, moe::RoutingKind::balanced, 14);
+}
+
+TEST(EpMoe, BadConfigsAreClearErrors) {
+  EXPECT_THROW(ops::validate_ep_moe({256, 256, 7, 2, 8}, 2), InvalidArgument);   // 7 experts over 2 ranks
+  EXPECT_THROW(ops::validate_ep_moe({200, 256, 8, 2, 8}, 2), InvalidArgument);   // hidden
+  EXPECT_THROW(ops::validate_ep_moe({256, 256, 8, 9, 8}, 2), InvalidArgument);   // top_k > experts
+  EXPECT_THROW(ops::validate_ep_moe({256, 256, 8, 2, 0}, 2), InvalidArgument);   // tokens
+  EXPECT_THROW(ops::validate_ep_moe({256, 256, 8, 2, 8}, 1), InvalidArgument);   // world
+  EXPECT_NO_THROW(ops::validate_ep_moe({256, 256, 8, 2, 8}, 2));
+}
+
+TEST(EpMoe, ARankThatNeverCallsGivesTheOtherATimeout) {
+  XS_REQUIRE_GPUS(2);
+  auto team = two_gpu_team(1.0);
+  const moe::ModelShape shape{"small", 256, 256, 4, 2, 0, 0};
+  const moe::Routing r = moe::make_routing(shape, 2, 8, {});
+  const auto w = ops::make_moe_layer_weights(4, 256, 256, 1);
+  const auto in = ops::make_moe_layer_inputs(r, 2);
+  ops::EpMoeLayer layer(*team, {256, 256, 4, 2, 8});
+  // Only local rank 0 calls; its waits for rank 1's counts must time out.
+  const int i = 0;
+  EP_T(cudaSetDevice(team->device(i)));
+  ops::EpMoeRankInputs d;
+  d.topk_experts = upload(r.per_rank[0].experts);
+  d.topk_weights = upload(r.per_rank[0].weights);
+  d.x = upload(in[0].x);
+  d.x_scales = upload(in[0].x_scales);
+  d.w1 = upload(std::vector<uint8_t>(w.w1.begin(), w.w1.begin() + 2 * 2 * 256 * 256));
+  d.w1_scales = upload(std::vector<float>(w.w1_scales.begin(), w.w1_scales.begin() + 2 * 4 * 2));
+  d.w2 = upload(std::vector<uint8_t>(w.w2.begin(), w.w2.begin() + 2 * 256 * 256));
+  d.w2_scales = upload(std::vector<float>(w.w2_scales.begin(), w.w2_scales.begin() + 2 * 2 * 2));
+  void* out = nullptr;
+  EP_T(cudaMalloc(&out, 8 * 256 * 2));
+  d.out = out;
+  layer.forward(i, d, team->stream(i));
+  EP_T(cudaStreamSynchronize(team->stream(i)));
+  try {
+    team->check_device_status(i);
+    FAIL() << "no timeout reported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expert-parallel MoE"), std::string::npos) << e.what();
+  }
+}
+#endif
