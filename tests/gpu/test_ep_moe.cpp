@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "gpu/gpu_env.hpp"
@@ -101,6 +103,10 @@ void run_case(Team& team, const moe::ModelShape& shape, int tokens, moe::Routing
       }
       rel[i] = std::sqrt(err / std::max(norm, 1e-30));
     });
+    for (int i = 0; i < team.local_count(); ++i)
+      std::printf("  ep moe %s H%d I%d E%d k%d T%d %s call %d rank %d: rel L2 err %.3e, non-finite %ld\n",
+                  shape.name.c_str(), H, I, shape.experts, shape.top_k, tokens, std::string(moe::routing_name(kind)).c_str(),
+                  call, team.rank(i), rel[i], bad[i]);
     for (int i = 0; i < team.local_count(); ++i) {
       SCOPED_TRACE(::testing::Message() << shape.name << " T" << tokens << " " << moe::routing_name(kind) << " call "
                                         << call << " rank " << team.rank(i));
