@@ -26,6 +26,7 @@ void add_attention_bench_command(CLI::App& app);  // `xstage bench attention`
 void add_ulysses_bench_command(CLI::App& app);  // `xstage bench ulysses`
 #endif
 #ifdef XSTAGE_HAVE_MOE
-void add_moe_gemm_bench_command(CLI::App& app);  // `xstage bench moe-gemm`
+void add_moe_gemm_bench_command(CLI::App& app);   // `xstage bench moe-gemm`
+void add_moe_layer_bench_command(CLI::App& app);  // `xstage bench moe-layer`
 #endif
 }  // namespace xstage::cli
