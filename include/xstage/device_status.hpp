@@ -20,11 +20,12 @@ enum class WaitId : uint32_t {
   moe_ready = 9,        // expert-parallel MoE: waits until a rank announced the call (buffers free)
   moe_rows = 10,        // expert-parallel MoE owner: waits for the rows dispatched to its experts
   moe_combine = 11,     // expert-parallel MoE: waits for its tokens' expert outputs
+  moe_bad_expert = 12,  // expert-parallel MoE: a routing entry outside [0, experts) (bad input, code 2)
 };
 const char* wait_name(WaitId id);
 
 struct DeviceStatus {
-  uint32_t code;          // 0 = ok, 1 = a wait timed out
+  uint32_t code;          // 0 = ok, 1 = a wait timed out, 2 = a kernel found bad input
   uint32_t wait_id;       // WaitId
   int32_t rank;           // rank whose kernel gave up
   int32_t block;          // blockIdx.x of the waiting thread

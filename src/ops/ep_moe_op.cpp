@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/common/peer_pointers.hpp"
 #include "kernels/moe/ep_transport.hpp"
 #include "runtime/check.hpp"
 #include "xstage/error.hpp"
@@ -21,8 +22,9 @@ void validate_ep_moe(const EpMoeConfig& c, int world) {
   if (c.hidden <= 0 || c.hidden % 128) bad(fmt::format("hidden {} must be a positive multiple of 128", c.hidden));
   if (c.intermediate <= 0 || c.intermediate % 128)
     bad(fmt::format("intermediate {} must be a positive multiple of 128", c.intermediate));
-  if (c.experts < world || c.experts % world || c.experts > 1024)
-    bad(fmt::format("{} experts must split evenly over {} ranks (and be at most 1024)", c.experts, world));
+  if (c.experts < world || c.experts % world || c.experts > km::kEpMaxExperts)
+    bad(fmt::format("{} experts must split evenly over {} ranks (and be at most {})", c.experts, world,
+                    km::kEpMaxExperts));
   if (c.top_k < 1 || c.top_k > c.experts) bad(fmt::format("top_k {} must be in 1..{}", c.top_k, c.experts));
   if (c.tokens < 1) bad(fmt::format("tokens per rank must be >= 1, got {}", c.tokens));
   if (static_cast<long long>(world) * c.tokens * c.top_k > (1LL << 30))
@@ -106,9 +108,9 @@ EpMoeLayer::EpMoeLayer(Team& team, const EpMoeConfig& cfg) : impl_(std::make_uni
     void* base[km::kEpMaxRanks] = {};
     void* ctrl[km::kEpMaxRanks] = {};
     void* ready_slot[km::kEpMaxRanks] = {};
-    XS_CUDA(km::ep_resolve_peer_pointers(I.sym->window[i], 0, I.world, base), where + ": peer buffers");
-    XS_CUDA(km::ep_resolve_peer_pointers(team.ctrl().window[i], I.ctrl_offset, I.world, ctrl), where + ": peer flags");
-    XS_CUDA(km::ep_resolve_peer_pointers(team.ctrl().window[i], I.ctrl_offset + sizeof(uint64_t) * rank, I.world,
+    XS_CUDA(kernels::resolve_peer_pointers(I.sym->window[i], 0, I.world, base), where + ": peer buffers");
+    XS_CUDA(kernels::resolve_peer_pointers(team.ctrl().window[i], I.ctrl_offset, I.world, ctrl), where + ": peer flags");
+    XS_CUDA(kernels::resolve_peer_pointers(team.ctrl().window[i], I.ctrl_offset + sizeof(uint64_t) * rank, I.world,
                                          ready_slot),
             where + ": peer ready slots");
     for (int p = 0; p < I.world; ++p) {

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "kernels/attention/launch.hpp"
+#include "kernels/common/peer_pointers.hpp"
 #include "kernels/ulysses/launch.hpp"
 #include "ops/attention_params.hpp"
 #include "runtime/check.hpp"
@@ -185,10 +186,10 @@ UlyssesAttention::UlyssesAttention(Team& team, const UlyssesConfig& cfg, const U
     void* outs[ku::kMaxRanks] = {};
     void* counters[ku::kMaxRanks] = {};
     void* ready_slots[ku::kMaxRanks] = {};
-    XS_CUDA(ku::resolve_peer_pointers(I.out->window[i], 0, I.world, outs), where + ": peer output pointers");
-    XS_CUDA(ku::resolve_peer_pointers(team.ctrl().window[i], I.ctrl_offset, I.world, counters),
+    XS_CUDA(kernels::resolve_peer_pointers(I.out->window[i], 0, I.world, outs), where + ": peer output pointers");
+    XS_CUDA(kernels::resolve_peer_pointers(team.ctrl().window[i], I.ctrl_offset, I.world, counters),
                where + ": peer counter pointers");
-    XS_CUDA(ku::resolve_peer_pointers(team.ctrl().window[i], I.ctrl_offset + sizeof(uint64_t) * (1 + u.rank),
+    XS_CUDA(kernels::resolve_peer_pointers(team.ctrl().window[i], I.ctrl_offset + sizeof(uint64_t) * (1 + u.rank),
                                          I.world, ready_slots),
                where + ": peer ready pointers");
     for (int p = 0; p < I.world; ++p) {
@@ -272,8 +273,10 @@ const model::UlyssesPlan& UlyssesAttention::plan(int i, const void* q, const voi
   in.remote_bytes = static_cast<long long>(I.scratch_bytes()) * (I.world - 1) / I.world;
   in.sm_count = R.sm_count;
   R.plan = model::plan_ulysses(I.opts.model, in);
-  if (I.opts.chunk_vecs > 0) {
+  if (I.opts.chunk_vecs > 0) {  // forced chunks: one every step
+    const long long vecs_per_slice = in.slice_bytes / in.wg_bytes_per_vec;
     R.plan.chunk_vecs = I.opts.chunk_vecs;
+    R.plan.chunks_per_slice = static_cast<int>((vecs_per_slice + R.plan.chunk_vecs - 1) / R.plan.chunk_vecs);
     R.plan.chunk_every = 1;
   }
   if (I.opts.comm_ctas > 0) R.plan.comm_ctas = I.opts.comm_ctas;
@@ -316,9 +319,7 @@ void UlyssesAttention::forward(int i, const void* q, const void* k, const void* 
     u.chunk_vecs = plan.chunk_vecs;
     u.chunk_shift = 0;
     while ((2 << u.chunk_shift) <= plan.chunk_every) ++u.chunk_shift;  // chunk_every is a power of two
-    const int iters = static_cast<int>(64LL * I.cfg.head_dim * kElem / (128 * 16));  // per slice
-    const int chunks = (iters + u.chunk_vecs - 1) / u.chunk_vecs;
-    u.chunk_calls = ((chunks - 1) << u.chunk_shift) + 1;
+    u.chunk_calls = ((plan.chunks_per_slice - 1) << u.chunk_shift) + 1;
   }
   u.expect_rows = u.epoch * I.rows_per_call();
   u.spans = I.opts.record_spans ? R.spans : nullptr;

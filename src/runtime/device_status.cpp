@@ -18,12 +18,16 @@ const char* wait_name(WaitId id) {
     case WaitId::moe_ready: return "expert-parallel MoE: a rank never announced the call";
     case WaitId::moe_rows: return "expert-parallel MoE: rows dispatched to this rank's experts never all arrived";
     case WaitId::moe_combine: return "expert-parallel MoE: expert outputs for this rank's tokens never all arrived";
+    case WaitId::moe_bad_expert: return "expert-parallel MoE: the routing names an expert outside [0, experts)";
   }
   return "unknown wait";
 }
 
 std::string describe_device_status(const DeviceStatus& s) {
   if (s.code == 0) return {};
+  if (s.code == 2)
+    return fmt::format("rank {}: {} (limit {}, got {}, block {})", s.rank, wait_name(static_cast<WaitId>(s.wait_id)),
+                       s.expected, s.observed, s.block);
   return fmt::format("rank {}: device wait '{}' timed out after {:.3f} s in block {} (waited for >= {}, last saw {}); "
                      "a peer rank did not deliver - check that every rank launched the same operation",
                      s.rank, wait_name(static_cast<WaitId>(s.wait_id)), s.waited_ns * 1e-9, s.block, s.expected,

@@ -29,6 +29,17 @@ TEST(Errors, FormatAndDeviceStatusStory) {
   EXPECT_NE(m.find("cross-rank barrier"), std::string::npos) << m;
   EXPECT_NE(m.find("2.500 s"), std::string::npos) << m;
   EXPECT_NE(m.find(">= 7"), std::string::npos) << m;
+  // A kernel's bad-input report (code 2) says what was wrong, not that a wait timed out.
+  DeviceStatus b{};
+  b.code = 2;
+  b.wait_id = static_cast<uint32_t>(WaitId::moe_bad_expert);
+  b.rank = 0;
+  b.expected = 8;
+  b.observed = 9;
+  const std::string mb = describe_device_status(b);
+  EXPECT_NE(mb.find("outside [0, experts)"), std::string::npos) << mb;
+  EXPECT_NE(mb.find("limit 8, got 9"), std::string::npos) << mb;
+  EXPECT_EQ(mb.find("timed out"), std::string::npos) << mb;
 }
 
 TEST(Sweep, ParseBytes) {

@@ -150,6 +150,48 @@ TEST(EpMoe, BadConfigsAreClearErrors) {
   EXPECT_NO_THROW(ops::validate_ep_moe({256, 256, 8, 2, 8}, 2));
 }
 
+TEST(EpMoe, AnExpertIdOutOfRangeIsAClearError) {
+  XS_REQUIRE_GPUS(2);
+  auto team = two_gpu_team(2.0);
+  const moe::ModelShape shape{"small", 256, 256, 4, 2, 0, 0};
+  moe::Routing r = moe::make_routing(shape, 2, 8, {});
+  r.per_rank[1].experts[5] = 4;  // experts are 0..3
+  const auto w = ops::make_moe_layer_weights(4, 256, 256, 1);
+  const auto in = ops::make_moe_layer_inputs(r, 2);
+  ops::EpMoeLayer layer(*team, {256, 256, 4, 2, 8});
+  std::vector<ops::EpMoeRankInputs> dev(team->local_count());
+  std::vector<std::string> errors(team->local_count());
+  team->run([&](int i) {
+    const int rank = team->rank(i);
+    auto& d = dev[i];
+    const size_t w1_per = 2 * 256 * 256, w2_per = 256 * 256;
+    d.topk_experts = upload(r.per_rank[rank].experts);
+    d.topk_weights = upload(r.per_rank[rank].weights);
+    d.x = upload(in[rank].x);
+    d.x_scales = upload(in[rank].x_scales);
+    d.w1 = upload(std::vector<uint8_t>(w.w1.begin() + 2 * rank * w1_per, w.w1.begin() + 2 * (rank + 1) * w1_per));
+    d.w1_scales = upload(std::vector<float>(w.w1_scales.begin() + 2 * rank * 8, w.w1_scales.begin() + 2 * (rank + 1) * 8));
+    d.w2 = upload(std::vector<uint8_t>(w.w2.begin() + 2 * rank * w2_per, w.w2.begin() + 2 * (rank + 1) * w2_per));
+    d.w2_scales = upload(std::vector<float>(w.w2_scales.begin() + 2 * rank * 4, w.w2_scales.begin() + 2 * (rank + 1) * 4));
+    void* out = nullptr;
+    ASSERT_EQ(cudaMalloc(&out, 8 * 256 * 2), cudaSuccess);
+    d.out = out;
+    layer.forward(i, d, team->stream(i));
+    EP_T(cudaStreamSynchronize(team->stream(i)));
+    try {
+      team->check_device_status(i);
+    } catch (const Error& e) {
+      errors[i] = e.what();
+    }
+  });
+  // Rank 1 names the bad entry. Rank 1's later waits give up once it has reported, so rank 0
+  // either completes (if rank 1 got past its waits first) or gets a bounded-wait error - never
+  // a hang.
+  EXPECT_TRUE(errors[0].empty() || errors[0].find("expert-parallel MoE") != std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("outside [0, experts)"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[1].find("got 4"), std::string::npos) << errors[1];
+}
+
 TEST(EpMoe, ARankThatNeverCallsGivesTheOtherATimeout) {
   XS_REQUIRE_GPUS(2);
   auto team = two_gpu_team(1.0);

@@ -29,7 +29,8 @@ struct EpMoeConfig {
 };
 
 struct EpMoeRankInputs {
-  const int32_t* topk_experts = nullptr;  // [T * k] device, values in [0, E)
+  const int32_t* topk_experts = nullptr;  // [T * k] device, values in [0, E); an id outside is
+                                          // reported by Team::check_device_status
   const float* topk_weights = nullptr;    // [T * k] device
   const void* x = nullptr;                // [T, H] fp8 e4m3, 16-byte aligned
   const float* x_scales = nullptr;        // [H/128, T]

@@ -36,6 +36,21 @@ __device__ __forceinline__ void report_timeout(DeviceStatus* st, WaitId id, int 
   }
 }
 
+// A kernel found bad input (e.g. an index out of range): recorded like a timeout, with
+// code 2 (first report wins), so the host's check names it and this rank's waits give up.
+__device__ __forceinline__ void report_bad_input(DeviceStatus* st, WaitId id, int rank, uint64_t limit,
+                                                 uint64_t observed) {
+  if (atomicCAS(&st->code, 0u, 2u) == 0u) {
+    st->wait_id = static_cast<uint32_t>(id);
+    st->rank = rank;
+    st->block = static_cast<int32_t>(blockIdx.x);
+    st->waited_ns = 0;
+    st->expected = limit;
+    st->observed = observed;
+    __threadfence();
+  }
+}
+
 // Waits until *p >= target (acquire). Returns false on timeout (reported) or when another
 // wait of this rank already failed.
 __device__ __forceinline__ bool wait_geq(const uint64_t* p, uint64_t target, DeviceStatus* st, WaitId id, int rank,

@@ -11,6 +11,7 @@
 namespace xstage::kernels::moe {
 
 inline constexpr int kEpMaxRanks = 8;
+inline constexpr int kEpMaxExperts = 1024;  // the counts kernel's shared-memory histogram
 
 struct EpMoeArgs {
   int rank = 0, world = 1;

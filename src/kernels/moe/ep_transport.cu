@@ -7,22 +7,29 @@
 #include "kernels/common/flags.cuh"
 #include "kernels/common/store.cuh"
 #include "kernels/moe/ep_transport.hpp"
-#include "runtime/nccl_v228.hpp"
 
 namespace xstage::kernels::moe {
 namespace {
 
-constexpr int kMaxExperts = 1024;
-
 // K1, one block: announce, histogram with per-row slots, counts to every rank.
 __global__ void __launch_bounds__(1024) ep_counts_kernel(EpMoeArgs a) {
-  __shared__ int hist[kMaxExperts];
+  __shared__ int hist[kEpMaxExperts];
   if (threadIdx.x == 0)
     for (int p = 0; p < a.world; ++p) dev::flag_store_release(a.ready_at_peer[p], a.epoch);
   for (int e = threadIdx.x; e < a.experts; e += blockDim.x) hist[e] = 0;
   __syncthreads();
   const int rows = a.tokens * a.top_k;
-  for (int i = threadIdx.x; i < rows; i += blockDim.x) a.row_slot[i] = atomicAdd(&hist[a.topk_experts[i]], 1);
+  for (int i = threadIdx.x; i < rows; i += blockDim.x) {
+    const int e = a.topk_experts[i];
+    if (e < 0 || e >= a.experts) {
+      // Bad routing: reported (the host's check turns it into an error); the row is not
+      // sent, so this call's waits for it give up once they see the report.
+      dev::report_bad_input(a.status, WaitId::moe_bad_expert, a.rank, uint64_t(a.experts), uint64_t(uint32_t(e)));
+      a.row_slot[i] = -1;
+      continue;
+    }
+    a.row_slot[i] = atomicAdd(&hist[e], 1);
+  }
   __syncthreads();
   const int parity = static_cast<int>(a.epoch & 1u);
   for (int p = 0; p < a.world; ++p) {
@@ -42,9 +49,26 @@ __device__ bool wait_counts(const EpMoeArgs& a) {
                        a.timeout_ns);
 }
 
+// This call's count matrix (every source rank's rows per expert), in this rank's window.
+__device__ const int32_t* call_counts(const EpMoeArgs& a) {
+  return a.counts_at[a.rank] + size_t(a.epoch & 1u) * a.world * a.experts;
+}
+// Rows of expert e over all source ranks; *before = those of source ranks below this one.
+__device__ int expert_rows(const EpMoeArgs& a, const int32_t* cnt, int e, int* before) {
+  int b = 0, total = 0;
+  for (int s = 0; s < a.world; ++s) {
+    const int c = cnt[s * a.experts + e];
+    if (s < a.rank) b += c;
+    total += c;
+  }
+  *before = b;
+  return total;
+}
+
 // K2: rows to their experts' owners, a warp per row.
 __global__ void __launch_bounds__(256) ep_dispatch_kernel(EpMoeArgs a) {
-  __shared__ int pos0[kMaxExperts];  // where this rank's rows of expert e start at its owner
+  __shared__ int pos0[kEpMaxExperts];   // where this rank's rows of expert e start at its owner
+  __shared__ int total[kEpMaxExperts];  // rows of expert e over all source ranks
   __shared__ unsigned sent[kEpMaxRanks];
   __shared__ int ok;
   if (threadIdx.x == 0) {
@@ -52,34 +76,34 @@ __global__ void __launch_bounds__(256) ep_dispatch_kernel(EpMoeArgs a) {
     for (int p = 0; good && p < a.world; ++p)
       good = dev::wait_geq(&a.ready[p], a.epoch, a.status, WaitId::moe_ready, a.rank, a.timeout_ns);
     ok = good;
-    if (good) {
-      // Owner o's receive rows: its experts in order, each expert's rows by source rank.
-      const int32_t* cnt = a.counts_at[a.rank] + size_t(a.epoch & 1u) * a.world * a.experts;
-      int run = 0;
-      for (int e = 0; e < a.experts; ++e) {
-        if (e % a.experts_per_rank == 0) run = 0;
-        int before = 0, total = 0;
-        for (int s = 0; s < a.world; ++s) {
-          const int c = cnt[s * a.experts + e];
-          if (s < a.rank) before += c;
-          total += c;
-        }
-        pos0[e] = run + before;
-        run += total;
-      }
-    }
     for (int p = 0; p < kEpMaxRanks; ++p) sent[p] = 0;
   }
   __syncthreads();
   if (!ok) return;
+  // Owner o's receive rows: its experts in order, each expert's rows by source rank. The
+  // per-expert sums are read in parallel; one thread runs the (shared-memory) prefix.
+  const int32_t* cnt = call_counts(a);
+  for (int e = threadIdx.x; e < a.experts; e += blockDim.x) total[e] = expert_rows(a, cnt, e, &pos0[e]);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int run = 0;
+    for (int e = 0; e < a.experts; ++e) {
+      if (e % a.experts_per_rank == 0) run = 0;
+      pos0[e] += run;
+      run += total[e];
+    }
+  }
+  __syncthreads();
   const int lane = threadIdx.x % 32;
   const int warps = blockDim.x / 32;
   const int rows = a.tokens * a.top_k;
   const int vecs = a.hidden / 16;  // 16-byte pieces of an fp8 row
   for (int i = blockIdx.x * warps + threadIdx.x / 32; i < rows; i += gridDim.x * warps) {
+    const int slot = a.row_slot[i];
+    if (slot < 0) continue;  // a bad expert id (reported by the counts kernel)
     const int e = a.topk_experts[i];
     const int dst = e / a.experts_per_rank;
-    const int pos = pos0[e] + a.row_slot[i];
+    const int pos = pos0[e] + slot;
     const int t = i / a.top_k;
     const uint4* src_row = reinterpret_cast<const uint4*>(a.x + size_t(t) * a.hidden);
     uint4* dst_row = reinterpret_cast<uint4*>(a.recv_x_at[dst] + size_t(pos) * a.hidden);
@@ -104,12 +128,11 @@ __global__ void __launch_bounds__(256) ep_dispatch_kernel(EpMoeArgs a) {
 __global__ void __launch_bounds__(256) ep_layout_kernel(EpMoeArgs a) {
   if (threadIdx.x != 0) return;
   if (!wait_counts(a)) return;
-  const int32_t* cnt = a.counts_at[a.rank] + size_t(a.epoch & 1u) * a.world * a.experts;
+  const int32_t* cnt = call_counts(a);
   int run = 0;
   for (int le = 0; le < a.experts_per_rank; ++le) {
-    const int e = a.rank * a.experts_per_rank + le;
-    int total = 0;
-    for (int s = 0; s < a.world; ++s) total += cnt[s * a.experts + e];
+    int before = 0;
+    const int total = expert_rows(a, cnt, a.rank * a.experts_per_rank + le, &before);
     a.expert_counts[le] = total;
     a.expert_offsets[le] = run;
     run += total;
@@ -172,14 +195,10 @@ __global__ void __launch_bounds__(256) ep_reduce_kernel(EpMoeArgs a) {
   }
 }
 
-__global__ void ep_resolve_kernel(ncclWindow_t win, size_t offset, int world, void** out) {
-  for (int p = threadIdx.x; p < world; p += blockDim.x) out[p] = nccl::peer_ptr(win, offset, p);
-}
-
 }  // namespace
 
 cudaError_t ep_launch_counts(const EpMoeArgs& a, cudaStream_t s) {
-  if (a.experts > kMaxExperts || a.world > kEpMaxRanks) return cudaErrorInvalidValue;
+  if (a.experts > kEpMaxExperts || a.world > kEpMaxRanks) return cudaErrorInvalidValue;
   ep_counts_kernel<<<1, 1024, 0, s>>>(a);
   return cudaGetLastError();
 }
@@ -198,16 +217,6 @@ cudaError_t ep_launch_combine(const EpMoeArgs& a, int ctas, cudaStream_t s) {
 cudaError_t ep_launch_reduce(const EpMoeArgs& a, int ctas, cudaStream_t s) {
   ep_reduce_kernel<<<ctas, 256, 0, s>>>(a);
   return cudaGetLastError();
-}
-cudaError_t ep_resolve_peer_pointers(void* window, size_t offset, int world, void** out_host) {
-  void** d = nullptr;
-  cudaError_t e = cudaMalloc(&d, sizeof(void*) * world);
-  if (e != cudaSuccess) return e;
-  ep_resolve_kernel<<<1, 32>>>(static_cast<ncclWindow_t>(window), offset, world, d);
-  e = cudaGetLastError();
-  if (e == cudaSuccess) e = cudaMemcpy(out_host, d, sizeof(void*) * world, cudaMemcpyDeviceToHost);
-  cudaFree(d);
-  return e;
 }
 
 }  // namespace xstage::kernels::moe

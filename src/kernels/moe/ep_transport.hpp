@@ -20,7 +20,5 @@ cudaError_t ep_launch_layout(const EpMoeArgs& a, cudaStream_t s);
 cudaError_t ep_launch_combine(const EpMoeArgs& a, int ctas, cudaStream_t s);
 // Waits for this rank's T * k combined rows, sums them per token into out (bf16).
 cudaError_t ep_launch_reduce(const EpMoeArgs& a, int ctas, cudaStream_t s);
-// Resolves each rank's address of `offset` in a symmetric window (host array of `world`).
-cudaError_t ep_resolve_peer_pointers(void* window, size_t offset, int world, void** out_host);
 
 }  // namespace xstage::kernels::moe

@@ -41,8 +41,4 @@ cudaError_t launch_tile_copier(const UlyssesArgs& u, const void* local, int q_le
 cudaError_t launch_permute_received(const void* recv, void* out, int batch, int world, int rows_per_rank,
                                     int heads_local, int head_dim, cudaStream_t s);
 
-// Pointers to rank p's copy of a symmetric window at `offset`, for p < world, as mapped in
-// this GPU (resolved on the device with NCCL's LSA API; synchronous).
-cudaError_t resolve_peer_pointers(ncclWindow_t window, size_t offset, int world, void** out_host);
-
 }  // namespace xstage::kernels::ulysses

@@ -1,11 +1,10 @@
 // The Ulysses kernels that are not attention: the comm-sm tile copier, the serial path's
-// permutation, and peer-pointer resolution.
+// permutation.
 #include <cuda_runtime.h>
 
 #include "kernels/common/flags.cuh"
 #include "kernels/ulysses/destinations.cuh"
 #include "kernels/ulysses/launch.hpp"
-#include "runtime/nccl_v228.hpp"
 
 namespace xstage::kernels::ulysses {
 namespace {
@@ -100,10 +99,6 @@ __global__ void permute_received_kernel(const uint4* recv, uint4* out, int batch
   }
 }
 
-__global__ void resolve_peer_pointers_kernel(ncclWindow_t win, size_t offset, int world, void** out) {
-  for (int p = threadIdx.x; p < world; p += blockDim.x) out[p] = nccl::peer_ptr(win, offset, p);
-}
-
 }  // namespace
 
 cudaError_t launch_tile_copier(const UlyssesArgs& u, const void* local, int q_len, int ctas, cudaStream_t s) {
@@ -124,17 +119,6 @@ cudaError_t launch_permute_received(const void* recv, void* out, int batch, int 
                                                                    static_cast<uint4*>(out), batch, world,
                                                                    rows_per_rank, heads_local, vecs);
   return cudaGetLastError();
-}
-
-cudaError_t resolve_peer_pointers(ncclWindow_t window, size_t offset, int world, void** out_host) {
-  void** d = nullptr;
-  cudaError_t e = cudaMalloc(&d, sizeof(void*) * world);
-  if (e != cudaSuccess) return e;
-  resolve_peer_pointers_kernel<<<1, 32>>>(window, offset, world, d);
-  e = cudaGetLastError();
-  if (e == cudaSuccess) e = cudaMemcpy(out_host, d, sizeof(void*) * world, cudaMemcpyDeviceToHost);
-  cudaFree(d);
-  return e;
 }
 
 }  // namespace xstage::kernels::ulysses
