@@ -29,11 +29,11 @@ enum class MoeSchedule { expert_wave, interleaved };
 
 struct MoeScheduleInput {
   std::vector<int> rows_per_expert;  // dispatched rows of each local expert (>= 0)
-  int hidden = 0;                    // multiples of l2_n / K-dim of Linear-1
+  int hidden = 0;                    // multiple of 128; K-dim of Linear-1
   int intermediate = 0;              // multiple of l1_n
   int block_m = 64;
   int l1_n = 128;                    // h channels per Linear-1 tile (gate + up: 2 x l1_n weight rows)
-  int l2_n = 128;                    // hidden channels per Linear-2 tile (hidden sizes are multiples of 128)
+  int l2_n = 256;                    // hidden channels per Linear-2 tile (the last one may be partial)
   int ctas = 0;                      // persistent CTAs (K producers of combine stores)
   int world = 2;                     // ranks P
   double remote_fraction = -1;       // share of combine rows owned by other ranks; < 0: (P-1)/P

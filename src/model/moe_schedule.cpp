@@ -1,42 +1,35 @@
 // Mega-MoE tile order from the Burst-Gap model (include/xstage/moe_schedule.hpp,
 // docs/megamoe.md "Schedules").
 //
-// Both schedules group the local experts into waves the same way: consecutive experts until
-// the wave's Linear-1 tiles fill the K CTAs once. expert-wave runs a wave's Linear-1 tiles,
+// Both schedules see the same tiles; the order itself is decoded by moe_tile_order.hpp, the
+// header the kernel uses too. A wave = the experts whose Linear-1 tiles begin in the same
+// round of K CTAs. expert-wave runs a wave's Linear-1 tiles,
 // then its Linear-2 tiles; the K CTAs then finish Linear-2 tiles together and inject combine
 // stores at K * bytes / t_L2. interleaved runs Linear-1 tiles of wave w + 1 between the
 // Linear-2 tiles of wave w: with a share f of Linear-2 tiles in the stream, K CTAs inject
 // K * f * bytes / (f t_L2 + (1 - f) t_L1), and the model says the X-Stage keeps up while
 // that is at most R_agg. So f is the natural share of Linear-2 work, capped by that bound;
-// a Linear-2 tile is placed at least K tiles after the last Linear-1 tile it reads, so with
-// K CTAs taking tiles in order its inputs were started a full round earlier.
+// a Linear-2 tile is placed at least K Linear-1 tiles after the last Linear-1 tile it reads,
+// so with K CTAs taking tiles in order its inputs were started a full round earlier.
 #include "xstage/moe_schedule.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
+#include <vector>
 
 #include "xstage/error.hpp"
+#include "xstage/moe_tile_order.hpp"
 
 namespace xstage::moe {
-namespace {
-
-struct Block {
-  int expert, m_block;
-};
-
-}  // namespace
-
 MoeSchedulePlan plan_moe_schedule(const model::Params& p, const MoeScheduleInput& in, MoeSchedule which) {
   auto bad = [](const std::string& m) { throw InvalidArgument("moe schedule: " + m); };
   if (in.rows_per_expert.empty()) bad("no local experts");
   for (int r : in.rows_per_expert)
     if (r < 0) bad(fmt::format("rows per expert must be >= 0, got {}", r));
   if (in.block_m < 1 || in.l1_n < 1 || in.l2_n < 1) bad("tile sizes must be >= 1");
-  if (in.hidden <= 0 || in.hidden % in.l2_n != 0)
-    bad(fmt::format("hidden {} must be a positive multiple of l2_n {}", in.hidden, in.l2_n));
+  if (in.hidden <= 0 || in.hidden % 128 != 0) bad(fmt::format("hidden {} must be a positive multiple of 128", in.hidden));
   if (in.intermediate <= 0 || in.intermediate % in.l1_n != 0)
     bad(fmt::format("intermediate {} must be a positive multiple of l1_n {}", in.intermediate, in.l1_n));
   if (in.ctas < 1) bad(fmt::format("ctas must be >= 1, got {}", in.ctas));
@@ -45,7 +38,7 @@ MoeSchedulePlan plan_moe_schedule(const model::Params& p, const MoeScheduleInput
   if (in.remote_fraction > 1) bad("remote_fraction must be <= 1");
 
   MoeSchedulePlan out;
-  const int l1_n_blocks = in.intermediate / in.l1_n, l2_n_blocks = in.hidden / in.l2_n;
+  const int l1_n_blocks = in.intermediate / in.l1_n, l2_n_blocks = (in.hidden + in.l2_n - 1) / in.l2_n;
   // Tile times from FLOPs: Linear-1 reads gate and up (2 * l1_n weight rows) over K = hidden.
   out.l1_tile_us = 2.0 * in.block_m * (2.0 * in.l1_n) * in.hidden / (in.tile_tflops * 1e6);
   out.l2_tile_us = 2.0 * in.block_m * in.l2_n * double(in.intermediate) / (in.tile_tflops * 1e6);
@@ -53,26 +46,23 @@ MoeSchedulePlan plan_moe_schedule(const model::Params& p, const MoeScheduleInput
   out.l2_remote_bytes = double(in.block_m) * in.l2_n * 2.0 * remote;  // bf16 rows
   const double r_agg = p.r_agg_gbps * model::kBytesPerUsPerGbps;       // bytes per us
 
-  // Waves of experts: consecutive experts until their Linear-1 tiles fill the CTAs once.
-  std::vector<std::vector<Block>> waves;
-  std::vector<Block> cur;
-  int cur_l1 = 0;
-  for (int e = 0; e < static_cast<int>(in.rows_per_expert.size()); ++e) {
-    const int mb = (in.rows_per_expert[e] + in.block_m - 1) / in.block_m;
-    for (int m = 0; m < mb; ++m) cur.push_back({e, m});
-    cur_l1 += mb * l1_n_blocks;
-    if (cur_l1 >= in.ctas) {
-      waves.push_back(std::move(cur));
-      cur.clear();
-      cur_l1 = 0;
-    }
+  // Blocks and waves (moe_tile_order.hpp): expert e's m-blocks start at block_start[e]; its
+  // wave is the round of `ctas` Linear-1 tiles it begins in.
+  const int experts = static_cast<int>(in.rows_per_expert.size());
+  std::vector<int> block_start(experts + 1, 0), wave_first(experts), wave_last(experts);
+  for (int e = 0; e < experts; ++e) block_start[e + 1] = block_start[e] + (in.rows_per_expert[e] + in.block_m - 1) / in.block_m;
+  for (int e = 0; e < experts; ++e)
+    wave_bounds(block_start.data(), experts, l1_n_blocks, in.ctas, e, &wave_first[e], &wave_last[e]);
+  {
+    int last_first = -1;
+    for (int e = 0; e < experts; ++e)
+      if (wave_last[e] > wave_first[e] && wave_first[e] != last_first) {
+        ++out.waves;
+        last_first = wave_first[e];
+      }
   }
-  if (!cur.empty()) waves.push_back(std::move(cur));
-  out.waves = static_cast<int>(waves.size());
-  for (const auto& w : waves) {
-    out.l1_tiles += static_cast<int>(w.size()) * l1_n_blocks;
-    out.l2_tiles += static_cast<int>(w.size()) * l2_n_blocks;
-  }
+  out.l1_tiles = block_start[experts] * l1_n_blocks;
+  out.l2_tiles = block_start[experts] * l2_n_blocks;
 
   out.wave_store_gbps = in.ctas * out.l2_remote_bytes / out.l2_tile_us / model::kBytesPerUsPerGbps;
   out.wave_drain_bound = out.wave_store_gbps > p.r_agg_gbps;
@@ -101,49 +91,22 @@ MoeSchedulePlan plan_moe_schedule(const model::Params& p, const MoeScheduleInput
     out.predicted_interleaved_span_us = model::predict(p, in.ctas, burst, gap).issue_us;
   }
 
-  // The tile list.
-  auto push_l1 = [&](const Block& b) {
-    for (int n = 0; n < l1_n_blocks; ++n) out.tiles.push_back({TileKind::linear1, b.expert, b.m_block, n});
-  };
-  auto push_l2 = [&](const Block& b, int n) { out.tiles.push_back({TileKind::linear2, b.expert, b.m_block, n}); };
-  if (which == MoeSchedule::expert_wave) {
-    for (const auto& w : waves) {
-      for (const auto& b : w) push_l1(b);
-      for (const auto& b : w)
-        for (int n = 0; n < l2_n_blocks; ++n) push_l2(b, n);
-    }
-    return out;
-  }
-  // interleaved: a queue of pending Linear-2 tiles, each ready `lead_tiles` positions after the
-  // last Linear-1 tile of its block; Linear-1 tiles in wave order fill between them.
-  struct Pending {
-    Block b;
-    int n;
-    size_t ready_at;
-  };
-  std::deque<Pending> pending;
-  int since_l2 = 0;
-  auto emit_l2_if_due = [&](bool force) {
-    if (pending.empty()) return false;
-    if (!force && (since_l2 < out.l1_per_l2 || pending.front().ready_at > out.tiles.size())) return false;
-    const Pending q = pending.front();
-    pending.pop_front();
-    push_l2(q.b, q.n);
-    since_l2 = 0;
-    return true;
-  };
-  for (const auto& w : waves)
-    for (const auto& b : w) {
-      for (int n = 0; n < l1_n_blocks; ++n) {
-        emit_l2_if_due(false);
-        out.tiles.push_back({TileKind::linear1, b.expert, b.m_block, n});
-        ++since_l2;
-      }
-      const size_t ready = out.tiles.size() + static_cast<size_t>(out.lead_tiles);
-      for (int n = 0; n < l2_n_blocks; ++n) pending.push_back({b, n, ready});
-    }
-  // The tail: no Linear-1 work left to hide them behind.
-  while (emit_l2_if_due(true)) {
+  // The tile list: the same decoder the kernel runs (moe_tile_order.hpp).
+  TileOrder order;
+  order.kind = which == MoeSchedule::expert_wave ? OrderKind::expert_wave : OrderKind::interleaved;
+  order.experts = experts;
+  order.block_start = block_start.data();
+  order.wave_first = wave_first.data();
+  order.wave_last = wave_last.data();
+  order.n1 = l1_n_blocks;
+  order.n2 = l2_n_blocks;
+  order.l1_per_l2 = std::max(1, out.l1_per_l2);
+  order.lead = out.lead_tiles;
+  out.tiles.reserve(order.total());
+  for (int p = 0; p < order.total(); ++p) {
+    const OrderedTile t = tile_at(order, p);
+    const int e = expert_of_block(order, t.block);
+    out.tiles.push_back({static_cast<TileKind>(t.kind), e, t.block - block_start[e], t.n_block});
   }
   return out;
 }

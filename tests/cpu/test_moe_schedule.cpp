@@ -3,6 +3,7 @@
 // drain bound.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
@@ -162,4 +163,54 @@ TEST(MoeSchedule, BadInputGetsClearErrors) {
   in = input();
   in.tile_tflops = 0;
   EXPECT_THROW(moe::plan_moe_schedule(params(370), in, moe::MoeSchedule::expert_wave), InvalidArgument);
+}
+
+// Random expert loads (empty experts, partial last Linear-2 block, CTA counts that do and do
+// not divide the work): both decoded orders are permutations of the tiles, Linear-2 comes
+// after its inputs, and interleaved keeps its lead while Linear-1 work remains.
+TEST(MoeSchedule, DecodedOrdersHoldOnRandomLoads) {
+  uint64_t s = 0x9e3779b97f4a7c15ull;
+  auto next = [&](int n) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    return static_cast<int>(s % static_cast<uint64_t>(n));
+  };
+  for (int trial = 0; trial < 60; ++trial) {
+    moe::MoeScheduleInput in = input();
+    in.rows_per_expert.assign(1 + next(12), 0);
+    for (int& r : in.rows_per_expert) r = next(3) == 0 ? 0 : next(400);
+    if (std::all_of(in.rows_per_expert.begin(), in.rows_per_expert.end(), [](int r) { return r == 0; }))
+      in.rows_per_expert[0] = 1;
+    in.hidden = 128 * (1 + next(12));  // odd multiples of 128: a half-width last Linear-2 block
+    in.intermediate = 128 * (1 + next(6));
+    in.ctas = 1 + next(40);
+    for (auto which : {moe::MoeSchedule::expert_wave, moe::MoeSchedule::interleaved}) {
+      const auto plan = moe::plan_moe_schedule(params(370), in, which);
+      SCOPED_TRACE(::testing::Message() << "trial " << trial << " schedule " << static_cast<int>(which));
+      std::set<Key> want;
+      for (int e = 0; e < static_cast<int>(in.rows_per_expert.size()); ++e)
+        for (int m = 0; m < (in.rows_per_expert[e] + in.block_m - 1) / in.block_m; ++m) {
+          for (int n = 0; n < in.intermediate / in.l1_n; ++n) want.insert({1, e, m, n});
+          for (int n = 0; n < (in.hidden + in.l2_n - 1) / in.l2_n; ++n) want.insert({2, e, m, n});
+        }
+      std::set<Key> got;
+      for (const auto& t : plan.tiles) EXPECT_TRUE(got.insert(key(t)).second) << "duplicate tile";
+      EXPECT_EQ(got, want);
+      const auto last = last_l1(plan);
+      int l1_seen = 0;
+      for (int i = 0; i < static_cast<int>(plan.tiles.size()); ++i) {
+        const auto& t = plan.tiles[i];
+        if (t.kind == moe::TileKind::linear1) {
+          ++l1_seen;
+          continue;
+        }
+        const int done = last.at({t.expert, t.m_block});
+        ASSERT_GT(i, done);
+        if (which == moe::MoeSchedule::interleaved && l1_seen < plan.l1_tiles) {
+          int l1_between = 0;
+          for (int j = done + 1; j < i; ++j) l1_between += plan.tiles[j].kind == moe::TileKind::linear1;
+          EXPECT_GE(l1_between, plan.lead_tiles) << "tile " << i;
+        }
+      }
+    }
+  }
 }
