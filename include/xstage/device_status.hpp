@@ -21,6 +21,8 @@ enum class WaitId : uint32_t {
   moe_rows = 10,        // expert-parallel MoE owner: waits for the rows dispatched to its experts
   moe_combine = 11,     // expert-parallel MoE: waits for its tokens' expert outputs
   moe_bad_expert = 12,  // expert-parallel MoE: a routing entry outside [0, experts) (bad input, code 2)
+  moe_histogram = 13,   // Mega-MoE kernel: CTA 0 waits for every CTA's share of the routing histogram
+  moe_linear1 = 14,     // Mega-MoE kernel: a Linear-2 tile waits for its block's Linear-1 tiles
 };
 const char* wait_name(WaitId id);
 

@@ -27,6 +27,6 @@ void add_ulysses_bench_command(CLI::App& app);  // `xstage bench ulysses`
 #endif
 #ifdef XSTAGE_HAVE_MOE
 void add_moe_gemm_bench_command(CLI::App& app);   // `xstage bench moe-gemm`
-void add_moe_layer_bench_command(CLI::App& app);  // `xstage bench moe-layer`
+void add_moe_bench_command(CLI::App& app);  // `xstage bench moe` (alias moe-layer)
 #endif
 }  // namespace xstage::cli

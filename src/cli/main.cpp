@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
 #endif
 #ifdef XSTAGE_HAVE_MOE
   xstage::cli::add_moe_gemm_bench_command(app);
-  xstage::cli::add_moe_layer_bench_command(app);
+  xstage::cli::add_moe_bench_command(app);
 #endif
 #ifdef XSTAGE_HAVE_ULYSSES
   xstage::cli::add_ulysses_bench_command(app);

@@ -71,4 +71,33 @@ __device__ __forceinline__ bool wait_geq(const uint64_t* p, uint64_t target, Dev
   }
 }
 
+// A counter inside this GPU (gpu scope), e.g. CTAs of one kernel waiting on each other: the
+// same bounded wait on a 32-bit value.
+__device__ __forceinline__ uint32_t load_acquire_gpu(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void add_release_gpu(uint32_t* p, uint32_t v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ bool wait_geq_gpu(const uint32_t* p, uint32_t target, DeviceStatus* st, WaitId id, int rank,
+                                            uint64_t timeout_ns) {
+  if (load_acquire_gpu(p) >= target) return true;
+  const uint64_t t0 = global_ns();
+  uint32_t spins = 0;
+  while (true) {
+    const uint32_t v = load_acquire_gpu(p);
+    if (v >= target) return true;
+    if ((++spins & 255u) == 0u) {
+      const uint64_t waited = global_ns() - t0;
+      if (waited > timeout_ns) {
+        report_timeout(st, id, rank, waited, target, v);
+        return false;
+      }
+      if (*reinterpret_cast<volatile uint32_t*>(&st->code) != 0u) return false;
+    }
+  }
+}
+
 }  // namespace xstage::dev

@@ -17,7 +17,9 @@
 //   void* row_ptr(EpilogueTile const& t, int row) const;   // address of (row, t.col_begin)
 //   float* scale_ptr(EpilogueTile const& t, int row) const;  // quantising policies only
 //   static constexpr bool kNeedsTileStoredHook;
-//   void tile_stored(EpilogueTile const& t) const;  // one thread, after the warp group's stores
+//   void writer_fence() const;  // every storing thread, after its stores (hook only)
+//   void tile_stored(EpilogueTile const& t, long long cycles) const;  // one thread, after the
+//       warp group's stores and fences; cycles = the warp group's sender-visible store span
 #pragma once
 #include <cstdint>
 
@@ -45,6 +47,7 @@ struct EpilogueTile {
   int row_begin;
   int rows;
   int col_begin;
+  int tag;  // WorkTile::tag
 };
 
 // Output rows in this GPU's memory: element (row, col) at out[row * ld + col].
@@ -55,7 +58,6 @@ struct LocalRowDestination {
   static constexpr bool kNeedsTileStoredHook = false;
   static LocalRowDestination from(MoeGemmParams const& p) { return {static_cast<Element*>(p.out), p.out_ld}; }
   __device__ void* row_ptr(EpilogueTile const& t, int row) const { return out + row * ld + t.col_begin; }
-  __device__ void tile_stored(EpilogueTile const&) const {}
 };
 
 // fp8 rows plus one fp32 scale per (row, 128 columns), scales [cols/128, m_total].
@@ -72,7 +74,6 @@ struct LocalQuantDestination {
   __device__ float* scale_ptr(EpilogueTile const& t, int row) const {
     return scales + static_cast<int64_t>(t.col_begin / 128) * m_total + row;
   }
-  __device__ void tile_stored(EpilogueTile const&) const {}
 };
 
 // Row r (inside the 64-row piece) and column c of accumulator value i of thread wt
@@ -117,11 +118,11 @@ struct Bf16TileEpilogue {
   __device__ static void consumer_init(int) {}
 
   template <class Frg>
-  __device__ void store(Params const& ep, uint8_t* smem, Frg const& acc, WorkTile const& tile, int wt, int wm,
+  __device__ __forceinline__ void store(Params const& ep, uint8_t* smem, Frg const& acc, WorkTile const& tile, int wt, int wm,
                         int wn) const {
     const int wg = wm * T::kWgN + wn;
     EpilogueTile t{tile.expert, tile.m_block, tile.n_block, tile.row_begin + 64 * wm,
-                   min(64, tile.rows - 64 * wm), tile.n_block * T::kBlockN + 128 * wn};
+                   min(64, tile.rows - 64 * wm), tile.n_block * T::kBlockN + 128 * wn, tile.tag};
     if (t.rows <= 0 || t.col_begin >= ep.n) return;  // nothing of this piece is in the output
     const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + wg;
     uint8_t* staged = smem + wg * 64 * kPitch;
@@ -132,10 +133,14 @@ struct Bf16TileEpilogue {
       *reinterpret_cast<__nv_bfloat162*>(staged + acc_row(wt, i) * kPitch + acc_col(wt, i) * 2) = h;
     }
     cutlass::arch::NamedBarrier::sync(128, bar);
-    copy_out_rows<256, kPitch>(ep.dest, t, staged, wt);
     if constexpr (Destination::kNeedsTileStoredHook) {
+      const long long c0 = clock64();
+      copy_out_rows<256, kPitch>(ep.dest, t, staged, wt);
+      ep.dest.writer_fence();
       cutlass::arch::NamedBarrier::sync(128, bar);
-      if (wt == 0) ep.dest.tile_stored(t);
+      if (wt == 0) ep.dest.tile_stored(t, clock64() - c0);
+    } else {
+      copy_out_rows<256, kPitch>(ep.dest, t, staged, wt);
     }
   }
 };
@@ -167,7 +172,7 @@ struct SwiGluQuantEpilogue {
   }
 
   template <class Frg>
-  __device__ void store(Params const& ep, uint8_t* smem, Frg const& acc, WorkTile const& tile, int wt, int,
+  __device__ __forceinline__ void store(Params const& ep, uint8_t* smem, Frg const& acc, WorkTile const& tile, int wt, int,
                         int wn) const {
     float* up = reinterpret_cast<float*>(smem);
     constexpr int kVals = decltype(size(acc))::value;
@@ -178,7 +183,7 @@ struct SwiGluQuantEpilogue {
       cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::swiglu_full));
       return;
     }
-    const EpilogueTile t{tile.expert, tile.m_block, tile.n_block, tile.row_begin, tile.rows, tile.n_block * 128};
+    const EpilogueTile t{tile.expert, tile.m_block, tile.n_block, tile.row_begin, tile.rows, tile.n_block * 128, tile.tag};
     const int r0 = acc_row(wt, 0);
     const float w0 = r0 < t.rows ? __ldg(ep.row_weights + t.row_begin + r0) : 0.f;
     const float w1 = r0 + 8 < t.rows ? __ldg(ep.row_weights + t.row_begin + r0 + 8) : 0.f;
@@ -216,10 +221,14 @@ struct SwiGluQuantEpilogue {
       if (r0 + 8 < t.rows) *ep.dest.scale_ptr(t, t.row_begin + r0 + 8) = q1.scale;
     }
     cutlass::arch::NamedBarrier::sync(128, bar);
-    copy_out_rows<128, kPitch>(ep.dest, t, staged, wt);
     if constexpr (Destination::kNeedsTileStoredHook) {
+      const long long c0 = clock64();
+      copy_out_rows<128, kPitch>(ep.dest, t, staged, wt);
+      ep.dest.writer_fence();
       cutlass::arch::NamedBarrier::sync(128, bar);
-      if (wt == 0) ep.dest.tile_stored(t);
+      if (wt == 0) ep.dest.tile_stored(t, clock64() - c0);
+    } else {
+      copy_out_rows<128, kPitch>(ep.dest, t, staged, wt);
     }
   }
 };

@@ -49,7 +49,11 @@ enum class NamedBarrierId : uint32_t {
 // row (same cm, same m-block) share A, those of a cluster column (same cn) share B. Each
 // loads its 1/kClusterN slice of the A chunk and 1/kClusterM slice of the B chunks and
 // multicasts it to its partners, which cuts the L2 -> shared memory traffic per CTA.
-template <int kBlockM_, int kBlockN_, int kStages_, bool kGateUp_, int kClusterM_ = 1, int kClusterN_ = 1>
+// kInKernelScales: the A scales may be written while the kernel runs (the Mega-MoE kernel's h
+// scales, written by other CTAs' Linear-1 epilogues): read them through L2 (ld.global.cg), never
+// the non-coherent read-only path.
+template <int kBlockM_, int kBlockN_, int kStages_, bool kGateUp_, int kClusterM_ = 1, int kClusterN_ = 1,
+          bool kInKernelScales_ = false>
 struct MoeTraits {
   using Element = cutlass::float_e4m3_t;
   static constexpr int kBlockM = kBlockM_;
@@ -57,6 +61,7 @@ struct MoeTraits {
   static constexpr int kBlockK = 128;
   static constexpr int kStages = kStages_;
   static constexpr bool kGateUp = kGateUp_;
+  static constexpr bool kInKernelScales = kInKernelScales_;
   static constexpr int kWgM = kBlockM / 64;   // consumer warp groups along M
   static constexpr int kWgN = kBlockN / 128;  // ... along N
   static constexpr int kConsumerWGs = kWgM * kWgN;
@@ -130,6 +135,9 @@ struct MoeMainloop {
     int n;
     int k_blocks;
     int schedule;
+    // kGateUp traits only: false makes a tile a plain one (B rows n_block * kBlockN + 128 c), so
+    // one kernel can run both Linear-1 (gate/up) and Linear-2 tiles.
+    bool gate_up;
   };
 
   static Params to_params(MoeGemmParams const& p) {
@@ -143,7 +151,8 @@ struct MoeMainloop {
                                Shape<_64, Int<kBlockK>>{}, Int<T::kClusterN>{});
     auto tma_b = make_tma_copy(typename T::TmaOpB{}, mB, take<0, 2>(typename T::SmemLayoutB{}),
                                Shape<_128, Int<kBlockK>>{}, Int<T::kClusterM>{});
-    return Params{tma_a, tma_b, shape_a, shape_b, p.a_scales, p.b_scales, p.m_total, p.n, p.k / kBlockK, p.schedule};
+    return Params{tma_a, tma_b, shape_a, shape_b, p.a_scales, p.b_scales, p.m_total, p.n, p.k / kBlockK, p.schedule,
+                  T::kGateUp};
   }
 
   __device__ static void prefetch_descriptors(Params const& mp) {
@@ -154,8 +163,10 @@ struct MoeMainloop {
   // First weight row of B chunk c (wn) of a tile. Chunks past n (a 256-wide tile over an odd
   // number of 128-row blocks) load zeros (TMA out-of-bounds fill) and are never stored.
   __device__ static int b_row(Params const& mp, WorkTile const& t, int c) {
-    if constexpr (T::kGateUp) return c * (mp.n / 2) + t.n_block * 128;
-    else return t.n_block * T::kBlockN + c * 128;
+    if constexpr (T::kGateUp) {
+      if (mp.gate_up) return c * (mp.n / 2) + t.n_block * 128;
+    }
+    return t.n_block * T::kBlockN + c * 128;
   }
 
   // ---------------------------------------------------------------------------------
@@ -229,7 +240,7 @@ struct MoeMainloop {
   // One warp group's 64 x 128 piece of the tile, fp32 result (scales applied) in `acc`.
   // wt: thread index inside the warp group; (wm, wn): the piece; wg = its warp group.
   template <class SmemA, class SmemB, class Frg>
-  __device__ void mma(Params const& mp, Pipeline const& pipe, State& read, WorkTile const& t, int schedule, int wt,
+  __device__ __forceinline__ void mma(Params const& mp, Pipeline const& pipe, State& read, WorkTile const& t, int schedule, int wt,
                       int wm, int wn, SmemA const& sA, SmemB const& sB, Frg& acc) const {
     typename T::TiledMma tiled_mma;
     auto thr = tiled_mma.get_slice(wt);
@@ -252,8 +263,13 @@ struct MoeMainloop {
     auto load_scales = [&](int kb, float& c0, float& c1) {
       const float* sa = sa0 + static_cast<int64_t>(kb) * mp.m_total;
       const float s_b = b_ok ? __ldg(sb + kb) : 0.f;
-      c0 = (ok0 ? __ldg(sa) : 0.f) * s_b;
-      c1 = (ok1 ? __ldg(sa + 8) : 0.f) * s_b;
+      if constexpr (T::kInKernelScales) {
+        c0 = (ok0 ? __ldcg(sa) : 0.f) * s_b;
+        c1 = (ok1 ? __ldcg(sa + 8) : 0.f) * s_b;
+      } else {
+        c0 = (ok0 ? __ldg(sa) : 0.f) * s_b;
+        c1 = (ok1 ? __ldg(sa + 8) : 0.f) * s_b;
+      }
     };
     auto issue = [&](auto& part, State st) {
       pipe.consumer_wait(st);

@@ -23,6 +23,7 @@ struct WorkTile {
   int n_block;    // output tile column index (units of the tile's output width)
   int row_begin;  // first row of the tile in A / the output
   int rows;       // valid rows: min(block_m, counts[e] - m_block * block_m); <= 0: dummy tile
+  int tag = 0;    // caller's tile id, handed to the epilogue (the Mega-MoE kernel: its Linear-2 index)
 };
 
 template <int kBlockM, int kClusterM = 1, int kClusterN = 1>
@@ -73,6 +74,7 @@ struct GroupedScheduler {
     t.n_block = (in_band / band_m) * kClusterN + cn;
     t.row_begin = __ldg(offsets + expert) + t.m_block * kBlockM;
     t.rows = min(kBlockM, expert_count - t.m_block * kBlockM);
+    t.tag = 0;
     return true;
   }
 };

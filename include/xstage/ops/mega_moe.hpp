@@ -1,0 +1,65 @@
+// Mega-MoE: the whole expert-parallel MoE layer in one persistent kernel per rank and call
+// (issue 8; docs/megamoe.md). Same inputs, outputs and math as the unfused EpMoeLayer
+// (ep_moe.hpp) — routing counts exchanged on device, push dispatch, Linear-1 + SwiGLU x router
+// weight (fp8 h), Linear-2 with each output row stored straight into its token owner's combine
+// buffer, top-k sum on the owner — with the tile order chosen by a flag:
+//   expert_wave  a wave's Linear-1 tiles, then its Linear-2 tiles (concentrated combine bursts);
+//   interleaved  Linear-2 tiles spread between Linear-1 tiles, the mix from the Burst-Gap model.
+// Every cross-GPU wait is bounded; a rank that never calls makes the others' call end with a
+// timeout in the team's DeviceStatus (Team::check_device_status turns it into an error).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "xstage/model.hpp"
+#include "xstage/moe_schedule.hpp"
+#include "xstage/ops/ep_moe.hpp"
+#include "xstage/team.hpp"
+
+namespace xstage::ops {
+
+struct MegaMoeOptions {
+  moe::MoeSchedule schedule = moe::MoeSchedule::interleaved;
+  // Timing control: every combine row is stored into this rank's own buffer instead of its
+  // owner's (local stores only); the layer's output is then meaningless.
+  bool control_local = false;
+  bool record_spans = false;  // keep each Linear-2 piece's combine-store span (last_spans)
+};
+
+// Sender-visible combine-store spans of one call (record_spans), per Linear-2 warp-group piece
+// (64 rows x 128 columns), in microseconds from SM cycles and the clock measured in the call.
+struct MegaMoeSpans {
+  std::vector<double> us;
+  double sm_ghz = 0;   // median over CTAs of cycles / ns across the call
+  double kernel_us = 0;  // longest CTA, first clock read to last
+};
+
+class MegaMoeLayer {
+ public:
+  // Collective (symmetric buffers). `model` gives the interleaved mix (its R_agg); tile_tflops
+  // is one CTA's FP8 throughput used for tile times (the schedule's inputs).
+  MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Params& model, double tile_tflops = 7.0);
+  ~MegaMoeLayer();
+  MegaMoeLayer(const MegaMoeLayer&) = delete;
+  MegaMoeLayer& operator=(const MegaMoeLayer&) = delete;
+
+  // One call of local rank i on stream s (asynchronous); every rank calls it the same number of
+  // times with the same schedule.
+  void forward(int i, const EpMoeRankInputs& in, cudaStream_t s, const MegaMoeOptions& opt = {});
+
+  // After the stream of a record_spans call finished: that call's spans on local rank i.
+  MegaMoeSpans last_spans(int i) const;
+
+  // The interleaved mix and the model's view of both schedules, for a balanced load.
+  const moe::MoeSchedulePlan& plan() const;
+  int ctas(int i) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace xstage::ops

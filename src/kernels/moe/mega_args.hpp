@@ -1,0 +1,43 @@
+// Arguments of the Mega-MoE persistent kernel (src/kernels/moe/mega_kernel.cuh) beyond the
+// transport's (EpMoeArgs: routing, symmetric buffers, cross-rank counters): this rank's local
+// scratch and counters, the tile order's parameters and the measurement hooks. Plain data,
+// filled by src/ops/mega_moe_op.cpp. Protocol in docs/megamoe.md ("The kernel").
+#pragma once
+#include <cstdint>
+
+#include "kernels/moe/ep_args.hpp"
+
+namespace xstage::kernels::moe {
+
+// Local experts per rank the kernel's shared-memory layout holds (E <= 1024 over >= 2 ranks).
+inline constexpr int kMegaMaxLocalExperts = kEpMaxExperts / 2;
+
+struct MegaMoeArgs {
+  EpMoeArgs ep;  // recv_src_at holds (src << 24) | (t * k + j) in this kernel
+  int intermediate = 0;
+
+  // Local scratch (device), all reused across calls; "by parity" = two halves, the call with
+  // epoch e uses half e & 1 and zeroes the other half for the next call.
+  int32_t* hist = nullptr;       // [2][E] this rank's rows per expert, by parity
+  uint32_t* hist_done = nullptr;  // CTAs that added their histogram share (grows by grid per call)
+  uint32_t* l1_done = nullptr;   // [2][max_blocks] Linear-1 tiles finished per block, by parity
+  int max_blocks = 0;            // cap / 64 + local experts
+  uint64_t* rows_base = nullptr;  // [2] rows received before this call, by parity (monotonic flag)
+  uint32_t* ctas_done = nullptr;  // CTAs past their last tile (grows by grid per call)
+  uint8_t* h = nullptr;           // [cap, I] fp8 SwiGLU output
+  float* h_scales = nullptr;      // [I/128, cap]
+
+  // Tile order (moe_tile_order.hpp).
+  int order = 0;  // moe::OrderKind
+  int l1_per_l2 = 1;
+  int lead = 0;
+
+  // Measurement. control_local: every combine row goes to this rank's own combine buffer (a
+  // local-store control for the span measurement; the layer's output is then meaningless).
+  int control_local = 0;
+  uint32_t* spans = nullptr;       // [max_blocks * n2 * 2] sender-visible combine span of each
+                                   // Linear-2 warp-group piece, SM cycles; null: not recorded
+  uint64_t* cta_clock = nullptr;   // [grid][4] clock64 / globaltimer at start and end, per CTA
+};
+
+}  // namespace xstage::kernels::moe

@@ -1,0 +1,52 @@
+// Destinations of the Mega-MoE kernel's two epilogues (the Destination interface of
+// epilogue.cuh):
+//   * HDestination (Linear-1): fp8 h rows and their scales in this GPU's memory; after a tile
+//     it counts the tile into its block's Linear-1 counter (release), which the block's
+//     Linear-2 tiles wait on before their TMA reads h;
+//   * CombineDestination (Linear-2): each bf16 output row goes straight to its token's owner
+//     (combine buffer [T, k, H] of the rank that sent the row; remote for rows of other
+//     ranks), and the warp group's sender-visible store span is recorded when asked.
+#pragma once
+#include <cstdint>
+
+#include "kernels/common/flags.cuh"
+#include "kernels/common/store.cuh"
+#include "kernels/moe/ep_args.hpp"
+#include "kernels/moe/epilogue.cuh"
+
+namespace xstage::kernels::moe {
+
+struct HDestination {
+  uint8_t* h;
+  int64_t ld;          // intermediate
+  float* scales;       // [I/128, cap]
+  int cap;
+  uint32_t* l1_done;   // this call's half: [max_blocks]
+  static constexpr bool kNeedsTileStoredHook = true;
+  __device__ void* row_ptr(EpilogueTile const& t, int row) const { return h + row * ld + t.col_begin; }
+  __device__ float* scale_ptr(EpilogueTile const& t, int row) const {
+    return scales + static_cast<int64_t>(t.col_begin / 128) * cap + row;
+  }
+  // h is read next by TMA (the async proxy) in other CTAs: every writer orders its generic
+  // stores before the async proxy, then one thread releases the count.
+  __device__ void writer_fence() const { dev::fence_proxy_async_global(); }
+  __device__ void tile_stored(EpilogueTile const& t, long long) const { dev::add_release_gpu(l1_done + t.tag, 1u); }
+};
+
+struct CombineDestination {
+  uint16_t* at[kEpMaxRanks];  // combine buffer of each rank (all = this rank's in the local control)
+  const int32_t* recv_src;    // [cap] (src << 24) | (t * k + j)
+  int hidden;
+  uint32_t* spans;            // null or [tags * 2]
+  static constexpr bool kNeedsTileStoredHook = true;
+  __device__ void* row_ptr(EpilogueTile const& t, int row) const {
+    const int packed = __ldcg(recv_src + row);
+    return at[packed >> 24] + static_cast<int64_t>(packed & 0xFFFFFF) * hidden + t.col_begin;
+  }
+  __device__ void writer_fence() const {}
+  __device__ void tile_stored(EpilogueTile const& t, long long cycles) const {
+    if (spans != nullptr) spans[t.tag * 2 + ((t.col_begin / 128) & 1)] = static_cast<uint32_t>(cycles);
+  }
+};
+
+}  // namespace xstage::kernels::moe

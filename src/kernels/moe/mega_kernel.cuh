@@ -1,0 +1,262 @@
+// The Mega-MoE persistent kernel (issue 8; docs/megamoe.md "The kernel"): one launch per MoE
+// layer and rank, one CTA per SM (co-resident: cooperative launch), doing
+//   prologue (mega_prologue.cuh): routing histogram, count exchange, push dispatch;
+//   tile loop: Linear-1 (gate/up, SwiGLU x router weight, fp8 h) and Linear-2 (bf16 rows
+//     stored straight into the token owners' combine buffers) tiles in the order of
+//     moe_tile_order.hpp (expert-wave or interleaved), CTA c taking list positions c, c + K, ...;
+//   publish: the last CTA of the rank tells every owner how many row pieces it sent;
+//   reduce: once all pieces for this rank's tokens arrived, out[t] = sum of its k rows.
+// Roles in the tile loop as in the grouped GEMM (kernel.cuh): warp group 0 produces (TMA),
+// warp groups 1 and 2 compute 64 x 128 halves of a 64 x 256 tile. The producer gates each
+// tile on its inputs: a Linear-1 tile on this call's rows having arrived (cross-rank), a
+// Linear-2 tile on its block's Linear-1 count (local); both waits are bounded. A Linear-2
+// tile's inputs come earlier in the list, and every CTA takes its tiles in list order, so the
+// lowest unfinished tile can always progress: no deadlock whatever the order.
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+
+#include "kernels/common/clock.cuh"
+#include "kernels/moe/epilogue.cuh"
+#include "kernels/moe/mainloop.cuh"
+#include "kernels/moe/mega_epilogue.cuh"
+#include "kernels/moe/mega_prologue.cuh"
+#include "xstage/moe_tile_order.hpp"
+
+namespace xstage::kernels::moe {
+
+// 64 x 256 tiles, 4 stages, gate/up capable, h scales written while the kernel runs; without
+// the overlap schedule's second per-K-block accumulator (64 registers), which the extra state
+// of the tile loop cannot afford next to it (ptxas spilled ~1.4 KB with it; and schedule 0 was
+// the grouped GEMM's fastest in most cells anyway, docs/moe-gemm.md).
+struct MegaTraits : MoeTraits<64, 256, 4, true, 1, 1, true> {
+  static constexpr bool kOverlapAllowed = false;
+};
+
+struct MegaMoeKernel {
+  using T = MegaTraits;
+  using Mainloop = MoeMainloop<T>;
+  using L1Epilogue = SwiGluQuantEpilogue<T, HDestination>;
+  using L2Epilogue = Bf16TileEpilogue<T, CombineDestination>;
+  using Pipeline = typename Mainloop::Pipeline;
+  using State = typename Mainloop::State;
+  static constexpr int kThreads = T::kThreads;
+  static constexpr int kEpiSmem =
+      L1Epilogue::kSmemBytes > L2Epilogue::kSmemBytes ? L1Epilogue::kSmemBytes : L2Epilogue::kSmemBytes;
+  // Both consumer warp groups, between epilogues of different kinds (their staging overlaps).
+  // User barrier 7: the grouped GEMM's ping-pong tokens use 5 + warp group (two groups here).
+  static constexpr uint32_t kConsumersBarrier = 7;
+  static_assert(T::kConsumerWGs == 2, "ping-pong ids 5, 6 and the consumers' barrier 7");
+
+  struct Params {
+    typename Mainloop::Params l1;  // A = received x [cap, H], B = W1 [E/P, 2I, H]
+    typename Mainloop::Params l2;  // A = h [cap, I], B = W2 [E/P, H, I]
+    typename L1Epilogue::Params epi1;
+    typename L2Epilogue::Params epi2;
+    MegaMoeArgs m;
+    int n1, n2;  // Linear-1 / Linear-2 tiles per block
+  };
+
+  struct SharedStorage {
+    union Stage {
+      struct Buffers {
+        cute::array_aligned<typename T::Element, cute::cosize_v<typename T::SmemLayoutA>, 1024> a;
+        cute::array_aligned<typename T::Element, cute::cosize_v<typename T::SmemLayoutB>, 1024> b;
+      } buf;
+      MegaPrologueSmem prologue;
+    } stage;
+    cute::array_aligned<uint8_t, kEpiSmem, 128> epi;
+    typename Pipeline::Storage pipe;
+    MegaLayoutSmem layout;
+  };
+  static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage)) + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
+
+  __device__ __forceinline__ static ::xstage::moe::TileOrder order(Params const& p, MegaLayoutSmem const& ly) {
+    ::xstage::moe::TileOrder o;
+    o.kind = static_cast<::xstage::moe::OrderKind>(p.m.order);
+    o.experts = p.m.ep.experts_per_rank;
+    o.block_start = ly.block_start;
+    o.wave_first = ly.wave_first;
+    o.wave_last = ly.wave_last;
+    o.n1 = p.n1;
+    o.n2 = p.n2;
+    o.l1_per_l2 = p.m.l1_per_l2;
+    o.lead = p.m.lead;
+    return o;
+  }
+
+  // List position -> the GEMM's work tile (tag: the block for Linear-1, the Linear-2 index).
+  // The order is rebuilt from the parameters and shared memory at every call so that nothing
+  // of it stays live in registers across the mainloop.
+  __device__ __forceinline__ static WorkTile work_tile(Params const& p, MegaLayoutSmem const& ly, int pos,
+                                                       bool& is_l1) {
+    const ::xstage::moe::TileOrder o = order(p, ly);
+    const ::xstage::moe::OrderedTile ot = ::xstage::moe::tile_at(o, pos);
+    const int e = ::xstage::moe::expert_of_block(o, ot.block);
+    const int mb = ot.block - ly.block_start[e];
+    WorkTile t;
+    t.expert = e;
+    t.m_block = mb;
+    t.n_block = ot.n_block;
+    t.row_begin = ly.offset[e] + mb * 64;
+    t.rows = min(64, ly.rows[e] - mb * 64);
+    is_l1 = ot.kind == 1;
+    t.tag = is_l1 ? ot.block : ot.block * o.n2 + ot.n_block;
+    return t;
+  }
+
+  __device__ void operator()(Params const& p, char* smem_buf) const {
+    const uint32_t base = cute::cast_smem_ptr_to_uint(smem_buf);
+    SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_buf + ((1024u - (base & 1023u)) & 1023u));
+    const MegaMoeArgs& m = p.m;
+    const EpMoeArgs& a = m.ep;
+    const int tid = threadIdx.x;
+    if (m.cta_clock != nullptr && tid == 0) {
+      m.cta_clock[blockIdx.x * 4 + 0] = clock64();
+      m.cta_clock[blockIdx.x * 4 + 1] = dev::global_ns();
+    }
+    if (tid == 0) {
+      Pipeline::init(ss.pipe, T::kConsumerWarps);
+      Mainloop::prefetch_descriptors(p.l1);
+      Mainloop::prefetch_descriptors(p.l2);
+    }
+    cutlass::arch::fence_barrier_init();
+    __syncthreads();
+
+    mega_prologue(m, ss.stage.prologue, ss.layout, p.n1);
+    const bool ok = ss.layout.ok != 0;
+    const int total = ok ? ss.layout.block_start[m.ep.experts_per_rank] * (p.n1 + p.n2) : 0;
+    const int parity = static_cast<int>(a.epoch & 1u);
+    uint32_t* l1_done = m.l1_done + parity * m.max_blocks;
+
+    Pipeline pipe{&ss.pipe};
+    Tensor sA = make_tensor(make_smem_ptr(ss.stage.buf.a.data()), typename T::SmemLayoutA{});
+    Tensor sB = make_tensor(make_smem_ptr(ss.stage.buf.b.data()), typename T::SmemLayoutB{});
+    const Mainloop mainloop{};
+    const int warp_group = __shfl_sync(0xffffffffu, tid / 128, 0);
+
+    if (warp_group == 0) {
+      cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
+      if (tid == 0) {
+        State write = Pipeline::producer_start();
+        bool rows_here = false;
+        for (int pos = blockIdx.x; pos < total; pos += gridDim.x) {
+          bool is_l1;
+          const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
+          if (is_l1) {
+            if (!rows_here) {
+              // Every row this rank computes arrived (remote pushes, released per CTA).
+              dev::wait_geq(a.rows_flag_at[a.rank], ss.layout.rows_expected, a.status, WaitId::moe_rows, a.rank,
+                            a.timeout_ns);
+              dev::fence_proxy_async_global();
+              rows_here = true;
+            }
+            mainloop.load(p.l1, pipe, write, t, 0, sA, sB);
+          } else {
+            dev::wait_geq_gpu(l1_done + t.tag / p.n2, static_cast<uint32_t>(p.n1), a.status,
+                              WaitId::moe_linear1, a.rank, a.timeout_ns);
+            dev::fence_proxy_async_global();
+            mainloop.load(p.l2, pipe, write, t, 0, sA, sB);
+          }
+        }
+      }
+      return;  // a timed-out wait above still loads (garbage) so the consumers never hang
+    }
+
+    cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
+    const int ct = tid - 128;
+    const int wg = ct / 128;
+    const int wt = ct % 128;
+    L1Epilogue::consumer_init(wg);
+    Mainloop::consumer_init(p.l1.schedule, wg);
+    const L1Epilogue epi1{};
+    const L2Epilogue epi2{};
+    State read{};
+    int last_kind = 0;
+    for (int pos = blockIdx.x; pos < total; pos += gridDim.x) {
+      bool is_l1;
+      const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
+      Tensor acc = partition_fragment_C(typename T::TiledMma{}, Shape<_64, _128>{});
+      const auto& mp = is_l1 ? p.l1 : p.l2;
+      mainloop.mma(mp, pipe, read, t, mp.schedule, wt, 0, wg, sA, sB, acc);
+      const int kind = is_l1 ? 1 : 2;
+      if (kind != last_kind) cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
+      last_kind = kind;
+      if (is_l1) epi1.store(p.epi1, ss.epi.data(), acc, t, wt, 0, wg);
+      else epi2.store(p.epi2, ss.epi.data(), acc, t, wt, 0, wg);
+    }
+
+    // Publish: this CTA's combine stores are done; the rank's last CTA tells each owner how
+    // many (row, 128-column) pieces it sent there (the whole rank's, from the counts).
+    cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
+    __shared__ int last_cta;
+    if (ct == 0) {
+      dev::fence_sys();
+      const uint32_t before = atomicAdd(m.ctas_done, 1u);
+      last_cta = before + 1u == static_cast<uint32_t>(a.epoch) * gridDim.x;
+      if (last_cta) {
+        __threadfence();
+        const int E = a.experts, epr = a.experts_per_rank;
+        const int32_t* cnt = a.counts_at[a.rank] + size_t(parity) * a.world * E;
+        for (int s = 0; s < a.world; ++s) {
+          uint64_t rows = 0;
+          if (ok)
+            for (int le = 0; le < epr; ++le) rows += uint64_t(__ldcg(cnt + s * E + a.rank * epr + le));
+          dev::flag_add_release(a.combine_flag_at[s], rows * uint64_t(a.hidden / 128));
+        }
+      }
+    }
+
+    // Reduce: wait for all (row, 128-column) pieces of this rank's T * k rows.
+    __shared__ int comb_ok;
+    if (ct == 0)
+      comb_ok = dev::wait_geq(a.combine_flag_at[a.rank],
+                              a.epoch * uint64_t(a.tokens) * a.top_k * uint64_t(a.hidden / 128), a.status,
+                              WaitId::moe_combine, a.rank, a.timeout_ns);
+    cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
+    if (comb_ok) {
+      const uint16_t* comb = a.combine_at[a.rank];
+      const int vec_per_row = a.hidden / 8;  // 8 bf16 per 16 bytes
+      const long long n = static_cast<long long>(a.tokens) * vec_per_row;
+      for (long long idx = static_cast<long long>(blockIdx.x) * 256 + ct; idx < n;
+           idx += static_cast<long long>(gridDim.x) * 256) {
+        const long long tkn = idx / vec_per_row;
+        const int v = static_cast<int>(idx - tkn * vec_per_row);
+        float s[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+        for (int j = 0; j < a.top_k; ++j) {
+          const uint4 w = __ldcg(reinterpret_cast<const uint4*>(comb + ((tkn * a.top_k + j) * a.hidden)) + v);
+          const __nv_bfloat162* h2 = reinterpret_cast<const __nv_bfloat162*>(&w);
+          for (int q = 0; q < 4; ++q) {
+            const float2 f = __bfloat1622float2(h2[q]);
+            s[2 * q] += f.x;
+            s[2 * q + 1] += f.y;
+          }
+        }
+        uint4 outv;
+        __nv_bfloat162* o2 = reinterpret_cast<__nv_bfloat162*>(&outv);
+        for (int q = 0; q < 4; ++q) o2[q] = __floats2bfloat162_rn(s[2 * q], s[2 * q + 1]);
+        reinterpret_cast<uint4*>(a.out + tkn * a.hidden)[v] = outv;
+      }
+    }
+    if (m.cta_clock != nullptr && ct == 0) {
+      m.cta_clock[blockIdx.x * 4 + 2] = clock64();
+      m.cta_clock[blockIdx.x * 4 + 3] = dev::global_ns();
+    }
+  }
+};
+
+__global__ void __launch_bounds__(MegaMoeKernel::kThreads, 1)
+    mega_moe_kernel(CUTE_GRID_CONSTANT MegaMoeKernel::Params const params) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ char smem_buf[];
+  MegaMoeKernel{}(params, smem_buf);
+#endif
+}
+
+}  // namespace xstage::kernels::moe

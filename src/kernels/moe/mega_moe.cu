@@ -1,0 +1,67 @@
+// The one instantiation of the Mega-MoE persistent kernel and its launcher: TMA descriptors
+// of both GEMMs, epilogue destinations, cooperative launch (every CTA resident, since CTAs
+// wait on each other's counters).
+#include "kernels/moe/mega_kernel.cuh"
+#include "kernels/moe/mega_launch.hpp"
+
+namespace xstage::kernels::moe {
+
+cudaError_t mega_moe_launch(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s) {
+  using K = MegaMoeKernel;
+  const EpMoeArgs& a = m.ep;
+  if (ctas <= 0 || a.world > kEpMaxRanks || a.experts > kEpMaxExperts || a.experts_per_rank > kMegaMaxLocalExperts)
+    return cudaErrorInvalidValue;
+  MoeGemmParams g1;
+  g1.a = a.recv_x_at[a.rank];
+  g1.a_scales = a.recv_xs_at[a.rank];
+  g1.b = w.w1;
+  g1.b_scales = w.w1_scales;
+  g1.experts = a.experts_per_rank;
+  g1.m_total = a.cap;
+  g1.n = 2 * m.intermediate;
+  g1.k = a.hidden;
+  MoeGemmParams g2 = g1;
+  g2.a = m.h;
+  g2.a_scales = m.h_scales;
+  g2.b = w.w2;
+  g2.b_scales = w.w2_scales;
+  g2.n = a.hidden;
+  g2.k = m.intermediate;
+
+  K::Params kp{};
+  kp.l1 = K::Mainloop::to_params(g1);
+  kp.l2 = K::Mainloop::to_params(g2);
+  kp.l2.gate_up = false;
+  const int parity = static_cast<int>(a.epoch & 1u);
+  kp.epi1.dest = HDestination{m.h, m.intermediate, m.h_scales, a.cap, m.l1_done + size_t(parity) * m.max_blocks};
+  kp.epi1.row_weights = a.recv_w_at[a.rank];
+  CombineDestination cd{};
+  for (int r = 0; r < a.world; ++r) cd.at[r] = m.control_local ? a.combine_at[a.rank] : a.combine_at[r];
+  cd.recv_src = a.recv_src_at[a.rank];
+  cd.hidden = a.hidden;
+  cd.spans = m.spans;
+  kp.epi2.dest = cd;
+  kp.epi2.n = a.hidden;
+  kp.m = m;
+  kp.n1 = mega_l1_tiles_per_block(m.intermediate);
+  kp.n2 = mega_l2_tiles_per_block(a.hidden);
+
+  auto* fn = mega_moe_kernel;
+  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, K::kSmemBytes);
+  if (e != cudaSuccess) return e;
+  cudaLaunchConfig_t cfg{};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cfg.gridDim = dim3(static_cast<unsigned>(ctas), 1, 1);
+  cfg.blockDim = dim3(K::kThreads, 1, 1);
+  cfg.dynamicSmemBytes = K::kSmemBytes;
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  e = cudaLaunchKernelEx(&cfg, fn, kp);
+  if (e != cudaSuccess) return e;
+  return cudaGetLastError();
+}
+
+}  // namespace xstage::kernels::moe

@@ -1,0 +1,143 @@
+// The Mega-MoE layer operator (include/xstage/ops/mega_moe.hpp): the shared expert-parallel
+// buffers, this kernel's local scratch and counters, the model's interleaved mix, one
+// cooperative launch per call (src/kernels/moe/mega_moe.cu).
+#include "xstage/ops/mega_moe.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string>
+
+#include "kernels/moe/mega_launch.hpp"
+#include "ops/ep_moe_buffers.hpp"
+#include "runtime/check.hpp"
+#include "xstage/error.hpp"
+
+namespace xstage::ops {
+namespace km = kernels::moe;
+
+struct MegaMoeLayer::Impl {
+  EpMoeBuffers buf;
+  moe::MoeSchedulePlan plan;
+  int n2 = 0, max_blocks = 0;
+  struct Rank {
+    km::MegaMoeArgs m;
+    bool spans_recorded = false;
+  };
+  std::vector<Rank> ranks;
+  Impl(Team& t, const EpMoeConfig& c) : buf(t, c, "mega moe") {}
+};
+
+MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Params& model, double tile_tflops)
+    : impl_(std::make_unique<Impl>(team, cfg)) {
+  Impl& I = *impl_;
+  if (I.buf.epr > km::kMegaMaxLocalExperts)
+    throw InvalidArgument(fmt::format("mega moe: {} experts per rank exceed the kernel's {}", I.buf.epr,
+                                      km::kMegaMaxLocalExperts));
+  if (static_cast<long long>(cfg.tokens) * cfg.top_k >= (1LL << 24))
+    throw InvalidArgument(fmt::format("mega moe: tokens x top_k = {} must stay below 2^24",
+                                      static_cast<long long>(cfg.tokens) * cfg.top_k));
+  I.n2 = km::mega_l2_tiles_per_block(cfg.hidden);
+  I.max_blocks = I.buf.cap / 64 + I.buf.epr;
+  // The interleaved mix depends only on the shape and the model; plan it for a balanced load.
+  moe::MoeScheduleInput in;
+  in.rows_per_expert.assign(I.buf.epr, std::max(1, I.buf.cap / I.buf.world / I.buf.epr));
+  in.hidden = cfg.hidden;
+  in.intermediate = cfg.intermediate;
+  in.block_m = 64;
+  in.l1_n = 128;
+  in.l2_n = 256;
+  in.ctas = I.buf.sm_count.empty() ? 132 : I.buf.sm_count[0];
+  in.world = I.buf.world;
+  in.tile_tflops = tile_tflops;
+  I.plan = moe::plan_moe_schedule(model, in, moe::MoeSchedule::interleaved);
+  I.plan.tiles.clear();
+
+  I.ranks.resize(team.local_count());
+  const size_t cap = I.buf.cap;
+  for (int i = 0; i < team.local_count(); ++i) {
+    km::MegaMoeArgs& m = I.ranks[i].m;
+    const std::string where = fmt::format("mega moe: setting up rank {}", team.rank(i));
+    XS_CUDA(cudaSetDevice(team.device(i)), where);
+    m.ep = I.buf.args[i];
+    m.intermediate = cfg.intermediate;
+    m.max_blocks = I.max_blocks;
+    XS_CUDA(cudaMalloc(&m.hist, sizeof(int32_t) * 2 * cfg.experts), where);
+    XS_CUDA(cudaMemset(m.hist, 0, sizeof(int32_t) * 2 * cfg.experts), where);
+    XS_CUDA(cudaMalloc(&m.l1_done, sizeof(uint32_t) * 2 * I.max_blocks), where);
+    XS_CUDA(cudaMemset(m.l1_done, 0, sizeof(uint32_t) * 2 * I.max_blocks), where);
+    XS_CUDA(cudaMalloc(&m.hist_done, sizeof(uint32_t) * 2), where);
+    XS_CUDA(cudaMemset(m.hist_done, 0, sizeof(uint32_t) * 2), where);
+    m.ctas_done = m.hist_done + 1;
+    XS_CUDA(cudaMalloc(&m.rows_base, sizeof(uint64_t) * 2), where);
+    XS_CUDA(cudaMemset(m.rows_base, 0, sizeof(uint64_t) * 2), where);
+    XS_CUDA(cudaMalloc(&m.h, cap * cfg.intermediate), where + ": h");
+    XS_CUDA(cudaMalloc(&m.h_scales, sizeof(float) * (cfg.intermediate / 128) * cap), where + ": h scales");
+    XS_CUDA(cudaMalloc(&m.spans, sizeof(uint32_t) * size_t(I.max_blocks) * I.n2 * 2), where + ": spans");
+    XS_CUDA(cudaMalloc(&m.cta_clock, sizeof(uint64_t) * 4 * I.buf.sm_count[i]), where + ": clocks");
+    m.l1_per_l2 = std::max(1, I.plan.l1_per_l2);
+    m.lead = I.plan.lead_tiles;
+  }
+}
+
+MegaMoeLayer::~MegaMoeLayer() {
+  Impl& I = *impl_;
+  for (size_t i = 0; i < I.ranks.size(); ++i) {
+    km::MegaMoeArgs& m = I.ranks[i].m;
+    cudaSetDevice(I.buf.team.device(static_cast<int>(i)));
+    cudaDeviceSynchronize();
+    for (void* p : {static_cast<void*>(m.hist), static_cast<void*>(m.l1_done), static_cast<void*>(m.hist_done),
+                    static_cast<void*>(m.rows_base), static_cast<void*>(m.h), static_cast<void*>(m.h_scales),
+                    static_cast<void*>(m.spans), static_cast<void*>(m.cta_clock)})
+      cudaFree(p);
+  }
+}
+
+void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, const MegaMoeOptions& opt) {
+  Impl& I = *impl_;
+  Impl::Rank& R = I.ranks.at(i);
+  km::MegaMoeArgs m = R.m;
+  m.ep = I.buf.next_call(i, in);
+  m.order = opt.schedule == moe::MoeSchedule::expert_wave ? 0 : 1;
+  m.control_local = opt.control_local ? 1 : 0;
+  const std::string what = fmt::format("mega moe (rank {}, call {})", m.ep.rank, m.ep.epoch);
+  if (opt.record_spans) {
+    XS_CUDA(cudaMemsetAsync(m.spans, 0, sizeof(uint32_t) * size_t(I.max_blocks) * I.n2 * 2, s), what);
+    XS_CUDA(cudaMemsetAsync(m.cta_clock, 0, sizeof(uint64_t) * 4 * I.buf.sm_count[i], s), what);
+  } else {
+    m.spans = nullptr;
+    m.cta_clock = nullptr;
+  }
+  R.spans_recorded = opt.record_spans;
+  km::MegaWeights w{in.w1, in.w1_scales, in.w2, in.w2_scales};
+  XS_CUDA(km::mega_moe_launch(m, w, I.buf.sm_count[i], s), what + ": launch");
+}
+
+MegaMoeSpans MegaMoeLayer::last_spans(int i) const {
+  const Impl& I = *impl_;
+  const Impl::Rank& R = I.ranks.at(i);
+  if (!R.spans_recorded) throw InvalidArgument("mega moe: the last call did not record spans (record_spans)");
+  XS_CUDA(cudaSetDevice(I.buf.team.device(i)), "mega moe: spans");
+  std::vector<uint32_t> cyc(size_t(I.max_blocks) * I.n2 * 2);
+  std::vector<uint64_t> clk(size_t(4) * I.buf.sm_count[i]);
+  XS_CUDA(cudaMemcpy(cyc.data(), R.m.spans, cyc.size() * 4, cudaMemcpyDeviceToHost), "mega moe: spans");
+  XS_CUDA(cudaMemcpy(clk.data(), R.m.cta_clock, clk.size() * 8, cudaMemcpyDeviceToHost), "mega moe: clocks");
+  MegaMoeSpans out;
+  std::vector<double> ghz;
+  for (size_t c = 0; c + 3 < clk.size(); c += 4) {
+    if (clk[c + 3] <= clk[c + 1] || clk[c + 2] <= clk[c]) continue;
+    ghz.push_back(double(clk[c + 2] - clk[c]) / double(clk[c + 3] - clk[c + 1]));
+    out.kernel_us = std::max(out.kernel_us, double(clk[c + 3] - clk[c + 1]) / 1e3);
+  }
+  if (ghz.empty()) throw Error("mega moe: the call recorded no clocks");
+  std::nth_element(ghz.begin(), ghz.begin() + ghz.size() / 2, ghz.end());
+  out.sm_ghz = ghz[ghz.size() / 2];
+  for (uint32_t c : cyc)
+    if (c != 0) out.us.push_back(c / out.sm_ghz / 1e3);
+  return out;
+}
+
+const moe::MoeSchedulePlan& MegaMoeLayer::plan() const { return impl_->plan; }
+int MegaMoeLayer::ctas(int i) const { return impl_->buf.sm_count.at(i); }
+
+}  // namespace xstage::ops

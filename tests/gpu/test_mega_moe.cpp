@@ -1,0 +1,101 @@
+// The Mega-MoE persistent kernel on 2 GPUs (include/xstage/ops/mega_moe.hpp), both tile
+// orders, against the host reference of the whole layer: balanced and skewed routing, uneven
+// and empty experts, a hidden size that leaves half-width Linear-2 tiles (1408), many waves,
+// two calls per layer (parity-buffered scratch, monotonic counters); the span recording and the
+// local-store control; a bad expert id and a rank that never calls end in clear errors.
+#ifdef XSTAGE_HAVE_MOE
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "gpu/moe_layer_case.hpp"
+#include "xstage/error.hpp"
+#include "xstage/model.hpp"
+#include "xstage/ops/mega_moe.hpp"
+
+using namespace xstage;
+using namespace xstage::moe_test;
+
+namespace {
+
+model::Params preset() { return model::load_params(std::string(XSTAGE_SOURCE_DIR) + "/presets/h200-nvlink.json"); }
+
+LayerFactory mega(moe::MoeSchedule which) {
+  return [which](Team& t, const ops::EpMoeConfig& cfg) {
+    auto layer = std::make_shared<ops::MegaMoeLayer>(t, cfg, preset());
+    ops::MegaMoeOptions opt;
+    opt.schedule = which;
+    return LayerForward([layer, opt](int i, const ops::EpMoeRankInputs& d, cudaStream_t s) { layer->forward(i, d, s, opt); });
+  };
+}
+
+const char* name(moe::MoeSchedule s) { return s == moe::MoeSchedule::expert_wave ? "mega expert-wave" : "mega interleaved"; }
+
+}  // namespace
+
+TEST(MegaMoe, MatchesTheHostReferenceOfTheLayer) {
+  XS_REQUIRE_GPUS(2);
+  auto team = two_gpu_team(10);
+  for (auto which : {moe::MoeSchedule::expert_wave, moe::MoeSchedule::interleaved}) {
+    check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 40, moe::RoutingKind::skewed, 11, name(which), mega(which));
+    check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 40, moe::RoutingKind::balanced, 12, name(which), mega(which));
+    check_layer(*team, moe::ModelShape{"wide", 512, 256, 16, 2, 0, 0}, 1, moe::RoutingKind::skewed, 13, name(which), mega(which));
+    check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 4, 2, 0, 0}, 70, moe::RoutingKind::balanced, 14, name(which), mega(which));
+    // Thousands of tiles over 132 CTAs: many waves, Linear-2 tiles waiting on other CTAs' Linear-1.
+    check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 700, moe::RoutingKind::skewed, 15, name(which), mega(which));
+  }
+}
+
+TEST(MegaMoe, RecordsOneSpanPerLinear2PieceAndRunsTheLocalControl) {
+  XS_REQUIRE_GPUS(2);
+  auto team = two_gpu_team(10);
+  const moe::ModelShape shape{"dit-like", 1408, 640, 4, 2, 0, 0};
+  const int tokens = 300;
+  const moe::Routing r = moe::make_routing(shape, 2, tokens, {});
+  const auto w = ops::make_moe_layer_weights(4, 1408, 640, 3);
+  const auto in = ops::make_moe_layer_inputs(r, 4);
+  ops::MegaMoeLayer layer(*team, {1408, 640, 4, 2, tokens}, preset());
+  const auto stats = moe::routing_stats(r);
+  team->run([&](int i) {
+    const int rank = team->rank(i);
+    const ops::EpMoeRankInputs d = upload_rank(r, w, in, rank, 2, 1408, 640);
+    // Pieces: 64-row blocks of each local expert x 1408 / 128 = 11 column pieces.
+    size_t pieces = 0;
+    for (int le = 0; le < 2; ++le) pieces += size_t((stats.expert_rows[rank * 2 + le] + 63) / 64) * 11;
+    for (bool control : {false, true}) {
+      ops::MegaMoeOptions opt;
+      opt.record_spans = true;
+      opt.control_local = control;
+      layer.forward(i, d, team->stream(i), opt);
+      EP_T(cudaStreamSynchronize(team->stream(i)));
+      team->check_device_status(i);
+      const ops::MegaMoeSpans sp = layer.last_spans(i);
+      EXPECT_EQ(sp.us.size(), pieces) << "control " << control;
+      EXPECT_GT(sp.sm_ghz, 0.5);
+      EXPECT_LT(sp.sm_ghz, 3.0);
+      EXPECT_GT(sp.kernel_us, 0.0);
+      for (double u : sp.us) EXPECT_TRUE(u > 0 && u < sp.kernel_us) << u;
+    }
+    free_rank(d);
+  });
+}
+
+TEST(MegaMoe, BadConfigsAreClearErrors) {
+  XS_REQUIRE_GPUS(2);
+  auto team = two_gpu_team(2);
+  EXPECT_THROW(ops::MegaMoeLayer(*team, {256, 256, 7, 2, 8}, preset()), InvalidArgument);   // 7 experts over 2 ranks
+  EXPECT_THROW(ops::MegaMoeLayer(*team, {200, 256, 8, 2, 8}, preset()), InvalidArgument);   // hidden
+  EXPECT_THROW(ops::MegaMoeLayer(*team, {256, 200, 8, 2, 8}, preset()), InvalidArgument);   // intermediate
+}
+
+TEST(MegaMoe, AnExpertIdOutOfRangeIsAClearError) {
+  XS_REQUIRE_GPUS(2);
+  check_bad_expert(mega(moe::MoeSchedule::interleaved));
+}
+
+TEST(MegaMoe, ARankThatNeverCallsGivesTheOtherATimeout) {
+  XS_REQUIRE_GPUS(2);
+  check_rank_never_calls(mega(moe::MoeSchedule::expert_wave));
+}
+#endif
