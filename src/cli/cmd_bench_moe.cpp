@@ -100,7 +100,7 @@ void run(const Flags& fl) {
 
   TeamOptions to;
   to.gpus = fl.gpus;
-  to.min_gpus = 2;
+  to.min_gpus = fl.gpus;
   to.wait_timeout_s = fl.timeout_s;
   auto team = Team::local(to);
   const int n = team->local_count();
@@ -282,7 +282,7 @@ void add_moe_bench_command(CLI::App& app) {
   cmd->add_option("--models", fl->models, "Model names (default: all seven)")->delimiter(',');
   cmd->add_option("--tokens,-t", fl->tokens, "Tokens per rank")->delimiter(',')->capture_default_str();
   cmd->add_option("--routings", fl->routings, "balanced, skewed")->delimiter(',')->capture_default_str();
-  cmd->add_option("--gpus", fl->gpus, "Ranks (GPUs)")->capture_default_str();
+  cmd->add_option("--gpus", fl->gpus, "Ranks (GPUs); 1 runs the layer with every expert local")->capture_default_str();
   cmd->add_option("--warmup", fl->warmup, "Untimed calls")->capture_default_str();
   cmd->add_option("--iters", fl->iters, "Timed calls (>= 20)")->capture_default_str();
   cmd->add_option("--timeout", fl->timeout_s, "Device wait bound in seconds")->capture_default_str();

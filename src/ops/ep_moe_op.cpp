@@ -19,7 +19,7 @@ namespace km = kernels::moe;
 
 void validate_ep_moe(const EpMoeConfig& c, int world) {
   auto bad = [](const std::string& m) { throw InvalidArgument("ep moe: " + m); };
-  if (world < 2 || world > km::kEpMaxRanks) bad(fmt::format("needs 2..{} ranks, team has {}", km::kEpMaxRanks, world));
+  if (world < 1 || world > km::kEpMaxRanks) bad(fmt::format("needs 1..{} ranks, team has {}", km::kEpMaxRanks, world));
   if (c.hidden <= 0 || c.hidden % 128) bad(fmt::format("hidden {} must be a positive multiple of 128", c.hidden));
   if (c.intermediate <= 0 || c.intermediate % 128)
     bad(fmt::format("intermediate {} must be a positive multiple of 128", c.intermediate));

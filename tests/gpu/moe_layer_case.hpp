@@ -40,13 +40,14 @@ T* upload(const std::vector<T>& h) {
   return d;
 }
 
-inline std::unique_ptr<Team> two_gpu_team(double timeout_s) {
+inline std::unique_ptr<Team> gpu_team(int gpus, double timeout_s) {
   TeamOptions o;
-  o.gpus = 2;
-  o.min_gpus = 2;
+  o.gpus = gpus;
+  o.min_gpus = gpus;
   o.wait_timeout_s = timeout_s;
   return Team::local(o);
 }
+inline std::unique_ptr<Team> two_gpu_team(double timeout_s) { return gpu_team(2, timeout_s); }
 
 // Rank `rank`'s device inputs: its routing and activations, its slice of the experts' weights.
 inline ops::EpMoeRankInputs upload_rank(const moe::Routing& r, const ops::MoeLayerWeights& w,

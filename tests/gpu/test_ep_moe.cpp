@@ -41,7 +41,9 @@ TEST(EpMoe, BadConfigsAreClearErrors) {
   EXPECT_THROW(ops::validate_ep_moe({200, 256, 8, 2, 8}, 2), InvalidArgument);   // hidden
   EXPECT_THROW(ops::validate_ep_moe({256, 256, 8, 9, 8}, 2), InvalidArgument);   // top_k > experts
   EXPECT_THROW(ops::validate_ep_moe({256, 256, 8, 2, 0}, 2), InvalidArgument);   // tokens
-  EXPECT_THROW(ops::validate_ep_moe({256, 256, 8, 2, 8}, 1), InvalidArgument);   // world
+  EXPECT_THROW(ops::validate_ep_moe({256, 256, 8, 2, 8}, 0), InvalidArgument);   // world
+  EXPECT_THROW(ops::validate_ep_moe({256, 256, 8, 2, 8}, 9), InvalidArgument);   // world above 8
+  EXPECT_NO_THROW(ops::validate_ep_moe({256, 256, 8, 2, 8}, 1));                // one GPU: all experts local
   EXPECT_NO_THROW(ops::validate_ep_moe({256, 256, 8, 2, 8}, 2));
 }
 

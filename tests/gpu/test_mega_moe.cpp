@@ -47,6 +47,17 @@ TEST(MegaMoe, MatchesTheHostReferenceOfTheLayer) {
   }
 }
 
+// One rank: every expert local, dispatch and combine inside one GPU; the same kernel and checks.
+TEST(MegaMoe, OneGpuMatchesTheHostReferenceOfTheLayer) {
+  XS_REQUIRE_GPUS(1);
+  auto team = gpu_team(1, 10);
+  for (auto which : {moe::MoeSchedule::expert_wave, moe::MoeSchedule::interleaved}) {
+    check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 21, name(which), mega(which));
+    check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 4, 2, 0, 0}, 140, moe::RoutingKind::balanced, 22, name(which), mega(which));
+    check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 1400, moe::RoutingKind::skewed, 23, name(which), mega(which));
+  }
+}
+
 TEST(MegaMoe, RecordsOneSpanPerLinear2PieceAndRunsTheLocalControl) {
   XS_REQUIRE_GPUS(2);
   auto team = two_gpu_team(10);

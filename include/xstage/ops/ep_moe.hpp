@@ -41,7 +41,8 @@ struct EpMoeRankInputs {
   void* out = nullptr;                    // [T, H] bf16, 16-byte aligned
 };
 
-// Throws InvalidArgument naming the first problem (sizes, divisibility, world of 2..8).
+// Throws InvalidArgument naming the first problem (sizes, divisibility, world of 1..8; one rank
+// holds every expert and moves rows within its GPU).
 void validate_ep_moe(const EpMoeConfig& c, int world);
 
 class EpMoeLayer {
