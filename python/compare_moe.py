@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""Mega-MoE schedules side by side: `xstage bench moe --json` (xstage.bench.moe.v1) with its
+three variants (unfused, expert-wave, interleaved) per configuration (model, weights, routing,
+tokens per rank), optionally against python/bench_moe_torch.py (xstage.bench.moe_torch.v1).
+
+    python3 python/compare_moe.py XSTAGE_JSON [TORCH_JSON] [--png OUT.png] [--json OUT.json]
+
+Per configuration: medians in us ('-' where missing or skipped), il/ew = expert-wave /
+interleaved (> 1: interleaved faster), torch/ew, torch/il, and where the bench recorded spans,
+the median remote combine-store span, the local control span and the predicted span of each
+fused schedule. Summary: il/ew over configurations with both fused schedules (count, geomean,
+median, max, worst), and how often each fused schedule beats torch. Torch configurations with
+no xstage counterpart (e.g. w4a8) are counted, not compared.
+--json writes the rows and the summary (xstage.compare.moe.v1); --png a 2-panel figure if
+matplotlib imports (otherwise a note on stderr).
+Exit status: 0 ok, 2 bad arguments or input."""
+import argparse
+import json
+import math
+import statistics
+import sys
+
+XSTAGE_SCHEMA = "xstage.bench.moe.v1"
+TORCH_SCHEMA = "xstage.bench.moe_torch.v1"
+OUT_SCHEMA = "xstage.compare.moe.v1"
+VARIANTS = ["unfused", "expert-wave", "interleaved"]
+FUSED = {"expert-wave": "ew", "interleaved": "il"}
+
+
+class InputError(Exception):
+    pass
+
+
+def load(path, schema):
+    try:
+        with open(path) as f:
+            d = json.load(f)
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot read {path}: {e}")
+    if not isinstance(d, dict) or d.get("schema") != schema:
+        got = d.get("schema") if isinstance(d, dict) else type(d).__name__
+        raise InputError(f"{path} has schema {got!r}, expected {schema!r}")
+    res = d.get("results", [])
+    if not isinstance(res, list):
+        raise InputError(f"{path}: 'results' is not a list")
+    d["results"] = [r for r in res if isinstance(r, dict)]
+    return d
+
+
+def num(x):
+    """A finite number or None (missing fields, strings, NaN, booleans)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def key(r):
+    """(model, weights, routing, tokens) or None when a field is missing."""
+    try:
+        tokens = int(r["tokens_per_rank"])
+        return (str(r["model"]), str(r.get("weights", "w8a8")), str(r["routing"]), tokens)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def ratio(num_, den):
+    if num_ is None or den is None or den <= 0 or num_ <= 0:
+        return None
+    return num_ / den
+
+
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def span(r, which):
+    s = r.get("spans") if isinstance(r, dict) else None
+    if not isinstance(s, dict):
+        return None
+    if which == "predicted":
+        return num(s.get("predicted_us"))
+    part = s.get(which)
+    return num(part.get("median_us")) if isinstance(part, dict) else None
+
+
+def build_rows(xs, th):
+    cfg = {}   # key -> {variant: result}
+    bad = 0
+    for r in xs["results"]:
+        k = key(r)
+        if k is None:
+            bad += 1
+            continue
+        per = cfg.setdefault(k, {})
+        v = r.get("variant")
+        if v in VARIANTS and not r.get("skipped") and v not in per:
+            per[v] = r
+    torch = {}
+    if th is not None:
+        for r in th["results"]:
+            k = key(r)
+            if k is not None and not r.get("skipped") and num(r.get("median_us")) is not None:
+                torch.setdefault(k, r)
+    rows = []
+    for k in sorted(cfg):
+        per = cfg[k]
+        t = lambda v: num(per[v].get("median_us")) if v in per else None  # noqa: E731
+        un, ew, il = t("unfused"), t("expert-wave"), t("interleaved")
+        tt = num(torch[k].get("median_us")) if k in torch else None
+        row = {"model": k[0], "weights": k[1], "routing": k[2], "tokens_per_rank": k[3],
+               "unfused_us": un, "expert_wave_us": ew, "interleaved_us": il, "torch_us": tt,
+               "il_over_ew": ratio(ew, il), "torch_over_ew": ratio(tt, ew), "torch_over_il": ratio(tt, il)}
+        for v, s in FUSED.items():
+            r = per.get(v, {})
+            row[f"remote_span_{s}_us"] = span(r, "remote")
+            row[f"local_span_{s}_us"] = span(r, "local")
+            row[f"predicted_span_{s}_us"] = span(r, "predicted")
+        rows.append(row)
+    torch_only = sorted(set(torch) - set(cfg))
+    return rows, torch_only, bad
+
+
+def summarise(rows, have_torch, torch_only):
+    sp = [r["il_over_ew"] for r in rows if r["il_over_ew"] is not None]
+    s = {"il_over_ew": {"count": len(sp), "geomean": geomean(sp),
+                        "median": statistics.median(sp) if sp else None,
+                        "max": max(sp) if sp else None, "worst": min(sp) if sp else None}}
+    if have_torch:
+        te = [r["torch_over_ew"] for r in rows if r["torch_over_ew"] is not None]
+        ti = [r["torch_over_il"] for r in rows if r["torch_over_il"] is not None]
+        s["torch"] = {"compared_ew": len(te), "ew_faster": sum(x > 1 for x in te),
+                      "compared_il": len(ti), "il_faster": sum(x > 1 for x in ti),
+                      "geomean_torch_over_ew": geomean(te), "geomean_torch_over_il": geomean(ti)}
+        s["torch_only"] = len(torch_only)
+    return s
+
+
+def fmt(x, spec, width):
+    return f"{'-' if x is None else format(x, spec):>{width}}"
+
+
+SPAN_COLS = [("rem.ew", "remote_span_ew_us"), ("rem.il", "remote_span_il_us"),
+             ("loc.ew", "local_span_ew_us"), ("loc.il", "local_span_il_us"),
+             ("pred.ew", "predicted_span_ew_us"), ("pred.il", "predicted_span_il_us")]
+
+
+def print_table(xs, th, rows, summary, torch_only, bad):
+    tdesc = "none"
+    if th is not None:
+        tdesc = f"commit {th.get('commit')} (torch {th.get('torch')} {th.get('gemm_path')})"
+    print(f"# xstage bench moe commit {xs.get('commit')} (world {xs.get('world')}, {xs.get('date')}) "
+          f"vs torch {tdesc}; medians in us, max over ranks")
+    if th is not None and xs.get("world") is not None and th.get("world") is not None \
+            and xs.get("world") != th.get("world"):
+        print(f"# warning: world differs (xstage {xs.get('world')}, torch {th.get('world')})")
+    spans = any(r[c] is not None for r in rows for _, c in SPAN_COLS)
+    head = (f"#{'model':>18} {'weights':>7} {'routing':>8} {'tokens':>6} {'unfused':>9} {'exp-wave':>9} "
+            f"{'interlv':>9} {'torch':>9} {'il/ew':>6} {'torch/ew':>8} {'torch/il':>8}")
+    if spans:
+        head += "".join(f" {h:>8}" for h, _ in SPAN_COLS)
+    print(head)
+    for r in rows:
+        line = (f" {r['model']:>18} {r['weights']:>7} {r['routing']:>8} {r['tokens_per_rank']:>6}"
+                f" {fmt(r['unfused_us'], '.1f', 9)} {fmt(r['expert_wave_us'], '.1f', 9)}"
+                f" {fmt(r['interleaved_us'], '.1f', 9)} {fmt(r['torch_us'], '.1f', 9)}"
+                f" {fmt(r['il_over_ew'], '.2f', 6)} {fmt(r['torch_over_ew'], '.2f', 8)}"
+                f" {fmt(r['torch_over_il'], '.2f', 8)}")
+        if spans:
+            line += "".join(f" {fmt(r[c], '.1f', 8)}" for _, c in SPAN_COLS)
+        print(line)
+    if spans:
+        print("# spans (us, medians): rem = remote combine-store span, loc = local control span, "
+              "pred = predicted span")
+    if bad:
+        print(f"# {bad} xstage results without model/routing/tokens_per_rank ignored")
+    s = summary["il_over_ew"]
+    if s["count"]:
+        print(f"# il/ew (expert-wave / interleaved, > 1: interleaved faster) over {s['count']} configurations: "
+              f"geomean {s['geomean']:.2f}, median {s['median']:.2f}, max {s['max']:.2f}, worst {s['worst']:.2f}")
+    else:
+        print("# il/ew: no configuration has both expert-wave and interleaved")
+    if "torch" in summary:
+        t = summary["torch"]
+        g = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
+        print(f"# vs torch: expert-wave faster in {t['ew_faster']}/{t['compared_ew']}, interleaved faster in "
+              f"{t['il_faster']}/{t['compared_il']}; geomean torch/ew {g(t['geomean_torch_over_ew'])}, "
+              f"torch/il {g(t['geomean_torch_over_il'])}")
+        weights = sorted({k[1] for k in torch_only})
+        print(f"# torch-only configurations: {len(torch_only)} (not compared"
+              + (f"; weights {', '.join(weights)})" if weights else ")"))
+
+
+def write_png(path, rows):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception as e:  # ImportError, or a broken backend
+        print(f"compare_moe: matplotlib unavailable ({e}); {path} not written", file=sys.stderr)
+        return
+    label = lambda r: f"{r['model']} {r['weights']} {r['routing'][:4]} {r['tokens_per_rank']}"  # noqa: E731
+    sp = sorted((r for r in rows if r["il_over_ew"] is not None), key=lambda r: r["il_over_ew"])
+    withspan = [r for r in rows if any(r[c] is not None for _, c in SPAN_COLS)]
+    n = max(len(sp), len(withspan), 1)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(max(10.0, 0.5 * n + 6.0), 5.5))
+    if sp:
+        a.bar(range(len(sp)), [r["il_over_ew"] for r in sp],
+              color=["tab:green" if r["il_over_ew"] >= 1 else "tab:red" for r in sp])
+        a.set_xticks(range(len(sp)))
+        a.set_xticklabels([label(r) for r in sp], rotation=70, ha="right", fontsize=7)
+    else:
+        a.text(0.5, 0.5, "no configuration with both fused schedules", ha="center", transform=a.transAxes)
+    a.axhline(1.0, color="k", lw=1)
+    a.set_ylabel("expert-wave / interleaved (>1: interleaved faster)")
+    a.set_title("interleaved speedup over expert-wave")
+    if withspan:
+        x = range(len(withspan))
+        for j, (col, name, m, c) in enumerate([("remote_span_ew_us", "remote, expert-wave", "o", "tab:blue"),
+                                ("remote_span_il_us", "remote, interleaved", "s", "tab:orange"),
+                                ("local_span_ew_us", "local control, expert-wave", "v", "tab:cyan"),
+                                ("local_span_il_us", "local control, interleaved", "^", "tab:olive"),
+                                ("predicted_span_ew_us", "predicted, expert-wave", "x", "tab:gray"),
+                                ("predicted_span_il_us", "predicted, interleaved", "+", "k")]):
+            pts = [(i + 0.08 * (j - 2.5), r[col]) for i, r in zip(x, withspan) if r[col] is not None]
+            if pts:
+                b.plot([p[0] for p in pts], [p[1] for p in pts], m, color=c, label=name, linestyle="none")
+        b.set_xticks(list(x))
+        b.set_xlim(-0.5, len(withspan) - 0.5)
+        b.set_xticklabels([label(r) for r in withspan], rotation=70, ha="right", fontsize=7)
+        b.set_ylabel("combine-store span median (us)")
+        b.legend(fontsize=7)
+    else:
+        b.text(0.5, 0.5, "no spans recorded", ha="center", transform=b.transAxes)
+    b.set_title("combine-store span: remote, local control, predicted")
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=120)
+    except OSError as e:
+        print(f"compare_moe: cannot write {path}: {e}", file=sys.stderr)
+    plt.close(fig)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="compare_moe.py", description=__doc__.split("\n")[0])
+    ap.add_argument("xstage_json")
+    ap.add_argument("torch_json", nargs="?")
+    ap.add_argument("--png", help="write a 2-panel figure here (needs matplotlib)")
+    ap.add_argument("--json", help="write rows and summary here (xstage.compare.moe.v1)")
+    args = ap.parse_args(argv)  # no argument: usage on stderr, exit 2
+    try:
+        xs = load(args.xstage_json, XSTAGE_SCHEMA)
+        th = load(args.torch_json, TORCH_SCHEMA) if args.torch_json else None
+    except InputError as e:
+        print(f"compare_moe: {e}", file=sys.stderr)
+        return 2
+    rows, torch_only, bad = build_rows(xs, th)
+    summary = summarise(rows, th is not None, torch_only)
+    print_table(xs, th, rows, summary, torch_only, bad)
+    if args.json:
+        doc = {"schema": OUT_SCHEMA, "xstage_commit": xs.get("commit"), "xstage_date": xs.get("date"),
+               "world": xs.get("world"), "torch_commit": th.get("commit") if th else None,
+               "torch_only": [dict(zip(("model", "weights", "routing", "tokens_per_rank"), k)) for k in torch_only],
+               "rows": rows, "summary": summary}
+        try:
+            with open(args.json, "w") as f:
+                json.dump(doc, f, indent=1)
+                f.write("\n")
+        except OSError as e:
+            print(f"compare_moe: cannot write {args.json}: {e}", file=sys.stderr)
+            return 2
+    if args.png:
+        write_png(args.png, rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
