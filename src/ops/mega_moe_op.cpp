@@ -28,9 +28,13 @@ struct MegaMoeLayer::Impl {
   Impl(Team& t, const EpMoeConfig& c) : buf(t, c, "mega moe") {}
 };
 
-MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Params& model, double tile_tflops)
+MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Params& model, double tile_tflops,
+                           int ctas)
     : impl_(std::make_unique<Impl>(team, cfg)) {
   Impl& I = *impl_;
+  if (ctas < 0) throw InvalidArgument(fmt::format("mega moe: ctas {} must be >= 0", ctas));
+  if (ctas > 0)
+    for (int& s : I.buf.sm_count) s = std::min(s, ctas);
   if (I.buf.epr > km::kMegaMaxLocalExperts)
     throw InvalidArgument(fmt::format("mega moe: {} experts per rank exceed the kernel's {}", I.buf.epr,
                                       km::kMegaMaxLocalExperts));
@@ -77,6 +81,8 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
     XS_CUDA(cudaMalloc(&m.cta_clock, sizeof(uint64_t) * 4 * I.buf.sm_count[i]), where + ": clocks");
     m.l1_per_l2 = std::max(1, I.plan.l1_per_l2);
     m.lead = I.plan.lead_tiles;
+    // The zeroed scratch must be in place before the first call's kernel on any stream.
+    XS_CUDA(cudaDeviceSynchronize(), where);
   }
 }
 

@@ -21,9 +21,9 @@ namespace {
 
 model::Params preset() { return model::load_params(std::string(XSTAGE_SOURCE_DIR) + "/presets/h200-nvlink.json"); }
 
-LayerFactory mega(moe::MoeSchedule which) {
-  return [which](Team& t, const ops::EpMoeConfig& cfg) {
-    auto layer = std::make_shared<ops::MegaMoeLayer>(t, cfg, preset());
+LayerFactory mega(moe::MoeSchedule which, int ctas = 0) {
+  return [which, ctas](Team& t, const ops::EpMoeConfig& cfg) {
+    auto layer = std::make_shared<ops::MegaMoeLayer>(t, cfg, preset(), 7.0, ctas);
     ops::MegaMoeOptions opt;
     opt.schedule = which;
     return LayerForward([layer, opt](int i, const ops::EpMoeRankInputs& d, cudaStream_t s) { layer->forward(i, d, s, opt); });
@@ -43,7 +43,7 @@ TEST(MegaMoe, MatchesTheHostReferenceOfTheLayer) {
     check_layer(*team, moe::ModelShape{"wide", 512, 256, 16, 2, 0, 0}, 1, moe::RoutingKind::skewed, 13, name(which), mega(which));
     check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 4, 2, 0, 0}, 70, moe::RoutingKind::balanced, 14, name(which), mega(which));
     // Thousands of tiles over 132 CTAs: many waves, Linear-2 tiles waiting on other CTAs' Linear-1.
-    check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 700, moe::RoutingKind::skewed, 15, name(which), mega(which));
+    check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 350, moe::RoutingKind::skewed, 15, name(which), mega(which));
   }
 }
 
@@ -54,8 +54,21 @@ TEST(MegaMoe, OneGpuMatchesTheHostReferenceOfTheLayer) {
   for (auto which : {moe::MoeSchedule::expert_wave, moe::MoeSchedule::interleaved}) {
     check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 21, name(which), mega(which));
     check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 4, 2, 0, 0}, 140, moe::RoutingKind::balanced, 22, name(which), mega(which));
-    check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 1400, moe::RoutingKind::skewed, 23, name(which), mega(which));
+    check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 600, moe::RoutingKind::skewed, 23, name(which), mega(which));
   }
+}
+
+// Few CTAs: many tiles per CTA, Linear-2 tiles waiting on the same CTA's earlier Linear-1 tiles.
+TEST(MegaMoe, OneGpuFewCtas) {
+  XS_REQUIRE_GPUS(1);
+  auto team = gpu_team(1, 10);
+  for (int ctas : {1, 3})
+    for (auto which : {moe::MoeSchedule::expert_wave, moe::MoeSchedule::interleaved}) {
+      const std::string label = std::string(name(which)) + " ctas " + std::to_string(ctas);
+      check_layer(*team, moe::ModelShape{"one-expert", 256, 256, 1, 1, 0, 0}, 50, moe::RoutingKind::balanced, 31, label,
+                  mega(which, ctas));
+      check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 21, label, mega(which, ctas));
+    }
 }
 
 TEST(MegaMoe, RecordsOneSpanPerLinear2PieceAndRunsTheLocalControl) {

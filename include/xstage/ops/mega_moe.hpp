@@ -41,7 +41,9 @@ class MegaMoeLayer {
  public:
   // Collective (symmetric buffers). `model` gives the interleaved mix (its R_agg); tile_tflops
   // is one CTA's FP8 throughput used for tile times (the schedule's inputs).
-  MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Params& model, double tile_tflops = 7.0);
+  // ctas: persistent CTAs per rank (0: one per SM; fewer is for tests: more tiles per CTA).
+  MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Params& model, double tile_tflops = 7.0,
+               int ctas = 0);
   ~MegaMoeLayer();
   MegaMoeLayer(const MegaMoeLayer&) = delete;
   MegaMoeLayer& operator=(const MegaMoeLayer&) = delete;

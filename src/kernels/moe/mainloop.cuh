@@ -297,6 +297,7 @@ struct MoeMainloop {
     const int kbs = mp.k_blocks;
     Tensor p0 = partition_fragment_C(tiled_mma, Shape<_64, _128>{});  // one K block, unscaled
     static_assert(decltype(size(p0))::value == 64);
+    static_assert(!(T::kOverlapAllowed && T::kInKernelScales), "the overlap schedule loads scales before the stage wait");
     if (T::kOverlapAllowed && (schedule & kScheduleOverlap)) {
       Tensor p1 = partition_fragment_C(tiled_mma, Shape<_64, _128>{});
       State st_issue = read;
@@ -334,8 +335,15 @@ struct MoeMainloop {
     } else {
       for (int kb = 0; kb < kbs; ++kb) {
         float c0, c1;
-        load_scales(kb, c0, c1);
-        issue(p0, read);
+        if constexpr (T::kInKernelScales) {
+          // The scales may be written during the kernel (by other CTAs, or pushed by peers): read
+          // them only after the stage's full barrier, which follows the producer's acquire.
+          issue(p0, read);
+          load_scales(kb, c0, c1);
+        } else {
+          load_scales(kb, c0, c1);
+          issue(p0, read);
+        }
         warpgroup_wait<0>();
         pipe.consumer_release(read);
         read.advance();

@@ -189,7 +189,10 @@ __device__ __forceinline__ void mega_prologue(MegaMoeArgs const& m, MegaPrologue
     for (int p = 0; p < a.world; ++p)
       if (ps.sent[p] != 0u) dev::flag_add_release(a.rows_flag_at[p], ps.sent[p]);
   }
-  __syncthreads();  // the prologue scratch is the GEMM's stage memory from here on
+  // The prologue scratch is the GEMM's stage memory from here on, written by TMA (the async
+  // proxy): order this thread's generic writes to it first.
+  dev::fence_proxy_async_smem();
+  __syncthreads();
 }
 
 }  // namespace xstage::kernels::moe
