@@ -28,6 +28,9 @@ void validate_ep_moe(const EpMoeConfig& c, int world) {
                     km::kEpMaxExperts));
   if (c.top_k < 1 || c.top_k > c.experts) bad(fmt::format("top_k {} must be in 1..{}", c.top_k, c.experts));
   if (c.tokens < 1) bad(fmt::format("tokens per rank must be >= 1, got {}", c.tokens));
+  if (static_cast<long long>(c.tokens) * c.top_k >= (1LL << 24))
+    bad(fmt::format("tokens x top_k = {} rows per rank must stay below 2^24 (the row-origin encoding)",
+                    static_cast<long long>(c.tokens) * c.top_k));
   if (static_cast<long long>(world) * c.tokens * c.top_k > (1LL << 30))
     bad("world * tokens * top_k rows exceed the index range");
 }

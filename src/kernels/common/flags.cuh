@@ -51,19 +51,22 @@ __device__ __forceinline__ void report_bad_input(DeviceStatus* st, WaitId id, in
   }
 }
 
-// Waits until *p >= target (acquire). Returns false on timeout (reported) or when another
-// wait of this rank already failed.
-__device__ __forceinline__ bool wait_geq(const uint64_t* p, uint64_t target, DeviceStatus* st, WaitId id, int rank,
-                                        uint64_t timeout_ns) {
+// Polls load() until it returns >= target. Returns false on timeout (reported) or when
+// another wait of this rank already failed.
+template <class T, class Load>
+__device__ __forceinline__ bool bounded_wait_geq(Load load, T target, DeviceStatus* st, WaitId id, int rank,
+                                                 uint64_t timeout_ns) {
+  T v = load();
+  if (v >= target) return true;
   const uint64_t t0 = global_ns();
   uint32_t spins = 0;
   while (true) {
-    uint64_t v = flag_load_acquire(p);
+    v = load();
     if (v >= target) return true;
     if ((++spins & 255u) == 0u) {
-      uint64_t waited = global_ns() - t0;
+      const uint64_t waited = global_ns() - t0;
       if (waited > timeout_ns) {
-        report_timeout(st, id, rank, waited, target, v);
+        report_timeout(st, id, rank, waited, uint64_t(target), uint64_t(v));
         return false;
       }
       if (*reinterpret_cast<volatile uint32_t*>(&st->code) != 0u) return false;
@@ -71,8 +74,13 @@ __device__ __forceinline__ bool wait_geq(const uint64_t* p, uint64_t target, Dev
   }
 }
 
-// A counter inside this GPU (gpu scope), e.g. CTAs of one kernel waiting on each other: the
-// same bounded wait on a 32-bit value.
+// Waits until *p >= target (acquire, system scope: flags written by other GPUs).
+__device__ __forceinline__ bool wait_geq(const uint64_t* p, uint64_t target, DeviceStatus* st, WaitId id, int rank,
+                                        uint64_t timeout_ns) {
+  return bounded_wait_geq([p] { return flag_load_acquire(p); }, target, st, id, rank, timeout_ns);
+}
+
+// A counter inside this GPU (gpu scope), e.g. CTAs of one kernel waiting on each other.
 __device__ __forceinline__ uint32_t load_acquire_gpu(const uint32_t* p) {
   uint32_t v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -83,21 +91,7 @@ __device__ __forceinline__ void add_release_gpu(uint32_t* p, uint32_t v) {
 }
 __device__ __forceinline__ bool wait_geq_gpu(const uint32_t* p, uint32_t target, DeviceStatus* st, WaitId id, int rank,
                                             uint64_t timeout_ns) {
-  if (load_acquire_gpu(p) >= target) return true;
-  const uint64_t t0 = global_ns();
-  uint32_t spins = 0;
-  while (true) {
-    const uint32_t v = load_acquire_gpu(p);
-    if (v >= target) return true;
-    if ((++spins & 255u) == 0u) {
-      const uint64_t waited = global_ns() - t0;
-      if (waited > timeout_ns) {
-        report_timeout(st, id, rank, waited, target, v);
-        return false;
-      }
-      if (*reinterpret_cast<volatile uint32_t*>(&st->code) != 0u) return false;
-    }
-  }
+  return bounded_wait_geq([p] { return load_acquire_gpu(p); }, target, st, id, rank, timeout_ns);
 }
 
 }  // namespace xstage::dev

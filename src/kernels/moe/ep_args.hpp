@@ -35,7 +35,7 @@ struct EpMoeArgs {
   uint8_t* recv_x_at[kEpMaxRanks] = {};     // [cap, H] fp8
   float* recv_xs_at[kEpMaxRanks] = {};      // [H/128, cap]
   float* recv_w_at[kEpMaxRanks] = {};       // [cap] router weight of the row
-  int32_t* recv_src_at[kEpMaxRanks] = {};   // [cap] src * T * k + (t * k + j)
+  int32_t* recv_src_at[kEpMaxRanks] = {};   // [cap] ep_origin(src, t * k + j) (ep_device.cuh)
   uint16_t* combine_at[kEpMaxRanks] = {};   // [T, k, H] bf16, written by the experts' owners
   uint64_t* ready_at_peer[kEpMaxRanks] = {};  // slot `rank` of each rank's ready array
   uint64_t* counts_flag_at[kEpMaxRanks] = {};

@@ -1,11 +1,11 @@
 // Expert-parallel MoE transport over symmetric memory (docs/megamoe.md, "Unfused
 // expert-parallel layer"): counts, dispatch (push), owner layout, combine (push), top-k sum.
 // Every cross-GPU wait is bounded (dev::wait_geq) and reports through the team's status.
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "kernels/common/flags.cuh"
 #include "kernels/common/store.cuh"
+#include "kernels/moe/ep_device.cuh"
 #include "kernels/moe/ep_transport.hpp"
 
 namespace xstage::kernels::moe {
@@ -20,15 +20,10 @@ __global__ void __launch_bounds__(1024) ep_counts_kernel(EpMoeArgs a) {
   __syncthreads();
   const int rows = a.tokens * a.top_k;
   for (int i = threadIdx.x; i < rows; i += blockDim.x) {
-    const int e = a.topk_experts[i];
-    if (e < 0 || e >= a.experts) {
-      // Bad routing: reported (the host's check turns it into an error); the row is not
-      // sent, so this call's waits for it give up once they see the report.
-      dev::report_bad_input(a.status, WaitId::moe_bad_expert, a.rank, uint64_t(a.experts), uint64_t(uint32_t(e)));
-      a.row_slot[i] = -1;
-      continue;
-    }
-    a.row_slot[i] = atomicAdd(&hist[e], 1);
+    // A bad expert id is reported (the host's check turns it into an error); the row is not
+    // sent, so this call's waits for it give up once they see the report.
+    const int e = ep_row_expert(a, i);
+    a.row_slot[i] = e < 0 ? -1 : atomicAdd(&hist[e], 1);
   }
   __syncthreads();
   const int parity = static_cast<int>(a.epoch & 1u);
@@ -43,28 +38,6 @@ __global__ void __launch_bounds__(1024) ep_counts_kernel(EpMoeArgs a) {
   }
 }
 
-// Bounded wait by thread 0 for every rank's counts of this call; false (reported) on timeout.
-__device__ bool wait_counts(const EpMoeArgs& a) {
-  return dev::wait_geq(a.counts_flag_at[a.rank], a.epoch * uint64_t(a.world), a.status, WaitId::moe_counts, a.rank,
-                       a.timeout_ns);
-}
-
-// This call's count matrix (every source rank's rows per expert), in this rank's window.
-__device__ const int32_t* call_counts(const EpMoeArgs& a) {
-  return a.counts_at[a.rank] + size_t(a.epoch & 1u) * a.world * a.experts;
-}
-// Rows of expert e over all source ranks; *before = those of source ranks below this one.
-__device__ int expert_rows(const EpMoeArgs& a, const int32_t* cnt, int e, int* before) {
-  int b = 0, total = 0;
-  for (int s = 0; s < a.world; ++s) {
-    const int c = cnt[s * a.experts + e];
-    if (s < a.rank) b += c;
-    total += c;
-  }
-  *before = b;
-  return total;
-}
-
 // K2: rows to their experts' owners, a warp per row.
 __global__ void __launch_bounds__(256) ep_dispatch_kernel(EpMoeArgs a) {
   __shared__ int pos0[kEpMaxExperts];   // where this rank's rows of expert e start at its owner
@@ -72,18 +45,15 @@ __global__ void __launch_bounds__(256) ep_dispatch_kernel(EpMoeArgs a) {
   __shared__ unsigned sent[kEpMaxRanks];
   __shared__ int ok;
   if (threadIdx.x == 0) {
-    bool good = wait_counts(a);
-    for (int p = 0; good && p < a.world; ++p)
-      good = dev::wait_geq(&a.ready[p], a.epoch, a.status, WaitId::moe_ready, a.rank, a.timeout_ns);
-    ok = good;
+    ok = ep_wait_call(a);
     for (int p = 0; p < kEpMaxRanks; ++p) sent[p] = 0;
   }
   __syncthreads();
   if (!ok) return;
   // Owner o's receive rows: its experts in order, each expert's rows by source rank. The
   // per-expert sums are read in parallel; one thread runs the (shared-memory) prefix.
-  const int32_t* cnt = call_counts(a);
-  for (int e = threadIdx.x; e < a.experts; e += blockDim.x) total[e] = expert_rows(a, cnt, e, &pos0[e]);
+  const int32_t* cnt = ep_call_counts(a);
+  for (int e = threadIdx.x; e < a.experts; e += blockDim.x) total[e] = ep_expert_rows(a, cnt, e, &pos0[e]);
   __syncthreads();
   if (threadIdx.x == 0) {
     int run = 0;
@@ -97,24 +67,13 @@ __global__ void __launch_bounds__(256) ep_dispatch_kernel(EpMoeArgs a) {
   const int lane = threadIdx.x % 32;
   const int warps = blockDim.x / 32;
   const int rows = a.tokens * a.top_k;
-  const int vecs = a.hidden / 16;  // 16-byte pieces of an fp8 row
   for (int i = blockIdx.x * warps + threadIdx.x / 32; i < rows; i += gridDim.x * warps) {
     const int slot = a.row_slot[i];
     if (slot < 0) continue;  // a bad expert id (reported by the counts kernel)
     const int e = a.topk_experts[i];
     const int dst = e / a.experts_per_rank;
-    const int pos = pos0[e] + slot;
-    const int t = i / a.top_k;
-    const uint4* src_row = reinterpret_cast<const uint4*>(a.x + size_t(t) * a.hidden);
-    uint4* dst_row = reinterpret_cast<uint4*>(a.recv_x_at[dst] + size_t(pos) * a.hidden);
-    for (int v = lane; v < vecs; v += 32) dst_row[v] = src_row[v];
-    for (int b = lane; b < a.hidden / 128; b += 32)
-      a.recv_xs_at[dst][size_t(b) * a.cap + pos] = a.x_scales[size_t(b) * a.tokens + t];
-    if (lane == 0) {
-      a.recv_w_at[dst][pos] = a.topk_weights[i];
-      a.recv_src_at[dst][pos] = a.rank * rows + i;
-      atomicAdd(&sent[dst], 1u);
-    }
+    ep_push_row(a, i, dst, pos0[e] + slot, lane);
+    if (lane == 0) atomicAdd(&sent[dst], 1u);
   }
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -127,12 +86,12 @@ __global__ void __launch_bounds__(256) ep_dispatch_kernel(EpMoeArgs a) {
 // K3, one block: local experts' counts and offsets, then wait for all of this call's rows.
 __global__ void __launch_bounds__(256) ep_layout_kernel(EpMoeArgs a) {
   if (threadIdx.x != 0) return;
-  if (!wait_counts(a)) return;
-  const int32_t* cnt = call_counts(a);
+  if (!ep_wait_counts(a)) return;
+  const int32_t* cnt = ep_call_counts(a);
   int run = 0;
   for (int le = 0; le < a.experts_per_rank; ++le) {
     int before = 0;
-    const int total = expert_rows(a, cnt, a.rank * a.experts_per_rank + le, &before);
+    const int total = ep_expert_rows(a, cnt, a.rank * a.experts_per_rank + le, &before);
     a.expert_counts[le] = total;
     a.expert_offsets[le] = run;
     run += total;
@@ -155,14 +114,13 @@ __global__ void __launch_bounds__(256) ep_combine_kernel(EpMoeArgs a) {
   __syncthreads();
   const int lane = threadIdx.x % 32;
   const int warps = blockDim.x / 32;
-  const int rows_per_src = a.tokens * a.top_k;
   const int vecs = a.hidden * 2 / 16;
   // The receive buffer is read after ep_layout_kernel's acquire (earlier on this stream).
   const int32_t* recv_src = a.recv_src_at[a.rank];
   for (int i = blockIdx.x * warps + threadIdx.x / 32; i < total; i += gridDim.x * warps) {
-    const int packed = recv_src[i];
-    const int src = packed / rows_per_src;
-    const int r = packed - src * rows_per_src;
+    const int32_t origin = recv_src[i];
+    const int src = ep_origin_rank(origin);
+    const int r = ep_origin_row(origin);
     const uint4* y_row = reinterpret_cast<const uint4*>(a.y + size_t(i) * a.hidden);
     uint4* dst = reinterpret_cast<uint4*>(a.combine_at[src] + size_t(r) * a.hidden);
     for (int v = lane; v < vecs; v += 32) dst[v] = y_row[v];
@@ -184,15 +142,7 @@ __global__ void __launch_bounds__(256) ep_reduce_kernel(EpMoeArgs a) {
                        WaitId::moe_combine, a.rank, a.timeout_ns);
   __syncthreads();
   if (!ok) return;
-  const __nv_bfloat16* comb = reinterpret_cast<const __nv_bfloat16*>(a.combine_at[a.rank]);
-  __nv_bfloat16* out = reinterpret_cast<__nv_bfloat16*>(a.out);
-  const long long n = static_cast<long long>(a.tokens) * a.hidden;
-  for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < n; idx += (long long)gridDim.x * blockDim.x) {
-    const long long t = idx / a.hidden, c = idx - t * a.hidden;
-    float s = 0.f;
-    for (int j = 0; j < a.top_k; ++j) s += __bfloat162float(comb[(t * a.top_k + j) * a.hidden + c]);
-    out[idx] = __float2bfloat16_rn(s);
-  }
+  ep_reduce_tokens(a, blockIdx.x * (long long)blockDim.x + threadIdx.x, (long long)gridDim.x * blockDim.x);
 }
 
 }  // namespace

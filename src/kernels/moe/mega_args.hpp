@@ -13,7 +13,7 @@ namespace xstage::kernels::moe {
 inline constexpr int kMegaMaxLocalExperts = kEpMaxExperts / 2;
 
 struct MegaMoeArgs {
-  EpMoeArgs ep;  // recv_src_at holds (src << 24) | (t * k + j) in this kernel
+  EpMoeArgs ep;
   int intermediate = 0;
 
   // Local scratch (device), all reused across calls; "by parity" = two halves, the call with

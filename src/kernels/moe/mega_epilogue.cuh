@@ -11,7 +11,7 @@
 
 #include "kernels/common/flags.cuh"
 #include "kernels/common/store.cuh"
-#include "kernels/moe/ep_args.hpp"
+#include "kernels/moe/ep_device.cuh"
 #include "kernels/moe/epilogue.cuh"
 
 namespace xstage::kernels::moe {
@@ -35,13 +35,13 @@ struct HDestination {
 
 struct CombineDestination {
   uint16_t* at[kEpMaxRanks];  // combine buffer of each rank (all = this rank's in the local control)
-  const int32_t* recv_src;    // [cap] (src << 24) | (t * k + j)
+  const int32_t* recv_src;    // [cap] ep_origin(src, t * k + j)
   int hidden;
   uint32_t* spans;            // null or [tags * 2]
   static constexpr bool kNeedsTileStoredHook = true;
   __device__ void* row_ptr(EpilogueTile const& t, int row) const {
-    const int packed = __ldcg(recv_src + row);
-    return at[packed >> 24] + static_cast<int64_t>(packed & 0xFFFFFF) * hidden + t.col_begin;
+    const int32_t origin = __ldcg(recv_src + row);
+    return at[ep_origin_rank(origin)] + static_cast<int64_t>(ep_origin_row(origin)) * hidden + t.col_begin;
   }
   __device__ void writer_fence() const {}
   __device__ void tile_stored(EpilogueTile const& t, long long cycles) const {

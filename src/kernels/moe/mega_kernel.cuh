@@ -22,6 +22,7 @@
 #include <cutlass/arch/reg_reconfig.h>
 
 #include "kernels/common/clock.cuh"
+#include "kernels/moe/ep_device.cuh"
 #include "kernels/moe/epilogue.cuh"
 #include "kernels/moe/mainloop.cuh"
 #include "kernels/moe/mega_epilogue.cuh"
@@ -203,7 +204,7 @@ struct MegaMoeKernel {
       if (last_cta) {
         __threadfence();
         const int E = a.experts, epr = a.experts_per_rank;
-        const int32_t* cnt = a.counts_at[a.rank] + size_t(parity) * a.world * E;
+        const int32_t* cnt = ep_call_counts(a);
         for (int s = 0; s < a.world; ++s) {
           uint64_t rows = 0;
           if (ok)
@@ -220,30 +221,7 @@ struct MegaMoeKernel {
                               a.epoch * uint64_t(a.tokens) * a.top_k * uint64_t(a.hidden / 128), a.status,
                               WaitId::moe_combine, a.rank, a.timeout_ns);
     cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
-    if (comb_ok) {
-      const uint16_t* comb = a.combine_at[a.rank];
-      const int vec_per_row = a.hidden / 8;  // 8 bf16 per 16 bytes
-      const long long n = static_cast<long long>(a.tokens) * vec_per_row;
-      for (long long idx = static_cast<long long>(blockIdx.x) * 256 + ct; idx < n;
-           idx += static_cast<long long>(gridDim.x) * 256) {
-        const long long tkn = idx / vec_per_row;
-        const int v = static_cast<int>(idx - tkn * vec_per_row);
-        float s[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-        for (int j = 0; j < a.top_k; ++j) {
-          const uint4 w = __ldcg(reinterpret_cast<const uint4*>(comb + ((tkn * a.top_k + j) * a.hidden)) + v);
-          const __nv_bfloat162* h2 = reinterpret_cast<const __nv_bfloat162*>(&w);
-          for (int q = 0; q < 4; ++q) {
-            const float2 f = __bfloat1622float2(h2[q]);
-            s[2 * q] += f.x;
-            s[2 * q + 1] += f.y;
-          }
-        }
-        uint4 outv;
-        __nv_bfloat162* o2 = reinterpret_cast<__nv_bfloat162*>(&outv);
-        for (int q = 0; q < 4; ++q) o2[q] = __floats2bfloat162_rn(s[2 * q], s[2 * q + 1]);
-        reinterpret_cast<uint4*>(a.out + tkn * a.hidden)[v] = outv;
-      }
-    }
+    if (comb_ok) ep_reduce_tokens(a, static_cast<long long>(blockIdx.x) * 256 + ct, static_cast<long long>(gridDim.x) * 256);
     if (m.cta_clock != nullptr && ct == 0) {
       m.cta_clock[blockIdx.x * 4 + 2] = clock64();
       m.cta_clock[blockIdx.x * 4 + 3] = dev::global_ns();

@@ -8,6 +8,7 @@
 
 #include "kernels/common/flags.cuh"
 #include "kernels/common/store.cuh"
+#include "kernels/moe/ep_device.cuh"
 #include "kernels/moe/mega_args.hpp"
 #include "xstage/moe_tile_order.hpp"
 
@@ -79,13 +80,8 @@ __device__ __forceinline__ void mega_prologue(MegaMoeArgs const& m, MegaPrologue
 
   // 1. Histogram of this CTA's rows; a row's slot among the CTA's rows of its expert.
   for (int i = r0 + tid; i < r1; i += nthr) {
-    const int e = a.topk_experts[i];
-    if (e < 0 || e >= E) {
-      dev::report_bad_input(a.status, WaitId::moe_bad_expert, a.rank, uint64_t(E), uint64_t(uint32_t(e)));
-      a.row_slot[i] = -1;
-      continue;
-    }
-    a.row_slot[i] = atomicAdd(&ps.hist[e], 1);
+    const int e = ep_row_expert(a, i);
+    a.row_slot[i] = e < 0 ? -1 : atomicAdd(&ps.hist[e], 1);
   }
   __syncthreads();
   // The CTA's first slot among the rank's rows of e.
@@ -119,25 +115,12 @@ __device__ __forceinline__ void mega_prologue(MegaMoeArgs const& m, MegaPrologue
 
   // 3. Every rank's counts and announcement; the receive layout.
   if (tid == 0) {
-    bool good = dev::wait_geq(a.counts_flag_at[a.rank], a.epoch * uint64_t(a.world), a.status, WaitId::moe_counts,
-                              a.rank, a.timeout_ns);
-    for (int p = 0; good && p < a.world; ++p)
-      good = dev::wait_geq(&a.ready[p], a.epoch, a.status, WaitId::moe_ready, a.rank, a.timeout_ns);
-    ly.ok = good;
+    ly.ok = ep_wait_call(a);
   }
   __syncthreads();
   if (!ly.ok) return;
-  const int32_t* cnt = a.counts_at[a.rank] + size_t(parity) * a.world * E;
-  for (int e = tid; e < E; e += nthr) {
-    int b = 0, total = 0;
-    for (int s = 0; s < a.world; ++s) {
-      const int c = __ldcg(cnt + s * E + e);
-      if (s < a.rank) b += c;
-      total += c;
-    }
-    ps.before[e] = b;
-    ps.pos0[e] = total;  // staged for the scan
-  }
+  const int32_t* cnt = ep_call_counts(a);
+  for (int e = tid; e < E; e += nthr) ps.pos0[e] = ep_expert_rows(a, cnt, e, &ps.before[e]);  // staged for the scan
   __syncthreads();
   warp0_exclusive_scan(ps.pos0, ps.excl, E);
   __syncthreads();
@@ -164,24 +147,13 @@ __device__ __forceinline__ void mega_prologue(MegaMoeArgs const& m, MegaPrologue
 
   // 4. Dispatch: a warp per row, to the owner's receive row pos0[e] + slot.
   const int lane = tid % 32, warps = nthr / 32;
-  const int vecs = a.hidden / 16;
   for (int i = r0 + tid / 32; i < r1; i += warps) {
     const int slot = a.row_slot[i];
     if (slot < 0) continue;
     const int e = a.topk_experts[i];
     const int dst = e / epr;
-    const int pos = ps.pos0[e] + ps.hist[e] + slot;
-    const int t = i / a.top_k;
-    const uint4* src_row = reinterpret_cast<const uint4*>(a.x + size_t(t) * a.hidden);
-    uint4* dst_row = reinterpret_cast<uint4*>(a.recv_x_at[dst] + size_t(pos) * a.hidden);
-    for (int v = lane; v < vecs; v += 32) dst_row[v] = src_row[v];
-    for (int b = lane; b < a.hidden / 128; b += 32)
-      a.recv_xs_at[dst][size_t(b) * a.cap + pos] = a.x_scales[size_t(b) * a.tokens + t];
-    if (lane == 0) {
-      a.recv_w_at[dst][pos] = a.topk_weights[i];
-      a.recv_src_at[dst][pos] = (a.rank << 24) | i;
-      atomicAdd(&ps.sent[dst], 1u);
-    }
+    ep_push_row(a, i, dst, ps.pos0[e] + ps.hist[e] + slot, lane);
+    if (lane == 0) atomicAdd(&ps.sent[dst], 1u);
   }
   __syncthreads();
   if (tid == 0) {

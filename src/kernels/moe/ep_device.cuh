@@ -1,0 +1,103 @@
+// Device pieces of the expert-parallel MoE transport shared by the unfused kernels
+// (ep_transport.cu) and the Mega-MoE kernel (mega_prologue.cuh, mega_kernel.cuh): routing-entry
+// check, the call's count matrix and per-expert totals, the push of one row to its expert's
+// owner, the origin encoding of received rows, and the top-k sum. Protocol in docs/megamoe.md.
+#pragma once
+#include <cstdint>
+
+#include <cuda_bf16.h>
+
+#include "kernels/common/flags.cuh"
+#include "kernels/moe/ep_args.hpp"
+
+namespace xstage::kernels::moe {
+
+// A received row's origin: (source rank, index t * k + j among the source's rows). Rows per rank
+// stay below 2^24 (validate_ep_moe).
+inline constexpr int kEpOriginShift = 24;
+__device__ __forceinline__ int32_t ep_origin(int src, int row) { return (src << kEpOriginShift) | row; }
+__device__ __forceinline__ int ep_origin_rank(int32_t o) { return o >> kEpOriginShift; }
+__device__ __forceinline__ int ep_origin_row(int32_t o) { return o & ((1 << kEpOriginShift) - 1); }
+
+// The expert of routing entry i, or -1 after reporting an id outside [0, experts) as bad input.
+__device__ __forceinline__ int ep_row_expert(const EpMoeArgs& a, int i) {
+  const int e = a.topk_experts[i];
+  if (e >= 0 && e < a.experts) return e;
+  dev::report_bad_input(a.status, WaitId::moe_bad_expert, a.rank, uint64_t(a.experts), uint64_t(uint32_t(e)));
+  return -1;
+}
+
+// Bounded wait (one thread) for every rank's counts of this call; false (reported) on timeout.
+__device__ __forceinline__ bool ep_wait_counts(const EpMoeArgs& a) {
+  return dev::wait_geq(a.counts_flag_at[a.rank], a.epoch * uint64_t(a.world), a.status, WaitId::moe_counts, a.rank,
+                       a.timeout_ns);
+}
+
+// ep_wait_counts, then every rank's announcement of this call (its receive buffers are free).
+__device__ __forceinline__ bool ep_wait_call(const EpMoeArgs& a) {
+  bool good = ep_wait_counts(a);
+  for (int p = 0; good && p < a.world; ++p)
+    good = dev::wait_geq(&a.ready[p], a.epoch, a.status, WaitId::moe_ready, a.rank, a.timeout_ns);
+  return good;
+}
+
+// This call's count matrix [P][E] (every source rank's rows per expert) in this rank's window;
+// written by the peers, read through L2 after ep_wait_counts.
+__device__ __forceinline__ const int32_t* ep_call_counts(const EpMoeArgs& a) {
+  return a.counts_at[a.rank] + size_t(a.epoch & 1u) * a.world * a.experts;
+}
+// Rows of expert e over all source ranks; *before = those of source ranks below this one.
+__device__ __forceinline__ int ep_expert_rows(const EpMoeArgs& a, const int32_t* cnt, int e, int* before) {
+  int b = 0, total = 0;
+  for (int s = 0; s < a.world; ++s) {
+    const int c = __ldcg(cnt + s * a.experts + e);
+    if (s < a.rank) b += c;
+    total += c;
+  }
+  *before = b;
+  return total;
+}
+
+// One warp pushes routing entry i (token i / k) to receive row `pos` of rank `dst`: the fp8 row,
+// its per-128 scales, the router weight and the origin.
+__device__ __forceinline__ void ep_push_row(const EpMoeArgs& a, int i, int dst, int pos, int lane) {
+  const int t = i / a.top_k;
+  const uint4* src_row = reinterpret_cast<const uint4*>(a.x + size_t(t) * a.hidden);
+  uint4* dst_row = reinterpret_cast<uint4*>(a.recv_x_at[dst] + size_t(pos) * a.hidden);
+  for (int v = lane; v < a.hidden / 16; v += 32) dst_row[v] = src_row[v];
+  for (int b = lane; b < a.hidden / 128; b += 32)
+    a.recv_xs_at[dst][size_t(b) * a.cap + pos] = a.x_scales[size_t(b) * a.tokens + t];
+  if (lane == 0) {
+    a.recv_w_at[dst][pos] = a.topk_weights[i];
+    a.recv_src_at[dst][pos] = ep_origin(a.rank, i);
+  }
+}
+
+// out[t] = sum of the token's k combined rows (fp32, rounded to bf16), 8 channels per step;
+// steps first, first + stride, ... of T * H / 8. The combine buffer was filled by peers: read
+// through L2 after the combine counter's acquire.
+__device__ __forceinline__ void ep_reduce_tokens(const EpMoeArgs& a, long long first, long long stride) {
+  const uint16_t* comb = a.combine_at[a.rank];
+  const int vec_per_row = a.hidden / 8;
+  const long long n = static_cast<long long>(a.tokens) * vec_per_row;
+  for (long long idx = first; idx < n; idx += stride) {
+    const long long tkn = idx / vec_per_row;
+    const int v = static_cast<int>(idx - tkn * vec_per_row);
+    float s[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (int j = 0; j < a.top_k; ++j) {
+      const uint4 w = __ldcg(reinterpret_cast<const uint4*>(comb + (tkn * a.top_k + j) * a.hidden) + v);
+      const __nv_bfloat162* h2 = reinterpret_cast<const __nv_bfloat162*>(&w);
+      for (int q = 0; q < 4; ++q) {
+        const float2 f = __bfloat1622float2(h2[q]);
+        s[2 * q] += f.x;
+        s[2 * q + 1] += f.y;
+      }
+    }
+    uint4 outv;
+    __nv_bfloat162* o2 = reinterpret_cast<__nv_bfloat162*>(&outv);
+    for (int q = 0; q < 4; ++q) o2[q] = __floats2bfloat162_rn(s[2 * q], s[2 * q + 1]);
+    reinterpret_cast<uint4*>(a.out + tkn * a.hidden)[v] = outv;
+  }
+}
+
+}  // namespace xstage::kernels::moe
