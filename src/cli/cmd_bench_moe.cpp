@@ -47,7 +47,16 @@ struct Flags {
   std::string json_out;
 };
 
-bool is_fused(const std::string& v) { return v == "expert-wave" || v == "interleaved"; }
+// Fused variants: an order, optionally with the static tile split instead of dynamic claiming.
+bool is_fused(const std::string& v) {
+  return v == "expert-wave" || v == "interleaved" || v == "expert-wave-static" || v == "interleaved-static";
+}
+const char* kVariantList = "unfused, expert-wave, interleaved, expert-wave-static, interleaved-static";
+
+nlohmann::json tile_kind_json(const ops::MegaMoeTileKind& k) {
+  return {{"tiles", k.tiles}, {"mainloop_us", k.mainloop_us}, {"epilogue_us", k.epilogue_us},
+          {"input_wait_us", k.input_wait_us}};
+}
 
 // Median and p90 of a span sample, as JSON.
 nlohmann::json span_summary(std::vector<double> v) {
@@ -85,7 +94,7 @@ void run(const Flags& fl) {
   if (fl.iters < 20) throw InvalidArgument(fmt::format("bench moe: --iters {} must be >= 20", fl.iters));
   for (const auto& v : fl.variants)
     if (v != "unfused" && !is_fused(v))
-      throw InvalidArgument(fmt::format("bench moe: unknown variant '{}' (unfused, expert-wave, interleaved)", v));
+      throw InvalidArgument(fmt::format("bench moe: unknown variant '{}' ({})", v, kVariantList));
   if (fl.variants.empty()) throw InvalidArgument("bench moe: --variants is empty");
   std::string model_used;
   const model::Params model = load_model_params(fl.params, &model_used);
@@ -158,13 +167,15 @@ void run(const Flags& fl) {
         }
         for (const auto& v : fl.variants) {
           ops::MegaMoeOptions opt;
-          opt.schedule = v == "expert-wave" ? moe::MoeSchedule::expert_wave : moe::MoeSchedule::interleaved;
+          opt.schedule = v.rfind("expert-wave", 0) == 0 ? moe::MoeSchedule::expert_wave : moe::MoeSchedule::interleaved;
+          opt.dynamic_claim = v.find("-static") == std::string::npos;
           auto call = [&](int i, const ops::MegaMoeOptions& o) {
             if (v == "unfused") unfused->forward(i, in[i], team->stream(i));
             else mega->forward(i, in[i], team->stream(i), o);
           };
           std::vector<std::vector<double>> us(n), remote(n), local(n);
           std::vector<double> ghz(n, 0);
+          std::vector<ops::MegaMoeTileStats> tiles(n);
           team->run([&](int i) {
             cudaStream_t s = team->stream(i);
             const TeamDevice td = team->device_view(i);
@@ -197,7 +208,10 @@ void run(const Flags& fl) {
                 team->check_device_status(i);
                 const ops::MegaMoeSpans sp = mega->last_spans(i);
                 (control ? local[i] : remote[i]) = sp.us;
-                if (!control) ghz[i] = sp.sm_ghz;
+                if (!control) {
+                  ghz[i] = sp.sm_ghz;
+                  tiles[i] = sp.tiles;
+                }
               }
             }
           });
@@ -225,12 +239,24 @@ void run(const Flags& fl) {
               all_remote.insert(all_remote.end(), remote[i].begin(), remote[i].end());
               all_local.insert(all_local.end(), local[i].begin(), local[i].end());
             }
-            const double pred = v == "expert-wave" ? mega->plan().predicted_wave_span_us
+            const double pred = opt.schedule == moe::MoeSchedule::expert_wave ? mega->plan().predicted_wave_span_us
                                                    : mega->plan().predicted_interleaved_span_us;
             row["spans"] = {{"remote", span_summary(all_remote)}, {"local", span_summary(all_local)},
                             {"predicted_us", pred}, {"sm_ghz", quantile(ghz, 0.5)}};
-            span_txt = fmt::format("  {:.2f}/{:.2f}/{:.2f}", all_remote.empty() ? 0.0 : quantile(all_remote, 0.5),
-                                   all_local.empty() ? 0.0 : quantile(all_local, 0.5), pred);
+            nlohmann::json tj = nlohmann::json::array();
+            for (int i = 0; i < n; ++i)
+              tj.push_back({{"l1", tile_kind_json(tiles[i].l1)}, {"l2", tile_kind_json(tiles[i].l2)},
+                            {"first_tile_us", tiles[i].first_tile_us}, {"busy_share", tiles[i].busy_share},
+                            {"last_tile_end_us", {tiles[i].last_tile_end_us_min, tiles[i].last_tile_end_us_max}}});
+            row["tiles"] = tj;
+            const ops::MegaMoeTileStats& t0 = tiles[0];
+            span_txt = fmt::format(
+                "  {:.2f}/{:.2f}/{:.2f}  [rank0 busy {:.2f}, first tile {:.0f} us, last tile end {:.0f}..{:.0f} us; "
+                "L1 ml/epi/wait {:.2f}/{:.2f}/{:.2f}, L2 {:.2f}/{:.2f}/{:.2f} us]",
+                all_remote.empty() ? 0.0 : quantile(all_remote, 0.5), all_local.empty() ? 0.0 : quantile(all_local, 0.5),
+                pred, t0.busy_share, t0.first_tile_us, t0.last_tile_end_us_min, t0.last_tile_end_us_max,
+                t0.l1.mainloop_us, t0.l1.epilogue_us, t0.l1.input_wait_us, t0.l2.mainloop_us, t0.l2.epilogue_us,
+                t0.l2.input_wait_us);
           }
           std::printf(" %19s %8s %7d %12s %10.1f %10.1f %10.1f %9lld%s\n", shape.name.c_str(),
                       std::string(moe::routing_name(kind)).c_str(), tokens, v.c_str(), med, p10, p90, max_rows,
@@ -254,7 +280,9 @@ void run(const Flags& fl) {
     j["schema"] = "xstage.bench.moe.v1";
     j["variants"] = {{"unfused", "counts, dispatch, layout, grouped GEMM L1 (SwiGLU fp8), L2 (bf16), combine, reduce: 7 kernels"},
                      {"expert-wave", "Mega-MoE persistent kernel, expert-wave tile order"},
-                     {"interleaved", "Mega-MoE persistent kernel, interleaved tile order (mix from the Burst-Gap model)"}};
+                     {"interleaved", "Mega-MoE persistent kernel, interleaved tile order (mix from the Burst-Gap model)"},
+                     {"expert-wave-static", "as expert-wave, CTA c taking list positions c, c + K, ... (no claiming)"},
+                     {"interleaved-static", "as interleaved, CTA c taking list positions c, c + K, ... (no claiming)"}};
     j["model_params"] = model_used;
     j["world"] = team->world_size();
     j["commit"] = commit_id();
@@ -286,8 +314,13 @@ void add_moe_bench_command(CLI::App& app) {
   cmd->add_option("--warmup", fl->warmup, "Untimed calls")->capture_default_str();
   cmd->add_option("--iters", fl->iters, "Timed calls (>= 20)")->capture_default_str();
   cmd->add_option("--timeout", fl->timeout_s, "Device wait bound in seconds")->capture_default_str();
-  cmd->add_option("--variants", fl->variants, "unfused, expert-wave, interleaved")->delimiter(',')->capture_default_str();
-  cmd->add_flag("--spans", fl->spans, "Record combine-store spans (fused variants; two extra calls each)");
+  cmd->add_option("--variants", fl->variants,
+                  "unfused, expert-wave, interleaved (dynamic tile claiming); expert-wave-static, interleaved-static "
+                  "(static c, c + K, ... split)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_flag("--spans", fl->spans,
+                "Record combine-store spans and the per-tile trace (fused variants; two extra calls each)");
   cmd->add_option("--params", fl->params, "Burst-Gap parameters for the interleaved mix (default: the shipped H200 preset)");
   cmd->add_option("--tile-tflops", fl->tile_tflops, "One CTA's FP8 TFLOP/s (the schedule's tile times)")->capture_default_str();
   cmd->add_option("--json", fl->json_out, "Write results as JSON (xstage.bench.moe.v1)");

@@ -19,7 +19,8 @@ namespace km = kernels::moe;
 struct MegaMoeLayer::Impl {
   EpMoeBuffers buf;
   moe::MoeSchedulePlan plan;
-  int n2 = 0, max_blocks = 0;
+  int n1 = 0, n2 = 0, max_blocks = 0;
+  size_t max_tiles() const { return size_t(max_blocks) * (n1 + n2); }
   struct Rank {
     km::MegaMoeArgs m;
     bool spans_recorded = false;
@@ -38,6 +39,7 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
   if (I.buf.epr > km::kMegaMaxLocalExperts)
     throw InvalidArgument(fmt::format("mega moe: {} experts per rank exceed the kernel's {}", I.buf.epr,
                                       km::kMegaMaxLocalExperts));
+  I.n1 = km::mega_l1_tiles_per_block(cfg.intermediate);
   I.n2 = km::mega_l2_tiles_per_block(cfg.hidden);
   I.max_blocks = I.buf.cap / 64 + I.buf.epr;
   // The interleaved mix depends only on the shape and the model; plan it for a balanced load.
@@ -67,15 +69,17 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
     XS_CUDA(cudaMemset(m.hist, 0, sizeof(int32_t) * 2 * cfg.experts), where);
     XS_CUDA(cudaMalloc(&m.l1_done, sizeof(uint32_t) * 2 * I.max_blocks), where);
     XS_CUDA(cudaMemset(m.l1_done, 0, sizeof(uint32_t) * 2 * I.max_blocks), where);
-    XS_CUDA(cudaMalloc(&m.hist_done, sizeof(uint32_t) * 2), where);
-    XS_CUDA(cudaMemset(m.hist_done, 0, sizeof(uint32_t) * 2), where);
+    XS_CUDA(cudaMalloc(&m.hist_done, sizeof(uint32_t) * 4), where);
+    XS_CUDA(cudaMemset(m.hist_done, 0, sizeof(uint32_t) * 4), where);
     m.ctas_done = m.hist_done + 1;
+    m.tile_next = m.hist_done + 2;
     XS_CUDA(cudaMalloc(&m.rows_base, sizeof(uint64_t) * 2), where);
     XS_CUDA(cudaMemset(m.rows_base, 0, sizeof(uint64_t) * 2), where);
     XS_CUDA(cudaMalloc(&m.h, cap * cfg.intermediate), where + ": h");
     XS_CUDA(cudaMalloc(&m.h_scales, sizeof(float) * (cfg.intermediate / 128) * cap), where + ": h scales");
     XS_CUDA(cudaMalloc(&m.spans, sizeof(uint32_t) * size_t(I.max_blocks) * I.n2 * 2), where + ": spans");
     XS_CUDA(cudaMalloc(&m.cta_clock, sizeof(uint64_t) * 4 * I.buf.sm_count[i]), where + ": clocks");
+    XS_CUDA(cudaMalloc(&m.trace, sizeof(uint32_t) * km::kMegaTraceWords * I.max_tiles()), where + ": trace");
     m.l1_per_l2 = std::max(1, I.plan.l1_per_l2);
     m.lead = I.plan.lead_tiles;
     // The zeroed scratch must be in place before the first call's kernel on any stream.
@@ -91,7 +95,7 @@ MegaMoeLayer::~MegaMoeLayer() {
     cudaDeviceSynchronize();
     for (void* p : {static_cast<void*>(m.hist), static_cast<void*>(m.l1_done), static_cast<void*>(m.hist_done),
                     static_cast<void*>(m.rows_base), static_cast<void*>(m.h), static_cast<void*>(m.h_scales),
-                    static_cast<void*>(m.spans), static_cast<void*>(m.cta_clock)})
+                    static_cast<void*>(m.spans), static_cast<void*>(m.cta_clock), static_cast<void*>(m.trace)})
       cudaFree(p);
   }
 }
@@ -103,18 +107,76 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
   m.ep = I.buf.next_call(i, in);
   m.order = opt.schedule == moe::MoeSchedule::expert_wave ? 0 : 1;
   m.control_local = opt.control_local ? 1 : 0;
+  m.dynamic_claim = opt.dynamic_claim ? 1 : 0;
   const std::string what = fmt::format("mega moe (rank {}, call {})", m.ep.rank, m.ep.epoch);
   if (opt.record_spans) {
     XS_CUDA(cudaMemsetAsync(m.spans, 0, sizeof(uint32_t) * size_t(I.max_blocks) * I.n2 * 2, s), what);
     XS_CUDA(cudaMemsetAsync(m.cta_clock, 0, sizeof(uint64_t) * 4 * I.buf.sm_count[i], s), what);
+    XS_CUDA(cudaMemsetAsync(m.trace, 0xff, sizeof(uint32_t) * km::kMegaTraceWords * I.max_tiles(), s), what);
   } else {
     m.spans = nullptr;
     m.cta_clock = nullptr;
+    m.trace = nullptr;
   }
   R.spans_recorded = opt.record_spans;
   km::MegaWeights w{in.w1, in.w1_scales, in.w2, in.w2_scales};
   XS_CUDA(km::mega_moe_launch(m, w, I.buf.sm_count[i], s), what + ": launch");
 }
+
+namespace {
+// Per-kind means and the CTAs' busy share from the per-position trace (word 0 = CTA | kind
+// << 16; positions no tile recorded keep the 0xff fill).
+MegaMoeTileStats summarize_trace(const std::vector<uint32_t>& tr, const std::vector<uint64_t>& clk, double ghz) {
+  MegaMoeTileStats st;
+  const size_t ctas = clk.size() / 4;
+  std::vector<double> busy(ctas, 0), first(ctas, -1), last(ctas, 0);
+  const double us_per_cycle = 1.0 / (ghz * 1e3);
+  for (size_t p = 0; p + km::kMegaTraceWords <= tr.size(); p += km::kMegaTraceWords) {
+    const uint32_t tag = tr[p];
+    if (tag == 0xffffffffu) continue;
+    const size_t c = tag & 0xffffu;
+    if (c >= ctas) continue;
+    MegaMoeTileKind& k = (tag >> 16) == 1u ? st.l1 : st.l2;
+    const double start = tr[p + 1] * us_per_cycle, ml = tr[p + 2] * us_per_cycle, ep = tr[p + 3] * us_per_cycle;
+    k.tiles += 1;
+    k.mainloop_us += ml;
+    k.epilogue_us += ep;
+    if (tr[p + 4] != 0xffffffffu) k.input_wait_us += tr[p + 4] * us_per_cycle;
+    busy[c] += ml + ep;
+    if (first[c] < 0 || start < first[c]) first[c] = start;
+    last[c] = std::max(last[c], start + ml + ep);
+  }
+  for (MegaMoeTileKind* k : {&st.l1, &st.l2})
+    if (k->tiles > 0) {
+      k->mainloop_us /= double(k->tiles);
+      k->epilogue_us /= double(k->tiles);
+      k->input_wait_us /= double(k->tiles);
+    }
+  // CTA start offsets from the globaltimer pairs (ns), the rest in SM cycles of each CTA.
+  uint64_t t0 = ~0ull;
+  for (size_t c = 0; c < ctas; ++c)
+    if (clk[4 * c + 1] != 0) t0 = std::min(t0, clk[4 * c + 1]);
+  double busy_sum = 0, span_sum = 0;
+  std::vector<double> firsts;
+  st.last_tile_end_us_min = 1e300;
+  for (size_t c = 0; c < ctas; ++c) {
+    if (clk[4 * c + 2] <= clk[4 * c]) continue;
+    busy_sum += busy[c];
+    span_sum += (clk[4 * c + 2] - clk[4 * c]) * us_per_cycle;
+    if (first[c] >= 0) firsts.push_back(first[c]);
+    const double off = (clk[4 * c + 1] - t0) / 1e3;
+    st.last_tile_end_us_min = std::min(st.last_tile_end_us_min, off + last[c]);
+    st.last_tile_end_us_max = std::max(st.last_tile_end_us_max, off + last[c]);
+  }
+  if (st.last_tile_end_us_min > st.last_tile_end_us_max) st.last_tile_end_us_min = st.last_tile_end_us_max;
+  st.busy_share = span_sum > 0 ? busy_sum / span_sum : 0;
+  if (!firsts.empty()) {
+    std::nth_element(firsts.begin(), firsts.begin() + firsts.size() / 2, firsts.end());
+    st.first_tile_us = firsts[firsts.size() / 2];
+  }
+  return st;
+}
+}  // namespace
 
 MegaMoeSpans MegaMoeLayer::last_spans(int i) const {
   const Impl& I = *impl_;
@@ -137,6 +199,9 @@ MegaMoeSpans MegaMoeLayer::last_spans(int i) const {
   out.sm_ghz = ghz[ghz.size() / 2];
   for (uint32_t c : cyc)
     if (c != 0) out.us.push_back(c / out.sm_ghz / 1e3);
+  std::vector<uint32_t> tr(km::kMegaTraceWords * I.max_tiles());
+  XS_CUDA(cudaMemcpy(tr.data(), R.m.trace, tr.size() * 4, cudaMemcpyDeviceToHost), "mega moe: trace");
+  out.tiles = summarize_trace(tr, clk, out.sm_ghz);
   return out;
 }
 

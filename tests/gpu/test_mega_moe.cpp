@@ -21,11 +21,12 @@ namespace {
 
 model::Params preset() { return model::load_params(std::string(XSTAGE_SOURCE_DIR) + "/presets/h200-nvlink.json"); }
 
-LayerFactory mega(moe::MoeSchedule which, int ctas = 0) {
-  return [which, ctas](Team& t, const ops::EpMoeConfig& cfg) {
+LayerFactory mega(moe::MoeSchedule which, int ctas = 0, bool dynamic_claim = true) {
+  return [which, ctas, dynamic_claim](Team& t, const ops::EpMoeConfig& cfg) {
     auto layer = std::make_shared<ops::MegaMoeLayer>(t, cfg, preset(), 7.0, ctas);
     ops::MegaMoeOptions opt;
     opt.schedule = which;
+    opt.dynamic_claim = dynamic_claim;
     return LayerForward([layer, opt](int i, const ops::EpMoeRankInputs& d, cudaStream_t s) { layer->forward(i, d, s, opt); });
   };
 }
@@ -44,6 +45,9 @@ TEST(MegaMoe, MatchesTheHostReferenceOfTheLayer) {
     check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 4, 2, 0, 0}, 70, moe::RoutingKind::balanced, 14, name(which), mega(which));
     // More tiles than CTAs: several waves, Linear-2 tiles waiting on other CTAs' Linear-1 tiles.
     check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 150, moe::RoutingKind::skewed, 15, name(which), mega(which));
+    // The static tile split (c, c + K, ...) instead of dynamic claiming.
+    check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 150, moe::RoutingKind::skewed, 16,
+                std::string(name(which)) + " static", mega(which, 0, false));
   }
 }
 
@@ -68,6 +72,8 @@ TEST(MegaMoe, OneGpuFewCtas) {
       check_layer(*team, moe::ModelShape{"one-expert", 256, 256, 1, 1, 0, 0}, 50, moe::RoutingKind::balanced, 31, label,
                   mega(which, ctas));
       check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 21, label, mega(which, ctas));
+      check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 24,
+                  label + " static", mega(which, ctas, false));
     }
 }
 
@@ -84,9 +90,11 @@ TEST(MegaMoe, RecordsOneSpanPerLinear2PieceAndRunsTheLocalControl) {
   team->run([&](int i) {
     const int rank = team->rank(i);
     const ops::EpMoeRankInputs d = upload_rank(r, w, in, rank, 2, 1408, 640);
-    // Pieces: 64-row blocks of each local expert x 1408 / 128 = 11 column pieces.
-    size_t pieces = 0;
-    for (int le = 0; le < 2; ++le) pieces += size_t((stats.expert_rows[rank * 2 + le] + 63) / 64) * 11;
+    // Pieces: 64-row blocks of each local expert x 1408 / 128 = 11 column pieces; tiles per
+    // block: 2 x 640 / 128 = 10 Linear-1, ceil(1408 / 256) = 6 Linear-2.
+    size_t blocks = 0;
+    for (int le = 0; le < 2; ++le) blocks += size_t((stats.expert_rows[rank * 2 + le] + 63) / 64);
+    const size_t pieces = blocks * 11;
     for (bool control : {false, true}) {
       ops::MegaMoeOptions opt;
       opt.record_spans = true;
@@ -100,6 +108,15 @@ TEST(MegaMoe, RecordsOneSpanPerLinear2PieceAndRunsTheLocalControl) {
       EXPECT_LT(sp.sm_ghz, 3.0);
       EXPECT_GT(sp.kernel_us, 0.0);
       for (double u : sp.us) EXPECT_TRUE(u > 0 && u < sp.kernel_us) << u;
+      // The tile trace: every tile once, plausible times.
+      EXPECT_EQ(sp.tiles.l1.tiles, static_cast<long long>(blocks * 10)) << "control " << control;
+      EXPECT_EQ(sp.tiles.l2.tiles, static_cast<long long>(blocks * 6)) << "control " << control;
+      EXPECT_GT(sp.tiles.l1.mainloop_us, 0.0);
+      EXPECT_GT(sp.tiles.l2.epilogue_us, 0.0);
+      EXPECT_GE(sp.tiles.l2.input_wait_us, 0.0);
+      EXPECT_GT(sp.tiles.busy_share, 0.0);
+      EXPECT_LE(sp.tiles.busy_share, 1.0);
+      EXPECT_LE(sp.tiles.last_tile_end_us_max, sp.kernel_us + 1.0);
     }
     free_rank(d);
   });

@@ -26,7 +26,25 @@ struct MegaMoeOptions {
   // Timing control: every combine row is stored into this rank's own buffer instead of its
   // owner's (local stores only); the layer's output is then meaningless.
   bool control_local = false;
-  bool record_spans = false;  // keep each Linear-2 piece's combine-store span (last_spans)
+  bool record_spans = false;  // keep each Linear-2 piece's combine-store span and the tile trace (last_spans)
+  // Tile claiming: true = each CTA takes the next list position from a per-call counter (in
+  // time order; the default); false = the static split c, c + K, ... (for comparison).
+  bool dynamic_claim = true;
+};
+
+// Where the tiles' time went in one recorded call (record_spans), over all CTAs of the rank;
+// per tile kind (Linear-1, Linear-2) means in microseconds.
+struct MegaMoeTileKind {
+  long long tiles = 0;
+  double mainloop_us = 0;    // consumer: from taking the tile to its accumulators (includes waiting for TMA data)
+  double epilogue_us = 0;    // consumer: the epilogue (h + counter, or combine stores)
+  double input_wait_us = 0;  // producer: waiting for the tile's inputs (rows arrived / Linear-1 counter)
+};
+struct MegaMoeTileStats {
+  MegaMoeTileKind l1, l2;
+  double first_tile_us = 0;   // median over CTAs: CTA start to its first tile (prologue)
+  double busy_share = 0;      // sum over CTAs of tile time / sum of CTA time (start to end incl. reduce)
+  double last_tile_end_us_min = 0, last_tile_end_us_max = 0;  // over CTAs, from the earliest CTA start
 };
 
 // Sender-visible combine-store spans of one call (record_spans), per Linear-2 warp-group piece
@@ -35,6 +53,7 @@ struct MegaMoeSpans {
   std::vector<double> us;
   double sm_ghz = 0;   // median over CTAs of cycles / ns across the call
   double kernel_us = 0;  // longest CTA, first clock read to last
+  MegaMoeTileStats tiles;
 };
 
 class MegaMoeLayer {

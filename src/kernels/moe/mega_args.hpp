@@ -12,6 +12,8 @@ namespace xstage::kernels::moe {
 // Local experts per rank the kernel's shared-memory layout holds (E <= 1024 over >= 2 ranks).
 inline constexpr int kMegaMaxLocalExperts = kEpMaxExperts / 2;
 
+inline constexpr int kMegaTraceWords = 5;
+
 struct MegaMoeArgs {
   EpMoeArgs ep;
   int intermediate = 0;
@@ -31,6 +33,10 @@ struct MegaMoeArgs {
   int order = 0;  // moe::OrderKind
   int l1_per_l2 = 1;
   int lead = 0;
+  // Tile claiming (tile_queue.cuh): 1 = each CTA's producer takes the next list position from
+  // tile_next (one atomic per tile, in time order); 0 = the static split c, c + K, ...
+  int dynamic_claim = 1;
+  uint32_t* tile_next = nullptr;  // [2] next unclaimed list position, by parity
 
   // Measurement. control_local: every combine row goes to this rank's own combine buffer (a
   // local-store control for the span measurement; the layer's output is then meaningless).
@@ -38,6 +44,10 @@ struct MegaMoeArgs {
   uint32_t* spans = nullptr;       // [max_blocks * n2 * 2] sender-visible combine span of each
                                    // Linear-2 warp-group piece, SM cycles; null: not recorded
   uint64_t* cta_clock = nullptr;   // [grid][4] clock64 / globaltimer at start and end, per CTA
+  // [tiles][kMegaTraceWords] per list position: CTA | kind << 16, start (SM cycles after the CTA's start
+  // clock), mainloop cycles, epilogue cycles, producer input-wait cycles; null: not recorded
+  // (needs cta_clock).
+  uint32_t* trace = nullptr;
 };
 
 }  // namespace xstage::kernels::moe

@@ -3,15 +3,17 @@
 //   prologue (mega_prologue.cuh): routing histogram, count exchange, push dispatch;
 //   tile loop: Linear-1 (gate/up, SwiGLU x router weight, fp8 h) and Linear-2 (bf16 rows
 //     stored straight into the token owners' combine buffers) tiles in the order of
-//     moe_tile_order.hpp (expert-wave or interleaved), CTA c taking list positions c, c + K, ...;
+//     moe_tile_order.hpp (expert-wave or interleaved); each CTA's producer claims the next list
+//     position (tile_queue.cuh: dynamic, one atomic per tile; or statically c, c + K, ...);
 //   publish: the last CTA of the rank tells every owner how many row pieces it sent;
 //   reduce: once all pieces for this rank's tokens arrived, out[t] = sum of its k rows.
 // Roles in the tile loop as in the grouped GEMM (kernel.cuh): warp group 0 produces (TMA),
 // warp groups 1 and 2 compute 64 x 128 halves of a 64 x 256 tile. The producer gates each
 // tile on its inputs: a Linear-1 tile on this call's rows having arrived (cross-rank), a
 // Linear-2 tile on its block's Linear-1 count (local); both waits are bounded. A Linear-2
-// tile's inputs come earlier in the list, and every CTA takes its tiles in list order, so the
-// lowest unfinished tile can always progress: no deadlock whatever the order.
+// tile's inputs come earlier in the list, every CTA takes its tiles in increasing list order
+// and all lower positions are claimed before a higher one (both claim modes), so the lowest
+// unfinished tile can always progress: no deadlock whatever the order.
 #pragma once
 #include <cstdint>
 
@@ -27,6 +29,7 @@
 #include "kernels/moe/mainloop.cuh"
 #include "kernels/moe/mega_epilogue.cuh"
 #include "kernels/moe/mega_prologue.cuh"
+#include "kernels/moe/tile_queue.cuh"
 #include "xstage/moe_tile_order.hpp"
 
 namespace xstage::kernels::moe {
@@ -46,6 +49,7 @@ struct MegaMoeKernel {
   using L2Epilogue = Bf16TileEpilogue<T, CombineDestination>;
   using Pipeline = typename Mainloop::Pipeline;
   using State = typename Mainloop::State;
+  using Queue = TileQueue<4>;
   static constexpr int kThreads = T::kThreads;
   static constexpr int kEpiSmem =
       L1Epilogue::kSmemBytes > L2Epilogue::kSmemBytes ? L1Epilogue::kSmemBytes : L2Epilogue::kSmemBytes;
@@ -73,6 +77,7 @@ struct MegaMoeKernel {
     } stage;
     cute::array_aligned<uint8_t, kEpiSmem, 128> epi;
     typename Pipeline::Storage pipe;
+    typename Queue::Storage queue;
     MegaLayoutSmem layout;
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage)) + 1024;
@@ -124,6 +129,7 @@ struct MegaMoeKernel {
     }
     if (tid == 0) {
       Pipeline::init(ss.pipe, T::kConsumerWarps);
+      Queue::init(ss.queue, T::kConsumerWGs * 128);
       Mainloop::prefetch_descriptors(p.l1);
       Mainloop::prefetch_descriptors(p.l2);
     }
@@ -141,15 +147,24 @@ struct MegaMoeKernel {
     Tensor sB = make_tensor(make_smem_ptr(ss.stage.buf.b.data()), typename T::SmemLayoutB{});
     const Mainloop mainloop{};
     const int warp_group = __shfl_sync(0xffffffffu, tid / 128, 0);
+    const Queue queue{&ss.queue};
 
     if (warp_group == 0) {
       cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
       if (tid == 0) {
         State write = Pipeline::producer_start();
+        auto qs = Queue::producer_start();
         bool rows_here = false;
-        for (int pos = blockIdx.x; pos < total; pos += gridDim.x) {
+        for (int i = 0;; ++i) {
+          // Claim the next list position (tile_queue.cuh: dynamic = in time order).
+          int pos = m.dynamic_claim ? static_cast<int>(atomicAdd(m.tile_next + parity, 1u))
+                                    : static_cast<int>(blockIdx.x) + i * static_cast<int>(gridDim.x);
+          if (pos >= total) pos = -1;
+          queue.push(qs, pos);
+          if (pos < 0) break;
           bool is_l1;
           const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
+          const uint64_t w0 = m.trace != nullptr ? clock64() : 0;
           if (is_l1) {
             if (!rows_here) {
               // Every row this rank computes arrived (remote pushes, released per CTA).
@@ -158,13 +173,13 @@ struct MegaMoeKernel {
               dev::fence_proxy_async_global();
               rows_here = true;
             }
-            mainloop.load(p.l1, pipe, write, t, 0, sA, sB);
           } else {
             dev::wait_geq_gpu(l1_done + t.tag / p.n2, static_cast<uint32_t>(p.n1), a.status,
                               WaitId::moe_linear1, a.rank, a.timeout_ns);
             dev::fence_proxy_async_global();
-            mainloop.load(p.l2, pipe, write, t, 0, sA, sB);
           }
+          if (m.trace != nullptr) m.trace[size_t(pos) * kMegaTraceWords + 4] = static_cast<uint32_t>(clock64() - w0);
+          mainloop.load(is_l1 ? p.l1 : p.l2, pipe, write, t, 0, sA, sB);
         }
       }
       return;  // a timed-out wait above still loads (garbage) so the consumers never hang
@@ -179,18 +194,31 @@ struct MegaMoeKernel {
     const L1Epilogue epi1{};
     const L2Epilogue epi2{};
     State read{};
+    auto qs = Queue::producer_start();
+    qs.phase = 0u;  // consumers wait for the full phase
     int last_kind = 0;
-    for (int pos = blockIdx.x; pos < total; pos += gridDim.x) {
+    for (;;) {
+      const int pos = queue.pop(qs);
+      if (pos < 0) break;
+      const uint64_t c0 = m.trace != nullptr ? clock64() : 0;
       bool is_l1;
       const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
       Tensor acc = partition_fragment_C(typename T::TiledMma{}, Shape<_64, _128>{});
       const auto& mp = is_l1 ? p.l1 : p.l2;
       mainloop.mma(mp, pipe, read, t, mp.schedule, wt, 0, wg, sA, sB, acc);
+      const uint64_t c1 = m.trace != nullptr ? clock64() : 0;
       const int kind = is_l1 ? 1 : 2;
       if (kind != last_kind) cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
       last_kind = kind;
       if (is_l1) epi1.store(p.epi1, ss.epi.data(), acc, t, wt, 0, wg);
       else epi2.store(p.epi2, ss.epi.data(), acc, t, wt, 0, wg);
+      if (m.trace != nullptr && ct == 0) {
+        uint32_t* tr = m.trace + size_t(pos) * kMegaTraceWords;
+        tr[0] = blockIdx.x | (static_cast<uint32_t>(kind) << 16);
+        tr[1] = static_cast<uint32_t>(c0 - m.cta_clock[blockIdx.x * 4 + 0]);
+        tr[2] = static_cast<uint32_t>(c1 - c0);
+        tr[3] = static_cast<uint32_t>(clock64() - c1);
+      }
     }
 
     // Publish: this CTA's combine stores are done; the rank's last CTA tells each owner how
