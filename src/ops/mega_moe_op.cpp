@@ -80,6 +80,7 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
     XS_CUDA(cudaMalloc(&m.spans, sizeof(uint32_t) * size_t(I.max_blocks) * I.n2 * 2), where + ": spans");
     XS_CUDA(cudaMalloc(&m.cta_clock, sizeof(uint64_t) * 4 * I.buf.sm_count[i]), where + ": clocks");
     XS_CUDA(cudaMalloc(&m.trace, sizeof(uint32_t) * km::kMegaTraceWords * I.max_tiles()), where + ": trace");
+    XS_CUDA(cudaMalloc(&m.trace_hook, sizeof(uint32_t) * I.buf.sm_count[i]), where + ": trace");
     m.l1_per_l2 = std::max(1, I.plan.l1_per_l2);
     m.lead = I.plan.lead_tiles;
     // The zeroed scratch must be in place before the first call's kernel on any stream.
@@ -95,7 +96,8 @@ MegaMoeLayer::~MegaMoeLayer() {
     cudaDeviceSynchronize();
     for (void* p : {static_cast<void*>(m.hist), static_cast<void*>(m.l1_done), static_cast<void*>(m.hist_done),
                     static_cast<void*>(m.rows_base), static_cast<void*>(m.h), static_cast<void*>(m.h_scales),
-                    static_cast<void*>(m.spans), static_cast<void*>(m.cta_clock), static_cast<void*>(m.trace)})
+                    static_cast<void*>(m.spans), static_cast<void*>(m.cta_clock), static_cast<void*>(m.trace),
+                    static_cast<void*>(m.trace_hook)})
       cudaFree(p);
   }
 }
@@ -117,6 +119,7 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
     m.spans = nullptr;
     m.cta_clock = nullptr;
     m.trace = nullptr;
+    m.trace_hook = nullptr;
   }
   R.spans_recorded = opt.record_spans;
   km::MegaWeights w{in.w1, in.w1_scales, in.w2, in.w2_scales};
@@ -141,6 +144,7 @@ MegaMoeTileStats summarize_trace(const std::vector<uint32_t>& tr, const std::vec
     k.tiles += 1;
     k.mainloop_us += ml;
     k.epilogue_us += ep;
+    k.store_tail_us += tr[p + 5] * us_per_cycle;
     if (tr[p + 4] != 0xffffffffu) k.input_wait_us += tr[p + 4] * us_per_cycle;
     busy[c] += ml + ep;
     if (first[c] < 0 || start < first[c]) first[c] = start;
@@ -150,6 +154,7 @@ MegaMoeTileStats summarize_trace(const std::vector<uint32_t>& tr, const std::vec
     if (k->tiles > 0) {
       k->mainloop_us /= double(k->tiles);
       k->epilogue_us /= double(k->tiles);
+      k->store_tail_us /= double(k->tiles);
       k->input_wait_us /= double(k->tiles);
     }
   // CTA start offsets from the globaltimer pairs (ns), the rest in SM cycles of each CTA.

@@ -38,6 +38,7 @@ struct MegaMoeTileKind {
   long long tiles = 0;
   double mainloop_us = 0;    // consumer: from taking the tile to its accumulators (includes waiting for TMA data)
   double epilogue_us = 0;    // consumer: the epilogue (h + counter, or combine stores)
+  double store_tail_us = 0;  // of which the store tail: copy-out, fences, group barrier, counter release
   double input_wait_us = 0;  // producer: waiting for the tile's inputs (rows arrived / Linear-1 counter)
 };
 struct MegaMoeTileStats {

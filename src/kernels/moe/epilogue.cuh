@@ -82,20 +82,42 @@ __device__ __forceinline__ int acc_row(int wt, int i) { return (wt / 32) * 16 + 
 __device__ __forceinline__ int acc_col(int wt, int i) { return (wt % 4) * 2 + (i & 1) + 8 * (i / 4); }
 
 // Copies a warp group's 64 staged rows of `row_bytes` (multiple of 16 B, pitch in bytes) to
-// the destination, 16-byte chunks, consecutive threads along a row.
+// the destination, 16-byte chunks, consecutive threads along a row. For the Mega-MoE
+// destinations (those with the tile_stored hook) all row addresses are taken before the first
+// store: the combine's origin-table load would otherwise cost one dependent L2 round trip per
+// store, since the compiler cannot move a load above a store that may alias it. Plain local
+// destinations keep the one-pass loop (no extra registers: the 3-warp-group tiles are tight).
 template <int kRowBytes, int kPitch, class Destination>
 __device__ __forceinline__ void copy_out_rows(Destination const& dest, EpilogueTile const& t, const uint8_t* staged,
                                               int wt) {
   constexpr int kChunks = kRowBytes / 16;
+  constexpr int kIters = 64 * kChunks / 128;
   static_assert(kChunks * 16 == kRowBytes && (64 * kChunks) % 128 == 0);
-  CUTE_UNROLL
-  for (int it = 0; it < 64 * kChunks / 128; ++it) {
-    const int idx = wt + it * 128;
-    const int r = idx / kChunks;
-    const int chunk = idx % kChunks;
-    if (r < t.rows) {
-      const uint4 v = *reinterpret_cast<const uint4*>(staged + r * kPitch + chunk * 16);
-      *reinterpret_cast<uint4*>(static_cast<uint8_t*>(dest.row_ptr(t, t.row_begin + r)) + chunk * 16) = v;
+  if constexpr (Destination::kNeedsTileStoredHook) {
+    uint8_t* dst[kIters];
+    CUTE_UNROLL
+    for (int it = 0; it < kIters; ++it) {
+      const int idx = wt + it * 128;
+      const int r = idx / kChunks;
+      dst[it] = r < t.rows ? static_cast<uint8_t*>(dest.row_ptr(t, t.row_begin + r)) + (idx % kChunks) * 16 : nullptr;
+    }
+    CUTE_UNROLL
+    for (int it = 0; it < kIters; ++it) {
+      const int idx = wt + it * 128;
+      if (dst[it] != nullptr)
+        *reinterpret_cast<uint4*>(dst[it]) =
+            *reinterpret_cast<const uint4*>(staged + (idx / kChunks) * kPitch + (idx % kChunks) * 16);
+    }
+  } else {
+    CUTE_UNROLL
+    for (int it = 0; it < kIters; ++it) {
+      const int idx = wt + it * 128;
+      const int r = idx / kChunks;
+      const int chunk = idx % kChunks;
+      if (r < t.rows) {
+        const uint4 v = *reinterpret_cast<const uint4*>(staged + r * kPitch + chunk * 16);
+        *reinterpret_cast<uint4*>(static_cast<uint8_t*>(dest.row_ptr(t, t.row_begin + r)) + chunk * 16) = v;
+      }
     }
   }
 }

@@ -51,7 +51,8 @@ enum class NamedBarrierId : uint32_t {
 // multicasts it to its partners, which cuts the L2 -> shared memory traffic per CTA.
 // kInKernelScales: the A scales may be written while the kernel runs (the Mega-MoE kernel's h
 // scales, written by other CTAs' Linear-1 epilogues): read them through L2 (ld.global.cg), never
-// the non-coherent read-only path.
+// the non-coherent read-only path; the caller guarantees they are complete when it hands the
+// tile to the consumers, so they are read one K block ahead.
 template <int kBlockM_, int kBlockN_, int kStages_, bool kGateUp_, int kClusterM_ = 1, int kClusterN_ = 1,
           bool kInKernelScales_ = false>
 struct MoeTraits {
@@ -332,18 +333,29 @@ struct MoeMainloop {
         read.advance();
         promote(p1, c10, c11);
       }
+    } else if constexpr (T::kInKernelScales) {
+      // The scales may be written during the kernel (h by other CTAs, x pushed by peers); the
+      // caller hands out a tile only after its inputs are complete (Mega-MoE: the producer's
+      // acquire precedes the tile queue's hand-off), so they may be read ahead: block kb + 1's
+      // while block kb's wgmmas run, hiding the L2 latency of ld.cg.
+      float c0, c1;
+      load_scales(0, c0, c1);
+      for (int kb = 0; kb < kbs; ++kb) {
+        issue(p0, read);
+        float n0 = 0.f, n1 = 0.f;
+        if (kb + 1 < kbs) load_scales(kb + 1, n0, n1);
+        warpgroup_wait<0>();
+        pipe.consumer_release(read);
+        read.advance();
+        promote(p0, c0, c1);
+        c0 = n0;
+        c1 = n1;
+      }
     } else {
       for (int kb = 0; kb < kbs; ++kb) {
         float c0, c1;
-        if constexpr (T::kInKernelScales) {
-          // The scales may be written during the kernel (by other CTAs, or pushed by peers): read
-          // them only after the stage's full barrier, which follows the producer's acquire.
-          issue(p0, read);
-          load_scales(kb, c0, c1);
-        } else {
-          load_scales(kb, c0, c1);
-          issue(p0, read);
-        }
+        load_scales(kb, c0, c1);
+        issue(p0, read);
         warpgroup_wait<0>();
         pipe.consumer_release(read);
         read.advance();

@@ -22,6 +22,7 @@ struct HDestination {
   float* scales;       // [I/128, cap]
   int cap;
   uint32_t* l1_done;   // this call's half: [max_blocks]
+  uint32_t* hook;      // null or [grid]: the store tail's cycles (tile trace)
   static constexpr bool kNeedsTileStoredHook = true;
   __device__ void* row_ptr(EpilogueTile const& t, int row) const { return h + row * ld + t.col_begin; }
   __device__ float* scale_ptr(EpilogueTile const& t, int row) const {
@@ -30,7 +31,10 @@ struct HDestination {
   // h is read next by TMA (the async proxy) in other CTAs: every writer orders its generic
   // stores before the async proxy, then one thread releases the count.
   __device__ void writer_fence() const { dev::fence_proxy_async_global(); }
-  __device__ void tile_stored(EpilogueTile const& t, long long) const { dev::add_release_gpu(l1_done + t.tag, 1u); }
+  __device__ void tile_stored(EpilogueTile const& t, long long cycles) const {
+    dev::add_release_gpu(l1_done + t.tag, 1u);
+    if (hook != nullptr) hook[blockIdx.x] = static_cast<uint32_t>(cycles);
+  }
 };
 
 struct CombineDestination {
@@ -38,6 +42,7 @@ struct CombineDestination {
   const int32_t* recv_src;    // [cap] ep_origin(src, t * k + j)
   int hidden;
   uint32_t* spans;            // null or [tags * 2]
+  uint32_t* hook;             // null or [grid] (tile trace)
   static constexpr bool kNeedsTileStoredHook = true;
   __device__ void* row_ptr(EpilogueTile const& t, int row) const {
     const int32_t origin = __ldcg(recv_src + row);
@@ -46,6 +51,7 @@ struct CombineDestination {
   __device__ void writer_fence() const {}
   __device__ void tile_stored(EpilogueTile const& t, long long cycles) const {
     if (spans != nullptr) spans[t.tag * 2 + ((t.col_begin / 128) & 1)] = static_cast<uint32_t>(cycles);
+    if (hook != nullptr) hook[blockIdx.x] = static_cast<uint32_t>(cycles);
   }
 };
 

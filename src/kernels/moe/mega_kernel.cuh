@@ -159,9 +159,10 @@ struct MegaMoeKernel {
           // Claim the next list position (tile_queue.cuh: dynamic = in time order).
           int pos = m.dynamic_claim ? static_cast<int>(atomicAdd(m.tile_next + parity, 1u))
                                     : static_cast<int>(blockIdx.x) + i * static_cast<int>(gridDim.x);
-          if (pos >= total) pos = -1;
-          queue.push(qs, pos);
-          if (pos < 0) break;
+          if (pos >= total) {
+            queue.push(qs, -1);
+            break;
+          }
           bool is_l1;
           const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
           const uint64_t w0 = m.trace != nullptr ? clock64() : 0;
@@ -179,6 +180,9 @@ struct MegaMoeKernel {
             dev::fence_proxy_async_global();
           }
           if (m.trace != nullptr) m.trace[size_t(pos) * kMegaTraceWords + 4] = static_cast<uint32_t>(clock64() - w0);
+          // Handed over only now: the consumers may read the tile's in-kernel-written scales
+          // (x pushed by peers, h by other CTAs) as soon as they have the position.
+          queue.push(qs, pos);
           mainloop.load(is_l1 ? p.l1 : p.l2, pipe, write, t, 0, sA, sB);
         }
       }
@@ -218,6 +222,7 @@ struct MegaMoeKernel {
         tr[1] = static_cast<uint32_t>(c0 - m.cta_clock[blockIdx.x * 4 + 0]);
         tr[2] = static_cast<uint32_t>(c1 - c0);
         tr[3] = static_cast<uint32_t>(clock64() - c1);
+        tr[5] = m.trace_hook != nullptr ? m.trace_hook[blockIdx.x] : 0u;  // written by this thread's hook
       }
     }
 

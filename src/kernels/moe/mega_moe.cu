@@ -33,13 +33,16 @@ cudaError_t mega_moe_launch(const MegaMoeArgs& m, const MegaWeights& w, int ctas
   kp.l2 = K::Mainloop::to_params(g2);
   kp.l2.gate_up = false;
   const int parity = static_cast<int>(a.epoch & 1u);
-  kp.epi1.dest = HDestination{m.h, m.intermediate, m.h_scales, a.cap, m.l1_done + size_t(parity) * m.max_blocks};
+  const bool traced = m.trace != nullptr && m.trace_hook != nullptr;
+  kp.epi1.dest = HDestination{m.h, m.intermediate, m.h_scales, a.cap, m.l1_done + size_t(parity) * m.max_blocks,
+                              traced ? m.trace_hook : nullptr};
   kp.epi1.row_weights = a.recv_w_at[a.rank];
   CombineDestination cd{};
   for (int r = 0; r < a.world; ++r) cd.at[r] = m.control_local ? a.combine_at[a.rank] : a.combine_at[r];
   cd.recv_src = a.recv_src_at[a.rank];
   cd.hidden = a.hidden;
   cd.spans = m.spans;
+  cd.hook = traced ? m.trace_hook : nullptr;
   kp.epi2.dest = cd;
   kp.epi2.n = a.hidden;
   kp.m = m;
