@@ -55,6 +55,7 @@ const char* kVariantList = "unfused, expert-wave, interleaved, expert-wave-stati
 
 nlohmann::json tile_kind_json(const ops::MegaMoeTileKind& k) {
   return {{"tiles", k.tiles}, {"mainloop_us", k.mainloop_us}, {"epilogue_us", k.epilogue_us}, {"store_tail_us", k.store_tail_us},
+          {"handover_us", k.handover_us}, {"staged_us", k.staged_us},
           {"input_wait_us", k.input_wait_us}};
 }
 
@@ -252,10 +253,12 @@ void run(const Flags& fl) {
             const ops::MegaMoeTileStats& t0 = tiles[0];
             span_txt = fmt::format(
                 "  {:.2f}/{:.2f}/{:.2f}  [rank0 busy {:.2f}, first tile {:.0f} us, last tile end {:.0f}..{:.0f} us; "
-                "L1 ml/epi(tail)/wait {:.2f}/{:.2f}({:.2f})/{:.2f}, L2 {:.2f}/{:.2f}({:.2f})/{:.2f} us]",
+                "L1 ml/epi(handover,staged,tail)/wait {:.2f}/{:.2f}({:.2f},{:.2f},{:.2f})/{:.2f}, L2 ml/epi(tail)/wait "
+                "{:.2f}/{:.2f}({:.2f})/{:.2f} us]",
                 all_remote.empty() ? 0.0 : quantile(all_remote, 0.5), all_local.empty() ? 0.0 : quantile(all_local, 0.5),
                 pred, t0.busy_share, t0.first_tile_us, t0.last_tile_end_us_min, t0.last_tile_end_us_max,
-                t0.l1.mainloop_us, t0.l1.epilogue_us, t0.l1.store_tail_us, t0.l1.input_wait_us, t0.l2.mainloop_us,
+                t0.l1.mainloop_us, t0.l1.epilogue_us, t0.l1.handover_us, t0.l1.staged_us, t0.l1.store_tail_us,
+                t0.l1.input_wait_us, t0.l2.mainloop_us,
                 t0.l2.epilogue_us, t0.l2.store_tail_us, t0.l2.input_wait_us);
           }
           std::printf(" %19s %8s %7d %12s %10.1f %10.1f %10.1f %9lld%s\n", shape.name.c_str(),

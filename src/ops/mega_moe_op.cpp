@@ -80,7 +80,7 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
     XS_CUDA(cudaMalloc(&m.spans, sizeof(uint32_t) * size_t(I.max_blocks) * I.n2 * 2), where + ": spans");
     XS_CUDA(cudaMalloc(&m.cta_clock, sizeof(uint64_t) * 4 * I.buf.sm_count[i]), where + ": clocks");
     XS_CUDA(cudaMalloc(&m.trace, sizeof(uint32_t) * km::kMegaTraceWords * I.max_tiles()), where + ": trace");
-    XS_CUDA(cudaMalloc(&m.trace_hook, sizeof(uint32_t) * I.buf.sm_count[i]), where + ": trace");
+    XS_CUDA(cudaMalloc(&m.trace_hook, sizeof(uint32_t) * 3 * I.buf.sm_count[i]), where + ": trace");
     m.l1_per_l2 = std::max(1, I.plan.l1_per_l2);
     m.lead = I.plan.lead_tiles;
     // The zeroed scratch must be in place before the first call's kernel on any stream.
@@ -145,6 +145,8 @@ MegaMoeTileStats summarize_trace(const std::vector<uint32_t>& tr, const std::vec
     k.mainloop_us += ml;
     k.epilogue_us += ep;
     k.store_tail_us += tr[p + 5] * us_per_cycle;
+    k.handover_us += tr[p + 6] * us_per_cycle;
+    k.staged_us += tr[p + 7] * us_per_cycle;
     if (tr[p + 4] != 0xffffffffu) k.input_wait_us += tr[p + 4] * us_per_cycle;
     busy[c] += ml + ep;
     if (first[c] < 0 || start < first[c]) first[c] = start;
@@ -155,6 +157,8 @@ MegaMoeTileStats summarize_trace(const std::vector<uint32_t>& tr, const std::vec
       k->mainloop_us /= double(k->tiles);
       k->epilogue_us /= double(k->tiles);
       k->store_tail_us /= double(k->tiles);
+      k->handover_us /= double(k->tiles);
+      k->staged_us /= double(k->tiles);
       k->input_wait_us /= double(k->tiles);
     }
   // CTA start offsets from the globaltimer pairs (ns), the rest in SM cycles of each CTA.

@@ -39,6 +39,9 @@ struct MegaMoeTileKind {
   double mainloop_us = 0;    // consumer: from taking the tile to its accumulators (includes waiting for TMA data)
   double epilogue_us = 0;    // consumer: the epilogue (h + counter, or combine stores)
   double store_tail_us = 0;  // of which the store tail: copy-out, fences, group barrier, counter release
+  // Linear-1 only: from the gate group's mainloop end to the up group's values being handed
+  // over, and to the fp8 rows being staged (before the store tail).
+  double handover_us = 0, staged_us = 0;
   double input_wait_us = 0;  // producer: waiting for the tile's inputs (rows arrived / Linear-1 counter)
 };
 struct MegaMoeTileStats {

@@ -20,6 +20,7 @@
 //   void writer_fence() const;  // every storing thread, after its stores (hook only)
 //   void tile_stored(EpilogueTile const& t, long long cycles) const;  // one thread, after the
 //       warp group's stores and fences; cycles = the warp group's sender-visible store span
+//   void mark(int k, int wt) const;  // (SwiGLU epilogue, hook destinations) phase k reached
 #pragma once
 #include <cstdint>
 
@@ -207,10 +208,18 @@ struct SwiGluQuantEpilogue {
     }
     const EpilogueTile t{tile.expert, tile.m_block, tile.n_block, tile.row_begin, tile.rows, tile.n_block * 128, tile.tag};
     const int r0 = acc_row(wt, 0);
-    const float w0 = r0 < t.rows ? __ldg(ep.row_weights + t.row_begin + r0) : 0.f;
-    const float w1 = r0 + 8 < t.rows ? __ldg(ep.row_weights + t.row_begin + r0 + 8) : 0.f;
+    // The Mega-MoE kernel's row weights are pushed by peers during the kernel: read through L2
+    // there (ld.cg), never the non-coherent read-only path.
+    auto weight = [&](int r) {
+      const float* p = ep.row_weights + t.row_begin + r;
+      if constexpr (Destination::kNeedsTileStoredHook) return __ldcg(p);
+      else return __ldg(p);
+    };
+    const float w0 = r0 < t.rows ? weight(r0) : 0.f;
+    const float w1 = r0 + 8 < t.rows ? weight(r0 + 8) : 0.f;
     float h[kVals];
     cutlass::arch::NamedBarrier::sync(256, static_cast<uint32_t>(NamedBarrierId::swiglu_full));
+    if constexpr (Destination::kNeedsTileStoredHook) ep.dest.mark(0, wt);
     CUTE_UNROLL
     for (int i = 0; i < kVals; ++i) h[i] = up[i * 128 + wt];
     cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::swiglu_free));
@@ -244,6 +253,7 @@ struct SwiGluQuantEpilogue {
     }
     cutlass::arch::NamedBarrier::sync(128, bar);
     if constexpr (Destination::kNeedsTileStoredHook) {
+      ep.dest.mark(1, wt);
       const long long c0 = clock64();
       copy_out_rows<128, kPitch>(ep.dest, t, staged, wt);
       ep.dest.writer_fence();

@@ -12,7 +12,7 @@ namespace xstage::kernels::moe {
 // Local experts per rank the kernel's shared-memory layout holds (E <= 1024 over >= 2 ranks).
 inline constexpr int kMegaMaxLocalExperts = kEpMaxExperts / 2;
 
-inline constexpr int kMegaTraceWords = 6;
+inline constexpr int kMegaTraceWords = 8;
 
 struct MegaMoeArgs {
   EpMoeArgs ep;
@@ -46,10 +46,11 @@ struct MegaMoeArgs {
   uint64_t* cta_clock = nullptr;   // [grid][4] clock64 / globaltimer at start and end, per CTA
   // [tiles][kMegaTraceWords] per list position: CTA | kind << 16, start (SM cycles after the CTA's start
   // clock), mainloop cycles, epilogue cycles, producer input-wait cycles, the epilogue's store
-  // tail (copy-out + fences + barrier, from the destination's tile_stored hook); null: not
-  // recorded (needs cta_clock and trace_hook).
+  // tail (copy-out + fences + barrier, from the destination's tile_stored hook), and for
+  // Linear-1 the cycles from the mainloop's end to the up values' hand-over and to the fp8
+  // rows being staged; null: not recorded (needs cta_clock and trace_hook).
   uint32_t* trace = nullptr;
-  uint32_t* trace_hook = nullptr;  // [grid] the last tile_stored cycles of each CTA's first consumer thread
+  uint32_t* trace_hook = nullptr;  // [3][grid] per CTA's first consumer thread: last store tail, mark 0, mark 1
 };
 
 }  // namespace xstage::kernels::moe

@@ -22,8 +22,12 @@ struct HDestination {
   float* scales;       // [I/128, cap]
   int cap;
   uint32_t* l1_done;   // this call's half: [max_blocks]
-  uint32_t* hook;      // null or [grid]: the store tail's cycles (tile trace)
+  uint32_t* hook;      // null or [3][grid]: the store tail's cycles, then the clocks of marks 0, 1 (tile trace)
   static constexpr bool kNeedsTileStoredHook = true;
+  // The SwiGLU epilogue's phases (0: up values staged, 1: fp8 rows staged), thread 0 of the group.
+  __device__ void mark(int k, int wt) const {
+    if (hook != nullptr && wt == 0) hook[(1 + k) * gridDim.x + blockIdx.x] = static_cast<uint32_t>(clock64());
+  }
   __device__ void* row_ptr(EpilogueTile const& t, int row) const { return h + row * ld + t.col_begin; }
   __device__ float* scale_ptr(EpilogueTile const& t, int row) const {
     return scales + static_cast<int64_t>(t.col_begin / 128) * cap + row;

@@ -222,7 +222,10 @@ struct MegaMoeKernel {
         tr[1] = static_cast<uint32_t>(c0 - m.cta_clock[blockIdx.x * 4 + 0]);
         tr[2] = static_cast<uint32_t>(c1 - c0);
         tr[3] = static_cast<uint32_t>(clock64() - c1);
-        tr[5] = m.trace_hook != nullptr ? m.trace_hook[blockIdx.x] : 0u;  // written by this thread's hook
+        // Written by this thread's hooks during the epilogue.
+        tr[5] = m.trace_hook[blockIdx.x];
+        tr[6] = is_l1 ? m.trace_hook[gridDim.x + blockIdx.x] - static_cast<uint32_t>(c1) : 0u;
+        tr[7] = is_l1 ? m.trace_hook[2 * gridDim.x + blockIdx.x] - static_cast<uint32_t>(c1) : 0u;
       }
     }
 
