@@ -117,6 +117,11 @@ TEST(MegaMoe, RecordsOneSpanPerLinear2PieceAndRunsTheLocalControl) {
       EXPECT_GT(sp.tiles.busy_share, 0.0);
       EXPECT_LE(sp.tiles.busy_share, 1.0);
       EXPECT_LE(sp.tiles.last_tile_end_us_max, sp.kernel_us + 1.0);
+      // Linear-1 epilogue phases are ordered: hand-over <= staged <= the whole epilogue.
+      EXPECT_GE(sp.tiles.l1.handover_us, 0.0);
+      EXPECT_LE(sp.tiles.l1.handover_us, sp.tiles.l1.staged_us);
+      EXPECT_LE(sp.tiles.l1.staged_us, sp.tiles.l1.epilogue_us);
+      EXPECT_LE(sp.tiles.l1.store_tail_us, sp.tiles.l1.epilogue_us);
     }
     free_rank(d);
   });

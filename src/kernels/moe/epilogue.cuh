@@ -194,9 +194,38 @@ struct SwiGluQuantEpilogue {
     if (wn == 0) cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::swiglu_free));
   }
 
+  // The router weights of this thread's two accumulator rows (gate warp group). A caller may
+  // load them before its mainloop (load_weights, then store_with) so their latency hides
+  // behind the tile's wgmmas; under a saturated memory system it is microseconds.
+  struct RowWeights {
+    float w0 = 0.f, w1 = 0.f;
+  };
+  __device__ __forceinline__ RowWeights load_weights(Params const& ep, WorkTile const& tile, int wt) const {
+    const int r0 = acc_row(wt, 0);
+    const float* p = ep.row_weights + tile.row_begin + r0;
+    RowWeights w;
+    if constexpr (Destination::kNeedsTileStoredHook) {
+      // The Mega-MoE kernel's row weights are pushed by peers during the kernel: read through
+      // L2 (ld.cg), never the non-coherent read-only path; volatile keeps the load where it is
+      // issued (before the mainloop) instead of next to its use.
+      if (r0 < tile.rows) asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(w.w0) : "l"(p));
+      if (r0 + 8 < tile.rows) asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(w.w1) : "l"(p + 8));
+    } else {
+      if (r0 < tile.rows) w.w0 = __ldg(p);
+      if (r0 + 8 < tile.rows) w.w1 = __ldg(p + 8);
+    }
+    return w;
+  }
+
   template <class Frg>
-  __device__ __forceinline__ void store(Params const& ep, uint8_t* smem, Frg const& acc, WorkTile const& tile, int wt, int,
-                        int wn) const {
+  __device__ __forceinline__ void store(Params const& ep, uint8_t* smem, Frg const& acc, WorkTile const& tile, int wt, int wm,
+                                        int wn) const {
+    store_with(ep, smem, acc, tile, wt, wm, wn, wn == 0 ? load_weights(ep, tile, wt) : RowWeights{});
+  }
+
+  template <class Frg>
+  __device__ __forceinline__ void store_with(Params const& ep, uint8_t* smem, Frg const& acc, WorkTile const& tile, int wt,
+                                             int, int wn, RowWeights rw) const {
     float* up = reinterpret_cast<float*>(smem);
     constexpr int kVals = decltype(size(acc))::value;
     if (wn == 1) {
@@ -208,15 +237,7 @@ struct SwiGluQuantEpilogue {
     }
     const EpilogueTile t{tile.expert, tile.m_block, tile.n_block, tile.row_begin, tile.rows, tile.n_block * 128, tile.tag};
     const int r0 = acc_row(wt, 0);
-    // The Mega-MoE kernel's row weights are pushed by peers during the kernel: read through L2
-    // there (ld.cg), never the non-coherent read-only path.
-    auto weight = [&](int r) {
-      const float* p = ep.row_weights + t.row_begin + r;
-      if constexpr (Destination::kNeedsTileStoredHook) return __ldcg(p);
-      else return __ldg(p);
-    };
-    const float w0 = r0 < t.rows ? weight(r0) : 0.f;
-    const float w1 = r0 + 8 < t.rows ? weight(r0 + 8) : 0.f;
+    const float w0 = rw.w0, w1 = rw.w1;
     float h[kVals];
     cutlass::arch::NamedBarrier::sync(256, static_cast<uint32_t>(NamedBarrierId::swiglu_full));
     if constexpr (Destination::kNeedsTileStoredHook) ep.dest.mark(0, wt);

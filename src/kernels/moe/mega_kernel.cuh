@@ -208,13 +208,16 @@ struct MegaMoeKernel {
       bool is_l1;
       const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
       Tensor acc = partition_fragment_C(typename T::TiledMma{}, Shape<_64, _128>{});
+      // The gate group's router weights, loaded now so their latency hides behind the mainloop.
+      typename L1Epilogue::RowWeights rw;
+      if (is_l1 && wg == 0) rw = epi1.load_weights(p.epi1, t, wt);
       const auto& mp = is_l1 ? p.l1 : p.l2;
       mainloop.mma(mp, pipe, read, t, mp.schedule, wt, 0, wg, sA, sB, acc);
       const uint64_t c1 = m.trace != nullptr ? clock64() : 0;
       const int kind = is_l1 ? 1 : 2;
       if (kind != last_kind) cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
       last_kind = kind;
-      if (is_l1) epi1.store(p.epi1, ss.epi.data(), acc, t, wt, 0, wg);
+      if (is_l1) epi1.store_with(p.epi1, ss.epi.data(), acc, t, wt, 0, wg, rw);
       else epi2.store(p.epi2, ss.epi.data(), acc, t, wt, 0, wg);
       if (m.trace != nullptr && ct == 0) {
         uint32_t* tr = m.trace + size_t(pos) * kMegaTraceWords;
