@@ -47,11 +47,27 @@ struct Flags {
   std::string json_out;
 };
 
-// Fused variants: an order, optionally with the static tile split instead of dynamic claiming.
-bool is_fused(const std::string& v) {
-  return v == "expert-wave" || v == "interleaved" || v == "expert-wave-static" || v == "interleaved-static";
+// Fused variants: an order, optionally with the static tile split instead of dynamic claiming,
+// or (interleaved) another lead, in rounds of CTAs: "interleaved-lead0.25".
+constexpr const char* kLeadPrefix = "interleaved-lead";
+// The lead in rounds of a lead variant; < 0 for any other name (also for a malformed number).
+double lead_rounds(const std::string& v) {
+  if (v.rfind(kLeadPrefix, 0) != 0) return -1;
+  const std::string num = v.substr(std::string(kLeadPrefix).size());
+  try {
+    size_t used = 0;
+    const double r = std::stod(num, &used);
+    return used == num.size() && r >= 0 && r <= 64 ? r : -1;
+  } catch (const std::exception&) {
+    return -1;
+  }
 }
-const char* kVariantList = "unfused, expert-wave, interleaved, expert-wave-static, interleaved-static";
+bool is_fused(const std::string& v) {
+  return v == "expert-wave" || v == "interleaved" || v == "expert-wave-static" || v == "interleaved-static" ||
+         lead_rounds(v) >= 0;
+}
+const char* kVariantList =
+    "unfused, expert-wave, interleaved, expert-wave-static, interleaved-static, interleaved-lead<rounds in [0, 64]>";
 
 nlohmann::json tile_kind_json(const ops::MegaMoeTileKind& k) {
   return {{"tiles", k.tiles}, {"mainloop_us", k.mainloop_us}, {"epilogue_us", k.epilogue_us}, {"store_tail_us", k.store_tail_us},
@@ -170,6 +186,7 @@ void run(const Flags& fl) {
           ops::MegaMoeOptions opt;
           opt.schedule = v.rfind("expert-wave", 0) == 0 ? moe::MoeSchedule::expert_wave : moe::MoeSchedule::interleaved;
           opt.dynamic_claim = v.find("-static") == std::string::npos;
+          if (lead_rounds(v) >= 0) opt.lead_tiles = static_cast<int>(std::lround(lead_rounds(v) * mega->ctas(0)));
           auto call = [&](int i, const ops::MegaMoeOptions& o) {
             if (v == "unfused") unfused->forward(i, in[i], team->stream(i));
             else mega->forward(i, in[i], team->stream(i), o);
@@ -233,6 +250,8 @@ void run(const Flags& fl) {
             nlohmann::json plan;
             to_json(plan, mega->plan());
             row["plan"] = plan;
+            if (opt.schedule == moe::MoeSchedule::interleaved)
+              row["lead_tiles"] = opt.lead_tiles >= 0 ? opt.lead_tiles : mega->plan().lead_tiles;
           }
           if (fl.spans && is_fused(v)) {
             std::vector<double> all_remote, all_local;
@@ -285,7 +304,8 @@ void run(const Flags& fl) {
                      {"expert-wave", "Mega-MoE persistent kernel, expert-wave tile order"},
                      {"interleaved", "Mega-MoE persistent kernel, interleaved tile order (mix from the Burst-Gap model)"},
                      {"expert-wave-static", "as expert-wave, CTA c taking list positions c, c + K, ... (no claiming)"},
-                     {"interleaved-static", "as interleaved, CTA c taking list positions c, c + K, ... (no claiming)"}};
+                     {"interleaved-static", "as interleaved, CTA c taking list positions c, c + K, ... (no claiming)"},
+                     {"interleaved-leadR", "as interleaved with a lead of R rounds of CTAs (R x K Linear-1 tiles) instead of the plan's 1"}};
     j["model_params"] = model_used;
     j["world"] = team->world_size();
     j["commit"] = commit_id();
@@ -319,7 +339,7 @@ void add_moe_bench_command(CLI::App& app) {
   cmd->add_option("--timeout", fl->timeout_s, "Device wait bound in seconds")->capture_default_str();
   cmd->add_option("--variants", fl->variants,
                   "unfused, expert-wave, interleaved (dynamic tile claiming); expert-wave-static, interleaved-static "
-                  "(static c, c + K, ... split)")
+                  "(static c, c + K, ... split); interleaved-leadR (lead of R rounds of CTAs, e.g. interleaved-lead0.25)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_flag("--spans", fl->spans,

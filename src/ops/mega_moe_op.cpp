@@ -110,6 +110,7 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
   m.order = opt.schedule == moe::MoeSchedule::expert_wave ? 0 : 1;
   m.control_local = opt.control_local ? 1 : 0;
   m.dynamic_claim = opt.dynamic_claim ? 1 : 0;
+  if (opt.lead_tiles >= 0) m.lead = opt.lead_tiles;
   const std::string what = fmt::format("mega moe (rank {}, call {})", m.ep.rank, m.ep.epoch);
   if (opt.record_spans) {
     XS_CUDA(cudaMemsetAsync(m.spans, 0, sizeof(uint32_t) * size_t(I.max_blocks) * I.n2 * 2, s), what);

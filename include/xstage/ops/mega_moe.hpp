@@ -30,6 +30,9 @@ struct MegaMoeOptions {
   // Tile claiming: true = each CTA takes the next list position from a per-call counter (in
   // time order; the default); false = the static split c, c + K, ... (for comparison).
   bool dynamic_claim = true;
+  // Interleaved only, for studies: Linear-1 tiles between a block's last input and its first
+  // Linear-2 tile (< 0: the plan's lead_tiles, one round of CTAs).
+  int lead_tiles = -1;
 };
 
 // Where the tiles' time went in one recorded call (record_spans), over all CTAs of the rank;
