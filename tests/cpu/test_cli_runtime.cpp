@@ -81,6 +81,26 @@ TEST(Cli, UnknownCommandIsAnError) {
   EXPECT_NE(r.code, 0);
 }
 
+#ifdef XSTAGE_HAVE_MOE
+TEST(Cli, BenchMoeRefusesBadPointsBeforeTouchingAGpu) {
+  struct Case {
+    const char* args;
+    const char* says;
+  };
+  for (const Case& c : {Case{"--variants interleaved-leadx", "unknown variant 'interleaved-leadx'"},
+                        Case{"--variants interleaved-lead99", "unknown variant 'interleaved-lead99'"},
+                        Case{"--variants unfused,turbo", "unknown variant 'turbo'"},
+                        Case{"--iters 5", "must be >= 20"},
+                        Case{"--tokens 0", "tokens 0 must be >= 1"},
+                        Case{"--models GPT", "unknown model 'GPT'"},
+                        Case{"--gpus 3 --models DiT-MoE-G", "16 experts must split evenly over 3 ranks"}}) {
+    auto r = run(std::string("bench moe ") + c.args);
+    EXPECT_EQ(r.code, 2) << c.args << ": " << r.out;
+    EXPECT_NE(r.out.find(c.says), std::string::npos) << c.args << ": " << r.out;
+  }
+}
+#endif
+
 #ifdef XSTAGE_HAVE_ULYSSES
 TEST(Cli, BenchUlyssesRefusesBadPointsBeforeTouchingAGpu) {
   struct Case {
