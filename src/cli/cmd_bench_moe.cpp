@@ -36,6 +36,7 @@ struct Flags {
   std::vector<std::string> models;
   std::vector<int> tokens{512, 2048, 8192};
   std::vector<std::string> routings{"balanced", "skewed"};
+  std::vector<std::string> weights{"w8a8"};
   int gpus = 2;
   int warmup = 3;
   int iters = 20;
@@ -92,6 +93,19 @@ void* random_fp8(size_t bytes, const void* pattern, size_t pattern_bytes, cudaSt
             "bench moe: filling");
   return d;
 }
+uint8_t* const_bytes(size_t n, uint8_t v) {
+  uint8_t* d = nullptr;
+  XS_CUDA(cudaMalloc(&d, std::max<size_t>(n, 1)), "bench moe: scales");
+  XS_CUDA(cudaMemset(d, v, n), "bench moe: scales");
+  return d;
+}
+// Weight formats by name (the PyTorch baseline names W4A8 rows "w4a8": it runs them in FP8).
+ops::MoeQuant parse_weights(const std::string& w) {
+  if (w == "w8a8") return ops::MoeQuant::w8a8;
+  if (w == "w4a8-int4") return ops::MoeQuant::w4a8_int4;
+  if (w == "w4a8-mxfp4") return ops::MoeQuant::w4a8_mxfp4;
+  throw InvalidArgument(fmt::format("bench moe: unknown weights '{}' (w8a8, w4a8-int4, w4a8-mxfp4)", w));
+}
 float* const_floats(size_t n, float v) {
   std::vector<float> h(n, v);
   float* d = nullptr;
@@ -113,6 +127,9 @@ void run(const Flags& fl) {
     if (v != "unfused" && !is_fused(v))
       throw InvalidArgument(fmt::format("bench moe: unknown variant '{}' ({})", v, kVariantList));
   if (fl.variants.empty()) throw InvalidArgument("bench moe: --variants is empty");
+  if (fl.weights.empty()) throw InvalidArgument("bench moe: --weights is empty");
+  std::vector<std::pair<std::string, ops::MoeQuant>> formats;
+  for (const auto& w : fl.weights) formats.emplace_back(w, parse_weights(w));
   std::string model_used;
   const model::Params model = load_model_params(fl.params, &model_used);
   std::vector<moe::ModelShape> shapes;
@@ -141,161 +158,179 @@ void run(const Flags& fl) {
     XS_CUDA(cudaMemcpy(pat_dev[i], pat.data(), pat_bytes, cudaMemcpyHostToDevice), "bench moe: pattern");
   });
 
-  std::printf("# xstage bench moe (expert-parallel W8A8 layer) on %d GPUs, median of %d (max over ranks); model %s\n",
+  std::printf("# xstage bench moe (expert-parallel layer) on %d GPUs, median of %d (max over ranks); model %s\n",
               team->world_size(), fl.iters, model_used.c_str());
-  std::printf("#%19s %8s %7s %12s %10s %10s %10s %9s%s\n", "model", "routing", "tokens", "variant", "median_us",
-              "p10_us", "p90_us", "max_rows", fl.spans ? "  span_remote/local/pred_us" : "");
+  std::printf("#%19s %10s %8s %7s %12s %10s %10s %10s %9s%s\n", "model", "weights", "routing", "tokens", "variant",
+              "median_us", "p10_us", "p90_us", "max_rows", fl.spans ? "  span_remote/local/pred_us" : "");
   nlohmann::json results = nlohmann::json::array();
   for (const auto& shape : shapes)
     for (auto kind : kinds)
-      for (int tokens : fl.tokens) {
-        std::fprintf(stderr, "bench moe: %s %s T=%d ...\n", shape.name.c_str(),
-                     std::string(moe::routing_name(kind)).c_str(), tokens);
-        moe::RoutingConfig rc;
-        rc.kind = kind;
-        const moe::Routing r = moe::make_routing(shape, team->world_size(), tokens, rc);
-        const moe::RoutingStats st = moe::routing_stats(r);
-        const ops::EpMoeConfig cfg{shape.hidden, shape.intermediate, shape.experts, shape.top_k, tokens};
-        const int epr = shape.experts / team->world_size();
-        const size_t H = shape.hidden, I = shape.intermediate;
-        std::vector<ops::EpMoeRankInputs> in(n);
-        team->run([&](int i) {
-          cudaStream_t s = team->stream(i);
-          const int rank = team->rank(i);
-          auto& d = in[i];
-          d.topk_experts = upload(r.per_rank[rank].experts);
-          d.topk_weights = upload(r.per_rank[rank].weights);
-          d.x = random_fp8(size_t(tokens) * H, pat_dev[i], pat_bytes, s);
-          d.x_scales = const_floats((H / 128) * tokens, 1.f / 16);
-          d.w1 = random_fp8(size_t(epr) * 2 * I * H, pat_dev[i], pat_bytes, s);
-          d.w1_scales = const_floats(size_t(epr) * (2 * I / 128) * (H / 128), 1.f / 256);
-          d.w2 = random_fp8(size_t(epr) * H * I, pat_dev[i], pat_bytes, s);
-          d.w2_scales = const_floats(size_t(epr) * (H / 128) * (I / 128), 1.f / 256);
-          void* out = nullptr;
-          XS_CUDA(cudaMalloc(&out, size_t(tokens) * H * 2), "bench moe: output");
-          d.out = out;
-          XS_CUDA(cudaStreamSynchronize(s), "bench moe: setup");
-        });
-        std::unique_ptr<ops::EpMoeLayer> unfused;
-        std::unique_ptr<ops::MegaMoeLayer> mega;
-        for (const auto& v : fl.variants) {
-          if (v == "unfused" && !unfused) unfused = std::make_unique<ops::EpMoeLayer>(*team, cfg);
-          if (is_fused(v) && !mega) mega = std::make_unique<ops::MegaMoeLayer>(*team, cfg, model, fl.tile_tflops);
-        }
-        for (const auto& v : fl.variants) {
-          ops::MegaMoeOptions opt;
-          opt.schedule = v.rfind("expert-wave", 0) == 0 ? moe::MoeSchedule::expert_wave : moe::MoeSchedule::interleaved;
-          opt.dynamic_claim = v.find("-static") == std::string::npos;
-          if (lead_rounds(v) >= 0) opt.lead_tiles = static_cast<int>(std::lround(lead_rounds(v) * mega->ctas(0)));
-          auto call = [&](int i, const ops::MegaMoeOptions& o) {
-            if (v == "unfused") unfused->forward(i, in[i], team->stream(i));
-            else mega->forward(i, in[i], team->stream(i), o);
-          };
-          std::vector<std::vector<double>> us(n), remote(n), local(n);
-          std::vector<double> ghz(n, 0);
-          std::vector<ops::MegaMoeTileStats> tiles(n);
+      for (int tokens : fl.tokens)
+        for (const auto& [wname, quant] : formats) {
+          std::fprintf(stderr, "bench moe: %s %s %s T=%d ...\n", shape.name.c_str(), wname.c_str(),
+                       std::string(moe::routing_name(kind)).c_str(), tokens);
+          moe::RoutingConfig rc;
+          rc.kind = kind;
+          const moe::Routing r = moe::make_routing(shape, team->world_size(), tokens, rc);
+          const moe::RoutingStats st = moe::routing_stats(r);
+          const ops::EpMoeConfig cfg{shape.hidden, shape.intermediate, shape.experts, shape.top_k, tokens};
+          const int epr = shape.experts / team->world_size();
+          const size_t H = shape.hidden, I = shape.intermediate;
+          std::vector<ops::EpMoeRankInputs> in(n);
           team->run([&](int i) {
             cudaStream_t s = team->stream(i);
-            const TeamDevice td = team->device_view(i);
-            std::vector<cudaEvent_t> ev(2 * fl.iters);
-            for (auto& e : ev) XS_CUDA(cudaEventCreate(&e), "events");
-            for (int w = 0; w < fl.warmup; ++w) call(i, opt);
-            for (int it = 0; it < fl.iters; ++it) {
-              XS_CUDA(kernels::launch_team_barrier(td, team->next_epoch(i), s), "bench barrier");
-              XS_CUDA(cudaEventRecord(ev[2 * it], s), "events");
-              call(i, opt);
-              XS_CUDA(cudaEventRecord(ev[2 * it + 1], s), "events");
-            }
-            XS_CUDA(cudaStreamSynchronize(s), fmt::format("bench moe {} {} T={}", v, shape.name, tokens));
-            team->check_device_status(i);
-            for (int it = 0; it < fl.iters; ++it) {
-              float ms = 0;
-              XS_CUDA(cudaEventElapsedTime(&ms, ev[2 * it], ev[2 * it + 1]), "events");
-              us[i].push_back(ms * 1e3);
-            }
-            for (auto& e : ev) cudaEventDestroy(e);
-            if (fl.spans && is_fused(v)) {
-              // One recorded call with remote combine stores, one with the local-store control.
-              for (bool control : {false, true}) {
-                ops::MegaMoeOptions o = opt;
-                o.record_spans = true;
-                o.control_local = control;
-                XS_CUDA(kernels::launch_team_barrier(td, team->next_epoch(i), s), "bench barrier");
-                call(i, o);
-                XS_CUDA(cudaStreamSynchronize(s), "bench moe: span call");
-                team->check_device_status(i);
-                const ops::MegaMoeSpans sp = mega->last_spans(i);
-                (control ? local[i] : remote[i]) = sp.us;
-                if (!control) {
-                  ghz[i] = sp.sm_ghz;
-                  tiles[i] = sp.tiles;
-                }
+            const int rank = team->rank(i);
+            auto& d = in[i];
+            d.topk_experts = upload(r.per_rank[rank].experts);
+            d.topk_weights = upload(r.per_rank[rank].weights);
+            d.x = random_fp8(size_t(tokens) * H, pat_dev[i], pat_bytes, s);
+            d.x_scales = const_floats((H / 128) * tokens, 1.f / 16);
+            d.quant = quant;
+            if (quant == ops::MoeQuant::w8a8) {
+              d.w1 = random_fp8(size_t(epr) * 2 * I * H, pat_dev[i], pat_bytes, s);
+              d.w1_scales = const_floats(size_t(epr) * (2 * I / 128) * (H / 128), 1.f / 256);
+              d.w2 = random_fp8(size_t(epr) * H * I, pat_dev[i], pat_bytes, s);
+              d.w2_scales = const_floats(size_t(epr) * (H / 128) * (I / 128), 1.f / 256);
+            } else {
+              // Packed 4-bit codes (every nibble is a valid INT4 / E2M1 value), constant scales.
+              d.w1 = random_fp8(size_t(epr) * 2 * I * H / 2, pat_dev[i], pat_bytes, s);
+              d.w2 = random_fp8(size_t(epr) * H * I / 2, pat_dev[i], pat_bytes, s);
+              if (quant == ops::MoeQuant::w4a8_int4) {
+                d.w1_scales = const_floats(size_t(epr) * (H / 128) * 2 * I, 1.f / 64);
+                d.w2_scales = const_floats(size_t(epr) * (I / 128) * H, 1.f / 64);
+              } else {
+                d.w1_e8m0 = const_bytes(size_t(epr) * (H / 32) * 2 * I, 121);  // 2^-6
+                d.w2_e8m0 = const_bytes(size_t(epr) * (I / 32) * H, 121);
               }
             }
+            void* out = nullptr;
+            XS_CUDA(cudaMalloc(&out, size_t(tokens) * H * 2), "bench moe: output");
+            d.out = out;
+            XS_CUDA(cudaStreamSynchronize(s), "bench moe: setup");
           });
-          double med = 0, p10 = 0, p90 = 0;
-          nlohmann::json rank_med = nlohmann::json::array();
-          for (int i = 0; i < n; ++i) {
-            med = std::max(med, quantile(us[i], 0.5));
-            p10 = std::max(p10, quantile(us[i], 0.1));
-            p90 = std::max(p90, quantile(us[i], 0.9));
-            rank_med.push_back(quantile(us[i], 0.5));
+          std::unique_ptr<ops::EpMoeLayer> unfused;
+          std::unique_ptr<ops::MegaMoeLayer> mega;
+          for (const auto& v : fl.variants) {
+            if (v == "unfused" && !unfused) unfused = std::make_unique<ops::EpMoeLayer>(*team, cfg);
+            if (is_fused(v) && !mega && quant == ops::MoeQuant::w8a8)
+              mega = std::make_unique<ops::MegaMoeLayer>(*team, cfg, model, fl.tile_tflops);
           }
-          const long long max_rows = *std::max_element(st.received.begin(), st.received.end());
-          nlohmann::json row{{"model", shape.name}, {"weights", "w8a8"}, {"routing", std::string(moe::routing_name(kind))},
-                             {"tokens_per_rank", tokens}, {"variant", v}, {"median_us", med}, {"p10_us", p10},
-                             {"p90_us", p90}, {"rank_median_us", rank_med}, {"rows_received", st.received}};
-          std::string span_txt;
-          if (is_fused(v)) {
-            nlohmann::json plan;
-            to_json(plan, mega->plan());
-            row["plan"] = plan;
-            if (opt.schedule == moe::MoeSchedule::interleaved)
-              row["lead_tiles"] = opt.lead_tiles >= 0 ? opt.lead_tiles : mega->plan().lead_tiles;
-          }
-          if (fl.spans && is_fused(v)) {
-            std::vector<double> all_remote, all_local;
+          for (const auto& v : fl.variants) {
+            if (is_fused(v) && quant != ops::MoeQuant::w8a8) continue;  // the fused kernel is W8A8 only
+            ops::MegaMoeOptions opt;
+            opt.schedule = v.rfind("expert-wave", 0) == 0 ? moe::MoeSchedule::expert_wave : moe::MoeSchedule::interleaved;
+            opt.dynamic_claim = v.find("-static") == std::string::npos;
+            if (lead_rounds(v) >= 0) opt.lead_tiles = static_cast<int>(std::lround(lead_rounds(v) * mega->ctas(0)));
+            auto call = [&](int i, const ops::MegaMoeOptions& o) {
+              if (v == "unfused") unfused->forward(i, in[i], team->stream(i));
+              else mega->forward(i, in[i], team->stream(i), o);
+            };
+            std::vector<std::vector<double>> us(n), remote(n), local(n);
+            std::vector<double> ghz(n, 0);
+            std::vector<ops::MegaMoeTileStats> tiles(n);
+            team->run([&](int i) {
+              cudaStream_t s = team->stream(i);
+              const TeamDevice td = team->device_view(i);
+              std::vector<cudaEvent_t> ev(2 * fl.iters);
+              for (auto& e : ev) XS_CUDA(cudaEventCreate(&e), "events");
+              for (int w = 0; w < fl.warmup; ++w) call(i, opt);
+              for (int it = 0; it < fl.iters; ++it) {
+                XS_CUDA(kernels::launch_team_barrier(td, team->next_epoch(i), s), "bench barrier");
+                XS_CUDA(cudaEventRecord(ev[2 * it], s), "events");
+                call(i, opt);
+                XS_CUDA(cudaEventRecord(ev[2 * it + 1], s), "events");
+              }
+              XS_CUDA(cudaStreamSynchronize(s), fmt::format("bench moe {} {} T={}", v, shape.name, tokens));
+              team->check_device_status(i);
+              for (int it = 0; it < fl.iters; ++it) {
+                float ms = 0;
+                XS_CUDA(cudaEventElapsedTime(&ms, ev[2 * it], ev[2 * it + 1]), "events");
+                us[i].push_back(ms * 1e3);
+              }
+              for (auto& e : ev) cudaEventDestroy(e);
+              if (fl.spans && is_fused(v)) {
+                // One recorded call with remote combine stores, one with the local-store control.
+                for (bool control : {false, true}) {
+                  ops::MegaMoeOptions o = opt;
+                  o.record_spans = true;
+                  o.control_local = control;
+                  XS_CUDA(kernels::launch_team_barrier(td, team->next_epoch(i), s), "bench barrier");
+                  call(i, o);
+                  XS_CUDA(cudaStreamSynchronize(s), "bench moe: span call");
+                  team->check_device_status(i);
+                  const ops::MegaMoeSpans sp = mega->last_spans(i);
+                  (control ? local[i] : remote[i]) = sp.us;
+                  if (!control) {
+                    ghz[i] = sp.sm_ghz;
+                    tiles[i] = sp.tiles;
+                  }
+                }
+              }
+            });
+            double med = 0, p10 = 0, p90 = 0;
+            nlohmann::json rank_med = nlohmann::json::array();
             for (int i = 0; i < n; ++i) {
-              all_remote.insert(all_remote.end(), remote[i].begin(), remote[i].end());
-              all_local.insert(all_local.end(), local[i].begin(), local[i].end());
+              med = std::max(med, quantile(us[i], 0.5));
+              p10 = std::max(p10, quantile(us[i], 0.1));
+              p90 = std::max(p90, quantile(us[i], 0.9));
+              rank_med.push_back(quantile(us[i], 0.5));
             }
-            const double pred = opt.schedule == moe::MoeSchedule::expert_wave ? mega->plan().predicted_wave_span_us
-                                                   : mega->plan().predicted_interleaved_span_us;
-            row["spans"] = {{"remote", span_summary(all_remote)}, {"local", span_summary(all_local)},
-                            {"predicted_us", pred}, {"sm_ghz", quantile(ghz, 0.5)}};
-            nlohmann::json tj = nlohmann::json::array();
-            for (int i = 0; i < n; ++i)
-              tj.push_back({{"l1", tile_kind_json(tiles[i].l1)}, {"l2", tile_kind_json(tiles[i].l2)},
-                            {"first_tile_us", tiles[i].first_tile_us}, {"busy_share", tiles[i].busy_share},
-                            {"last_tile_end_us", {tiles[i].last_tile_end_us_min, tiles[i].last_tile_end_us_max}}});
-            row["tiles"] = tj;
-            const ops::MegaMoeTileStats& t0 = tiles[0];
-            span_txt = fmt::format(
-                "  {:.2f}/{:.2f}/{:.2f}  [rank0 busy {:.2f}, first tile {:.0f} us, last tile end {:.0f}..{:.0f} us; "
-                "L1 ml/epi(handover,staged,tail)/wait {:.2f}/{:.2f}({:.2f},{:.2f},{:.2f})/{:.2f}, L2 ml/epi(tail)/wait "
-                "{:.2f}/{:.2f}({:.2f})/{:.2f} us]",
-                all_remote.empty() ? 0.0 : quantile(all_remote, 0.5), all_local.empty() ? 0.0 : quantile(all_local, 0.5),
-                pred, t0.busy_share, t0.first_tile_us, t0.last_tile_end_us_min, t0.last_tile_end_us_max,
-                t0.l1.mainloop_us, t0.l1.epilogue_us, t0.l1.handover_us, t0.l1.staged_us, t0.l1.store_tail_us,
-                t0.l1.input_wait_us, t0.l2.mainloop_us,
-                t0.l2.epilogue_us, t0.l2.store_tail_us, t0.l2.input_wait_us);
+            const long long max_rows = *std::max_element(st.received.begin(), st.received.end());
+            nlohmann::json row{{"model", shape.name}, {"weights", wname}, {"routing", std::string(moe::routing_name(kind))},
+                               {"tokens_per_rank", tokens}, {"variant", v}, {"median_us", med}, {"p10_us", p10},
+                               {"p90_us", p90}, {"rank_median_us", rank_med}, {"rows_received", st.received}};
+            std::string span_txt;
+            if (is_fused(v)) {
+              nlohmann::json plan;
+              to_json(plan, mega->plan());
+              row["plan"] = plan;
+              if (opt.schedule == moe::MoeSchedule::interleaved)
+                row["lead_tiles"] = opt.lead_tiles >= 0 ? opt.lead_tiles : mega->plan().lead_tiles;
+            }
+            if (fl.spans && is_fused(v)) {
+              std::vector<double> all_remote, all_local;
+              for (int i = 0; i < n; ++i) {
+                all_remote.insert(all_remote.end(), remote[i].begin(), remote[i].end());
+                all_local.insert(all_local.end(), local[i].begin(), local[i].end());
+              }
+              const double pred = opt.schedule == moe::MoeSchedule::expert_wave ? mega->plan().predicted_wave_span_us
+                                                     : mega->plan().predicted_interleaved_span_us;
+              row["spans"] = {{"remote", span_summary(all_remote)}, {"local", span_summary(all_local)},
+                              {"predicted_us", pred}, {"sm_ghz", quantile(ghz, 0.5)}};
+              nlohmann::json tj = nlohmann::json::array();
+              for (int i = 0; i < n; ++i)
+                tj.push_back({{"l1", tile_kind_json(tiles[i].l1)}, {"l2", tile_kind_json(tiles[i].l2)},
+                              {"first_tile_us", tiles[i].first_tile_us}, {"busy_share", tiles[i].busy_share},
+                              {"last_tile_end_us", {tiles[i].last_tile_end_us_min, tiles[i].last_tile_end_us_max}}});
+              row["tiles"] = tj;
+              const ops::MegaMoeTileStats& t0 = tiles[0];
+              span_txt = fmt::format(
+                  "  {:.2f}/{:.2f}/{:.2f}  [rank0 busy {:.2f}, first tile {:.0f} us, last tile end {:.0f}..{:.0f} us; "
+                  "L1 ml/epi(handover,staged,tail)/wait {:.2f}/{:.2f}({:.2f},{:.2f},{:.2f})/{:.2f}, L2 ml/epi(tail)/wait "
+                  "{:.2f}/{:.2f}({:.2f})/{:.2f} us]",
+                  all_remote.empty() ? 0.0 : quantile(all_remote, 0.5), all_local.empty() ? 0.0 : quantile(all_local, 0.5),
+                  pred, t0.busy_share, t0.first_tile_us, t0.last_tile_end_us_min, t0.last_tile_end_us_max,
+                  t0.l1.mainloop_us, t0.l1.epilogue_us, t0.l1.handover_us, t0.l1.staged_us, t0.l1.store_tail_us,
+                  t0.l1.input_wait_us, t0.l2.mainloop_us,
+                  t0.l2.epilogue_us, t0.l2.store_tail_us, t0.l2.input_wait_us);
+            }
+            std::printf(" %19s %10s %8s %7d %12s %10.1f %10.1f %10.1f %9lld%s\n", shape.name.c_str(), wname.c_str(),
+                        std::string(moe::routing_name(kind)).c_str(), tokens, v.c_str(), med, p10, p90, max_rows,
+                        span_txt.c_str());
+            std::fflush(stdout);
+            results.push_back(row);
           }
-          std::printf(" %19s %8s %7d %12s %10.1f %10.1f %10.1f %9lld%s\n", shape.name.c_str(),
-                      std::string(moe::routing_name(kind)).c_str(), tokens, v.c_str(), med, p10, p90, max_rows,
-                      span_txt.c_str());
-          std::fflush(stdout);
-          results.push_back(row);
+          unfused.reset();
+          mega.reset();
+          team->run([&](int i) {
+            auto& d = in[i];
+            for (const void* p : {static_cast<const void*>(d.topk_experts), static_cast<const void*>(d.topk_weights), d.x,
+                                  static_cast<const void*>(d.x_scales), d.w1, static_cast<const void*>(d.w1_scales),
+                                  d.w2, static_cast<const void*>(d.w2_scales), static_cast<const void*>(d.out),
+                                  static_cast<const void*>(d.w1_e8m0), static_cast<const void*>(d.w2_e8m0)})
+              if (p != nullptr) cudaFree(const_cast<void*>(p));
+          });
         }
-        unfused.reset();
-        mega.reset();
-        team->run([&](int i) {
-          auto& d = in[i];
-          for (const void* p : {static_cast<const void*>(d.topk_experts), static_cast<const void*>(d.topk_weights), d.x,
-                                static_cast<const void*>(d.x_scales), d.w1, static_cast<const void*>(d.w1_scales),
-                                d.w2, static_cast<const void*>(d.w2_scales), static_cast<const void*>(d.out)})
-            cudaFree(const_cast<void*>(p));
-        });
-      }
   team->run([&](int i) { cudaFree(pat_dev[i]); });
   if (!fl.json_out.empty()) {
     nlohmann::json j;
@@ -324,7 +359,7 @@ void add_moe_bench_command(CLI::App& app) {
   auto fl = std::make_shared<Flags>();
   auto* cmd = bench_group(app)->add_subcommand(
       "moe",
-      "Expert-parallel MoE layer (W8A8) on --gpus GPUs, per MOE.md model x routing x tokens per rank, variants\n"
+      "Expert-parallel MoE layer on --gpus GPUs, per MOE.md model x routing x tokens per rank x weights, variants\n"
       "in one run: unfused (7 kernels: counts, dispatch, grouped GEMMs, combine, top-k sum) and the Mega-MoE\n"
       "persistent kernel with the expert-wave and interleaved tile orders. --spans adds each fused order's\n"
       "per-piece combine-store span, a local-store control and the Burst-Gap prediction. Routing as `xstage\n"
@@ -333,6 +368,10 @@ void add_moe_bench_command(CLI::App& app) {
   cmd->add_option("--models", fl->models, "Model names (default: all seven)")->delimiter(',');
   cmd->add_option("--tokens,-t", fl->tokens, "Tokens per rank")->delimiter(',')->capture_default_str();
   cmd->add_option("--routings", fl->routings, "balanced, skewed")->delimiter(',')->capture_default_str();
+  cmd->add_option("--weights", fl->weights,
+                  "w8a8, w4a8-int4, w4a8-mxfp4 (W4A8: the unfused layer only; the fused kernel is W8A8)")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--gpus", fl->gpus, "Ranks (GPUs); 1 runs the layer with every expert local")->capture_default_str();
   cmd->add_option("--warmup", fl->warmup, "Untimed calls")->capture_default_str();
   cmd->add_option("--iters", fl->iters, "Timed calls (>= 20)")->capture_default_str();

@@ -101,6 +101,7 @@ void EpMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s) {
 
   const int hint = std::max(1, I.buf.cap / I.buf.world / I.buf.epr);
   MoeGemmArgs l1;
+  l1.quant = in.quant;
   l1.epilogue = MoeEpilogue::swiglu_fp8;
   l1.experts = I.buf.epr;
   l1.m_total = I.buf.cap;
@@ -110,6 +111,7 @@ void EpMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s) {
   l1.a_scales = a.recv_xs_at[a.rank];
   l1.b = in.w1;
   l1.b_scales = in.w1_scales;
+  l1.b_e8m0 = in.w1_e8m0;
   l1.counts = R.expert_counts;
   l1.offsets = R.expert_offsets;
   l1.out = R.h;
@@ -118,6 +120,7 @@ void EpMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s) {
   l1.tokens_per_expert_hint = hint;
   moe_gemm(l1, s);
   MoeGemmArgs l2;
+  l2.quant = in.quant;
   l2.epilogue = MoeEpilogue::bf16;
   l2.experts = I.buf.epr;
   l2.m_total = I.buf.cap;
@@ -127,6 +130,7 @@ void EpMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s) {
   l2.a_scales = R.h_scales;
   l2.b = in.w2;
   l2.b_scales = in.w2_scales;
+  l2.b_e8m0 = in.w2_e8m0;
   l2.counts = R.expert_counts;
   l2.offsets = R.expert_offsets;
   l2.out = R.y;

@@ -105,6 +105,8 @@ MegaMoeLayer::~MegaMoeLayer() {
 void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, const MegaMoeOptions& opt) {
   Impl& I = *impl_;
   Impl::Rank& R = I.ranks.at(i);
+  if (in.quant != MoeQuant::w8a8)
+    throw InvalidArgument("mega moe: the fused kernel takes W8A8 weights only (W4A8: the unfused EpMoeLayer)");
   km::MegaMoeArgs m = R.m;
   m.ep = I.buf.next_call(i, in);
   m.order = opt.schedule == moe::MoeSchedule::expert_wave ? 0 : 1;

@@ -3,12 +3,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 
 #include "xstage/error.hpp"
 #include "xstage/ops/moe_quant.hpp"
+#include "xstage/ops/moe_quant4.hpp"
 
 namespace xstage::ops {
 
@@ -23,7 +25,7 @@ float bf16_round(float x) {
   return y;
 }
 
-MoeLayerWeights make_moe_layer_weights(int experts, int hidden, int intermediate, uint64_t seed) {
+MoeLayerWeights make_moe_layer_weights(int experts, int hidden, int intermediate, uint64_t seed, MoeQuant quant) {
   if (experts < 1 || hidden < 128 || hidden % 128 || intermediate < 128 || intermediate % 128)
     throw InvalidArgument(fmt::format("moe layer: experts {} >= 1, hidden {} and intermediate {} multiples of 128",
                                       experts, hidden, intermediate));
@@ -31,22 +33,45 @@ MoeLayerWeights make_moe_layer_weights(int experts, int hidden, int intermediate
   w.experts = experts;
   w.hidden = hidden;
   w.intermediate = intermediate;
+  w.quant = quant;
   std::mt19937_64 g(seed);
   std::normal_distribution<float> n(0.f, 1.f);
   const int H = hidden, I = intermediate;
   std::vector<float> tmp;
-  auto fill = [&](int rows, int cols, std::vector<uint8_t>& q, std::vector<float>& s, float sd) {
-    const size_t per = size_t(rows) * cols, per_s = size_t(rows / 128) * (cols / 128);
-    q.resize(per * experts);
-    s.resize(per_s * experts);
+  // One matrix [rows, cols] per expert, in the format of `quant`.
+  auto fill = [&](int rows, int cols, std::vector<uint8_t>& q, std::vector<float>& s, std::vector<uint8_t>& e8,
+                  float sd) {
+    const size_t per = size_t(rows) * cols;
     tmp.resize(per);
-    for (int e = 0; e < experts; ++e) {
-      for (auto& v : tmp) v = n(g) * sd;
-      quantize_blocks_128x128(tmp.data(), rows, cols, q.data() + e * per, s.data() + e * per_s);
+    if (quant == MoeQuant::w8a8) {
+      const size_t per_s = size_t(rows / 128) * (cols / 128);
+      q.resize(per * experts);
+      s.resize(per_s * experts);
+      for (int e = 0; e < experts; ++e) {
+        for (auto& v : tmp) v = n(g) * sd;
+        quantize_blocks_128x128(tmp.data(), rows, cols, q.data() + e * per, s.data() + e * per_s);
+      }
+      return;
+    }
+    q.resize(per / 2 * experts);
+    if (quant == MoeQuant::w4a8_int4) {
+      const size_t per_s = size_t(cols / kInt4Group) * rows;
+      s.resize(per_s * experts);
+      for (int e = 0; e < experts; ++e) {
+        for (auto& v : tmp) v = n(g) * sd;
+        quantize_int4_g128(tmp.data(), rows, cols, q.data() + e * per / 2, s.data() + e * per_s);
+      }
+    } else {
+      const size_t per_s = size_t(cols / kMxfp4Block) * rows;
+      e8.resize(per_s * experts);
+      for (int e = 0; e < experts; ++e) {
+        for (auto& v : tmp) v = n(g) * sd;
+        quantize_mxfp4(tmp.data(), rows, cols, q.data() + e * per / 2, e8.data() + e * per_s);
+      }
     }
   };
-  fill(2 * I, H, w.w1, w.w1_scales, 1.f / std::sqrt(float(H)));
-  fill(H, I, w.w2, w.w2_scales, 1.f / std::sqrt(float(I)));
+  fill(2 * I, H, w.w1, w.w1_scales, w.w1_e8m0, 1.f / std::sqrt(float(H)));
+  fill(H, I, w.w2, w.w2_scales, w.w2_e8m0, 1.f / std::sqrt(float(I)));
   return w;
 }
 
@@ -65,17 +90,53 @@ std::vector<MoeLayerRankInput> make_moe_layer_inputs(const moe::Routing& r, uint
   return in;
 }
 
-void moe_expert_row(const MoeLayerWeights& w, int e, float router_weight, const uint8_t* x_row,
-                    const float* x_row_scales, float* y) {
-  const int H = w.hidden, I = w.intermediate;
-  std::vector<float> a(H), h(I), hd(I);
-  for (int k = 0; k < H; ++k) a[k] = fp8_e4m3_decode(x_row[k]) * x_row_scales[k / 128];
-  const uint8_t* w1 = w.w1.data() + size_t(e) * 2 * I * H;
-  const float* s1 = w.w1_scales.data() + size_t(e) * (2 * I / 128) * (H / 128);
+namespace {
+
+// One expert's weights as the kernels compute with them (scales applied): W1 [2I, H], W2 [H, I].
+struct ExpertMatrices {
+  std::vector<double> w1, w2;
+};
+
+// Matrix [rows, cols] of expert e in the layer's format, dequantised into out (doubles).
+void expert_matrix(const MoeLayerWeights& w, int e, int rows, int cols, const std::vector<uint8_t>& q,
+                   const std::vector<float>& s, const std::vector<uint8_t>& e8, std::vector<double>& out) {
+  const size_t per = size_t(rows) * cols;
+  out.resize(per);
+  if (w.quant == MoeQuant::w8a8) {
+    const uint8_t* m = q.data() + e * per;
+    const float* sc = s.data() + size_t(e) * (rows / 128) * (cols / 128);
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c)
+        out[size_t(r) * cols + c] =
+            double(fp8_e4m3_decode(m[size_t(r) * cols + c])) * sc[(r / 128) * (cols / 128) + c / 128];
+    return;
+  }
+  std::vector<float> f(per);
+  if (w.quant == MoeQuant::w4a8_int4)
+    dequantize_int4_g128(q.data() + e * per / 2, s.data() + size_t(e) * (cols / kInt4Group) * rows, rows, cols,
+                         f.data());
+  else
+    dequantize_mxfp4_w4a8(q.data() + e * per / 2, e8.data() + size_t(e) * (cols / kMxfp4Block) * rows, rows, cols,
+                          f.data());
+  for (size_t i = 0; i < per; ++i) out[i] = f[i];
+}
+
+ExpertMatrices expert_matrices(const MoeLayerWeights& w, int e) {
+  ExpertMatrices m;
+  expert_matrix(w, e, 2 * w.intermediate, w.hidden, w.w1, w.w1_scales, w.w1_e8m0, m.w1);
+  expert_matrix(w, e, w.hidden, w.intermediate, w.w2, w.w2_scales, w.w2_e8m0, m.w2);
+  return m;
+}
+
+void expert_row(const ExpertMatrices& m, int H, int I, float router_weight, const uint8_t* x_row,
+                const float* x_row_scales, float* y) {
+  std::vector<double> a(H);
+  std::vector<float> h(I), hd(I);
+  for (int k = 0; k < H; ++k) a[k] = double(fp8_e4m3_decode(x_row[k])) * x_row_scales[k / 128];
   auto dot1 = [&](int row) {
+    const double* wr = m.w1.data() + size_t(row) * H;
     double acc = 0;
-    for (int k = 0; k < H; ++k)
-      acc += double(a[k]) * fp8_e4m3_decode(w1[size_t(row) * H + k]) * s1[(row / 128) * (H / 128) + k / 128];
+    for (int k = 0; k < H; ++k) acc += a[k] * wr[k];
     return acc;
   };
   for (int c = 0; c < I; ++c) {
@@ -89,14 +150,40 @@ void moe_expert_row(const MoeLayerWeights& w, int e, float router_weight, const 
     const Fp8Scale s = fp8_scale_for_amax(amax);
     for (int c = c0; c < c0 + 128; ++c) hd[c] = fp8_e4m3_decode(fp8_e4m3_encode(h[c] * s.inv)) * s.scale;
   }
-  const uint8_t* w2 = w.w2.data() + size_t(e) * H * I;
-  const float* s2 = w.w2_scales.data() + size_t(e) * (H / 128) * (I / 128);
   for (int n = 0; n < H; ++n) {
+    const double* wr = m.w2.data() + size_t(n) * I;
     double acc = 0;
-    for (int c = 0; c < I; ++c)
-      acc += double(hd[c]) * fp8_e4m3_decode(w2[size_t(n) * I + c]) * s2[(n / 128) * (I / 128) + c / 128];
+    for (int c = 0; c < I; ++c) acc += double(hd[c]) * wr[c];
     y[n] = bf16_round(static_cast<float>(acc));
   }
+}
+
+// Every array of the weights has the size its format needs.
+void check_weights(const MoeLayerWeights& w) {
+  const size_t E = w.experts, H = w.hidden, I = w.intermediate;
+  const size_t m1 = 2 * I * H, m2 = H * I;
+  bool ok = true;
+  if (w.quant == MoeQuant::w8a8)
+    ok = w.w1.size() == E * m1 && w.w2.size() == E * m2 && w.w1_scales.size() == E * m1 / (128 * 128) &&
+         w.w2_scales.size() == E * m2 / (128 * 128);
+  else if (w.quant == MoeQuant::w4a8_int4)
+    ok = w.w1.size() == E * m1 / 2 && w.w2.size() == E * m2 / 2 && w.w1_scales.size() == E * m1 / kInt4Group &&
+         w.w2_scales.size() == E * m2 / kInt4Group;
+  else
+    ok = w.w1.size() == E * m1 / 2 && w.w2.size() == E * m2 / 2 && w.w1_e8m0.size() == E * m1 / kMxfp4Block &&
+         w.w2_e8m0.size() == E * m2 / kMxfp4Block;
+  if (!ok)
+    throw InvalidArgument(fmt::format("moe layer reference: weight arrays do not match {} experts {}x{} ({})",
+                                      w.experts, w.hidden, w.intermediate, static_cast<int>(w.quant)));
+}
+
+}  // namespace
+
+void moe_expert_row(const MoeLayerWeights& w, int e, float router_weight, const uint8_t* x_row,
+                    const float* x_row_scales, float* y) {
+  check_weights(w);
+  if (e < 0 || e >= w.experts) throw InvalidArgument(fmt::format("moe layer reference: expert {} out of range", e));
+  expert_row(expert_matrices(w, e), w.hidden, w.intermediate, router_weight, x_row, x_row_scales, y);
 }
 
 std::vector<std::vector<float>> moe_layer_reference(const moe::Routing& r, const MoeLayerWeights& w,
@@ -109,6 +196,7 @@ std::vector<std::vector<float>> moe_layer_reference(const moe::Routing& r, const
   if (static_cast<int>(in.size()) != r.ranks) bad(fmt::format("{} rank inputs for {} ranks", in.size(), r.ranks));
   for (const auto& ri : in)
     if (ri.x.size() != size_t(T) * H || ri.x_scales.size() != size_t(H / 128) * T) bad("rank input of the wrong size");
+  check_weights(w);
 
   // Dispatch: each owner's local experts receive (source rank, token, choice) rows.
   struct Row {
@@ -122,15 +210,18 @@ std::vector<std::vector<float>> moe_layer_reference(const moe::Routing& r, const
   // Compute per expert (grouped, as the owner would), combine onto the token owners.
   std::vector<std::vector<float>> out(r.ranks, std::vector<float>(size_t(T) * H, 0.f));
   std::vector<float> xs(H / 128), y(H);
-  for (int e = 0; e < r.shape.experts; ++e)
+  for (int e = 0; e < r.shape.experts; ++e) {
+    if (rows_of[e].empty()) continue;
+    const ExpertMatrices m = expert_matrices(w, e);  // once per expert
     for (const Row& row : rows_of[e]) {
       const MoeLayerRankInput& ri = in[row.src];
       for (int b = 0; b < H / 128; ++b) xs[b] = ri.x_scales[size_t(b) * T + row.token];
       const float wgt = r.per_rank[row.src].weights[size_t(row.token) * k + row.choice];
-      moe_expert_row(w, e, wgt, ri.x.data() + size_t(row.token) * H, xs.data(), y.data());
+      expert_row(m, H, w.intermediate, wgt, ri.x.data() + size_t(row.token) * H, xs.data(), y.data());
       float* o = out[row.src].data() + size_t(row.token) * H;
       for (int n = 0; n < H; ++n) o[n] += y[n];
     }
+  }
   return out;
 }
 

@@ -92,6 +92,7 @@ TEST(Cli, BenchMoeRefusesBadPointsBeforeTouchingAGpu) {
                         Case{"--variants unfused,turbo", "unknown variant 'turbo'"},
                         Case{"--iters 5", "must be >= 20"},
                         Case{"--tokens 0", "tokens 0 must be >= 1"},
+                        Case{"--weights w4a8-foo", "unknown weights 'w4a8-foo'"},
                         Case{"--models GPT", "unknown model 'GPT'"},
                         Case{"--gpus 3 --models DiT-MoE-G", "16 experts must split evenly over 3 ranks"}}) {
     auto r = run(std::string("bench moe ") + c.args);

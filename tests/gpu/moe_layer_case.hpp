@@ -49,33 +49,45 @@ inline std::unique_ptr<Team> gpu_team(int gpus, double timeout_s) {
 }
 inline std::unique_ptr<Team> two_gpu_team(double timeout_s) { return gpu_team(2, timeout_s); }
 
-// Rank `rank`'s device inputs: its routing and activations, its slice of the experts' weights.
+// Expert slice [e0, e0 + epr) of a per-expert array (each expert holds size / experts
+// elements); null for an empty array (a format without it).
+template <class T>
+T* upload_experts(const std::vector<T>& v, int experts, size_t e0, int epr) {
+  if (v.empty()) return nullptr;
+  const size_t per = v.size() / experts;
+  return upload(std::vector<T>(v.begin() + e0 * per, v.begin() + (e0 + epr) * per));
+}
+
+// Rank `rank`'s device inputs: its routing and activations, its slice of the experts' weights
+// (any format of MoeLayerWeights).
 inline ops::EpMoeRankInputs upload_rank(const moe::Routing& r, const ops::MoeLayerWeights& w,
                                         const std::vector<ops::MoeLayerRankInput>& in, int rank, int experts_per_rank,
-                                        int hidden, int intermediate) {
-  const int epr = experts_per_rank, H = hidden, I = intermediate;
-  const size_t w1_per = size_t(2) * I * H, w1s_per = size_t(2 * I / 128) * (H / 128);
-  const size_t w2_per = size_t(H) * I, w2s_per = size_t(H / 128) * (I / 128);
+                                        int hidden, int) {
+  const int epr = experts_per_rank, E = w.experts;
   const size_t e0 = size_t(rank) * epr;
   ops::EpMoeRankInputs d;
   d.topk_experts = upload(r.per_rank[rank].experts);
   d.topk_weights = upload(r.per_rank[rank].weights);
   d.x = upload(in[rank].x);
   d.x_scales = upload(in[rank].x_scales);
-  d.w1 = upload(std::vector<uint8_t>(w.w1.begin() + e0 * w1_per, w.w1.begin() + (e0 + epr) * w1_per));
-  d.w1_scales = upload(std::vector<float>(w.w1_scales.begin() + e0 * w1s_per, w.w1_scales.begin() + (e0 + epr) * w1s_per));
-  d.w2 = upload(std::vector<uint8_t>(w.w2.begin() + e0 * w2_per, w.w2.begin() + (e0 + epr) * w2_per));
-  d.w2_scales = upload(std::vector<float>(w.w2_scales.begin() + e0 * w2s_per, w.w2_scales.begin() + (e0 + epr) * w2s_per));
+  d.quant = w.quant;
+  d.w1 = upload_experts(w.w1, E, e0, epr);
+  d.w1_scales = upload_experts(w.w1_scales, E, e0, epr);
+  d.w2 = upload_experts(w.w2, E, e0, epr);
+  d.w2_scales = upload_experts(w.w2_scales, E, e0, epr);
+  d.w1_e8m0 = upload_experts(w.w1_e8m0, E, e0, epr);
+  d.w2_e8m0 = upload_experts(w.w2_e8m0, E, e0, epr);
   void* out = nullptr;
-  if (cudaMalloc(&out, size_t(r.tokens_per_rank) * H * 2) == cudaSuccess) d.out = out;
+  if (cudaMalloc(&out, size_t(r.tokens_per_rank) * hidden * 2) == cudaSuccess) d.out = out;
   return d;
 }
 
 inline void free_rank(const ops::EpMoeRankInputs& d) {
   for (const void* p : {static_cast<const void*>(d.topk_experts), static_cast<const void*>(d.topk_weights), d.x,
                         static_cast<const void*>(d.x_scales), d.w1, static_cast<const void*>(d.w1_scales), d.w2,
-                        static_cast<const void*>(d.w2_scales), static_cast<const void*>(d.out)})
-    cudaFree(const_cast<void*>(p));
+                        static_cast<const void*>(d.w2_scales), static_cast<const void*>(d.out),
+                        static_cast<const void*>(d.w1_e8m0), static_cast<const void*>(d.w2_e8m0)})
+    if (p != nullptr) cudaFree(const_cast<void*>(p));
 }
 
 using LayerForward = std::function<void(int i, const ops::EpMoeRankInputs&, cudaStream_t)>;
@@ -84,13 +96,14 @@ using LayerFactory = std::function<LayerForward(Team&, const ops::EpMoeConfig&)>
 // Builds the layer with `make`, runs two calls on every rank and compares each rank's output
 // with the host reference (relative L2 error below 2e-2, every element finite).
 inline void check_layer(Team& team, const moe::ModelShape& shape, int tokens, moe::RoutingKind kind, uint64_t seed,
-                        const std::string& label, const LayerFactory& make) {
+                        const std::string& label, const LayerFactory& make, ops::MoeQuant quant = ops::MoeQuant::w8a8) {
   const int P = team.world_size();
   moe::RoutingConfig rc;
   rc.kind = kind;
   rc.seed = seed;
   const moe::Routing r = moe::make_routing(shape, P, tokens, rc);
-  const ops::MoeLayerWeights w = ops::make_moe_layer_weights(shape.experts, shape.hidden, shape.intermediate, seed + 1);
+  const ops::MoeLayerWeights w =
+      ops::make_moe_layer_weights(shape.experts, shape.hidden, shape.intermediate, seed + 1, quant);
   const auto in = ops::make_moe_layer_inputs(r, seed + 2);
   const auto ref = ops::moe_layer_reference(r, w, in);
   const ops::EpMoeConfig cfg{shape.hidden, shape.intermediate, shape.experts, shape.top_k, tokens};

@@ -1,7 +1,8 @@
 // The unfused expert-parallel MoE layer on 2 GPUs (include/xstage/ops/ep_moe.hpp) against the
 // host reference of the whole layer (ops::moe_layer_reference): balanced and skewed routing,
 // uneven and empty experts, two calls per layer (epochs, counters, double-buffered counts),
-// NaN-poisoned outputs; and a rank that never calls gives the other a timeout error.
+// NaN-poisoned outputs, W8A8 and W4A8 (INT4, MXFP4) weights; and a rank that never calls gives
+// the other a timeout error.
 #ifdef XSTAGE_HAVE_MOE
 #include <gtest/gtest.h>
 
@@ -21,8 +22,10 @@ LayerForward unfused(Team& t, const ops::EpMoeConfig& cfg) {
   return [layer](int i, const ops::EpMoeRankInputs& d, cudaStream_t s) { layer->forward(i, d, s); };
 }
 
-void run_case(Team& team, const moe::ModelShape& shape, int tokens, moe::RoutingKind kind, uint64_t seed) {
-  check_layer(team, shape, tokens, kind, seed, "ep moe", unfused);
+void run_case(Team& team, const moe::ModelShape& shape, int tokens, moe::RoutingKind kind, uint64_t seed,
+              ops::MoeQuant quant = ops::MoeQuant::w8a8) {
+  const std::string label = quant == ops::MoeQuant::w8a8 ? "ep moe" : quant == ops::MoeQuant::w4a8_int4 ? "ep moe int4" : "ep moe mxfp4";
+  check_layer(team, shape, tokens, kind, seed, label, unfused, quant);
 }
 
 }  // namespace
@@ -34,6 +37,17 @@ TEST(EpMoe, MatchesTheHostReferenceOfTheLayer) {
   run_case(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 40, moe::RoutingKind::balanced, 12);
   run_case(*team, moe::ModelShape{"wide", 512, 256, 16, 2, 0, 0}, 1, moe::RoutingKind::skewed, 13);  // mostly empty experts
   run_case(*team, moe::ModelShape{"dit-like", 1408, 640, 4, 2, 0, 0}, 70, moe::RoutingKind::balanced, 14);
+}
+
+// W4A8 weights (INT4 group-128, MXFP4): the same layer with the W4A8 grouped GEMMs, against the
+// reference on the weights those kernels compute with.
+TEST(EpMoe, W4A8MatchesTheHostReferenceOfTheLayer) {
+  XS_REQUIRE_GPUS(2);
+  auto team = two_gpu_team(10);
+  for (auto q : {ops::MoeQuant::w4a8_int4, ops::MoeQuant::w4a8_mxfp4}) {
+    run_case(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 40, moe::RoutingKind::skewed, 41, q);
+    run_case(*team, moe::ModelShape{"dit-like", 1408, 640, 4, 2, 0, 0}, 70, moe::RoutingKind::balanced, 42, q);
+  }
 }
 
 TEST(EpMoe, BadConfigsAreClearErrors) {

@@ -135,6 +135,16 @@ TEST(MegaMoe, BadConfigsAreClearErrors) {
   EXPECT_THROW(ops::MegaMoeLayer(*team, {256, 200, 8, 2, 8}, preset()), InvalidArgument);   // intermediate
 }
 
+// The fused kernel is W8A8 only: W4A8 weights are refused before anything is launched.
+TEST(MegaMoe, W4A8WeightsAreAClearError) {
+  XS_REQUIRE_GPUS(1);
+  auto team = gpu_team(1, 10);
+  ops::MegaMoeLayer layer(*team, {256, 256, 4, 2, 8}, preset());
+  ops::EpMoeRankInputs d;
+  d.quant = ops::MoeQuant::w4a8_int4;
+  EXPECT_THROW(layer.forward(0, d, team->stream(0)), InvalidArgument);
+}
+
 TEST(MegaMoe, AnExpertIdOutOfRangeIsAClearError) {
   XS_REQUIRE_GPUS(2);
   check_bad_expert(mega(moe::MoeSchedule::interleaved));

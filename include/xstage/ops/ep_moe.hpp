@@ -8,7 +8,9 @@
 // Per rank: T tokens, x fp8 [T, H] with scales [H/128, T]; routing topk_experts / topk_weights
 // [T * k]; this rank's experts e in [rank * E/P, (rank + 1) * E/P): W1 fp8 [E/P, 2I, H] (gate rows
 // then up rows) with 128 x 128 block scales [E/P, 2I/128, H/128], W2 fp8 [E/P, H, I] with scales
-// [E/P, H/128, I/128]. Output bf16 [T, H] = sum over the token's k choices of
+// [E/P, H/128, I/128]; or W4A8 weights (quant, formats of moe_gemm.hpp: packed 4-bit with INT4
+// group-128 scales or MXFP4 E8M0 exponents; the unfused layer only). Output bf16 [T, H] = sum
+// over the token's k choices of
 // bf16(Linear-2(fp8(silu(gate) * up * weight))) — ops::moe_layer_reference's math.
 #pragma once
 #include <cuda_runtime.h>
@@ -16,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "xstage/ops/moe_quant_kind.hpp"
 #include "xstage/team.hpp"
 
 namespace xstage::ops {
@@ -34,10 +37,13 @@ struct EpMoeRankInputs {
   const float* topk_weights = nullptr;    // [T * k] device
   const void* x = nullptr;                // [T, H] fp8 e4m3, 16-byte aligned
   const float* x_scales = nullptr;        // [H/128, T]
+  MoeQuant quant = MoeQuant::w8a8;       // weights' format
   const void* w1 = nullptr;               // this rank's experts, see above
-  const float* w1_scales = nullptr;
+  const float* w1_scales = nullptr;       // w8a8 block scales or w4a8_int4 group scales
   const void* w2 = nullptr;
   const float* w2_scales = nullptr;
+  const uint8_t* w1_e8m0 = nullptr;       // w4a8_mxfp4 only
+  const uint8_t* w2_e8m0 = nullptr;
   void* out = nullptr;                    // [T, H] bf16, 16-byte aligned
 };
 

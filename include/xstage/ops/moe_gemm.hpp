@@ -24,10 +24,10 @@
 #include <cstdint>
 #include <string>
 
+#include "xstage/ops/moe_quant_kind.hpp"
+
 namespace xstage::ops {
 
-enum class MoeQuant : int { w8a8 = 0, w4a8_int4 = 1, w4a8_mxfp4 = 2 };
-inline constexpr bool moe_is_w4a8(MoeQuant q) { return q == MoeQuant::w4a8_int4 || q == MoeQuant::w4a8_mxfp4; }
 enum class MoeEpilogue : int { bf16 = 0, swiglu_fp8 = 1 };
 const char* moe_quant_name(MoeQuant q);
 const char* moe_epilogue_name(MoeEpilogue e);

@@ -1,4 +1,4 @@
-// Host fp32 reference of one whole expert-parallel MoE layer (W8A8), the oracle for the
+// Host fp32 reference of one whole expert-parallel MoE layer (W8A8 or W4A8), the oracle for the
 // Mega-MoE kernel's GPU tests (issue 8, docs/megamoe.md). It computes exactly the quantised
 // math the kernel is meant to run, organised the way the kernel moves data: rows dispatched to
 // their experts' owner, grouped per expert, Linear-1 + SwiGLU x router weight + fp8
@@ -11,21 +11,31 @@
 //            (moe_quant.hpp: scale = max(amax, 1e-4) / 448)
 //   y_n    = bf16( sum_c h_c W2[e, n, c] s2[e, n/128, c/128] )
 //   out_r[t, n] = sum_j y_n        (fp32 sum of the bf16 rows)
+// W4A8 weights (INT4 group-128 or MXFP4, moe_quant4.hpp) enter as the fp32 weights the W4A8
+// kernels compute with: dequantize_int4_g128 / dequantize_mxfp4_w4a8 (sub-blocks more than 14
+// exponents below their 128-K block's largest flushed to zero), in place of W1 x s1 / W2 x s2.
 // Plain host code, O(rows * 3 * H * I): meant for test-sized shapes.
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "xstage/moe_routing.hpp"
+#include "xstage/ops/moe_quant_kind.hpp"
 
 namespace xstage::ops {
 
+// The layouts are the GEMM operator's B operands (moe_gemm.hpp), so a test uploads them as is.
 struct MoeLayerWeights {
   int experts = 0, hidden = 0, intermediate = 0;
-  std::vector<uint8_t> w1;      // [E, 2I, H] fp8 e4m3; rows [0, I) gate, [I, 2I) up
-  std::vector<float> w1_scales; // [E, 2I/128, H/128]
-  std::vector<uint8_t> w2;      // [E, H, I] fp8 e4m3
-  std::vector<float> w2_scales; // [E, H/128, I/128]
+  MoeQuant quant = MoeQuant::w8a8;
+  // w8a8: fp8 e4m3 [E, 2I, H] (rows [0, I) gate, [I, 2I) up) and [E, H, I];
+  // w4a8: packed 4-bit [E, 2I, H/2] and [E, H, I/2] (even K column in the low nibble).
+  std::vector<uint8_t> w1, w2;
+  // w8a8: 128 x 128 block scales [E, 2I/128, H/128] and [E, H/128, I/128];
+  // w4a8_int4: group-128 scales [E, H/128, 2I] and [E, I/128, H]; w4a8_mxfp4: empty.
+  std::vector<float> w1_scales, w2_scales;
+  // w4a8_mxfp4 only: E8M0 exponents [E, H/32, 2I] and [E, I/32, H].
+  std::vector<uint8_t> w1_e8m0, w2_e8m0;
 };
 
 struct MoeLayerRankInput {
@@ -33,8 +43,9 @@ struct MoeLayerRankInput {
   std::vector<float> x_scales;  // [H/128, T] (token-contiguous, as the GEMM's a_scales)
 };
 
-// Random weights and inputs of the right sizes (quantised with moe_quant.hpp), for tests.
-MoeLayerWeights make_moe_layer_weights(int experts, int hidden, int intermediate, uint64_t seed);
+// Random weights (normal, sd 1/sqrt(K), quantised to `quant`) and inputs of the right sizes.
+MoeLayerWeights make_moe_layer_weights(int experts, int hidden, int intermediate, uint64_t seed,
+                                       MoeQuant quant = MoeQuant::w8a8);
 std::vector<MoeLayerRankInput> make_moe_layer_inputs(const moe::Routing& r, uint64_t seed);
 
 // One (token, expert) row: a = x[t] (fp8 + scales), output y (bf16-rounded, as floats) of
