@@ -112,9 +112,15 @@ km::EpMoeArgs EpMoeBuffers::next_call(int i, const EpMoeRankInputs& in) {
   need(in.x, 16, "x");
   need(in.x_scales, 4, "x_scales");
   need(in.w1, 16, "w1");
-  need(in.w1_scales, 4, "w1_scales");
   need(in.w2, 16, "w2");
-  need(in.w2_scales, 4, "w2_scales");
+  if (in.quant == MoeQuant::w4a8_mxfp4) {  // E8M0 exponents instead of fp32 scales (bulk-copied)
+    need(in.w1_e8m0, 16, "w1_e8m0");
+    need(in.w2_e8m0, 16, "w2_e8m0");
+  } else {
+    const size_t sa = in.quant == MoeQuant::w8a8 ? 4 : 16;  // INT4 group scales are bulk-copied
+    need(in.w1_scales, sa, "w1_scales");
+    need(in.w2_scales, sa, "w2_scales");
+  }
   need(in.out, 16, "out");
   km::EpMoeArgs a = args.at(i);
   a.epoch = ++args[i].epoch;
