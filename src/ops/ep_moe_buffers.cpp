@@ -113,6 +113,8 @@ km::EpMoeArgs EpMoeBuffers::next_call(int i, const EpMoeRankInputs& in) {
   need(in.x_scales, 4, "x_scales");
   need(in.w1, 16, "w1");
   need(in.w2, 16, "w2");
+  if (in.quant != MoeQuant::w8a8 && !moe_is_w4a8(in.quant))
+    throw InvalidArgument(fmt::format("{}: unknown weight format {}", what_, static_cast<int>(in.quant)));
   if (in.quant == MoeQuant::w4a8_mxfp4) {  // E8M0 exponents instead of fp32 scales (bulk-copied)
     need(in.w1_e8m0, 16, "w1_e8m0");
     need(in.w2_e8m0, 16, "w2_e8m0");

@@ -61,8 +61,7 @@ T* upload_experts(const std::vector<T>& v, int experts, size_t e0, int epr) {
 // Rank `rank`'s device inputs: its routing and activations, its slice of the experts' weights
 // (any format of MoeLayerWeights).
 inline ops::EpMoeRankInputs upload_rank(const moe::Routing& r, const ops::MoeLayerWeights& w,
-                                        const std::vector<ops::MoeLayerRankInput>& in, int rank, int experts_per_rank,
-                                        int hidden, int) {
+                                        const std::vector<ops::MoeLayerRankInput>& in, int rank, int experts_per_rank) {
   const int epr = experts_per_rank, E = w.experts;
   const size_t e0 = size_t(rank) * epr;
   ops::EpMoeRankInputs d;
@@ -78,7 +77,7 @@ inline ops::EpMoeRankInputs upload_rank(const moe::Routing& r, const ops::MoeLay
   d.w1_e8m0 = upload_experts(w.w1_e8m0, E, e0, epr);
   d.w2_e8m0 = upload_experts(w.w2_e8m0, E, e0, epr);
   void* out = nullptr;
-  if (cudaMalloc(&out, size_t(r.tokens_per_rank) * hidden * 2) == cudaSuccess) d.out = out;
+  if (cudaMalloc(&out, size_t(r.tokens_per_rank) * w.hidden * 2) == cudaSuccess) d.out = out;
   return d;
 }
 
@@ -111,7 +110,7 @@ inline void check_layer(Team& team, const moe::ModelShape& shape, int tokens, mo
   const int H = shape.hidden;
   std::vector<ops::EpMoeRankInputs> dev(team.local_count());
   team.run([&](int i) {
-    dev[i] = upload_rank(r, w, in, team.rank(i), shape.experts / P, H, shape.intermediate);
+    dev[i] = upload_rank(r, w, in, team.rank(i), shape.experts / P);
     ASSERT_NE(dev[i].out, nullptr);
   });
   for (int call = 0; call < 2; ++call) {
@@ -171,7 +170,7 @@ inline void check_bad_expert(const LayerFactory& make) {
   const LayerForward forward = make(*team, {256, 256, 4, 2, 8});
   std::vector<std::string> errors(team->local_count());
   team->run([&](int i) {
-    const ops::EpMoeRankInputs d = upload_rank(r, w, in, team->rank(i), 2, 256, 256);
+    const ops::EpMoeRankInputs d = upload_rank(r, w, in, team->rank(i), 2);
     forward(i, d, team->stream(i));
     EP_T(cudaStreamSynchronize(team->stream(i)));
     try {
@@ -195,7 +194,7 @@ inline void check_rank_never_calls(const LayerFactory& make) {
   const auto in = ops::make_moe_layer_inputs(r, 2);
   const LayerForward forward = make(*team, {256, 256, 4, 2, 8});
   EP_T(cudaSetDevice(team->device(0)));
-  const ops::EpMoeRankInputs d = upload_rank(r, w, in, 0, 2, 256, 256);
+  const ops::EpMoeRankInputs d = upload_rank(r, w, in, 0, 2);
   forward(0, d, team->stream(0));
   EP_T(cudaStreamSynchronize(team->stream(0)));
   try {

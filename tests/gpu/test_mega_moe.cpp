@@ -89,7 +89,7 @@ TEST(MegaMoe, RecordsOneSpanPerLinear2PieceAndRunsTheLocalControl) {
   const auto stats = moe::routing_stats(r);
   team->run([&](int i) {
     const int rank = team->rank(i);
-    const ops::EpMoeRankInputs d = upload_rank(r, w, in, rank, 2, 1408, 640);
+    const ops::EpMoeRankInputs d = upload_rank(r, w, in, rank, 2);
     // Pieces: 64-row blocks of each local expert x 1408 / 128 = 11 column pieces; tiles per
     // block: 640 / 128 = 5 Linear-1 (128 h channels = 256 gate/up columns), ceil(1408 / 256) = 6 Linear-2.
     size_t blocks = 0;

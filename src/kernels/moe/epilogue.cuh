@@ -204,10 +204,10 @@ struct SwiGluQuantEpilogue {
     const int r0 = acc_row(wt, 0);
     const float* p = ep.row_weights + tile.row_begin + r0;
     RowWeights w;
-    if constexpr (Destination::kNeedsTileStoredHook) {
-      // The Mega-MoE kernel's row weights are pushed by peers during the kernel: read through
-      // L2 (ld.cg), never the non-coherent read-only path; volatile keeps the load where it is
-      // issued (before the mainloop) instead of next to its use.
+    if constexpr (T::kInKernelScales) {
+      // Inputs written during the kernel (the Mega-MoE kernel's row weights are pushed by
+      // peers): read through L2 (ld.cg), never the non-coherent read-only path; volatile keeps
+      // the load where it is issued (before the mainloop) instead of next to its use.
       if (r0 < tile.rows) asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(w.w0) : "l"(p));
       if (r0 + 8 < tile.rows) asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(w.w1) : "l"(p + 8));
     } else {

@@ -198,8 +198,7 @@ struct MegaMoeKernel {
     const L1Epilogue epi1{};
     const L2Epilogue epi2{};
     State read{};
-    auto qs = Queue::producer_start();
-    qs.phase = 0u;  // consumers wait for the full phase
+    auto qs = Queue::consumer_start();
     int last_kind = 0;
     for (;;) {
       const int pos = queue.pop(qs);

@@ -34,7 +34,9 @@ struct TileQueue {
       cutlass::arch::ClusterBarrier::init(&st.empty[i], consumer_threads);
     }
   }
+  // The producer first waits on empty slots (they start free), the consumers on full ones.
   __device__ static PipeState<kDepth> producer_start() { return PipeState<kDepth>{0, 1u}; }
+  __device__ static PipeState<kDepth> consumer_start() { return PipeState<kDepth>{0, 0u}; }
 
   // Producer: publish the next position (mbarrier arrive orders the store before it).
   __device__ void push(PipeState<kDepth>& st, int pos) const {
