@@ -145,7 +145,7 @@ Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int
   r.head_dim = d;
   r.dtype = ops::dtype_name(dt);
   r.causal = fl.causal;
-  r.instantiation = ops::select_instantiation(dt, d, fl.causal).name;
+  r.instantiation = ops::select_instantiation(dt, d, fl.causal, s).name;
   r.median_us = quantile(us, 0.5);
   r.min_us = *std::min_element(us.begin(), us.end());
   r.max_us = *std::max_element(us.begin(), us.end());
@@ -231,7 +231,7 @@ void run_bench(const BenchFlags& fl) {
                    {"flops", "4*B*H*Sq*Skv*d (visible pairs if causal)"}};
     nlohmann::json rs = nlohmann::json::array();
     for (const Result& r : results) {
-      const auto inst = ops::select_instantiation(dt, r.head_dim, r.causal);
+      const auto inst = ops::select_instantiation(dt, r.head_dim, r.causal, r.seqlen);
       rs.push_back({{"backend", "xstage"},
                     {"batch", r.batch},
                     {"seqlen", r.seqlen},

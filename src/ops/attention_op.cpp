@@ -77,35 +77,44 @@ struct Entry {
   AttentionDType dtype;
   int head_dim;
   bool causal;
+  bool long_kv;  // long_kv_tile_config(): served from kLongKvThreshold keys on (automatic policy)
   const char* name;
   LaunchFn launch;
   ka::KernelInfo (*info)();
 };
 
 const Entry kEntries[] = {
-    {AttentionDType::bf16, 64, false, "bf16_d64_noncausal", ka::attention_fwd_bf16_d64_noncausal,
+    {AttentionDType::bf16, 64, false, false, "bf16_d64_noncausal", ka::attention_fwd_bf16_d64_noncausal,
      ka::attention_fwd_bf16_d64_info},
-    {AttentionDType::bf16, 64, true, "bf16_d64_causal", ka::attention_fwd_bf16_d64_causal,
+    {AttentionDType::bf16, 64, true, false, "bf16_d64_causal", ka::attention_fwd_bf16_d64_causal,
      ka::attention_fwd_bf16_d64_info},
-    {AttentionDType::bf16, 128, false, "bf16_d128_noncausal", ka::attention_fwd_bf16_d128_noncausal,
+    {AttentionDType::bf16, 128, false, false, "bf16_d128_noncausal", ka::attention_fwd_bf16_d128_noncausal,
      ka::attention_fwd_bf16_d128_info},
-    {AttentionDType::bf16, 128, true, "bf16_d128_causal", ka::attention_fwd_bf16_d128_causal,
+    {AttentionDType::bf16, 128, true, false, "bf16_d128_causal", ka::attention_fwd_bf16_d128_causal,
      ka::attention_fwd_bf16_d128_info},
-    {AttentionDType::fp16, 64, false, "fp16_d64_noncausal", ka::attention_fwd_fp16_d64_noncausal,
+    {AttentionDType::fp16, 64, false, false, "fp16_d64_noncausal", ka::attention_fwd_fp16_d64_noncausal,
      ka::attention_fwd_fp16_d64_info},
-    {AttentionDType::fp16, 64, true, "fp16_d64_causal", ka::attention_fwd_fp16_d64_causal,
+    {AttentionDType::fp16, 64, true, false, "fp16_d64_causal", ka::attention_fwd_fp16_d64_causal,
      ka::attention_fwd_fp16_d64_info},
-    {AttentionDType::fp16, 128, false, "fp16_d128_noncausal", ka::attention_fwd_fp16_d128_noncausal,
+    {AttentionDType::fp16, 128, false, false, "fp16_d128_noncausal", ka::attention_fwd_fp16_d128_noncausal,
      ka::attention_fwd_fp16_d128_info},
-    {AttentionDType::fp16, 128, true, "fp16_d128_causal", ka::attention_fwd_fp16_d128_causal,
+    {AttentionDType::fp16, 128, true, false, "fp16_d128_causal", ka::attention_fwd_fp16_d128_causal,
      ka::attention_fwd_fp16_d128_info},
+    {AttentionDType::bf16, 128, false, true, "bf16_d128_noncausal_longkv", ka::attention_fwd_bf16_d128_noncausal_longkv,
+     ka::attention_fwd_bf16_d128_longkv_info},
+    {AttentionDType::fp16, 128, false, true, "fp16_d128_noncausal_longkv", ka::attention_fwd_fp16_d128_noncausal_longkv,
+     ka::attention_fwd_fp16_d128_longkv_info},
 };
 
-const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal) {
+// The staged entry, or (long_kv) the long-key entry where one exists for the configuration.
+const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal, bool long_kv = false) {
   if (dtype != AttentionDType::bf16 && dtype != AttentionDType::fp16)
     throw InvalidArgument(fmt::format("attention: unsupported dtype {} (bf16 or fp16)", static_cast<int>(dtype)));
+  if (long_kv)
+    for (const Entry& e : kEntries)
+      if (e.long_kv && e.dtype == dtype && e.head_dim == head_dim && e.causal == causal) return e;
   for (const Entry& e : kEntries)
-    if (e.dtype == dtype && e.head_dim == head_dim && e.causal == causal) return e;
+    if (!e.long_kv && e.dtype == dtype && e.head_dim == head_dim && e.causal == causal) return e;
   throw InvalidArgument(fmt::format("attention: head dim {} is not supported (64 or 128)", head_dim));
 }
 
@@ -153,8 +162,26 @@ void validate(const AttentionArgs& a) {
   }
 }
 
+namespace {
+const Entry& entry_for(AttentionDType dtype, int head_dim, bool causal, int kv_len, AttentionTilePolicy policy) {
+  if (policy != AttentionTilePolicy::automatic && policy != AttentionTilePolicy::staged)
+    throw InvalidArgument(fmt::format("attention: unknown tile policy {}", static_cast<int>(policy)));
+  const bool long_kv = policy == AttentionTilePolicy::automatic && kv_len >= ka::kLongKvThreshold;
+  return find_entry(dtype, head_dim, causal, long_kv);
+}
+AttentionInstantiation describe(const Entry& e);
+}  // namespace
+
 AttentionInstantiation select_instantiation(AttentionDType dtype, int head_dim, bool causal) {
-  const Entry& e = find_entry(dtype, head_dim, causal);
+  return describe(find_entry(dtype, head_dim, causal));
+}
+AttentionInstantiation select_instantiation(AttentionDType dtype, int head_dim, bool causal, int kv_len,
+                                            AttentionTilePolicy policy) {
+  return describe(entry_for(dtype, head_dim, causal, kv_len, policy));
+}
+
+namespace {
+AttentionInstantiation describe(const Entry& e) {
   const ka::KernelInfo k = e.info();
   AttentionInstantiation r;
   r.name = e.name;
@@ -168,8 +195,10 @@ AttentionInstantiation select_instantiation(AttentionDType dtype, int head_dim, 
   r.consumer_regs = k.consumer_regs;
   r.intra_wg_overlap = k.intra_wg_overlap;
   r.pingpong = k.pingpong;
+  r.lazy_rescale = k.tile.lazy_rescale;
   return r;
 }
+}  // namespace
 
 ka::AttentionParams to_kernel_params(const AttentionArgs& a) {
   ka::AttentionParams p;
@@ -206,7 +235,7 @@ ka::AttentionParams to_kernel_params(const AttentionArgs& a) {
 
 void attention_forward(const AttentionArgs& a, cudaStream_t stream) {
   validate(a);
-  const Entry& e = find_entry(a.dtype, a.head_dim, a.causal);
+  const Entry& e = entry_for(a.dtype, a.head_dim, a.causal, a.kv_len, a.tile_policy);
   const ka::AttentionParams p = to_kernel_params(a);
   const cudaError_t err = e.launch(p, stream);
   if (err != cudaSuccess)

@@ -120,6 +120,8 @@ struct UlyssesAttention::Impl {
     a.heads = heads_local;
     a.q_len = a.kv_len = cfg.seq_len;
     a.head_dim = cfg.head_dim;
+    // The same staged tile as the fused kernels: every variant runs one mainloop.
+    a.tile_policy = AttentionTilePolicy::staged;
     a.q = q;
     a.k = k;
     a.v = v;

@@ -150,6 +150,30 @@ TEST(AttentionDispatch, PicksTheShippedInstantiation) {
   EXPECT_THROW(ops::select_instantiation(static_cast<AttentionDType>(5), 128, false), InvalidArgument);
 }
 
+// The operator's tile choice: the 128 x 192 long-key tile only for d = 128, non-causal,
+// kv_len >= 8192 under the automatic policy; the staged tile otherwise.
+TEST(AttentionDispatch, LongKeySetsGetTheLongTileUnlessStagedIsAsked) {
+  using P = ops::AttentionTilePolicy;
+  for (AttentionDType t : {AttentionDType::bf16, AttentionDType::fp16}) {
+    const std::string dt = ops::dtype_name(t);
+    for (int kv : {1, 8191, 8192, 65536}) {
+      const bool long_kv = kv >= 8192;
+      const auto k = ops::select_instantiation(t, 128, false, kv);
+      EXPECT_EQ(k.name, dt + (long_kv ? "_d128_noncausal_longkv" : "_d128_noncausal")) << kv;
+      EXPECT_EQ(k.block_n, long_kv ? 192 : 128) << kv;
+      EXPECT_EQ(k.block_m, 128);
+      EXPECT_EQ(k.lazy_rescale, 2);
+      EXPECT_LE(k.smem_bytes, 227 * 1024) << "fits an sm_90 SM";
+      EXPECT_LE(128 * k.producer_regs + 128 * k.consumer_warpgroups * k.consumer_regs, 65536);
+      EXPECT_EQ(ops::select_instantiation(t, 128, false, kv, P::staged).name, dt + "_d128_noncausal") << kv;
+      // No long tile for causal or d = 64.
+      EXPECT_EQ(ops::select_instantiation(t, 128, true, kv).name, dt + "_d128_causal");
+      EXPECT_EQ(ops::select_instantiation(t, 64, false, kv).name, dt + "_d64_noncausal");
+    }
+  }
+  EXPECT_THROW(ops::select_instantiation(AttentionDType::bf16, 128, false, 9000, static_cast<P>(7)), InvalidArgument);
+}
+
 TEST(AttentionFlops, CountsVisiblePairs) {
   AttentionArgs a = good_args();
   a.batch = 1;

@@ -54,6 +54,7 @@ struct Case {
   float scale = 0.f;      // 0: 1/sqrt(d)
   float amplitude = 1.f;  // q, k in [-amp, amp); v in [-1, 1)
   int num_ctas = 0;
+  ops::AttentionTilePolicy policy = ops::AttentionTilePolicy::automatic;
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -107,6 +108,7 @@ TEST_P(AttentionGpu, MatchesReference) {
   a.causal = c.causal;
   a.softmax_scale = c.scale;
   a.num_ctas = c.num_ctas;
+  a.tile_policy = c.policy;
 
   // Inputs. packed_qkv: one [B, S, 3, H, D] tensor (S = q_len = kv_len), Q/K/V are slices.
   const size_t e = 2;  // bytes per element
@@ -195,6 +197,15 @@ std::vector<Case> cases() {
   v.push_back({"s17776_bf16_d128_h1", bf, 128, false, 1, 1, 17776, 17776});
   v.push_back({"s17776_fp16_d64_b2_h1", fp, 64, false, 2, 1, 17776, 17776});
   v.push_back({"s17776_bf16_d128_causal_h1", bf, 128, true, 1, 1, 17776, 17776});
+  // Long key sets: the 128 x 192 register-store tile (kv_len >= 8192, d = 128, non-causal)
+  // with key tails (17776 = 92 x 192 + 112, 9000 = 46 x 192 + 168), q != kv, fp16, few CTAs,
+  // peaked scores (the lazy running max), strided inputs -- and the staged tile forced.
+  const auto staged = ops::AttentionTilePolicy::staged;
+  v.push_back({"s17776_bf16_d128_staged_h1", bf, 128, false, 1, 1, 17776, 17776, Layout::dense, 0.f, 1.f, 0, staged});
+  v.push_back({"q300_kv9000_fp16_d128_longkv", fp, 128, false, 2, 3, 300, 9000});
+  v.push_back({"ctas3_bf16_d128_longkv", bf, 128, false, 1, 2, 1000, 8400, Layout::dense, 0.f, 1.f, 3});
+  v.push_back({"peaked_fp16_d128_longkv", fp, 128, false, 1, 2, 700, 8192, Layout::dense, 1.0f, 2.5f});
+  v.push_back({"packed_qkv_bf16_d128_longkv", bf, 128, false, 1, 2, 8200, 8200, Layout::packed_qkv});
   // q_len != kv_len (joint attention), both ways, batch 2.
   v.push_back({"q1000_kv1333_bf16_d128", bf, 128, false, 2, 3, 1000, 1333});
   v.push_back({"q1000_kv1333_bf16_d128_causal", bf, 128, true, 2, 3, 1000, 1333});

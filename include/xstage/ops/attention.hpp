@@ -27,6 +27,13 @@ struct BSHDStrides {
 // Strides of a dense [B, S, H, D] tensor.
 BSHDStrides packed_bshd(int seq, int heads, int head_dim);
 
+// Which compiled tile serves a call. automatic: d = 128 non-causal calls with at least
+// kernels::attention::kLongKvThreshold (8192) keys get the 128 x 192 tile that stores O straight
+// from registers; everything else the staged 128-key tile. staged: always the staged tile
+// (the Ulysses harness uses it so that attention alone, serial and the fused kernels share one
+// mainloop).
+enum class AttentionTilePolicy { automatic, staged };
+
 struct AttentionArgs {
   AttentionDType dtype = AttentionDType::bf16;
   int batch = 0;
@@ -49,6 +56,7 @@ struct AttentionArgs {
   float softmax_scale = 0.f;  // 0: 1/sqrt(head_dim)
   bool causal = false;
   int num_ctas = 0;  // persistent grid; 0: one CTA per SM
+  AttentionTilePolicy tile_policy = AttentionTilePolicy::automatic;
 };
 
 // Throws xstage::InvalidArgument with one line naming the first problem: unsupported dtype
@@ -70,9 +78,13 @@ struct AttentionInstantiation {
   int consumer_regs = 0;
   bool intra_wg_overlap = false;
   bool pingpong = false;
+  int lazy_rescale = 0;  // kernels::attention::AttentionTraits::kLazyRescale
 };
-// Throws InvalidArgument for a dtype/head-dim pair that is not shipped.
+// Throws InvalidArgument for a dtype/head-dim pair that is not shipped. The first form is the
+// staged tile (short key sets); the second what attention_forward launches for a call.
 AttentionInstantiation select_instantiation(AttentionDType dtype, int head_dim, bool causal);
+AttentionInstantiation select_instantiation(AttentionDType dtype, int head_dim, bool causal, int kv_len,
+                                            AttentionTilePolicy policy = AttentionTilePolicy::automatic);
 
 // Validates, then launches on `stream` (asynchronous; launch errors throw xstage::Error).
 void attention_forward(const AttentionArgs& a, cudaStream_t stream);

@@ -11,6 +11,7 @@
 #include <cutlass/arch/barrier.h>
 #include <cutlass/arch/reg_reconfig.h>
 
+#include "kernels/attention/direct_epilogue.cuh"
 #include "kernels/attention/epilogue.cuh"
 #include "kernels/attention/launch.hpp"
 #include "kernels/attention/mainloop.cuh"
@@ -59,7 +60,7 @@ struct AttentionKernel {
   }
 
   static KernelInfo info() {
-    return KernelInfo{TileConfig{T::kBlockM, T::kBlockN, T::kStages, T::kConsumerWGs},
+    return KernelInfo{TileConfig{T::kBlockM, T::kBlockN, T::kStages, T::kConsumerWGs, T::kLazyRescale},
                       kThreads,
                       kSmemBytes,
                       T::kProducerRegs,
@@ -181,7 +182,13 @@ cudaError_t launch_attention(AttentionParams const& p, cudaStream_t stream) {
 template <class Element, int kHeadDim, bool kCausal>
 using ShippedKernel =
     AttentionKernel<AttentionTraits<Element, kHeadDim, tile_config(kHeadDim).block_m, tile_config(kHeadDim).block_n,
-                                    tile_config(kHeadDim).stages, kCausal>,
+                                    tile_config(kHeadDim).stages, kCausal, tile_config(kHeadDim).lazy_rescale>,
                     LocalStoreEpilogue>;
+
+template <class Element>
+using LongKvKernel = AttentionKernel<AttentionTraits<Element, 128, long_kv_tile_config().block_m,
+                                                     long_kv_tile_config().block_n, long_kv_tile_config().stages,
+                                                     /*causal=*/false, long_kv_tile_config().lazy_rescale>,
+                                     DirectStoreEpilogue>;
 
 }  // namespace xstage::kernels::attention

@@ -13,16 +13,26 @@ namespace xstage::kernels::attention {
 
 // Tile shape per head dim: a CTA computes block_m query rows (block_m / 64 consumer warp
 // groups, 64 rows each) against block_n keys per step, with `stages` K/V buffers in flight.
+// lazy_rescale: AttentionTraits::kLazyRescale (2 everywhere: +3-5% measured, docs/attention.md).
 struct TileConfig {
   int block_m;
   int block_n;
   int stages;
   int consumer_warpgroups;
+  int lazy_rescale = 2;
 };
 
+// The staged-epilogue tiles: every instantiation has one, and the Ulysses kernels use them.
 constexpr TileConfig tile_config(int head_dim) {
   return head_dim == 64 ? TileConfig{192, 128, 4, 3} : TileConfig{128, 128, 2, 2};
 }
+
+// Long key sets (d = 128, non-causal, local output): 192 keys per step, O stored straight
+// from registers (no room for the staging buffer next to 2 x 48 KiB K/V stages). Chosen by
+// the operator from kLongKvThreshold keys on: 1.02-1.04x the staged tile at 8192-65536 keys,
+// 0.90x at 1024 (tools/attn_study, results/attention-h200/tile-study-*).
+constexpr TileConfig long_kv_tile_config() { return TileConfig{128, 192, 2, 2}; }
+constexpr int kLongKvThreshold = 8192;
 
 // What one instantiation is, for logs, benchmarks and tests.
 struct KernelInfo {
@@ -44,6 +54,12 @@ cudaError_t attention_fwd_fp16_d64_noncausal(const AttentionParams& p, cudaStrea
 cudaError_t attention_fwd_fp16_d128_causal(const AttentionParams& p, cudaStream_t stream);
 cudaError_t attention_fwd_fp16_d128_noncausal(const AttentionParams& p, cudaStream_t stream);
 
+// d = 128, non-causal, long_kv_tile_config() (registers -> global epilogue).
+cudaError_t attention_fwd_bf16_d128_noncausal_longkv(const AttentionParams& p, cudaStream_t stream);
+cudaError_t attention_fwd_fp16_d128_noncausal_longkv(const AttentionParams& p, cudaStream_t stream);
+
+KernelInfo attention_fwd_bf16_d128_longkv_info();
+KernelInfo attention_fwd_fp16_d128_longkv_info();
 KernelInfo attention_fwd_bf16_d64_info();
 KernelInfo attention_fwd_bf16_d128_info();
 KernelInfo attention_fwd_fp16_d64_info();

@@ -60,7 +60,8 @@ enum class NamedBarrierId : uint32_t {
 
 // ---------------------------------------------------------------------------------------
 // Tile traits: everything static about one instantiation.
-template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kCausal_>
+template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kCausal_,
+          int kLazyRescale_ = 0>
 struct AttentionTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -68,6 +69,12 @@ struct AttentionTraits {
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kStages = kStages_;
   static constexpr bool kCausal = kCausal_;
+  // O's per-block rescale (see OnlineSoftmax::update_max): 0 = always; 1 = skipped in a warp
+  // whose rows all kept their running max (the factor is exactly 1); 2 = as 1, and a row's
+  // reference max is only raised when a block exceeds it by more than 2^8 (so almost never
+  // after the first block; the probabilities then stay below 256, exact after normalising).
+  static constexpr int kLazyRescale = kLazyRescale_;
+  static_assert(kLazyRescale >= 0 && kLazyRescale <= 2);
   static constexpr bool kIntraWGOverlap = XSTAGE_ATTN_INTRA_WG_OVERLAP != 0;
   static constexpr int kConsumerWGs = kBlockM / 64;
   static constexpr bool kPingPong = XSTAGE_ATTN_PINGPONG != 0 && kConsumerWGs >= 2;
@@ -434,7 +441,7 @@ struct AttentionMainloop {
         warpgroup_fence_operand(tSrS);
         pk.consumer_release(read);
         if constexpr (kMasked) mask_all(tSrS, nb);
-        softmax.template update_max<false, kMasked>(tSrS, rescale);
+        softmax.template update_max<false, kMasked, T::kLazyRescale == 2>(tSrS, rescale);
         softmax.template exponentiate<false, kMasked>(tSrS);
         pin_before_wait(pin_slot, softmax.row_sum[0] + softmax.row_sum[kRows - 1]);
         warpgroup_wait<0>();  // P V done: V buffer and the P registers are free
@@ -442,7 +449,7 @@ struct AttentionMainloop {
         warpgroup_fence_operand(tOrP);
         pv.consumer_release(read_v);
         convert_fragment<Element>(tSrS_as_a, tOrP);
-        softmax.rescale_o(tOrO, rescale);
+        if (T::kLazyRescale == 0 || any_rescale(rescale)) softmax.rescale_o(tOrO, rescale);
         step_hook(n_blocks - 1 - nb, nb == 0);  // fewest live registers here: S is already packed into P
       };
       if constexpr (T::kCausal) {
@@ -485,10 +492,10 @@ struct AttentionMainloop {
         warpgroup_fence_operand(tSrS);
         pk.consumer_release(read);
         if constexpr (kMasked) mask_all(tSrS, nb);
-        softmax.template update_max<false, kMasked>(tSrS, rescale);
+        softmax.template update_max<false, kMasked, T::kLazyRescale == 2>(tSrS, rescale);
         softmax.template exponentiate<false, kMasked>(tSrS);
         convert_fragment<Element>(tSrS_as_a, tOrP);
-        softmax.rescale_o(tOrO, rescale);
+        if (T::kLazyRescale == 0 || any_rescale(rescale)) softmax.rescale_o(tOrO, rescale);
         step_hook(n_blocks - 1 - nb, nb == 0);
       };
       if constexpr (T::kCausal) {

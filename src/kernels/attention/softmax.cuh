@@ -77,6 +77,16 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x;
 }
 
+// True if any row of this warp needs its accumulated O rescaled (a factor other than 1).
+// Warp-uniform, so the skipped multiplies do not diverge.
+template <int kRows>
+__device__ __forceinline__ bool any_rescale(float const (&factor)[kRows]) {
+  bool need = false;
+  CUTE_UNROLL
+  for (int mi = 0; mi < kRows; ++mi) need |= factor[mi] != 1.f;
+  return __any_sync(0xffffffffu, need);
+}
+
 template <int kRows>
 struct OnlineSoftmax {
   float row_max[kRows];
@@ -87,7 +97,11 @@ struct OnlineSoftmax {
 
   // Updates the running max with this block's scores. Returns, per row, the factor by which
   // everything accumulated so far (row sum, O) must be multiplied: exp2((m_old - m_new)*c).
-  template <bool kFirst, bool kCheckInf, class Frg>
+  // kLazyMax: keep the reference max unless this block's max exceeds it by more than
+  // kLazyMaxLog2 (in exp2 units), so the factor is usually exactly 1 and O needs no rescale.
+  static constexpr float kLazyMaxLog2 = 8.f;
+
+  template <bool kFirst, bool kCheckInf, bool kLazyMax = false, class Frg>
   __device__ __forceinline__ void update_max(Frg const& acc_s, float (&rescale)[kRows]) {
     Tensor s = make_tensor(acc_s.data(), acc_rowcol_layout(acc_s.layout()));
     static_assert(decltype(size<0>(s))::value == kRows);
@@ -101,7 +115,9 @@ struct OnlineSoftmax {
         row_max[mi] = m;
         rescale[mi] = 1.f;
       } else {
-        const float m_new = fmaxf(row_max[mi], m);
+        // Lazy: a NaN difference (both -inf: nothing seen yet) keeps the old max.
+        const float m_new = !kLazyMax ? fmaxf(row_max[mi], m)
+                                      : ((m - row_max[mi]) * scale_log2 > kLazyMaxLog2 ? m : row_max[mi]);
         // m_new == -inf only if every score of this row so far is masked: nothing to rescale.
         const float m_ref = (kCheckInf && m_new == -INFINITY) ? 0.f : m_new;
         rescale[mi] = fast_exp2((row_max[mi] - m_ref) * scale_log2);

@@ -20,7 +20,8 @@ template <class Element, int kHeadDim>
 cudaError_t launch_ulysses_attention(EpilogueKind kind, const attention::AttentionParams& p, const UlyssesArgs& u,
                                      cudaStream_t s) {
   constexpr attention::TileConfig c = attention::tile_config(kHeadDim);
-  using Tr = attention::AttentionTraits<Element, kHeadDim, c.block_m, c.block_n, c.stages, /*causal=*/false>;
+  using Tr = attention::AttentionTraits<Element, kHeadDim, c.block_m, c.block_n, c.stages, /*causal=*/false,
+                                         c.lazy_rescale>;
   if (p.causal) return cudaErrorInvalidValue;
   switch (kind) {
     case EpilogueKind::fused: {

@@ -1,0 +1,12 @@
+// Instantiation fp16, head dim 128, non-causal, long key sets (long_kv_tile_config(): 128 x 192
+// tile, registers -> global epilogue) and its launcher.
+#include "kernels/attention/kernel.cuh"
+
+namespace xstage::kernels::attention {
+
+cudaError_t attention_fwd_fp16_d128_noncausal_longkv(const AttentionParams& p, cudaStream_t stream) {
+  return launch_attention<LongKvKernel<cutlass::half_t>>(p, stream);
+}
+KernelInfo attention_fwd_fp16_d128_longkv_info() { return LongKvKernel<cutlass::half_t>::info(); }
+
+}  // namespace xstage::kernels::attention
