@@ -128,8 +128,10 @@ struct AttentionKernel {
         auto step_hook = [&](int call, bool last) {
           if constexpr (Epilogue::kHasStepHook) epilogue.step(params.epilogue, ss.o.data(), call, last);
         };
-        mainloop.mma(params.mainloop, pk, pv, ss.q_full, q_phase, read, tile, ct, sQ, sK, sVt, tOrO, softmax, lse,
-                     &ss.pin[ct], step_hook);
+        int hook_calls = 0;
+        if constexpr (Epilogue::kHasStepHook) hook_calls = Epilogue::hook_calls(params.epilogue);
+        mainloop.template mma<Epilogue::kHasStepHook>(params.mainloop, pk, pv, ss.q_full, q_phase, read, tile, ct, sQ,
+                                                      sK, sVt, tOrO, softmax, lse, &ss.pin[ct], step_hook, hook_calls);
         q_phase ^= 1u;
         epilogue.store(params.epilogue, ss.o.data(), tOrO, lse, tile);
         // After the CTA's last tile: whatever the policy still holds leaves now.

@@ -382,11 +382,16 @@ struct AttentionMainloop {
   // call = 0, 1, ... counts the calls of this tile; last marks the final one. Both are
   // derived from the loop counter, so a policy's "is a chunk due" test stays on uniform
   // values (a test on per-thread data here cost ptxas its uniform-register descriptors).
-  template <class SmemQ, class SmemK, class SmemVt, class FrgO, int kRows, class StepHook>
+  //
+  // hook_calls: only calls 0 .. hook_calls-1 and the last one can carry work (kHasHook false:
+  // none). The unmasked key blocks past them run a copy of the step without the hook, so the
+  // hot loop of a hooked kernel is the plain one (measured: the per-step test alone cost the
+  // shaped Ulysses kernel 3-5% once the lazy rescale had made the step leaner).
+  template <bool kHasHook = true, class SmemQ, class SmemK, class SmemVt, class FrgO, int kRows, class StepHook>
   __device__ void mma(Params const& mp, Pipeline const& pk, Pipeline const& pv, uint64_t const& q_full,
                       uint32_t q_phase, State& read, WorkTile const& tile, int ct, SmemQ const& sQ, SmemK const& sK,
                       SmemVt const& sVt, FrgO& tOrO, OnlineSoftmax<kRows>& softmax, float (&lse)[kRows],
-                      float* pin_slot, StepHook&& step_hook) const {
+                      float* pin_slot, StepHook&& step_hook, int hook_calls = 0) const {
     const int wg = ct / 128;
     typename T::TiledMmaQK mma_qk;
     typename T::TiledMmaPV mma_pv;
@@ -409,7 +414,7 @@ struct AttentionMainloop {
     auto mask_all = [&](auto& s, int n) { mask_scores<T::kCausal, kBlockM, kBlockN>(s, tScS, m_block, n, kv_len); };
 
     const int n_blocks = n_block_max(mp, m_block);
-    step_hook(0, n_blocks == 1);
+    if constexpr (kHasHook) step_hook(0, n_blocks == 1);
     clear(tOrO);
     float rescale[kRows];
     int n = n_blocks - 1;
@@ -427,7 +432,7 @@ struct AttentionMainloop {
     --n;
 
     if constexpr (T::kIntraWGOverlap) {
-      auto step = [&](int nb, auto masked) {
+      auto step = [&](int nb, auto masked, auto hooked) {
         constexpr bool kMasked = decltype(masked)::value;
         State read_v = read;
         read.advance();
@@ -450,13 +455,21 @@ struct AttentionMainloop {
         pv.consumer_release(read_v);
         convert_fragment<Element>(tSrS_as_a, tOrP);
         if (T::kLazyRescale == 0 || any_rescale(rescale)) softmax.rescale_o(tOrO, rescale);
-        step_hook(n_blocks - 1 - nb, nb == 0);  // fewest live registers here: S is already packed into P
+        // Fewest live registers here: S is already packed into P.
+        if constexpr (decltype(hooked)::value) step_hook(n_blocks - 1 - nb, nb == 0);
       };
       if constexpr (T::kCausal) {
         const int n_mask_min = n_block_causal_mask_min(m_block);
-        for (; n >= n_mask_min; --n) step(n, cute::true_type{});
+        for (; n >= n_mask_min; --n) step(n, cute::true_type{}, cute::bool_constant<kHasHook>{});
       }
-      for (; n >= 0; --n) step(n, cute::false_type{});
+      if constexpr (kHasHook) {
+        for (; n >= 0 && n_blocks - 1 - n < hook_calls; --n) step(n, cute::false_type{}, cute::true_type{});
+        const bool last_pending = n >= 0;  // the final call falls in the unhooked part
+        for (; n >= 0; --n) step(n, cute::false_type{}, cute::false_type{});
+        if (last_pending) step_hook(n_blocks - 1, true);
+      } else {
+        for (; n >= 0; --n) step(n, cute::false_type{}, cute::false_type{});
+      }
       // Every QK^T GEMM of this tile is complete: the producer may load the next Q.
       cutlass::arch::NamedBarrier::arrive(T::kConsumerThreads + 32, static_cast<uint32_t>(NamedBarrierId::query_empty));
       pv.consumer_wait(read);
@@ -480,7 +493,7 @@ struct AttentionMainloop {
         warpgroup_fence_operand(tOrP);
         pv.consumer_release(st);
       };
-      auto step = [&](int nb, auto masked) {
+      auto step = [&](int nb, auto masked, auto hooked) {
         constexpr bool kMasked = decltype(masked)::value;
         pv_step(read);  // previous block
         read.advance();
@@ -496,13 +509,13 @@ struct AttentionMainloop {
         softmax.template exponentiate<false, kMasked>(tSrS);
         convert_fragment<Element>(tSrS_as_a, tOrP);
         if (T::kLazyRescale == 0 || any_rescale(rescale)) softmax.rescale_o(tOrO, rescale);
-        step_hook(n_blocks - 1 - nb, nb == 0);
+        if constexpr (decltype(hooked)::value) step_hook(n_blocks - 1 - nb, nb == 0);
       };
       if constexpr (T::kCausal) {
         const int n_mask_min = n_block_causal_mask_min(m_block);
-        for (; n >= n_mask_min; --n) step(n, cute::true_type{});
+        for (; n >= n_mask_min; --n) step(n, cute::true_type{}, cute::bool_constant<kHasHook>{});
       }
-      for (; n >= 0; --n) step(n, cute::false_type{});
+      for (; n >= 0; --n) step(n, cute::false_type{}, cute::bool_constant<kHasHook>{});
       cutlass::arch::NamedBarrier::arrive(T::kConsumerThreads + 32, static_cast<uint32_t>(NamedBarrierId::query_empty));
       pv_step(read);
       read.advance();

@@ -42,6 +42,9 @@ struct ShapedTileEpilogue : attention::TileStoreEpilogue<Traits, Destination> {
   // store iterations [c * chunk_vecs, (c + 1) * chunk_vecs)) at call c << chunk_shift, and the
   // mainloop's last call sends whatever is left. So the per-step test needs no shared-memory
   // state and no division, and is uniform across the warp group.
+  // Mainloop calls that may carry a chunk (besides the last one): the mainloop runs its
+  // later steps without the hook (mainloop.cuh).
+  __device__ static int hook_calls(Params const& ep) { return ep.dest.u.chunk_calls; }
   __device__ void step(Params const& ep, Element* smem_o, int call, bool last) {
     // Most calls carry nothing: one compare against a kernel parameter decides that (it is
     // on the path to the next GEMM issue, so it must cost next to nothing).
