@@ -185,7 +185,9 @@ nlohmann::json bench_point(Team& team, const Flags& fl, const model::Params& par
     if (wanted(row)) rows.push_back(row);
   }
   // 2. Timing, interleaved: every iteration runs each variant once (device barrier, then
-  //    CUDA events around the call), so clock and power drift hit all variants alike.
+  //    CUDA events around the call), so clock and power drift hit all variants alike. The
+  //    order rotates by one every iteration: a fixed order would always give a variant the
+  //    same predecessor (and its power state).
   std::vector<std::vector<std::vector<double>>> us(rows.size(), std::vector<std::vector<double>>(n));
   if (!failed) {
     team.run([&](int i) {
@@ -196,7 +198,8 @@ nlohmann::json bench_point(Team& team, const Flags& fl, const model::Params& par
       std::vector<cudaEvent_t> ev(2 * fl.iters * rows.size());
       for (auto& e : ev) XS_CUDA(cudaEventCreate(&e), "creating events");
       for (int it = 0; it < fl.iters; ++it)
-        for (size_t r = 0; r < rows.size(); ++r) {
+        for (size_t pos = 0; pos < rows.size(); ++pos) {
+          const size_t r = (pos + static_cast<size_t>(it)) % rows.size();  // same on every rank
           const size_t k = 2 * (it * rows.size() + r);
           XS_CUDA(kernels::launch_team_barrier(td, team.next_epoch(i), s), "bench barrier");
           XS_CUDA(cudaEventRecord(ev[k], s), "recording");
@@ -356,7 +359,7 @@ void run(const Flags& fl) {
     j["sm_clock_ghz"] = ghz;
     j["model_params"] = params_used;
     j["config"] = {{"warmup", fl.warmup}, {"iters", fl.iters}, {"rotate_bytes", rotate_bytes},
-                   {"timing", "variants interleaved per iteration; device barrier, then CUDA events around one call per rank; median per rank, max over ranks"}};
+                   {"timing", "variants interleaved per iteration, order rotated by one each iteration; device barrier, then CUDA events around one call per rank; median per rank, max over ranks"}};
     j["results"] = results;
     write_json_file(j, fl.json_out);
   }
