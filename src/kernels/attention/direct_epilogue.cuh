@@ -10,14 +10,11 @@
 // Tail split (kTailSplit, see tile_scheduler.cuh): a part of a split tile leaves its
 // normalised O and its LSE in the workspace, in the thread's own register order (each
 // thread writes and later reads only its own 64 + 2 floats, so the layout needs no
-// shuffles), then counts itself in the tile's counter. The part that arrives last merges
-// all parts in part order, resets the counter to 0 for the next launch, and stores O and
-// LSE as a whole tile would. Ordering: stores, __threadfence, group barrier, one atomic
-// (writer); atomic, group barrier, __threadfence, L2 loads (the last one). No CTA ever
-// waits for another. No early return on the counted result (a value read from shared
-// memory, so not provably warp-uniform): with one, ptxas took the mainloop's wgmma
-// descriptors out of the uniform registers (56 R2UR per key block instead of 16, +6 %
-// instructions in the hot loop, measured 5-7 % slower on long sequences).
+// shuffles), then counts itself in the tile's counter. The part that arrives last merges:
+//   lse = log(sum_s exp(lse_s)),  O = sum_s exp(lse_s - lse) O_s,
+// resets the counter to 0 for the next launch, and stores O and LSE as a whole tile would.
+// Ordering: stores, __threadfence, group barrier, one atomic (writer); atomic, group
+// barrier, __threadfence, L2 loads (the last one). No CTA ever waits for another.
 #pragma once
 #include <cstdint>
 
@@ -60,17 +57,13 @@ struct DirectStoreEpilogue {
   static constexpr bool kHasServiceThread = false;
   // The workspace layout below is sized for d = 128, block_m = 128 (split_workspace_floats).
   static constexpr bool kTailSplit = kHeadDim == 128 && kBlockM == 128 && !T::kCausal;
-  static int host_split_capacity(Params const& ep) { return ep.capacity; }
+  __device__ static int split_capacity(Params const& ep) { return ep.capacity; }
   __device__ static void kernel_start(Params const&) {}
   __device__ static void init_shared(Element*) {}
   template <class Scheduler>
   __device__ static void service(Params const&, Element*, Scheduler const&) {}
   __device__ void step(Params const&, Element const*, int, bool) {}
   __device__ void finish(Params const&, Element const*) {}
-
-  // Workspace floats per thread and part: 64 O values, then the 2 row LSEs (d = 128).
-  static constexpr int kPartO = 64;
-  static constexpr int kPerThread = kPartO + 2;
 
   // All 128 threads of each consumer warp group, with the normalised fp32 O fragment.
   template <class FrgO, int kRows>
@@ -79,27 +72,81 @@ struct DirectStoreEpilogue {
     uint32_t tid_x;
     asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid_x));
     const int ct = static_cast<int>(tid_x) - 128;
+    const int wg = ct / 128;
+    const int tid = ct % 128;
+    EpilogueTile t;
+    t.batch = tile.batch;
+    t.head = tile.head;
+    t.m_block = tile.m_block;
+    t.row_begin = tile.m_block * kBlockM + wg * 64;
+    t.row_end = min(t.row_begin + 64, ep.q_len);
+
     Tensor o = make_tensor(tOrO.data(), acc_rowcol_layout(tOrO.layout()));
     static_assert(decltype(size<0>(o))::value == kRows);
     constexpr int kCols = decltype(size<1>(o))::value;
     static_assert(kCols % 2 == 0, "columns come in pairs c, c+1");
+
+    // Per row: the factor of this part's O and the tile's LSE (1 and lse for a whole tile).
+    float self_w[kRows], row_lse[kRows];
+    CUTE_UNROLL
+    for (int mi = 0; mi < kRows; ++mi) {
+      self_w[mi] = 1.f;
+      row_lse[mi] = lse[mi];
+    }
+    const float* others = nullptr;  // workspace of the tile's first part (merging part only)
+    int first_slot = 0;
     if constexpr (kTailSplit) {
       if (tile.splits > 1) {
-        // A part: its O and LSE to the workspace, then count it and maybe merge.
-        static_assert(kCols * kRows == kPartO && kRows == 2, "workspace sized for d = 128 (split_workspace_floats)");
-        float* mine = part_base(ep, tile.slot, ct);
+        static_assert(kCols * kRows == 64 && kRows == 2, "workspace sized for d = 128 (split_workspace_floats)");
+        constexpr int kPerThread = kCols * kRows + kRows;  // 66 floats
+        auto slot_base = [&](int slot) { return ep.ws + ((static_cast<long long>(slot) * 2 + wg) * 128 + tid) * kPerThread; };
+        float* mine = slot_base(tile.slot);
         CUTE_UNROLL
         for (int mi = 0; mi < kRows; ++mi) {
           CUTE_UNROLL
           for (int ni = 0; ni < kCols; ni += 2)
             *reinterpret_cast<float2*>(mine + mi * kCols + ni) = make_float2(o(mi, ni), o(mi, ni + 1));
-          mine[kPartO + mi] = lse[mi];
+          mine[kCols * kRows + mi] = lse[mi];
         }
-        merge_parts(ep, smem, tile, ct);
-        return;
+        __threadfence();
+        const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + wg;
+        cutlass::arch::NamedBarrier::sync(128, bar);
+        first_slot = tile.slot - tile.split;
+        int* counter = ep.counters + (first_slot / tile.splits) * 2 + wg;
+        int* word = reinterpret_cast<int*>(smem) + wg;
+        if (tid == 0) {
+          const int arrived = atomicAdd(counter, 1);
+          const bool last = arrived == tile.splits - 1;
+          if (last) *counter = 0;  // every part has counted itself: ready for the next launch
+          *word = last ? 1 : 0;
+        }
+        cutlass::arch::NamedBarrier::sync(128, bar);
+        // (Thread 0 rewrites the word only after the next split tile's first barrier, which
+        // every thread reaches after this read.)
+        const bool last = *word != 0;
+        if (!last) return;
+        __threadfence();
+        others = slot_base(first_slot);
+        // Merge the LSEs: m = max, sum = sum exp(lse_s - m).
+        CUTE_UNROLL
+        for (int mi = 0; mi < kRows; ++mi) {
+          float m = lse[mi];
+          for (int s = 0; s < tile.splits; ++s)
+            if (s != tile.split) m = fmaxf(m, __ldcg(others + s * (2 * 128 * kPerThread) + kCols * kRows + mi));
+          if (m == -INFINITY) {  // no key at all (rows past q_len): nothing to merge
+            self_w[mi] = 0.f;
+            row_lse[mi] = -INFINITY;
+            continue;
+          }
+          float sum = __expf(lse[mi] - m);
+          for (int s = 0; s < tile.splits; ++s)
+            if (s != tile.split) sum += __expf(__ldcg(others + s * (2 * 128 * kPerThread) + kCols * kRows + mi) - m);
+          self_w[mi] = __expf(lse[mi] - m) / sum;
+          row_lse[mi] = m + __logf(sum);
+        }
       }
     }
-    const EpilogueTile t = slice_of(ep, tile, ct);
+
     typename T::TiledMmaPV mma_pv;
     Tensor tOcO = mma_pv.get_thread_slice(ct).partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
     Tensor c = make_tensor(tOcO.data(), acc_rowcol_layout(tOcO.layout()));
@@ -113,96 +160,26 @@ struct DirectStoreEpilogue {
       CUTE_UNROLL
       for (int ni = 0; ni < kCols; ni += 2) {
         cutlass::Array<float, 2> f;
-        f[0] = o(mi, ni);
-        f[1] = o(mi, ni + 1);
-        *reinterpret_cast<cutlass::Array<Element, 2>*>(dst + get<1>(c(mi, ni))) = cvt(f);
-      }
-      if (lse_owner) {
-        float* l = ep.dest.lse_destination(t, row);
-        if (l != nullptr) *l = lse[mi];
-      }
-    }
-  }
-
- private:
-  __device__ static EpilogueTile slice_of(Params const& ep, WorkTile const& tile, int ct) {
-    EpilogueTile t;
-    t.batch = tile.batch;
-    t.head = tile.head;
-    t.m_block = tile.m_block;
-    t.row_begin = tile.m_block * kBlockM + (ct / 128) * 64;
-    t.row_end = min(t.row_begin + 64, ep.q_len);
-    return t;
-  }
-  __device__ static float* part_base(Params const& ep, int slot, int ct) {
-    return ep.ws + ((static_cast<long long>(slot) * 2 + ct / 128) * 128 + ct % 128) * kPerThread;
-  }
-
-  // Counts this part in its tile's counter; the last part merges all of them, in part order
-  // (the same sums whichever part arrives last, so results are deterministic):
-  //   lse = m + log(sum_s exp(lse_s - m)),  O = sum_s exp(lse_s - lse) O_s.
-  __device__ static __forceinline__ void merge_parts(Params const& ep, Element* smem, WorkTile const& tile, int ct) {
-    const int wg = ct / 128;
-    const int tid = ct % 128;
-    __threadfence();  // this thread's part is visible device-wide before it is counted
-    const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + wg;
-    cutlass::arch::NamedBarrier::sync(128, bar);
-    const int first_slot = tile.slot - tile.split;
-    int* word = reinterpret_cast<int*>(smem) + wg;
-    if (tid == 0) {
-      int* counter = ep.counters + (first_slot / tile.splits) * 2 + wg;
-      const bool last = atomicAdd(counter, 1) == tile.splits - 1;
-      if (last) *counter = 0;  // every part has counted itself: ready for the next launch
-      *word = last ? 1 : 0;
-    }
-    cutlass::arch::NamedBarrier::sync(128, bar);
-    // (Thread 0 rewrites the word only after the next split tile's first barrier, which
-    // every thread reaches after this read.)
-    const bool merge = *word != 0;
-    if (merge) __threadfence();
-
-    const EpilogueTile t = slice_of(ep, tile, ct);
-    typename T::TiledMmaPV mma_pv;
-    Tensor tOcO = mma_pv.get_thread_slice(ct).partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
-    Tensor c = make_tensor(tOcO.data(), acc_rowcol_layout(tOcO.layout()));
-    constexpr int kRows = decltype(size<0>(c))::value;
-    constexpr int kCols = decltype(size<1>(c))::value;
-    const float* base = part_base(ep, first_slot, ct);
-    constexpr long long kPartStride = 2LL * 128 * kPerThread;  // floats between parts of one thread
-    cutlass::NumericArrayConverter<Element, float, 2, cutlass::FloatRoundStyle::round_to_nearest> cvt;
-    const bool lse_owner = get<1>(c(0, 0)) == 0;
-    for (int mi = 0; mi < kRows; ++mi) {
-      const int row = tile.m_block * kBlockM + get<0>(c(mi, 0));
-      if (!merge || row >= t.row_end) continue;
-      float m = -INFINITY;
-      CUTE_UNROLL
-      for (int s = 0; s < kMaxTailSplit; ++s)
-        if (s < tile.splits) m = fmaxf(m, __ldcg(base + s * kPartStride + kPartO + mi));
-      float sum = 0.f;
-      CUTE_UNROLL
-      for (int s = 0; s < kMaxTailSplit; ++s)
-        if (s < tile.splits) sum += __expf(__ldcg(base + s * kPartStride + kPartO + mi) - m);
-      const float row_lse = m + __logf(sum);  // parts hold at least one key each: m is finite
-      Element* dst = static_cast<Element*>(ep.dest.destination(t, row).ptr);
-      for (int ni = 0; ni < kCols; ni += 2) {
-        float f0 = 0.f, f1 = 0.f;
-        CUTE_UNROLL
-        for (int s = 0; s < kMaxTailSplit; ++s) {
-          if (s >= tile.splits) break;
-          const float* p = base + s * kPartStride;
-          const float w = __expf(__ldcg(p + kPartO + mi) - row_lse);
-          const float2 v = __ldcg(reinterpret_cast<const float2*>(p + mi * kCols + ni));
-          f0 += w * v.x;
-          f1 += w * v.y;
+        f[0] = o(mi, ni) * self_w[mi];
+        f[1] = o(mi, ni + 1) * self_w[mi];
+        if constexpr (kTailSplit) {
+          if (others != nullptr && row_lse[mi] != -INFINITY) {
+            constexpr int kPerThread = kCols * kRows + kRows;
+            for (int s = 0; s < tile.splits; ++s) {
+              if (s == tile.split) continue;
+              const float* p = others + s * (2 * 128 * kPerThread);
+              const float w = __expf(__ldcg(p + kCols * kRows + mi) - row_lse[mi]);
+              const float2 v = __ldcg(reinterpret_cast<const float2*>(p + mi * kCols + ni));
+              f[0] += w * v.x;
+              f[1] += w * v.y;
+            }
+          }
         }
-        cutlass::Array<float, 2> f;
-        f[0] = f0;
-        f[1] = f1;
         *reinterpret_cast<cutlass::Array<Element, 2>*>(dst + get<1>(c(mi, ni))) = cvt(f);
       }
       if (lse_owner) {
         float* l = ep.dest.lse_destination(t, row);
-        if (l != nullptr) *l = row_lse;
+        if (l != nullptr) *l = row_lse[mi];
       }
     }
   }

@@ -39,7 +39,6 @@ struct AttentionKernel {
     int q_len;
     int heads;
     int batch;
-    TailSplitPlan tail;  // set by launch_attention (whole tiles unless the epilogue splits)
   };
 
   struct SharedStorage {
@@ -58,16 +57,14 @@ struct AttentionKernel {
 
   // Every role builds the same scheduler (same work list, same tail-split decision).
   __device__ static Scheduler make_scheduler(Params const& params) {
-    return Scheduler(params.q_len, params.heads, params.batch, &params.tail);
+    int capacity = 0;
+    if constexpr (Epilogue::kTailSplit) capacity = Epilogue::split_capacity(params.epilogue);
+    return Scheduler(params.q_len, params.heads, params.batch,
+                     (params.mainloop.kv_len + T::kBlockN - 1) / T::kBlockN, capacity);
   }
 
-  // grid: the CTAs of the launch (the tail split depends on it).
-  static Params to_params(AttentionParams const& p, typename Epilogue::Params const& ep, int grid) {
-    TailSplitPlan tail{0, 1};
-    if constexpr (Epilogue::kTailSplit)
-      tail = tail_split_plan(attention_num_tiles(p), grid, (p.kv_len + T::kBlockN - 1) / T::kBlockN,
-                             Epilogue::host_split_capacity(ep));
-    return Params{Mainloop::to_params(p), ep, p.q_len, p.heads, p.batch, tail};
+  static Params to_params(AttentionParams const& p, typename Epilogue::Params const& ep) {
+    return Params{Mainloop::to_params(p), ep, p.q_len, p.heads, p.batch};
   }
 
   static KernelInfo info() {
@@ -144,8 +141,7 @@ struct AttentionKernel {
         mainloop.template mma<Epilogue::kHasStepHook>(params.mainloop, pk, pv, ss.q_full, q_phase, read, tile, ct, sQ,
                                                       sK, sVt, tOrO, softmax, lse, &ss.pin[ct], step_hook, hook_calls);
         q_phase ^= 1u;
-        // Decoded again: fewer values live across the mainloop.
-        epilogue.store(params.epilogue, ss.o.data(), tOrO, lse, sched.decode(idx));
+        epilogue.store(params.epilogue, ss.o.data(), tOrO, lse, tile);
         // After the CTA's last tile: whatever the policy still holds leaves now.
         if (!sched.valid(sched.next(idx))) epilogue.finish(params.epilogue, ss.o.data());
       }
@@ -180,7 +176,7 @@ cudaError_t launch_attention(AttentionParams const& p, typename Kernel::Epilogue
     if (e != cudaSuccess) return e;
   }
   if (ctas > tiles) ctas = static_cast<int>(tiles);
-  const typename Kernel::Params kp = Kernel::to_params(p, ep, ctas);
+  const typename Kernel::Params kp = Kernel::to_params(p, ep);
   auto* fn = attention_fwd_kernel<Kernel>;
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
   if (e != cudaSuccess) return e;

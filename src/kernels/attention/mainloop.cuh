@@ -482,9 +482,7 @@ struct AttentionMainloop {
         for (; n >= n_first; --n) step(n, cute::false_type{}, cute::false_type{});
         if (last_pending) step_hook(n_blocks - 1, true);
       } else {
-        // A plain count: the block index is not needed in unmasked, hook-free steps, and
-        // n_first would otherwise stay live in a register through the hot loop.
-        for (int left = n - n_first + 1; left > 0; --left) step(0, cute::false_type{}, cute::false_type{});
+        for (; n >= n_first; --n) step(n, cute::false_type{}, cute::false_type{});
       }
       // Every QK^T GEMM of this tile is complete: the producer may load the next Q.
       cutlass::arch::NamedBarrier::arrive(T::kConsumerThreads + 32, static_cast<uint32_t>(NamedBarrierId::query_empty));

@@ -29,39 +29,33 @@ constexpr int kMaxTailSplit = 4;
 
 // kTailSplit: when the last wave would leave most CTAs idle (tiles % grid <= grid / 2), its
 // tiles are split along the keys into k = min(grid / remainder, kMaxTailSplit, key blocks)
-// parts, one per CTA, that the epilogue merges (DirectStoreEpilogue). The host decides
-// (tail_split_plan) and passes the plan as a kernel parameter, so no register holds it.
-struct TailSplitPlan {
-  int full;    // work items [0, full) are whole tiles
-  int splits;  // parts per remaining tile (1: no split)
-};
-inline TailSplitPlan tail_split_plan(long long tiles, int grid, int kv_blocks, int capacity) {
-  const TailSplitPlan none{static_cast<int>(tiles), 1};
-  if (grid <= 0 || tiles <= grid || capacity < grid) return none;
-  const int rem = static_cast<int>(tiles % grid);
-  if (rem == 0) return none;
-  int k = grid / rem;
-  if (k > kMaxTailSplit) k = kMaxTailSplit;
-  if (k > kv_blocks) k = kv_blocks;
-  if (k < 2) return none;
-  return TailSplitPlan{static_cast<int>(tiles) - rem, k};
-}
-
+// parts, one per CTA, that the epilogue merges (DirectStoreEpilogue). Needs workspace for
+// `split_capacity` parts (0: never split). Same decisions in every role of every CTA.
 template <int kBlockM, bool kCausal, bool kTailSplit = false>
 struct StaticPersistentScheduler {
   int num_m_blocks;
   int heads;
-  int total;  // work items
-  // The kernel parameter itself (constant bank), read where needed: two more live values
-  // across the mainloop cost the long-key kernel 15 uniform moves per key block.
-  TailSplitPlan const* plan;
+  int full;    // items [0, full) are whole tiles
+  int splits;  // parts per tail tile (1: no split)
+  int total;   // work items
 
-  __device__ StaticPersistentScheduler(int q_len, int heads_, int batch, TailSplitPlan const* plan_ = nullptr)
-      : num_m_blocks((q_len + kBlockM - 1) / kBlockM), heads(heads_), plan(plan_) {
-    total = num_m_blocks * heads_ * batch;
+  __device__ StaticPersistentScheduler(int q_len, int heads_, int batch, int kv_blocks = 1, int split_capacity = 0)
+      : num_m_blocks((q_len + kBlockM - 1) / kBlockM), heads(heads_) {
+    const int tiles = num_m_blocks * heads_ * batch;
+    full = tiles;
+    splits = 1;
     if constexpr (kTailSplit && !kCausal) {
-      if (plan->splits > 1) total = plan->full + (total - plan->full) * plan->splits;
+      const int grid = static_cast<int>(gridDim.x);
+      const int rem = tiles % grid;
+      if (tiles > grid && rem > 0 && split_capacity >= grid) {
+        const int k = min(min(grid / rem, kMaxTailSplit), kv_blocks);
+        if (k >= 2) {
+          full = tiles - rem;
+          splits = k;
+        }
+      }
     }
+    total = full + (tiles - full) * splits;
   }
 
   __device__ int first() const { return static_cast<int>(blockIdx.x); }
@@ -69,19 +63,13 @@ struct StaticPersistentScheduler {
   __device__ bool valid(int idx) const { return idx < total; }
 
   __device__ WorkTile decode(int idx) const {
-    if constexpr (kTailSplit && !kCausal) {
-      const int full = plan->full;
-      if (plan->splits > 1 && idx >= full) {
-        const int splits = plan->splits;
-        const int u = idx - full;
-        WorkTile t = decode_tile(full + u / splits);
-        t.split = u % splits;
-        t.splits = splits;
-        t.slot = u;
-        return t;
-      }
-    }
-    return decode_tile(idx);
+    if (idx < full) return decode_tile(idx);
+    const int u = idx - full;
+    WorkTile t = decode_tile(full + u / splits);
+    t.split = u % splits;
+    t.splits = splits;
+    t.slot = u;
+    return t;
   }
 
  private:
