@@ -29,7 +29,7 @@ struct AttentionKernel {
   using Epilogue = EpiloguePolicy<T>;
   using Pipeline = typename Mainloop::Pipeline;
   using State = typename Mainloop::State;
-  using Scheduler = StaticPersistentScheduler<T::kBlockM, T::kCausal, Epilogue::kTailSplit>;
+  using Scheduler = StaticPersistentScheduler<T::kBlockM, T::kCausal>;
   static constexpr int kThreads = T::kThreads;
   static constexpr int kRows = 2;  // accumulator rows per consumer thread (checked in the softmax)
 
@@ -54,14 +54,6 @@ struct AttentionKernel {
   // + slack to align the dynamic shared memory base to 1024 B (128-byte swizzle atoms).
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage)) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
-
-  // Every role builds the same scheduler (same work list, same tail-split decision).
-  __device__ static Scheduler make_scheduler(Params const& params) {
-    int capacity = 0;
-    if constexpr (Epilogue::kTailSplit) capacity = Epilogue::split_capacity(params.epilogue);
-    return Scheduler(params.q_len, params.heads, params.batch,
-                     (params.mainloop.kv_len + T::kBlockN - 1) / T::kBlockN, capacity);
-  }
 
   static Params to_params(AttentionParams const& p, typename Epilogue::Params const& ep) {
     return Params{Mainloop::to_params(p), ep, p.q_len, p.heads, p.batch};
@@ -107,20 +99,20 @@ struct AttentionKernel {
       // Producer: give registers away; warp 0 loads, warps 1-3 are done.
       cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
       if (warp == 0) {
-        const Scheduler sched = make_scheduler(params);
+        const Scheduler sched(params.q_len, params.heads, params.batch);
         State write = Pipeline::producer_start();
         for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx))
           mainloop.load(params.mainloop, pk, pv, ss.q_full, write, sched.decode(idx), sQ, sK, sVt);
       } else if (warp == 1 && (threadIdx.x % 32) == 0) {
         // The epilogue's service thread, if the policy has one (flags and fences only).
         if constexpr (Epilogue::kHasServiceThread) {
-          const Scheduler sched = make_scheduler(params);
+          const Scheduler sched(params.q_len, params.heads, params.batch);
           Epilogue::service(params.epilogue, ss.o.data(), sched);
         }
       }
     } else {
       cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
-      const Scheduler sched = make_scheduler(params);
+      const Scheduler sched(params.q_len, params.heads, params.batch);
       const int ct = static_cast<int>(threadIdx.x) - 128;
       Mainloop::consumer_init(ct / 128);
       Epilogue epilogue{};  // policies that spread a tile's stores keep their progress here

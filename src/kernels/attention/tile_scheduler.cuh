@@ -1,5 +1,5 @@
 // Persistent tile scheduler: grid = min(#SMs, #tiles) CTAs, each walking the tile list
-// round-robin (tile i goes to CTA i % grid), optionally splitting the last wave's tiles. A tile is one block_m-row slice of Q for one
+// round-robin (tile i goes to CTA i % grid). A tile is one block_m-row slice of Q for one
 // (head, batch). The producer and the consumer warp groups of a CTA each run their own
 // copy of the scheduler and see the same sequence, so no shared state is needed.
 //
@@ -17,63 +17,22 @@ struct WorkTile {
   int m_block;  // q-tile index: rows [m_block*block_m, (m_block+1)*block_m)
   int head;
   int batch;
-  // Tail split (kTailSplit schedulers only): this work item covers key blocks part `split`
-  // of `splits` of the tile; `slot` numbers the parts of the launch (0 .. #parts-1).
-  int split = 0;
-  int splits = 1;
-  int slot = 0;
 };
 
-// Most parts a tail tile is split into: more parts cost more merging for little gain.
-constexpr int kMaxTailSplit = 4;
-
-// kTailSplit: when the last wave would leave most CTAs idle (tiles % grid <= grid / 2), its
-// tiles are split along the keys into k = min(grid / remainder, kMaxTailSplit, key blocks)
-// parts, one per CTA, that the epilogue merges (DirectStoreEpilogue). Needs workspace for
-// `split_capacity` parts (0: never split). Same decisions in every role of every CTA.
-template <int kBlockM, bool kCausal, bool kTailSplit = false>
+template <int kBlockM, bool kCausal>
 struct StaticPersistentScheduler {
   int num_m_blocks;
   int heads;
-  int full;    // items [0, full) are whole tiles
-  int splits;  // parts per tail tile (1: no split)
-  int total;   // work items
+  int total;
 
-  __device__ StaticPersistentScheduler(int q_len, int heads_, int batch, int kv_blocks = 1, int split_capacity = 0)
-      : num_m_blocks((q_len + kBlockM - 1) / kBlockM), heads(heads_) {
-    const int tiles = num_m_blocks * heads_ * batch;
-    full = tiles;
-    splits = 1;
-    if constexpr (kTailSplit && !kCausal) {
-      const int grid = static_cast<int>(gridDim.x);
-      const int rem = tiles % grid;
-      if (tiles > grid && rem > 0 && split_capacity >= grid) {
-        const int k = min(min(grid / rem, kMaxTailSplit), kv_blocks);
-        if (k >= 2) {
-          full = tiles - rem;
-          splits = k;
-        }
-      }
-    }
-    total = full + (tiles - full) * splits;
-  }
+  __device__ StaticPersistentScheduler(int q_len, int heads_, int batch)
+      : num_m_blocks((q_len + kBlockM - 1) / kBlockM), heads(heads_), total(num_m_blocks * heads_ * batch) {}
 
   __device__ int first() const { return static_cast<int>(blockIdx.x); }
   __device__ int next(int idx) const { return idx + static_cast<int>(gridDim.x); }
   __device__ bool valid(int idx) const { return idx < total; }
 
   __device__ WorkTile decode(int idx) const {
-    if (idx < full) return decode_tile(idx);
-    const int u = idx - full;
-    WorkTile t = decode_tile(full + u / splits);
-    t.split = u % splits;
-    t.splits = splits;
-    t.slot = u;
-    return t;
-  }
-
- private:
-  __device__ WorkTile decode_tile(int idx) const {
     const int bh = idx / num_m_blocks;
     int m = idx - bh * num_m_blocks;
     if constexpr (kCausal) m = num_m_blocks - 1 - m;
