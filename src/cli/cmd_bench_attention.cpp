@@ -43,7 +43,14 @@ struct BenchFlags {
   double rotate_mib = 0;  // 0: 2 x the device's L2
   int num_ctas = 0;
   std::string json_out;
+  std::string tile = "auto";  // auto | staged (ops::AttentionTilePolicy)
 };
+
+ops::AttentionTilePolicy tile_policy(const BenchFlags& fl) {
+  if (fl.tile == "auto") return ops::AttentionTilePolicy::automatic;
+  if (fl.tile == "staged") return ops::AttentionTilePolicy::staged;
+  throw InvalidArgument("bench attention: --tile must be auto or staged, got '" + fl.tile + "'");
+}
 
 constexpr size_t kPatternChunk = size_t(1) << 22;  // elements copied per upload
 constexpr size_t kPatternPad = 8192;               // start offsets vary within this
@@ -99,6 +106,7 @@ Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int
   a.head_dim = d;
   a.causal = fl.causal;
   a.num_ctas = fl.num_ctas;
+  a.tile_policy = tile_policy(fl);
   a.q_strides = a.k_strides = a.v_strides = a.o_strides = ops::packed_bshd(s, h, d);
   auto set_args = [&](int i) {
     a.q = q[i]->p;
@@ -145,7 +153,7 @@ Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int
   r.head_dim = d;
   r.dtype = ops::dtype_name(dt);
   r.causal = fl.causal;
-  r.instantiation = ops::select_instantiation(dt, d, fl.causal, s).name;
+  r.instantiation = ops::select_instantiation(dt, d, fl.causal, s, tile_policy(fl)).name;
   r.median_us = quantile(us, 0.5);
   r.min_us = *std::min_element(us.begin(), us.end());
   r.max_us = *std::max_element(us.begin(), us.end());
@@ -169,6 +177,7 @@ void run_bench(const BenchFlags& fl) {
   else
     throw InvalidArgument("bench attention: --dtype must be bf16 or fp16, got '" + fl.dtype + "'");
   if (fl.iters < 20) throw InvalidArgument(fmt::format("bench attention: --iters {} must be >= 20", fl.iters));
+  tile_policy(fl);  // rejects an unknown --tile before any GPU work
   if (fl.warmup < 0) throw InvalidArgument("bench attention: --warmup must be >= 0");
   if (fl.batch < 1) throw InvalidArgument("bench attention: --batch must be >= 1");
   for (int s : fl.seqlens)
@@ -227,11 +236,11 @@ void run_bench(const BenchFlags& fl) {
     j["date"] = now_iso();
     j["config"] = {{"batch", fl.batch},       {"dtype", fl.dtype},   {"causal", fl.causal},
                    {"layout", "BSHD"},        {"warmup", fl.warmup}, {"iters", fl.iters},
-                   {"rotate_bytes", rotate_bytes}, {"num_ctas", fl.num_ctas},
+                   {"rotate_bytes", rotate_bytes}, {"num_ctas", fl.num_ctas}, {"tile", fl.tile},
                    {"flops", "4*B*H*Sq*Skv*d (visible pairs if causal)"}};
     nlohmann::json rs = nlohmann::json::array();
     for (const Result& r : results) {
-      const auto inst = ops::select_instantiation(dt, r.head_dim, r.causal, r.seqlen);
+      const auto inst = ops::select_instantiation(dt, r.head_dim, r.causal, r.seqlen, tile_policy(fl));
       rs.push_back({{"backend", "xstage"},
                     {"batch", r.batch},
                     {"seqlen", r.seqlen},
@@ -277,6 +286,10 @@ void add_attention_bench_command(CLI::App& app) {
   cmd->add_option("--rotate-mib", fl->rotate_mib, "Rotate inputs over at least this much memory (0: 2 x L2)")
       ->capture_default_str();
   cmd->add_option("--num-ctas", fl->num_ctas, "Persistent grid size (0: one CTA per SM)")->capture_default_str();
+  cmd->add_option("--tile", fl->tile,
+                  "auto: the 128x192 register-store tile for d=128 non-causal from 8192 keys, else the staged "
+                  "tile; staged: always the staged tile (what the Ulysses kernels use)")
+      ->capture_default_str();
   cmd->add_option("--json", fl->json_out, "Write results as JSON (xstage.bench.attention.v1)");
   cmd->callback([fl] { run_bench(*fl); });
 }

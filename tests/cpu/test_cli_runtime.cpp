@@ -124,3 +124,20 @@ TEST(Cli, BenchUlyssesRefusesBadPointsBeforeTouchingAGpu) {
   }
 }
 #endif
+
+#ifdef XSTAGE_HAVE_ATTENTION
+TEST(Cli, BenchAttentionRefusesBadFlagsBeforeTouchingAGpu) {
+  struct Case {
+    const char* args;
+    const char* says;
+  };
+  for (const Case& c : {Case{"--tile wide", "--tile must be auto or staged"},
+                        Case{"--iters 5", "must be >= 20"},
+                        Case{"--dtype fp8", "bf16 or fp16"},
+                        Case{"--batch 0", "--batch must be >= 1"}}) {
+    auto r = run(std::string("bench attention ") + c.args);
+    EXPECT_EQ(r.code, 2) << c.args << ": " << r.out;
+    EXPECT_NE(r.out.find(c.says), std::string::npos) << c.args << ": " << r.out;
+  }
+}
+#endif
