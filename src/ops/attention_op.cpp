@@ -118,6 +118,11 @@ const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal, bool lo
   throw InvalidArgument(fmt::format("attention: head dim {} is not supported (64 or 128)", head_dim));
 }
 
+void check_tile_policy(AttentionTilePolicy policy) {
+  if (policy != AttentionTilePolicy::automatic && policy != AttentionTilePolicy::staged)
+    throw InvalidArgument(fmt::format("attention: unknown tile policy {}", static_cast<int>(policy)));
+}
+
 float effective_scale(const AttentionArgs& a) {
   return a.softmax_scale == 0.f ? 1.f / std::sqrt(static_cast<float>(a.head_dim)) : a.softmax_scale;
 }
@@ -141,6 +146,7 @@ void validate(const AttentionArgs& a) {
     throw InvalidArgument(fmt::format("attention: softmax scale {} must be finite and > 0 (0 = 1/sqrt(d))",
                                       a.softmax_scale));
   if (a.num_ctas < 0) throw InvalidArgument(fmt::format("attention: num_ctas {} must be >= 0", a.num_ctas));
+  check_tile_policy(a.tile_policy);
   check_pointer("q", a.q);
   check_pointer("k", a.k);
   check_pointer("v", a.v);
@@ -164,8 +170,7 @@ void validate(const AttentionArgs& a) {
 
 namespace {
 const Entry& entry_for(AttentionDType dtype, int head_dim, bool causal, int kv_len, AttentionTilePolicy policy) {
-  if (policy != AttentionTilePolicy::automatic && policy != AttentionTilePolicy::staged)
-    throw InvalidArgument(fmt::format("attention: unknown tile policy {}", static_cast<int>(policy)));
+  check_tile_policy(policy);
   const bool long_kv = policy == AttentionTilePolicy::automatic && kv_len >= ka::kLongKvThreshold;
   return find_entry(dtype, head_dim, causal, long_kv);
 }

@@ -119,6 +119,7 @@ TEST(AttentionValidate, RejectsEachProblemWithOneLine) {
   expect_invalid([](AttentionArgs& a) { a.softmax_scale = -1.f; }, "softmax scale");
   expect_invalid([](AttentionArgs& a) { a.softmax_scale = NAN; }, "softmax scale");
   expect_invalid([](AttentionArgs& a) { a.num_ctas = -2; }, "num_ctas");
+  expect_invalid([](AttentionArgs& a) { a.tile_policy = static_cast<ops::AttentionTilePolicy>(9); }, "tile policy");
   expect_invalid(
       [](AttentionArgs& a) {
         a.batch = 1 << 20;

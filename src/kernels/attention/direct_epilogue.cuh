@@ -2,7 +2,7 @@
 // accumulator pairs straight to this GPU's output (4-byte stores of two 16-bit values).
 //
 // Why it exists: the staged TileStoreEpilogue needs block_m x (d + 8) elements of shared
-// memory, which a 128 x 176 key block (FA3's tile for d = 128) leaves no room for. For long
+// memory, which the 128 x 192 long-key tile (2 x 48 KiB of K and of V) leaves no room for. For long
 // sequences the output is a tiny share of the traffic (32 KiB per 128-row tile against
 // ~1 GFLOP of work), so the coalescing the staging buys does not matter there. Local output
 // only: destinations that need whole rows (Ulysses' remote stores) keep the staged policy.
