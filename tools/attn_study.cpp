@@ -135,6 +135,11 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (iters < 20) throw xstage::InvalidArgument("--iters must be >= 20");
+    if (warmup < 0) throw xstage::InvalidArgument("--warmup must be >= 0");
+    for (int s : seqlens)
+      if (s < 1) throw xstage::InvalidArgument(fmt::format("sequence length {} must be >= 1", s));
+    for (int h : heads_list)
+      if (h < 1) throw xstage::InvalidArgument(fmt::format("head count {} must be >= 1", h));
     int count = 0;
     XS_CUDA(cudaGetDeviceCount(&count), "counting GPUs");
     if (count < 1) throw xstage::Error("attn_study needs a GPU");
