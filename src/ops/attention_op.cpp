@@ -10,6 +10,8 @@
 
 #include "kernels/attention/launch.hpp"
 #include "ops/attention_params.hpp"
+#include "ops/attention_workspace.hpp"
+#include "runtime/check.hpp"
 #include "xstage/error.hpp"
 #include "xstage/ops/attention.hpp"
 
@@ -241,7 +243,21 @@ ka::AttentionParams to_kernel_params(const AttentionArgs& a) {
 void attention_forward(const AttentionArgs& a, cudaStream_t stream) {
   validate(a);
   const Entry& e = entry_for(a.dtype, a.head_dim, a.causal, a.kv_len, a.tile_policy);
-  const ka::AttentionParams p = to_kernel_params(a);
+  ka::AttentionParams p = to_kernel_params(a);
+  if (e.long_kv && a.tail_split) {
+    // The long-key kernel may split its last wave (kernels/attention/tile_scheduler.cuh):
+    // workspace for the grid the launcher will use.
+    int grid = a.num_ctas;
+    if (grid <= 0) {
+      int dev = 0;
+      XS_CUDA(cudaGetDevice(&dev), "reading the current device");
+      XS_CUDA(cudaDeviceGetAttribute(&grid, cudaDevAttrMultiProcessorCount, dev), "reading the SM count");
+    }
+    p.num_ctas = static_cast<int>(std::min<long long>(grid, ka::attention_num_tiles(p)));
+    const SplitWorkspace w = split_workspace_for(stream, p.num_ctas);
+    p.split_workspace = w.parts;
+    p.split_capacity = w.capacity;
+  }
   const cudaError_t err = e.launch(p, stream);
   if (err != cudaSuccess)
     throw Error(format_error(

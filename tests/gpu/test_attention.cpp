@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,7 @@ struct Case {
   float amplitude = 1.f;  // q, k in [-amp, amp); v in [-1, 1)
   int num_ctas = 0;
   ops::AttentionTilePolicy policy = ops::AttentionTilePolicy::automatic;
+  bool tail_split = true;
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -109,6 +111,7 @@ TEST_P(AttentionGpu, MatchesReference) {
   a.softmax_scale = c.scale;
   a.num_ctas = c.num_ctas;
   a.tile_policy = c.policy;
+  a.tail_split = c.tail_split;
 
   // Inputs. packed_qkv: one [B, S, 3, H, D] tensor (S = q_len = kv_len), Q/K/V are slices.
   const size_t e = 2;  // bytes per element
@@ -206,6 +209,14 @@ std::vector<Case> cases() {
   v.push_back({"ctas3_bf16_d128_longkv", bf, 128, false, 1, 2, 1000, 8400, Layout::dense, 0.f, 1.f, 3});
   v.push_back({"peaked_fp16_d128_longkv", fp, 128, false, 1, 2, 700, 8192, Layout::dense, 1.0f, 2.5f});
   v.push_back({"packed_qkv_bf16_d128_longkv", bf, 128, false, 1, 2, 8200, 8200, Layout::packed_qkv});
+  // Tail split of the long-key tile (last wave's tiles cut along the keys, parts merged):
+  // s17776_bf16_d128_h1 above splits 7 tiles in 4 on 132 SMs and ctas3 1 tile in 3; these
+  // add 2 parts with peaked scores (the LSE merge) and 4 parts whose last block holds 1 key,
+  // plus the same shape with the split switched off.
+  v.push_back({"tailsplit2_peaked_fp16_d128", fp, 128, false, 1, 2, 1500, 9000, Layout::dense, 1.0f, 2.5f, 10});
+  v.push_back({"tailsplit4_bf16_d128_b2", bf, 128, false, 2, 1, 1250, 8193, Layout::dense, 0.f, 1.f, 9});
+  v.push_back({"tailsplit_off_bf16_d128_b2", bf, 128, false, 2, 1, 1250, 8193, Layout::dense, 0.f, 1.f, 9,
+               ops::AttentionTilePolicy::automatic, false});
   // q_len != kv_len (joint attention), both ways, batch 2.
   v.push_back({"q1000_kv1333_bf16_d128", bf, 128, false, 2, 3, 1000, 1333});
   v.push_back({"q1000_kv1333_bf16_d128_causal", bf, 128, true, 2, 3, 1000, 1333});
@@ -301,6 +312,63 @@ TEST(AttentionGpu, RunsTwiceOnOneStreamAndIsDeterministic) {
   XS_TEST_CUDA(cudaMemcpy(h1.data(), o1.p, n * 2, cudaMemcpyDeviceToHost));
   XS_TEST_CUDA(cudaMemcpy(h2.data(), o2.p, n * 2, cudaMemcpyDeviceToHost));
   EXPECT_EQ(h1, h2);
+}
+
+// The tail split is deterministic: repeated launches on one stream give identical
+// results, and they agree with the unsplit kernel (to rounding: the parts are merged).
+TEST(AttentionGpu, TailSplitRepeatsAndMatchesTheUnsplitKernel) {
+  XS_REQUIRE_HOPPER();
+  ops::AttentionArgs a;
+  a.dtype = AttentionDType::bf16;
+  a.batch = 2;
+  a.heads = 1;
+  a.q_len = 1250;  // 10 q tiles per batch: 20 tiles on 9 CTAs leave 2 -> split in 4
+  a.kv_len = 8193;
+  a.head_dim = 128;
+  a.num_ctas = 9;
+  a.q_strides = a.o_strides = ops::packed_bshd(a.q_len, 1, 128);
+  a.k_strides = a.v_strides = ops::packed_bshd(a.kv_len, 1, 128);
+  ASSERT_EQ(ops::select_instantiation(a.dtype, 128, false, a.kv_len).block_n, 192) << "the long-key tile";
+  const size_t nq = size_t(2) * a.q_len * 128, nkv = size_t(2) * a.kv_len * 128;
+  DeviceBuffer q(nq * 2), k(nkv * 2), v(nkv * 2), o1(nq * 2), o2(nq * 2), o3(nq * 2), o4(nq * 2);
+  gputest::fill_random_16bit(q.p, nq, a.dtype, 11, 1.f, nullptr);
+  gputest::fill_random_16bit(k.p, nkv, a.dtype, 12, 1.f, nullptr);
+  gputest::fill_random_16bit(v.p, nkv, a.dtype, 13, 1.f, nullptr);
+  a.q = q.p;
+  a.k = k.p;
+  a.v = v.p;
+  for (DeviceBuffer* o : {&o1, &o2, &o3, &o4}) XS_TEST_CUDA(cudaMemset(o->p, 0xFF, nq * 2));
+  for (DeviceBuffer* o : {&o1, &o2, &o3}) {
+    a.o = o->p;
+    ops::attention_forward(a, nullptr);
+  }
+  a.tail_split = false;
+  a.o = o4.p;
+  ops::attention_forward(a, nullptr);
+  XS_TEST_CUDA(cudaDeviceSynchronize());
+  std::vector<uint16_t> h1(nq), h2(nq), h3(nq), h4(nq);
+  XS_TEST_CUDA(cudaMemcpy(h1.data(), o1.p, nq * 2, cudaMemcpyDeviceToHost));
+  XS_TEST_CUDA(cudaMemcpy(h2.data(), o2.p, nq * 2, cudaMemcpyDeviceToHost));
+  XS_TEST_CUDA(cudaMemcpy(h3.data(), o3.p, nq * 2, cudaMemcpyDeviceToHost));
+  XS_TEST_CUDA(cudaMemcpy(h4.data(), o4.p, nq * 2, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(h1, h2);
+  EXPECT_EQ(h1, h3);
+  auto f = [](uint16_t h) {
+    uint32_t b = uint32_t(h) << 16;
+    float x;
+    std::memcpy(&x, &b, 4);
+    return double(x);
+  };
+  double num = 0, den = 0;
+  size_t nonfinite = 0;
+  for (size_t i = 0; i < nq; ++i) {
+    if (!std::isfinite(f(h1[i])) || !std::isfinite(f(h4[i]))) ++nonfinite;
+    num += (f(h1[i]) - f(h4[i])) * (f(h1[i]) - f(h4[i]));
+    den += f(h4[i]) * f(h4[i]);
+  }
+  EXPECT_EQ(nonfinite, 0u);
+  EXPECT_LT(std::sqrt(num / den), 1e-2);
+  EXPECT_NE(h1, h4) << "the split path ran (a merged result differs in the last bits somewhere)";
 }
 
 }  // namespace

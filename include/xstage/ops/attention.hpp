@@ -57,6 +57,10 @@ struct AttentionArgs {
   bool causal = false;
   int num_ctas = 0;  // persistent grid; 0: one CTA per SM
   AttentionTilePolicy tile_policy = AttentionTilePolicy::automatic;
+  // Long-key tile only: when the last wave of tiles would leave most SMs idle, split those
+  // tiles along the keys over the idle SMs and merge the parts (uses a workspace of ~66 KiB
+  // per SM, allocated once per (device, stream) on first use).
+  bool tail_split = true;
 };
 
 // Throws xstage::InvalidArgument with one line naming the first problem: unsupported dtype

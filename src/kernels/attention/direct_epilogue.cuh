@@ -6,15 +6,27 @@
 // sequences the output is a tiny share of the traffic (32 KiB per 128-row tile against
 // ~1 GFLOP of work), so the coalescing the staging buys does not matter there. Local output
 // only: destinations that need whole rows (Ulysses' remote stores) keep the staged policy.
+//
+// Tail split (kTailSplit, see tile_scheduler.cuh): a part of a split tile leaves its
+// normalised O and its LSE in the workspace, in the thread's own register order (each
+// thread writes its own 64 + 2 floats, so the layout needs no shuffles). A second, small
+// kernel (merge_split_parts, launched after the attention kernel on the same stream) merges
+// each split tile's parts in part order and stores O and LSE as a whole tile would. The
+// merge used to run in the attention kernel (the last part to finish merged, found with
+// per-tile counters): its code alone cost the hot loop 14 uniform moves per key block and
+// measured 4-5 % slower on every long shape; storing the parts costs nothing there.
 #pragma once
 #include <cstdint>
 
 #include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
 #include <cutlass/numeric_conversion.h>
 
 #include "kernels/attention/epilogue.cuh"
 #include "kernels/attention/mainloop.cuh"
 #include "kernels/attention/params.hpp"
+#include "kernels/attention/softmax.cuh"
+#include "kernels/attention/tile_scheduler.cuh"
 
 namespace xstage::kernels::attention {
 
@@ -27,16 +39,24 @@ struct DirectStoreEpilogue {
   using Destination = LocalDestination<Element>;
   static constexpr int kBlockM = T::kBlockM;
   static constexpr int kHeadDim = T::kHeadDim;
-  static constexpr int kSmemElems = 8;  // nothing staged; a token array keeps the storage struct simple
+  static constexpr int kSmemElems = 8;  // 16 bytes: one broadcast word per consumer warp group
 
   struct Params {
     Destination dest;
     int q_len;
+    float* ws;
+    int capacity;  // parts the workspace holds (0: no split)
   };
-  static Params to_params(AttentionParams const& p) { return Params{Destination::from(p), p.q_len}; }
+  static Params to_params(AttentionParams const& p) {
+    return Params{Destination::from(p), p.q_len, p.split_workspace,
+                  p.split_workspace != nullptr ? p.split_capacity : 0};
+  }
 
   static constexpr bool kHasStepHook = false;
   static constexpr bool kHasServiceThread = false;
+  // The workspace layout below is sized for d = 128, block_m = 128 (split_workspace_floats).
+  static constexpr bool kTailSplit = kHeadDim == 128 && kBlockM == 128 && !T::kCausal;
+  static int host_split_capacity(Params const& ep) { return ep.capacity; }
   __device__ static void kernel_start(Params const&) {}
   __device__ static void init_shared(Element*) {}
   template <class Scheduler>
@@ -44,27 +64,40 @@ struct DirectStoreEpilogue {
   __device__ void step(Params const&, Element const*, int, bool) {}
   __device__ void finish(Params const&, Element const*) {}
 
+  // Workspace floats per thread and part: 64 O values, then the 2 row LSEs (d = 128).
+  static constexpr int kPartO = 64;
+  static constexpr int kPerThread = kPartO + 2;
+
   // All 128 threads of each consumer warp group, with the normalised fp32 O fragment.
   template <class FrgO, int kRows>
-  __device__ void store(Params const& ep, Element*, FrgO const& tOrO, float const (&lse)[kRows],
+  __device__ void store(Params const& ep, Element* smem, FrgO const& tOrO, float const (&lse)[kRows],
                         WorkTile const& tile) const {
     uint32_t tid_x;
     asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid_x));
     const int ct = static_cast<int>(tid_x) - 128;
-    EpilogueTile t;
-    t.batch = tile.batch;
-    t.head = tile.head;
-    t.m_block = tile.m_block;
-    t.row_begin = tile.m_block * kBlockM + (ct / 128) * 64;
-    t.row_end = min(t.row_begin + 64, ep.q_len);
-    if (t.row_end <= t.row_begin) return;
-
+    Tensor o = make_tensor(tOrO.data(), acc_rowcol_layout(tOrO.layout()));
+    static_assert(decltype(size<0>(o))::value == kRows);
+    constexpr int kCols = decltype(size<1>(o))::value;
+    static_assert(kCols % 2 == 0, "columns come in pairs c, c+1");
+    if constexpr (kTailSplit) {
+      if (tile.splits > 1) {
+        // A part: its O and LSE to the workspace; merge_split_parts does the rest.
+        static_assert(kCols * kRows == kPartO && kRows == 2, "workspace sized for d = 128 (split_workspace_floats)");
+        float* mine = part_base(ep, tile.slot, ct);
+        CUTE_UNROLL
+        for (int mi = 0; mi < kRows; ++mi) {
+          CUTE_UNROLL
+          for (int ni = 0; ni < kCols; ni += 2)
+            *reinterpret_cast<float2*>(mine + mi * kCols + ni) = make_float2(o(mi, ni), o(mi, ni + 1));
+          mine[kPartO + mi] = lse[mi];
+        }
+        return;
+      }
+    }
+    const EpilogueTile t = slice_of(ep, tile, ct);
     typename T::TiledMmaPV mma_pv;
     Tensor tOcO = mma_pv.get_thread_slice(ct).partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
-    Tensor o = make_tensor(tOrO.data(), acc_rowcol_layout(tOrO.layout()));
     Tensor c = make_tensor(tOcO.data(), acc_rowcol_layout(tOcO.layout()));
-    static_assert(decltype(size<0>(o))::value == kRows);
-    static_assert(decltype(size<1>(o))::value % 2 == 0, "columns come in pairs c, c+1");
     cutlass::NumericArrayConverter<Element, float, 2, cutlass::FloatRoundStyle::round_to_nearest> cvt;
     const bool lse_owner = get<1>(c(0, 0)) == 0;  // the quad's column-0 thread writes the row's LSE
     CUTE_UNROLL
@@ -73,7 +106,7 @@ struct DirectStoreEpilogue {
       if (row >= t.row_end) continue;
       Element* dst = static_cast<Element*>(ep.dest.destination(t, row).ptr);
       CUTE_UNROLL
-      for (int ni = 0; ni < size<1>(o); ni += 2) {
+      for (int ni = 0; ni < kCols; ni += 2) {
         cutlass::Array<float, 2> f;
         f[0] = o(mi, ni);
         f[1] = o(mi, ni + 1);
@@ -82,6 +115,66 @@ struct DirectStoreEpilogue {
       if (lse_owner) {
         float* l = ep.dest.lse_destination(t, row);
         if (l != nullptr) *l = lse[mi];
+      }
+    }
+  }
+
+ private:
+  __device__ static EpilogueTile slice_of(Params const& ep, WorkTile const& tile, int ct) {
+    EpilogueTile t;
+    t.batch = tile.batch;
+    t.head = tile.head;
+    t.m_block = tile.m_block;
+    t.row_begin = tile.m_block * kBlockM + (ct / 128) * 64;
+    t.row_end = min(t.row_begin + 64, ep.q_len);
+    return t;
+  }
+  __device__ static float* part_base(Params const& ep, int slot, int ct) {
+    return ep.ws + ((static_cast<long long>(slot) * 2 + ct / 128) * 128 + ct % 128) * kPerThread;
+  }
+
+  // Merge kernel side (one CTA of 256 threads per split tile, thread ct = the consumer
+  // thread that wrote the parts): lse = m + log(sum_s exp(lse_s - m)),
+  // O = sum_s exp(lse_s - lse) O_s, summed in part order (deterministic).
+ public:
+  __device__ static void merge_parts(Params const& ep, WorkTile const& tile, int first_slot, int splits, int ct) {
+    const EpilogueTile t = slice_of(ep, tile, ct);
+    typename T::TiledMmaPV mma_pv;
+    Tensor tOcO = mma_pv.get_thread_slice(ct).partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+    Tensor c = make_tensor(tOcO.data(), acc_rowcol_layout(tOcO.layout()));
+    constexpr int kRows = decltype(size<0>(c))::value;
+    constexpr int kCols = decltype(size<1>(c))::value;
+    static_assert(kRows * kCols == kPartO);
+    const float* base = part_base(ep, first_slot, ct);
+    constexpr long long kPartStride = 2LL * 128 * kPerThread;  // floats between parts of one thread
+    cutlass::NumericArrayConverter<Element, float, 2, cutlass::FloatRoundStyle::round_to_nearest> cvt;
+    const bool lse_owner = get<1>(c(0, 0)) == 0;
+    for (int mi = 0; mi < kRows; ++mi) {
+      const int row = tile.m_block * kBlockM + get<0>(c(mi, 0));
+      if (row >= t.row_end) continue;
+      float m = -INFINITY;
+      for (int s = 0; s < splits; ++s) m = fmaxf(m, base[s * kPartStride + kPartO + mi]);
+      float sum = 0.f;
+      for (int s = 0; s < splits; ++s) sum += __expf(base[s * kPartStride + kPartO + mi] - m);
+      const float row_lse = m + __logf(sum);  // every part holds at least one key: m is finite
+      Element* dst = static_cast<Element*>(ep.dest.destination(t, row).ptr);
+      for (int ni = 0; ni < kCols; ni += 2) {
+        float f0 = 0.f, f1 = 0.f;
+        for (int s = 0; s < splits; ++s) {
+          const float* p = base + s * kPartStride;
+          const float w = __expf(p[kPartO + mi] - row_lse);
+          const float2 v = *reinterpret_cast<const float2*>(p + mi * kCols + ni);
+          f0 += w * v.x;
+          f1 += w * v.y;
+        }
+        cutlass::Array<float, 2> f;
+        f[0] = f0;
+        f[1] = f1;
+        *reinterpret_cast<cutlass::Array<Element, 2>*>(dst + get<1>(c(mi, ni))) = cvt(f);
+      }
+      if (lse_owner) {
+        float* l = ep.dest.lse_destination(t, row);
+        if (l != nullptr) *l = row_lse;
       }
     }
   }

@@ -136,6 +136,7 @@ struct TileStoreEpilogue {
   // this policy stores each tile right after its mainloop).
   static constexpr bool kHasStepHook = false;
   static constexpr bool kHasServiceThread = HasService<Destination>;
+  static constexpr bool kTailSplit = false;  // whole tiles only (tile_scheduler.cuh)
   __device__ static void kernel_start(Params const& ep) {
     if constexpr (HasKernelStart<Destination>) ep.dest.kernel_start();
   }

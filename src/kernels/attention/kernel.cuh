@@ -29,7 +29,7 @@ struct AttentionKernel {
   using Epilogue = EpiloguePolicy<T>;
   using Pipeline = typename Mainloop::Pipeline;
   using State = typename Mainloop::State;
-  using Scheduler = StaticPersistentScheduler<T::kBlockM, T::kCausal>;
+  using Scheduler = StaticPersistentScheduler<T::kBlockM, T::kCausal, Epilogue::kTailSplit>;
   static constexpr int kThreads = T::kThreads;
   static constexpr int kRows = 2;  // accumulator rows per consumer thread (checked in the softmax)
 
@@ -39,6 +39,7 @@ struct AttentionKernel {
     int q_len;
     int heads;
     int batch;
+    TailSplitPlan tail;  // set by launch_attention (whole tiles unless the epilogue splits)
   };
 
   struct SharedStorage {
@@ -55,8 +56,18 @@ struct AttentionKernel {
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage)) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
 
-  static Params to_params(AttentionParams const& p, typename Epilogue::Params const& ep) {
-    return Params{Mainloop::to_params(p), ep, p.q_len, p.heads, p.batch};
+  // Every role builds the same scheduler (same work list, same tail-split decision).
+  __device__ static Scheduler make_scheduler(Params const& params) {
+    return Scheduler(params.q_len, params.heads, params.batch, &params.tail);
+  }
+
+  // grid: the CTAs of the launch (the tail split depends on it).
+  static Params to_params(AttentionParams const& p, typename Epilogue::Params const& ep, int grid) {
+    TailSplitPlan tail{0, 1};
+    if constexpr (Epilogue::kTailSplit)
+      tail = tail_split_plan(attention_num_tiles(p), grid, (p.kv_len + T::kBlockN - 1) / T::kBlockN,
+                             Epilogue::host_split_capacity(ep));
+    return Params{Mainloop::to_params(p), ep, p.q_len, p.heads, p.batch, tail};
   }
 
   static KernelInfo info() {
@@ -99,20 +110,20 @@ struct AttentionKernel {
       // Producer: give registers away; warp 0 loads, warps 1-3 are done.
       cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
       if (warp == 0) {
-        const Scheduler sched(params.q_len, params.heads, params.batch);
+        const Scheduler sched = make_scheduler(params);
         State write = Pipeline::producer_start();
         for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx))
           mainloop.load(params.mainloop, pk, pv, ss.q_full, write, sched.decode(idx), sQ, sK, sVt);
       } else if (warp == 1 && (threadIdx.x % 32) == 0) {
         // The epilogue's service thread, if the policy has one (flags and fences only).
         if constexpr (Epilogue::kHasServiceThread) {
-          const Scheduler sched(params.q_len, params.heads, params.batch);
+          const Scheduler sched = make_scheduler(params);
           Epilogue::service(params.epilogue, ss.o.data(), sched);
         }
       }
     } else {
       cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
-      const Scheduler sched(params.q_len, params.heads, params.batch);
+      const Scheduler sched = make_scheduler(params);
       const int ct = static_cast<int>(threadIdx.x) - 128;
       Mainloop::consumer_init(ct / 128);
       Epilogue epilogue{};  // policies that spread a tile's stores keep their progress here
@@ -133,7 +144,8 @@ struct AttentionKernel {
         mainloop.template mma<Epilogue::kHasStepHook>(params.mainloop, pk, pv, ss.q_full, q_phase, read, tile, ct, sQ,
                                                       sK, sVt, tOrO, softmax, lse, &ss.pin[ct], step_hook, hook_calls);
         q_phase ^= 1u;
-        epilogue.store(params.epilogue, ss.o.data(), tOrO, lse, tile);
+        // Decoded again: fewer values live across the mainloop.
+        epilogue.store(params.epilogue, ss.o.data(), tOrO, lse, sched.decode(idx));
         // After the CTA's last tile: whatever the policy still holds leaves now.
         if (!sched.valid(sched.next(idx))) epilogue.finish(params.epilogue, ss.o.data());
       }
@@ -147,6 +159,21 @@ __global__ void __launch_bounds__(Kernel::kThreads, 1)
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ char smem_buf[];
   Kernel{}(params, smem_buf);
+#endif
+}
+
+// Tail split, second step: one CTA of 256 threads (the consumer threads' numbering) per
+// split tile merges that tile's parts from the workspace (DirectStoreEpilogue::merge_parts).
+template <class Kernel>
+__global__ void __launch_bounds__(256, 1) attention_merge_split_parts_kernel(CUTE_GRID_CONSTANT typename Kernel::Params const params) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (Kernel::Epilogue::kTailSplit) {
+    const typename Kernel::Scheduler sched = Kernel::make_scheduler(params);
+    const int g = static_cast<int>(blockIdx.x);  // split tile g: whole tile full + g
+    const WorkTile tile = sched.decode_tile(params.tail.full + g);
+    Kernel::Epilogue::merge_parts(params.epilogue, tile, g * params.tail.splits, params.tail.splits,
+                                  static_cast<int>(threadIdx.x));
+  }
 #endif
 }
 
@@ -168,12 +195,21 @@ cudaError_t launch_attention(AttentionParams const& p, typename Kernel::Epilogue
     if (e != cudaSuccess) return e;
   }
   if (ctas > tiles) ctas = static_cast<int>(tiles);
-  const typename Kernel::Params kp = Kernel::to_params(p, ep);
+  const typename Kernel::Params kp = Kernel::to_params(p, ep, ctas);
   auto* fn = attention_fwd_kernel<Kernel>;
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
   if (e != cudaSuccess) return e;
   fn<<<ctas, Kernel::kThreads, Kernel::kSmemBytes, stream>>>(kp);
-  return cudaGetLastError();
+  e = cudaGetLastError();
+  if (e != cudaSuccess) return e;
+  if constexpr (Kernel::Epilogue::kTailSplit) {
+    if (kp.tail.splits > 1) {
+      const int split_tiles = static_cast<int>(tiles - kp.tail.full);
+      attention_merge_split_parts_kernel<Kernel><<<split_tiles, 256, 0, stream>>>(kp);
+      e = cudaGetLastError();
+    }
+  }
+  return e;
 }
 
 template <class Kernel>

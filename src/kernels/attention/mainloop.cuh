@@ -289,6 +289,17 @@ struct AttentionMainloop {
     }
     return n;
   }
+  // Key blocks of one work item, [first, end): all of the tile's, or one part of a split
+  // tile (non-causal only; parts differ by at most one block).
+  struct KvRange {
+    int first;
+    int end;
+  };
+  __device__ static KvRange kv_range(Params const& mp, WorkTile const& tile) {
+    const int n = n_block_max(mp, tile.m_block);
+    if (tile.splits <= 1) return KvRange{0, n};
+    return KvRange{tile.split * n / tile.splits, (tile.split + 1) * n / tile.splits};
+  }
   // Blocks at or above this index may hold a key after some query of the tile (causal).
   __device__ static int n_block_causal_mask_min(int m_block) { return (m_block * kBlockM) / kBlockN; }
 
@@ -330,7 +341,8 @@ struct AttentionMainloop {
       }
     };
 
-    int n = n_block_max(mp, tile.m_block) - 1;
+    const KvRange kv = kv_range(mp, tile);
+    int n = kv.end - 1;
     load_k(n, write);
     // Q of the previous tile must be fully consumed before it is overwritten.
     __syncwarp();
@@ -340,7 +352,7 @@ struct AttentionMainloop {
       copy(mp.tma_q.with(q_full, 0, TMA::CacheHintSm90::EVICT_FIRST), tQgQ, tQsQ);
     }
     int n_prev = n;
-    for (--n; n >= 0; --n) {
+    for (--n; n >= kv.first; --n) {
       State write_v = write;  // V trails K by one block
       write.advance();
       load_k(n, write);
@@ -413,11 +425,13 @@ struct AttentionMainloop {
     const int kv_len = mp.kv_len;
     auto mask_all = [&](auto& s, int n) { mask_scores<T::kCausal, kBlockM, kBlockN>(s, tScS, m_block, n, kv_len); };
 
-    const int n_blocks = n_block_max(mp, m_block);
+    const KvRange kv = kv_range(mp, tile);
+    const int n_first = kv.first;  // 0 unless this is a part of a split tile
+    const int n_blocks = kv.end - kv.first;
     if constexpr (kHasHook) step_hook(0, n_blocks == 1);
     clear(tOrO);
     float rescale[kRows];
-    int n = n_blocks - 1;
+    int n = kv.end - 1;
 
     bounded_wait(&q_full, q_phase);
 
@@ -456,19 +470,21 @@ struct AttentionMainloop {
         convert_fragment<Element>(tSrS_as_a, tOrP);
         if (T::kLazyRescale == 0 || any_rescale(rescale)) softmax.rescale_o(tOrO, rescale);
         // Fewest live registers here: S is already packed into P.
-        if constexpr (decltype(hooked)::value) step_hook(n_blocks - 1 - nb, nb == 0);
+        if constexpr (decltype(hooked)::value) step_hook(kv.end - 1 - nb, nb == n_first);
       };
       if constexpr (T::kCausal) {
         const int n_mask_min = n_block_causal_mask_min(m_block);
         for (; n >= n_mask_min; --n) step(n, cute::true_type{}, cute::bool_constant<kHasHook>{});
       }
       if constexpr (kHasHook) {
-        for (; n >= 0 && n_blocks - 1 - n < hook_calls; --n) step(n, cute::false_type{}, cute::true_type{});
-        const bool last_pending = n >= 0;  // the final call falls in the unhooked part
-        for (; n >= 0; --n) step(n, cute::false_type{}, cute::false_type{});
+        for (; n >= n_first && kv.end - 1 - n < hook_calls; --n) step(n, cute::false_type{}, cute::true_type{});
+        const bool last_pending = n >= n_first;  // the final call falls in the unhooked part
+        for (; n >= n_first; --n) step(n, cute::false_type{}, cute::false_type{});
         if (last_pending) step_hook(n_blocks - 1, true);
       } else {
-        for (; n >= 0; --n) step(n, cute::false_type{}, cute::false_type{});
+        // A plain count: the block index is not needed in unmasked, hook-free steps, and
+        // n_first would otherwise stay live in a register through the hot loop.
+        for (int left = n - n_first + 1; left > 0; --left) step(0, cute::false_type{}, cute::false_type{});
       }
       // Every QK^T GEMM of this tile is complete: the producer may load the next Q.
       cutlass::arch::NamedBarrier::arrive(T::kConsumerThreads + 32, static_cast<uint32_t>(NamedBarrierId::query_empty));
@@ -509,13 +525,13 @@ struct AttentionMainloop {
         softmax.template exponentiate<false, kMasked>(tSrS);
         convert_fragment<Element>(tSrS_as_a, tOrP);
         if (T::kLazyRescale == 0 || any_rescale(rescale)) softmax.rescale_o(tOrO, rescale);
-        if constexpr (decltype(hooked)::value) step_hook(n_blocks - 1 - nb, nb == 0);
+        if constexpr (decltype(hooked)::value) step_hook(kv.end - 1 - nb, nb == n_first);
       };
       if constexpr (T::kCausal) {
         const int n_mask_min = n_block_causal_mask_min(m_block);
         for (; n >= n_mask_min; --n) step(n, cute::true_type{}, cute::bool_constant<kHasHook>{});
       }
-      for (; n >= 0; --n) step(n, cute::false_type{}, cute::bool_constant<kHasHook>{});
+      for (; n >= n_first; --n) step(n, cute::false_type{}, cute::bool_constant<kHasHook>{});
       cutlass::arch::NamedBarrier::arrive(T::kConsumerThreads + 32, static_cast<uint32_t>(NamedBarrierId::query_empty));
       pv_step(read);
       read.advance();

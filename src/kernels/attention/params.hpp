@@ -33,6 +33,15 @@ struct AttentionParams {
   float softmax_scale = 0.f;  // scores = softmax_scale * q.k
   bool causal = false;        // must match the instantiation that is launched
   int num_ctas = 0;           // persistent grid size; 0 = one CTA per SM of the current device
+
+  // Tail-split workspace (kernels with a tail-splitting epilogue; see tile_scheduler.cuh):
+  // room for split_capacity parts (>= the grid, or nothing is split).
+  float* split_workspace = nullptr;  // split_workspace_floats(grid) floats
+  int split_capacity = 0;
 };
+
+// Workspace of the tail split for a grid of `grid` CTAs: per part, 128 threads x 2 warp
+// groups x (64 O values + 2 LSE values) fp32 (d = 128, block_m = 128).
+constexpr long long split_workspace_floats(int grid) { return static_cast<long long>(grid) * 2 * 128 * (64 + 2); }
 
 }  // namespace xstage::kernels::attention

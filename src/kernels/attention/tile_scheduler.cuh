@@ -1,5 +1,5 @@
 // Persistent tile scheduler: grid = min(#SMs, #tiles) CTAs, each walking the tile list
-// round-robin (tile i goes to CTA i % grid). A tile is one block_m-row slice of Q for one
+// round-robin (tile i goes to CTA i % grid), optionally splitting the last wave's tiles. A tile is one block_m-row slice of Q for one
 // (head, batch). The producer and the consumer warp groups of a CTA each run their own
 // copy of the scheduler and see the same sequence, so no shared state is needed.
 //
@@ -17,22 +17,75 @@ struct WorkTile {
   int m_block;  // q-tile index: rows [m_block*block_m, (m_block+1)*block_m)
   int head;
   int batch;
+  // Tail split (kTailSplit schedulers only): this work item covers key blocks part `split`
+  // of `splits` of the tile; `slot` numbers the parts of the launch (0 .. #parts-1).
+  int split = 0;
+  int splits = 1;
+  int slot = 0;
 };
 
-template <int kBlockM, bool kCausal>
+// Most parts a tail tile is split into: more parts cost more merging for little gain.
+constexpr int kMaxTailSplit = 4;
+
+// kTailSplit: when the last wave would leave most CTAs idle (tiles % grid <= grid / 2), its
+// tiles are split along the keys into k = min(grid / remainder, kMaxTailSplit, key blocks)
+// parts, one per CTA, merged afterwards by a small kernel (DirectStoreEpilogue). The host decides
+// (tail_split_plan) and passes the plan as a kernel parameter, so no register holds it.
+struct TailSplitPlan {
+  int full;    // work items [0, full) are whole tiles
+  int splits;  // parts per remaining tile (1: no split)
+};
+inline TailSplitPlan tail_split_plan(long long tiles, int grid, int kv_blocks, int capacity) {
+  const TailSplitPlan none{static_cast<int>(tiles), 1};
+  if (grid <= 0 || tiles <= grid || capacity < grid) return none;
+  const int rem = static_cast<int>(tiles % grid);
+  if (rem == 0) return none;
+  int k = grid / rem;
+  if (k > kMaxTailSplit) k = kMaxTailSplit;
+  if (k > kv_blocks) k = kv_blocks;
+  if (k < 2) return none;
+  return TailSplitPlan{static_cast<int>(tiles) - rem, k};
+}
+
+template <int kBlockM, bool kCausal, bool kTailSplit = false>
 struct StaticPersistentScheduler {
   int num_m_blocks;
   int heads;
-  int total;
+  int total;  // work items
+  // The kernel parameter itself (constant bank), read where needed: two more live values
+  // across the mainloop cost the long-key kernel 15 uniform moves per key block.
+  TailSplitPlan const* plan;
 
-  __device__ StaticPersistentScheduler(int q_len, int heads_, int batch)
-      : num_m_blocks((q_len + kBlockM - 1) / kBlockM), heads(heads_), total(num_m_blocks * heads_ * batch) {}
+  __device__ StaticPersistentScheduler(int q_len, int heads_, int batch, TailSplitPlan const* plan_ = nullptr)
+      : num_m_blocks((q_len + kBlockM - 1) / kBlockM), heads(heads_), plan(plan_) {
+    total = num_m_blocks * heads_ * batch;
+    if constexpr (kTailSplit && !kCausal) {
+      if (plan->splits > 1) total = plan->full + (total - plan->full) * plan->splits;
+    }
+  }
 
   __device__ int first() const { return static_cast<int>(blockIdx.x); }
   __device__ int next(int idx) const { return idx + static_cast<int>(gridDim.x); }
   __device__ bool valid(int idx) const { return idx < total; }
 
   __device__ WorkTile decode(int idx) const {
+    if constexpr (kTailSplit && !kCausal) {
+      const int full = plan->full;
+      if (plan->splits > 1 && idx >= full) {
+        const int splits = plan->splits;
+        const int u = idx - full;
+        WorkTile t = decode_tile(full + u / splits);
+        t.split = u % splits;
+        t.splits = splits;
+        t.slot = u;
+        return t;
+      }
+    }
+    return decode_tile(idx);
+  }
+
+  // Whole tile number idx (the order described above).
+  __device__ WorkTile decode_tile(int idx) const {
     const int bh = idx / num_m_blocks;
     int m = idx - bh * num_m_blocks;
     if constexpr (kCausal) m = num_m_blocks - 1 - m;

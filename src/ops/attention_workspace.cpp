@@ -1,0 +1,37 @@
+// Per-(device, stream) workspace of the attention tail split; see attention_workspace.hpp.
+#include "ops/attention_workspace.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "kernels/attention/params.hpp"
+#include "runtime/check.hpp"
+
+namespace xstage::ops {
+
+SplitWorkspace split_workspace_for(cudaStream_t stream, int grid) {
+  static std::mutex mu;
+  // Never freed: a buffer may be in use until the process ends, and CUDA teardown order at
+  // exit makes freeing from a static destructor unsafe.
+  static auto* cache = new std::map<std::pair<int, cudaStream_t>, SplitWorkspace>();
+  int dev = 0;
+  XS_CUDA(cudaGetDevice(&dev), "reading the current device");
+  std::lock_guard<std::mutex> lock(mu);
+  SplitWorkspace& w = (*cache)[{dev, stream}];
+  if (w.capacity >= grid) return w;
+  if (w.parts != nullptr) {
+    // Earlier launches on this stream may still read the old buffer.
+    XS_CUDA(cudaStreamSynchronize(stream), "waiting for the stream before growing the attention workspace");
+    cudaFree(w.parts);
+    w = SplitWorkspace{};
+  }
+  const size_t floats = static_cast<size_t>(kernels::attention::split_workspace_floats(grid));
+  XS_CUDA(cudaMalloc(&w.parts, floats * sizeof(float)), fmt::format("allocating {} bytes of attention workspace", floats * 4));
+  w.capacity = grid;
+  return w;
+}
+
+}  // namespace xstage::ops

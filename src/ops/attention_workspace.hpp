@@ -1,0 +1,19 @@
+// Device workspace of the attention kernel's tail split (kernels/attention/tile_scheduler.cuh):
+// one buffer per (device, stream), grown on demand and kept for the process's lifetime.
+// Launches on one stream run in order, so they can share it.
+#pragma once
+#include <cuda_runtime.h>
+
+namespace xstage::ops {
+
+struct SplitWorkspace {
+  float* parts = nullptr;  // kernels::attention::split_workspace_floats(grid) floats
+  int capacity = 0;        // grid size it was sized for
+};
+
+// The workspace for launches of up to `grid` CTAs on `stream` of the current device.
+// Allocation (first use, or a larger grid) synchronises `stream`; throws xstage::Error on
+// CUDA failures.
+SplitWorkspace split_workspace_for(cudaStream_t stream, int grid);
+
+}  // namespace xstage::ops
