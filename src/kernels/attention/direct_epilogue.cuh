@@ -53,6 +53,7 @@ struct DirectStoreEpilogue {
   }
 
   static constexpr bool kHasStepHook = false;
+  static constexpr bool kHasBeforeMainloop = false;
   static constexpr bool kHasServiceThread = false;
   // The workspace layout below is sized for d = 128, block_m = 128 (split_workspace_floats).
   static constexpr bool kTailSplit = kHeadDim == 128 && kBlockM == 128 && !T::kCausal;

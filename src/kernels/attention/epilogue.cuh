@@ -132,9 +132,10 @@ struct TileStoreEpilogue {
   };
   static Params to_params(AttentionParams const& p) { return Params{Destination::from(p), p.q_len}; }
 
-  // Kernel-level hooks (kernel.cuh): once per launch, and once per mainloop step (none here:
-  // this policy stores each tile right after its mainloop).
+  // Kernel-level hooks (kernel.cuh): once per launch, before each tile's mainloop, and once
+  // per mainloop step (none here: this policy stores each tile right after its mainloop).
   static constexpr bool kHasStepHook = false;
+  static constexpr bool kHasBeforeMainloop = false;
   static constexpr bool kHasServiceThread = HasService<Destination>;
   static constexpr bool kTailSplit = false;  // whole tiles only (tile_scheduler.cuh)
   __device__ static void kernel_start(Params const& ep) {

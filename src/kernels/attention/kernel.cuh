@@ -139,6 +139,9 @@ struct AttentionKernel {
         auto step_hook = [&](int call, bool last) {
           if constexpr (Epilogue::kHasStepHook) epilogue.step(params.epilogue, ss.o.data(), call, last);
         };
+        // A policy that sends a pending slice as one chunk before the next tile's first GEMM
+        // does it here, outside the mainloop, so the mainloop compiles exactly as without it.
+        if constexpr (Epilogue::kHasBeforeMainloop) epilogue.before_mainloop(params.epilogue, ss.o.data());
         int hook_calls = 0;
         if constexpr (Epilogue::kHasStepHook) hook_calls = Epilogue::hook_calls(params.epilogue);
         mainloop.template mma<Epilogue::kHasStepHook>(params.mainloop, pk, pv, ss.q_full, q_phase, read, tile, ct, sQ,

@@ -12,7 +12,9 @@ namespace xstage::kernels::ulysses {
 template <class Traits>
 using FusedEpilogue = attention::TileStoreEpilogue<Traits, RemoteDestination<typename Traits::Element>>;
 template <class Traits>
-using FusedShapedEpilogue = ShapedTileEpilogue<Traits, RemoteDestination<typename Traits::Element>>;
+using FusedShapedEpilogue = ShapedTileEpilogue<Traits, RemoteDestination<typename Traits::Element>, /*kSpread=*/true>;
+template <class Traits>
+using FusedOneChunkEpilogue = ShapedTileEpilogue<Traits, RemoteDestination<typename Traits::Element>, /*kSpread=*/false>;
 template <class Traits>
 using FlaggedLocalEpilogue = attention::TileStoreEpilogue<Traits, FlaggedLocalDestination<typename Traits::Element>>;
 
@@ -29,6 +31,11 @@ cudaError_t launch_ulysses_attention(EpilogueKind kind, const attention::Attenti
       return attention::launch_attention<K>(p, typename K::Epilogue::Params{RemoteDestination<Element>{u}, p.q_len}, s);
     }
     case EpilogueKind::fused_shaped: {
+      // A plan of one chunk per slice (chunk_calls == 1) needs no mainloop hook.
+      if (u.chunk_calls <= 1) {
+        using K = attention::AttentionKernel<Tr, FusedOneChunkEpilogue>;
+        return attention::launch_attention<K>(p, typename K::Epilogue::Params{RemoteDestination<Element>{u}, p.q_len}, s);
+      }
       using K = attention::AttentionKernel<Tr, FusedShapedEpilogue>;
       return attention::launch_attention<K>(p, typename K::Epilogue::Params{RemoteDestination<Element>{u}, p.q_len}, s);
     }
