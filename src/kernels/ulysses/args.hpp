@@ -47,6 +47,9 @@ struct UlyssesArgs {
   int chunk_vecs = 0;
   int chunk_shift = 0;
   int chunk_calls = 1;  // hook calls that may carry a chunk: ((chunks - 1) << chunk_shift) + 1
+  // The one-chunk kernel (shaped_epilogue.cuh): 0 = send each slice in its epilogue (fused),
+  // 1 = before the next tile's first GEMM (fused-shaped with a one-chunk plan).
+  int defer_slices = 0;
   // The receive counter value that means this rank's shard of this call is complete
   // (epoch * B * S/P * H); one thread of CTA 0 waits for it before the kernel ends.
   uint64_t expect_rows = 0;

@@ -9,12 +9,12 @@
 
 namespace xstage::kernels::ulysses {
 
+// fused and one-chunk fused-shaped: one kernel, UlyssesArgs::defer_slices picks (see
+// shaped_epilogue.cuh); fused-shaped with several chunks per slice: the hooked mainloop.
 template <class Traits>
-using FusedEpilogue = attention::TileStoreEpilogue<Traits, RemoteDestination<typename Traits::Element>>;
+using FusedEpilogue = ShapedTileEpilogue<Traits, RemoteDestination<typename Traits::Element>, /*kSpread=*/false>;
 template <class Traits>
 using FusedShapedEpilogue = ShapedTileEpilogue<Traits, RemoteDestination<typename Traits::Element>, /*kSpread=*/true>;
-template <class Traits>
-using FusedOneChunkEpilogue = ShapedTileEpilogue<Traits, RemoteDestination<typename Traits::Element>, /*kSpread=*/false>;
 template <class Traits>
 using FlaggedLocalEpilogue = attention::TileStoreEpilogue<Traits, FlaggedLocalDestination<typename Traits::Element>>;
 
@@ -27,14 +27,18 @@ cudaError_t launch_ulysses_attention(EpilogueKind kind, const attention::Attenti
   if (p.causal) return cudaErrorInvalidValue;
   switch (kind) {
     case EpilogueKind::fused: {
+      UlyssesArgs now = u;
+      now.defer_slices = 0;
       using K = attention::AttentionKernel<Tr, FusedEpilogue>;
-      return attention::launch_attention<K>(p, typename K::Epilogue::Params{RemoteDestination<Element>{u}, p.q_len}, s);
+      return attention::launch_attention<K>(p, typename K::Epilogue::Params{RemoteDestination<Element>{now}, p.q_len}, s);
     }
     case EpilogueKind::fused_shaped: {
       // A plan of one chunk per slice (chunk_calls == 1) needs no mainloop hook.
       if (u.chunk_calls <= 1) {
-        using K = attention::AttentionKernel<Tr, FusedOneChunkEpilogue>;
-        return attention::launch_attention<K>(p, typename K::Epilogue::Params{RemoteDestination<Element>{u}, p.q_len}, s);
+        UlyssesArgs later = u;
+        later.defer_slices = 1;
+        using K = attention::AttentionKernel<Tr, FusedEpilogue>;
+        return attention::launch_attention<K>(p, typename K::Epilogue::Params{RemoteDestination<Element>{later}, p.q_len}, s);
       }
       using K = attention::AttentionKernel<Tr, FusedShapedEpilogue>;
       return attention::launch_attention<K>(p, typename K::Epilogue::Params{RemoteDestination<Element>{u}, p.q_len}, s);

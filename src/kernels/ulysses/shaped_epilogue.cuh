@@ -20,9 +20,12 @@
 // mainloop's step hook (kSpread = true). When one chunk carries the whole slice (what the
 // model gives for every shipped shape on 2 x H200), that chunk is due before the next tile's
 // first GEMM, so the kernel sends it from before_mainloop() and the mainloop compiles without
-// a hook (kSpread = false). Measured reason: the hooked mainloop's hot loop has the same
-// instructions but a different schedule, and ran 1.5-3 % slower at S >= 16384 (d = 128) for
-// a hook that had nothing to do after its first call.
+// a hook (kSpread = false). That kernel is also the `fused` variant's: with
+// UlyssesArgs::defer_slices = 0 its store() sends the slice at once, as the plain policy does.
+// So fused and one-chunk fused-shaped run one binary and differ only in when the stores
+// leave. Measured reason: two binaries with the same mainloop source got hot loops with the
+// same instructions in a different order, and timings 1.5-3 % apart at S >= 16384, which
+// would have been charged to the store schedule.
 #pragma once
 #include <cstdint>
 
@@ -83,6 +86,14 @@ struct ShapedTileEpilogue : attention::TileStoreEpilogue<Traits, Destination> {
   __device__ void store(Params const& ep, Element* smem_o, FrgO const& tOrO, float const (&lse)[kRows],
                         attention::WorkTile const& tile) {
     const EpilogueTile t = Base::stage(ep, smem_o, tOrO, lse, tile);
+    if (!kSpread && ep.dest.u.defer_slices == 0) {  // fused: the slice leaves now
+      const int tid = Base::thread_in_wg();
+      const uint64_t issue_begin = clock64();
+      Base::copy_out(ep, smem_o, t, tid, 0, Base::kIters);
+      cutlass::arch::NamedBarrier::sync(128, Base::epilogue_barrier(t));
+      if (tid == 0) Base::slice_stored(ep, smem_o, t, clock64() - issue_begin);
+      return;
+    }
     // Thread 0 records the slice and resolves its destination once (the divisions and the
     // per-rank pointer lookup stay out of the mainloop); the barrier publishes the record.
     if (Base::thread_in_wg() == 0) {
