@@ -144,11 +144,15 @@ struct AttentionKernel {
         if constexpr (Epilogue::kHasBeforeMainloop) epilogue.before_mainloop(params.epilogue, ss.o.data());
         int hook_calls = 0;
         if constexpr (Epilogue::kHasStepHook) hook_calls = Epilogue::hook_calls(params.epilogue);
-        mainloop.template mma<Epilogue::kHasStepHook>(params.mainloop, pk, pv, ss.q_full, q_phase, read, tile, ct, sQ,
+        mainloop.template mma<Epilogue::kHasStepHook, Epilogue::kTailSplit>(params.mainloop, pk, pv, ss.q_full, q_phase, read, tile, ct, sQ,
                                                       sK, sVt, tOrO, softmax, lse, &ss.pin[ct], step_hook, hook_calls);
         q_phase ^= 1u;
-        // Decoded again: fewer values live across the mainloop.
-        epilogue.store(params.epilogue, ss.o.data(), tOrO, lse, sched.decode(idx));
+        // Split kernels decode the tile again (fewer values live across the mainloop); the
+        // others keep the tile, as their hot loop was tuned with it.
+        if constexpr (Epilogue::kTailSplit)
+          epilogue.store(params.epilogue, ss.o.data(), tOrO, lse, sched.decode(idx));
+        else
+          epilogue.store(params.epilogue, ss.o.data(), tOrO, lse, tile);
         // After the CTA's last tile: whatever the policy still holds leaves now.
         if (!sched.valid(sched.next(idx))) epilogue.finish(params.epilogue, ss.o.data());
       }
