@@ -16,7 +16,7 @@
 //   converting threads = warps 1..3 of warp group 0 (96 threads, no other work) + every consumer
 //     thread: each converts its share of every stage (unit x = chunk, weight row, 32-K
 //     sub-block; x = g, g + kConvThreads, ...), writes its rows' weight scales, fences
-//     (fence.proxy.async) and arrives on cfull. A consumer converts stage i + 1 while the
+//     (fence.proxy.async), and its warp arrives once on cfull. A consumer converts stage i + 1 while the
 //     wgmmas of stage i run (its share of stage 0 before its first tile), so the conversion is
 //     spread over 4x more warps than warp group 0 alone has, and overlaps the tensor cores.
 //   consumers (2 or 3 warp groups): wait full[i] (A) and cfull[i] (B), four m64n128k32 FP8
@@ -75,6 +75,7 @@ struct W4Traits : MoeTraits<kBlockM_, kBlockN_, 4, kGateUp_, 1, 1> {
   static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "register file");
   static constexpr int kConverterThreads = 96;                            // warps 1..3
   static constexpr int kConvThreads = kConverterThreads + kConsumerThreads;  // every converting thread
+  static_assert(kConvThreads % 32 == 0, "cfull counts whole converting warps");
   static constexpr int kConvBufs = 2;
   static constexpr int kChunkSlots = kWgN * kStages;
   static constexpr uint32_t kPackedBytes = 128 * 64;  // 128 weight rows x 128 K nibbles
@@ -325,7 +326,11 @@ struct MoeW4A8Kernel {
     compiler_fence();
     cutlass::arch::fence_view_async_shared();  // the wgmma (async proxy) reads what was written
     compiler_fence();
-    cutlass::arch::ClusterBarrier::arrive(&ss.cfull[c.index]);
+    // One arrival per warp (cfull counts converting warps): 480 per-thread arrivals on one
+    // shared-memory word serialised on the path to the next stage's wgmma. The warp sync
+    // orders every lane's writes and fence before lane 0's release.
+    __syncwarp();
+    if ((threadIdx.x & 31u) == 0u) cutlass::arch::ClusterBarrier::arrive(&ss.cfull[c.index]);
     return true;
   }
 
@@ -435,7 +440,7 @@ struct MoeW4A8Kernel {
     if (threadIdx.x == 0) {
       Pipeline::init(ss.pipe, T::kConsumerWarps);
       for (int s = 0; s < kConvBufs; ++s) {
-        cutlass::arch::ClusterBarrier::init(&ss.cfull[s], kConvThreads);
+        cutlass::arch::ClusterBarrier::init(&ss.cfull[s], kConvThreads / 32);
         cutlass::arch::ClusterBarrier::init(&ss.cempty[s], T::kConsumerWarps);
       }
       cute::prefetch_tma_descriptor(params.tma_a.get_tma_descriptor());
