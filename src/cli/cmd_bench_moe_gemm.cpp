@@ -251,7 +251,7 @@ Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, ops::
   const auto inst = ops::select_moe_instantiation(a);
   r.instantiation = inst.name;
   r.cluster = std::to_string(inst.cluster_m) + "x" + std::to_string(inst.cluster_n);
-  r.schedule = ops::moe_is_w4a8(quant) ? 0 : (schedule < 0 ? ops::kMoeDefaultSchedule : schedule);
+  r.schedule = ops::moe_is_w4a8(quant) ? (schedule == 2 ? 2 : 0) : (schedule < 0 ? ops::kMoeDefaultSchedule : schedule);
   r.hidden = md.hidden;
   r.intermediate = md.intermediate;
   r.experts = experts;
@@ -440,7 +440,7 @@ void add_moe_gemm_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--weights", fl->weights,
                   "Weight formats to run, each cell back to back: w8a8, w4a8-int4, w4a8-mxfp4 (w4a8: 64 and 192-row "
-                  "tiles, schedule 0 only; unshipped forced settings are skipped)")
+                  "tiles, schedules 0 and 2 (ping-pong); unshipped forced settings are skipped)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--num-ctas", fl->num_ctas, "Persistent grid size (0: one CTA per SM)")->capture_default_str();

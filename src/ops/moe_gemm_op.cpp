@@ -134,7 +134,7 @@ km::MoeGemmParams to_params(const MoeGemmArgs& a) {
 km::MoeW4A8Params to_w4a8_params(const MoeGemmArgs& a) {
   km::MoeW4A8Params p;
   static_cast<km::MoeGemmParams&>(p) = to_params(a);
-  p.schedule = 0;
+  p.schedule = a.schedule == 2 ? 2 : 0;  // 0 (default) or 2: ping-pong issue order
   p.format = a.quant == MoeQuant::w4a8_mxfp4 ? km::W4Format::mxfp4 : km::W4Format::int4_g128;
   p.b_scales = a.quant == MoeQuant::w4a8_int4 ? a.b_scales : nullptr;
   p.b_e8m0 = a.quant == MoeQuant::w4a8_mxfp4 ? a.b_e8m0 : nullptr;
@@ -231,9 +231,10 @@ void validate(const MoeGemmArgs& a) {
   if (a.num_ctas < 0) throw InvalidArgument(fmt::format("moe gemm: num_ctas {} must be >= 0", a.num_ctas));
   if (a.schedule < -1 || a.schedule > 3)
     throw InvalidArgument(fmt::format("moe gemm: schedule {} must be -1 (default) or 0..3", a.schedule));
-  if (w4 && a.schedule > 0)
+  if (w4 && a.schedule > 0 && a.schedule != 2)
     throw InvalidArgument(fmt::format(
-        "moe gemm: the w4a8 kernels have one consumer schedule; schedule {} must be -1 (default) or 0", a.schedule));
+        "moe gemm: the w4a8 kernels have two consumer schedules; schedule {} must be -1 (default), 0 or 2 (ping-pong)",
+        a.schedule));
   find_entry(a);  // a forced block_m must be shipped for this epilogue
   check_pointer("a", a.a, 16, "TMA");
   check_pointer("b", a.b, 16, "TMA");

@@ -228,7 +228,8 @@ TEST(MoeGemmValidate, W4A8ArgumentsAndMessages) {
     };
     check([](auto& b) { b.k = 1000; }, "k = 1000 must be a multiple of 128");
     check([](auto& b) { b.n = 4000; }, "n = 4000 must be a multiple of 128");
-    check([](auto& b) { b.schedule = 3; }, "w4a8 kernels have one consumer schedule; schedule 3");
+    check([](auto& b) { b.schedule = 3; }, "w4a8 kernels have two consumer schedules; schedule 3");
+    check([](auto& b) { b.schedule = 1; }, "w4a8 kernels have two consumer schedules; schedule 1");
     check([](auto& b) { b.block_m = 128; }, "bf16 kernel with block_m 128 and cluster 1x1 (w4a8 ships");
     check([](auto& b) { b.cluster_m = 2; b.cluster_n = 1; }, "kernel with block_m 192 and cluster 2x1 (w4a8 ships");
     check([](auto& b) { b.block_m = 192; }, "swiglu_fp8 kernel with block_m 192", MoeEpilogue::swiglu_fp8);

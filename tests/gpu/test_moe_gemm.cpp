@@ -414,6 +414,27 @@ TEST(MoeGemmGpu, W4A8GapsFewCtasAndEdges) {
     run_case(w4({"k128_swiglu", MoeEpilogue::swiglu_fp8, 512, 128, {1, 0, 65, 3}, {}, 0, 1}, q), s + 10);
   }
 }
+// The ping-pong issue order (schedule 2) of the W4A8 kernels: the three tile shapes, few CTAs
+// (the token wraps across tiles), gaps, one K block, an odd K-block count, both formats.
+TEST(MoeGemmGpu, W4A8PingPong) {
+  XS_REQUIRE_GPUS(1);
+  const std::vector<int> counts{3, 70, 0, 140};
+  const std::vector<int> gaps{5, 0, 17, 3, 9};
+  for (MoeQuant q : {kInt4, kMx}) {
+    const int s = 950 + 20 * int(q);
+    auto pp = [](Case c) {
+      c.name += "_pp";
+      c.schedule = 2;
+      return c;
+    };
+    run_case(pp(w4({"gaps_3ctas_m192", MoeEpilogue::bf16, 512, 1024, counts, gaps, 192, 3}, q)), s + 0);
+    run_case(pp(w4({"gaps_2ctas_m64", MoeEpilogue::bf16, 640, 1024, counts, gaps, 64, 2}, q)), s + 1);
+    run_case(pp(w4({"gaps_1cta_swiglu", MoeEpilogue::swiglu_fp8, 512, 1024, counts, gaps, 0, 1}, q)), s + 2);
+    run_case(pp(w4({"k128_m192_1cta", MoeEpilogue::bf16, 256, 128, {100, 0, 250}, {}, 192, 1}, q)), s + 3);
+    run_case(pp(w4({"k640_m192_2ctas", MoeEpilogue::bf16, 1408, 640, kUneven, {}, 192, 2}, q)), s + 4);
+    run_case(pp(w4({"dit_l1_swiglu", MoeEpilogue::swiglu_fp8, 2 * 5632, 1408, kUneven, {}}, q)), s + 5);
+  }
+}
 // mxfp4 exponent gaps 0..20 inside a 128-K block dominate the result: every conversion shift
 // and the flush past a gap of 14 are checked against dequantize_mxfp4_w4a8.
 TEST(MoeGemmGpu, W4A8Mxfp4ExponentGaps) {
