@@ -352,7 +352,7 @@ void run_bench(const BenchFlags& fl) {
             probe.block_m = pb.epilogue == ops::MoeEpilogue::bf16 ? fl.block_m : 0;
             probe.cluster_m = cluster.first;
             probe.cluster_n = cluster.second;
-            if (ops::moe_is_w4a8(quant) && sch > 0) continue;
+            if (ops::moe_is_w4a8(quant) && sch > 0 && sch != 2) continue;
             try {
               ops::select_moe_instantiation(probe);
             } catch (const InvalidArgument&) {
