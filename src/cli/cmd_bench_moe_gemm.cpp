@@ -251,7 +251,7 @@ Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, ops::
   const auto inst = ops::select_moe_instantiation(a);
   r.instantiation = inst.name;
   r.cluster = std::to_string(inst.cluster_m) + "x" + std::to_string(inst.cluster_n);
-  r.schedule = ops::moe_is_w4a8(quant) ? (schedule == 2 ? 2 : 0) : (schedule < 0 ? ops::kMoeDefaultSchedule : schedule);
+  r.schedule = ops::moe_schedule_for(quant, schedule);
   r.hidden = md.hidden;
   r.intermediate = md.intermediate;
   r.experts = experts;
@@ -352,7 +352,7 @@ void run_bench(const BenchFlags& fl) {
             probe.block_m = pb.epilogue == ops::MoeEpilogue::bf16 ? fl.block_m : 0;
             probe.cluster_m = cluster.first;
             probe.cluster_n = cluster.second;
-            if (ops::moe_is_w4a8(quant) && sch > 0 && sch != 2) continue;
+            if (sch >= 0 && !ops::moe_schedule_shipped(quant, sch)) continue;
             try {
               ops::select_moe_instantiation(probe);
             } catch (const InvalidArgument&) {

@@ -247,13 +247,7 @@ void attention_forward(const AttentionArgs& a, cudaStream_t stream) {
   if (e.long_kv && a.tail_split) {
     // The long-key kernel may split its last wave (kernels/attention/tile_scheduler.cuh):
     // workspace for the grid the launcher will use.
-    int grid = a.num_ctas;
-    if (grid <= 0) {
-      int dev = 0;
-      XS_CUDA(cudaGetDevice(&dev), "reading the current device");
-      XS_CUDA(cudaDeviceGetAttribute(&grid, cudaDevAttrMultiProcessorCount, dev), "reading the SM count");
-    }
-    p.num_ctas = static_cast<int>(std::min<long long>(grid, ka::attention_num_tiles(p)));
+    XS_CUDA(ka::attention_grid(p, p.num_ctas), "reading the SM count");
     const SplitWorkspace w = split_workspace_for(stream, p.num_ctas);
     p.split_workspace = w.parts;
     p.split_capacity = w.capacity;

@@ -127,14 +127,13 @@ km::MoeGemmParams to_params(const MoeGemmArgs& a) {
   p.out_scales = a.out_scales;
   p.row_weights = a.row_weights;
   p.num_ctas = a.num_ctas;
-  p.schedule = a.schedule < 0 ? kMoeDefaultSchedule : a.schedule;
+  p.schedule = moe_schedule_for(a.quant, a.schedule);
   return p;
 }
 
 km::MoeW4A8Params to_w4a8_params(const MoeGemmArgs& a) {
   km::MoeW4A8Params p;
   static_cast<km::MoeGemmParams&>(p) = to_params(a);
-  p.schedule = a.schedule == 2 ? 2 : 0;  // 0 (default) or 2: ping-pong issue order
   p.format = a.quant == MoeQuant::w4a8_mxfp4 ? km::W4Format::mxfp4 : km::W4Format::int4_g128;
   p.b_scales = a.quant == MoeQuant::w4a8_int4 ? a.b_scales : nullptr;
   p.b_e8m0 = a.quant == MoeQuant::w4a8_mxfp4 ? a.b_e8m0 : nullptr;
@@ -201,7 +200,6 @@ void validate(const MoeGemmArgs& a) {
   if (a.quant != MoeQuant::w8a8 && !moe_is_w4a8(a.quant))
     throw InvalidArgument(fmt::format("moe gemm: unsupported quantisation {} (w8a8, w4a8_int4 or w4a8_mxfp4)",
                                       static_cast<int>(a.quant)));
-  const bool w4 = moe_is_w4a8(a.quant);
   if (a.epilogue != MoeEpilogue::bf16 && a.epilogue != MoeEpilogue::swiglu_fp8)
     throw InvalidArgument(fmt::format("moe gemm: unsupported epilogue {}", static_cast<int>(a.epilogue)));
   if (a.experts <= 0 || a.m_total < 0 || a.n <= 0 || a.k <= 0)
@@ -231,7 +229,7 @@ void validate(const MoeGemmArgs& a) {
   if (a.num_ctas < 0) throw InvalidArgument(fmt::format("moe gemm: num_ctas {} must be >= 0", a.num_ctas));
   if (a.schedule < -1 || a.schedule > 3)
     throw InvalidArgument(fmt::format("moe gemm: schedule {} must be -1 (default) or 0..3", a.schedule));
-  if (w4 && a.schedule > 0 && a.schedule != 2)
+  if (a.schedule >= 0 && !moe_schedule_shipped(a.quant, a.schedule))
     throw InvalidArgument(fmt::format(
         "moe gemm: the w4a8 kernels have two consumer schedules; schedule {} must be -1 (default), 0 or 2 (ping-pong)",
         a.schedule));

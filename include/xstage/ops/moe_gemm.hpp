@@ -65,11 +65,21 @@ struct MoeGemmArgs {
   int num_ctas = 0;  // persistent grid; 0: one CTA per SM
   // Consumer schedule, a tuning override: -1 = default; bit 0 = issue the next K block's
   // wgmmas before promoting the current one, bit 1 = consumer warp groups take turns.
-  // The w4a8 kernels have one schedule (0): -1 or 0.
+  // The w4a8 kernels have schedules 0 (their default) and 2.
   int schedule = -1;
 };
 
 inline constexpr int kMoeDefaultSchedule = 3;
+
+// Whether the kernels of quantisation q have consumer schedule s (0..3): w8a8 all four, w4a8
+// 0 and 2 (ping-pong).
+inline constexpr bool moe_schedule_shipped(MoeQuant q, int s) {
+  return s >= 0 && s <= 3 && (!moe_is_w4a8(q) || s == 0 || s == 2);
+}
+// The schedule a call with `requested` (-1: default) runs: the default is 3 for w8a8, 0 for w4a8.
+inline constexpr int moe_schedule_for(MoeQuant q, int requested) {
+  return requested >= 0 ? requested : (moe_is_w4a8(q) ? 0 : kMoeDefaultSchedule);
+}
 
 // Throws xstage::InvalidArgument with one line naming the first problem: unsupported
 // quantisation or epilogue, non-positive sizes, n or k not multiples of 128 (n/2 for SwiGLU),

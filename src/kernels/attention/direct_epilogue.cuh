@@ -68,6 +68,9 @@ struct DirectStoreEpilogue {
   // Workspace floats per thread and part: 64 O values, then the 2 row LSEs (d = 128).
   static constexpr int kPartO = 64;
   static constexpr int kPerThread = kPartO + 2;
+  // Floats of one part (2 warp groups x 128 threads): the unit split_workspace_floats counts.
+  static constexpr long long kPartFloats = 2LL * 128 * kPerThread;
+  static_assert(split_workspace_floats(1) == kPartFloats, "params.hpp sizes the workspace with this layout");
 
   // All 128 threads of each consumer warp group, with the normalised fp32 O fragment.
   template <class FrgO, int kRows>
@@ -147,22 +150,21 @@ struct DirectStoreEpilogue {
     constexpr int kCols = decltype(size<1>(c))::value;
     static_assert(kRows * kCols == kPartO);
     const float* base = part_base(ep, first_slot, ct);
-    constexpr long long kPartStride = 2LL * 128 * kPerThread;  // floats between parts of one thread
     cutlass::NumericArrayConverter<Element, float, 2, cutlass::FloatRoundStyle::round_to_nearest> cvt;
     const bool lse_owner = get<1>(c(0, 0)) == 0;
     for (int mi = 0; mi < kRows; ++mi) {
       const int row = tile.m_block * kBlockM + get<0>(c(mi, 0));
       if (row >= t.row_end) continue;
       float m = -INFINITY;
-      for (int s = 0; s < splits; ++s) m = fmaxf(m, base[s * kPartStride + kPartO + mi]);
+      for (int s = 0; s < splits; ++s) m = fmaxf(m, base[s * kPartFloats + kPartO + mi]);
       float sum = 0.f;
-      for (int s = 0; s < splits; ++s) sum += __expf(base[s * kPartStride + kPartO + mi] - m);
+      for (int s = 0; s < splits; ++s) sum += __expf(base[s * kPartFloats + kPartO + mi] - m);
       const float row_lse = m + __logf(sum);  // every part holds at least one key: m is finite
       Element* dst = static_cast<Element*>(ep.dest.destination(t, row).ptr);
       for (int ni = 0; ni < kCols; ni += 2) {
         float f0 = 0.f, f1 = 0.f;
         for (int s = 0; s < splits; ++s) {
-          const float* p = base + s * kPartStride;
+          const float* p = base + s * kPartFloats;
           const float w = __expf(p[kPartO + mi] - row_lse);
           const float2 v = *reinterpret_cast<const float2*>(p + mi * kCols + ni);
           f0 += w * v.x;

@@ -212,7 +212,12 @@ struct TileStoreEpilogue {
   __device__ void store(Params const& ep, Element* smem_o, FrgO const& tOrO, float const (&lse)[kRows],
                         WorkTile const& tile) const {
     static_assert(!kHasServiceThread || Destination::kNeedsTileStoredHook, "the service thread needs slice_stored");
-    const EpilogueTile t = stage(ep, smem_o, tOrO, lse, tile);
+    send_staged(ep, smem_o, stage(ep, smem_o, tOrO, lse, tile));
+  }
+
+  // The staged slice t to its destination at once, then (destinations with the hook) the
+  // group's barrier and slice_stored with the issue span.
+  __device__ static void send_staged(Params const& ep, Element* smem_o, EpilogueTile const& t) {
     const int tid = thread_in_wg();
     const uint64_t issue_begin = Destination::kNeedsTileStoredHook ? clock64() : 0;
     copy_out(ep, smem_o, t, tid, 0, kIters);

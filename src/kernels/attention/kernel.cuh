@@ -193,18 +193,12 @@ cudaError_t launch_attention(AttentionParams const& p, typename Kernel::Epilogue
   if (p.head_dim != Kernel::T::kHeadDim || p.causal != Kernel::T::kCausal) return cudaErrorInvalidValue;
   const long long tiles = attention_num_tiles(p);
   if (tiles <= 0) return cudaErrorInvalidValue;
-  int ctas = p.num_ctas;
-  if (ctas <= 0) {
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) return e;
-    e = cudaDeviceGetAttribute(&ctas, cudaDevAttrMultiProcessorCount, dev);
-    if (e != cudaSuccess) return e;
-  }
-  if (ctas > tiles) ctas = static_cast<int>(tiles);
+  int ctas = 0;
+  cudaError_t e = attention_grid(p, ctas);
+  if (e != cudaSuccess) return e;
   const typename Kernel::Params kp = Kernel::to_params(p, ep, ctas);
   auto* fn = attention_fwd_kernel<Kernel>;
-  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
+  e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
   if (e != cudaSuccess) return e;
   fn<<<ctas, Kernel::kThreads, Kernel::kSmemBytes, stream>>>(kp);
   e = cudaGetLastError();

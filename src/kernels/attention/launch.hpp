@@ -71,4 +71,20 @@ inline long long attention_num_tiles(const AttentionParams& p) {
   return static_cast<long long>((p.q_len + bm - 1) / bm) * p.heads * p.batch;
 }
 
+// The persistent grid of a launch: p.num_ctas, or (0) one CTA per SM of the current device;
+// never more CTAs than tiles. The launcher and the tail-split workspace both size by it.
+inline cudaError_t attention_grid(const AttentionParams& p, int& ctas) {
+  ctas = p.num_ctas;
+  if (ctas <= 0) {
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return e;
+    e = cudaDeviceGetAttribute(&ctas, cudaDevAttrMultiProcessorCount, dev);
+    if (e != cudaSuccess) return e;
+  }
+  const long long tiles = attention_num_tiles(p);
+  if (ctas > tiles) ctas = static_cast<int>(tiles);
+  return cudaSuccess;
+}
+
 }  // namespace xstage::kernels::attention

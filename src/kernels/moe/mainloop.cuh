@@ -43,6 +43,23 @@ enum class NamedBarrierId : uint32_t {
   pingpong_wg0 = 5,  // 5..7: issue token of consumer warp group w
 };
 
+// The ping-pong issue token of kGroups consumer warp groups (named barriers pingpong_wg0 + w;
+// 256 = the waiting group + the passing one): wait for it before issuing the wgmmas, pass it
+// on after committing them; warp group 0 holds it first.
+template <int kGroups>
+struct IssueToken {
+  __device__ static void wait(int wg) {
+    cutlass::arch::NamedBarrier::sync(256, static_cast<uint32_t>(NamedBarrierId::pingpong_wg0) + wg);
+  }
+  __device__ static void pass(int wg) {
+    const int next = wg + 1 == kGroups ? 0 : wg + 1;
+    cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::pingpong_wg0) + next);
+  }
+  __device__ static void start(int wg) {
+    if (wg == 0) cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::pingpong_wg0));
+  }
+};
+
 // kGateUp: B rows of chunk c come from [c * n/2 + n_block * 128, ...): chunk 0 = gate, chunk 1
 // = up rows of the same 128 output channels (Linear-1 with a fused SwiGLU epilogue).
 // Clusters (kClusterM x kClusterN CTAs, rank = cm + kClusterM * cn): the CTAs of a cluster
@@ -225,17 +242,12 @@ struct MoeMainloop {
   static constexpr int kScheduleOverlap = 1;
   static constexpr int kSchedulePingPong = 2;
 
-  __device__ static void pingpong_sync(int wg) {
-    cutlass::arch::NamedBarrier::sync(256, static_cast<uint32_t>(NamedBarrierId::pingpong_wg0) + wg);
-  }
-  __device__ static void pingpong_pass(int wg) {
-    const int next = wg + 1 == T::kConsumerWGs ? 0 : wg + 1;
-    cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::pingpong_wg0) + next);
-  }
+  using Token = IssueToken<T::kConsumerWGs>;
+  __device__ static void pingpong_sync(int wg) { Token::wait(wg); }
+  __device__ static void pingpong_pass(int wg) { Token::pass(wg); }
   // Once per consumer thread at kernel start: warp group 0 holds the first token.
   __device__ static void consumer_init(int schedule, int wg) {
-    if ((schedule & kSchedulePingPong) && wg == 0)
-      cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::pingpong_wg0));
+    if (schedule & kSchedulePingPong) Token::start(wg);
   }
 
   // One warp group's 64 x 128 piece of the tile, fp32 result (scales applied) in `acc`.

@@ -388,8 +388,8 @@ struct MoeW4A8Kernel {
     Tensor tCrA = thr.partition_fragment_A(sA);  // (MMA, 1, 4, A chunk slot)
     Tensor tCrB = thr.partition_fragment_B(sB);  // (MMA, 1, 4, converted chunk slot)
     const int r0 = 64 * wm + (wt / 32) * 16 + (wt % 32) / 4;
-    // Ping-pong (p.pingpong): the warp groups issue their wgmmas in turn (one token passed
-    // round-robin, named barriers pingpong_wg0 + w), so one group's promotion and conversion
+    // Ping-pong (p.pingpong): the warp groups issue their wgmmas in turn (IssueToken,
+    // mainloop.cuh), so one group's promotion and conversion
     // run while the others' wgmmas keep the tensor cores busy, instead of all three waiting
     // on the same cfull, computing and promoting in lock step.
     const bool pingpong = p.pingpong != 0;
@@ -402,8 +402,7 @@ struct MoeW4A8Kernel {
       const CState cread = conv_state(it);
       wait_then_read(&ss.pipe.full[read.index], read.phase);
       wait_then_read(&ss.cfull[cread.index], cread.phase);
-      if (pingpong)
-        cutlass::arch::NamedBarrier::sync(256, static_cast<uint32_t>(NamedBarrierId::pingpong_wg0) + wg);
+      if (pingpong) IssueToken<T::kConsumerWGs>::wait(wg);
       warpgroup_fence_operand(part);
       warpgroup_arrive();
       tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
@@ -413,10 +412,7 @@ struct MoeW4A8Kernel {
         tiled_mma.accumulate_ = GMMA::ScaleOut::One;
       }
       warpgroup_commit_batch();
-      if (pingpong) {
-        const int next = wg + 1 == T::kConsumerWGs ? 0 : wg + 1;
-        cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::pingpong_wg0) + next);
-      }
+      if (pingpong) IssueToken<T::kConsumerWGs>::pass(wg);
       // This thread's share of the next stage, while the tensor cores work.
       if (more) more = convert_stage(p, ss, tma_state(it + 1), conv_state(it + 1), g);
       const float* sa = p.a_scales + static_cast<int64_t>(kb) * p.m_total + t.row_begin + r0;
@@ -488,8 +484,7 @@ struct MoeW4A8Kernel {
       const int g = T::kConverterThreads + ct;
       Epilogue::consumer_init(wn);
       // Ping-pong: warp group 0 holds the first issue token.
-      if (params.pingpong != 0 && wg == 0)
-        cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::pingpong_wg0));
+      if (params.pingpong != 0) IssueToken<T::kConsumerWGs>::start(wg);
       const Epilogue epilogue{};
       Scheduler sched(params.counts, params.offsets, params.experts, params.n_blocks, 0);
       // The first stage now; every later one while the previous one's wgmmas run.

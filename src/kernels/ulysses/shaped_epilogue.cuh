@@ -87,11 +87,7 @@ struct ShapedTileEpilogue : attention::TileStoreEpilogue<Traits, Destination> {
                         attention::WorkTile const& tile) {
     const EpilogueTile t = Base::stage(ep, smem_o, tOrO, lse, tile);
     if (!kSpread && ep.dest.u.defer_slices == 0) {  // fused: the slice leaves now
-      const int tid = Base::thread_in_wg();
-      const uint64_t issue_begin = clock64();
-      Base::copy_out(ep, smem_o, t, tid, 0, Base::kIters);
-      cutlass::arch::NamedBarrier::sync(128, Base::epilogue_barrier(t));
-      if (tid == 0) Base::slice_stored(ep, smem_o, t, clock64() - issue_begin);
+      Base::send_staged(ep, smem_o, t);
       return;
     }
     // Thread 0 records the slice and resolves its destination once (the divisions and the
