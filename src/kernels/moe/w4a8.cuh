@@ -53,6 +53,13 @@
 #include "kernels/moe/pipeline.cuh"
 #include "kernels/moe/quant.cuh"
 #include "kernels/moe/tile_scheduler.cuh"
+#include "kernels/moe/w4a8_trace.cuh"
+
+#ifdef XSTAGE_W4A8_TRACE
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#endif
 
 namespace xstage::kernels::moe {
 
@@ -192,6 +199,9 @@ struct MoeW4A8Kernel {
     int k_blocks;
     int n_blocks;
     int pingpong;  // schedule bit kSchedulePingPong: the consumer warp groups take turns issuing
+#ifdef XSTAGE_W4A8_TRACE
+    uint32_t* trace;  // w4a8_trace.cuh; null: not recorded
+#endif
   };
 
   struct SharedStorage {
@@ -240,7 +250,12 @@ struct MoeW4A8Kernel {
                   p.n,
                   p.k / 128,
                   n_blocks(p),
-                  (p.schedule & 2) != 0 ? 1 : 0};
+                  (p.schedule & 2) != 0 ? 1 : 0
+#ifdef XSTAGE_W4A8_TRACE
+                  ,
+                  nullptr
+#endif
+    };
   }
 
   static KernelInfo info() {
@@ -266,6 +281,7 @@ struct MoeW4A8Kernel {
     Tensor tAsA = group_modes<0, 3>(cta_a.partition_D(sA));   // (TMA, chunk slot)
     Tensor tBsB = group_modes<0, 3>(cta_b.partition_D(sBq));  // (TMA, chunk slot)
     WorkTile t;
+    [[maybe_unused]] uint32_t it = 0;  // stages written (trace only)
     while (sched.next(t)) {
       Tensor gB = local_tile(mBall(_, _, t.expert), Shape<_128, _64>{}, make_coord(_, _));  // (128, 64, n/128, kb)
       Tensor tBgB = group_modes<0, 3>(cta_b.partition_S(gB));                             // (TMA, n/128, kb)
@@ -274,6 +290,7 @@ struct MoeW4A8Kernel {
       for (int c = 0; c < kWgN; ++c) brow[c] = b_row(p, t, c);
       for (int kb = 0; kb < p.k_blocks; ++kb) {
         bounded_wait(&ss.pipe.empty[write.index], write.phase);
+        W4_TRACE(p.trace, it, kTrProducerIssue);
         *reinterpret_cast<volatile int*>(&ss.header[write.index]) = 0;
         compiler_fence();
         uint64_t& full = ss.pipe.full[write.index];
@@ -304,6 +321,7 @@ struct MoeW4A8Kernel {
           }
         }
         write.advance();
+        ++it;
       }
     }
     // End of the stream: the converting threads stop when they see this stage's header.
@@ -319,10 +337,14 @@ struct MoeW4A8Kernel {
   // ...: 16 packed bytes in, two 16-byte fp8 chunks out at their swizzled positions; the thread
   // with sub-block 0 also writes the row's weight scale. Returns false (and converts nothing)
   // at the end of the tile stream.
-  __device__ bool convert_stage(Params const& p, SharedStorage& ss, State t, CState c, int g) const {
+  // it: the stage's position in the stream (trace only).
+  __device__ bool convert_stage(Params const& p, SharedStorage& ss, State t, CState c, int g,
+                                [[maybe_unused]] uint32_t it) const {
     wait_then_read(&ss.pipe.full[t.index], t.phase);
+    if (g == 0) W4_TRACE(p.trace, it, kTrConvFull);
     if (*reinterpret_cast<volatile int const*>(&ss.header[t.index]) != 0) return false;
     wait_then_read(&ss.cempty[c.index], c.phase ^ 1u);  // the buffer starts free
+    if (g == 0) W4_TRACE(p.trace, it, kTrConvEmpty);
     if (p.mxfp4) convert_units<true>(ss, t.index, c.index, g);
     else convert_units<false>(ss, t.index, c.index, g);
     compiler_fence();
@@ -333,6 +355,7 @@ struct MoeW4A8Kernel {
     // orders every lane's writes and fence before lane 0's release.
     __syncwarp();
     if ((threadIdx.x & 31u) == 0u) cutlass::arch::ClusterBarrier::arrive(&ss.cfull[c.index]);
+    if (g == 0) W4_TRACE(p.trace, it, kTrConvArrived);
     return true;
   }
 
@@ -394,6 +417,7 @@ struct MoeW4A8Kernel {
     // on the same cfull, computing and promoting in lock step.
     const bool pingpong = p.pingpong != 0;
     const int wg = wm * kWgN + wn;
+    [[maybe_unused]] const int tr_base = kTrConsumerBase + 5 * wg;
     Tensor part = partition_fragment_C(tiled_mma, Shape<_64, _128>{});
     static_assert(decltype(size(part))::value == 64);
     clear(acc);
@@ -402,6 +426,7 @@ struct MoeW4A8Kernel {
       const CState cread = conv_state(it);
       wait_then_read(&ss.pipe.full[read.index], read.phase);
       wait_then_read(&ss.cfull[cread.index], cread.phase);
+      if (wt == 0) W4_TRACE(p.trace, it, tr_base + 0);
       if (pingpong) IssueToken<T::kConsumerWGs>::wait(wg);
       warpgroup_fence_operand(part);
       warpgroup_arrive();
@@ -413,13 +438,16 @@ struct MoeW4A8Kernel {
       }
       warpgroup_commit_batch();
       if (pingpong) IssueToken<T::kConsumerWGs>::pass(wg);
+      if (wt == 0) W4_TRACE(p.trace, it, tr_base + 1);
       // This thread's share of the next stage, while the tensor cores work.
-      if (more) more = convert_stage(p, ss, tma_state(it + 1), conv_state(it + 1), g);
+      if (more) more = convert_stage(p, ss, tma_state(it + 1), conv_state(it + 1), g, it + 1);
+      if (wt == 0) W4_TRACE(p.trace, it, tr_base + 2);
       const float* sa = p.a_scales + static_cast<int64_t>(kb) * p.m_total + t.row_begin + r0;
       const float c0 = r0 < t.rows ? __ldg(sa) : 0.f;
       const float c1 = r0 + 8 < t.rows ? __ldg(sa + 8) : 0.f;
       warpgroup_wait<0>();
       warpgroup_fence_operand(part);
+      if (wt == 0) W4_TRACE(p.trace, it, tr_base + 3);
       // Value i of the m64n128 fragment: column (wt % 4) * 2 + (i & 1) + 8 * (i / 4), row + 8 if i & 2.
       const float2* bs =
           reinterpret_cast<const float2*>(ss.cscale.data() + (cread.index * kWgN + wn) * 128 + (wt % 4) * 2);
@@ -437,6 +465,7 @@ struct MoeW4A8Kernel {
         cutlass::arch::ClusterBarrier::arrive(&ss.pipe.empty[read.index]);
         cutlass::arch::ClusterBarrier::arrive(&ss.cempty[cread.index]);
       }
+      if (wt == 0) W4_TRACE(p.trace, it, tr_base + 4);
       ++it;
     }
   }
@@ -471,7 +500,7 @@ struct MoeW4A8Kernel {
         }
       } else {
         const int g = static_cast<int>(threadIdx.x) - 32;  // 0..95
-        for (uint32_t it = 0; convert_stage(params, ss, tma_state(it), conv_state(it), g); ++it) {
+        for (uint32_t it = 0; convert_stage(params, ss, tma_state(it), conv_state(it), g, it); ++it) {
         }
       }
     } else {
@@ -488,7 +517,7 @@ struct MoeW4A8Kernel {
       const Epilogue epilogue{};
       Scheduler sched(params.counts, params.offsets, params.experts, params.n_blocks, 0);
       // The first stage now; every later one while the previous one's wgmmas run.
-      bool more = convert_stage(params, ss, tma_state(0), conv_state(0), g);
+      bool more = convert_stage(params, ss, tma_state(0), conv_state(0), g, 0);
       uint32_t it = 0;
       WorkTile tile;
       while (sched.next(tile)) {
@@ -523,11 +552,50 @@ cudaError_t launch_moe_w4a8(MoeW4A8Params const& p, cudaStream_t stream) {
     if (e != cudaSuccess) return e;
   }
   if (ctas > tiles) ctas = static_cast<int>(tiles);
+#ifdef XSTAGE_W4A8_TRACE
+  typename Kernel::Params kp = Kernel::to_params(p);
+  const char* trace_file = std::getenv("XSTAGE_W4A8_TRACE_FILE");
+  const size_t trace_words = static_cast<size_t>(ctas) * kW4TraceStages * kW4TraceSlots;
+  static uint32_t* trace_buf = nullptr;  // diagnostic build only: one buffer for the process
+  static size_t trace_cap = 0;
+  if (trace_file != nullptr) {
+    if (trace_cap < trace_words) {
+      if (trace_buf != nullptr) cudaFree(trace_buf);
+      if (cudaMalloc(&trace_buf, trace_words * 4) != cudaSuccess) return cudaErrorMemoryAllocation;
+      trace_cap = trace_words;
+    }
+    if (cudaMemsetAsync(trace_buf, 0xff, trace_words * 4, stream) != cudaSuccess) return cudaErrorUnknown;
+    kp.trace = trace_buf;
+  }
+#else
   const typename Kernel::Params kp = Kernel::to_params(p);
+#endif
   auto* fn = moe_w4a8_kernel<Kernel>;
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
   if (e != cudaSuccess) return e;
   fn<<<ctas, Kernel::kThreads, Kernel::kSmemBytes, stream>>>(kp);
+#ifdef XSTAGE_W4A8_TRACE
+  if (trace_file != nullptr) {
+    e = cudaStreamSynchronize(stream);
+    if (e != cudaSuccess) return e;
+    std::vector<uint32_t> h(trace_words);
+    e = cudaMemcpy(h.data(), trace_buf, trace_words * 4, cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess) return e;
+    if (FILE* f = std::fopen(trace_file, "w")) {
+      std::fprintf(f, "# w4a8 trace: block_m %d block_n %d consumer_wgs %d mxfp4 %d m_total %d n %d k %d ctas %d\n",
+                   Kernel::T::kBlockM, Kernel::T::kBlockN, Kernel::T::kConsumerWGs,
+                   p.format == W4Format::mxfp4 ? 1 : 0, p.m_total, p.n, p.k, ctas);
+      for (int c = 0; c < ctas; ++c)
+        for (int s = 0; s < kW4TraceStages; ++s) {
+          std::fprintf(f, "%d %d", c, s);
+          for (int k = 0; k < kW4TraceSlots; ++k)
+            std::fprintf(f, " %u", h[(static_cast<size_t>(c) * kW4TraceStages + s) * kW4TraceSlots + k]);
+          std::fprintf(f, "\n");
+        }
+      std::fclose(f);
+    }
+  }
+#endif
   return cudaGetLastError();
 }
 

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Summarise a W4A8 stage trace (src/kernels/moe/w4a8_trace.cuh, written by a build with
+-DXSTAGE_W4A8_TRACE and XSTAGE_W4A8_TRACE_FILE set; scripts/moe-w4a8-trace-run).
+
+Per stage of every CTA (clock cycles of the SM, steady stages only: the first 4 of a CTA are
+left out) it prints the median and p10/p90 over all CTAs and stages of:
+  period        consumer WG 0 ready(s+1) - ready(s): the time per K block
+  tma           producer issue of stage s -> converter warp sees full[s]
+  conv          converter warp: cempty[s] passed -> cfull arrived (its own units)
+  cfull_wait    last converter / consumer conversion of s done -> consumer WG w ready at s
+  issue         WG w ready -> wgmmas committed
+  own_conv      WG w: committed -> own conversion of stage s+1 done
+  wgmma_rest    WG w: own conversion done -> wgmmas complete
+  promote       WG w: wgmmas complete -> released
+  gap           WG w: released(s) -> ready(s+1)
+Usage: python3 python/w4a8_trace.py TRACE.txt [--ghz 1.98]
+"""
+import argparse
+import statistics as st
+import sys
+
+NONE = 0xFFFFFFFF
+
+
+def d(a, b):
+    """b - a in cycles modulo 2^32, None if either is missing."""
+    if a == NONE or b == NONE:
+        return None
+    return (b - a) & 0xFFFFFFFF
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    i = (len(xs) - 1) * q
+    lo = int(i)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (i - lo)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("trace")
+    ap.add_argument("--ghz", type=float, default=1.98, help="SM clock for the microsecond column")
+    ap.add_argument("--skip", type=int, default=4, help="leading stages of each CTA left out")
+    a = ap.parse_args(argv)
+    header = ""
+    rows = {}
+    with open(a.trace) as f:
+        for line in f:
+            if line.startswith("#"):
+                header = line.strip()
+                continue
+            v = [int(x) for x in line.split()]
+            if len(v) < 3:
+                continue
+            rows[(v[0], v[1])] = v[2:]
+    if not rows:
+        sys.exit("w4a8_trace: no trace rows in " + a.trace)
+    nslots = len(next(iter(rows.values())))
+    wgs = (nslots - 4) // 5
+    # Which consumer groups ran (a 2-WG kernel leaves group 2 unreached).
+    wgs = max(w + 1 for w in range(wgs) for r in rows.values() if r[4 + 5 * w] != NONE) if rows else 0
+    stats = {}
+
+    def add(name, x):
+        if x is not None and x < 1 << 30:
+            stats.setdefault(name, []).append(x)
+
+    for (c, s), r in rows.items():
+        if s < a.skip:
+            continue
+        nxt = rows.get((c, s + 1))
+        add("tma", d(r[0], r[1]))
+        add("conv", d(r[2], r[3]))
+        prev = rows.get((c, s - 1))
+        for w in range(wgs):
+            b = 4 + 5 * w
+            add(f"issue[{w}]", d(r[b], r[b + 1]))
+            add(f"own_conv[{w}]", d(r[b + 1], r[b + 2]))
+            add(f"wgmma_rest[{w}]", d(r[b + 2], r[b + 3]))
+            add(f"promote[{w}]", d(r[b + 3], r[b + 4]))
+            if nxt is not None:
+                add(f"gap[{w}]", d(r[b + 4], nxt[b]))
+                add(f"period[{w}]", d(r[b], nxt[b]))
+            # Stage s was converted during stage s - 1 (consumers record that conversion in
+            # their stage s - 1 row) and by the converter warp in its stage s row.
+            if prev is not None:
+                done = [r[3]] + [prev[4 + 5 * v + 2] for v in range(wgs)]
+                # ready(s) minus the last of those conversions (all precede it)
+                lags = [d(t, r[b]) for t in done]
+                if None not in lags and max(lags) < 1 << 30:
+                    add(f"cfull_wait[{w}]", min(lags))
+    print(header)
+    print(f"{'quantity':>16} {'n':>6} {'median':>9} {'p10':>9} {'p90':>9}  cycles (median us at {a.ghz} GHz)")
+    for k in sorted(stats):
+        xs = stats[k]
+        m = st.median(xs)
+        print(f"{k:>16} {len(xs):6d} {m:9.0f} {pct(xs, 0.1):9.0f} {pct(xs, 0.9):9.0f}  {m / a.ghz / 1e3:.3f}")
+
+
+if __name__ == "__main__":
+    main()
