@@ -10,10 +10,11 @@
 
 namespace xstage::kernels::moe {
 
-// Four TMA stages (fp8 A chunks, packed 4-bit B chunks, raw weight scales) and two buffers of
-// converted fp8 B (w4a8.cuh); `stages` counts the TMA stages.
-inline constexpr TileConfig kW4TileM192N128{192, 128, 128, 4, 3};
-inline constexpr TileConfig kW4TileM64N256{64, 256, 128, 4, 2};
+// Three TMA stages (fp8 A chunks, packed 4-bit B chunks, raw weight scales) and three buffers
+// of converted fp8 B (w4a8.cuh); `stages` counts the TMA stages.
+inline constexpr TileConfig kW4TileM192N128{192, 128, 128, 3, 3};
+inline constexpr TileConfig kW4TileM64N256{64, 256, 128, 3, 2};
+inline constexpr int kW4ConvBufs = 3;
 
 // bf16 output [m_total, n].
 cudaError_t moe_w4a8_bf16_m192n128(const MoeW4A8Params& p, cudaStream_t stream);

@@ -20,6 +20,9 @@ enum class W4Format : int { int4_g128 = 1, mxfp4 = 2 };
 struct MoeW4A8Params : MoeGemmParams {
   W4Format format = W4Format::int4_g128;
   const uint8_t* b_e8m0 = nullptr;  // mxfp4 only; int4 uses MoeGemmParams::b_scales
+  // Conversion units (weight row x 32 K) per stage given to each of the 96 converter threads;
+  // the consumer threads convert the rest. Negative: the kernel's default (w4a8.cuh).
+  int converter_units = -1;
 };
 
 }  // namespace xstage::kernels::moe

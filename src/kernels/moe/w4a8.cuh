@@ -55,9 +55,9 @@
 #include "kernels/moe/tile_scheduler.cuh"
 #include "kernels/moe/w4a8_trace.cuh"
 
+#include <cstdlib>
 #ifdef XSTAGE_W4A8_TRACE
 #include <cstdio>
-#include <cstdlib>
 #include <vector>
 #endif
 
@@ -67,9 +67,9 @@ using namespace cute;
 
 // W8A8 tile traits (A, wgmma) with a 4-stage TMA ring + the packed B chunk, a 2-buffer ring of
 // converted B, and the W4A8 register split.
-template <int kBlockM_, int kBlockN_, bool kGateUp_>
-struct W4Traits : MoeTraits<kBlockM_, kBlockN_, 4, kGateUp_, 1, 1> {
-  using Base = MoeTraits<kBlockM_, kBlockN_, 4, kGateUp_, 1, 1>;
+template <int kBlockM_, int kBlockN_, bool kGateUp_, int kStages_, int kConvBufs_>
+struct W4Traits : MoeTraits<kBlockM_, kBlockN_, kStages_, kGateUp_, 1, 1> {
+  using Base = MoeTraits<kBlockM_, kBlockN_, kStages_, kGateUp_, 1, 1>;
   using Base::kConsumerThreads;
   using Base::kConsumerWGs;
   using Base::kStages;
@@ -80,10 +80,25 @@ struct W4Traits : MoeTraits<kBlockM_, kBlockN_, 4, kGateUp_, 1, 1> {
   static constexpr int kProducerRegs = kConsumerWGs == 2 ? 40 : 32;
   static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 232 : 160;
   static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "register file");
-  static constexpr int kConverterThreads = 96;                            // warps 1..3
-  static constexpr int kConvThreads = kConverterThreads + kConsumerThreads;  // every converting thread
+  static constexpr int kConverterThreads = 96;  // warps 1..3
+  // Consumers convert a share only with two consumer warp groups (232 registers each); at
+  // three (160) the conversion next to two 64-register fragments spills inside the K loop.
+  static constexpr bool kConsumersConvert = kConsumerWGs == 2;
+  static constexpr int kConvThreads = kConverterThreads + (kConsumersConvert ? kConsumerThreads : 0);
   static_assert(kConvThreads % 32 == 0, "cfull counts whole converting warps");
-  static constexpr int kConvBufs = 2;
+  // Converted buffers: the consumers convert their share kConvBufs - 1 stages ahead of the
+  // one they multiply, so a warp group never waits for the others' conversion of the next stage.
+  static constexpr int kConvBufs = kConvBufs_;
+  static_assert(kConvBufs >= 2 && kConvBufs <= kStages_, "converted ring");
+  static constexpr int kUnits = kWgN * 512;  // conversion units per stage (weight row x 32 K)
+  // Default units per converter thread per stage (units x < 96 * this go to warps 1..3 of
+  // warp group 0, the rest to the consumers): as many as leave the consumers about one unit
+  // each. MoeW4A8Params::converter_units overrides it (tuning).
+  static constexpr int kConverterUnitsMax = (kUnits + kConverterThreads - 1) / kConverterThreads;
+  static constexpr int kConverterUnitsDefault =
+      !kConsumersConvert ? kConverterUnitsMax
+      : (kUnits - kConsumerThreads) / kConverterThreads > 0 ? (kUnits - kConsumerThreads) / kConverterThreads
+                                                            : 0;
   static constexpr int kChunkSlots = kWgN * kStages;
   static constexpr uint32_t kPackedBytes = 128 * 64;  // 128 weight rows x 128 K nibbles
   static constexpr uint32_t kScaleBytes = 512;        // 128 fp32, or 4 x 128 E8M0 bytes
@@ -199,6 +214,7 @@ struct MoeW4A8Kernel {
     int k_blocks;
     int n_blocks;
     int pingpong;  // schedule bit kSchedulePingPong: the consumer warp groups take turns issuing
+    int converter_units;  // units per converter thread per stage (0 .. ceil(kUnits / 96))
 #ifdef XSTAGE_W4A8_TRACE
     uint32_t* trace;  // w4a8_trace.cuh; null: not recorded
 #endif
@@ -250,12 +266,21 @@ struct MoeW4A8Kernel {
                   p.n,
                   p.k / 128,
                   n_blocks(p),
-                  (p.schedule & 2) != 0 ? 1 : 0
+                  (p.schedule & 2) != 0 ? 1 : 0,
+                  converter_units(p)
 #ifdef XSTAGE_W4A8_TRACE
                   ,
                   nullptr
 #endif
     };
+  }
+
+  // Units per converter thread per stage: MoeW4A8Params::converter_units, or the trait's
+  // default when negative, clamped to what leaves no unit unassigned twice.
+  static int converter_units(MoeW4A8Params const& p) {
+    if (!T::kConsumersConvert) return T::kConverterUnitsMax;
+    const int u = p.converter_units < 0 ? T::kConverterUnitsDefault : p.converter_units;
+    return u < T::kConverterUnitsMax ? u : T::kConverterUnitsMax;
   }
 
   static KernelInfo info() {
@@ -338,6 +363,7 @@ struct MoeW4A8Kernel {
   // with sub-block 0 also writes the row's weight scale. Returns false (and converts nothing)
   // at the end of the tile stream.
   // it: the stage's position in the stream (trace only).
+  // g: the thread's converting index (0..95 converter warps, 96.. consumers).
   __device__ bool convert_stage(Params const& p, SharedStorage& ss, State t, CState c, int g,
                                 [[maybe_unused]] uint32_t it) const {
     wait_then_read(&ss.pipe.full[t.index], t.phase);
@@ -345,8 +371,21 @@ struct MoeW4A8Kernel {
     if (*reinterpret_cast<volatile int const*>(&ss.header[t.index]) != 0) return false;
     wait_then_read(&ss.cempty[c.index], c.phase ^ 1u);  // the buffer starts free
     if (g == 0) W4_TRACE(p.trace, it, kTrConvEmpty);
-    if (p.mxfp4) convert_units<true>(ss, t.index, c.index, g);
-    else convert_units<false>(ss, t.index, c.index, g);
+    // Units x < 96 * converter_units: converter thread g takes x = g + 96 j; the rest go to
+    // the consumers: x = 96 * converter_units + (g - 96) + kConsumerThreads * j.
+    const int split = T::kConverterThreads * p.converter_units;
+    int x0, step, xend;
+    if (g < T::kConverterThreads) {
+      x0 = g;
+      step = T::kConverterThreads;
+      xend = split < T::kUnits ? split : T::kUnits;
+    } else {
+      x0 = split + (g - T::kConverterThreads);
+      step = T::kConsumerThreads;
+      xend = T::kUnits;
+    }
+    if (p.mxfp4) convert_units<true>(ss, t.index, c.index, x0, step, xend);
+    else convert_units<false>(ss, t.index, c.index, x0, step, xend);
     compiler_fence();
     cutlass::arch::fence_view_async_shared();  // the wgmma (async proxy) reads what was written
     compiler_fence();
@@ -360,15 +399,16 @@ struct MoeW4A8Kernel {
   }
 
   template <bool kMx>
-  __device__ void convert_units(SharedStorage& ss, int t_index, int c_index, int g) const {
+  __device__ void convert_units(SharedStorage& ss, int t_index, int c_index, int x0, int step, int xend) const {
     const uint32_t bq_base = cute::cast_smem_ptr_to_uint(ss.bq.data());
     const uint32_t b_base = cute::cast_smem_ptr_to_uint(ss.b.data());
-    for (int x = g; x < kWgN * 512; x += kConvThreads) {
-      const int chunk = x / 512;
+    for (int xs = x0; xs < xend; xs += step) {
+      const uint32_t x = static_cast<uint32_t>(xs);  // unsigned: the index math is shifts and masks
+      const int chunk = static_cast<int>(x / 512u);
       const int tslot = t_index * kWgN + chunk;
       const int cslot = c_index * kWgN + chunk;
-      const int r = (x / 4) % 128;
-      const int u = x % 4;
+      const int r = static_cast<int>((x / 4u) % 128u);
+      const uint32_t u = x % 4u;
       const uint32_t src = bq_base + tslot * T::kPackedBytes + r * 64 + u * 16;
       const uint8_t* raw = ss.raw.data() + tslot * T::kScaleBytes;
       W4Lut lut;
@@ -421,6 +461,13 @@ struct MoeW4A8Kernel {
     Tensor part = partition_fragment_C(tiled_mma, Shape<_64, _128>{});
     static_assert(decltype(size(part))::value == 64);
     clear(acc);
+    // Token scales of the next K block are loaded after this block's conversion (whose proxy
+    // fence would otherwise wait for the loads), a whole stage before the promotion uses them.
+    const bool ok0 = r0 < t.rows;
+    const bool ok1 = r0 + 8 < t.rows;
+    const float* sa0 = p.a_scales + t.row_begin + r0;
+    float c0 = ok0 ? __ldg(sa0) : 0.f;
+    float c1 = ok1 ? __ldg(sa0 + 8) : 0.f;
     for (int kb = 0; kb < p.k_blocks; ++kb) {
       const State read = tma_state(it);
       const CState cread = conv_state(it);
@@ -439,12 +486,16 @@ struct MoeW4A8Kernel {
       warpgroup_commit_batch();
       if (pingpong) IssueToken<T::kConsumerWGs>::pass(wg);
       if (wt == 0) W4_TRACE(p.trace, it, tr_base + 1);
-      // This thread's share of the next stage, while the tensor cores work.
-      if (more) more = convert_stage(p, ss, tma_state(it + 1), conv_state(it + 1), g, it + 1);
+      // This thread's share of stage it + kConvBufs - 1, while the tensor cores work.
+      if (T::kConsumersConvert && more) more = convert_stage(p, ss, tma_state(it + kConvBufs - 1), conv_state(it + kConvBufs - 1), g,
+                                     it + kConvBufs - 1);
       if (wt == 0) W4_TRACE(p.trace, it, tr_base + 2);
-      const float* sa = p.a_scales + static_cast<int64_t>(kb) * p.m_total + t.row_begin + r0;
-      const float c0 = r0 < t.rows ? __ldg(sa) : 0.f;
-      const float c1 = r0 + 8 < t.rows ? __ldg(sa + 8) : 0.f;
+      float n0 = 0.f, n1 = 0.f;
+      if (kb + 1 < p.k_blocks) {
+        const float* sa = sa0 + static_cast<int64_t>(kb + 1) * p.m_total;
+        n0 = ok0 ? __ldg(sa) : 0.f;
+        n1 = ok1 ? __ldg(sa + 8) : 0.f;
+      }
       warpgroup_wait<0>();
       warpgroup_fence_operand(part);
       if (wt == 0) W4_TRACE(p.trace, it, tr_base + 3);
@@ -466,6 +517,8 @@ struct MoeW4A8Kernel {
         cutlass::arch::ClusterBarrier::arrive(&ss.cempty[cread.index]);
       }
       if (wt == 0) W4_TRACE(p.trace, it, tr_base + 4);
+      c0 = n0;
+      c1 = n1;
       ++it;
     }
   }
@@ -516,8 +569,11 @@ struct MoeW4A8Kernel {
       if (params.pingpong != 0) IssueToken<T::kConsumerWGs>::start(wg);
       const Epilogue epilogue{};
       Scheduler sched(params.counts, params.offsets, params.experts, params.n_blocks, 0);
-      // The first stage now; every later one while the previous one's wgmmas run.
-      bool more = convert_stage(params, ss, tma_state(0), conv_state(0), g, 0);
+      // The first kConvBufs - 1 stages now; every later one while the wgmmas of the stage
+      // kConvBufs - 1 before it run.
+      bool more = T::kConsumersConvert;
+      for (int s = 0; s < kConvBufs - 1 && more; ++s)
+        more = convert_stage(params, ss, tma_state(s), conv_state(s), g, static_cast<uint32_t>(s));
       uint32_t it = 0;
       WorkTile tile;
       while (sched.next(tile)) {
@@ -543,6 +599,12 @@ cudaError_t launch_moe_w4a8(MoeW4A8Params const& p, cudaStream_t stream) {
   const long long tiles =
       (static_cast<long long>(p.m_total) / Kernel::T::kBlockM + p.experts) * Kernel::n_blocks(p);
   if (tiles <= 0 || p.k % 128 != 0 || p.n % 128 != 0) return cudaErrorInvalidValue;
+  MoeW4A8Params q = p;
+  // Tuning knob for measurements (docs/moe-gemm.md): XSTAGE_W4A8_CONVERTER_UNITS overrides the
+  // kernel's default split of the conversion when the caller left it at the default.
+  if (q.converter_units < 0)
+    if (const char* e = std::getenv("XSTAGE_W4A8_CONVERTER_UNITS"); e != nullptr && *e != '\0')
+      q.converter_units = std::atoi(e);
   int ctas = p.num_ctas;
   if (ctas <= 0) {
     int dev = 0;
@@ -553,7 +615,7 @@ cudaError_t launch_moe_w4a8(MoeW4A8Params const& p, cudaStream_t stream) {
   }
   if (ctas > tiles) ctas = static_cast<int>(tiles);
 #ifdef XSTAGE_W4A8_TRACE
-  typename Kernel::Params kp = Kernel::to_params(p);
+  typename Kernel::Params kp = Kernel::to_params(q);
   const char* trace_file = std::getenv("XSTAGE_W4A8_TRACE_FILE");
   const size_t trace_words = static_cast<size_t>(ctas) * kW4TraceStages * kW4TraceSlots;
   static uint32_t* trace_buf = nullptr;  // diagnostic build only: one buffer for the process
@@ -568,7 +630,7 @@ cudaError_t launch_moe_w4a8(MoeW4A8Params const& p, cudaStream_t stream) {
     kp.trace = trace_buf;
   }
 #else
-  const typename Kernel::Params kp = Kernel::to_params(p);
+  const typename Kernel::Params kp = Kernel::to_params(q);
 #endif
   auto* fn = moe_w4a8_kernel<Kernel>;
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
@@ -600,6 +662,7 @@ cudaError_t launch_moe_w4a8(MoeW4A8Params const& p, cudaStream_t stream) {
 }
 
 template <TileConfig kTile, bool kGateUp, template <class> class EpiloguePolicy>
-using ShippedW4A8Kernel = MoeW4A8Kernel<W4Traits<kTile.block_m, kTile.block_n, kGateUp>, EpiloguePolicy>;
+using ShippedW4A8Kernel =
+    MoeW4A8Kernel<W4Traits<kTile.block_m, kTile.block_n, kGateUp, kTile.stages, kW4ConvBufs>, EpiloguePolicy>;
 
 }  // namespace xstage::kernels::moe
