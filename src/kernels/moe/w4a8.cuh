@@ -77,8 +77,9 @@ struct W4Traits : MoeTraits<kBlockM_, kBlockN_, kStages_, kGateUp_, 1, 1> {
   using Base::kWgN;
   using typename Base::Element;
   // Warp group 0 keeps enough registers for the converter warps.
-  static constexpr int kProducerRegs = kConsumerWGs == 2 ? 40 : 32;
-  static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 232 : 160;
+  // With three consumer warp groups the converter warps convert every unit: they get 56.
+  static constexpr int kProducerRegs = kConsumerWGs == 2 ? 40 : 56;
+  static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 232 : 152;
   static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "register file");
   static constexpr int kConverterThreads = 96;  // warps 1..3
   // Consumers convert a share only with two consumer warp groups (232 registers each); at
@@ -398,37 +399,59 @@ struct MoeW4A8Kernel {
     return true;
   }
 
+  // One unit's addresses and table; writes the row's weight scale when it holds sub-block 0.
+  struct UnitPlan {
+    uint32_t src, dst;
+    uint32_t u, sw;
+    W4Lut lut;
+  };
+  template <bool kMx>
+  __device__ UnitPlan plan_unit(SharedStorage& ss, int t_index, int c_index, uint32_t x) const {
+    const int chunk = static_cast<int>(x / 512u);  // unsigned: the index math is shifts and masks
+    const int tslot = t_index * kWgN + chunk;
+    const int cslot = c_index * kWgN + chunk;
+    const int r = static_cast<int>((x / 4u) % 128u);
+    UnitPlan up;
+    up.u = x % 4u;
+    up.src = cute::cast_smem_ptr_to_uint(ss.bq.data()) + tslot * T::kPackedBytes + r * 64 + up.u * 16;
+    up.dst = cute::cast_smem_ptr_to_uint(ss.b.data()) + cslot * (128 * 128) + r * 128;
+    up.sw = static_cast<uint32_t>(r & 7);
+    const uint8_t* raw = ss.raw.data() + tslot * T::kScaleBytes;
+    if constexpr (kMx) {
+      const int e0 = raw[r], e1 = raw[128 + r], e2 = raw[256 + r], e3 = raw[384 + r];
+      const int emax = max(max(e0, e1), max(e2, e3));
+      const int eu = up.u == 0 ? e0 : up.u == 1 ? e1 : up.u == 2 ? e2 : e3;
+      up.lut = mxfp4_lut(emax - eu);
+      if (up.u == 0) ss.cscale[cslot * 128 + r] = mxfp4_block_scale(emax);
+    } else {
+      up.lut = int4_lut();
+      if (up.u == 0) ss.cscale[cslot * 128 + r] = reinterpret_cast<const float*>(raw)[r];
+    }
+    return up;
+  }
+  __device__ static void emit_unit(UnitPlan const& up, uint4 q) {
+    st_shared_u4(up.dst + (((2u * up.u) ^ up.sw) << 4), convert4(q.x, up.lut), convert4(q.x >> 16, up.lut),
+                 convert4(q.y, up.lut), convert4(q.y >> 16, up.lut));
+    st_shared_u4(up.dst + (((2u * up.u + 1u) ^ up.sw) << 4), convert4(q.z, up.lut), convert4(q.z >> 16, up.lut),
+                 convert4(q.w, up.lut), convert4(q.w >> 16, up.lut));
+  }
+
+  // Units x0, x0 + step, ... below xend, two at a time (both loads before either conversion,
+  // so one unit's shared-memory latency hides behind the other's arithmetic).
   template <bool kMx>
   __device__ void convert_units(SharedStorage& ss, int t_index, int c_index, int x0, int step, int xend) const {
-    const uint32_t bq_base = cute::cast_smem_ptr_to_uint(ss.bq.data());
-    const uint32_t b_base = cute::cast_smem_ptr_to_uint(ss.b.data());
-    for (int xs = x0; xs < xend; xs += step) {
-      const uint32_t x = static_cast<uint32_t>(xs);  // unsigned: the index math is shifts and masks
-      const int chunk = static_cast<int>(x / 512u);
-      const int tslot = t_index * kWgN + chunk;
-      const int cslot = c_index * kWgN + chunk;
-      const int r = static_cast<int>((x / 4u) % 128u);
-      const uint32_t u = x % 4u;
-      const uint32_t src = bq_base + tslot * T::kPackedBytes + r * 64 + u * 16;
-      const uint8_t* raw = ss.raw.data() + tslot * T::kScaleBytes;
-      W4Lut lut;
-      if constexpr (kMx) {
-        const int e0 = raw[r], e1 = raw[128 + r], e2 = raw[256 + r], e3 = raw[384 + r];
-        const int emax = max(max(e0, e1), max(e2, e3));
-        const int eu = u == 0 ? e0 : u == 1 ? e1 : u == 2 ? e2 : e3;
-        lut = mxfp4_lut(emax - eu);
-        if (u == 0) ss.cscale[cslot * 128 + r] = mxfp4_block_scale(emax);
-      } else {
-        lut = int4_lut();
-        if (u == 0) ss.cscale[cslot * 128 + r] = reinterpret_cast<const float*>(raw)[r];
-      }
-      const uint32_t dst = b_base + cslot * (128 * 128) + r * 128;
-      const uint32_t sw = static_cast<uint32_t>(r & 7);
-      const uint4 q = ld_shared_u4(src);
-      st_shared_u4(dst + (((2u * u) ^ sw) << 4), convert4(q.x, lut), convert4(q.x >> 16, lut), convert4(q.y, lut),
-                   convert4(q.y >> 16, lut));
-      st_shared_u4(dst + (((2u * u + 1u) ^ sw) << 4), convert4(q.z, lut), convert4(q.z >> 16, lut), convert4(q.w, lut),
-                   convert4(q.w >> 16, lut));
+    int xs = x0;
+    for (; xs + step < xend; xs += 2 * step) {
+      const UnitPlan a = plan_unit<kMx>(ss, t_index, c_index, static_cast<uint32_t>(xs));
+      const UnitPlan b = plan_unit<kMx>(ss, t_index, c_index, static_cast<uint32_t>(xs + step));
+      const uint4 qa = ld_shared_u4(a.src);
+      const uint4 qb = ld_shared_u4(b.src);
+      emit_unit(a, qa);
+      emit_unit(b, qb);
+    }
+    if (xs < xend) {
+      const UnitPlan a = plan_unit<kMx>(ss, t_index, c_index, static_cast<uint32_t>(xs));
+      emit_unit(a, ld_shared_u4(a.src));
     }
   }
 
