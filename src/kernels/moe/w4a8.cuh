@@ -178,6 +178,21 @@ __device__ __forceinline__ void wait_then_read(uint64_t const* bar, uint32_t pha
   bounded_wait(bar, phase);
   compiler_fence();
 }
+// As wait_then_read, sleeping sleep_ns between polls (0: plain), so waiting consumer warps
+// leave their schedulers' issue slots to the converter warps (experiment).
+__device__ __forceinline__ void wait_politely_then_read(uint64_t const* bar, uint32_t phase, int sleep_ns) {
+  if (sleep_ns <= 0) {
+    bounded_wait(bar, phase);
+  } else if (!cutlass::arch::ClusterBarrier::try_wait(bar, phase)) {
+    const uint64_t t0 = dev::global_ns();
+    uint32_t polls = 0;
+    do {
+      __nanosleep(static_cast<unsigned>(sleep_ns));
+      if ((++polls & 1023u) == 0u && dev::global_ns() - t0 > kWaitTimeoutNs) __trap();
+    } while (!cutlass::arch::ClusterBarrier::try_wait(bar, phase));
+  }
+  compiler_fence();
+}
 
 // ---------------------------------------------------------------------------------------------
 template <class Traits, template <class> class EpiloguePolicy>
@@ -216,6 +231,7 @@ struct MoeW4A8Kernel {
     int n_blocks;
     int pingpong;  // schedule bit kSchedulePingPong: the consumer warp groups take turns issuing
     int converter_units;  // units per converter thread per stage (0 .. ceil(kUnits / 96))
+    int wait_sleep_ns;    // consumers' cfull wait: sleep between polls (0: plain)
 #ifdef XSTAGE_W4A8_TRACE
     uint32_t* trace;  // w4a8_trace.cuh; null: not recorded
 #endif
@@ -268,7 +284,8 @@ struct MoeW4A8Kernel {
                   p.k / 128,
                   n_blocks(p),
                   (p.schedule & 2) != 0 ? 1 : 0,
-                  converter_units(p)
+                  converter_units(p),
+                  p.wait_sleep_ns
 #ifdef XSTAGE_W4A8_TRACE
                   ,
                   nullptr
@@ -495,7 +512,7 @@ struct MoeW4A8Kernel {
       const State read = tma_state(it);
       const CState cread = conv_state(it);
       wait_then_read(&ss.pipe.full[read.index], read.phase);
-      wait_then_read(&ss.cfull[cread.index], cread.phase);
+      wait_politely_then_read(&ss.cfull[cread.index], cread.phase, p.wait_sleep_ns);
       if (wt == 0) W4_TRACE(p.trace, it, tr_base + 0);
       if (pingpong) IssueToken<T::kConsumerWGs>::wait(wg);
       warpgroup_fence_operand(part);
@@ -628,6 +645,8 @@ cudaError_t launch_moe_w4a8(MoeW4A8Params const& p, cudaStream_t stream) {
   if (q.converter_units < 0)
     if (const char* e = std::getenv("XSTAGE_W4A8_CONVERTER_UNITS"); e != nullptr && *e != '\0')
       q.converter_units = std::atoi(e);
+  if (const char* e = std::getenv("XSTAGE_W4A8_WAIT_SLEEP_NS"); e != nullptr && *e != '\0')
+    q.wait_sleep_ns = std::atoi(e);
   int ctas = p.num_ctas;
   if (ctas <= 0) {
     int dev = 0;
