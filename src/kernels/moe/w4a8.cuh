@@ -416,59 +416,56 @@ struct MoeW4A8Kernel {
     return true;
   }
 
-  // One unit's addresses and table; writes the row's weight scale when it holds sub-block 0.
-  struct UnitPlan {
-    uint32_t src, dst;
-    uint32_t u, sw;
-    W4Lut lut;
-  };
-  template <bool kMx>
-  __device__ UnitPlan plan_unit(SharedStorage& ss, int t_index, int c_index, uint32_t x) const {
-    const int chunk = static_cast<int>(x / 512u);  // unsigned: the index math is shifts and masks
-    const int tslot = t_index * kWgN + chunk;
-    const int cslot = c_index * kWgN + chunk;
-    const int r = static_cast<int>((x / 4u) % 128u);
-    UnitPlan up;
-    up.u = x % 4u;
-    up.src = cute::cast_smem_ptr_to_uint(ss.bq.data()) + tslot * T::kPackedBytes + r * 64 + up.u * 16;
-    up.dst = cute::cast_smem_ptr_to_uint(ss.b.data()) + cslot * (128 * 128) + r * 128;
-    up.sw = static_cast<uint32_t>(r & 7);
-    const uint8_t* raw = ss.raw.data() + tslot * T::kScaleBytes;
-    if constexpr (kMx) {
-      const int e0 = raw[r], e1 = raw[128 + r], e2 = raw[256 + r], e3 = raw[384 + r];
-      const int emax = max(max(e0, e1), max(e2, e3));
-      const int eu = up.u == 0 ? e0 : up.u == 1 ? e1 : up.u == 2 ? e2 : e3;
-      up.lut = mxfp4_lut(emax - eu);
-      if (up.u == 0) ss.cscale[cslot * 128 + r] = mxfp4_block_scale(emax);
-    } else {
-      up.lut = int4_lut();
-      if (up.u == 0) ss.cscale[cslot * 128 + r] = reinterpret_cast<const float*>(raw)[r];
-    }
-    return up;
-  }
-  __device__ static void emit_unit(UnitPlan const& up, uint4 q) {
-    st_shared_u4(up.dst + (((2u * up.u) ^ up.sw) << 4), convert4(q.x, up.lut), convert4(q.x >> 16, up.lut),
-                 convert4(q.y, up.lut), convert4(q.y >> 16, up.lut));
-    st_shared_u4(up.dst + (((2u * up.u + 1u) ^ up.sw) << 4), convert4(q.z, up.lut), convert4(q.z >> 16, up.lut),
-                 convert4(q.w, up.lut), convert4(q.w >> 16, up.lut));
-  }
-
-  // Units x0, x0 + step, ... below xend, two at a time (both loads before either conversion,
-  // so one unit's shared-memory latency hides behind the other's arithmetic).
+  // Units x0, x0 + step, ... below xend of TMA stage t_index into converted buffer c_index.
+  // step is a multiple of 4, so every unit of a thread has the same 32-K sub-block u = x0 % 4.
+  // With xr = x / 4 (= chunk * 128 + weight row, as chunks are 128 rows), the packed source is
+  // at x * 16 bytes in the stage, the fp8 row at xr * 128 bytes in the buffer (16-byte chunks
+  // 2u and 2u + 1, swizzled with xr % 8), the int4 scale at float xr of the stage's raw
+  // scales and the converted scale at float xr of the buffer's. Two units at a time: both
+  // loads before either conversion.
   template <bool kMx>
   __device__ void convert_units(SharedStorage& ss, int t_index, int c_index, int x0, int step, int xend) const {
-    int xs = x0;
-    for (; xs + step < xend; xs += 2 * step) {
-      const UnitPlan a = plan_unit<kMx>(ss, t_index, c_index, static_cast<uint32_t>(xs));
-      const UnitPlan b = plan_unit<kMx>(ss, t_index, c_index, static_cast<uint32_t>(xs + step));
-      const uint4 qa = ld_shared_u4(a.src);
-      const uint4 qb = ld_shared_u4(b.src);
-      emit_unit(a, qa);
-      emit_unit(b, qb);
+    static_assert(T::kConverterThreads % 4 == 0 && T::kConsumerThreads % 4 == 0, "steps keep u fixed");
+    static_assert(T::kScaleBytes == 128 * 4 && T::kPackedBytes == 128 * 64, "unit addressing");
+    const uint32_t u = static_cast<uint32_t>(x0) & 3u;
+    const uint32_t src0 = cute::cast_smem_ptr_to_uint(ss.bq.data()) + t_index * kWgN * T::kPackedBytes;
+    const uint32_t dst0 = cute::cast_smem_ptr_to_uint(ss.b.data()) + c_index * kWgN * (128 * 128);
+    const uint8_t* raw = ss.raw.data() + t_index * kWgN * T::kScaleBytes;
+    float* cs = ss.cscale.data() + c_index * kWgN * 128;
+    const W4Lut lut4 = int4_lut();
+    // Table and scale of row xr (writes the converted scale when u == 0).
+    auto table = [&](uint32_t xr) {
+      if constexpr (kMx) {
+        const uint8_t* e = raw + xr + (xr >> 7) * (T::kScaleBytes - 128);  // chunk * 512 + r
+        const int e0 = e[0], e1 = e[128], e2 = e[256], e3 = e[384];
+        const int emax = max(max(e0, e1), max(e2, e3));
+        const int eu = u == 0 ? e0 : u == 1 ? e1 : u == 2 ? e2 : e3;
+        if (u == 0) cs[xr] = mxfp4_block_scale(emax);
+        return mxfp4_lut(emax - eu);
+      } else {
+        if (u == 0) cs[xr] = reinterpret_cast<const float*>(raw)[xr];
+        return lut4;
+      }
+    };
+    auto emit = [&](uint32_t xr, uint4 q, W4Lut const& l) {
+      const uint32_t d = dst0 + xr * 128u + (((2u * u) ^ (xr & 7u)) << 4);
+      st_shared_u4(d, convert4(q.x, l), convert4(q.x >> 16, l), convert4(q.y, l), convert4(q.y >> 16, l));
+      st_shared_u4(d ^ 16u, convert4(q.z, l), convert4(q.z >> 16, l), convert4(q.w, l), convert4(q.w >> 16, l));
+    };
+    int x = x0;
+    for (; x + step < xend; x += 2 * step) {
+      const uint32_t xa = static_cast<uint32_t>(x), xb = static_cast<uint32_t>(x + step);
+      const uint4 qa = ld_shared_u4(src0 + xa * 16u);
+      const uint4 qb = ld_shared_u4(src0 + xb * 16u);
+      const W4Lut la = table(xa >> 2);
+      const W4Lut lb = table(xb >> 2);
+      emit(xa >> 2, qa, la);
+      emit(xb >> 2, qb, lb);
     }
-    if (xs < xend) {
-      const UnitPlan a = plan_unit<kMx>(ss, t_index, c_index, static_cast<uint32_t>(xs));
-      emit_unit(a, ld_shared_u4(a.src));
+    if (x < xend) {
+      const uint32_t xa = static_cast<uint32_t>(x);
+      const uint4 qa = ld_shared_u4(src0 + xa * 16u);
+      emit(xa >> 2, qa, table(xa >> 2));
     }
   }
 
