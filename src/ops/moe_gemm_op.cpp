@@ -56,6 +56,7 @@ struct Entry {
   LaunchFn launch;
   km::KernelInfo (*info)();
   LaunchW4Fn launch_w4 = nullptr;
+  km::KernelInfo (*info_w4)(km::W4Format) = nullptr;  // W4A8: the kernel depends on the format
 };
 
 const Entry kEntries[] = {
@@ -75,12 +76,12 @@ const Entry kEntries[] = {
      km::moe_w8a8_swiglu_m64n256_info},
     {MoeQuant::w8a8, MoeEpilogue::swiglu_fp8, 64, 2, 1, "w8a8_swiglu_m64n256_c2x1", km::moe_w8a8_swiglu_m64n256_c2x1,
      km::moe_w8a8_swiglu_m64n256_c2x1_info},
-    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 192, 1, 1, "w4a8_bf16_m192n128", nullptr, km::moe_w4a8_bf16_m192n128_info,
-     km::moe_w4a8_bf16_m192n128},
-    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 64, 1, 1, "w4a8_bf16_m64n256", nullptr, km::moe_w4a8_bf16_m64n256_info,
-     km::moe_w4a8_bf16_m64n256},
-    {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 64, 1, 1, "w4a8_swiglu_m64n256", nullptr,
-     km::moe_w4a8_swiglu_m64n256_info, km::moe_w4a8_swiglu_m64n256},
+    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 192, 1, 1, "w4a8_bf16_m192n128", nullptr, nullptr,
+     km::moe_w4a8_bf16_m192n128, km::moe_w4a8_bf16_m192n128_info},
+    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 64, 1, 1, "w4a8_bf16_m64n256", nullptr, nullptr, km::moe_w4a8_bf16_m64n256,
+     km::moe_w4a8_bf16_m64n256_info},
+    {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 64, 1, 1, "w4a8_swiglu_m64n256", nullptr, nullptr,
+     km::moe_w4a8_swiglu_m64n256, km::moe_w4a8_swiglu_m64n256_info},
 };
 
 MoeQuant table_quant(MoeQuant q) { return moe_is_w4a8(q) ? MoeQuant::w4a8_int4 : q; }
@@ -254,7 +255,10 @@ void validate(const MoeGemmArgs& a) {
 
 MoeInstantiation select_moe_instantiation(const MoeGemmArgs& a) {
   const Entry& e = find_entry(a);
-  const km::KernelInfo k = e.info();
+  const km::KernelInfo k =
+      e.info_w4 != nullptr
+          ? e.info_w4(a.quant == MoeQuant::w4a8_mxfp4 ? km::W4Format::mxfp4 : km::W4Format::int4_g128)
+          : e.info();
   MoeInstantiation r;
   r.name = e.name;
   r.block_m = k.tile.block_m;

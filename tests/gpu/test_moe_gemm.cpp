@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -450,6 +451,40 @@ TEST(MoeGemmGpu, W4A8PingPong) {
     both(w4({"k128_m192_1cta", MoeEpilogue::bf16, 256, 128, {100, 0, 250}, {}, 192, 1}, q), s + 7);
     both(w4({"k640_m192_2ctas", MoeEpilogue::bf16, 1408, 640, kUneven, {}, 192, 2}, q), s + 9);
     both(w4({"dit_l1_swiglu", MoeEpilogue::swiglu_fp8, 2 * 5632, 1408, kUneven, {}}, q), 803 + int(q));
+  }
+}
+// Who converts which units (XSTAGE_W4A8_CONVERTER_UNITS, read by the launcher; the default
+// split, none to the converter warps, and all of them where the consumers convert at all)
+// must not change a bit: every split matches the reference and the default's output.
+TEST(MoeGemmGpu, W4A8ConverterSplit) {
+  XS_REQUIRE_GPUS(1);
+  const std::vector<int> counts{3, 70, 0, 140};
+  const std::vector<int> gaps{5, 0, 17, 3, 9};
+  struct EnvGuard {
+    ~EnvGuard() { unsetenv("XSTAGE_W4A8_CONVERTER_UNITS"); }
+  } guard;
+  for (MoeQuant q : {kInt4, kMx}) {
+    const int s = 830 + 20 * int(q);
+    auto splits = [](Case c, uint64_t seed) {
+      std::vector<uint8_t> ref;
+      unsetenv("XSTAGE_W4A8_CONVERTER_UNITS");
+      run_case(c, seed, &ref);
+      for (const char* units : {"0", "11"}) {
+        std::vector<uint8_t> out;
+        setenv("XSTAGE_W4A8_CONVERTER_UNITS", units, 1);
+        Case cu = c;
+        cu.name += std::string("_units") + units;
+        run_case(cu, seed, &out);
+        ASSERT_EQ(ref.size(), out.size());
+        size_t diff = 0;
+        for (size_t i = 0; i < ref.size(); ++i) diff += ref[i] != out[i];
+        EXPECT_EQ(diff, 0u) << cu.name << ": output differs from the default split in " << diff << " bytes";
+      }
+      unsetenv("XSTAGE_W4A8_CONVERTER_UNITS");
+    };
+    splits(w4({"gaps_3ctas_m192", MoeEpilogue::bf16, 512, 1024, counts, gaps, 192, 3}, q), s + 0);
+    splits(w4({"gaps_2ctas_m64", MoeEpilogue::bf16, 640, 1024, counts, gaps, 64, 2}, q), s + 1);
+    splits(w4({"gaps_1cta_swiglu", MoeEpilogue::swiglu_fp8, 512, 1024, counts, gaps, 0, 1}, q), s + 2);
   }
 }
 // mxfp4 exponent gaps 0..20 inside a 128-K block dominate the result: every conversion shift

@@ -10,11 +10,11 @@
 
 namespace xstage::kernels::moe {
 
-// Three TMA stages (fp8 A chunks, packed 4-bit B chunks, raw weight scales) and three buffers
-// of converted fp8 B (w4a8.cuh); `stages` counts the TMA stages.
-inline constexpr TileConfig kW4TileM192N128{192, 128, 128, 3, 3};
-inline constexpr TileConfig kW4TileM64N256{64, 256, 128, 3, 2};
-inline constexpr int kW4ConvBufs = 3;
+// Tile shapes; the ring depths depend on the design (w4a8.cuh, W4Traits): int4 runs the
+// decoupled design (3 TMA stages, 3 converted buffers), mxfp4 the lock-step one (4 and 2). The
+// `stages` field here is not used by the kernels (KernelInfo reports each design's).
+inline constexpr TileConfig kW4TileM192N128{192, 128, 128, 0, 3};
+inline constexpr TileConfig kW4TileM64N256{64, 256, 128, 0, 2};
 
 // bf16 output [m_total, n].
 cudaError_t moe_w4a8_bf16_m192n128(const MoeW4A8Params& p, cudaStream_t stream);
@@ -22,8 +22,9 @@ cudaError_t moe_w4a8_bf16_m64n256(const MoeW4A8Params& p, cudaStream_t stream);
 // Linear-1, gate/up fused, SwiGLU + router weight + fp8 requantisation (as W8A8).
 cudaError_t moe_w4a8_swiglu_m64n256(const MoeW4A8Params& p, cudaStream_t stream);
 
-KernelInfo moe_w4a8_bf16_m192n128_info();
-KernelInfo moe_w4a8_bf16_m64n256_info();
-KernelInfo moe_w4a8_swiglu_m64n256_info();
+// The kernel a format runs (each tile has one per format).
+KernelInfo moe_w4a8_bf16_m192n128_info(W4Format f);
+KernelInfo moe_w4a8_bf16_m64n256_info(W4Format f);
+KernelInfo moe_w4a8_swiglu_m64n256_info(W4Format f);
 
 }  // namespace xstage::kernels::moe

@@ -4,11 +4,16 @@
 
 namespace xstage::kernels::moe {
 
-using KernelW4A8Bf16M192N128 = ShippedW4A8Kernel<kW4TileM192N128, false, LocalBf16Epilogue>;
+// int4: the decoupled design; mxfp4: the lock-step one (w4a8.cuh, W4Traits).
+using KernelW4A8Bf16M192N128Int4 = ShippedW4A8Kernel<kW4TileM192N128, false, LocalBf16Epilogue, true>;
+using KernelW4A8Bf16M192N128Mx = ShippedW4A8Kernel<kW4TileM192N128, false, LocalBf16Epilogue, false>;
 
 cudaError_t moe_w4a8_bf16_m192n128(const MoeW4A8Params& p, cudaStream_t stream) {
-  return launch_moe_w4a8<KernelW4A8Bf16M192N128>(p, stream);
+  return p.format == W4Format::mxfp4 ? launch_moe_w4a8<KernelW4A8Bf16M192N128Mx>(p, stream)
+                                       : launch_moe_w4a8<KernelW4A8Bf16M192N128Int4>(p, stream);
 }
-KernelInfo moe_w4a8_bf16_m192n128_info() { return KernelW4A8Bf16M192N128::info(); }
+KernelInfo moe_w4a8_bf16_m192n128_info(W4Format f) {
+  return f == W4Format::mxfp4 ? KernelW4A8Bf16M192N128Mx::info() : KernelW4A8Bf16M192N128Int4::info();
+}
 
 }  // namespace xstage::kernels::moe

@@ -65,39 +65,46 @@ namespace xstage::kernels::moe {
 
 using namespace cute;
 
-// W8A8 tile traits (A, wgmma) with a 4-stage TMA ring + the packed B chunk, a 2-buffer ring of
-// converted B, and the W4A8 register split.
-template <int kBlockM_, int kBlockN_, bool kGateUp_, int kStages_, int kConvBufs_>
-struct W4Traits : MoeTraits<kBlockM_, kBlockN_, kStages_, kGateUp_, 1, 1> {
-  using Base = MoeTraits<kBlockM_, kBlockN_, kStages_, kGateUp_, 1, 1>;
+// W8A8 tile traits (A, wgmma) with a TMA ring that also carries the packed B chunk, a ring of
+// converted B, and the W4A8 register split, in one of two designs (docs/moe-gemm.md, "W4A8
+// designs"; the launchers pick int4 -> decoupled, mxfp4 -> lock step):
+//   lock step (kDecoupled = false): 4 TMA stages, 2 converted buffers; every converting thread
+//     (warps 1..3 of warp group 0 and every consumer thread) converts an equal share of stage
+//     i + 1 while stage i's wgmmas run, so the next wgmma waits for all of them.
+//   decoupled (kDecoupled = true): 3 TMA stages, 3 converted buffers; consumers convert their
+//     share two stages ahead (a warp group never waits for the others' conversion of the next
+//     stage) and load the token scales a stage ahead. With three consumer warp groups (160
+//     registers would spill in the K loop) warp group 0 converts everything, at 56 registers.
+template <int kBlockM_, int kBlockN_, bool kGateUp_, bool kDecoupled_>
+struct W4Traits : MoeTraits<kBlockM_, kBlockN_, kDecoupled_ ? 3 : 4, kGateUp_, 1, 1> {
+  using Base = MoeTraits<kBlockM_, kBlockN_, kDecoupled_ ? 3 : 4, kGateUp_, 1, 1>;
   using Base::kConsumerThreads;
   using Base::kConsumerWGs;
   using Base::kStages;
   using Base::kWgM;
   using Base::kWgN;
   using typename Base::Element;
+  static constexpr bool kDecoupled = kDecoupled_;
+  static constexpr int kConvBufs = kDecoupled ? 3 : 2;
+  static constexpr bool kConsumersConvert = !kDecoupled || kConsumerWGs == 2;
+  static constexpr bool kPrefetchScales = kDecoupled;
   // Warp group 0 keeps enough registers for the converter warps.
-  // With three consumer warp groups the converter warps convert every unit: they get 56.
-  static constexpr int kProducerRegs = kConsumerWGs == 2 ? 40 : 56;
-  static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 232 : 152;
+  static constexpr int kProducerRegs = kConsumerWGs == 2 ? 40 : kConsumersConvert ? 32 : 56;
+  static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 232 : kConsumersConvert ? 160 : 152;
   static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "register file");
   static constexpr int kConverterThreads = 96;  // warps 1..3
-  // Consumers convert a share only with two consumer warp groups (232 registers each); at
-  // three (160) the conversion next to two 64-register fragments spills inside the K loop.
-  static constexpr bool kConsumersConvert = kConsumerWGs == 2;
   static constexpr int kConvThreads = kConverterThreads + (kConsumersConvert ? kConsumerThreads : 0);
   static_assert(kConvThreads % 32 == 0, "cfull counts whole converting warps");
-  // Converted buffers: the consumers convert their share kConvBufs - 1 stages ahead of the
-  // one they multiply, so a warp group never waits for the others' conversion of the next stage.
-  static constexpr int kConvBufs = kConvBufs_;
-  static_assert(kConvBufs >= 2 && kConvBufs <= kStages_, "converted ring");
   static constexpr int kUnits = kWgN * 512;  // conversion units per stage (weight row x 32 K)
-  // Default units per converter thread per stage (units x < 96 * this go to warps 1..3 of
-  // warp group 0, the rest to the consumers): as many as leave the consumers about one unit
-  // each. MoeW4A8Params::converter_units overrides it (tuning).
+  // Units per converter thread per stage (units x < 96 * this go to warps 1..3 of warp group
+  // 0, the rest to the consumers): lock step, an equal share for every converting thread;
+  // decoupled, about one unit per consumer thread (the consumers' share delays their own
+  // next wgmma), all of them when the consumers do not convert.
+  // MoeW4A8Params::converter_units overrides it (tuning).
   static constexpr int kConverterUnitsMax = (kUnits + kConverterThreads - 1) / kConverterThreads;
   static constexpr int kConverterUnitsDefault =
       !kConsumersConvert ? kConverterUnitsMax
+      : !kDecoupled      ? (kUnits + kConvThreads / 2) / kConvThreads
       : (kUnits - kConsumerThreads) / kConverterThreads > 0 ? (kUnits - kConsumerThreads) / kConverterThreads
                                                             : 0;
   static constexpr int kChunkSlots = kWgN * kStages;
@@ -466,8 +473,9 @@ struct MoeW4A8Kernel {
       st_shared_u4(d, convert4(q.x, l), convert4(q.x >> 16, l), convert4(q.y, l), convert4(q.y >> 16, l));
       st_shared_u4(d ^ 16u, convert4(q.z, l), convert4(q.z >> 16, l), convert4(q.w, l), convert4(q.w >> 16, l));
     };
-    // kBatch units per step (int4: 4, mxfp4 with its per-unit table: 2), then one at a time.
-    constexpr int kBatch = kMx ? 2 : 4;
+    // kBatch units per step (decoupled: int4 4, mxfp4 with its per-unit table 2; lock step,
+    // where every thread has about one unit and the consumers little register room: 1).
+    constexpr int kBatch = !T::kDecoupled ? 1 : kMx ? 2 : 4;
     int x = x0;
     for (; x + (kBatch - 1) * step < xend; x += kBatch * step) {
       uint4 q[kBatch];
@@ -479,10 +487,12 @@ struct MoeW4A8Kernel {
         emit(xr, q[i], table(xr));
       }
     }
-    for (; x < xend; x += step) {
-      const uint32_t xr = static_cast<uint32_t>(x) >> 2;
-      const uint4 q = ld_shared_u4(src0 + static_cast<uint32_t>(x) * 16u);
-      emit(xr, q, table(xr));
+    if constexpr (kBatch > 1) {
+      for (; x < xend; x += step) {
+        const uint32_t xr = static_cast<uint32_t>(x) >> 2;
+        const uint4 q = ld_shared_u4(src0 + static_cast<uint32_t>(x) * 16u);
+        emit(xr, q, table(xr));
+      }
     }
   }
 
@@ -517,11 +527,15 @@ struct MoeW4A8Kernel {
     clear(acc);
     // Token scales of the next K block are loaded after this block's conversion (whose proxy
     // fence would otherwise wait for the loads), a whole stage before the promotion uses them.
+    // (Lock step: loaded after the conversion, used after the wgmmas.)
     const bool ok0 = r0 < t.rows;
     const bool ok1 = r0 + 8 < t.rows;
     const float* sa0 = p.a_scales + t.row_begin + r0;
-    float c0 = ok0 ? __ldg(sa0) : 0.f;
-    float c1 = ok1 ? __ldg(sa0 + 8) : 0.f;
+    float c0 = 0.f, c1 = 0.f;
+    if constexpr (T::kPrefetchScales) {
+      c0 = ok0 ? __ldg(sa0) : 0.f;
+      c1 = ok1 ? __ldg(sa0 + 8) : 0.f;
+    }
     for (int kb = 0; kb < p.k_blocks; ++kb) {
       const State read = tma_state(it);
       const CState cread = conv_state(it);
@@ -545,10 +559,16 @@ struct MoeW4A8Kernel {
                                      it + kConvBufs - 1);
       if (wt == 0) W4_TRACE(p.trace, it, tr_base + 2);
       float n0 = 0.f, n1 = 0.f;
-      if (kb + 1 < p.k_blocks) {
-        const float* sa = sa0 + static_cast<int64_t>(kb + 1) * p.m_total;
-        n0 = ok0 ? __ldg(sa) : 0.f;
-        n1 = ok1 ? __ldg(sa + 8) : 0.f;
+      if constexpr (T::kPrefetchScales) {
+        if (kb + 1 < p.k_blocks) {
+          const float* sa = sa0 + static_cast<int64_t>(kb + 1) * p.m_total;
+          n0 = ok0 ? __ldg(sa) : 0.f;
+          n1 = ok1 ? __ldg(sa + 8) : 0.f;
+        }
+      } else {
+        const float* sa = sa0 + static_cast<int64_t>(kb) * p.m_total;
+        c0 = ok0 ? __ldg(sa) : 0.f;
+        c1 = ok1 ? __ldg(sa + 8) : 0.f;
       }
       warpgroup_wait<0>();
       warpgroup_fence_operand(part);
@@ -571,8 +591,10 @@ struct MoeW4A8Kernel {
         cutlass::arch::ClusterBarrier::arrive(&ss.cempty[cread.index]);
       }
       if (wt == 0) W4_TRACE(p.trace, it, tr_base + 4);
-      c0 = n0;
-      c1 = n1;
+      if constexpr (T::kPrefetchScales) {
+        c0 = n0;
+        c1 = n1;
+      }
       ++it;
     }
   }
@@ -717,8 +739,7 @@ cudaError_t launch_moe_w4a8(MoeW4A8Params const& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <TileConfig kTile, bool kGateUp, template <class> class EpiloguePolicy>
-using ShippedW4A8Kernel =
-    MoeW4A8Kernel<W4Traits<kTile.block_m, kTile.block_n, kGateUp, kTile.stages, kW4ConvBufs>, EpiloguePolicy>;
+template <TileConfig kTile, bool kGateUp, template <class> class EpiloguePolicy, bool kDecoupled>
+using ShippedW4A8Kernel = MoeW4A8Kernel<W4Traits<kTile.block_m, kTile.block_n, kGateUp, kDecoupled>, EpiloguePolicy>;
 
 }  // namespace xstage::kernels::moe
