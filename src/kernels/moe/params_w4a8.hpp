@@ -23,7 +23,6 @@ struct MoeW4A8Params : MoeGemmParams {
   // Conversion units (weight row x 32 K) per stage given to each of the 96 converter threads;
   // the consumer threads convert the rest. Negative: the kernel's default (w4a8.cuh).
   int converter_units = -1;
-  int wait_sleep_ns = 0;  // experiment: consumers sleep between polls of cfull
 };
 
 }  // namespace xstage::kernels::moe

@@ -96,15 +96,14 @@ struct W4Traits : MoeTraits<kBlockM_, kBlockN_, kDecoupled_ ? 3 : 4, kGateUp_, 1
   static constexpr int kConvThreads = kConverterThreads + (kConsumersConvert ? kConsumerThreads : 0);
   static_assert(kConvThreads % 32 == 0, "cfull counts whole converting warps");
   static constexpr int kUnits = kWgN * 512;  // conversion units per stage (weight row x 32 K)
-  // Units per converter thread per stage (units x < 96 * this go to warps 1..3 of warp group
-  // 0, the rest to the consumers): lock step, an equal share for every converting thread;
-  // decoupled, about one unit per consumer thread (the consumers' share delays their own
-  // next wgmma), all of them when the consumers do not convert.
-  // MoeW4A8Params::converter_units overrides it (tuning).
+  // Decoupled design: units per converter thread per stage (units x < 96 * this go to warps
+  // 1..3 of warp group 0, the rest to the consumers): about one unit per consumer thread (the
+  // consumers' share delays their own next wgmma), all of them when the consumers do not
+  // convert. MoeW4A8Params::converter_units overrides it (tuning). The lock-step design
+  // spreads the units over every converting thread and ignores it.
   static constexpr int kConverterUnitsMax = (kUnits + kConverterThreads - 1) / kConverterThreads;
   static constexpr int kConverterUnitsDefault =
       !kConsumersConvert ? kConverterUnitsMax
-      : !kDecoupled      ? (kUnits + kConvThreads / 2) / kConvThreads
       : (kUnits - kConsumerThreads) / kConverterThreads > 0 ? (kUnits - kConsumerThreads) / kConverterThreads
                                                             : 0;
   static constexpr int kChunkSlots = kWgN * kStages;
@@ -138,8 +137,7 @@ struct W4Lut {
 __device__ __forceinline__ W4Lut int4_lut() { return W4Lut{0x44403800u, 0x4E4C4A48u, 0xCACCCED0u, 0xB8C0C4C8u}; }
 
 // mxfp4: P = e4m3({0, .5, 1, 1.5, 2, 3, 4, 6} * 2^(6 - d)), exact for 0 <= d <= 14; zero for d > 14.
-// By conversion, for any d >= 0 (entries below e4m3's normal range become subnormals).
-__device__ __forceinline__ W4Lut mxfp4_lut_cvt(int d) {
+__device__ __forceinline__ W4Lut mxfp4_lut(int d) {
   const float s = __int_as_float((133 - min(d, 14)) << 23);  // 2^(6 - d)
   const uint32_t p0 = static_cast<uint32_t>(fp8x2_e4m3(0.f, 0.5f * s)) |
                       (static_cast<uint32_t>(fp8x2_e4m3(s, 1.5f * s)) << 16);
@@ -148,19 +146,6 @@ __device__ __forceinline__ W4Lut mxfp4_lut_cvt(int d) {
   W4Lut l;
   l.p0 = d > 14 ? 0u : p0;
   l.p1 = d > 14 ? 0u : p1;
-  l.n0 = l.p0 | 0x80808080u;
-  l.n1 = l.p1 | 0x80808080u;
-  return l;
-}
-// The same table. While every non-zero entry stays an e4m3 normal (d <= 11: 0.5 * 2^(6 - d) >=
-// 2^-6), dividing by 2^d lowers each non-zero byte's exponent field by d, i.e. subtracts 8d
-// from it: two integer multiply-adds instead of four conversions. d = 0: {0, 32, 64, 96} =
-// bytes 00 60 68 6C, {128, 192, 256, 384} = 70 74 78 7C.
-__device__ __forceinline__ W4Lut mxfp4_lut(int d) {
-  if (d > 11) return mxfp4_lut_cvt(d);
-  W4Lut l;
-  l.p0 = 0x6C686000u - static_cast<uint32_t>(d) * 0x08080800u;
-  l.p1 = 0x7C787470u - static_cast<uint32_t>(d) * 0x08080808u;
   l.n0 = l.p0 | 0x80808080u;
   l.n1 = l.p1 | 0x80808080u;
   return l;
@@ -199,21 +184,7 @@ __device__ __forceinline__ void wait_then_read(uint64_t const* bar, uint32_t pha
   bounded_wait(bar, phase);
   compiler_fence();
 }
-// As wait_then_read, sleeping sleep_ns between polls (0: plain), so waiting consumer warps
-// leave their schedulers' issue slots to the converter warps (experiment).
-__device__ __forceinline__ void wait_politely_then_read(uint64_t const* bar, uint32_t phase, int sleep_ns) {
-  if (sleep_ns <= 0) {
-    bounded_wait(bar, phase);
-  } else if (!cutlass::arch::ClusterBarrier::try_wait(bar, phase)) {
-    const uint64_t t0 = dev::global_ns();
-    uint32_t polls = 0;
-    do {
-      __nanosleep(static_cast<unsigned>(sleep_ns));
-      if ((++polls & 1023u) == 0u && dev::global_ns() - t0 > kWaitTimeoutNs) __trap();
-    } while (!cutlass::arch::ClusterBarrier::try_wait(bar, phase));
-  }
-  compiler_fence();
-}
+
 
 // ---------------------------------------------------------------------------------------------
 template <class Traits, template <class> class EpiloguePolicy>
@@ -252,7 +223,6 @@ struct MoeW4A8Kernel {
     int n_blocks;
     int pingpong;  // schedule bit kSchedulePingPong: the consumer warp groups take turns issuing
     int converter_units;  // units per converter thread per stage (0 .. ceil(kUnits / 96))
-    int wait_sleep_ns;    // consumers' cfull wait: sleep between polls (0: plain)
 #ifdef XSTAGE_W4A8_TRACE
     uint32_t* trace;  // w4a8_trace.cuh; null: not recorded
 #endif
@@ -305,8 +275,7 @@ struct MoeW4A8Kernel {
                   p.k / 128,
                   n_blocks(p),
                   (p.schedule & 2) != 0 ? 1 : 0,
-                  converter_units(p),
-                  p.wait_sleep_ns
+                  converter_units(p)
 #ifdef XSTAGE_W4A8_TRACE
                   ,
                   nullptr
@@ -410,6 +379,11 @@ struct MoeW4A8Kernel {
     if (*reinterpret_cast<volatile int const*>(&ss.header[t.index]) != 0) return false;
     wait_then_read(&ss.cempty[c.index], c.phase ^ 1u);  // the buffer starts free
     if (g == 0) W4_TRACE(p.trace, it, kTrConvEmpty);
+    if constexpr (!T::kDecoupled) {
+      // Lock step: units x = g, g + kConvThreads, ... over every converting thread.
+      if (p.mxfp4) convert_units_lockstep<true>(ss, t.index, c.index, g);
+      else convert_units_lockstep<false>(ss, t.index, c.index, g);
+    } else {
     // Units x < 96 * converter_units: converter thread g takes x = g + 96 j; the rest go to
     // the consumers: x = 96 * converter_units + (g - 96) + kConsumerThreads * j.
     const int split = T::kConverterThreads * p.converter_units;
@@ -425,6 +399,7 @@ struct MoeW4A8Kernel {
     }
     if (p.mxfp4) convert_units<true>(ss, t.index, c.index, x0, step, xend);
     else convert_units<false>(ss, t.index, c.index, x0, step, xend);
+    }
     compiler_fence();
     cutlass::arch::fence_view_async_shared();  // the wgmma (async proxy) reads what was written
     compiler_fence();
@@ -437,6 +412,40 @@ struct MoeW4A8Kernel {
     return true;
   }
 
+  // Lock step: converting thread g's units x = g, g + kConvThreads, ... of stage t_index
+  // into buffer c_index; unit x = (chunk x / 512, weight row (x / 4) % 128, sub-block x % 4).
+  template <bool kMx>
+  __device__ void convert_units_lockstep(SharedStorage& ss, int t_index, int c_index, int g) const {
+    const uint32_t bq_base = cute::cast_smem_ptr_to_uint(ss.bq.data());
+    const uint32_t b_base = cute::cast_smem_ptr_to_uint(ss.b.data());
+    for (int x = g; x < kWgN * 512; x += kConvThreads) {
+      const int chunk = x / 512;
+      const int tslot = t_index * kWgN + chunk;
+      const int cslot = c_index * kWgN + chunk;
+      const int r = (x / 4) % 128;
+      const int u = x % 4;
+      const uint32_t src = bq_base + tslot * T::kPackedBytes + r * 64 + u * 16;
+      const uint8_t* raw = ss.raw.data() + tslot * T::kScaleBytes;
+      W4Lut lut;
+      if constexpr (kMx) {
+        const int e0 = raw[r], e1 = raw[128 + r], e2 = raw[256 + r], e3 = raw[384 + r];
+        const int emax = max(max(e0, e1), max(e2, e3));
+        const int eu = u == 0 ? e0 : u == 1 ? e1 : u == 2 ? e2 : e3;
+        lut = mxfp4_lut(emax - eu);
+        if (u == 0) ss.cscale[cslot * 128 + r] = mxfp4_block_scale(emax);
+      } else {
+        lut = int4_lut();
+        if (u == 0) ss.cscale[cslot * 128 + r] = reinterpret_cast<const float*>(raw)[r];
+      }
+      const uint32_t dst = b_base + cslot * (128 * 128) + r * 128;
+      const uint32_t sw = static_cast<uint32_t>(r & 7);
+      const uint4 q = ld_shared_u4(src);
+      st_shared_u4(dst + (((2u * u) ^ sw) << 4), convert4(q.x, lut), convert4(q.x >> 16, lut), convert4(q.y, lut),
+                   convert4(q.y >> 16, lut));
+      st_shared_u4(dst + (((2u * u + 1u) ^ sw) << 4), convert4(q.z, lut), convert4(q.z >> 16, lut), convert4(q.w, lut),
+                   convert4(q.w >> 16, lut));
+    }
+  }
   // Units x0, x0 + step, ... below xend of TMA stage t_index into converted buffer c_index.
   // step is a multiple of 4, so every unit of a thread has the same 32-K sub-block u = x0 % 4.
   // With xr = x / 4 (= chunk * 128 + weight row, as chunks are 128 rows), the packed source is
@@ -473,9 +482,8 @@ struct MoeW4A8Kernel {
       st_shared_u4(d, convert4(q.x, l), convert4(q.x >> 16, l), convert4(q.y, l), convert4(q.y >> 16, l));
       st_shared_u4(d ^ 16u, convert4(q.z, l), convert4(q.z >> 16, l), convert4(q.w, l), convert4(q.w >> 16, l));
     };
-    // kBatch units per step (decoupled: int4 4, mxfp4 with its per-unit table 2; lock step,
-    // where every thread has about one unit and the consumers little register room: 1).
-    constexpr int kBatch = !T::kDecoupled ? 1 : kMx ? 2 : 4;
+    // kBatch units per step (int4 4, mxfp4 with its per-unit table 2), then one at a time.
+    constexpr int kBatch = kMx ? 2 : 4;
     int x = x0;
     for (; x + (kBatch - 1) * step < xend; x += kBatch * step) {
       uint4 q[kBatch];
@@ -487,12 +495,10 @@ struct MoeW4A8Kernel {
         emit(xr, q[i], table(xr));
       }
     }
-    if constexpr (kBatch > 1) {
-      for (; x < xend; x += step) {
-        const uint32_t xr = static_cast<uint32_t>(x) >> 2;
-        const uint4 q = ld_shared_u4(src0 + static_cast<uint32_t>(x) * 16u);
-        emit(xr, q, table(xr));
-      }
+    for (; x < xend; x += step) {
+      const uint32_t xr = static_cast<uint32_t>(x) >> 2;
+      const uint4 q = ld_shared_u4(src0 + static_cast<uint32_t>(x) * 16u);
+      emit(xr, q, table(xr));
     }
   }
 
@@ -540,7 +546,7 @@ struct MoeW4A8Kernel {
       const State read = tma_state(it);
       const CState cread = conv_state(it);
       wait_then_read(&ss.pipe.full[read.index], read.phase);
-      wait_politely_then_read(&ss.cfull[cread.index], cread.phase, p.wait_sleep_ns);
+      wait_then_read(&ss.cfull[cread.index], cread.phase);
       if (wt == 0) W4_TRACE(p.trace, it, tr_base + 0);
       if (pingpong) IssueToken<T::kConsumerWGs>::wait(wg);
       warpgroup_fence_operand(part);
@@ -681,8 +687,6 @@ cudaError_t launch_moe_w4a8(MoeW4A8Params const& p, cudaStream_t stream) {
   if (q.converter_units < 0)
     if (const char* e = std::getenv("XSTAGE_W4A8_CONVERTER_UNITS"); e != nullptr && *e != '\0')
       q.converter_units = std::atoi(e);
-  if (const char* e = std::getenv("XSTAGE_W4A8_WAIT_SLEEP_NS"); e != nullptr && *e != '\0')
-    q.wait_sleep_ns = std::atoi(e);
   int ctas = p.num_ctas;
   if (ctas <= 0) {
     int dev = 0;
