@@ -4,26 +4,30 @@
 // launch_w4a8_*.cu files.
 //
 // Two rings in shared memory:
-//   TMA ring (4 stages, full/empty): per K block the fp8 A chunks, the packed B chunks (128
-//     weight rows x 64 bytes, no swizzle) and the raw weight scales (int4: 512 B of fp32 per
-//     chunk; mxfp4: 4 x 128 exponent bytes per chunk) + a header word (data / end of stream);
-//   converted ring (2 buffers, cfull/cempty): the fp8 B chunks in the 128-byte-swizzled
-//     K-major layout wgmma reads (the layout W8A8's TMA writes) + one fp32 weight scale per
-//     weight row.
+//   TMA ring (full/empty): per K block the fp8 A chunks, the packed B chunks (128 weight rows x
+//     64 bytes, no swizzle) and the raw weight scales (int4: 512 B of fp32 per chunk; mxfp4:
+//     4 x 128 exponent bytes per chunk) + a header word (data / end of stream);
+//   converted ring (cfull/cempty): the fp8 B chunks in the 128-byte-swizzled K-major layout
+//     wgmma reads (the layout W8A8's TMA writes) + one fp32 weight scale per weight row.
 // Roles:
 //   warp 0, lane 0 of warp group 0: TMA producer. After its last tile it writes "end" into the
 //     next stage's header and arrives on full without data.
-//   converting threads = warps 1..3 of warp group 0 (96 threads, no other work) + every consumer
-//     thread: each converts its share of every stage (unit x = chunk, weight row, 32-K
-//     sub-block; x = g, g + kConvThreads, ...), writes its rows' weight scales, fences
-//     (fence.proxy.async), and its warp arrives once on cfull. A consumer converts stage i + 1 while the
-//     wgmmas of stage i run (its share of stage 0 before its first tile), so the conversion is
-//     spread over 4x more warps than warp group 0 alone has, and overlaps the tensor cores.
+//   converting threads = warps 1..3 of warp group 0 (96 threads, no other work) + (see the
+//     designs) the consumer threads: each converts its units of every stage (unit x = chunk,
+//     weight row, 32-K sub-block), writes its rows' weight scales, fences (fence.proxy.async),
+//     and its warp arrives once on cfull.
 //   consumers (2 or 3 warp groups): wait full[i] (A) and cfull[i] (B), four m64n128k32 FP8
-//     wgmmas from zero, convert stage i + 1, wait, promote into fp32 with a_scale[row, kb] *
-//     w_scale[col, kb] (a vector along N), release both rings.
-// (The first version had warp group 0 convert alone, in a single 3-stage ring: correct, but the
-// three converter warps were latency-bound at ~0.55x (int4) / ~0.43x (mxfp4) of W8A8.)
+//     wgmmas from zero, convert their share of a later stage while those run, wait, promote
+//     into fp32 with a_scale[row, kb] * w_scale[col, kb] (a vector along N), release both rings.
+// Two designs (W4Traits::kDecoupled; the launchers run int4 decoupled, mxfp4 lock step):
+//   lock step: 4 TMA stages, 2 converted buffers; every converting thread converts units
+//     x = g, g + kConvThreads, ... of stage i + 1 while stage i's wgmmas run, so each wgmma
+//     waits for every thread's conversion of its stage.
+//   decoupled: 3 TMA stages, 3 converted buffers; consumers convert their share of stage i + 2
+//     and load the next block's token scales a stage ahead; with three consumer warp groups
+//     warp group 0 converts every unit (56 registers), in steps of several units.
+// Measured in docs/moe-gemm.md ("W4A8", "W4A8 stage trace"); a diagnostic build with
+// -DXSTAGE_W4A8_TRACE stamps every stage (w4a8_trace.cuh).
 //
 // Conversion of one 32-bit word of packed B (8 nibbles, K columns 0..7 in nibble order) is two
 // halves of 4 nibbles x: idx = x & 0x7777 selects a magnitude from an 8-entry table with
