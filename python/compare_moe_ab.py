@@ -10,13 +10,22 @@ import json
 import sys
 
 
+SCHEMA = "xstage.bench.moe_gemm.v1"
+
+
 def best(files):
     out = {}
     for f in files:
-        with open(f) as fh:
-            for r in json.load(fh)["results"]:
-                key = (r["model"], r["op"], r["tokens_per_expert"], r["weights"])
-                out[key] = max(out.get(key, 0.0), r["tflops"])
+        try:
+            with open(f) as fh:
+                doc = json.load(fh)
+        except (OSError, ValueError) as e:
+            sys.exit(f"compare_moe_ab: cannot read {f}: {e}")
+        if doc.get("schema") != SCHEMA:
+            sys.exit(f"compare_moe_ab: {f} is not {SCHEMA}")
+        for r in doc["results"]:
+            key = (r["model"], r["op"], r["tokens_per_expert"], r.get("weights", "w8a8"))
+            out[key] = max(out.get(key, 0.0), r["tflops"])
     return out
 
 

@@ -132,10 +132,12 @@ km::MoeGemmParams to_params(const MoeGemmArgs& a) {
   return p;
 }
 
+km::W4Format w4_format(MoeQuant q) { return q == MoeQuant::w4a8_mxfp4 ? km::W4Format::mxfp4 : km::W4Format::int4_g128; }
+
 km::MoeW4A8Params to_w4a8_params(const MoeGemmArgs& a) {
   km::MoeW4A8Params p;
   static_cast<km::MoeGemmParams&>(p) = to_params(a);
-  p.format = a.quant == MoeQuant::w4a8_mxfp4 ? km::W4Format::mxfp4 : km::W4Format::int4_g128;
+  p.format = w4_format(a.quant);
   p.b_scales = a.quant == MoeQuant::w4a8_int4 ? a.b_scales : nullptr;
   p.b_e8m0 = a.quant == MoeQuant::w4a8_mxfp4 ? a.b_e8m0 : nullptr;
   return p;
@@ -255,10 +257,7 @@ void validate(const MoeGemmArgs& a) {
 
 MoeInstantiation select_moe_instantiation(const MoeGemmArgs& a) {
   const Entry& e = find_entry(a);
-  const km::KernelInfo k =
-      e.info_w4 != nullptr
-          ? e.info_w4(a.quant == MoeQuant::w4a8_mxfp4 ? km::W4Format::mxfp4 : km::W4Format::int4_g128)
-          : e.info();
+  const km::KernelInfo k = e.info_w4 != nullptr ? e.info_w4(w4_format(a.quant)) : e.info();
   MoeInstantiation r;
   r.name = e.name;
   r.block_m = k.tile.block_m;

@@ -127,7 +127,6 @@ __device__ __forceinline__ void wait_then_read(uint64_t const* bar, uint32_t pha
   compiler_fence();
 }
 
-
 // ---------------------------------------------------------------------------------------------
 template <class Traits, template <class> class EpiloguePolicy>
 struct MoeW4A8Kernel {
@@ -326,21 +325,21 @@ struct MoeW4A8Kernel {
       if (p.mxfp4) convert_units_lockstep<true>(ss, t.index, c.index, g);
       else convert_units_lockstep<false>(ss, t.index, c.index, g);
     } else {
-    // Units x < 96 * converter_units: converter thread g takes x = g + 96 j; the rest go to
-    // the consumers: x = 96 * converter_units + (g - 96) + kConsumerThreads * j.
-    const int split = T::kConverterThreads * p.converter_units;
-    int x0, step, xend;
-    if (g < T::kConverterThreads) {
-      x0 = g;
-      step = T::kConverterThreads;
-      xend = split < T::kUnits ? split : T::kUnits;
-    } else {
-      x0 = split + (g - T::kConverterThreads);
-      step = T::kConsumerThreads;
-      xend = T::kUnits;
-    }
-    if (p.mxfp4) convert_units<true>(ss, t.index, c.index, x0, step, xend);
-    else convert_units<false>(ss, t.index, c.index, x0, step, xend);
+      // Units x < 96 * converter_units: converter thread g takes x = g + 96 j; the rest go to
+      // the consumers: x = 96 * converter_units + (g - 96) + kConsumerThreads * j.
+      const int split = T::kConverterThreads * p.converter_units;
+      int x0, step, xend;
+      if (g < T::kConverterThreads) {
+        x0 = g;
+        step = T::kConverterThreads;
+        xend = split < T::kUnits ? split : T::kUnits;
+      } else {
+        x0 = split + (g - T::kConverterThreads);
+        step = T::kConsumerThreads;
+        xend = T::kUnits;
+      }
+      if (p.mxfp4) convert_units<true>(ss, t.index, c.index, x0, step, xend);
+      else convert_units<false>(ss, t.index, c.index, x0, step, xend);
     }
     compiler_fence();
     cutlass::arch::fence_view_async_shared();  // the wgmma (async proxy) reads what was written
