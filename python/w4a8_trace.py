@@ -7,6 +7,9 @@ left out) it prints the median and p10/p90 over all CTAs and stages of:
   period        consumer WG 0 ready(s+1) - ready(s): the time per K block
   tma           producer issue of stage s -> converter warp sees full[s]
   conv          converter warp: cempty[s] passed -> cfull arrived (its own units)
+  conv_wait_full  converter warp: cfull arrived (s-1) -> full[s] seen (waiting for packed B,
+                or the code between two stages when the data is long there)
+  conv_wait_empty converter warp: full[s] seen -> cempty[s] passed (waiting for a free buffer)
   cfull_wait    last converter / consumer conversion of s done -> consumer WG w ready at s
   issue         WG w ready -> wgmmas committed
   own_conv      WG w: committed -> own conversion of stage s+1 done
@@ -74,7 +77,10 @@ def main(argv=None):
         nxt = rows.get((c, s + 1))
         add("tma", d(r[0], r[1]))
         add("conv", d(r[2], r[3]))
+        add("conv_wait_empty", d(r[1], r[2]))
         prev = rows.get((c, s - 1))
+        if prev is not None:
+            add("conv_wait_full", d(prev[3], r[1]))
         for w in range(wgs):
             b = 4 + 5 * w
             add(f"issue[{w}]", d(r[b], r[b + 1]))

@@ -72,6 +72,7 @@ TEST(W4A8TraceTool, MediansAreTheWrittenIntervals) {
       {"tma", 4100},        {"conv", 600},          {"issue[0]", 400},      {"own_conv[0]", 1000},
       {"wgmma_rest[0]", 200}, {"promote[0]", 700},  {"gap[0]", 700},        {"period[0]", 3000},
       {"period[1]", 3000},  {"issue[1]", 400},      {"cfull_wait[0]", 200},
+      {"conv_wait_full", 2300}, {"conv_wait_empty", 100},
   };
   for (const auto& [k, v] : want) {
     ASSERT_TRUE(med.count(k)) << "missing " << k << " in\n" << slurp(out);
