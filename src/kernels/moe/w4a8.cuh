@@ -180,6 +180,7 @@ struct MoeW4A8Kernel {
     uint64_t cfull[kConvBufs];        // every converting thread has written its units
     uint64_t cempty[kConvBufs];       // every consumer warp is done with the buffer
     int header[kStages];              // 0: data, 1: end of the tile stream
+    uint32_t lut[4];                  // int4 table words p0, n0, p0, n0 (see convert_units)
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage)) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
@@ -403,7 +404,14 @@ struct MoeW4A8Kernel {
     const uint32_t dst0 = cute::cast_smem_ptr_to_uint(ss.b.data()) + c_index * kWgN * (128 * 128);
     const uint8_t* raw = ss.raw.data() + t_index * kWgN * T::kScaleBytes;
     float* cs = ss.cscale.data() + c_index * kWgN * 128;
-    const W4Lut lut4 = int4_lut();
+    // The int4 table, its p0 / n0 words read from shared memory at a lane-dependent address
+    // (two copies): as immediates, or as one warp-uniform load, ptxas keeps them in uniform
+    // registers and copies one into a register before every table prmt that reads it (59 of
+    // the 351 instructions of the 4-unit loop); per-lane values stay in registers.
+    W4Lut lut4 = int4_lut();
+    const int pick = 2 * (static_cast<int>(threadIdx.x) & 1);  // even / odd lanes read their own copy
+    lut4.p0 = ss.lut[pick];
+    lut4.n0 = ss.lut[pick + 1];
     // Table and scale of row xr (writes the converted scale when u == 0).
     auto table = [&](uint32_t xr) {
       if constexpr (kMx) {
@@ -557,6 +565,10 @@ struct MoeW4A8Kernel {
       for (int s = 0; s < kConvBufs; ++s) {
         cutlass::arch::ClusterBarrier::init(&ss.cfull[s], kConvThreads / 32);
         cutlass::arch::ClusterBarrier::init(&ss.cempty[s], T::kConsumerWarps);
+      }
+      for (int i = 0; i < 4; i += 2) {
+        ss.lut[i] = int4_lut().p0;
+        ss.lut[i + 1] = int4_lut().n0;
       }
       cute::prefetch_tma_descriptor(params.tma_a.get_tma_descriptor());
       cute::prefetch_tma_descriptor(params.tma_b.get_tma_descriptor());
