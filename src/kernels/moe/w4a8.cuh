@@ -180,7 +180,7 @@ struct MoeW4A8Kernel {
     uint64_t cfull[kConvBufs];        // every converting thread has written its units
     uint64_t cempty[kConvBufs];       // every consumer warp is done with the buffer
     int header[kStages];              // 0: data, 1: end of the tile stream
-    uint32_t lut[4];                  // int4 table words p0, n0, p0, n0 (see convert_units)
+    uint32_t lut[2 * 2];              // int4 table words (p0, n0), twice (see convert_units)
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage)) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
@@ -567,8 +567,9 @@ struct MoeW4A8Kernel {
         cutlass::arch::ClusterBarrier::init(&ss.cempty[s], T::kConsumerWarps);
       }
       for (int i = 0; i < 4; i += 2) {
-        ss.lut[i] = int4_lut().p0;
-        ss.lut[i + 1] = int4_lut().n0;
+        const W4Lut l = int4_lut();
+        ss.lut[i] = l.p0;
+        ss.lut[i + 1] = l.n0;
       }
       cute::prefetch_tma_descriptor(params.tma_a.get_tma_descriptor());
       cute::prefetch_tma_descriptor(params.tma_b.get_tma_descriptor());
