@@ -60,7 +60,7 @@ struct BenchFlags {
   int block_m = 0;
   std::vector<std::string> clusters{"planned"};  // planned, 1x1, 2x1, 1x2, 2x2
   std::vector<int> schedules{-1};                // consumer schedule override (-1: default)
-  std::vector<std::string> weights{"w8a8"};      // w8a8, w4a8-int4, w4a8-mxfp4
+  std::vector<std::string> weights{"w8a8"};      // w8a8, w4a8-int4, w4a8-int4-rs, w4a8-mxfp4
   std::string json_out;
 };
 
@@ -72,11 +72,21 @@ std::pair<int, int> parse_cluster(const std::string& c) {
   throw InvalidArgument("bench moe-gemm: --cluster takes planned, 1x1, 2x1, 1x2 or 2x2; got '" + c + "'");
 }
 
-ops::MoeQuant parse_weights(const std::string& w) {
-  if (w == "w8a8") return ops::MoeQuant::w8a8;
-  if (w == "w4a8-int4") return ops::MoeQuant::w4a8_int4;
-  if (w == "w4a8-mxfp4") return ops::MoeQuant::w4a8_mxfp4;
-  throw InvalidArgument("bench moe-gemm: --weights takes w8a8, w4a8-int4, w4a8-mxfp4; got '" + w + "'");
+// A weight format and its layout in memory (w4a8-int4-rs: INT4 prepacked for the
+// register-operand kernel; its bf16 cells only, the SwiGLU epilogue is not shipped for it).
+struct Weights {
+  ops::MoeQuant quant;
+  ops::MoeWeightLayout layout;
+  std::string name;  // the JSON "weights" value
+};
+
+Weights parse_weights(const std::string& w) {
+  using L = ops::MoeWeightLayout;
+  if (w == "w8a8") return {ops::MoeQuant::w8a8, L::rows, "w8a8"};
+  if (w == "w4a8-int4") return {ops::MoeQuant::w4a8_int4, L::rows, "w4a8_int4"};
+  if (w == "w4a8-int4-rs") return {ops::MoeQuant::w4a8_int4, L::int4_rs, "w4a8_int4_rs"};
+  if (w == "w4a8-mxfp4") return {ops::MoeQuant::w4a8_mxfp4, L::rows, "w4a8_mxfp4"};
+  throw InvalidArgument("bench moe-gemm: --weights takes w8a8, w4a8-int4, w4a8-int4-rs, w4a8-mxfp4; got '" + w + "'");
 }
 
 // Experts benchmarked: enough that the weights exceed `weight_bytes` (so they stream from
@@ -140,9 +150,10 @@ struct Patterns {
   std::vector<uint8_t> fp8, scales, e8m0;  // e8m0: exponents 120..130 (scales 2^-7 .. 2^3)
 };
 
-Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, ops::MoeQuant quant, int tokens,
+Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, const Weights& wt, int tokens,
                  std::pair<int, int> cluster, int schedule, size_t rotate_bytes, const Patterns& pat, const DeviceMem& backlog, size_t backlog_bytes,
                  cudaStream_t stream) {
+  const ops::MoeQuant quant = wt.quant;
   const int experts = bench_experts(md, tokens, fl.expert_bytes_mib * 1048576.0);
   const int m = experts * tokens;
   const bool swiglu = pb.epilogue == ops::MoeEpilogue::swiglu_fp8;
@@ -180,6 +191,7 @@ Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, ops::
 
   ops::MoeGemmArgs a;
   a.quant = quant;
+  a.b_layout = wt.layout;
   a.epilogue = pb.epilogue;
   a.experts = experts;
   a.m_total = m;
@@ -247,7 +259,7 @@ Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, ops::
   Result r;
   r.model = md.name;
   r.op = pb.op;
-  r.weights = ops::moe_quant_name(quant);
+  r.weights = wt.name;
   const auto inst = ops::select_moe_instantiation(a);
   r.instantiation = inst.name;
   r.cluster = std::to_string(inst.cluster_m) + "x" + std::to_string(inst.cluster_n);
@@ -303,7 +315,7 @@ void run_bench(const BenchFlags& fl) {
   if (models.empty()) throw InvalidArgument("bench moe-gemm: --models matched none of the seven models");
   for (const auto& op : fl.ops) problem(*models.front(), op);  // throws for unknown ops
   for (const auto& c : fl.clusters) parse_cluster(c);
-  std::vector<ops::MoeQuant> quants;
+  std::vector<Weights> quants;
   for (const auto& w : fl.weights) quants.push_back(parse_weights(w));
   if (quants.empty()) throw InvalidArgument("bench moe-gemm: --weights is empty");
   for (int sch : fl.schedules)
@@ -342,10 +354,13 @@ void run_bench(const BenchFlags& fl) {
         const Problem pb = problem(*md, op);
         const auto cluster = parse_cluster(cs);
         for (int sch : fl.schedules)
-          for (ops::MoeQuant quant : quants) {
-            // A forced cluster, tile or schedule that is not shipped for this quantisation: skip the line.
+          for (const Weights& wt : quants) {
+            const ops::MoeQuant quant = wt.quant;
+            // A forced cluster, tile, schedule or epilogue that is not shipped for these weights: skip the line.
+            if (wt.layout == ops::MoeWeightLayout::int4_rs && (pb.epilogue != ops::MoeEpilogue::bf16 || sch > 0)) continue;
             ops::MoeGemmArgs probe;
             probe.quant = quant;
+            probe.b_layout = wt.layout;
             probe.epilogue = pb.epilogue;
             probe.experts = 1;
             probe.m_total = t;
@@ -358,7 +373,7 @@ void run_bench(const BenchFlags& fl) {
             } catch (const InvalidArgument&) {
               continue;
             }
-            Result r = bench_one(fl, *md, pb, quant, t, cluster, sch, rotate_bytes, pat, backlog, backlog_bytes, stream);
+            Result r = bench_one(fl, *md, pb, wt, t, cluster, sch, rotate_bytes, pat, backlog, backlog_bytes, stream);
             results.push_back(r);
             std::printf("%s", fmt::format(" {:>17} {:>10} {:>10} {:>6} {:>4} {:>6} {:>6} {:>6} {:>28} {:>10.1f} {:>9.1f} "
                                           "{:>9.1f} {:>6}\n",
@@ -439,8 +454,9 @@ void add_moe_gemm_bench_command(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--weights", fl->weights,
-                  "Weight formats to run, each cell back to back: w8a8, w4a8-int4, w4a8-mxfp4 (w4a8: 64 and 192-row "
-                  "tiles, schedules 0 and 2 (ping-pong); unshipped forced settings are skipped)")
+                  "Weight formats to run, each cell back to back: w8a8, w4a8-int4, w4a8-int4-rs, w4a8-mxfp4 (w4a8: 64 "
+                  "and 192-row tiles, schedules 0 and 2 (ping-pong); w4a8-int4-rs: INT4 prepacked for the "
+                  "register-operand kernel, 128 x 128 tiles, bf16 ops only; unshipped forced settings are skipped)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--num-ctas", fl->num_ctas, "Persistent grid size (0: one CTA per SM)")->capture_default_str();

@@ -57,7 +57,10 @@ struct Entry {
   km::KernelInfo (*info)();
   LaunchW4Fn launch_w4 = nullptr;
   km::KernelInfo (*info_w4)(km::W4Format) = nullptr;  // W4A8: the kernel depends on the format
+  MoeWeightLayout layout = MoeWeightLayout::rows;
 };
+
+km::KernelInfo w4a8rs_info(km::W4Format) { return km::moe_w4a8rs_bf16_m128n128_info(); }
 
 const Entry kEntries[] = {
     {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 1, 1, "w8a8_bf16_m128n128", km::moe_w8a8_bf16_m128n128,
@@ -82,6 +85,8 @@ const Entry kEntries[] = {
      km::moe_w4a8_bf16_m64n256_info},
     {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 64, 1, 1, "w4a8_swiglu_m64n256", nullptr, nullptr,
      km::moe_w4a8_swiglu_m64n256, km::moe_w4a8_swiglu_m64n256_info},
+    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 128, 1, 1, "w4a8rs_bf16_m128n128", nullptr, nullptr,
+     km::moe_w4a8rs_bf16_m128n128, w4a8rs_info, MoeWeightLayout::int4_rs},
 };
 
 MoeQuant table_quant(MoeQuant q) { return moe_is_w4a8(q) ? MoeQuant::w4a8_int4 : q; }
@@ -98,16 +103,18 @@ MoeCluster cluster_for(MoeEpilogue, int, int) { return MoeCluster{1, 1}; }
 
 const Entry& find_entry(const MoeGemmArgs& a) {
   const int tokens = tokens_per_expert(a);
-  const int bm = a.block_m != 0 ? a.block_m : plan_block_m(a.quant, a.epilogue, tokens);
+  const bool rs = a.b_layout == MoeWeightLayout::int4_rs;
+  const int bm = a.block_m != 0 ? a.block_m : rs ? 128 : plan_block_m(a.quant, a.epilogue, tokens);
   const MoeCluster c = a.cluster_m != 0 ? MoeCluster{a.cluster_m, a.cluster_n} : cluster_for(a.epilogue, tokens, bm);
   for (const Entry& e : kEntries)
     if (e.quant == table_quant(a.quant) && e.epilogue == a.epilogue && e.block_m == bm && e.cluster_m == c.m &&
-        e.cluster_n == c.n)
+        e.cluster_n == c.n && e.layout == a.b_layout)
       return e;
   throw InvalidArgument(fmt::format(
       "moe gemm: no {} {} kernel with block_m {} and cluster {}x{} ({})", moe_quant_name(a.quant),
       moe_epilogue_name(a.epilogue), bm, c.m, c.n,
-      moe_is_w4a8(a.quant) ? "w4a8 ships: bf16 m64 1x1, bf16 m192 1x1, swiglu_fp8 m64 1x1"
+      rs                   ? "the int4_rs layout ships: bf16 m128 1x1"
+      : moe_is_w4a8(a.quant) ? "w4a8 ships: bf16 m64 1x1, bf16 m192 1x1, swiglu_fp8 m64 1x1"
                            : "w8a8 ships: bf16 m64 1x1, bf16 m128 1x1/2x1/1x2/2x2, bf16 m192 1x1, swiglu_fp8 m64 1x1/2x1"));
 }
 
@@ -236,6 +243,15 @@ void validate(const MoeGemmArgs& a) {
     throw InvalidArgument(fmt::format(
         "moe gemm: the w4a8 kernels have two consumer schedules; schedule {} must be -1 (default), 0 or 2 (ping-pong)",
         a.schedule));
+  if (a.b_layout != MoeWeightLayout::rows && a.b_layout != MoeWeightLayout::int4_rs)
+    throw InvalidArgument(fmt::format("moe gemm: unsupported weight layout {}", static_cast<int>(a.b_layout)));
+  if (a.b_layout == MoeWeightLayout::int4_rs && (a.quant != MoeQuant::w4a8_int4 || a.epilogue != MoeEpilogue::bf16))
+    throw InvalidArgument(fmt::format(
+        "moe gemm: the int4_rs weight layout serves w4a8_int4 with the bf16 epilogue only; got {} {}",
+        moe_quant_name(a.quant), moe_epilogue_name(a.epilogue)));
+  if (a.b_layout == MoeWeightLayout::int4_rs && a.schedule > 0)
+    throw InvalidArgument(fmt::format(
+        "moe gemm: the int4_rs kernel has one consumer schedule; schedule {} must be -1 (default) or 0", a.schedule));
   find_entry(a);  // a forced block_m must be shipped for this epilogue
   check_pointer("a", a.a, 16, "TMA");
   check_pointer("b", a.b, 16, "TMA");

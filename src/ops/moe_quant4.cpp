@@ -3,6 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <string>
+
+#include "kernels/moe/w4a8_rs_layout.hpp"
+#include "xstage/error.hpp"
 
 namespace xstage::ops {
 
@@ -119,6 +124,21 @@ void dequantize_mxfp4_w4a8(const uint8_t* packed, const uint8_t* scales, int row
           out[idx] = e2m1_decode(get_nibble(packed, idx)) * s;
         }
       }
+    }
+}
+
+void prepack_int4_rs(const uint8_t* packed, int rows, int cols, uint8_t* out) {
+  if (packed == nullptr || out == nullptr) throw InvalidArgument("prepack_int4_rs: null buffer");
+  if (rows <= 0 || cols <= 0 || rows % 128 != 0 || cols % 128 != 0)
+    throw InvalidArgument("prepack_int4_rs: rows " + std::to_string(rows) + " and cols " + std::to_string(cols) +
+                          " must be positive multiples of 128");
+  const size_t bytes = static_cast<size_t>(rows) * cols / 2;
+  std::memset(out, 0, bytes);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const uint8_t nib = (packed[static_cast<size_t>(r) * (cols / 2) + c / 2] >> (4 * (c % 2))) & 0xF;
+      const auto pos = kernels::moe::rs_nibble_pos(r, c, cols);
+      out[pos.byte] = static_cast<uint8_t>(out[pos.byte] | (nib << (4 * pos.high)));
     }
 }
 

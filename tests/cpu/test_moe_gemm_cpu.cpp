@@ -256,6 +256,47 @@ TEST(MoeGemmValidate, W4A8ArgumentsAndMessages) {
   expect_invalid([&] { ops::validate(m); }, "b_scales is a null pointer");
 }
 
+// The register-operand INT4 kernel: reached only through the int4_rs weight layout, bf16 epilogue,
+// 128 x 128 tiles, schedule 0; anything else names the problem.
+TEST(MoeGemmValidate, Int4RegisterOperandLayout) {
+  using ops::MoeQuant;
+  MoeGemmArgs a = good_w4_args(MoeQuant::w4a8_int4);
+  a.b_layout = ops::MoeWeightLayout::int4_rs;
+  a.experts = 8;
+  a.m_total = 8 * 1024;
+  EXPECT_NO_THROW(ops::validate(a));
+  const auto inst = ops::select_moe_instantiation(a);
+  EXPECT_EQ(inst.name, "w4a8rs_bf16_m128n128");
+  EXPECT_EQ(inst.block_m, 128);
+  EXPECT_EQ(inst.block_n, 128);
+  EXPECT_EQ(inst.threads, 384);
+  EXPECT_LE(inst.smem_bytes, 227 * 1024);
+  EXPECT_LE(128 * inst.producer_regs + 256 * inst.consumer_regs, 65536);
+  a.m_total = 8 * 16;  // few tokens: still the one tile this layout ships
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w4a8rs_bf16_m128n128");
+  a.schedule = 0;
+  EXPECT_NO_THROW(ops::validate(a));
+  const auto check = [](auto mutate, const std::string& needle) {
+    MoeGemmArgs b = good_w4_args(MoeQuant::w4a8_int4);
+    b.b_layout = ops::MoeWeightLayout::int4_rs;
+    mutate(b);
+    expect_invalid([&] { ops::validate(b); }, needle);
+  };
+  check([](auto& b) { b.quant = MoeQuant::w4a8_mxfp4; b.b_e8m0 = static_cast<const uint8_t*>(fake(0xA0000)); },
+        "int4_rs weight layout serves w4a8_int4 with the bf16 epilogue only; got w4a8_mxfp4 bf16");
+  check([](auto& b) { b.quant = MoeQuant::w8a8; }, "int4_rs weight layout serves w4a8_int4");
+  check([](auto& b) { b.epilogue = MoeEpilogue::swiglu_fp8; b.out_scales = static_cast<float*>(fake(0x70000));
+                      b.row_weights = static_cast<const float*>(fake(0x80000)); },
+        "got w4a8_int4 swiglu_fp8");
+  check([](auto& b) { b.schedule = 2; }, "int4_rs kernel has one consumer schedule; schedule 2");
+  check([](auto& b) { b.block_m = 192; }, "block_m 192 and cluster 1x1 (the int4_rs layout ships: bf16 m128 1x1)");
+  check([](auto& b) { b.b_layout = static_cast<ops::MoeWeightLayout>(7); }, "unsupported weight layout 7");
+  // The row-major int4 kernels do not take a 128-row tile.
+  MoeGemmArgs rows = good_w4_args(MoeQuant::w4a8_int4);
+  rows.block_m = 128;
+  expect_invalid([&] { ops::validate(rows); }, "(w4a8 ships");
+}
+
 TEST(MoeGemmPlan, W4A8TilesAndInstantiations) {
   using ops::MoeQuant;
   for (MoeQuant q : {MoeQuant::w4a8_int4, MoeQuant::w4a8_mxfp4}) {

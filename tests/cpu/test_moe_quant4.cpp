@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+#include "kernels/moe/w4a8_rs_layout.hpp"
+#include "xstage/error.hpp"
 #include "xstage/ops/moe_quant.hpp"
 #include "xstage/ops/moe_quant4.hpp"
 
@@ -155,5 +157,56 @@ TEST(Mxfp4, KernelMathFlushesOnlySubBlocksFarBelowTheBlockMaximum) {
   // Every kept value is e2m1 * 2^(e - 127) with its own exponent, e.g. the gap-14 sub-block.
   for (int c = 5 * kMxfp4Block; c < 6 * kMxfp4Block; ++c)
     EXPECT_EQ(kern[1 * cols + c], e2m1_decode((q[(cols + c) / 2] >> ((c % 2) * 4)) & 0xF) * std::ldexp(1.f, -1));
+}
+// The prepacked layout of the register-operand kernel, read the way a consumer thread reads it:
+// thread t of warp group g loads 16 bytes at g * 4096 + h * 2048 + 16 t of a 128 x 128 chunk
+// (K steps 2h, 2h + 1), and K step j's four A registers at byte 8 (j % 2) + 2 reg hold the
+// nibbles of CuTe's m64k32 8-bit A layout: reg 0 = row r0, K 4q..4q+3; reg 1 = row r0 + 8;
+// reg 2 = row r0, K + 16; reg 3 = row r0 + 8, K + 16 (r0 = 16 (t / 32) + (t % 32) / 4, q = t % 4).
+TEST(Int4Prepack, EveryThreadFindsItsWgmmaFragment) {
+  const int rows = 256, cols = 384;
+  std::mt19937 rng(7);
+  std::vector<uint8_t> packed(rows * cols / 2), pre(packed.size(), 0xEE);
+  for (auto& b : packed) b = static_cast<uint8_t>(rng());
+  prepack_int4_rs(packed.data(), rows, cols, pre.data());
+  auto nib = [](const std::vector<uint8_t>& v, size_t i) { return (v[i / 2] >> (4 * (i % 2))) & 0xF; };
+  long checked = 0;
+  for (int rb = 0; rb < rows / 128; ++rb)
+    for (int kb = 0; kb < cols / 128; ++kb) {
+      const size_t chunk = (size_t(rb) * (cols / 128) + kb) * 8192;
+      for (int g = 0; g < 2; ++g)
+        for (int t = 0; t < 128; ++t)
+          for (int j = 0; j < 4; ++j)
+            for (int reg = 0; reg < 4; ++reg)
+              for (int i = 0; i < 4; ++i) {
+                const size_t byte = chunk + g * 4096 + (j / 2) * 2048 + t * 16 + (j % 2) * 8 + reg * 2;
+                const int got = nib(pre, 2 * byte + i);
+                const int row = 128 * rb + 64 * g + 16 * (t / 32) + (t % 32) / 4 + 8 * (reg % 2);
+                const int col = 128 * kb + 32 * j + 16 * (reg / 2) + 4 * (t % 4) + i;
+                ASSERT_EQ(got, nib(packed, size_t(row) * cols + col)) << "row " << row << " col " << col;
+                ++checked;
+              }
+    }
+  EXPECT_EQ(checked, long(rows) * cols);  // every nibble of the output was read exactly once
+}
+
+TEST(Int4Prepack, PositionsAreAPermutation) {
+  const int rows = 128, cols = 256;
+  std::vector<int> hits(rows * cols, 0);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const auto p = xstage::kernels::moe::rs_nibble_pos(r, c, cols);
+      ASSERT_GE(p.byte, 0);
+      ASSERT_LT(p.byte, rows * cols / 2);
+      ++hits[p.byte * 2 + p.high];
+    }
+  for (int h : hits) ASSERT_EQ(h, 1);
+}
+
+TEST(Int4Prepack, RejectsShapesThatAreNotWholeChunks) {
+  std::vector<uint8_t> a(128 * 192 / 2), b(a.size());
+  EXPECT_THROW(prepack_int4_rs(a.data(), 128, 192, b.data()), xstage::InvalidArgument);
+  EXPECT_THROW(prepack_int4_rs(a.data(), 96, 128, b.data()), xstage::InvalidArgument);
+  EXPECT_THROW(prepack_int4_rs(nullptr, 128, 128, b.data()), xstage::InvalidArgument);
 }
 #endif  // XSTAGE_HAVE_MOE

@@ -59,6 +59,8 @@ struct Case {
   // sub-block of zero codes holds the block's largest exponent, the other three sit g = 0..20
   // below it (every fp8 conversion shift, and the flush to zero past 14, dominate the result).
   int mx_pattern = 0;
+  // int4 only: B prepacked for the register-operand kernel (MoeWeightLayout::int4_rs).
+  bool rs = false;
 };
 
 // Random 4-bit weights for W4A8 on the host: packed [experts, n, k/2] and the scales
@@ -144,7 +146,13 @@ void run_case(const Case& c, uint64_t seed, std::vector<uint8_t>* raw = nullptr)
                       s);
   } else {
     w4w = make_w4_weights(c, experts, seed + 1);
-    XS_CUDA(cudaMemcpy(b.p, w4w.packed.data(), w4w.packed.size(), cudaMemcpyHostToDevice), "packed weights");
+    std::vector<uint8_t> upload = w4w.packed;
+    if (c.rs) {
+      const size_t per = size_t(c.n) * c.k / 2;
+      for (int e = 0; e < experts; ++e)
+        ops::prepack_int4_rs(w4w.packed.data() + e * per, c.n, c.k, upload.data() + e * per);
+    }
+    XS_CUDA(cudaMemcpy(b.p, upload.data(), upload.size(), cudaMemcpyHostToDevice), "packed weights");
     if (c.quant == MoeQuant::w4a8_int4)
       XS_CUDA(cudaMemcpy(sb.p, w4w.scales.data(), w4w.scales.size() * 4, cudaMemcpyHostToDevice), "int4 scales");
     else
@@ -168,6 +176,7 @@ void run_case(const Case& c, uint64_t seed, std::vector<uint8_t>* raw = nullptr)
   args.a = a.p;
   args.a_scales = sa.as<float>();
   args.b = b.p;
+  args.b_layout = c.rs ? ops::MoeWeightLayout::int4_rs : ops::MoeWeightLayout::rows;
   args.b_scales = c.quant == MoeQuant::w4a8_mxfp4 ? nullptr : sb.as<float>();
   args.b_e8m0 = c.quant == MoeQuant::w4a8_mxfp4 ? sb.as<uint8_t>() : nullptr;
   args.counts = counts.as<int>();
@@ -422,6 +431,31 @@ TEST(MoeGemmGpu, W4A8GapsFewCtasAndEdges) {
     run_case(w4({"k128_swiglu", MoeEpilogue::swiglu_fp8, 512, 128, {1, 0, 65, 3}, {}, 0, 1}, q), s + 10);
   }
 }
+// The register-operand INT4 kernel (prepacked weights, 128 tokens x 128 columns per tile):
+// DiT and DSv4-class shapes, uneven and empty experts, token counts that are not multiples of
+// 128, gaps, few CTAs (the 6-stage ring wraps inside and across tiles), 1 and 5 K blocks, one
+// expert with 3000 tokens, one token per expert.
+Case rs(Case c) {
+  c.name += "_rs";
+  c.quant = kInt4;
+  c.rs = true;
+  return c;
+}
+TEST(MoeGemmGpu, W4A8RegisterOperand) {
+  XS_REQUIRE_GPUS(1);
+  const std::vector<int> counts{3, 70, 0, 140};
+  const std::vector<int> gaps{5, 0, 17, 3, 9};
+  run_case(rs({"dit_l2", MoeEpilogue::bf16, 1408, 5632, kUneven, {}}), 901);
+  run_case(rs({"ds_l1_bf16", MoeEpilogue::bf16, 2 * 2048, 4096, {5, 0, 130, 257, 64, 1, 0, 90}, {}}), 902);
+  run_case(rs({"ds_l2", MoeEpilogue::bf16, 4096, 2048, kUneven, {}}), 903);
+  run_case(rs({"gaps_3ctas", MoeEpilogue::bf16, 512, 1024, counts, gaps, 0, 3}), 904);
+  run_case(rs({"gaps_1cta", MoeEpilogue::bf16, 384, 640, counts, gaps, 0, 1}), 905);
+  run_case(rs({"one_token_x32", MoeEpilogue::bf16, 1408, 1024, std::vector<int>(32, 1), {}}), 906);
+  run_case(rs({"one_expert_3000", MoeEpilogue::bf16, 1024, 768, {3000}, {}}), 907);
+  run_case(rs({"k128_1cta", MoeEpilogue::bf16, 256, 128, {100, 0, 250}, {}, 0, 1}), 908);
+  run_case(rs({"k640_2ctas", MoeEpilogue::bf16, 1408, 640, kUneven, {}, 128, 2}), 909);
+}
+
 // The ping-pong issue order (schedule 2) of the W4A8 kernels: the three tile shapes, few CTAs
 // (the token wraps across tiles), gaps, one K block, an odd K-block count, both formats. Each
 // problem runs with schedule 0 and 2 on the same inputs: both match the reference, and the

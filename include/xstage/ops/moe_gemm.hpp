@@ -29,6 +29,10 @@
 namespace xstage::ops {
 
 enum class MoeEpilogue : int { bf16 = 0, swiglu_fp8 = 1 };
+// Layout of B. rows: the row-major formats above. int4_rs (w4a8_int4, bf16 epilogue only): B
+// prepacked by prepack_int4_rs (moe_quant4.hpp) for the kernel that feeds the weights to wgmma
+// from registers (w4a8rs_bf16_m128n128, 128 tokens x 128 columns per tile); scales unchanged.
+enum class MoeWeightLayout : int { rows = 0, int4_rs = 1 };
 const char* moe_quant_name(MoeQuant q);
 const char* moe_epilogue_name(MoeEpilogue e);
 
@@ -43,6 +47,7 @@ struct MoeGemmArgs {
   const void* a = nullptr;  // device pointers
   const float* a_scales = nullptr;
   const void* b = nullptr;
+  MoeWeightLayout b_layout = MoeWeightLayout::rows;
   const float* b_scales = nullptr;    // w8a8 and w4a8_int4
   const uint8_t* b_e8m0 = nullptr;    // w4a8_mxfp4 only
   const int* counts = nullptr;
@@ -86,7 +91,8 @@ inline constexpr int moe_schedule_for(MoeQuant q, int requested) {
 // null or misaligned pointers (16 B for A, B and out, and for the w4a8 weight scales, which
 // are bulk-copied; 4 B for the other scales, counts, offsets, row weights), sizes beyond the
 // kernel's index range, a forced block_m / cluster / schedule that is not shipped for the
-// quantisation, inconsistent host counts/offsets.
+// quantisation, inconsistent host counts/offsets, a prepacked layout with another
+// quantisation or epilogue.
 void validate(const MoeGemmArgs& a);
 
 // counts/offsets (host arrays of `experts` entries) describe ascending, disjoint row

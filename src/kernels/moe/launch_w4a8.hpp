@@ -22,6 +22,11 @@ cudaError_t moe_w4a8_bf16_m64n256(const MoeW4A8Params& p, cudaStream_t stream);
 // Linear-1, gate/up fused, SwiGLU + router weight + fp8 requantisation (as W8A8).
 cudaError_t moe_w4a8_swiglu_m64n256(const MoeW4A8Params& p, cudaStream_t stream);
 
+// INT4 only, B prepacked (ops::prepack_int4_rs; w4a8_rs_layout.hpp): the weights are wgmma's
+// register operand (w4a8_rs.cuh), 128 tokens x 128 output columns per tile.
+cudaError_t moe_w4a8rs_bf16_m128n128(const MoeW4A8Params& p, cudaStream_t stream);
+KernelInfo moe_w4a8rs_bf16_m128n128_info();
+
 // The kernel a format runs (each tile has one per format).
 KernelInfo moe_w4a8_bf16_m192n128_info(W4Format f);
 KernelInfo moe_w4a8_bf16_m64n256_info(W4Format f);
