@@ -42,8 +42,13 @@ namespace xstage::kernels::moe {
 
 using namespace cute;
 
-template <int kStages_>
+// kStudy_ (measurement builds only, XSTAGE_W4RS_STUDY): bit 0 skips the conversion (the packed
+// words go to wgmma as they are), bit 1 the scales of the promotion (acc += part) - wrong
+// results by design, they say what each part costs; bit 2 makes the consumer warp groups take
+// turns issuing (a token through named barriers, as W8A8's schedule 2).
+template <int kStages_, int kStudy_ = 0>
 struct W4RsTraits {
+  static constexpr int kStudy = kStudy_;
   using Element = cutlass::float_e4m3_t;
   static constexpr int kBlockW = 128;  // weight rows per tile (two consumer warp groups x 64)
   static constexpr int kBlockT = 128;  // tokens per tile
@@ -74,6 +79,14 @@ struct W4RsTraits {
   static constexpr uint32_t kWScaleBytes = kBlockW * 4;
   static constexpr uint32_t kTxBytes = kBytesX + kPackedBytes + kWScaleBytes;  // TMA + bulk copies
   static constexpr int kScaleLanes = 32;  // producer lanes copying token scales (cp.async arrivals)
+  // Token scales of a stage in shared memory, ordered by the consumer thread that reads them:
+  // thread quad position q needs tokens 2q + 8i + {0, 1} (i < 16), kept as 32 consecutive floats
+  // at 36 q (+4 floats of padding: the four rows fall in different banks for 16-byte loads).
+  static constexpr int kAsRow = 36;
+  static constexpr int kAsStage = 4 * kAsRow;
+  __host__ __device__ static constexpr int as_index(int token) {
+    return ((token % 8) / 2) * kAsRow + (token / 8) * 2 + token % 2;
+  }
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -119,10 +132,11 @@ struct MoeW4A8RsKernel {
     cute::array_aligned<Element, cute::cosize_v<typename T::SmemLayoutX>, 1024> x;
     cute::array_aligned<uint8_t, kStages * T::kPackedBytes, 128> w;
     cute::array_aligned<float, kStages * T::kBlockW, 16> ws;
-    cute::array_aligned<float, kStages * T::kBlockT, 16> as;
+    cute::array_aligned<float, kStages * T::kAsStage, 16> as;
     cute::array_aligned<uint8_t, T::kConsumerWGs * T::kBlockT * kPitch, 128> epi;
     uint64_t full[kStages];
     uint64_t empty[kStages];
+    uint32_t lut[4];  // int4 table words (p0, n0) twice: read per lane, they stay in registers
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage)) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
@@ -183,12 +197,12 @@ struct MoeW4A8RsKernel {
         }
         // Token scales: rows past the expert's tokens read as zero (their products are never stored).
         const float* a_kb = asrc + static_cast<int64_t>(kb) * p.m_total;
-        const uint32_t dst = cute::cast_smem_ptr_to_uint(ss.as.data() + write.index * T::kBlockT);
+        const uint32_t dst = cute::cast_smem_ptr_to_uint(ss.as.data() + write.index * T::kAsStage);
         CUTE_UNROLL
         for (int j = 0; j < T::kBlockT / 32; ++j) {
           const int r = lane + 32 * j;
           const bool ok = r < t.rows;
-          cp_async_4(dst + 4u * r, ok ? a_kb + r : p.a_scales, ok ? 4u : 0u);
+          cp_async_4(dst + 4u * T::as_index(r), ok ? a_kb + r : p.a_scales, ok ? 4u : 0u);
         }
         cp_async_arrive(full);
         write.advance();
@@ -198,21 +212,27 @@ struct MoeW4A8RsKernel {
 
   // ---- consumer: one warp group's 64 weight rows x 128 tokens ----------------------------------
   // A fragments of one K block: (MMA, 1, 4 K steps) e4m3 registers, 4 x 32 bits per K step.
+  using Token = IssueToken<2>;
   using FragA = decltype(make_tensor<Element>(partition_shape_A(typename T::TiledMma{}, Shape<_64, Int<T::kBlockK>>{})));
 
   // Loads and converts this thread's nibbles of the K block in stage `s` (two 16-byte loads).
-  __device__ __forceinline__ static void convert_block(SharedStorage& ss, int s, int g, int wt, FragA& f) {
+  __device__ __forceinline__ static void convert_block(SharedStorage& ss, int s, int g, int wt, W4Lut const& l,
+                                                       FragA& f) {
     const uint32_t base = cute::cast_smem_ptr_to_uint(ss.w.data() + s * T::kPackedBytes + g * 4096 + wt * 16);
     const uint4 h0 = ld_shared_u4(base);
     const uint4 h1 = ld_shared_u4(base + 2048);
-    const W4Lut l = int4_lut();
     const uint32_t words[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
     Tensor f32 = recast<uint32_t>(f);
     static_assert(decltype(size(f32))::value == 16, "4 registers per K step");
     CUTE_UNROLL
     for (int i = 0; i < 8; ++i) {
-      f32(2 * i) = convert4(words[i], l);
-      f32(2 * i + 1) = convert4(words[i] >> 16, l);
+      if constexpr ((T::kStudy & 1) != 0) {
+        f32(2 * i) = words[i];
+        f32(2 * i + 1) = words[i] >> 16;
+      } else {
+        f32(2 * i) = convert4(words[i], l);
+        f32(2 * i + 1) = convert4(words[i] >> 16, l);
+      }
     }
   }
 
@@ -242,38 +262,46 @@ struct MoeW4A8RsKernel {
     const int wrow0 = 64 * g + (wt / 32) * 16 + (wt % 32) / 4;  // weight rows wrow0, wrow0 + 8
     const int q = wt % 4;                                        // tokens 2q + 8i + {0, 1}
     clear(acc);
+    // The table words come from shared memory (two copies, by lane parity) so ptxas keeps them
+    // in registers instead of copying immediates before every prmt.
+    const int pick = 2 * (wt & 1);
+    const W4Lut lut{ss.lut[pick], int4_lut().p1, ss.lut[pick + 1], int4_lut().n1};
     FragA f0, f1;
     bounded_wait(&ss.full[read.index], read.phase);
-    convert_block(ss, read.index, g, wt, f0);
+    convert_block(ss, read.index, g, wt, lut, f0);
     const int kbs = p.k_blocks;
     // Block kb's fragments are in `cur`; block kb + 1's are converted into `nxt` while block
     // kb's wgmmas run. Two K blocks per loop iteration keep the buffers' names constant.
     auto step = [&](int kb, FragA& cur, FragA& nxt) {
       const int s = read.index;
+      if constexpr ((T::kStudy & 4) != 0) Token::wait(g);
       issue(tiled_mma, cur, tCrB, s, part);
+      if constexpr ((T::kStudy & 4) != 0) Token::pass(g);
       State nx = read;
       nx.advance();
       if (kb + 1 < kbs) {
         bounded_wait(&ss.full[nx.index], nx.phase);
-        convert_block(ss, nx.index, g, wt, nxt);
+        convert_block(ss, nx.index, g, wt, lut, nxt);
       }
       warpgroup_wait<0>();
       warpgroup_fence_operand(part);
       warpgroup_fence_operand(cur);
       const float w0 = ss.ws[s * T::kBlockW + wrow0];
       const float w1 = ss.ws[s * T::kBlockW + wrow0 + 8];
-      float2 as[T::kBlockT / 8];
+      float4 as4[T::kBlockT / 16];
       CUTE_UNROLL
-      for (int i = 0; i < T::kBlockT / 8; ++i)
-        as[i] = *reinterpret_cast<const float2*>(&ss.as[s * T::kBlockT + 2 * q + 8 * i]);
+      for (int i = 0; i < T::kBlockT / 16; ++i)
+        as4[i] = *reinterpret_cast<const float4*>(&ss.as[s * T::kAsStage + q * T::kAsRow + 4 * i]);
       asm volatile("" ::: "memory");  // the shared reads above stay before the release
       __syncwarp();
       if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
       // C layout (m64nNk32): value i -> row + 8 * ((i >> 1) & 1), token 2q + (i & 1) + 8 * (i / 4).
       CUTE_UNROLL
       for (int i = 0; i < size(part); ++i) {
-        const float a = (i & 1) ? as[i / 4].y : as[i / 4].x;
-        acc(i) = fmaf(part(i) * a, (i & 2) ? w1 : w0, acc(i));
+        const float4 a4 = as4[i / 8];  // tokens 2q + 8 (i / 4) + (i & 1)
+        const float a = (i & 4) ? ((i & 1) ? a4.w : a4.z) : ((i & 1) ? a4.y : a4.x);
+        if constexpr ((T::kStudy & 2) != 0) acc(i) += part(i);
+        else acc(i) = fmaf(part(i) * a, (i & 2) ? w1 : w0, acc(i));
       }
       read = nx;
     };
@@ -324,6 +352,9 @@ struct MoeW4A8RsKernel {
         cutlass::arch::ClusterBarrier::init(&ss.empty[i], T::kConsumerWarps);
       }
       cute::prefetch_tma_descriptor(p.tma_x.get_tma_descriptor());
+      const W4Lut l = int4_lut();
+      ss.lut[0] = ss.lut[2] = l.p0;
+      ss.lut[1] = ss.lut[3] = l.n0;
     }
     cutlass::arch::fence_barrier_init();
     __syncthreads();
@@ -335,6 +366,7 @@ struct MoeW4A8RsKernel {
       cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
       const int ct = static_cast<int>(threadIdx.x) - 128;
       const int g = ct / 128, wt = ct % 128;
+      if constexpr ((T::kStudy & 4) != 0) Token::start(g);
       Scheduler sched(p.counts, p.offsets, p.experts, p.n_blocks, 0);
       State read{};
       WorkTile t;
