@@ -136,9 +136,17 @@ void prepack_int4_rs(const uint8_t* packed, int rows, int cols, uint8_t* out) {
   std::memset(out, 0, bytes);
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) {
-      const uint8_t nib = (packed[static_cast<size_t>(r) * (cols / 2) + c / 2] >> (4 * (c % 2))) & 0xF;
-      const auto pos = kernels::moe::rs_nibble_pos(r, c, cols);
-      out[pos.byte] = static_cast<uint8_t>(out[pos.byte] | (nib << (4 * pos.high)));
+      const int q = int4_decode(packed[static_cast<size_t>(r) * (cols / 2) + c / 2] >> (4 * (c % 2)));
+      if (q == -8)
+        throw InvalidArgument("prepack_int4_rs: weight (" + std::to_string(r) + ", " + std::to_string(c) +
+                              ") is -8; the register-operand layout holds symmetric INT4 (-7..7, what "
+                              "quantize_int4_g128 produces)");
+      const auto pos = kernels::moe::rs_code_pos(r, c, cols);
+      uint32_t word;
+      std::memcpy(&word, out + pos.word_byte, 4);
+      word |= static_cast<uint32_t>(q < 0 ? -q : q) << pos.mag_bit;
+      word |= static_cast<uint32_t>(q < 0) << pos.sign_bit;
+      std::memcpy(out + pos.word_byte, &word, 4);
     }
 }
 

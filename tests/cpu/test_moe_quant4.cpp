@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/moe/w4a8_rs_layout.hpp"
@@ -158,18 +160,38 @@ TEST(Mxfp4, KernelMathFlushesOnlySubBlocksFarBelowTheBlockMaximum) {
   for (int c = 5 * kMxfp4Block; c < 6 * kMxfp4Block; ++c)
     EXPECT_EQ(kern[1 * cols + c], e2m1_decode((q[(cols + c) / 2] >> ((c % 2) * 4)) & 0xF) * std::ldexp(1.f, -1));
 }
-// The prepacked layout of the register-operand kernel, read the way a consumer thread reads it:
-// thread t of warp group g loads 16 bytes at g * 4096 + h * 2048 + 16 t of a 128 x 128 chunk
-// (K steps 2h, 2h + 1), and K step j's four A registers at byte 8 (j % 2) + 2 reg hold the
-// nibbles of CuTe's m64k32 8-bit A layout: reg 0 = row r0, K 4q..4q+3; reg 1 = row r0 + 8;
-// reg 2 = row r0, K + 16; reg 3 = row r0 + 8, K + 16 (r0 = 16 (t / 32) + (t % 32) / 4, q = t % 4).
-TEST(Int4Prepack, EveryThreadFindsItsWgmmaFragment) {
+// Random symmetric INT4 (-7..7) packed [rows, cols / 2], two's complement nibbles.
+std::vector<uint8_t> random_symmetric_int4(int rows, int cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> packed(size_t(rows) * cols / 2);
+  for (auto& b : packed)
+    b = static_cast<uint8_t>(int4_encode(static_cast<int>(rng() % 15) - 7) |
+                             (int4_encode(static_cast<int>(rng() % 15) - 7) << 4));
+  return packed;
+}
+
+// prmt in its default mode with selector nibbles below 8: byte i = byte sel[i] of {b, a}.
+uint32_t prmt_host(uint32_t a, uint32_t b, uint32_t sel) {
+  const uint64_t bytes = (uint64_t(b) << 32) | a;
+  uint32_t r = 0;
+  for (int i = 0; i < 4; ++i) r |= uint32_t((bytes >> (8 * ((sel >> (4 * i)) & 7))) & 0xFF) << (8 * i);
+  return r;
+}
+
+// The prepacked layout of the register-operand kernel, read and converted the way a consumer
+// thread does (w4a8_rs.cuh): thread t of warp group g loads 16 bytes at g * 4096 + h * 2048 +
+// 16 t of a 128 x 128 chunk (K steps 2h, 2h + 1); K step j's word w at byte 8 (j % 2) + 4 w
+// gives A registers 2w = prmt(T, x & 0x7777) | (x & 0x80808080) and 2w + 1 = prmt(T, (x >> 16) &
+// 0x7777) | ((x << 4) & 0x80808080), T = e4m3(0..7). Register reg must hold the e4m3 codes of
+// CuTe's m64k32 8-bit A layout: reg 0 = row r0, K 4q..4q+3; reg 1 = row r0 + 8; reg 2 = row r0,
+// K + 16; reg 3 = row r0 + 8, K + 16 (r0 = 16 (t / 32) + (t % 32) / 4, q = t % 4).
+TEST(Int4Prepack, EveryThreadConvertsItsWgmmaFragment) {
   const int rows = 256, cols = 384;
-  std::mt19937 rng(7);
-  std::vector<uint8_t> packed(rows * cols / 2), pre(packed.size(), 0xEE);
-  for (auto& b : packed) b = static_cast<uint8_t>(rng());
+  const std::vector<uint8_t> packed = random_symmetric_int4(rows, cols, 7);
+  std::vector<uint8_t> pre(packed.size(), 0xEE);
   prepack_int4_rs(packed.data(), rows, cols, pre.data());
-  auto nib = [](const std::vector<uint8_t>& v, size_t i) { return (v[i / 2] >> (4 * (i % 2))) & 0xF; };
+  const uint32_t t0 = 0x44403800u, t1 = 0x4E4C4A48u;  // e4m3(0..7)
+  for (int v = 0; v < 8; ++v) ASSERT_EQ((prmt_host(t0, t1, v) & 0xFF), fp8_e4m3_encode(float(v)));
   long checked = 0;
   for (int rb = 0; rb < rows / 128; ++rb)
     for (int kb = 0; kb < cols / 128; ++kb) {
@@ -177,36 +199,55 @@ TEST(Int4Prepack, EveryThreadFindsItsWgmmaFragment) {
       for (int g = 0; g < 2; ++g)
         for (int t = 0; t < 128; ++t)
           for (int j = 0; j < 4; ++j)
-            for (int reg = 0; reg < 4; ++reg)
-              for (int i = 0; i < 4; ++i) {
-                const size_t byte = chunk + g * 4096 + (j / 2) * 2048 + t * 16 + (j % 2) * 8 + reg * 2;
-                const int got = nib(pre, 2 * byte + i);
-                const int row = 128 * rb + 64 * g + 16 * (t / 32) + (t % 32) / 4 + 8 * (reg % 2);
-                const int col = 128 * kb + 32 * j + 16 * (reg / 2) + 4 * (t % 4) + i;
-                ASSERT_EQ(got, nib(packed, size_t(row) * cols + col)) << "row " << row << " col " << col;
-                ++checked;
+            for (int w = 0; w < 2; ++w) {
+              uint32_t x;
+              std::memcpy(&x, pre.data() + chunk + g * 4096 + (j / 2) * 2048 + t * 16 + (j % 2) * 8 + 4 * w, 4);
+              const uint32_t regs[2] = {prmt_host(t0, t1, x & 0x7777u) | (x & 0x80808080u),
+                                        prmt_host(t0, t1, (x >> 16) & 0x7777u) | ((x << 4) & 0x80808080u)};
+              for (int b = 0; b < 2; ++b) {
+                const int reg = 2 * w + b;
+                for (int i = 0; i < 4; ++i) {
+                  const int row = 128 * rb + 64 * g + 16 * (t / 32) + (t % 32) / 4 + 8 * (reg % 2);
+                  const int col = 128 * kb + 32 * j + 16 * (reg / 2) + 4 * (t % 4) + i;
+                  const int q = int4_decode(packed[(size_t(row) * cols + col) / 2] >> (4 * (col % 2)));
+                  ASSERT_EQ((regs[b] >> (8 * i)) & 0xFF, fp8_e4m3_encode(float(q)))
+                      << "row " << row << " col " << col << " q " << q;
+                  ++checked;
+                }
               }
+            }
     }
-  EXPECT_EQ(checked, long(rows) * cols);  // every nibble of the output was read exactly once
+  EXPECT_EQ(checked, long(rows) * cols);  // every value of the output was converted exactly once
 }
 
-TEST(Int4Prepack, PositionsAreAPermutation) {
+TEST(Int4Prepack, CodePositionsCoverEveryBitOnce) {
   const int rows = 128, cols = 256;
-  std::vector<int> hits(rows * cols, 0);
+  std::vector<int> hits(rows * cols * 4, 0);  // bits of the output
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) {
-      const auto p = xstage::kernels::moe::rs_nibble_pos(r, c, cols);
-      ASSERT_GE(p.byte, 0);
-      ASSERT_LT(p.byte, rows * cols / 2);
-      ++hits[p.byte * 2 + p.high];
+      const auto p = xstage::kernels::moe::rs_code_pos(r, c, cols);
+      ASSERT_GE(p.word_byte, 0);
+      ASSERT_LT(p.word_byte + 4, rows * cols / 2 + 1);
+      ASSERT_EQ(p.word_byte % 4, 0);
+      for (int b = 0; b < 3; ++b) ++hits[p.word_byte * 8 + p.mag_bit + b];
+      ++hits[p.word_byte * 8 + p.sign_bit];
     }
   for (int h : hits) ASSERT_EQ(h, 1);
 }
 
-TEST(Int4Prepack, RejectsShapesThatAreNotWholeChunks) {
-  std::vector<uint8_t> a(128 * 192 / 2), b(a.size());
-  EXPECT_THROW(prepack_int4_rs(a.data(), 128, 192, b.data()), xstage::InvalidArgument);
-  EXPECT_THROW(prepack_int4_rs(a.data(), 96, 128, b.data()), xstage::InvalidArgument);
-  EXPECT_THROW(prepack_int4_rs(nullptr, 128, 128, b.data()), xstage::InvalidArgument);
+TEST(Int4Prepack, RejectsMinusEightAndShapesThatAreNotWholeChunks) {
+  std::vector<uint8_t> a = random_symmetric_int4(128, 256, 3), b(a.size());
+  EXPECT_NO_THROW(prepack_int4_rs(a.data(), 128, 256, b.data()));
+  a[1000] = static_cast<uint8_t>((a[1000] & 0x0F) | 0x80);  // value 2001 = row 7, column 209 := -8
+  try {
+    prepack_int4_rs(a.data(), 128, 256, b.data());
+    ADD_FAILURE() << "-8 accepted";
+  } catch (const xstage::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("weight (7, 209) is -8"), std::string::npos) << e.what();
+  }
+  std::vector<uint8_t> c(128 * 192 / 2), d(c.size());
+  EXPECT_THROW(prepack_int4_rs(c.data(), 128, 192, d.data()), xstage::InvalidArgument);
+  EXPECT_THROW(prepack_int4_rs(c.data(), 96, 128, d.data()), xstage::InvalidArgument);
+  EXPECT_THROW(prepack_int4_rs(nullptr, 128, 128, d.data()), xstage::InvalidArgument);
 }
 #endif  // XSTAGE_HAVE_MOE

@@ -77,6 +77,12 @@ W4Weights make_w4_weights(const Case& c, int experts, uint64_t seed) {
   w.packed.resize(size_t(experts) * c.n * c.k / 2);
   for (auto& b : w.packed) b = static_cast<uint8_t>(rng());
   if (c.quant == MoeQuant::w4a8_int4) {
+    // The register-operand layout holds symmetric INT4: every code but -8 (nibble 0x8).
+    if (c.rs)
+      for (auto& b : w.packed) {
+        if ((b & 0x0F) == 0x08) b ^= 0x01;
+        if ((b & 0xF0) == 0x80) b ^= 0x10;
+      }
     std::uniform_real_distribution<float> u(0.5f / 7, 1.5f / 7);
     w.scales.resize(size_t(experts) * (c.k / 128) * c.n);
     for (auto& x : w.scales) x = u(rng);

@@ -54,9 +54,11 @@ void dequantize_mxfp4_w4a8(const uint8_t* packed, const uint8_t* scales, int row
 
 // INT4 weights in the layout of the register-operand W4A8 kernel (MoeWeightLayout::int4_rs):
 // packed [rows, cols / 2] as above -> out, the same number of bytes, rows and cols multiples
-// of 128. A permutation of the nibbles that puts each consumer thread's wgmma A fragment in
-// one place (src/kernels/moe/w4a8_rs_layout.hpp); a one-time step when weights are loaded.
-// For several experts, call it per expert ([experts, rows, cols / 2] maps expert by expert).
+// of 128. Each consumer thread's wgmma A fragment lands in one place, every value as sign +
+// 3-bit magnitude (src/kernels/moe/w4a8_rs_layout.hpp), a one-time step when weights are
+// loaded. Symmetric INT4 only: a weight of -8 (never produced by quantize_int4_g128) throws
+// InvalidArgument naming it. For several experts, call it per expert ([experts, rows, cols / 2]
+// maps expert by expert).
 void prepack_int4_rs(const uint8_t* packed, int rows, int cols, uint8_t* out);
 
 }  // namespace xstage::ops

@@ -1,9 +1,9 @@
-// The register-operand W4A8 grouped GEMM (INT4 group-128 weights, bf16 output): the GEMM runs
+// The register-operand W4A8 grouped GEMM (symmetric INT4 group-128 weights, bf16 output): the GEMM runs
 // transposed, out^T = W * X^T, so the 4-bit weights are wgmma's A operand and come from
 // registers (the m64nNk32 e4m3 "RS" form). Each consumer thread converts exactly the nibbles of
-// its own A fragment (two 16-byte shared loads per K block from the prepacked layout of
-// w4a8_rs_layout.hpp, 6-7 integer instructions per 4 values, w4a8_convert.cuh) while its warp
-// group's previous wgmmas run. Nothing converted goes back to shared memory: no converted
+// its own A fragment (two 16-byte shared loads per K block from the prepacked sign-magnitude
+// layout of w4a8_rs_layout.hpp, one instruction per value) while its warp group's previous
+// wgmmas run. Nothing converted goes back to shared memory: no converted
 // ring, no proxy fence, no converter warps (w4a8.cuh's designs are bound by those, docs/moe-gemm.md).
 //
 // Tile: 128 weight rows (output columns) x 128 tokens x K blocks of 128. Warp group 0 is the
@@ -136,7 +136,7 @@ struct MoeW4A8RsKernel {
     cute::array_aligned<uint8_t, T::kConsumerWGs * T::kBlockT * kPitch, 128> epi;
     uint64_t full[kStages];
     uint64_t empty[kStages];
-    uint32_t lut[4];  // int4 table words (p0, n0) twice: read per lane, they stay in registers
+    uint32_t lut[4];  // e4m3(0..7) twice: read per lane, the words stay in registers
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage)) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
@@ -215,9 +215,10 @@ struct MoeW4A8RsKernel {
   using Token = IssueToken<2>;
   using FragA = decltype(make_tensor<Element>(partition_shape_A(typename T::TiledMma{}, Shape<_64, Int<T::kBlockK>>{})));
 
-  // Loads and converts this thread's nibbles of the K block in stage `s` (two 16-byte loads).
-  __device__ __forceinline__ static void convert_block(SharedStorage& ss, int s, int g, int wt, W4Lut const& l,
-                                                       FragA& f) {
+  // Loads and converts this thread's values of the K block in stage `s` (two 16-byte loads; the
+  // sign-magnitude code of w4a8_rs_layout.hpp: 8 integer instructions per 8 values).
+  __device__ __forceinline__ static void convert_block(SharedStorage& ss, int s, int g, int wt, uint32_t t0,
+                                                       uint32_t t1, FragA& f) {
     const uint32_t base = cute::cast_smem_ptr_to_uint(ss.w.data() + s * T::kPackedBytes + g * 4096 + wt * 16);
     const uint4 h0 = ld_shared_u4(base);
     const uint4 h1 = ld_shared_u4(base + 2048);
@@ -226,12 +227,13 @@ struct MoeW4A8RsKernel {
     static_assert(decltype(size(f32))::value == 16, "4 registers per K step");
     CUTE_UNROLL
     for (int i = 0; i < 8; ++i) {
+      const uint32_t x = words[i];
       if constexpr ((T::kStudy & 1) != 0) {
-        f32(2 * i) = words[i];
-        f32(2 * i + 1) = words[i] >> 16;
+        f32(2 * i) = x;
+        f32(2 * i + 1) = x >> 16;
       } else {
-        f32(2 * i) = convert4(words[i], l);
-        f32(2 * i + 1) = convert4(words[i] >> 16, l);
+        f32(2 * i) = prmt(t0, t1, x & 0x7777u) | (x & 0x80808080u);
+        f32(2 * i + 1) = prmt(t0, t1, (x >> 16) & 0x7777u) | ((x << 4) & 0x80808080u);
       }
     }
   }
@@ -262,13 +264,13 @@ struct MoeW4A8RsKernel {
     const int wrow0 = 64 * g + (wt / 32) * 16 + (wt % 32) / 4;  // weight rows wrow0, wrow0 + 8
     const int q = wt % 4;                                        // tokens 2q + 8i + {0, 1}
     clear(acc);
-    // The table words come from shared memory (two copies, by lane parity) so ptxas keeps them
-    // in registers instead of copying immediates before every prmt.
+    // The table e4m3(0..7) comes from shared memory (two copies, by lane parity) so ptxas keeps
+    // it in registers instead of copying immediates before every prmt.
     const int pick = 2 * (wt & 1);
-    const W4Lut lut{ss.lut[pick], int4_lut().p1, ss.lut[pick + 1], int4_lut().n1};
+    const uint32_t t0 = ss.lut[pick], t1 = ss.lut[pick + 1];
     FragA f0, f1;
     bounded_wait(&ss.full[read.index], read.phase);
-    convert_block(ss, read.index, g, wt, lut, f0);
+    convert_block(ss, read.index, g, wt, t0, t1, f0);
     const int kbs = p.k_blocks;
     // Block kb's fragments are in `cur`; block kb + 1's are converted into `nxt` while block
     // kb's wgmmas run. Two K blocks per loop iteration keep the buffers' names constant.
@@ -281,7 +283,7 @@ struct MoeW4A8RsKernel {
       nx.advance();
       if (kb + 1 < kbs) {
         bounded_wait(&ss.full[nx.index], nx.phase);
-        convert_block(ss, nx.index, g, wt, lut, nxt);
+        convert_block(ss, nx.index, g, wt, t0, t1, nxt);
       }
       warpgroup_wait<0>();
       warpgroup_fence_operand(part);
@@ -352,9 +354,9 @@ struct MoeW4A8RsKernel {
         cutlass::arch::ClusterBarrier::init(&ss.empty[i], T::kConsumerWarps);
       }
       cute::prefetch_tma_descriptor(p.tma_x.get_tma_descriptor());
-      const W4Lut l = int4_lut();
+      const W4Lut l = int4_lut();  // its positive half P = e4m3(0..7)
       ss.lut[0] = ss.lut[2] = l.p0;
-      ss.lut[1] = ss.lut[3] = l.n0;
+      ss.lut[1] = ss.lut[3] = l.p1;
     }
     cutlass::arch::fence_barrier_init();
     __syncthreads();

@@ -1,45 +1,56 @@
 // The prepacked 4-bit weight layout of the register-operand W4A8 kernel (w4a8_rs.cuh), host and
 // device. That kernel swaps the GEMM's operands: the weights are wgmma's A operand, read from
-// registers, so each thread must find its A fragment's nibbles in one place. The prepacked
-// layout puts them there: per expert, per 128-row weight block rb and 128-K block kb, one
-// 8192-byte chunk at ((e * n/128 + rb) * k/128 + kb) * 8192, holding
+// registers, so each thread must find its A fragment's values in one place, in a code that
+// converts to e4m3 in few instructions. The prepacked layout does both.
+//
+// Where: per expert, per 128-row weight block rb and 128-K block kb, one 8192-byte chunk at
+// ((e * n/128 + rb) * k/128 + kb) * 8192, holding
 //   [warp group g (rows 64g..64g+63)][half h (K steps 2h, 2h+1)][thread t of the group][16 B]
 // so a consumer thread reads a K block with two conflict-free 16-byte shared loads. Inside a
-// thread's 16 bytes: K step j = 2h + s at byte 8s, then the four 32-bit A-fragment registers of
-// the m64k32 e4m3 wgmma (CuTe ALayout_64x32) as 16 bits (4 nibbles, K ascending) each:
+// thread's 16 bytes, K step j = 2h + s is the two 32-bit words at byte 8s; word w (0, 1) holds
+// the A-fragment registers 2w ("group A") and 2w + 1 ("group B") of the m64k32 e4m3 wgmma
+// (CuTe ALayout_64x32):
 //   reg 0: row r0,     K 4q..4q+3      reg 1: row r0 + 8, K 4q..4q+3
 //   reg 2: row r0,     K 16+4q..19+4q  reg 3: row r0 + 8, K 16+4q..19+4q
 // with r0 = 16 * (t / 32) + (t % 32) / 4 and q = t % 4 (rows inside the group, K inside the
-// 32-wide step). The nibble values are those of the row-major format (moe_quant4.hpp); only
-// their place changes, so prepacking is a permutation of nibbles.
+// 32-wide step); value i of a register (i = 0..3) is K column 4q + i (+16).
+//
+// Code: symmetric INT4, q in -7..7, as sign s and magnitude m = |q| (3 bits). In a word,
+//   group A value i: m at bits 4i..4i+2,       s at bit 8i + 7
+//   group B value i: m at bits 16+4i..16+4i+2, s at bit 8i + 3
+// so e4m3 register A = prmt(T, x & 0x7777) | (x & 0x80808080) and B = prmt(T, (x >> 16) &
+// 0x7777) | ((x << 4) & 0x80808080), T = e4m3(0..7): 8 integer instructions per 8 values
+// (two's complement nibbles take 13). The INT4 code -8 has no sign-magnitude form; the
+// quantiser of moe_quant4.hpp never produces it (scale = amax / 7), and prepacking rejects it.
 #pragma once
 #include <cstdint>
 
 namespace xstage::kernels::moe {
 
-inline constexpr int kRsChunkBytes = 8192;  // 128 weight rows x 128 K nibbles
+inline constexpr int kRsChunkBytes = 8192;  // 128 weight rows x 128 K values
 
-struct RsNibblePos {
-  int64_t byte;  // byte offset from the start of the expert's prepacked weights
-  int high;      // 1: the high nibble of that byte
+struct RsCodePos {
+  int64_t word_byte;  // byte offset of the 32-bit word from the start of the expert's weights
+  int mag_bit;        // lowest bit of the 3-bit magnitude in that word
+  int sign_bit;       // the sign bit
 };
 
-// Where weight (row, col) of an expert with k columns lands (row < n, col < k, both multiples
-// of 128 in n and k).
+// Where weight (row, col) of an expert with k columns goes (n and k multiples of 128).
 #if defined(__CUDACC__)
 __host__ __device__
 #endif
-inline RsNibblePos rs_nibble_pos(int row, int col, int k) {
+inline RsCodePos rs_code_pos(int row, int col, int k) {
   const int rb = row / 128, g = (row % 128) / 64, rr = row % 64;
   const int warp = rr / 16, hi_row = (rr % 16) / 8, lane_row = rr % 8;
   const int kb = col / 128, kk = col % 128;
   const int step = kk / 32, kj = kk % 32;
-  const int hi_k = kj / 16, q = (kj % 16) / 4, nib = kj % 4;
+  const int hi_k = kj / 16, q = (kj % 16) / 4, i = kj % 4;
   const int t = 32 * warp + 4 * lane_row + q;
-  const int reg = hi_row + 2 * hi_k;
-  const int nib_in_chunk = ((g * 2 + step / 2) * 128 + t) * 32 + (step % 2) * 16 + reg * 4 + nib;
+  const int reg = hi_row + 2 * hi_k;  // A-fragment register of the K step
+  const int in_chunk = ((g * 2 + step / 2) * 128 + t) * 16 + (step % 2) * 8 + (reg / 2) * 4;
   const int64_t chunk = static_cast<int64_t>(rb) * (k / 128) + kb;
-  return RsNibblePos{chunk * kRsChunkBytes + nib_in_chunk / 2, nib_in_chunk % 2};
+  const bool group_b = (reg % 2) != 0;
+  return RsCodePos{chunk * kRsChunkBytes + in_chunk, (group_b ? 16 : 0) + 4 * i, 8 * i + (group_b ? 3 : 7)};
 }
 
 }  // namespace xstage::kernels::moe
