@@ -45,7 +45,8 @@ using namespace cute;
 // kStudy_ (measurement builds only, XSTAGE_W4RS_STUDY): bit 0 skips the conversion (the packed
 // words go to wgmma as they are), bit 1 the scales of the promotion (acc += part) - wrong
 // results by design, they say what each part costs; bit 2 makes the consumer warp groups take
-// turns issuing (a token through named barriers, as W8A8's schedule 2).
+// turns issuing (a token through named barriers, as W8A8's schedule 2); bit 3 skips the epilogue
+// (nothing is stored: what the epilogue costs).
 template <int kStages_, int kStudy_ = 0>
 struct W4RsTraits {
   static constexpr int kStudy = kStudy_;
@@ -279,6 +280,13 @@ struct MoeW4A8RsKernel {
       if constexpr ((T::kStudy & 4) != 0) Token::wait(g);
       issue(tiled_mma, cur, tCrB, s, part);
       if constexpr ((T::kStudy & 4) != 0) Token::pass(g);
+      // This block's scales, read while its wgmmas run.
+      const float w0 = ss.ws[s * T::kBlockW + wrow0];
+      const float w1 = ss.ws[s * T::kBlockW + wrow0 + 8];
+      float4 as4[T::kBlockT / 16];
+      CUTE_UNROLL
+      for (int i = 0; i < T::kBlockT / 16; ++i)
+        as4[i] = *reinterpret_cast<const float4*>(&ss.as[s * T::kAsStage + q * T::kAsRow + 4 * i]);
       State nx = read;
       nx.advance();
       if (kb + 1 < kbs) {
@@ -288,12 +296,6 @@ struct MoeW4A8RsKernel {
       warpgroup_wait<0>();
       warpgroup_fence_operand(part);
       warpgroup_fence_operand(cur);
-      const float w0 = ss.ws[s * T::kBlockW + wrow0];
-      const float w1 = ss.ws[s * T::kBlockW + wrow0 + 8];
-      float4 as4[T::kBlockT / 16];
-      CUTE_UNROLL
-      for (int i = 0; i < T::kBlockT / 16; ++i)
-        as4[i] = *reinterpret_cast<const float4*>(&ss.as[s * T::kAsStage + q * T::kAsRow + 4 * i]);
       asm volatile("" ::: "memory");  // the shared reads above stay before the release
       __syncwarp();
       if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
@@ -375,7 +377,7 @@ struct MoeW4A8RsKernel {
       while (sched.next(t)) {
         Tensor acc = partition_fragment_C(typename T::TiledMma{}, Shape<_64, Int<T::kBlockT>>{});
         mma(p, ss, sX, read, g, wt, acc);
-        store(p, ss, acc, t, g, wt);
+        if constexpr ((T::kStudy & 8) == 0) store(p, ss, acc, t, g, wt);
       }
     }
   }
