@@ -45,11 +45,14 @@ using namespace cute;
 // kStudy_ (measurement builds only, XSTAGE_W4RS_STUDY): bit 0 skips the conversion (the packed
 // words go to wgmma as they are), bit 1 the scales of the promotion (acc += part) - wrong
 // results by design, they say what each part costs; bit 2 makes the consumer warp groups take
-// turns issuing (a token through named barriers, as W8A8's schedule 2); bit 3 skips the epilogue
-// (nothing is stored: what the epilogue costs).
-template <int kStages_, int kStudy_ = 0>
+// turns issuing (a token through named barriers, as W8A8's schedule 2).
+template <int kStages_, bool kOverlap_, int kStudy_ = 0>
 struct W4RsTraits {
   static constexpr int kStudy = kStudy_;
+  // Overlap: two per-block accumulators per warp group; block kb + 1's wgmmas are issued before
+  // block kb is promoted, so the promotion runs under the tensor core's work (needs 3 x 64
+  // accumulator + 2 x 16 fragment registers: consumers at 240, the producer at 24).
+  static constexpr bool kOverlap = kOverlap_;
   using Element = cutlass::float_e4m3_t;
   static constexpr int kBlockW = 128;  // weight rows per tile (two consumer warp groups x 64)
   static constexpr int kBlockT = 128;  // tokens per tile
@@ -58,8 +61,8 @@ struct W4RsTraits {
   static constexpr int kConsumerWGs = 2;
   static constexpr int kConsumerWarps = 4 * kConsumerWGs;
   static constexpr int kThreads = 128 * (1 + kConsumerWGs);
-  static constexpr int kProducerRegs = 40;
-  static constexpr int kConsumerRegs = 232;
+  static constexpr int kProducerRegs = kOverlap ? 24 : 40;
+  static constexpr int kConsumerRegs = kOverlap ? 240 : 232;
   static_assert(128 * kProducerRegs + 128 * kConsumerWGs * kConsumerRegs <= 65536, "register file");
 
   using MmaAtom = SM90_64x128x32_F32E4M3E4M3_RS_TN<>;
@@ -261,7 +264,6 @@ struct MoeW4A8RsKernel {
     typename T::TiledMma tiled_mma;
     auto thr = tiled_mma.get_slice(wt);
     Tensor tCrB = thr.partition_fragment_B(sX);  // (MMA, 1, 4, stage) descriptors
-    Tensor part = partition_fragment_C(tiled_mma, Shape<_64, Int<T::kBlockT>>{});
     const int wrow0 = 64 * g + (wt / 32) * 16 + (wt % 32) / 4;  // weight rows wrow0, wrow0 + 8
     const int q = wt % 4;                                        // tokens 2q + 8i + {0, 1}
     clear(acc);
@@ -269,52 +271,95 @@ struct MoeW4A8RsKernel {
     // it in registers instead of copying immediates before every prmt.
     const int pick = 2 * (wt & 1);
     const uint32_t t0 = ss.lut[pick], t1 = ss.lut[pick + 1];
-    FragA f0, f1;
-    bounded_wait(&ss.full[read.index], read.phase);
-    convert_block(ss, read.index, g, wt, t0, t1, f0);
     const int kbs = p.k_blocks;
-    // Block kb's fragments are in `cur`; block kb + 1's are converted into `nxt` while block
-    // kb's wgmmas run. Two K blocks per loop iteration keep the buffers' names constant.
-    auto step = [&](int kb, FragA& cur, FragA& nxt) {
-      const int s = read.index;
-      if constexpr ((T::kStudy & 4) != 0) Token::wait(g);
-      issue(tiled_mma, cur, tCrB, s, part);
-      if constexpr ((T::kStudy & 4) != 0) Token::pass(g);
-      // This block's scales, read while its wgmmas run.
+
+    // acc += part * a_scale[token] * w_scale[row] for the block in stage s, then the stage is
+    // released. C layout (m64nNk32): value i -> row + 8 * ((i >> 1) & 1), token 2q + (i & 1) +
+    // 8 * (i / 4); the token scales come 4 at a time (tokens of values 8c .. 8c + 7).
+    auto promote = [&](auto& pt, int s) {
+      warpgroup_fence_operand(pt);
       const float w0 = ss.ws[s * T::kBlockW + wrow0];
       const float w1 = ss.ws[s * T::kBlockW + wrow0 + 8];
-      float4 as4[T::kBlockT / 16];
       CUTE_UNROLL
-      for (int i = 0; i < T::kBlockT / 16; ++i)
-        as4[i] = *reinterpret_cast<const float4*>(&ss.as[s * T::kAsStage + q * T::kAsRow + 4 * i]);
-      State nx = read;
-      nx.advance();
-      if (kb + 1 < kbs) {
-        bounded_wait(&ss.full[nx.index], nx.phase);
-        convert_block(ss, nx.index, g, wt, t0, t1, nxt);
+      for (int c = 0; c < T::kBlockT / 16; ++c) {
+        const float4 a4 = *reinterpret_cast<const float4*>(&ss.as[s * T::kAsStage + q * T::kAsRow + 4 * c]);
+        CUTE_UNROLL
+        for (int e = 0; e < 8; ++e) {
+          const int i = 8 * c + e;
+          const float a = (i & 4) ? ((i & 1) ? a4.w : a4.z) : ((i & 1) ? a4.y : a4.x);
+          if constexpr ((T::kStudy & 2) != 0) acc(i) += pt(i);
+          else acc(i) = fmaf(pt(i) * a, (i & 2) ? w1 : w0, acc(i));
+        }
       }
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(part);
-      warpgroup_fence_operand(cur);
       asm volatile("" ::: "memory");  // the shared reads above stay before the release
       __syncwarp();
       if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
-      // C layout (m64nNk32): value i -> row + 8 * ((i >> 1) & 1), token 2q + (i & 1) + 8 * (i / 4).
-      CUTE_UNROLL
-      for (int i = 0; i < size(part); ++i) {
-        const float4 a4 = as4[i / 8];  // tokens 2q + 8 (i / 4) + (i & 1)
-        const float a = (i & 4) ? ((i & 1) ? a4.w : a4.z) : ((i & 1) ? a4.y : a4.x);
-        if constexpr ((T::kStudy & 2) != 0) acc(i) += part(i);
-        else acc(i) = fmaf(part(i) * a, (i & 2) ? w1 : w0, acc(i));
-      }
-      read = nx;
     };
-    int kb = 0;
-    for (; kb + 1 < kbs; kb += 2) {
-      step(kb, f0, f1);
-      step(kb + 1, f1, f0);
+
+    FragA f0, f1;
+    Tensor p0 = partition_fragment_C(tiled_mma, Shape<_64, Int<T::kBlockT>>{});
+    bounded_wait(&ss.full[read.index], read.phase);
+    convert_block(ss, read.index, g, wt, t0, t1, f0);
+    if constexpr (T::kOverlap) {
+      // Block kb's wgmmas (fragments fc, accumulator pc) are in flight when step(kb) starts; it
+      // converts block kb + 1 and issues its wgmmas into (fn, pn), then waits for block kb only
+      // and promotes it while block kb + 1 runs.
+      Tensor p1 = partition_fragment_C(tiled_mma, Shape<_64, Int<T::kBlockT>>{});
+      issue(tiled_mma, f0, tCrB, read.index, p0);
+      // No branch around a wgmma inside the loop (ptxas serialises wgmmas whose accumulators it
+      // cannot track through divergent paths, C7518): every step has a successor; the last one
+      // or two blocks are peeled off.
+      auto step = [&](FragA& fn, auto& pc, auto& pn) {
+        const int s = read.index;
+        State nx = read;
+        nx.advance();
+        bounded_wait(&ss.full[nx.index], nx.phase);
+        convert_block(ss, nx.index, g, wt, t0, t1, fn);
+        issue(tiled_mma, fn, tCrB, nx.index, pn);
+        warpgroup_wait<1>();
+        promote(pc, s);
+        read = nx;
+      };
+      int kb = 0;
+      for (; kb + 2 < kbs; kb += 2) {
+        step(f1, p0, p1);  // block kb in p0, kb + 1 issued into p1
+        step(f0, p1, p0);
+      }
+      if (kb + 1 < kbs) {
+        step(f1, p0, p1);
+        warpgroup_wait<0>();
+        promote(p1, read.index);
+      } else {
+        warpgroup_wait<0>();
+        promote(p0, read.index);
+      }
+      read.advance();
+    } else {
+      // Block kb's fragments are in `cur`; block kb + 1's are converted into `nxt` while block
+      // kb's wgmmas run. Two K blocks per loop iteration keep the buffers' names constant.
+      auto step = [&](int kb, FragA& cur, FragA& nxt) {
+        const int s = read.index;
+        if constexpr ((T::kStudy & 4) != 0) Token::wait(g);
+        issue(tiled_mma, cur, tCrB, s, p0);
+        if constexpr ((T::kStudy & 4) != 0) Token::pass(g);
+        State nx = read;
+        nx.advance();
+        if (kb + 1 < kbs) {
+          bounded_wait(&ss.full[nx.index], nx.phase);
+          convert_block(ss, nx.index, g, wt, t0, t1, nxt);
+        }
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(cur);
+        promote(p0, s);
+        read = nx;
+      };
+      int kb = 0;
+      for (; kb + 1 < kbs; kb += 2) {
+        step(kb, f0, f1);
+        step(kb + 1, f1, f0);
+      }
+      if (kb < kbs) step(kb, f0, f1);
     }
-    if (kb < kbs) step(kb, f0, f1);
   }
 
   // Warp group g's piece to out[token, n_block * 128 + 64 g + ...], staged token-major.
@@ -377,7 +422,7 @@ struct MoeW4A8RsKernel {
       while (sched.next(t)) {
         Tensor acc = partition_fragment_C(typename T::TiledMma{}, Shape<_64, Int<T::kBlockT>>{});
         mma(p, ss, sX, read, g, wt, acc);
-        if constexpr ((T::kStudy & 8) == 0) store(p, ss, acc, t, g, wt);
+        store(p, ss, acc, t, g, wt);
       }
     }
   }
