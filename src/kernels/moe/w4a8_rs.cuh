@@ -50,8 +50,8 @@ template <int kStages_, bool kOverlap_, int kStudy_ = 0>
 struct W4RsTraits {
   static constexpr int kStudy = kStudy_;
   // Overlap: two per-block accumulators per warp group; block kb + 1's wgmmas are issued before
-  // block kb is promoted, so the promotion runs under the tensor core's work (needs 3 x 64
-  // accumulator + 2 x 16 fragment registers: consumers at 240, the producer at 24).
+  // block kb is promoted, so the promotion runs under the tensor core's work (3 x 64
+  // accumulator + 16 fragment registers: consumers at 240, the producer at 24).
   static constexpr bool kOverlap = kOverlap_;
   using Element = cutlass::float_e4m3_t;
   static constexpr int kBlockW = 128;  // weight rows per tile (two consumer warp groups x 64)
@@ -301,38 +301,41 @@ struct MoeW4A8RsKernel {
     bounded_wait(&ss.full[read.index], read.phase);
     convert_block(ss, read.index, g, wt, t0, t1, f0);
     if constexpr (T::kOverlap) {
-      // Block kb's wgmmas (fragments fc, accumulator pc) are in flight when step(kb) starts; it
-      // converts block kb + 1 and issues its wgmmas into (fn, pn), then waits for block kb only
-      // and promotes it while block kb + 1 runs.
+      // Block kb's wgmmas (fragments f0, accumulator pc) are in flight when a step starts; it
+      // waits for them, converts block kb + 1 into f0 (the tensor core runs the other warp
+      // group's wgmmas meanwhile), issues them into pn and promotes block kb while they run.
+      // One fragment buffer: 3 x 64 accumulator + 16 fragment registers.
       Tensor p1 = partition_fragment_C(tiled_mma, Shape<_64, Int<T::kBlockT>>{});
       issue(tiled_mma, f0, tCrB, read.index, p0);
       // No branch around a wgmma inside the loop (ptxas serialises wgmmas whose accumulators it
       // cannot track through divergent paths, C7518): every step has a successor; the last one
       // or two blocks are peeled off.
-      auto step = [&](FragA& fn, auto& pc, auto& pn) {
+      auto step = [&](auto& pc, auto& pn) {
         const int s = read.index;
         State nx = read;
         nx.advance();
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(f0);
         bounded_wait(&ss.full[nx.index], nx.phase);
-        convert_block(ss, nx.index, g, wt, t0, t1, fn);
-        issue(tiled_mma, fn, tCrB, nx.index, pn);
-        warpgroup_wait<1>();
+        convert_block(ss, nx.index, g, wt, t0, t1, f0);
+        issue(tiled_mma, f0, tCrB, nx.index, pn);
         promote(pc, s);
         read = nx;
       };
       int kb = 0;
       for (; kb + 2 < kbs; kb += 2) {
-        step(f1, p0, p1);  // block kb in p0, kb + 1 issued into p1
-        step(f0, p1, p0);
+        step(p0, p1);  // block kb in p0, kb + 1 issued into p1
+        step(p1, p0);
       }
       if (kb + 1 < kbs) {
-        step(f1, p0, p1);
+        step(p0, p1);
         warpgroup_wait<0>();
         promote(p1, read.index);
       } else {
         warpgroup_wait<0>();
         promote(p0, read.index);
       }
+      warpgroup_fence_operand(f0);
       read.advance();
     } else {
       // Block kb's fragments are in `cur`; block kb + 1's are converted into `nxt` while block
