@@ -43,16 +43,11 @@ namespace xstage::kernels::moe {
 using namespace cute;
 
 // kStudy_ (measurement builds only, XSTAGE_W4RS_STUDY): bit 0 skips the conversion (the packed
-// words go to wgmma as they are), bit 1 the scales of the promotion (acc += part) - wrong
-// results by design, they say what each part costs; bit 2 makes the consumer warp groups take
-// turns issuing (a token through named barriers, as W8A8's schedule 2).
-template <int kStages_, bool kOverlap_, int kStudy_ = 0>
+// words go to wgmma as they are), bit 1 the scales of the promotion (acc += part). Wrong
+// results by design: they say what each part costs (docs/moe-gemm.md, runs 26-31).
+template <int kStages_, int kStudy_ = 0>
 struct W4RsTraits {
   static constexpr int kStudy = kStudy_;
-  // Overlap: two per-block accumulators per warp group; block kb + 1's wgmmas are issued before
-  // block kb is promoted, so the promotion runs under the tensor core's work (3 x 64
-  // accumulator + 16 fragment registers: consumers at 240, the producer at 24).
-  static constexpr bool kOverlap = kOverlap_;
   using Element = cutlass::float_e4m3_t;
   static constexpr int kBlockW = 128;  // weight rows per tile (two consumer warp groups x 64)
   static constexpr int kBlockT = 128;  // tokens per tile
@@ -61,8 +56,8 @@ struct W4RsTraits {
   static constexpr int kConsumerWGs = 2;
   static constexpr int kConsumerWarps = 4 * kConsumerWGs;
   static constexpr int kThreads = 128 * (1 + kConsumerWGs);
-  static constexpr int kProducerRegs = kOverlap ? 24 : 40;
-  static constexpr int kConsumerRegs = kOverlap ? 240 : 232;
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = 232;
   static_assert(128 * kProducerRegs + 128 * kConsumerWGs * kConsumerRegs <= 65536, "register file");
 
   using MmaAtom = SM90_64x128x32_F32E4M3E4M3_RS_TN<>;
@@ -216,7 +211,6 @@ struct MoeW4A8RsKernel {
 
   // ---- consumer: one warp group's 64 weight rows x 128 tokens ----------------------------------
   // A fragments of one K block: (MMA, 1, 4 K steps) e4m3 registers, 4 x 32 bits per K step.
-  using Token = IssueToken<2>;
   using FragA = decltype(make_tensor<Element>(partition_shape_A(typename T::TiledMma{}, Shape<_64, Int<T::kBlockK>>{})));
 
   // Loads and converts this thread's values of the K block in stage `s` (two 16-byte loads; the
@@ -300,69 +294,29 @@ struct MoeW4A8RsKernel {
     Tensor p0 = partition_fragment_C(tiled_mma, Shape<_64, Int<T::kBlockT>>{});
     bounded_wait(&ss.full[read.index], read.phase);
     convert_block(ss, read.index, g, wt, t0, t1, f0);
-    if constexpr (T::kOverlap) {
-      // Block kb's wgmmas (fragments f0, accumulator pc) are in flight when a step starts; it
-      // waits for them, converts block kb + 1 into f0 (the tensor core runs the other warp
-      // group's wgmmas meanwhile), issues them into pn and promotes block kb while they run.
-      // One fragment buffer: 3 x 64 accumulator + 16 fragment registers.
-      Tensor p1 = partition_fragment_C(tiled_mma, Shape<_64, Int<T::kBlockT>>{});
-      issue(tiled_mma, f0, tCrB, read.index, p0);
-      // No branch around a wgmma inside the loop (ptxas serialises wgmmas whose accumulators it
-      // cannot track through divergent paths, C7518): every step has a successor; the last one
-      // or two blocks are peeled off.
-      auto step = [&](auto& pc, auto& pn) {
-        const int s = read.index;
-        State nx = read;
-        nx.advance();
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(f0);
-        bounded_wait(&ss.full[nx.index], nx.phase);
-        convert_block(ss, nx.index, g, wt, t0, t1, f0);
-        issue(tiled_mma, f0, tCrB, nx.index, pn);
-        promote(pc, s);
-        read = nx;
-      };
-      int kb = 0;
-      for (; kb + 2 < kbs; kb += 2) {
-        step(p0, p1);  // block kb in p0, kb + 1 issued into p1
-        step(p1, p0);
-      }
+    // Block kb's fragments are in `cur`; block kb + 1's are converted into `nxt` while block kb's
+    // wgmmas run. Two K blocks per loop iteration keep the buffers' names constant. (Issuing
+    // block kb + 1 before promoting kb, with a second accumulator, measured the same: run 31.)
+    auto step = [&](int kb, FragA& cur, FragA& nxt) {
+      const int s = read.index;
+      issue(tiled_mma, cur, tCrB, s, p0);
+      State nx = read;
+      nx.advance();
       if (kb + 1 < kbs) {
-        step(p0, p1);
-        warpgroup_wait<0>();
-        promote(p1, read.index);
-      } else {
-        warpgroup_wait<0>();
-        promote(p0, read.index);
+        bounded_wait(&ss.full[nx.index], nx.phase);
+        convert_block(ss, nx.index, g, wt, t0, t1, nxt);
       }
-      warpgroup_fence_operand(f0);
-      read.advance();
-    } else {
-      // Block kb's fragments are in `cur`; block kb + 1's are converted into `nxt` while block
-      // kb's wgmmas run. Two K blocks per loop iteration keep the buffers' names constant.
-      auto step = [&](int kb, FragA& cur, FragA& nxt) {
-        const int s = read.index;
-        if constexpr ((T::kStudy & 4) != 0) Token::wait(g);
-        issue(tiled_mma, cur, tCrB, s, p0);
-        if constexpr ((T::kStudy & 4) != 0) Token::pass(g);
-        State nx = read;
-        nx.advance();
-        if (kb + 1 < kbs) {
-          bounded_wait(&ss.full[nx.index], nx.phase);
-          convert_block(ss, nx.index, g, wt, t0, t1, nxt);
-        }
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(cur);
-        promote(p0, s);
-        read = nx;
-      };
-      int kb = 0;
-      for (; kb + 1 < kbs; kb += 2) {
-        step(kb, f0, f1);
-        step(kb + 1, f1, f0);
-      }
-      if (kb < kbs) step(kb, f0, f1);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(cur);
+      promote(p0, s);
+      read = nx;
+    };
+    int kb = 0;
+    for (; kb + 1 < kbs; kb += 2) {
+      step(kb, f0, f1);
+      step(kb + 1, f1, f0);
     }
+    if (kb < kbs) step(kb, f0, f1);
   }
 
   // Warp group g's piece to out[token, n_block * 128 + 64 g + ...], staged token-major.
@@ -418,7 +372,6 @@ struct MoeW4A8RsKernel {
       cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
       const int ct = static_cast<int>(threadIdx.x) - 128;
       const int g = ct / 128, wt = ct % 128;
-      if constexpr ((T::kStudy & 4) != 0) Token::start(g);
       Scheduler sched(p.counts, p.offsets, p.experts, p.n_blocks, 0);
       State read{};
       WorkTile t;
