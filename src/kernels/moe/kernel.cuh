@@ -16,6 +16,7 @@
 #include "kernels/moe/launch.hpp"
 #include "kernels/moe/mainloop.cuh"
 #include "kernels/moe/params.hpp"
+#include "kernels/moe/persistent_grid.hpp"
 #include "kernels/moe/tile_scheduler.cuh"
 
 namespace xstage::kernels::moe {
@@ -146,15 +147,8 @@ template <class Kernel>
 cudaError_t launch_moe_gemm(MoeGemmParams const& p, typename Kernel::Epilogue::Params const& ep, cudaStream_t stream) {
   const long long tiles = moe_max_tiles<Kernel>(p);
   if (tiles <= 0 || p.k % 128 != 0 || p.n % 128 != 0) return cudaErrorInvalidValue;
-  int ctas = p.num_ctas;
-  if (ctas <= 0) {
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) return e;
-    e = cudaDeviceGetAttribute(&ctas, cudaDevAttrMultiProcessorCount, dev);
-    if (e != cudaSuccess) return e;
-  }
-  if (ctas > tiles) ctas = static_cast<int>(tiles);
+  int ctas = 0;
+  if (const cudaError_t g = persistent_grid(p.num_ctas, tiles, ctas); g != cudaSuccess) return g;
   const typename Kernel::Params kp = Kernel::to_params(p, ep);
   auto* fn = moe_gemm_kernel<Kernel>;
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);

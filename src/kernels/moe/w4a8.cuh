@@ -44,6 +44,7 @@
 #include "kernels/moe/launch_w4a8.hpp"
 #include "kernels/moe/mainloop.cuh"
 #include "kernels/moe/params_w4a8.hpp"
+#include "kernels/moe/persistent_grid.hpp"
 #include "kernels/moe/pipeline.cuh"
 #include "kernels/moe/quant.cuh"
 #include "kernels/moe/tile_scheduler.cuh"
@@ -641,15 +642,8 @@ cudaError_t launch_moe_w4a8(MoeW4A8Params const& p, cudaStream_t stream) {
   if (q.converter_units < 0)
     if (const char* e = std::getenv("XSTAGE_W4A8_CONVERTER_UNITS"); e != nullptr && *e != '\0')
       q.converter_units = std::atoi(e);
-  int ctas = p.num_ctas;
-  if (ctas <= 0) {
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) return e;
-    e = cudaDeviceGetAttribute(&ctas, cudaDevAttrMultiProcessorCount, dev);
-    if (e != cudaSuccess) return e;
-  }
-  if (ctas > tiles) ctas = static_cast<int>(tiles);
+  int ctas = 0;
+  if (const cudaError_t g = persistent_grid(p.num_ctas, tiles, ctas); g != cudaSuccess) return g;
 #ifdef XSTAGE_W4A8_TRACE
   typename Kernel::Params kp = Kernel::to_params(q);
   const char* trace_file = std::getenv("XSTAGE_W4A8_TRACE_FILE");

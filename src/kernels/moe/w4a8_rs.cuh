@@ -33,6 +33,7 @@
 #include "kernels/moe/launch.hpp"
 #include "kernels/moe/mainloop.cuh"
 #include "kernels/moe/params_w4a8.hpp"
+#include "kernels/moe/persistent_grid.hpp"
 #include "kernels/moe/pipeline.cuh"
 #include "kernels/moe/tile_scheduler.cuh"
 #include "kernels/moe/w4a8_convert.cuh"
@@ -398,15 +399,8 @@ template <class Kernel>
 cudaError_t launch_moe_w4a8_rs(MoeW4A8Params const& p, cudaStream_t stream) {
   const long long tiles = (static_cast<long long>(p.m_total) / Kernel::T::kBlockT + p.experts) * (p.n / 128);
   if (tiles <= 0 || p.k % 128 != 0 || p.n % 128 != 0 || p.format != W4Format::int4_g128) return cudaErrorInvalidValue;
-  int ctas = p.num_ctas;
-  if (ctas <= 0) {
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) return e;
-    e = cudaDeviceGetAttribute(&ctas, cudaDevAttrMultiProcessorCount, dev);
-    if (e != cudaSuccess) return e;
-  }
-  if (ctas > tiles) ctas = static_cast<int>(tiles);
+  int ctas = 0;
+  if (const cudaError_t g = persistent_grid(p.num_ctas, tiles, ctas); g != cudaSuccess) return g;
   const typename Kernel::Params kp = Kernel::to_params(p);
   auto* fn = moe_w4a8_rs_kernel<Kernel>;
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
