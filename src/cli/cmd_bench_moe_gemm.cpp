@@ -73,7 +73,7 @@ std::pair<int, int> parse_cluster(const std::string& c) {
 }
 
 // A weight format and its layout in memory (w4a8-int4-rs: INT4 prepacked for the
-// register-operand kernel; its bf16 cells only, the SwiGLU epilogue is not shipped for it).
+// register-operand kernels).
 struct Weights {
   ops::MoeQuant quant;
   ops::MoeWeightLayout layout;
@@ -357,7 +357,7 @@ void run_bench(const BenchFlags& fl) {
           for (const Weights& wt : quants) {
             const ops::MoeQuant quant = wt.quant;
             // A forced cluster, tile, schedule or epilogue that is not shipped for these weights: skip the line.
-            if (wt.layout == ops::MoeWeightLayout::int4_rs && (pb.epilogue != ops::MoeEpilogue::bf16 || sch > 0)) continue;
+            if (wt.layout == ops::MoeWeightLayout::int4_rs && sch > 0) continue;
             ops::MoeGemmArgs probe;
             probe.quant = quant;
             probe.b_layout = wt.layout;
@@ -456,7 +456,8 @@ void add_moe_gemm_bench_command(CLI::App& app) {
   cmd->add_option("--weights", fl->weights,
                   "Weight formats to run, each cell back to back: w8a8, w4a8-int4, w4a8-int4-rs, w4a8-mxfp4 (w4a8: 64 "
                   "and 192-row tiles, schedules 0 and 2 (ping-pong); w4a8-int4-rs: INT4 prepacked for the "
-                  "register-operand kernel, 128 x 128 tiles, bf16 ops only; unshipped forced settings are skipped)")
+                  "register-operand kernels (128 x 128 bf16, 64 x 256 SwiGLU tiles); unshipped forced settings are "
+                  "skipped)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--num-ctas", fl->num_ctas, "Persistent grid size (0: one CTA per SM)")->capture_default_str();

@@ -60,7 +60,8 @@ struct Entry {
   MoeWeightLayout layout = MoeWeightLayout::rows;
 };
 
-km::KernelInfo w4a8rs_info(km::W4Format) { return km::moe_w4a8rs_bf16_m128n128_info(); }
+km::KernelInfo w4a8rs_bf16_info(km::W4Format) { return km::moe_w4a8rs_bf16_m128n128_info(); }
+km::KernelInfo w4a8rs_swiglu_info(km::W4Format) { return km::moe_w4a8rs_swiglu_m64n256_info(); }
 
 const Entry kEntries[] = {
     {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 1, 1, "w8a8_bf16_m128n128", km::moe_w8a8_bf16_m128n128,
@@ -86,7 +87,9 @@ const Entry kEntries[] = {
     {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 64, 1, 1, "w4a8_swiglu_m64n256", nullptr, nullptr,
      km::moe_w4a8_swiglu_m64n256, km::moe_w4a8_swiglu_m64n256_info},
     {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 128, 1, 1, "w4a8rs_bf16_m128n128", nullptr, nullptr,
-     km::moe_w4a8rs_bf16_m128n128, w4a8rs_info, MoeWeightLayout::int4_rs},
+     km::moe_w4a8rs_bf16_m128n128, w4a8rs_bf16_info, MoeWeightLayout::int4_rs},
+    {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 64, 1, 1, "w4a8rs_swiglu_m64n256", nullptr, nullptr,
+     km::moe_w4a8rs_swiglu_m64n256, w4a8rs_swiglu_info, MoeWeightLayout::int4_rs},
 };
 
 MoeQuant table_quant(MoeQuant q) { return moe_is_w4a8(q) ? MoeQuant::w4a8_int4 : q; }
@@ -104,7 +107,9 @@ MoeCluster cluster_for(MoeEpilogue, int, int) { return MoeCluster{1, 1}; }
 const Entry& find_entry(const MoeGemmArgs& a) {
   const int tokens = tokens_per_expert(a);
   const bool rs = a.b_layout == MoeWeightLayout::int4_rs;
-  const int bm = a.block_m != 0 ? a.block_m : rs ? 128 : plan_block_m(a.quant, a.epilogue, tokens);
+  const int bm = a.block_m != 0                         ? a.block_m
+                 : rs                                    ? (a.epilogue == MoeEpilogue::swiglu_fp8 ? 64 : 128)
+                                                         : plan_block_m(a.quant, a.epilogue, tokens);
   const MoeCluster c = a.cluster_m != 0 ? MoeCluster{a.cluster_m, a.cluster_n} : cluster_for(a.epilogue, tokens, bm);
   for (const Entry& e : kEntries)
     if (e.quant == table_quant(a.quant) && e.epilogue == a.epilogue && e.block_m == bm && e.cluster_m == c.m &&
@@ -113,7 +118,7 @@ const Entry& find_entry(const MoeGemmArgs& a) {
   throw InvalidArgument(fmt::format(
       "moe gemm: no {} {} kernel with block_m {} and cluster {}x{} ({})", moe_quant_name(a.quant),
       moe_epilogue_name(a.epilogue), bm, c.m, c.n,
-      rs                   ? "the int4_rs layout ships: bf16 m128 1x1"
+      rs                   ? "the int4_rs layout ships: bf16 m128 1x1, swiglu_fp8 m64 1x1"
       : moe_is_w4a8(a.quant) ? "w4a8 ships: bf16 m64 1x1, bf16 m192 1x1, swiglu_fp8 m64 1x1"
                            : "w8a8 ships: bf16 m64 1x1, bf16 m128 1x1/2x1/1x2/2x2, bf16 m192 1x1, swiglu_fp8 m64 1x1/2x1"));
 }
@@ -245,10 +250,9 @@ void validate(const MoeGemmArgs& a) {
         a.schedule));
   if (a.b_layout != MoeWeightLayout::rows && a.b_layout != MoeWeightLayout::int4_rs)
     throw InvalidArgument(fmt::format("moe gemm: unsupported weight layout {}", static_cast<int>(a.b_layout)));
-  if (a.b_layout == MoeWeightLayout::int4_rs && (a.quant != MoeQuant::w4a8_int4 || a.epilogue != MoeEpilogue::bf16))
-    throw InvalidArgument(fmt::format(
-        "moe gemm: the int4_rs weight layout serves w4a8_int4 with the bf16 epilogue only; got {} {}",
-        moe_quant_name(a.quant), moe_epilogue_name(a.epilogue)));
+  if (a.b_layout == MoeWeightLayout::int4_rs && a.quant != MoeQuant::w4a8_int4)
+    throw InvalidArgument(fmt::format("moe gemm: the int4_rs weight layout serves w4a8_int4 only; got {}",
+                                      moe_quant_name(a.quant)));
   if (a.b_layout == MoeWeightLayout::int4_rs && a.schedule > 0)
     throw InvalidArgument(fmt::format(
         "moe gemm: the int4_rs kernel has one consumer schedule; schedule {} must be -1 (default) or 0", a.schedule));

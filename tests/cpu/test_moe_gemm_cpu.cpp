@@ -256,8 +256,8 @@ TEST(MoeGemmValidate, W4A8ArgumentsAndMessages) {
   expect_invalid([&] { ops::validate(m); }, "b_scales is a null pointer");
 }
 
-// The register-operand INT4 kernel: reached only through the int4_rs weight layout, bf16 epilogue,
-// 128 x 128 tiles, schedule 0; anything else names the problem.
+// The register-operand INT4 kernels: reached only through the int4_rs weight layout (w4a8_int4),
+// 128 x 128 bf16 and 64 x 256 SwiGLU tiles, schedule 0; anything else names the problem.
 TEST(MoeGemmValidate, Int4RegisterOperandLayout) {
   using ops::MoeQuant;
   MoeGemmArgs a = good_w4_args(MoeQuant::w4a8_int4);
@@ -272,8 +272,16 @@ TEST(MoeGemmValidate, Int4RegisterOperandLayout) {
   EXPECT_EQ(inst.threads, 384);
   EXPECT_LE(inst.smem_bytes, 227 * 1024);
   EXPECT_LE(128 * inst.producer_regs + 256 * inst.consumer_regs, 65536);
-  a.m_total = 8 * 16;  // few tokens: still the one tile this layout ships
+  a.m_total = 8 * 16;  // few tokens: still the one bf16 tile this layout ships
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w4a8rs_bf16_m128n128");
+  MoeGemmArgs sw = good_w4_args(MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8);
+  sw.b_layout = ops::MoeWeightLayout::int4_rs;
+  EXPECT_NO_THROW(ops::validate(sw));
+  const auto swi = ops::select_moe_instantiation(sw);
+  EXPECT_EQ(swi.name, "w4a8rs_swiglu_m64n256");
+  EXPECT_EQ(swi.block_m, 64);
+  EXPECT_EQ(swi.block_n, 256);
+  EXPECT_LE(swi.smem_bytes, 227 * 1024);
   a.schedule = 0;
   EXPECT_NO_THROW(ops::validate(a));
   const auto check = [](auto mutate, const std::string& needle) {
@@ -283,13 +291,16 @@ TEST(MoeGemmValidate, Int4RegisterOperandLayout) {
     expect_invalid([&] { ops::validate(b); }, needle);
   };
   check([](auto& b) { b.quant = MoeQuant::w4a8_mxfp4; b.b_e8m0 = static_cast<const uint8_t*>(fake(0xA0000)); },
-        "int4_rs weight layout serves w4a8_int4 with the bf16 epilogue only; got w4a8_mxfp4 bf16");
-  check([](auto& b) { b.quant = MoeQuant::w8a8; }, "int4_rs weight layout serves w4a8_int4");
-  check([](auto& b) { b.epilogue = MoeEpilogue::swiglu_fp8; b.out_scales = static_cast<float*>(fake(0x70000));
+        "int4_rs weight layout serves w4a8_int4 only; got w4a8_mxfp4");
+  check([](auto& b) { b.quant = MoeQuant::w8a8; }, "int4_rs weight layout serves w4a8_int4 only; got w8a8");
+  check([](auto& b) { b.epilogue = MoeEpilogue::swiglu_fp8; b.n = 384; b.out_scales = static_cast<float*>(fake(0x70000));
                       b.row_weights = static_cast<const float*>(fake(0x80000)); },
-        "got w4a8_int4 swiglu_fp8");
+        "swiglu_fp8 needs n = 2 * intermediate with intermediate a multiple of 128");
+  check([](auto& b) { b.epilogue = MoeEpilogue::swiglu_fp8; b.block_m = 128; b.out_scales = static_cast<float*>(fake(0x70000));
+                      b.row_weights = static_cast<const float*>(fake(0x80000)); },
+        "swiglu_fp8 kernel with block_m 128 and cluster 1x1 (the int4_rs layout ships: bf16 m128 1x1, swiglu_fp8 m64 1x1)");
   check([](auto& b) { b.schedule = 2; }, "int4_rs kernel has one consumer schedule; schedule 2");
-  check([](auto& b) { b.block_m = 192; }, "block_m 192 and cluster 1x1 (the int4_rs layout ships: bf16 m128 1x1)");
+  check([](auto& b) { b.block_m = 192; }, "block_m 192 and cluster 1x1 (the int4_rs layout ships: bf16 m128 1x1");
   check([](auto& b) { b.b_layout = static_cast<ops::MoeWeightLayout>(7); }, "unsupported weight layout 7");
   // The row-major int4 kernels do not take a 128-row tile.
   MoeGemmArgs rows = good_w4_args(MoeQuant::w4a8_int4);

@@ -461,6 +461,21 @@ TEST(MoeGemmGpu, W4A8RegisterOperand) {
   run_case(rs({"k128_1cta", MoeEpilogue::bf16, 256, 128, {100, 0, 250}, {}, 0, 1}), 908);
   run_case(rs({"k640_2ctas", MoeEpilogue::bf16, 1408, 640, kUneven, {}, 128, 2}), 909);
 }
+// The register-operand SwiGLU kernel (64 tokens x 128 channels, gate and up rows in one warp
+// group, per-token amax across both warp groups): DiT and DSv4-class Linear-1, uneven and empty
+// experts, token counts not multiples of 64, gaps, 1-2 CTAs, one token per expert, 3000 tokens,
+// one K block.
+TEST(MoeGemmGpu, W4A8RegisterOperandSwiGlu) {
+  XS_REQUIRE_GPUS(1);
+  const std::vector<int> counts{3, 70, 0, 140};
+  const std::vector<int> gaps{5, 0, 17, 3, 9};
+  run_case(rs({"dit_l1_swiglu", MoeEpilogue::swiglu_fp8, 2 * 5632, 1408, kUneven, {}}), 921);
+  run_case(rs({"ds_l1_swiglu", MoeEpilogue::swiglu_fp8, 2 * 2048, 4096, {5, 0, 130, 257, 64, 1, 0, 90}, {}}), 922);
+  run_case(rs({"gaps_1cta_swiglu", MoeEpilogue::swiglu_fp8, 512, 1024, counts, gaps, 0, 1}), 923);
+  run_case(rs({"one_token_x32_swiglu", MoeEpilogue::swiglu_fp8, 1024, 1408, std::vector<int>(32, 1), {}}), 924);
+  run_case(rs({"one_expert_3000_sw", MoeEpilogue::swiglu_fp8, 512, 768, {0, 3000}, {}, 0, 2}), 925);
+  run_case(rs({"k128_swiglu", MoeEpilogue::swiglu_fp8, 512, 128, {1, 0, 65, 3}, {}, 0, 1}), 926);
+}
 
 // The ping-pong issue order (schedule 2) of the W4A8 kernels: the three tile shapes, few CTAs
 // (the token wraps across tiles), gaps, one K block, an odd K-block count, both formats. Each

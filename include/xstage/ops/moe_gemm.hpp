@@ -29,9 +29,11 @@
 namespace xstage::ops {
 
 enum class MoeEpilogue : int { bf16 = 0, swiglu_fp8 = 1 };
-// Layout of B. rows: the row-major formats above. int4_rs (w4a8_int4, bf16 epilogue only): B
-// prepacked by prepack_int4_rs (moe_quant4.hpp) for the kernel that feeds the weights to wgmma
-// from registers (w4a8rs_bf16_m128n128, 128 tokens x 128 columns per tile); scales unchanged.
+// Layout of B. rows: the row-major formats above. int4_rs (w4a8_int4 only): B prepacked by
+// prepack_int4_rs (moe_quant4.hpp, symmetric INT4) for the kernels that feed the weights to
+// wgmma from registers: w4a8rs_bf16_m128n128 (128 tokens x 128 columns per tile) and
+// w4a8rs_swiglu_m64n256 (64 tokens x 128 channels, gate/up fused); scales unchanged. For
+// SwiGLU the gate and up halves are prepacked together as one [n, k] matrix.
 enum class MoeWeightLayout : int { rows = 0, int4_rs = 1 };
 const char* moe_quant_name(MoeQuant q);
 const char* moe_epilogue_name(MoeEpilogue e);
@@ -92,7 +94,7 @@ inline constexpr int moe_schedule_for(MoeQuant q, int requested) {
 // are bulk-copied; 4 B for the other scales, counts, offsets, row weights), sizes beyond the
 // kernel's index range, a forced block_m / cluster / schedule that is not shipped for the
 // quantisation, inconsistent host counts/offsets, a prepacked layout with another
-// quantisation or epilogue.
+// quantisation.
 void validate(const MoeGemmArgs& a);
 
 // counts/offsets (host arrays of `experts` entries) describe ascending, disjoint row

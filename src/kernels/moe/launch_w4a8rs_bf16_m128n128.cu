@@ -7,16 +7,16 @@
 
 namespace xstage::kernels::moe {
 
-using KernelW4A8RsBf16M128N128 = MoeW4A8RsKernel<W4RsTraits<6>>;
+using KernelW4A8RsBf16M128N128 = MoeW4A8RsKernel<W4RsTraits<6, false>>;
 
 cudaError_t moe_w4a8rs_bf16_m128n128(const MoeW4A8Params& p, cudaStream_t stream) {
 #ifdef XSTAGE_W4RS_STUDY
   // Measurement build: XSTAGE_W4RS_STUDY=1..3 runs a variant with parts left out (W4RsTraits::kStudy).
   if (const char* e = std::getenv("XSTAGE_W4RS_STUDY"); e != nullptr) {
     switch (std::atoi(e)) {
-      case 1: return launch_moe_w4a8_rs<MoeW4A8RsKernel<W4RsTraits<6, 1>>>(p, stream);
-      case 2: return launch_moe_w4a8_rs<MoeW4A8RsKernel<W4RsTraits<6, 2>>>(p, stream);
-      case 3: return launch_moe_w4a8_rs<MoeW4A8RsKernel<W4RsTraits<6, 3>>>(p, stream);
+      case 1: return launch_moe_w4a8_rs<MoeW4A8RsKernel<W4RsTraits<6, false, 1>>>(p, stream);
+      case 2: return launch_moe_w4a8_rs<MoeW4A8RsKernel<W4RsTraits<6, false, 2>>>(p, stream);
+      case 3: return launch_moe_w4a8_rs<MoeW4A8RsKernel<W4RsTraits<6, false, 3>>>(p, stream);
       default: break;
     }
   }

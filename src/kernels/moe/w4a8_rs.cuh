@@ -1,21 +1,27 @@
-// The register-operand W4A8 grouped GEMM (symmetric INT4 group-128 weights, bf16 output): the GEMM runs
+// The register-operand W4A8 grouped GEMM (symmetric INT4 group-128 weights): the GEMM runs
 // transposed, out^T = W * X^T, so the 4-bit weights are wgmma's A operand and come from
-// registers (the m64nNk32 e4m3 "RS" form). Each consumer thread converts exactly the nibbles of
-// its own A fragment (two 16-byte shared loads per K block from the prepacked sign-magnitude
-// layout of w4a8_rs_layout.hpp, one instruction per value) while its warp group's previous
-// wgmmas run. Nothing converted goes back to shared memory: no converted
-// ring, no proxy fence, no converter warps (w4a8.cuh's designs are bound by those, docs/moe-gemm.md).
+// registers (the m64nNk32 e4m3 "RS" form). Each consumer thread converts exactly the values of
+// its own A fragment (two 16-byte shared loads per 64 rows x 128 K from the prepacked
+// sign-magnitude layout of w4a8_rs_layout.hpp, one instruction per value) while its warp
+// group's previous wgmmas run. Nothing converted goes back to shared memory: no converted ring,
+// no proxy fence, no converter warps (w4a8.cuh's designs are bound by those, docs/moe-gemm.md).
 //
-// Tile: 128 weight rows (output columns) x 128 tokens x K blocks of 128. Warp group 0 is the
-// producer (warp 0: lane 0 issues the TMA load of the fp8 token tile, the bulk copies of the
-// prepacked weight chunk and of the 128 weight scales; all 32 lanes copy the 128 token scales
-// with cp.async, zero past the expert's tokens, and arrive on the stage's full barrier when
-// they land). Consumer warp groups 1 and 2 own weight rows [64g, 64g + 64) of the tile: per K
-// block, four m64n128k32 wgmmas from zero (A = converted registers, B = the token tile), and
-// while they run the next block's fragments are converted; then the block is promoted,
-// acc += part * w_scale[row, kb] * a_scale[token, kb] (the W8A8 precision scheme with both
-// scales as vectors), and the stage is released. Epilogue: each warp group stages its 64 x 128
-// piece transposed (token-major bf16) in shared memory and stores 16-byte row pieces.
+// Two tiles (W4RsTraits::kGateUp):
+//   bf16 output: 128 weight rows (output columns) x 128 tokens; consumer warp group g owns rows
+//     [64g, 64g + 64) of the tile's weight chunk;
+//   Linear-1 with SwiGLU (gate/up fused, fp8 output per token per 128 channels): 128 output
+//     channels x 64 tokens, i.e. two weight chunks per K block (the gate rows and the up rows of
+//     the same 128 channels); warp group g owns channels [64g, 64g + 64): 64 gate and 64 up rows.
+// Warp group 0 is the producer (warp 0: lane 0 issues the TMA load of the fp8 token tile and the
+// bulk copies of the prepacked weight chunks and their weight scales; all 32 lanes copy the
+// token scales with cp.async, zero past the expert's tokens, and arrive on the stage's full
+// barrier when they land). Consumers, per K block: four wgmmas per 64-row block from zero (A =
+// converted registers, B = the token tile); while they run the next block's fragments are
+// converted; then acc += part * w_scale[row, kb] * a_scale[token, kb] (the W8A8 precision
+// scheme with both scales as vectors) and the stage is released. Epilogues: bf16 - each warp
+// group stages its piece token-major in shared memory and stores 16-byte row pieces; SwiGLU -
+// h = silu(gate) * up * row_weight, per-token amax over the 128 channels (both warp groups
+// through shared memory), fp8 rows staged token-major, 16-byte stores, one scale per token.
 //
 // Included only by launch_w4a8rs_*.cu.
 #pragma once
@@ -35,6 +41,7 @@
 #include "kernels/moe/params_w4a8.hpp"
 #include "kernels/moe/persistent_grid.hpp"
 #include "kernels/moe/pipeline.cuh"
+#include "kernels/moe/quant.cuh"
 #include "kernels/moe/tile_scheduler.cuh"
 #include "kernels/moe/w4a8_convert.cuh"
 #include "kernels/moe/w4a8_rs_layout.hpp"
@@ -46,12 +53,13 @@ using namespace cute;
 // kStudy_ (measurement builds only, XSTAGE_W4RS_STUDY): bit 0 skips the conversion (the packed
 // words go to wgmma as they are), bit 1 the scales of the promotion (acc += part). Wrong
 // results by design: they say what each part costs (docs/moe-gemm.md, runs 26-31).
-template <int kStages_, int kStudy_ = 0>
+template <int kStages_, bool kGateUp_, int kStudy_ = 0>
 struct W4RsTraits {
   static constexpr int kStudy = kStudy_;
+  static constexpr bool kGateUp = kGateUp_;
   using Element = cutlass::float_e4m3_t;
-  static constexpr int kBlockW = 128;  // weight rows per tile (two consumer warp groups x 64)
-  static constexpr int kBlockT = 128;  // tokens per tile
+  static constexpr int kBlocks = kGateUp ? 2 : 1;          // 64-row weight blocks per warp group (gate, up)
+  static constexpr int kBlockT = kGateUp ? 64 : 128;       // tokens per tile
   static constexpr int kBlockK = 128;
   static constexpr int kStages = kStages_;
   static constexpr int kConsumerWGs = 2;
@@ -61,8 +69,8 @@ struct W4RsTraits {
   static constexpr int kConsumerRegs = 232;
   static_assert(128 * kProducerRegs + 128 * kConsumerWGs * kConsumerRegs <= 65536, "register file");
 
-  using MmaAtom = SM90_64x128x32_F32E4M3E4M3_RS_TN<>;
-  using TiledMma = decltype(make_tiled_mma(MmaAtom{}));  // one warp group, 64 x 128 x 32
+  using MmaAtom = cute::conditional_t<kGateUp, SM90_64x64x32_F32E4M3E4M3_RS_TN<>, SM90_64x128x32_F32E4M3E4M3_RS_TN<>>;
+  using TiledMma = decltype(make_tiled_mma(MmaAtom{}));  // one warp group, 64 x kBlockT x 32
 
   // Token tile: K-major, 128-byte swizzle (what the e4m3 wgmma's B operand reads).
   using SmemLayoutX = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
@@ -75,14 +83,15 @@ struct W4RsTraits {
                                       take<0, 2>(SmemLayoutX{}), Shape<Int<kBlockT>, Int<kBlockK>>{}, Int<1>{}));
 
   static constexpr uint32_t kBytesX = kBlockT * kBlockK;
-  static constexpr uint32_t kPackedBytes = kRsChunkBytes;  // 128 rows x 128 K nibbles, prepacked
-  static constexpr uint32_t kWScaleBytes = kBlockW * 4;
+  static constexpr uint32_t kChunkBytes = kRsChunkBytes;  // one 128-row weight chunk, prepacked
+  static constexpr uint32_t kPackedBytes = kBlocks * kChunkBytes;
+  static constexpr uint32_t kWScaleBytes = kBlocks * 128 * 4;
   static constexpr uint32_t kTxBytes = kBytesX + kPackedBytes + kWScaleBytes;  // TMA + bulk copies
   static constexpr int kScaleLanes = 32;  // producer lanes copying token scales (cp.async arrivals)
   // Token scales of a stage in shared memory, ordered by the consumer thread that reads them:
-  // thread quad position q needs tokens 2q + 8i + {0, 1} (i < 16), kept as 32 consecutive floats
-  // at 36 q (+4 floats of padding: the four rows fall in different banks for 16-byte loads).
-  static constexpr int kAsRow = 36;
+  // thread quad position q needs tokens 2q + 8i + {0, 1}, kept as kBlockT / 4 consecutive
+  // floats per q (+4 floats of padding: the four rows fall in different banks for 16-byte loads).
+  static constexpr int kAsRow = kBlockT / 4 + 4;
   static constexpr int kAsStage = 4 * kAsRow;
   __host__ __device__ static constexpr int as_index(int token) {
     return ((token % 8) / 2) * kAsRow + (token / 8) * 2 + token % 2;
@@ -106,10 +115,15 @@ struct MoeW4A8RsKernel {
   using T = Traits;
   using Element = typename T::Element;
   static constexpr int kStages = T::kStages;
+  static constexpr int kBlocks = T::kBlocks;
+  static constexpr int kBlockT = T::kBlockT;
   using State = PipeState<kStages>;
-  using Scheduler = GroupedScheduler<T::kBlockT, 1, 1>;
+  using Scheduler = GroupedScheduler<kBlockT, 1, 1>;
   static constexpr int kThreads = T::kThreads;
-  static constexpr int kPitch = 64 * 2 + 16;  // bytes per staged token row of a warp group (bf16)
+  // Epilogue staging, token-major: bf16 64 columns per warp group; SwiGLU fp8 128 channels.
+  static constexpr int kPitch = T::kGateUp ? 128 + 16 : 64 * 2 + 16;
+  static constexpr int kEpiBytes = T::kGateUp ? kBlockT * kPitch + 8 * kBlockT * 4 + kBlockT * 4
+                                              : T::kConsumerWGs * kBlockT * kPitch;
 
   struct Params {
     typename T::TmaX tma_x;
@@ -119,21 +133,23 @@ struct MoeW4A8RsKernel {
     const float* a_scales;   // fp32 [k/128, m_total]
     const int* counts;
     const int* offsets;
-    __nv_bfloat16* out;      // [m_total, n], row pitch out_ld
+    void* out;               // bf16 [m_total, n] or (SwiGLU) fp8 [m_total, n/2], row pitch out_ld
     int64_t out_ld;
+    float* out_scales;       // SwiGLU: fp32 [n/2/128, m_total]
+    const float* row_weights;  // SwiGLU: fp32 [m_total]
     int experts;
     int m_total;
     int n;
     int k_blocks;
-    int n_blocks;
+    int n_blocks;  // output tile columns: n/128 (bf16), n/2/128 (SwiGLU)
   };
 
   struct SharedStorage {
     cute::array_aligned<Element, cute::cosize_v<typename T::SmemLayoutX>, 1024> x;
     cute::array_aligned<uint8_t, kStages * T::kPackedBytes, 128> w;
-    cute::array_aligned<float, kStages * T::kBlockW, 16> ws;
+    cute::array_aligned<float, kStages * kBlocks * 128, 16> ws;
     cute::array_aligned<float, kStages * T::kAsStage, 16> as;
-    cute::array_aligned<uint8_t, T::kConsumerWGs * T::kBlockT * kPitch, 128> epi;
+    cute::array_aligned<uint8_t, kEpiBytes, 128> epi;
     uint64_t full[kStages];
     uint64_t empty[kStages];
     uint32_t lut[4];  // e4m3(0..7) twice: read per lane, the words stay in registers
@@ -146,7 +162,7 @@ struct MoeW4A8RsKernel {
     Tensor mX = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.a)), shape_x,
                             make_stride(static_cast<int64_t>(p.k), _1{}));
     auto tma_x = make_tma_copy(SM90_TMA_LOAD{}, mX, take<0, 2>(typename T::SmemLayoutX{}),
-                               Shape<Int<T::kBlockT>, Int<T::kBlockK>>{}, Int<1>{});
+                               Shape<Int<kBlockT>, Int<T::kBlockK>>{}, Int<1>{});
     return Params{tma_x,
                   shape_x,
                   static_cast<const uint8_t*>(p.b),
@@ -154,19 +170,25 @@ struct MoeW4A8RsKernel {
                   p.a_scales,
                   p.counts,
                   p.offsets,
-                  static_cast<__nv_bfloat16*>(p.out),
+                  p.out,
                   p.out_ld,
+                  p.out_scales,
+                  p.row_weights,
                   p.experts,
                   p.m_total,
                   p.n,
                   p.k / 128,
-                  p.n / 128};
+                  T::kGateUp ? p.n / 256 : p.n / 128};
   }
 
   static KernelInfo info() {
-    return KernelInfo{TileConfig{T::kBlockT, T::kBlockW, T::kBlockK, kStages, T::kConsumerWGs, 1, 1}, kThreads,
+    return KernelInfo{TileConfig{kBlockT, 128 * kBlocks, T::kBlockK, kStages, T::kConsumerWGs, 1, 1}, kThreads,
                       kSmemBytes, T::kProducerRegs, T::kConsumerRegs};
   }
+
+  // First weight row (a multiple of 128) of chunk c of output tile column nb: the tile's own
+  // 128 rows, or for SwiGLU the gate rows (c = 0) and the up rows n/2 further (c = 1).
+  __device__ static int chunk_row(Params const& p, int nb, int c) { return (T::kGateUp ? c * (p.n / 2) : 0) + nb * 128; }
 
   // ---- producer: warp 0 of warp group 0 ---------------------------------------------------------
   template <class SmemX>
@@ -179,27 +201,36 @@ struct MoeW4A8RsKernel {
     Tensor tXsX = group_modes<0, 3>(cta_x.partition_D(sX));  // (TMA, stage)
     WorkTile t;
     while (sched.next(t)) {
-      const uint8_t* wsrc = p.w + (static_cast<int64_t>(t.expert) * p.n_blocks + t.n_block) * p.k_blocks * T::kPackedBytes;
-      const float* ssrc = p.w_scales + static_cast<int64_t>(t.expert) * p.k_blocks * p.n + t.n_block * T::kBlockW;
+      const uint8_t* wsrc[kBlocks];
+      const float* ssrc[kBlocks];
+      CUTE_UNROLL
+      for (int c = 0; c < kBlocks; ++c) {
+        const int row = chunk_row(p, t.n_block, c);
+        wsrc[c] = p.w + (static_cast<int64_t>(t.expert) * (p.n / 128) + row / 128) * p.k_blocks * T::kChunkBytes;
+        ssrc[c] = p.w_scales + static_cast<int64_t>(t.expert) * p.k_blocks * p.n + row;
+      }
       const float* asrc = p.a_scales + t.row_begin;
       for (int kb = 0; kb < p.k_blocks; ++kb) {
         uint64_t* full = &ss.full[write.index];
         bounded_wait(&ss.empty[write.index], write.phase);
         if (lane == 0) {
           cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(full, T::kTxBytes);
-          Tensor gX = local_tile(domain_offset(make_coord(t.row_begin, 0), mX), Shape<Int<T::kBlockT>, Int<T::kBlockK>>{},
+          Tensor gX = local_tile(domain_offset(make_coord(t.row_begin, 0), mX), Shape<Int<kBlockT>, Int<T::kBlockK>>{},
                                  make_coord(_0{}, kb));
           copy(p.tma_x.with(*full), group_modes<0, 3>(cta_x.partition_S(gX)), tXsX(_, write.index));
-          SM90_BULK_COPY_G2S::copy(wsrc + static_cast<int64_t>(kb) * T::kPackedBytes, full,
-                                   ss.w.data() + write.index * T::kPackedBytes, T::kPackedBytes);
-          SM90_BULK_COPY_G2S::copy(ssrc + static_cast<int64_t>(kb) * p.n, full, ss.ws.data() + write.index * T::kBlockW,
-                                   T::kWScaleBytes);
+          CUTE_UNROLL
+          for (int c = 0; c < kBlocks; ++c) {
+            SM90_BULK_COPY_G2S::copy(wsrc[c] + static_cast<int64_t>(kb) * T::kChunkBytes, full,
+                                     ss.w.data() + (write.index * kBlocks + c) * T::kChunkBytes, T::kChunkBytes);
+            SM90_BULK_COPY_G2S::copy(ssrc[c] + static_cast<int64_t>(kb) * p.n, full,
+                                     ss.ws.data() + (write.index * kBlocks + c) * 128, 512);
+          }
         }
         // Token scales: rows past the expert's tokens read as zero (their products are never stored).
         const float* a_kb = asrc + static_cast<int64_t>(kb) * p.m_total;
         const uint32_t dst = cute::cast_smem_ptr_to_uint(ss.as.data() + write.index * T::kAsStage);
         CUTE_UNROLL
-        for (int j = 0; j < T::kBlockT / 32; ++j) {
+        for (int j = 0; j < kBlockT / 32; ++j) {
           const int r = lane + 32 * j;
           const bool ok = r < t.rows;
           cp_async_4(dst + 4u * T::as_index(r), ok ? a_kb + r : p.a_scales, ok ? 4u : 0u);
@@ -210,15 +241,19 @@ struct MoeW4A8RsKernel {
     }
   }
 
-  // ---- consumer: one warp group's 64 weight rows x 128 tokens ----------------------------------
-  // A fragments of one K block: (MMA, 1, 4 K steps) e4m3 registers, 4 x 32 bits per K step.
+  // ---- consumer: one warp group's kBlocks x 64 weight rows x kBlockT tokens ----------------------
+  // A fragments of one 64-row block and K block: (MMA, 1, 4 K steps) e4m3 registers, 4 x 32 bits
+  // per K step.
   using FragA = decltype(make_tensor<Element>(partition_shape_A(typename T::TiledMma{}, Shape<_64, Int<T::kBlockK>>{})));
+  using Frags = FragA[kBlocks];
+  using Acc = decltype(partition_fragment_C(typename T::TiledMma{}, Shape<_64, Int<kBlockT>>{}));
 
-  // Loads and converts this thread's values of the K block in stage `s` (two 16-byte loads; the
+  // Loads and converts this thread's values of 64-row block b of stage `s` (two 16-byte loads; the
   // sign-magnitude code of w4a8_rs_layout.hpp: 8 integer instructions per 8 values).
-  __device__ __forceinline__ static void convert_block(SharedStorage& ss, int s, int g, int wt, uint32_t t0,
+  __device__ __forceinline__ static void convert_block(SharedStorage& ss, int s, int b, int g, int wt, uint32_t t0,
                                                        uint32_t t1, FragA& f) {
-    const uint32_t base = cute::cast_smem_ptr_to_uint(ss.w.data() + s * T::kPackedBytes + g * 4096 + wt * 16);
+    const uint32_t base =
+        cute::cast_smem_ptr_to_uint(ss.w.data() + (s * kBlocks + b) * T::kChunkBytes + g * 4096 + wt * 16);
     const uint4 h0 = ld_shared_u4(base);
     const uint4 h1 = ld_shared_u4(base + 2048);
     const uint32_t words[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
@@ -236,32 +271,44 @@ struct MoeW4A8RsKernel {
       }
     }
   }
-
-  // Four m64n128k32 wgmmas of one K block from zero; `f` must stay untouched (and alive: fenced
-  // after the wait) until they complete.
-  template <class TiledMma, class FrgB, class Part>
-  __device__ __forceinline__ static void issue(TiledMma& mma, FragA& f, FrgB const& tCrB, int s, Part& part) {
-    warpgroup_fence_operand(f);
-    warpgroup_fence_operand(part);
-    warpgroup_arrive();
-    mma.accumulate_ = GMMA::ScaleOut::Zero;
+  __device__ __forceinline__ static void convert_stage(SharedStorage& ss, int s, int g, int wt, uint32_t t0,
+                                                       uint32_t t1, Frags& f) {
     CUTE_UNROLL
-    for (int k = 0; k < size<2>(f); ++k) {
-      cute::gemm(mma, f(_, _, k), tCrB(_, _, k, s), part);
-      mma.accumulate_ = GMMA::ScaleOut::One;
+    for (int b = 0; b < kBlocks; ++b) convert_block(ss, s, b, g, wt, t0, t1, f[b]);
+  }
+
+  // Four wgmmas per 64-row block of one K block from zero, one commit group; the fragments
+  // must stay untouched (and alive: fenced after the wait) until they complete.
+  template <class TiledMma, class FrgB>
+  __device__ __forceinline__ static void issue(TiledMma& mma, Frags& f, FrgB const& tCrB, int s, Acc (&part)[kBlocks]) {
+    CUTE_UNROLL
+    for (int b = 0; b < kBlocks; ++b) {
+      warpgroup_fence_operand(f[b]);
+      warpgroup_fence_operand(part[b]);
+    }
+    warpgroup_arrive();
+    CUTE_UNROLL
+    for (int b = 0; b < kBlocks; ++b) {
+      mma.accumulate_ = GMMA::ScaleOut::Zero;
+      CUTE_UNROLL
+      for (int k = 0; k < size<2>(f[b]); ++k) {
+        cute::gemm(mma, f[b](_, _, k), tCrB(_, _, k, s), part[b]);
+        mma.accumulate_ = GMMA::ScaleOut::One;
+      }
     }
     warpgroup_commit_batch();
   }
 
-  template <class SmemX, class Acc>
+  template <class SmemX>
   __device__ __forceinline__ void mma(Params const& p, SharedStorage& ss, SmemX const& sX, State& read, int g, int wt,
-                                      Acc& acc) const {
+                                      Acc (&acc)[kBlocks]) const {
     typename T::TiledMma tiled_mma;
     auto thr = tiled_mma.get_slice(wt);
     Tensor tCrB = thr.partition_fragment_B(sX);  // (MMA, 1, 4, stage) descriptors
-    const int wrow0 = 64 * g + (wt / 32) * 16 + (wt % 32) / 4;  // weight rows wrow0, wrow0 + 8
+    const int wrow0 = 64 * g + (wt / 32) * 16 + (wt % 32) / 4;  // rows wrow0, wrow0 + 8 of each chunk
     const int q = wt % 4;                                        // tokens 2q + 8i + {0, 1}
-    clear(acc);
+    CUTE_UNROLL
+    for (int b = 0; b < kBlocks; ++b) clear(acc[b]);
     // The table e4m3(0..7) comes from shared memory (two copies, by lane parity) so ptxas keeps
     // it in registers instead of copying immediates before every prmt.
     const int pick = 2 * (wt & 1);
@@ -271,19 +318,26 @@ struct MoeW4A8RsKernel {
     // acc += part * a_scale[token] * w_scale[row] for the block in stage s, then the stage is
     // released. C layout (m64nNk32): value i -> row + 8 * ((i >> 1) & 1), token 2q + (i & 1) +
     // 8 * (i / 4); the token scales come 4 at a time (tokens of values 8c .. 8c + 7).
-    auto promote = [&](auto& pt, int s) {
-      warpgroup_fence_operand(pt);
-      const float w0 = ss.ws[s * T::kBlockW + wrow0];
-      const float w1 = ss.ws[s * T::kBlockW + wrow0 + 8];
+    auto promote = [&](Acc (&pt)[kBlocks], int s) {
+      float w0[kBlocks], w1[kBlocks];
       CUTE_UNROLL
-      for (int c = 0; c < T::kBlockT / 16; ++c) {
+      for (int b = 0; b < kBlocks; ++b) {
+        warpgroup_fence_operand(pt[b]);
+        w0[b] = ss.ws[(s * kBlocks + b) * 128 + wrow0];
+        w1[b] = ss.ws[(s * kBlocks + b) * 128 + wrow0 + 8];
+      }
+      CUTE_UNROLL
+      for (int c = 0; c < kBlockT / 16; ++c) {
         const float4 a4 = *reinterpret_cast<const float4*>(&ss.as[s * T::kAsStage + q * T::kAsRow + 4 * c]);
         CUTE_UNROLL
         for (int e = 0; e < 8; ++e) {
           const int i = 8 * c + e;
           const float a = (i & 4) ? ((i & 1) ? a4.w : a4.z) : ((i & 1) ? a4.y : a4.x);
-          if constexpr ((T::kStudy & 2) != 0) acc(i) += pt(i);
-          else acc(i) = fmaf(pt(i) * a, (i & 2) ? w1 : w0, acc(i));
+          CUTE_UNROLL
+          for (int b = 0; b < kBlocks; ++b) {
+            if constexpr ((T::kStudy & 2) != 0) acc[b](i) += pt[b](i);
+            else acc[b](i) = fmaf(pt[b](i) * a, (i & 2) ? w1[b] : w0[b], acc[b](i));
+          }
         }
       }
       asm volatile("" ::: "memory");  // the shared reads above stay before the release
@@ -291,25 +345,26 @@ struct MoeW4A8RsKernel {
       if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
     };
 
-    FragA f0, f1;
-    Tensor p0 = partition_fragment_C(tiled_mma, Shape<_64, Int<T::kBlockT>>{});
+    Frags f0, f1;
+    Acc part[kBlocks];
     bounded_wait(&ss.full[read.index], read.phase);
-    convert_block(ss, read.index, g, wt, t0, t1, f0);
+    convert_stage(ss, read.index, g, wt, t0, t1, f0);
     // Block kb's fragments are in `cur`; block kb + 1's are converted into `nxt` while block kb's
     // wgmmas run. Two K blocks per loop iteration keep the buffers' names constant. (Issuing
     // block kb + 1 before promoting kb, with a second accumulator, measured the same: run 31.)
-    auto step = [&](int kb, FragA& cur, FragA& nxt) {
+    auto step = [&](int kb, Frags& cur, Frags& nxt) {
       const int s = read.index;
-      issue(tiled_mma, cur, tCrB, s, p0);
+      issue(tiled_mma, cur, tCrB, s, part);
       State nx = read;
       nx.advance();
       if (kb + 1 < kbs) {
         bounded_wait(&ss.full[nx.index], nx.phase);
-        convert_block(ss, nx.index, g, wt, t0, t1, nxt);
+        convert_stage(ss, nx.index, g, wt, t0, t1, nxt);
       }
       warpgroup_wait<0>();
-      warpgroup_fence_operand(cur);
-      promote(p0, s);
+      CUTE_UNROLL
+      for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(cur[b]);
+      promote(part, s);
       read = nx;
     };
     int kb = 0;
@@ -320,12 +375,11 @@ struct MoeW4A8RsKernel {
     if (kb < kbs) step(kb, f0, f1);
   }
 
-  // Warp group g's piece to out[token, n_block * 128 + 64 g + ...], staged token-major.
-  template <class Acc>
-  __device__ __forceinline__ void store(Params const& p, SharedStorage& ss, Acc const& acc, WorkTile const& t, int g,
-                                        int wt) const {
+  // bf16: warp group g's piece to out[token, n_block * 128 + 64 g + ...], staged token-major.
+  __device__ __forceinline__ void store_bf16(Params const& p, SharedStorage& ss, Acc const& acc, WorkTile const& t,
+                                             int g, int wt) const {
     const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + g;
-    uint8_t* staged = ss.epi.data() + g * T::kBlockT * kPitch;
+    uint8_t* staged = ss.epi.data() + g * kBlockT * kPitch;
     const int frow = (wt / 32) * 16 + (wt % 32) / 4;  // weight row inside the group's 64
     const int q = wt % 4;
     cutlass::arch::NamedBarrier::sync(128, bar);  // the previous tile's copy-out has read the staging
@@ -337,14 +391,83 @@ struct MoeW4A8RsKernel {
     }
     cutlass::arch::NamedBarrier::sync(128, bar);
     constexpr int kChunks = 64 * 2 / 16;  // 16-byte pieces per token row of the group
+    auto* out = static_cast<__nv_bfloat16*>(p.out);
     CUTE_UNROLL
-    for (int it = 0; it < T::kBlockT * kChunks / 128; ++it) {
+    for (int it = 0; it < kBlockT * kChunks / 128; ++it) {
       const int idx = wt + 128 * it;
       const int tok = idx / kChunks, c = idx % kChunks;
       if (tok < t.rows) {
         const uint4 v = *reinterpret_cast<const uint4*>(staged + tok * kPitch + c * 16);
-        *reinterpret_cast<uint4*>(p.out + (t.row_begin + tok) * p.out_ld + t.n_block * T::kBlockW + 64 * g + 8 * c) = v;
+        *reinterpret_cast<uint4*>(out + (t.row_begin + tok) * p.out_ld + t.n_block * 128 + 64 * g + 8 * c) = v;
       }
+    }
+  }
+
+  // SwiGLU: h = silu(gate) * up * row_weight for warp group g's 64 channels; the per-token amax
+  // over the tile's 128 channels goes through shared memory (one partial per warp); fp8 rows
+  // staged token-major, stored in 16-byte pieces by both warp groups; one scale per token.
+  __device__ __forceinline__ void store_swiglu(Params const& p, SharedStorage& ss, Acc const (&acc)[kBlocks],
+                                               WorkTile const& t, int g, int wt) const {
+    constexpr uint32_t kBoth = static_cast<uint32_t>(NamedBarrierId::swiglu_full);  // the 256 consumer threads
+    uint8_t* staged = ss.epi.data();
+    float* partial = reinterpret_cast<float*>(ss.epi.data() + kBlockT * kPitch);  // [8 warps][kBlockT]
+    float* inv = partial + 8 * kBlockT;                                             // [kBlockT]
+    const int warp = g * 4 + wt / 32, lane = wt % 32;
+    const int crow = 64 * g + (wt / 32) * 16 + lane / 4;  // channel inside the tile (and + 8)
+    const int q = lane % 4;
+    constexpr int kVals = decltype(size(acc[0]))::value;  // kBlockT / 2
+    float h[kVals];
+    CUTE_UNROLL
+    for (int i = 0; i < kVals; ++i) {
+      const int tok = 2 * q + (i & 1) + 8 * (i / 4);
+      const float rw = tok < t.rows ? __ldg(p.row_weights + t.row_begin + tok) : 0.f;
+      h[i] = swiglu(acc[0](i), acc[1](i)) * rw;
+    }
+    // Per-token amax: this thread's two channels, then the 8 lanes of the quad column (xor over
+    // lane bits 2..4), then one partial per warp.
+    float m[kVals / 2];
+    CUTE_UNROLL
+    for (int j = 0; j < kVals / 2; ++j) {  // j = token pair index: values 4 (j / 2) + (j & 1) and + 2
+      const int i = 4 * (j / 2) + (j & 1);
+      m[j] = fmaxf(fabsf(h[i]), fabsf(h[i + 2]));
+      CUTE_UNROLL
+      for (int x = 4; x < 32; x <<= 1) m[j] = fmaxf(m[j], __shfl_xor_sync(0xffffffffu, m[j], x));
+    }
+    cutlass::arch::NamedBarrier::sync(256, kBoth);  // the previous tile's copy-out is done with the staging
+    if (lane < 4) {
+      CUTE_UNROLL
+      for (int j = 0; j < kVals / 2; ++j) partial[warp * kBlockT + 2 * q + (j & 1) + 8 * (j / 2)] = m[j];
+    }
+    cutlass::arch::NamedBarrier::sync(256, kBoth);
+    const int ct = g * 128 + wt;  // consumer thread 0..255
+    if (ct < kBlockT) {
+      float a = 0.f;
+      CUTE_UNROLL
+      for (int w = 0; w < 8; ++w) a = fmaxf(a, partial[w * kBlockT + ct]);
+      const QuantScale qs = quant_scale(a);
+      inv[ct] = qs.inv;
+      if (ct < t.rows) p.out_scales[static_cast<int64_t>(t.n_block) * p.m_total + t.row_begin + ct] = qs.scale;
+    }
+    cutlass::arch::NamedBarrier::sync(256, kBoth);
+    CUTE_UNROLL
+    for (int i = 0; i < kVals; i += 2) {
+      const int tok = 2 * q + 8 * (i / 4);  // values i, i + 1: tokens tok, tok + 1 of channel crow (+8)
+      const float2 iv = *reinterpret_cast<const float2*>(&inv[tok]);
+      const uint16_t v = fp8x2_e4m3(h[i] * iv.x, h[i + 1] * iv.y);
+      const int ch = crow + ((i & 2) ? 8 : 0);
+      staged[tok * kPitch + ch] = static_cast<uint8_t>(v & 0xFF);
+      staged[(tok + 1) * kPitch + ch] = static_cast<uint8_t>(v >> 8);
+    }
+    cutlass::arch::NamedBarrier::sync(256, kBoth);
+    auto* out = static_cast<uint8_t*>(p.out);
+    constexpr int kChunks = 128 / 16;  // 16-byte pieces per token row
+    CUTE_UNROLL
+    for (int it = 0; it < kBlockT * kChunks / 256; ++it) {
+      const int idx = ct + 256 * it;
+      const int tok = idx / kChunks, c = idx % kChunks;
+      if (tok < t.rows)
+        *reinterpret_cast<uint4*>(out + (t.row_begin + tok) * p.out_ld + t.n_block * 128 + 16 * c) =
+            *reinterpret_cast<const uint4*>(staged + tok * kPitch + c * 16);
     }
   }
 
@@ -377,9 +500,10 @@ struct MoeW4A8RsKernel {
       State read{};
       WorkTile t;
       while (sched.next(t)) {
-        Tensor acc = partition_fragment_C(typename T::TiledMma{}, Shape<_64, Int<T::kBlockT>>{});
+        Acc acc[kBlocks];
         mma(p, ss, sX, read, g, wt, acc);
-        store(p, ss, acc, t, g, wt);
+        if constexpr (T::kGateUp) store_swiglu(p, ss, acc, t, g, wt);
+        else store_bf16(p, ss, acc[0], t, g, wt);
       }
     }
   }
@@ -397,8 +521,10 @@ __global__ void __launch_bounds__(Kernel::kThreads, 1)
 // Host: the persistent grid (one CTA per SM or p.num_ctas, at most the tile count bound).
 template <class Kernel>
 cudaError_t launch_moe_w4a8_rs(MoeW4A8Params const& p, cudaStream_t stream) {
-  const long long tiles = (static_cast<long long>(p.m_total) / Kernel::T::kBlockT + p.experts) * (p.n / 128);
-  if (tiles <= 0 || p.k % 128 != 0 || p.n % 128 != 0 || p.format != W4Format::int4_g128) return cudaErrorInvalidValue;
+  const long long tiles =
+      (static_cast<long long>(p.m_total) / Kernel::T::kBlockT + p.experts) * (p.n / (Kernel::T::kGateUp ? 256 : 128));
+  if (tiles <= 0 || p.k % 128 != 0 || p.n % (Kernel::T::kGateUp ? 256 : 128) != 0 || p.format != W4Format::int4_g128)
+    return cudaErrorInvalidValue;
   int ctas = 0;
   if (const cudaError_t g = persistent_grid(p.num_ctas, tiles, ctas); g != cudaSuccess) return g;
   const typename Kernel::Params kp = Kernel::to_params(p);
