@@ -315,9 +315,9 @@ void run_bench(const BenchFlags& fl) {
   if (models.empty()) throw InvalidArgument("bench moe-gemm: --models matched none of the seven models");
   for (const auto& op : fl.ops) problem(*models.front(), op);  // throws for unknown ops
   for (const auto& c : fl.clusters) parse_cluster(c);
-  std::vector<Weights> quants;
-  for (const auto& w : fl.weights) quants.push_back(parse_weights(w));
-  if (quants.empty()) throw InvalidArgument("bench moe-gemm: --weights is empty");
+  std::vector<Weights> weights;
+  for (const auto& w : fl.weights) weights.push_back(parse_weights(w));
+  if (weights.empty()) throw InvalidArgument("bench moe-gemm: --weights is empty");
   for (int sch : fl.schedules)
     if (sch < -1 || sch > 3) throw InvalidArgument(fmt::format("bench moe-gemm: --schedule {} must be -1..3", sch));
 
@@ -354,10 +354,9 @@ void run_bench(const BenchFlags& fl) {
         const Problem pb = problem(*md, op);
         const auto cluster = parse_cluster(cs);
         for (int sch : fl.schedules)
-          for (const Weights& wt : quants) {
+          for (const Weights& wt : weights) {
             const ops::MoeQuant quant = wt.quant;
             // A forced cluster, tile, schedule or epilogue that is not shipped for these weights: skip the line.
-            if (wt.layout == ops::MoeWeightLayout::int4_rs && sch > 0) continue;
             ops::MoeGemmArgs probe;
             probe.quant = quant;
             probe.b_layout = wt.layout;
@@ -367,7 +366,7 @@ void run_bench(const BenchFlags& fl) {
             probe.block_m = pb.epilogue == ops::MoeEpilogue::bf16 ? fl.block_m : 0;
             probe.cluster_m = cluster.first;
             probe.cluster_n = cluster.second;
-            if (sch >= 0 && !ops::moe_schedule_shipped(quant, sch)) continue;
+            if (sch >= 0 && !ops::moe_schedule_shipped(quant, wt.layout, sch)) continue;
             try {
               ops::select_moe_instantiation(probe);
             } catch (const InvalidArgument&) {

@@ -253,7 +253,7 @@ void validate(const MoeGemmArgs& a) {
   if (a.b_layout == MoeWeightLayout::int4_rs && a.quant != MoeQuant::w4a8_int4)
     throw InvalidArgument(fmt::format("moe gemm: the int4_rs weight layout serves w4a8_int4 only; got {}",
                                       moe_quant_name(a.quant)));
-  if (a.b_layout == MoeWeightLayout::int4_rs && a.schedule > 0)
+  if (a.schedule >= 0 && !moe_schedule_shipped(a.quant, a.b_layout, a.schedule))
     throw InvalidArgument(fmt::format(
         "moe gemm: the int4_rs kernel has one consumer schedule; schedule {} must be -1 (default) or 0", a.schedule));
   find_entry(a);  // a forced block_m must be shipped for this epilogue

@@ -300,6 +300,9 @@ TEST(MoeGemmValidate, Int4RegisterOperandLayout) {
                       b.row_weights = static_cast<const float*>(fake(0x80000)); },
         "swiglu_fp8 kernel with block_m 128 and cluster 1x1 (the int4_rs layout ships: bf16 m128 1x1, swiglu_fp8 m64 1x1)");
   check([](auto& b) { b.schedule = 2; }, "int4_rs kernel has one consumer schedule; schedule 2");
+  EXPECT_TRUE(ops::moe_schedule_shipped(MoeQuant::w4a8_int4, ops::MoeWeightLayout::int4_rs, 0));
+  EXPECT_FALSE(ops::moe_schedule_shipped(MoeQuant::w4a8_int4, ops::MoeWeightLayout::int4_rs, 2));
+  EXPECT_TRUE(ops::moe_schedule_shipped(MoeQuant::w4a8_int4, ops::MoeWeightLayout::rows, 2));
   check([](auto& b) { b.block_m = 192; }, "block_m 192 and cluster 1x1 (the int4_rs layout ships: bf16 m128 1x1");
   check([](auto& b) { b.b_layout = static_cast<ops::MoeWeightLayout>(7); }, "unsupported weight layout 7");
   // The row-major int4 kernels do not take a 128-row tile.

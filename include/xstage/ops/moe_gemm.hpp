@@ -83,6 +83,10 @@ inline constexpr int kMoeDefaultSchedule = 3;
 inline constexpr bool moe_schedule_shipped(MoeQuant q, int s) {
   return s >= 0 && s <= 3 && (!moe_is_w4a8(q) || s == 0 || s == 2);
 }
+// The same for weights in layout l: the int4_rs kernels have schedule 0 only.
+inline constexpr bool moe_schedule_shipped(MoeQuant q, MoeWeightLayout l, int s) {
+  return moe_schedule_shipped(q, s) && (l == MoeWeightLayout::rows || s == 0);
+}
 // The schedule a call with `requested` (-1: default) runs: the default is 3 for w8a8, 0 for w4a8.
 inline constexpr int moe_schedule_for(MoeQuant q, int requested) {
   return requested >= 0 ? requested : (moe_is_w4a8(q) ? 0 : kMoeDefaultSchedule);
