@@ -60,7 +60,7 @@ struct BenchFlags {
   int block_m = 0;
   std::vector<std::string> clusters{"planned"};  // planned, 1x1, 2x1, 1x2, 2x2
   std::vector<int> schedules{-1};                // consumer schedule override (-1: default)
-  std::vector<std::string> weights{"w8a8"};      // w8a8, w4a8-int4, w4a8-int4-rs, w4a8-mxfp4
+  std::vector<std::string> weights{"w8a8"};      // w8a8, w4a8-int4, w4a8-int4-rs, w4a8-mxfp4, w4a8-mxfp4-rs
   std::string json_out;
 };
 
@@ -72,7 +72,7 @@ std::pair<int, int> parse_cluster(const std::string& c) {
   throw InvalidArgument("bench moe-gemm: --cluster takes planned, 1x1, 2x1, 1x2 or 2x2; got '" + c + "'");
 }
 
-// A weight format and its layout in memory (w4a8-int4-rs: INT4 prepacked for the
+// A weight format and its layout in memory (w4a8-int4-rs / w4a8-mxfp4-rs: prepacked for the
 // register-operand kernels).
 struct Weights {
   ops::MoeQuant quant;
@@ -86,7 +86,9 @@ Weights parse_weights(const std::string& w) {
   if (w == "w4a8-int4") return {ops::MoeQuant::w4a8_int4, L::rows, "w4a8_int4"};
   if (w == "w4a8-int4-rs") return {ops::MoeQuant::w4a8_int4, L::int4_rs, "w4a8_int4_rs"};
   if (w == "w4a8-mxfp4") return {ops::MoeQuant::w4a8_mxfp4, L::rows, "w4a8_mxfp4"};
-  throw InvalidArgument("bench moe-gemm: --weights takes w8a8, w4a8-int4, w4a8-int4-rs, w4a8-mxfp4; got '" + w + "'");
+  if (w == "w4a8-mxfp4-rs") return {ops::MoeQuant::w4a8_mxfp4, L::mxfp4_rs, "w4a8_mxfp4_rs"};
+  throw InvalidArgument(
+      "bench moe-gemm: --weights takes w8a8, w4a8-int4, w4a8-int4-rs, w4a8-mxfp4, w4a8-mxfp4-rs; got '" + w + "'");
 }
 
 // Experts benchmarked: enough that the weights exceed `weight_bytes` (so they stream from
@@ -124,6 +126,21 @@ void upload_pattern(void* dst, size_t bytes, const std::vector<uint8_t>& pattern
   }
 }
 
+// Fills `bytes` (a whole number of prepacked chunks) by tiling whole chunks of `pattern`,
+// starting at chunk `shift` of it.
+constexpr int kMxRsChunks = 64;
+void upload_chunks(void* dst, size_t bytes, const std::vector<uint8_t>& pattern, size_t shift, cudaStream_t s) {
+  const size_t chunk = pattern.size() / kMxRsChunks;
+  size_t start = (shift * 7 % kMxRsChunks) * chunk;
+  for (size_t off = 0; off < bytes;) {
+    const size_t n = std::min(pattern.size() - start, bytes - off);
+    XS_CUDA(cudaMemcpyAsync(static_cast<uint8_t*>(dst) + off, pattern.data() + start, n, cudaMemcpyHostToDevice, s),
+            "uploading bench inputs");
+    off += n;
+    start = 0;
+  }
+}
+
 struct Problem {
   std::string op;
   int n, k;
@@ -148,6 +165,9 @@ struct Result {
 
 struct Patterns {
   std::vector<uint8_t> fp8, scales, e8m0;  // e8m0: exponents 120..130 (scales 2^-7 .. 2^3)
+  // mxfp4_rs: whole prepacked 128 x 128 chunks (random codes, exponent gaps 0..3), so that
+  // every tiling of it is valid prepacked weights.
+  std::vector<uint8_t> mx_rs;
 };
 
 Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, const Weights& wt, int tokens,
@@ -159,8 +179,10 @@ Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, const
   const bool swiglu = pb.epilogue == ops::MoeEpilogue::swiglu_fp8;
   const int out_cols = swiglu ? pb.n / 2 : pb.n;
   const size_t a_bytes = size_t(m) * pb.k, sa_bytes = 4 * size_t(pb.k / 128) * m;
-  const size_t b_bytes = size_t(ops::moe_weight_bytes(quant, experts, pb.n, pb.k));
-  const size_t sb_bytes = size_t(ops::moe_weight_scale_bytes(quant, experts, pb.n, pb.k));
+  const bool mx_rs = wt.layout == ops::MoeWeightLayout::mxfp4_rs;
+  const bool e8m0 = quant == ops::MoeQuant::w4a8_mxfp4 && !mx_rs;
+  const size_t b_bytes = size_t(ops::moe_weight_bytes(quant, wt.layout, experts, pb.n, pb.k));
+  const size_t sb_bytes = size_t(ops::moe_weight_scale_bytes(quant, wt.layout, experts, pb.n, pb.k));
   const size_t out_bytes = size_t(m) * out_cols * (swiglu ? 1 : 2), os_bytes = 4 * size_t(out_cols / 128) * m;
   const size_t set_bytes = a_bytes + sa_bytes + b_bytes + sb_bytes + out_bytes + os_bytes;
   const int sets = static_cast<int>(std::max<size_t>(1, (rotate_bytes + set_bytes - 1) / set_bytes));
@@ -178,9 +200,10 @@ Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, const
     s.out = std::make_unique<DeviceMem>(out_bytes);
     s.os = std::make_unique<DeviceMem>(os_bytes);
     upload_pattern(s.a->p, a_bytes, pat.fp8, 3 * i + 1, stream);
-    upload_pattern(s.b->p, b_bytes, pat.fp8, 3 * i + 2, stream);
+    if (mx_rs) upload_chunks(s.b->p, b_bytes, pat.mx_rs, i, stream);
+    else upload_pattern(s.b->p, b_bytes, pat.fp8, 3 * i + 2, stream);
     upload_pattern(s.sa->p, sa_bytes, pat.scales, 3 * i + 3, stream);
-    upload_pattern(s.sb->p, sb_bytes, quant == ops::MoeQuant::w4a8_mxfp4 ? pat.e8m0 : pat.scales, 3 * i + 4, stream);
+    upload_pattern(s.sb->p, sb_bytes, e8m0 ? pat.e8m0 : pat.scales, 3 * i + 4, stream);
   }
   std::vector<int> counts(experts, tokens), offsets(experts);
   for (int e = 0; e < experts; ++e) offsets[e] = e * tokens;
@@ -212,8 +235,8 @@ Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, const
     a.a = bufs[i].a->p;
     a.a_scales = static_cast<const float*>(bufs[i].sa->p);
     a.b = bufs[i].b->p;
-    a.b_scales = quant == ops::MoeQuant::w4a8_mxfp4 ? nullptr : static_cast<const float*>(bufs[i].sb->p);
-    a.b_e8m0 = quant == ops::MoeQuant::w4a8_mxfp4 ? static_cast<const uint8_t*>(bufs[i].sb->p) : nullptr;
+    a.b_scales = e8m0 ? nullptr : static_cast<const float*>(bufs[i].sb->p);
+    a.b_e8m0 = e8m0 ? static_cast<const uint8_t*>(bufs[i].sb->p) : nullptr;
     a.out = bufs[i].out->p;
     a.out_scales = swiglu ? static_cast<float*>(bufs[i].os->p) : nullptr;
   };
@@ -298,6 +321,14 @@ Patterns make_patterns() {
   }
   p.e8m0.resize(kPatternBytes + kPatternPad);
   for (auto& b : p.e8m0) b = static_cast<uint8_t>(120 + rng() % 11);
+  // 128 x (128 * kMxRsChunks) MXFP4 weights through the real prepacking.
+  constexpr int kCols = 128 * kMxRsChunks;
+  std::vector<uint8_t> packed(size_t(128) * kCols / 2), ex(size_t(kCols / 32) * 128);
+  for (auto& b : packed) b = static_cast<uint8_t>(rng());
+  for (auto& b : ex) b = static_cast<uint8_t>(124 + rng() % 4);
+  std::vector<float> block_scales(size_t(kCols / 128) * 128);
+  p.mx_rs.resize(size_t(ops::prepacked_mxfp4_rs_bytes(128, kCols)));
+  ops::prepack_mxfp4_rs(packed.data(), ex.data(), 128, kCols, p.mx_rs.data(), block_scales.data());
   return p;
 }
 
@@ -453,8 +484,8 @@ void add_moe_gemm_bench_command(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--weights", fl->weights,
-                  "Weight formats to run, each cell back to back: w8a8, w4a8-int4, w4a8-int4-rs, w4a8-mxfp4 (w4a8: 64 "
-                  "and 192-row tiles, schedules 0 and 2 (ping-pong); w4a8-int4-rs: INT4 prepacked for the "
+                  "Weight formats to run, each cell back to back: w8a8, w4a8-int4, w4a8-int4-rs, w4a8-mxfp4, "
+                  "w4a8-mxfp4-rs (w4a8: 64 and 192-row tiles, schedules 0 and 2 (ping-pong); *-rs: prepacked for the "
                   "register-operand kernels (128 x 128 bf16, 64 x 256 SwiGLU tiles); unshipped forced settings are "
                   "skipped)")
       ->delimiter(',')

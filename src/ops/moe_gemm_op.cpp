@@ -8,6 +8,7 @@
 
 #include "kernels/moe/launch.hpp"
 #include "kernels/moe/launch_w4a8.hpp"
+#include "kernels/moe/w4a8_rs_layout.hpp"
 #include "xstage/error.hpp"
 #include "xstage/ops/moe_gemm.hpp"
 
@@ -20,6 +21,15 @@ const char* moe_quant_name(MoeQuant q) {
     case MoeQuant::w8a8: return "w8a8";
     case MoeQuant::w4a8_int4: return "w4a8_int4";
     case MoeQuant::w4a8_mxfp4: return "w4a8_mxfp4";
+  }
+  return "unknown";
+}
+
+const char* moe_weight_layout_name(MoeWeightLayout l) {
+  switch (l) {
+    case MoeWeightLayout::rows: return "rows";
+    case MoeWeightLayout::int4_rs: return "int4_rs";
+    case MoeWeightLayout::mxfp4_rs: return "mxfp4_rs";
   }
   return "unknown";
 }
@@ -62,6 +72,8 @@ struct Entry {
 
 km::KernelInfo w4a8rs_bf16_info(km::W4Format) { return km::moe_w4a8rs_bf16_m128n128_info(); }
 km::KernelInfo w4a8rs_swiglu_info(km::W4Format) { return km::moe_w4a8rs_swiglu_m64n256_info(); }
+km::KernelInfo w4a8rs_mxfp4_bf16_info(km::W4Format) { return km::moe_w4a8rs_mxfp4_bf16_m128n128_info(); }
+km::KernelInfo w4a8rs_mxfp4_swiglu_info(km::W4Format) { return km::moe_w4a8rs_mxfp4_swiglu_m64n256_info(); }
 
 const Entry kEntries[] = {
     {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 1, 1, "w8a8_bf16_m128n128", km::moe_w8a8_bf16_m128n128,
@@ -90,6 +102,10 @@ const Entry kEntries[] = {
      km::moe_w4a8rs_bf16_m128n128, w4a8rs_bf16_info, MoeWeightLayout::int4_rs},
     {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 64, 1, 1, "w4a8rs_swiglu_m64n256", nullptr, nullptr,
      km::moe_w4a8rs_swiglu_m64n256, w4a8rs_swiglu_info, MoeWeightLayout::int4_rs},
+    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 128, 1, 1, "w4a8rs_mxfp4_bf16_m128n128", nullptr, nullptr,
+     km::moe_w4a8rs_mxfp4_bf16_m128n128, w4a8rs_mxfp4_bf16_info, MoeWeightLayout::mxfp4_rs},
+    {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 64, 1, 1, "w4a8rs_mxfp4_swiglu_m64n256", nullptr, nullptr,
+     km::moe_w4a8rs_mxfp4_swiglu_m64n256, w4a8rs_mxfp4_swiglu_info, MoeWeightLayout::mxfp4_rs},
 };
 
 MoeQuant table_quant(MoeQuant q) { return moe_is_w4a8(q) ? MoeQuant::w4a8_int4 : q; }
@@ -106,7 +122,7 @@ MoeCluster cluster_for(MoeEpilogue, int, int) { return MoeCluster{1, 1}; }
 
 const Entry& find_entry(const MoeGemmArgs& a) {
   const int tokens = tokens_per_expert(a);
-  const bool rs = a.b_layout == MoeWeightLayout::int4_rs;
+  const bool rs = a.b_layout != MoeWeightLayout::rows;
   const int bm = a.block_m != 0                         ? a.block_m
                  : rs                                    ? (a.epilogue == MoeEpilogue::swiglu_fp8 ? 64 : 128)
                                                          : plan_block_m(a.quant, a.epilogue, tokens);
@@ -118,7 +134,8 @@ const Entry& find_entry(const MoeGemmArgs& a) {
   throw InvalidArgument(fmt::format(
       "moe gemm: no {} {} kernel with block_m {} and cluster {}x{} ({})", moe_quant_name(a.quant),
       moe_epilogue_name(a.epilogue), bm, c.m, c.n,
-      rs                   ? "the int4_rs layout ships: bf16 m128 1x1, swiglu_fp8 m64 1x1"
+      rs                   ? fmt::format("the {} layout ships: bf16 m128 1x1, swiglu_fp8 m64 1x1",
+                                         moe_weight_layout_name(a.b_layout))
       : moe_is_w4a8(a.quant) ? "w4a8 ships: bf16 m64 1x1, bf16 m192 1x1, swiglu_fp8 m64 1x1"
                            : "w8a8 ships: bf16 m64 1x1, bf16 m128 1x1/2x1/1x2/2x2, bf16 m192 1x1, swiglu_fp8 m64 1x1/2x1"));
 }
@@ -150,8 +167,10 @@ km::MoeW4A8Params to_w4a8_params(const MoeGemmArgs& a) {
   km::MoeW4A8Params p;
   static_cast<km::MoeGemmParams&>(p) = to_params(a);
   p.format = w4_format(a.quant);
-  p.b_scales = a.quant == MoeQuant::w4a8_int4 ? a.b_scales : nullptr;
-  p.b_e8m0 = a.quant == MoeQuant::w4a8_mxfp4 ? a.b_e8m0 : nullptr;
+  // The register-operand MXFP4 kernels take fp32 block scales (prepack_mxfp4_rs) instead of E8M0.
+  const bool e8m0 = a.quant == MoeQuant::w4a8_mxfp4 && a.b_layout == MoeWeightLayout::rows;
+  p.b_scales = e8m0 ? nullptr : a.b_scales;
+  p.b_e8m0 = e8m0 ? a.b_e8m0 : nullptr;
   return p;
 }
 
@@ -186,6 +205,16 @@ long long moe_weight_scale_bytes(MoeQuant quant, int experts, int n, int k) {
     case MoeQuant::w4a8_mxfp4: return e * (k / 32) * n;
   }
   return 0;
+}
+
+long long moe_weight_bytes(MoeQuant quant, MoeWeightLayout l, int experts, int n, int k) {
+  if (l != MoeWeightLayout::mxfp4_rs) return moe_weight_bytes(quant, experts, n, k);
+  return static_cast<long long>(experts) * (n / 128) * (k / 128) * km::kRsMxChunkBytes;
+}
+
+long long moe_weight_scale_bytes(MoeQuant quant, MoeWeightLayout l, int experts, int n, int k) {
+  if (l != MoeWeightLayout::mxfp4_rs) return moe_weight_scale_bytes(quant, experts, n, k);
+  return static_cast<long long>(experts) * (k / 128) * n * 4;
 }
 
 MoeCluster plan_cluster(MoeEpilogue epilogue, int tokens) {
@@ -248,14 +277,19 @@ void validate(const MoeGemmArgs& a) {
     throw InvalidArgument(fmt::format(
         "moe gemm: the w4a8 kernels have two consumer schedules; schedule {} must be -1 (default), 0 or 2 (ping-pong)",
         a.schedule));
-  if (a.b_layout != MoeWeightLayout::rows && a.b_layout != MoeWeightLayout::int4_rs)
+  if (a.b_layout != MoeWeightLayout::rows && a.b_layout != MoeWeightLayout::int4_rs &&
+      a.b_layout != MoeWeightLayout::mxfp4_rs)
     throw InvalidArgument(fmt::format("moe gemm: unsupported weight layout {}", static_cast<int>(a.b_layout)));
   if (a.b_layout == MoeWeightLayout::int4_rs && a.quant != MoeQuant::w4a8_int4)
     throw InvalidArgument(fmt::format("moe gemm: the int4_rs weight layout serves w4a8_int4 only; got {}",
                                       moe_quant_name(a.quant)));
+  if (a.b_layout == MoeWeightLayout::mxfp4_rs && a.quant != MoeQuant::w4a8_mxfp4)
+    throw InvalidArgument(fmt::format("moe gemm: the mxfp4_rs weight layout serves w4a8_mxfp4 only; got {}",
+                                      moe_quant_name(a.quant)));
   if (a.schedule >= 0 && !moe_schedule_shipped(a.quant, a.b_layout, a.schedule))
-    throw InvalidArgument(fmt::format(
-        "moe gemm: the int4_rs kernel has one consumer schedule; schedule {} must be -1 (default) or 0", a.schedule));
+    throw InvalidArgument(fmt::format("moe gemm: the {} kernel has one consumer schedule; schedule {} must be -1 "
+                                      "(default) or 0",
+                                      moe_weight_layout_name(a.b_layout), a.schedule));
   find_entry(a);  // a forced block_m must be shipped for this epilogue
   check_pointer("a", a.a, 16, "TMA");
   check_pointer("b", a.b, 16, "TMA");
@@ -263,7 +297,10 @@ void validate(const MoeGemmArgs& a) {
   check_pointer("a_scales", a.a_scales, 4, "fp32");
   if (a.quant == MoeQuant::w8a8) check_pointer("b_scales", a.b_scales, 4, "fp32");
   if (a.quant == MoeQuant::w4a8_int4) check_pointer("b_scales", a.b_scales, 16, "bulk copies of the int4 scales");
-  if (a.quant == MoeQuant::w4a8_mxfp4) check_pointer("b_e8m0", a.b_e8m0, 16, "bulk copies of the mxfp4 scales");
+  if (a.quant == MoeQuant::w4a8_mxfp4 && a.b_layout == MoeWeightLayout::rows)
+    check_pointer("b_e8m0", a.b_e8m0, 16, "bulk copies of the mxfp4 scales");
+  if (a.b_layout == MoeWeightLayout::mxfp4_rs)
+    check_pointer("b_scales", a.b_scales, 16, "bulk copies of the mxfp4_rs block scales from prepack_mxfp4_rs");
   check_pointer("counts", a.counts, 4, "int32");
   check_pointer("offsets", a.offsets, 4, "int32");
   if (a.epilogue == MoeEpilogue::swiglu_fp8) {

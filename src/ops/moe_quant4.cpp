@@ -109,7 +109,8 @@ void dequantize_mxfp4(const uint8_t* packed, const uint8_t* scales, int rows, in
     }
 }
 
-void dequantize_mxfp4_w4a8(const uint8_t* packed, const uint8_t* scales, int rows, int cols, float* out) {
+void dequantize_mxfp4_w4a8(const uint8_t* packed, const uint8_t* scales, int rows, int cols, float* out,
+                           int max_gap) {
   constexpr int kSub = kInt4Group / kMxfp4Block;  // 4 sub-blocks per 128 columns
   for (int r = 0; r < rows; ++r)
     for (int g = 0; g < cols / kInt4Group; ++g) {
@@ -117,7 +118,7 @@ void dequantize_mxfp4_w4a8(const uint8_t* packed, const uint8_t* scales, int row
       for (int i = 0; i < kSub; ++i) emax = std::max<int>(emax, scales[int64_t(g * kSub + i) * rows + r]);
       for (int i = 0; i < kSub; ++i) {
         const int e = scales[int64_t(g * kSub + i) * rows + r];
-        const float s = emax - e > kMxfp4MaxExponentGap ? 0.f : std::ldexp(1.f, e - 127);
+        const float s = emax - e > max_gap ? 0.f : std::ldexp(1.f, e - 127);
         for (int j = 0; j < kMxfp4Block; ++j) {
           const int c = g * kInt4Group + i * kMxfp4Block + j;
           const int64_t idx = int64_t(r) * cols + c;
@@ -127,11 +128,17 @@ void dequantize_mxfp4_w4a8(const uint8_t* packed, const uint8_t* scales, int row
     }
 }
 
+namespace {
+void check_rs_shape(const char* fn, int rows, int cols) {
+  if (rows <= 0 || cols <= 0 || rows % 128 != 0 || cols % 128 != 0)
+    throw InvalidArgument(std::string(fn) + ": rows " + std::to_string(rows) + " and cols " + std::to_string(cols) +
+                          " must be positive multiples of 128");
+}
+}  // namespace
+
 void prepack_int4_rs(const uint8_t* packed, int rows, int cols, uint8_t* out) {
   if (packed == nullptr || out == nullptr) throw InvalidArgument("prepack_int4_rs: null buffer");
-  if (rows <= 0 || cols <= 0 || rows % 128 != 0 || cols % 128 != 0)
-    throw InvalidArgument("prepack_int4_rs: rows " + std::to_string(rows) + " and cols " + std::to_string(cols) +
-                          " must be positive multiples of 128");
+  check_rs_shape("prepack_int4_rs", rows, cols);
   const size_t bytes = static_cast<size_t>(rows) * cols / 2;
   std::memset(out, 0, bytes);
   for (int r = 0; r < rows; ++r)
@@ -148,6 +155,48 @@ void prepack_int4_rs(const uint8_t* packed, int rows, int cols, uint8_t* out) {
       word |= static_cast<uint32_t>(q < 0) << pos.sign_bit;
       std::memcpy(out + pos.word_byte, &word, 4);
     }
+}
+
+long long prepacked_mxfp4_rs_bytes(int rows, int cols) {
+  check_rs_shape("prepacked_mxfp4_rs_bytes", rows, cols);
+  return static_cast<long long>(rows / 128) * (cols / 128) * kernels::moe::kRsMxChunkBytes;
+}
+
+long long prepack_mxfp4_rs(const uint8_t* packed, const uint8_t* e8m0, int rows, int cols, uint8_t* out,
+                           float* block_scales) {
+  if (packed == nullptr || e8m0 == nullptr || out == nullptr || block_scales == nullptr)
+    throw InvalidArgument("prepack_mxfp4_rs: null buffer");
+  check_rs_shape("prepack_mxfp4_rs", rows, cols);
+  static_assert(kernels::moe::kRsMxMaxGap == kMxfp4RsMaxExponentGap, "one gap limit");
+  constexpr int kSub = kInt4Group / kMxfp4Block;
+  std::memset(out, 0, static_cast<size_t>(prepacked_mxfp4_rs_bytes(rows, cols)));
+  long long flushed = 0;
+  for (int r = 0; r < rows; ++r)
+    for (int g = 0; g < cols / kInt4Group; ++g) {
+      int emax = 0;
+      for (int i = 0; i < kSub; ++i) emax = std::max<int>(emax, e8m0[int64_t(g * kSub + i) * rows + r]);
+      block_scales[int64_t(g) * rows + r] = std::ldexp(1.f, emax - 133);
+      for (int i = 0; i < kSub; ++i) {
+        const int sub = g * kSub + i;
+        const int gap = emax - e8m0[int64_t(sub) * rows + r];
+        if (gap > kMxfp4RsMaxExponentGap) {
+          ++flushed;  // codes stay zero; the gap byte too
+          continue;
+        }
+        out[kernels::moe::rs_gap_pos(r, sub, cols)] = static_cast<uint8_t>(8 * gap);
+        for (int j = 0; j < kMxfp4Block; ++j) {
+          const int c = sub * kMxfp4Block + j;
+          const uint8_t code = get_nibble(packed, int64_t(r) * cols + c);
+          const auto pos = kernels::moe::rs_code_pos(r, c, cols, kernels::moe::kRsMxChunkBytes);
+          uint32_t word;
+          std::memcpy(&word, out + pos.word_byte, 4);
+          word |= static_cast<uint32_t>(code & 0x7) << pos.mag_bit;
+          word |= static_cast<uint32_t>(code >> 3) << pos.sign_bit;
+          std::memcpy(out + pos.word_byte, &word, 4);
+        }
+      }
+    }
+  return flushed;
 }
 
 }  // namespace xstage::ops

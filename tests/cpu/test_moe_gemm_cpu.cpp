@@ -311,6 +311,64 @@ TEST(MoeGemmValidate, Int4RegisterOperandLayout) {
   expect_invalid([&] { ops::validate(rows); }, "(w4a8 ships");
 }
 
+// The register-operand MXFP4 kernels: the mxfp4_rs layout (w4a8_mxfp4) with fp32 block scales in
+// b_scales (b_e8m0 unused), the same two tiles and schedule 0; sizes of the prepacked buffers.
+TEST(MoeGemmValidate, Mxfp4RegisterOperandLayout) {
+  using ops::MoeQuant;
+  using ops::MoeWeightLayout;
+  const auto good = [](MoeEpilogue epi = MoeEpilogue::bf16) {
+    MoeGemmArgs a = good_w4_args(MoeQuant::w4a8_mxfp4, epi);
+    a.b_layout = MoeWeightLayout::mxfp4_rs;
+    a.b_e8m0 = nullptr;
+    a.b_scales = static_cast<const float*>(fake(0x50000));
+    return a;
+  };
+  MoeGemmArgs a = good();
+  EXPECT_NO_THROW(ops::validate(a));
+  const auto inst = ops::select_moe_instantiation(a);
+  EXPECT_EQ(inst.name, "w4a8rs_mxfp4_bf16_m128n128");
+  EXPECT_EQ(inst.block_m, 128);
+  EXPECT_EQ(inst.block_n, 128);
+  EXPECT_LE(inst.smem_bytes, 227 * 1024);
+  EXPECT_LE(128 * inst.producer_regs + 256 * inst.consumer_regs, 65536);
+  MoeGemmArgs sw = good(MoeEpilogue::swiglu_fp8);
+  EXPECT_NO_THROW(ops::validate(sw));
+  const auto swi = ops::select_moe_instantiation(sw);
+  EXPECT_EQ(swi.name, "w4a8rs_mxfp4_swiglu_m64n256");
+  EXPECT_EQ(swi.block_n, 256);
+  EXPECT_LE(swi.smem_bytes, 227 * 1024);
+  // The int4 register-operand kernels of the same tiles are other kernels with smaller chunks.
+  MoeGemmArgs i4 = good_w4_args(MoeQuant::w4a8_int4);
+  i4.b_layout = MoeWeightLayout::int4_rs;
+  EXPECT_GT(inst.smem_bytes, ops::select_moe_instantiation(i4).smem_bytes);
+  const auto check = [&](auto mutate, const std::string& needle, MoeEpilogue epi = MoeEpilogue::bf16) {
+    MoeGemmArgs b = good(epi);
+    mutate(b);
+    expect_invalid([&] { ops::validate(b); }, needle);
+  };
+  check([](auto& b) { b.quant = MoeQuant::w4a8_int4; }, "mxfp4_rs weight layout serves w4a8_mxfp4 only; got w4a8_int4");
+  check([](auto& b) { b.quant = MoeQuant::w8a8; }, "mxfp4_rs weight layout serves w4a8_mxfp4 only; got w8a8");
+  check([](auto& b) { b.b_scales = nullptr; }, "b_scales is a null pointer");
+  check([](auto& b) { b.b_scales = static_cast<const float*>(fake(0x50008)); },
+        "b_scales = 0x50008 is not 16-byte aligned (bulk copies of the mxfp4_rs block scales from prepack_mxfp4_rs)");
+  check([](auto& b) { b.schedule = 2; }, "mxfp4_rs kernel has one consumer schedule; schedule 2");
+  check([](auto& b) { b.block_m = 192; }, "block_m 192 and cluster 1x1 (the mxfp4_rs layout ships: bf16 m128 1x1");
+  check([](auto& b) { b.block_m = 128; }, "swiglu_fp8 kernel with block_m 128 and cluster 1x1 (the mxfp4_rs layout",
+        MoeEpilogue::swiglu_fp8);
+  // mxfp4 in the rows layout still wants its E8M0 exponents.
+  MoeGemmArgs rows = good();
+  rows.b_layout = MoeWeightLayout::rows;
+  expect_invalid([&] { ops::validate(rows); }, "b_e8m0 is a null pointer");
+  EXPECT_STREQ(ops::moe_weight_layout_name(MoeWeightLayout::mxfp4_rs), "mxfp4_rs");
+  // Buffer sizes: 8704 bytes per 128 x 128 chunk and fp32 block scales; other layouts unchanged.
+  EXPECT_EQ(ops::moe_weight_bytes(MoeQuant::w4a8_mxfp4, MoeWeightLayout::mxfp4_rs, 3, 256, 384), 3LL * 2 * 3 * 8704);
+  EXPECT_EQ(ops::moe_weight_scale_bytes(MoeQuant::w4a8_mxfp4, MoeWeightLayout::mxfp4_rs, 3, 256, 384),
+            3LL * 3 * 256 * 4);
+  EXPECT_EQ(ops::moe_weight_bytes(MoeQuant::w4a8_mxfp4, MoeWeightLayout::rows, 3, 256, 384), 3LL * 256 * 384 / 2);
+  EXPECT_EQ(ops::moe_weight_scale_bytes(MoeQuant::w4a8_mxfp4, MoeWeightLayout::rows, 3, 256, 384), 3LL * 12 * 256);
+  EXPECT_EQ(ops::moe_weight_bytes(MoeQuant::w4a8_int4, MoeWeightLayout::int4_rs, 3, 256, 384), 3LL * 256 * 384 / 2);
+}
+
 TEST(MoeGemmPlan, W4A8TilesAndInstantiations) {
   using ops::MoeQuant;
   for (MoeQuant q : {MoeQuant::w4a8_int4, MoeQuant::w4a8_mxfp4}) {

@@ -4,6 +4,7 @@
 #ifdef XSTAGE_HAVE_MOE
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -249,5 +250,154 @@ TEST(Int4Prepack, RejectsMinusEightAndShapesThatAreNotWholeChunks) {
   EXPECT_THROW(prepack_int4_rs(c.data(), 128, 192, d.data()), xstage::InvalidArgument);
   EXPECT_THROW(prepack_int4_rs(c.data(), 96, 128, d.data()), xstage::InvalidArgument);
   EXPECT_THROW(prepack_int4_rs(nullptr, 128, 128, d.data()), xstage::InvalidArgument);
+}
+
+// Random MXFP4 weights whose exponent gaps inside each row's 128-column block run 0..13: gaps
+// 12 and 13 are past the register-operand kernels' limit (11) and get flushed.
+struct MxWeights {
+  std::vector<uint8_t> packed, e8m0;
+};
+MxWeights random_mxfp4(int rows, int cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  MxWeights w;
+  w.packed.resize(size_t(rows) * cols / 2);
+  for (auto& b : w.packed) b = static_cast<uint8_t>(rng());
+  w.e8m0.resize(size_t(cols / 32) * rows);
+  for (int r = 0; r < rows; ++r)
+    for (int g = 0; g < cols / 128; ++g) {
+      const int emax = 110 + static_cast<int>(rng() % 30);
+      const int top = static_cast<int>(rng() % 4);
+      for (int i = 0; i < 4; ++i)
+        w.e8m0[size_t(4 * g + i) * rows + r] = static_cast<uint8_t>(i == top ? emax : emax - int(rng() % 14));
+    }
+  return w;
+}
+
+// The MXFP4 prepacked layout read and converted the way a consumer thread of the register-
+// operand kernel does (w4a8_rs.cuh, kMx): codes as for INT4, the thread's 8 gap bytes at 8192 +
+// 8 (32 g + 8 (t / 32) + (t % 32) / 4) of the 8704-byte chunk, and per K step j the tables
+// T0 - (8 gap * 0x01010100) and T1 - 8 gap * 0x01010101 with T = e4m3({0, .5, 1, 1.5, 2, 3, 4,
+// 6} * 2^6). Every converted byte times the row's block scale must equal the kernel's defined
+// math, dequantize_mxfp4_w4a8 with gap limit 11 (and the fp8 byte must be exactly e4m3 of
+// e2m1 * 2^(6 - gap), or zero where flushed).
+TEST(Mxfp4Prepack, EveryThreadConvertsItsWgmmaFragment) {
+  const int rows = 256, cols = 384;
+  const MxWeights w = random_mxfp4(rows, cols, 11);
+  std::vector<uint8_t> pre(size_t(prepacked_mxfp4_rs_bytes(rows, cols)), 0xEE);
+  ASSERT_EQ(pre.size(), size_t(rows / 128) * (cols / 128) * 8704);
+  std::vector<float> bs(size_t(cols / 128) * rows, -1.f);
+  const long long flushed = prepack_mxfp4_rs(w.packed.data(), w.e8m0.data(), rows, cols, pre.data(), bs.data());
+  std::vector<float> kern(size_t(rows) * cols), plain(kern.size());
+  dequantize_mxfp4_w4a8(w.packed.data(), w.e8m0.data(), rows, cols, kern.data(), kMxfp4RsMaxExponentGap);
+  dequantize_mxfp4(w.packed.data(), w.e8m0.data(), rows, cols, plain.data());
+  long long expect_flushed = 0;
+  for (int r = 0; r < rows; ++r)
+    for (int g = 0; g < cols / 128; ++g) {
+      int emax = 0;
+      for (int i = 0; i < 4; ++i) emax = std::max<int>(emax, w.e8m0[size_t(4 * g + i) * rows + r]);
+      for (int i = 0; i < 4; ++i) expect_flushed += emax - w.e8m0[size_t(4 * g + i) * rows + r] > 11;
+      ASSERT_EQ(bs[size_t(g) * rows + r], std::ldexp(1.f, emax - 133)) << r << "," << g;
+    }
+  EXPECT_EQ(flushed, expect_flushed);
+  EXPECT_GT(flushed, 0);
+  const uint32_t t0 = 0x6C686000u, t1 = 0x7C787470u;
+  const float t[8] = {0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f};
+  for (int v = 0; v < 8; ++v) ASSERT_EQ((prmt_host(t0, t1, v) & 0xFF), fp8_e4m3_encode(t[v] * 64.f)) << v;
+  long checked = 0, differs_from_plain = 0;
+  for (int rb = 0; rb < rows / 128; ++rb)
+    for (int kb = 0; kb < cols / 128; ++kb) {
+      const size_t chunk = (size_t(rb) * (cols / 128) + kb) * 8704;
+      for (int g = 0; g < 2; ++g)
+        for (int t = 0; t < 128; ++t) {
+          uint32_t gaps[2];
+          std::memcpy(gaps, pre.data() + chunk + 8192 + 8 * (32 * g + 8 * (t / 32) + (t % 32) / 4), 8);
+          for (int j = 0; j < 4; ++j) {
+            uint32_t tab[2][2];
+            for (int h = 0; h < 2; ++h) {
+              const uint32_t d = prmt_host(gaps[h], 0u, 0x1111u * j);
+              tab[h][0] = t0 - (d << 8);
+              tab[h][1] = t1 - d;
+            }
+            for (int wd = 0; wd < 2; ++wd) {
+              uint32_t x;
+              std::memcpy(&x, pre.data() + chunk + g * 4096 + (j / 2) * 2048 + t * 16 + (j % 2) * 8 + 4 * wd, 4);
+              const uint32_t regs[2] = {prmt_host(tab[0][0], tab[0][1], x & 0x7777u) | (x & 0x80808080u),
+                                        prmt_host(tab[1][0], tab[1][1], (x >> 16) & 0x7777u) | ((x << 4) & 0x80808080u)};
+              for (int b = 0; b < 2; ++b) {
+                const int reg = 2 * wd + b;
+                for (int i = 0; i < 4; ++i) {
+                  const int row = 128 * rb + 64 * g + 16 * (t / 32) + (t % 32) / 4 + 8 * (reg % 2);
+                  const int col = 128 * kb + 32 * j + 16 * (reg / 2) + 4 * (t % 4) + i;
+                  const size_t idx = size_t(row) * cols + col;
+                  const uint8_t byte = (regs[b] >> (8 * i)) & 0xFF;
+                  const float got = fp8_e4m3_decode(byte) * bs[size_t(kb) * rows + row];
+                  ASSERT_EQ(got, kern[idx]) << "row " << row << " col " << col;
+                  const int emax_gap = [&] {
+                    int emax = 0;
+                    for (int u = 0; u < 4; ++u) emax = std::max<int>(emax, w.e8m0[size_t(4 * kb + u) * rows + row]);
+                    return emax - w.e8m0[size_t(col / 32) * rows + row];
+                  }();
+                  const float q = e2m1_decode((w.packed[idx / 2] >> (4 * (col % 2))) & 0xF);
+                  if (emax_gap <= 11) ASSERT_EQ(byte, fp8_e4m3_encode(q * std::ldexp(1.f, 6 - emax_gap)));
+                  else ASSERT_EQ(byte & 0x7F, 0) << "flushed";
+                  differs_from_plain += kern[idx] != plain[idx];
+                  ++checked;
+                }
+              }
+            }
+          }
+        }
+    }
+  EXPECT_EQ(checked, long(rows) * cols);
+  EXPECT_GT(differs_from_plain, 0);  // the flushed sub-blocks held non-zero values
+}
+
+TEST(Mxfp4Prepack, CodeAndGapPositionsCoverEveryBitOnce) {
+  const int rows = 256, cols = 256;
+  const int64_t bytes = prepacked_mxfp4_rs_bytes(rows, cols);
+  std::vector<int> hits(size_t(bytes) * 8, 0);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const auto p = xstage::kernels::moe::rs_code_pos(r, c, cols, xstage::kernels::moe::kRsMxChunkBytes);
+      ASSERT_EQ(p.word_byte % 4, 0);
+      ASSERT_LT(p.word_byte % 8704, 8192);  // codes in the first 8 KiB of each chunk
+      for (int b = 0; b < 3; ++b) ++hits[size_t(p.word_byte) * 8 + p.mag_bit + b];
+      ++hits[size_t(p.word_byte) * 8 + p.sign_bit];
+    }
+  for (int r = 0; r < rows; ++r)
+    for (int sub = 0; sub < cols / 32; ++sub) {
+      const int64_t at = xstage::kernels::moe::rs_gap_pos(r, sub, cols);
+      ASSERT_GE(at % 8704, 8192);
+      for (int b = 0; b < 8; ++b) ++hits[size_t(at) * 8 + b];
+    }
+  for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i], 1) << "bit " << i;
+}
+
+TEST(Mxfp4Prepack, GapLimitAndShapes) {
+  // Gap exactly 11 is kept, 12 flushed; dequantize_mxfp4_w4a8's limit follows its argument.
+  const int rows = 128, cols = 128;
+  std::vector<uint8_t> packed(size_t(rows) * cols / 2, 0x22), e8(size_t(4) * rows);  // every value 1.0
+  for (int r = 0; r < rows; ++r) {
+    e8[0 * rows + r] = 127;
+    e8[1 * rows + r] = 116;  // gap 11
+    e8[2 * rows + r] = 115;  // gap 12
+    e8[3 * rows + r] = 113;  // gap 14
+  }
+  std::vector<uint8_t> pre(size_t(prepacked_mxfp4_rs_bytes(rows, cols)));
+  std::vector<float> bs(rows);
+  EXPECT_EQ(prepack_mxfp4_rs(packed.data(), e8.data(), rows, cols, pre.data(), bs.data()), 2 * rows);
+  std::vector<float> k11(size_t(rows) * cols), k14(k11.size());
+  dequantize_mxfp4_w4a8(packed.data(), e8.data(), rows, cols, k11.data(), kMxfp4RsMaxExponentGap);
+  dequantize_mxfp4_w4a8(packed.data(), e8.data(), rows, cols, k14.data());
+  EXPECT_EQ(k11[40], std::ldexp(1.f, -11));
+  EXPECT_EQ(k11[70], 0.f);
+  EXPECT_EQ(k14[70], std::ldexp(1.f, -12));
+  EXPECT_EQ(k11[100], 0.f);
+  EXPECT_EQ(k14[100], std::ldexp(1.f, -14));
+  EXPECT_THROW(prepack_mxfp4_rs(packed.data(), e8.data(), 128, 192, pre.data(), bs.data()), xstage::InvalidArgument);
+  EXPECT_THROW(prepack_mxfp4_rs(packed.data(), e8.data(), 64, 128, pre.data(), bs.data()), xstage::InvalidArgument);
+  EXPECT_THROW(prepack_mxfp4_rs(packed.data(), nullptr, 128, 128, pre.data(), bs.data()), xstage::InvalidArgument);
+  EXPECT_THROW(prepack_mxfp4_rs(packed.data(), e8.data(), 128, 128, pre.data(), nullptr), xstage::InvalidArgument);
+  EXPECT_THROW(prepacked_mxfp4_rs_bytes(128, 100), xstage::InvalidArgument);
 }
 #endif  // XSTAGE_HAVE_MOE

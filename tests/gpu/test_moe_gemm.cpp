@@ -59,7 +59,7 @@ struct Case {
   // sub-block of zero codes holds the block's largest exponent, the other three sit g = 0..20
   // below it (every fp8 conversion shift, and the flush to zero past 14, dominate the result).
   int mx_pattern = 0;
-  // int4 only: B prepacked for the register-operand kernel (MoeWeightLayout::int4_rs).
+  // B prepacked for the register-operand kernels (MoeWeightLayout::int4_rs or mxfp4_rs).
   bool rs = false;
 };
 
@@ -138,9 +138,13 @@ void run_case(const Case& c, uint64_t seed, std::vector<uint8_t>* raw = nullptr)
   const size_t out_elem = swiglu ? 1 : 2;
   cudaStream_t s = nullptr;
   const bool w4 = ops::moe_is_w4a8(c.quant);
+  const bool mx = c.quant == MoeQuant::w4a8_mxfp4;
+  const ops::MoeWeightLayout layout = !c.rs ? ops::MoeWeightLayout::rows
+                                      : mx  ? ops::MoeWeightLayout::mxfp4_rs
+                                            : ops::MoeWeightLayout::int4_rs;
   DeviceBuf a(size_t(m) * c.k), sa(sizeof(float) * (c.k / 128) * size_t(m)),
-      b(size_t(ops::moe_weight_bytes(c.quant, experts, c.n, c.k))),
-      sb(size_t(ops::moe_weight_scale_bytes(c.quant, experts, c.n, c.k))), counts(sizeof(int) * experts),
+      b(size_t(ops::moe_weight_bytes(c.quant, layout, experts, c.n, c.k))),
+      sb(size_t(ops::moe_weight_scale_bytes(c.quant, layout, experts, c.n, c.k))), counts(sizeof(int) * experts),
       offs(sizeof(int) * experts), out(size_t(m) * out_cols * out_elem),
       out_scales(sizeof(float) * (out_cols / 128) * size_t(m)), roww(sizeof(float) * size_t(m)),
       ref(sizeof(float) * size_t(m) * c.n);
@@ -153,13 +157,21 @@ void run_case(const Case& c, uint64_t seed, std::vector<uint8_t>* raw = nullptr)
   } else {
     w4w = make_w4_weights(c, experts, seed + 1);
     std::vector<uint8_t> upload = w4w.packed;
-    if (c.rs) {
-      const size_t per = size_t(c.n) * c.k / 2;
+    const size_t per = size_t(c.n) * c.k / 2;
+    if (c.rs && !mx) {
       for (int e = 0; e < experts; ++e)
         ops::prepack_int4_rs(w4w.packed.data() + e * per, c.n, c.k, upload.data() + e * per);
+    } else if (c.rs) {
+      // MXFP4 prepacked: codes + exponent gaps, and fp32 block scales in place of the exponents.
+      const size_t per_pre = size_t(ops::prepacked_mxfp4_rs_bytes(c.n, c.k)), per_s = size_t(c.k / 128) * c.n;
+      upload.assign(per_pre * experts, 0);
+      w4w.scales.assign(per_s * experts, 0.f);
+      for (int e = 0; e < experts; ++e)
+        ops::prepack_mxfp4_rs(w4w.packed.data() + e * per, w4w.e8m0.data() + size_t(e) * (c.k / 32) * c.n, c.n, c.k,
+                              upload.data() + e * per_pre, w4w.scales.data() + e * per_s);
     }
     XS_CUDA(cudaMemcpy(b.p, upload.data(), upload.size(), cudaMemcpyHostToDevice), "packed weights");
-    if (c.quant == MoeQuant::w4a8_int4)
+    if (c.quant == MoeQuant::w4a8_int4 || c.rs)
       XS_CUDA(cudaMemcpy(sb.p, w4w.scales.data(), w4w.scales.size() * 4, cudaMemcpyHostToDevice), "int4 scales");
     else
       XS_CUDA(cudaMemcpy(sb.p, w4w.e8m0.data(), w4w.e8m0.size(), cudaMemcpyHostToDevice), "mxfp4 scales");
@@ -182,9 +194,9 @@ void run_case(const Case& c, uint64_t seed, std::vector<uint8_t>* raw = nullptr)
   args.a = a.p;
   args.a_scales = sa.as<float>();
   args.b = b.p;
-  args.b_layout = c.rs ? ops::MoeWeightLayout::int4_rs : ops::MoeWeightLayout::rows;
-  args.b_scales = c.quant == MoeQuant::w4a8_mxfp4 ? nullptr : sb.as<float>();
-  args.b_e8m0 = c.quant == MoeQuant::w4a8_mxfp4 ? sb.as<uint8_t>() : nullptr;
+  args.b_layout = layout;
+  args.b_scales = mx && !c.rs ? nullptr : sb.as<float>();
+  args.b_e8m0 = mx && !c.rs ? sb.as<uint8_t>() : nullptr;
   args.counts = counts.as<int>();
   args.offsets = offs.as<int>();
   args.out = out.p;
@@ -213,7 +225,8 @@ void run_case(const Case& c, uint64_t seed, std::vector<uint8_t>* raw = nullptr)
       if (c.quant == MoeQuant::w4a8_int4)
         ops::dequantize_int4_g128(pk, w4w.scales.data() + size_t(e) * (c.k / 128) * c.n, c.n, c.k, w.data());
       else
-        ops::dequantize_mxfp4_w4a8(pk, w4w.e8m0.data() + size_t(e) * (c.k / 32) * c.n, c.n, c.k, w.data());
+        ops::dequantize_mxfp4_w4a8(pk, w4w.e8m0.data() + size_t(e) * (c.k / 32) * c.n, c.n, c.k, w.data(),
+                                   c.rs ? ops::kMxfp4RsMaxExponentGap : ops::kMxfp4MaxExponentGap);
       XS_CUDA(cudaMemcpy(wd.p, w.data(), sizeof(float) * w.size(), cudaMemcpyHostToDevice), "dequantised weights");
       reference_expert_gemm_f32w(a.as<uint8_t>(), sa.as<float>(), wd.as<float>(), offsets[e], c.counts[e], m, c.n, c.k,
                                  ref.as<float>(), s);
@@ -475,6 +488,35 @@ TEST(MoeGemmGpu, W4A8RegisterOperandSwiGlu) {
   run_case(rs({"one_token_x32_swiglu", MoeEpilogue::swiglu_fp8, 1024, 1408, std::vector<int>(32, 1), {}}), 924);
   run_case(rs({"one_expert_3000_sw", MoeEpilogue::swiglu_fp8, 512, 768, {0, 3000}, {}, 0, 2}), 925);
   run_case(rs({"k128_swiglu", MoeEpilogue::swiglu_fp8, 512, 128, {1, 0, 65, 3}, {}, 0, 1}), 926);
+}
+
+// The register-operand MXFP4 kernels (prepack_mxfp4_rs: per-sub-block exponent gaps folded into
+// the conversion tables): both tiles over the INT4 cases' shapes, random exponents (gaps 0..6)
+// and the gap pattern of mx_pattern 1 (gaps 0..20 against a zero top sub-block: every table
+// shift, and the flush past 11, decide the result).
+Case rs_mx(Case c, int pattern) {
+  c.name += pattern ? "_rs_mxgaps" : "_rs_mx";
+  c.quant = MoeQuant::w4a8_mxfp4;
+  c.rs = true;
+  c.mx_pattern = pattern;
+  return c;
+}
+TEST(MoeGemmGpu, W4A8RegisterOperandMxfp4) {
+  XS_REQUIRE_GPUS(1);
+  const std::vector<int> counts{3, 70, 0, 140};
+  const std::vector<int> gaps{5, 0, 17, 3, 9};
+  for (int pat : {0, 1}) {
+    const uint64_t s = 940 + 20 * pat;
+    run_case(rs_mx({"dit_l2", MoeEpilogue::bf16, 1408, 5632, kUneven, {}}, pat), s);
+    run_case(rs_mx({"ds_l1_bf16", MoeEpilogue::bf16, 2 * 2048, 4096, {5, 0, 130, 257, 64, 1, 0, 90}, {}}, pat), s + 1);
+    run_case(rs_mx({"gaps_3ctas", MoeEpilogue::bf16, 512, 1024, counts, gaps, 0, 3}, pat), s + 2);
+    run_case(rs_mx({"one_token_x32", MoeEpilogue::bf16, 1408, 1024, std::vector<int>(32, 1), {}}, pat), s + 3);
+    run_case(rs_mx({"k128_1cta", MoeEpilogue::bf16, 256, 128, {100, 0, 250}, {}, 0, 1}, pat), s + 4);
+    run_case(rs_mx({"dit_l1_swiglu", MoeEpilogue::swiglu_fp8, 2 * 5632, 1408, kUneven, {}}, pat), s + 5);
+    run_case(rs_mx({"gaps_1cta_swiglu", MoeEpilogue::swiglu_fp8, 512, 1024, counts, gaps, 0, 1}, pat), s + 6);
+    run_case(rs_mx({"one_expert_3000_sw", MoeEpilogue::swiglu_fp8, 512, 768, {0, 3000}, {}, 0, 2}, pat), s + 7);
+    run_case(rs_mx({"k128_swiglu", MoeEpilogue::swiglu_fp8, 512, 128, {1, 0, 65, 3}, {}, 0, 1}, pat), s + 8);
+  }
 }
 
 // The ping-pong issue order (schedule 2) of the W4A8 kernels: the three tile shapes, few CTAs

@@ -29,12 +29,17 @@
 namespace xstage::ops {
 
 enum class MoeEpilogue : int { bf16 = 0, swiglu_fp8 = 1 };
-// Layout of B. rows: the row-major formats above. int4_rs (w4a8_int4 only): B prepacked by
-// prepack_int4_rs (moe_quant4.hpp, symmetric INT4) for the kernels that feed the weights to
-// wgmma from registers: w4a8rs_bf16_m128n128 (128 tokens x 128 columns per tile) and
-// w4a8rs_swiglu_m64n256 (64 tokens x 128 channels, gate/up fused); scales unchanged. For
-// SwiGLU the gate and up halves are prepacked together as one [n, k] matrix.
-enum class MoeWeightLayout : int { rows = 0, int4_rs = 1 };
+// Layout of B. rows: the row-major formats above. The register-operand layouts feed the
+// weights to wgmma from registers, kernels w4a8rs[_mxfp4]_bf16_m128n128 (128 tokens x 128
+// columns per tile) and w4a8rs[_mxfp4]_swiglu_m64n256 (64 tokens x 128 channels, gate/up
+// fused); for SwiGLU the gate and up halves are prepacked together as one [n, k] matrix.
+//   int4_rs   (w4a8_int4 only): B prepacked by prepack_int4_rs (moe_quant4.hpp, symmetric
+//             INT4), same bytes; b_scales unchanged.
+//   mxfp4_rs  (w4a8_mxfp4 only): B and b_scales (fp32 [experts, k/128, n], block scales) from
+//             prepack_mxfp4_rs; b_e8m0 unused. B is moe_weight_bytes(quant, layout, ...) long.
+//             The math is dequantize_mxfp4_w4a8(..., kMxfp4RsMaxExponentGap = 11).
+enum class MoeWeightLayout : int { rows = 0, int4_rs = 1, mxfp4_rs = 2 };
+const char* moe_weight_layout_name(MoeWeightLayout l);
 const char* moe_quant_name(MoeQuant q);
 const char* moe_epilogue_name(MoeEpilogue e);
 
@@ -50,8 +55,8 @@ struct MoeGemmArgs {
   const float* a_scales = nullptr;
   const void* b = nullptr;
   MoeWeightLayout b_layout = MoeWeightLayout::rows;
-  const float* b_scales = nullptr;    // w8a8 and w4a8_int4
-  const uint8_t* b_e8m0 = nullptr;    // w4a8_mxfp4 only
+  const float* b_scales = nullptr;    // w8a8, w4a8_int4, and w4a8_mxfp4 in the mxfp4_rs layout
+  const uint8_t* b_e8m0 = nullptr;    // w4a8_mxfp4 in the rows layout only
   const int* counts = nullptr;
   const int* offsets = nullptr;
   void* out = nullptr;
@@ -83,7 +88,7 @@ inline constexpr int kMoeDefaultSchedule = 3;
 inline constexpr bool moe_schedule_shipped(MoeQuant q, int s) {
   return s >= 0 && s <= 3 && (!moe_is_w4a8(q) || s == 0 || s == 2);
 }
-// The same for weights in layout l: the int4_rs kernels have schedule 0 only.
+// The same for weights in layout l: the register-operand kernels have schedule 0 only.
 inline constexpr bool moe_schedule_shipped(MoeQuant q, MoeWeightLayout l, int s) {
   return moe_schedule_shipped(q, s) && (l == MoeWeightLayout::rows || s == 0);
 }
@@ -118,6 +123,9 @@ int plan_block_m(MoeQuant quant, MoeEpilogue epilogue, int tokens_per_expert);
 // of n x k weights.
 long long moe_weight_bytes(MoeQuant quant, int experts, int n, int k);
 long long moe_weight_scale_bytes(MoeQuant quant, int experts, int n, int k);
+// The same for weights in layout l (mxfp4_rs: the prepacked bytes and fp32 block scales).
+long long moe_weight_bytes(MoeQuant quant, MoeWeightLayout l, int experts, int n, int k);
+long long moe_weight_scale_bytes(MoeQuant quant, MoeWeightLayout l, int experts, int n, int k);
 
 // Cluster shape for an expected number of tokens per expert: always 1 x 1 (the multicast
 // clusters are shipped for forcing and measurement, they measured no gain on the H200).

@@ -47,10 +47,13 @@ void dequantize_mxfp4(const uint8_t* packed, const uint8_t* scales, int rows, in
 // 128-column block, emax = the largest of its four E8M0 exponents; a 32-value sub-block with
 // exponent e is converted to fp8 e4m3 as value * 2^(6 - (emax - e)) and the block scale
 // 2^(emax - 133) is applied in the fp32 promotion. That is exact (= dequantize_mxfp4) when
-// emax - e <= kMxfp4MaxExponentGap; a sub-block further below its block's largest scale is
-// flushed to zero. out [rows, cols].
+// emax - e <= max_gap; a sub-block further below its block's largest scale is flushed to
+// zero. max_gap: kMxfp4MaxExponentGap for the kernels that convert in shared memory,
+// kMxfp4RsMaxExponentGap for the register-operand kernels (prepack_mxfp4_rs). out [rows, cols].
 inline constexpr int kMxfp4MaxExponentGap = 14;
-void dequantize_mxfp4_w4a8(const uint8_t* packed, const uint8_t* scales, int rows, int cols, float* out);
+inline constexpr int kMxfp4RsMaxExponentGap = 11;
+void dequantize_mxfp4_w4a8(const uint8_t* packed, const uint8_t* scales, int rows, int cols, float* out,
+                           int max_gap = kMxfp4MaxExponentGap);
 
 // INT4 weights in the layout of the register-operand W4A8 kernel (MoeWeightLayout::int4_rs):
 // packed [rows, cols / 2] as above -> out, the same number of bytes, rows and cols multiples
@@ -60,5 +63,18 @@ void dequantize_mxfp4_w4a8(const uint8_t* packed, const uint8_t* scales, int row
 // InvalidArgument naming it. For several experts, call it per expert ([experts, rows, cols / 2]
 // maps expert by expert).
 void prepack_int4_rs(const uint8_t* packed, int rows, int cols, uint8_t* out);
+
+// MXFP4 weights for the register-operand kernels (MoeWeightLayout::mxfp4_rs): packed [rows,
+// cols / 2] and E8M0 exponents [cols / 32, rows] as quantize_mxfp4 writes them -> out
+// (prepacked_mxfp4_rs_bytes(rows, cols) bytes: the int4_rs code layout plus 512 bytes of
+// exponent gaps per 128 x 128 chunk) and block_scales fp32 [cols / 128, rows] = 2^(emax - 133)
+// per row and 128-column block (the kernel's b_scales). The kernel's math is
+// dequantize_mxfp4_w4a8(..., kMxfp4RsMaxExponentGap): the codes of a sub-block more than 11
+// binades below its block's largest are zeroed here. Returns how many sub-blocks were zeroed
+// (0 for any weights whose four exponents per 128 columns span at most 11). rows and cols
+// multiples of 128; per expert as prepack_int4_rs.
+long long prepack_mxfp4_rs(const uint8_t* packed, const uint8_t* e8m0, int rows, int cols, uint8_t* out,
+                           float* block_scales);
+long long prepacked_mxfp4_rs_bytes(int rows, int cols);
 
 }  // namespace xstage::ops

@@ -30,6 +30,12 @@ KernelInfo moe_w4a8rs_bf16_m128n128_info();
 // output channels per tile.
 cudaError_t moe_w4a8rs_swiglu_m64n256(const MoeW4A8Params& p, cudaStream_t stream);
 KernelInfo moe_w4a8rs_swiglu_m64n256_info();
+// MXFP4, B prepacked by ops::prepack_mxfp4_rs (codes + exponent gaps, fp32 block scales in
+// b_scales): the same two tiles.
+cudaError_t moe_w4a8rs_mxfp4_bf16_m128n128(const MoeW4A8Params& p, cudaStream_t stream);
+KernelInfo moe_w4a8rs_mxfp4_bf16_m128n128_info();
+cudaError_t moe_w4a8rs_mxfp4_swiglu_m64n256(const MoeW4A8Params& p, cudaStream_t stream);
+KernelInfo moe_w4a8rs_mxfp4_swiglu_m64n256_info();
 
 // The kernel a format runs (each tile has one per format).
 KernelInfo moe_w4a8_bf16_m192n128_info(W4Format f);

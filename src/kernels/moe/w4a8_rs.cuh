@@ -1,4 +1,5 @@
-// The register-operand W4A8 grouped GEMM (symmetric INT4 group-128 weights): the GEMM runs
+// The register-operand W4A8 grouped GEMM (symmetric INT4 group-128 weights, or MXFP4 with the
+// exponents folded into per-sub-block conversion tables, W4RsTraits::kMx): the GEMM runs
 // transposed, out^T = W * X^T, so the 4-bit weights are wgmma's A operand and come from
 // registers (the m64nNk32 e4m3 "RS" form). Each consumer thread converts exactly the values of
 // its own A fragment (two 16-byte shared loads per 64 rows x 128 K from the prepacked
@@ -53,9 +54,13 @@ using namespace cute;
 // kStudy_ (measurement builds only, XSTAGE_W4RS_STUDY): bit 0 skips the conversion (the packed
 // words go to wgmma as they are), bit 1 the scales of the promotion (acc += part). Wrong
 // results by design: they say what each part costs (docs/moe-gemm.md, runs 26-31).
-template <int kStages_, bool kGateUp_, int kStudy_ = 0>
+// kMx_: MXFP4 weights (ops::prepack_mxfp4_rs): each chunk carries its exponent gaps and each
+// K step's table is shifted by its sub-block's gap (w4a8_rs_layout.hpp); w_scales are the
+// block scales 2^(emax - 133).
+template <int kStages_, bool kGateUp_, int kStudy_ = 0, bool kMx_ = false>
 struct W4RsTraits {
   static constexpr int kStudy = kStudy_;
+  static constexpr bool kMx = kMx_;
   static constexpr bool kGateUp = kGateUp_;
   using Element = cutlass::float_e4m3_t;
   static constexpr int kBlocks = kGateUp ? 2 : 1;          // 64-row weight blocks per warp group (gate, up)
@@ -83,7 +88,7 @@ struct W4RsTraits {
                                       take<0, 2>(SmemLayoutX{}), Shape<Int<kBlockT>, Int<kBlockK>>{}, Int<1>{}));
 
   static constexpr uint32_t kBytesX = kBlockT * kBlockK;
-  static constexpr uint32_t kChunkBytes = kRsChunkBytes;  // one 128-row weight chunk, prepacked
+  static constexpr uint32_t kChunkBytes = kMx ? kRsMxChunkBytes : kRsChunkBytes;  // one 128-row chunk, prepacked
   static constexpr uint32_t kPackedBytes = kBlocks * kChunkBytes;
   static constexpr uint32_t kWScaleBytes = kBlocks * 128 * 4;
   static constexpr uint32_t kTxBytes = kBytesX + kPackedBytes + kWScaleBytes;  // TMA + bulk copies
@@ -99,6 +104,12 @@ struct W4RsTraits {
 };
 
 // ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ uint2 ld_shared_u2(uint32_t addr) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(addr) : "memory");
+  return v;
+}
+
 // 4-byte cp.async with zero fill (src_bytes 0: nothing read) and its mbarrier arrival.
 __device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, uint32_t src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
@@ -128,8 +139,8 @@ struct MoeW4A8RsKernel {
   struct Params {
     typename T::TmaX tma_x;
     typename T::ShapeX shape_x;
-    const uint8_t* w;        // prepacked int4 weights (w4a8_rs_layout.hpp)
-    const float* w_scales;   // fp32 [experts, k/128, n]
+    const uint8_t* w;        // prepacked int4 / mxfp4 weights (w4a8_rs_layout.hpp)
+    const float* w_scales;   // fp32 [experts, k/128, n] (mxfp4: block scales from prepacking)
     const float* a_scales;   // fp32 [k/128, m_total]
     const int* counts;
     const int* offsets;
@@ -152,7 +163,7 @@ struct MoeW4A8RsKernel {
     cute::array_aligned<uint8_t, kEpiBytes, 128> epi;
     uint64_t full[kStages];
     uint64_t empty[kStages];
-    uint32_t lut[4];  // e4m3(0..7) twice: read per lane, the words stay in registers
+    uint32_t lut[4];  // the table twice: read per lane, the words stay in registers
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage)) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
@@ -249,25 +260,42 @@ struct MoeW4A8RsKernel {
   using Acc = decltype(partition_fragment_C(typename T::TiledMma{}, Shape<_64, Int<kBlockT>>{}));
 
   // Loads and converts this thread's values of 64-row block b of stage `s` (two 16-byte loads; the
-  // sign-magnitude code of w4a8_rs_layout.hpp: 8 integer instructions per 8 values).
+  // sign-magnitude code of w4a8_rs_layout.hpp: 8 integer instructions per 8 values). MXFP4: one
+  // more 8-byte load (the gaps of rows r0 and r0 + 8) and per K step each row's table shifted
+  // by its sub-block's gap (3 instructions per row and step).
   __device__ __forceinline__ static void convert_block(SharedStorage& ss, int s, int b, int g, int wt, uint32_t t0,
                                                        uint32_t t1, FragA& f) {
-    const uint32_t base =
-        cute::cast_smem_ptr_to_uint(ss.w.data() + (s * kBlocks + b) * T::kChunkBytes + g * 4096 + wt * 16);
+    const uint32_t chunk = cute::cast_smem_ptr_to_uint(ss.w.data() + (s * kBlocks + b) * T::kChunkBytes);
+    const uint32_t base = chunk + g * 4096 + wt * 16;
     const uint4 h0 = ld_shared_u4(base);
     const uint4 h1 = ld_shared_u4(base + 2048);
     const uint32_t words[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+    uint2 gaps = make_uint2(0u, 0u);
+    if constexpr (T::kMx) gaps = ld_shared_u2(chunk + kRsChunkBytes + 8 * (32 * g + 8 * (wt / 32) + (wt % 32) / 4));
     Tensor f32 = recast<uint32_t>(f);
     static_assert(decltype(size(f32))::value == 16, "4 registers per K step");
     CUTE_UNROLL
-    for (int i = 0; i < 8; ++i) {
-      const uint32_t x = words[i];
-      if constexpr ((T::kStudy & 1) != 0) {
-        f32(2 * i) = x;
-        f32(2 * i + 1) = x >> 16;
-      } else {
-        f32(2 * i) = prmt(t0, t1, x & 0x7777u) | (x & 0x80808080u);
-        f32(2 * i + 1) = prmt(t0, t1, (x >> 16) & 0x7777u) | ((x << 4) & 0x80808080u);
+    for (int j = 0; j < 4; ++j) {  // K step j = sub-block j of the 128-K block
+      uint32_t a0 = t0, a1 = t1, b0 = t0, b1 = t1;  // tables of rows r0 (A registers) and r0 + 8 (B)
+      if constexpr (T::kMx) {
+        // 8 * gap in every byte; the zero entry (byte 0 of the low word) stays zero.
+        const uint32_t ga = prmt(gaps.x, 0u, 0x1111u * j), gb = prmt(gaps.y, 0u, 0x1111u * j);
+        a0 = t0 - (ga << 8);
+        a1 = t1 - ga;
+        b0 = t0 - (gb << 8);
+        b1 = t1 - gb;
+      }
+      CUTE_UNROLL
+      for (int w = 0; w < 2; ++w) {
+        const int i = 2 * j + w;
+        const uint32_t x = words[i];
+        if constexpr ((T::kStudy & 1) != 0) {
+          f32(2 * i) = x;
+          f32(2 * i + 1) = x >> 16;
+        } else {
+          f32(2 * i) = prmt(a0, a1, x & 0x7777u) | (x & 0x80808080u);
+          f32(2 * i + 1) = prmt(b0, b1, (x >> 16) & 0x7777u) | ((x << 4) & 0x80808080u);
+        }
       }
     }
   }
@@ -482,9 +510,10 @@ struct MoeW4A8RsKernel {
         cutlass::arch::ClusterBarrier::init(&ss.empty[i], T::kConsumerWarps);
       }
       cute::prefetch_tma_descriptor(p.tma_x.get_tma_descriptor());
-      const W4Lut l = int4_lut();  // its positive half P = e4m3(0..7)
-      ss.lut[0] = ss.lut[2] = l.p0;
-      ss.lut[1] = ss.lut[3] = l.p1;
+      // INT4: e4m3(0..7) (int4_lut's positive half); MXFP4: e4m3({0, 1/2, 1, 3/2, 2, 3, 4, 6} * 2^6).
+      const W4Lut l = int4_lut();
+      ss.lut[0] = ss.lut[2] = T::kMx ? 0x6C686000u : l.p0;
+      ss.lut[1] = ss.lut[3] = T::kMx ? 0x7C787470u : l.p1;
     }
     cutlass::arch::fence_barrier_init();
     __syncthreads();
@@ -523,7 +552,9 @@ template <class Kernel>
 cudaError_t launch_moe_w4a8_rs(MoeW4A8Params const& p, cudaStream_t stream) {
   const long long tiles =
       (static_cast<long long>(p.m_total) / Kernel::T::kBlockT + p.experts) * (p.n / (Kernel::T::kGateUp ? 256 : 128));
-  if (tiles <= 0 || p.k % 128 != 0 || p.n % (Kernel::T::kGateUp ? 256 : 128) != 0 || p.format != W4Format::int4_g128)
+  const W4Format format = Kernel::T::kMx ? W4Format::mxfp4 : W4Format::int4_g128;
+  if (tiles <= 0 || p.k % 128 != 0 || p.n % (Kernel::T::kGateUp ? 256 : 128) != 0 || p.format != format ||
+      p.b_scales == nullptr)
     return cudaErrorInvalidValue;
   int ctas = 0;
   if (const cudaError_t g = persistent_grid(p.num_ctas, tiles, ctas); g != cudaSuccess) return g;

@@ -22,12 +22,25 @@
 // 0x7777) | ((x << 4) & 0x80808080), T = e4m3(0..7): 8 integer instructions per 8 values
 // (two's complement nibbles take 13). The INT4 code -8 has no sign-magnitude form; the
 // quantiser of moe_quant4.hpp never produces it (scale = amax / 7), and prepacking rejects it.
+//
+// MXFP4 (kRsMxChunkBytes chunks): E2M1 is sign + 3-bit magnitude already, stored at the same
+// bits. Each chunk has 512 more bytes, the exponent gaps: for consumer thread t of warp group g
+// the 8 bytes at 8192 + 8 * (32 * g + 8 * (t / 32) + (t % 32) / 4) hold 8 * gap for rows r0
+// (bytes 0..3: K steps 0..3 = the block's four 32-value sub-blocks) and r0 + 8 (bytes 4..7),
+// gap = emax - e of the sub-block (emax: the largest of the row's four exponents in the 128-K
+// block). The kernel turns the table e4m3({0, 1/2, 1, 3/2, 2, 3, 4, 6} * 2^6) into the
+// sub-block's table e4m3(. * 2^(6 - gap)) by subtracting 8 * gap from every nonzero byte (an
+// exponent shift, exact while the result stays normal: gap <= kRsMxMaxGap); prepacking zeroes
+// the codes of sub-blocks with a larger gap (ops::prepack_mxfp4_rs).
 #pragma once
 #include <cstdint>
 
 namespace xstage::kernels::moe {
 
-inline constexpr int kRsChunkBytes = 8192;  // 128 weight rows x 128 K values
+inline constexpr int kRsChunkBytes = 8192;     // 128 weight rows x 128 K values
+inline constexpr int kRsMxGapBytes = 512;      // MXFP4: 8 * gap per row per 32-value sub-block
+inline constexpr int kRsMxChunkBytes = kRsChunkBytes + kRsMxGapBytes;
+inline constexpr int kRsMxMaxGap = 11;         // e4m3(1/2 * 2^(6 - 11)) = 2^-6, the smallest normal
 
 struct RsCodePos {
   int64_t word_byte;  // byte offset of the 32-bit word from the start of the expert's weights
@@ -39,7 +52,7 @@ struct RsCodePos {
 #if defined(__CUDACC__)
 __host__ __device__
 #endif
-inline RsCodePos rs_code_pos(int row, int col, int k) {
+inline RsCodePos rs_code_pos(int row, int col, int k, int chunk_bytes = kRsChunkBytes) {
   const int rb = row / 128, g = (row % 128) / 64, rr = row % 64;
   const int warp = rr / 16, hi_row = (rr % 16) / 8, lane_row = rr % 8;
   const int kb = col / 128, kk = col % 128;
@@ -50,7 +63,18 @@ inline RsCodePos rs_code_pos(int row, int col, int k) {
   const int in_chunk = ((g * 2 + step / 2) * 128 + t) * 16 + (step % 2) * 8 + (reg / 2) * 4;
   const int64_t chunk = static_cast<int64_t>(rb) * (k / 128) + kb;
   const bool group_b = (reg % 2) != 0;
-  return RsCodePos{chunk * kRsChunkBytes + in_chunk, (group_b ? 16 : 0) + 4 * i, 8 * i + (group_b ? 3 : 7)};
+  return RsCodePos{chunk * chunk_bytes + in_chunk, (group_b ? 16 : 0) + 4 * i, 8 * i + (group_b ? 3 : 7)};
+}
+
+// MXFP4: where the gap byte of weight row `row`, 32-value sub-block `sub` (= col / 32) goes.
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+inline int64_t rs_gap_pos(int row, int sub, int k) {
+  const int rb = row / 128, g = (row % 128) / 64, rr = row % 64;
+  const int warp = rr / 16, hi_row = (rr % 16) / 8, lane_row = rr % 8;
+  const int64_t chunk = static_cast<int64_t>(rb) * (k / 128) + sub / 4;
+  return chunk * kRsMxChunkBytes + kRsChunkBytes + 8 * (32 * g + 8 * warp + lane_row) + 4 * hi_row + sub % 4;
 }
 
 }  // namespace xstage::kernels::moe
