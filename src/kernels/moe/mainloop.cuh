@@ -313,37 +313,49 @@ struct MoeMainloop {
     static_assert(!(T::kOverlapAllowed && T::kInKernelScales), "the overlap schedule loads scales before the stage wait");
     if (T::kOverlapAllowed && (schedule & kScheduleOverlap)) {
       Tensor p1 = partition_fragment_C(tiled_mma, Shape<_64, _128>{});
+      clear(p1);  // defined before its first wgmma (an undefined accumulator made ptxas wait, C7517)
       State st_issue = read;
       float c00, c01, c10, c11;  // scales of the blocks in p0 / p1
       load_scales(0, c00, c01);
       issue(p0, st_issue);
       st_issue.advance();
-      for (int kb = 0; kb < kbs; kb += 2) {
-        // Block kb is in p0.
-        if (kb + 1 < kbs) {
-          load_scales(kb + 1, c10, c11);
-          issue(p1, st_issue);
-          st_issue.advance();
-          warpgroup_wait<1>();
-        } else {
-          warpgroup_wait<0>();
-        }
+      // Every path waits the same way: the blocks with a successor inside the loop (wait_group
+      // 1), the last one or two peeled after it. A wgmma issue under `kb + 1 < kbs` with
+      // wait_group 1 on one side and 0 on the other made ptxas serialise every wgmma of the
+      // kernel (warning C7518), whatever the schedule.
+      int kb = 0;
+      for (; kb + 2 < kbs; kb += 2) {  // block kb is in p0, issued
+        load_scales(kb + 1, c10, c11);
+        issue(p1, st_issue);
+        st_issue.advance();
+        warpgroup_wait<1>();
         pipe.consumer_release(read);
         read.advance();
         promote(p0, c00, c01);
-        if (kb + 1 >= kbs) break;
-        // Block kb + 1 is in p1.
-        if (kb + 2 < kbs) {
-          load_scales(kb + 2, c00, c01);
-          issue(p0, st_issue);
-          st_issue.advance();
-          warpgroup_wait<1>();
-        } else {
-          warpgroup_wait<0>();
-        }
+        load_scales(kb + 2, c00, c01);
+        issue(p0, st_issue);
+        st_issue.advance();
+        warpgroup_wait<1>();
         pipe.consumer_release(read);
         read.advance();
         promote(p1, c10, c11);
+      }
+      if (kb + 1 < kbs) {  // two blocks left: kb in p0, kb + 1 still to issue
+        load_scales(kb + 1, c10, c11);
+        issue(p1, st_issue);
+        warpgroup_wait<1>();
+        pipe.consumer_release(read);
+        read.advance();
+        promote(p0, c00, c01);
+        warpgroup_wait<0>();
+        pipe.consumer_release(read);
+        read.advance();
+        promote(p1, c10, c11);
+      } else {  // one block left
+        warpgroup_wait<0>();
+        pipe.consumer_release(read);
+        read.advance();
+        promote(p0, c00, c01);
       }
     } else if constexpr (T::kInKernelScales) {
       // The scales may be written during the kernel (h by other CTAs, x pushed by peers); the
