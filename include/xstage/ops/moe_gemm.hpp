@@ -111,9 +111,8 @@ void validate(const MoeGemmArgs& a);
 void check_routing(const int* counts, const int* offsets, int experts, int m_total);
 
 // Tile height for an expected number of tokens per expert: 64 up to 64 tokens (a 128-row
-// tile would be mostly padding), above that 128 or 192 (three consumer warp groups, fewer
-// bytes per FLOP) by which wastes less: 192 when 1.2 x its row fill beats 128's (e.g. 1024
-// and 8192 tokens). The SwiGLU epilogue ships 64 only.
+// tile would be mostly padding), above that 128 (measured fastest against 64 and 192,
+// docs/moe-gemm.md run 36). The SwiGLU epilogue ships 64 only.
 int plan_block_m(MoeEpilogue epilogue, int tokens_per_expert);
 // The same for any quantisation: w8a8 as above; w4a8 ships 64 x 256 (up to 64 tokens, and
 // SwiGLU) and 192 x 128 tiles only.
