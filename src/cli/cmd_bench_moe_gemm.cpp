@@ -397,7 +397,7 @@ void run_bench(const BenchFlags& fl) {
             probe.block_m = pb.epilogue == ops::MoeEpilogue::bf16 ? fl.block_m : 0;
             probe.cluster_m = cluster.first;
             probe.cluster_n = cluster.second;
-            if (sch >= 0 && !ops::moe_schedule_shipped(quant, wt.layout, pb.epilogue, sch)) continue;
+            if (sch >= 0 && !ops::moe_schedule_shipped(quant, wt.layout, sch)) continue;
             try {
               ops::select_moe_instantiation(probe);
             } catch (const InvalidArgument&) {

@@ -273,7 +273,7 @@ void validate(const MoeGemmArgs& a) {
   if (a.num_ctas < 0) throw InvalidArgument(fmt::format("moe gemm: num_ctas {} must be >= 0", a.num_ctas));
   if (a.schedule < -1 || a.schedule > 3)
     throw InvalidArgument(fmt::format("moe gemm: schedule {} must be -1 (default) or 0..3", a.schedule));
-  if (a.schedule >= 0 && a.b_layout == MoeWeightLayout::rows && !moe_schedule_shipped(a.quant, a.schedule))
+  if (a.schedule >= 0 && !moe_schedule_shipped(a.quant, a.schedule))
     throw InvalidArgument(fmt::format(
         "moe gemm: the w4a8 kernels have two consumer schedules; schedule {} must be -1 (default), 0 or 2 (ping-pong)",
         a.schedule));
@@ -286,12 +286,10 @@ void validate(const MoeGemmArgs& a) {
   if (a.b_layout == MoeWeightLayout::mxfp4_rs && a.quant != MoeQuant::w4a8_mxfp4)
     throw InvalidArgument(fmt::format("moe gemm: the mxfp4_rs weight layout serves w4a8_mxfp4 only; got {}",
                                       moe_quant_name(a.quant)));
-  if (a.schedule >= 0 && !moe_schedule_shipped(a.quant, a.b_layout, a.epilogue, a.schedule))
-    throw InvalidArgument(fmt::format(
-        "moe gemm: the {} {} kernel has consumer schedule{}; schedule {} must be -1 (default){}",
-        moe_weight_layout_name(a.b_layout), moe_epilogue_name(a.epilogue),
-        a.epilogue == MoeEpilogue::bf16 ? "s 0 and 1 (overlap)" : " 0 only", a.schedule,
-        a.epilogue == MoeEpilogue::bf16 ? ", 0 or 1" : " or 0"));
+  if (a.schedule >= 0 && !moe_schedule_shipped(a.quant, a.b_layout, a.schedule))
+    throw InvalidArgument(fmt::format("moe gemm: the {} kernel has one consumer schedule; schedule {} must be -1 "
+                                      "(default) or 0",
+                                      moe_weight_layout_name(a.b_layout), a.schedule));
   find_entry(a);  // a forced block_m must be shipped for this epilogue
   check_pointer("a", a.a, 16, "TMA");
   check_pointer("b", a.b, 16, "TMA");

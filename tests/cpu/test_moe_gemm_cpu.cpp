@@ -299,18 +299,10 @@ TEST(MoeGemmValidate, Int4RegisterOperandLayout) {
   check([](auto& b) { b.epilogue = MoeEpilogue::swiglu_fp8; b.block_m = 128; b.out_scales = static_cast<float*>(fake(0x70000));
                       b.row_weights = static_cast<const float*>(fake(0x80000)); },
         "swiglu_fp8 kernel with block_m 128 and cluster 1x1 (the int4_rs layout ships: bf16 m128 1x1, swiglu_fp8 m64 1x1)");
-  check([](auto& b) { b.schedule = 2; },
-        "int4_rs bf16 kernel has consumer schedules 0 and 1 (overlap); schedule 2 must be -1 (default), 0 or 1");
-  a.schedule = 1;  // overlap: bf16 only
-  EXPECT_NO_THROW(ops::validate(a));
-  sw.schedule = 1;
-  expect_invalid([&] { ops::validate(sw); }, "int4_rs swiglu_fp8 kernel has consumer schedule 0 only; schedule 1");
+  check([](auto& b) { b.schedule = 2; }, "int4_rs kernel has one consumer schedule; schedule 2");
   EXPECT_TRUE(ops::moe_schedule_shipped(MoeQuant::w4a8_int4, ops::MoeWeightLayout::int4_rs, 0));
-  EXPECT_TRUE(ops::moe_schedule_shipped(MoeQuant::w4a8_int4, ops::MoeWeightLayout::int4_rs, MoeEpilogue::bf16, 1));
-  EXPECT_FALSE(ops::moe_schedule_shipped(MoeQuant::w4a8_int4, ops::MoeWeightLayout::int4_rs, MoeEpilogue::swiglu_fp8, 1));
   EXPECT_FALSE(ops::moe_schedule_shipped(MoeQuant::w4a8_int4, ops::MoeWeightLayout::int4_rs, 2));
   EXPECT_TRUE(ops::moe_schedule_shipped(MoeQuant::w4a8_int4, ops::MoeWeightLayout::rows, 2));
-  EXPECT_FALSE(ops::moe_schedule_shipped(MoeQuant::w4a8_int4, ops::MoeWeightLayout::rows, 1));
   check([](auto& b) { b.block_m = 192; }, "block_m 192 and cluster 1x1 (the int4_rs layout ships: bf16 m128 1x1");
   check([](auto& b) { b.b_layout = static_cast<ops::MoeWeightLayout>(7); }, "unsupported weight layout 7");
   // The row-major int4 kernels do not take a 128-row tile.
@@ -359,9 +351,7 @@ TEST(MoeGemmValidate, Mxfp4RegisterOperandLayout) {
   check([](auto& b) { b.b_scales = nullptr; }, "b_scales is a null pointer");
   check([](auto& b) { b.b_scales = static_cast<const float*>(fake(0x50008)); },
         "b_scales = 0x50008 is not 16-byte aligned (bulk copies of the mxfp4_rs block scales from prepack_mxfp4_rs)");
-  check([](auto& b) { b.schedule = 2; }, "mxfp4_rs bf16 kernel has consumer schedules 0 and 1 (overlap); schedule 2");
-  check([](auto& b) { b.schedule = 1; }, "mxfp4_rs swiglu_fp8 kernel has consumer schedule 0 only; schedule 1",
-        MoeEpilogue::swiglu_fp8);
+  check([](auto& b) { b.schedule = 2; }, "mxfp4_rs kernel has one consumer schedule; schedule 2");
   check([](auto& b) { b.block_m = 192; }, "block_m 192 and cluster 1x1 (the mxfp4_rs layout ships: bf16 m128 1x1");
   check([](auto& b) { b.block_m = 128; }, "swiglu_fp8 kernel with block_m 128 and cluster 1x1 (the mxfp4_rs layout",
         MoeEpilogue::swiglu_fp8);

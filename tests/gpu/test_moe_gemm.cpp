@@ -498,33 +498,6 @@ TEST(MoeGemmGpu, W4A8RegisterOperandSwiGlu) {
   run_case(rs({"k128_swiglu", MoeEpilogue::swiglu_fp8, 512, 128, {1, 0, 65, 3}, {}, 0, 1}), 926);
 }
 
-// Consumer schedule 1 of the register-operand bf16 kernels (overlap: block kb + 1's wgmmas issued
-// before block kb is promoted; the last one or two blocks peeled): INT4 and MXFP4, 1 to 11 K
-// blocks, uneven and empty experts, few CTAs; and the same output as schedule 0 up to fp32
-// rounding (checked by the reference).
-TEST(MoeGemmGpu, W4A8RegisterOperandOverlap) {
-  XS_REQUIRE_GPUS(1);
-  const std::vector<int> counts{3, 70, 0, 140};
-  const std::vector<int> gaps{5, 0, 17, 3, 9};
-  for (bool mx : {false, true}) {
-    const uint64_t s = mx ? 980 : 970;
-    auto ov = [mx](Case c) {
-      c.name += mx ? "_rs_mx_s1" : "_rs_s1";
-      c.quant = mx ? MoeQuant::w4a8_mxfp4 : MoeQuant::w4a8_int4;
-      c.rs = true;
-      c.schedule = 1;
-      return c;
-    };
-    run_case(ov({"dit_l2", MoeEpilogue::bf16, 1408, 5632, kUneven, {}}), s);
-    run_case(ov({"ds_l1_bf16", MoeEpilogue::bf16, 2 * 2048, 4096, {5, 0, 130, 257, 64, 1, 0, 90}, {}}), s + 1);
-    run_case(ov({"gaps_3ctas", MoeEpilogue::bf16, 512, 1024, counts, gaps, 0, 3}), s + 2);
-    run_case(ov({"k128_1cta", MoeEpilogue::bf16, 256, 128, {100, 0, 250}, {}, 0, 1}), s + 3);
-    run_case(ov({"k256_2ctas", MoeEpilogue::bf16, 512, 256, {3, 0, 130}, {}, 0, 2}), s + 4);
-    run_case(ov({"k384_1cta", MoeEpilogue::bf16, 256, 384, {100, 0, 250}, {}, 0, 1}), s + 5);
-    run_case(ov({"k1408_2ctas", MoeEpilogue::bf16, 1024, 1408, kUneven, {}, 0, 2}), s + 6);
-  }
-}
-
 // The register-operand MXFP4 kernels (prepack_mxfp4_rs: per-sub-block exponent gaps folded into
 // the conversion tables): both tiles over the INT4 cases' shapes, random exponents (gaps 0..6)
 // and the gap pattern of mx_pattern 1 (gaps 0..20 against a zero top sub-block: every table

@@ -88,13 +88,9 @@ inline constexpr int kMoeDefaultSchedule = 3;
 inline constexpr bool moe_schedule_shipped(MoeQuant q, int s) {
   return s >= 0 && s <= 3 && (!moe_is_w4a8(q) || s == 0 || s == 2);
 }
-// The same for weights in layout l: the register-operand kernels have schedule 0 and, for the
-// bf16 epilogue, 1 (overlap: the next K block's wgmmas issued before the promotion).
+// The same for weights in layout l: the register-operand kernels have schedule 0 only.
 inline constexpr bool moe_schedule_shipped(MoeQuant q, MoeWeightLayout l, int s) {
-  return l == MoeWeightLayout::rows ? moe_schedule_shipped(q, s) : (s == 0 || s == 1);
-}
-inline constexpr bool moe_schedule_shipped(MoeQuant q, MoeWeightLayout l, MoeEpilogue e, int s) {
-  return moe_schedule_shipped(q, l, s) && (l == MoeWeightLayout::rows || e == MoeEpilogue::bf16 || s == 0);
+  return moe_schedule_shipped(q, s) && (l == MoeWeightLayout::rows || s == 0);
 }
 // The schedule a call with `requested` (-1: default) runs: the default is 3 for w8a8, 0 for w4a8.
 inline constexpr int moe_schedule_for(MoeQuant q, int requested) {

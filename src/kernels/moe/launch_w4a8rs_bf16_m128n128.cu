@@ -8,7 +8,6 @@
 namespace xstage::kernels::moe {
 
 using KernelW4A8RsBf16M128N128 = MoeW4A8RsKernel<W4RsTraits<6, false>>;
-using KernelW4A8RsBf16M128N128Overlap = MoeW4A8RsKernel<W4RsTraits<6, false, 0, false, true>>;  // schedule 1
 
 cudaError_t moe_w4a8rs_bf16_m128n128(const MoeW4A8Params& p, cudaStream_t stream) {
 #ifdef XSTAGE_W4RS_STUDY
@@ -22,7 +21,6 @@ cudaError_t moe_w4a8rs_bf16_m128n128(const MoeW4A8Params& p, cudaStream_t stream
     }
   }
 #endif
-  if (p.schedule == 1) return launch_moe_w4a8_rs<KernelW4A8RsBf16M128N128Overlap>(p, stream);
   return launch_moe_w4a8_rs<KernelW4A8RsBf16M128N128>(p, stream);
 }
 KernelInfo moe_w4a8rs_bf16_m128n128_info() { return KernelW4A8RsBf16M128N128::info(); }

@@ -6,10 +6,8 @@
 namespace xstage::kernels::moe {
 
 using KernelW4A8RsMxBf16M128N128 = MoeW4A8RsKernel<W4RsTraits<6, false, 0, true>>;
-using KernelW4A8RsMxBf16M128N128Overlap = MoeW4A8RsKernel<W4RsTraits<6, false, 0, true, true>>;  // schedule 1
 
 cudaError_t moe_w4a8rs_mxfp4_bf16_m128n128(const MoeW4A8Params& p, cudaStream_t stream) {
-  if (p.schedule == 1) return launch_moe_w4a8_rs<KernelW4A8RsMxBf16M128N128Overlap>(p, stream);
   return launch_moe_w4a8_rs<KernelW4A8RsMxBf16M128N128>(p, stream);
 }
 KernelInfo moe_w4a8rs_mxfp4_bf16_m128n128_info() { return KernelW4A8RsMxBf16M128N128::info(); }

@@ -57,14 +57,10 @@ using namespace cute;
 // kMx_: MXFP4 weights (ops::prepack_mxfp4_rs): each chunk carries its exponent gaps and each
 // K step's table is shifted by its sub-block's gap (w4a8_rs_layout.hpp); w_scales are the
 // block scales 2^(emax - 133).
-// kOverlap_ (consumer schedule 1): a second accumulator; block kb + 1's wgmmas are issued
-// before block kb is promoted, so the promotion runs under them (one fragment buffer: the
-// conversion of kb + 1 waits for kb's wgmmas instead).
-template <int kStages_, bool kGateUp_, int kStudy_ = 0, bool kMx_ = false, bool kOverlap_ = false>
+template <int kStages_, bool kGateUp_, int kStudy_ = 0, bool kMx_ = false>
 struct W4RsTraits {
   static constexpr int kStudy = kStudy_;
   static constexpr bool kMx = kMx_;
-  static constexpr bool kOverlap = kOverlap_;
   static constexpr bool kGateUp = kGateUp_;
   using Element = cutlass::float_e4m3_t;
   static constexpr int kBlocks = kGateUp ? 2 : 1;          // 64-row weight blocks per warp group (gate, up)
@@ -74,8 +70,8 @@ struct W4RsTraits {
   static constexpr int kConsumerWGs = 2;
   static constexpr int kConsumerWarps = 4 * kConsumerWGs;
   static constexpr int kThreads = 128 * (1 + kConsumerWGs);
-  static constexpr int kProducerRegs = kOverlap ? 24 : 40;
-  static constexpr int kConsumerRegs = kOverlap ? 240 : 232;
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = 232;
   static_assert(128 * kProducerRegs + 128 * kConsumerWGs * kConsumerRegs <= 65536, "register file");
 
   using MmaAtom = cute::conditional_t<kGateUp, SM90_64x64x32_F32E4M3E4M3_RS_TN<>, SM90_64x128x32_F32E4M3E4M3_RS_TN<>>;
@@ -381,52 +377,9 @@ struct MoeW4A8RsKernel {
     Acc part[kBlocks];
     bounded_wait(&ss.full[read.index], read.phase);
     convert_stage(ss, read.index, g, wt, t0, t1, f0);
-    if constexpr (T::kOverlap) {
-      // Block kb's wgmmas (fragments f0, accumulator pc) are in flight when a step starts; it
-      // waits for them, converts block kb + 1 into f0 (the other warp group's wgmmas keep the
-      // tensor core busy), issues them into pn and promotes block kb while they run. The
-      // wait_group 1 after the issue retires nothing at run time; without it ptxas could not
-      // tell that pc's group is complete and waited for pn's before the promotion (C7517),
-      // which is what run 31 measured. The last one or two blocks are peeled (no wgmma under
-      // a branch).
-      Acc p1[kBlocks];
-      issue(tiled_mma, f0, tCrB, read.index, part);
-      auto ostep = [&](Acc(&pc)[kBlocks], Acc(&pn)[kBlocks]) {
-        const int s = read.index;
-        State nx = read;
-        nx.advance();
-        warpgroup_wait<0>();
-        CUTE_UNROLL
-        for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(f0[b]);
-        bounded_wait(&ss.full[nx.index], nx.phase);
-        convert_stage(ss, nx.index, g, wt, t0, t1, f0);
-        issue(tiled_mma, f0, tCrB, nx.index, pn);
-        warpgroup_wait<1>();
-        promote(pc, s);
-        CUTE_UNROLL
-        for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(acc[b]);  // the promotion stays before the next wait
-        read = nx;
-      };
-      int kb = 0;
-      for (; kb + 2 < kbs; kb += 2) {
-        ostep(part, p1);  // block kb in part, kb + 1 issued into p1
-        ostep(p1, part);
-      }
-      if (kb + 1 < kbs) {
-        ostep(part, p1);
-        warpgroup_wait<0>();
-        promote(p1, read.index);
-      } else {
-        warpgroup_wait<0>();
-        promote(part, read.index);
-      }
-      CUTE_UNROLL
-      for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(f0[b]);
-      read.advance();
-      return;
-    }
     // Block kb's fragments are in `cur`; block kb + 1's are converted into `nxt` while block kb's
-    // wgmmas run. Two K blocks per loop iteration keep the buffers' names constant.
+    // wgmmas run. Two K blocks per loop iteration keep the buffers' names constant. (Issuing
+    // block kb + 1 before promoting kb, with a second accumulator, measured the same: run 31.)
     auto step = [&](int kb, Frags& cur, Frags& nxt) {
       const int s = read.index;
       issue(tiled_mma, cur, tCrB, s, part);
