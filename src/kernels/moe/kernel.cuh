@@ -5,7 +5,6 @@
 // Included only by the launch_*.cu files, which instantiate it.
 #pragma once
 #include <cstdint>
-#include <cstdlib>
 
 #include <cuda_runtime.h>
 
@@ -112,16 +111,6 @@ struct MoeGemmKernel {
       const Epilogue epilogue{};
       Scheduler sched(params.counts, params.offsets, params.experts, params.n_blocks, cta_rank);
       State read{};
-      if constexpr (Mainloop::kStreamOverlap) {
-        if ((params.mainloop.schedule & Mainloop::kScheduleOverlap) &&
-            !(params.mainloop.schedule & Mainloop::kScheduleTileLocal)) {
-          // Overlap across tiles: the epilogue of a tile runs under the next tile's first block.
-          Tensor acc = partition_fragment_C(typename T::TiledMma{}, Shape<_64, _128>{});
-          mainloop.mma_stream(params.mainloop, pipe, read, sched, params.mainloop.schedule, wt, wm, wn, sA, sB, acc,
-                              [&](WorkTile const& t) { epilogue.store(params.epilogue, ss.epi.data(), acc, t, wt, wm, wn); });
-          return;
-        }
-      }
       WorkTile tile;
       while (sched.next(tile)) {
         Tensor acc = partition_fragment_C(typename T::TiledMma{}, Shape<_64, _128>{});
@@ -160,11 +149,7 @@ cudaError_t launch_moe_gemm(MoeGemmParams const& p, typename Kernel::Epilogue::P
   if (tiles <= 0 || p.k % 128 != 0 || p.n % 128 != 0) return cudaErrorInvalidValue;
   int ctas = 0;
   if (const cudaError_t g = persistent_grid(p.num_ctas, tiles, ctas); g != cudaSuccess) return g;
-  typename Kernel::Params kp = Kernel::to_params(p, ep);
-  // Measurement only: XSTAGE_MOE_TILE_OVERLAP=1 runs the overlap schedules tile by tile (the
-  // epilogue outside the overlap, as before the cross-tile stream) for A/B runs in one binary.
-  if (const char* e = std::getenv("XSTAGE_MOE_TILE_OVERLAP"); e != nullptr && e[0] == '1')
-    kp.mainloop.schedule |= Kernel::Mainloop::kScheduleTileLocal;
+  const typename Kernel::Params kp = Kernel::to_params(p, ep);
   auto* fn = moe_gemm_kernel<Kernel>;
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
   if (e != cudaSuccess) return e;

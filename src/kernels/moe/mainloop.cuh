@@ -94,11 +94,8 @@ struct MoeTraits {
   static_assert(!kGateUp_ || kClusterN == 1, "gate/up tiles pair along M only (no dummy n-blocks)");
   // setmaxnreg budgets: two consumer warp groups get 232 registers (room for the second
   // per-K-block accumulator of the overlap schedule), three get 160 (no overlap schedule).
-  // The 2-WG grouped-GEMM kernels (scales from inputs) run the overlap across tiles, whose
-  // epilogue sits inside the overlap region: 240 (producer 24).
-  static constexpr bool kStreamRegs = kConsumerWGs == 2 && !kInKernelScales_;
-  static constexpr int kProducerRegs = kConsumerWGs == 2 && !kStreamRegs ? 40 : 24;
-  static constexpr int kConsumerRegs = kConsumerWGs == 2 ? (kStreamRegs ? 240 : 232) : 160;
+  static constexpr int kProducerRegs = kConsumerWGs == 2 ? 40 : 24;
+  static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 232 : 160;
   static constexpr bool kOverlapAllowed = kConsumerWGs == 2;
   static_assert(kConsumerWGs == 2 || (kConsumerWGs == 3 && kWgN == 1 && kClusterSize == 1),
                 "two consumer warp groups (64 x 128 each), or three along M (192 x 128)");
@@ -244,7 +241,6 @@ struct MoeMainloop {
   //     and one promotes while the other's wgmmas run.
   static constexpr int kScheduleOverlap = 1;
   static constexpr int kSchedulePingPong = 2;
-  static constexpr int kScheduleTileLocal = 4;  // measurement only: overlap without the cross-tile stream
 
   using Token = IssueToken<T::kConsumerWGs>;
   __device__ static void pingpong_sync(int wg) { Token::wait(wg); }
@@ -390,134 +386,6 @@ struct MoeMainloop {
         promote(p0, c0, c1);
       }
     }
-  }
-
-  // The overlap schedule across tiles (2 consumer warp groups, scales from kernel inputs): the
-  // K blocks of all of this CTA's tiles form one stream, and the next block's wgmmas are issued
-  // before the current block is promoted even when the next block starts a new tile. So a
-  // tile's last promotion and its epilogue (`epi(tile)`, which reads `acc`) run while the next
-  // tile's first block is on the tensor core, instead of both warp groups reaching the tile
-  // boundary with the tensor core idle. `sched` hands out the tiles (this role's own copy).
-  // Tile state is kept to 4 integers per tile (scale addresses are recomputed per block): the
-  // promotion holds both per-block accumulators and the fp32 one, so registers are tight.
-  // The epilogue gets a WorkTile with m_block = tag = 0 (the local destinations do not use them).
-  static constexpr bool kStreamOverlap = T::kOverlapAllowed && !T::kInKernelScales;
-  struct StreamTile {
-    int expert, row_begin, rows, n_block;
-  };
-  template <class Sched, class SmemA, class SmemB, class Frg, class EpiFn>
-  __device__ __forceinline__ void mma_stream(Params const& mp, Pipeline const& pipe, State& read, Sched& sched,
-                                             int schedule, int wt, int wm, int wn, SmemA const& sA, SmemB const& sB,
-                                             Frg& acc, EpiFn&& epi) const {
-    static_assert(kStreamOverlap, "two consumer warp groups, scales from kernel inputs");
-    typename T::TiledMma tiled_mma;
-    auto thr = tiled_mma.get_slice(wt);
-    Tensor tCrA = thr.partition_fragment_A(sA);
-    Tensor tCrB = thr.partition_fragment_B(sB);
-    const int wg = wm * T::kWgN + wn;
-    const bool pingpong = (schedule & kSchedulePingPong) != 0;
-    const int r0 = 64 * wm + (wt / 32) * 16 + (wt % 32) / 4;
-    const int kbs = mp.k_blocks;
-
-    auto work_tile = [](StreamTile const& s) { return WorkTile{s.expert, 0, s.n_block, s.row_begin, s.rows, 0}; };
-    auto load_scales = [&](StreamTile const& s, int kb, float& c0, float& c1) {
-      const int brow = b_row(mp, work_tile(s), wn);
-      const bool b_ok = brow < mp.n;
-      const float s_b =
-          b_ok ? __ldg(mp.b_scales + (static_cast<int64_t>(s.expert) * (mp.n / 128) + brow / 128) * mp.k_blocks + kb)
-               : 0.f;
-      const float* sa = mp.a_scales + s.row_begin + r0 + static_cast<int64_t>(kb) * mp.m_total;
-      c0 = (r0 < s.rows ? __ldg(sa) : 0.f) * s_b;
-      c1 = (r0 + 8 < s.rows ? __ldg(sa + 8) : 0.f) * s_b;
-    };
-    State st_issue = read;
-    auto issue = [&](auto& part) {
-      pipe.consumer_wait(st_issue);
-      if (pingpong) pingpong_sync(wg);
-      const int slot_a = st_issue.index * T::kWgM + wm;
-      const int slot_b = st_issue.index * T::kWgN + wn;
-      warpgroup_fence_operand(part);
-      warpgroup_arrive();
-      tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
-      CUTE_UNROLL
-      for (int k = 0; k < size<2>(tCrA); ++k) {
-        cute::gemm(tiled_mma, tCrA(_, _, k, slot_a), tCrB(_, _, k, slot_b), part);
-        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-      }
-      warpgroup_commit_batch();
-      if (pingpong) pingpong_pass(wg);
-      st_issue.advance();
-    };
-    // Block kb of a tile, promoted: the first block of a tile starts the accumulator.
-    auto promote = [&](auto& part, float c0, float c1, int kb) {
-      warpgroup_fence_operand(part);
-      if (kb == 0) clear(acc);
-      CUTE_UNROLL
-      for (int i = 0; i < size(part); ++i) acc(i) += part(i) * ((i & 2) ? c1 : c0);
-    };
-    // The block after (tile s, kb): the next K block, or the first block of the next tile.
-    auto next_block = [&](StreamTile const& s, int kb, StreamTile& ns, int& nkb) {
-      if (kb + 1 < kbs) {
-        ns = s;
-        nkb = kb + 1;
-        return true;
-      }
-      WorkTile t;
-      if (!sched.next(t)) return false;
-      ns = StreamTile{t.expert, t.row_begin, t.rows, t.n_block};
-      nkb = 0;
-      return true;
-    };
-
-    StreamTile ta{}, tb{};  // the tiles of the blocks in p0 and p1
-    int kb_a = 0, kb_b = 0;
-    {
-      WorkTile t;
-      if (!sched.next(t)) return;
-      ta = StreamTile{t.expert, t.row_begin, t.rows, t.n_block};
-    }
-    float c00, c01, c10, c11;
-    Tensor p0 = partition_fragment_C(tiled_mma, Shape<_64, _128>{});
-    Tensor p1 = partition_fragment_C(tiled_mma, Shape<_64, _128>{});
-    clear(p1);
-    load_scales(ta, 0, c00, c01);
-    issue(p0);
-    while (next_block(ta, kb_a, tb, kb_b)) {
-      // Block (ta, kb_a) is in flight in p0: issue (tb, kb_b) into p1, promote p0 under it.
-      load_scales(tb, kb_b, c10, c11);
-      issue(p1);
-      warpgroup_wait<1>();
-      pipe.consumer_release(read);
-      read.advance();
-      promote(p0, c00, c01, kb_a);
-      if (kb_a + 1 == kbs) {
-        epi(work_tile(ta));
-        clear(p0);  // its old values are dead; redefined so they are not kept across the epilogue
-      }
-      if (!next_block(tb, kb_b, ta, kb_a)) {
-        warpgroup_wait<0>();  // the last block is in p1
-        pipe.consumer_release(read);
-        read.advance();
-        promote(p1, c10, c11, kb_b);
-        epi(work_tile(tb));
-        return;
-      }
-      load_scales(ta, kb_a, c00, c01);
-      issue(p0);
-      warpgroup_wait<1>();
-      pipe.consumer_release(read);
-      read.advance();
-      promote(p1, c10, c11, kb_b);
-      if (kb_b + 1 == kbs) {
-        epi(work_tile(tb));
-        clear(p1);
-      }
-    }
-    warpgroup_wait<0>();  // the last block is in p0
-    pipe.consumer_release(read);
-    read.advance();
-    promote(p0, c00, c01, kb_a);
-    epi(work_tile(ta));
   }
 };
 
