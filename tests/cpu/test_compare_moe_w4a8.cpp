@@ -1,0 +1,93 @@
+// python/compare_moe_w4a8.py: the W4A8 / W8A8 table behind issue 7's acceptance line. On a
+// synthetic `xstage bench moe-gemm` JSON with known rates it must print each format's ratio,
+// count only cells at >= --min-tokens against --target (a ratio equal to the target passes),
+// carry all four W4A8 formats (including the register-operand MXFP4 one) into its JSON, and
+// refuse a file of another schema with exit status 2.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int run_tool(const std::string& args, const fs::path& out) {
+  const std::string cmd =
+      "python3 '" + std::string(XSTAGE_SOURCE_DIR) + "/python/compare_moe_w4a8.py' " + args + " >'" + out.string() + "' 2>&1";
+  const int st = std::system(cmd.c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+nlohmann::json row(const std::string& op, int tokens, const std::string& weights, double tflops) {
+  return {{"model", "M"},   {"op", op},          {"tokens_per_expert", tokens}, {"weights", weights},
+          {"tflops", tflops}, {"instantiation", weights + "_kernel"}, {"nonfinite", 0}};
+}
+
+}  // namespace
+
+TEST(CompareMoeW4a8, RatiosAcceptanceCountsAndSchema) {
+  if (std::system("python3 -c 'import json' >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not available";
+  const fs::path dir = fs::temp_directory_path() / ("xs_cmpw4_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  nlohmann::json doc = {{"schema", "xstage.bench.moe_gemm.v1"}, {"device", "test"}, {"commit", "abc"}, {"date", "d"}};
+  doc["results"] = nlohmann::json::array();
+  // Cell 1: 1024 tokens, W8A8 1000; int4_rs 0.90 (passes), mxfp4_rs 0.85 (exactly the target:
+  // passes), int4 0.50, mxfp4 0.80 (fail).
+  for (auto [w, t] : {std::pair{"w8a8", 1000.0}, {"w4a8_int4", 500.0}, {"w4a8_int4_rs", 900.0},
+                      {"w4a8_mxfp4", 800.0}, {"w4a8_mxfp4_rs", 850.0}})
+    doc["results"].push_back(row("l1_bf16", 1024, w, t));
+  // Cell 2: 8192 tokens, mxfp4_rs 0.84 (fails), int4_rs 0.95; no row-layout formats (shown as -).
+  for (auto [w, t] : {std::pair{"w8a8", 1000.0}, {"w4a8_int4_rs", 950.0}, {"w4a8_mxfp4_rs", 840.0}})
+    doc["results"].push_back(row("l2_bf16", 8192, w, t));
+  // Cell 3: 16 tokens (below --min-tokens): shown, never counted.
+  for (auto [w, t] : {std::pair{"w8a8", 100.0}, {"w4a8_mxfp4_rs", 10.0}})
+    doc["results"].push_back(row("l2_bf16", 16, w, t));
+  const fs::path in = dir / "bench.json", out = dir / "out.txt", js = dir / "table.json";
+  std::ofstream(in) << doc.dump();
+  ASSERT_EQ(run_tool("'" + in.string() + "' --json '" + js.string() + "'", out), 0) << slurp(out);
+  const std::string text = slurp(out);
+  EXPECT_NE(text.find("# w4a8_int4_rs: 2/2 cells with >= 1024 tokens/expert at >= 0.85x W8A8"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("# w4a8_mxfp4_rs: 1/2 cells with >= 1024 tokens/expert at >= 0.85x W8A8"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("# w4a8_int4: 0/1 cells"), std::string::npos) << text;
+  EXPECT_NE(text.find("# w4a8_mxfp4: 0/1 cells"), std::string::npos) << text;
+
+  const nlohmann::json t = nlohmann::json::parse(slurp(js));
+  EXPECT_EQ(t["schema"], "xstage.compare.moe_w4a8.v1");
+  ASSERT_EQ(t["rows"].size(), 3u);
+  EXPECT_DOUBLE_EQ(t["rows"][0]["w4a8_mxfp4_rs_ratio"].get<double>(), 0.85);
+  EXPECT_DOUBLE_EQ(t["rows"][0]["w4a8_int4_ratio"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(t["rows"][1]["w4a8_int4_rs_ratio"].get<double>(), 0.95);
+  EXPECT_FALSE(t["rows"][1].contains("w4a8_int4_ratio"));  // no row-layout INT4 in that cell
+  EXPECT_DOUBLE_EQ(t["rows"][2]["w4a8_mxfp4_rs_ratio"].get<double>(), 0.1);
+  EXPECT_EQ(t["acceptance"]["w4a8_mxfp4_rs"]["passed"], 1);
+  EXPECT_EQ(t["acceptance"]["w4a8_mxfp4_rs"]["cells"], 2);
+  EXPECT_EQ(t["acceptance"]["w4a8_int4_rs"]["passed"], 2);
+
+  // A stricter target and a lower token floor change the counts the way the flags say.
+  ASSERT_EQ(run_tool("'" + in.string() + "' --target 0.9 --min-tokens 16", out), 0) << slurp(out);
+  EXPECT_NE(slurp(out).find("# w4a8_mxfp4_rs: 0/3 cells with >= 16 tokens/expert at >= 0.90x W8A8"), std::string::npos)
+      << slurp(out);
+
+  // Another schema, or no file: exit 2 with a message naming the file.
+  std::ofstream(dir / "other.json") << R"({"schema": "xstage.bench.moe.v1", "results": []})";
+  EXPECT_EQ(run_tool("'" + (dir / "other.json").string() + "'", out), 2);
+  EXPECT_NE(slurp(out).find("is not xstage.bench.moe_gemm.v1"), std::string::npos) << slurp(out);
+  EXPECT_EQ(run_tool("'" + (dir / "missing.json").string() + "'", out), 2);
+  fs::remove_all(dir);
+}
