@@ -25,9 +25,18 @@ std::string slurp(const fs::path& p) {
   return s.str();
 }
 
+// '<path>' built by appending (GCC 12 warns, falsely, on "'" + std::string temporaries: -Wrestrict).
+std::string quote(const fs::path& p) {
+  std::string q = "'";
+  q += p.string();
+  q += '\'';
+  return q;
+}
+
 int run_tool(const std::string& args, const fs::path& out) {
-  const std::string cmd =
-      "python3 '" + std::string(XSTAGE_SOURCE_DIR) + "/python/compare_moe_w4a8.py' " + args + " >'" + out.string() + "' 2>&1";
+  std::string cmd = "python3 ";
+  cmd += quote(fs::path(XSTAGE_SOURCE_DIR) / "python" / "compare_moe_w4a8.py");
+  cmd += " " + args + " >" + quote(out) + " 2>&1";
   const int st = std::system(cmd.c_str());
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
@@ -58,7 +67,7 @@ TEST(CompareMoeW4a8, RatiosAcceptanceCountsAndSchema) {
     doc["results"].push_back(row("l2_bf16", 16, w, t));
   const fs::path in = dir / "bench.json", out = dir / "out.txt", js = dir / "table.json";
   std::ofstream(in) << doc.dump();
-  ASSERT_EQ(run_tool("'" + in.string() + "' --json '" + js.string() + "'", out), 0) << slurp(out);
+  ASSERT_EQ(run_tool(quote(in) + " --json " + quote(js), out), 0) << slurp(out);
   const std::string text = slurp(out);
   EXPECT_NE(text.find("# w4a8_int4_rs: 2/2 cells with >= 1024 tokens/expert at >= 0.85x W8A8"), std::string::npos)
       << text;
@@ -80,14 +89,14 @@ TEST(CompareMoeW4a8, RatiosAcceptanceCountsAndSchema) {
   EXPECT_EQ(t["acceptance"]["w4a8_int4_rs"]["passed"], 2);
 
   // A stricter target and a lower token floor change the counts the way the flags say.
-  ASSERT_EQ(run_tool("'" + in.string() + "' --target 0.9 --min-tokens 16", out), 0) << slurp(out);
+  ASSERT_EQ(run_tool(quote(in) + " --target 0.9 --min-tokens 16", out), 0) << slurp(out);
   EXPECT_NE(slurp(out).find("# w4a8_mxfp4_rs: 0/3 cells with >= 16 tokens/expert at >= 0.90x W8A8"), std::string::npos)
       << slurp(out);
 
   // Another schema, or no file: exit 2 with a message naming the file.
   std::ofstream(dir / "other.json") << R"({"schema": "xstage.bench.moe.v1", "results": []})";
-  EXPECT_EQ(run_tool("'" + (dir / "other.json").string() + "'", out), 2);
+  EXPECT_EQ(run_tool(quote(dir / "other.json"), out), 2);
   EXPECT_NE(slurp(out).find("is not xstage.bench.moe_gemm.v1"), std::string::npos) << slurp(out);
-  EXPECT_EQ(run_tool("'" + (dir / "missing.json").string() + "'", out), 2);
+  EXPECT_EQ(run_tool(quote(dir / "missing.json"), out), 2);
   fs::remove_all(dir);
 }
