@@ -15,28 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "python_tool_util.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-int run(const std::string& cmd, const fs::path& out) {
-  const int st = std::system((cmd + " >'" + out.string() + "' 2>&1").c_str());
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-std::string quote(const fs::path& p) {
-  std::string q = "'";
-  q += p.string();
-  q += '\'';
-  return q;
-}
+using xstage::test::quote;
+using xstage::test::run;
+using xstage::test::slurp;
 
 // Whitespace-separated fields of the first output line whose fields start with `prefix`.
 std::vector<std::string> find_row(const std::string& text, const std::vector<std::string>& prefix) {

@@ -11,21 +11,13 @@
 #include <sstream>
 #include <string>
 
+#include "python_tool_util.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-int run(const std::string& cmd, const fs::path& out) {
-  const int st = std::system((cmd + " >'" + out.string() + "' 2>&1").c_str());
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+using xstage::test::run;
+using xstage::test::slurp;
 
 nlohmann::json row(const char* model, const char* routing, int tokens, double us) {
   return {{"model", model}, {"weights", "w8a8"}, {"routing", routing}, {"tokens_per_rank", tokens}, {"median_us", us}};

@@ -4,41 +4,29 @@
 // carry all four W4A8 formats (including the register-operand MXFP4 one) into its JSON, and
 // refuse a file of another schema with exit status 2.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
+
+#include "python_tool_util.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// '<path>' built by appending (GCC 12 warns, falsely, on "'" + std::string temporaries: -Wrestrict).
-std::string quote(const fs::path& p) {
-  std::string q = "'";
-  q += p.string();
-  q += '\'';
-  return q;
-}
+using xstage::test::quote;
+using xstage::test::run;
+using xstage::test::slurp;
 
 int run_tool(const std::string& args, const fs::path& out) {
   std::string cmd = "python3 ";
   cmd += quote(fs::path(XSTAGE_SOURCE_DIR) / "python" / "compare_moe_w4a8.py");
-  cmd += " " + args + " >" + quote(out) + " 2>&1";
-  const int st = std::system(cmd.c_str());
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  cmd += " ";
+  cmd += args;
+  return run(cmd, out);
 }
 
 nlohmann::json row(const std::string& op, int tokens, const std::string& weights, double tflops) {
