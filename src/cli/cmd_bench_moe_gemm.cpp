@@ -126,8 +126,8 @@ void upload_pattern(void* dst, size_t bytes, const std::vector<uint8_t>& pattern
   }
 }
 
-// Fills `bytes` (a whole number of prepacked chunks) by tiling whole chunks of `pattern`,
-// starting at chunk `shift` of it.
+// Fills `bytes` (a whole number of prepacked chunks) by tiling whole chunks of `pattern`;
+// buffer set `shift` starts at chunk (7 * shift) mod kMxRsChunks, so the sets differ.
 constexpr int kMxRsChunks = 64;
 void upload_chunks(void* dst, size_t bytes, const std::vector<uint8_t>& pattern, size_t shift, cudaStream_t s) {
   const size_t chunk = pattern.size() / kMxRsChunks;

@@ -25,6 +25,28 @@ uint8_t get_nibble(const uint8_t* packed, int64_t index) {
   return index % 2 == 0 ? (b & 0x0F) : (b >> 4);
 }
 
+// The largest E8M0 exponent of row r's four 32-value sub-blocks in 128-column block g.
+int mxfp4_block_emax(const uint8_t* scales, int rows, int r, int g) {
+  constexpr int kSub = kInt4Group / kMxfp4Block;
+  int emax = 0;
+  for (int i = 0; i < kSub; ++i) emax = std::max<int>(emax, scales[int64_t(g * kSub + i) * rows + r]);
+  return emax;
+}
+
+// Writes one sign + 3-bit magnitude code at its place in the register-operand layout.
+void put_rs_code(uint8_t* out, const kernels::moe::RsCodePos& pos, uint32_t magnitude, uint32_t sign) {
+  uint32_t word;
+  std::memcpy(&word, out + pos.word_byte, 4);
+  word |= magnitude << pos.mag_bit;
+  word |= sign << pos.sign_bit;
+  std::memcpy(out + pos.word_byte, &word, 4);
+}
+
+void check_rs_shape(const char* fn, int rows, int cols) {
+  if (rows <= 0 || cols <= 0 || rows % 128 != 0 || cols % 128 != 0)
+    throw InvalidArgument(std::string(fn) + ": rows " + std::to_string(rows) + " and cols " + std::to_string(cols) +
+                          " must be positive multiples of 128");
+}
 }  // namespace
 
 uint8_t int4_encode(int v) { return static_cast<uint8_t>(std::clamp(v, -8, 7) & 0xF); }
@@ -114,8 +136,7 @@ void dequantize_mxfp4_w4a8(const uint8_t* packed, const uint8_t* scales, int row
   constexpr int kSub = kInt4Group / kMxfp4Block;  // 4 sub-blocks per 128 columns
   for (int r = 0; r < rows; ++r)
     for (int g = 0; g < cols / kInt4Group; ++g) {
-      int emax = 0;
-      for (int i = 0; i < kSub; ++i) emax = std::max<int>(emax, scales[int64_t(g * kSub + i) * rows + r]);
+      const int emax = mxfp4_block_emax(scales, rows, r, g);
       for (int i = 0; i < kSub; ++i) {
         const int e = scales[int64_t(g * kSub + i) * rows + r];
         const float s = emax - e > max_gap ? 0.f : std::ldexp(1.f, e - 127);
@@ -128,13 +149,6 @@ void dequantize_mxfp4_w4a8(const uint8_t* packed, const uint8_t* scales, int row
     }
 }
 
-namespace {
-void check_rs_shape(const char* fn, int rows, int cols) {
-  if (rows <= 0 || cols <= 0 || rows % 128 != 0 || cols % 128 != 0)
-    throw InvalidArgument(std::string(fn) + ": rows " + std::to_string(rows) + " and cols " + std::to_string(cols) +
-                          " must be positive multiples of 128");
-}
-}  // namespace
 
 void prepack_int4_rs(const uint8_t* packed, int rows, int cols, uint8_t* out) {
   if (packed == nullptr || out == nullptr) throw InvalidArgument("prepack_int4_rs: null buffer");
@@ -148,12 +162,8 @@ void prepack_int4_rs(const uint8_t* packed, int rows, int cols, uint8_t* out) {
         throw InvalidArgument("prepack_int4_rs: weight (" + std::to_string(r) + ", " + std::to_string(c) +
                               ") is -8; the register-operand layout holds symmetric INT4 (-7..7, what "
                               "quantize_int4_g128 produces)");
-      const auto pos = kernels::moe::rs_code_pos(r, c, cols);
-      uint32_t word;
-      std::memcpy(&word, out + pos.word_byte, 4);
-      word |= static_cast<uint32_t>(q < 0 ? -q : q) << pos.mag_bit;
-      word |= static_cast<uint32_t>(q < 0) << pos.sign_bit;
-      std::memcpy(out + pos.word_byte, &word, 4);
+      put_rs_code(out, kernels::moe::rs_code_pos(r, c, cols), static_cast<uint32_t>(q < 0 ? -q : q),
+                  static_cast<uint32_t>(q < 0));
     }
 }
 
@@ -173,8 +183,7 @@ long long prepack_mxfp4_rs(const uint8_t* packed, const uint8_t* e8m0, int rows,
   long long flushed = 0;
   for (int r = 0; r < rows; ++r)
     for (int g = 0; g < cols / kInt4Group; ++g) {
-      int emax = 0;
-      for (int i = 0; i < kSub; ++i) emax = std::max<int>(emax, e8m0[int64_t(g * kSub + i) * rows + r]);
+      const int emax = mxfp4_block_emax(e8m0, rows, r, g);
       block_scales[int64_t(g) * rows + r] = std::ldexp(1.f, emax - 133);
       for (int i = 0; i < kSub; ++i) {
         const int sub = g * kSub + i;
@@ -187,12 +196,8 @@ long long prepack_mxfp4_rs(const uint8_t* packed, const uint8_t* e8m0, int rows,
         for (int j = 0; j < kMxfp4Block; ++j) {
           const int c = sub * kMxfp4Block + j;
           const uint8_t code = get_nibble(packed, int64_t(r) * cols + c);
-          const auto pos = kernels::moe::rs_code_pos(r, c, cols, kernels::moe::kRsMxChunkBytes);
-          uint32_t word;
-          std::memcpy(&word, out + pos.word_byte, 4);
-          word |= static_cast<uint32_t>(code & 0x7) << pos.mag_bit;
-          word |= static_cast<uint32_t>(code >> 3) << pos.sign_bit;
-          std::memcpy(out + pos.word_byte, &word, 4);
+          put_rs_code(out, kernels::moe::rs_code_pos(r, c, cols, kernels::moe::kRsMxChunkBytes), code & 0x7u,
+                      code >> 3);
         }
       }
     }

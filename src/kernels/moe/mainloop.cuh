@@ -313,7 +313,7 @@ struct MoeMainloop {
     static_assert(!(T::kOverlapAllowed && T::kInKernelScales), "the overlap schedule loads scales before the stage wait");
     if (T::kOverlapAllowed && (schedule & kScheduleOverlap)) {
       Tensor p1 = partition_fragment_C(tiled_mma, Shape<_64, _128>{});
-      clear(p1);  // defined before its first wgmma (an undefined accumulator made ptxas wait, C7517)
+      clear(p1);  // defined before its first wgmma (kept as measured; it does not remove the one C7517 wait)
       State st_issue = read;
       float c00, c01, c10, c11;  // scales of the blocks in p0 / p1
       load_scales(0, c00, c01);

@@ -48,20 +48,33 @@ struct RsCodePos {
   int sign_bit;       // the sign bit
 };
 
+// Where a weight row's values sit for its consumer thread: 128-row block rb, warp group g, and
+// inside the group warp `warp`, row of the quad column `lane_row`, upper half of the fragment
+// (row r0 + 8) `hi_row`.
+struct RsRowPos {
+  int rb, g, warp, hi_row, lane_row;
+};
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+inline RsRowPos rs_row_pos(int row) {
+  const int rr = row % 64;
+  return RsRowPos{row / 128, (row % 128) / 64, rr / 16, (rr % 16) / 8, rr % 8};
+}
+
 // Where weight (row, col) of an expert with k columns goes (n and k multiples of 128).
 #if defined(__CUDACC__)
 __host__ __device__
 #endif
 inline RsCodePos rs_code_pos(int row, int col, int k, int chunk_bytes = kRsChunkBytes) {
-  const int rb = row / 128, g = (row % 128) / 64, rr = row % 64;
-  const int warp = rr / 16, hi_row = (rr % 16) / 8, lane_row = rr % 8;
+  const RsRowPos rp = rs_row_pos(row);
   const int kb = col / 128, kk = col % 128;
   const int step = kk / 32, kj = kk % 32;
   const int hi_k = kj / 16, q = (kj % 16) / 4, i = kj % 4;
-  const int t = 32 * warp + 4 * lane_row + q;
-  const int reg = hi_row + 2 * hi_k;  // A-fragment register of the K step
-  const int in_chunk = ((g * 2 + step / 2) * 128 + t) * 16 + (step % 2) * 8 + (reg / 2) * 4;
-  const int64_t chunk = static_cast<int64_t>(rb) * (k / 128) + kb;
+  const int t = 32 * rp.warp + 4 * rp.lane_row + q;
+  const int reg = rp.hi_row + 2 * hi_k;  // A-fragment register of the K step
+  const int in_chunk = ((rp.g * 2 + step / 2) * 128 + t) * 16 + (step % 2) * 8 + (reg / 2) * 4;
+  const int64_t chunk = static_cast<int64_t>(rp.rb) * (k / 128) + kb;
   const bool group_b = (reg % 2) != 0;
   return RsCodePos{chunk * chunk_bytes + in_chunk, (group_b ? 16 : 0) + 4 * i, 8 * i + (group_b ? 3 : 7)};
 }
@@ -71,10 +84,10 @@ inline RsCodePos rs_code_pos(int row, int col, int k, int chunk_bytes = kRsChunk
 __host__ __device__
 #endif
 inline int64_t rs_gap_pos(int row, int sub, int k) {
-  const int rb = row / 128, g = (row % 128) / 64, rr = row % 64;
-  const int warp = rr / 16, hi_row = (rr % 16) / 8, lane_row = rr % 8;
-  const int64_t chunk = static_cast<int64_t>(rb) * (k / 128) + sub / 4;
-  return chunk * kRsMxChunkBytes + kRsChunkBytes + 8 * (32 * g + 8 * warp + lane_row) + 4 * hi_row + sub % 4;
+  const RsRowPos rp = rs_row_pos(row);
+  const int64_t chunk = static_cast<int64_t>(rp.rb) * (k / 128) + sub / 4;
+  return chunk * kRsMxChunkBytes + kRsChunkBytes + 8 * (32 * rp.g + 8 * rp.warp + rp.lane_row) + 4 * rp.hi_row +
+         sub % 4;
 }
 
 }  // namespace xstage::kernels::moe
