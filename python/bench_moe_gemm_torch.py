@@ -9,7 +9,8 @@ N = hidden, K = intermediate), FP8 e4m3 inputs, bf16 output, through torch._scal
 (cuBLASLt). Scaling: `auto` tries DeepSeek-style blockwise scales first (A 1x128, B 128x128,
 what xstage uses; cuBLASLt supports them on sm_90 from CUDA 12.9 and torch exposes them in
 recent releases), then per-row/per-column scales, then one scale per tensor; the JSON records
-which one ran. Timing: CUDA events around every launch, warm-up, median of >= 20 launches,
+which one ran. Timing: CUDA events around every launch, warm-up (a few launches, then --warmup-ms
+of sustained launches so the clock is the power-capped one), median of >= 20 launches,
 inputs rotating over enough buffer sets to exceed 2 x L2, a large memset queued first so the
 GPU is busy while the host enqueues. TFLOP/s = 2*M*N*K / t. Writes schema
 xstage.bench.moe_gemm.v1 (backend "cublaslt"), which python/compare_moe_gemm.py merges with
@@ -22,6 +23,7 @@ import math
 import os
 import statistics
 import sys
+import time
 
 MODELS = [  # name, hidden, intermediate, experts (docs/MOE.md)
     ("DiT-MoE-G", 1408, 5632, 16),
@@ -70,12 +72,16 @@ def main(argv=None):
     ap.add_argument("--models", default="", help="comma list of model names (default: all seven)")
     ap.add_argument("--scaling", choices=["auto", "blockwise", "rowwise", "tensorwise"], default="auto")
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--warmup-ms", type=float, default=200.0,
+                    help="then untimed launches until this many ms have passed, so the timed runs see the "
+                         "sustained (power-capped) clock, as xstage bench moe-gemm does (0: off)")
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--rotate-mib", type=float, default=0.0, help="0: 2 x the device's L2")
     ap.add_argument("--json", help="write results here")
     args = ap.parse_args(argv)
-    if args.iters < 20 or args.warmup < 0:
-        print("bench_moe_gemm_torch: --iters must be >= 20 and --warmup >= 0", file=sys.stderr)
+    if args.iters < 20 or args.warmup < 0 or not 0 <= args.warmup_ms <= 60000:
+        print("bench_moe_gemm_torch: --iters must be >= 20, --warmup >= 0 and --warmup-ms in [0, 60000]",
+              file=sys.stderr)
         return 2
     models = [m for m in MODELS if not args.models or m[0] in args.models.split(",")]
     if not models:
@@ -101,7 +107,8 @@ def main(argv=None):
 
     print(f"# PyTorch {torch.__version__} torch._scaled_mm (cuBLASLt) on {props.name} "
           f"({props.multi_processor_count} SMs, L2 {l2 / 2**20:.0f} MiB), fp8 e4m3 -> bf16, median of {args.iters} "
-          f"runs after {args.warmup} warm-up, inputs rotate over >= {rotate / 2**20:.0f} MiB")
+          f"runs after {args.warmup} warm-up launches and {args.warmup_ms:.0f} ms of warm-up, inputs rotate over "
+          f">= {rotate / 2**20:.0f} MiB")
     print(f"#{'model':>17} {'op':>8} {'tokens':>6} {'n':>6} {'k':>6} {'scaling':>24} {'time(us)':>10} "
           f"{'TFLOP/s':>9} {'best':>9} {'#wrong':>6}")
     results = []
@@ -135,6 +142,12 @@ def main(argv=None):
                 sname, sa, sb = chosen
                 for w in range(args.warmup):
                     torch._scaled_mm(a[w % sets], b[w % sets], scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+                t_warm, w = time.monotonic(), 0
+                while (time.monotonic() - t_warm) * 1e3 < args.warmup_ms:
+                    for _ in range(16):
+                        torch._scaled_mm(a[w % sets], b[w % sets], scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+                        w += 1
+                    torch.cuda.synchronize()
                 ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                       for _ in range(args.iters)]
                 backlog.zero_()
@@ -172,7 +185,7 @@ def main(argv=None):
             "l2_bytes": l2,
             "commit": os.environ.get("XSTAGE_COMMIT", "unknown"),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "config": {"warmup": args.warmup, "iters": args.iters, "rotate_bytes": rotate, "scaling": args.scaling,
+            "config": {"warmup": args.warmup, "warmup_ms": args.warmup_ms, "iters": args.iters, "rotate_bytes": rotate, "scaling": args.scaling,
                        "shapes": "dense per expert: l1 = (tokens, 2*inter, hidden), l2 = (tokens, hidden, inter)",
                        "flops": "2*m*n*k"},
             "results": results,

@@ -45,6 +45,7 @@ struct MoeGemmKernel {
     cute::array_aligned<typename T::Element, cute::cosize_v<typename T::SmemLayoutA>, 1024> a;
     cute::array_aligned<typename T::Element, cute::cosize_v<typename T::SmemLayoutB>, 1024> b;
     cute::array_aligned<uint8_t, Epilogue::kSmemBytes, 128> epi;
+    typename T::ScaleStorage scales;
     typename Pipeline::Storage pipe;
   };
   // + slack to align the dynamic shared memory base to 1024 B (128-byte swizzle atoms).
@@ -74,7 +75,7 @@ struct MoeGemmKernel {
     const int warp_group = warp / 4;
 
     if (threadIdx.x == 0) {
-      Pipeline::init(ss.pipe, T::kConsumerWarps);
+      Pipeline::init(ss.pipe, T::kConsumerWarps, T::kFullArrivals);
       Mainloop::prefetch_descriptors(params.mainloop);
     }
     cutlass::arch::fence_barrier_init();
@@ -90,7 +91,8 @@ struct MoeGemmKernel {
     const Mainloop mainloop{};
 
     if (warp_group == 0) {
-      // Producer: give registers away; lane 0 of warp 0 loads, the rest is done.
+      // Producer: give registers away; lane 0 of warp 0 loads A and B, warp 1 the scales, the
+      // rest is done.
       cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
       if (threadIdx.x == 0) {
         Scheduler sched(params.counts, params.offsets, params.experts, params.n_blocks, cta_rank);
@@ -98,12 +100,20 @@ struct MoeGemmKernel {
         WorkTile tile;
         while (sched.next(tile)) mainloop.load(params.mainloop, pipe, write, tile, cta_rank, sA, sB);
         if constexpr (kClusterSize > 1) pipe.producer_tail(write);
+      } else if constexpr (T::kSmemScales) {
+        if (warp == 1) {
+          Scheduler sched(params.counts, params.offsets, params.experts, params.n_blocks, cta_rank);
+          State write = Pipeline::producer_start();
+          WorkTile tile;
+          while (sched.next(tile)) mainloop.copy_scales(params.mainloop, pipe, write, tile, ss.scales);
+        }
       }
     } else {
       cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
-      const int ct = static_cast<int>(threadIdx.x) - 128;
-      const int wg = ct / 128;
-      const int wt = ct % 128;
+      // From the warp index broadcast above, so the compiler knows both are warp-uniform and
+      // keeps the wgmma descriptors in uniform registers.
+      const int wg = warp_group - 1;
+      const int wt = static_cast<int>(threadIdx.x) % 128;
       const int wm = wg / T::kWgN;
       const int wn = wg % T::kWgN;
       Epilogue::consumer_init(wn);
@@ -114,7 +124,7 @@ struct MoeGemmKernel {
       WorkTile tile;
       while (sched.next(tile)) {
         Tensor acc = partition_fragment_C(typename T::TiledMma{}, Shape<_64, _128>{});
-        mainloop.mma(params.mainloop, pipe, read, tile, params.mainloop.schedule, wt, wm, wn, sA, sB, acc);
+        mainloop.mma(params.mainloop, pipe, read, tile, params.mainloop.schedule, wt, wm, wn, sA, sB, acc, &ss.scales);
         epilogue.store(params.epilogue, ss.epi.data(), acc, tile, wt, wm, wn);
       }
     }

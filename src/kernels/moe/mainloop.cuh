@@ -80,6 +80,11 @@ struct MoeTraits {
   static constexpr int kStages = kStages_;
   static constexpr bool kGateUp = kGateUp_;
   static constexpr bool kInKernelScales = kInKernelScales_;
+  // Scales of input tensors travel with their K block: a producer warp copies them into the
+  // stage (cp.async, arriving on the stage's full barrier), so a consumer reads them from
+  // shared memory after its stage wait instead of waiting on L2 (run 42's profile: the
+  // consumers' scale products stalled on ld.global for ~10 % of their time).
+  static constexpr bool kSmemScales = !kInKernelScales_;
   static constexpr int kWgM = kBlockM / 64;   // consumer warp groups along M
   static constexpr int kWgN = kBlockN / 128;  // ... along N
   static constexpr int kConsumerWGs = kWgM * kWgN;
@@ -131,6 +136,18 @@ struct MoeTraits {
   static constexpr uint32_t kStageBytes = kWgM * kBytesA + kWgN * kBytesB;
   static_assert(cosize_v<SmemLayoutA> == 64 * kBlockK * kWgM * kStages);
   static_assert(cosize_v<SmemLayoutB> == 128 * kBlockK * kWgN * kStages);
+
+  // Per stage: the tile's A scales of the K block (row i of the tile at a[i]; rows past the
+  // expert's tokens read as 0) and the B scale of each N chunk.
+  struct StageScales {
+    float a[kBlockM];
+    float b[4];
+  };
+  struct ScaleStorage {
+    StageScales stage[kSmemScales ? kStages : 1];
+  };
+  // Arrivals on a full barrier per stage: the TMA thread, plus one per lane of the scale warp.
+  static constexpr int kFullArrivals = kSmemScales ? 1 + 32 : 1;
 };
 
 template <class Traits>
@@ -232,6 +249,41 @@ struct MoeMainloop {
   }
 
   // ---------------------------------------------------------------------------------
+  // Scale warp (warp 1 of the producer warp group; kSmemScales only): for every K block of
+  // the tile, the tile's A scales and each N chunk's B scale into the stage by 4-byte cp.async
+  // (rows past the expert's tokens and chunks past n zero-filled, nothing read for them), then
+  // every lane arrives on the stage's full barrier once its own copies have landed. It waits
+  // for free buffers like the TMA thread, in the same order, so the two fill the same stage.
+  __device__ void copy_scales(Params const& mp, Pipeline const& pipe, State& write, WorkTile const& t,
+                              typename T::ScaleStorage& sc) const {
+    static_assert(T::kSmemScales && T::kWgN <= 4);
+    const int lane = static_cast<int>(threadIdx.x) & 31;
+    const int c = lane < T::kWgN ? lane : 0;
+    const int brow = b_row(mp, t, c);
+    const bool b_ok = lane < T::kWgN && brow < mp.n;
+    const float* sb = mp.b_scales + (static_cast<int64_t>(t.expert) * (mp.n / 128) + (b_ok ? brow / 128 : 0)) * mp.k_blocks;
+    for (int kb = 0; kb < mp.k_blocks; ++kb) {
+      pipe.producer_wait_empty(write);
+      typename T::StageScales& st = sc.stage[write.index];
+      const float* sa = mp.a_scales + static_cast<int64_t>(kb) * mp.m_total + t.row_begin;
+      CUTE_UNROLL
+      for (int i = lane; i < T::kBlockM; i += 32) {
+        const bool ok = i < t.rows;
+        cp_async_4(&st.a[i], ok ? sa + i : mp.a_scales, ok);
+      }
+      if (lane < T::kWgN) cp_async_4(&st.b[lane], b_ok ? sb + kb : mp.b_scales, b_ok);
+      cutlass::arch::cpasync_barrier_arrive_noinc(&pipe.full_barrier(write));
+      write.advance();
+    }
+  }
+
+  // 4-byte cp.async; !valid writes zero and reads nothing (src-size 0).
+  __device__ static void cp_async_4(float* dst, const float* src, bool valid) {
+    const uint32_t d = cute::cast_smem_ptr_to_uint(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0) : "memory");
+  }
+
+  // ---------------------------------------------------------------------------------
   // Consumer side. Schedules (MoeGemmParams::schedule, uniform over the launch):
   //   kScheduleOverlap: two per-K-block accumulators; the wgmmas of block kb+1 are issued
   //     before block kb is promoted (wait_group 1), so a warp group keeps the tensor core
@@ -252,9 +304,11 @@ struct MoeMainloop {
 
   // One warp group's 64 x 128 piece of the tile, fp32 result (scales applied) in `acc`.
   // wt: thread index inside the warp group; (wm, wn): the piece; wg = its warp group.
+  // sc: the stages' scales (kSmemScales; nullptr otherwise).
   template <class SmemA, class SmemB, class Frg>
   __device__ __forceinline__ void mma(Params const& mp, Pipeline const& pipe, State& read, WorkTile const& t, int schedule, int wt,
-                      int wm, int wn, SmemA const& sA, SmemB const& sB, Frg& acc) const {
+                      int wm, int wn, SmemA const& sA, SmemB const& sB, Frg& acc,
+                      typename T::ScaleStorage const* sc = nullptr) const {
     typename T::TiledMma tiled_mma;
     auto thr = tiled_mma.get_slice(wt);
     Tensor tCrA = thr.partition_fragment_A(sA);  // (MMA, 1, 4, chunk slot) descriptors
@@ -284,11 +338,21 @@ struct MoeMainloop {
         c1 = (ok1 ? __ldg(sa + 8) : 0.f) * s_b;
       }
     };
+    // kSmemScales: the scales of the K block in stage st (after its full-barrier wait).
+    auto stage_scales = [&](State st, float& c0, float& c1) {
+      typename T::StageScales const& ss = sc->stage[st.index];
+      const float s_b = ss.b[wn];
+      c0 = ss.a[r0] * s_b;
+      c1 = ss.a[r0 + 8] * s_b;
+    };
     auto issue = [&](auto& part, State st) {
       pipe.consumer_wait(st);
       if (pingpong) pingpong_sync(wg);
-      const int slot_a = st.index * T::kWgM + wm;
-      const int slot_b = st.index * T::kWgN + wn;
+      // Broadcast so the compiler sees a warp-uniform stage and builds the wgmma descriptors
+      // in uniform registers (no R2UR per descriptor).
+      const int stage = __shfl_sync(0xffffffffu, st.index, 0);
+      const int slot_a = stage * T::kWgM + wm;
+      const int slot_b = stage * T::kWgN + wn;
       warpgroup_fence_operand(part);
       warpgroup_arrive();
       tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
@@ -310,14 +374,14 @@ struct MoeMainloop {
     const int kbs = mp.k_blocks;
     Tensor p0 = partition_fragment_C(tiled_mma, Shape<_64, _128>{});  // one K block, unscaled
     static_assert(decltype(size(p0))::value == 64);
-    static_assert(!(T::kOverlapAllowed && T::kInKernelScales), "the overlap schedule loads scales before the stage wait");
     if (T::kOverlapAllowed && (schedule & kScheduleOverlap)) {
+      static_assert(!T::kOverlapAllowed || T::kSmemScales, "the overlap schedule reads the stages' scales");
       Tensor p1 = partition_fragment_C(tiled_mma, Shape<_64, _128>{});
       clear(p1);  // defined before its first wgmma (kept as measured; it does not remove the one C7517 wait)
       State st_issue = read;
       float c00, c01, c10, c11;  // scales of the blocks in p0 / p1
-      load_scales(0, c00, c01);
       issue(p0, st_issue);
+      stage_scales(st_issue, c00, c01);
       st_issue.advance();
       // Every path waits the same way: the blocks with a successor inside the loop (wait_group
       // 1), the last one or two peeled after it. A wgmma issue under `kb + 1 < kbs` with
@@ -325,15 +389,15 @@ struct MoeMainloop {
       // kernel (warning C7518), whatever the schedule.
       int kb = 0;
       for (; kb + 2 < kbs; kb += 2) {  // block kb is in p0, issued
-        load_scales(kb + 1, c10, c11);
         issue(p1, st_issue);
+        stage_scales(st_issue, c10, c11);
         st_issue.advance();
         warpgroup_wait<1>();
         pipe.consumer_release(read);
         read.advance();
         promote(p0, c00, c01);
-        load_scales(kb + 2, c00, c01);
         issue(p0, st_issue);
+        stage_scales(st_issue, c00, c01);
         st_issue.advance();
         warpgroup_wait<1>();
         pipe.consumer_release(read);
@@ -341,8 +405,8 @@ struct MoeMainloop {
         promote(p1, c10, c11);
       }
       if (kb + 1 < kbs) {  // two blocks left: kb in p0, kb + 1 still to issue
-        load_scales(kb + 1, c10, c11);
         issue(p1, st_issue);
+        stage_scales(st_issue, c10, c11);
         warpgroup_wait<1>();
         pipe.consumer_release(read);
         read.advance();
@@ -378,8 +442,8 @@ struct MoeMainloop {
     } else {
       for (int kb = 0; kb < kbs; ++kb) {
         float c0, c1;
-        load_scales(kb, c0, c1);
         issue(p0, read);
+        stage_scales(read, c0, c1);
         warpgroup_wait<0>();
         pipe.consumer_release(read);
         read.advance();

@@ -48,9 +48,11 @@ struct TmaPipeline {
   Storage* s;
 
   // One thread, before the CTA-wide sync that follows barrier initialisation.
-  __device__ static void init(Storage& st, int consumer_warps) {
+  // full_arrivals: the producer thread's arrival, plus any asynchronous ones (cp.async
+  // completions of a scale warp) that must also land before the stage is full.
+  __device__ static void init(Storage& st, int consumer_warps, int full_arrivals = 1) {
     for (int i = 0; i < kStages; ++i) {
-      cutlass::arch::ClusterTransactionBarrier::init(&st.full[i], 1);
+      cutlass::arch::ClusterTransactionBarrier::init(&st.full[i], full_arrivals);
       cutlass::arch::ClusterBarrier::init(&st.empty[i], consumer_warps * kClusterSize);
     }
   }
@@ -62,6 +64,8 @@ struct TmaPipeline {
     cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&s->full[st.index], tx_bytes);
   }
   __device__ uint64_t& full_barrier(PipeState<kStages> st) const { return s->full[st.index]; }
+  // A second producer warp (all lanes): wait until the buffer is free, without arriving.
+  __device__ void producer_wait_empty(PipeState<kStages> st) const { bounded_wait(&s->empty[st.index], st.phase); }
 
   __device__ void consumer_wait(PipeState<kStages> st) const { bounded_wait(&s->full[st.index], st.phase); }
   // Every consumer thread, after its warp group's wgmma reading the buffer has completed.
