@@ -269,18 +269,12 @@ struct MoeMainloop {
       CUTE_UNROLL
       for (int i = lane; i < T::kBlockM; i += 32) {
         const bool ok = i < t.rows;
-        cp_async_4(&st.a[i], ok ? sa + i : mp.a_scales, ok);
+        cp_async_4(cute::cast_smem_ptr_to_uint(&st.a[i]), ok ? sa + i : mp.a_scales, ok ? 4u : 0u);
       }
-      if (lane < T::kWgN) cp_async_4(&st.b[lane], b_ok ? sb + kb : mp.b_scales, b_ok);
-      cutlass::arch::cpasync_barrier_arrive_noinc(&pipe.full_barrier(write));
+      if (lane < T::kWgN) cp_async_4(cute::cast_smem_ptr_to_uint(&st.b[lane]), b_ok ? sb + kb : mp.b_scales, b_ok ? 4u : 0u);
+      cp_async_arrive(&pipe.full_barrier(write));
       write.advance();
     }
-  }
-
-  // 4-byte cp.async; !valid writes zero and reads nothing (src-size 0).
-  __device__ static void cp_async_4(float* dst, const float* src, bool valid) {
-    const uint32_t d = cute::cast_smem_ptr_to_uint(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0) : "memory");
   }
 
   // ---------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 
+#include <cute/arch/util.hpp>
 #include <cutlass/arch/barrier.h>
 
 #include "kernels/common/clock.cuh"
@@ -24,6 +25,18 @@ __device__ __forceinline__ void bounded_wait(uint64_t const* bar, uint32_t phase
   while (!cutlass::arch::ClusterBarrier::try_wait(bar, phase)) {
     if ((++polls & 1023u) == 0u && dev::global_ns() - t0 > kWaitTimeoutNs) __trap();
   }
+}
+
+// 4-byte cp.async with zero fill (src_bytes 0: nothing read) and its mbarrier arrival: how the
+// scale copies (W8A8 scale warp, W4A8 register-operand token scales) join a stage.
+__device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, uint32_t src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+// Arrives on the barrier once this thread's cp.asyncs so far have landed; the arrival is
+// counted in the barrier's expected count (.noinc).
+__device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(cute::cast_smem_ptr_to_uint(bar))
+               : "memory");
 }
 
 // Position in the ring: buffer index and the barrier phase parity to wait for.

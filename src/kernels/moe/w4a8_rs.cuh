@@ -110,16 +110,6 @@ __device__ __forceinline__ uint2 ld_shared_u2(uint32_t addr) {
   return v;
 }
 
-// 4-byte cp.async with zero fill (src_bytes 0: nothing read) and its mbarrier arrival.
-__device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, uint32_t src_bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-// Arrives on the barrier once this thread's cp.asyncs so far have landed; the arrival is
-// counted in the barrier's expected count (.noinc).
-__device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(cute::cast_smem_ptr_to_uint(bar))
-               : "memory");
-}
 
 template <class Traits>
 struct MoeW4A8RsKernel {
