@@ -102,6 +102,30 @@ TEST(Cli, BenchMoeRefusesBadPointsBeforeTouchingAGpu) {
 }
 #endif
 
+#ifdef XSTAGE_HAVE_MOE
+TEST(Cli, BenchMoeGemmRefusesBadFlagsBeforeTouchingAGpu) {
+  struct Case {
+    const char* args;
+    const char* says;
+  };
+  for (const Case& c : {Case{"--iters 5", "--iters 5 must be >= 20"},
+                        Case{"--warmup -1", "--warmup must be >= 0"},
+                        Case{"--warmup-ms -1", "--warmup-ms must be in [0, 60000]"},
+                        Case{"--warmup-ms 90000", "--warmup-ms must be in [0, 60000]"},
+                        Case{"--tokens 0", "tokens per expert 0 must be >= 1"},
+                        Case{"--block-m 96", "--block-m 96 must be 0, 64, 128 or 192"},
+                        Case{"--models GPT", "--models matched none"},
+                        Case{"--ops l3_bf16", "got 'l3_bf16'"},
+                        Case{"--cluster 3x1", "got '3x1'"},
+                        Case{"--weights w4a8-int8", "got 'w4a8-int8'"},
+                        Case{"--schedule 4", "--schedule 4 must be -1..3"}}) {
+    auto r = run(std::string("bench moe-gemm ") + c.args);
+    EXPECT_EQ(r.code, 2) << c.args << ": " << r.out;
+    EXPECT_NE(r.out.find(c.says), std::string::npos) << c.args << ": " << r.out;
+  }
+}
+#endif
+
 #ifdef XSTAGE_HAVE_ULYSSES
 TEST(Cli, BenchUlyssesRefusesBadPointsBeforeTouchingAGpu) {
   struct Case {

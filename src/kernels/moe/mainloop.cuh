@@ -2,7 +2,8 @@
 // copies), the producer (TMA loads of A and B per 128-wide K block) and the consumer (FP8
 // wgmma into a per-K-block accumulator, promoted into an fp32 accumulator with the scales).
 //
-// Roles: warp group 0 is the producer (thread 0 issues every TMA); warp groups 1..W (W = 2,
+// Roles: warp group 0 is the producer (thread 0 issues every TMA; warp 1 copies the stage's
+// scales, unless they are written during the kernel); warp groups 1..W (W = 2,
 // or 3 for 192-row tiles) are consumers, each computing a 64 x 128 piece of the tile: piece (wm, wn) = rows
 // [64 wm, 64 wm + 64) x columns [128 wn, 128 wn + 128). Shared memory holds A in 64 x 128
 // chunks and B in 128 x 128 chunks (128-byte swizzle, K-major, as FP8 wgmma needs); a stage
