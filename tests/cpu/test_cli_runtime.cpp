@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
 
 namespace {
@@ -25,6 +26,18 @@ Run run(const std::string& args) {
 bool have_gpu() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+// A bad flag of `command`: exit status 2 and a message that contains `says`.
+struct Refusal {
+  const char* args;
+  const char* says;
+};
+void expect_refusals(const std::string& command, std::initializer_list<Refusal> cases) {
+  for (const Refusal& c : cases) {
+    auto r = run(command + " " + c.args);
+    EXPECT_EQ(r.code, 2) << command << " " << c.args << ": " << r.out;
+    EXPECT_NE(r.out.find(c.says), std::string::npos) << command << " " << c.args << ": " << r.out;
+  }
 }
 }  // namespace
 
@@ -83,85 +96,53 @@ TEST(Cli, UnknownCommandIsAnError) {
 
 #ifdef XSTAGE_HAVE_MOE
 TEST(Cli, BenchMoeRefusesBadPointsBeforeTouchingAGpu) {
-  struct Case {
-    const char* args;
-    const char* says;
-  };
-  for (const Case& c : {Case{"--variants interleaved-leadx", "unknown variant 'interleaved-leadx'"},
-                        Case{"--variants interleaved-lead99", "unknown variant 'interleaved-lead99'"},
-                        Case{"--variants unfused,turbo", "unknown variant 'turbo'"},
-                        Case{"--iters 5", "must be >= 20"},
-                        Case{"--tokens 0", "tokens 0 must be >= 1"},
-                        Case{"--weights w4a8-foo", "unknown weights 'w4a8-foo'"},
-                        Case{"--models GPT", "unknown model 'GPT'"},
-                        Case{"--gpus 3 --models DiT-MoE-G", "16 experts must split evenly over 3 ranks"}}) {
-    auto r = run(std::string("bench moe ") + c.args);
-    EXPECT_EQ(r.code, 2) << c.args << ": " << r.out;
-    EXPECT_NE(r.out.find(c.says), std::string::npos) << c.args << ": " << r.out;
-  }
+  expect_refusals("bench moe", {{"--variants interleaved-leadx", "unknown variant 'interleaved-leadx'"},
+                                {"--variants interleaved-lead99", "unknown variant 'interleaved-lead99'"},
+                                {"--variants unfused,turbo", "unknown variant 'turbo'"},
+                                {"--iters 5", "must be >= 20"},
+                                {"--tokens 0", "tokens 0 must be >= 1"},
+                                {"--weights w4a8-foo", "unknown weights 'w4a8-foo'"},
+                                {"--models GPT", "unknown model 'GPT'"},
+                                {"--gpus 3 --models DiT-MoE-G", "16 experts must split evenly over 3 ranks"}});
 }
 #endif
 
 #ifdef XSTAGE_HAVE_MOE
 TEST(Cli, BenchMoeGemmRefusesBadFlagsBeforeTouchingAGpu) {
-  struct Case {
-    const char* args;
-    const char* says;
-  };
-  for (const Case& c : {Case{"--iters 5", "--iters 5 must be >= 20"},
-                        Case{"--warmup -1", "--warmup must be >= 0"},
-                        Case{"--warmup-ms -1", "--warmup-ms must be in [0, 60000]"},
-                        Case{"--warmup-ms 90000", "--warmup-ms must be in [0, 60000]"},
-                        Case{"--tokens 0", "tokens per expert 0 must be >= 1"},
-                        Case{"--block-m 96", "--block-m 96 must be 0, 64, 128 or 192"},
-                        Case{"--models GPT", "--models matched none"},
-                        Case{"--ops l3_bf16", "got 'l3_bf16'"},
-                        Case{"--cluster 3x1", "got '3x1'"},
-                        Case{"--weights w4a8-int8", "got 'w4a8-int8'"},
-                        Case{"--schedule 4", "--schedule 4 must be -1..3"}}) {
-    auto r = run(std::string("bench moe-gemm ") + c.args);
-    EXPECT_EQ(r.code, 2) << c.args << ": " << r.out;
-    EXPECT_NE(r.out.find(c.says), std::string::npos) << c.args << ": " << r.out;
-  }
+  expect_refusals("bench moe-gemm", {{"--iters 5", "--iters 5 must be >= 20"},
+                                     {"--warmup -1", "--warmup must be >= 0"},
+                                     {"--warmup-ms -1", "--warmup-ms must be in [0, 60000]"},
+                                     {"--warmup-ms 90000", "--warmup-ms must be in [0, 60000]"},
+                                     {"--tokens 0", "tokens per expert 0 must be >= 1"},
+                                     {"--block-m 96", "--block-m 96 must be 0, 64, 128 or 192"},
+                                     {"--models GPT", "--models matched none"},
+                                     {"--ops l3_bf16", "got 'l3_bf16'"},
+                                     {"--cluster 3x1", "got '3x1'"},
+                                     {"--weights w4a8-int8", "got 'w4a8-int8'"},
+                                     {"--schedule 4", "--schedule 4 must be -1..3"}});
 }
 #endif
 
 #ifdef XSTAGE_HAVE_ULYSSES
 TEST(Cli, BenchUlyssesRefusesBadPointsBeforeTouchingAGpu) {
-  struct Case {
-    const char* args;
-    const char* says;
-  };
-  for (const Case& c : {Case{"--seqlens 1001", "not divisible by 2 ranks"},
-                        Case{"--configs 25x128", "cannot be split over 2 ranks"},
-                        Case{"--configs 24x96", "head dim 96"},
-                        Case{"--configs 24by128", "HEADSxHEAD_DIM"},
-                        Case{"--configs 24x128x", "HEADSxHEAD_DIM"},
-                        Case{"--iters 5", "must be >= 20"},
-                        Case{"--gpus 1", "needs 2..8 ranks"},
-                        Case{"--dtype fp8", "bf16 or fp16"},
-                        Case{"--variants fused,turbo", "unknown variant 'turbo'"},
-                        Case{"--params /nonexistent/params.json", "/nonexistent/params.json"}}) {
-    auto r = run(std::string("bench ulysses ") + c.args);
-    EXPECT_EQ(r.code, 2) << c.args << ": " << r.out;
-    EXPECT_NE(r.out.find(c.says), std::string::npos) << c.args << ": " << r.out;
-  }
+  expect_refusals("bench ulysses", {{"--seqlens 1001", "not divisible by 2 ranks"},
+                                    {"--configs 25x128", "cannot be split over 2 ranks"},
+                                    {"--configs 24x96", "head dim 96"},
+                                    {"--configs 24by128", "HEADSxHEAD_DIM"},
+                                    {"--configs 24x128x", "HEADSxHEAD_DIM"},
+                                    {"--iters 5", "must be >= 20"},
+                                    {"--gpus 1", "needs 2..8 ranks"},
+                                    {"--dtype fp8", "bf16 or fp16"},
+                                    {"--variants fused,turbo", "unknown variant 'turbo'"},
+                                    {"--params /nonexistent/params.json", "/nonexistent/params.json"}});
 }
 #endif
 
 #ifdef XSTAGE_HAVE_ATTENTION
 TEST(Cli, BenchAttentionRefusesBadFlagsBeforeTouchingAGpu) {
-  struct Case {
-    const char* args;
-    const char* says;
-  };
-  for (const Case& c : {Case{"--tile wide", "--tile must be auto or staged"},
-                        Case{"--iters 5", "must be >= 20"},
-                        Case{"--dtype fp8", "bf16 or fp16"},
-                        Case{"--batch 0", "--batch must be >= 1"}}) {
-    auto r = run(std::string("bench attention ") + c.args);
-    EXPECT_EQ(r.code, 2) << c.args << ": " << r.out;
-    EXPECT_NE(r.out.find(c.says), std::string::npos) << c.args << ": " << r.out;
-  }
+  expect_refusals("bench attention", {{"--tile wide", "--tile must be auto or staged"},
+                                      {"--iters 5", "must be >= 20"},
+                                      {"--dtype fp8", "bf16 or fp16"},
+                                      {"--batch 0", "--batch must be >= 1"}});
 }
 #endif
