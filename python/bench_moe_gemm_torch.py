@@ -83,6 +83,9 @@ def main(argv=None):
         print("bench_moe_gemm_torch: --iters must be >= 20, --warmup >= 0 and --warmup-ms in [0, 60000]",
               file=sys.stderr)
         return 2
+    if not args.tokens or min(args.tokens) < 1:
+        print("bench_moe_gemm_torch: --tokens needs values >= 1", file=sys.stderr)
+        return 2
     models = [m for m in MODELS if not args.models or m[0] in args.models.split(",")]
     if not models:
         print("bench_moe_gemm_torch: --models matched none of the seven models", file=sys.stderr)
