@@ -321,17 +321,13 @@ struct MoeMainloop {
     const bool b_ok = brow < mp.n;
     const float* sb = mp.b_scales + (static_cast<int64_t>(t.expert) * (mp.n / 128) + (b_ok ? brow / 128 : 0)) * mp.k_blocks;
 
-    // Scales of K block kb, loaded when its wgmmas are issued and used after they complete.
+    // kInKernelScales: the scales of K block kb from L2 (ld.global.cg: they may have been written
+    // during the kernel), loaded a block ahead and used after its wgmmas complete.
     auto load_scales = [&](int kb, float& c0, float& c1) {
       const float* sa = sa0 + static_cast<int64_t>(kb) * mp.m_total;
       const float s_b = b_ok ? __ldg(sb + kb) : 0.f;
-      if constexpr (T::kInKernelScales) {
-        c0 = (ok0 ? __ldcg(sa) : 0.f) * s_b;
-        c1 = (ok1 ? __ldcg(sa + 8) : 0.f) * s_b;
-      } else {
-        c0 = (ok0 ? __ldg(sa) : 0.f) * s_b;
-        c1 = (ok1 ? __ldg(sa + 8) : 0.f) * s_b;
-      }
+      c0 = (ok0 ? __ldcg(sa) : 0.f) * s_b;
+      c1 = (ok1 ? __ldcg(sa + 8) : 0.f) * s_b;
     };
     // kSmemScales: the scales of the K block in stage st (after its full-barrier wait).
     auto stage_scales = [&](State st, float& c0, float& c1) {
