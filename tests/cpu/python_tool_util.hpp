@@ -1,6 +1,6 @@
-// Helpers of the CPU tests that run the repository's Python tools (python/compare_*.py) on
-// synthetic inputs: read a whole file, quote a path for the shell, run a command with its
-// output captured in a file and return its exit status.
+// Helpers of the CPU tests that run the repository's Python tools (python/*.py) on synthetic
+// inputs: read a whole file, quote a path for the shell, run a command (or one of the tools)
+// with its output captured in a file and return its exit status.
 #pragma once
 #include <sys/wait.h>
 
@@ -36,6 +36,16 @@ inline int run(const std::string& cmd, const std::filesystem::path& out) {
   line += " 2>&1";
   const int st = std::system(line.c_str());
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+// Runs python/<script> of this repository with `args` (already shell-quoted where needed),
+// output in `out`; the exit status. XSTAGE_SOURCE_DIR comes from tests/CMakeLists.txt.
+inline int run_python_tool(const char* script, const std::string& args, const std::filesystem::path& out) {
+  std::string cmd = "python3 ";
+  cmd += quote(std::filesystem::path(XSTAGE_SOURCE_DIR) / "python" / script);
+  cmd += " ";
+  cmd += args;
+  return run(cmd, out);
 }
 
 }  // namespace xstage::test

@@ -15,15 +15,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using xstage::test::quote;
-using xstage::test::run;
 using xstage::test::slurp;
 
 int run_tool(const std::string& args, const fs::path& out) {
-  std::string cmd = "python3 ";
-  cmd += quote(fs::path(XSTAGE_SOURCE_DIR) / "python" / "bench_moe_gemm_torch.py");
-  cmd += " ";
-  cmd += args;
-  return run(cmd, out);
+  return xstage::test::run_python_tool("bench_moe_gemm_torch.py", args, out);
 }
 
 }  // namespace

@@ -18,15 +18,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using xstage::test::quote;
-using xstage::test::run;
 using xstage::test::slurp;
 
 int run_tool(const std::string& args, const fs::path& out) {
-  std::string cmd = "python3 ";
-  cmd += quote(fs::path(XSTAGE_SOURCE_DIR) / "python" / "compare_moe_w4a8.py");
-  cmd += " ";
-  cmd += args;
-  return run(cmd, out);
+  return xstage::test::run_python_tool("compare_moe_w4a8.py", args, out);
 }
 
 nlohmann::json row(const std::string& op, int tokens, const std::string& weights, double tflops) {
