@@ -112,7 +112,7 @@ void check_routing(const int* counts, const int* offsets, int experts, int m_tot
 
 // Tile height for an expected number of tokens per expert: 64 up to 64 tokens (a 128-row
 // tile would be mostly padding), above that 128 (measured fastest against 64 and 192,
-// docs/moe-gemm.md run 36). The SwiGLU epilogue ships 64 only.
+// docs/moe-gemm-measured.md run 36). The SwiGLU epilogue ships 64 only.
 int plan_block_m(MoeEpilogue epilogue, int tokens_per_expert);
 // The same for any quantisation: w8a8 as above; w4a8 ships 64 x 256 (up to 64 tokens, and
 // SwiGLU) and 192 x 128 tiles only.

@@ -7,7 +7,7 @@
 //   mxfp4:   b_e8m0   uint8 [experts, k/32, n]   one E8M0 exponent per weight row per 32 K
 //
 // The kernel converts B to fp8 e4m3 in shared memory and applies the remaining scale per
-// weight row per 128-K block in the fp32 promotion (docs/moe-gemm.md, "W4A8").
+// weight row per 128-K block in the fp32 promotion (docs/moe-gemm-w4a8.md).
 #pragma once
 #include <cstdint>
 

@@ -26,7 +26,7 @@
 //   decoupled: 3 TMA stages, 3 converted buffers; consumers convert their share of stage i + 2
 //     and load the next block's token scales a stage ahead; with three consumer warp groups
 //     warp group 0 converts every unit (56 registers), in steps of several units.
-// Measured in docs/moe-gemm.md ("W4A8", "W4A8 stage trace"); a diagnostic build with
+// Measured in docs/moe-gemm-w4a8.md ("Design", "W4A8 stage trace"); a diagnostic build with
 // -DXSTAGE_W4A8_TRACE stamps every stage (w4a8_trace.cuh).
 //
 // The 4-bit -> e4m3 conversion arithmetic: w4a8_convert.cuh.
@@ -62,7 +62,7 @@ namespace xstage::kernels::moe {
 using namespace cute;
 
 // W8A8 tile traits (A, wgmma) with a TMA ring that also carries the packed B chunk, a ring of
-// converted B, and the W4A8 register split, in one of two designs (docs/moe-gemm.md, "W4A8
+// converted B, and the W4A8 register split, in one of two designs (docs/moe-gemm-w4a8.md, "W4A8
 // designs"; the launchers pick int4 -> decoupled, mxfp4 -> lock step):
 //   lock step (kDecoupled = false): 4 TMA stages, 2 converted buffers; every converting thread
 //     (warps 1..3 of warp group 0 and every consumer thread) converts an equal share of stage
@@ -637,7 +637,7 @@ cudaError_t launch_moe_w4a8(MoeW4A8Params const& p, cudaStream_t stream) {
       (static_cast<long long>(p.m_total) / Kernel::T::kBlockM + p.experts) * Kernel::n_blocks(p);
   if (tiles <= 0 || p.k % 128 != 0 || p.n % 128 != 0) return cudaErrorInvalidValue;
   MoeW4A8Params q = p;
-  // Tuning knob for measurements (docs/moe-gemm.md): XSTAGE_W4A8_CONVERTER_UNITS overrides the
+  // Tuning knob for measurements (docs/moe-gemm-w4a8.md): XSTAGE_W4A8_CONVERTER_UNITS overrides the
   // kernel's default split of the conversion when the caller left it at the default.
   if (q.converter_units < 0)
     if (const char* e = std::getenv("XSTAGE_W4A8_CONVERTER_UNITS"); e != nullptr && *e != '\0')

@@ -5,7 +5,7 @@
 // its own A fragment (two 16-byte shared loads per 64 rows x 128 K from the prepacked
 // sign-magnitude layout of w4a8_rs_layout.hpp, one instruction per value) while its warp
 // group's previous wgmmas run. Nothing converted goes back to shared memory: no converted ring,
-// no proxy fence, no converter warps (w4a8.cuh's designs are bound by those, docs/moe-gemm.md).
+// no proxy fence, no converter warps (w4a8.cuh's designs are bound by those, docs/moe-gemm-w4a8.md).
 //
 // Two tiles (W4RsTraits::kGateUp):
 //   bf16 output: 128 weight rows (output columns) x 128 tokens; consumer warp group g owns rows
@@ -53,7 +53,7 @@ using namespace cute;
 
 // kStudy_ (measurement builds only, XSTAGE_W4RS_STUDY): bit 0 skips the conversion (the packed
 // words go to wgmma as they are), bit 1 the scales of the promotion (acc += part). Wrong
-// results by design: they say what each part costs (docs/moe-gemm.md, runs 26-31).
+// results by design: they say what each part costs (docs/moe-gemm-w4a8.md, runs 26-31).
 // kMx_: MXFP4 weights (ops::prepack_mxfp4_rs): each chunk carries its exponent gaps and each
 // K step's table is shifted by its sub-block's gap (w4a8_rs_layout.hpp); w_scales are the
 // block scales 2^(emax - 133).
