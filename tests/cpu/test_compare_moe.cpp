@@ -21,7 +21,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using xstage::test::quote;
-using xstage::test::run;
 using xstage::test::slurp;
 
 // Whitespace-separated fields of the first output line whose fields start with `prefix`.
@@ -111,10 +110,7 @@ class CompareMoe : public ::testing::Test {
     if (!dir_.empty()) fs::remove_all(dir_);
   }
   // Runs the script with `args` (already quoted), output (stdout + stderr) into out_.
-  int compare(const std::string& args) {
-    const std::string script = std::string(XSTAGE_SOURCE_DIR) + "/python/compare_moe.py";
-    return run("python3 '" + script + "' " + args, out_);
-  }
+  int compare(const std::string& args) { return xstage::test::run_python_tool("compare_moe.py", args, out_); }
   fs::path dir_, out_;
 };
 

@@ -1,14 +1,12 @@
 // python/compare_moe_layer.py: pairs configurations of the xstage and torch MoE-layer benches,
 // computes torch / xstage, and refuses files of the wrong schema.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 
 #include "python_tool_util.hpp"
@@ -16,7 +14,8 @@
 namespace {
 
 namespace fs = std::filesystem;
-using xstage::test::run;
+using xstage::test::quote;
+using xstage::test::run_python_tool;
 using xstage::test::slurp;
 
 nlohmann::json row(const char* model, const char* routing, int tokens, double us) {
@@ -36,10 +35,8 @@ TEST(CompareMoeLayer, PairsConfigurationsAndReportsTorchOverXstage) {
                        {"results", {row("Hy3", "balanced", 2048, 300.0), row("Hy3", "skewed", 2048, 200.0)}}};
   std::ofstream(dir / "x.json") << xs.dump();
   std::ofstream(dir / "t.json") << th.dump();
-  const std::string script = std::string(XSTAGE_SOURCE_DIR) + "/python/compare_moe_layer.py";
   const fs::path out = dir / "out.txt";
-  ASSERT_EQ(run("python3 '" + script + "' '" + (dir / "x.json").string() + "' '" + (dir / "t.json").string() + "'", out),
-            0)
+  ASSERT_EQ(run_python_tool("compare_moe_layer.py", quote(dir / "x.json") + " " + quote(dir / "t.json"), out), 0)
       << slurp(out);
   const std::string text = slurp(out);
   EXPECT_NE(text.find("3.00"), std::string::npos) << text;   // 300 / 100
@@ -48,8 +45,7 @@ TEST(CompareMoeLayer, PairsConfigurationsAndReportsTorchOverXstage) {
   EXPECT_NE(text.find("xstage faster in 1"), std::string::npos) << text;
   EXPECT_NE(text.find("1 configurations in one file only"), std::string::npos) << text;
   // Files swapped: wrong schemas, exit 2.
-  EXPECT_EQ(run("python3 '" + script + "' '" + (dir / "t.json").string() + "' '" + (dir / "x.json").string() + "'", out),
-            2)
+  EXPECT_EQ(run_python_tool("compare_moe_layer.py", quote(dir / "t.json") + " " + quote(dir / "x.json"), out), 2)
       << slurp(out);
   fs::remove_all(dir);
 }
