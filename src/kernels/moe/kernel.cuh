@@ -121,6 +121,15 @@ struct MoeGemmKernel {
       const Epilogue epilogue{};
       Scheduler sched(params.counts, params.offsets, params.experts, params.n_blocks, cta_rank);
       State read{};
+      if constexpr (T::kOverlapAllowed) {
+        if (params.mainloop.schedule & Mainloop::kScheduleOverlap) {
+          mainloop.mma_tiles(params.mainloop, pipe, read, sched, params.mainloop.schedule, wt, wm, wn, sA, sB,
+                             &ss.scales, [&](auto const& acc, WorkTile const& t) {
+                               epilogue.store(params.epilogue, ss.epi.data(), acc, t, wt, wm, wn);
+                             });
+          return;
+        }
+      }
       WorkTile tile;
       while (sched.next(tile)) {
         Tensor acc = partition_fragment_C(typename T::TiledMma{}, Shape<_64, _128>{});

@@ -17,6 +17,7 @@
 // promotes on the CUDA cores while another's wgmma runs (see the schedules below).
 #pragma once
 #include <cstdint>
+#include <utility>
 
 #include <cute/algorithm/copy.hpp>
 #include <cute/algorithm/gemm.hpp>
@@ -297,46 +298,26 @@ struct MoeMainloop {
     if (schedule & kSchedulePingPong) Token::start(wg);
   }
 
-  // One warp group's 64 x 128 piece of the tile, fp32 result (scales applied) in `acc`.
-  // wt: thread index inside the warp group; (wm, wn): the piece; wg = its warp group.
-  // sc: the stages' scales (kSmemScales; nullptr otherwise).
-  template <class SmemA, class SmemB, class Frg>
-  __device__ __forceinline__ void mma(Params const& mp, Pipeline const& pipe, State& read, WorkTile const& t, int schedule, int wt,
-                      int wm, int wn, SmemA const& sA, SmemB const& sB, Frg& acc,
-                      typename T::ScaleStorage const* sc = nullptr) const {
+  // Operands of one consumer warp group: its wgmma, the shared-memory descriptors of its A
+  // and B chunks in every stage, and the rows of its accumulator values.
+  template <class SmemA, class SmemB>
+  struct WarpGroupMma {
     typename T::TiledMma tiled_mma;
-    auto thr = tiled_mma.get_slice(wt);
-    Tensor tCrA = thr.partition_fragment_A(sA);  // (MMA, 1, 4, chunk slot) descriptors
-    Tensor tCrB = thr.partition_fragment_B(sB);  // (MMA, 1, 4, chunk slot)
-    const int wg = wm * T::kWgN + wn;
-    const bool pingpong = (schedule & kSchedulePingPong) != 0;
+    using Thr = decltype(std::declval<typename T::TiledMma&>().get_slice(0));
+    decltype(std::declval<Thr&>().partition_fragment_A(std::declval<SmemA const&>())) a;  // (MMA, 1, 4, slot)
+    decltype(std::declval<Thr&>().partition_fragment_B(std::declval<SmemB const&>())) b;
+    int wm, wn, wg;
+    int r0;  // accumulator rows of this thread inside the piece: r0 and r0 + 8 (value index bit 1)
+    bool pingpong;
+    __device__ WarpGroupMma(SmemA const& sA, SmemB const& sB, int wt, int wm_, int wn_, int schedule)
+        : a(tiled_mma.get_slice(wt).partition_fragment_A(sA)),
+          b(tiled_mma.get_slice(wt).partition_fragment_B(sB)),
+          wm(wm_), wn(wn_), wg(wm_ * T::kWgN + wn_), r0(64 * wm_ + (wt / 32) * 16 + (wt % 32) / 4),
+          pingpong((schedule & kSchedulePingPong) != 0) {}
 
-    // Accumulator rows of this thread inside the piece: r0 and r0 + 8 (m64nNk32 C layout:
-    // value index bit 1 selects the +8 row).
-    const int r0 = 64 * wm + (wt / 32) * 16 + (wt % 32) / 4;
-    const bool ok0 = r0 < t.rows;
-    const bool ok1 = r0 + 8 < t.rows;
-    const float* sa0 = mp.a_scales + t.row_begin + r0;
-    const int brow = b_row(mp, t, wn);
-    const bool b_ok = brow < mp.n;
-    const float* sb = mp.b_scales + (static_cast<int64_t>(t.expert) * (mp.n / 128) + (b_ok ? brow / 128 : 0)) * mp.k_blocks;
-
-    // kInKernelScales: the scales of K block kb from L2 (ld.global.cg: they may have been written
-    // during the kernel), loaded a block ahead and used after its wgmmas complete.
-    auto load_scales = [&](int kb, float& c0, float& c1) {
-      const float* sa = sa0 + static_cast<int64_t>(kb) * mp.m_total;
-      const float s_b = b_ok ? __ldg(sb + kb) : 0.f;
-      c0 = (ok0 ? __ldcg(sa) : 0.f) * s_b;
-      c1 = (ok1 ? __ldcg(sa + 8) : 0.f) * s_b;
-    };
-    // kSmemScales: the scales of the K block in stage st (after its full-barrier wait).
-    auto stage_scales = [&](State st, float& c0, float& c1) {
-      typename T::StageScales const& ss = sc->stage[st.index];
-      const float s_b = ss.b[wn];
-      c0 = ss.a[r0] * s_b;
-      c1 = ss.a[r0 + 8] * s_b;
-    };
-    auto issue = [&](auto& part, State st) {
+    // Waits for stage st, then issues its four wgmmas into `part` (starting from zero).
+    template <class Part>
+    __device__ __forceinline__ void issue(Pipeline const& pipe, Part& part, State st) {
       pipe.consumer_wait(st);
       if (pingpong) pingpong_sync(wg);
       // Broadcast so the compiler sees a warp-uniform stage and builds the wgmma descriptors
@@ -348,98 +329,163 @@ struct MoeMainloop {
       warpgroup_arrive();
       tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
       CUTE_UNROLL
-      for (int k = 0; k < size<2>(tCrA); ++k) {
-        cute::gemm(tiled_mma, tCrA(_, _, k, slot_a), tCrB(_, _, k, slot_b), part);
+      for (int k = 0; k < size<2>(a); ++k) {
+        cute::gemm(tiled_mma, a(_, _, k, slot_a), b(_, _, k, slot_b), part);
         tiled_mma.accumulate_ = GMMA::ScaleOut::One;
       }
       warpgroup_commit_batch();
       if (pingpong) pingpong_pass(wg);
-    };
-    auto promote = [&](auto& part, float c0, float c1) {
+    }
+    // kSmemScales: the scale products of this thread's two rows for the K block in stage st
+    // (read after its full-barrier wait, before its release).
+    __device__ __forceinline__ void stage_scales(typename T::ScaleStorage const* sc, State st, float& c0,
+                                                 float& c1) const {
+      typename T::StageScales const& ss = sc->stage[st.index];
+      const float s_b = ss.b[wn];
+      c0 = ss.a[r0] * s_b;
+      c1 = ss.a[r0 + 8] * s_b;
+    }
+    template <class Acc, class Part>
+    __device__ __forceinline__ static void promote(Acc& acc, Part& part, float c0, float c1) {
       warpgroup_fence_operand(part);
       CUTE_UNROLL
       for (int i = 0; i < size(part); ++i) acc(i) += part(i) * ((i & 2) ? c1 : c0);
-    };
+    }
+  };
 
+  // One warp group's 64 x 128 piece of the tile, fp32 result (scales applied) in `acc`, one K
+  // block at a time (schedules 0 and 2, and the Mega-MoE kernel's in-kernel scales).
+  // wt: thread index inside the warp group; (wm, wn): the piece.
+  // sc: the stages' scales (kSmemScales; nullptr otherwise).
+  template <class SmemA, class SmemB, class Frg>
+  __device__ __forceinline__ void mma(Params const& mp, Pipeline const& pipe, State& read, WorkTile const& t, int schedule, int wt,
+                      int wm, int wn, SmemA const& sA, SmemB const& sB, Frg& acc,
+                      typename T::ScaleStorage const* sc = nullptr) const {
+    WarpGroupMma<SmemA, SmemB> g(sA, sB, wt, wm, wn, schedule);
     clear(acc);
     const int kbs = mp.k_blocks;
-    Tensor p0 = partition_fragment_C(tiled_mma, Shape<_64, _128>{});  // one K block, unscaled
+    Tensor p0 = partition_fragment_C(g.tiled_mma, Shape<_64, _128>{});  // one K block, unscaled
     static_assert(decltype(size(p0))::value == 64);
-    if (T::kOverlapAllowed && (schedule & kScheduleOverlap)) {
-      static_assert(!T::kOverlapAllowed || T::kSmemScales, "the overlap schedule reads the stages' scales");
-      Tensor p1 = partition_fragment_C(tiled_mma, Shape<_64, _128>{});
-      clear(p1);  // defined before its first wgmma (kept as measured; it does not remove the one C7517 wait)
-      State st_issue = read;
-      float c00, c01, c10, c11;  // scales of the blocks in p0 / p1
-      issue(p0, st_issue);
-      stage_scales(st_issue, c00, c01);
-      st_issue.advance();
-      // Every path waits the same way: the blocks with a successor inside the loop (wait_group
-      // 1), the last one or two peeled after it. A wgmma issue under `kb + 1 < kbs` with
-      // wait_group 1 on one side and 0 on the other made ptxas serialise every wgmma of the
-      // kernel (warning C7518), whatever the schedule.
-      int kb = 0;
-      for (; kb + 2 < kbs; kb += 2) {  // block kb is in p0, issued
-        issue(p1, st_issue);
-        stage_scales(st_issue, c10, c11);
-        st_issue.advance();
-        warpgroup_wait<1>();
-        pipe.consumer_release(read);
-        read.advance();
-        promote(p0, c00, c01);
-        issue(p0, st_issue);
-        stage_scales(st_issue, c00, c01);
-        st_issue.advance();
-        warpgroup_wait<1>();
-        pipe.consumer_release(read);
-        read.advance();
-        promote(p1, c10, c11);
-      }
-      if (kb + 1 < kbs) {  // two blocks left: kb in p0, kb + 1 still to issue
-        issue(p1, st_issue);
-        stage_scales(st_issue, c10, c11);
-        warpgroup_wait<1>();
-        pipe.consumer_release(read);
-        read.advance();
-        promote(p0, c00, c01);
-        warpgroup_wait<0>();
-        pipe.consumer_release(read);
-        read.advance();
-        promote(p1, c10, c11);
-      } else {  // one block left
-        warpgroup_wait<0>();
-        pipe.consumer_release(read);
-        read.advance();
-        promote(p0, c00, c01);
-      }
-    } else if constexpr (T::kInKernelScales) {
+    if constexpr (T::kInKernelScales) {
       // The scales may be written during the kernel (h by other CTAs, x pushed by peers); the
       // caller hands out a tile only after its inputs are complete (Mega-MoE: the producer's
       // acquire precedes the tile queue's hand-off), so they may be read ahead: block kb + 1's
       // while block kb's wgmmas run, hiding the L2 latency of ld.cg.
+      const int r0 = g.r0;
+      const bool ok0 = r0 < t.rows;
+      const bool ok1 = r0 + 8 < t.rows;
+      const float* sa0 = mp.a_scales + t.row_begin + r0;
+      const int brow = b_row(mp, t, wn);
+      const bool b_ok = brow < mp.n;
+      const float* sb =
+          mp.b_scales + (static_cast<int64_t>(t.expert) * (mp.n / 128) + (b_ok ? brow / 128 : 0)) * mp.k_blocks;
+      auto load_scales = [&](int kb, float& c0, float& c1) {
+        const float* sa = sa0 + static_cast<int64_t>(kb) * mp.m_total;
+        const float s_b = b_ok ? __ldg(sb + kb) : 0.f;
+        c0 = (ok0 ? __ldcg(sa) : 0.f) * s_b;
+        c1 = (ok1 ? __ldcg(sa + 8) : 0.f) * s_b;
+      };
       float c0, c1;
       load_scales(0, c0, c1);
       for (int kb = 0; kb < kbs; ++kb) {
-        issue(p0, read);
+        g.issue(pipe, p0, read);
         float n0 = 0.f, n1 = 0.f;
         if (kb + 1 < kbs) load_scales(kb + 1, n0, n1);
         warpgroup_wait<0>();
         pipe.consumer_release(read);
         read.advance();
-        promote(p0, c0, c1);
+        g.promote(acc, p0, c0, c1);
         c0 = n0;
         c1 = n1;
       }
     } else {
       for (int kb = 0; kb < kbs; ++kb) {
         float c0, c1;
-        issue(p0, read);
-        stage_scales(read, c0, c1);
+        g.issue(pipe, p0, read);
+        g.stage_scales(sc, read, c0, c1);
         warpgroup_wait<0>();
         pipe.consumer_release(read);
         read.advance();
-        promote(p0, c0, c1);
+        g.promote(acc, p0, c0, c1);
       }
+    }
+  }
+
+  // The overlap schedule (kScheduleOverlap) over all of this CTA's tiles: two per-K-block
+  // accumulators; the wgmmas of block kb + 1 are issued before block kb is promoted
+  // (wait_group 1), so a warp group keeps the tensor core busy while its CUDA cores promote.
+  // The accumulators live across tiles and the next tile's first block is issued at the end
+  // of the loop body: in this form ptxas injects no wait after a tile's first block (the
+  // per-tile function got one C7517 there). Issuing that block before the epilogue instead
+  // (so it runs under it) measured slower (run 45). Calls epilogue(acc, tile) for every tile.
+  template <class Sched, class SmemA, class SmemB, class Epi>
+  __device__ __forceinline__ void mma_tiles(Params const& mp, Pipeline const& pipe, State& read, Sched& sched,
+                                            int schedule, int wt, int wm, int wn, SmemA const& sA, SmemB const& sB,
+                                            typename T::ScaleStorage const* sc, Epi&& epilogue) const {
+    static_assert(T::kOverlapAllowed && T::kSmemScales, "two accumulators and the stages' scales");
+    WarpGroupMma<SmemA, SmemB> g(sA, sB, wt, wm, wn, schedule);
+    Tensor acc = partition_fragment_C(g.tiled_mma, Shape<_64, _128>{});
+    Tensor p0 = partition_fragment_C(g.tiled_mma, Shape<_64, _128>{});  // one K block each, unscaled
+    Tensor p1 = partition_fragment_C(g.tiled_mma, Shape<_64, _128>{});
+    clear(p1);  // defined before its first wgmma (kept as measured; it does not remove the one C7517 wait)
+    const int kbs = mp.k_blocks;
+    WorkTile tile;
+    if (!sched.next(tile)) return;
+    State st_issue = read;
+    float c00, c01, c10, c11;  // scales of the blocks in p0 / p1
+    g.issue(pipe, p0, st_issue);
+    g.stage_scales(sc, st_issue, c00, c01);
+    st_issue.advance();
+    while (true) {
+      clear(acc);
+      // Every path waits the same way: the blocks with a successor inside the loop (wait_group
+      // 1), the last one or two peeled after it. A wgmma issue under `kb + 1 < kbs` with
+      // wait_group 1 on one side and 0 on the other made ptxas serialise every wgmma of the
+      // kernel (warning C7518), whatever the schedule.
+      int kb = 0;
+      for (; kb + 2 < kbs; kb += 2) {  // block kb is in p0, issued
+        g.issue(pipe, p1, st_issue);
+        g.stage_scales(sc, st_issue, c10, c11);
+        st_issue.advance();
+        warpgroup_wait<1>();
+        pipe.consumer_release(read);
+        read.advance();
+        g.promote(acc, p0, c00, c01);
+        g.issue(pipe, p0, st_issue);
+        g.stage_scales(sc, st_issue, c00, c01);
+        st_issue.advance();
+        warpgroup_wait<1>();
+        pipe.consumer_release(read);
+        read.advance();
+        g.promote(acc, p1, c10, c11);
+      }
+      if (kb + 1 < kbs) {  // two blocks left: kb in p0, kb + 1 still to issue
+        g.issue(pipe, p1, st_issue);
+        g.stage_scales(sc, st_issue, c10, c11);
+        st_issue.advance();
+        warpgroup_wait<1>();
+        pipe.consumer_release(read);
+        read.advance();
+        g.promote(acc, p0, c00, c01);
+        warpgroup_wait<0>();
+        pipe.consumer_release(read);
+        read.advance();
+        g.promote(acc, p1, c10, c11);
+      } else {  // one block left
+        warpgroup_wait<0>();
+        pipe.consumer_release(read);
+        read.advance();
+        g.promote(acc, p0, c00, c01);
+      }
+      WorkTile next;
+      // Broadcast: a warp-uniform branch around the wgmma issue.
+      const bool more = __shfl_sync(0xffffffffu, sched.next(next) ? 1 : 0, 0) != 0;
+      epilogue(acc, tile);
+      if (!more) break;
+      g.issue(pipe, p0, st_issue);  // the next tile's first block
+      g.stage_scales(sc, st_issue, c00, c01);
+      st_issue.advance();
+      tile = next;
     }
   }
 };
