@@ -128,7 +128,13 @@ template <class Traits, class Destination>
 struct Bf16TileEpilogue {
   using T = Traits;
   using Out = cutlass::bfloat16_t;
-  static constexpr int kPitch = 128 * 2 + 16;  // bytes per staged row (16 B pad: no bank conflicts)
+  // Local destinations stage a piece in two column halves one after the other: half the
+  // staging (18 KiB for two warp groups), which gives the 128 x 128 tile a sixth pipeline stage
+  // (the TMA ring was short of data at 8192 tokens). Destinations with the tile-stored hook
+  // (Mega-MoE) keep the whole piece in one pass (one fence and one flag per piece).
+  static constexpr int kParts = Destination::kNeedsTileStoredHook ? 1 : 2;
+  static constexpr int kPartCols = 128 / kParts;
+  static constexpr int kPitch = kPartCols * 2 + 16;  // bytes per staged row (16 B pad: no bank conflicts)
   static constexpr int kSmemBytes = T::kConsumerWGs * 64 * kPitch;
   static constexpr bool kSwiGlu = false;
 
@@ -143,27 +149,34 @@ struct Bf16TileEpilogue {
   template <class Frg>
   __device__ __forceinline__ void store(Params const& ep, uint8_t* smem, Frg const& acc, WorkTile const& tile, int wt, int wm,
                         int wn) const {
+    constexpr int kVals = decltype(size(acc))::value;
+    constexpr int kPartVals = kVals / kParts;  // values i / 4 in [8 part, 8 part + 8): columns [64 part, 64 part + 64)
     const int wg = wm * T::kWgN + wn;
     EpilogueTile t{tile.expert, tile.m_block, tile.n_block, tile.row_begin + 64 * wm,
                    min(64, tile.rows - 64 * wm), tile.n_block * T::kBlockN + 128 * wn, tile.tag};
     if (t.rows <= 0 || t.col_begin >= ep.n) return;  // nothing of this piece is in the output
     const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + wg;
     uint8_t* staged = smem + wg * 64 * kPitch;
-    cutlass::arch::NamedBarrier::sync(128, bar);  // the previous tile's copy-out has read the staging
     CUTE_UNROLL
-    for (int i = 0; i < size(acc); i += 2) {
-      __nv_bfloat162 h = __floats2bfloat162_rn(acc(i), acc(i + 1));
-      *reinterpret_cast<__nv_bfloat162*>(staged + acc_row(wt, i) * kPitch + acc_col(wt, i) * 2) = h;
-    }
-    cutlass::arch::NamedBarrier::sync(128, bar);
-    if constexpr (Destination::kNeedsTileStoredHook) {
-      const long long c0 = clock64();
-      copy_out_rows<256, kPitch>(ep.dest, t, staged, wt);
-      ep.dest.writer_fence();
+    for (int part = 0; part < kParts; ++part) {
+      cutlass::arch::NamedBarrier::sync(128, bar);  // the previous copy-out has read the staging
+      CUTE_UNROLL
+      for (int i = part * kPartVals; i < (part + 1) * kPartVals; i += 2) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(acc(i), acc(i + 1));
+        *reinterpret_cast<__nv_bfloat162*>(staged + acc_row(wt, i) * kPitch + (acc_col(wt, i) - part * kPartCols) * 2) = h;
+      }
       cutlass::arch::NamedBarrier::sync(128, bar);
-      if (wt == 0) ep.dest.tile_stored(t, clock64() - c0);
-    } else {
-      copy_out_rows<256, kPitch>(ep.dest, t, staged, wt);
+      if constexpr (Destination::kNeedsTileStoredHook) {
+        const long long c0 = clock64();
+        copy_out_rows<kPartCols * 2, kPitch>(ep.dest, t, staged, wt);
+        ep.dest.writer_fence();
+        cutlass::arch::NamedBarrier::sync(128, bar);
+        if (wt == 0) ep.dest.tile_stored(t, clock64() - c0);
+      } else {
+        EpilogueTile tp = t;
+        tp.col_begin += part * kPartCols;
+        copy_out_rows<kPartCols * 2, kPitch>(ep.dest, tp, staged, wt);
+      }
     }
   }
 };
