@@ -130,6 +130,15 @@ struct MoeGemmKernel {
           return;
         }
       }
+      if constexpr (T::kSmemScales) {
+        if (params.mainloop.schedule == Mainloop::kSchedulePingPong) {
+          mainloop.mma_tiles_pingpong(params.mainloop, pipe, read, sched, wt, wm, wn, sA, sB, &ss.scales,
+                                      [&](auto const& acc, WorkTile const& t) {
+                                        epilogue.store(params.epilogue, ss.epi.data(), acc, t, wt, wm, wn);
+                                      });
+          return;
+        }
+      }
       WorkTile tile;
       while (sched.next(tile)) {
         Tensor acc = partition_fragment_C(typename T::TiledMma{}, Shape<_64, _128>{});

@@ -316,10 +316,12 @@ struct MoeMainloop {
           pingpong((schedule & kSchedulePingPong) != 0) {}
 
     // Waits for stage st, then issues its four wgmmas into `part` (starting from zero).
-    template <class Part>
+    // kPingPong: -1 follows the runtime schedule, 0 / 1 fix it at compile time.
+    template <int kPingPong = -1, class Part>
     __device__ __forceinline__ void issue(Pipeline const& pipe, Part& part, State st) {
+      const bool pp = kPingPong < 0 ? pingpong : kPingPong == 1;
       pipe.consumer_wait(st);
-      if (pingpong) pingpong_sync(wg);
+      if (pp) pingpong_sync(wg);
       // Broadcast so the compiler sees a warp-uniform stage and builds the wgmma descriptors
       // in uniform registers (no R2UR per descriptor).
       const int stage = __shfl_sync(0xffffffffu, st.index, 0);
@@ -334,7 +336,7 @@ struct MoeMainloop {
         tiled_mma.accumulate_ = GMMA::ScaleOut::One;
       }
       warpgroup_commit_batch();
-      if (pingpong) pingpong_pass(wg);
+      if (pp) pingpong_pass(wg);
     }
     // kSmemScales: the scale products of this thread's two rows for the K block in stage st
     // (read after its full-barrier wait, before its release).
@@ -486,6 +488,35 @@ struct MoeMainloop {
       g.stage_scales(sc, st_issue, c00, c01);
       st_issue.advance();
       tile = next;
+    }
+  }
+
+  // The ping-pong schedule alone (kSchedulePingPong, scales in shared memory) over all of this
+  // CTA's tiles, with the token fixed at compile time: per K block a warp group waits for its
+  // stage and the token, issues, passes the token, waits for its own wgmmas and promotes while
+  // the other group's run (cuBLASLt's block-scaled kernel has this shape, run 50's profile).
+  template <class Sched, class SmemA, class SmemB, class Epi>
+  __device__ __forceinline__ void mma_tiles_pingpong(Params const& mp, Pipeline const& pipe, State& read, Sched& sched,
+                                                     int wt, int wm, int wn, SmemA const& sA, SmemB const& sB,
+                                                     typename T::ScaleStorage const* sc, Epi&& epilogue) const {
+    static_assert(T::kSmemScales, "the stages' scales");
+    WarpGroupMma<SmemA, SmemB> g(sA, sB, wt, wm, wn, kSchedulePingPong);
+    Tensor acc = partition_fragment_C(g.tiled_mma, Shape<_64, _128>{});
+    Tensor p0 = partition_fragment_C(g.tiled_mma, Shape<_64, _128>{});  // one K block, unscaled
+    const int kbs = mp.k_blocks;
+    WorkTile tile;
+    while (__shfl_sync(0xffffffffu, sched.next(tile) ? 1 : 0, 0) != 0) {
+      clear(acc);
+      for (int kb = 0; kb < kbs; ++kb) {
+        float c0, c1;
+        g.template issue<1>(pipe, p0, read);
+        g.stage_scales(sc, read, c0, c1);
+        warpgroup_wait<0>();
+        pipe.consumer_release(read);
+        read.advance();
+        g.promote(acc, p0, c0, c1);
+      }
+      epilogue(acc, tile);
     }
   }
 };
