@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 
 #include "kernels/moe/launch.hpp"
@@ -108,6 +109,16 @@ const Entry kEntries[] = {
      km::moe_w4a8rs_mxfp4_swiglu_m64n256, w4a8rs_mxfp4_swiglu_info, MoeWeightLayout::mxfp4_rs},
 };
 
+// Experiment (session 13, docs/moe-gemm.md): XSTAGE_MOE_BF16_N192=1 replaces the planned or forced
+// W8A8 bf16 128 x 128 1x1 tile by the 128 x 192 one (schedules 0 and 2 only: the overlap bit is
+// dropped). Not a planned path.
+const Entry kWideEntry{MoeQuant::w8a8, MoeEpilogue::bf16, 128, 1, 1, "w8a8_bf16_m128n192", km::moe_w8a8_bf16_m128n192,
+                       km::moe_w8a8_bf16_m128n192_info};
+bool wide_tile_requested() {
+  const char* e = std::getenv("XSTAGE_MOE_BF16_N192");
+  return e != nullptr && e[0] == '1';
+}
+
 MoeQuant table_quant(MoeQuant q) { return moe_is_w4a8(q) ? MoeQuant::w4a8_int4 : q; }
 
 int tokens_per_expert(const MoeGemmArgs& a) {
@@ -129,8 +140,10 @@ const Entry& find_entry(const MoeGemmArgs& a) {
   const MoeCluster c = a.cluster_m != 0 ? MoeCluster{a.cluster_m, a.cluster_n} : cluster_for(a.epilogue, tokens, bm);
   for (const Entry& e : kEntries)
     if (e.quant == table_quant(a.quant) && e.epilogue == a.epilogue && e.block_m == bm && e.cluster_m == c.m &&
-        e.cluster_n == c.n && e.layout == a.b_layout)
+        e.cluster_n == c.n && e.layout == a.b_layout) {
+      if (&e == &kEntries[0] && a.quant == MoeQuant::w8a8 && a.n % 128 == 0 && wide_tile_requested()) return kWideEntry;
       return e;
+    }
   throw InvalidArgument(fmt::format(
       "moe gemm: no {} {} kernel with block_m {} and cluster {}x{} ({})", moe_quant_name(a.quant),
       moe_epilogue_name(a.epilogue), bm, c.m, c.n,
@@ -335,7 +348,9 @@ void moe_gemm(const MoeGemmArgs& a, cudaStream_t stream) {
   validate(a);
   if (a.m_total == 0) return;
   const Entry& e = find_entry(a);
-  const cudaError_t err = e.launch_w4 != nullptr ? e.launch_w4(to_w4a8_params(a), stream) : e.launch(to_params(a), stream);
+  km::MoeGemmParams p = e.launch_w4 != nullptr ? km::MoeGemmParams{} : to_params(a);
+  if (&e == &kWideEntry) p.schedule &= ~1;  // no overlap schedule in the 128 x 192 tile
+  const cudaError_t err = e.launch_w4 != nullptr ? e.launch_w4(to_w4a8_params(a), stream) : e.launch(p, stream);
   if (err != cudaSuccess)
     throw Error(fmt::format("moe gemm: launching {} (experts {}, m_total {}, n {}, k {}) failed: {}", e.name,
                             a.experts, a.m_total, a.n, a.k, cudaGetErrorString(err)));

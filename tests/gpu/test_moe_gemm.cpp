@@ -410,6 +410,32 @@ TEST(MoeGemmGpu, EveryConsumerSchedule) {
   }
 }
 
+// The 128 x 192 experiment tile (XSTAGE_MOE_BF16_N192=1 swaps it in for the bf16 128 x 128 1x1
+// tile): n a multiple of 192 and not (last tile 64 or 128 columns wide: its other parts must
+// stay unwritten), 1 CTA walking many tiles, schedules 0 and 2 (the default drops to 2).
+TEST(MoeGemmGpu, WideTileN192) {
+  XS_REQUIRE_GPUS(1);
+  ::setenv("XSTAGE_MOE_BF16_N192", "1", 1);
+  ops::MoeGemmArgs probe;
+  probe.quant = MoeQuant::w8a8;
+  probe.epilogue = MoeEpilogue::bf16;
+  probe.block_m = 128;
+  probe.experts = 2;
+  probe.m_total = 256;
+  probe.n = 1408;
+  probe.k = 512;
+  EXPECT_EQ(ops::select_moe_instantiation(probe).name, "w8a8_bf16_m128n192");
+  for (int sch : {-1, 0, 2}) {
+    const std::string tag = "_s" + std::to_string(sch);
+    run_case({"n192_l2_dit" + tag, MoeEpilogue::bf16, 1408, 5632, kUneven, {}, 128, 0, 1, 1, sch}, 700 + sch);  // 7 x 192 + 64
+    run_case({"n192_768" + tag, MoeEpilogue::bf16, 768, 1024, {5, 0, 130, 257, 64, 1, 0, 90}, {}, 128, 0, 1, 1, sch},
+             710 + sch);                                                                                      // 4 x 192
+    run_case({"n192_896_1cta" + tag, MoeEpilogue::bf16, 896, 640, {3, 70, 0, 140}, {2, 0, 9, 1, 4}, 128, 1, 1, 1, sch},
+             720 + sch);                                                                                      // 4 x 192 + 128
+  }
+  ::unsetenv("XSTAGE_MOE_BF16_N192");
+}
+
 // ---- W4A8: 4-bit weights converted to fp8 in the mainloop --------------------------------
 Case w4(Case c, MoeQuant q, int pattern = 0) {
   c.name += q == MoeQuant::w4a8_int4 ? "_int4" : (pattern ? "_mxgap" : "_mx");

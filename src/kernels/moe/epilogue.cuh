@@ -7,6 +7,8 @@
 // Destination says where each output row lands:
 //   * Bf16TileEpilogue<Traits, LocalRowDestination<bf16>>: out[m_total, n] bf16 (Linear-2, or
 //     any plain grouped GEMM);
+//   * SwiGluStackedQuantEpilogue<Traits, LocalQuantDestination>: the same for the stacked
+//     gate/up tiles of the standalone kernels (MoeTraits::kStacked);
 //   * SwiGluQuantEpilogue<Traits, LocalQuantDestination>: Linear-1 with gate and up fused:
 //     h = silu(gate) * up * row_weight, quantised to fp8 e4m3 per token per 128 channels
 //     (scale = max(amax, 1e-4) / 448), out[m_total, n/2] fp8 + scales [n/2/128, m_total];
@@ -128,12 +130,13 @@ template <class Traits, class Destination>
 struct Bf16TileEpilogue {
   using T = Traits;
   using Out = cutlass::bfloat16_t;
-  // Local destinations stage a piece in two column halves one after the other: half the
-  // staging (18 KiB for two warp groups), which gives the 128 x 128 tile a sixth pipeline stage
-  // (cuBLASLt's depth; measured neutral, run 49). Destinations with the tile-stored hook
-  // (Mega-MoE) keep the whole piece in one pass (one fence and one flag per piece).
-  static constexpr int kParts = Destination::kNeedsTileStoredHook ? 1 : 2;
-  static constexpr int kPartCols = 128 / kParts;
+  // Local destinations stage a piece in 64-column parts one after the other (two, or three for
+  // 192-column pieces): 18 KiB of staging for two warp groups, which gives the 128 x 128 tile
+  // a sixth pipeline stage (cuBLASLt's depth; measured neutral, run 49). Destinations with the tile-stored hook (Mega-MoE) keep the whole
+  // 128-column piece in one pass (one fence and one flag per piece).
+  static_assert(!Destination::kNeedsTileStoredHook || T::kPieceN == 128, "hook destinations: 128-column pieces");
+  static constexpr int kParts = Destination::kNeedsTileStoredHook ? 1 : T::kPieceN / 64;
+  static constexpr int kPartCols = T::kPieceN / kParts;
   static constexpr int kPitch = kPartCols * 2 + 16;  // bytes per staged row (16 B pad: no bank conflicts)
   static constexpr int kSmemBytes = T::kConsumerWGs * 64 * kPitch;
   static constexpr bool kSwiGlu = false;
@@ -153,12 +156,13 @@ struct Bf16TileEpilogue {
     constexpr int kPartVals = kVals / kParts;  // values i / 4 in [8 part, 8 part + 8): columns [64 part, 64 part + 64)
     const int wg = wm * T::kWgN + wn;
     EpilogueTile t{tile.expert, tile.m_block, tile.n_block, tile.row_begin + 64 * wm,
-                   min(64, tile.rows - 64 * wm), tile.n_block * T::kBlockN + 128 * wn, tile.tag};
+                   min(64, tile.rows - 64 * wm), tile.n_block * T::kBlockN + T::kPieceN * wn, tile.tag};
     if (t.rows <= 0 || t.col_begin >= ep.n) return;  // nothing of this piece is in the output
     const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + wg;
     uint8_t* staged = smem + wg * 64 * kPitch;
     CUTE_UNROLL
     for (int part = 0; part < kParts; ++part) {
+      if (t.col_begin + part * kPartCols >= ep.n) break;  // the last tile of a 192-wide grid (n % 192 = 64, 128)
       cutlass::arch::NamedBarrier::sync(128, bar);  // the previous copy-out has read the staging
       CUTE_UNROLL
       for (int i = part * kPartVals; i < (part + 1) * kPartVals; i += 2) {
@@ -299,9 +303,92 @@ struct SwiGluQuantEpilogue {
   }
 };
 
+// ---------------------------------------------------------------------------------------
+// Linear-1 epilogue of the stacked gate/up tiles (MoeTraits::kStacked): warp group wn holds
+// gate (values 0..31) and up (values 32..63) of output channels [64 wn, 64 wn + 64) for its 64
+// rows, so h = silu(gate) * up * row_weight needs nothing from the other group. Only the
+// per-row amax over the tile's 128 channels (the quantisation group) is combined: each group
+// puts its 64 row maxima in shared memory (double-buffered by tile parity, so a group a tile
+// ahead never overwrites values the other has not read), one barrier over both groups, then
+// each quantises and stores its own 64 x 64 fp8 half; group 0 writes the row scales.
+template <class Traits, class Destination>
+struct SwiGluStackedQuantEpilogue {
+  using T = Traits;
+  static_assert(T::kStacked && T::kWgM == 1 && T::kWgN == 2, "stacked gate/up halves in two warp groups");
+  static_assert(!Destination::kNeedsTileStoredHook, "local destinations only");
+  static constexpr int kPitch = 64 + 16;  // fp8 bytes per staged half row (16 B pad: no bank conflicts)
+  static constexpr int kStagingBytes = 64 * kPitch;
+  static constexpr int kAmaxOffset = 2 * kStagingBytes;
+  static constexpr int kSmemBytes = kAmaxOffset + 2 * 2 * 64 * 4;  // + [parity][warp group][row] floats
+  static constexpr bool kSwiGlu = true;
+
+  struct Params {
+    Destination dest;
+    const float* row_weights;
+  };
+  static Params to_params(MoeGemmParams const& p) { return Params{Destination::from(p), p.row_weights}; }
+  __device__ static void consumer_init(int) {}
+
+  mutable int parity = 0;  // tiles stored so far by this thread, mod 2
+
+  template <class Frg>
+  __device__ __forceinline__ void store(Params const& ep, uint8_t* smem, Frg const& acc, WorkTile const& tile, int wt, int,
+                                        int wn) const {
+    static_assert(decltype(size(acc))::value == 64);
+    const int r0 = acc_row(wt, 0);
+    float w0 = 0.f, w1 = 0.f;
+    if (r0 < tile.rows) w0 = __ldg(ep.row_weights + tile.row_begin + r0);
+    if (r0 + 8 < tile.rows) w1 = __ldg(ep.row_weights + tile.row_begin + r0 + 8);
+    float h[32];
+    float amax0 = 0.f, amax1 = 0.f;
+    CUTE_UNROLL
+    for (int i = 0; i < 32; ++i) {
+      h[i] = swiglu(acc(i), acc(i + 32)) * ((i & 2) ? w1 : w0);
+      if (i & 2) amax1 = fmaxf(amax1, fabsf(h[i]));
+      else amax0 = fmaxf(amax0, fabsf(h[i]));
+    }
+    CUTE_UNROLL
+    for (int s = 1; s <= 2; s <<= 1) {
+      amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, s));
+      amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, s));
+    }
+    float* amax = reinterpret_cast<float*>(smem + kAmaxOffset) + parity * 128;
+    if ((wt % 4) == 0) {
+      amax[wn * 64 + r0] = amax0;
+      amax[wn * 64 + r0 + 8] = amax1;
+    }
+    cutlass::arch::NamedBarrier::sync(256, static_cast<uint32_t>(NamedBarrierId::swiglu_full));
+    amax0 = fmaxf(amax0, amax[(1 - wn) * 64 + r0]);
+    amax1 = fmaxf(amax1, amax[(1 - wn) * 64 + r0 + 8]);
+    parity ^= 1;
+    const QuantScale q0 = quant_scale(amax0);
+    const QuantScale q1 = quant_scale(amax1);
+
+    const EpilogueTile t{tile.expert, tile.m_block, tile.n_block, tile.row_begin, tile.rows, tile.n_block * 128 + 64 * wn,
+                         tile.tag};
+    const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + wn;
+    uint8_t* staged = smem + wn * kStagingBytes;
+    cutlass::arch::NamedBarrier::sync(128, bar);  // the previous tile's copy-out has read the staging
+    CUTE_UNROLL
+    for (int i = 0; i < 32; i += 2) {
+      const float inv = (i & 2) ? q1.inv : q0.inv;
+      *reinterpret_cast<uint16_t*>(staged + acc_row(wt, i) * kPitch + acc_col(wt, i)) = fp8x2_e4m3(h[i] * inv, h[i + 1] * inv);
+    }
+    if (wn == 0 && (wt % 4) == 0) {
+      if (r0 < t.rows) *ep.dest.scale_ptr(t, t.row_begin + r0) = q0.scale;
+      if (r0 + 8 < t.rows) *ep.dest.scale_ptr(t, t.row_begin + r0 + 8) = q1.scale;
+    }
+    cutlass::arch::NamedBarrier::sync(128, bar);
+    copy_out_rows<64, kPitch>(ep.dest, t, staged, wt);
+  }
+};
+
 template <class Traits>
 using LocalBf16Epilogue = Bf16TileEpilogue<Traits, LocalRowDestination<cutlass::bfloat16_t>>;
+// The standalone gate/up kernels use the stacked layout; the W4A8 row-layout SwiGLU kernels
+// (and the Mega-MoE kernel, with its own destination) the exchange through shared memory.
 template <class Traits>
-using LocalSwiGluEpilogue = SwiGluQuantEpilogue<Traits, LocalQuantDestination>;
+using LocalSwiGluEpilogue = cute::conditional_t<Traits::kStacked, SwiGluStackedQuantEpilogue<Traits, LocalQuantDestination>,
+                                                SwiGluQuantEpilogue<Traits, LocalQuantDestination>>;
 
 }  // namespace xstage::kernels::moe

@@ -141,7 +141,7 @@ struct MoeGemmKernel {
       }
       WorkTile tile;
       while (sched.next(tile)) {
-        Tensor acc = partition_fragment_C(typename T::TiledMma{}, Shape<_64, _128>{});
+        Tensor acc = partition_fragment_C(typename T::TiledMma{}, typename T::PieceShape{});
         mainloop.mma(params.mainloop, pipe, read, tile, params.mainloop.schedule, wt, wm, wn, sA, sB, acc, &ss.scales);
         epilogue.store(params.epilogue, ss.epi.data(), acc, tile, wt, wm, wn);
       }
@@ -215,8 +215,10 @@ cudaError_t launch_moe_gemm(MoeGemmParams const& p, cudaStream_t stream) {
   return launch_moe_gemm<Kernel>(p, Kernel::Epilogue::to_params(p), stream);
 }
 
+// Gate/up kernels of the standalone GEMM use the stacked B layout (MoeTraits).
 template <TileConfig kTile, bool kGateUp, template <class> class EpiloguePolicy>
-using ShippedKernel = MoeGemmKernel<
-    MoeTraits<kTile.block_m, kTile.block_n, kTile.stages, kGateUp, kTile.cluster_m, kTile.cluster_n>, EpiloguePolicy>;
+using ShippedKernel = MoeGemmKernel<MoeTraits<kTile.block_m, kTile.block_n, kTile.stages, kGateUp, kTile.cluster_m,
+                                              kTile.cluster_n, false, kGateUp>,
+                                    EpiloguePolicy>;
 
 }  // namespace xstage::kernels::moe

@@ -31,9 +31,14 @@ inline constexpr TileConfig kTileM64N256{64, 256, 128, 4, 2};
 // 128 x 128 (40 KiB per 192 x 128 x 128 block instead of 32 KiB per 128 x 128 x 128).
 inline constexpr TileConfig kTileM192N128{192, 128, 128, 4, 3};
 inline constexpr TileConfig kTileM128N128C2x1{128, 128, 128, 6, 2, 2, 1};
+// Two warp groups of 64 x 192 (m64n192 wgmmas, schedules 0 and 2 only): 16.5 KiB into and out of
+// shared memory per MFLOP instead of 19.1; forced only (XSTAGE_MOE_BF16_N192=1, experiment).
+inline constexpr TileConfig kTileM128N192{128, 192, 128, 5, 2};
 inline constexpr TileConfig kTileM128N128C1x2{128, 128, 128, 6, 2, 1, 2};
 inline constexpr TileConfig kTileM128N128C2x2{128, 128, 128, 6, 2, 2, 2};
-inline constexpr TileConfig kTileM64N256C2x1{64, 256, 128, 4, 2, 2, 1};
+// The SwiGLU tiles (stacked gate/up, 11 KiB of epilogue shared memory) fit a fifth stage.
+inline constexpr TileConfig kTileSwiGluM64N256{64, 256, 128, 5, 2};
+inline constexpr TileConfig kTileSwiGluM64N256C2x1{64, 256, 128, 5, 2, 2, 1};
 
 struct KernelInfo {
   TileConfig tile;
@@ -47,6 +52,7 @@ struct KernelInfo {
 cudaError_t moe_w8a8_bf16_m128n128(const MoeGemmParams& p, cudaStream_t stream);
 cudaError_t moe_w8a8_bf16_m64n256(const MoeGemmParams& p, cudaStream_t stream);
 cudaError_t moe_w8a8_bf16_m192n128(const MoeGemmParams& p, cudaStream_t stream);
+cudaError_t moe_w8a8_bf16_m128n192(const MoeGemmParams& p, cudaStream_t stream);
 // Clusters: 2 x 1 share B (two m-blocks of one expert), 1 x 2 share A, 2 x 2 both.
 cudaError_t moe_w8a8_bf16_m128n128_c2x1(const MoeGemmParams& p, cudaStream_t stream);
 cudaError_t moe_w8a8_bf16_m128n128_c1x2(const MoeGemmParams& p, cudaStream_t stream);
@@ -59,6 +65,7 @@ cudaError_t moe_w8a8_swiglu_m64n256_c2x1(const MoeGemmParams& p, cudaStream_t st
 KernelInfo moe_w8a8_bf16_m128n128_info();
 KernelInfo moe_w8a8_bf16_m64n256_info();
 KernelInfo moe_w8a8_bf16_m192n128_info();
+KernelInfo moe_w8a8_bf16_m128n192_info();
 KernelInfo moe_w8a8_swiglu_m64n256_info();
 KernelInfo moe_w8a8_bf16_m128n128_c2x1_info();
 KernelInfo moe_w8a8_bf16_m128n128_c1x2_info();

@@ -72,8 +72,13 @@ struct IssueToken {
 // scales, written by other CTAs' Linear-1 epilogues): read them through L2 (ld.global.cg), never
 // the non-coherent read-only path; the caller guarantees they are complete when it hands the
 // tile to the consumers, so they are read one K block ahead.
+// kGateUpStacked (gate/up tiles of the standalone kernels): B chunk c holds the gate rows of
+// channels [64 c, 64 c + 64) of the tile's 128 and the up rows of the same channels below them,
+// so each consumer thread holds gate and up values of the same channels (no exchange between
+// the warp groups) and the two halves of a chunk have their own weight scale (two TMA boxes of
+// 64 rows per chunk). Otherwise chunk 0 is the 128 gate rows and chunk 1 the 128 up rows.
 template <int kBlockM_, int kBlockN_, int kStages_, bool kGateUp_, int kClusterM_ = 1, int kClusterN_ = 1,
-          bool kInKernelScales_ = false>
+          bool kInKernelScales_ = false, bool kGateUpStacked_ = false>
 struct MoeTraits {
   using Element = cutlass::float_e4m3_t;
   static constexpr int kBlockM = kBlockM_;
@@ -82,13 +87,17 @@ struct MoeTraits {
   static constexpr int kStages = kStages_;
   static constexpr bool kGateUp = kGateUp_;
   static constexpr bool kInKernelScales = kInKernelScales_;
+  static constexpr bool kStacked = kGateUpStacked_;
   // Scales of input tensors travel with their K block: a producer warp copies them into the
   // stage (cp.async, arriving on the stage's full barrier), so a consumer reads them from
   // shared memory after its stage wait instead of waiting on L2 (run 42's profile: the
   // consumers' scale products stalled on ld.global for ~10 % of their time).
   static constexpr bool kSmemScales = !kInKernelScales_;
   static constexpr int kWgM = kBlockM / 64;   // consumer warp groups along M
-  static constexpr int kWgN = kBlockN / 128;  // ... along N
+  // Columns per consumer warp group: 128, or 192 for the 128 x 192 tile (m64n192 wgmmas; its
+  // 96 + 96 accumulator registers leave no room for the overlap schedule's second block).
+  static constexpr int kPieceN = kBlockN_ == 192 ? 192 : 128;
+  static constexpr int kWgN = kBlockN / kPieceN;  // ... along N
   static constexpr int kConsumerWGs = kWgM * kWgN;
   static constexpr int kConsumerThreads = 128 * kConsumerWGs;
   static constexpr int kConsumerWarps = kConsumerThreads / 32;
@@ -103,19 +112,29 @@ struct MoeTraits {
   // per-K-block accumulator of the overlap schedule), three get 160 (no overlap schedule).
   static constexpr int kProducerRegs = kConsumerWGs == 2 ? 40 : 24;
   static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 232 : 160;
-  static constexpr bool kOverlapAllowed = kConsumerWGs == 2;
+  static constexpr bool kOverlapAllowed = kConsumerWGs == 2 && kPieceN == 128;
   static_assert(kConsumerWGs == 2 || (kConsumerWGs == 3 && kWgN == 1 && kClusterSize == 1),
                 "two consumer warp groups (64 x 128 each), or three along M (192 x 128)");
   static_assert(!kGateUp || kWgN == 2, "gate/up fusion pairs the two N chunks");
+  static_assert(kPieceN == 128 || (kWgM == 2 && !kGateUp && !kInKernelScales && kClusterN == 1),
+                "192-column pieces: the 128 x 192 tile of the standalone GEMM");
+  static_assert(!kStacked || (kGateUp && kWgM == 1 && !kInKernelScales), "stacked gate/up: the standalone 64 x 256 tile");
   static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "register file");
 
-  using MmaAtom = SM90_64x128x32_F32E4M3E4M3_SS_TN<>;
-  using TiledMma = decltype(make_tiled_mma(MmaAtom{}));  // one warp group, 64 x 128 x 32
+  using MmaAtom = cute::conditional_t<kPieceN == 192, SM90_64x192x32_F32E4M3E4M3_SS_TN<>,
+                                      SM90_64x128x32_F32E4M3E4M3_SS_TN<>>;
+  using TiledMma = decltype(make_tiled_mma(MmaAtom{}));  // one warp group, 64 x kPieceN x 32
+  using PieceShape = Shape<_64, Int<kPieceN>>;
 
   using SmemLayoutA = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
                                              Shape<_64, Int<kBlockK>, Int<kWgM * kStages>>{}));
   using SmemLayoutB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
-                                             Shape<_128, Int<kBlockK>, Int<kWgN * kStages>>{}));
+                                             Shape<Int<kPieceN>, Int<kBlockK>, Int<kWgN * kStages>>{}));
+  // B as the TMA writes it: boxes of 128 rows, or of 64 (stacked gate/up halves; box 2c + h of a
+  // stage is half h of chunk c, the same bytes as rows [64 h, 64 h + 64) of chunk c above).
+  static constexpr int kBoxRowsB = kStacked ? 64 : kPieceN;
+  using SmemLayoutBBox = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
+                                                Shape<Int<kBoxRowsB>, Int<kBlockK>, Int<(kPieceN / kBoxRowsB) * kWgN * kStages>>{}));
 
   // Global tensors as TMA sees them: A (m_total, k), B (n, k, experts).
   using ShapeA = Shape<int32_t, int32_t>;
@@ -131,13 +150,13 @@ struct MoeTraits {
   using TmaB = decltype(make_tma_copy(TmaOpB{},
                                       make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeB{},
                                                   StrideB{}),
-                                      take<0, 2>(SmemLayoutB{}), Shape<_128, Int<kBlockK>>{}, Int<kClusterM>{}));
+                                      take<0, 2>(SmemLayoutBBox{}), Shape<Int<kBoxRowsB>, Int<kBlockK>>{}, Int<kClusterM>{}));
 
   static constexpr uint32_t kBytesA = 64 * kBlockK;   // one A chunk (fp8)
-  static constexpr uint32_t kBytesB = 128 * kBlockK;  // one B chunk
+  static constexpr uint32_t kBytesB = kPieceN * kBlockK;  // one B chunk
   static constexpr uint32_t kStageBytes = kWgM * kBytesA + kWgN * kBytesB;
   static_assert(cosize_v<SmemLayoutA> == 64 * kBlockK * kWgM * kStages);
-  static_assert(cosize_v<SmemLayoutB> == 128 * kBlockK * kWgN * kStages);
+  static_assert(cosize_v<SmemLayoutB> == kPieceN * kBlockK * kWgN * kStages);
 
   // Per stage: the tile's A scales of the K block (row i of the tile at a[i]; rows past the
   // expert's tokens read as 0) and the B scale of each N chunk.
@@ -147,6 +166,14 @@ struct MoeTraits {
   };
   struct ScaleStorage {
     StageScales stage[kSmemScales ? kStages : 1];
+  };
+  // A consumer thread's scale products for one K block: rows r0 and r0 + 8, and for stacked
+  // gate/up tiles the same for the up half (accumulator values 32..63).
+  // 192-column pieces: three 64-column sections, each inside one 128-wide weight scale block
+  // (columns [64 s, 64 s + 64) of the piece use scale block (first column + 64 s) / 128).
+  static constexpr int kScaleSections = kStacked ? 2 : kPieceN / 64 == 3 ? 3 : 1;
+  struct BlockScale {
+    float c[2 * kScaleSections];
   };
   // Arrivals on a full barrier per stage: the TMA thread, plus one per lane of the scale warp.
   static constexpr int kFullArrivals = kSmemScales ? 1 + 32 : 1;
@@ -186,8 +213,8 @@ struct MoeMainloop {
                             make_stride(static_cast<int64_t>(p.k), _1{}, static_cast<int64_t>(p.n) * p.k));
     auto tma_a = make_tma_copy(typename T::TmaOpA{}, mA, take<0, 2>(typename T::SmemLayoutA{}),
                                Shape<_64, Int<kBlockK>>{}, Int<T::kClusterN>{});
-    auto tma_b = make_tma_copy(typename T::TmaOpB{}, mB, take<0, 2>(typename T::SmemLayoutB{}),
-                               Shape<_128, Int<kBlockK>>{}, Int<T::kClusterM>{});
+    auto tma_b = make_tma_copy(typename T::TmaOpB{}, mB, take<0, 2>(typename T::SmemLayoutBBox{}),
+                               Shape<Int<T::kBoxRowsB>, Int<kBlockK>>{}, Int<T::kClusterM>{});
     return Params{tma_a, tma_b, shape_a, shape_b, p.a_scales, p.b_scales, p.m_total, p.n, p.k / kBlockK, p.schedule,
                   T::kGateUp};
   }
@@ -203,7 +230,7 @@ struct MoeMainloop {
     if constexpr (T::kGateUp) {
       if (mp.gate_up) return c * (mp.n / 2) + t.n_block * 128;
     }
-    return t.n_block * T::kBlockN + c * 128;
+    return t.n_block * T::kBlockN + c * T::kPieceN;
   }
 
   // ---------------------------------------------------------------------------------
@@ -224,13 +251,22 @@ struct MoeMainloop {
     Tensor mB = mp.tma_b.get_tma_tensor(mp.shape_b)(_, _, t.expert);   // (n, k)
     auto cta_a = mp.tma_a.get_slice(cn);
     auto cta_b = mp.tma_b.get_slice(cm);
-    Tensor tAsA = group_modes<0, 3>(cta_a.partition_D(sA));  // (TMA, chunk slot)
-    Tensor tBsB = group_modes<0, 3>(cta_b.partition_D(sB));  // (TMA, chunk slot)
-    Tensor gB = local_tile(mB, Shape<_128, Int<kBlockK>>{}, make_coord(_, _));  // (128, K, n/128, kb)
-    Tensor tBgB = group_modes<0, 3>(cta_b.partition_S(gB));                    // (TMA, n/128, kb)
-    int b_blk[T::kWgN];
+    constexpr int kBox = T::kBoxRowsB;
+    constexpr int kBoxes = T::kWgN * (T::kPieceN / kBox);  // B boxes per stage
+    Tensor sBb = make_tensor(sB.data(), typename T::SmemLayoutBBox{});
+    Tensor tAsA = group_modes<0, 3>(cta_a.partition_D(sA));   // (TMA, chunk slot)
+    Tensor tBsB = group_modes<0, 3>(cta_b.partition_D(sBb));  // (TMA, box slot)
+    Tensor gB = local_tile(mB, Shape<Int<kBox>, Int<kBlockK>>{}, make_coord(_, _));  // (box, K, n/box, kb)
+    Tensor tBgB = group_modes<0, 3>(cta_b.partition_S(gB));                         // (TMA, n/box, kb)
+    int b_blk[kBoxes];
     CUTE_UNROLL
-    for (int c = 0; c < T::kWgN; ++c) b_blk[c] = b_row(mp, t, c) / 128;
+    for (int x = 0; x < kBoxes; ++x) {
+      if constexpr (T::kStacked) {  // box 2c + h: gate (h = 0) or up (h = 1) rows of channels [64 c, 64 c + 64)
+        b_blk[x] = ((x & 1) * (mp.n / 2) + t.n_block * 128 + 64 * (x >> 1)) / 64;
+      } else {
+        b_blk[x] = b_row(mp, t, x) / kBox;
+      }
+    }
 
     for (int kb = 0; kb < mp.k_blocks; ++kb) {
       pipe.producer_acquire(write, T::kStageBytes);
@@ -243,9 +279,9 @@ struct MoeMainloop {
         copy(mp.tma_a.with(full, mask_a), group_modes<0, 3>(cta_a.partition_S(gA)), tAsA(_, write.index * T::kWgM + c));
       }
       CUTE_UNROLL
-      for (int c = 0; c < T::kWgN; ++c)
-        copy(mp.tma_b.with(full, mask_b, TMA::CacheHintSm90::EVICT_LAST), tBgB(_, b_blk[c], kb),
-             tBsB(_, write.index * T::kWgN + c));
+      for (int x = 0; x < kBoxes; ++x)
+        copy(mp.tma_b.with(full, mask_b, TMA::CacheHintSm90::EVICT_LAST), tBgB(_, b_blk[x], kb),
+             tBsB(_, write.index * kBoxes + x));
       write.advance();
     }
   }
@@ -258,11 +294,13 @@ struct MoeMainloop {
   // for free buffers like the TMA thread, in the same order, so the two fill the same stage.
   __device__ void copy_scales(Params const& mp, Pipeline const& pipe, State& write, WorkTile const& t,
                               typename T::ScaleStorage& sc) const {
-    static_assert(T::kSmemScales && T::kWgN <= 4);
+    // One B scale per N chunk, or per 64-column section of a 192-column piece.
+    constexpr int kBScales = T::kPieceN == 192 ? 3 : T::kWgN;
+    static_assert(T::kSmemScales && kBScales <= 4);
     const int lane = static_cast<int>(threadIdx.x) & 31;
-    const int c = lane < T::kWgN ? lane : 0;
-    const int brow = b_row(mp, t, c);
-    const bool b_ok = lane < T::kWgN && brow < mp.n;
+    const int c = lane < kBScales ? lane : 0;
+    const int brow = T::kPieceN == 192 ? b_row(mp, t, 0) + 64 * c : b_row(mp, t, c);
+    const bool b_ok = lane < kBScales && brow < mp.n;
     const float* sb = mp.b_scales + (static_cast<int64_t>(t.expert) * (mp.n / 128) + (b_ok ? brow / 128 : 0)) * mp.k_blocks;
     for (int kb = 0; kb < mp.k_blocks; ++kb) {
       pipe.producer_wait_empty(write);
@@ -273,7 +311,7 @@ struct MoeMainloop {
         const bool ok = i < t.rows;
         cp_async_4(cute::cast_smem_ptr_to_uint(&st.a[i]), ok ? sa + i : mp.a_scales, ok ? 4u : 0u);
       }
-      if (lane < T::kWgN) cp_async_4(cute::cast_smem_ptr_to_uint(&st.b[lane]), b_ok ? sb + kb : mp.b_scales, b_ok ? 4u : 0u);
+      if (lane < kBScales) cp_async_4(cute::cast_smem_ptr_to_uint(&st.b[lane]), b_ok ? sb + kb : mp.b_scales, b_ok ? 4u : 0u);
       cp_async_arrive(&pipe.full_barrier(write));
       write.advance();
     }
@@ -340,18 +378,41 @@ struct MoeMainloop {
     }
     // kSmemScales: the scale products of this thread's two rows for the K block in stage st
     // (read after its full-barrier wait, before its release).
-    __device__ __forceinline__ void stage_scales(typename T::ScaleStorage const* sc, State st, float& c0,
-                                                 float& c1) const {
+    // Stacked gate/up: both warp groups' chunks are half gate (scale b[0]), half up (b[1]).
+    __device__ __forceinline__ typename T::BlockScale stage_scales(typename T::ScaleStorage const* sc, State st) const {
       typename T::StageScales const& ss = sc->stage[st.index];
-      const float s_b = ss.b[wn];
-      c0 = ss.a[r0] * s_b;
-      c1 = ss.a[r0 + 8] * s_b;
+      typename T::BlockScale s;
+      const float a0 = ss.a[r0];
+      const float a1 = ss.a[r0 + 8];
+      if constexpr (T::kScaleSections > 1) {  // stacked gate/up halves, or 192-column sections
+        CUTE_UNROLL
+        for (int x = 0; x < T::kScaleSections; ++x) {
+          s.c[2 * x] = a0 * ss.b[x];
+          s.c[2 * x + 1] = a1 * ss.b[x];
+        }
+      } else {
+        const float s_b = ss.b[wn];
+        s.c[0] = a0 * s_b;
+        s.c[1] = a1 * s_b;
+      }
+      return s;
     }
     template <class Acc, class Part>
     __device__ __forceinline__ static void promote(Acc& acc, Part& part, float c0, float c1) {
       warpgroup_fence_operand(part);
       CUTE_UNROLL
       for (int i = 0; i < size(part); ++i) acc(i) += part(i) * ((i & 2) ? c1 : c0);
+    }
+    // Value i is in column 8 (i / 4) + ...: section i / 32 (64 columns each): the up half of a
+    // stacked chunk, or the scale section of a 192-column piece.
+    template <class Acc, class Part>
+    __device__ __forceinline__ static void promote(Acc& acc, Part& part, typename T::BlockScale const& s) {
+      warpgroup_fence_operand(part);
+      CUTE_UNROLL
+      for (int i = 0; i < size(part); ++i) {
+        const int sec = T::kScaleSections > 1 ? i / 32 : 0;
+        acc(i) += part(i) * s.c[2 * sec + ((i & 2) ? 1 : 0)];
+      }
     }
   };
 
@@ -366,8 +427,8 @@ struct MoeMainloop {
     WarpGroupMma<SmemA, SmemB> g(sA, sB, wt, wm, wn, schedule);
     clear(acc);
     const int kbs = mp.k_blocks;
-    Tensor p0 = partition_fragment_C(g.tiled_mma, Shape<_64, _128>{});  // one K block, unscaled
-    static_assert(decltype(size(p0))::value == 64);
+    Tensor p0 = partition_fragment_C(g.tiled_mma, typename T::PieceShape{});  // one K block, unscaled
+    static_assert(decltype(size(p0))::value == T::kPieceN / 2);
     if constexpr (T::kInKernelScales) {
       // The scales may be written during the kernel (h by other CTAs, x pushed by peers); the
       // caller hands out a tile only after its inputs are complete (Mega-MoE: the producer's
@@ -402,13 +463,12 @@ struct MoeMainloop {
       }
     } else {
       for (int kb = 0; kb < kbs; ++kb) {
-        float c0, c1;
         g.issue(pipe, p0, read);
-        g.stage_scales(sc, read, c0, c1);
+        const typename T::BlockScale s = g.stage_scales(sc, read);
         warpgroup_wait<0>();
         pipe.consumer_release(read);
         read.advance();
-        g.promote(acc, p0, c0, c1);
+        g.promote(acc, p0, s);
       }
     }
   }
@@ -426,17 +486,17 @@ struct MoeMainloop {
                                             typename T::ScaleStorage const* sc, Epi&& epilogue) const {
     static_assert(T::kOverlapAllowed && T::kSmemScales, "two accumulators and the stages' scales");
     WarpGroupMma<SmemA, SmemB> g(sA, sB, wt, wm, wn, schedule);
-    Tensor acc = partition_fragment_C(g.tiled_mma, Shape<_64, _128>{});
-    Tensor p0 = partition_fragment_C(g.tiled_mma, Shape<_64, _128>{});  // one K block each, unscaled
-    Tensor p1 = partition_fragment_C(g.tiled_mma, Shape<_64, _128>{});
+    Tensor acc = partition_fragment_C(g.tiled_mma, typename T::PieceShape{});
+    Tensor p0 = partition_fragment_C(g.tiled_mma, typename T::PieceShape{});  // one K block each, unscaled
+    Tensor p1 = partition_fragment_C(g.tiled_mma, typename T::PieceShape{});
     clear(p1);  // defined before its first wgmma (kept as measured; it does not remove the one C7517 wait)
     const int kbs = mp.k_blocks;
     WorkTile tile;
     if (!sched.next(tile)) return;
     State st_issue = read;
-    float c00, c01, c10, c11;  // scales of the blocks in p0 / p1
+    typename T::BlockScale s0, s1;  // scales of the blocks in p0 / p1
     g.issue(pipe, p0, st_issue);
-    g.stage_scales(sc, st_issue, c00, c01);
+    s0 = g.stage_scales(sc, st_issue);
     st_issue.advance();
     while (true) {
       clear(acc);
@@ -447,37 +507,37 @@ struct MoeMainloop {
       int kb = 0;
       for (; kb + 2 < kbs; kb += 2) {  // block kb is in p0, issued
         g.issue(pipe, p1, st_issue);
-        g.stage_scales(sc, st_issue, c10, c11);
+        s1 = g.stage_scales(sc, st_issue);
         st_issue.advance();
         warpgroup_wait<1>();
         pipe.consumer_release(read);
         read.advance();
-        g.promote(acc, p0, c00, c01);
+        g.promote(acc, p0, s0);
         g.issue(pipe, p0, st_issue);
-        g.stage_scales(sc, st_issue, c00, c01);
+        s0 = g.stage_scales(sc, st_issue);
         st_issue.advance();
         warpgroup_wait<1>();
         pipe.consumer_release(read);
         read.advance();
-        g.promote(acc, p1, c10, c11);
+        g.promote(acc, p1, s1);
       }
       if (kb + 1 < kbs) {  // two blocks left: kb in p0, kb + 1 still to issue
         g.issue(pipe, p1, st_issue);
-        g.stage_scales(sc, st_issue, c10, c11);
+        s1 = g.stage_scales(sc, st_issue);
         st_issue.advance();
         warpgroup_wait<1>();
         pipe.consumer_release(read);
         read.advance();
-        g.promote(acc, p0, c00, c01);
+        g.promote(acc, p0, s0);
         warpgroup_wait<0>();
         pipe.consumer_release(read);
         read.advance();
-        g.promote(acc, p1, c10, c11);
+        g.promote(acc, p1, s1);
       } else {  // one block left
         warpgroup_wait<0>();
         pipe.consumer_release(read);
         read.advance();
-        g.promote(acc, p0, c00, c01);
+        g.promote(acc, p0, s0);
       }
       WorkTile next;
       // Broadcast: a warp-uniform branch around the wgmma issue.
@@ -485,7 +545,7 @@ struct MoeMainloop {
       epilogue(acc, tile);
       if (!more) break;
       g.issue(pipe, p0, st_issue);  // the next tile's first block
-      g.stage_scales(sc, st_issue, c00, c01);
+      s0 = g.stage_scales(sc, st_issue);
       st_issue.advance();
       tile = next;
     }
@@ -501,20 +561,19 @@ struct MoeMainloop {
                                                      typename T::ScaleStorage const* sc, Epi&& epilogue) const {
     static_assert(T::kSmemScales, "the stages' scales");
     WarpGroupMma<SmemA, SmemB> g(sA, sB, wt, wm, wn, kSchedulePingPong);
-    Tensor acc = partition_fragment_C(g.tiled_mma, Shape<_64, _128>{});
-    Tensor p0 = partition_fragment_C(g.tiled_mma, Shape<_64, _128>{});  // one K block, unscaled
+    Tensor acc = partition_fragment_C(g.tiled_mma, typename T::PieceShape{});
+    Tensor p0 = partition_fragment_C(g.tiled_mma, typename T::PieceShape{});  // one K block, unscaled
     const int kbs = mp.k_blocks;
     WorkTile tile;
     while (__shfl_sync(0xffffffffu, sched.next(tile) ? 1 : 0, 0) != 0) {
       clear(acc);
       for (int kb = 0; kb < kbs; ++kb) {
-        float c0, c1;
         g.template issue<1>(pipe, p0, read);
-        g.stage_scales(sc, read, c0, c1);
+        const typename T::BlockScale s = g.stage_scales(sc, read);
         warpgroup_wait<0>();
         pipe.consumer_release(read);
         read.advance();
-        g.promote(acc, p0, c0, c1);
+        g.promote(acc, p0, s);
       }
       epilogue(acc, tile);
     }
