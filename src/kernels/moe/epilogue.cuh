@@ -185,6 +185,26 @@ struct Bf16TileEpilogue {
   }
 };
 
+// h[i] = silu(gate(i)) * up(i) * row weight for a thread's kN values (value bit 1: row r0 + 8,
+// weight w1; else row r0, w0), and each row's amax over the quad of threads that holds it.
+template <int kN, class Gate, class Up>
+__device__ __forceinline__ void swiglu_rows(Gate&& gate, Up&& up, float w0, float w1, float (&h)[kN], float& amax0,
+                                            float& amax1) {
+  amax0 = 0.f;
+  amax1 = 0.f;
+  CUTE_UNROLL
+  for (int i = 0; i < kN; ++i) {
+    h[i] = swiglu(gate(i), up(i)) * ((i & 2) ? w1 : w0);
+    if (i & 2) amax1 = fmaxf(amax1, fabsf(h[i]));
+    else amax0 = fmaxf(amax0, fabsf(h[i]));
+  }
+  CUTE_UNROLL
+  for (int s = 1; s <= 2; s <<= 1) {
+    amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, s));
+    amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, s));
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Linear-1 epilogue. Warp group wn = 0 holds the gate piece, wn = 1 the up piece of the same
 // 64 rows x 128 output channels. The up group stages its values in its own register order,
@@ -261,18 +281,8 @@ struct SwiGluQuantEpilogue {
     CUTE_UNROLL
     for (int i = 0; i < kVals; ++i) h[i] = up[i * 128 + wt];
     cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::swiglu_free));
-    float amax0 = 0.f, amax1 = 0.f;
-    CUTE_UNROLL
-    for (int i = 0; i < kVals; ++i) {
-      h[i] = swiglu(acc(i), h[i]) * ((i & 2) ? w1 : w0);
-      if (i & 2) amax1 = fmaxf(amax1, fabsf(h[i]));
-      else amax0 = fmaxf(amax0, fabsf(h[i]));
-    }
-    CUTE_UNROLL
-    for (int s = 1; s <= 2; s <<= 1) {
-      amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, s));
-      amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, s));
-    }
+    float amax0, amax1;  // h holds the up values: each is read before it is overwritten
+    swiglu_rows([&](int i) { return acc(i); }, [&](int i) { return h[i]; }, w0, w1, h, amax0, amax1);
     const QuantScale q0 = quant_scale(amax0);
     const QuantScale q1 = quant_scale(amax1);
 
@@ -340,18 +350,8 @@ struct SwiGluStackedQuantEpilogue {
     if (r0 < tile.rows) w0 = __ldg(ep.row_weights + tile.row_begin + r0);
     if (r0 + 8 < tile.rows) w1 = __ldg(ep.row_weights + tile.row_begin + r0 + 8);
     float h[32];
-    float amax0 = 0.f, amax1 = 0.f;
-    CUTE_UNROLL
-    for (int i = 0; i < 32; ++i) {
-      h[i] = swiglu(acc(i), acc(i + 32)) * ((i & 2) ? w1 : w0);
-      if (i & 2) amax1 = fmaxf(amax1, fabsf(h[i]));
-      else amax0 = fmaxf(amax0, fabsf(h[i]));
-    }
-    CUTE_UNROLL
-    for (int s = 1; s <= 2; s <<= 1) {
-      amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, s));
-      amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, s));
-    }
+    float amax0, amax1;
+    swiglu_rows([&](int i) { return acc(i); }, [&](int i) { return acc(i + 32); }, w0, w1, h, amax0, amax1);
     float* amax = reinterpret_cast<float*>(smem + kAmaxOffset) + parity * 128;
     if ((wt % 4) == 0) {
       amax[wn * 64 + r0] = amax0;
