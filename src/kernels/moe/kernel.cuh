@@ -121,30 +121,21 @@ struct MoeGemmKernel {
       const Epilogue epilogue{};
       Scheduler sched(params.counts, params.offsets, params.experts, params.n_blocks, cta_rank);
       State read{};
+      static_assert(T::kSmemScales, "the standalone kernels carry their scales in the stages");
+      auto store = [&](auto const& acc, WorkTile const& t) {
+        epilogue.store(params.epilogue, ss.epi.data(), acc, t, wt, wm, wn);
+      };
+      const int schedule = params.mainloop.schedule;
       if constexpr (T::kOverlapAllowed) {
-        if (params.mainloop.schedule & Mainloop::kScheduleOverlap) {
-          mainloop.mma_tiles(params.mainloop, pipe, read, sched, params.mainloop.schedule, wt, wm, wn, sA, sB,
-                             &ss.scales, [&](auto const& acc, WorkTile const& t) {
-                               epilogue.store(params.epilogue, ss.epi.data(), acc, t, wt, wm, wn);
-                             });
+        if (schedule & Mainloop::kScheduleOverlap) {
+          mainloop.mma_tiles(params.mainloop, pipe, read, sched, schedule, wt, wm, wn, sA, sB, &ss.scales, store);
           return;
         }
       }
-      if constexpr (T::kSmemScales) {
-        if (params.mainloop.schedule == Mainloop::kSchedulePingPong) {
-          mainloop.mma_tiles_pingpong(params.mainloop, pipe, read, sched, wt, wm, wn, sA, sB, &ss.scales,
-                                      [&](auto const& acc, WorkTile const& t) {
-                                        epilogue.store(params.epilogue, ss.epi.data(), acc, t, wt, wm, wn);
-                                      });
-          return;
-        }
-      }
-      WorkTile tile;
-      while (sched.next(tile)) {
-        Tensor acc = partition_fragment_C(typename T::TiledMma{}, typename T::PieceShape{});
-        mainloop.mma(params.mainloop, pipe, read, tile, params.mainloop.schedule, wt, wm, wn, sA, sB, acc, &ss.scales);
-        epilogue.store(params.epilogue, ss.epi.data(), acc, tile, wt, wm, wn);
-      }
+      if (schedule & Mainloop::kSchedulePingPong)
+        mainloop.template mma_tiles_serial<true>(params.mainloop, pipe, read, sched, wt, wm, wn, sA, sB, &ss.scales, store);
+      else
+        mainloop.template mma_tiles_serial<false>(params.mainloop, pipe, read, sched, wt, wm, wn, sA, sB, &ss.scales, store);
     }
   }
 };

@@ -233,6 +233,13 @@ struct MoeMainloop {
     return t.n_block * T::kBlockN + c * T::kPieceN;
   }
 
+  // The B scales of weight row brow's 128-row block, one per K block (nullptr-free: a row past
+  // n points at the expert's first block, and ok says not to use it).
+  __device__ static const float* b_scales_of(Params const& mp, WorkTile const& t, int brow, bool& ok) {
+    ok = brow < mp.n;
+    return mp.b_scales + (static_cast<int64_t>(t.expert) * (mp.n / 128) + (ok ? brow / 128 : 0)) * mp.k_blocks;
+  }
+
   // ---------------------------------------------------------------------------------
   // Producer (lane 0 of the producer warp): every K block of the tile into the ring. In a
   // cluster, this CTA loads its slice of the shared chunks and multicasts it; the full
@@ -299,9 +306,9 @@ struct MoeMainloop {
     static_assert(T::kSmemScales && kBScales <= 4);
     const int lane = static_cast<int>(threadIdx.x) & 31;
     const int c = lane < kBScales ? lane : 0;
-    const int brow = T::kPieceN == 192 ? b_row(mp, t, 0) + 64 * c : b_row(mp, t, c);
-    const bool b_ok = lane < kBScales && brow < mp.n;
-    const float* sb = mp.b_scales + (static_cast<int64_t>(t.expert) * (mp.n / 128) + (b_ok ? brow / 128 : 0)) * mp.k_blocks;
+    bool b_ok;
+    const float* sb = b_scales_of(mp, t, T::kPieceN == 192 ? b_row(mp, t, 0) + 64 * c : b_row(mp, t, c), b_ok);
+    b_ok = b_ok && lane < kBScales;
     for (int kb = 0; kb < mp.k_blocks; ++kb) {
       pipe.producer_wait_empty(write);
       typename T::StageScales& st = sc.stage[write.index];
@@ -417,59 +424,46 @@ struct MoeMainloop {
   };
 
   // One warp group's 64 x 128 piece of the tile, fp32 result (scales applied) in `acc`, one K
-  // block at a time (schedules 0 and 2, and the Mega-MoE kernel's in-kernel scales).
+  // block at a time, for scales written while the kernel runs (the Mega-MoE kernel); the
+  // standalone kernels (scales in the stages) run mma_tiles or mma_tiles_serial below.
   // wt: thread index inside the warp group; (wm, wn): the piece.
-  // sc: the stages' scales (kSmemScales; nullptr otherwise).
   template <class SmemA, class SmemB, class Frg>
   __device__ __forceinline__ void mma(Params const& mp, Pipeline const& pipe, State& read, WorkTile const& t, int schedule, int wt,
-                      int wm, int wn, SmemA const& sA, SmemB const& sB, Frg& acc,
-                      typename T::ScaleStorage const* sc = nullptr) const {
+                      int wm, int wn, SmemA const& sA, SmemB const& sB, Frg& acc) const {
+    static_assert(T::kInKernelScales, "scales read from global memory");
     WarpGroupMma<SmemA, SmemB> g(sA, sB, wt, wm, wn, schedule);
     clear(acc);
     const int kbs = mp.k_blocks;
     Tensor p0 = partition_fragment_C(g.tiled_mma, typename T::PieceShape{});  // one K block, unscaled
     static_assert(decltype(size(p0))::value == T::kPieceN / 2);
-    if constexpr (T::kInKernelScales) {
-      // The scales may be written during the kernel (h by other CTAs, x pushed by peers); the
-      // caller hands out a tile only after its inputs are complete (Mega-MoE: the producer's
-      // acquire precedes the tile queue's hand-off), so they may be read ahead: block kb + 1's
-      // while block kb's wgmmas run, hiding the L2 latency of ld.cg.
-      const int r0 = g.r0;
-      const bool ok0 = r0 < t.rows;
-      const bool ok1 = r0 + 8 < t.rows;
-      const float* sa0 = mp.a_scales + t.row_begin + r0;
-      const int brow = b_row(mp, t, wn);
-      const bool b_ok = brow < mp.n;
-      const float* sb =
-          mp.b_scales + (static_cast<int64_t>(t.expert) * (mp.n / 128) + (b_ok ? brow / 128 : 0)) * mp.k_blocks;
-      auto load_scales = [&](int kb, float& c0, float& c1) {
-        const float* sa = sa0 + static_cast<int64_t>(kb) * mp.m_total;
-        const float s_b = b_ok ? __ldg(sb + kb) : 0.f;
-        c0 = (ok0 ? __ldcg(sa) : 0.f) * s_b;
-        c1 = (ok1 ? __ldcg(sa + 8) : 0.f) * s_b;
-      };
-      float c0, c1;
-      load_scales(0, c0, c1);
-      for (int kb = 0; kb < kbs; ++kb) {
-        g.issue(pipe, p0, read);
-        float n0 = 0.f, n1 = 0.f;
-        if (kb + 1 < kbs) load_scales(kb + 1, n0, n1);
-        warpgroup_wait<0>();
-        pipe.consumer_release(read);
-        read.advance();
-        g.promote(acc, p0, c0, c1);
-        c0 = n0;
-        c1 = n1;
-      }
-    } else {
-      for (int kb = 0; kb < kbs; ++kb) {
-        g.issue(pipe, p0, read);
-        const typename T::BlockScale s = g.stage_scales(sc, read);
-        warpgroup_wait<0>();
-        pipe.consumer_release(read);
-        read.advance();
-        g.promote(acc, p0, s);
-      }
+    // The scales may be written during the kernel (h by other CTAs, x pushed by peers); the
+    // caller hands out a tile only after its inputs are complete (Mega-MoE: the producer's
+    // acquire precedes the tile queue's hand-off), so they may be read ahead: block kb + 1's
+    // while block kb's wgmmas run, hiding the L2 latency of ld.cg.
+    const int r0 = g.r0;
+    const bool ok0 = r0 < t.rows;
+    const bool ok1 = r0 + 8 < t.rows;
+    const float* sa0 = mp.a_scales + t.row_begin + r0;
+    bool b_ok;
+    const float* sb = b_scales_of(mp, t, b_row(mp, t, wn), b_ok);
+    auto load_scales = [&](int kb, float& c0, float& c1) {
+      const float* sa = sa0 + static_cast<int64_t>(kb) * mp.m_total;
+      const float s_b = b_ok ? __ldg(sb + kb) : 0.f;
+      c0 = (ok0 ? __ldcg(sa) : 0.f) * s_b;
+      c1 = (ok1 ? __ldcg(sa + 8) : 0.f) * s_b;
+    };
+    float c0, c1;
+    load_scales(0, c0, c1);
+    for (int kb = 0; kb < kbs; ++kb) {
+      g.issue(pipe, p0, read);
+      float n0 = 0.f, n1 = 0.f;
+      if (kb + 1 < kbs) load_scales(kb + 1, n0, n1);
+      warpgroup_wait<0>();
+      pipe.consumer_release(read);
+      read.advance();
+      g.promote(acc, p0, c0, c1);
+      c0 = n0;
+      c1 = n1;
     }
   }
 
@@ -551,16 +545,18 @@ struct MoeMainloop {
     }
   }
 
-  // The ping-pong schedule alone (kSchedulePingPong, scales in shared memory) over all of this
-  // CTA's tiles, with the token fixed at compile time: per K block a warp group waits for its
-  // stage and the token, issues, passes the token, waits for its own wgmmas and promotes while
-  // the other group's run (cuBLASLt's block-scaled kernel has this shape, run 50's profile).
-  template <class Sched, class SmemA, class SmemB, class Epi>
-  __device__ __forceinline__ void mma_tiles_pingpong(Params const& mp, Pipeline const& pipe, State& read, Sched& sched,
-                                                     int wt, int wm, int wn, SmemA const& sA, SmemB const& sB,
-                                                     typename T::ScaleStorage const* sc, Epi&& epilogue) const {
+  // Schedules without the overlap bit (0 and 2, and every schedule of the three-warp-group
+  // tile), scales in shared memory, over all of this CTA's tiles; the ping-pong token fixed at
+  // compile time (read at run time inside the K loop it cost ~12 % of warp samples, run 50).
+  // Per K block a warp group waits for its stage (and the token), issues (passes the token),
+  // waits for its own wgmmas and promotes, under the other group's wgmmas with the token
+  // (cuBLASLt's block-scaled kernel has that shape, run 50's profile).
+  template <bool kPingPong, class Sched, class SmemA, class SmemB, class Epi>
+  __device__ __forceinline__ void mma_tiles_serial(Params const& mp, Pipeline const& pipe, State& read, Sched& sched,
+                                                   int wt, int wm, int wn, SmemA const& sA, SmemB const& sB,
+                                                   typename T::ScaleStorage const* sc, Epi&& epilogue) const {
     static_assert(T::kSmemScales, "the stages' scales");
-    WarpGroupMma<SmemA, SmemB> g(sA, sB, wt, wm, wn, kSchedulePingPong);
+    WarpGroupMma<SmemA, SmemB> g(sA, sB, wt, wm, wn, kPingPong ? kSchedulePingPong : 0);
     Tensor acc = partition_fragment_C(g.tiled_mma, typename T::PieceShape{});
     Tensor p0 = partition_fragment_C(g.tiled_mma, typename T::PieceShape{});  // one K block, unscaled
     const int kbs = mp.k_blocks;
@@ -568,7 +564,7 @@ struct MoeMainloop {
     while (__shfl_sync(0xffffffffu, sched.next(tile) ? 1 : 0, 0) != 0) {
       clear(acc);
       for (int kb = 0; kb < kbs; ++kb) {
-        g.template issue<1>(pipe, p0, read);
+        g.template issue<kPingPong ? 1 : 0>(pipe, p0, read);
         const typename T::BlockScale s = g.stage_scales(sc, read);
         warpgroup_wait<0>();
         pipe.consumer_release(read);
