@@ -60,6 +60,7 @@ struct BenchFlags {
   double expert_bytes_mib = 256;  // benchmark enough experts to move at least this much weight
   int num_ctas = 0;
   int block_m = 0;
+  std::vector<int> block_ns{0};                  // bf16 tile widths to run (0: planned)
   std::vector<std::string> clusters{"planned"};  // planned, 1x1, 2x1, 1x2, 2x2
   std::vector<int> schedules{-1};                // consumer schedule override (-1: default)
   std::vector<std::string> weights{"w8a8"};      // w8a8, w4a8-int4, w4a8-int4-rs, w4a8-mxfp4, w4a8-mxfp4-rs
@@ -173,7 +174,7 @@ struct Patterns {
 };
 
 Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, const Weights& wt, int tokens,
-                 std::pair<int, int> cluster, int schedule, size_t rotate_bytes, const Patterns& pat, const DeviceMem& backlog, size_t backlog_bytes,
+                 std::pair<int, int> cluster, int schedule, int block_n, size_t rotate_bytes, const Patterns& pat, const DeviceMem& backlog, size_t backlog_bytes,
                  cudaStream_t stream) {
   const ops::MoeQuant quant = wt.quant;
   const int experts = bench_experts(md, tokens, fl.expert_bytes_mib * 1048576.0);
@@ -229,6 +230,7 @@ Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, const
   a.host_offsets = offsets.data();
   a.tokens_per_expert_hint = tokens;
   a.block_m = pb.epilogue == ops::MoeEpilogue::bf16 ? fl.block_m : 0;
+  a.block_n = pb.epilogue == ops::MoeEpilogue::bf16 ? block_n : 0;
   a.num_ctas = fl.num_ctas;
   a.cluster_m = cluster.first;
   a.cluster_n = cluster.second;
@@ -300,7 +302,7 @@ Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, const
   const auto inst = ops::select_moe_instantiation(a);
   r.instantiation = inst.name;
   r.cluster = std::to_string(inst.cluster_m) + "x" + std::to_string(inst.cluster_n);
-  r.schedule = ops::moe_schedule_for(quant, schedule);
+  r.schedule = inst.schedule;
   r.hidden = md.hidden;
   r.intermediate = md.intermediate;
   r.experts = experts;
@@ -355,6 +357,10 @@ void run_bench(const BenchFlags& fl) {
     if (t < 1) throw InvalidArgument(fmt::format("bench moe-gemm: tokens per expert {} must be >= 1", t));
   if (fl.block_m != 0 && fl.block_m != 64 && fl.block_m != 128 && fl.block_m != 192)
     throw InvalidArgument(fmt::format("bench moe-gemm: --block-m {} must be 0, 64, 128 or 192", fl.block_m));
+  if (fl.block_ns.empty()) throw InvalidArgument("bench moe-gemm: --block-n is empty");
+  for (int bn : fl.block_ns)
+    if (bn != 0 && bn != 128 && bn != 192 && bn != 256)
+      throw InvalidArgument(fmt::format("bench moe-gemm: --block-n {} must be 0, 128, 192 or 256", bn));
   std::vector<const Model*> models;
   for (const Model& m : kModels)
     if (fl.models.empty() || std::find(fl.models.begin(), fl.models.end(), m.name) != fl.models.end())
@@ -401,8 +407,11 @@ void run_bench(const BenchFlags& fl) {
         const Problem pb = problem(*md, op);
         const auto cluster = parse_cluster(cs);
         for (int sch : fl.schedules)
+          for (int bn : fl.block_ns)
           for (const Weights& wt : weights) {
             const ops::MoeQuant quant = wt.quant;
+            const bool bf16 = pb.epilogue == ops::MoeEpilogue::bf16;
+            if (!bf16 && bn != fl.block_ns.front()) continue;  // --block-n is for bf16 tiles: SwiGLU runs once
             // A forced cluster, tile, schedule or epilogue that is not shipped for these weights: skip the line.
             ops::MoeGemmArgs probe;
             probe.quant = quant;
@@ -410,7 +419,9 @@ void run_bench(const BenchFlags& fl) {
             probe.epilogue = pb.epilogue;
             probe.experts = 1;
             probe.m_total = t;
-            probe.block_m = pb.epilogue == ops::MoeEpilogue::bf16 ? fl.block_m : 0;
+            probe.block_m = bf16 ? fl.block_m : 0;
+            probe.block_n = bf16 ? bn : 0;
+            probe.schedule = sch;
             probe.cluster_m = cluster.first;
             probe.cluster_n = cluster.second;
             if (sch >= 0 && !ops::moe_schedule_shipped(quant, wt.layout, sch)) continue;
@@ -419,7 +430,7 @@ void run_bench(const BenchFlags& fl) {
             } catch (const InvalidArgument&) {
               continue;
             }
-            Result r = bench_one(fl, *md, pb, wt, t, cluster, sch, rotate_bytes, pat, backlog, backlog_bytes, stream);
+            Result r = bench_one(fl, *md, pb, wt, t, cluster, sch, bn, rotate_bytes, pat, backlog, backlog_bytes, stream);
             results.push_back(r);
             std::printf("%s", fmt::format(" {:>17} {:>10} {:>10} {:>6} {:>4} {:>6} {:>6} {:>6} {:>28} {:>10.1f} {:>9.1f} "
                                           "{:>9.1f} {:>6}\n",
@@ -496,6 +507,11 @@ void add_moe_gemm_bench_command(CLI::App& app) {
                   "Benchmark enough experts for this much fp8 weight (at most the model's count)")
       ->capture_default_str();
   cmd->add_option("--block-m", fl->block_m, "Force the bf16 tile height (0: planned from tokens per expert)")
+      ->capture_default_str();
+  cmd->add_option("--block-n", fl->block_ns,
+                  "bf16 tile widths to run, each a line (0: planned; 128, 192 or 256; w8a8 ships 64 x 256, 128 x 128, "
+                  "128 x 192 (schedules 0 and 2) and 192 x 128; unshipped ones skipped)")
+      ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--cluster", fl->clusters, "Cluster shapes to run: planned, 1x1, 2x1, 1x2, 2x2 (unshipped ones skipped)")
       ->delimiter(',')

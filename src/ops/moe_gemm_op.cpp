@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 
 #include "kernels/moe/launch.hpp"
@@ -69,6 +68,7 @@ struct Entry {
   LaunchW4Fn launch_w4 = nullptr;
   km::KernelInfo (*info_w4)(km::W4Format) = nullptr;  // W4A8: the kernel depends on the format
   MoeWeightLayout layout = MoeWeightLayout::rows;
+  bool serial_only = false;  // schedules 0 and 2 only (no overlap), default 2
 };
 
 km::KernelInfo w4a8rs_bf16_info(km::W4Format) { return km::moe_w4a8rs_bf16_m128n128_info(); }
@@ -85,6 +85,8 @@ const Entry kEntries[] = {
      km::moe_w8a8_bf16_m128n128_c1x2_info},
     {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 2, 2, "w8a8_bf16_m128n128_c2x2", km::moe_w8a8_bf16_m128n128_c2x2,
      km::moe_w8a8_bf16_m128n128_c2x2_info},
+    {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 1, 1, "w8a8_bf16_m128n192", km::moe_w8a8_bf16_m128n192,
+     km::moe_w8a8_bf16_m128n192_info, nullptr, nullptr, MoeWeightLayout::rows, true},
     {MoeQuant::w8a8, MoeEpilogue::bf16, 64, 1, 1, "w8a8_bf16_m64n256", km::moe_w8a8_bf16_m64n256,
      km::moe_w8a8_bf16_m64n256_info},
     {MoeQuant::w8a8, MoeEpilogue::bf16, 192, 1, 1, "w8a8_bf16_m192n128", km::moe_w8a8_bf16_m192n128,
@@ -109,16 +111,6 @@ const Entry kEntries[] = {
      km::moe_w4a8rs_mxfp4_swiglu_m64n256, w4a8rs_mxfp4_swiglu_info, MoeWeightLayout::mxfp4_rs},
 };
 
-// Experiment (session 13, docs/moe-gemm.md): XSTAGE_MOE_BF16_N192=1 replaces the planned or forced
-// W8A8 bf16 128 x 128 1x1 tile by the 128 x 192 one (schedules 0 and 2 only: the overlap bit is
-// dropped). Not a planned path.
-const Entry kWideEntry{MoeQuant::w8a8, MoeEpilogue::bf16, 128, 1, 1, "w8a8_bf16_m128n192", km::moe_w8a8_bf16_m128n192,
-                       km::moe_w8a8_bf16_m128n192_info};
-bool wide_tile_requested() {
-  const char* e = std::getenv("XSTAGE_MOE_BF16_N192");
-  return e != nullptr && e[0] == '1';
-}
-
 MoeQuant table_quant(MoeQuant q) { return moe_is_w4a8(q) ? MoeQuant::w4a8_int4 : q; }
 
 int tokens_per_expert(const MoeGemmArgs& a) {
@@ -131,26 +123,64 @@ int tokens_per_expert(const MoeGemmArgs& a) {
 // not bound by L2 reads.
 MoeCluster cluster_for(MoeEpilogue, int, int) { return MoeCluster{1, 1}; }
 
+km::W4Format w4_format(MoeQuant q) { return q == MoeQuant::w4a8_mxfp4 ? km::W4Format::mxfp4 : km::W4Format::int4_g128; }
+
+km::KernelInfo entry_info(const Entry& e, MoeQuant q) { return e.info_w4 != nullptr ? e.info_w4(w4_format(q)) : e.info(); }
+
+// CTAs of the persistent grid: num_ctas, or one per SM of the current GPU (132 where none can
+// be asked, e.g. planning on a machine without a GPU: the H100 / H200 count).
+int grid_ctas(const MoeGemmArgs& a) {
+  if (a.num_ctas > 0) return a.num_ctas;
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
+      sms > 0)
+    return sms;
+  cudaGetLastError();  // planning without a GPU is not an error
+  return 132;
+}
+
+std::string shipped_tiles(const MoeGemmArgs& a) {
+  if (a.b_layout != MoeWeightLayout::rows)
+    return fmt::format("the {} layout ships: bf16 m128n128 1x1, swiglu_fp8 m64n256 1x1", moe_weight_layout_name(a.b_layout));
+  if (moe_is_w4a8(a.quant)) return "w4a8 ships: bf16 m64n256 1x1, bf16 m192n128 1x1, swiglu_fp8 m64n256 1x1";
+  return "w8a8 ships: bf16 m64n256 1x1, bf16 m128n128 1x1/2x1/1x2/2x2, bf16 m128n192 1x1, bf16 m192n128 1x1, "
+         "swiglu_fp8 m64n256 1x1/2x1";
+}
+
 const Entry& find_entry(const MoeGemmArgs& a) {
   const int tokens = tokens_per_expert(a);
   const bool rs = a.b_layout != MoeWeightLayout::rows;
-  const int bm = a.block_m != 0                         ? a.block_m
-                 : rs                                    ? (a.epilogue == MoeEpilogue::swiglu_fp8 ? 64 : 128)
-                                                         : plan_block_m(a.quant, a.epilogue, tokens);
+  int bm = a.block_m != 0 ? a.block_m
+           : rs           ? (a.epilogue == MoeEpilogue::swiglu_fp8 ? 64 : 128)
+                          : plan_block_m(a.quant, a.epilogue, tokens);
+  if (a.block_m == 0 && !rs && a.block_n != 0)  // a forced width picks the height it ships with
+    bm = a.block_n == 256 ? 64 : a.block_n == 192 ? 128 : (bm == 64 ? 128 : bm);
   const MoeCluster c = a.cluster_m != 0 ? MoeCluster{a.cluster_m, a.cluster_n} : cluster_for(a.epilogue, tokens, bm);
+  // Width: forced, or planned where two widths are shipped for one height (w8a8 bf16 128 x 1x1).
+  const bool choice = !rs && a.quant == MoeQuant::w8a8 && a.epilogue == MoeEpilogue::bf16 && bm == 128 && c.m == 1 &&
+                      c.n == 1;
+  const int bn = a.block_n != 0 ? a.block_n
+                 : choice       ? plan_block_n(a.quant, a.epilogue, bm, tokens, a.experts, a.n, grid_ctas(a), a.schedule)
+                                : 0;
   for (const Entry& e : kEntries)
     if (e.quant == table_quant(a.quant) && e.epilogue == a.epilogue && e.block_m == bm && e.cluster_m == c.m &&
-        e.cluster_n == c.n && e.layout == a.b_layout) {
-      if (&e == &kEntries[0] && a.quant == MoeQuant::w8a8 && a.n % 128 == 0 && wide_tile_requested()) return kWideEntry;
+        e.cluster_n == c.n && e.layout == a.b_layout && (bn == 0 || entry_info(e, a.quant).tile.block_n == bn)) {
+      if (e.serial_only && a.schedule >= 0 && (a.schedule & 1))
+        throw InvalidArgument(fmt::format("moe gemm: the {} kernel has schedules 0 and 2 (ping-pong, its default); "
+                                          "schedule {} needs the overlap bit (no room for a second accumulator)",
+                                          e.name, a.schedule));
       return e;
     }
-  throw InvalidArgument(fmt::format(
-      "moe gemm: no {} {} kernel with block_m {} and cluster {}x{} ({})", moe_quant_name(a.quant),
-      moe_epilogue_name(a.epilogue), bm, c.m, c.n,
-      rs                   ? fmt::format("the {} layout ships: bf16 m128 1x1, swiglu_fp8 m64 1x1",
-                                         moe_weight_layout_name(a.b_layout))
-      : moe_is_w4a8(a.quant) ? "w4a8 ships: bf16 m64 1x1, bf16 m192 1x1, swiglu_fp8 m64 1x1"
-                           : "w8a8 ships: bf16 m64 1x1, bf16 m128 1x1/2x1/1x2/2x2, bf16 m192 1x1, swiglu_fp8 m64 1x1/2x1"));
+  throw InvalidArgument(fmt::format("moe gemm: no {} {} kernel with block_m {}{} and cluster {}x{} ({})",
+                                    moe_quant_name(a.quant), moe_epilogue_name(a.epilogue), bm,
+                                    a.block_n != 0 ? fmt::format(", block_n {}", a.block_n) : std::string(), c.m, c.n,
+                                    shipped_tiles(a)));
+}
+
+// The schedule a call runs on entry e: the request, or the kernel's default.
+int schedule_run(const Entry& e, const MoeGemmArgs& a) {
+  if (a.schedule >= 0) return a.schedule;
+  return e.serial_only ? 2 : moe_schedule_for(a.quant, -1);
 }
 
 km::MoeGemmParams to_params(const MoeGemmArgs& a) {
@@ -174,8 +204,6 @@ km::MoeGemmParams to_params(const MoeGemmArgs& a) {
   return p;
 }
 
-km::W4Format w4_format(MoeQuant q) { return q == MoeQuant::w4a8_mxfp4 ? km::W4Format::mxfp4 : km::W4Format::int4_g128; }
-
 km::MoeW4A8Params to_w4a8_params(const MoeGemmArgs& a) {
   km::MoeW4A8Params p;
   static_cast<km::MoeGemmParams&>(p) = to_params(a);
@@ -196,6 +224,24 @@ int plan_block_m(MoeEpilogue epilogue, int tokens) {
   // fastest in 35 of 42 bf16 cells at 1024 and 8192 tokens once its wgmmas stopped being
   // serialised (run 36); the 192-row tile stays shipped for forcing (where 192 or 64 won, by <= 6 %).
   return 128;
+}
+
+int plan_block_n(MoeQuant quant, MoeEpilogue epilogue, int block_m, int tokens, int experts, int n, int ctas,
+                 int schedule) {
+  if (quant != MoeQuant::w8a8 || epilogue != MoeEpilogue::bf16 || block_m != 128) return block_m == 64 ? 256 : 128;
+  if ((schedule >= 0 && (schedule & 1)) || tokens <= 0 || experts <= 0 || n <= 0 || ctas <= 0) return 128;
+  // Rate of 128 x 192 (schedule 2) over 128 x 128 (schedule 3) per tile column, waves counted
+  // as below: 1.018-1.074, median 1.05, over 12 bf16 cells of 3 models at 1024 and 8192
+  // tokens per expert (run 53; measured speed-ups 1.014-1.059).
+  constexpr double kWideRate = 1.05;
+  const long long m_blocks = static_cast<long long>(experts) * ((tokens + 127) / 128);
+  auto waves = [&](int width) {
+    const long long tiles = m_blocks * ((n + width - 1) / width);
+    return static_cast<double>((tiles + ctas - 1) / ctas);
+  };
+  const double t128 = waves(128) * 128.0;
+  const double t192 = waves(192) * 192.0 / kWideRate;
+  return t192 < t128 ? 192 : 128;
 }
 
 int plan_block_m(MoeQuant quant, MoeEpilogue epilogue, int tokens) {
@@ -279,6 +325,8 @@ void validate(const MoeGemmArgs& a) {
     throw InvalidArgument("moe gemm: the tile count exceeds the kernel's int range");
   if (a.block_m != 0 && a.block_m != 64 && a.block_m != 128 && a.block_m != 192)
     throw InvalidArgument(fmt::format("moe gemm: block_m {} must be 0 (planned), 64, 128 or 192", a.block_m));
+  if (a.block_n != 0 && a.block_n != 128 && a.block_n != 192 && a.block_n != 256)
+    throw InvalidArgument(fmt::format("moe gemm: block_n {} must be 0 (planned), 128, 192 or 256", a.block_n));
   if ((a.cluster_m == 0) != (a.cluster_n == 0) || a.cluster_m < 0 || a.cluster_n < 0 || a.cluster_m > 2 ||
       a.cluster_n > 2)
     throw InvalidArgument(fmt::format(
@@ -303,7 +351,7 @@ void validate(const MoeGemmArgs& a) {
     throw InvalidArgument(fmt::format("moe gemm: the {} kernel has one consumer schedule; schedule {} must be -1 "
                                       "(default) or 0",
                                       moe_weight_layout_name(a.b_layout), a.schedule));
-  find_entry(a);  // a forced block_m must be shipped for this epilogue
+  find_entry(a);  // a forced block_m / block_n / schedule must be shipped for this epilogue
   check_pointer("a", a.a, 16, "TMA");
   check_pointer("b", a.b, 16, "TMA");
   check_pointer("out", a.out, 16, "16-byte row stores");
@@ -327,7 +375,7 @@ void validate(const MoeGemmArgs& a) {
 
 MoeInstantiation select_moe_instantiation(const MoeGemmArgs& a) {
   const Entry& e = find_entry(a);
-  const km::KernelInfo k = e.info_w4 != nullptr ? e.info_w4(w4_format(a.quant)) : e.info();
+  const km::KernelInfo k = entry_info(e, a.quant);
   MoeInstantiation r;
   r.name = e.name;
   r.block_m = k.tile.block_m;
@@ -341,6 +389,7 @@ MoeInstantiation select_moe_instantiation(const MoeGemmArgs& a) {
   r.smem_bytes = k.smem_bytes;
   r.producer_regs = k.producer_regs;
   r.consumer_regs = k.consumer_regs;
+  r.schedule = schedule_run(e, a);
   return r;
 }
 
@@ -348,9 +397,14 @@ void moe_gemm(const MoeGemmArgs& a, cudaStream_t stream) {
   validate(a);
   if (a.m_total == 0) return;
   const Entry& e = find_entry(a);
-  km::MoeGemmParams p = e.launch_w4 != nullptr ? km::MoeGemmParams{} : to_params(a);
-  if (&e == &kWideEntry) p.schedule &= ~1;  // no overlap schedule in the 128 x 192 tile
-  const cudaError_t err = e.launch_w4 != nullptr ? e.launch_w4(to_w4a8_params(a), stream) : e.launch(p, stream);
+  cudaError_t err;
+  if (e.launch_w4 != nullptr) {
+    err = e.launch_w4(to_w4a8_params(a), stream);
+  } else {
+    km::MoeGemmParams p = to_params(a);
+    p.schedule = schedule_run(e, a);
+    err = e.launch(p, stream);
+  }
   if (err != cudaSuccess)
     throw Error(fmt::format("moe gemm: launching {} (experts {}, m_total {}, n {}, k {}) failed: {}", e.name,
                             a.experts, a.m_total, a.n, a.k, cudaGetErrorString(err)));

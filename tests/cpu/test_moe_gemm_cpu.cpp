@@ -173,6 +173,15 @@ TEST(MoeGemmValidate, EachProblemHasItsMessage) {
                       "no w8a8 bf16 kernel with block_m 192 and cluster 2x1");
   expect_invalid_args([](auto& a) { a.block_m = 128; }, "no w8a8 swiglu_fp8 kernel with block_m 128 and cluster",
                       MoeEpilogue::swiglu_fp8);
+  expect_invalid_args([](auto& a) { a.block_n = 96; }, "block_n 96 must be 0 (planned), 128, 192 or 256");
+  expect_invalid_args([](auto& a) { a.block_n = 192; a.schedule = 3; },
+                      "w8a8_bf16_m128n192 kernel has schedules 0 and 2 (ping-pong, its default); schedule 3");
+  expect_invalid_args([](auto& a) { a.block_n = 192; a.schedule = 1; }, "schedule 1 needs the overlap bit");
+  expect_invalid_args([](auto& a) { a.block_n = 192; a.cluster_m = 2; a.cluster_n = 1; },
+                      "no w8a8 bf16 kernel with block_m 128, block_n 192 and cluster 2x1");
+  expect_invalid_args([](auto& a) { a.block_n = 192; }, "no w8a8 swiglu_fp8 kernel with block_m 128, block_n 192",
+                      MoeEpilogue::swiglu_fp8);
+  expect_invalid_args([](auto& a) { a.block_m = 192; a.block_n = 192; }, "no w8a8 bf16 kernel with block_m 192, block_n 192");
   expect_invalid_args([](auto& a) { a.num_ctas = -2; }, "num_ctas -2");
   expect_invalid_args([](auto& a) { a.schedule = 4; }, "schedule 4 must be -1 (default) or 0..3");
   expect_invalid_args([](auto& a) { a.cluster_m = 2; }, "cluster 2x0 must be 0x0 (planned) or 1 or 2");
@@ -298,12 +307,12 @@ TEST(MoeGemmValidate, Int4RegisterOperandLayout) {
         "swiglu_fp8 needs n = 2 * intermediate with intermediate a multiple of 128");
   check([](auto& b) { b.epilogue = MoeEpilogue::swiglu_fp8; b.block_m = 128; b.out_scales = static_cast<float*>(fake(0x70000));
                       b.row_weights = static_cast<const float*>(fake(0x80000)); },
-        "swiglu_fp8 kernel with block_m 128 and cluster 1x1 (the int4_rs layout ships: bf16 m128 1x1, swiglu_fp8 m64 1x1)");
+        "swiglu_fp8 kernel with block_m 128 and cluster 1x1 (the int4_rs layout ships: bf16 m128n128 1x1, swiglu_fp8 m64n256 1x1)");
   check([](auto& b) { b.schedule = 2; }, "int4_rs kernel has one consumer schedule; schedule 2");
   EXPECT_TRUE(ops::moe_schedule_shipped(MoeQuant::w4a8_int4, ops::MoeWeightLayout::int4_rs, 0));
   EXPECT_FALSE(ops::moe_schedule_shipped(MoeQuant::w4a8_int4, ops::MoeWeightLayout::int4_rs, 2));
   EXPECT_TRUE(ops::moe_schedule_shipped(MoeQuant::w4a8_int4, ops::MoeWeightLayout::rows, 2));
-  check([](auto& b) { b.block_m = 192; }, "block_m 192 and cluster 1x1 (the int4_rs layout ships: bf16 m128 1x1");
+  check([](auto& b) { b.block_m = 192; }, "block_m 192 and cluster 1x1 (the int4_rs layout ships: bf16 m128n128 1x1");
   check([](auto& b) { b.b_layout = static_cast<ops::MoeWeightLayout>(7); }, "unsupported weight layout 7");
   // The row-major int4 kernels do not take a 128-row tile.
   MoeGemmArgs rows = good_w4_args(MoeQuant::w4a8_int4);
@@ -352,7 +361,7 @@ TEST(MoeGemmValidate, Mxfp4RegisterOperandLayout) {
   check([](auto& b) { b.b_scales = static_cast<const float*>(fake(0x50008)); },
         "b_scales = 0x50008 is not 16-byte aligned (bulk copies of the mxfp4_rs block scales from prepack_mxfp4_rs)");
   check([](auto& b) { b.schedule = 2; }, "mxfp4_rs kernel has one consumer schedule; schedule 2");
-  check([](auto& b) { b.block_m = 192; }, "block_m 192 and cluster 1x1 (the mxfp4_rs layout ships: bf16 m128 1x1");
+  check([](auto& b) { b.block_m = 192; }, "block_m 192 and cluster 1x1 (the mxfp4_rs layout ships: bf16 m128n128 1x1");
   check([](auto& b) { b.block_m = 128; }, "swiglu_fp8 kernel with block_m 128 and cluster 1x1 (the mxfp4_rs layout",
         MoeEpilogue::swiglu_fp8);
   // mxfp4 in the rows layout still wants its E8M0 exponents.
@@ -455,17 +464,31 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   a.m_total = 64 * 16;
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m64n256");
   a.m_total = 64 * 1024;
+  a.num_ctas = 132;  // the width plan counts waves of the grid (H200: 132 SMs)
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n192");  // 86 waves of 192 against 125 of 128
+  a.schedule = 3;  // the overlap schedule: 128 x 128 only
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n128");
+  a.schedule = -1;
+  a.block_n = 128;  // a forced width wins
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n128");
+  a.block_n = 0;
   a.block_m = 192;  // shipped, forced only
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m192n128");
   a.block_m = 0;
-  a.m_total = 64 * 128;
-  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n128");
+  a.m_total = 64 * 128;  // 128 tokens: 11 waves of 192 (1408 tiles) against 16 of 128 (2048)
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n192");
   a.m_total = 64 * 1024;
   a.tokens_per_expert_hint = 16;  // the hint wins over m_total / experts
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m64n256");
-  a.block_m = 128;  // and a forced tile wins over both
-  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n128");
+  a.block_m = 128;  // and a forced height wins over both (64 m-blocks: the width plan as above)
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n192");
+  a.block_m = 0;
+  a.block_n = 192;  // a forced width brings its height
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n192");
+  a.block_n = 256;
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m64n256");
+  a.block_n = 0;
+  a.block_m = 128;
   a.cluster_m = 2;  // as does a forced cluster
   a.cluster_n = 2;
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n128_c2x2");
@@ -479,6 +502,47 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
     EXPECT_EQ(ops::plan_cluster(MoeEpilogue::bf16, t).m, 1);
     EXPECT_EQ(ops::plan_cluster(MoeEpilogue::bf16, t).n, 1);
   }
+}
+
+TEST(MoeGemmPlan, BlockNCountsWaves) {
+  using ops::plan_block_n;
+  constexpr auto q = ops::MoeQuant::w8a8;
+  constexpr auto bf = MoeEpilogue::bf16;
+  // Only the w8a8 bf16 128-row tile has two widths.
+  EXPECT_EQ(plan_block_n(q, bf, 64, 8192, 8, 4096, 132), 256);
+  EXPECT_EQ(plan_block_n(q, bf, 192, 8192, 8, 4096, 132), 128);
+  EXPECT_EQ(plan_block_n(q, MoeEpilogue::swiglu_fp8, 64, 8192, 8, 4096, 132), 256);
+  EXPECT_EQ(plan_block_n(ops::MoeQuant::w4a8_int4, bf, 128, 8192, 8, 4096, 132), 128);
+  // Many waves: the wider tile's rate wins (8 x 64 m-blocks: 125 waves x 128 = 16000 against
+  // 86 waves x 192 / 1.05 = 15726).
+  EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 8, 4096, 132), 192);
+  EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 8, 4096, 132, 0), 192);
+  EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 8, 4096, 132, 2), 192);
+  EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 8, 4096, 132, 1), 128);  // overlap schedules: 128 x 128 only
+  EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 8, 4096, 132, 3), 128);
+  // Two waves of 128 (256 tiles) against two of 192 (176 tiles): the narrow tile.
+  EXPECT_EQ(plan_block_n(q, bf, 128, 128, 8, 4096, 132), 128);
+  // One wave each (132 tiles of 128 against 88 of 192): 128.
+  EXPECT_EQ(plan_block_n(q, bf, 128, 128, 4, 4224, 132), 128);
+  // 3 waves of 128 (8 x 48 = 384 tiles: 384) against 2 of 192 (8 x 32 = 256 tiles: 365.7): 192.
+  EXPECT_EQ(plan_block_n(q, bf, 128, 128, 8, 6144, 132), 192);
+  // n not a multiple of 192 pays for its partial last tile: n = 1408 (7 x 192 + 64), 512 m-blocks:
+  // 5632 tiles of 128 (43 waves: 5504) against 4096 of 192 (32 waves: 5851.4): 128.
+  EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 8, 1408, 132), 128);
+  // Degenerate inputs plan the narrow tile.
+  EXPECT_EQ(plan_block_n(q, bf, 128, 0, 8, 4096, 132), 128);
+  EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 8, 4096, 0), 128);
+}
+
+TEST(MoeGemmPlan, ScheduleRun) {
+  MoeGemmArgs a = good_args();
+  a.num_ctas = 132;
+  EXPECT_EQ(ops::select_moe_instantiation(a).schedule, 3);  // 128 x 128: the overlap schedule
+  a.block_n = 192;
+  EXPECT_EQ(ops::select_moe_instantiation(a).schedule, 2);  // 128 x 192: ping-pong
+  a.schedule = 0;
+  EXPECT_EQ(ops::select_moe_instantiation(a).schedule, 0);
+  EXPECT_EQ(ops::select_moe_instantiation(good_w4_args(ops::MoeQuant::w4a8_int4)).schedule, 0);
 }
 
 TEST(MoeGemmPlan, InstantiationsFitTheMachine) {
@@ -502,6 +566,14 @@ TEST(MoeGemmPlan, InstantiationsFitTheMachine) {
   EXPECT_EQ(big.threads, 512);
   EXPECT_LE(big.smem_bytes, 227 * 1024);
   EXPECT_LE(128 * big.producer_regs + 384 * big.consumer_regs, 65536);
+  MoeGemmArgs w = good_args();
+  w.block_n = 192;
+  const auto wide = ops::select_moe_instantiation(w);
+  EXPECT_EQ(wide.block_m, 128);
+  EXPECT_EQ(wide.block_n, 192);
+  EXPECT_EQ(wide.consumer_warpgroups, 2);
+  EXPECT_LE(wide.smem_bytes, 227 * 1024);
+  EXPECT_LE(128 * wide.producer_regs + 256 * wide.consumer_regs, 65536);
   const auto sw = ops::select_moe_instantiation(good_args(MoeEpilogue::swiglu_fp8));
   EXPECT_EQ(sw.block_m, 64);
   EXPECT_EQ(sw.block_n, 256);

@@ -61,6 +61,7 @@ struct Case {
   int mx_pattern = 0;
   // B prepacked for the register-operand kernels (MoeWeightLayout::int4_rs or mxfp4_rs).
   bool rs = false;
+  int block_n = 0;  // 0: planned
 };
 
 // Random 4-bit weights for W4A8 on the host: packed [experts, n, k/2] and the scales
@@ -205,6 +206,7 @@ void run_case(const Case& c, uint64_t seed, std::vector<uint8_t>* raw = nullptr)
   args.host_counts = c.counts.data();
   args.host_offsets = offsets.data();
   args.block_m = c.block_m;
+  args.block_n = c.block_n;
   args.num_ctas = c.num_ctas;
   args.cluster_m = c.cluster_m;
   args.cluster_n = c.cluster_n;
@@ -410,30 +412,33 @@ TEST(MoeGemmGpu, EveryConsumerSchedule) {
   }
 }
 
-// The 128 x 192 experiment tile (XSTAGE_MOE_BF16_N192=1 swaps it in for the bf16 128 x 128 1x1
-// tile): n a multiple of 192 and not (last tile 64 or 128 columns wide: its other parts must
-// stay unwritten), 1 CTA walking many tiles, schedules 0 and 2 (the default drops to 2).
+// The 128 x 192 tile (m64n192 wgmmas, schedules 0 and 2): n a multiple of 192 and not (last
+// tile 64 or 128 columns wide: its other parts must stay unwritten), 1 CTA walking many tiles,
+// each schedule, and the planner's choice of it for a large problem.
+Case wide(Case c) {
+  c.block_n = 192;
+  return c;
+}
+
 TEST(MoeGemmGpu, WideTileN192) {
   XS_REQUIRE_GPUS(1);
-  ::setenv("XSTAGE_MOE_BF16_N192", "1", 1);
   ops::MoeGemmArgs probe;
   probe.quant = MoeQuant::w8a8;
   probe.epilogue = MoeEpilogue::bf16;
-  probe.block_m = 128;
-  probe.experts = 2;
-  probe.m_total = 256;
-  probe.n = 1408;
-  probe.k = 512;
-  EXPECT_EQ(ops::select_moe_instantiation(probe).name, "w8a8_bf16_m128n192");
+  probe.experts = 8;
+  probe.m_total = 8 * 4096;
+  probe.n = 7168;
+  probe.k = 2048;
+  EXPECT_EQ(ops::select_moe_instantiation(probe).name, "w8a8_bf16_m128n192");  // planned
+  EXPECT_EQ(ops::select_moe_instantiation(probe).schedule, 2);
   for (int sch : {-1, 0, 2}) {
     const std::string tag = "_s" + std::to_string(sch);
-    run_case({"n192_l2_dit" + tag, MoeEpilogue::bf16, 1408, 5632, kUneven, {}, 128, 0, 1, 1, sch}, 700 + sch);  // 7 x 192 + 64
-    run_case({"n192_768" + tag, MoeEpilogue::bf16, 768, 1024, {5, 0, 130, 257, 64, 1, 0, 90}, {}, 128, 0, 1, 1, sch},
-             710 + sch);                                                                                      // 4 x 192
-    run_case({"n192_896_1cta" + tag, MoeEpilogue::bf16, 896, 640, {3, 70, 0, 140}, {2, 0, 9, 1, 4}, 128, 1, 1, 1, sch},
-             720 + sch);                                                                                      // 4 x 192 + 128
+    run_case(wide({"n192_l2_dit" + tag, MoeEpilogue::bf16, 1408, 5632, kUneven, {}, 0, 0, 1, 1, sch}), 700 + sch);  // 7 x 192 + 64
+    run_case(wide({"n192_768" + tag, MoeEpilogue::bf16, 768, 1024, {5, 0, 130, 257, 64, 1, 0, 90}, {}, 0, 0, 1, 1, sch}),
+             710 + sch);  // 4 x 192
+    run_case(wide({"n192_896_1cta" + tag, MoeEpilogue::bf16, 896, 640, {3, 70, 0, 140}, {2, 0, 9, 1, 4}, 0, 1, 1, 1, sch}),
+             720 + sch);  // 4 x 192 + 128
   }
-  ::unsetenv("XSTAGE_MOE_BF16_N192");
 }
 
 // ---- W4A8: 4-bit weights converted to fp8 in the mainloop --------------------------------

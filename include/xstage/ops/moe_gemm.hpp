@@ -68,16 +68,19 @@ struct MoeGemmArgs {
   const int* host_offsets = nullptr;
 
   // Tile planning: tokens per expert expected (0: m_total / experts); block_m forces a tile
-  // height (0: planned; 64, 128 or 192); cluster_m x cluster_n forces a cluster shape (0 x 0:
-  // planned; 1x1, or for bf16 block 128: 2x1, 1x2, 2x2; for swiglu: 2x1).
+  // height (0: planned; 64, 128 or 192); block_n a tile width (0: planned; 128, 192 or 256:
+  // w8a8 bf16 ships 64 x 256, 128 x 128, 128 x 192 and 192 x 128); cluster_m x cluster_n forces
+  // a cluster shape (0 x 0: planned; 1x1, or for bf16 128 x 128: 2x1, 1x2, 2x2; for swiglu: 2x1).
   int tokens_per_expert_hint = 0;
   int block_m = 0;
+  int block_n = 0;
   int cluster_m = 0;
   int cluster_n = 0;
   int num_ctas = 0;  // persistent grid; 0: one CTA per SM
   // Consumer schedule, a tuning override: -1 = default; bit 0 = issue the next K block's
   // wgmmas before promoting the current one, bit 1 = consumer warp groups take turns.
-  // The w4a8 kernels have schedules 0 (their default) and 2.
+  // The w4a8 kernels and the w8a8 128 x 192 tile have schedules 0 and 2 (the 128 x 192 tile's
+  // default is 2, w4a8's 0).
   int schedule = -1;
 };
 
@@ -126,6 +129,16 @@ long long moe_weight_scale_bytes(MoeQuant quant, int experts, int n, int k);
 long long moe_weight_bytes(MoeQuant quant, MoeWeightLayout l, int experts, int n, int k);
 long long moe_weight_scale_bytes(MoeQuant quant, MoeWeightLayout l, int experts, int n, int k);
 
+// Tile width of the w8a8 bf16 tiles with block_m 128: 192 where the 128 x 192 tile (m64n192
+// wgmmas, ping-pong schedule; 5 % more FLOP/s than 128 x 128, median of run 53) is estimated faster
+// once whole waves are counted: tiles = experts x ceil(tokens / 128) x ceil(n / width) over
+// `ctas` persistent CTAs (each takes tiles in turn), time ~ ceil(tiles / ctas) x width / rate.
+// 128 otherwise, for every other block_m / quantisation / epilogue, and where a forced
+// schedule needs the overlap bit (1, 3: the 128 x 192 tile has no room for its second
+// accumulator).
+int plan_block_n(MoeQuant quant, MoeEpilogue epilogue, int block_m, int tokens_per_expert, int experts, int n,
+                 int ctas, int schedule = -1);
+
 // Cluster shape for an expected number of tokens per expert: always 1 x 1 (the multicast
 // clusters are shipped for forcing and measurement, they measured no gain on the H200).
 struct MoeCluster {
@@ -147,6 +160,7 @@ struct MoeInstantiation {
   int smem_bytes = 0;
   int producer_regs = 0;
   int consumer_regs = 0;
+  int schedule = 0;  // the consumer schedule the call runs (its request, or the kernel's default)
 };
 // The compiled kernel that serves these arguments (after planning block-M).
 MoeInstantiation select_moe_instantiation(const MoeGemmArgs& a);

@@ -32,7 +32,7 @@ inline constexpr TileConfig kTileM64N256{64, 256, 128, 4, 2};
 inline constexpr TileConfig kTileM192N128{192, 128, 128, 4, 3};
 inline constexpr TileConfig kTileM128N128C2x1{128, 128, 128, 6, 2, 2, 1};
 // Two warp groups of 64 x 192 (m64n192 wgmmas, schedules 0 and 2 only): 16.5 KiB into and out of
-// shared memory per MFLOP instead of 19.1; forced only (XSTAGE_MOE_BF16_N192=1, experiment).
+// shared memory per MFLOP instead of 19.1; planned for large problems (plan_block_n).
 inline constexpr TileConfig kTileM128N192{128, 192, 128, 5, 2};
 inline constexpr TileConfig kTileM128N128C1x2{128, 128, 128, 6, 2, 1, 2};
 inline constexpr TileConfig kTileM128N128C2x2{128, 128, 128, 6, 2, 2, 2};

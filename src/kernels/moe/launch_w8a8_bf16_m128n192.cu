@@ -1,5 +1,5 @@
 // W8A8 grouped GEMM, bf16 output, 128 x 192 tiles (two consumer warp groups of 64 x 192, m64n192
-// wgmmas): fewer shared-memory and L2 bytes per FLOP than 128 x 128. Forced only (experiment).
+// wgmmas): fewer shared-memory and L2 bytes per FLOP than 128 x 128 (planned: plan_block_n).
 #include "kernels/moe/kernel.cuh"
 
 namespace xstage::kernels::moe {
