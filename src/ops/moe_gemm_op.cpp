@@ -228,12 +228,16 @@ int plan_block_m(MoeEpilogue epilogue, int tokens) {
 
 int plan_block_n(MoeQuant quant, MoeEpilogue epilogue, int block_m, int tokens, int experts, int n, int ctas,
                  int schedule) {
+  constexpr int kWideMinTokens = 1024;
   if (quant != MoeQuant::w8a8 || epilogue != MoeEpilogue::bf16 || block_m != 128) return block_m == 64 ? 256 : 128;
-  if ((schedule >= 0 && (schedule & 1)) || tokens <= 0 || experts <= 0 || n <= 0 || ctas <= 0) return 128;
-  // Rate of 128 x 192 (schedule 2) over 128 x 128 (schedule 3) per tile column, waves counted
-  // as below: 1.018-1.074, median 1.05, over 12 bf16 cells of 3 models at 1024 and 8192
-  // tokens per expert (run 53; measured speed-ups 1.014-1.059).
-  constexpr double kWideRate = 1.05;
+  // Below 1024 tokens per expert the wider tile lost in 18 of 28 cells at 128 and 256 tokens
+  // (run 54: 0.77-1.05x; few K-block waves, the weights' bytes dominate): 128.
+  if ((schedule >= 0 && (schedule & 1)) || tokens < kWideMinTokens || experts <= 0 || n <= 0 || ctas <= 0) return 128;
+  // Rate of 128 x 192 (schedule 2) over 128 x 128 (schedule 3) per tile column, with waves
+  // counted as below: median 1.094 at 1024 and 1.052 at 8192 tokens per expert over the 14 bf16
+  // shapes of the seven models (run 54). Any rate in [1.06, 1.10] plans the faster tile in 27
+  // of those 28 cells (the 28th: DiT-MoE-G Linear-2 at 1024, n = 1408, 0.7 % slower).
+  constexpr double kWideRate = 1.07;
   const long long m_blocks = static_cast<long long>(experts) * ((tokens + 127) / 128);
   auto waves = [&](int width) {
     const long long tiles = m_blocks * ((n + width - 1) / width);

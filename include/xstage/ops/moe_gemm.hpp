@@ -129,12 +129,13 @@ long long moe_weight_scale_bytes(MoeQuant quant, int experts, int n, int k);
 long long moe_weight_bytes(MoeQuant quant, MoeWeightLayout l, int experts, int n, int k);
 long long moe_weight_scale_bytes(MoeQuant quant, MoeWeightLayout l, int experts, int n, int k);
 
-// Tile width of the w8a8 bf16 tiles with block_m 128: 192 where the 128 x 192 tile (m64n192
-// wgmmas, ping-pong schedule; 5 % more FLOP/s than 128 x 128, median of run 53) is estimated faster
-// once whole waves are counted: tiles = experts x ceil(tokens / 128) x ceil(n / width) over
-// `ctas` persistent CTAs (each takes tiles in turn), time ~ ceil(tiles / ctas) x width / rate.
-// 128 otherwise, for every other block_m / quantisation / epilogue, and where a forced
-// schedule needs the overlap bit (1, 3: the 128 x 192 tile has no room for its second
+// Tile width of the w8a8 bf16 tiles with block_m 128: 192 from 1024 tokens per expert where
+// the 128 x 192 tile (m64n192 wgmmas, ping-pong schedule; 2-10 % faster than 128 x 128 on 27
+// of the 28 bf16 shapes at 1024 and 8192 tokens, run 54) is estimated faster once whole waves
+// are counted: tiles = experts x ceil(tokens / 128) x ceil(n / width) over `ctas` persistent
+// CTAs (each takes tiles in turn), time ~ ceil(tiles / ctas) x width / rate (rate 1.07 for the
+// wide tile). 128 otherwise, for every other block_m / quantisation / epilogue, and where a
+// forced schedule needs the overlap bit (1, 3: the 128 x 192 tile has no room for its second
 // accumulator).
 int plan_block_n(MoeQuant quant, MoeEpilogue epilogue, int block_m, int tokens_per_expert, int experts, int n,
                  int ctas, int schedule = -1);

@@ -7,8 +7,6 @@
 // Destination says where each output row lands:
 //   * Bf16TileEpilogue<Traits, LocalRowDestination<bf16>>: out[m_total, n] bf16 (Linear-2, or
 //     any plain grouped GEMM);
-//   * SwiGluStackedQuantEpilogue<Traits, LocalQuantDestination>: the same for the stacked
-//     gate/up tiles of the standalone kernels (MoeTraits::kStacked);
 //   * SwiGluQuantEpilogue<Traits, LocalQuantDestination>: Linear-1 with gate and up fused:
 //     h = silu(gate) * up * row_weight, quantised to fp8 e4m3 per token per 128 channels
 //     (scale = max(amax, 1e-4) / 448), out[m_total, n/2] fp8 + scales [n/2/128, m_total];
@@ -132,8 +130,9 @@ struct Bf16TileEpilogue {
   using Out = cutlass::bfloat16_t;
   // Local destinations stage a piece in 64-column parts one after the other (two, or three for
   // 192-column pieces): 18 KiB of staging for two warp groups, which gives the 128 x 128 tile
-  // a sixth pipeline stage (cuBLASLt's depth; measured neutral, run 49). Destinations with the tile-stored hook (Mega-MoE) keep the whole
-  // 128-column piece in one pass (one fence and one flag per piece).
+  // a sixth pipeline stage (cuBLASLt's depth; measured neutral, run 49). Destinations with the
+  // tile-stored hook (Mega-MoE) keep the whole 128-column piece in one pass (one fence and one
+  // flag per piece).
   static_assert(!Destination::kNeedsTileStoredHook || T::kPieceN == 128, "hook destinations: 128-column pieces");
   static constexpr int kParts = Destination::kNeedsTileStoredHook ? 1 : T::kPieceN / 64;
   static constexpr int kPartCols = T::kPieceN / kParts;
@@ -184,26 +183,6 @@ struct Bf16TileEpilogue {
     }
   }
 };
-
-// h[i] = silu(gate(i)) * up(i) * row weight for a thread's kN values (value bit 1: row r0 + 8,
-// weight w1; else row r0, w0), and each row's amax over the quad of threads that holds it.
-template <int kN, class Gate, class Up>
-__device__ __forceinline__ void swiglu_rows(Gate&& gate, Up&& up, float w0, float w1, float (&h)[kN], float& amax0,
-                                            float& amax1) {
-  amax0 = 0.f;
-  amax1 = 0.f;
-  CUTE_UNROLL
-  for (int i = 0; i < kN; ++i) {
-    h[i] = swiglu(gate(i), up(i)) * ((i & 2) ? w1 : w0);
-    if (i & 2) amax1 = fmaxf(amax1, fabsf(h[i]));
-    else amax0 = fmaxf(amax0, fabsf(h[i]));
-  }
-  CUTE_UNROLL
-  for (int s = 1; s <= 2; s <<= 1) {
-    amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, s));
-    amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, s));
-  }
-}
 
 // ---------------------------------------------------------------------------------------
 // Linear-1 epilogue. Warp group wn = 0 holds the gate piece, wn = 1 the up piece of the same
@@ -281,8 +260,18 @@ struct SwiGluQuantEpilogue {
     CUTE_UNROLL
     for (int i = 0; i < kVals; ++i) h[i] = up[i * 128 + wt];
     cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::swiglu_free));
-    float amax0, amax1;  // h holds the up values: each is read before it is overwritten
-    swiglu_rows([&](int i) { return acc(i); }, [&](int i) { return h[i]; }, w0, w1, h, amax0, amax1);
+    float amax0 = 0.f, amax1 = 0.f;
+    CUTE_UNROLL
+    for (int i = 0; i < kVals; ++i) {
+      h[i] = swiglu(acc(i), h[i]) * ((i & 2) ? w1 : w0);
+      if (i & 2) amax1 = fmaxf(amax1, fabsf(h[i]));
+      else amax0 = fmaxf(amax0, fabsf(h[i]));
+    }
+    CUTE_UNROLL
+    for (int s = 1; s <= 2; s <<= 1) {
+      amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, s));
+      amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, s));
+    }
     const QuantScale q0 = quant_scale(amax0);
     const QuantScale q1 = quant_scale(amax1);
 
@@ -313,82 +302,10 @@ struct SwiGluQuantEpilogue {
   }
 };
 
-// ---------------------------------------------------------------------------------------
-// Linear-1 epilogue of the stacked gate/up tiles (MoeTraits::kStacked): warp group wn holds
-// gate (values 0..31) and up (values 32..63) of output channels [64 wn, 64 wn + 64) for its 64
-// rows, so h = silu(gate) * up * row_weight needs nothing from the other group. Only the
-// per-row amax over the tile's 128 channels (the quantisation group) is combined: each group
-// puts its 64 row maxima in shared memory (double-buffered by tile parity, so a group a tile
-// ahead never overwrites values the other has not read), one barrier over both groups, then
-// each quantises and stores its own 64 x 64 fp8 half; group 0 writes the row scales.
-template <class Traits, class Destination>
-struct SwiGluStackedQuantEpilogue {
-  using T = Traits;
-  static_assert(T::kStacked && T::kWgM == 1 && T::kWgN == 2, "stacked gate/up halves in two warp groups");
-  static_assert(!Destination::kNeedsTileStoredHook, "local destinations only");
-  static constexpr int kPitch = 64 + 16;  // fp8 bytes per staged half row (16 B pad: no bank conflicts)
-  static constexpr int kStagingBytes = 64 * kPitch;
-  static constexpr int kAmaxOffset = 2 * kStagingBytes;
-  static constexpr int kSmemBytes = kAmaxOffset + 2 * 2 * 64 * 4;  // + [parity][warp group][row] floats
-  static constexpr bool kSwiGlu = true;
-
-  struct Params {
-    Destination dest;
-    const float* row_weights;
-  };
-  static Params to_params(MoeGemmParams const& p) { return Params{Destination::from(p), p.row_weights}; }
-  __device__ static void consumer_init(int) {}
-
-  mutable int parity = 0;  // tiles stored so far by this thread, mod 2
-
-  template <class Frg>
-  __device__ __forceinline__ void store(Params const& ep, uint8_t* smem, Frg const& acc, WorkTile const& tile, int wt, int,
-                                        int wn) const {
-    static_assert(decltype(size(acc))::value == 64);
-    const int r0 = acc_row(wt, 0);
-    float w0 = 0.f, w1 = 0.f;
-    if (r0 < tile.rows) w0 = __ldg(ep.row_weights + tile.row_begin + r0);
-    if (r0 + 8 < tile.rows) w1 = __ldg(ep.row_weights + tile.row_begin + r0 + 8);
-    float h[32];
-    float amax0, amax1;
-    swiglu_rows([&](int i) { return acc(i); }, [&](int i) { return acc(i + 32); }, w0, w1, h, amax0, amax1);
-    float* amax = reinterpret_cast<float*>(smem + kAmaxOffset) + parity * 128;
-    if ((wt % 4) == 0) {
-      amax[wn * 64 + r0] = amax0;
-      amax[wn * 64 + r0 + 8] = amax1;
-    }
-    cutlass::arch::NamedBarrier::sync(256, static_cast<uint32_t>(NamedBarrierId::swiglu_full));
-    amax0 = fmaxf(amax0, amax[(1 - wn) * 64 + r0]);
-    amax1 = fmaxf(amax1, amax[(1 - wn) * 64 + r0 + 8]);
-    parity ^= 1;
-    const QuantScale q0 = quant_scale(amax0);
-    const QuantScale q1 = quant_scale(amax1);
-
-    const EpilogueTile t{tile.expert, tile.m_block, tile.n_block, tile.row_begin, tile.rows, tile.n_block * 128 + 64 * wn,
-                         tile.tag};
-    const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + wn;
-    uint8_t* staged = smem + wn * kStagingBytes;
-    cutlass::arch::NamedBarrier::sync(128, bar);  // the previous tile's copy-out has read the staging
-    CUTE_UNROLL
-    for (int i = 0; i < 32; i += 2) {
-      const float inv = (i & 2) ? q1.inv : q0.inv;
-      *reinterpret_cast<uint16_t*>(staged + acc_row(wt, i) * kPitch + acc_col(wt, i)) = fp8x2_e4m3(h[i] * inv, h[i + 1] * inv);
-    }
-    if (wn == 0 && (wt % 4) == 0) {
-      if (r0 < t.rows) *ep.dest.scale_ptr(t, t.row_begin + r0) = q0.scale;
-      if (r0 + 8 < t.rows) *ep.dest.scale_ptr(t, t.row_begin + r0 + 8) = q1.scale;
-    }
-    cutlass::arch::NamedBarrier::sync(128, bar);
-    copy_out_rows<64, kPitch>(ep.dest, t, staged, wt);
-  }
-};
 
 template <class Traits>
 using LocalBf16Epilogue = Bf16TileEpilogue<Traits, LocalRowDestination<cutlass::bfloat16_t>>;
-// The standalone gate/up kernels use the stacked layout; the W4A8 row-layout SwiGLU kernels
-// (and the Mega-MoE kernel, with its own destination) the exchange through shared memory.
 template <class Traits>
-using LocalSwiGluEpilogue = cute::conditional_t<Traits::kStacked, SwiGluStackedQuantEpilogue<Traits, LocalQuantDestination>,
-                                                SwiGluQuantEpilogue<Traits, LocalQuantDestination>>;
+using LocalSwiGluEpilogue = SwiGluQuantEpilogue<Traits, LocalQuantDestination>;
 
 }  // namespace xstage::kernels::moe

@@ -206,10 +206,8 @@ cudaError_t launch_moe_gemm(MoeGemmParams const& p, cudaStream_t stream) {
   return launch_moe_gemm<Kernel>(p, Kernel::Epilogue::to_params(p), stream);
 }
 
-// Gate/up kernels of the standalone GEMM use the stacked B layout (MoeTraits).
 template <TileConfig kTile, bool kGateUp, template <class> class EpiloguePolicy>
-using ShippedKernel = MoeGemmKernel<MoeTraits<kTile.block_m, kTile.block_n, kTile.stages, kGateUp, kTile.cluster_m,
-                                              kTile.cluster_n, false, kGateUp>,
-                                    EpiloguePolicy>;
+using ShippedKernel = MoeGemmKernel<
+    MoeTraits<kTile.block_m, kTile.block_n, kTile.stages, kGateUp, kTile.cluster_m, kTile.cluster_n>, EpiloguePolicy>;
 
 }  // namespace xstage::kernels::moe

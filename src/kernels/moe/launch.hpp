@@ -36,9 +36,7 @@ inline constexpr TileConfig kTileM128N128C2x1{128, 128, 128, 6, 2, 2, 1};
 inline constexpr TileConfig kTileM128N192{128, 192, 128, 5, 2};
 inline constexpr TileConfig kTileM128N128C1x2{128, 128, 128, 6, 2, 1, 2};
 inline constexpr TileConfig kTileM128N128C2x2{128, 128, 128, 6, 2, 2, 2};
-// The SwiGLU tiles (stacked gate/up, 11 KiB of epilogue shared memory) fit a fifth stage.
-inline constexpr TileConfig kTileSwiGluM64N256{64, 256, 128, 5, 2};
-inline constexpr TileConfig kTileSwiGluM64N256C2x1{64, 256, 128, 5, 2, 2, 1};
+inline constexpr TileConfig kTileM64N256C2x1{64, 256, 128, 4, 2, 2, 1};
 
 struct KernelInfo {
   TileConfig tile;

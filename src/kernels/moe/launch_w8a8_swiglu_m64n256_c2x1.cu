@@ -4,7 +4,7 @@
 
 namespace xstage::kernels::moe {
 
-using KernelW8A8SwiGluM64N256C2X1 = ShippedKernel<kTileSwiGluM64N256C2x1, true, LocalSwiGluEpilogue>;
+using KernelW8A8SwiGluM64N256C2X1 = ShippedKernel<kTileM64N256C2x1, true, LocalSwiGluEpilogue>;
 
 cudaError_t moe_w8a8_swiglu_m64n256_c2x1(const MoeGemmParams& p, cudaStream_t stream) {
   return launch_moe_gemm<KernelW8A8SwiGluM64N256C2X1>(p, stream);

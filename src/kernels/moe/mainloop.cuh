@@ -72,13 +72,8 @@ struct IssueToken {
 // scales, written by other CTAs' Linear-1 epilogues): read them through L2 (ld.global.cg), never
 // the non-coherent read-only path; the caller guarantees they are complete when it hands the
 // tile to the consumers, so they are read one K block ahead.
-// kGateUpStacked (gate/up tiles of the standalone kernels): B chunk c holds the gate rows of
-// channels [64 c, 64 c + 64) of the tile's 128 and the up rows of the same channels below them,
-// so each consumer thread holds gate and up values of the same channels (no exchange between
-// the warp groups) and the two halves of a chunk have their own weight scale (two TMA boxes of
-// 64 rows per chunk). Otherwise chunk 0 is the 128 gate rows and chunk 1 the 128 up rows.
 template <int kBlockM_, int kBlockN_, int kStages_, bool kGateUp_, int kClusterM_ = 1, int kClusterN_ = 1,
-          bool kInKernelScales_ = false, bool kGateUpStacked_ = false>
+          bool kInKernelScales_ = false>
 struct MoeTraits {
   using Element = cutlass::float_e4m3_t;
   static constexpr int kBlockM = kBlockM_;
@@ -87,7 +82,6 @@ struct MoeTraits {
   static constexpr int kStages = kStages_;
   static constexpr bool kGateUp = kGateUp_;
   static constexpr bool kInKernelScales = kInKernelScales_;
-  static constexpr bool kStacked = kGateUpStacked_;
   // Scales of input tensors travel with their K block: a producer warp copies them into the
   // stage (cp.async, arriving on the stage's full barrier), so a consumer reads them from
   // shared memory after its stage wait instead of waiting on L2 (run 42's profile: the
@@ -118,7 +112,6 @@ struct MoeTraits {
   static_assert(!kGateUp || kWgN == 2, "gate/up fusion pairs the two N chunks");
   static_assert(kPieceN == 128 || (kWgM == 2 && !kGateUp && !kInKernelScales && kClusterN == 1),
                 "192-column pieces: the 128 x 192 tile of the standalone GEMM");
-  static_assert(!kStacked || (kGateUp && kWgM == 1 && !kInKernelScales), "stacked gate/up: the standalone 64 x 256 tile");
   static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "register file");
 
   using MmaAtom = cute::conditional_t<kPieceN == 192, SM90_64x192x32_F32E4M3E4M3_SS_TN<>,
@@ -130,11 +123,6 @@ struct MoeTraits {
                                              Shape<_64, Int<kBlockK>, Int<kWgM * kStages>>{}));
   using SmemLayoutB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
                                              Shape<Int<kPieceN>, Int<kBlockK>, Int<kWgN * kStages>>{}));
-  // B as the TMA writes it: boxes of 128 rows, or of 64 (stacked gate/up halves; box 2c + h of a
-  // stage is half h of chunk c, the same bytes as rows [64 h, 64 h + 64) of chunk c above).
-  static constexpr int kBoxRowsB = kStacked ? 64 : kPieceN;
-  using SmemLayoutBBox = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
-                                                Shape<Int<kBoxRowsB>, Int<kBlockK>, Int<(kPieceN / kBoxRowsB) * kWgN * kStages>>{}));
 
   // Global tensors as TMA sees them: A (m_total, k), B (n, k, experts).
   using ShapeA = Shape<int32_t, int32_t>;
@@ -150,7 +138,7 @@ struct MoeTraits {
   using TmaB = decltype(make_tma_copy(TmaOpB{},
                                       make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeB{},
                                                   StrideB{}),
-                                      take<0, 2>(SmemLayoutBBox{}), Shape<Int<kBoxRowsB>, Int<kBlockK>>{}, Int<kClusterM>{}));
+                                      take<0, 2>(SmemLayoutB{}), Shape<Int<kPieceN>, Int<kBlockK>>{}, Int<kClusterM>{}));
 
   static constexpr uint32_t kBytesA = 64 * kBlockK;   // one A chunk (fp8)
   static constexpr uint32_t kBytesB = kPieceN * kBlockK;  // one B chunk
@@ -167,11 +155,10 @@ struct MoeTraits {
   struct ScaleStorage {
     StageScales stage[kSmemScales ? kStages : 1];
   };
-  // A consumer thread's scale products for one K block: rows r0 and r0 + 8, and for stacked
-  // gate/up tiles the same for the up half (accumulator values 32..63).
-  // 192-column pieces: three 64-column sections, each inside one 128-wide weight scale block
-  // (columns [64 s, 64 s + 64) of the piece use scale block (first column + 64 s) / 128).
-  static constexpr int kScaleSections = kStacked ? 2 : kPieceN / 64 == 3 ? 3 : 1;
+  // A consumer thread's scale products for one K block: rows r0 and r0 + 8, and for 192-column
+  // pieces the same for each of three 64-column sections, each inside one 128-wide weight scale
+  // block (columns [64 s, 64 s + 64) of the piece use scale block (first column + 64 s) / 128).
+  static constexpr int kScaleSections = kPieceN == 192 ? 3 : 1;
   struct BlockScale {
     float c[2 * kScaleSections];
   };
@@ -213,8 +200,8 @@ struct MoeMainloop {
                             make_stride(static_cast<int64_t>(p.k), _1{}, static_cast<int64_t>(p.n) * p.k));
     auto tma_a = make_tma_copy(typename T::TmaOpA{}, mA, take<0, 2>(typename T::SmemLayoutA{}),
                                Shape<_64, Int<kBlockK>>{}, Int<T::kClusterN>{});
-    auto tma_b = make_tma_copy(typename T::TmaOpB{}, mB, take<0, 2>(typename T::SmemLayoutBBox{}),
-                               Shape<Int<T::kBoxRowsB>, Int<kBlockK>>{}, Int<T::kClusterM>{});
+    auto tma_b = make_tma_copy(typename T::TmaOpB{}, mB, take<0, 2>(typename T::SmemLayoutB{}),
+                               Shape<Int<T::kPieceN>, Int<kBlockK>>{}, Int<T::kClusterM>{});
     return Params{tma_a, tma_b, shape_a, shape_b, p.a_scales, p.b_scales, p.m_total, p.n, p.k / kBlockK, p.schedule,
                   T::kGateUp};
   }
@@ -258,22 +245,14 @@ struct MoeMainloop {
     Tensor mB = mp.tma_b.get_tma_tensor(mp.shape_b)(_, _, t.expert);   // (n, k)
     auto cta_a = mp.tma_a.get_slice(cn);
     auto cta_b = mp.tma_b.get_slice(cm);
-    constexpr int kBox = T::kBoxRowsB;
-    constexpr int kBoxes = T::kWgN * (T::kPieceN / kBox);  // B boxes per stage
-    Tensor sBb = make_tensor(sB.data(), typename T::SmemLayoutBBox{});
-    Tensor tAsA = group_modes<0, 3>(cta_a.partition_D(sA));   // (TMA, chunk slot)
-    Tensor tBsB = group_modes<0, 3>(cta_b.partition_D(sBb));  // (TMA, box slot)
+    constexpr int kBox = T::kPieceN;  // B rows per chunk
+    Tensor tAsA = group_modes<0, 3>(cta_a.partition_D(sA));  // (TMA, chunk slot)
+    Tensor tBsB = group_modes<0, 3>(cta_b.partition_D(sB));  // (TMA, chunk slot)
     Tensor gB = local_tile(mB, Shape<Int<kBox>, Int<kBlockK>>{}, make_coord(_, _));  // (box, K, n/box, kb)
     Tensor tBgB = group_modes<0, 3>(cta_b.partition_S(gB));                         // (TMA, n/box, kb)
-    int b_blk[kBoxes];
+    int b_blk[T::kWgN];
     CUTE_UNROLL
-    for (int x = 0; x < kBoxes; ++x) {
-      if constexpr (T::kStacked) {  // box 2c + h: gate (h = 0) or up (h = 1) rows of channels [64 c, 64 c + 64)
-        b_blk[x] = ((x & 1) * (mp.n / 2) + t.n_block * 128 + 64 * (x >> 1)) / 64;
-      } else {
-        b_blk[x] = b_row(mp, t, x) / kBox;
-      }
-    }
+    for (int c = 0; c < T::kWgN; ++c) b_blk[c] = b_row(mp, t, c) / kBox;
 
     for (int kb = 0; kb < mp.k_blocks; ++kb) {
       pipe.producer_acquire(write, T::kStageBytes);
@@ -286,9 +265,9 @@ struct MoeMainloop {
         copy(mp.tma_a.with(full, mask_a), group_modes<0, 3>(cta_a.partition_S(gA)), tAsA(_, write.index * T::kWgM + c));
       }
       CUTE_UNROLL
-      for (int x = 0; x < kBoxes; ++x)
-        copy(mp.tma_b.with(full, mask_b, TMA::CacheHintSm90::EVICT_LAST), tBgB(_, b_blk[x], kb),
-             tBsB(_, write.index * kBoxes + x));
+      for (int c = 0; c < T::kWgN; ++c)
+        copy(mp.tma_b.with(full, mask_b, TMA::CacheHintSm90::EVICT_LAST), tBgB(_, b_blk[c], kb),
+             tBsB(_, write.index * T::kWgN + c));
       write.advance();
     }
   }
@@ -385,13 +364,12 @@ struct MoeMainloop {
     }
     // kSmemScales: the scale products of this thread's two rows for the K block in stage st
     // (read after its full-barrier wait, before its release).
-    // Stacked gate/up: both warp groups' chunks are half gate (scale b[0]), half up (b[1]).
     __device__ __forceinline__ typename T::BlockScale stage_scales(typename T::ScaleStorage const* sc, State st) const {
       typename T::StageScales const& ss = sc->stage[st.index];
       typename T::BlockScale s;
       const float a0 = ss.a[r0];
       const float a1 = ss.a[r0 + 8];
-      if constexpr (T::kScaleSections > 1) {  // stacked gate/up halves, or 192-column sections
+      if constexpr (T::kScaleSections > 1) {  // 192-column pieces: one B scale per 64-column section
         CUTE_UNROLL
         for (int x = 0; x < T::kScaleSections; ++x) {
           s.c[2 * x] = a0 * ss.b[x];
@@ -410,8 +388,8 @@ struct MoeMainloop {
       CUTE_UNROLL
       for (int i = 0; i < size(part); ++i) acc(i) += part(i) * ((i & 2) ? c1 : c0);
     }
-    // Value i is in column 8 (i / 4) + ...: section i / 32 (64 columns each): the up half of a
-    // stacked chunk, or the scale section of a 192-column piece.
+    // Value i is in column 8 (i / 4) + ...: section i / 32 (64 columns each) of a 192-column
+    // piece.
     template <class Acc, class Part>
     __device__ __forceinline__ static void promote(Acc& acc, Part& part, typename T::BlockScale const& s) {
       warpgroup_fence_operand(part);
