@@ -118,10 +118,16 @@ int tokens_per_expert(const MoeGemmArgs& a) {
   return a.experts > 0 ? a.m_total / a.experts : 0;
 }
 
-// Clusters are shipped (forced through cluster_m x cluster_n) but not planned: on the H200
-// the multicast variants measured no faster than 1 x 1 (docs/moe-gemm.md), so the rate is
-// not bound by L2 reads.
-MoeCluster cluster_for(MoeEpilogue, int, int) { return MoeCluster{1, 1}; }
+// The multicast clusters are shipped for forcing; one is planned: 2 x 1 for the w8a8 SwiGLU
+// tile (64 x 256, the B chunks shared by two m-blocks) from 8192 tokens per expert, where it
+// was 1.013-1.029x of 1 x 1 on six of the seven models (DiT-MoE-G 0.996) in run 55; at 1024
+// tokens it was 0.969-1.023x (five of seven slower), and bf16 tiles gained nothing (runs 38, 48).
+MoeCluster cluster_for(MoeQuant quant, MoeWeightLayout layout, MoeEpilogue epilogue, int tokens, int block_m) {
+  if (quant == MoeQuant::w8a8 && layout == MoeWeightLayout::rows && epilogue == MoeEpilogue::swiglu_fp8 &&
+      block_m == 64 && tokens >= 8192)
+    return MoeCluster{2, 1};
+  return MoeCluster{1, 1};
+}
 
 km::W4Format w4_format(MoeQuant q) { return q == MoeQuant::w4a8_mxfp4 ? km::W4Format::mxfp4 : km::W4Format::int4_g128; }
 
@@ -155,7 +161,8 @@ const Entry& find_entry(const MoeGemmArgs& a) {
                           : plan_block_m(a.quant, a.epilogue, tokens);
   if (a.block_m == 0 && !rs && a.block_n != 0)  // a forced width picks the height it ships with
     bm = a.block_n == 256 ? 64 : a.block_n == 192 ? 128 : (bm == 64 ? 128 : bm);
-  const MoeCluster c = a.cluster_m != 0 ? MoeCluster{a.cluster_m, a.cluster_n} : cluster_for(a.epilogue, tokens, bm);
+  const MoeCluster c = a.cluster_m != 0 ? MoeCluster{a.cluster_m, a.cluster_n}
+                                        : cluster_for(a.quant, a.b_layout, a.epilogue, tokens, bm);
   // Width: forced, or planned where two widths are shipped for one height (w8a8 bf16 128 x 1x1).
   const bool choice = !rs && a.quant == MoeQuant::w8a8 && a.epilogue == MoeEpilogue::bf16 && bm == 128 && c.m == 1 &&
                       c.n == 1;
@@ -281,7 +288,7 @@ long long moe_weight_scale_bytes(MoeQuant quant, MoeWeightLayout l, int experts,
 }
 
 MoeCluster plan_cluster(MoeEpilogue epilogue, int tokens) {
-  return cluster_for(epilogue, tokens, plan_block_m(epilogue, tokens));
+  return cluster_for(MoeQuant::w8a8, MoeWeightLayout::rows, epilogue, tokens, plan_block_m(epilogue, tokens));
 }
 
 void check_routing(const int* counts, const int* offsets, int experts, int m_total) {

@@ -497,10 +497,21 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   s.cluster_m = 2;
   s.cluster_n = 1;
   EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m64n256_c2x1");
+  s.cluster_m = 0;  // planned: 2 x 1 from 8192 tokens per expert
+  s.cluster_n = 0;
+  s.tokens_per_expert_hint = 8192;
+  EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m64n256_c2x1");
+  s.tokens_per_expert_hint = 8191;
+  EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m64n256");
+  MoeGemmArgs w4 = good_w4_args(ops::MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8);
+  w4.tokens_per_expert_hint = 8192;  // the w4a8 SwiGLU tile has no cluster variant
+  EXPECT_EQ(ops::select_moe_instantiation(w4).name, "w4a8_swiglu_m64n256");
 
   for (int t : {16, 128, 129, 1024, 8192}) {
     EXPECT_EQ(ops::plan_cluster(MoeEpilogue::bf16, t).m, 1);
     EXPECT_EQ(ops::plan_cluster(MoeEpilogue::bf16, t).n, 1);
+    EXPECT_EQ(ops::plan_cluster(MoeEpilogue::swiglu_fp8, t).m, t >= 8192 ? 2 : 1);  // SwiGLU: 2 x 1 from 8192
+    EXPECT_EQ(ops::plan_cluster(MoeEpilogue::swiglu_fp8, t).n, 1);
   }
 }
 
