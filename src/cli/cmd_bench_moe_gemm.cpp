@@ -229,7 +229,7 @@ Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, const
   a.host_counts = counts.data();
   a.host_offsets = offsets.data();
   a.tokens_per_expert_hint = tokens;
-  a.block_m = pb.epilogue == ops::MoeEpilogue::bf16 ? fl.block_m : 0;
+  a.block_m = fl.block_m;
   a.block_n = pb.epilogue == ops::MoeEpilogue::bf16 ? block_n : 0;
   a.num_ctas = fl.num_ctas;
   a.cluster_m = cluster.first;
@@ -419,7 +419,7 @@ void run_bench(const BenchFlags& fl) {
             probe.epilogue = pb.epilogue;
             probe.experts = 1;
             probe.m_total = t;
-            probe.block_m = bf16 ? fl.block_m : 0;
+            probe.block_m = fl.block_m;
             probe.block_n = bf16 ? bn : 0;
             probe.schedule = sch;
             probe.cluster_m = cluster.first;
@@ -506,7 +506,9 @@ void add_moe_gemm_bench_command(CLI::App& app) {
   cmd->add_option("--expert-mib", fl->expert_bytes_mib,
                   "Benchmark enough experts for this much fp8 weight (at most the model's count)")
       ->capture_default_str();
-  cmd->add_option("--block-m", fl->block_m, "Force the bf16 tile height (0: planned from tokens per expert)")
+  cmd->add_option("--block-m", fl->block_m,
+                  "Force the tile height (0: planned from tokens per expert; ops whose kernels lack it are skipped: "
+                  "SwiGLU ships 64 and 128)")
       ->capture_default_str();
   cmd->add_option("--block-n", fl->block_ns,
                   "bf16 tile widths to run, each a line (0: planned; 128, 192 or 256; w8a8 ships 64 x 256, 128 x 128, "

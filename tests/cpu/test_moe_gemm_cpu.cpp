@@ -171,8 +171,13 @@ TEST(MoeGemmValidate, EachProblemHasItsMessage) {
   expect_invalid_args([](auto& a) { a.block_m = 96; }, "block_m 96 must be 0 (planned), 64, 128 or 192");
   expect_invalid_args([](auto& a) { a.block_m = 192; a.cluster_m = 2; a.cluster_n = 1; },
                       "no w8a8 bf16 kernel with block_m 192 and cluster 2x1");
-  expect_invalid_args([](auto& a) { a.block_m = 128; }, "no w8a8 swiglu_fp8 kernel with block_m 128 and cluster",
+  expect_invalid_args([](auto& a) { a.block_m = 192; }, "no w8a8 swiglu_fp8 kernel with block_m 192 and cluster",
                       MoeEpilogue::swiglu_fp8);
+  expect_invalid_args([](auto& a) { a.block_m = 128; a.schedule = 3; },
+                      "w8a8_swiglu_m128n128 kernel has schedules 0 and 2 (ping-pong, its default); schedule 3",
+                      MoeEpilogue::swiglu_fp8);
+  expect_invalid_args([](auto& a) { a.block_m = 128; a.cluster_m = 2; a.cluster_n = 1; },
+                      "no w8a8 swiglu_fp8 kernel with block_m 128 and cluster 2x1", MoeEpilogue::swiglu_fp8);
   expect_invalid_args([](auto& a) { a.block_n = 96; }, "block_n 96 must be 0 (planned), 128, 192 or 256");
   expect_invalid_args([](auto& a) { a.block_n = 192; a.schedule = 3; },
                       "w8a8_bf16_m128n192 kernel has schedules 0 and 2 (ping-pong, its default); schedule 3");
@@ -503,6 +508,10 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m64n256_c2x1");
   s.tokens_per_expert_hint = 8191;
   EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m64n256");
+  s.block_m = 128;  // the two-pass tile, forced
+  EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m128n128");
+  EXPECT_EQ(ops::select_moe_instantiation(s).schedule, 2);
+  s.block_m = 0;
   MoeGemmArgs w4 = good_w4_args(ops::MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8);
   w4.tokens_per_expert_hint = 8192;  // the w4a8 SwiGLU tile has no cluster variant
   EXPECT_EQ(ops::select_moe_instantiation(w4).name, "w4a8_swiglu_m64n256");
@@ -587,6 +596,12 @@ TEST(MoeGemmPlan, InstantiationsFitTheMachine) {
   EXPECT_EQ(wide.consumer_warpgroups, 2);
   EXPECT_LE(wide.smem_bytes, 227 * 1024);
   EXPECT_LE(128 * wide.producer_regs + 256 * wide.consumer_regs, 65536);
+  MoeGemmArgs s2 = good_args(MoeEpilogue::swiglu_fp8);
+  s2.block_m = 128;
+  const auto two_pass = ops::select_moe_instantiation(s2);
+  EXPECT_EQ(two_pass.block_n, 128);
+  EXPECT_EQ(two_pass.consumer_warpgroups, 2);
+  EXPECT_LE(two_pass.smem_bytes, 227 * 1024);
   const auto sw = ops::select_moe_instantiation(good_args(MoeEpilogue::swiglu_fp8));
   EXPECT_EQ(sw.block_m, 64);
   EXPECT_EQ(sw.block_n, 256);

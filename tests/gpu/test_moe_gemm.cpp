@@ -441,6 +441,37 @@ TEST(MoeGemmGpu, WideTileN192) {
   }
 }
 
+// The two-pass SwiGLU tile (128 rows; gate rows then up rows of 128 channels, the gate
+// result kept in registers): DiT and DSv4-class Linear-1, uneven experts with 0 and 1 tokens,
+// gaps on 1 CTA (the pass pairs wrap the ring), one token per expert, 3000 rows in one expert,
+// one and five K blocks, schedules 0 and 2 (default).
+TEST(MoeGemmGpu, SwiGluTwoPassTile) {
+  XS_REQUIRE_GPUS(1);
+  ops::MoeGemmArgs probe;
+  probe.quant = MoeQuant::w8a8;
+  probe.epilogue = MoeEpilogue::swiglu_fp8;
+  probe.block_m = 128;
+  probe.experts = 2;
+  probe.m_total = 256;
+  probe.n = 1024;
+  probe.k = 512;
+  EXPECT_EQ(ops::select_moe_instantiation(probe).name, "w8a8_swiglu_m128n128");
+  EXPECT_EQ(ops::select_moe_instantiation(probe).schedule, 2);
+  const std::vector<int> counts{3, 70, 0, 140};
+  const std::vector<int> gaps{5, 0, 17, 3, 9};
+  for (int sch : {-1, 0, 2}) {
+    const std::string tag = "_m128_s" + std::to_string(sch);
+    run_case({"dit_l1_swiglu" + tag, MoeEpilogue::swiglu_fp8, 2 * 5632, 1408, kUneven, {}, 128, 0, 1, 1, sch}, 1100 + sch);
+    run_case({"gaps_1cta_swiglu" + tag, MoeEpilogue::swiglu_fp8, 512, 1024, counts, gaps, 128, 1, 1, 1, sch}, 1110 + sch);
+    run_case({"k128_swiglu" + tag, MoeEpilogue::swiglu_fp8, 512, 128, {1, 0, 65, 3}, {}, 128, 1, 1, 1, sch}, 1120 + sch);
+  }
+  run_case({"ds_l1_swiglu_m128", MoeEpilogue::swiglu_fp8, 2 * 2048, 4096, {5, 0, 130, 257, 64, 1, 0, 90}, {}, 128, 0},
+           1130);
+  run_case({"one_token_x32_swiglu_m128", MoeEpilogue::swiglu_fp8, 1024, 1408, std::vector<int>(32, 1), {}, 128, 0}, 1131);
+  run_case({"one_expert_3000_sw_m128", MoeEpilogue::swiglu_fp8, 512, 768, {0, 3000}, {}, 128, 2}, 1132);
+  run_case({"k640_swiglu_m128", MoeEpilogue::swiglu_fp8, 768, 640, {129, 7, 256}, {}, 128, 3}, 1133);
+}
+
 // ---- W4A8: 4-bit weights converted to fp8 in the mainloop --------------------------------
 Case w4(Case c, MoeQuant q, int pattern = 0) {
   c.name += q == MoeQuant::w4a8_int4 ? "_int4" : (pattern ? "_mxgap" : "_mx");

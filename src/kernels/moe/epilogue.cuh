@@ -10,6 +10,8 @@
 //   * SwiGluQuantEpilogue<Traits, LocalQuantDestination>: Linear-1 with gate and up fused:
 //     h = silu(gate) * up * row_weight, quantised to fp8 e4m3 per token per 128 channels
 //     (scale = max(amax, 1e-4) / 448), out[m_total, n/2] fp8 + scales [n/2/128, m_total];
+//   * SwiGluSerialQuantEpilogue<Traits, LocalQuantDestination>: the same for the two-pass
+//     128 x 128 gate/up tile (MoeTraits::kGateUpSerial);
 //   * a later remote-store policy (Mega-MoE) supplies a Destination that maps a row to a
 //     peer GPU's buffer and publishes a flag in tile_stored(); the mainloop is untouched.
 //
@@ -302,10 +304,84 @@ struct SwiGluQuantEpilogue {
   }
 };
 
+// ---------------------------------------------------------------------------------------
+// Linear-1 epilogue of the serial gate/up tile (MoeTraits::kGateUpSerial, 128 x 128 output
+// channels, warp group wm holds rows [64 wm, 64 wm + 64)). A tile arrives twice: half 0 with
+// the gate result, which is kept in registers (`gate`, same register order as the up result),
+// then half 1 with the up result: SwiGLU, router weight, the row amax over the tile's 128
+// channels (a row's values live in the 4 threads of a quad), fp8 quantisation, staged rows
+// stored. No exchange between the warp groups and no fp32 round trip through shared memory.
+template <class Traits, class Destination>
+struct SwiGluSerialQuantEpilogue {
+  using T = Traits;
+  static_assert(T::kGateUpSerial && T::kWgM == 2 && T::kWgN == 1, "the two-pass 128 x 128 gate/up tile");
+  static_assert(!Destination::kNeedsTileStoredHook, "local destinations only");
+  static constexpr int kPitch = 128 + 16;  // fp8 bytes per staged row (16 B pad: no bank conflicts)
+  static constexpr int kSmemBytes = T::kConsumerWGs * 64 * kPitch;
+  static constexpr bool kSwiGlu = true;
+  static constexpr int kVals = 64;
+
+  struct Params {
+    Destination dest;
+    const float* row_weights;
+  };
+  static Params to_params(MoeGemmParams const& p) { return Params{Destination::from(p), p.row_weights}; }
+  __device__ static void consumer_init(int) {}
+
+  mutable float gate[kVals];  // the gate pass of the current tile
+
+  template <class Frg>
+  __device__ __forceinline__ void store(Params const& ep, uint8_t* smem, Frg const& acc, WorkTile const& tile, int wt, int wm,
+                                        int) const {
+    static_assert(decltype(size(acc))::value == kVals);
+    if (tile.half == 0) {
+      CUTE_UNROLL
+      for (int i = 0; i < kVals; ++i) gate[i] = acc(i);
+      return;
+    }
+    const EpilogueTile t{tile.expert, tile.m_block, tile.n_block, tile.row_begin + 64 * wm,
+                         min(64, tile.rows - 64 * wm), tile.n_block * 128, tile.tag};
+    if (t.rows <= 0) return;  // no valid row in this warp group's half of the tile
+    const int r0 = acc_row(wt, 0);
+    const float w0 = r0 < t.rows ? __ldg(ep.row_weights + t.row_begin + r0) : 0.f;
+    const float w1 = r0 + 8 < t.rows ? __ldg(ep.row_weights + t.row_begin + r0 + 8) : 0.f;
+    float h[kVals];
+    float amax0 = 0.f, amax1 = 0.f;
+    CUTE_UNROLL
+    for (int i = 0; i < kVals; ++i) {
+      h[i] = swiglu(gate[i], acc(i)) * ((i & 2) ? w1 : w0);
+      if (i & 2) amax1 = fmaxf(amax1, fabsf(h[i]));
+      else amax0 = fmaxf(amax0, fabsf(h[i]));
+    }
+    CUTE_UNROLL
+    for (int s = 1; s <= 2; s <<= 1) {
+      amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, s));
+      amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, s));
+    }
+    const QuantScale q0 = quant_scale(amax0);
+    const QuantScale q1 = quant_scale(amax1);
+    const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + wm;
+    uint8_t* staged = smem + wm * 64 * kPitch;
+    cutlass::arch::NamedBarrier::sync(128, bar);  // the previous tile's copy-out has read the staging
+    CUTE_UNROLL
+    for (int i = 0; i < kVals; i += 2) {
+      const float inv = (i & 2) ? q1.inv : q0.inv;
+      *reinterpret_cast<uint16_t*>(staged + acc_row(wt, i) * kPitch + acc_col(wt, i)) =
+          fp8x2_e4m3(h[i] * inv, h[i + 1] * inv);
+    }
+    if ((wt % 4) == 0) {
+      if (r0 < t.rows) *ep.dest.scale_ptr(t, t.row_begin + r0) = q0.scale;
+      if (r0 + 8 < t.rows) *ep.dest.scale_ptr(t, t.row_begin + r0 + 8) = q1.scale;
+    }
+    cutlass::arch::NamedBarrier::sync(128, bar);
+    copy_out_rows<128, kPitch>(ep.dest, t, staged, wt);
+  }
+};
 
 template <class Traits>
 using LocalBf16Epilogue = Bf16TileEpilogue<Traits, LocalRowDestination<cutlass::bfloat16_t>>;
 template <class Traits>
-using LocalSwiGluEpilogue = SwiGluQuantEpilogue<Traits, LocalQuantDestination>;
+using LocalSwiGluEpilogue = cute::conditional_t<Traits::kGateUpSerial, SwiGluSerialQuantEpilogue<Traits, LocalQuantDestination>,
+                                                SwiGluQuantEpilogue<Traits, LocalQuantDestination>>;
 
 }  // namespace xstage::kernels::moe

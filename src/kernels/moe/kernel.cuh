@@ -28,7 +28,7 @@ struct MoeGemmKernel {
   using Epilogue = EpiloguePolicy<T>;
   using Pipeline = typename Mainloop::Pipeline;
   using State = typename Mainloop::State;
-  using Scheduler = GroupedScheduler<T::kBlockM, T::kClusterM, T::kClusterN>;
+  using Scheduler = GroupedScheduler<T::kBlockM, T::kClusterM, T::kClusterN, T::kGateUpSerial ? 2 : 1>;
   static constexpr int kThreads = T::kThreads;
   static constexpr int kClusterSize = T::kClusterSize;
 
@@ -53,7 +53,7 @@ struct MoeGemmKernel {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
 
   // Output tile columns: plain GEMMs cover n in block_n steps; the gate/up fusion covers n/2
-  // output channels in steps of 128.
+  // output channels in steps of 128 (the serial gate/up tile: each visited twice, Scheduler).
   static int n_blocks(MoeGemmParams const& p) {
     return T::kGateUp ? (p.n / 2) / 128 : (p.n + T::kBlockN - 1) / T::kBlockN;
   }

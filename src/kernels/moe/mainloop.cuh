@@ -106,10 +106,16 @@ struct MoeTraits {
   // per-K-block accumulator of the overlap schedule), three get 160 (no overlap schedule).
   static constexpr int kProducerRegs = kConsumerWGs == 2 ? 40 : 24;
   static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 232 : 160;
-  static constexpr bool kOverlapAllowed = kConsumerWGs == 2 && kPieceN == 128;
+  // Gate/up with one N chunk (the 128 x 128 SwiGLU tile): a tile is two passes over K, first
+  // the gate rows of its 128 channels, then the up rows (WorkTile::half), both warp groups on
+  // the same chunk (split M); the epilogue keeps the gate result in registers until the up
+  // pass ends, so the overlap schedule's second accumulator has no room.
+  static constexpr bool kGateUpSerial = kGateUp && kWgN == 1;
+  static constexpr bool kOverlapAllowed = kConsumerWGs == 2 && kPieceN == 128 && !kGateUpSerial;
   static_assert(kConsumerWGs == 2 || (kConsumerWGs == 3 && kWgN == 1 && kClusterSize == 1),
                 "two consumer warp groups (64 x 128 each), or three along M (192 x 128)");
-  static_assert(!kGateUp || kWgN == 2, "gate/up fusion pairs the two N chunks");
+  static_assert(!kGateUp || kWgN == 2 || (kWgM == 2 && kPieceN == 128 && !kInKernelScales && kClusterSize == 1),
+                "gate/up fusion: the two N chunks, or the 128 x 128 tile's two passes");
   static_assert(kPieceN == 128 || (kWgM == 2 && !kGateUp && !kInKernelScales && kClusterN == 1),
                 "192-column pieces: the 128 x 192 tile of the standalone GEMM");
   static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "register file");
@@ -215,7 +221,7 @@ struct MoeMainloop {
   // number of 128-row blocks) load zeros (TMA out-of-bounds fill) and are never stored.
   __device__ static int b_row(Params const& mp, WorkTile const& t, int c) {
     if constexpr (T::kGateUp) {
-      if (mp.gate_up) return c * (mp.n / 2) + t.n_block * 128;
+      if (mp.gate_up) return (T::kGateUpSerial ? t.half : c) * (mp.n / 2) + t.n_block * 128;
     }
     return t.n_block * T::kBlockN + c * T::kPieceN;
   }

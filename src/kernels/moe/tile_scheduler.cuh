@@ -24,10 +24,14 @@ struct WorkTile {
   int row_begin;  // first row of the tile in A / the output
   int rows;       // valid rows: min(block_m, counts[e] - m_block * block_m); <= 0: dummy tile
   int tag = 0;    // caller's tile id, handed to the epilogue (the Mega-MoE kernel: its Linear-2 index)
+  int half = 0;   // tiles in two passes (kHalves = 2): 0 = first pass (gate rows), 1 = second (up rows)
 };
 
-template <int kBlockM, int kClusterM = 1, int kClusterN = 1>
+// kHalves = 2: every tile comes twice in a row, half 0 then half 1 (the serial gate/up tile);
+// the caller passes the same WorkTile to consecutive calls.
+template <int kBlockM, int kClusterM = 1, int kClusterN = 1, int kHalves = 1>
 struct GroupedScheduler {
+  static_assert(kHalves == 1 || kHalves == 2);
   static constexpr int kBandRows = 2048;
   static constexpr int kBandBlocks = kBandRows / (kBlockM * kClusterM);  // in cluster m-blocks
   static constexpr int kClusterSize = kClusterM * kClusterN;
@@ -53,6 +57,13 @@ struct GroupedScheduler {
 
   // Advances to this CTA's next tile; false when there is none left.
   __device__ bool next(WorkTile& t) {
+    if constexpr (kHalves == 2) {
+      if (second_half_) {
+        second_half_ = false;
+        t.half = 1;
+        return true;
+      }
+    }
     idx += stride;
     while (idx >= expert_first + expert_tiles) {
       expert_first += expert_tiles;
@@ -75,8 +86,13 @@ struct GroupedScheduler {
     t.row_begin = __ldg(offsets + expert) + t.m_block * kBlockM;
     t.rows = min(kBlockM, expert_count - t.m_block * kBlockM);
     t.tag = 0;
+    t.half = 0;
+    if constexpr (kHalves == 2) second_half_ = true;
     return true;
   }
+
+ private:
+  bool second_half_ = false;
 };
 
 }  // namespace xstage::kernels::moe
