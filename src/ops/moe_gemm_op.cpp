@@ -160,7 +160,7 @@ const Entry& find_entry(const MoeGemmArgs& a) {
   const bool rs = a.b_layout != MoeWeightLayout::rows;
   int bm = a.block_m != 0 ? a.block_m
            : rs           ? (a.epilogue == MoeEpilogue::swiglu_fp8 ? 64 : 128)
-                          : plan_block_m(a.quant, a.epilogue, tokens);
+                          : plan_block_m(a.quant, a.epilogue, tokens, a.k);
   if (a.block_m == 0 && !rs && a.block_n != 0)  // a forced width picks the height it ships with
     bm = a.block_n == 256 ? 64 : a.block_n == 192 ? 128 : (bm == 64 ? 128 : bm);
   const MoeCluster c = a.cluster_m != 0 ? MoeCluster{a.cluster_m, a.cluster_n}
@@ -257,7 +257,12 @@ int plan_block_n(MoeQuant quant, MoeEpilogue epilogue, int block_m, int tokens, 
   return t192 < t128 ? 192 : 128;
 }
 
-int plan_block_m(MoeQuant quant, MoeEpilogue epilogue, int tokens) {
+int plan_block_m(MoeQuant quant, MoeEpilogue epilogue, int tokens, int k) {
+  // The two-pass SwiGLU tile: no shared-memory exchange between the warp groups in its
+  // epilogue, which weighs most when the K loop is short.
+  constexpr int kTwoPassMaxK = 2048;
+  if (!moe_is_w4a8(quant) && epilogue == MoeEpilogue::swiglu_fp8 && tokens > 64 && k > 0 && k <= kTwoPassMaxK)
+    return 128;
   if (!moe_is_w4a8(quant)) return plan_block_m(epilogue, tokens);
   // w4a8: 64 x 256 for few tokens and for SwiGLU, else the 192-row tile (no 128-row tile).
   if (epilogue == MoeEpilogue::swiglu_fp8 || tokens <= 64) return 64;

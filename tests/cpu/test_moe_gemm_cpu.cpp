@@ -123,6 +123,7 @@ MoeGemmArgs good_args(MoeEpilogue epi = MoeEpilogue::bf16) {
   a.counts = static_cast<const int*>(fake(0x60000));
   a.offsets = static_cast<const int*>(fake(0x70000));
   if (epi == MoeEpilogue::swiglu_fp8) {
+    a.k = 4096;  // a long K loop: the planned SwiGLU tile is 64 x 256 (plan_block_m)
     a.out_scales = static_cast<float*>(fake(0x80000));
     a.row_weights = static_cast<const float*>(fake(0x90000));
   }
@@ -463,6 +464,18 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 1024), 128);  // measured faster than 192 (run 36)
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 8192), 128);
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::swiglu_fp8, 8192), 64);
+  // SwiGLU: the two-pass 128 x 128 tile for short K loops (k <= 2048) above 64 tokens.
+  constexpr auto w8 = ops::MoeQuant::w8a8;
+  EXPECT_EQ(ops::plan_block_m(w8, MoeEpilogue::swiglu_fp8, 8192, 1408), 128);
+  EXPECT_EQ(ops::plan_block_m(w8, MoeEpilogue::swiglu_fp8, 65, 2048), 128);
+  EXPECT_EQ(ops::plan_block_m(w8, MoeEpilogue::swiglu_fp8, 64, 1408), 64);
+  EXPECT_EQ(ops::plan_block_m(w8, MoeEpilogue::swiglu_fp8, 8192, 2176), 64);
+  EXPECT_EQ(ops::plan_block_m(w8, MoeEpilogue::swiglu_fp8, 8192), 64);  // k unknown
+  EXPECT_EQ(ops::plan_block_m(ops::MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 8192, 1408), 64);
+  MoeGemmArgs dit = good_args(MoeEpilogue::swiglu_fp8);
+  dit.k = 1408;
+  dit.tokens_per_expert_hint = 8192;  // 1 x 1: the two-pass tile has no cluster variant
+  EXPECT_EQ(ops::select_moe_instantiation(dit).name, "w8a8_swiglu_m128n128");
 
   MoeGemmArgs a = good_args();
   a.experts = 64;
