@@ -183,8 +183,8 @@ TEST(MoeGemmValidate, EachProblemHasItsMessage) {
   expect_invalid_args([](auto& a) { a.block_n = 192; a.schedule = 3; },
                       "w8a8_bf16_m128n192 kernel has schedules 0 and 2 (ping-pong, its default); schedule 3");
   expect_invalid_args([](auto& a) { a.block_n = 192; a.schedule = 1; }, "schedule 1 needs the overlap bit");
-  expect_invalid_args([](auto& a) { a.block_n = 192; a.cluster_m = 2; a.cluster_n = 1; },
-                      "no w8a8 bf16 kernel with block_m 128, block_n 192 and cluster 2x1");
+  expect_invalid_args([](auto& a) { a.block_n = 192; a.cluster_m = 1; a.cluster_n = 2; },
+                      "no w8a8 bf16 kernel with block_m 128, block_n 192 and cluster 1x2");
   expect_invalid_args([](auto& a) { a.block_n = 192; }, "no w8a8 swiglu_fp8 kernel with block_m 128, block_n 192",
                       MoeEpilogue::swiglu_fp8);
   expect_invalid_args([](auto& a) { a.block_m = 192; a.block_n = 192; }, "no w8a8 bf16 kernel with block_m 192, block_n 192");
@@ -483,7 +483,8 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m64n256");
   a.m_total = 64 * 1024;
   a.num_ctas = 132;  // the width plan counts waves of the grid (H200: 132 SMs)
-  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n192");  // 86 waves of 192 against 125 of 128
+  // 86 waves of 192 against 125 of 128; the wide tile runs in 2 x 1 clusters
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n192_c2x1");
   a.schedule = 3;  // the overlap schedule: 128 x 128 only
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n128");
   a.schedule = -1;
@@ -501,8 +502,17 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   a.block_m = 128;  // and a forced height wins over both
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n128");
   a.block_m = 0;
-  a.block_n = 192;  // a forced width brings its height
+  a.block_n = 192;  // a forced width brings its height (and, as planned widths, 2 x 1 clusters)
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n192_c2x1");
+  a.cluster_m = 1;  // unless the cluster is forced too
+  a.cluster_n = 1;
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n192");
+  a.cluster_m = 2;  // with a forced cluster
+  a.cluster_n = 1;
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n192_c2x1");
+  EXPECT_EQ(ops::select_moe_instantiation(a).schedule, 2);
+  a.cluster_m = 0;
+  a.cluster_n = 0;
   a.block_n = 256;
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m64n256");
   a.block_n = 0;

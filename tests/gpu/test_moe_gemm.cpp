@@ -429,7 +429,7 @@ TEST(MoeGemmGpu, WideTileN192) {
   probe.m_total = 8 * 4096;
   probe.n = 7168;
   probe.k = 2048;
-  EXPECT_EQ(ops::select_moe_instantiation(probe).name, "w8a8_bf16_m128n192");  // planned
+  EXPECT_EQ(ops::select_moe_instantiation(probe).name, "w8a8_bf16_m128n192_c2x1");  // planned
   EXPECT_EQ(ops::select_moe_instantiation(probe).schedule, 2);
   for (int sch : {-1, 0, 2}) {
     const std::string tag = "_s" + std::to_string(sch);
@@ -438,6 +438,12 @@ TEST(MoeGemmGpu, WideTileN192) {
              710 + sch);  // 4 x 192
     run_case(wide({"n192_896_1cta" + tag, MoeEpilogue::bf16, 896, 640, {3, 70, 0, 140}, {2, 0, 9, 1, 4}, 0, 1, 1, 1, sch}),
              720 + sch);  // 4 x 192 + 128
+    // 2 x 1 clusters (B multicast to two m-blocks): odd m-block counts give partners dummy
+    // tiles; 2 clusters walk many tiles.
+    run_case(wide({"n192_c2x1_dit" + tag, MoeEpilogue::bf16, 1408, 5632, kUneven, {}, 0, 0, 2, 1, sch}), 730 + sch);
+    run_case(wide({"n192_c2x1_896_2cl" + tag, MoeEpilogue::bf16, 896, 640, {3, 270, 0, 140}, {5, 0, 17, 3, 9}, 0, 4, 2, 1,
+                   sch}),
+             740 + sch);
   }
 }
 

@@ -34,6 +34,7 @@ inline constexpr TileConfig kTileM128N128C2x1{128, 128, 128, 6, 2, 2, 1};
 // Two warp groups of 64 x 192 (m64n192 wgmmas, schedules 0 and 2 only): 16.5 KiB into and out of
 // shared memory per MFLOP instead of 19.1; planned for large problems (plan_block_n).
 inline constexpr TileConfig kTileM128N192{128, 192, 128, 5, 2};
+inline constexpr TileConfig kTileM128N192C2x1{128, 192, 128, 5, 2, 2, 1};
 // The two-pass SwiGLU tile (gate rows, then up rows of 128 channels; 18 KiB of epilogue
 // staging): 6 stages like the 128 x 128 bf16 tile.
 inline constexpr TileConfig kTileSwiGluM128N128{128, 128, 128, 6, 2};
@@ -54,6 +55,7 @@ cudaError_t moe_w8a8_bf16_m128n128(const MoeGemmParams& p, cudaStream_t stream);
 cudaError_t moe_w8a8_bf16_m64n256(const MoeGemmParams& p, cudaStream_t stream);
 cudaError_t moe_w8a8_bf16_m192n128(const MoeGemmParams& p, cudaStream_t stream);
 cudaError_t moe_w8a8_bf16_m128n192(const MoeGemmParams& p, cudaStream_t stream);
+cudaError_t moe_w8a8_bf16_m128n192_c2x1(const MoeGemmParams& p, cudaStream_t stream);
 // Clusters: 2 x 1 share B (two m-blocks of one expert), 1 x 2 share A, 2 x 2 both.
 cudaError_t moe_w8a8_bf16_m128n128_c2x1(const MoeGemmParams& p, cudaStream_t stream);
 cudaError_t moe_w8a8_bf16_m128n128_c1x2(const MoeGemmParams& p, cudaStream_t stream);
@@ -68,6 +70,7 @@ KernelInfo moe_w8a8_bf16_m128n128_info();
 KernelInfo moe_w8a8_bf16_m64n256_info();
 KernelInfo moe_w8a8_bf16_m192n128_info();
 KernelInfo moe_w8a8_bf16_m128n192_info();
+KernelInfo moe_w8a8_bf16_m128n192_c2x1_info();
 KernelInfo moe_w8a8_swiglu_m64n256_info();
 KernelInfo moe_w8a8_swiglu_m128n128_info();
 KernelInfo moe_w8a8_bf16_m128n128_c2x1_info();
