@@ -181,7 +181,7 @@ TEST(MoeGemmValidate, EachProblemHasItsMessage) {
                       "no w8a8 swiglu_fp8 kernel with block_m 128 and cluster 2x1", MoeEpilogue::swiglu_fp8);
   expect_invalid_args([](auto& a) { a.block_n = 96; }, "block_n 96 must be 0 (planned), 128, 192 or 256");
   expect_invalid_args([](auto& a) { a.block_n = 192; a.schedule = 3; },
-                      "w8a8_bf16_m128n192 kernel has schedules 0 and 2 (ping-pong, its default); schedule 3");
+                      "w8a8_bf16_m128n192_c2x1 kernel has schedules 0 and 2 (ping-pong, its default); schedule 3");
   expect_invalid_args([](auto& a) { a.block_n = 192; a.schedule = 1; }, "schedule 1 needs the overlap bit");
   expect_invalid_args([](auto& a) { a.block_n = 192; a.cluster_m = 1; a.cluster_n = 2; },
                       "no w8a8 bf16 kernel with block_m 128, block_n 192 and cluster 1x2");
