@@ -104,7 +104,7 @@ inline constexpr int moe_schedule_for(MoeQuant q, int requested) {
 // quantisation or epilogue, non-positive sizes, n or k not multiples of 128 (n/2 for SwiGLU),
 // null or misaligned pointers (16 B for A, B and out, and for the w4a8 weight scales, which
 // are bulk-copied; 4 B for the other scales, counts, offsets, row weights), sizes beyond the
-// kernel's index range, a forced block_m / cluster / schedule that is not shipped for the
+// kernel's index range, a forced block_m / block_n / cluster / schedule that is not shipped for the
 // quantisation, inconsistent host counts/offsets, a prepacked layout with another
 // quantisation.
 void validate(const MoeGemmArgs& a);
