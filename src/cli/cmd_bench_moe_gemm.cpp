@@ -65,6 +65,7 @@ struct BenchFlags {
   std::vector<int> schedules{-1};                // consumer schedule override (-1: default)
   std::vector<std::string> weights{"w8a8"};      // w8a8, w4a8-int4, w4a8-int4-rs, w4a8-mxfp4, w4a8-mxfp4-rs
   std::string json_out;
+  bool plan = false;  // print the planned kernels and exit (no GPU needed)
 };
 
 // "2x1" -> {2, 1}; "planned" -> {0, 0}.
@@ -157,6 +158,38 @@ Problem problem(const Model& m, const std::string& op) {
   throw InvalidArgument("bench moe-gemm: --ops takes l1_swiglu, l1_bf16, l2_bf16; got '" + op + "'");
 }
 
+// One line of the bench: a problem, a weight format and the forced tile settings.
+struct Cell {
+  const Model* md;
+  Problem pb;
+  Weights wt;
+  int tokens;
+  std::pair<int, int> cluster;  // {0, 0}: planned
+  int schedule;                 // -1: default
+  int block_n;                  // 0: planned (bf16 only)
+};
+
+// A cell's call without its buffers: what the planner sees (balanced routing over the
+// benchmarked experts).
+ops::MoeGemmArgs cell_args(const BenchFlags& fl, const Cell& c) {
+  ops::MoeGemmArgs a;
+  a.quant = c.wt.quant;
+  a.b_layout = c.wt.layout;
+  a.epilogue = c.pb.epilogue;
+  a.experts = bench_experts(*c.md, c.tokens, fl.expert_bytes_mib * 1048576.0);
+  a.m_total = a.experts * c.tokens;
+  a.n = c.pb.n;
+  a.k = c.pb.k;
+  a.tokens_per_expert_hint = c.tokens;
+  a.block_m = fl.block_m;
+  a.block_n = c.pb.epilogue == ops::MoeEpilogue::bf16 ? c.block_n : 0;
+  a.num_ctas = fl.num_ctas;
+  a.cluster_m = c.cluster.first;
+  a.cluster_n = c.cluster.second;
+  a.schedule = c.schedule;
+  return a;
+}
+
 struct Result {
   std::string model, op, weights, instantiation, cluster;
   int schedule;
@@ -173,12 +206,16 @@ struct Patterns {
   std::vector<uint8_t> mx_rs;
 };
 
-Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, const Weights& wt, int tokens,
-                 std::pair<int, int> cluster, int schedule, int block_n, size_t rotate_bytes, const Patterns& pat, const DeviceMem& backlog, size_t backlog_bytes,
-                 cudaStream_t stream) {
+Result bench_one(const BenchFlags& fl, const Cell& cell, size_t rotate_bytes, const Patterns& pat,
+                 const DeviceMem& backlog, size_t backlog_bytes, cudaStream_t stream) {
+  const Model& md = *cell.md;
+  const Problem& pb = cell.pb;
+  const Weights& wt = cell.wt;
+  const int tokens = cell.tokens;
+  ops::MoeGemmArgs a = cell_args(fl, cell);
   const ops::MoeQuant quant = wt.quant;
-  const int experts = bench_experts(md, tokens, fl.expert_bytes_mib * 1048576.0);
-  const int m = experts * tokens;
+  const int experts = a.experts;
+  const int m = a.m_total;
   const bool swiglu = pb.epilogue == ops::MoeEpilogue::swiglu_fp8;
   const int out_cols = swiglu ? pb.n / 2 : pb.n;
   const size_t a_bytes = size_t(m) * pb.k, sa_bytes = 4 * size_t(pb.k / 128) * m;
@@ -215,26 +252,11 @@ Result bench_one(const BenchFlags& fl, const Model& md, const Problem& pb, const
   XS_CUDA(cudaMemcpyAsync(d_offsets.p, offsets.data(), 4 * experts, cudaMemcpyHostToDevice, stream), "offsets");
   upload_pattern(d_weights.p, 4 * size_t(m), pat.scales, 7, stream);  // any positive weights
 
-  ops::MoeGemmArgs a;
-  a.quant = quant;
-  a.b_layout = wt.layout;
-  a.epilogue = pb.epilogue;
-  a.experts = experts;
-  a.m_total = m;
-  a.n = pb.n;
-  a.k = pb.k;
   a.counts = static_cast<const int*>(d_counts.p);
   a.offsets = static_cast<const int*>(d_offsets.p);
   a.row_weights = swiglu ? static_cast<const float*>(d_weights.p) : nullptr;
   a.host_counts = counts.data();
   a.host_offsets = offsets.data();
-  a.tokens_per_expert_hint = tokens;
-  a.block_m = fl.block_m;
-  a.block_n = pb.epilogue == ops::MoeEpilogue::bf16 ? block_n : 0;
-  a.num_ctas = fl.num_ctas;
-  a.cluster_m = cluster.first;
-  a.cluster_n = cluster.second;
-  a.schedule = schedule;
   auto set_args = [&](int i) {
     a.a = bufs[i].a->p;
     a.a_scales = static_cast<const float*>(bufs[i].sa->p);
@@ -348,6 +370,50 @@ Patterns make_patterns() {
   return p;
 }
 
+// The flags' Cartesian product, without the cells whose forced cluster, tile or schedule no
+// kernel ships for that op and weight format (--block-n is for bf16 tiles: SwiGLU runs once).
+std::vector<Cell> bench_cells(const BenchFlags& fl, const std::vector<const Model*>& models,
+                              const std::vector<Weights>& weights) {
+  std::vector<Cell> cells;
+  for (const Model* md : models)
+    for (const auto& op : fl.ops)
+      for (int t : fl.tokens)
+        for (const auto& cs : fl.clusters)
+          for (int sch : fl.schedules)
+            for (int bn : fl.block_ns)
+              for (const Weights& wt : weights) {
+                const Cell c{md, problem(*md, op), wt, t, parse_cluster(cs), sch, bn};
+                if (c.pb.epilogue != ops::MoeEpilogue::bf16 && bn != fl.block_ns.front()) continue;
+                if (sch >= 0 && !ops::moe_schedule_shipped(wt.quant, wt.layout, sch)) continue;
+                try {
+                  ops::select_moe_instantiation(cell_args(fl, c));
+                } catch (const InvalidArgument&) {
+                  continue;
+                }
+                cells.push_back(c);
+              }
+  return cells;
+}
+
+// --plan: the kernel each cell would run, without a GPU (grid: --num-ctas, else the GPU's SM
+// count, else 132).
+void print_plan(const BenchFlags& fl, const std::vector<Cell>& cells) {
+  std::printf("# xstage bench moe-gemm --plan: planned kernels, nothing launched\n");
+  std::printf("%s", fmt::format("#{:>17} {:>10} {:>13} {:>6} {:>4} {:>6} {:>6} {:>28} {:>7} {:>8} {:>6} {:>8}\n", "model",
+                                "op", "weights", "tokens", "E", "n", "k", "instantiation", "cluster", "schedule",
+                                "stages", "smem")
+                        .c_str());
+  for (const Cell& c : cells) {
+    const ops::MoeGemmArgs a = cell_args(fl, c);
+    const auto inst = ops::select_moe_instantiation(a);
+    std::printf("%s", fmt::format(" {:>17} {:>10} {:>13} {:>6} {:>4} {:>6} {:>6} {:>28} {:>7} {:>8} {:>6} {:>8}\n",
+                                  c.md->name, c.pb.op, c.wt.name, c.tokens, a.experts, a.n, a.k, inst.name,
+                                  fmt::format("{}x{}", inst.cluster_m, inst.cluster_n), inst.schedule, inst.stages,
+                                  inst.smem_bytes)
+                          .c_str());
+  }
+}
+
 void run_bench(const BenchFlags& fl) {
   if (fl.iters < 20) throw InvalidArgument(fmt::format("bench moe-gemm: --iters {} must be >= 20", fl.iters));
   if (fl.warmup < 0) throw InvalidArgument("bench moe-gemm: --warmup must be >= 0");
@@ -373,6 +439,11 @@ void run_bench(const BenchFlags& fl) {
   if (weights.empty()) throw InvalidArgument("bench moe-gemm: --weights is empty");
   for (int sch : fl.schedules)
     if (sch < -1 || sch > 3) throw InvalidArgument(fmt::format("bench moe-gemm: --schedule {} must be -1..3", sch));
+  const std::vector<Cell> cells = bench_cells(fl, models, weights);
+  if (fl.plan) {
+    print_plan(fl, cells);
+    return;
+  }
 
   int dev = 0;
   XS_CUDA(cudaGetDevice(&dev), "selecting the GPU");
@@ -400,47 +471,17 @@ void run_bench(const BenchFlags& fl) {
                                 "TFLOP/s", "best", "#wrong")
                         .c_str());
   std::vector<Result> results;
-  for (const Model* md : models)
-    for (const auto& op : fl.ops)
-      for (int t : fl.tokens)
-        for (const auto& cs : fl.clusters) {
-        const Problem pb = problem(*md, op);
-        const auto cluster = parse_cluster(cs);
-        for (int sch : fl.schedules)
-          for (int bn : fl.block_ns)
-          for (const Weights& wt : weights) {
-            const ops::MoeQuant quant = wt.quant;
-            const bool bf16 = pb.epilogue == ops::MoeEpilogue::bf16;
-            if (!bf16 && bn != fl.block_ns.front()) continue;  // --block-n is for bf16 tiles: SwiGLU runs once
-            // A forced cluster, tile, schedule or epilogue that is not shipped for these weights: skip the line.
-            ops::MoeGemmArgs probe;
-            probe.quant = quant;
-            probe.b_layout = wt.layout;
-            probe.epilogue = pb.epilogue;
-            probe.experts = 1;
-            probe.m_total = t;
-            probe.block_m = fl.block_m;
-            probe.block_n = bf16 ? bn : 0;
-            probe.schedule = sch;
-            probe.cluster_m = cluster.first;
-            probe.cluster_n = cluster.second;
-            if (sch >= 0 && !ops::moe_schedule_shipped(quant, wt.layout, sch)) continue;
-            try {
-              ops::select_moe_instantiation(probe);
-            } catch (const InvalidArgument&) {
-              continue;
-            }
-            Result r = bench_one(fl, *md, pb, wt, t, cluster, sch, bn, rotate_bytes, pat, backlog, backlog_bytes, stream);
-            results.push_back(r);
-            std::printf("%s", fmt::format(" {:>17} {:>10} {:>10} {:>6} {:>4} {:>6} {:>6} {:>6} {:>28} {:>10.1f} {:>9.1f} "
-                                          "{:>9.1f} {:>6}\n",
-                                          r.model, r.op, r.weights, r.tokens, r.experts, r.n, r.k, r.sets,
-                                          r.instantiation + "/s" + std::to_string(r.schedule), r.median_us, r.tflops,
-                                          r.tflops_best, r.nonfinite)
-                                  .c_str());
-            std::fflush(stdout);
-          }
-      }
+  for (const Cell& c : cells) {
+    Result r = bench_one(fl, c, rotate_bytes, pat, backlog, backlog_bytes, stream);
+    results.push_back(r);
+    std::printf("%s", fmt::format(" {:>17} {:>10} {:>10} {:>6} {:>4} {:>6} {:>6} {:>6} {:>28} {:>10.1f} {:>9.1f} "
+                                  "{:>9.1f} {:>6}\n",
+                                  r.model, r.op, r.weights, r.tokens, r.experts, r.n, r.k, r.sets,
+                                  r.instantiation + "/s" + std::to_string(r.schedule), r.median_us, r.tflops,
+                                  r.tflops_best, r.nonfinite)
+                          .c_str());
+    std::fflush(stdout);
+  }
   cudaStreamDestroy(stream);
 
   if (!fl.json_out.empty()) {
@@ -531,6 +572,9 @@ void add_moe_gemm_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--num-ctas", fl->num_ctas, "Persistent grid size (0: one CTA per SM)")->capture_default_str();
   cmd->add_option("--json", fl->json_out, "Write results as JSON (xstage.bench.moe_gemm.v1)");
+  cmd->add_flag("--plan", fl->plan,
+                "Print the kernel each line would run (instantiation, cluster, schedule, stages, shared memory) and "
+                "exit; needs no GPU (the grid is --num-ctas, else the GPU's SM count, else 132)");
   cmd->callback([fl] { run_bench(*fl); });
 }
 

@@ -119,7 +119,26 @@ TEST(Cli, BenchMoeGemmRefusesBadFlagsBeforeTouchingAGpu) {
                                      {"--ops l3_bf16", "got 'l3_bf16'"},
                                      {"--cluster 3x1", "got '3x1'"},
                                      {"--weights w4a8-int8", "got 'w4a8-int8'"},
-                                     {"--schedule 4", "--schedule 4 must be -1..3"}});
+                                     {"--schedule 4", "--schedule 4 must be -1..3"},
+                                     {"--block-n 96", "--block-n 96 must be 0, 128, 192 or 256"}});
+}
+
+// --plan prints the planned kernel of every line and launches nothing (no GPU needed): the
+// 128 x 192 tile in 2 x 1 clusters from 1024 tokens, 128 x 128 below; SwiGLU on 64 x 256 with
+// 2 x 1 clusters at 8192 tokens, the two-pass tile for DiT-MoE-G (k = 1408); a forced tile that
+// no kernel ships for an op is left out.
+TEST(Cli, BenchMoeGemmPlanNeedsNoGpu) {
+  auto r = run("bench moe-gemm --plan --num-ctas 132 --models DSv4-Pro --ops l1_bf16,l1_swiglu --tokens 128,8192");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("nothing launched"), std::string::npos) << r.out;
+  for (const char* k : {"w8a8_bf16_m128n128 ", "w8a8_bf16_m128n192_c2x1", "w8a8_swiglu_m64n256 ", "w8a8_swiglu_m64n256_c2x1"})
+    EXPECT_NE(r.out.find(k), std::string::npos) << k << "\n" << r.out;
+  auto dit = run("bench moe-gemm --plan --num-ctas 132 --models DiT-MoE-G --ops l1_swiglu --tokens 1024");
+  EXPECT_EQ(dit.code, 0) << dit.out;
+  EXPECT_NE(dit.out.find("w8a8_swiglu_m128n128"), std::string::npos) << dit.out;
+  auto none = run("bench moe-gemm --plan --models DiT-MoE-G --ops l1_swiglu --block-m 192");
+  EXPECT_EQ(none.code, 0) << none.out;
+  EXPECT_EQ(none.out.find("w8a8_"), std::string::npos) << none.out;
 }
 #endif
 
