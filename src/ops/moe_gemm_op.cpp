@@ -197,7 +197,7 @@ int schedule_run(const Entry& e, const MoeGemmArgs& a) {
   return e.serial_only ? 2 : moe_schedule_for(a.quant, -1);
 }
 
-km::MoeGemmParams to_params(const MoeGemmArgs& a) {
+km::MoeGemmParams to_params(const MoeGemmArgs& a, const Entry& e) {
   km::MoeGemmParams p;
   p.a = a.a;
   p.a_scales = a.a_scales;
@@ -214,13 +214,13 @@ km::MoeGemmParams to_params(const MoeGemmArgs& a) {
   p.out_scales = a.out_scales;
   p.row_weights = a.row_weights;
   p.num_ctas = a.num_ctas;
-  p.schedule = moe_schedule_for(a.quant, a.schedule);
+  p.schedule = schedule_run(e, a);
   return p;
 }
 
-km::MoeW4A8Params to_w4a8_params(const MoeGemmArgs& a) {
+km::MoeW4A8Params to_w4a8_params(const MoeGemmArgs& a, const Entry& e) {
   km::MoeW4A8Params p;
-  static_cast<km::MoeGemmParams&>(p) = to_params(a);
+  static_cast<km::MoeGemmParams&>(p) = to_params(a, e);
   p.format = w4_format(a.quant);
   // The register-operand MXFP4 kernels take fp32 block scales (prepack_mxfp4_rs) instead of E8M0.
   const bool e8m0 = a.quant == MoeQuant::w4a8_mxfp4 && a.b_layout == MoeWeightLayout::rows;
@@ -322,7 +322,11 @@ void check_routing(const int* counts, const int* offsets, int experts, int m_tot
   }
 }
 
-void validate(const MoeGemmArgs& a) {
+namespace {
+
+// validate()'s checks; returns the kernel entry that serves the arguments (planned once, so
+// moe_gemm does not plan twice).
+const Entry& validated_entry(const MoeGemmArgs& a) {
   if (a.quant != MoeQuant::w8a8 && !moe_is_w4a8(a.quant))
     throw InvalidArgument(fmt::format("moe gemm: unsupported quantisation {} (w8a8, w4a8_int4 or w4a8_mxfp4)",
                                       static_cast<int>(a.quant)));
@@ -374,7 +378,7 @@ void validate(const MoeGemmArgs& a) {
     throw InvalidArgument(fmt::format("moe gemm: the {} kernel has one consumer schedule; schedule {} must be -1 "
                                       "(default) or 0",
                                       moe_weight_layout_name(a.b_layout), a.schedule));
-  find_entry(a);  // a forced block_m / block_n / schedule must be shipped for this epilogue
+  const Entry& e = find_entry(a);  // a forced block_m / block_n / schedule must be shipped for this epilogue
   check_pointer("a", a.a, 16, "TMA");
   check_pointer("b", a.b, 16, "TMA");
   check_pointer("out", a.out, 16, "16-byte row stores");
@@ -394,7 +398,12 @@ void validate(const MoeGemmArgs& a) {
   if ((a.host_counts == nullptr) != (a.host_offsets == nullptr))
     throw InvalidArgument("moe gemm: host_counts and host_offsets must be given together");
   if (a.host_counts != nullptr) check_routing(a.host_counts, a.host_offsets, a.experts, a.m_total);
+  return e;
 }
+
+}  // namespace
+
+void validate(const MoeGemmArgs& a) { validated_entry(a); }
 
 MoeInstantiation select_moe_instantiation(const MoeGemmArgs& a) {
   const Entry& e = find_entry(a);
@@ -417,17 +426,10 @@ MoeInstantiation select_moe_instantiation(const MoeGemmArgs& a) {
 }
 
 void moe_gemm(const MoeGemmArgs& a, cudaStream_t stream) {
-  validate(a);
+  const Entry& e = validated_entry(a);
   if (a.m_total == 0) return;
-  const Entry& e = find_entry(a);
-  cudaError_t err;
-  if (e.launch_w4 != nullptr) {
-    err = e.launch_w4(to_w4a8_params(a), stream);
-  } else {
-    km::MoeGemmParams p = to_params(a);
-    p.schedule = schedule_run(e, a);
-    err = e.launch(p, stream);
-  }
+  const cudaError_t err =
+      e.launch_w4 != nullptr ? e.launch_w4(to_w4a8_params(a, e), stream) : e.launch(to_params(a, e), stream);
   if (err != cudaSuccess)
     throw Error(fmt::format("moe gemm: launching {} (experts {}, m_total {}, n {}, k {}) failed: {}", e.name,
                             a.experts, a.m_total, a.n, a.k, cudaGetErrorString(err)));

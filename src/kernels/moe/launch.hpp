@@ -31,15 +31,12 @@ inline constexpr TileConfig kTileM64N256{64, 256, 128, 4, 2};
 // 128 x 128 (40 KiB per 192 x 128 x 128 block instead of 32 KiB per 128 x 128 x 128).
 inline constexpr TileConfig kTileM192N128{192, 128, 128, 4, 3};
 inline constexpr TileConfig kTileM128N128C2x1{128, 128, 128, 6, 2, 2, 1};
+inline constexpr TileConfig kTileM128N128C1x2{128, 128, 128, 6, 2, 1, 2};
+inline constexpr TileConfig kTileM128N128C2x2{128, 128, 128, 6, 2, 2, 2};
 // Two warp groups of 64 x 192 (m64n192 wgmmas, schedules 0 and 2 only): 16.5 KiB into and out of
 // shared memory per MFLOP instead of 19.1; planned for large problems (plan_block_n).
 inline constexpr TileConfig kTileM128N192{128, 192, 128, 5, 2};
 inline constexpr TileConfig kTileM128N192C2x1{128, 192, 128, 5, 2, 2, 1};
-// The two-pass SwiGLU tile (gate rows, then up rows of 128 channels; 18 KiB of epilogue
-// staging): 6 stages like the 128 x 128 bf16 tile.
-inline constexpr TileConfig kTileSwiGluM128N128{128, 128, 128, 6, 2};
-inline constexpr TileConfig kTileM128N128C1x2{128, 128, 128, 6, 2, 1, 2};
-inline constexpr TileConfig kTileM128N128C2x2{128, 128, 128, 6, 2, 2, 2};
 inline constexpr TileConfig kTileM64N256C2x1{64, 256, 128, 4, 2, 2, 1};
 
 struct KernelInfo {
