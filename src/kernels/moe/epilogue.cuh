@@ -186,6 +186,44 @@ struct Bf16TileEpilogue {
   }
 };
 
+// SwiGLU of a thread's kN accumulator values (gate(i), up(i): same positions) with the router
+// weights of its two rows (value bit 1: row r0 + 8, weight w1; else row r0, w0), into h; each
+// row's amax over the 4 threads of its quad (a row's 128 channels).
+template <int kN, class Gate, class Up>
+__device__ __forceinline__ void swiglu_rows(Gate&& gate, Up&& up, float w0, float w1, float (&h)[kN], float& amax0,
+                                            float& amax1) {
+  amax0 = 0.f;
+  amax1 = 0.f;
+  CUTE_UNROLL
+  for (int i = 0; i < kN; ++i) {
+    h[i] = swiglu(gate(i), up(i)) * ((i & 2) ? w1 : w0);
+    if (i & 2) amax1 = fmaxf(amax1, fabsf(h[i]));
+    else amax0 = fmaxf(amax0, fabsf(h[i]));
+  }
+  CUTE_UNROLL
+  for (int s = 1; s <= 2; s <<= 1) {
+    amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, s));
+    amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, s));
+  }
+}
+
+// Quantises a thread's kN values h to fp8 e4m3 with its rows' scales q0 / q1 into the staging
+// (row pitch kPitch bytes), and has one thread per quad write the two rows' scales.
+template <int kPitch, int kN, class Destination>
+__device__ __forceinline__ void stage_fp8_rows(Destination const& dest, EpilogueTile const& t, uint8_t* staged,
+                                               float const (&h)[kN], QuantScale q0, QuantScale q1, int wt) {
+  CUTE_UNROLL
+  for (int i = 0; i < kN; i += 2) {
+    const float inv = (i & 2) ? q1.inv : q0.inv;
+    *reinterpret_cast<uint16_t*>(staged + acc_row(wt, i) * kPitch + acc_col(wt, i)) = fp8x2_e4m3(h[i] * inv, h[i + 1] * inv);
+  }
+  const int r0 = acc_row(wt, 0);
+  if ((wt % 4) == 0) {
+    if (r0 < t.rows) *dest.scale_ptr(t, t.row_begin + r0) = q0.scale;
+    if (r0 + 8 < t.rows) *dest.scale_ptr(t, t.row_begin + r0 + 8) = q1.scale;
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Linear-1 epilogue. Warp group wn = 0 holds the gate piece, wn = 1 the up piece of the same
 // 64 rows x 128 output channels. The up group stages its values in its own register order,
@@ -254,7 +292,6 @@ struct SwiGluQuantEpilogue {
       return;
     }
     const EpilogueTile t{tile.expert, tile.m_block, tile.n_block, tile.row_begin, tile.rows, tile.n_block * 128, tile.tag};
-    const int r0 = acc_row(wt, 0);
     const float w0 = rw.w0, w1 = rw.w1;
     float h[kVals];
     cutlass::arch::NamedBarrier::sync(256, static_cast<uint32_t>(NamedBarrierId::swiglu_full));
@@ -262,34 +299,15 @@ struct SwiGluQuantEpilogue {
     CUTE_UNROLL
     for (int i = 0; i < kVals; ++i) h[i] = up[i * 128 + wt];
     cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::swiglu_free));
-    float amax0 = 0.f, amax1 = 0.f;
-    CUTE_UNROLL
-    for (int i = 0; i < kVals; ++i) {
-      h[i] = swiglu(acc(i), h[i]) * ((i & 2) ? w1 : w0);
-      if (i & 2) amax1 = fmaxf(amax1, fabsf(h[i]));
-      else amax0 = fmaxf(amax0, fabsf(h[i]));
-    }
-    CUTE_UNROLL
-    for (int s = 1; s <= 2; s <<= 1) {
-      amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, s));
-      amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, s));
-    }
+    float amax0, amax1;  // h holds the up values: each is read before it is overwritten
+    swiglu_rows([&](int i) { return acc(i); }, [&](int i) { return h[i]; }, w0, w1, h, amax0, amax1);
     const QuantScale q0 = quant_scale(amax0);
     const QuantScale q1 = quant_scale(amax1);
 
     const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0);
     uint8_t* staged = smem + kUpBytes;
     cutlass::arch::NamedBarrier::sync(128, bar);  // the previous tile's copy-out has read the staging
-    CUTE_UNROLL
-    for (int i = 0; i < kVals; i += 2) {
-      const float inv = (i & 2) ? q1.inv : q0.inv;
-      *reinterpret_cast<uint16_t*>(staged + acc_row(wt, i) * kPitch + acc_col(wt, i)) =
-          fp8x2_e4m3(h[i] * inv, h[i + 1] * inv);
-    }
-    if ((wt % 4) == 0) {
-      if (r0 < t.rows) *ep.dest.scale_ptr(t, t.row_begin + r0) = q0.scale;
-      if (r0 + 8 < t.rows) *ep.dest.scale_ptr(t, t.row_begin + r0 + 8) = q1.scale;
-    }
+    stage_fp8_rows<kPitch>(ep.dest, t, staged, h, q0, q1, wt);
     cutlass::arch::NamedBarrier::sync(128, bar);
     if constexpr (Destination::kNeedsTileStoredHook) {
       ep.dest.mark(1, wt);
@@ -346,33 +364,14 @@ struct SwiGluSerialQuantEpilogue {
     const float w0 = r0 < t.rows ? __ldg(ep.row_weights + t.row_begin + r0) : 0.f;
     const float w1 = r0 + 8 < t.rows ? __ldg(ep.row_weights + t.row_begin + r0 + 8) : 0.f;
     float h[kVals];
-    float amax0 = 0.f, amax1 = 0.f;
-    CUTE_UNROLL
-    for (int i = 0; i < kVals; ++i) {
-      h[i] = swiglu(gate[i], acc(i)) * ((i & 2) ? w1 : w0);
-      if (i & 2) amax1 = fmaxf(amax1, fabsf(h[i]));
-      else amax0 = fmaxf(amax0, fabsf(h[i]));
-    }
-    CUTE_UNROLL
-    for (int s = 1; s <= 2; s <<= 1) {
-      amax0 = fmaxf(amax0, __shfl_xor_sync(0xffffffffu, amax0, s));
-      amax1 = fmaxf(amax1, __shfl_xor_sync(0xffffffffu, amax1, s));
-    }
+    float amax0, amax1;
+    swiglu_rows([&](int i) { return gate[i]; }, [&](int i) { return acc(i); }, w0, w1, h, amax0, amax1);
     const QuantScale q0 = quant_scale(amax0);
     const QuantScale q1 = quant_scale(amax1);
     const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + wm;
     uint8_t* staged = smem + wm * 64 * kPitch;
     cutlass::arch::NamedBarrier::sync(128, bar);  // the previous tile's copy-out has read the staging
-    CUTE_UNROLL
-    for (int i = 0; i < kVals; i += 2) {
-      const float inv = (i & 2) ? q1.inv : q0.inv;
-      *reinterpret_cast<uint16_t*>(staged + acc_row(wt, i) * kPitch + acc_col(wt, i)) =
-          fp8x2_e4m3(h[i] * inv, h[i + 1] * inv);
-    }
-    if ((wt % 4) == 0) {
-      if (r0 < t.rows) *ep.dest.scale_ptr(t, t.row_begin + r0) = q0.scale;
-      if (r0 + 8 < t.rows) *ep.dest.scale_ptr(t, t.row_begin + r0 + 8) = q1.scale;
-    }
+    stage_fp8_rows<kPitch>(ep.dest, t, staged, h, q0, q1, wt);
     cutlass::arch::NamedBarrier::sync(128, bar);
     copy_out_rows<128, kPitch>(ep.dest, t, staged, wt);
   }
