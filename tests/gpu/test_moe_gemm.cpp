@@ -462,15 +462,24 @@ TEST(MoeGemmGpu, SwiGluTwoPassTile) {
   probe.n = 1024;
   probe.k = 512;
   EXPECT_EQ(ops::select_moe_instantiation(probe).name, "w8a8_swiglu_m128n128");
-  EXPECT_EQ(ops::select_moe_instantiation(probe).schedule, 2);
+  EXPECT_EQ(ops::select_moe_instantiation(probe).schedule, 3);
   const std::vector<int> counts{3, 70, 0, 140};
   const std::vector<int> gaps{5, 0, 17, 3, 9};
-  for (int sch : {-1, 0, 2}) {
+  // Every schedule: the overlap ones (1, 3) run a tile's two passes through the two-accumulator
+  // loop (one, two and an odd number of K blocks: the peeled tails), with 1 CTA (every tile and
+  // half on one SM, the park reused) and with the whole grid.
+  for (int sch : {-1, 0, 1, 2, 3}) {
     const std::string tag = "_m128_s" + std::to_string(sch);
     run_case({"dit_l1_swiglu" + tag, MoeEpilogue::swiglu_fp8, 2 * 5632, 1408, kUneven, {}, 128, 0, 1, 1, sch}, 1100 + sch);
     run_case({"gaps_1cta_swiglu" + tag, MoeEpilogue::swiglu_fp8, 512, 1024, counts, gaps, 128, 1, 1, 1, sch}, 1110 + sch);
     run_case({"k128_swiglu" + tag, MoeEpilogue::swiglu_fp8, 512, 128, {1, 0, 65, 3}, {}, 128, 1, 1, 1, sch}, 1120 + sch);
+    run_case({"k256_swiglu" + tag, MoeEpilogue::swiglu_fp8, 768, 256, {130, 2, 0, 64}, {}, 128, 2, 1, 1, sch},
+             1140 + sch);
+    // 2 x 1 clusters: odd m-block counts give dummy partners (they load, compute, store nothing).
+    run_case({"c2x1_swiglu" + tag, MoeEpilogue::swiglu_fp8, 2 * 1408, 640, {300, 0, 1, 129, 7}, {2, 0, 9, 0, 4, 1}, 128, 4, 2, 1, sch},
+             1150 + sch);
   }
+  run_case({"dit_l1_swiglu_m128_c2x1", MoeEpilogue::swiglu_fp8, 2 * 5632, 1408, kUneven, {}, 128, 0, 2, 1}, 1160);
   run_case({"ds_l1_swiglu_m128", MoeEpilogue::swiglu_fp8, 2 * 2048, 4096, {5, 0, 130, 257, 64, 1, 0, 90}, {}, 128, 0},
            1130);
   run_case({"one_token_x32_swiglu_m128", MoeEpilogue::swiglu_fp8, 1024, 1408, std::vector<int>(32, 1), {}, 128, 0}, 1131);

@@ -11,7 +11,7 @@
 //     h = silu(gate) * up * row_weight, quantised to fp8 e4m3 per token per 128 channels
 //     (scale = max(amax, 1e-4) / 448), out[m_total, n/2] fp8 + scales [n/2/128, m_total];
 //   * SwiGluSerialQuantEpilogue<Traits, LocalQuantDestination>: the same for the two-pass
-//     128 x 128 gate/up tile (MoeTraits::kGateUpSerial);
+//     128 x 128 gate/up tile (MoeTraits::kGateUpSerial; the gate pass parked in shared memory);
 //   * a later remote-store policy (Mega-MoE) supplies a Destination that maps a row to a
 //     peer GPU's buffer and publishes a flag in tile_stored(); the mainloop is untouched.
 //
@@ -323,21 +323,25 @@ struct SwiGluQuantEpilogue {
 };
 
 // ---------------------------------------------------------------------------------------
-// Linear-1 epilogue of the serial gate/up tile (MoeTraits::kGateUpSerial, 128 x 128 output
+// Linear-1 epilogue of the two-pass gate/up tile (MoeTraits::kGateUpSerial, 128 x 128 output
 // channels, warp group wm holds rows [64 wm, 64 wm + 64)). A tile arrives twice: half 0 with
-// the gate result, which is kept in registers (`gate`, same register order as the up result),
-// then half 1 with the up result: SwiGLU, router weight, the row amax over the tile's 128
-// channels (a row's values live in the 4 threads of a quad), fp8 quantisation, staged rows
-// stored. No exchange between the warp groups and no fp32 round trip through shared memory.
+// the gate result, which each thread parks in shared memory (its own 16 float4 slots, read
+// back only by itself: no barrier), then half 1 with the up result: SwiGLU, router weight, the
+// row amax over the tile's 128 channels (a row's values live in the 4 threads of a quad), fp8
+// quantisation, staged rows stored. Parking instead of holding the gate in registers leaves
+// room for the overlap schedule's second per-K-block accumulator; no exchange between the
+// warp groups.
 template <class Traits, class Destination>
 struct SwiGluSerialQuantEpilogue {
   using T = Traits;
   static_assert(T::kGateUpSerial && T::kWgM == 2 && T::kWgN == 1, "the two-pass 128 x 128 gate/up tile");
   static_assert(!Destination::kNeedsTileStoredHook, "local destinations only");
-  static constexpr int kPitch = 128 + 16;  // fp8 bytes per staged row (16 B pad: no bank conflicts)
-  static constexpr int kSmemBytes = T::kConsumerWGs * 64 * kPitch;
-  static constexpr bool kSwiGlu = true;
   static constexpr int kVals = 64;
+  static constexpr int kPitch = 128 + 16;                     // fp8 bytes per staged row (16 B pad: no bank conflicts)
+  static constexpr int kParkBytes = 64 * 128 * 4;             // one warp group's gate piece, fp32
+  static constexpr int kStageBytes = 64 * kPitch;             // one warp group's fp8 rows
+  static constexpr int kSmemBytes = T::kConsumerWGs * (kParkBytes + kStageBytes);
+  static constexpr bool kSwiGlu = true;
 
   struct Params {
     Destination dest;
@@ -346,30 +350,42 @@ struct SwiGluSerialQuantEpilogue {
   static Params to_params(MoeGemmParams const& p) { return Params{Destination::from(p), p.row_weights}; }
   __device__ static void consumer_init(int) {}
 
-  mutable float gate[kVals];  // the gate pass of the current tile
+  // Slot j of thread wt: values 4j .. 4j + 3 (consecutive threads, consecutive 16 B: conflict-free).
+  __device__ static float4* park_slot(uint8_t* smem, int wm, int wt, int j) {
+    return reinterpret_cast<float4*>(smem + wm * kParkBytes) + j * 128 + wt;
+  }
 
   template <class Frg>
   __device__ __forceinline__ void store(Params const& ep, uint8_t* smem, Frg const& acc, WorkTile const& tile, int wt, int wm,
                                         int) const {
     static_assert(decltype(size(acc))::value == kVals);
-    if (tile.half == 0) {
-      CUTE_UNROLL
-      for (int i = 0; i < kVals; ++i) gate[i] = acc(i);
-      return;
-    }
     const EpilogueTile t{tile.expert, tile.m_block, tile.n_block, tile.row_begin + 64 * wm,
                          min(64, tile.rows - 64 * wm), tile.n_block * 128, tile.tag};
     if (t.rows <= 0) return;  // no valid row in this warp group's half of the tile
+    if (tile.half == 0) {
+      CUTE_UNROLL
+      for (int j = 0; j < kVals / 4; ++j)
+        *park_slot(smem, wm, wt, j) = make_float4(acc(4 * j), acc(4 * j + 1), acc(4 * j + 2), acc(4 * j + 3));
+      return;
+    }
     const int r0 = acc_row(wt, 0);
     const float w0 = r0 < t.rows ? __ldg(ep.row_weights + t.row_begin + r0) : 0.f;
     const float w1 = r0 + 8 < t.rows ? __ldg(ep.row_weights + t.row_begin + r0 + 8) : 0.f;
     float h[kVals];
-    float amax0, amax1;
-    swiglu_rows([&](int i) { return gate[i]; }, [&](int i) { return acc(i); }, w0, w1, h, amax0, amax1);
+    CUTE_UNROLL
+    for (int j = 0; j < kVals / 4; ++j) {
+      const float4 g = *park_slot(smem, wm, wt, j);
+      h[4 * j] = g.x;
+      h[4 * j + 1] = g.y;
+      h[4 * j + 2] = g.z;
+      h[4 * j + 3] = g.w;
+    }
+    float amax0, amax1;  // h holds the gate values: each is read before it is overwritten
+    swiglu_rows([&](int i) { return h[i]; }, [&](int i) { return acc(i); }, w0, w1, h, amax0, amax1);
     const QuantScale q0 = quant_scale(amax0);
     const QuantScale q1 = quant_scale(amax1);
     const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + wm;
-    uint8_t* staged = smem + wm * 64 * kPitch;
+    uint8_t* staged = smem + T::kConsumerWGs * kParkBytes + wm * kStageBytes;
     cutlass::arch::NamedBarrier::sync(128, bar);  // the previous tile's copy-out has read the staging
     stage_fp8_rows<kPitch>(ep.dest, t, staged, h, q0, q1, wt);
     cutlass::arch::NamedBarrier::sync(128, bar);

@@ -108,13 +108,13 @@ struct MoeTraits {
   static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 232 : 160;
   // Gate/up with one N chunk (the 128 x 128 SwiGLU tile): a tile is two passes over K, first
   // the gate rows of its 128 channels, then the up rows (WorkTile::half), both warp groups on
-  // the same chunk (split M); the epilogue keeps the gate result in registers until the up
-  // pass ends, so the overlap schedule's second accumulator has no room.
+  // the same chunk (split M); the epilogue parks the gate result in shared memory until the up
+  // pass ends, so the registers stay free for the overlap schedule's second accumulator.
   static constexpr bool kGateUpSerial = kGateUp && kWgN == 1;
-  static constexpr bool kOverlapAllowed = kConsumerWGs == 2 && kPieceN == 128 && !kGateUpSerial;
+  static constexpr bool kOverlapAllowed = kConsumerWGs == 2 && kPieceN == 128;
   static_assert(kConsumerWGs == 2 || (kConsumerWGs == 3 && kWgN == 1 && kClusterSize == 1),
                 "two consumer warp groups (64 x 128 each), or three along M (192 x 128)");
-  static_assert(!kGateUp || kWgN == 2 || (kWgM == 2 && kPieceN == 128 && !kInKernelScales && kClusterSize == 1),
+  static_assert(!kGateUp || kWgN == 2 || (kWgM == 2 && kPieceN == 128 && !kInKernelScales && kClusterN == 1),
                 "gate/up fusion: the two N chunks, or the 128 x 128 tile's two passes");
   static_assert(kPieceN == 128 || (kWgM == 2 && !kGateUp && !kInKernelScales && kClusterN == 1),
                 "192-column pieces: the 128 x 192 tile of the standalone GEMM");
@@ -517,7 +517,7 @@ struct MoeMainloop {
         read.advance();
         g.promote(acc, p0, s0);
       }
-      WorkTile next;
+      WorkTile next = tile;  // a two-pass tile's second half is `tile` again (GroupedScheduler)
       // Broadcast: a warp-uniform branch around the wgmma issue.
       const bool more = __shfl_sync(0xffffffffu, sched.next(next) ? 1 : 0, 0) != 0;
       epilogue(acc, tile);
