@@ -475,11 +475,7 @@ TEST(MoeGemmGpu, SwiGluTwoPassTile) {
     run_case({"k128_swiglu" + tag, MoeEpilogue::swiglu_fp8, 512, 128, {1, 0, 65, 3}, {}, 128, 1, 1, 1, sch}, 1120 + sch);
     run_case({"k256_swiglu" + tag, MoeEpilogue::swiglu_fp8, 768, 256, {130, 2, 0, 64}, {}, 128, 2, 1, 1, sch},
              1140 + sch);
-    // 2 x 1 clusters: odd m-block counts give dummy partners (they load, compute, store nothing).
-    run_case({"c2x1_swiglu" + tag, MoeEpilogue::swiglu_fp8, 2 * 1408, 640, {300, 0, 1, 129, 7}, {2, 0, 9, 0, 4, 1}, 128, 4, 2, 1, sch},
-             1150 + sch);
   }
-  run_case({"dit_l1_swiglu_m128_c2x1", MoeEpilogue::swiglu_fp8, 2 * 5632, 1408, kUneven, {}, 128, 0, 2, 1}, 1160);
   run_case({"ds_l1_swiglu_m128", MoeEpilogue::swiglu_fp8, 2 * 2048, 4096, {5, 0, 130, 257, 64, 1, 0, 90}, {}, 128, 0},
            1130);
   run_case({"one_token_x32_swiglu_m128", MoeEpilogue::swiglu_fp8, 1024, 1408, std::vector<int>(32, 1), {}, 128, 0}, 1131);

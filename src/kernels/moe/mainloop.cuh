@@ -114,7 +114,7 @@ struct MoeTraits {
   static constexpr bool kOverlapAllowed = kConsumerWGs == 2 && kPieceN == 128;
   static_assert(kConsumerWGs == 2 || (kConsumerWGs == 3 && kWgN == 1 && kClusterSize == 1),
                 "two consumer warp groups (64 x 128 each), or three along M (192 x 128)");
-  static_assert(!kGateUp || kWgN == 2 || (kWgM == 2 && kPieceN == 128 && !kInKernelScales && kClusterN == 1),
+  static_assert(!kGateUp || kWgN == 2 || (kWgM == 2 && kPieceN == 128 && !kInKernelScales && kClusterSize == 1),
                 "gate/up fusion: the two N chunks, or the 128 x 128 tile's two passes");
   static_assert(kPieceN == 128 || (kWgM == 2 && !kGateUp && !kInKernelScales && kClusterN == 1),
                 "192-column pieces: the 128 x 192 tile of the standalone GEMM");
