@@ -166,7 +166,7 @@ struct Cell {
   int tokens;
   std::pair<int, int> cluster;  // {0, 0}: planned
   int schedule;                 // -1: default
-  int block_n;                  // 0: planned (bf16 only)
+  int block_n;                  // 0: planned
 };
 
 // A cell's call without its buffers: what the planner sees (balanced routing over the
@@ -182,7 +182,7 @@ ops::MoeGemmArgs cell_args(const BenchFlags& fl, const Cell& c) {
   a.k = c.pb.k;
   a.tokens_per_expert_hint = c.tokens;
   a.block_m = fl.block_m;
-  a.block_n = c.pb.epilogue == ops::MoeEpilogue::bf16 ? c.block_n : 0;
+  a.block_n = c.block_n;
   a.num_ctas = fl.num_ctas;
   a.cluster_m = c.cluster.first;
   a.cluster_n = c.cluster.second;
@@ -383,7 +383,6 @@ std::vector<Cell> bench_cells(const BenchFlags& fl, const std::vector<const Mode
             for (int bn : fl.block_ns)
               for (const Weights& wt : weights) {
                 const Cell c{md, problem(*md, op), wt, t, parse_cluster(cs), sch, bn};
-                if (c.pb.epilogue != ops::MoeEpilogue::bf16 && bn != fl.block_ns.front()) continue;
                 if (sch >= 0 && !ops::moe_schedule_shipped(wt.quant, wt.layout, sch)) continue;
                 try {
                   ops::select_moe_instantiation(cell_args(fl, c));
@@ -552,8 +551,9 @@ void add_moe_gemm_bench_command(CLI::App& app) {
                   "SwiGLU ships 64 and 128)")
       ->capture_default_str();
   cmd->add_option("--block-n", fl->block_ns,
-                  "bf16 tile widths to run, each a line (0: planned; 128, 192 or 256; w8a8 ships 64 x 256, 128 x 128, "
-                  "128 x 192 (schedules 0 and 2) and 192 x 128; unshipped ones skipped)")
+                  "Tile widths (weight rows per stage) to run, each a line (0: planned; 128, 192 or 256; w8a8 bf16 ships "
+                  "64 x 256, 128 x 128, 128 x 192 (schedules 0 and 2) and 192 x 128, SwiGLU 64 x 256, 128 x 128 (two "
+                  "passes) and 128 x 256 (schedules 0 and 2); unshipped ones skipped)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--cluster", fl->clusters, "Cluster shapes to run: planned, 1x1, 2x1, 1x2, 2x2 (unshipped ones skipped)")

@@ -176,6 +176,11 @@ TEST(MoeGemmValidate, EachProblemHasItsMessage) {
                       MoeEpilogue::swiglu_fp8);
   expect_invalid_args([](auto& a) { a.block_m = 128; a.cluster_m = 2; a.cluster_n = 1; },
                       "no w8a8 swiglu_fp8 kernel with block_m 128 and cluster 2x1", MoeEpilogue::swiglu_fp8);
+  expect_invalid_args([](auto& a) { a.block_m = 128; a.block_n = 256; a.schedule = 3; },
+                      "w8a8_swiglu_m128n256 kernel has schedules 0 and 2 (ping-pong, its default); schedule 3",
+                      MoeEpilogue::swiglu_fp8);
+  expect_invalid_args([](auto& a) { a.block_m = 128; a.block_n = 192; }, "no w8a8 swiglu_fp8 kernel with block_m 128, block_n 192",
+                      MoeEpilogue::swiglu_fp8);
   expect_invalid_args([](auto& a) { a.block_n = 96; }, "block_n 96 must be 0 (planned), 128, 192 or 256");
   expect_invalid_args([](auto& a) { a.block_n = 192; a.schedule = 3; },
                       "w8a8_bf16_m128n192_c2x1 kernel has schedules 0 and 2 (ping-pong, its default); schedule 3");
@@ -534,6 +539,10 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   s.schedule = 1;
   EXPECT_EQ(ops::select_moe_instantiation(s).schedule, 1);
   s.schedule = -1;
+  s.block_n = 256;  // the 128 x 256 tile (gate and up per warp group), forced
+  EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m128n256");
+  EXPECT_EQ(ops::select_moe_instantiation(s).schedule, 2);
+  s.block_n = 0;
   s.block_m = 0;
   MoeGemmArgs w4 = good_w4_args(ops::MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8);
   w4.tokens_per_expert_hint = 8192;  // the w4a8 SwiGLU tile has no cluster variant

@@ -483,6 +483,48 @@ TEST(MoeGemmGpu, SwiGluTwoPassTile) {
   run_case({"k640_swiglu_m128", MoeEpilogue::swiglu_fp8, 768, 640, {129, 7, 256}, {}, 128, 3}, 1133);
 }
 
+// The 128 x 256 gate/up tile (each warp group runs the gate and the up piece of a stage one
+// after the other): uneven experts, gaps with one CTA walking every tile, 1, 2 and an odd number
+// of K blocks, one expert with 3000 tokens, 32 one-token experts; schedules 0 and 2.
+Case dual(Case c) {
+  c.block_m = 128;
+  c.block_n = 256;
+  return c;
+}
+
+TEST(MoeGemmGpu, SwiGluDualTile) {
+  XS_REQUIRE_GPUS(1);
+  ops::MoeGemmArgs probe;
+  probe.quant = MoeQuant::w8a8;
+  probe.epilogue = MoeEpilogue::swiglu_fp8;
+  probe.block_m = 128;
+  probe.block_n = 256;
+  probe.experts = 2;
+  probe.m_total = 256;
+  probe.n = 1024;
+  probe.k = 512;
+  EXPECT_EQ(ops::select_moe_instantiation(probe).name, "w8a8_swiglu_m128n256");
+  EXPECT_EQ(ops::select_moe_instantiation(probe).schedule, 2);
+  const std::vector<int> counts{3, 70, 0, 140};
+  const std::vector<int> gaps{5, 0, 17, 3, 9};
+  for (int sch : {-1, 0, 2}) {
+    const std::string tag = "_dual_s" + std::to_string(sch);
+    run_case(dual({"dit_l1_swiglu" + tag, MoeEpilogue::swiglu_fp8, 2 * 5632, 1408, kUneven, {}, 0, 0, 1, 1, sch}),
+             1200 + sch);
+    run_case(dual({"gaps_1cta_swiglu" + tag, MoeEpilogue::swiglu_fp8, 512, 1024, counts, gaps, 0, 1, 1, 1, sch}),
+             1210 + sch);
+    run_case(dual({"k128_swiglu" + tag, MoeEpilogue::swiglu_fp8, 512, 128, {1, 0, 65, 3}, {}, 0, 1, 1, 1, sch}),
+             1220 + sch);
+    run_case(dual({"k256_swiglu" + tag, MoeEpilogue::swiglu_fp8, 768, 256, {130, 2, 0, 64}, {}, 0, 2, 1, 1, sch}),
+             1230 + sch);
+  }
+  run_case(dual({"ds_l1_swiglu_dual", MoeEpilogue::swiglu_fp8, 2 * 2048, 4096, {5, 0, 130, 257, 64, 1, 0, 90}, {}}),
+           1240);
+  run_case(dual({"one_token_x32_swiglu_dual", MoeEpilogue::swiglu_fp8, 1024, 1408, std::vector<int>(32, 1), {}}), 1241);
+  run_case(dual({"one_expert_3000_sw_dual", MoeEpilogue::swiglu_fp8, 512, 768, {0, 3000}, {}, 0, 2}), 1242);
+  run_case(dual({"k640_swiglu_dual", MoeEpilogue::swiglu_fp8, 768, 640, {129, 7, 256}, {}, 0, 3}), 1243);
+}
+
 // ---- W4A8: 4-bit weights converted to fp8 in the mainloop --------------------------------
 Case w4(Case c, MoeQuant q, int pattern = 0) {
   c.name += q == MoeQuant::w4a8_int4 ? "_int4" : (pattern ? "_mxgap" : "_mx");

@@ -12,6 +12,8 @@
 //     (scale = max(amax, 1e-4) / 448), out[m_total, n/2] fp8 + scales [n/2/128, m_total];
 //   * SwiGluSerialQuantEpilogue<Traits, LocalQuantDestination>: the same for the two-pass
 //     128 x 128 gate/up tile (MoeTraits::kGateUpSerial; the gate pass parked in shared memory);
+//   * SwiGluDualQuantEpilogue<Traits, LocalQuantDestination>: the same for the 128 x 256 gate/up
+//     tile (MoeTraits::kGateUpDual; gate and up of a channel in one thread);
 //   * a later remote-store policy (Mega-MoE) supplies a Destination that maps a row to a
 //     peer GPU's buffer and publishes a flag in tile_stored(); the mainloop is untouched.
 //
@@ -224,6 +226,28 @@ __device__ __forceinline__ void stage_fp8_rows(Destination const& dest, Epilogue
   }
 }
 
+// The rest of a SwiGLU epilogue for a warp group whose threads hold gate and up of the same 64
+// rows x 128 channels (value i of both at one position, as the m64n128 accumulators): h =
+// silu(gate) * up * row weight into h (which may hold the gate values on entry: each is read
+// before it is overwritten), per-row scales, fp8 rows staged (after `bar`: the previous copy-out
+// has read the staging) and stored.
+template <int kPitch, class Destination, class Gate, class Up>
+__device__ __forceinline__ void swiglu_quant_rows(Destination const& dest, const float* row_weights,
+                                                  EpilogueTile const& t, uint8_t* staged, uint32_t bar, int wt,
+                                                  Gate&& gate, Up&& up, float (&h)[64]) {
+  const int r0 = acc_row(wt, 0);
+  const float w0 = r0 < t.rows ? __ldg(row_weights + t.row_begin + r0) : 0.f;
+  const float w1 = r0 + 8 < t.rows ? __ldg(row_weights + t.row_begin + r0 + 8) : 0.f;
+  float amax0, amax1;
+  swiglu_rows(gate, up, w0, w1, h, amax0, amax1);
+  const QuantScale q0 = quant_scale(amax0);
+  const QuantScale q1 = quant_scale(amax1);
+  cutlass::arch::NamedBarrier::sync(128, bar);
+  stage_fp8_rows<kPitch>(dest, t, staged, h, q0, q1, wt);
+  cutlass::arch::NamedBarrier::sync(128, bar);
+  copy_out_rows<128, kPitch>(dest, t, staged, wt);
+}
+
 // ---------------------------------------------------------------------------------------
 // Linear-1 epilogue. Warp group wn = 0 holds the gate piece, wn = 1 the up piece of the same
 // 64 rows x 128 output channels. The up group stages its values in its own register order,
@@ -368,9 +392,6 @@ struct SwiGluSerialQuantEpilogue {
         *park_slot(smem, wm, wt, j) = make_float4(acc(4 * j), acc(4 * j + 1), acc(4 * j + 2), acc(4 * j + 3));
       return;
     }
-    const int r0 = acc_row(wt, 0);
-    const float w0 = r0 < t.rows ? __ldg(ep.row_weights + t.row_begin + r0) : 0.f;
-    const float w1 = r0 + 8 < t.rows ? __ldg(ep.row_weights + t.row_begin + r0 + 8) : 0.f;
     float h[kVals];
     CUTE_UNROLL
     for (int j = 0; j < kVals / 4; ++j) {
@@ -380,23 +401,53 @@ struct SwiGluSerialQuantEpilogue {
       h[4 * j + 2] = g.z;
       h[4 * j + 3] = g.w;
     }
-    float amax0, amax1;  // h holds the gate values: each is read before it is overwritten
-    swiglu_rows([&](int i) { return h[i]; }, [&](int i) { return acc(i); }, w0, w1, h, amax0, amax1);
-    const QuantScale q0 = quant_scale(amax0);
-    const QuantScale q1 = quant_scale(amax1);
-    const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + wm;
-    uint8_t* staged = smem + T::kConsumerWGs * kParkBytes + wm * kStageBytes;
-    cutlass::arch::NamedBarrier::sync(128, bar);  // the previous tile's copy-out has read the staging
-    stage_fp8_rows<kPitch>(ep.dest, t, staged, h, q0, q1, wt);
-    cutlass::arch::NamedBarrier::sync(128, bar);
-    copy_out_rows<128, kPitch>(ep.dest, t, staged, wt);
+    swiglu_quant_rows<kPitch>(ep.dest, ep.row_weights, t, smem + T::kConsumerWGs * kParkBytes + wm * kStageBytes,
+                              static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + wm, wt,
+                              [&](int i) { return h[i]; }, [&](int i) { return acc(i); }, h);
+  }
+};
+
+// ---------------------------------------------------------------------------------------
+// Linear-1 epilogue of the 128 x 256 gate/up tile (MoeTraits::kGateUpDual, 128 output
+// channels, warp group wm holds rows [64 wm, 64 wm + 64) of both the gate and the up piece):
+// everything in registers, SwiGLU per thread, the fp8 rows staged per warp group.
+template <class Traits, class Destination>
+struct SwiGluDualQuantEpilogue {
+  using T = Traits;
+  static_assert(T::kGateUpDual && T::kConsumerWGs == 2, "the 128 x 256 gate/up tile");
+  static_assert(!Destination::kNeedsTileStoredHook, "local destinations only");
+  static constexpr int kVals = 64;
+  static constexpr int kPitch = 128 + 16;  // fp8 bytes per staged row (16 B pad: no bank conflicts)
+  static constexpr int kSmemBytes = T::kConsumerWGs * 64 * kPitch;
+  static constexpr bool kSwiGlu = true;
+
+  struct Params {
+    Destination dest;
+    const float* row_weights;
+  };
+  static Params to_params(MoeGemmParams const& p) { return Params{Destination::from(p), p.row_weights}; }
+  __device__ static void consumer_init(int) {}
+
+  template <class Frg>
+  __device__ __forceinline__ void store_dual(Params const& ep, uint8_t* smem, Frg const& gate, Frg const& up,
+                                             WorkTile const& tile, int wt, int wm) const {
+    static_assert(decltype(size(gate))::value == kVals);
+    const EpilogueTile t{tile.expert, tile.m_block, tile.n_block, tile.row_begin + 64 * wm,
+                         min(64, tile.rows - 64 * wm), tile.n_block * 128, tile.tag};
+    if (t.rows <= 0) return;  // no valid row in this warp group's half of the tile
+    float h[kVals];
+    swiglu_quant_rows<kPitch>(ep.dest, ep.row_weights, t, smem + wm * 64 * kPitch,
+                              static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + wm, wt,
+                              [&](int i) { return gate(i); }, [&](int i) { return up(i); }, h);
   }
 };
 
 template <class Traits>
 using LocalBf16Epilogue = Bf16TileEpilogue<Traits, LocalRowDestination<cutlass::bfloat16_t>>;
 template <class Traits>
-using LocalSwiGluEpilogue = cute::conditional_t<Traits::kGateUpSerial, SwiGluSerialQuantEpilogue<Traits, LocalQuantDestination>,
-                                                SwiGluQuantEpilogue<Traits, LocalQuantDestination>>;
+using LocalSwiGluEpilogue = cute::conditional_t<
+    Traits::kGateUpSerial, SwiGluSerialQuantEpilogue<Traits, LocalQuantDestination>,
+    cute::conditional_t<Traits::kGateUpDual, SwiGluDualQuantEpilogue<Traits, LocalQuantDestination>,
+                        SwiGluQuantEpilogue<Traits, LocalQuantDestination>>>;
 
 }  // namespace xstage::kernels::moe

@@ -114,28 +114,39 @@ struct MoeGemmKernel {
       // keeps the wgmma descriptors in uniform registers.
       const int wg = warp_group - 1;
       const int wt = static_cast<int>(threadIdx.x) % 128;
-      const int wm = wg / T::kWgN;
-      const int wn = wg % T::kWgN;
+      const int wm = wg / T::kWgNThreads;
+      const int wn = wg % T::kWgNThreads;
       Epilogue::consumer_init(wn);
       Mainloop::consumer_init(params.mainloop.schedule, wg);
       const Epilogue epilogue{};
       Scheduler sched(params.counts, params.offsets, params.experts, params.n_blocks, cta_rank);
       State read{};
       static_assert(T::kSmemScales, "the standalone kernels carry their scales in the stages");
-      auto store = [&](auto const& acc, WorkTile const& t) {
-        epilogue.store(params.epilogue, ss.epi.data(), acc, t, wt, wm, wn);
-      };
       const int schedule = params.mainloop.schedule;
-      if constexpr (T::kOverlapAllowed) {
-        if (schedule & Mainloop::kScheduleOverlap) {
-          mainloop.mma_tiles(params.mainloop, pipe, read, sched, schedule, wt, wm, wn, sA, sB, &ss.scales, store);
-          return;
+      if constexpr (T::kGateUpDual) {
+        auto store_dual = [&](auto const& acc_gate, auto const& acc_up, WorkTile const& t) {
+          epilogue.store_dual(params.epilogue, ss.epi.data(), acc_gate, acc_up, t, wt, wm);
+        };
+        if (schedule & Mainloop::kSchedulePingPong)
+          mainloop.template mma_tiles_dual<true>(params.mainloop, pipe, read, sched, wt, wm, sA, sB, &ss.scales, store_dual);
+        else
+          mainloop.template mma_tiles_dual<false>(params.mainloop, pipe, read, sched, wt, wm, sA, sB, &ss.scales, store_dual);
+      } else {
+        auto store = [&](auto const& acc, WorkTile const& t) {
+          epilogue.store(params.epilogue, ss.epi.data(), acc, t, wt, wm, wn);
+        };
+        if constexpr (T::kOverlapAllowed) {
+          if (schedule & Mainloop::kScheduleOverlap) {
+            mainloop.mma_tiles(params.mainloop, pipe, read, sched, schedule, wt, wm, wn, sA, sB, &ss.scales, store);
+            return;
+          }
         }
+        if (schedule & Mainloop::kSchedulePingPong)
+          mainloop.template mma_tiles_serial<true>(params.mainloop, pipe, read, sched, wt, wm, wn, sA, sB, &ss.scales, store);
+        else
+          mainloop.template mma_tiles_serial<false>(params.mainloop, pipe, read, sched, wt, wm, wn, sA, sB, &ss.scales,
+                                                    store);
       }
-      if (schedule & Mainloop::kSchedulePingPong)
-        mainloop.template mma_tiles_serial<true>(params.mainloop, pipe, read, sched, wt, wm, wn, sA, sB, &ss.scales, store);
-      else
-        mainloop.template mma_tiles_serial<false>(params.mainloop, pipe, read, sched, wt, wm, wn, sA, sB, &ss.scales, store);
     }
   }
 };

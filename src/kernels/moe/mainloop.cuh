@@ -91,8 +91,14 @@ struct MoeTraits {
   // Columns per consumer warp group: 128, or 192 for the 128 x 192 tile (m64n192 wgmmas; its
   // 96 + 96 accumulator registers leave no room for the overlap schedule's second block).
   static constexpr int kPieceN = kBlockN_ == 192 ? 192 : 128;
-  static constexpr int kWgN = kBlockN / kPieceN;  // ... along N
-  static constexpr int kConsumerWGs = kWgM * kWgN;
+  static constexpr int kWgN = kBlockN / kPieceN;  // B chunks per stage (N pieces of the tile)
+  // Gate/up on 128 x 256 (128 gate + 128 up rows per stage): each warp group owns 64 rows and
+  // both N pieces, one after the other per K block (two accumulators, one per-K-block
+  // accumulator), so a thread holds gate and up of the same channels: no exchange, and the
+  // tile moves the operand bytes of a 128-row tile per FLOP.
+  static constexpr bool kGateUpDual = kGateUp && kWgM == 2 && kWgN == 2;
+  static constexpr int kWgNThreads = kGateUpDual ? 1 : kWgN;  // consumer warp groups along N
+  static constexpr int kConsumerWGs = kWgM * kWgNThreads;
   static constexpr int kConsumerThreads = 128 * kConsumerWGs;
   static constexpr int kConsumerWarps = kConsumerThreads / 32;
   static constexpr int kThreads = 128 + kConsumerThreads;
@@ -111,11 +117,12 @@ struct MoeTraits {
   // the same chunk (split M); the epilogue parks the gate result in shared memory until the up
   // pass ends, so the registers stay free for the overlap schedule's second accumulator.
   static constexpr bool kGateUpSerial = kGateUp && kWgN == 1;
-  static constexpr bool kOverlapAllowed = kConsumerWGs == 2 && kPieceN == 128;
+  static constexpr bool kOverlapAllowed = kConsumerWGs == 2 && kPieceN == 128 && !kGateUpDual;
   static_assert(kConsumerWGs == 2 || (kConsumerWGs == 3 && kWgN == 1 && kClusterSize == 1),
                 "two consumer warp groups (64 x 128 each), or three along M (192 x 128)");
-  static_assert(!kGateUp || kWgN == 2 || (kWgM == 2 && kPieceN == 128 && !kInKernelScales && kClusterSize == 1),
-                "gate/up fusion: the two N chunks, or the 128 x 128 tile's two passes");
+  static_assert(!kGateUp || (kWgN == 2 && (kWgM == 1 || !kInKernelScales)) ||
+                    (kWgM == 2 && kPieceN == 128 && !kInKernelScales && kClusterSize == 1),
+                "gate/up fusion: the two N chunks (64 or 128 rows), or the 128 x 128 tile's two passes");
   static_assert(kPieceN == 128 || (kWgM == 2 && !kGateUp && !kInKernelScales && kClusterN == 1),
                 "192-column pieces: the 128 x 192 tile of the standalone GEMM");
   static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "register file");
@@ -342,21 +349,22 @@ struct MoeMainloop {
     __device__ WarpGroupMma(SmemA const& sA, SmemB const& sB, int wt, int wm_, int wn_, int schedule)
         : a(tiled_mma.get_slice(wt).partition_fragment_A(sA)),
           b(tiled_mma.get_slice(wt).partition_fragment_B(sB)),
-          wm(wm_), wn(wn_), wg(wm_ * T::kWgN + wn_), r0(64 * wm_ + (wt / 32) * 16 + (wt % 32) / 4),
+          wm(wm_), wn(wn_), wg(wm_ * T::kWgNThreads + wn_), r0(64 * wm_ + (wt / 32) * 16 + (wt % 32) / 4),
           pingpong((schedule & kSchedulePingPong) != 0) {}
 
     // Waits for stage st, then issues its four wgmmas into `part` (starting from zero).
-    // kPingPong: -1 follows the runtime schedule, 0 / 1 fix it at compile time.
-    template <int kPingPong = -1, class Part>
-    __device__ __forceinline__ void issue(Pipeline const& pipe, Part& part, State st) {
+    // kPingPong: -1 follows the runtime schedule, 0 / 1 fix it at compile time. piece: the B
+    // chunk (-1: this warp group's wn); kWaitStage = false when the stage was waited for already.
+    template <int kPingPong = -1, bool kWaitStage = true, class Part>
+    __device__ __forceinline__ void issue(Pipeline const& pipe, Part& part, State st, int piece = -1) {
       const bool pp = kPingPong < 0 ? pingpong : kPingPong == 1;
-      pipe.consumer_wait(st);
+      if constexpr (kWaitStage) pipe.consumer_wait(st);
       if (pp) pingpong_sync(wg);
       // Broadcast so the compiler sees a warp-uniform stage and builds the wgmma descriptors
       // in uniform registers (no R2UR per descriptor).
       const int stage = __shfl_sync(0xffffffffu, st.index, 0);
       const int slot_a = stage * T::kWgM + wm;
-      const int slot_b = stage * T::kWgN + wn;
+      const int slot_b = stage * T::kWgN + (piece < 0 ? wn : piece);
       warpgroup_fence_operand(part);
       warpgroup_arrive();
       tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
@@ -556,6 +564,42 @@ struct MoeMainloop {
         g.promote(acc, p0, s);
       }
       epilogue(acc, tile);
+    }
+  }
+
+  // The 128 x 256 gate/up tile (T::kGateUpDual): per K block a warp group issues the gate
+  // piece, waits, promotes it into acc_gate, then the up piece of the same stage into acc_up
+  // (one per-K-block accumulator for both: 64 + 64 + 64 registers). With the ping-pong token
+  // the two warp groups alternate (gate 0, gate 1, up 0, up 1, ...), so one promotes while the
+  // other's wgmmas run. Calls epilogue(acc_gate, acc_up, tile) for every tile.
+  template <bool kPingPong, class Sched, class SmemA, class SmemB, class Epi>
+  __device__ __forceinline__ void mma_tiles_dual(Params const& mp, Pipeline const& pipe, State& read, Sched& sched,
+                                                 int wt, int wm, SmemA const& sA, SmemB const& sB,
+                                                 typename T::ScaleStorage const* sc, Epi&& epilogue) const {
+    static_assert(T::kGateUpDual && T::kSmemScales, "the 128 x 256 gate/up tile, scales in the stages");
+    WarpGroupMma<SmemA, SmemB> g(sA, sB, wt, wm, 0, kPingPong ? kSchedulePingPong : 0);
+    Tensor acc_gate = partition_fragment_C(g.tiled_mma, typename T::PieceShape{});
+    Tensor acc_up = partition_fragment_C(g.tiled_mma, typename T::PieceShape{});
+    Tensor p0 = partition_fragment_C(g.tiled_mma, typename T::PieceShape{});  // one K block, unscaled
+    const int kbs = mp.k_blocks;
+    WorkTile tile;
+    while (__shfl_sync(0xffffffffu, sched.next(tile) ? 1 : 0, 0) != 0) {
+      clear(acc_gate);
+      clear(acc_up);
+      for (int kb = 0; kb < kbs; ++kb) {
+        g.template issue<kPingPong ? 1 : 0>(pipe, p0, read, 0);
+        typename T::StageScales const& ss = sc->stage[read.index];
+        const float a0 = ss.a[g.r0], a1 = ss.a[g.r0 + 8];
+        const float b_gate = ss.b[0], b_up = ss.b[1];
+        warpgroup_wait<0>();
+        g.promote(acc_gate, p0, a0 * b_gate, a1 * b_gate);
+        g.template issue<kPingPong ? 1 : 0, false>(pipe, p0, read, 1);
+        warpgroup_wait<0>();
+        pipe.consumer_release(read);
+        read.advance();
+        g.promote(acc_up, p0, a0 * b_up, a1 * b_up);
+      }
+      epilogue(acc_gate, acc_up, tile);
     }
   }
 };
