@@ -101,6 +101,8 @@ const Entry kEntries[] = {
      km::moe_w8a8_swiglu_m128n128_info},
     {MoeQuant::w8a8, MoeEpilogue::swiglu_fp8, 128, 1, 1, "w8a8_swiglu_m128n256", km::moe_w8a8_swiglu_m128n256,
      km::moe_w8a8_swiglu_m128n256_info, nullptr, nullptr, MoeWeightLayout::rows, true},
+    {MoeQuant::w8a8, MoeEpilogue::swiglu_fp8, 128, 2, 1, "w8a8_swiglu_m128n256_c2x1", km::moe_w8a8_swiglu_m128n256_c2x1,
+     km::moe_w8a8_swiglu_m128n256_c2x1_info, nullptr, nullptr, MoeWeightLayout::rows, true},
     {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 192, 1, 1, "w4a8_bf16_m192n128", nullptr, nullptr,
      km::moe_w4a8_bf16_m192n128, km::moe_w4a8_bf16_m192n128_info},
     {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 64, 1, 1, "w4a8_bf16_m64n256", nullptr, nullptr, km::moe_w4a8_bf16_m64n256,
@@ -156,7 +158,7 @@ std::string shipped_tiles(const MoeGemmArgs& a) {
     return fmt::format("the {} layout ships: bf16 m128n128 1x1, swiglu_fp8 m64n256 1x1", moe_weight_layout_name(a.b_layout));
   if (moe_is_w4a8(a.quant)) return "w4a8 ships: bf16 m64n256 1x1, bf16 m192n128 1x1, swiglu_fp8 m64n256 1x1";
   return "w8a8 ships: bf16 m64n256 1x1, bf16 m128n128 1x1/2x1/1x2/2x2, bf16 m128n192 1x1/2x1, bf16 m192n128 1x1, "
-         "swiglu_fp8 m64n256 1x1/2x1, swiglu_fp8 m128n128 1x1, swiglu_fp8 m128n256 1x1";
+         "swiglu_fp8 m64n256 1x1/2x1, swiglu_fp8 m128n128 1x1, swiglu_fp8 m128n256 1x1/2x1";
 }
 
 const Entry& find_entry(const MoeGemmArgs& a) {
@@ -172,8 +174,12 @@ const Entry& find_entry(const MoeGemmArgs& a) {
   // Width: forced, or planned where two widths are shipped for one height (w8a8 bf16 128 x 1x1).
   const bool choice = !rs && a.quant == MoeQuant::w8a8 && a.epilogue == MoeEpilogue::bf16 && bm == 128 && c.m == 1 &&
                       c.n == 1;
+  // SwiGLU on 128-row tiles: the 128 x 256 tile (gate and up per warp group), or the two-pass
+  // 128 x 128 tile where an overlap schedule is forced (the 128 x 256 one has no room for it).
+  const bool swiglu128 = !rs && a.quant == MoeQuant::w8a8 && a.epilogue == MoeEpilogue::swiglu_fp8 && bm == 128;
   const int bn = a.block_n != 0 ? a.block_n
                  : choice       ? plan_block_n(a.quant, a.epilogue, bm, tokens, a.experts, a.n, grid_ctas(a), a.schedule)
+                 : swiglu128    ? (a.schedule >= 0 && (a.schedule & 1) ? 128 : 256)
                                 : 0;
   // The planned 128 x 192 tile runs in 2 x 1 clusters (B multicast to two m-blocks): 1.018-1.047x
   // of 1 x 1 on all 14 bf16 shapes at 8192 tokens, 0.994-1.031x at 1024 (run 58).
@@ -233,9 +239,11 @@ km::MoeW4A8Params to_w4a8_params(const MoeGemmArgs& a, const Entry& e) {
 
 }  // namespace
 
-int plan_block_m(MoeEpilogue epilogue, int tokens) {
-  if (epilogue == MoeEpilogue::swiglu_fp8) return 64;
+int plan_block_m(MoeEpilogue, int tokens) {
   if (tokens <= 64) return 64;
+  // SwiGLU: the 128 x 256 tile (gate and up per warp group, ping-pong) measured 1.05-1.11x of
+  // the 64 x 256 one (and of the two-pass 128 x 128) at 1024 and 8192 tokens on all seven
+  // models (run 63).
   // 128 x 128 (two consumer warp groups, next K block's wgmmas issued before the promotion):
   // fastest in 35 of 42 bf16 cells at 1024 and 8192 tokens once its wgmmas stopped being
   // serialised (run 36); the 192-row tile stays shipped for forcing (where 192 or 64 won, by <= 6 %).
@@ -264,12 +272,7 @@ int plan_block_n(MoeQuant quant, MoeEpilogue epilogue, int block_m, int tokens, 
   return t192 < t128 ? 192 : 128;
 }
 
-int plan_block_m(MoeQuant quant, MoeEpilogue epilogue, int tokens, int k) {
-  // The two-pass SwiGLU tile: no shared-memory exchange between the warp groups in its
-  // epilogue, which weighs most when the K loop is short.
-  constexpr int kTwoPassMaxK = 2048;
-  if (!moe_is_w4a8(quant) && epilogue == MoeEpilogue::swiglu_fp8 && tokens > 64 && k > 0 && k <= kTwoPassMaxK)
-    return 128;
+int plan_block_m(MoeQuant quant, MoeEpilogue epilogue, int tokens, int) {
   if (!moe_is_w4a8(quant)) return plan_block_m(epilogue, tokens);
   // w4a8: 64 x 256 for few tokens and for SwiGLU, else the 192-row tile (no 128-row tile).
   if (epilogue == MoeEpilogue::swiglu_fp8 || tokens <= 64) return 64;

@@ -174,12 +174,10 @@ TEST(MoeGemmValidate, EachProblemHasItsMessage) {
                       "no w8a8 bf16 kernel with block_m 192 and cluster 2x1");
   expect_invalid_args([](auto& a) { a.block_m = 192; }, "no w8a8 swiglu_fp8 kernel with block_m 192 and cluster",
                       MoeEpilogue::swiglu_fp8);
-  expect_invalid_args([](auto& a) { a.block_m = 128; a.cluster_m = 2; a.cluster_n = 1; },
-                      "no w8a8 swiglu_fp8 kernel with block_m 128 and cluster 2x1", MoeEpilogue::swiglu_fp8);
+  expect_invalid_args([](auto& a) { a.block_m = 128; a.block_n = 128; a.cluster_m = 2; a.cluster_n = 1; },
+                      "no w8a8 swiglu_fp8 kernel with block_m 128, block_n 128 and cluster 2x1", MoeEpilogue::swiglu_fp8);
   expect_invalid_args([](auto& a) { a.block_m = 128; a.block_n = 256; a.schedule = 3; },
                       "w8a8_swiglu_m128n256 kernel has schedules 0 and 2 (ping-pong, its default); schedule 3",
-                      MoeEpilogue::swiglu_fp8);
-  expect_invalid_args([](auto& a) { a.block_m = 128; a.block_n = 192; }, "no w8a8 swiglu_fp8 kernel with block_m 128, block_n 192",
                       MoeEpilogue::swiglu_fp8);
   expect_invalid_args([](auto& a) { a.block_n = 96; }, "block_n 96 must be 0 (planned), 128, 192 or 256");
   expect_invalid_args([](auto& a) { a.block_n = 192; a.schedule = 3; },
@@ -194,7 +192,7 @@ TEST(MoeGemmValidate, EachProblemHasItsMessage) {
   expect_invalid_args([](auto& a) { a.schedule = 4; }, "schedule 4 must be -1 (default) or 0..3");
   expect_invalid_args([](auto& a) { a.cluster_m = 2; }, "cluster 2x0 must be 0x0 (planned) or 1 or 2");
   expect_invalid_args([](auto& a) { a.cluster_m = 4; a.cluster_n = 1; }, "cluster 4x1 must be");
-  expect_invalid_args([](auto& a) { a.cluster_m = 1; a.cluster_n = 2; }, "no w8a8 swiglu_fp8 kernel with block_m 64 and cluster 1x2",
+  expect_invalid_args([](auto& a) { a.block_m = 64; a.cluster_m = 1; a.cluster_n = 2; }, "no w8a8 swiglu_fp8 kernel with block_m 64 and cluster 1x2",
                       MoeEpilogue::swiglu_fp8);
   expect_invalid_args([](auto& a) { a.block_m = 64; a.cluster_m = 2; a.cluster_n = 1; },
                       "no w8a8 bf16 kernel with block_m 64 and cluster 2x1");
@@ -465,18 +463,24 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 256), 128);
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 1024), 128);  // measured faster than 192 (run 36)
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 8192), 128);
-  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::swiglu_fp8, 8192), 64);
-  // SwiGLU: the two-pass 128 x 128 tile for short K loops (k <= 2048) above 64 tokens.
+  // SwiGLU: 64 x 256 up to 64 tokens, then the 128 x 256 tile (gate and up per warp group).
+  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::swiglu_fp8, 64), 64);
+  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::swiglu_fp8, 65), 128);
+  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::swiglu_fp8, 8192), 128);
   constexpr auto w8 = ops::MoeQuant::w8a8;
   EXPECT_EQ(ops::plan_block_m(w8, MoeEpilogue::swiglu_fp8, 8192, 1408), 128);
-  EXPECT_EQ(ops::plan_block_m(w8, MoeEpilogue::swiglu_fp8, 65, 2048), 128);
   EXPECT_EQ(ops::plan_block_m(w8, MoeEpilogue::swiglu_fp8, 64, 1408), 64);
-  EXPECT_EQ(ops::plan_block_m(w8, MoeEpilogue::swiglu_fp8, 8192, 2176), 64);
-  EXPECT_EQ(ops::plan_block_m(w8, MoeEpilogue::swiglu_fp8, 8192), 64);  // k unknown
+  EXPECT_EQ(ops::plan_block_m(w8, MoeEpilogue::swiglu_fp8, 8192, 7168), 128);
   EXPECT_EQ(ops::plan_block_m(ops::MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 8192, 1408), 64);
   MoeGemmArgs dit = good_args(MoeEpilogue::swiglu_fp8);
   dit.k = 1408;
-  dit.tokens_per_expert_hint = 8192;  // 1 x 1: the two-pass tile has no cluster variant
+  dit.tokens_per_expert_hint = 8192;
+  EXPECT_EQ(ops::select_moe_instantiation(dit).name, "w8a8_swiglu_m128n256");
+  EXPECT_EQ(ops::select_moe_instantiation(dit).schedule, 2);
+  dit.schedule = 3;  // an overlap schedule forced: the two-pass 128 x 128 tile
+  EXPECT_EQ(ops::select_moe_instantiation(dit).name, "w8a8_swiglu_m128n128");
+  dit.schedule = -1;
+  dit.block_n = 128;  // or its width forced
   EXPECT_EQ(ops::select_moe_instantiation(dit).name, "w8a8_swiglu_m128n128");
 
   MoeGemmArgs a = good_args();
@@ -522,18 +526,23 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   a.cluster_m = 2;  // as does a forced cluster
   a.cluster_n = 2;
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n128_c2x2");
-  EXPECT_EQ(ops::select_moe_instantiation(good_args(MoeEpilogue::swiglu_fp8)).name, "w8a8_swiglu_m64n256");
+  EXPECT_EQ(ops::select_moe_instantiation(good_args(MoeEpilogue::swiglu_fp8)).name, "w8a8_swiglu_m128n256");
   MoeGemmArgs s = good_args(MoeEpilogue::swiglu_fp8);
+  s.tokens_per_expert_hint = 64;  // up to 64 tokens: 64 x 256
+  EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m64n256");
+  s.tokens_per_expert_hint = 0;
+  s.block_m = 64;
   s.cluster_m = 2;
   s.cluster_n = 1;
   EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m64n256_c2x1");
-  s.cluster_m = 0;  // planned: 2 x 1 from 8192 tokens per expert
+  s.cluster_m = 0;  // planned for a forced 64-row tile: 2 x 1 from 8192 tokens per expert
   s.cluster_n = 0;
   s.tokens_per_expert_hint = 8192;
   EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m64n256_c2x1");
   s.tokens_per_expert_hint = 8191;
   EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m64n256");
-  s.block_m = 128;  // the two-pass tile, forced
+  s.block_m = 128;  // the two-pass tile, forced (width 128)
+  s.block_n = 128;
   EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m128n128");
   EXPECT_EQ(ops::select_moe_instantiation(s).schedule, 3);  // the gate pass is parked: overlap fits
   s.schedule = 1;
@@ -542,7 +551,13 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   s.block_n = 256;  // the 128 x 256 tile (gate and up per warp group), forced
   EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m128n256");
   EXPECT_EQ(ops::select_moe_instantiation(s).schedule, 2);
-  s.block_n = 0;
+  s.block_n = 0;  // planned width for 128 rows: the same
+  EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m128n256");
+  s.cluster_m = 2;  // its 2 x 1 variant, forced
+  s.cluster_n = 1;
+  EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m128n256_c2x1");
+  s.cluster_m = 0;
+  s.cluster_n = 0;
   s.block_m = 0;
   MoeGemmArgs w4 = good_w4_args(ops::MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8);
   w4.tokens_per_expert_hint = 8192;  // the w4a8 SwiGLU tile has no cluster variant
@@ -551,7 +566,7 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   for (int t : {16, 128, 129, 1024, 8192}) {
     EXPECT_EQ(ops::plan_cluster(MoeEpilogue::bf16, t).m, 1);
     EXPECT_EQ(ops::plan_cluster(MoeEpilogue::bf16, t).n, 1);
-    EXPECT_EQ(ops::plan_cluster(MoeEpilogue::swiglu_fp8, t).m, t >= 8192 ? 2 : 1);  // SwiGLU: 2 x 1 from 8192
+    EXPECT_EQ(ops::plan_cluster(MoeEpilogue::swiglu_fp8, t).m, 1);  // SwiGLU: 128 x 256, 1 x 1
     EXPECT_EQ(ops::plan_cluster(MoeEpilogue::swiglu_fp8, t).n, 1);
   }
 }
@@ -630,14 +645,22 @@ TEST(MoeGemmPlan, InstantiationsFitTheMachine) {
   EXPECT_LE(128 * wide.producer_regs + 256 * wide.consumer_regs, 65536);
   MoeGemmArgs s2 = good_args(MoeEpilogue::swiglu_fp8);
   s2.block_m = 128;
+  s2.block_n = 128;
   const auto two_pass = ops::select_moe_instantiation(s2);
   EXPECT_EQ(two_pass.block_n, 128);
   EXPECT_EQ(two_pass.consumer_warpgroups, 2);
   EXPECT_LE(two_pass.smem_bytes, 227 * 1024);
   const auto sw = ops::select_moe_instantiation(good_args(MoeEpilogue::swiglu_fp8));
-  EXPECT_EQ(sw.block_m, 64);
+  EXPECT_EQ(sw.block_m, 128);
   EXPECT_EQ(sw.block_n, 256);
+  EXPECT_EQ(sw.consumer_warpgroups, 2);
   EXPECT_LE(sw.smem_bytes, 227 * 1024);
+  EXPECT_LE(128 * sw.producer_regs + 256 * sw.consumer_regs, 65536);
+  s2.block_m = 64;
+  s2.block_n = 0;
+  const auto sw64 = ops::select_moe_instantiation(s2);
+  EXPECT_EQ(sw64.block_n, 256);
+  EXPECT_LE(sw64.smem_bytes, 227 * 1024);
 }
 
 TEST(MoeGemmPlan, FlopCount) {
