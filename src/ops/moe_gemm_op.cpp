@@ -101,8 +101,6 @@ const Entry kEntries[] = {
      km::moe_w8a8_swiglu_m128n128_info},
     {MoeQuant::w8a8, MoeEpilogue::swiglu_fp8, 128, 1, 1, "w8a8_swiglu_m128n256", km::moe_w8a8_swiglu_m128n256,
      km::moe_w8a8_swiglu_m128n256_info, nullptr, nullptr, MoeWeightLayout::rows, true},
-    {MoeQuant::w8a8, MoeEpilogue::swiglu_fp8, 128, 2, 1, "w8a8_swiglu_m128n256_c2x1", km::moe_w8a8_swiglu_m128n256_c2x1,
-     km::moe_w8a8_swiglu_m128n256_c2x1_info, nullptr, nullptr, MoeWeightLayout::rows, true},
     {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 192, 1, 1, "w4a8_bf16_m192n128", nullptr, nullptr,
      km::moe_w4a8_bf16_m192n128, km::moe_w4a8_bf16_m192n128_info},
     {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 64, 1, 1, "w4a8_bf16_m64n256", nullptr, nullptr, km::moe_w4a8_bf16_m64n256,
@@ -120,6 +118,17 @@ const Entry kEntries[] = {
 };
 
 MoeQuant table_quant(MoeQuant q) { return moe_is_w4a8(q) ? MoeQuant::w4a8_int4 : q; }
+
+// SwiGLU on 128-row tiles: the 128 x 256 tile (gate and up per warp group, schedule 2) from
+// 1024 tokens per expert: 1.05-1.11x of the 64 x 256 tile and faster than the two-pass 128 x 128
+// tile on all seven models at 1024 and 8192 tokens (run 63; not measured below 1024). Below,
+// and where a schedule with the overlap bit is forced (no room for it on 128 x 256), the
+// two-pass tile.
+constexpr int kSwiGluWideMinTokens = 1024;
+int plan_swiglu_width(int tokens, int schedule) {
+  if (schedule >= 0 && (schedule & 1)) return 128;
+  return tokens >= kSwiGluWideMinTokens ? 256 : 128;
+}
 
 int tokens_per_expert(const MoeGemmArgs& a) {
   if (a.tokens_per_expert_hint > 0) return a.tokens_per_expert_hint;
@@ -158,7 +167,7 @@ std::string shipped_tiles(const MoeGemmArgs& a) {
     return fmt::format("the {} layout ships: bf16 m128n128 1x1, swiglu_fp8 m64n256 1x1", moe_weight_layout_name(a.b_layout));
   if (moe_is_w4a8(a.quant)) return "w4a8 ships: bf16 m64n256 1x1, bf16 m192n128 1x1, swiglu_fp8 m64n256 1x1";
   return "w8a8 ships: bf16 m64n256 1x1, bf16 m128n128 1x1/2x1/1x2/2x2, bf16 m128n192 1x1/2x1, bf16 m192n128 1x1, "
-         "swiglu_fp8 m64n256 1x1/2x1, swiglu_fp8 m128n128 1x1, swiglu_fp8 m128n256 1x1/2x1";
+         "swiglu_fp8 m64n256 1x1/2x1, swiglu_fp8 m128n128 1x1, swiglu_fp8 m128n256 1x1";
 }
 
 const Entry& find_entry(const MoeGemmArgs& a) {
@@ -179,7 +188,7 @@ const Entry& find_entry(const MoeGemmArgs& a) {
   const bool swiglu128 = !rs && a.quant == MoeQuant::w8a8 && a.epilogue == MoeEpilogue::swiglu_fp8 && bm == 128;
   const int bn = a.block_n != 0 ? a.block_n
                  : choice       ? plan_block_n(a.quant, a.epilogue, bm, tokens, a.experts, a.n, grid_ctas(a), a.schedule)
-                 : swiglu128    ? (a.schedule >= 0 && (a.schedule & 1) ? 128 : 256)
+                 : swiglu128    ? plan_swiglu_width(tokens, a.schedule)
                                 : 0;
   // The planned 128 x 192 tile runs in 2 x 1 clusters (B multicast to two m-blocks): 1.018-1.047x
   // of 1 x 1 on all 14 bf16 shapes at 8192 tokens, 0.994-1.031x at 1024 (run 58).
@@ -239,11 +248,10 @@ km::MoeW4A8Params to_w4a8_params(const MoeGemmArgs& a, const Entry& e) {
 
 }  // namespace
 
-int plan_block_m(MoeEpilogue, int tokens) {
+int plan_block_m(MoeEpilogue epilogue, int tokens) {
   if (tokens <= 64) return 64;
-  // SwiGLU: the 128 x 256 tile (gate and up per warp group, ping-pong) measured 1.05-1.11x of
-  // the 64 x 256 one (and of the two-pass 128 x 128) at 1024 and 8192 tokens on all seven
-  // models (run 63).
+  // SwiGLU: the 128 x 256 tile from 1024 tokens (plan_swiglu_width); below, 64 x 256 (k unknown).
+  if (epilogue == MoeEpilogue::swiglu_fp8) return tokens >= kSwiGluWideMinTokens ? 128 : 64;
   // 128 x 128 (two consumer warp groups, next K block's wgmmas issued before the promotion):
   // fastest in 35 of 42 bf16 cells at 1024 and 8192 tokens once its wgmmas stopped being
   // serialised (run 36); the 192-row tile stays shipped for forcing (where 192 or 64 won, by <= 6 %).
@@ -272,7 +280,13 @@ int plan_block_n(MoeQuant quant, MoeEpilogue epilogue, int block_m, int tokens, 
   return t192 < t128 ? 192 : 128;
 }
 
-int plan_block_m(MoeQuant quant, MoeEpilogue epilogue, int tokens, int) {
+int plan_block_m(MoeQuant quant, MoeEpilogue epilogue, int tokens, int k) {
+  // SwiGLU below 1024 tokens: the two-pass 128 x 128 tile where the K loop is short (k <= 2048:
+  // DiT-MoE-G 1.01-1.10x of 64 x 256 at 128-8192 tokens, run 56), else 64 x 256.
+  constexpr int kTwoPassMaxK = 2048;
+  if (!moe_is_w4a8(quant) && epilogue == MoeEpilogue::swiglu_fp8 && tokens > 64 && tokens < kSwiGluWideMinTokens &&
+      k > 0 && k <= kTwoPassMaxK)
+    return 128;
   if (!moe_is_w4a8(quant)) return plan_block_m(epilogue, tokens);
   // w4a8: 64 x 256 for few tokens and for SwiGLU, else the 192-row tile (no 128-row tile).
   if (epilogue == MoeEpilogue::swiglu_fp8 || tokens <= 64) return 64;

@@ -174,8 +174,8 @@ TEST(MoeGemmValidate, EachProblemHasItsMessage) {
                       "no w8a8 bf16 kernel with block_m 192 and cluster 2x1");
   expect_invalid_args([](auto& a) { a.block_m = 192; }, "no w8a8 swiglu_fp8 kernel with block_m 192 and cluster",
                       MoeEpilogue::swiglu_fp8);
-  expect_invalid_args([](auto& a) { a.block_m = 128; a.block_n = 128; a.cluster_m = 2; a.cluster_n = 1; },
-                      "no w8a8 swiglu_fp8 kernel with block_m 128, block_n 128 and cluster 2x1", MoeEpilogue::swiglu_fp8);
+  expect_invalid_args([](auto& a) { a.block_m = 128; a.cluster_m = 2; a.cluster_n = 1; },
+                      "no w8a8 swiglu_fp8 kernel with block_m 128 and cluster 2x1", MoeEpilogue::swiglu_fp8);
   expect_invalid_args([](auto& a) { a.block_m = 128; a.block_n = 256; a.schedule = 3; },
                       "w8a8_swiglu_m128n256 kernel has schedules 0 and 2 (ping-pong, its default); schedule 3",
                       MoeEpilogue::swiglu_fp8);
@@ -463,12 +463,16 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 256), 128);
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 1024), 128);  // measured faster than 192 (run 36)
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 8192), 128);
-  // SwiGLU: 64 x 256 up to 64 tokens, then the 128 x 256 tile (gate and up per warp group).
+  // SwiGLU: the 128 x 256 tile from 1024 tokens; below, 64 x 256, or the two-pass 128 x 128
+  // tile when k <= 2048 is known.
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::swiglu_fp8, 64), 64);
-  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::swiglu_fp8, 65), 128);
+  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::swiglu_fp8, 1023), 64);
+  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::swiglu_fp8, 1024), 128);
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::swiglu_fp8, 8192), 128);
   constexpr auto w8 = ops::MoeQuant::w8a8;
   EXPECT_EQ(ops::plan_block_m(w8, MoeEpilogue::swiglu_fp8, 8192, 1408), 128);
+  EXPECT_EQ(ops::plan_block_m(w8, MoeEpilogue::swiglu_fp8, 65, 2048), 128);
+  EXPECT_EQ(ops::plan_block_m(w8, MoeEpilogue::swiglu_fp8, 512, 4096), 64);
   EXPECT_EQ(ops::plan_block_m(w8, MoeEpilogue::swiglu_fp8, 64, 1408), 64);
   EXPECT_EQ(ops::plan_block_m(w8, MoeEpilogue::swiglu_fp8, 8192, 7168), 128);
   EXPECT_EQ(ops::plan_block_m(ops::MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 8192, 1408), 64);
@@ -482,6 +486,14 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   dit.schedule = -1;
   dit.block_n = 128;  // or its width forced
   EXPECT_EQ(ops::select_moe_instantiation(dit).name, "w8a8_swiglu_m128n128");
+  dit.block_n = 0;
+  dit.tokens_per_expert_hint = 512;  // below 1024 tokens: the two-pass tile for k <= 2048
+  EXPECT_EQ(ops::select_moe_instantiation(dit).name, "w8a8_swiglu_m128n128");
+  dit.k = 4096;  // and 64 x 256 for a longer K loop
+  EXPECT_EQ(ops::select_moe_instantiation(dit).name, "w8a8_swiglu_m64n256");
+  dit.k = 1408;
+  dit.tokens_per_expert_hint = 8192;
+  EXPECT_EQ(ops::select_moe_instantiation(dit).name, "w8a8_swiglu_m128n256");
 
   MoeGemmArgs a = good_args();
   a.experts = 64;
@@ -526,8 +538,10 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   a.cluster_m = 2;  // as does a forced cluster
   a.cluster_n = 2;
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n128_c2x2");
-  EXPECT_EQ(ops::select_moe_instantiation(good_args(MoeEpilogue::swiglu_fp8)).name, "w8a8_swiglu_m128n256");
+  EXPECT_EQ(ops::select_moe_instantiation(good_args(MoeEpilogue::swiglu_fp8)).name, "w8a8_swiglu_m64n256");  // 250 tokens
   MoeGemmArgs s = good_args(MoeEpilogue::swiglu_fp8);
+  s.tokens_per_expert_hint = 1024;  // from 1024 tokens: 128 x 256
+  EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m128n256");
   s.tokens_per_expert_hint = 64;  // up to 64 tokens: 64 x 256
   EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m64n256");
   s.tokens_per_expert_hint = 0;
@@ -553,11 +567,6 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   EXPECT_EQ(ops::select_moe_instantiation(s).schedule, 2);
   s.block_n = 0;  // planned width for 128 rows: the same
   EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m128n256");
-  s.cluster_m = 2;  // its 2 x 1 variant, forced
-  s.cluster_n = 1;
-  EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m128n256_c2x1");
-  s.cluster_m = 0;
-  s.cluster_n = 0;
   s.block_m = 0;
   MoeGemmArgs w4 = good_w4_args(ops::MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8);
   w4.tokens_per_expert_hint = 8192;  // the w4a8 SwiGLU tile has no cluster variant
@@ -650,7 +659,9 @@ TEST(MoeGemmPlan, InstantiationsFitTheMachine) {
   EXPECT_EQ(two_pass.block_n, 128);
   EXPECT_EQ(two_pass.consumer_warpgroups, 2);
   EXPECT_LE(two_pass.smem_bytes, 227 * 1024);
-  const auto sw = ops::select_moe_instantiation(good_args(MoeEpilogue::swiglu_fp8));
+  MoeGemmArgs s3 = good_args(MoeEpilogue::swiglu_fp8);
+  s3.tokens_per_expert_hint = 8192;
+  const auto sw = ops::select_moe_instantiation(s3);
   EXPECT_EQ(sw.block_m, 128);
   EXPECT_EQ(sw.block_n, 256);
   EXPECT_EQ(sw.consumer_warpgroups, 2);

@@ -115,11 +115,13 @@ void check_routing(const int* counts, const int* offsets, int experts, int m_tot
 
 // Tile height for an expected number of tokens per expert: 64 up to 64 tokens (a 128-row
 // tile would be mostly padding), above that 128 (measured fastest against 64 and 192,
-// docs/moe-gemm-measured.md run 36). SwiGLU too: its 128-row tile is 128 x 256 (gate and up
-// per warp group; run 63: 1.05-1.11x of the 64 x 256 tile at 1024 and 8192 tokens).
+// docs/moe-gemm-measured.md run 36). SwiGLU: 128 from 1024 tokens (the 128 x 256 tile, gate and
+// up per warp group; run 63: 1.05-1.11x of the 64 x 256 tile at 1024 and 8192 tokens), else 64.
 int plan_block_m(MoeEpilogue epilogue, int tokens_per_expert);
-// The same for any quantisation: w8a8 as above (k, the hidden size, is not used by the current
-// plan); w4a8 ships 64 x 256 (up to 64 tokens, and SwiGLU) and 192 x 128 tiles only.
+// The same for any quantisation: w8a8 as above, and for SwiGLU between 65 and 1023 tokens with
+// k (the hidden size; 0: unknown) at most 2048 the two-pass 128 x 128 tile (DiT-MoE-G, k = 1408:
+// 1.01-1.10x of 64 x 256, run 56); w4a8 ships 64 x 256 (up to 64 tokens, and SwiGLU) and
+// 192 x 128 tiles only.
 int plan_block_m(MoeQuant quant, MoeEpilogue epilogue, int tokens_per_expert, int k = 0);
 
 // Bytes of the weight tensor B and of its scales (b_scales or b_e8m0) for `experts` experts

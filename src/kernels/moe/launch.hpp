@@ -43,7 +43,6 @@ inline constexpr TileConfig kTileM64N256C2x1{64, 256, 128, 4, 2, 2, 1};
 inline constexpr TileConfig kTileSwiGluM128N128{128, 128, 128, 4, 2};
 // The 128 x 256 gate/up tile (both pieces per warp group, MoeTraits::kGateUpDual): 48 KiB stages.
 inline constexpr TileConfig kTileSwiGluM128N256{128, 256, 128, 4, 2};
-inline constexpr TileConfig kTileSwiGluM128N256C2x1{128, 256, 128, 4, 2, 2, 1};
 
 struct KernelInfo {
   TileConfig tile;
@@ -69,7 +68,6 @@ cudaError_t moe_w8a8_swiglu_m64n256(const MoeGemmParams& p, cudaStream_t stream)
 cudaError_t moe_w8a8_swiglu_m64n256_c2x1(const MoeGemmParams& p, cudaStream_t stream);
 cudaError_t moe_w8a8_swiglu_m128n128(const MoeGemmParams& p, cudaStream_t stream);
 cudaError_t moe_w8a8_swiglu_m128n256(const MoeGemmParams& p, cudaStream_t stream);
-cudaError_t moe_w8a8_swiglu_m128n256_c2x1(const MoeGemmParams& p, cudaStream_t stream);
 
 KernelInfo moe_w8a8_bf16_m128n128_info();
 KernelInfo moe_w8a8_bf16_m64n256_info();
@@ -79,7 +77,6 @@ KernelInfo moe_w8a8_bf16_m128n192_c2x1_info();
 KernelInfo moe_w8a8_swiglu_m64n256_info();
 KernelInfo moe_w8a8_swiglu_m128n128_info();
 KernelInfo moe_w8a8_swiglu_m128n256_info();
-KernelInfo moe_w8a8_swiglu_m128n256_c2x1_info();
 KernelInfo moe_w8a8_bf16_m128n128_c2x1_info();
 KernelInfo moe_w8a8_bf16_m128n128_c1x2_info();
 KernelInfo moe_w8a8_bf16_m128n128_c2x2_info();
