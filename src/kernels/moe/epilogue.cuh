@@ -347,6 +347,23 @@ struct SwiGluQuantEpilogue {
 };
 
 // ---------------------------------------------------------------------------------------
+// What the two 128-row SwiGLU epilogues share: their parameters (destination, router weights),
+// the fp8 row staging pitch, and no per-thread start-up.
+template <class Destination>
+struct SwiGluRowsEpilogueBase {
+  static_assert(!Destination::kNeedsTileStoredHook, "local destinations only");
+  static constexpr int kVals = 64;
+  static constexpr int kPitch = 128 + 16;  // fp8 bytes per staged row (16 B pad: no bank conflicts)
+  static constexpr bool kSwiGlu = true;
+  struct Params {
+    Destination dest;
+    const float* row_weights;
+  };
+  static Params to_params(MoeGemmParams const& p) { return Params{Destination::from(p), p.row_weights}; }
+  __device__ static void consumer_init(int) {}
+};
+
+// ---------------------------------------------------------------------------------------
 // Linear-1 epilogue of the two-pass gate/up tile (MoeTraits::kGateUpSerial, 128 x 128 output
 // channels, warp group wm holds rows [64 wm, 64 wm + 64)). A tile arrives twice: half 0 with
 // the gate result, which each thread parks in shared memory (its own 16 float4 slots, read
@@ -356,23 +373,16 @@ struct SwiGluQuantEpilogue {
 // room for the overlap schedule's second per-K-block accumulator; no exchange between the
 // warp groups.
 template <class Traits, class Destination>
-struct SwiGluSerialQuantEpilogue {
+struct SwiGluSerialQuantEpilogue : SwiGluRowsEpilogueBase<Destination> {
   using T = Traits;
+  using Base = SwiGluRowsEpilogueBase<Destination>;
+  using typename Base::Params;
+  using Base::kPitch;
+  using Base::kVals;
   static_assert(T::kGateUpSerial && T::kWgM == 2 && T::kWgN == 1, "the two-pass 128 x 128 gate/up tile");
-  static_assert(!Destination::kNeedsTileStoredHook, "local destinations only");
-  static constexpr int kVals = 64;
-  static constexpr int kPitch = 128 + 16;                     // fp8 bytes per staged row (16 B pad: no bank conflicts)
-  static constexpr int kParkBytes = 64 * 128 * 4;             // one warp group's gate piece, fp32
-  static constexpr int kStageBytes = 64 * kPitch;             // one warp group's fp8 rows
+  static constexpr int kParkBytes = 64 * 128 * 4;  // one warp group's gate piece, fp32
+  static constexpr int kStageBytes = 64 * kPitch;  // one warp group's fp8 rows
   static constexpr int kSmemBytes = T::kConsumerWGs * (kParkBytes + kStageBytes);
-  static constexpr bool kSwiGlu = true;
-
-  struct Params {
-    Destination dest;
-    const float* row_weights;
-  };
-  static Params to_params(MoeGemmParams const& p) { return Params{Destination::from(p), p.row_weights}; }
-  __device__ static void consumer_init(int) {}
 
   // Slot j of thread wt: values 4j .. 4j + 3 (consecutive threads, consecutive 16 B: conflict-free).
   __device__ static float4* park_slot(uint8_t* smem, int wm, int wt, int j) {
@@ -412,21 +422,14 @@ struct SwiGluSerialQuantEpilogue {
 // channels, warp group wm holds rows [64 wm, 64 wm + 64) of both the gate and the up piece):
 // everything in registers, SwiGLU per thread, the fp8 rows staged per warp group.
 template <class Traits, class Destination>
-struct SwiGluDualQuantEpilogue {
+struct SwiGluDualQuantEpilogue : SwiGluRowsEpilogueBase<Destination> {
   using T = Traits;
+  using Base = SwiGluRowsEpilogueBase<Destination>;
+  using typename Base::Params;
+  using Base::kPitch;
+  using Base::kVals;
   static_assert(T::kGateUpDual && T::kConsumerWGs == 2, "the 128 x 256 gate/up tile");
-  static_assert(!Destination::kNeedsTileStoredHook, "local destinations only");
-  static constexpr int kVals = 64;
-  static constexpr int kPitch = 128 + 16;  // fp8 bytes per staged row (16 B pad: no bank conflicts)
   static constexpr int kSmemBytes = T::kConsumerWGs * 64 * kPitch;
-  static constexpr bool kSwiGlu = true;
-
-  struct Params {
-    Destination dest;
-    const float* row_weights;
-  };
-  static Params to_params(MoeGemmParams const& p) { return Params{Destination::from(p), p.row_weights}; }
-  __device__ static void consumer_init(int) {}
 
   template <class Frg>
   __device__ __forceinline__ void store_dual(Params const& ep, uint8_t* smem, Frg const& gate, Frg const& up,
