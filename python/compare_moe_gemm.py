@@ -4,8 +4,11 @@
     python3 python/compare_moe_gemm.py XSTAGE.json TORCH.json [--json OUT.json]
 
 Matches (model, Linear, tokens per expert): xstage's l1_swiglu and l1_bf16 against cuBLASLt's
-dense l1, xstage's l2_bf16 against l2. Prints the median TFLOP/s of each and xstage / cuBLASLt.
-Exit status: 0 ok, 2 bad input.
+dense l1, xstage's l2_bf16 against l2. Prints the median TFLOP/s of each and xstage / cuBLASLt
+(three digits: issue 7 asks for >= 0.95, and 0.948 is a miss), then the acceptance count: W8A8
+cells with >= --min-tokens tokens per expert at >= --target x cuBLASLt (a ratio equal to the
+target passes), per epilogue (bf16, swiglu) and token count, with the lowest ratio and the best
+W8A8 rate. Exit status: 0 ok, 2 bad input.
 """
 import argparse
 import json
@@ -25,11 +28,42 @@ def load(path):
     return doc
 
 
+def summarize(rows, target, min_tokens):
+    """Prints and returns the W8A8 acceptance counts (cells without a baseline count as misses)."""
+    groups = {}
+    for r in rows:
+        if r["weights"] != "w8a8" or r["tokens_per_expert"] < min_tokens:
+            continue
+        epi = "swiglu" if r["op"].endswith("swiglu") else "bf16"
+        g = groups.setdefault((epi, r["tokens_per_expert"]), {"cells": 0, "passed": 0, "min_ratio": None})
+        g["cells"] += 1
+        ratio = r.get("ratio")
+        if ratio is not None and ratio == ratio:  # not NaN
+            g["passed"] += ratio >= target
+            g["min_ratio"] = ratio if g["min_ratio"] is None else min(g["min_ratio"], ratio)
+    total = sum(g["cells"] for g in groups.values())
+    passed = sum(g["passed"] for g in groups.values())
+    for (epi, tokens), g in sorted(groups.items()):
+        low = "-" if g["min_ratio"] is None else "%.3f" % g["min_ratio"]
+        print(f"# w8a8 {epi} {tokens} tokens/expert: {g['passed']}/{g['cells']} cells at >= {target:.2f}x cuBLASLt "
+              f"(lowest {low})")
+    w8 = [r for r in rows if r["weights"] == "w8a8"]
+    best = max(w8, key=lambda r: r["xstage_tflops"]) if w8 else None
+    print(f"# w8a8: {passed}/{total} cells with >= {min_tokens} tokens/expert at >= {target:.2f}x cuBLASLt"
+          + (f"; best {best['xstage_tflops']:.1f} TFLOP/s ({best['model']} {best['op']} {best['tokens_per_expert']})"
+             if best else ""))
+    return {"target": target, "min_tokens": min_tokens, "cells": total, "passed": passed,
+            "best_tflops": best["xstage_tflops"] if best else None,
+            "groups": [{"epilogue": e, "tokens_per_expert": t, **g} for (e, t), g in sorted(groups.items())]}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("xstage_json")
     ap.add_argument("torch_json")
     ap.add_argument("--json", help="write the merged table here")
+    ap.add_argument("--target", type=float, default=0.95, help="acceptance ratio (default 0.95)")
+    ap.add_argument("--min-tokens", type=int, default=1024, help="count cells from this many tokens/expert (default 1024)")
     args = ap.parse_args(argv)
     try:
         ours, theirs = load(args.xstage_json), load(args.torch_json)
@@ -58,14 +92,15 @@ def main(argv=None):
                         "ratio": ratio})
         print(f" {r['model']:>17} {r['op']:>10} {r['tokens_per_expert']:>6} {r['experts']:>4} {r['n']:>6} {r['k']:>6} "
               f"{r.get('instantiation', '?') + ('' if r.get('weights', 'w8a8') == 'w8a8' else ' ' + r['weights']):>25} "
-              f"{r['tflops']:>8.1f} {line_t:>9} {scaling:>24} {('%.2f' % ratio) if ratio is not None else '-':>6}")
+              f"{r['tflops']:>8.1f} {line_t:>9} {scaling:>24} {('%.3f' % ratio) if ratio is not None else '-':>6}")
         rows.append(row)
+    acceptance = summarize(rows, args.target, args.min_tokens)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"schema": "xstage.compare.moe_gemm.v1",
                        "xstage": {"device": ours.get("device"), "commit": ours.get("commit"), "date": ours.get("date")},
                        "baseline": {"tool": theirs.get("tool"), "torch": theirs.get("torch"), "date": theirs.get("date")},
-                       "rows": rows}, f, indent=2)
+                       "acceptance": acceptance, "rows": rows}, f, indent=2)
             f.write("\n")
     return 0
 
