@@ -448,9 +448,9 @@ TEST(MoeGemmGpu, WideTileN192) {
 }
 
 // The two-pass SwiGLU tile (128 rows; gate rows then up rows of 128 channels, the gate
-// result kept in registers): DiT and DSv4-class Linear-1, uneven experts with 0 and 1 tokens,
-// gaps on 1 CTA (the pass pairs wrap the ring), one token per expert, 3000 rows in one expert,
-// one and five K blocks, schedules 0 and 2 (default).
+// result parked in shared memory): DiT and DSv4-class Linear-1, uneven experts with 0 and 1
+// tokens, gaps on 1 CTA (the pass pairs wrap the ring), one token per expert, 3000 rows in one
+// expert, one, two and five K blocks, every schedule (3 the default).
 TEST(MoeGemmGpu, SwiGluTwoPassTile) {
   XS_REQUIRE_GPUS(1);
   ops::MoeGemmArgs probe;
