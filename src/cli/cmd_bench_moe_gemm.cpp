@@ -371,7 +371,7 @@ Patterns make_patterns() {
 }
 
 // The flags' Cartesian product, without the cells whose forced cluster, tile or schedule no
-// kernel ships for that op and weight format (--block-n is for bf16 tiles: SwiGLU runs once).
+// kernel ships for that op and weight format.
 std::vector<Cell> bench_cells(const BenchFlags& fl, const std::vector<const Model*>& models,
                               const std::vector<Weights>& weights) {
   std::vector<Cell> cells;

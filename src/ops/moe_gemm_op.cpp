@@ -135,10 +135,12 @@ int tokens_per_expert(const MoeGemmArgs& a) {
   return a.experts > 0 ? a.m_total / a.experts : 0;
 }
 
-// The multicast clusters are shipped for forcing; one is planned: 2 x 1 for the w8a8 SwiGLU
-// tile (64 x 256, the B chunks shared by two m-blocks) from 8192 tokens per expert, where it
-// was 1.013-1.029x of 1 x 1 on six of the seven models (DiT-MoE-G 0.996) in run 55; at 1024
+// The multicast clusters are shipped for forcing; one shape is chosen here: 2 x 1 for a w8a8
+// SwiGLU 64 x 256 tile (the B chunks shared by two m-blocks) from 8192 tokens per expert, where
+// it was 1.013-1.029x of 1 x 1 on six of the seven models (DiT-MoE-G 0.996) in run 55; at 1024
 // tokens it was 0.969-1.023x (five of seven slower), and bf16 tiles gained nothing (runs 38, 48).
+// Since the 128 x 256 SwiGLU tile is planned from 1024 tokens, this applies only when 64 rows
+// are forced. (The planned 128 x 192 bf16 tile's 2 x 1 is set in find_entry.)
 MoeCluster cluster_for(MoeQuant quant, MoeWeightLayout layout, MoeEpilogue epilogue, int tokens, int block_m) {
   if (quant == MoeQuant::w8a8 && layout == MoeWeightLayout::rows && epilogue == MoeEpilogue::swiglu_fp8 &&
       block_m == 64 && tokens >= 8192)

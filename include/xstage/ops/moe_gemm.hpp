@@ -143,9 +143,10 @@ long long moe_weight_scale_bytes(MoeQuant quant, MoeWeightLayout l, int experts,
 int plan_block_n(MoeQuant quant, MoeEpilogue epilogue, int block_m, int tokens_per_expert, int experts, int n,
                  int ctas, int schedule = -1);
 
-// Cluster shape of the w8a8 tiles for an expected number of tokens per expert: 2 x 1 for the
-// SwiGLU 64 x 256 tile from 8192 tokens (+1-3 % on six of seven models, run 55), else 1 x 1
-// (the other multicast clusters are shipped for forcing). Not seen here: where plan_block_n
+// Cluster shape of the w8a8 tiles planned for an expected number of tokens per expert: 1 x 1
+// (the multicast clusters are shipped for forcing; a SwiGLU 64 x 256 tile forced at >= 8192
+// tokens runs 2 x 1, +1-3 % on six of seven models in run 55, but from 1024 tokens the plan is
+// the 128 x 256 tile). Not seen here: where plan_block_n
 // picks the 128 x 192 tile, the call runs it in 2 x 1 clusters (+2-5 % at 8192 tokens, run 58;
 // select_moe_instantiation reports the result).
 struct MoeCluster {
