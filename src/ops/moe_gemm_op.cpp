@@ -119,16 +119,17 @@ const Entry kEntries[] = {
 
 MoeQuant table_quant(MoeQuant q) { return moe_is_w4a8(q) ? MoeQuant::w4a8_int4 : q; }
 
-// SwiGLU on 128-row tiles: the 128 x 256 tile (gate and up per warp group, schedule 2) from
-// 1024 tokens per expert: 1.05-1.11x of the 64 x 256 tile and faster than the two-pass 128 x 128
-// tile on all seven models at 1024 and 8192 tokens (run 63; not measured below 1024). Below,
-// and where a schedule with the overlap bit is forced (no room for it on 128 x 256), the
-// two-pass tile.
-constexpr int kSwiGluWideMinTokens = 1024;
-int plan_swiglu_width(int tokens, int schedule) {
-  if (schedule >= 0 && (schedule & 1)) return 128;
-  return tokens >= kSwiGluWideMinTokens ? 256 : 128;
-}
+// SwiGLU tile height: the 128 x 256 tile from 256 tokens per expert when the shape is unknown
+// (plan_block_m), and its rate per row over the 64 x 256 tile when whole waves are counted
+// (plan_swiglu_block_m; 1.056-1.109x at 1024 and 8192 tokens, run 63, where waves are many).
+constexpr int kSwiGluWideMinTokens = 256;
+constexpr double kSwiGluWideRate = 1.1;
+
+// SwiGLU on 128-row tiles: the 128 x 256 tile (gate and up per warp group, schedule 2), or the
+// two-pass 128 x 128 tile where a schedule with the overlap bit is forced (no room for it on
+// 128 x 256). The 128 x 256 tile beat the two-pass one on DiT-MoE-G at every count measured,
+// 128-8192 tokens per expert (runs 63, 64), so the two-pass tile is no longer planned otherwise.
+int plan_swiglu_width(int schedule) { return schedule >= 0 && (schedule & 1) ? 128 : 256; }
 
 int tokens_per_expert(const MoeGemmArgs& a) {
   if (a.tokens_per_expert_hint > 0) return a.tokens_per_expert_hint;
@@ -139,8 +140,8 @@ int tokens_per_expert(const MoeGemmArgs& a) {
 // SwiGLU 64 x 256 tile (the B chunks shared by two m-blocks) from 8192 tokens per expert, where
 // it was 1.013-1.029x of 1 x 1 on six of the seven models (DiT-MoE-G 0.996) in run 55; at 1024
 // tokens it was 0.969-1.023x (five of seven slower), and bf16 tiles gained nothing (runs 38, 48).
-// Since the 128 x 256 SwiGLU tile is planned from 1024 tokens, this applies only when 64 rows
-// are forced. (The planned 128 x 192 bf16 tile's 2 x 1 is set in find_entry.)
+// The 128 x 256 SwiGLU tile is planned at such counts (plan_swiglu_block_m), so this applies
+// where 64 rows are forced, or where whole waves make them the plan. (The planned 128 x 192 bf16 tile's 2 x 1 is set in find_entry.)
 MoeCluster cluster_for(MoeQuant quant, MoeWeightLayout layout, MoeEpilogue epilogue, int tokens, int block_m) {
   if (quant == MoeQuant::w8a8 && layout == MoeWeightLayout::rows && epilogue == MoeEpilogue::swiglu_fp8 &&
       block_m == 64 && tokens >= 8192)
@@ -175,8 +176,10 @@ std::string shipped_tiles(const MoeGemmArgs& a) {
 const Entry& find_entry(const MoeGemmArgs& a) {
   const int tokens = tokens_per_expert(a);
   const bool rs = a.b_layout != MoeWeightLayout::rows;
+  const bool swiglu_w8 = !rs && a.quant == MoeQuant::w8a8 && a.epilogue == MoeEpilogue::swiglu_fp8;
   int bm = a.block_m != 0 ? a.block_m
            : rs           ? (a.epilogue == MoeEpilogue::swiglu_fp8 ? 64 : 128)
+           : swiglu_w8    ? plan_swiglu_block_m(tokens, a.experts, a.n, grid_ctas(a))
                           : plan_block_m(a.quant, a.epilogue, tokens, a.k);
   if (a.block_m == 0 && !rs && a.block_n != 0)  // a forced width picks the height it ships with
     bm = a.block_n == 256 ? 64 : a.block_n == 192 ? 128 : (bm == 64 ? 128 : bm);
@@ -187,10 +190,10 @@ const Entry& find_entry(const MoeGemmArgs& a) {
                       c.n == 1;
   // SwiGLU on 128-row tiles: the 128 x 256 tile (gate and up per warp group), or the two-pass
   // 128 x 128 tile where an overlap schedule is forced (the 128 x 256 one has no room for it).
-  const bool swiglu128 = !rs && a.quant == MoeQuant::w8a8 && a.epilogue == MoeEpilogue::swiglu_fp8 && bm == 128;
+  const bool swiglu128 = swiglu_w8 && bm == 128;
   const int bn = a.block_n != 0 ? a.block_n
                  : choice       ? plan_block_n(a.quant, a.epilogue, bm, tokens, a.experts, a.n, grid_ctas(a), a.schedule)
-                 : swiglu128    ? plan_swiglu_width(tokens, a.schedule)
+                 : swiglu128    ? plan_swiglu_width(a.schedule)
                                 : 0;
   // The planned 128 x 192 tile runs in 2 x 1 clusters (B multicast to two m-blocks): 1.018-1.047x
   // of 1 x 1 on all 14 bf16 shapes at 8192 tokens, 0.994-1.031x at 1024 (run 58).
@@ -252,12 +255,27 @@ km::MoeW4A8Params to_w4a8_params(const MoeGemmArgs& a, const Entry& e) {
 
 int plan_block_m(MoeEpilogue epilogue, int tokens) {
   if (tokens <= 64) return 64;
-  // SwiGLU: the 128 x 256 tile from 1024 tokens (plan_swiglu_width); below, 64 x 256 (k unknown).
+  // SwiGLU without the problem's shape: the 128 x 256 tile from 256 tokens (faster than 64 x 256
+  // on all seven models at 256-8192 tokens, runs 63 and 64), 64 x 256 below (where whole waves
+  // decide: plan_swiglu_block_m).
   if (epilogue == MoeEpilogue::swiglu_fp8) return tokens >= kSwiGluWideMinTokens ? 128 : 64;
   // 128 x 128 (two consumer warp groups, next K block's wgmmas issued before the promotion):
   // fastest in 35 of 42 bf16 cells at 1024 and 8192 tokens once its wgmmas stopped being
   // serialised (run 36); the 192-row tile stays shipped for forcing (where 192 or 64 won, by <= 6 %).
   return 128;
+}
+
+int plan_swiglu_block_m(int tokens, int experts, int n, int ctas) {
+  if (tokens <= 64) return 64;
+  if (experts <= 0 || n <= 0 || ctas <= 0) return plan_block_m(MoeEpilogue::swiglu_fp8, tokens);
+  // Both tiles span 256 weight columns; a 128-row tile does the work of two 64-row ones at
+  // kSwiGluWideRate times their rate.
+  const long long n_blocks = (n + 255) / 256;
+  auto waves = [&](int rows) {
+    const long long tiles = static_cast<long long>(experts) * ((tokens + rows - 1) / rows) * n_blocks;
+    return static_cast<double>((tiles + ctas - 1) / ctas);
+  };
+  return waves(128) * 2.0 / kSwiGluWideRate <= waves(64) ? 128 : 64;
 }
 
 int plan_block_n(MoeQuant quant, MoeEpilogue epilogue, int block_m, int tokens, int experts, int n, int ctas,
@@ -282,13 +300,7 @@ int plan_block_n(MoeQuant quant, MoeEpilogue epilogue, int block_m, int tokens, 
   return t192 < t128 ? 192 : 128;
 }
 
-int plan_block_m(MoeQuant quant, MoeEpilogue epilogue, int tokens, int k) {
-  // SwiGLU below 1024 tokens: the two-pass 128 x 128 tile where the K loop is short (k <= 2048:
-  // DiT-MoE-G 1.01-1.10x of 64 x 256 at 128-8192 tokens, run 56), else 64 x 256.
-  constexpr int kTwoPassMaxK = 2048;
-  if (!moe_is_w4a8(quant) && epilogue == MoeEpilogue::swiglu_fp8 && tokens > 64 && tokens < kSwiGluWideMinTokens &&
-      k > 0 && k <= kTwoPassMaxK)
-    return 128;
+int plan_block_m(MoeQuant quant, MoeEpilogue epilogue, int tokens, int /*k*/) {
   if (!moe_is_w4a8(quant)) return plan_block_m(epilogue, tokens);
   // w4a8: 64 x 256 for few tokens and for SwiGLU, else the 192-row tile (no 128-row tile).
   if (epilogue == MoeEpilogue::swiglu_fp8 || tokens <= 64) return 64;

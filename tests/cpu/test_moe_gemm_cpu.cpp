@@ -123,7 +123,7 @@ MoeGemmArgs good_args(MoeEpilogue epi = MoeEpilogue::bf16) {
   a.counts = static_cast<const int*>(fake(0x60000));
   a.offsets = static_cast<const int*>(fake(0x70000));
   if (epi == MoeEpilogue::swiglu_fp8) {
-    a.k = 4096;  // a long K loop: the planned SwiGLU tile is 64 x 256 (plan_block_m)
+    a.k = 4096;
     a.out_scales = static_cast<float*>(fake(0x80000));
     a.row_weights = static_cast<const float*>(fake(0x90000));
   }
@@ -463,21 +463,20 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 256), 128);
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 1024), 128);  // measured faster than 192 (run 36)
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 8192), 128);
-  // SwiGLU: the 128 x 256 tile from 1024 tokens; below, 64 x 256, or the two-pass 128 x 128
-  // tile when k <= 2048 is known.
+  // SwiGLU without a shape: the 128 x 256 tile from 256 tokens, 64 x 256 below.
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::swiglu_fp8, 64), 64);
-  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::swiglu_fp8, 1023), 64);
-  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::swiglu_fp8, 1024), 128);
+  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::swiglu_fp8, 255), 64);
+  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::swiglu_fp8, 256), 128);
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::swiglu_fp8, 8192), 128);
   constexpr auto w8 = ops::MoeQuant::w8a8;
-  EXPECT_EQ(ops::plan_block_m(w8, MoeEpilogue::swiglu_fp8, 8192, 1408), 128);
-  EXPECT_EQ(ops::plan_block_m(w8, MoeEpilogue::swiglu_fp8, 65, 2048), 128);
-  EXPECT_EQ(ops::plan_block_m(w8, MoeEpilogue::swiglu_fp8, 512, 4096), 64);
-  EXPECT_EQ(ops::plan_block_m(w8, MoeEpilogue::swiglu_fp8, 64, 1408), 64);
-  EXPECT_EQ(ops::plan_block_m(w8, MoeEpilogue::swiglu_fp8, 8192, 7168), 128);
+  for (int t : {16, 128, 255, 256, 8192})  // k no longer matters (the two-pass tile is not planned)
+    EXPECT_EQ(ops::plan_block_m(w8, MoeEpilogue::swiglu_fp8, t, 1408), ops::plan_block_m(MoeEpilogue::swiglu_fp8, t));
   EXPECT_EQ(ops::plan_block_m(ops::MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 8192, 1408), 64);
   MoeGemmArgs dit = good_args(MoeEpilogue::swiglu_fp8);
   dit.k = 1408;
+  dit.n = 11264;
+  dit.experts = 12;
+  dit.num_ctas = 132;
   dit.tokens_per_expert_hint = 8192;
   EXPECT_EQ(ops::select_moe_instantiation(dit).name, "w8a8_swiglu_m128n256");
   EXPECT_EQ(ops::select_moe_instantiation(dit).schedule, 2);
@@ -487,14 +486,48 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   dit.block_n = 128;  // or its width forced
   EXPECT_EQ(ops::select_moe_instantiation(dit).name, "w8a8_swiglu_m128n128");
   dit.block_n = 0;
-  dit.tokens_per_expert_hint = 512;  // below 1024 tokens: the two-pass tile for k <= 2048
-  EXPECT_EQ(ops::select_moe_instantiation(dit).name, "w8a8_swiglu_m128n128");
-  dit.k = 4096;  // and 64 x 256 for a longer K loop
-  EXPECT_EQ(ops::select_moe_instantiation(dit).name, "w8a8_swiglu_m64n256");
-  dit.k = 1408;
-  dit.tokens_per_expert_hint = 8192;
+  dit.tokens_per_expert_hint = 128;  // 528 tiles of 128 rows fill four waves exactly
   EXPECT_EQ(ops::select_moe_instantiation(dit).name, "w8a8_swiglu_m128n256");
+  dit.tokens_per_expert_hint = 64;  // up to 64 tokens: 64 x 256
+  EXPECT_EQ(ops::select_moe_instantiation(dit).name, "w8a8_swiglu_m64n256");
+}
 
+// The w8a8 SwiGLU height with whole waves counted, on the seven models as run 64 benchmarked
+// them (experts rotated so the inputs exceed L2; n = 2 x intermediate; 132 CTAs).
+TEST(MoeGemmPlan, SwiGluHeightCountsWaves) {
+  struct Shape {
+    const char* model;
+    int experts, n;
+  };
+  const Shape shapes[] = {{"DiT-MoE-G", 12, 11264}, {"Qwen3.5-397B-A17B", 22, 2048}, {"Hy3", 15, 3072},
+                          {"MiMo-V2.5", 11, 4096},  {"GLM-5.2", 8, 4096},            {"DSv4-Flash", 11, 4096},
+                          {"DSv4-Pro", 5, 6144}};
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(s.model);
+    EXPECT_EQ(ops::plan_swiglu_block_m(16, s.experts, s.n, 132), 64);
+    EXPECT_EQ(ops::plan_swiglu_block_m(64, s.experts, s.n, 132), 64);
+    for (int t : {256, 512, 1024, 8192})  // measured faster on all seven (runs 63, 64)
+      EXPECT_EQ(ops::plan_swiglu_block_m(t, s.experts, s.n, 132), 128) << t << " tokens";
+  }
+  // 128 tokens, run 64: 128 x 256 won where its tiles fill the waves (DiT-MoE-G 528 tiles = 4
+  // waves, GLM-5.2 128 and DSv4-Pro 120 = 1 wave; 1.06-1.15x) and lost where 176-180 tiles need
+  // two waves against three of 352-360 64-row tiles (0.93-0.98x).
+  EXPECT_EQ(ops::plan_swiglu_block_m(128, 12, 11264, 132), 128);
+  EXPECT_EQ(ops::plan_swiglu_block_m(128, 8, 4096, 132), 128);
+  EXPECT_EQ(ops::plan_swiglu_block_m(128, 5, 6144, 132), 128);
+  EXPECT_EQ(ops::plan_swiglu_block_m(128, 22, 2048, 132), 64);
+  EXPECT_EQ(ops::plan_swiglu_block_m(128, 15, 3072, 132), 64);
+  EXPECT_EQ(ops::plan_swiglu_block_m(128, 11, 4096, 132), 64);
+  // 192 tokens: two 128-row blocks hold a third of padding; three 64-row blocks none.
+  EXPECT_EQ(ops::plan_swiglu_block_m(192, 8, 4096, 132), 64);
+  // Without a shape: plan_block_m.
+  EXPECT_EQ(ops::plan_swiglu_block_m(128, 0, 4096, 132), 64);
+  EXPECT_EQ(ops::plan_swiglu_block_m(512, 8, 4096, 0), 128);
+  // A grid of other size moves the waves: 176 tiles in one wave of 176 CTAs.
+  EXPECT_EQ(ops::plan_swiglu_block_m(128, 22, 2048, 176), 128);
+}
+
+TEST(MoeGemmPlan, InstantiationNamesAndSchedules) {
   MoeGemmArgs a = good_args();
   a.experts = 64;
   a.m_total = 64 * 16;
@@ -538,7 +571,9 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   a.cluster_m = 2;  // as does a forced cluster
   a.cluster_n = 2;
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n128_c2x2");
-  EXPECT_EQ(ops::select_moe_instantiation(good_args(MoeEpilogue::swiglu_fp8)).name, "w8a8_swiglu_m64n256");  // 250 tokens
+  // 250 tokens on 4 experts, n = 4096: 128 tiles of 128 rows fill one wave of 132 CTAs (256 of 64
+  // rows would need two): 128 x 256.
+  EXPECT_EQ(ops::select_moe_instantiation(good_args(MoeEpilogue::swiglu_fp8)).name, "w8a8_swiglu_m128n256");
   MoeGemmArgs s = good_args(MoeEpilogue::swiglu_fp8);
   s.tokens_per_expert_hint = 1024;  // from 1024 tokens: 128 x 256
   EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m128n256");

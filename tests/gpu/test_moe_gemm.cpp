@@ -447,6 +447,12 @@ TEST(MoeGemmGpu, WideTileN192) {
   }
 }
 
+// The two-pass tile: 128 rows and 128 channels (128 rows alone plan the 128 x 256 tile).
+Case two_pass(Case c) {
+  c.block_n = 128;
+  return c;
+}
+
 // The two-pass SwiGLU tile (128 rows; gate rows then up rows of 128 channels, the gate
 // result parked in shared memory): DiT and DSv4-class Linear-1, uneven experts with 0 and 1
 // tokens, gaps on 1 CTA (the pass pairs wrap the ring), one token per expert, 3000 rows in one
@@ -457,6 +463,7 @@ TEST(MoeGemmGpu, SwiGluTwoPassTile) {
   probe.quant = MoeQuant::w8a8;
   probe.epilogue = MoeEpilogue::swiglu_fp8;
   probe.block_m = 128;
+  probe.block_n = 128;  // 128 rows alone plan the 128 x 256 tile
   probe.experts = 2;
   probe.m_total = 256;
   probe.n = 1024;
@@ -470,17 +477,24 @@ TEST(MoeGemmGpu, SwiGluTwoPassTile) {
   // half on one SM, the park reused) and with the whole grid.
   for (int sch : {-1, 0, 1, 2, 3}) {
     const std::string tag = "_m128_s" + std::to_string(sch);
-    run_case({"dit_l1_swiglu" + tag, MoeEpilogue::swiglu_fp8, 2 * 5632, 1408, kUneven, {}, 128, 0, 1, 1, sch}, 1100 + sch);
-    run_case({"gaps_1cta_swiglu" + tag, MoeEpilogue::swiglu_fp8, 512, 1024, counts, gaps, 128, 1, 1, 1, sch}, 1110 + sch);
-    run_case({"k128_swiglu" + tag, MoeEpilogue::swiglu_fp8, 512, 128, {1, 0, 65, 3}, {}, 128, 1, 1, 1, sch}, 1120 + sch);
-    run_case({"k256_swiglu" + tag, MoeEpilogue::swiglu_fp8, 768, 256, {130, 2, 0, 64}, {}, 128, 2, 1, 1, sch},
+    run_case(two_pass({"dit_l1_swiglu" + tag, MoeEpilogue::swiglu_fp8, 2 * 5632, 1408, kUneven, {}, 128, 0, 1, 1, sch}),
+             1100 + sch);
+    run_case(two_pass({"gaps_1cta_swiglu" + tag, MoeEpilogue::swiglu_fp8, 512, 1024, counts, gaps, 128, 1, 1, 1, sch}),
+             1110 + sch);
+    run_case(two_pass({"k128_swiglu" + tag, MoeEpilogue::swiglu_fp8, 512, 128, {1, 0, 65, 3}, {}, 128, 1, 1, 1, sch}),
+             1120 + sch);
+    run_case(two_pass({"k256_swiglu" + tag, MoeEpilogue::swiglu_fp8, 768, 256, {130, 2, 0, 64}, {}, 128, 2, 1, 1, sch}),
              1140 + sch);
   }
-  run_case({"ds_l1_swiglu_m128", MoeEpilogue::swiglu_fp8, 2 * 2048, 4096, {5, 0, 130, 257, 64, 1, 0, 90}, {}, 128, 0},
-           1130);
-  run_case({"one_token_x32_swiglu_m128", MoeEpilogue::swiglu_fp8, 1024, 1408, std::vector<int>(32, 1), {}, 128, 0}, 1131);
-  run_case({"one_expert_3000_sw_m128", MoeEpilogue::swiglu_fp8, 512, 768, {0, 3000}, {}, 128, 2}, 1132);
-  run_case({"k640_swiglu_m128", MoeEpilogue::swiglu_fp8, 768, 640, {129, 7, 256}, {}, 128, 3}, 1133);
+  run_case(
+      two_pass(
+          {"ds_l1_swiglu_m128", MoeEpilogue::swiglu_fp8, 2 * 2048, 4096, {5, 0, 130, 257, 64, 1, 0, 90}, {}, 128, 0}),
+      1130);
+  run_case(
+      two_pass({"one_token_x32_swiglu_m128", MoeEpilogue::swiglu_fp8, 1024, 1408, std::vector<int>(32, 1), {}, 128, 0}),
+      1131);
+  run_case(two_pass({"one_expert_3000_sw_m128", MoeEpilogue::swiglu_fp8, 512, 768, {0, 3000}, {}, 128, 2}), 1132);
+  run_case(two_pass({"k640_swiglu_m128", MoeEpilogue::swiglu_fp8, 768, 640, {129, 7, 256}, {}, 128, 3}), 1133);
 }
 
 // The 128 x 256 gate/up tile (each warp group runs the gate and the up piece of a stage one

@@ -115,14 +115,24 @@ void check_routing(const int* counts, const int* offsets, int experts, int m_tot
 
 // Tile height for an expected number of tokens per expert: 64 up to 64 tokens (a 128-row
 // tile would be mostly padding), above that 128 (measured fastest against 64 and 192,
-// docs/moe-gemm-measured.md run 36). SwiGLU: 128 from 1024 tokens (the 128 x 256 tile, gate and
-// up per warp group; run 63: 1.05-1.11x of the 64 x 256 tile at 1024 and 8192 tokens), else 64.
+// docs/moe-gemm-measured.md run 36). SwiGLU, where the problem's shape is not known: 128 from
+// 256 tokens (the 128 x 256 tile, gate and up per warp group: faster than the tiles planned
+// before on all seven models at 256-8192 tokens, runs 63 and 64), else 64 (see
+// plan_swiglu_block_m).
 int plan_block_m(MoeEpilogue epilogue, int tokens_per_expert);
-// The same for any quantisation: w8a8 as above, and for SwiGLU between 65 and 1023 tokens with
-// k (the hidden size; 0: unknown) at most 2048 the two-pass 128 x 128 tile (DiT-MoE-G, k = 1408:
-// 1.01-1.10x of 64 x 256, run 56); w4a8 ships 64 x 256 (up to 64 tokens, and SwiGLU) and
-// 192 x 128 tiles only.
+// The same for any quantisation: w8a8 as above (k, the hidden size, is not used since the
+// two-pass SwiGLU tile stopped being planned in run 64); w4a8 ships 64 x 256 (up to 64 tokens,
+// and SwiGLU) and 192 x 128 tiles only.
 int plan_block_m(MoeQuant quant, MoeEpilogue epilogue, int tokens_per_expert, int k = 0);
+
+// Height of the w8a8 SwiGLU tile for a known shape (what a call plans): 64 up to 64 tokens;
+// above, 128 (the 128 x 256 tile) unless whole waves make 64 x 256 faster. Both tiles span 256
+// weight columns; tiles = experts x ceil(tokens / rows) x ceil(n / 256) over `ctas` persistent
+// CTAs, time ~ ceil(tiles / ctas) x rows / rate (rate 1.1 for 128 rows: run 63 measured
+// 1.06-1.11x where waves are many). At 128 tokens per expert this picks the faster tile on all
+// seven models of run 64 (64 x 256 where 176-180 tiles of 128 rows need two waves and 352-360 of
+// 64 rows need three). Without a shape (experts, n or ctas <= 0): plan_block_m.
+int plan_swiglu_block_m(int tokens_per_expert, int experts, int n, int ctas);
 
 // Bytes of the weight tensor B and of its scales (b_scales or b_e8m0) for `experts` experts
 // of n x k weights.
@@ -144,10 +154,9 @@ int plan_block_n(MoeQuant quant, MoeEpilogue epilogue, int block_m, int tokens_p
                  int ctas, int schedule = -1);
 
 // Cluster shape of the w8a8 tiles planned for an expected number of tokens per expert: 1 x 1
-// (the multicast clusters are shipped for forcing; a SwiGLU 64 x 256 tile forced at >= 8192
-// tokens runs 2 x 1, +1-3 % on six of seven models in run 55, but from 1024 tokens the plan is
-// the 128 x 256 tile). Not seen here: where plan_block_n
-// picks the 128 x 192 tile, the call runs it in 2 x 1 clusters (+2-5 % at 8192 tokens, run 58;
+// (the multicast clusters are shipped for forcing; a SwiGLU 64 x 256 tile at >= 8192 tokens runs
+// 2 x 1, +1-3 % on six of seven models in run 55, but there the plan is usually the 128 x 256
+// tile). Not seen here: where plan_block_n picks the 128 x 192 tile, the call runs it in 2 x 1 clusters (+2-5 % at 8192 tokens, run 58;
 // select_moe_instantiation reports the result).
 struct MoeCluster {
   int m = 1;
