@@ -75,6 +75,7 @@ km::KernelInfo w4a8rs_bf16_info(km::W4Format) { return km::moe_w4a8rs_bf16_m128n
 km::KernelInfo w4a8rs_bf16_m256_info(km::W4Format) { return km::moe_w4a8rs_bf16_m256n128_info(); }
 km::KernelInfo w4a8rs_swiglu_info(km::W4Format) { return km::moe_w4a8rs_swiglu_m64n256_info(); }
 km::KernelInfo w4a8rs_mxfp4_bf16_info(km::W4Format) { return km::moe_w4a8rs_mxfp4_bf16_m128n128_info(); }
+km::KernelInfo w4a8rs_mxfp4_bf16_m256_info(km::W4Format) { return km::moe_w4a8rs_mxfp4_bf16_m256n128_info(); }
 km::KernelInfo w4a8rs_mxfp4_swiglu_info(km::W4Format) { return km::moe_w4a8rs_mxfp4_swiglu_m64n256_info(); }
 
 const Entry kEntries[] = {
@@ -116,6 +117,8 @@ const Entry kEntries[] = {
      km::moe_w4a8rs_swiglu_m64n256, w4a8rs_swiglu_info, MoeWeightLayout::int4_rs},
     {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 128, 1, 1, "w4a8rs_mxfp4_bf16_m128n128", nullptr, nullptr,
      km::moe_w4a8rs_mxfp4_bf16_m128n128, w4a8rs_mxfp4_bf16_info, MoeWeightLayout::mxfp4_rs},
+    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 256, 1, 1, "w4a8rs_mxfp4_bf16_m256n128", nullptr, nullptr,
+     km::moe_w4a8rs_mxfp4_bf16_m256n128, w4a8rs_mxfp4_bf16_m256_info, MoeWeightLayout::mxfp4_rs},
     {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 64, 1, 1, "w4a8rs_mxfp4_swiglu_m64n256", nullptr, nullptr,
      km::moe_w4a8rs_mxfp4_swiglu_m64n256, w4a8rs_mxfp4_swiglu_info, MoeWeightLayout::mxfp4_rs},
 };
@@ -167,8 +170,8 @@ int grid_ctas(const MoeGemmArgs& a) {
 
 std::string shipped_tiles(const MoeGemmArgs& a) {
   if (a.b_layout != MoeWeightLayout::rows)
-    return fmt::format("the {} layout ships: bf16 m128n128 1x1{}, swiglu_fp8 m64n256 1x1", moe_weight_layout_name(a.b_layout),
-                       a.b_layout == MoeWeightLayout::int4_rs ? ", bf16 m256n128 1x1" : "");
+    return fmt::format("the {} layout ships: bf16 m128n128 1x1, bf16 m256n128 1x1, swiglu_fp8 m64n256 1x1",
+                       moe_weight_layout_name(a.b_layout));
   if (moe_is_w4a8(a.quant)) return "w4a8 ships: bf16 m64n256 1x1, bf16 m192n128 1x1, swiglu_fp8 m64n256 1x1";
   return "w8a8 ships: bf16 m64n256 1x1, bf16 m128n128 1x1/2x1/1x2/2x2, bf16 m128n192 1x1/2x1, bf16 m192n128 1x1, "
          "swiglu_fp8 m64n256 1x1/2x1, swiglu_fp8 m128n128 1x1, swiglu_fp8 m128n256 1x1";

@@ -371,6 +371,9 @@ TEST(MoeGemmValidate, Mxfp4RegisterOperandLayout) {
         "b_scales = 0x50008 is not 16-byte aligned (bulk copies of the mxfp4_rs block scales from prepack_mxfp4_rs)");
   check([](auto& b) { b.schedule = 2; }, "mxfp4_rs kernel has one consumer schedule; schedule 2");
   check([](auto& b) { b.block_m = 192; }, "block_m 192 and cluster 1x1 (the mxfp4_rs layout ships: bf16 m128n128 1x1");
+  MoeGemmArgs mx256 = good(MoeEpilogue::bf16);  // 256-token tiles, forced
+  mx256.block_m = 256;
+  EXPECT_EQ(ops::select_moe_instantiation(mx256).name, "w4a8rs_mxfp4_bf16_m256n128");
   check([](auto& b) { b.block_m = 128; }, "swiglu_fp8 kernel with block_m 128 and cluster 1x1 (the mxfp4_rs layout",
         MoeEpilogue::swiglu_fp8);
   // mxfp4 in the rows layout still wants its E8M0 exponents.

@@ -600,6 +600,7 @@ TEST(MoeGemmGpu, W4A8RegisterOperand) {
 // The INT4 register-operand kernel with 256-token tiles (two 128-token pieces per converted
 // fragment): uneven experts (a tile's second piece partly or wholly past the expert), gaps on
 // 1-3 CTAs, 32 experts of one token, 3000 tokens in one expert, one and five K blocks.
+Case rs_mx(Case c, int pattern);  // below, with the MXFP4 register-operand tests
 TEST(MoeGemmGpu, W4A8RegisterOperandTokens256) {
   XS_REQUIRE_GPUS(1);
   const std::vector<int> counts{3, 200, 0, 140};
@@ -624,6 +625,16 @@ TEST(MoeGemmGpu, W4A8RegisterOperandTokens256) {
   run_case(t256({"one_token_x32_t256", MoeEpilogue::bf16, 1408, 1024, std::vector<int>(32, 1), {}}), 945);
   run_case(t256({"one_expert_3000_t256", MoeEpilogue::bf16, 1024, 768, {3000}, {}}), 946);
   run_case(t256({"k128_1cta_t256", MoeEpilogue::bf16, 256, 128, {100, 0, 250}, {}, 0, 1}), 947);
+  // The MXFP4 twin (tables shifted per sub-block): random exponents and the gap pattern.
+  for (int pattern : {0, 1}) {
+    auto mx256 = [pattern](Case c) {
+      c.block_m = 256;
+      return rs_mx(c, pattern);
+    };
+    run_case(mx256({"dit_l2_t256", MoeEpilogue::bf16, 1408, 5632, kUneven, {}}), 951 + 10 * pattern);
+    run_case(mx256({"gaps_1cta_t256", MoeEpilogue::bf16, 384, 640, counts, gaps, 0, 1}), 952 + 10 * pattern);
+    run_case(mx256({"one_expert_3000_t256", MoeEpilogue::bf16, 1024, 768, {3000}, {}}), 953 + 10 * pattern);
+  }
 }
 // The register-operand SwiGLU kernel (64 tokens x 128 channels, gate and up rows in one warp
 // group, per-token amax across both warp groups): DiT and DSv4-class Linear-1, uneven and empty

@@ -36,6 +36,8 @@ KernelInfo moe_w4a8rs_swiglu_m64n256_info();
 // b_scales): the same two tiles.
 cudaError_t moe_w4a8rs_mxfp4_bf16_m128n128(const MoeW4A8Params& p, cudaStream_t stream);
 KernelInfo moe_w4a8rs_mxfp4_bf16_m128n128_info();
+cudaError_t moe_w4a8rs_mxfp4_bf16_m256n128(const MoeW4A8Params& p, cudaStream_t stream);
+KernelInfo moe_w4a8rs_mxfp4_bf16_m256n128_info();
 cudaError_t moe_w4a8rs_mxfp4_swiglu_m64n256(const MoeW4A8Params& p, cudaStream_t stream);
 KernelInfo moe_w4a8rs_mxfp4_swiglu_m64n256_info();
 
