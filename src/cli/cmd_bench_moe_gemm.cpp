@@ -420,8 +420,8 @@ void run_bench(const BenchFlags& fl) {
     throw InvalidArgument("bench moe-gemm: --warmup-ms must be in [0, 60000]");
   for (int t : fl.tokens)
     if (t < 1) throw InvalidArgument(fmt::format("bench moe-gemm: tokens per expert {} must be >= 1", t));
-  if (fl.block_m != 0 && fl.block_m != 64 && fl.block_m != 128 && fl.block_m != 192)
-    throw InvalidArgument(fmt::format("bench moe-gemm: --block-m {} must be 0, 64, 128 or 192", fl.block_m));
+  if (fl.block_m != 0 && fl.block_m != 64 && fl.block_m != 128 && fl.block_m != 192 && fl.block_m != 256)
+    throw InvalidArgument(fmt::format("bench moe-gemm: --block-m {} must be 0, 64, 128, 192 or 256", fl.block_m));
   if (fl.block_ns.empty()) throw InvalidArgument("bench moe-gemm: --block-n is empty");
   for (int bn : fl.block_ns)
     if (bn != 0 && bn != 128 && bn != 192 && bn != 256)

@@ -72,8 +72,10 @@ struct Entry {
 };
 
 km::KernelInfo w4a8rs_bf16_info(km::W4Format) { return km::moe_w4a8rs_bf16_m128n128_info(); }
+km::KernelInfo w4a8rs_bf16_m256_info(km::W4Format) { return km::moe_w4a8rs_bf16_m256n128_info(); }
 km::KernelInfo w4a8rs_swiglu_info(km::W4Format) { return km::moe_w4a8rs_swiglu_m64n256_info(); }
 km::KernelInfo w4a8rs_mxfp4_bf16_info(km::W4Format) { return km::moe_w4a8rs_mxfp4_bf16_m128n128_info(); }
+km::KernelInfo w4a8rs_mxfp4_bf16_m256_info(km::W4Format) { return km::moe_w4a8rs_mxfp4_bf16_m256n128_info(); }
 km::KernelInfo w4a8rs_mxfp4_swiglu_info(km::W4Format) { return km::moe_w4a8rs_mxfp4_swiglu_m64n256_info(); }
 
 const Entry kEntries[] = {
@@ -109,10 +111,14 @@ const Entry kEntries[] = {
      km::moe_w4a8_swiglu_m64n256, km::moe_w4a8_swiglu_m64n256_info},
     {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 128, 1, 1, "w4a8rs_bf16_m128n128", nullptr, nullptr,
      km::moe_w4a8rs_bf16_m128n128, w4a8rs_bf16_info, MoeWeightLayout::int4_rs},
+    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 256, 1, 1, "w4a8rs_bf16_m256n128", nullptr, nullptr,
+     km::moe_w4a8rs_bf16_m256n128, w4a8rs_bf16_m256_info, MoeWeightLayout::int4_rs},
     {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 64, 1, 1, "w4a8rs_swiglu_m64n256", nullptr, nullptr,
      km::moe_w4a8rs_swiglu_m64n256, w4a8rs_swiglu_info, MoeWeightLayout::int4_rs},
     {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 128, 1, 1, "w4a8rs_mxfp4_bf16_m128n128", nullptr, nullptr,
      km::moe_w4a8rs_mxfp4_bf16_m128n128, w4a8rs_mxfp4_bf16_info, MoeWeightLayout::mxfp4_rs},
+    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 256, 1, 1, "w4a8rs_mxfp4_bf16_m256n128", nullptr, nullptr,
+     km::moe_w4a8rs_mxfp4_bf16_m256n128, w4a8rs_mxfp4_bf16_m256_info, MoeWeightLayout::mxfp4_rs},
     {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 64, 1, 1, "w4a8rs_mxfp4_swiglu_m64n256", nullptr, nullptr,
      km::moe_w4a8rs_mxfp4_swiglu_m64n256, w4a8rs_mxfp4_swiglu_info, MoeWeightLayout::mxfp4_rs},
 };
@@ -167,7 +173,8 @@ int grid_ctas(const MoeGemmArgs& a) {
 
 std::string shipped_tiles(const MoeGemmArgs& a) {
   if (a.b_layout != MoeWeightLayout::rows)
-    return fmt::format("the {} layout ships: bf16 m128n128 1x1, swiglu_fp8 m64n256 1x1", moe_weight_layout_name(a.b_layout));
+    return fmt::format("the {} layout ships: bf16 m128n128 1x1, bf16 m256n128 1x1, swiglu_fp8 m64n256 1x1",
+                       moe_weight_layout_name(a.b_layout));
   if (moe_is_w4a8(a.quant)) return "w4a8 ships: bf16 m64n256 1x1, bf16 m192n128 1x1, swiglu_fp8 m64n256 1x1";
   return "w8a8 ships: bf16 m64n256 1x1, bf16 m128n128 1x1/2x1/1x2/2x2, bf16 m128n192 1x1/2x1, bf16 m192n128 1x1, "
          "swiglu_fp8 m64n256 1x1/2x1, swiglu_fp8 m128n128 1x1, swiglu_fp8 m128n256 1x1";
@@ -383,8 +390,8 @@ const Entry& validated_entry(const MoeGemmArgs& a) {
     throw InvalidArgument(fmt::format("moe gemm: an expert's weight ({} x {}) exceeds the TMA stride limit", a.n, a.k));
   if ((static_cast<long long>(a.m_total) / 64 + a.experts) * (a.n / 128) > kIntMax / 2)
     throw InvalidArgument("moe gemm: the tile count exceeds the kernel's int range");
-  if (a.block_m != 0 && a.block_m != 64 && a.block_m != 128 && a.block_m != 192)
-    throw InvalidArgument(fmt::format("moe gemm: block_m {} must be 0 (planned), 64, 128 or 192", a.block_m));
+  if (a.block_m != 0 && a.block_m != 64 && a.block_m != 128 && a.block_m != 192 && a.block_m != 256)
+    throw InvalidArgument(fmt::format("moe gemm: block_m {} must be 0 (planned), 64, 128, 192 or 256", a.block_m));
   if (a.block_n != 0 && a.block_n != 128 && a.block_n != 192 && a.block_n != 256)
     throw InvalidArgument(fmt::format("moe gemm: block_n {} must be 0 (planned), 128, 192 or 256", a.block_n));
   if ((a.cluster_m == 0) != (a.cluster_n == 0) || a.cluster_m < 0 || a.cluster_n < 0 || a.cluster_m > 2 ||

@@ -114,7 +114,7 @@ TEST(Cli, BenchMoeGemmRefusesBadFlagsBeforeTouchingAGpu) {
                                      {"--warmup-ms -1", "--warmup-ms must be in [0, 60000]"},
                                      {"--warmup-ms 90000", "--warmup-ms must be in [0, 60000]"},
                                      {"--tokens 0", "tokens per expert 0 must be >= 1"},
-                                     {"--block-m 96", "--block-m 96 must be 0, 64, 128 or 192"},
+                                     {"--block-m 96", "--block-m 96 must be 0, 64, 128, 192 or 256"},
                                      {"--models GPT", "--models matched none"},
                                      {"--ops l3_bf16", "got 'l3_bf16'"},
                                      {"--cluster 3x1", "got '3x1'"},

@@ -169,7 +169,7 @@ TEST(MoeGemmValidate, EachProblemHasItsMessage) {
                       MoeEpilogue::swiglu_fp8);
   expect_invalid_args([](auto& a) { a.m_total = 2000000000; }, "row index range");
   expect_invalid_args([](auto& a) { a.n = 1 << 20; a.k = 1 << 20; }, "TMA stride limit");
-  expect_invalid_args([](auto& a) { a.block_m = 96; }, "block_m 96 must be 0 (planned), 64, 128 or 192");
+  expect_invalid_args([](auto& a) { a.block_m = 96; }, "block_m 96 must be 0 (planned), 64, 128, 192 or 256");
   expect_invalid_args([](auto& a) { a.block_m = 192; a.cluster_m = 2; a.cluster_n = 1; },
                       "no w8a8 bf16 kernel with block_m 192 and cluster 2x1");
   expect_invalid_args([](auto& a) { a.block_m = 192; }, "no w8a8 swiglu_fp8 kernel with block_m 192 and cluster",
@@ -313,12 +313,15 @@ TEST(MoeGemmValidate, Int4RegisterOperandLayout) {
         "swiglu_fp8 needs n = 2 * intermediate with intermediate a multiple of 128");
   check([](auto& b) { b.epilogue = MoeEpilogue::swiglu_fp8; b.block_m = 128; b.out_scales = static_cast<float*>(fake(0x70000));
                       b.row_weights = static_cast<const float*>(fake(0x80000)); },
-        "swiglu_fp8 kernel with block_m 128 and cluster 1x1 (the int4_rs layout ships: bf16 m128n128 1x1, swiglu_fp8 m64n256 1x1)");
+        "swiglu_fp8 kernel with block_m 128 and cluster 1x1 (the int4_rs layout ships: bf16 m128n128 1x1, bf16 m256n128 1x1, swiglu_fp8 m64n256 1x1)");
   check([](auto& b) { b.schedule = 2; }, "int4_rs kernel has one consumer schedule; schedule 2");
   EXPECT_TRUE(ops::moe_schedule_shipped(MoeQuant::w4a8_int4, ops::MoeWeightLayout::int4_rs, 0));
   EXPECT_FALSE(ops::moe_schedule_shipped(MoeQuant::w4a8_int4, ops::MoeWeightLayout::int4_rs, 2));
   EXPECT_TRUE(ops::moe_schedule_shipped(MoeQuant::w4a8_int4, ops::MoeWeightLayout::rows, 2));
   check([](auto& b) { b.block_m = 192; }, "block_m 192 and cluster 1x1 (the int4_rs layout ships: bf16 m128n128 1x1");
+  MoeGemmArgs t256 = a;  // 256-token tiles (two pieces per converted fragment), forced
+  t256.block_m = 256;
+  EXPECT_EQ(ops::select_moe_instantiation(t256).name, "w4a8rs_bf16_m256n128");
   check([](auto& b) { b.b_layout = static_cast<ops::MoeWeightLayout>(7); }, "unsupported weight layout 7");
   // The row-major int4 kernels do not take a 128-row tile.
   MoeGemmArgs rows = good_w4_args(MoeQuant::w4a8_int4);
@@ -368,6 +371,9 @@ TEST(MoeGemmValidate, Mxfp4RegisterOperandLayout) {
         "b_scales = 0x50008 is not 16-byte aligned (bulk copies of the mxfp4_rs block scales from prepack_mxfp4_rs)");
   check([](auto& b) { b.schedule = 2; }, "mxfp4_rs kernel has one consumer schedule; schedule 2");
   check([](auto& b) { b.block_m = 192; }, "block_m 192 and cluster 1x1 (the mxfp4_rs layout ships: bf16 m128n128 1x1");
+  MoeGemmArgs mx256 = good(MoeEpilogue::bf16);  // 256-token tiles, forced
+  mx256.block_m = 256;
+  EXPECT_EQ(ops::select_moe_instantiation(mx256).name, "w4a8rs_mxfp4_bf16_m256n128");
   check([](auto& b) { b.block_m = 128; }, "swiglu_fp8 kernel with block_m 128 and cluster 1x1 (the mxfp4_rs layout",
         MoeEpilogue::swiglu_fp8);
   // mxfp4 in the rows layout still wants its E8M0 exponents.

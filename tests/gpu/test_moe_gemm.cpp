@@ -611,6 +611,45 @@ TEST(MoeGemmGpu, W4A8RegisterOperand) {
   run_case(rs({"k128_1cta", MoeEpilogue::bf16, 256, 128, {100, 0, 250}, {}, 0, 1}), 908);
   run_case(rs({"k640_2ctas", MoeEpilogue::bf16, 1408, 640, kUneven, {}, 128, 2}), 909);
 }
+// The INT4 register-operand kernel with 256-token tiles (two 128-token pieces per converted
+// fragment): uneven experts (a tile's second piece partly or wholly past the expert), gaps on
+// 1-3 CTAs, 32 experts of one token, 3000 tokens in one expert, one and five K blocks.
+Case rs_mx(Case c, int pattern);  // below, with the MXFP4 register-operand tests
+TEST(MoeGemmGpu, W4A8RegisterOperandTokens256) {
+  XS_REQUIRE_GPUS(1);
+  const std::vector<int> counts{3, 200, 0, 140};
+  const std::vector<int> gaps{5, 0, 17, 3, 9};
+  ops::MoeGemmArgs probe;
+  probe.quant = MoeQuant::w4a8_int4;
+  probe.b_layout = ops::MoeWeightLayout::int4_rs;
+  probe.block_m = 256;
+  probe.experts = 2;
+  probe.m_total = 512;
+  probe.n = 1024;
+  probe.k = 512;
+  EXPECT_EQ(ops::select_moe_instantiation(probe).name, "w4a8rs_bf16_m256n128");
+  auto t256 = [](Case c) {
+    c.block_m = 256;
+    return rs(c);
+  };
+  run_case(t256({"dit_l2_t256", MoeEpilogue::bf16, 1408, 5632, kUneven, {}}), 941);
+  run_case(t256({"ds_l1_bf16_t256", MoeEpilogue::bf16, 2 * 2048, 4096, {5, 0, 130, 257, 64, 1, 0, 90}, {}}), 942);
+  run_case(t256({"gaps_3ctas_t256", MoeEpilogue::bf16, 512, 1024, counts, gaps, 0, 3}), 943);
+  run_case(t256({"gaps_1cta_t256", MoeEpilogue::bf16, 384, 640, counts, gaps, 0, 1}), 944);
+  run_case(t256({"one_token_x32_t256", MoeEpilogue::bf16, 1408, 1024, std::vector<int>(32, 1), {}}), 945);
+  run_case(t256({"one_expert_3000_t256", MoeEpilogue::bf16, 1024, 768, {3000}, {}}), 946);
+  run_case(t256({"k128_1cta_t256", MoeEpilogue::bf16, 256, 128, {100, 0, 250}, {}, 0, 1}), 947);
+  // The MXFP4 twin (tables shifted per sub-block): random exponents and the gap pattern.
+  for (int pattern : {0, 1}) {
+    auto mx256 = [pattern](Case c) {
+      c.block_m = 256;
+      return rs_mx(c, pattern);
+    };
+    run_case(mx256({"dit_l2_t256", MoeEpilogue::bf16, 1408, 5632, kUneven, {}}), 951 + 10 * pattern);
+    run_case(mx256({"gaps_1cta_t256", MoeEpilogue::bf16, 384, 640, counts, gaps, 0, 1}), 952 + 10 * pattern);
+    run_case(mx256({"one_expert_3000_t256", MoeEpilogue::bf16, 1024, 768, {3000}, {}}), 953 + 10 * pattern);
+  }
+}
 // The register-operand SwiGLU kernel (64 tokens x 128 channels, gate and up rows in one warp
 // group, per-token amax across both warp groups): DiT and DSv4-class Linear-1, uneven and empty
 // experts, token counts not multiples of 64, gaps, 1-2 CTAs, one token per expert, 3000 tokens,

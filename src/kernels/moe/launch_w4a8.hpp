@@ -26,6 +26,8 @@ cudaError_t moe_w4a8_swiglu_m64n256(const MoeW4A8Params& p, cudaStream_t stream)
 // register operand (w4a8_rs.cuh), 128 tokens x 128 output columns per tile.
 cudaError_t moe_w4a8rs_bf16_m128n128(const MoeW4A8Params& p, cudaStream_t stream);
 KernelInfo moe_w4a8rs_bf16_m128n128_info();
+cudaError_t moe_w4a8rs_bf16_m256n128(const MoeW4A8Params& p, cudaStream_t stream);
+KernelInfo moe_w4a8rs_bf16_m256n128_info();
 // The same for Linear-1 with gate/up fused and the SwiGLU + fp8 epilogue: 64 tokens x 128
 // output channels per tile.
 cudaError_t moe_w4a8rs_swiglu_m64n256(const MoeW4A8Params& p, cudaStream_t stream);
@@ -34,6 +36,8 @@ KernelInfo moe_w4a8rs_swiglu_m64n256_info();
 // b_scales): the same two tiles.
 cudaError_t moe_w4a8rs_mxfp4_bf16_m128n128(const MoeW4A8Params& p, cudaStream_t stream);
 KernelInfo moe_w4a8rs_mxfp4_bf16_m128n128_info();
+cudaError_t moe_w4a8rs_mxfp4_bf16_m256n128(const MoeW4A8Params& p, cudaStream_t stream);
+KernelInfo moe_w4a8rs_mxfp4_bf16_m256n128_info();
 cudaError_t moe_w4a8rs_mxfp4_swiglu_m64n256(const MoeW4A8Params& p, cudaStream_t stream);
 KernelInfo moe_w4a8rs_mxfp4_swiglu_m64n256_info();
 

@@ -57,35 +57,43 @@ using namespace cute;
 // kMx_: MXFP4 weights (ops::prepack_mxfp4_rs): each chunk carries its exponent gaps and each
 // K step's table is shifted by its sub-block's gap (w4a8_rs_layout.hpp); w_scales are the
 // block scales 2^(emax - 133).
-template <int kStages_, bool kGateUp_, int kStudy_ = 0, bool kMx_ = false>
+// kPieces_ (bf16 only): 128-token pieces per tile. With 2, a warp group converts its weight
+// fragments of a K block once and runs them against both token pieces, one after the other
+// (one per-K-block accumulator, two fp32 accumulators): half the conversion per MAC.
+template <int kStages_, bool kGateUp_, int kStudy_ = 0, bool kMx_ = false, int kPieces_ = 1>
 struct W4RsTraits {
   static constexpr int kStudy = kStudy_;
   static constexpr bool kMx = kMx_;
   static constexpr bool kGateUp = kGateUp_;
+  static constexpr int kPieces = kPieces_;
+  static_assert(kPieces == 1 || (kPieces == 2 && !kGateUp), "two token pieces: the bf16 tile");
   using Element = cutlass::float_e4m3_t;
   static constexpr int kBlocks = kGateUp ? 2 : 1;          // 64-row weight blocks per warp group (gate, up)
-  static constexpr int kBlockT = kGateUp ? 64 : 128;       // tokens per tile
+  static constexpr int kPieceT = kGateUp ? 64 : 128;       // tokens per wgmma piece
+  static constexpr int kBlockT = kPieceT * kPieces;        // tokens per tile
   static constexpr int kBlockK = 128;
   static constexpr int kStages = kStages_;
   static constexpr int kConsumerWGs = 2;
   static constexpr int kConsumerWarps = 4 * kConsumerWGs;
   static constexpr int kThreads = 128 * (1 + kConsumerWGs);
-  static constexpr int kProducerRegs = 40;
-  static constexpr int kConsumerRegs = 232;
+  // Two pieces hold a second 64-value accumulator: the producer gives up 16 more registers.
+  static constexpr int kProducerRegs = kPieces == 2 ? 24 : 40;
+  static constexpr int kConsumerRegs = kPieces == 2 ? 240 : 232;
   static_assert(128 * kProducerRegs + 128 * kConsumerWGs * kConsumerRegs <= 65536, "register file");
 
   using MmaAtom = cute::conditional_t<kGateUp, SM90_64x64x32_F32E4M3E4M3_RS_TN<>, SM90_64x128x32_F32E4M3E4M3_RS_TN<>>;
-  using TiledMma = decltype(make_tiled_mma(MmaAtom{}));  // one warp group, 64 x kBlockT x 32
+  using TiledMma = decltype(make_tiled_mma(MmaAtom{}));  // one warp group, 64 x kPieceT x 32
 
-  // Token tile: K-major, 128-byte swizzle (what the e4m3 wgmma's B operand reads).
+  // Token tile: K-major, 128-byte swizzle (what the e4m3 wgmma's B operand reads), one slot per
+  // piece and stage (slot = stage * kPieces + piece).
   using SmemLayoutX = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{},
-                                             Shape<Int<kBlockT>, Int<kBlockK>, Int<kStages>>{}));
+                                             Shape<Int<kPieceT>, Int<kBlockK>, Int<kPieces * kStages>>{}));
   using ShapeX = Shape<int32_t, int32_t>;  // (m_total, k)
   using StrideX = Stride<int64_t, _1>;
   using TmaX = decltype(make_tma_copy(SM90_TMA_LOAD{},
                                       make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeX{},
                                                   StrideX{}),
-                                      take<0, 2>(SmemLayoutX{}), Shape<Int<kBlockT>, Int<kBlockK>>{}, Int<1>{}));
+                                      take<0, 2>(SmemLayoutX{}), Shape<Int<kPieceT>, Int<kBlockK>>{}, Int<1>{}));
 
   static constexpr uint32_t kBytesX = kBlockT * kBlockK;
   static constexpr uint32_t kChunkBytes = kMx ? kRsMxChunkBytes : kRsChunkBytes;  // one 128-row chunk, prepacked
@@ -118,13 +126,17 @@ struct MoeW4A8RsKernel {
   static constexpr int kStages = T::kStages;
   static constexpr int kBlocks = T::kBlocks;
   static constexpr int kBlockT = T::kBlockT;
+  static constexpr int kPieceT = T::kPieceT;
+  static constexpr int kPieces = T::kPieces;
+  static constexpr int kAccs = kBlocks * kPieces;  // fp32 accumulators per thread: acc[piece * kBlocks + block]
   using State = PipeState<kStages>;
   using Scheduler = GroupedScheduler<kBlockT, 1, 1>;
   static constexpr int kThreads = T::kThreads;
-  // Epilogue staging, token-major: bf16 64 columns per warp group; SwiGLU fp8 128 channels.
+  // Epilogue staging, token-major: bf16 64 columns per warp group (one piece at a time); SwiGLU
+  // fp8 128 channels.
   static constexpr int kPitch = T::kGateUp ? 128 + 16 : 64 * 2 + 16;
   static constexpr int kEpiBytes = T::kGateUp ? kBlockT * kPitch + 8 * kBlockT * 4 + kBlockT * 4
-                                              : T::kConsumerWGs * kBlockT * kPitch;
+                                              : T::kConsumerWGs * kPieceT * kPitch;
 
   struct Params {
     typename T::TmaX tma_x;
@@ -163,7 +175,7 @@ struct MoeW4A8RsKernel {
     Tensor mX = make_tensor(make_gmem_ptr(static_cast<Element const*>(p.a)), shape_x,
                             make_stride(static_cast<int64_t>(p.k), _1{}));
     auto tma_x = make_tma_copy(SM90_TMA_LOAD{}, mX, take<0, 2>(typename T::SmemLayoutX{}),
-                               Shape<Int<kBlockT>, Int<T::kBlockK>>{}, Int<1>{});
+                               Shape<Int<kPieceT>, Int<T::kBlockK>>{}, Int<1>{});
     return Params{tma_x,
                   shape_x,
                   static_cast<const uint8_t*>(p.b),
@@ -216,9 +228,12 @@ struct MoeW4A8RsKernel {
         bounded_wait(&ss.empty[write.index], write.phase);
         if (lane == 0) {
           cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(full, T::kTxBytes);
-          Tensor gX = local_tile(domain_offset(make_coord(t.row_begin, 0), mX), Shape<Int<kBlockT>, Int<T::kBlockK>>{},
-                                 make_coord(_0{}, kb));
-          copy(p.tma_x.with(*full), group_modes<0, 3>(cta_x.partition_S(gX)), tXsX(_, write.index));
+          CUTE_UNROLL
+          for (int pc = 0; pc < kPieces; ++pc) {
+            Tensor gX = local_tile(domain_offset(make_coord(t.row_begin + pc * kPieceT, 0), mX),
+                                   Shape<Int<kPieceT>, Int<T::kBlockK>>{}, make_coord(_0{}, kb));
+            copy(p.tma_x.with(*full), group_modes<0, 3>(cta_x.partition_S(gX)), tXsX(_, write.index * kPieces + pc));
+          }
           CUTE_UNROLL
           for (int c = 0; c < kBlocks; ++c) {
             SM90_BULK_COPY_G2S::copy(wsrc[c] + static_cast<int64_t>(kb) * T::kChunkBytes, full,
@@ -247,7 +262,7 @@ struct MoeW4A8RsKernel {
   // per K step.
   using FragA = decltype(make_tensor<Element>(partition_shape_A(typename T::TiledMma{}, Shape<_64, Int<T::kBlockK>>{})));
   using Frags = FragA[kBlocks];
-  using Acc = decltype(partition_fragment_C(typename T::TiledMma{}, Shape<_64, Int<kBlockT>>{}));
+  using Acc = decltype(partition_fragment_C(typename T::TiledMma{}, Shape<_64, Int<kPieceT>>{}));
 
   // Loads and converts this thread's values of 64-row block b of stage `s` (two 16-byte loads; the
   // sign-magnitude code of w4a8_rs_layout.hpp: 8 integer instructions per 8 values). MXFP4: one
@@ -319,24 +334,26 @@ struct MoeW4A8RsKernel {
 
   template <class SmemX>
   __device__ __forceinline__ void mma(Params const& p, SharedStorage& ss, SmemX const& sX, State& read, int g, int wt,
-                                      Acc (&acc)[kBlocks]) const {
+                                      Acc (&acc)[kAccs]) const {
     typename T::TiledMma tiled_mma;
     auto thr = tiled_mma.get_slice(wt);
     Tensor tCrB = thr.partition_fragment_B(sX);  // (MMA, 1, 4, stage) descriptors
     const int wrow0 = 64 * g + (wt / 32) * 16 + (wt % 32) / 4;  // rows wrow0, wrow0 + 8 of each chunk
     const int q = wt % 4;                                        // tokens 2q + 8i + {0, 1}
     CUTE_UNROLL
-    for (int b = 0; b < kBlocks; ++b) clear(acc[b]);
+    for (int b = 0; b < kAccs; ++b) clear(acc[b]);
     // The table e4m3(0..7) comes from shared memory (two copies, by lane parity) so ptxas keeps
     // it in registers instead of copying immediates before every prmt.
     const int pick = 2 * (wt & 1);
     const uint32_t t0 = ss.lut[pick], t1 = ss.lut[pick + 1];
     const int kbs = p.k_blocks;
 
-    // acc += part * a_scale[token] * w_scale[row] for the block in stage s, then the stage is
-    // released. C layout (m64nNk32): value i -> row + 8 * ((i >> 1) & 1), token 2q + (i & 1) +
-    // 8 * (i / 4); the token scales come 4 at a time (tokens of values 8c .. 8c + 7).
-    auto promote = [&](Acc (&pt)[kBlocks], int s) {
+    // acc += part * a_scale[token] * w_scale[row] for piece pc of the block in stage s; after the
+    // last piece the stage is released. C layout (m64nNk32): value i -> row + 8 * ((i >> 1) & 1),
+    // token 2q + (i & 1) + 8 * (i / 4) of the piece; the token scales come 4 at a time (tokens of
+    // values 8c .. 8c + 7; piece pc's start kPieceT / 4 floats into the thread's row).
+    auto promote = [&](Acc (&pt)[kBlocks], int s, auto pc_c) {
+      constexpr int pc = decltype(pc_c)::value;  // compile time: acc[] stays in registers
       float w0[kBlocks], w1[kBlocks];
       CUTE_UNROLL
       for (int b = 0; b < kBlocks; ++b) {
@@ -345,27 +362,56 @@ struct MoeW4A8RsKernel {
         w1[b] = ss.ws[(s * kBlocks + b) * 128 + wrow0 + 8];
       }
       CUTE_UNROLL
-      for (int c = 0; c < kBlockT / 16; ++c) {
-        const float4 a4 = *reinterpret_cast<const float4*>(&ss.as[s * T::kAsStage + q * T::kAsRow + 4 * c]);
+      for (int c = 0; c < kPieceT / 16; ++c) {
+        const float4 a4 =
+            *reinterpret_cast<const float4*>(&ss.as[s * T::kAsStage + q * T::kAsRow + pc * (kPieceT / 4) + 4 * c]);
         CUTE_UNROLL
         for (int e = 0; e < 8; ++e) {
           const int i = 8 * c + e;
           const float a = (i & 4) ? ((i & 1) ? a4.w : a4.z) : ((i & 1) ? a4.y : a4.x);
           CUTE_UNROLL
           for (int b = 0; b < kBlocks; ++b) {
-            if constexpr ((T::kStudy & 2) != 0) acc[b](i) += pt[b](i);
-            else acc[b](i) = fmaf(pt[b](i) * a, (i & 2) ? w1[b] : w0[b], acc[b](i));
+            Acc& ac = acc[pc * kBlocks + b];
+            if constexpr ((T::kStudy & 2) != 0) ac(i) += pt[b](i);
+            else ac(i) = fmaf(pt[b](i) * a, (i & 2) ? w1[b] : w0[b], ac(i));
           }
         }
       }
-      asm volatile("" ::: "memory");  // the shared reads above stay before the release
-      __syncwarp();
-      if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
+      if (pc + 1 == kPieces) {
+        asm volatile("" ::: "memory");  // the shared reads above stay before the release
+        __syncwarp();
+        if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
+      }
     };
 
-    Frags f0, f1;
     Acc part[kBlocks];
     bounded_wait(&ss.full[read.index], read.phase);
+    if constexpr (kPieces == 2) {
+      // Two token pieces: one fragment buffer (the registers hold two fp32 accumulators). Per K
+      // block: piece 0, promote, piece 1 with the same fragments, promote (the stage is
+      // released), then block kb + 1 is converted into the buffer; the other warp group's
+      // wgmmas run meanwhile.
+      Frags f;
+      convert_stage(ss, read.index, g, wt, t0, t1, f);
+      for (int kb = 0; kb < kbs; ++kb) {
+        const int s = read.index;
+        issue(tiled_mma, f, tCrB, s * kPieces, part);
+        warpgroup_wait<0>();
+        promote(part, s, Int<0>{});
+        issue(tiled_mma, f, tCrB, s * kPieces + 1, part);
+        warpgroup_wait<0>();
+        CUTE_UNROLL
+        for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(f[b]);
+        promote(part, s, Int<1>{});
+        read.advance();
+        if (kb + 1 < kbs) {
+          bounded_wait(&ss.full[read.index], read.phase);
+          convert_stage(ss, read.index, g, wt, t0, t1, f);
+        }
+      }
+      return;
+    }
+    Frags f0, f1;
     convert_stage(ss, read.index, g, wt, t0, t1, f0);
     // Block kb's fragments are in `cur`; block kb + 1's are converted into `nxt` while block kb's
     // wgmmas run. Two K blocks per loop iteration keep the buffers' names constant. (Issuing
@@ -382,7 +428,7 @@ struct MoeW4A8RsKernel {
       warpgroup_wait<0>();
       CUTE_UNROLL
       for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(cur[b]);
-      promote(part, s);
+      promote(part, s, Int<0>{});
       read = nx;
     };
     int kb = 0;
@@ -393,11 +439,13 @@ struct MoeW4A8RsKernel {
     if (kb < kbs) step(kb, f0, f1);
   }
 
-  // bf16: warp group g's piece to out[token, n_block * 128 + 64 g + ...], staged token-major.
+  // bf16: warp group g's 64 columns of token piece pc to out[token, n_block * 128 + 64 g + ...],
+  // staged token-major (one piece at a time through the group's staging).
   __device__ __forceinline__ void store_bf16(Params const& p, SharedStorage& ss, Acc const& acc, WorkTile const& t,
-                                             int g, int wt) const {
+                                             int g, int wt, int pc) const {
     const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + g;
-    uint8_t* staged = ss.epi.data() + g * kBlockT * kPitch;
+    uint8_t* staged = ss.epi.data() + g * kPieceT * kPitch;
+    const int tok0 = pc * kPieceT;  // the piece's first token in the tile
     const int frow = (wt / 32) * 16 + (wt % 32) / 4;  // weight row inside the group's 64
     const int q = wt % 4;
     cutlass::arch::NamedBarrier::sync(128, bar);  // the previous tile's copy-out has read the staging
@@ -411,12 +459,12 @@ struct MoeW4A8RsKernel {
     constexpr int kChunks = 64 * 2 / 16;  // 16-byte pieces per token row of the group
     auto* out = static_cast<__nv_bfloat16*>(p.out);
     CUTE_UNROLL
-    for (int it = 0; it < kBlockT * kChunks / 128; ++it) {
+    for (int it = 0; it < kPieceT * kChunks / 128; ++it) {
       const int idx = wt + 128 * it;
       const int tok = idx / kChunks, c = idx % kChunks;
-      if (tok < t.rows) {
+      if (tok0 + tok < t.rows) {
         const uint4 v = *reinterpret_cast<const uint4*>(staged + tok * kPitch + c * 16);
-        *reinterpret_cast<uint4*>(out + (t.row_begin + tok) * p.out_ld + t.n_block * 128 + 64 * g + 8 * c) = v;
+        *reinterpret_cast<uint4*>(out + (t.row_begin + tok0 + tok) * p.out_ld + t.n_block * 128 + 64 * g + 8 * c) = v;
       }
     }
   }
@@ -519,10 +567,16 @@ struct MoeW4A8RsKernel {
       State read{};
       WorkTile t;
       while (sched.next(t)) {
-        Acc acc[kBlocks];
+        Acc acc[kAccs];
         mma(p, ss, sX, read, g, wt, acc);
-        if constexpr (T::kGateUp) store_swiglu(p, ss, acc, t, g, wt);
-        else store_bf16(p, ss, acc[0], t, g, wt);
+        if constexpr (T::kGateUp) {
+          store_swiglu(p, ss, acc, t, g, wt);
+        } else {
+          store_bf16(p, ss, acc[0], t, g, wt, 0);
+          if constexpr (kPieces == 2) {
+            if (kPieceT < t.rows) store_bf16(p, ss, acc[1], t, g, wt, 1);
+          }
+        }
       }
     }
   }

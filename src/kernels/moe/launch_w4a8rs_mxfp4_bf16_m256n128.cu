@@ -1,0 +1,15 @@
+// The register-operand MXFP4 bf16 kernel with 256-token tiles (W4RsTraits kPieces = 2; the
+// INT4 twin is launch_w4a8rs_bf16_m256n128.cu): each converted fragment, table shifts included,
+// serves two 128-token pieces. Forced only (block_m 256).
+#include "kernels/moe/w4a8_rs.cuh"
+
+namespace xstage::kernels::moe {
+
+using KernelW4A8RsMxBf16M256N128 = MoeW4A8RsKernel<W4RsTraits<4, false, 0, true, 2>>;
+
+cudaError_t moe_w4a8rs_mxfp4_bf16_m256n128(const MoeW4A8Params& p, cudaStream_t stream) {
+  return launch_moe_w4a8_rs<KernelW4A8RsMxBf16M256N128>(p, stream);
+}
+KernelInfo moe_w4a8rs_mxfp4_bf16_m256n128_info() { return KernelW4A8RsMxBf16M256N128::info(); }
+
+}  // namespace xstage::kernels::moe
