@@ -89,6 +89,8 @@ const Entry kEntries[] = {
      km::moe_w8a8_bf16_m128n192_info, nullptr, nullptr, MoeWeightLayout::rows, true},
     {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 2, 1, "w8a8_bf16_m128n192_c2x1", km::moe_w8a8_bf16_m128n192_c2x1,
      km::moe_w8a8_bf16_m128n192_c2x1_info, nullptr, nullptr, MoeWeightLayout::rows, true},
+    {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 1, 1, "w8a8_bf16_m128n256", km::moe_w8a8_bf16_m128n256,
+     km::moe_w8a8_bf16_m128n256_info, nullptr, nullptr, MoeWeightLayout::rows, true},
     {MoeQuant::w8a8, MoeEpilogue::bf16, 64, 1, 1, "w8a8_bf16_m64n256", km::moe_w8a8_bf16_m64n256,
      km::moe_w8a8_bf16_m64n256_info},
     {MoeQuant::w8a8, MoeEpilogue::bf16, 192, 1, 1, "w8a8_bf16_m192n128", km::moe_w8a8_bf16_m192n128,
@@ -166,7 +168,7 @@ std::string shipped_tiles(const MoeGemmArgs& a) {
   if (a.b_layout != MoeWeightLayout::rows)
     return fmt::format("the {} layout ships: bf16 m128n128 1x1, swiglu_fp8 m64n256 1x1", moe_weight_layout_name(a.b_layout));
   if (moe_is_w4a8(a.quant)) return "w4a8 ships: bf16 m64n256 1x1, bf16 m192n128 1x1, swiglu_fp8 m64n256 1x1";
-  return "w8a8 ships: bf16 m64n256 1x1, bf16 m128n128 1x1/2x1/1x2/2x2, bf16 m128n192 1x1/2x1, bf16 m192n128 1x1, "
+  return "w8a8 ships: bf16 m64n256 1x1, bf16 m128n128 1x1/2x1/1x2/2x2, bf16 m128n192 1x1/2x1, bf16 m128n256 1x1, bf16 m192n128 1x1, "
          "swiglu_fp8 m64n256 1x1/2x1, swiglu_fp8 m128n128 1x1, swiglu_fp8 m128n256 1x1";
 }
 
