@@ -91,6 +91,8 @@ const Entry kEntries[] = {
      km::moe_w8a8_bf16_m128n192_info, nullptr, nullptr, MoeWeightLayout::rows, true},
     {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 2, 1, "w8a8_bf16_m128n192_c2x1", km::moe_w8a8_bf16_m128n192_c2x1,
      km::moe_w8a8_bf16_m128n192_c2x1_info, nullptr, nullptr, MoeWeightLayout::rows, true},
+    {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 1, 1, "w8a8_bf16_m128n256", km::moe_w8a8_bf16_m128n256,
+     km::moe_w8a8_bf16_m128n256_info, nullptr, nullptr, MoeWeightLayout::rows, true},
     {MoeQuant::w8a8, MoeEpilogue::bf16, 64, 1, 1, "w8a8_bf16_m64n256", km::moe_w8a8_bf16_m64n256,
      km::moe_w8a8_bf16_m64n256_info},
     {MoeQuant::w8a8, MoeEpilogue::bf16, 192, 1, 1, "w8a8_bf16_m192n128", km::moe_w8a8_bf16_m192n128,
@@ -137,6 +139,16 @@ constexpr double kSwiGluWideRate = 1.1;
 // 128-8192 tokens per expert (runs 63, 64), so the two-pass tile is no longer planned otherwise.
 int plan_swiglu_width(int schedule) { return schedule >= 0 && (schedule & 1) ? 128 : 256; }
 
+// The register-operand W4A8 layouts: SwiGLU on 64 x 256; bf16 on 256-token tiles from 1024 tokens
+// per expert (each converted weight fragment serves two 128-token pieces: 1.012-1.059x of the
+// 128-token tile for int4, 1.059-1.108x for mxfp4, on all 28 cells at 1024 and 8192 tokens,
+// run 65; not measured below), else 128.
+constexpr int kW4RsTallMinTokens = 1024;
+int plan_rs_block_m(MoeEpilogue epilogue, int tokens) {
+  if (epilogue == MoeEpilogue::swiglu_fp8) return 64;
+  return tokens >= kW4RsTallMinTokens ? 256 : 128;
+}
+
 int tokens_per_expert(const MoeGemmArgs& a) {
   if (a.tokens_per_expert_hint > 0) return a.tokens_per_expert_hint;
   return a.experts > 0 ? a.m_total / a.experts : 0;
@@ -176,7 +188,7 @@ std::string shipped_tiles(const MoeGemmArgs& a) {
     return fmt::format("the {} layout ships: bf16 m128n128 1x1, bf16 m256n128 1x1, swiglu_fp8 m64n256 1x1",
                        moe_weight_layout_name(a.b_layout));
   if (moe_is_w4a8(a.quant)) return "w4a8 ships: bf16 m64n256 1x1, bf16 m192n128 1x1, swiglu_fp8 m64n256 1x1";
-  return "w8a8 ships: bf16 m64n256 1x1, bf16 m128n128 1x1/2x1/1x2/2x2, bf16 m128n192 1x1/2x1, bf16 m192n128 1x1, "
+  return "w8a8 ships: bf16 m64n256 1x1, bf16 m128n128 1x1/2x1/1x2/2x2, bf16 m128n192 1x1/2x1, bf16 m128n256 1x1, bf16 m192n128 1x1, "
          "swiglu_fp8 m64n256 1x1/2x1, swiglu_fp8 m128n128 1x1, swiglu_fp8 m128n256 1x1";
 }
 
@@ -185,7 +197,7 @@ const Entry& find_entry(const MoeGemmArgs& a) {
   const bool rs = a.b_layout != MoeWeightLayout::rows;
   const bool swiglu_w8 = !rs && a.quant == MoeQuant::w8a8 && a.epilogue == MoeEpilogue::swiglu_fp8;
   int bm = a.block_m != 0 ? a.block_m
-           : rs           ? (a.epilogue == MoeEpilogue::swiglu_fp8 ? 64 : 128)
+           : rs           ? plan_rs_block_m(a.epilogue, tokens)
            : swiglu_w8    ? plan_swiglu_block_m(tokens, a.experts, a.n, grid_ctas(a))
                           : plan_block_m(a.quant, a.epilogue, tokens, a.k);
   if (a.block_m == 0 && !rs && a.block_n != 0)  // a forced width picks the height it ships with
@@ -302,8 +314,17 @@ int plan_block_n(MoeQuant quant, MoeEpilogue epilogue, int block_m, int tokens, 
     const long long tiles = m_blocks * ((n + width - 1) / width);
     return static_cast<double>((tiles + ctas - 1) / ctas);
   };
+  // 128 x 256 (two 128-column pieces per warp group, 1 x 1) over the planned 128 x 192 in 2 x 1
+  // clusters: median 1.022 over the 28 cells of run 65; 1.01-1.04 where both widths fill their
+  // waves alike. Rate 1.09 (~1.07 x 1.02) plans the fastest measured width in 26 of those 28
+  // cells (the others 0.7 % and 0.6 % slower: Hy3 Linear-1 and DiT-MoE-G Linear-2 at 8192); it
+  // keeps the narrower tile where 256-wide tiles pad a wave (DiT-MoE-G Linear-2 at 1024, n = 1408:
+  // 0.967 of 192; DSv4-Pro Linear-1 at 1024: 0.988).
+  constexpr double kWidestRate = 1.09;
   const double t128 = waves(128) * 128.0;
   const double t192 = waves(192) * 192.0 / kWideRate;
+  const double t256 = waves(256) * 256.0 / kWidestRate;
+  if (t256 <= t192 && t256 < t128) return 256;
   return t192 < t128 ? 192 : 128;
 }
 

@@ -179,6 +179,8 @@ TEST(MoeGemmValidate, EachProblemHasItsMessage) {
   expect_invalid_args([](auto& a) { a.block_m = 128; a.block_n = 256; a.schedule = 3; },
                       "w8a8_swiglu_m128n256 kernel has schedules 0 and 2 (ping-pong, its default); schedule 3",
                       MoeEpilogue::swiglu_fp8);
+  expect_invalid_args([](auto& a) { a.block_m = 128; a.block_n = 256; a.schedule = 1; },
+                      "w8a8_bf16_m128n256 kernel has schedules 0 and 2 (ping-pong, its default); schedule 1");
   expect_invalid_args([](auto& a) { a.block_n = 96; }, "block_n 96 must be 0 (planned), 128, 192 or 256");
   expect_invalid_args([](auto& a) { a.block_n = 192; a.schedule = 3; },
                       "w8a8_bf16_m128n192_c2x1 kernel has schedules 0 and 2 (ping-pong, its default); schedule 3");
@@ -572,6 +574,10 @@ TEST(MoeGemmPlan, InstantiationNamesAndSchedules) {
   a.cluster_n = 0;
   a.block_n = 256;
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m64n256");
+  a.block_m = 128;  // with 128 rows: the 128 x 256 tile (two pieces per warp group)
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n256");
+  EXPECT_EQ(ops::select_moe_instantiation(a).schedule, 2);
+  a.block_m = 0;
   a.block_n = 0;
   a.block_m = 128;
   a.cluster_m = 2;  // as does a forced cluster

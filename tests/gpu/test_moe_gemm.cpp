@@ -447,6 +447,44 @@ TEST(MoeGemmGpu, WideTileN192) {
   }
 }
 
+// The 128 x 256 bf16 tile (two 128-column pieces per warp group, one after the other): n a
+// multiple of 256 and not (1408 = 5 x 256 + 128: the last tile's second piece lies past n, loads
+// zeros and stores nothing), 1 CTA walking many tiles with gaps, 1 and 2 K blocks; schedules 0
+// and 2 (default).
+TEST(MoeGemmGpu, DualTileN256) {
+  XS_REQUIRE_GPUS(1);
+  ops::MoeGemmArgs probe;
+  probe.quant = MoeQuant::w8a8;
+  probe.epilogue = MoeEpilogue::bf16;
+  probe.block_m = 128;
+  probe.block_n = 256;
+  probe.experts = 2;
+  probe.m_total = 256;
+  probe.n = 1024;
+  probe.k = 512;
+  EXPECT_EQ(ops::select_moe_instantiation(probe).name, "w8a8_bf16_m128n256");
+  EXPECT_EQ(ops::select_moe_instantiation(probe).schedule, 2);
+  auto dual_bf16 = [](Case c) {
+    c.block_m = 128;
+    c.block_n = 256;
+    return c;
+  };
+  for (int sch : {-1, 0, 2}) {
+    const std::string tag = "_s" + std::to_string(sch);
+    run_case(dual_bf16({"n256_l2_dit" + tag, MoeEpilogue::bf16, 1408, 5632, kUneven, {}, 0, 0, 1, 1, sch}), 1300 + sch);
+    run_case(dual_bf16({"n256_l1_ds" + tag, MoeEpilogue::bf16, 4096, 2048, {5, 0, 130, 257, 64, 1, 0, 90}, {}, 0, 0, 1, 1,
+                        sch}),
+             1310 + sch);
+    run_case(dual_bf16({"n256_768_1cta" + tag, MoeEpilogue::bf16, 768, 640, {3, 70, 0, 140}, {2, 0, 9, 1, 4}, 0, 1, 1, 1,
+                        sch}),
+             1320 + sch);
+    run_case(dual_bf16({"n256_k128" + tag, MoeEpilogue::bf16, 512, 128, {1, 0, 65, 3}, {}, 0, 1, 1, 1, sch}), 1330 + sch);
+    run_case(dual_bf16({"n256_k256" + tag, MoeEpilogue::bf16, 1408, 256, {130, 2, 0, 64}, {}, 0, 2, 1, 1, sch}),
+             1340 + sch);
+  }
+  run_case(dual_bf16({"n256_3000_rows", MoeEpilogue::bf16, 512, 768, {0, 3000}, {}, 0, 2}), 1350);
+}
+
 // The two-pass tile: 128 rows and 128 channels (128 rows alone plan the 128 x 256 tile).
 Case two_pass(Case c) {
   c.block_n = 128;

@@ -68,9 +68,11 @@ struct MoeGemmArgs {
   const int* host_offsets = nullptr;
 
   // Tile planning: tokens per expert expected (0: m_total / experts); block_m forces a tile
-  // height (0: planned; 64, 128 or 192); block_n a tile width (0: planned; 128, 192 or 256:
-  // w8a8 bf16 ships 64 x 256, 128 x 128, 128 x 192 and 192 x 128); cluster_m x cluster_n forces
-  // a cluster shape (0 x 0: planned; 1x1, or for bf16 128 x 128: 2x1, 1x2, 2x2; for swiglu: 2x1).
+  // height (0: planned; 64, 128, 192, or 256 for the register-operand w4a8 layouts); block_n a
+  // tile width (0: planned; 128, 192 or 256: w8a8 bf16 ships 64 x 256, 128 x 128, 128 x 192,
+  // 128 x 256 and 192 x 128, w8a8 SwiGLU 64 x 256, 128 x 128 (two passes) and 128 x 256);
+  // cluster_m x cluster_n forces a cluster shape (0 x 0: planned; 1x1, or for bf16 128 x 128:
+  // 2x1, 1x2, 2x2; bf16 128 x 192 and swiglu 64 x 256: 2x1).
   int tokens_per_expert_hint = 0;
   int block_m = 0;
   int block_n = 0;
@@ -79,8 +81,8 @@ struct MoeGemmArgs {
   int num_ctas = 0;  // persistent grid; 0: one CTA per SM
   // Consumer schedule, a tuning override: -1 = default; bit 0 = issue the next K block's
   // wgmmas before promoting the current one, bit 1 = consumer warp groups take turns.
-  // The w4a8 kernels and the w8a8 128 x 192 tile have schedules 0 and 2 (the 128 x 192 tile's
-  // default is 2, w4a8's 0).
+  // The w4a8 kernels and the w8a8 128 x 192 / 128 x 256 tiles have schedules 0 and 2 (those
+  // tiles' default is 2, w4a8's 0; the register-operand w4a8 kernels have 0 only).
   int schedule = -1;
 };
 
@@ -122,7 +124,9 @@ void check_routing(const int* counts, const int* offsets, int experts, int m_tot
 int plan_block_m(MoeEpilogue epilogue, int tokens_per_expert);
 // The same for any quantisation: w8a8 as above (k, the hidden size, is not used since the
 // two-pass SwiGLU tile stopped being planned in run 64); w4a8 ships 64 x 256 (up to 64 tokens,
-// and SwiGLU) and 192 x 128 tiles only.
+// and SwiGLU) and 192 x 128 tiles in the rows layout; the register-operand layouts (a call's
+// plan, not this function) run 128-token bf16 tiles, 256-token ones from 1024 tokens per
+// expert (run 65: 1.01-1.11x), and 64 x 256 for SwiGLU.
 int plan_block_m(MoeQuant quant, MoeEpilogue epilogue, int tokens_per_expert, int k = 0);
 
 // Height of the w8a8 SwiGLU tile for a known shape (what a call plans): 64 up to 64 tokens;
@@ -142,13 +146,14 @@ long long moe_weight_scale_bytes(MoeQuant quant, int experts, int n, int k);
 long long moe_weight_bytes(MoeQuant quant, MoeWeightLayout l, int experts, int n, int k);
 long long moe_weight_scale_bytes(MoeQuant quant, MoeWeightLayout l, int experts, int n, int k);
 
-// Tile width of the w8a8 bf16 tiles with block_m 128: 192 from 1024 tokens per expert where
-// the 128 x 192 tile (m64n192 wgmmas, ping-pong schedule; 2-10 % faster than 128 x 128 on 27
-// of the 28 bf16 shapes at 1024 and 8192 tokens, run 54) is estimated faster once whole waves
-// are counted: tiles = experts x ceil(tokens / 128) x ceil(n / width) over `ctas` persistent
-// CTAs (each takes tiles in turn), time ~ ceil(tiles / ctas) x width / rate (rate 1.07 for the
-// wide tile). 128 otherwise, for every other block_m / quantisation / epilogue, and where a
-// forced schedule needs the overlap bit (1, 3: the 128 x 192 tile has no room for its second
+// Tile width of the w8a8 bf16 tiles with block_m 128, from 1024 tokens per expert: the fastest
+// of 128, 192 (m64n192 wgmmas, ping-pong; 2-10 % faster than 128 x 128 on 27 of the 28 bf16
+// shapes at 1024 and 8192 tokens, run 54) and 256 (two 128-column pieces per warp group; median
+// 1.022x of the 192 tile in its 2 x 1 clusters, run 65) once whole waves are counted: tiles =
+// experts x ceil(tokens / 128) x ceil(n / width) over `ctas` persistent CTAs (each takes tiles in
+// turn), time ~ ceil(tiles / ctas) x width / rate (rate 1 for 128, 1.07 for 192, 1.09 for 256).
+// 128 below 1024 tokens, for every other block_m / quantisation / epilogue (64: 256), and where
+// a forced schedule needs the overlap bit (1, 3: the 192 and 256 tiles have no room for a second
 // accumulator).
 int plan_block_n(MoeQuant quant, MoeEpilogue epilogue, int block_m, int tokens_per_expert, int experts, int n,
                  int ctas, int schedule = -1);
@@ -156,8 +161,8 @@ int plan_block_n(MoeQuant quant, MoeEpilogue epilogue, int block_m, int tokens_p
 // Cluster shape of the w8a8 tiles planned for an expected number of tokens per expert: 1 x 1
 // (the multicast clusters are shipped for forcing; a SwiGLU 64 x 256 tile at >= 8192 tokens runs
 // 2 x 1, +1-3 % on six of seven models in run 55, but there the plan is usually the 128 x 256
-// tile). Not seen here: where plan_block_n picks the 128 x 192 tile, the call runs it in 2 x 1 clusters (+2-5 % at 8192 tokens, run 58;
-// select_moe_instantiation reports the result).
+// tile). Not seen here: where plan_block_n picks the 128 x 192 tile, the call runs it in 2 x 1
+// clusters (+2-5 % at 8192 tokens, run 58; select_moe_instantiation reports the result).
 struct MoeCluster {
   int m = 1;
   int n = 1;

@@ -152,14 +152,25 @@ struct Bf16TileEpilogue {
 
   __device__ static void consumer_init(int) {}
 
+  // The 128 x 256 tile (MoeTraits::kDual): a warp group's two pieces, one after the other
+  // through its one staging buffer.
+  template <class Frg>
+  __device__ __forceinline__ void store_dual(Params const& ep, uint8_t* smem, Frg const& acc0, Frg const& acc1,
+                                             WorkTile const& tile, int wt, int wm) const {
+    store(ep, smem, acc0, tile, wt, wm, 0, 0);
+    store(ep, smem, acc1, tile, wt, wm, 0, 1);
+  }
+
+  // piece: the tile's N piece (-1: the warp group's wn; the 128 x 256 tile passes 0 and 1).
   template <class Frg>
   __device__ __forceinline__ void store(Params const& ep, uint8_t* smem, Frg const& acc, WorkTile const& tile, int wt, int wm,
-                        int wn) const {
+                                        int wn, int piece = -1) const {
     constexpr int kVals = decltype(size(acc))::value;
     constexpr int kPartVals = kVals / kParts;  // values i / 4 in [8 part, 8 part + 8): columns [64 part, 64 part + 64)
-    const int wg = wm * T::kWgN + wn;
+    const int wg = wm * T::kWgNThreads + wn;
     EpilogueTile t{tile.expert, tile.m_block, tile.n_block, tile.row_begin + 64 * wm,
-                   min(64, tile.rows - 64 * wm), tile.n_block * T::kBlockN + T::kPieceN * wn, tile.tag};
+                   min(64, tile.rows - 64 * wm), tile.n_block * T::kBlockN + T::kPieceN * (piece < 0 ? wn : piece),
+                   tile.tag};
     if (t.rows <= 0 || t.col_begin >= ep.n) return;  // nothing of this piece is in the output
     const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + wg;
     uint8_t* staged = smem + wg * 64 * kPitch;

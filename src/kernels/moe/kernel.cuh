@@ -123,7 +123,7 @@ struct MoeGemmKernel {
       State read{};
       static_assert(T::kSmemScales, "the standalone kernels carry their scales in the stages");
       const int schedule = params.mainloop.schedule;
-      if constexpr (T::kGateUpDual) {
+      if constexpr (T::kDual) {
         auto store_dual = [&](auto const& acc_gate, auto const& acc_up, WorkTile const& t) {
           epilogue.store_dual(params.epilogue, ss.epi.data(), acc_gate, acc_up, t, wt, wm);
         };

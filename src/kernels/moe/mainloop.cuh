@@ -92,12 +92,13 @@ struct MoeTraits {
   // 96 + 96 accumulator registers leave no room for the overlap schedule's second block).
   static constexpr int kPieceN = kBlockN_ == 192 ? 192 : 128;
   static constexpr int kWgN = kBlockN / kPieceN;  // B chunks per stage (N pieces of the tile)
-  // Gate/up on 128 x 256 (128 gate + 128 up rows per stage): each warp group owns 64 rows and
-  // both N pieces, one after the other per K block (two accumulators, one per-K-block
-  // accumulator), so a thread holds gate and up of the same channels: no exchange, and the
+  // 128 x 256 tiles: each warp group owns 64 rows and both N pieces, one after the other per K
+  // block (two accumulators, one per-K-block accumulator). For gate/up (128 gate + 128 up rows
+  // per stage) a thread then holds gate and up of the same channels: no exchange. Either way the
   // tile moves the operand bytes of a 128-row tile per FLOP.
-  static constexpr bool kGateUpDual = kGateUp && kWgM == 2 && kWgN == 2;
-  static constexpr int kWgNThreads = kGateUpDual ? 1 : kWgN;  // consumer warp groups along N
+  static constexpr bool kDual = kWgM == 2 && kWgN == 2;
+  static constexpr bool kGateUpDual = kGateUp && kDual;
+  static constexpr int kWgNThreads = kDual ? 1 : kWgN;  // consumer warp groups along N
   static constexpr int kConsumerWGs = kWgM * kWgNThreads;
   static constexpr int kConsumerThreads = 128 * kConsumerWGs;
   static constexpr int kConsumerWarps = kConsumerThreads / 32;
@@ -117,7 +118,7 @@ struct MoeTraits {
   // the same chunk (split M); the epilogue parks the gate result in shared memory until the up
   // pass ends, so the registers stay free for the overlap schedule's second accumulator.
   static constexpr bool kGateUpSerial = kGateUp && kWgN == 1;
-  static constexpr bool kOverlapAllowed = kConsumerWGs == 2 && kPieceN == 128 && !kGateUpDual;
+  static constexpr bool kOverlapAllowed = kConsumerWGs == 2 && kPieceN == 128 && !kDual;
   static_assert(kConsumerWGs == 2 || (kConsumerWGs == 3 && kWgN == 1 && kClusterSize == 1),
                 "two consumer warp groups (64 x 128 each), or three along M (192 x 128)");
   static_assert(!kGateUp || (kWgN == 2 && (kWgM == 1 || !kInKernelScales)) ||
@@ -567,16 +568,16 @@ struct MoeMainloop {
     }
   }
 
-  // The 128 x 256 gate/up tile (T::kGateUpDual): per K block a warp group issues the gate
-  // piece, waits, promotes it into acc_gate, then the up piece of the same stage into acc_up
-  // (one per-K-block accumulator for both: 64 + 64 + 64 registers). With the ping-pong token
-  // the two warp groups alternate (gate 0, gate 1, up 0, up 1, ...), so one promotes while the
-  // other's wgmmas run. Calls epilogue(acc_gate, acc_up, tile) for every tile.
+  // The 128 x 256 tiles (T::kDual): per K block a warp group issues piece 0 (gate), waits,
+  // promotes it into acc_gate, then piece 1 (up) of the same stage into acc_up (one per-K-block
+  // accumulator for both: 64 + 64 + 64 registers). With the ping-pong token the two warp groups
+  // alternate (piece 0 of group 0, of group 1, piece 1 of group 0, ...), so one promotes while
+  // the other's wgmmas run. Calls epilogue(acc_gate, acc_up, tile) for every tile.
   template <bool kPingPong, class Sched, class SmemA, class SmemB, class Epi>
   __device__ __forceinline__ void mma_tiles_dual(Params const& mp, Pipeline const& pipe, State& read, Sched& sched,
                                                  int wt, int wm, SmemA const& sA, SmemB const& sB,
                                                  typename T::ScaleStorage const* sc, Epi&& epilogue) const {
-    static_assert(T::kGateUpDual && T::kSmemScales, "the 128 x 256 gate/up tile, scales in the stages");
+    static_assert(T::kDual && T::kSmemScales, "the 128 x 256 tiles, scales in the stages");
     WarpGroupMma<SmemA, SmemB> g(sA, sB, wt, wm, 0, kPingPong ? kSchedulePingPong : 0);
     Tensor acc_gate = partition_fragment_C(g.tiled_mma, typename T::PieceShape{});
     Tensor acc_up = partition_fragment_C(g.tiled_mma, typename T::PieceShape{});
