@@ -274,7 +274,7 @@ TEST(MoeGemmValidate, W4A8ArgumentsAndMessages) {
 }
 
 // The register-operand INT4 kernels: reached only through the int4_rs weight layout (w4a8_int4),
-// 128 x 128 bf16 and 64 x 256 SwiGLU tiles, schedule 0; anything else names the problem.
+// 128 x 128 and 256 x 128 bf16 and 64 x 256 SwiGLU tiles, schedule 0; anything else names the problem.
 TEST(MoeGemmValidate, Int4RegisterOperandLayout) {
   using ops::MoeQuant;
   MoeGemmArgs a = good_w4_args(MoeQuant::w4a8_int4);
@@ -282,6 +282,15 @@ TEST(MoeGemmValidate, Int4RegisterOperandLayout) {
   a.experts = 8;
   a.m_total = 8 * 1024;
   EXPECT_NO_THROW(ops::validate(a));
+  // From 1024 tokens per expert: 256-token tiles (each converted fragment serves two pieces).
+  const auto tall = ops::select_moe_instantiation(a);
+  EXPECT_EQ(tall.name, "w4a8rs_bf16_m256n128");
+  EXPECT_EQ(tall.block_m, 256);
+  EXPECT_EQ(tall.block_n, 128);
+  EXPECT_EQ(tall.threads, 384);
+  EXPECT_LE(tall.smem_bytes, 227 * 1024);
+  EXPECT_LE(128 * tall.producer_regs + 256 * tall.consumer_regs, 65536);
+  a.m_total = 8 * 1023;  // below: 128 tokens
   const auto inst = ops::select_moe_instantiation(a);
   EXPECT_EQ(inst.name, "w4a8rs_bf16_m128n128");
   EXPECT_EQ(inst.block_m, 128);
@@ -542,8 +551,17 @@ TEST(MoeGemmPlan, InstantiationNamesAndSchedules) {
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m64n256");
   a.m_total = 64 * 1024;
   a.num_ctas = 132;  // the width plan counts waves of the grid (H200: 132 SMs)
-  // 86 waves of 192 against 125 of 128; the wide tile runs in 2 x 1 clusters
-  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n192_c2x1");
+  // 63 waves of 256 (x 256 / 1.09: 14796) against 86 of 192 (x 192 / 1.07: 15432) and 125 of 128
+  // (16000): the 128 x 256 tile, 1 x 1
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n256");
+  EXPECT_EQ(ops::select_moe_instantiation(a).schedule, 2);
+  a.n = 6144;
+  a.experts = 5;  // DSv4-Pro Linear-1 at 1024 tokens: 8 waves of 256 pad more than 10 of 192
+  a.m_total = 5 * 1024;
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n192_c2x1");  // 128 x 192 runs in 2 x 1
+  a.n = 4096;
+  a.experts = 64;
+  a.m_total = 64 * 1024;
   a.schedule = 3;  // the overlap schedule: 128 x 128 only
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n128");
   a.schedule = -1;
@@ -631,28 +649,33 @@ TEST(MoeGemmPlan, BlockNCountsWaves) {
   using ops::plan_block_n;
   constexpr auto q = ops::MoeQuant::w8a8;
   constexpr auto bf = MoeEpilogue::bf16;
-  // Only the w8a8 bf16 128-row tile has two widths.
+  // Only the w8a8 bf16 128-row tile has several widths.
   EXPECT_EQ(plan_block_n(q, bf, 64, 8192, 8, 4096, 132), 256);
   EXPECT_EQ(plan_block_n(q, bf, 192, 8192, 8, 4096, 132), 128);
   EXPECT_EQ(plan_block_n(q, MoeEpilogue::swiglu_fp8, 64, 8192, 8, 4096, 132), 256);
   EXPECT_EQ(plan_block_n(ops::MoeQuant::w4a8_int4, bf, 128, 8192, 8, 4096, 132), 128);
-  // Many waves: the wider tile's rate wins (8 x 64 m-blocks: 125 waves x 128 = 16000 against
-  // 86 waves x 192 / 1.07 = 15432).
-  EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 8, 4096, 132), 192);
-  EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 8, 4096, 132, 0), 192);
-  EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 8, 4096, 132, 2), 192);
+  // Many waves: the widest tile's rate wins (8 x 64 m-blocks: 125 waves x 128 = 16000, 86 waves
+  // x 192 / 1.07 = 15432, 63 waves x 256 / 1.09 = 14796).
+  EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 8, 4096, 132), 256);
+  EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 8, 4096, 132, 0), 256);
+  EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 8, 4096, 132, 2), 256);
   EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 8, 4096, 132, 1), 128);  // overlap schedules: 128 x 128 only
   EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 8, 4096, 132, 3), 128);
-  // From 1024 tokens per expert only (below, the wide tile measured slower in most cells).
-  EXPECT_EQ(plan_block_n(q, bf, 128, 1024, 8, 6144, 132), 192);
+  // From 1024 tokens per expert only (below, the wide tiles measured slower in most cells).
+  EXPECT_EQ(plan_block_n(q, bf, 128, 1024, 8, 6144, 132), 256);
   EXPECT_EQ(plan_block_n(q, bf, 128, 1023, 8, 6144, 132), 128);
   EXPECT_EQ(plan_block_n(q, bf, 128, 256, 64, 6144, 132), 128);
-  // A partial last tile counts: n = 1408 (7 x 192 + 64), 8 x 64 m-blocks: 5632 tiles of 128
-  // (43 waves: 5504) against 4096 of 192 (32 waves: 5742): 128. n = 7168 at 1024 tokens, 5
-  // experts: 17 waves of 128 (2176) against 12 of 192 (2153): 192 (measured 1.095x, run 54).
+  // Partial last tiles and waves count. n = 1408 (5 x 256 + 128, 7 x 192 + 64), 8 x 64 m-blocks:
+  // 43 waves of 128 (5504) against 32 of 192 (5742) and 24 of 256 (5637): 128. DiT-MoE-G Linear-2
+  // at 1024 tokens, 12 experts: 8 waves of 128 (1024), 6 of 192 (1077), 5 of 256 (1174): 128
+  // (run 65: 256 0.96x of 128). DSv4-Pro at 1024 tokens, 5 experts: n = 6144, 15 waves of 128
+  // (1920), 10 of 192 (1794), 8 of 256 (1879): 192 (run 65: 256 0.988x); n = 7168, 17 of 128
+  // (2176), 12 of 192 (2153), 9 of 256 (2114): 256 (run 65: 1.040x of 192).
   EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 8, 1408, 132), 128);
-  EXPECT_EQ(plan_block_n(q, bf, 128, 1024, 5, 7168, 132), 192);
-  // One wave each (8 m-blocks x 6 tiles of 192 against x 8 of 128, 64 CTAs): 128.
+  EXPECT_EQ(plan_block_n(q, bf, 128, 1024, 12, 1408, 132), 128);
+  EXPECT_EQ(plan_block_n(q, bf, 128, 1024, 5, 6144, 132), 192);
+  EXPECT_EQ(plan_block_n(q, bf, 128, 1024, 5, 7168, 132), 256);
+  // One wave each (8 m-blocks x 4, 6 and 8 tiles, 64 CTAs): 128.
   EXPECT_EQ(plan_block_n(q, bf, 128, 1024, 1, 1024, 64), 128);
   // Degenerate inputs plan the narrow tile.
   EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 0, 4096, 132), 128);

@@ -414,7 +414,7 @@ TEST(MoeGemmGpu, EveryConsumerSchedule) {
 
 // The 128 x 192 tile (m64n192 wgmmas, schedules 0 and 2): n a multiple of 192 and not (last
 // tile 64 or 128 columns wide: its other parts must stay unwritten), 1 CTA walking many tiles,
-// each schedule, and the planner's choice of it for a large problem.
+// each schedule, and the planner's choice of it (DSv4-Pro Linear-1 at 1024 tokens).
 Case wide(Case c) {
   c.block_n = 192;
   return c;
@@ -425,10 +425,11 @@ TEST(MoeGemmGpu, WideTileN192) {
   ops::MoeGemmArgs probe;
   probe.quant = MoeQuant::w8a8;
   probe.epilogue = MoeEpilogue::bf16;
-  probe.experts = 8;
-  probe.m_total = 8 * 4096;
-  probe.n = 7168;
-  probe.k = 2048;
+  probe.experts = 5;  // DSv4-Pro Linear-1 at 1024 tokens per expert on 132 CTAs
+  probe.m_total = 5 * 1024;
+  probe.n = 6144;
+  probe.k = 7168;
+  probe.num_ctas = 132;
   EXPECT_EQ(ops::select_moe_instantiation(probe).name, "w8a8_bf16_m128n192_c2x1");  // planned
   EXPECT_EQ(ops::select_moe_instantiation(probe).schedule, 2);
   for (int sch : {-1, 0, 2}) {
@@ -464,6 +465,15 @@ TEST(MoeGemmGpu, DualTileN256) {
   probe.k = 512;
   EXPECT_EQ(ops::select_moe_instantiation(probe).name, "w8a8_bf16_m128n256");
   EXPECT_EQ(ops::select_moe_instantiation(probe).schedule, 2);
+  ops::MoeGemmArgs planned = probe;  // and planned for a large problem (plan_block_n)
+  planned.block_m = 0;
+  planned.block_n = 0;
+  planned.experts = 8;
+  planned.m_total = 8 * 4096;
+  planned.n = 7168;
+  planned.k = 2048;
+  planned.num_ctas = 132;
+  EXPECT_EQ(ops::select_moe_instantiation(planned).name, "w8a8_bf16_m128n256");
   auto dual_bf16 = [](Case c) {
     c.block_m = 128;
     c.block_n = 256;
