@@ -3,7 +3,6 @@
 // kernels/moe/launch.hpp.
 #include <fmt/format.h>
 
-#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -324,10 +323,7 @@ int plan_block_n(MoeQuant quant, MoeEpilogue epilogue, int block_m, int tokens, 
   constexpr double kWidestRate = 1.09;
   const double t128 = waves(128) * 128.0;
   const double t192 = waves(192) * 192.0 / kWideRate;
-  // Its last tile column runs one 128-column piece when n % 256 = 128 (mma_tiles_dual; n is a
-  // multiple of 128): half a tile's work.
-  const double work256 = static_cast<double>(m_blocks) * (n / 256 + (n % 256 != 0 ? 0.5 : 0.0));
-  const double t256 = std::ceil(work256 / ctas) * 256.0 / kWidestRate;
+  const double t256 = waves(256) * 256.0 / kWidestRate;
   if (t256 <= t192 && t256 < t128) return 256;
   return t192 < t128 ? 192 : 128;
 }

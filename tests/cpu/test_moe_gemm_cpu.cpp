@@ -666,14 +666,13 @@ TEST(MoeGemmPlan, BlockNCountsWaves) {
   EXPECT_EQ(plan_block_n(q, bf, 128, 1023, 8, 6144, 132), 128);
   EXPECT_EQ(plan_block_n(q, bf, 128, 256, 64, 6144, 132), 128);
   // Partial last tiles and waves count. n = 1408 (5 x 256 + 128, 7 x 192 + 64), 8 x 64 m-blocks:
-  // 43 waves of 128 (5504) against 32 of 192 (5742) and, the last 256-wide column counting half
-  // (it runs one piece), 2816 tiles of work = 22 waves of 256 (5167): 256. DiT-MoE-G Linear-2 at
-  // 1024 tokens, 12 experts: 8 waves of 128 (1024), 6 of 192 (1077), 4 of 256 (939): 256.
-  // DSv4-Pro at 1024 tokens, 5 experts: n = 6144, 15 waves of 128 (1920), 10 of 192 (1794), 8 of
-  // 256 (1879): 192 (run 65: 256 0.988x); n = 7168, 17 of 128 (2176), 12 of 192 (2153), 9 of 256
-  // (2114): 256 (run 65: 1.040x of 192).
-  EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 8, 1408, 132), 256);
-  EXPECT_EQ(plan_block_n(q, bf, 128, 1024, 12, 1408, 132), 256);
+  // 43 waves of 128 (5504) against 32 of 192 (5742) and 24 of 256 (5637): 128. DiT-MoE-G Linear-2
+  // at 1024 tokens, 12 experts: 8 waves of 128 (1024), 6 of 192 (1077), 5 of 256 (1174): 128
+  // (run 65: 256 0.96x of 128). DSv4-Pro at 1024 tokens, 5 experts: n = 6144, 15 waves of 128
+  // (1920), 10 of 192 (1794), 8 of 256 (1879): 192 (run 65: 256 0.988x); n = 7168, 17 of 128
+  // (2176), 12 of 192 (2153), 9 of 256 (2114): 256 (run 65: 1.040x of 192).
+  EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 8, 1408, 132), 128);
+  EXPECT_EQ(plan_block_n(q, bf, 128, 1024, 12, 1408, 132), 128);
   EXPECT_EQ(plan_block_n(q, bf, 128, 1024, 5, 6144, 132), 192);
   EXPECT_EQ(plan_block_n(q, bf, 128, 1024, 5, 7168, 132), 256);
   // One wave each (8 m-blocks x 4, 6 and 8 tiles, 64 CTAs): 128.

@@ -573,10 +573,6 @@ struct MoeMainloop {
   // accumulator for both: 64 + 64 + 64 registers). With the ping-pong token the two warp groups
   // alternate (piece 0 of group 0, of group 1, piece 1 of group 0, ...), so one promotes while
   // the other's wgmmas run. Calls epilogue(acc_gate, acc_up, tile) for every tile.
-  // A plain (not gate/up) tile whose second piece lies wholly past n (the last tile column when
-  // n % 256 is 1..128, e.g. n = 1408) runs piece 0 only: its wgmmas would multiply TMA's zero
-  // fill, and the epilogue stores nothing of that piece. Both warp groups share the tile, so
-  // both skip and the ping-pong order stays paired.
   template <bool kPingPong, class Sched, class SmemA, class SmemB, class Epi>
   __device__ __forceinline__ void mma_tiles_dual(Params const& mp, Pipeline const& pipe, State& read, Sched& sched,
                                                  int wt, int wm, SmemA const& sA, SmemB const& sB,
@@ -591,7 +587,6 @@ struct MoeMainloop {
     while (__shfl_sync(0xffffffffu, sched.next(tile) ? 1 : 0, 0) != 0) {
       clear(acc_gate);
       clear(acc_up);
-      const bool second = T::kGateUp || tile.n_block * T::kBlockN + T::kPieceN < mp.n;
       for (int kb = 0; kb < kbs; ++kb) {
         g.template issue<kPingPong ? 1 : 0>(pipe, p0, read, 0);
         typename T::StageScales const& ss = sc->stage[read.index];
@@ -599,13 +594,11 @@ struct MoeMainloop {
         const float b_gate = ss.b[0], b_up = ss.b[1];
         warpgroup_wait<0>();
         g.promote(acc_gate, p0, a0 * b_gate, a1 * b_gate);
-        if (second) {
-          g.template issue<kPingPong ? 1 : 0, false>(pipe, p0, read, 1);
-          warpgroup_wait<0>();
-        }
+        g.template issue<kPingPong ? 1 : 0, false>(pipe, p0, read, 1);
+        warpgroup_wait<0>();
         pipe.consumer_release(read);
         read.advance();
-        if (second) g.promote(acc_up, p0, a0 * b_up, a1 * b_up);
+        g.promote(acc_up, p0, a0 * b_up, a1 * b_up);
       }
       epilogue(acc_gate, acc_up, tile);
     }
