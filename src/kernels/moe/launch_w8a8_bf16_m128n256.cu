@@ -1,6 +1,7 @@
 // W8A8 grouped GEMM with a bf16 epilogue on 128 x 256 tiles: each warp group owns 64 rows and
 // runs the tile's two 128-column pieces of a stage one after the other (MoeTraits::kDual, the
-// SwiGLU 128 x 256 tile's schedule). Forced only (block_m 128 + block_n 256; schedules 0 and 2).
+// SwiGLU 128 x 256 tile's schedule). Planned from 1024 tokens per expert where whole waves
+// favour it (plan_block_n); schedules 0 and 2.
 #include "kernels/moe/kernel.cuh"
 
 namespace xstage::kernels::moe {
