@@ -159,7 +159,8 @@ int tokens_per_expert(const MoeGemmArgs& a) {
 // it was 1.013-1.029x of 1 x 1 on six of the seven models (DiT-MoE-G 0.996) in run 55; at 1024
 // tokens it was 0.969-1.023x (five of seven slower), and bf16 tiles gained nothing (runs 38, 48).
 // The 128 x 256 SwiGLU tile is planned at such counts (plan_swiglu_block_m), so this applies
-// where 64 rows are forced, or where whole waves make them the plan. (The planned 128 x 192 bf16 tile's 2 x 1 is set in find_entry.)
+// where 64 rows are forced, or where whole waves make them the plan. (The planned 128 x 192
+// bf16 tile's 2 x 1 is set in find_entry.)
 MoeCluster cluster_for(MoeQuant quant, MoeWeightLayout layout, MoeEpilogue epilogue, int tokens, int block_m) {
   if (quant == MoeQuant::w8a8 && layout == MoeWeightLayout::rows && epilogue == MoeEpilogue::swiglu_fp8 &&
       block_m == 64 && tokens >= 8192)
@@ -188,8 +189,9 @@ std::string shipped_tiles(const MoeGemmArgs& a) {
     return fmt::format("the {} layout ships: bf16 m128n128 1x1, bf16 m256n128 1x1, swiglu_fp8 m64n256 1x1",
                        moe_weight_layout_name(a.b_layout));
   if (moe_is_w4a8(a.quant)) return "w4a8 ships: bf16 m64n256 1x1, bf16 m192n128 1x1, swiglu_fp8 m64n256 1x1";
-  return "w8a8 ships: bf16 m64n256 1x1, bf16 m128n128 1x1/2x1/1x2/2x2, bf16 m128n192 1x1/2x1, bf16 m128n256 1x1, bf16 m192n128 1x1, "
-         "swiglu_fp8 m64n256 1x1/2x1, swiglu_fp8 m128n128 1x1, swiglu_fp8 m128n256 1x1";
+  return "w8a8 ships: bf16 m64n256 1x1, bf16 m128n128 1x1/2x1/1x2/2x2, bf16 m128n192 1x1/2x1, "
+         "bf16 m128n256 1x1, bf16 m192n128 1x1, swiglu_fp8 m64n256 1x1/2x1, swiglu_fp8 m128n128 1x1, "
+         "swiglu_fp8 m128n256 1x1";
 }
 
 const Entry& find_entry(const MoeGemmArgs& a) {

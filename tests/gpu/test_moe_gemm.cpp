@@ -317,6 +317,21 @@ void run_case(const Case& c, uint64_t seed, std::vector<uint8_t>* raw = nullptr)
 
 const std::vector<int> kUneven{0, 1, 37, 200, 0, 129, 64, 300};
 
+// A planning probe for select_moe_instantiation with a forced W8A8 tile: 2 experts, 256 rows,
+// n = 1024, k = 512, no buffers (selection reads only the shape and the forced fields).
+ops::MoeGemmArgs tile_probe(MoeEpilogue epilogue, int block_m, int block_n) {
+  ops::MoeGemmArgs p;
+  p.quant = MoeQuant::w8a8;
+  p.epilogue = epilogue;
+  p.block_m = block_m;
+  p.block_n = block_n;
+  p.experts = 2;
+  p.m_total = 256;
+  p.n = 1024;
+  p.k = 512;
+  return p;
+}
+
 TEST(MoeGemmGpu, DitLinear2Bf16Block128) {
   XS_REQUIRE_GPUS(1);
   run_case({"dit_l2_bf16_m128", MoeEpilogue::bf16, 1408, 5632, kUneven, {}, 128, 0}, 101);
@@ -454,15 +469,7 @@ TEST(MoeGemmGpu, WideTileN192) {
 // and 2 (default).
 TEST(MoeGemmGpu, DualTileN256) {
   XS_REQUIRE_GPUS(1);
-  ops::MoeGemmArgs probe;
-  probe.quant = MoeQuant::w8a8;
-  probe.epilogue = MoeEpilogue::bf16;
-  probe.block_m = 128;
-  probe.block_n = 256;
-  probe.experts = 2;
-  probe.m_total = 256;
-  probe.n = 1024;
-  probe.k = 512;
+  ops::MoeGemmArgs probe = tile_probe(MoeEpilogue::bf16, 128, 256);
   EXPECT_EQ(ops::select_moe_instantiation(probe).name, "w8a8_bf16_m128n256");
   EXPECT_EQ(ops::select_moe_instantiation(probe).schedule, 2);
   ops::MoeGemmArgs planned = probe;  // and planned for a large problem (plan_block_n)
@@ -507,15 +514,8 @@ Case two_pass(Case c) {
 // expert, one, two and five K blocks, every schedule (3 the default).
 TEST(MoeGemmGpu, SwiGluTwoPassTile) {
   XS_REQUIRE_GPUS(1);
-  ops::MoeGemmArgs probe;
-  probe.quant = MoeQuant::w8a8;
-  probe.epilogue = MoeEpilogue::swiglu_fp8;
-  probe.block_m = 128;
-  probe.block_n = 128;  // 128 rows alone plan the 128 x 256 tile
-  probe.experts = 2;
-  probe.m_total = 256;
-  probe.n = 1024;
-  probe.k = 512;
+  // 128 rows alone plan the 128 x 256 tile: the width is forced too.
+  const ops::MoeGemmArgs probe = tile_probe(MoeEpilogue::swiglu_fp8, 128, 128);
   EXPECT_EQ(ops::select_moe_instantiation(probe).name, "w8a8_swiglu_m128n128");
   EXPECT_EQ(ops::select_moe_instantiation(probe).schedule, 3);
   const std::vector<int> counts{3, 70, 0, 140};
@@ -556,15 +556,7 @@ Case dual(Case c) {
 
 TEST(MoeGemmGpu, SwiGluDualTile) {
   XS_REQUIRE_GPUS(1);
-  ops::MoeGemmArgs probe;
-  probe.quant = MoeQuant::w8a8;
-  probe.epilogue = MoeEpilogue::swiglu_fp8;
-  probe.block_m = 128;
-  probe.block_n = 256;
-  probe.experts = 2;
-  probe.m_total = 256;
-  probe.n = 1024;
-  probe.k = 512;
+  const ops::MoeGemmArgs probe = tile_probe(MoeEpilogue::swiglu_fp8, 128, 256);
   EXPECT_EQ(ops::select_moe_instantiation(probe).name, "w8a8_swiglu_m128n256");
   EXPECT_EQ(ops::select_moe_instantiation(probe).schedule, 2);
   const std::vector<int> counts{3, 70, 0, 140};
