@@ -149,6 +149,10 @@ int plan_rs_block_m(MoeEpilogue epilogue, int tokens) {
   return tokens >= kW4RsTallMinTokens ? 256 : 128;
 }
 
+// Passes of the persistent grid over `tiles` equal tiles (each of `ctas` CTAs takes tiles in
+// turn): what the tile plans compare, a partial last wave counted whole.
+double whole_waves(long long tiles, int ctas) { return static_cast<double>((tiles + ctas - 1) / ctas); }
+
 int tokens_per_expert(const MoeGemmArgs& a) {
   if (a.tokens_per_expert_hint > 0) return a.tokens_per_expert_hint;
   return a.experts > 0 ? a.m_total / a.experts : 0;
@@ -293,8 +297,7 @@ int plan_swiglu_block_m(int tokens, int experts, int n, int ctas) {
   // kSwiGluWideRate times their rate.
   const long long n_blocks = (n + 255) / 256;
   auto waves = [&](int rows) {
-    const long long tiles = static_cast<long long>(experts) * ((tokens + rows - 1) / rows) * n_blocks;
-    return static_cast<double>((tiles + ctas - 1) / ctas);
+    return whole_waves(static_cast<long long>(experts) * ((tokens + rows - 1) / rows) * n_blocks, ctas);
   };
   return waves(128) * 2.0 / kSwiGluWideRate <= waves(64) ? 128 : 64;
 }
@@ -312,10 +315,7 @@ int plan_block_n(MoeQuant quant, MoeEpilogue epilogue, int block_m, int tokens, 
   // of those 28 cells (the 28th: DiT-MoE-G Linear-2 at 1024, n = 1408, 0.7 % slower).
   constexpr double kWideRate = 1.07;
   const long long m_blocks = static_cast<long long>(experts) * ((tokens + 127) / 128);
-  auto waves = [&](int width) {
-    const long long tiles = m_blocks * ((n + width - 1) / width);
-    return static_cast<double>((tiles + ctas - 1) / ctas);
-  };
+  auto waves = [&](int width) { return whole_waves(m_blocks * ((n + width - 1) / width), ctas); };
   // 128 x 256 (two 128-column pieces per warp group, 1 x 1) over the planned 128 x 192 in 2 x 1
   // clusters: median 1.022 over the 28 cells of run 65; 1.01-1.04 where both widths fill their
   // waves alike. Rate 1.09 (~1.07 x 1.02) plans the fastest measured width in 26 of those 28
