@@ -174,8 +174,8 @@ TEST(MoeGemmValidate, EachProblemHasItsMessage) {
                       "no w8a8 bf16 kernel with block_m 192 and cluster 2x1");
   expect_invalid_args([](auto& a) { a.block_m = 192; }, "no w8a8 swiglu_fp8 kernel with block_m 192 and cluster",
                       MoeEpilogue::swiglu_fp8);
-  expect_invalid_args([](auto& a) { a.block_m = 128; a.cluster_m = 2; a.cluster_n = 1; },
-                      "no w8a8 swiglu_fp8 kernel with block_m 128 and cluster 2x1", MoeEpilogue::swiglu_fp8);
+  expect_invalid_args([](auto& a) { a.block_m = 128; a.block_n = 128; a.cluster_m = 2; a.cluster_n = 1; },
+                      "no w8a8 swiglu_fp8 kernel with block_m 128, block_n 128 and cluster 2x1", MoeEpilogue::swiglu_fp8);
   expect_invalid_args([](auto& a) { a.block_m = 128; a.block_n = 256; a.schedule = 3; },
                       "w8a8_swiglu_m128n256 kernel has schedules 0 and 2 (ping-pong, its default); schedule 3",
                       MoeEpilogue::swiglu_fp8);
