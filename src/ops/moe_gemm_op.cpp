@@ -93,6 +93,8 @@ const Entry kEntries[] = {
      km::moe_w8a8_bf16_m128n192_c2x1_info, nullptr, nullptr, MoeWeightLayout::rows, true},
     {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 1, 1, "w8a8_bf16_m128n256", km::moe_w8a8_bf16_m128n256,
      km::moe_w8a8_bf16_m128n256_info, nullptr, nullptr, MoeWeightLayout::rows, true},
+    {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 2, 1, "w8a8_bf16_m128n256_c2x1", km::moe_w8a8_bf16_m128n256_c2x1,
+     km::moe_w8a8_bf16_m128n256_c2x1_info, nullptr, nullptr, MoeWeightLayout::rows, true},
     {MoeQuant::w8a8, MoeEpilogue::bf16, 64, 1, 1, "w8a8_bf16_m64n256", km::moe_w8a8_bf16_m64n256,
      km::moe_w8a8_bf16_m64n256_info},
     {MoeQuant::w8a8, MoeEpilogue::bf16, 192, 1, 1, "w8a8_bf16_m192n128", km::moe_w8a8_bf16_m192n128,
@@ -105,6 +107,8 @@ const Entry kEntries[] = {
      km::moe_w8a8_swiglu_m128n128_info},
     {MoeQuant::w8a8, MoeEpilogue::swiglu_fp8, 128, 1, 1, "w8a8_swiglu_m128n256", km::moe_w8a8_swiglu_m128n256,
      km::moe_w8a8_swiglu_m128n256_info, nullptr, nullptr, MoeWeightLayout::rows, true},
+    {MoeQuant::w8a8, MoeEpilogue::swiglu_fp8, 128, 2, 1, "w8a8_swiglu_m128n256_c2x1", km::moe_w8a8_swiglu_m128n256_c2x1,
+     km::moe_w8a8_swiglu_m128n256_c2x1_info, nullptr, nullptr, MoeWeightLayout::rows, true},
     {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 192, 1, 1, "w4a8_bf16_m192n128", nullptr, nullptr,
      km::moe_w4a8_bf16_m192n128, km::moe_w4a8_bf16_m192n128_info},
     {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 64, 1, 1, "w4a8_bf16_m64n256", nullptr, nullptr, km::moe_w4a8_bf16_m64n256,
@@ -194,8 +198,8 @@ std::string shipped_tiles(const MoeGemmArgs& a) {
                        moe_weight_layout_name(a.b_layout));
   if (moe_is_w4a8(a.quant)) return "w4a8 ships: bf16 m64n256 1x1, bf16 m192n128 1x1, swiglu_fp8 m64n256 1x1";
   return "w8a8 ships: bf16 m64n256 1x1, bf16 m128n128 1x1/2x1/1x2/2x2, bf16 m128n192 1x1/2x1, "
-         "bf16 m128n256 1x1, bf16 m192n128 1x1, swiglu_fp8 m64n256 1x1/2x1, swiglu_fp8 m128n128 1x1, "
-         "swiglu_fp8 m128n256 1x1";
+         "bf16 m128n256 1x1/2x1, bf16 m192n128 1x1, swiglu_fp8 m64n256 1x1/2x1, swiglu_fp8 m128n128 1x1, "
+         "swiglu_fp8 m128n256 1x1/2x1";
 }
 
 const Entry& find_entry(const MoeGemmArgs& a) {

@@ -174,8 +174,8 @@ TEST(MoeGemmValidate, EachProblemHasItsMessage) {
                       "no w8a8 bf16 kernel with block_m 192 and cluster 2x1");
   expect_invalid_args([](auto& a) { a.block_m = 192; }, "no w8a8 swiglu_fp8 kernel with block_m 192 and cluster",
                       MoeEpilogue::swiglu_fp8);
-  expect_invalid_args([](auto& a) { a.block_m = 128; a.cluster_m = 2; a.cluster_n = 1; },
-                      "no w8a8 swiglu_fp8 kernel with block_m 128 and cluster 2x1", MoeEpilogue::swiglu_fp8);
+  expect_invalid_args([](auto& a) { a.block_m = 128; a.block_n = 128; a.cluster_m = 2; a.cluster_n = 1; },
+                      "no w8a8 swiglu_fp8 kernel with block_m 128, block_n 128 and cluster 2x1", MoeEpilogue::swiglu_fp8);
   expect_invalid_args([](auto& a) { a.block_m = 128; a.block_n = 256; a.schedule = 3; },
                       "w8a8_swiglu_m128n256 kernel has schedules 0 and 2 (ping-pong, its default); schedule 3",
                       MoeEpilogue::swiglu_fp8);
@@ -595,6 +595,12 @@ TEST(MoeGemmPlan, InstantiationNamesAndSchedules) {
   a.block_m = 128;  // with 128 rows: the 128 x 256 tile (two pieces per warp group)
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n256");
   EXPECT_EQ(ops::select_moe_instantiation(a).schedule, 2);
+  a.cluster_m = 2;  // and its 2 x 1 variant, forced
+  a.cluster_n = 1;
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n256_c2x1");
+  EXPECT_EQ(ops::select_moe_instantiation(a).cluster_m, 2);
+  a.cluster_m = 0;
+  a.cluster_n = 0;
   a.block_m = 0;
   a.block_n = 0;
   a.block_m = 128;
@@ -623,6 +629,13 @@ TEST(MoeGemmPlan, InstantiationNamesAndSchedules) {
   s.block_m = 128;  // the two-pass tile, forced (width 128)
   s.block_n = 128;
   EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m128n128");
+  s.block_n = 0;  // 128 rows in 2 x 1 clusters: the 128 x 256 tile's variant
+  s.cluster_m = 2;
+  s.cluster_n = 1;
+  EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m128n256_c2x1");
+  s.cluster_m = 0;
+  s.cluster_n = 0;
+  s.block_n = 128;
   EXPECT_EQ(ops::select_moe_instantiation(s).schedule, 3);  // the gate pass is parked: overlap fits
   s.schedule = 1;
   EXPECT_EQ(ops::select_moe_instantiation(s).schedule, 1);

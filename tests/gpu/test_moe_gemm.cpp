@@ -579,6 +579,36 @@ TEST(MoeGemmGpu, SwiGluDualTile) {
   run_case(dual({"k640_swiglu_dual", MoeEpilogue::swiglu_fp8, 768, 640, {129, 7, 256}, {}, 0, 3}), 1243);
 }
 
+// Both 128 x 256 tiles in 2 x 1 clusters (B chunks multicast to two m-blocks): odd m-block
+// counts per expert give the partner a dummy tile, one cluster (2 CTAs) walks every tile with
+// gaps, n = 1408 leaves the last bf16 column half past n, 3000 rows in one expert; schedules -1,
+// 0, 2.
+TEST(MoeGemmGpu, DualTilesInClusters) {
+  XS_REQUIRE_GPUS(1);
+  auto c2x1 = [](Case c) {
+    c.block_m = 128;
+    c.block_n = 256;
+    c.cluster_m = 2;
+    c.cluster_n = 1;
+    return c;
+  };
+  const std::vector<int> counts{3, 270, 0, 140};
+  const std::vector<int> gaps{5, 0, 17, 3, 9};
+  for (int sch : {-1, 0, 2}) {
+    const std::string tag = "_s" + std::to_string(sch);
+    run_case(c2x1({"c2x1_bf16_l2_dit" + tag, MoeEpilogue::bf16, 1408, 5632, kUneven, {}, 0, 0, 0, 0, sch}),
+             1400 + sch);
+    run_case(c2x1({"c2x1_bf16_gaps_1cl" + tag, MoeEpilogue::bf16, 768, 1024, counts, gaps, 0, 2, 0, 0, sch}),
+             1410 + sch);
+    run_case(c2x1({"c2x1_swiglu_dit" + tag, MoeEpilogue::swiglu_fp8, 2 * 5632, 1408, kUneven, {}, 0, 0, 0, 0, sch}),
+             1420 + sch);
+    run_case(c2x1({"c2x1_swiglu_gaps_1cl" + tag, MoeEpilogue::swiglu_fp8, 512, 1024, counts, gaps, 0, 2, 0, 0, sch}),
+             1430 + sch);
+  }
+  run_case(c2x1({"c2x1_bf16_3000_rows", MoeEpilogue::bf16, 512, 768, {0, 3000}, {}, 0, 4}), 1440);
+  run_case(c2x1({"c2x1_swiglu_3000_rows", MoeEpilogue::swiglu_fp8, 512, 768, {0, 3000}, {}, 0, 4}), 1441);
+}
+
 // ---- W4A8: 4-bit weights converted to fp8 in the mainloop --------------------------------
 Case w4(Case c, MoeQuant q, int pattern = 0) {
   c.name += q == MoeQuant::w4a8_int4 ? "_int4" : (pattern ? "_mxgap" : "_mx");

@@ -45,6 +45,9 @@ inline constexpr TileConfig kTileSwiGluM128N128{128, 128, 128, 4, 2};
 inline constexpr TileConfig kTileSwiGluM128N256{128, 256, 128, 4, 2};
 // The same shape for plain GEMMs (two 128-column pieces per warp group, bf16 epilogue).
 inline constexpr TileConfig kTileM128N256{128, 256, 128, 4, 2};
+// Both 128 x 256 tiles in 2 x 1 clusters (two m-blocks share, and multicast, the B chunks).
+inline constexpr TileConfig kTileM128N256C2x1{128, 256, 128, 4, 2, 2, 1};
+inline constexpr TileConfig kTileSwiGluM128N256C2x1{128, 256, 128, 4, 2, 2, 1};
 
 struct KernelInfo {
   TileConfig tile;
@@ -61,6 +64,7 @@ cudaError_t moe_w8a8_bf16_m192n128(const MoeGemmParams& p, cudaStream_t stream);
 cudaError_t moe_w8a8_bf16_m128n192(const MoeGemmParams& p, cudaStream_t stream);
 cudaError_t moe_w8a8_bf16_m128n192_c2x1(const MoeGemmParams& p, cudaStream_t stream);
 cudaError_t moe_w8a8_bf16_m128n256(const MoeGemmParams& p, cudaStream_t stream);
+cudaError_t moe_w8a8_bf16_m128n256_c2x1(const MoeGemmParams& p, cudaStream_t stream);
 // Clusters: 2 x 1 share B (two m-blocks of one expert), 1 x 2 share A, 2 x 2 both.
 cudaError_t moe_w8a8_bf16_m128n128_c2x1(const MoeGemmParams& p, cudaStream_t stream);
 cudaError_t moe_w8a8_bf16_m128n128_c1x2(const MoeGemmParams& p, cudaStream_t stream);
@@ -71,6 +75,7 @@ cudaError_t moe_w8a8_swiglu_m64n256(const MoeGemmParams& p, cudaStream_t stream)
 cudaError_t moe_w8a8_swiglu_m64n256_c2x1(const MoeGemmParams& p, cudaStream_t stream);
 cudaError_t moe_w8a8_swiglu_m128n128(const MoeGemmParams& p, cudaStream_t stream);
 cudaError_t moe_w8a8_swiglu_m128n256(const MoeGemmParams& p, cudaStream_t stream);
+cudaError_t moe_w8a8_swiglu_m128n256_c2x1(const MoeGemmParams& p, cudaStream_t stream);
 
 KernelInfo moe_w8a8_bf16_m128n128_info();
 KernelInfo moe_w8a8_bf16_m64n256_info();
@@ -78,9 +83,11 @@ KernelInfo moe_w8a8_bf16_m192n128_info();
 KernelInfo moe_w8a8_bf16_m128n192_info();
 KernelInfo moe_w8a8_bf16_m128n192_c2x1_info();
 KernelInfo moe_w8a8_bf16_m128n256_info();
+KernelInfo moe_w8a8_bf16_m128n256_c2x1_info();
 KernelInfo moe_w8a8_swiglu_m64n256_info();
 KernelInfo moe_w8a8_swiglu_m128n128_info();
 KernelInfo moe_w8a8_swiglu_m128n256_info();
+KernelInfo moe_w8a8_swiglu_m128n256_c2x1_info();
 KernelInfo moe_w8a8_bf16_m128n128_c2x1_info();
 KernelInfo moe_w8a8_bf16_m128n128_c1x2_info();
 KernelInfo moe_w8a8_bf16_m128n128_c2x2_info();
