@@ -63,7 +63,7 @@ struct BenchFlags {
   std::vector<int> block_ns{0};                  // bf16 tile widths to run (0: planned)
   std::vector<std::string> clusters{"planned"};  // planned, 1x1, 2x1, 1x2, 2x2
   std::vector<int> schedules{-1};                // consumer schedule override (-1: default)
-  std::vector<std::string> weights{"w8a8"};      // w8a8, w4a8-int4, w4a8-int4-rs, w4a8-mxfp4, w4a8-mxfp4-rs
+  std::vector<std::string> weights{"w8a8"};  // w8a8, w4a8-int4, w4a8-int4-rs, w4a8-int4-lut-rs, w4a8-mxfp4, w4a8-mxfp4-rs
   std::string json_out;
   bool plan = false;  // print the planned kernels and exit (no GPU needed)
 };
@@ -89,10 +89,12 @@ Weights parse_weights(const std::string& w) {
   if (w == "w8a8") return {ops::MoeQuant::w8a8, L::rows, "w8a8"};
   if (w == "w4a8-int4") return {ops::MoeQuant::w4a8_int4, L::rows, "w4a8_int4"};
   if (w == "w4a8-int4-rs") return {ops::MoeQuant::w4a8_int4, L::int4_rs, "w4a8_int4_rs"};
+  if (w == "w4a8-int4-lut-rs") return {ops::MoeQuant::w4a8_int4, L::int4_rs_lut, "w4a8_int4_lut_rs"};
   if (w == "w4a8-mxfp4") return {ops::MoeQuant::w4a8_mxfp4, L::rows, "w4a8_mxfp4"};
   if (w == "w4a8-mxfp4-rs") return {ops::MoeQuant::w4a8_mxfp4, L::mxfp4_rs, "w4a8_mxfp4_rs"};
   throw InvalidArgument(
-      "bench moe-gemm: --weights takes w8a8, w4a8-int4, w4a8-int4-rs, w4a8-mxfp4, w4a8-mxfp4-rs; got '" + w + "'");
+      "bench moe-gemm: --weights takes w8a8, w4a8-int4, w4a8-int4-rs, w4a8-int4-lut-rs, w4a8-mxfp4, w4a8-mxfp4-rs; "
+      "got '" + w + "'");
 }
 
 // Experts benchmarked: enough that the weights exceed `weight_bytes` (so they stream from
@@ -202,8 +204,9 @@ struct Result {
 struct Patterns {
   std::vector<uint8_t> fp8, scales, e8m0;  // e8m0: exponents 120..130 (scales 2^-7 .. 2^3)
   // mxfp4_rs: whole prepacked 128 x 128 chunks (random codes, exponent gaps 0..3), so that
-  // every tiling of it is valid prepacked weights.
-  std::vector<uint8_t> mx_rs;
+  // every tiling of it is valid prepacked weights; int4_rs_lut the same (codes and tables of
+  // random weights through quantize_int4_lut).
+  std::vector<uint8_t> mx_rs, lut_rs;
 };
 
 Result bench_one(const BenchFlags& fl, const Cell& cell, size_t rotate_bytes, const Patterns& pat,
@@ -220,6 +223,7 @@ Result bench_one(const BenchFlags& fl, const Cell& cell, size_t rotate_bytes, co
   const int out_cols = swiglu ? pb.n / 2 : pb.n;
   const size_t a_bytes = size_t(m) * pb.k, sa_bytes = 4 * size_t(pb.k / 128) * m;
   const bool mx_rs = wt.layout == ops::MoeWeightLayout::mxfp4_rs;
+  const bool lut_rs = wt.layout == ops::MoeWeightLayout::int4_rs_lut;
   const bool e8m0 = quant == ops::MoeQuant::w4a8_mxfp4 && !mx_rs;
   const size_t b_bytes = size_t(ops::moe_weight_bytes(quant, wt.layout, experts, pb.n, pb.k));
   const size_t sb_bytes = size_t(ops::moe_weight_scale_bytes(quant, wt.layout, experts, pb.n, pb.k));
@@ -241,6 +245,7 @@ Result bench_one(const BenchFlags& fl, const Cell& cell, size_t rotate_bytes, co
     s.os = std::make_unique<DeviceMem>(os_bytes);
     upload_pattern(s.a->p, a_bytes, pat.fp8, 3 * i + 1, stream);
     if (mx_rs) upload_chunks(s.b->p, b_bytes, pat.mx_rs, i, stream);
+    else if (lut_rs) upload_chunks(s.b->p, b_bytes, pat.lut_rs, i, stream);
     else upload_pattern(s.b->p, b_bytes, pat.fp8, 3 * i + 2, stream);
     upload_pattern(s.sa->p, sa_bytes, pat.scales, 3 * i + 3, stream);
     upload_pattern(s.sb->p, sb_bytes, e8m0 ? pat.e8m0 : pat.scales, 3 * i + 4, stream);
@@ -367,6 +372,15 @@ Patterns make_patterns() {
   std::vector<float> block_scales(size_t(kCols / 128) * 128);
   p.mx_rs.resize(size_t(ops::prepacked_mxfp4_rs_bytes(128, kCols)));
   ops::prepack_mxfp4_rs(packed.data(), ex.data(), 128, kCols, p.mx_rs.data(), block_scales.data());
+  // The same number of INT4 two-level chunks, from random weights whose rows and groups differ
+  // in magnitude (group scales over ~3 binades).
+  std::vector<float> w(size_t(128) * kCols);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = u(rng) * std::ldexp(1.f, -int((i / 128) % 4));
+  std::vector<uint8_t> gs(size_t(kCols / 128) * 128);
+  std::vector<float> cs(128);
+  ops::quantize_int4_lut(w.data(), 128, kCols, packed.data(), gs.data(), cs.data());
+  p.lut_rs.resize(size_t(ops::prepacked_int4_lut_rs_bytes(128, kCols)));
+  ops::prepack_int4_lut_rs(packed.data(), gs.data(), 128, kCols, p.lut_rs.data());
   return p;
 }
 
@@ -564,10 +578,11 @@ void add_moe_gemm_bench_command(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--weights", fl->weights,
-                  "Weight formats to run, each cell back to back: w8a8, w4a8-int4, w4a8-int4-rs, w4a8-mxfp4, "
-                  "w4a8-mxfp4-rs (w4a8: 64 and 192-row tiles, schedules 0 and 2 (ping-pong); *-rs: prepacked for the "
-                  "register-operand kernels (128 x 128 bf16, 64 x 256 SwiGLU tiles); unshipped forced settings are "
-                  "skipped)")
+                  "Weight formats to run, each cell back to back: w8a8, w4a8-int4, w4a8-int4-rs, w4a8-int4-lut-rs, "
+                  "w4a8-mxfp4, w4a8-mxfp4-rs (w4a8: 64 and 192-row tiles, schedules 0 and 2 (ping-pong); *-rs: "
+                  "prepacked for the register-operand kernels (128 x 128 and 256 x 128 bf16, 64 x 256 SwiGLU tiles); "
+                  "int4-lut: INT4 with e4m3 group scales folded into conversion tables and fp32 channel scales; "
+                  "unshipped forced settings are skipped)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--num-ctas", fl->num_ctas, "Persistent grid size (0: one CTA per SM)")->capture_default_str();

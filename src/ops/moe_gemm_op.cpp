@@ -30,6 +30,7 @@ const char* moe_weight_layout_name(MoeWeightLayout l) {
     case MoeWeightLayout::rows: return "rows";
     case MoeWeightLayout::int4_rs: return "int4_rs";
     case MoeWeightLayout::mxfp4_rs: return "mxfp4_rs";
+    case MoeWeightLayout::int4_rs_lut: return "int4_rs_lut";
   }
   return "unknown";
 }
@@ -77,6 +78,9 @@ km::KernelInfo w4a8rs_swiglu_info(km::W4Format) { return km::moe_w4a8rs_swiglu_m
 km::KernelInfo w4a8rs_mxfp4_bf16_info(km::W4Format) { return km::moe_w4a8rs_mxfp4_bf16_m128n128_info(); }
 km::KernelInfo w4a8rs_mxfp4_bf16_m256_info(km::W4Format) { return km::moe_w4a8rs_mxfp4_bf16_m256n128_info(); }
 km::KernelInfo w4a8rs_mxfp4_swiglu_info(km::W4Format) { return km::moe_w4a8rs_mxfp4_swiglu_m64n256_info(); }
+km::KernelInfo w4a8rs_lut_bf16_info(km::W4Format) { return km::moe_w4a8rs_lut_bf16_m128n128_info(); }
+km::KernelInfo w4a8rs_lut_bf16_m256_info(km::W4Format) { return km::moe_w4a8rs_lut_bf16_m256n128_info(); }
+km::KernelInfo w4a8rs_lut_swiglu_info(km::W4Format) { return km::moe_w4a8rs_lut_swiglu_m64n256_info(); }
 
 const Entry kEntries[] = {
     {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 1, 1, "w8a8_bf16_m128n128", km::moe_w8a8_bf16_m128n128,
@@ -127,6 +131,12 @@ const Entry kEntries[] = {
      km::moe_w4a8rs_mxfp4_bf16_m256n128, w4a8rs_mxfp4_bf16_m256_info, MoeWeightLayout::mxfp4_rs},
     {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 64, 1, 1, "w4a8rs_mxfp4_swiglu_m64n256", nullptr, nullptr,
      km::moe_w4a8rs_mxfp4_swiglu_m64n256, w4a8rs_mxfp4_swiglu_info, MoeWeightLayout::mxfp4_rs},
+    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 128, 1, 1, "w4a8rs_lut_bf16_m128n128", nullptr, nullptr,
+     km::moe_w4a8rs_lut_bf16_m128n128, w4a8rs_lut_bf16_info, MoeWeightLayout::int4_rs_lut},
+    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 256, 1, 1, "w4a8rs_lut_bf16_m256n128", nullptr, nullptr,
+     km::moe_w4a8rs_lut_bf16_m256n128, w4a8rs_lut_bf16_m256_info, MoeWeightLayout::int4_rs_lut},
+    {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 64, 1, 1, "w4a8rs_lut_swiglu_m64n256", nullptr, nullptr,
+     km::moe_w4a8rs_lut_swiglu_m64n256, w4a8rs_lut_swiglu_info, MoeWeightLayout::int4_rs_lut},
 };
 
 MoeQuant table_quant(MoeQuant q) { return moe_is_w4a8(q) ? MoeQuant::w4a8_int4 : q; }
@@ -169,6 +179,9 @@ int tokens_per_expert(const MoeGemmArgs& a) {
 // The 128 x 256 SwiGLU tile is planned at such counts (plan_swiglu_block_m), so this applies
 // where 64 rows are forced, or where whole waves make them the plan. (The planned 128 x 192
 // bf16 tile's 2 x 1 is set in find_entry.)
+// From this many tokens per expert the 128 x 256 tiles run in 2 x 1 clusters (find_entry).
+constexpr int kDualClusterMinTokens = 1024;
+
 MoeCluster cluster_for(MoeQuant quant, MoeWeightLayout layout, MoeEpilogue epilogue, int tokens, int block_m) {
   if (quant == MoeQuant::w8a8 && layout == MoeWeightLayout::rows && epilogue == MoeEpilogue::swiglu_fp8 &&
       block_m == 64 && tokens >= 8192)
@@ -227,6 +240,11 @@ const Entry& find_entry(const MoeGemmArgs& a) {
   // The planned 128 x 192 tile runs in 2 x 1 clusters (B multicast to two m-blocks): 1.018-1.047x
   // of 1 x 1 on all 14 bf16 shapes at 8192 tokens, 0.994-1.031x at 1024 (run 58).
   if (choice && bn == 192 && a.cluster_m == 0) c = MoeCluster{2, 1};
+  // Both 128 x 256 tiles (bf16, and SwiGLU gate + up) run in 2 x 1 clusters from 1024 tokens per
+  // expert: at 8192 tokens 1.008-1.044x of 1 x 1 on all 21 bf16 and SwiGLU shapes, at 1024
+  // 0.989-1.032x (15 of 21 faster, the slower ones within 1.1 %) (run 68).
+  if (a.cluster_m == 0 && !rs && a.quant == MoeQuant::w8a8 && bm == 128 && bn == 256 && tokens >= kDualClusterMinTokens)
+    c = MoeCluster{2, 1};
   for (const Entry& e : kEntries)
     if (e.quant == table_quant(a.quant) && e.epilogue == a.epilogue && e.block_m == bm && e.cluster_m == c.m &&
         e.cluster_n == c.n && e.layout == a.b_layout && (bn == 0 || entry_info(e, a.quant).tile.block_n == bn)) {
@@ -357,17 +375,23 @@ long long moe_weight_scale_bytes(MoeQuant quant, int experts, int n, int k) {
 }
 
 long long moe_weight_bytes(MoeQuant quant, MoeWeightLayout l, int experts, int n, int k) {
+  if (l == MoeWeightLayout::int4_rs_lut)
+    return static_cast<long long>(experts) * (n / 128) * (k / 128) * km::kRsLutChunkBytes;
   if (l != MoeWeightLayout::mxfp4_rs) return moe_weight_bytes(quant, experts, n, k);
   return static_cast<long long>(experts) * (n / 128) * (k / 128) * km::kRsMxChunkBytes;
 }
 
 long long moe_weight_scale_bytes(MoeQuant quant, MoeWeightLayout l, int experts, int n, int k) {
+  if (l == MoeWeightLayout::int4_rs_lut) return static_cast<long long>(experts) * n * 4;  // channel scales
   if (l != MoeWeightLayout::mxfp4_rs) return moe_weight_scale_bytes(quant, experts, n, k);
   return static_cast<long long>(experts) * (k / 128) * n * 4;
 }
 
 MoeCluster plan_cluster(MoeEpilogue epilogue, int tokens) {
-  return cluster_for(MoeQuant::w8a8, MoeWeightLayout::rows, epilogue, tokens, plan_block_m(epilogue, tokens));
+  const int bm = plan_block_m(epilogue, tokens);
+  // Without a shape the SwiGLU 128-row tile is the 128 x 256 one (bf16 plans width 128 then).
+  if (epilogue == MoeEpilogue::swiglu_fp8 && bm == 128 && tokens >= kDualClusterMinTokens) return MoeCluster{2, 1};
+  return cluster_for(MoeQuant::w8a8, MoeWeightLayout::rows, epilogue, tokens, bm);
 }
 
 void check_routing(const int* counts, const int* offsets, int experts, int m_total) {
@@ -433,11 +457,12 @@ const Entry& validated_entry(const MoeGemmArgs& a) {
         "moe gemm: the w4a8 kernels have two consumer schedules; schedule {} must be -1 (default), 0 or 2 (ping-pong)",
         a.schedule));
   if (a.b_layout != MoeWeightLayout::rows && a.b_layout != MoeWeightLayout::int4_rs &&
-      a.b_layout != MoeWeightLayout::mxfp4_rs)
+      a.b_layout != MoeWeightLayout::mxfp4_rs && a.b_layout != MoeWeightLayout::int4_rs_lut)
     throw InvalidArgument(fmt::format("moe gemm: unsupported weight layout {}", static_cast<int>(a.b_layout)));
-  if (a.b_layout == MoeWeightLayout::int4_rs && a.quant != MoeQuant::w4a8_int4)
-    throw InvalidArgument(fmt::format("moe gemm: the int4_rs weight layout serves w4a8_int4 only; got {}",
-                                      moe_quant_name(a.quant)));
+  if ((a.b_layout == MoeWeightLayout::int4_rs || a.b_layout == MoeWeightLayout::int4_rs_lut) &&
+      a.quant != MoeQuant::w4a8_int4)
+    throw InvalidArgument(fmt::format("moe gemm: the {} weight layout serves w4a8_int4 only; got {}",
+                                      moe_weight_layout_name(a.b_layout), moe_quant_name(a.quant)));
   if (a.b_layout == MoeWeightLayout::mxfp4_rs && a.quant != MoeQuant::w4a8_mxfp4)
     throw InvalidArgument(fmt::format("moe gemm: the mxfp4_rs weight layout serves w4a8_mxfp4 only; got {}",
                                       moe_quant_name(a.quant)));
@@ -451,7 +476,10 @@ const Entry& validated_entry(const MoeGemmArgs& a) {
   check_pointer("out", a.out, 16, "16-byte row stores");
   check_pointer("a_scales", a.a_scales, 4, "fp32");
   if (a.quant == MoeQuant::w8a8) check_pointer("b_scales", a.b_scales, 4, "fp32");
-  if (a.quant == MoeQuant::w4a8_int4) check_pointer("b_scales", a.b_scales, 16, "bulk copies of the int4 scales");
+  if (a.quant == MoeQuant::w4a8_int4 && a.b_layout != MoeWeightLayout::int4_rs_lut)
+    check_pointer("b_scales", a.b_scales, 16, "bulk copies of the int4 scales");
+  if (a.b_layout == MoeWeightLayout::int4_rs_lut)
+    check_pointer("b_scales", a.b_scales, 4, "fp32 channel scales from quantize_int4_lut");
   if (a.quant == MoeQuant::w4a8_mxfp4 && a.b_layout == MoeWeightLayout::rows)
     check_pointer("b_e8m0", a.b_e8m0, 16, "bulk copies of the mxfp4 scales");
   if (a.b_layout == MoeWeightLayout::mxfp4_rs)

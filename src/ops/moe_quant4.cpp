@@ -3,11 +3,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "kernels/moe/w4a8_rs_layout.hpp"
 #include "xstage/error.hpp"
+#include "xstage/ops/moe_quant.hpp"
 
 namespace xstage::ops {
 
@@ -46,6 +49,49 @@ void check_rs_shape(const char* fn, int rows, int cols) {
   if (rows <= 0 || cols <= 0 || rows % 128 != 0 || cols % 128 != 0)
     throw InvalidArgument(std::string(fn) + ": rows " + std::to_string(rows) + " and cols " + std::to_string(cols) +
                           " must be positive multiples of 128");
+}
+
+// The plain int4 lut arrays: any positive number of rows, whole 128-column groups (the prepacked
+// layout needs whole 128 x 128 chunks: check_rs_shape).
+void check_lut_shape(const char* fn, int rows, int cols) {
+  if (rows <= 0 || cols <= 0 || cols % kInt4Group != 0)
+    throw InvalidArgument(std::string(fn) + ": rows " + std::to_string(rows) + " must be positive and cols " +
+                          std::to_string(cols) + " a positive multiple of 128");
+}
+
+std::string hex_byte(uint8_t b) {
+  static const char kDigits[] = "0123456789abcdef";
+  return std::string("0x") + kDigits[b >> 4] + kDigits[b & 0xF];
+}
+
+// The group scale byte of (row, group kb) decoded, or InvalidArgument for a byte the int4 lut
+// kernel cannot use: a NaN, a sign (the quantiser's scales are >= 0) or a scale above 64, whose
+// table entries 7 * gs would pass 448 and saturate.
+float lut_group_scale(const char* fn, uint8_t gs, int row, int kb) {
+  const std::string where = std::string(fn) + ": group scale of row " + std::to_string(row) + ", group " +
+                            std::to_string(kb) + " is " + hex_byte(gs);
+  if ((gs & 0x7F) == 0x7F) throw InvalidArgument(where + ", a NaN");
+  if (gs & 0x80) throw InvalidArgument(where + ", negative; group scales are in [0, 64]");
+  const float v = fp8_e4m3_decode(gs);
+  if (v > kInt4LutGroupScaleMax)
+    throw InvalidArgument(where + " = " + std::to_string(v) + ", larger than kInt4LutGroupScaleMax = 64");
+  return v;
+}
+
+// Magnitude m's table entry e4m3(m * gs), as a value; byte m of the kernel's conversion table.
+void lut_table(float gs, float table[8]) {
+  for (int m = 0; m < 8; ++m) table[m] = fp8_e4m3_decode(fp8_e4m3_encode(static_cast<float>(m) * gs));
+}
+
+// w' of code q with the group's table and the row's channel scale.
+float lut_value(const float table[8], float channel_scale, int q) {
+  const float v = channel_scale * table[q < 0 ? -q : q];
+  return q < 0 ? -v : v;
+}
+
+void throw_minus_eight(const char* fn, int row, int col) {
+  throw InvalidArgument(std::string(fn) + ": weight (" + std::to_string(row) + ", " + std::to_string(col) +
+                        ") is -8; the int4 lut format holds symmetric INT4 (-7..7, what quantize_int4_lut produces)");
 }
 }  // namespace
 
@@ -202,6 +248,102 @@ long long prepack_mxfp4_rs(const uint8_t* packed, const uint8_t* e8m0, int rows,
       }
     }
   return flushed;
+}
+
+void quantize_int4_lut(const float* w, int rows, int cols, uint8_t* packed, uint8_t* group_e4m3,
+                       float* channel_scales) {
+  if (w == nullptr || packed == nullptr || group_e4m3 == nullptr || channel_scales == nullptr)
+    throw InvalidArgument("quantize_int4_lut: null buffer");
+  check_lut_shape("quantize_int4_lut", rows, cols);
+  const int groups = cols / kInt4Group;
+  std::vector<float> group_scale(groups);
+  for (int r = 0; r < rows; ++r) {
+    const float* x = w + int64_t(r) * cols;
+    float row_max = 0.f;
+    for (int g = 0; g < groups; ++g) {
+      float amax = 0.f;
+      for (int i = 0; i < kInt4Group; ++i) {
+        const float v = x[g * kInt4Group + i];
+        if (!std::isfinite(v))
+          throw InvalidArgument("quantize_int4_lut: weight (" + std::to_string(r) + ", " +
+                                std::to_string(g * kInt4Group + i) + ") is not finite");
+        amax = std::max(amax, std::fabs(v));
+      }
+      group_scale[g] = std::max(amax, kInt4AmaxFloor) / 7.f;
+      row_max = std::max(row_max, group_scale[g]);
+    }
+    // A power-of-two divisor: the largest group's ratio is exactly 64.
+    const float channel = row_max / kInt4LutGroupScaleMax;
+    channel_scales[r] = channel;
+    for (int g = 0; g < groups; ++g) {
+      const uint8_t gs = fp8_e4m3_encode(group_scale[g] / channel);
+      group_e4m3[int64_t(g) * rows + r] = gs;
+      const float gs_value = fp8_e4m3_decode(gs);
+      const float step = gs_value * channel;
+      float table[8];
+      lut_table(gs_value, table);
+      for (int i = 0; i < kInt4Group; ++i) {
+        const int c = g * kInt4Group + i;
+        int best = 0;  // also every code of a group whose scale rounded to 0
+        if (step > 0.f) {
+          const int q0 = static_cast<int>(std::clamp(round_even(x[c] / step), -7.f, 7.f));
+          float best_err = INFINITY;
+          for (int q = std::max(q0 - 1, -7); q <= std::min(q0 + 1, 7); ++q) {
+            const float err = std::fabs(x[c] - lut_value(table, channel, q));
+            if (err < best_err || (err == best_err && std::abs(q) < std::abs(best))) {
+              best = q;
+              best_err = err;
+            }
+          }
+        }
+        put_nibble(packed, int64_t(r) * cols + c, int4_encode(best));
+      }
+    }
+  }
+}
+
+void dequantize_int4_lut(const uint8_t* packed, const uint8_t* group_e4m3, const float* channel_scales, int rows,
+                         int cols, float* out) {
+  if (packed == nullptr || group_e4m3 == nullptr || channel_scales == nullptr || out == nullptr)
+    throw InvalidArgument("dequantize_int4_lut: null buffer");
+  check_lut_shape("dequantize_int4_lut", rows, cols);
+  for (int r = 0; r < rows; ++r)
+    for (int g = 0; g < cols / kInt4Group; ++g) {
+      float table[8];
+      lut_table(lut_group_scale("dequantize_int4_lut", group_e4m3[int64_t(g) * rows + r], r, g), table);
+      for (int i = 0; i < kInt4Group; ++i) {
+        const int c = g * kInt4Group + i;
+        const int64_t idx = int64_t(r) * cols + c;
+        const int q = int4_decode(get_nibble(packed, idx));
+        if (q == -8) throw_minus_eight("dequantize_int4_lut", r, c);
+        out[idx] = lut_value(table, channel_scales[r], q);
+      }
+    }
+}
+
+long long prepacked_int4_lut_rs_bytes(int rows, int cols) {
+  check_rs_shape("prepacked_int4_lut_rs_bytes", rows, cols);
+  return static_cast<long long>(rows / 128) * (cols / 128) * kernels::moe::kRsLutChunkBytes;
+}
+
+void prepack_int4_lut_rs(const uint8_t* packed, const uint8_t* group_e4m3, int rows, int cols, uint8_t* out) {
+  if (packed == nullptr || group_e4m3 == nullptr || out == nullptr)
+    throw InvalidArgument("prepack_int4_lut_rs: null buffer");
+  check_rs_shape("prepack_int4_lut_rs", rows, cols);
+  std::memset(out, 0, static_cast<size_t>(prepacked_int4_lut_rs_bytes(rows, cols)));
+  for (int r = 0; r < rows; ++r) {
+    for (int g = 0; g < cols / kInt4Group; ++g) {
+      const float gs = lut_group_scale("prepack_int4_lut_rs", group_e4m3[int64_t(g) * rows + r], r, g);
+      uint8_t* table = out + kernels::moe::rs_lut_table_pos(r, g, cols);
+      for (int m = 0; m < 8; ++m) table[m] = fp8_e4m3_encode(static_cast<float>(m) * gs);
+    }
+    for (int c = 0; c < cols; ++c) {
+      const int q = int4_decode(get_nibble(packed, int64_t(r) * cols + c));
+      if (q == -8) throw_minus_eight("prepack_int4_lut_rs", r, c);
+      put_rs_code(out, kernels::moe::rs_code_pos(r, c, cols, kernels::moe::kRsLutChunkBytes),
+                  static_cast<uint32_t>(q < 0 ? -q : q), static_cast<uint32_t>(q < 0));
+    }
+  }
 }
 
 }  // namespace xstage::ops

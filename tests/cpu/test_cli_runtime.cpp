@@ -124,16 +124,17 @@ TEST(Cli, BenchMoeGemmRefusesBadFlagsBeforeTouchingAGpu) {
 }
 
 // --plan prints the planned kernel of every line and launches nothing (no GPU needed): for
-// DSv4-Pro Linear-1, 128 x 128 at 128 tokens, 128 x 192 in 2 x 1 clusters at 1024, 128 x 256 at
-// 8192; SwiGLU on 128 x 256 above 64 tokens, 64 x 256 up to 64 (and with 2 x 1 clusters when
-// forced to 64 rows at 8192 tokens); a forced tile that no kernel ships for an op is left out.
+// DSv4-Pro Linear-1, 128 x 128 at 128 tokens, 128 x 192 in 2 x 1 clusters at 1024, 128 x 256 in
+// 2 x 1 clusters at 8192; SwiGLU on 128 x 256 above 64 tokens (2 x 1 from 1024), 64 x 256 up to 64
+// (and with 2 x 1 clusters when forced to 64 rows at 8192 tokens); a forced tile that no kernel
+// ships for an op is left out.
 TEST(Cli, BenchMoeGemmPlanNeedsNoGpu) {
   auto r =
       run("bench moe-gemm --plan --num-ctas 132 --models DSv4-Pro --ops l1_bf16,l1_swiglu --tokens 16,128,1024,8192");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("nothing launched"), std::string::npos) << r.out;
-  for (const char* k : {"w8a8_bf16_m128n128 ", "w8a8_bf16_m128n192_c2x1", "w8a8_bf16_m128n256 ", "w8a8_swiglu_m64n256 ",
-                        "w8a8_swiglu_m128n256 "})
+  for (const char* k : {"w8a8_bf16_m128n128 ", "w8a8_bf16_m128n192_c2x1", "w8a8_bf16_m128n256_c2x1", "w8a8_swiglu_m64n256 ",
+                        "w8a8_swiglu_m128n256 ", "w8a8_swiglu_m128n256_c2x1"})
     EXPECT_NE(r.out.find(k), std::string::npos) << k << "\n" << r.out;
   auto m64 = run("bench moe-gemm --plan --num-ctas 132 --models DiT-MoE-G --ops l1_swiglu --tokens 8192 --block-m 64");
   EXPECT_EQ(m64.code, 0) << m64.out;

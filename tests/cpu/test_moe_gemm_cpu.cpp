@@ -401,6 +401,58 @@ TEST(MoeGemmValidate, Mxfp4RegisterOperandLayout) {
   EXPECT_EQ(ops::moe_weight_bytes(MoeQuant::w4a8_int4, MoeWeightLayout::int4_rs, 3, 256, 384), 3LL * 256 * 384 / 2);
 }
 
+// INT4 with two-level scales (int4_rs_lut): w4a8_int4 only, the three register-operand tiles as
+// their own kernels (bigger chunks), fp32 channel scales in b_scales (4-byte aligned: read per row
+// in the epilogue, no bulk copy), the buffer sizes of the prepacked codes + tables.
+TEST(MoeGemmValidate, Int4LutRegisterOperandLayout) {
+  using ops::MoeQuant;
+  using ops::MoeWeightLayout;
+  const auto good = [](MoeEpilogue epi = MoeEpilogue::bf16) {
+    MoeGemmArgs a = good_w4_args(MoeQuant::w4a8_int4, epi);
+    a.b_layout = MoeWeightLayout::int4_rs_lut;
+    a.b_scales = static_cast<const float*>(fake(0x50004));  // 4-byte aligned is enough
+    return a;
+  };
+  MoeGemmArgs a = good();
+  a.experts = 8;
+  a.m_total = 8 * 1024;
+  EXPECT_NO_THROW(ops::validate(a));
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w4a8rs_lut_bf16_m256n128");
+  a.m_total = 8 * 1023;
+  const auto inst = ops::select_moe_instantiation(a);
+  EXPECT_EQ(inst.name, "w4a8rs_lut_bf16_m128n128");
+  EXPECT_LE(inst.smem_bytes, 227 * 1024);
+  EXPECT_LE(128 * inst.producer_regs + 256 * inst.consumer_regs, 65536);
+  MoeGemmArgs i4 = good_w4_args(MoeQuant::w4a8_int4);  // the int4_rs twin: other kernel, smaller chunks
+  i4.b_layout = MoeWeightLayout::int4_rs;
+  i4.experts = 8;
+  i4.m_total = 8 * 1023;
+  EXPECT_EQ(ops::select_moe_instantiation(i4).name, "w4a8rs_bf16_m128n128");
+  EXPECT_NE(inst.smem_bytes, ops::select_moe_instantiation(i4).smem_bytes);
+  MoeGemmArgs sw = good(MoeEpilogue::swiglu_fp8);
+  EXPECT_NO_THROW(ops::validate(sw));
+  EXPECT_EQ(ops::select_moe_instantiation(sw).name, "w4a8rs_lut_swiglu_m64n256");
+  const auto check = [&](auto mutate, const std::string& needle, MoeEpilogue epi = MoeEpilogue::bf16) {
+    MoeGemmArgs b = good(epi);
+    mutate(b);
+    expect_invalid([&] { ops::validate(b); }, needle);
+  };
+  check([](auto& b) { b.quant = MoeQuant::w4a8_mxfp4; b.b_e8m0 = static_cast<const uint8_t*>(fake(0xA0000)); },
+        "int4_rs_lut weight layout serves w4a8_int4 only; got w4a8_mxfp4");
+  check([](auto& b) { b.quant = MoeQuant::w8a8; }, "int4_rs_lut weight layout serves w4a8_int4 only; got w8a8");
+  check([](auto& b) { b.b_scales = nullptr; }, "b_scales is a null pointer");
+  check([](auto& b) { b.b_scales = static_cast<const float*>(fake(0x50002)); },
+        "b_scales = 0x50002 is not 4-byte aligned (fp32 channel scales from quantize_int4_lut)");
+  check([](auto& b) { b.schedule = 2; }, "int4_rs_lut kernel has one consumer schedule; schedule 2");
+  check([](auto& b) { b.block_m = 192; }, "block_m 192 and cluster 1x1 (the int4_rs_lut layout ships: bf16 m128n128 1x1");
+  check([](auto& b) { b.block_m = 128; }, "swiglu_fp8 kernel with block_m 128 and cluster 1x1 (the int4_rs_lut layout",
+        MoeEpilogue::swiglu_fp8);
+  EXPECT_STREQ(ops::moe_weight_layout_name(MoeWeightLayout::int4_rs_lut), "int4_rs_lut");
+  // 8192 code bytes + 1024 table bytes per 128 x 128 chunk; one fp32 channel scale per row.
+  EXPECT_EQ(ops::moe_weight_bytes(MoeQuant::w4a8_int4, MoeWeightLayout::int4_rs_lut, 3, 256, 384), 3LL * 2 * 3 * 9216);
+  EXPECT_EQ(ops::moe_weight_scale_bytes(MoeQuant::w4a8_int4, MoeWeightLayout::int4_rs_lut, 3, 256, 384), 3LL * 256 * 4);
+}
+
 TEST(MoeGemmPlan, W4A8TilesAndInstantiations) {
   using ops::MoeQuant;
   for (MoeQuant q : {MoeQuant::w4a8_int4, MoeQuant::w4a8_mxfp4}) {
@@ -494,8 +546,8 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   dit.n = 11264;
   dit.experts = 12;
   dit.num_ctas = 132;
-  dit.tokens_per_expert_hint = 8192;
-  EXPECT_EQ(ops::select_moe_instantiation(dit).name, "w8a8_swiglu_m128n256");
+  dit.tokens_per_expert_hint = 8192;  // the 128 x 256 tile, in 2 x 1 clusters from 1024 tokens
+  EXPECT_EQ(ops::select_moe_instantiation(dit).name, "w8a8_swiglu_m128n256_c2x1");
   EXPECT_EQ(ops::select_moe_instantiation(dit).schedule, 2);
   dit.schedule = 3;  // an overlap schedule forced: the two-pass 128 x 128 tile
   EXPECT_EQ(ops::select_moe_instantiation(dit).name, "w8a8_swiglu_m128n128");
@@ -552,8 +604,8 @@ TEST(MoeGemmPlan, InstantiationNamesAndSchedules) {
   a.m_total = 64 * 1024;
   a.num_ctas = 132;  // the width plan counts waves of the grid (H200: 132 SMs)
   // 63 waves of 256 (x 256 / 1.09: 14796) against 86 of 192 (x 192 / 1.07: 15432) and 125 of 128
-  // (16000): the 128 x 256 tile, 1 x 1
-  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n256");
+  // (16000): the 128 x 256 tile, in 2 x 1 clusters from 1024 tokens per expert
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n256_c2x1");
   EXPECT_EQ(ops::select_moe_instantiation(a).schedule, 2);
   a.n = 6144;
   a.experts = 5;  // DSv4-Pro Linear-1 at 1024 tokens: 8 waves of 256 pad more than 10 of 192
@@ -592,13 +644,17 @@ TEST(MoeGemmPlan, InstantiationNamesAndSchedules) {
   a.cluster_n = 0;
   a.block_n = 256;
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m64n256");
-  a.block_m = 128;  // with 128 rows: the 128 x 256 tile (two pieces per warp group)
-  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n256");
-  EXPECT_EQ(ops::select_moe_instantiation(a).schedule, 2);
-  a.cluster_m = 2;  // and its 2 x 1 variant, forced
-  a.cluster_n = 1;
+  a.block_m = 128;  // with 128 rows: the 128 x 256 tile (two pieces per warp group), 2 x 1 as planned
+  a.tokens_per_expert_hint = 0;  // (1024 tokens per expert again)
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n256_c2x1");
+  EXPECT_EQ(ops::select_moe_instantiation(a).schedule, 2);
   EXPECT_EQ(ops::select_moe_instantiation(a).cluster_m, 2);
+  a.tokens_per_expert_hint = 1023;  // below 1024 tokens: 1 x 1
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n256");
+  a.tokens_per_expert_hint = 0;
+  a.cluster_m = 1;  // a forced 1 x 1 wins
+  a.cluster_n = 1;
+  EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n256");
   a.cluster_m = 0;
   a.cluster_n = 0;
   a.block_m = 0;
@@ -611,7 +667,9 @@ TEST(MoeGemmPlan, InstantiationNamesAndSchedules) {
   // rows would need two): 128 x 256.
   EXPECT_EQ(ops::select_moe_instantiation(good_args(MoeEpilogue::swiglu_fp8)).name, "w8a8_swiglu_m128n256");
   MoeGemmArgs s = good_args(MoeEpilogue::swiglu_fp8);
-  s.tokens_per_expert_hint = 1024;  // from 1024 tokens: 128 x 256
+  s.tokens_per_expert_hint = 1024;  // from 1024 tokens: 128 x 256 in 2 x 1 clusters
+  EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m128n256_c2x1");
+  s.tokens_per_expert_hint = 1023;
   EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m128n256");
   s.tokens_per_expert_hint = 64;  // up to 64 tokens: 64 x 256
   EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m64n256");
@@ -640,20 +698,26 @@ TEST(MoeGemmPlan, InstantiationNamesAndSchedules) {
   s.schedule = 1;
   EXPECT_EQ(ops::select_moe_instantiation(s).schedule, 1);
   s.schedule = -1;
-  s.block_n = 256;  // the 128 x 256 tile (gate and up per warp group), forced
-  EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m128n256");
+  s.block_n = 256;  // the 128 x 256 tile (gate and up per warp group), forced; 2 x 1 at 8191 tokens
+  EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m128n256_c2x1");
   EXPECT_EQ(ops::select_moe_instantiation(s).schedule, 2);
   s.block_n = 0;  // planned width for 128 rows: the same
+  EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m128n256_c2x1");
+  s.cluster_m = 1;  // a forced 1 x 1
+  s.cluster_n = 1;
   EXPECT_EQ(ops::select_moe_instantiation(s).name, "w8a8_swiglu_m128n256");
+  s.cluster_m = 0;
+  s.cluster_n = 0;
   s.block_m = 0;
   MoeGemmArgs w4 = good_w4_args(ops::MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8);
   w4.tokens_per_expert_hint = 8192;  // the w4a8 SwiGLU tile has no cluster variant
   EXPECT_EQ(ops::select_moe_instantiation(w4).name, "w4a8_swiglu_m64n256");
 
-  for (int t : {16, 128, 129, 1024, 8192}) {
+  for (int t : {16, 128, 129, 1023, 1024, 8192}) {
     EXPECT_EQ(ops::plan_cluster(MoeEpilogue::bf16, t).m, 1);
     EXPECT_EQ(ops::plan_cluster(MoeEpilogue::bf16, t).n, 1);
-    EXPECT_EQ(ops::plan_cluster(MoeEpilogue::swiglu_fp8, t).m, 1);  // SwiGLU: 128 x 256, 1 x 1
+    // SwiGLU: 128 x 256, in 2 x 1 clusters from 1024 tokens
+    EXPECT_EQ(ops::plan_cluster(MoeEpilogue::swiglu_fp8, t).m, t >= 1024 ? 2 : 1);
     EXPECT_EQ(ops::plan_cluster(MoeEpilogue::swiglu_fp8, t).n, 1);
   }
 }

@@ -400,4 +400,316 @@ TEST(Mxfp4Prepack, GapLimitAndShapes) {
   EXPECT_THROW(prepack_mxfp4_rs(packed.data(), e8.data(), 128, 128, pre.data(), nullptr), xstage::InvalidArgument);
   EXPECT_THROW(prepacked_mxfp4_rs_bytes(128, 100), xstage::InvalidArgument);
 }
+
+// INT4 with two-level scales (quantize_int4_lut): an fp32 scale S per row, an e4m3 scale gs per
+// row and 128-K group, codes -7..7; w' = S * e4m3(|q| * gs) * sign(q).
+namespace {
+float e4m3_round(float x) { return fp8_e4m3_decode(fp8_e4m3_encode(x)); }
+
+struct LutWeights {
+  std::vector<uint8_t> packed, gs;
+  std::vector<float> channel;
+};
+LutWeights quantize_lut(const std::vector<float>& w, int rows, int cols) {
+  LutWeights q{std::vector<uint8_t>(size_t(rows) * cols / 2, 0xAA),
+               std::vector<uint8_t>(size_t(cols / 128) * rows, 0xEE), std::vector<float>(rows, -1.f)};
+  quantize_int4_lut(w.data(), rows, cols, q.packed.data(), q.gs.data(), q.channel.data());
+  return q;
+}
+int code_at(const std::vector<uint8_t>& packed, int cols, int r, int c) {
+  return int4_decode(packed[(size_t(r) * cols + c) / 2] >> (4 * (c % 2)));
+}
+}  // namespace
+
+// Rows of very different magnitudes: 0..4 normal (sd 0.02), 5 large (sd 5) with an all-zero
+// group (its scale, 1e-4 / 7, is below 2^-16 of the row's largest: gs rounds to 0), 6 small
+// (sd 1e-3), 7 (sd 1) with group 1 at 2^-13 of the rest (a subnormal gs) and group 3 at 1/16.
+TEST(Int4Lut, QuantisationBoundsAndRanges) {
+  const int rows = 8, cols = 512, groups = cols / 128;
+  std::vector<float> w = random_weights(rows, cols, 21);
+  const auto scale = [&](int r, int c0, int c1, float f) {
+    for (int c = c0; c < c1; ++c) w[size_t(r) * cols + c] *= f;
+  };
+  scale(5, 0, cols, 250.f);
+  scale(5, 256, 384, 0.f);
+  scale(6, 0, cols, 0.05f);
+  scale(7, 0, cols, 50.f);
+  scale(7, 128, 256, std::ldexp(1.f, -13));
+  scale(7, 384, 512, 1.f / 16);
+  const LutWeights q = quantize_lut(w, rows, cols);
+  std::vector<float> back(w.size());
+  dequantize_int4_lut(q.packed.data(), q.gs.data(), q.channel.data(), rows, cols, back.data());
+  const uint8_t gs64 = fp8_e4m3_encode(64.f);
+  ASSERT_EQ(fp8_e4m3_decode(gs64), 64.f);
+  double err2 = 0, ref2 = 0;
+  long moved = 0, subnormal_groups = 0;
+  for (int r = 0; r < rows; ++r) {
+    std::vector<float> sg(groups);
+    for (int g = 0; g < groups; ++g) {
+      float amax = 0.f;
+      for (int i = 0; i < 128; ++i) amax = std::max(amax, std::fabs(w[size_t(r) * cols + 128 * g + i]));
+      sg[g] = std::max(amax, kInt4AmaxFloor) / 7.f;
+    }
+    const int top = int(std::max_element(sg.begin(), sg.end()) - sg.begin());
+    const float S = q.channel[r];
+    EXPECT_EQ(S, sg[top] / 64.f) << "row " << r;
+    EXPECT_EQ(q.gs[size_t(top) * rows + r], gs64) << "row " << r;  // the row's largest group: exactly 64
+    for (int g = 0; g < groups; ++g) {
+      const uint8_t gs = q.gs[size_t(g) * rows + r];
+      const float d = fp8_e4m3_decode(gs), rho = sg[g] / S;
+      ASSERT_TRUE(std::isfinite(d)) << r << "," << g;
+      ASSERT_GE(d, 0.f);
+      ASSERT_LE(d, 64.f);
+      EXPECT_EQ(gs, fp8_e4m3_encode(rho));
+      subnormal_groups += d > 0.f && d < 0x1p-6f;
+      // The error bound. With y = w / S and q0 = round(y / d) clamped to +-7, the quantiser's
+      // choice is never worse than q0, whose error / S is at most
+      //   E1 = |y - q0 d| <= max(d / 2, 7 (rho - d)): half a step of the grid m * d, or, where gs
+      //        rounded below rho (|y| <= 7 rho) far enough that |y| / d > 7.5, the clamp at 7;
+      //   E2 = ||q0| d - e4m3(|q0| d)| <= max(7 d / 16, 2^-10): the e4m3 rounding of the table
+      //        entry, half an ulp: 2^-4 of |q0| d <= 7 d when normal, 2^-10 in the subnormal range.
+      // For a normal gs (|d - rho| <= rho / 16, so 7 rho <= 7.47 d) that is 15 d / 16 <= s_g.
+      // It is not much looser than the worst case: half the table step between e4m3(6 d) and
+      // e4m3(7 d) reaches 0.75 s_g (rho = 0.083: d = 0.0859375, entries 0.5 and 0.625), so a
+      // bound of 0.6 s_g or so would not hold in general.
+      const float bound = S * (std::max(d / 2, 7 * (rho - d)) + std::max(7 * d / 16, 0x1p-10f)) * (1 + 1e-5f);
+      if (d >= 0x1p-6f) {
+        EXPECT_LE(bound, sg[g] * (1 + 1e-5f)) << r << "," << g;
+      }
+      float table[8];
+      for (int m = 0; m < 8; ++m) table[m] = e4m3_round(m * d);
+      for (int i = 0; i < 128; ++i) {
+        const int c = 128 * g + i;
+        const size_t idx = size_t(r) * cols + c;
+        const int code = code_at(q.packed, cols, r, c);
+        ASSERT_GE(code, -7) << r << "," << c;
+        ASSERT_LE(code, 7) << r << "," << c;
+        if (d == 0.f) {
+          ASSERT_EQ(code, 0) << r << "," << c;
+        }
+        const float x = w[idx], e = std::fabs(back[idx] - x);
+        ASSERT_LE(e, bound) << "row " << r << " col " << c << " w " << x << " w' " << back[idx];
+        // ... and it is the nearest value of the group's table (half a table step).
+        for (int m = 0; m < 8; ++m)
+          ASSERT_LE(e, std::fabs(std::copysign(S * table[m], x) - x) * (1 + 1e-6f)) << r << "," << c << " m " << m;
+        if (d > 0.f) moved += code != int(std::clamp(std::nearbyint(x / (d * S)), -7.f, 7.f));
+        err2 += double(e) * e;
+        ref2 += double(x) * x;
+      }
+    }
+  }
+  // The premises of the rows above: the all-zero group of row 5 got gs 0, row 7 has a
+  // subnormal group scale, and the table rounding moved some codes off the plain INT4 grid.
+  EXPECT_EQ(q.gs[2 * rows + 5], 0);
+  EXPECT_GT(subnormal_groups, 0);
+  EXPECT_GT(moved, 0);
+  // Relative RMS error. Group-128 INT4 of Gaussian weights: amax of 128 samples ~ 2.5..3.3 sd,
+  // step s_g = amax / 7 ~ 0.36..0.47 sd, uniform rounding error s_g / sqrt(12) ~ 0.10..0.14 sd.
+  // Row 5 (sd 5) dominates the sums, so the matrix's figure is a Gaussian row's: below 0.16,
+  // while a lost scale or sign would give 1 or more (and 0 no quantisation at all). Against
+  // quantize_int4_g128 on the same weights: the step d S is within 1/16 of INT4's s_g and the
+  // table's e4m3 rounding (at most 1/16 of a value, independent of the grid error) adds in
+  // quadrature, so the error is at most ~10% above INT4's (about 0.5% above, measured).
+  const double rel_rms = std::sqrt(err2 / ref2);
+  EXPECT_LT(rel_rms, 0.16);
+  EXPECT_GT(rel_rms, 0.05);
+  std::vector<uint8_t> p4(q.packed.size());
+  std::vector<float> s4(q.gs.size()), back4(w.size());
+  quantize_int4_g128(w.data(), rows, cols, p4.data(), s4.data());
+  dequantize_int4_g128(p4.data(), s4.data(), rows, cols, back4.data());
+  double err2_int4 = 0;
+  for (size_t i = 0; i < w.size(); ++i) err2_int4 += double(back4[i] - w[i]) * (back4[i] - w[i]);
+  EXPECT_LT(err2, 1.1 * 1.1 * err2_int4);
+}
+
+// The dequantised value is the table value: S * e4m3(|q| * gs) with the code's sign, the byte
+// prepack_int4_lut_rs writes into the row's table. Row 0 is made by hand: group 0's amax 448
+// gives S = 448 / 7 / 64 = 1 and gs 64, group 1's amax 7.875 gives gs = 1.125, where table
+// entries round: 3 * 1.125 = 3.375 -> 3.5 (tie to even), 5.625 -> 5.5, 6.75 -> 7 (tie),
+// 7.875 -> 8.
+TEST(Int4Lut, DequantisedValueIsTheTableValue) {
+  const int rows = 128, cols = 256;
+  std::vector<float> w = random_weights(rows, cols, 5);
+  std::fill(w.begin(), w.begin() + cols, 0.f);
+  const float group1[] = {7.875f, 6.25f, 3.95f, -3.95f, 6.3f, 1.1f, 0.5f, -7.8f};
+  // Expected w' (S = 1): 7.875 -> 8; 6.25 is midway 5.5 / 7 -> the smaller code 5; 3.95 / 1.125
+  // = 3.51 rounds to 4 (4.5) but 3 (3.5) is nearer; 6.3 -> 7 (code 6); 0.5 -> 0; -7.8 -> -8.
+  const float expect1[] = {8.f, 5.5f, 3.5f, -3.5f, 7.f, 1.125f, 0.f, -8.f};
+  const int codes1[] = {7, 5, 3, -3, 6, 1, 0, -7};
+  w[0] = 448.f;
+  w[1] = -100.f;
+  for (int i = 0; i < 8; ++i) w[128 + i] = group1[i];
+  const LutWeights q = quantize_lut(w, rows, cols);
+  ASSERT_EQ(q.channel[0], 1.f);
+  ASSERT_EQ(q.gs[0], fp8_e4m3_encode(64.f));
+  ASSERT_EQ(q.gs[rows], fp8_e4m3_encode(1.125f));
+  ASSERT_EQ(fp8_e4m3_decode(q.gs[rows]), 1.125f);
+  std::vector<float> back(w.size());
+  dequantize_int4_lut(q.packed.data(), q.gs.data(), q.channel.data(), rows, cols, back.data());
+  EXPECT_EQ(back[0], 448.f);
+  EXPECT_EQ(back[1], -128.f);  // table 0, 64, 128, ...: code -2 (-64 is 36 away, -128 28)
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(code_at(q.packed, cols, 0, 128 + i), codes1[i]) << group1[i];
+    EXPECT_EQ(back[128 + i], expect1[i]) << group1[i];
+  }
+  std::vector<uint8_t> pre(size_t(prepacked_int4_lut_rs_bytes(rows, cols)));
+  prepack_int4_lut_rs(q.packed.data(), q.gs.data(), rows, cols, pre.data());
+  const float table1[8] = {0.f, 1.125f, 2.25f, 3.5f, 4.5f, 5.5f, 7.f, 8.f};
+  for (int m = 0; m < 8; ++m) {
+    EXPECT_EQ(fp8_e4m3_decode(pre[size_t(xstage::kernels::moe::rs_lut_table_pos(0, 1, cols)) + m]), table1[m]);
+    EXPECT_EQ(fp8_e4m3_decode(pre[size_t(xstage::kernels::moe::rs_lut_table_pos(0, 0, cols)) + m]), 64.f * m);
+  }
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const int code = code_at(q.packed, cols, r, c);
+      const uint8_t byte = pre[size_t(xstage::kernels::moe::rs_lut_table_pos(r, c / 128, cols)) + std::abs(code)];
+      const float v = q.channel[r] * fp8_e4m3_decode(byte);
+      ASSERT_EQ(back[size_t(r) * cols + c], code < 0 ? -v : v) << r << "," << c;
+    }
+}
+
+// The int4 lut prepacked layout read and converted the way a consumer thread of the register-
+// operand kernel does: codes as for INT4 in the first 8192 bytes of each 9216-byte chunk; the
+// thread's 16 table bytes at 8192 + 16 (32 g + 8 (t / 32) + (t % 32) / 4), words x, y = row r0's
+// table (A registers 0 and 2, the "group A" conversion) and z, w = row r0 + 8's (registers 1
+// and 3). Every converted byte must be e4m3(|q| * gs) with q's sign, and times S the kernel's
+// math, dequantize_int4_lut. Random codes and group scales cover every gs byte 0..64
+// (subnormal scales and rounding products).
+TEST(Int4LutPrepack, EveryThreadConvertsItsWgmmaFragment) {
+  const int rows = 256, cols = 384;
+  const std::vector<uint8_t> packed = random_symmetric_int4(rows, cols, 13);
+  std::mt19937 rng(17);
+  std::vector<uint8_t> gs(size_t(cols / 128) * rows);
+  for (auto& b : gs) b = static_cast<uint8_t>(rng() % (fp8_e4m3_encode(64.f) + 1));
+  std::vector<float> S(rows);
+  for (auto& s : S) s = std::ldexp(1.f + float(rng() % 1000) / 1000, -int(rng() % 20));
+  std::vector<uint8_t> pre(size_t(prepacked_int4_lut_rs_bytes(rows, cols)), 0xEE);
+  ASSERT_EQ(pre.size(), size_t(rows / 128) * (cols / 128) * 9216);
+  prepack_int4_lut_rs(packed.data(), gs.data(), rows, cols, pre.data());
+  std::vector<float> kern(size_t(rows) * cols);
+  dequantize_int4_lut(packed.data(), gs.data(), S.data(), rows, cols, kern.data());
+  std::vector<int> seen(size_t(rows) * cols, 0);
+  for (int rb = 0; rb < rows / 128; ++rb)
+    for (int kb = 0; kb < cols / 128; ++kb) {
+      const size_t chunk = (size_t(rb) * (cols / 128) + kb) * 9216;
+      for (int g = 0; g < 2; ++g)
+        for (int t = 0; t < 128; ++t) {
+          uint32_t tb[4];  // x, y, z, w
+          std::memcpy(tb, pre.data() + chunk + 8192 + 16 * (32 * g + 8 * (t / 32) + (t % 32) / 4), 16);
+          for (int j = 0; j < 4; ++j)
+            for (int wd = 0; wd < 2; ++wd) {
+              uint32_t x;
+              std::memcpy(&x, pre.data() + chunk + g * 4096 + (j / 2) * 2048 + t * 16 + (j % 2) * 8 + 4 * wd, 4);
+              const uint32_t regs[2] = {prmt_host(tb[0], tb[1], x & 0x7777u) | (x & 0x80808080u),
+                                        prmt_host(tb[2], tb[3], (x >> 16) & 0x7777u) | ((x << 4) & 0x80808080u)};
+              for (int b = 0; b < 2; ++b) {
+                const int reg = 2 * wd + b;
+                for (int i = 0; i < 4; ++i) {
+                  const int row = 128 * rb + 64 * g + 16 * (t / 32) + (t % 32) / 4 + 8 * (reg % 2);
+                  const int col = 128 * kb + 32 * j + 16 * (reg / 2) + 4 * (t % 4) + i;
+                  const size_t idx = size_t(row) * cols + col;
+                  const int q = code_at(packed, cols, row, col);
+                  const float d = fp8_e4m3_decode(gs[size_t(kb) * rows + row]);
+                  const uint8_t byte = (regs[b] >> (8 * i)) & 0xFF;
+                  ASSERT_EQ(byte, fp8_e4m3_encode(float(std::abs(q)) * d) | (q < 0 ? 0x80 : 0))
+                      << "row " << row << " col " << col << " q " << q << " gs " << d;
+                  ASSERT_EQ(fp8_e4m3_decode(byte) * S[row], kern[idx]) << "row " << row << " col " << col;
+                  ++seen[idx];
+                }
+              }
+            }
+        }
+    }
+  for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << "value " << i;  // every value converted once
+}
+
+TEST(Int4LutPrepack, PositionsCoverEveryByteOnce) {
+  const int rows = 256, cols = 384;
+  const int64_t bytes = prepacked_int4_lut_rs_bytes(rows, cols);
+  ASSERT_EQ(bytes, int64_t(rows / 128) * (cols / 128) * xstage::kernels::moe::kRsLutChunkBytes);
+  std::vector<int> hits(size_t(bytes) * 8, 0);  // bits of the output
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const auto p = xstage::kernels::moe::rs_code_pos(r, c, cols, xstage::kernels::moe::kRsLutChunkBytes);
+      ASSERT_EQ(p.word_byte % 4, 0);
+      ASSERT_LT(p.word_byte % 9216, 8192);  // codes in the first 8 KiB of each chunk
+      for (int b = 0; b < 3; ++b) ++hits[size_t(p.word_byte) * 8 + p.mag_bit + b];
+      ++hits[size_t(p.word_byte) * 8 + p.sign_bit];
+    }
+  for (int r = 0; r < rows; ++r)
+    for (int kb = 0; kb < cols / 128; ++kb) {
+      const int64_t at = xstage::kernels::moe::rs_lut_table_pos(r, kb, cols);
+      ASSERT_GE(at % 9216, 8192);
+      ASSERT_EQ(at / 9216, int64_t(r / 128) * (cols / 128) + kb);  // the chunk of its codes
+      for (int b = 0; b < 64; ++b) ++hits[size_t(at) * 8 + b];     // 8 whole bytes
+    }
+  for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i], 1) << "bit " << i;
+}
+
+TEST(Int4LutPrepack, RejectsBadInput) {
+  const int rows = 128, cols = 256;
+  std::vector<uint8_t> a = random_symmetric_int4(rows, cols, 3), gs(size_t(cols / 128) * rows, 0x38);  // gs 1
+  std::vector<uint8_t> out(size_t(prepacked_int4_lut_rs_bytes(rows, cols)));
+  std::vector<float> S(rows, 1.f), back(size_t(rows) * cols);
+  EXPECT_NO_THROW(prepack_int4_lut_rs(a.data(), gs.data(), rows, cols, out.data()));
+  EXPECT_NO_THROW(dequantize_int4_lut(a.data(), gs.data(), S.data(), rows, cols, back.data()));
+  const auto message = [](const auto& call) -> std::string {
+    try {
+      call();
+    } catch (const xstage::InvalidArgument& e) {
+      return e.what();
+    }
+    return "(no InvalidArgument)";
+  };
+  const auto expect_message = [](const std::string& msg, const char* part) {
+    EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' not in: " << msg;
+  };
+  const auto prepack = [&] { prepack_int4_lut_rs(a.data(), gs.data(), rows, cols, out.data()); };
+  const auto dequant = [&] { dequantize_int4_lut(a.data(), gs.data(), S.data(), rows, cols, back.data()); };
+  // A code of -8: value 2001 = row 7, column 209 (high nibble of byte 1000).
+  const uint8_t saved = a[1000];
+  a[1000] = static_cast<uint8_t>((a[1000] & 0x0F) | 0x80);
+  expect_message(message(prepack), "prepack_int4_lut_rs: weight (7, 209) is -8");
+  expect_message(message(dequant), "dequantize_int4_lut: weight (7, 209) is -8");
+  a[1000] = saved;
+  // Group scale bytes of row 5, group 1: NaN (both signs), negative, above 64.
+  uint8_t& g = gs[1 * rows + 5];
+  for (const uint8_t nan : {uint8_t(0x7F), uint8_t(0xFF)}) {
+    g = nan;
+    const std::string msg = message(prepack);
+    expect_message(msg, "row 5, group 1");
+    expect_message(msg, "NaN");
+    expect_message(message(dequant), "NaN");
+  }
+  g = 0xB8;  // -1
+  expect_message(message(prepack), "row 5, group 1 is 0xb8, negative");
+  g = fp8_e4m3_encode(96.f);
+  ASSERT_EQ(fp8_e4m3_decode(g), 96.f);
+  expect_message(message(prepack), "row 5, group 1 is 0x6c");
+  expect_message(message(prepack), "larger than kInt4LutGroupScaleMax");
+  expect_message(message(dequant), "larger than kInt4LutGroupScaleMax");
+  g = fp8_e4m3_encode(64.f);
+  EXPECT_NO_THROW(prepack());
+  // Shapes: the prepacked layout needs whole 128 x 128 chunks; the plain format 128 columns.
+  expect_message(message([&] { prepack_int4_lut_rs(a.data(), gs.data(), 100, 128, out.data()); }),
+                 "must be positive multiples of 128");
+  expect_message(message([&] { prepacked_int4_lut_rs_bytes(128, 100); }), "must be positive multiples of 128");
+  expect_message(message([&] { dequantize_int4_lut(a.data(), gs.data(), S.data(), 100, 100, back.data()); }),
+                 "a positive multiple of 128");
+  EXPECT_NO_THROW(dequantize_int4_lut(a.data(), gs.data(), S.data(), 100, 128, back.data()));
+  // Null buffers.
+  expect_message(message([&] { prepack_int4_lut_rs(nullptr, gs.data(), rows, cols, out.data()); }), "null buffer");
+  expect_message(message([&] { prepack_int4_lut_rs(a.data(), nullptr, rows, cols, out.data()); }), "null buffer");
+  expect_message(message([&] { prepack_int4_lut_rs(a.data(), gs.data(), rows, cols, nullptr); }), "null buffer");
+  expect_message(message([&] { dequantize_int4_lut(a.data(), gs.data(), nullptr, rows, cols, back.data()); }),
+                 "dequantize_int4_lut: null buffer");
+  // The quantiser: a weight that is not finite, and a shape.
+  std::vector<float> w = random_weights(rows, cols, 9);
+  std::vector<uint8_t> qp(a.size()), qg(gs.size());
+  w[size_t(3) * cols + 17] = std::nanf("");
+  expect_message(message([&] { quantize_int4_lut(w.data(), rows, cols, qp.data(), qg.data(), S.data()); }),
+                 "weight (3, 17) is not finite");
+  expect_message(message([&] { quantize_int4_lut(w.data(), rows, 200, qp.data(), qg.data(), S.data()); }),
+                 "a positive multiple of 128");
+}
 #endif  // XSTAGE_HAVE_MOE

@@ -38,7 +38,13 @@ enum class MoeEpilogue : int { bf16 = 0, swiglu_fp8 = 1 };
 //   mxfp4_rs  (w4a8_mxfp4 only): B and b_scales (fp32 [experts, k/128, n], block scales) from
 //             prepack_mxfp4_rs; b_e8m0 unused. B is moe_weight_bytes(quant, layout, ...) long.
 //             The math is dequantize_mxfp4_w4a8(..., kMxfp4RsMaxExponentGap = 11).
-enum class MoeWeightLayout : int { rows = 0, int4_rs = 1, mxfp4_rs = 2 };
+//   int4_rs_lut (w4a8_int4 only): INT4 with two-level scales (quantize_int4_lut: an e4m3 scale
+//             per row and 128-K group, an fp32 scale per row), B from prepack_int4_lut_rs (the
+//             int4_rs codes plus every row's conversion table per K block: the group scale is
+//             applied before the wgmma), b_scales = the fp32 channel scales [experts, n]. The
+//             math is dequantize_int4_lut. Kernels w4a8rs_lut_*: the promotion is one FFMA per
+//             value, as W8A8's (int4_rs needs two: token and weight scales are both vectors).
+enum class MoeWeightLayout : int { rows = 0, int4_rs = 1, mxfp4_rs = 2, int4_rs_lut = 3 };
 const char* moe_weight_layout_name(MoeWeightLayout l);
 const char* moe_quant_name(MoeQuant q);
 const char* moe_epilogue_name(MoeEpilogue e);
@@ -55,7 +61,7 @@ struct MoeGemmArgs {
   const float* a_scales = nullptr;
   const void* b = nullptr;
   MoeWeightLayout b_layout = MoeWeightLayout::rows;
-  const float* b_scales = nullptr;    // w8a8, w4a8_int4, and w4a8_mxfp4 in the mxfp4_rs layout
+  const float* b_scales = nullptr;    // w8a8, w4a8_int4 (int4_rs_lut: [experts, n]), w4a8_mxfp4 in mxfp4_rs
   const uint8_t* b_e8m0 = nullptr;    // w4a8_mxfp4 in the rows layout only
   const int* counts = nullptr;
   const int* offsets = nullptr;
@@ -142,7 +148,8 @@ int plan_swiglu_block_m(int tokens_per_expert, int experts, int n, int ctas);
 // of n x k weights.
 long long moe_weight_bytes(MoeQuant quant, int experts, int n, int k);
 long long moe_weight_scale_bytes(MoeQuant quant, int experts, int n, int k);
-// The same for weights in layout l (mxfp4_rs: the prepacked bytes and fp32 block scales).
+// The same for weights in layout l (mxfp4_rs: the prepacked bytes and fp32 block scales;
+// int4_rs_lut: codes plus tables, and fp32 channel scales).
 long long moe_weight_bytes(MoeQuant quant, MoeWeightLayout l, int experts, int n, int k);
 long long moe_weight_scale_bytes(MoeQuant quant, MoeWeightLayout l, int experts, int n, int k);
 
@@ -158,11 +165,13 @@ long long moe_weight_scale_bytes(MoeQuant quant, MoeWeightLayout l, int experts,
 int plan_block_n(MoeQuant quant, MoeEpilogue epilogue, int block_m, int tokens_per_expert, int experts, int n,
                  int ctas, int schedule = -1);
 
-// Cluster shape of the w8a8 tiles planned for an expected number of tokens per expert: 1 x 1
-// (the multicast clusters are shipped for forcing; a SwiGLU 64 x 256 tile at >= 8192 tokens runs
-// 2 x 1, +1-3 % on six of seven models in run 55, but there the plan is usually the 128 x 256
-// tile). Not seen here: where plan_block_n picks the 128 x 192 tile, the call runs it in 2 x 1
-// clusters (+2-5 % at 8192 tokens, run 58; select_moe_instantiation reports the result).
+// Cluster shape of the w8a8 tiles planned for an expected number of tokens per expert, without a
+// shape: 2 x 1 for SwiGLU from 1024 tokens (its 128 x 256 tile: +1-4 % at 8192 tokens, run 68),
+// else 1 x 1 (a SwiGLU 64 x 256 tile at >= 8192 tokens runs 2 x 1, +1-3 % on six of seven
+// models in run 55, but there the plan is usually the 128 x 256 tile). Not seen here: where
+// plan_block_n picks the 128 x 192 tile the call runs it in 2 x 1 clusters (+2-5 % at 8192
+// tokens, run 58), and the 128 x 256 one too from 1024 tokens (run 68);
+// select_moe_instantiation reports the result.
 struct MoeCluster {
   int m = 1;
   int n = 1;

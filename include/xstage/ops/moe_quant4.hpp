@@ -77,4 +77,39 @@ long long prepack_mxfp4_rs(const uint8_t* packed, const uint8_t* e8m0, int rows,
                            float* block_scales);
 long long prepacked_mxfp4_rs_bytes(int rows, int cols);
 
+// INT4 with two-level scales ("int4 lut", MoeWeightLayout::int4_rs_lut): the register-operand
+// kernel applies the group scale while converting a code to e4m3 (one 8-byte table per row and
+// 128-K block, src/kernels/moe/w4a8_rs_layout.hpp), so only a per-row fp32 scale is left for the
+// epilogue and the promotion is one FFMA per value instead of a multiply by a per-group scale.
+// Per row r a channel scale S[r]; per (row, 128-column group kb) an e4m3 group scale gs; per
+// value a symmetric code q in -7..7. The kernel's math (dequantize_int4_lut):
+//   w'[r, c] = S[r] * e4m3(|q| * gs) * sign(q),  e4m3 = round to nearest even (fp8_e4m3_encode)
+// Quantiser rule: amax_g = max(max |w| over the group, kInt4AmaxFloor) and s_g = amax_g / 7 (the
+// group scale of quantize_int4_g128); S[r] = (max over the row's groups of s_g) / 64, so the
+// row's largest group scale is exactly kInt4LutGroupScaleMax = 64 and no table entry exceeds
+// 7 * 64 = 448, the e4m3 maximum; gs = e4m3(s_g / S[r]) (RNE). A group whose s_g is at most 2^-16
+// of the row's largest rounds to gs = 0 and all its codes are 0 (its values are at most 2^-16
+// of the row's largest |w|). Codes: q0 = clamp(round_half_even(w / (gs * S)), -7, 7), then of
+// q0 - 1, q0, q0 + 1 (clamped) the one whose w' is closest to w (ties: the smaller |q|): the
+// e4m3 rounding of a table entry can make a neighbour of q0 nearer, never one further away.
+// Codes pack as quantize_int4_g128's (int4_decode reads them); group scales are e4m3 bytes
+// stored K-group-major, group_e4m3[kb * rows + r]; channel_scales[r] = S[r]. rows > 0, cols a
+// positive multiple of 128; a weight that is not finite throws InvalidArgument.
+inline constexpr float kInt4LutGroupScaleMax = 64.f;
+void quantize_int4_lut(const float* w, int rows, int cols, uint8_t* packed, uint8_t* group_e4m3,
+                       float* channel_scales);
+// out [rows, cols] = w' above. Throws InvalidArgument for what the kernel cannot run: a code of
+// -8 or a group scale byte that is negative, NaN or above 64 (as prepack_int4_lut_rs).
+void dequantize_int4_lut(const uint8_t* packed, const uint8_t* group_e4m3, const float* channel_scales, int rows,
+                         int cols, float* out);
+// The bytes of one expert's prepacked int4 lut weights: (rows / 128) * (cols / 128) chunks of
+// kRsLutChunkBytes (the int4_rs codes plus 1024 table bytes). rows and cols multiples of 128.
+long long prepacked_int4_lut_rs_bytes(int rows, int cols);
+// packed [rows, cols / 2] and group_e4m3 [cols / 128, rows] as quantize_int4_lut writes them ->
+// out (prepacked_int4_lut_rs_bytes(rows, cols) bytes): the codes at the int4_rs places of each
+// chunk and, per row and 128-K block, the table e4m3(m * gs), m = 0..7. The channel scales go to
+// the kernel as they are. Throws InvalidArgument (naming the weight or the group) for a code of
+// -8 or a group scale byte that is negative, NaN or above 64. Per expert as prepack_int4_rs.
+void prepack_int4_lut_rs(const uint8_t* packed, const uint8_t* group_e4m3, int rows, int cols, uint8_t* out);
+
 }  // namespace xstage::ops

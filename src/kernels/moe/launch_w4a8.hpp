@@ -40,6 +40,14 @@ cudaError_t moe_w4a8rs_mxfp4_bf16_m256n128(const MoeW4A8Params& p, cudaStream_t 
 KernelInfo moe_w4a8rs_mxfp4_bf16_m256n128_info();
 cudaError_t moe_w4a8rs_mxfp4_swiglu_m64n256(const MoeW4A8Params& p, cudaStream_t stream);
 KernelInfo moe_w4a8rs_mxfp4_swiglu_m64n256_info();
+// INT4 with two-level scales (MoeWeightLayout::int4_rs_lut): per-row conversion tables with the
+// e4m3 group scale folded in, one-FFMA promotion, fp32 channel scales in the epilogue.
+cudaError_t moe_w4a8rs_lut_bf16_m128n128(const MoeW4A8Params& p, cudaStream_t stream);
+KernelInfo moe_w4a8rs_lut_bf16_m128n128_info();
+cudaError_t moe_w4a8rs_lut_bf16_m256n128(const MoeW4A8Params& p, cudaStream_t stream);
+KernelInfo moe_w4a8rs_lut_bf16_m256n128_info();
+cudaError_t moe_w4a8rs_lut_swiglu_m64n256(const MoeW4A8Params& p, cudaStream_t stream);
+KernelInfo moe_w4a8rs_lut_swiglu_m64n256_info();
 
 // The kernel a format runs (each tile has one per format).
 KernelInfo moe_w4a8_bf16_m192n128_info(W4Format f);

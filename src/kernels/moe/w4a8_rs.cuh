@@ -60,10 +60,16 @@ using namespace cute;
 // kPieces_ (bf16 only): 128-token pieces per tile. With 2, a warp group converts its weight
 // fragments of a K block once and runs them against both token pieces, one after the other
 // (one per-K-block accumulator, two fp32 accumulators): half the conversion per MAC.
-template <int kStages_, bool kGateUp_, int kStudy_ = 0, bool kMx_ = false, int kPieces_ = 1>
+// kLut_: INT4 with two-level scales (ops::prepack_int4_lut_rs): each chunk carries every row's
+// conversion table for its K block (the e4m3 group scale folded in, w4a8_rs_layout.hpp), so the
+// promotion keeps only the token scale (one FFMA per value, as W8A8) and w_scales are fp32
+// channel scales [experts, n], applied once per tile in the epilogue.
+template <int kStages_, bool kGateUp_, int kStudy_ = 0, bool kMx_ = false, int kPieces_ = 1, bool kLut_ = false>
 struct W4RsTraits {
   static constexpr int kStudy = kStudy_;
   static constexpr bool kMx = kMx_;
+  static constexpr bool kLut = kLut_;
+  static_assert(!(kMx && kLut), "one weight format");
   static constexpr bool kGateUp = kGateUp_;
   static constexpr int kPieces = kPieces_;
   static_assert(kPieces == 1 || (kPieces == 2 && !kGateUp), "two token pieces: the bf16 tile");
@@ -96,9 +102,10 @@ struct W4RsTraits {
                                       take<0, 2>(SmemLayoutX{}), Shape<Int<kPieceT>, Int<kBlockK>>{}, Int<1>{}));
 
   static constexpr uint32_t kBytesX = kBlockT * kBlockK;
-  static constexpr uint32_t kChunkBytes = kMx ? kRsMxChunkBytes : kRsChunkBytes;  // one 128-row chunk, prepacked
+  // one 128-row chunk, prepacked
+  static constexpr uint32_t kChunkBytes = kMx ? kRsMxChunkBytes : kLut ? kRsLutChunkBytes : kRsChunkBytes;
   static constexpr uint32_t kPackedBytes = kBlocks * kChunkBytes;
-  static constexpr uint32_t kWScaleBytes = kBlocks * 128 * 4;
+  static constexpr uint32_t kWScaleBytes = kLut ? 0 : kBlocks * 128 * 4;  // per-K-block weight scales
   static constexpr uint32_t kTxBytes = kBytesX + kPackedBytes + kWScaleBytes;  // TMA + bulk copies
   static constexpr int kScaleLanes = 32;  // producer lanes copying token scales (cp.async arrivals)
   // Token scales of a stage in shared memory, ordered by the consumer thread that reads them:
@@ -142,7 +149,7 @@ struct MoeW4A8RsKernel {
     typename T::TmaX tma_x;
     typename T::ShapeX shape_x;
     const uint8_t* w;        // prepacked int4 / mxfp4 weights (w4a8_rs_layout.hpp)
-    const float* w_scales;   // fp32 [experts, k/128, n] (mxfp4: block scales from prepacking)
+    const float* w_scales;   // fp32 [experts, k/128, n] (mxfp4: block scales from prepacking; lut: [experts, n])
     const float* a_scales;   // fp32 [k/128, m_total]
     const int* counts;
     const int* offsets;
@@ -160,7 +167,7 @@ struct MoeW4A8RsKernel {
   struct SharedStorage {
     cute::array_aligned<Element, cute::cosize_v<typename T::SmemLayoutX>, 1024> x;
     cute::array_aligned<uint8_t, kStages * T::kPackedBytes, 128> w;
-    cute::array_aligned<float, kStages * kBlocks * 128, 16> ws;
+    cute::array_aligned<float, T::kLut ? 4 : kStages * kBlocks * 128, 16> ws;  // lut: unused
     cute::array_aligned<float, kStages * T::kAsStage, 16> as;
     cute::array_aligned<uint8_t, kEpiBytes, 128> epi;
     uint64_t full[kStages];
@@ -238,8 +245,9 @@ struct MoeW4A8RsKernel {
           for (int c = 0; c < kBlocks; ++c) {
             SM90_BULK_COPY_G2S::copy(wsrc[c] + static_cast<int64_t>(kb) * T::kChunkBytes, full,
                                      ss.w.data() + (write.index * kBlocks + c) * T::kChunkBytes, T::kChunkBytes);
-            SM90_BULK_COPY_G2S::copy(ssrc[c] + static_cast<int64_t>(kb) * p.n, full,
-                                     ss.ws.data() + (write.index * kBlocks + c) * 128, 512);
+            if constexpr (!T::kLut)
+              SM90_BULK_COPY_G2S::copy(ssrc[c] + static_cast<int64_t>(kb) * p.n, full,
+                                       ss.ws.data() + (write.index * kBlocks + c) * 128, 512);
           }
         }
         // Token scales: rows past the expert's tokens read as zero (their products are never stored).
@@ -267,7 +275,8 @@ struct MoeW4A8RsKernel {
   // Loads and converts this thread's values of 64-row block b of stage `s` (two 16-byte loads; the
   // sign-magnitude code of w4a8_rs_layout.hpp: 8 integer instructions per 8 values). MXFP4: one
   // more 8-byte load (the gaps of rows r0 and r0 + 8) and per K step each row's table shifted
-  // by its sub-block's gap (3 instructions per row and step).
+  // by its sub-block's gap (3 instructions per row and step). INT4 two-level: one 16-byte load,
+  // the tables of rows r0 and r0 + 8 for the whole K block.
   __device__ __forceinline__ static void convert_block(SharedStorage& ss, int s, int b, int g, int wt, uint32_t t0,
                                                        uint32_t t1, FragA& f) {
     const uint32_t chunk = cute::cast_smem_ptr_to_uint(ss.w.data() + (s * kBlocks + b) * T::kChunkBytes);
@@ -277,11 +286,14 @@ struct MoeW4A8RsKernel {
     const uint32_t words[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
     uint2 gaps = make_uint2(0u, 0u);
     if constexpr (T::kMx) gaps = ld_shared_u2(chunk + kRsChunkBytes + 8 * (32 * g + 8 * (wt / 32) + (wt % 32) / 4));
+    uint4 rows_lut = make_uint4(t0, t1, t0, t1);
+    if constexpr (T::kLut) rows_lut = ld_shared_u4(chunk + kRsChunkBytes + 16 * (32 * g + 8 * (wt / 32) + (wt % 32) / 4));
     Tensor f32 = recast<uint32_t>(f);
     static_assert(decltype(size(f32))::value == 16, "4 registers per K step");
     CUTE_UNROLL
     for (int j = 0; j < 4; ++j) {  // K step j = sub-block j of the 128-K block
-      uint32_t a0 = t0, a1 = t1, b0 = t0, b1 = t1;  // tables of rows r0 (A registers) and r0 + 8 (B)
+      // tables of rows r0 (A registers) and r0 + 8 (B)
+      uint32_t a0 = rows_lut.x, a1 = rows_lut.y, b0 = rows_lut.z, b1 = rows_lut.w;
       if constexpr (T::kMx) {
         // 8 * gap in every byte; the zero entry (byte 0 of the low word) stays zero.
         const uint32_t ga = prmt(gaps.x, 0u, 0x1111u * j), gb = prmt(gaps.y, 0u, 0x1111u * j);
@@ -354,12 +366,14 @@ struct MoeW4A8RsKernel {
     // values 8c .. 8c + 7; piece pc's start kPieceT / 4 floats into the thread's row).
     auto promote = [&](Acc (&pt)[kBlocks], int s, auto pc_c) {
       constexpr int pc = decltype(pc_c)::value;  // compile time: acc[] stays in registers
-      float w0[kBlocks], w1[kBlocks];
+      [[maybe_unused]] float w0[kBlocks], w1[kBlocks];  // weight scales (not with kLut)
       CUTE_UNROLL
       for (int b = 0; b < kBlocks; ++b) {
         warpgroup_fence_operand(pt[b]);
-        w0[b] = ss.ws[(s * kBlocks + b) * 128 + wrow0];
-        w1[b] = ss.ws[(s * kBlocks + b) * 128 + wrow0 + 8];
+        if constexpr (!T::kLut) {
+          w0[b] = ss.ws[(s * kBlocks + b) * 128 + wrow0];
+          w1[b] = ss.ws[(s * kBlocks + b) * 128 + wrow0 + 8];
+        }
       }
       CUTE_UNROLL
       for (int c = 0; c < kPieceT / 16; ++c) {
@@ -373,6 +387,7 @@ struct MoeW4A8RsKernel {
           for (int b = 0; b < kBlocks; ++b) {
             Acc& ac = acc[pc * kBlocks + b];
             if constexpr ((T::kStudy & 2) != 0) ac(i) += pt[b](i);
+            else if constexpr (T::kLut) ac(i) = fmaf(pt[b](i), a, ac(i));
             else ac(i) = fmaf(pt[b](i) * a, (i & 2) ? w1[b] : w0[b], ac(i));
           }
         }
@@ -448,12 +463,20 @@ struct MoeW4A8RsKernel {
     const int tok0 = pc * kPieceT;  // the piece's first token in the tile
     const int frow = (wt / 32) * 16 + (wt % 32) / 4;  // weight row inside the group's 64
     const int q = wt % 4;
+    // INT4 two-level: the channel scales of this thread's two weight rows (output columns).
+    float cs0 = 1.f, cs1 = 1.f;
+    if constexpr (T::kLut) {
+      const float* cs = p.w_scales + static_cast<int64_t>(t.expert) * p.n + t.n_block * 128 + 64 * g + frow;
+      cs0 = __ldg(cs);
+      cs1 = __ldg(cs + 8);
+    }
     cutlass::arch::NamedBarrier::sync(128, bar);  // the previous tile's copy-out has read the staging
     CUTE_UNROLL
     for (int i = 0; i < size(acc); ++i) {
       const int tok = 2 * q + (i & 1) + 8 * (i / 4);
       const int col = frow + ((i & 2) ? 8 : 0);
-      *reinterpret_cast<__nv_bfloat16*>(staged + tok * kPitch + col * 2) = __float2bfloat16_rn(acc(i));
+      const float v = T::kLut ? acc(i) * ((i & 2) ? cs1 : cs0) : acc(i);
+      *reinterpret_cast<__nv_bfloat16*>(staged + tok * kPitch + col * 2) = __float2bfloat16_rn(v);
     }
     cutlass::arch::NamedBarrier::sync(128, bar);
     constexpr int kChunks = 64 * 2 / 16;  // 16-byte pieces per token row of the group
@@ -482,12 +505,22 @@ struct MoeW4A8RsKernel {
     const int crow = 64 * g + (wt / 32) * 16 + lane / 4;  // channel inside the tile (and + 8)
     const int q = lane % 4;
     constexpr int kVals = decltype(size(acc[0]))::value;  // kBlockT / 2
+    // INT4 two-level: channel scales of this thread's gate rows (crow, crow + 8) and up rows.
+    float gs[2] = {1.f, 1.f}, us[2] = {1.f, 1.f};
+    if constexpr (T::kLut) {
+      const float* cs = p.w_scales + static_cast<int64_t>(t.expert) * p.n + t.n_block * 128 + crow;
+      gs[0] = __ldg(cs);
+      gs[1] = __ldg(cs + 8);
+      us[0] = __ldg(cs + p.n / 2);
+      us[1] = __ldg(cs + p.n / 2 + 8);
+    }
     float h[kVals];
     CUTE_UNROLL
     for (int i = 0; i < kVals; ++i) {
       const int tok = 2 * q + (i & 1) + 8 * (i / 4);
       const float rw = tok < t.rows ? __ldg(p.row_weights + t.row_begin + tok) : 0.f;
-      h[i] = swiglu(acc[0](i), acc[1](i)) * rw;
+      h[i] = T::kLut ? swiglu(acc[0](i) * gs[(i >> 1) & 1], acc[1](i) * us[(i >> 1) & 1]) * rw
+                     : swiglu(acc[0](i), acc[1](i)) * rw;
     }
     // Per-token amax: this thread's two channels, then the 8 lanes of the quad column (xor over
     // lane bits 2..4), then one partial per warp.

@@ -32,6 +32,15 @@
 // sub-block's table e4m3(. * 2^(6 - gap)) by subtracting 8 * gap from every nonzero byte (an
 // exponent shift, exact while the result stays normal: gap <= kRsMxMaxGap); prepacking zeroes
 // the codes of sub-blocks with a larger gap (ops::prepack_mxfp4_rs).
+//
+// INT4 with two-level scales (kRsLutChunkBytes chunks, MoeWeightLayout::int4_rs_lut): the codes
+// as for int4_rs, and 1024 more bytes per chunk, the conversion tables: for consumer thread t of
+// warp group g the 16 bytes at 8192 + 16 * (32 * g + 8 * (t / 32) + (t % 32) / 4) hold row r0's
+// table (bytes 0..7) and row r0 + 8's (bytes 8..15), byte m = e4m3(m * gs) for magnitude m =
+// 0..7, gs = the row's e4m3 group scale of this 128-K block (ops::quantize_int4_lut). The
+// kernel converts with the row's table instead of e4m3(0..7), so the group scale is applied
+// before the wgmma and only the fp32 channel scale (per row, constant along K) is left for the
+// epilogue: the promotion is one FFMA per value (acc += part * a_scale[token]), as in W8A8.
 #pragma once
 #include <cstdint>
 
@@ -41,6 +50,8 @@ inline constexpr int kRsChunkBytes = 8192;     // 128 weight rows x 128 K values
 inline constexpr int kRsMxGapBytes = 512;      // MXFP4: 8 * gap per row per 32-value sub-block
 inline constexpr int kRsMxChunkBytes = kRsChunkBytes + kRsMxGapBytes;
 inline constexpr int kRsMxMaxGap = 11;         // e4m3(1/2 * 2^(6 - 11)) = 2^-6, the smallest normal
+inline constexpr int kRsLutTableBytes = 1024;  // INT4 two-level: 8 table bytes per row per 128-K block
+inline constexpr int kRsLutChunkBytes = kRsChunkBytes + kRsLutTableBytes;
 
 struct RsCodePos {
   int64_t word_byte;  // byte offset of the 32-bit word from the start of the expert's weights
@@ -88,6 +99,17 @@ inline int64_t rs_gap_pos(int row, int sub, int k) {
   const int64_t chunk = static_cast<int64_t>(rp.rb) * (k / 128) + sub / 4;
   return chunk * kRsMxChunkBytes + kRsChunkBytes + 8 * (32 * rp.g + 8 * rp.warp + rp.lane_row) + 4 * rp.hi_row +
          sub % 4;
+}
+
+// INT4 two-level: where the 8-byte table of weight row `row`, 128-K block `kb` goes (byte m of
+// it: magnitude m).
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+inline int64_t rs_lut_table_pos(int row, int kb, int k) {
+  const RsRowPos rp = rs_row_pos(row);
+  const int64_t chunk = static_cast<int64_t>(rp.rb) * (k / 128) + kb;
+  return chunk * kRsLutChunkBytes + kRsChunkBytes + 16 * (32 * rp.g + 8 * rp.warp + rp.lane_row) + 8 * rp.hi_row;
 }
 
 }  // namespace xstage::kernels::moe
