@@ -81,6 +81,7 @@ km::KernelInfo w4a8rs_mxfp4_swiglu_info(km::W4Format) { return km::moe_w4a8rs_mx
 km::KernelInfo w4a8rs_lut_bf16_info(km::W4Format) { return km::moe_w4a8rs_lut_bf16_m128n128_info(); }
 km::KernelInfo w4a8rs_lut_bf16_m256_info(km::W4Format) { return km::moe_w4a8rs_lut_bf16_m256n128_info(); }
 km::KernelInfo w4a8rs_lut_swiglu_info(km::W4Format) { return km::moe_w4a8rs_lut_swiglu_m64n256_info(); }
+km::KernelInfo w4a8rs_lut_swiglu_m128_info(km::W4Format) { return km::moe_w4a8rs_lut_swiglu_m128n256_info(); }
 
 const Entry kEntries[] = {
     {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 1, 1, "w8a8_bf16_m128n128", km::moe_w8a8_bf16_m128n128,
@@ -137,6 +138,8 @@ const Entry kEntries[] = {
      km::moe_w4a8rs_lut_bf16_m256n128, w4a8rs_lut_bf16_m256_info, MoeWeightLayout::int4_rs_lut},
     {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 64, 1, 1, "w4a8rs_lut_swiglu_m64n256", nullptr, nullptr,
      km::moe_w4a8rs_lut_swiglu_m64n256, w4a8rs_lut_swiglu_info, MoeWeightLayout::int4_rs_lut},
+    {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 128, 1, 1, "w4a8rs_lut_swiglu_m128n256", nullptr, nullptr,
+     km::moe_w4a8rs_lut_swiglu_m128n256, w4a8rs_lut_swiglu_m128_info, MoeWeightLayout::int4_rs_lut},
 };
 
 MoeQuant table_quant(MoeQuant q) { return moe_is_w4a8(q) ? MoeQuant::w4a8_int4 : q; }
@@ -157,9 +160,12 @@ int plan_swiglu_width(int schedule) { return schedule >= 0 && (schedule & 1) ? 1
 // per expert (each converted weight fragment serves two 128-token pieces: 1.012-1.059x of the
 // 128-token tile for int4, 1.059-1.108x for mxfp4, on all 28 cells at 1024 and 8192 tokens,
 // run 65; not measured below), else 128.
+// The int4_rs_lut layout also has a 128-token SwiGLU tile (two 64-token pieces per converted
+// fragment), planned from the same count.
 constexpr int kW4RsTallMinTokens = 1024;
-int plan_rs_block_m(MoeEpilogue epilogue, int tokens) {
-  if (epilogue == MoeEpilogue::swiglu_fp8) return 64;
+int plan_rs_block_m(MoeWeightLayout layout, MoeEpilogue epilogue, int tokens) {
+  if (epilogue == MoeEpilogue::swiglu_fp8)
+    return layout == MoeWeightLayout::int4_rs_lut && tokens >= kW4RsTallMinTokens ? 128 : 64;
   return tokens >= kW4RsTallMinTokens ? 256 : 128;
 }
 
@@ -207,8 +213,9 @@ int grid_ctas(const MoeGemmArgs& a) {
 
 std::string shipped_tiles(const MoeGemmArgs& a) {
   if (a.b_layout != MoeWeightLayout::rows)
-    return fmt::format("the {} layout ships: bf16 m128n128 1x1, bf16 m256n128 1x1, swiglu_fp8 m64n256 1x1",
-                       moe_weight_layout_name(a.b_layout));
+    return fmt::format("the {} layout ships: bf16 m128n128 1x1, bf16 m256n128 1x1, swiglu_fp8 m64n256 1x1{}",
+                       moe_weight_layout_name(a.b_layout),
+                       a.b_layout == MoeWeightLayout::int4_rs_lut ? ", swiglu_fp8 m128n256 1x1" : "");
   if (moe_is_w4a8(a.quant)) return "w4a8 ships: bf16 m64n256 1x1, bf16 m192n128 1x1, swiglu_fp8 m64n256 1x1";
   return "w8a8 ships: bf16 m64n256 1x1, bf16 m128n128 1x1/2x1/1x2/2x2, bf16 m128n192 1x1/2x1, "
          "bf16 m128n256 1x1/2x1, bf16 m192n128 1x1, swiglu_fp8 m64n256 1x1/2x1, swiglu_fp8 m128n128 1x1, "
@@ -220,7 +227,7 @@ const Entry& find_entry(const MoeGemmArgs& a) {
   const bool rs = a.b_layout != MoeWeightLayout::rows;
   const bool swiglu_w8 = !rs && a.quant == MoeQuant::w8a8 && a.epilogue == MoeEpilogue::swiglu_fp8;
   int bm = a.block_m != 0 ? a.block_m
-           : rs           ? plan_rs_block_m(a.epilogue, tokens)
+           : rs           ? plan_rs_block_m(a.b_layout, a.epilogue, tokens)
            : swiglu_w8    ? plan_swiglu_block_m(tokens, a.experts, a.n, grid_ctas(a))
                           : plan_block_m(a.quant, a.epilogue, tokens, a.k);
   if (a.block_m == 0 && !rs && a.block_n != 0)  // a forced width picks the height it ships with

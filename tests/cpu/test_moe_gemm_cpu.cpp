@@ -431,7 +431,18 @@ TEST(MoeGemmValidate, Int4LutRegisterOperandLayout) {
   EXPECT_NE(inst.smem_bytes, ops::select_moe_instantiation(i4).smem_bytes);
   MoeGemmArgs sw = good(MoeEpilogue::swiglu_fp8);
   EXPECT_NO_THROW(ops::validate(sw));
+  sw.tokens_per_expert_hint = 1023;
   EXPECT_EQ(ops::select_moe_instantiation(sw).name, "w4a8rs_lut_swiglu_m64n256");
+  sw.tokens_per_expert_hint = 1024;  // from 1024 tokens: two 64-token pieces per converted fragment
+  const auto sw128 = ops::select_moe_instantiation(sw);
+  EXPECT_EQ(sw128.name, "w4a8rs_lut_swiglu_m128n256");
+  EXPECT_EQ(sw128.block_m, 128);
+  EXPECT_EQ(sw128.block_n, 256);
+  EXPECT_LE(sw128.smem_bytes, 227 * 1024);
+  EXPECT_LE(128 * sw128.producer_regs + 256 * sw128.consumer_regs, 65536);
+  sw.tokens_per_expert_hint = 16;
+  sw.block_m = 128;  // forced
+  EXPECT_EQ(ops::select_moe_instantiation(sw).name, "w4a8rs_lut_swiglu_m128n256");
   const auto check = [&](auto mutate, const std::string& needle, MoeEpilogue epi = MoeEpilogue::bf16) {
     MoeGemmArgs b = good(epi);
     mutate(b);
@@ -445,7 +456,9 @@ TEST(MoeGemmValidate, Int4LutRegisterOperandLayout) {
         "b_scales = 0x50002 is not 4-byte aligned (fp32 channel scales from quantize_int4_lut)");
   check([](auto& b) { b.schedule = 2; }, "int4_rs_lut kernel has one consumer schedule; schedule 2");
   check([](auto& b) { b.block_m = 192; }, "block_m 192 and cluster 1x1 (the int4_rs_lut layout ships: bf16 m128n128 1x1");
-  check([](auto& b) { b.block_m = 128; }, "swiglu_fp8 kernel with block_m 128 and cluster 1x1 (the int4_rs_lut layout",
+  check([](auto& b) { b.block_m = 256; },
+        "swiglu_fp8 kernel with block_m 256 and cluster 1x1 (the int4_rs_lut layout ships: bf16 m128n128 1x1, bf16 "
+        "m256n128 1x1, swiglu_fp8 m64n256 1x1, swiglu_fp8 m128n256 1x1)",
         MoeEpilogue::swiglu_fp8);
   EXPECT_STREQ(ops::moe_weight_layout_name(MoeWeightLayout::int4_rs_lut), "int4_rs_lut");
   // 8192 code bytes + 1024 table bytes per 128 x 128 chunk; one fp32 channel scale per row.

@@ -776,8 +776,8 @@ TEST(MoeGemmGpu, W4A8RegisterOperandSwiGlu) {
 }
 
 // The register-operand INT4 kernels for two-level scales (prepack_int4_lut_rs: the e4m3 group
-// scale in each row's conversion table, fp32 channel scales in the epilogue): all three tiles
-// (128 and 256 tokens bf16, SwiGLU) over DiT / DSv4-class shapes, uneven and empty experts,
+// scale in each row's conversion table, fp32 channel scales in the epilogue): all four tiles
+// (128 and 256 tokens bf16, 64 and 128 tokens SwiGLU) over DiT / DSv4-class shapes, uneven and empty experts,
 // counts not multiples of the tile, gaps on 1-3 CTAs, one token per expert, 3000 tokens in one
 // expert, one K block; weights from quantize_int4_lut with rows and groups of different
 // magnitude and all-zero groups.
@@ -786,7 +786,7 @@ Case rs_lut(Case c, int block_m) {
   c.quant = kInt4;
   c.rs = true;
   c.lut = true;
-  if (c.epilogue == MoeEpilogue::bf16) c.block_m = block_m;
+  c.block_m = block_m;
   return c;
 }
 TEST(MoeGemmGpu, W4A8RegisterOperandLut) {
@@ -815,13 +815,18 @@ TEST(MoeGemmGpu, W4A8RegisterOperandLut) {
     run_case(rs_lut({"one_expert_3000", MoeEpilogue::bf16, 1024, 768, {3000}, {}}, bm), s + 5);
     run_case(rs_lut({"k128_1cta", MoeEpilogue::bf16, 256, 128, {100, 0, 250}, {}, 0, 1}, bm), s + 6);
   }
-  run_case(rs_lut({"dit_l1_swiglu", MoeEpilogue::swiglu_fp8, 2 * 5632, 1408, kUneven, {}}, 64), 991);
-  run_case(rs_lut({"ds_l1_swiglu", MoeEpilogue::swiglu_fp8, 2 * 2048, 4096, {5, 0, 130, 257, 64, 1, 0, 90}, {}}, 64),
-           992);
-  run_case(rs_lut({"gaps_1cta_swiglu", MoeEpilogue::swiglu_fp8, 512, 1024, counts, gaps, 0, 1}, 64), 993);
-  run_case(rs_lut({"one_token_x32_sw", MoeEpilogue::swiglu_fp8, 1024, 1408, std::vector<int>(32, 1), {}}, 64), 994);
-  run_case(rs_lut({"one_expert_3000_sw", MoeEpilogue::swiglu_fp8, 512, 768, {0, 3000}, {}, 0, 2}, 64), 995);
-  run_case(rs_lut({"k128_swiglu", MoeEpilogue::swiglu_fp8, 512, 128, {1, 0, 65, 3}, {}, 0, 1}, 64), 996);
+  // SwiGLU: 64-token tiles, and 128-token tiles of two pieces (the second piece partly or wholly
+  // past the expert's tokens in the uneven cases).
+  for (int bm : {64, 128}) {
+    const uint64_t s = 991 + 10 * (bm / 64);
+    run_case(rs_lut({"dit_l1_swiglu", MoeEpilogue::swiglu_fp8, 2 * 5632, 1408, kUneven, {}}, bm), s);
+    run_case(rs_lut({"ds_l1_swiglu", MoeEpilogue::swiglu_fp8, 2 * 2048, 4096, {5, 0, 130, 257, 64, 1, 0, 90}, {}}, bm),
+             s + 1);
+    run_case(rs_lut({"gaps_1cta_swiglu", MoeEpilogue::swiglu_fp8, 512, 1024, counts, gaps, 0, 1}, bm), s + 2);
+    run_case(rs_lut({"one_token_x32_sw", MoeEpilogue::swiglu_fp8, 1024, 1408, std::vector<int>(32, 1), {}}, bm), s + 3);
+    run_case(rs_lut({"one_expert_3000_sw", MoeEpilogue::swiglu_fp8, 512, 768, {0, 3000}, {}, 0, 2}, bm), s + 4);
+    run_case(rs_lut({"k128_swiglu", MoeEpilogue::swiglu_fp8, 512, 128, {1, 0, 65, 3}, {}, 0, 1}, bm), s + 5);
+  }
 }
 
 // The register-operand MXFP4 kernels (prepack_mxfp4_rs: per-sub-block exponent gaps folded into

@@ -48,6 +48,8 @@ cudaError_t moe_w4a8rs_lut_bf16_m256n128(const MoeW4A8Params& p, cudaStream_t st
 KernelInfo moe_w4a8rs_lut_bf16_m256n128_info();
 cudaError_t moe_w4a8rs_lut_swiglu_m64n256(const MoeW4A8Params& p, cudaStream_t stream);
 KernelInfo moe_w4a8rs_lut_swiglu_m64n256_info();
+cudaError_t moe_w4a8rs_lut_swiglu_m128n256(const MoeW4A8Params& p, cudaStream_t stream);
+KernelInfo moe_w4a8rs_lut_swiglu_m128n256_info();
 
 // The kernel a format runs (each tile has one per format).
 KernelInfo moe_w4a8_bf16_m192n128_info(W4Format f);

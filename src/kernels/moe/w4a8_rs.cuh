@@ -57,9 +57,10 @@ using namespace cute;
 // kMx_: MXFP4 weights (ops::prepack_mxfp4_rs): each chunk carries its exponent gaps and each
 // K step's table is shifted by its sub-block's gap (w4a8_rs_layout.hpp); w_scales are the
 // block scales 2^(emax - 133).
-// kPieces_ (bf16 only): 128-token pieces per tile. With 2, a warp group converts its weight
-// fragments of a K block once and runs them against both token pieces, one after the other
-// (one per-K-block accumulator, two fp32 accumulators): half the conversion per MAC.
+// kPieces_: token pieces per tile (128 tokens each for bf16, 64 for SwiGLU). With 2, a warp
+// group converts its weight fragments of a K block once and runs them against both token
+// pieces, one after the other (one per-K-block accumulator per weight block, kPieces fp32
+// accumulators): half the conversion per MAC. SwiGLU with 2 pieces: INT4 two-level only.
 // kLut_: INT4 with two-level scales (ops::prepack_int4_lut_rs): each chunk carries every row's
 // conversion table for its K block (the e4m3 group scale folded in, w4a8_rs_layout.hpp), so the
 // promotion keeps only the token scale (one FFMA per value, as W8A8) and w_scales are fp32
@@ -72,7 +73,7 @@ struct W4RsTraits {
   static_assert(!(kMx && kLut), "one weight format");
   static constexpr bool kGateUp = kGateUp_;
   static constexpr int kPieces = kPieces_;
-  static_assert(kPieces == 1 || (kPieces == 2 && !kGateUp), "two token pieces: the bf16 tile");
+  static_assert(kPieces == 1 || (kPieces == 2 && (!kGateUp || kLut_)), "two token pieces: bf16, or SwiGLU with kLut");
   using Element = cutlass::float_e4m3_t;
   static constexpr int kBlocks = kGateUp ? 2 : 1;          // 64-row weight blocks per warp group (gate, up)
   static constexpr int kPieceT = kGateUp ? 64 : 128;       // tokens per wgmma piece
@@ -142,7 +143,7 @@ struct MoeW4A8RsKernel {
   // Epilogue staging, token-major: bf16 64 columns per warp group (one piece at a time); SwiGLU
   // fp8 128 channels.
   static constexpr int kPitch = T::kGateUp ? 128 + 16 : 64 * 2 + 16;
-  static constexpr int kEpiBytes = T::kGateUp ? kBlockT * kPitch + 8 * kBlockT * 4 + kBlockT * 4
+  static constexpr int kEpiBytes = T::kGateUp ? kPieceT * kPitch + 8 * kPieceT * 4 + kPieceT * 4
                                               : T::kConsumerWGs * kPieceT * kPitch;
 
   struct Params {
@@ -492,19 +493,21 @@ struct MoeW4A8RsKernel {
     }
   }
 
-  // SwiGLU: h = silu(gate) * up * row_weight for warp group g's 64 channels; the per-token amax
-  // over the tile's 128 channels goes through shared memory (one partial per warp); fp8 rows
-  // staged token-major, stored in 16-byte pieces by both warp groups; one scale per token.
-  __device__ __forceinline__ void store_swiglu(Params const& p, SharedStorage& ss, Acc const (&acc)[kBlocks],
-                                               WorkTile const& t, int g, int wt) const {
+  // SwiGLU: h = silu(gate) * up * row_weight for warp group g's 64 channels of token piece pc
+  // (acc = its gate and up accumulators); the per-token amax over the tile's 128 channels goes
+  // through shared memory (one partial per warp); fp8 rows staged token-major, stored in 16-byte
+  // pieces by both warp groups; one scale per token.
+  __device__ __forceinline__ void store_swiglu(Params const& p, SharedStorage& ss, Acc const* acc, WorkTile const& t,
+                                               int g, int wt, int pc) const {
     constexpr uint32_t kBoth = static_cast<uint32_t>(NamedBarrierId::swiglu_full);  // the 256 consumer threads
     uint8_t* staged = ss.epi.data();
-    float* partial = reinterpret_cast<float*>(ss.epi.data() + kBlockT * kPitch);  // [8 warps][kBlockT]
-    float* inv = partial + 8 * kBlockT;                                             // [kBlockT]
+    float* partial = reinterpret_cast<float*>(ss.epi.data() + kPieceT * kPitch);  // [8 warps][kPieceT]
+    const int row0 = t.row_begin + pc * kPieceT, rows = t.rows - pc * kPieceT;  // the piece's tokens
+    float* inv = partial + 8 * kPieceT;                                             // [kPieceT]
     const int warp = g * 4 + wt / 32, lane = wt % 32;
     const int crow = 64 * g + (wt / 32) * 16 + lane / 4;  // channel inside the tile (and + 8)
     const int q = lane % 4;
-    constexpr int kVals = decltype(size(acc[0]))::value;  // kBlockT / 2
+    constexpr int kVals = decltype(size(acc[0]))::value;  // kPieceT / 2
     // INT4 two-level: channel scales of this thread's gate rows (crow, crow + 8) and up rows.
     float gs[2] = {1.f, 1.f}, us[2] = {1.f, 1.f};
     if constexpr (T::kLut) {
@@ -518,7 +521,7 @@ struct MoeW4A8RsKernel {
     CUTE_UNROLL
     for (int i = 0; i < kVals; ++i) {
       const int tok = 2 * q + (i & 1) + 8 * (i / 4);
-      const float rw = tok < t.rows ? __ldg(p.row_weights + t.row_begin + tok) : 0.f;
+      const float rw = tok < rows ? __ldg(p.row_weights + row0 + tok) : 0.f;
       h[i] = T::kLut ? swiglu(acc[0](i) * gs[(i >> 1) & 1], acc[1](i) * us[(i >> 1) & 1]) * rw
                      : swiglu(acc[0](i), acc[1](i)) * rw;
     }
@@ -535,17 +538,17 @@ struct MoeW4A8RsKernel {
     cutlass::arch::NamedBarrier::sync(256, kBoth);  // the previous tile's copy-out is done with the staging
     if (lane < 4) {
       CUTE_UNROLL
-      for (int j = 0; j < kVals / 2; ++j) partial[warp * kBlockT + 2 * q + (j & 1) + 8 * (j / 2)] = m[j];
+      for (int j = 0; j < kVals / 2; ++j) partial[warp * kPieceT + 2 * q + (j & 1) + 8 * (j / 2)] = m[j];
     }
     cutlass::arch::NamedBarrier::sync(256, kBoth);
     const int ct = g * 128 + wt;  // consumer thread 0..255
-    if (ct < kBlockT) {
+    if (ct < kPieceT) {
       float a = 0.f;
       CUTE_UNROLL
-      for (int w = 0; w < 8; ++w) a = fmaxf(a, partial[w * kBlockT + ct]);
+      for (int w = 0; w < 8; ++w) a = fmaxf(a, partial[w * kPieceT + ct]);
       const QuantScale qs = quant_scale(a);
       inv[ct] = qs.inv;
-      if (ct < t.rows) p.out_scales[static_cast<int64_t>(t.n_block) * p.m_total + t.row_begin + ct] = qs.scale;
+      if (ct < rows) p.out_scales[static_cast<int64_t>(t.n_block) * p.m_total + row0 + ct] = qs.scale;
     }
     cutlass::arch::NamedBarrier::sync(256, kBoth);
     CUTE_UNROLL
@@ -561,11 +564,11 @@ struct MoeW4A8RsKernel {
     auto* out = static_cast<uint8_t*>(p.out);
     constexpr int kChunks = 128 / 16;  // 16-byte pieces per token row
     CUTE_UNROLL
-    for (int it = 0; it < kBlockT * kChunks / 256; ++it) {
+    for (int it = 0; it < kPieceT * kChunks / 256; ++it) {
       const int idx = ct + 256 * it;
       const int tok = idx / kChunks, c = idx % kChunks;
-      if (tok < t.rows)
-        *reinterpret_cast<uint4*>(out + (t.row_begin + tok) * p.out_ld + t.n_block * 128 + 16 * c) =
+      if (tok < rows)
+        *reinterpret_cast<uint4*>(out + (row0 + tok) * p.out_ld + t.n_block * 128 + 16 * c) =
             *reinterpret_cast<const uint4*>(staged + tok * kPitch + c * 16);
     }
   }
@@ -603,7 +606,10 @@ struct MoeW4A8RsKernel {
         Acc acc[kAccs];
         mma(p, ss, sX, read, g, wt, acc);
         if constexpr (T::kGateUp) {
-          store_swiglu(p, ss, acc, t, g, wt);
+          store_swiglu(p, ss, acc, t, g, wt, 0);
+          if constexpr (kPieces == 2) {
+            if (kPieceT < t.rows) store_swiglu(p, ss, acc + kBlocks, t, g, wt, 1);
+          }
         } else {
           store_bf16(p, ss, acc[0], t, g, wt, 0);
           if constexpr (kPieces == 2) {
