@@ -65,14 +65,9 @@ using namespace cute;
 // conversion table for its K block (the e4m3 group scale folded in, w4a8_rs_layout.hpp), so the
 // promotion keeps only the token scale (one FFMA per value, as W8A8) and w_scales are fp32
 // channel scales [experts, n], applied once per tile in the epilogue.
-// kAhead_ (two pieces only): two fragment buffers, block kb + 1 converted while piece 0 of block
-// kb runs (the one-piece schedule's overlap); needs the 16 registers kLut's promotion frees.
-template <int kStages_, bool kGateUp_, int kStudy_ = 0, bool kMx_ = false, int kPieces_ = 1, bool kLut_ = false,
-          bool kAhead_ = false>
+template <int kStages_, bool kGateUp_, int kStudy_ = 0, bool kMx_ = false, int kPieces_ = 1, bool kLut_ = false>
 struct W4RsTraits {
   static constexpr int kStudy = kStudy_;
-  static constexpr bool kAhead = kAhead_;
-  static_assert(!kAhead_ || kPieces_ == 2, "converting ahead: the two-piece schedule");
   static constexpr bool kMx = kMx_;
   static constexpr bool kLut = kLut_;
   static_assert(!(kMx && kLut), "one weight format");
@@ -407,38 +402,7 @@ struct MoeW4A8RsKernel {
 
     Acc part[kBlocks];
     bounded_wait(&ss.full[read.index], read.phase);
-    if constexpr (T::kAhead) {
-      // Two token pieces, two fragment buffers: block kb + 1 is converted into `nxt` while piece
-      // 0 of block kb runs; then piece 0 is promoted, piece 1 issued, waited for and promoted
-      // (the stage is released).
-      auto step = [&](int kb, Frags& cur, Frags& nxt) {
-        const int s = read.index;
-        issue(tiled_mma, cur, tCrB, s * kPieces, part);
-        State nx = read;
-        nx.advance();
-        if (kb + 1 < kbs) {
-          bounded_wait(&ss.full[nx.index], nx.phase);
-          convert_stage(ss, nx.index, g, wt, t0, t1, nxt);
-        }
-        warpgroup_wait<0>();
-        promote(part, s, Int<0>{});
-        issue(tiled_mma, cur, tCrB, s * kPieces + 1, part);
-        warpgroup_wait<0>();
-        CUTE_UNROLL
-        for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(cur[b]);
-        promote(part, s, Int<1>{});
-        read = nx;
-      };
-      Frags f0, f1;
-      convert_stage(ss, read.index, g, wt, t0, t1, f0);
-      int kb = 0;
-      for (; kb + 1 < kbs; kb += 2) {
-        step(kb, f0, f1);
-        step(kb + 1, f1, f0);
-      }
-      if (kb < kbs) step(kb, f0, f1);
-      return;
-    } else if constexpr (kPieces == 2) {
+    if constexpr (kPieces == 2) {
       // Two token pieces: one fragment buffer (the registers hold two fp32 accumulators). Per K
       // block: piece 0, promote, piece 1 with the same fragments, promote (the stage is
       // released), then block kb + 1 is converted into the buffer; the other warp group's
