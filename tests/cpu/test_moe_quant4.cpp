@@ -352,18 +352,24 @@ TEST(Mxfp4Prepack, EveryThreadConvertsItsWgmmaFragment) {
   EXPECT_GT(differs_from_plain, 0);  // the flushed sub-blocks held non-zero values
 }
 
+// Counts, per output bit, the codes of a rows x cols matrix prepacked in chunks of chunk_bytes
+// (sign + 3-bit magnitude, all within each chunk's first 8 KiB).
+void mark_code_bits(std::vector<int>& hits, int rows, int cols, int chunk_bytes) {
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const auto p = xstage::kernels::moe::rs_code_pos(r, c, cols, chunk_bytes);
+      ASSERT_EQ(p.word_byte % 4, 0);
+      ASSERT_LT(p.word_byte % chunk_bytes, 8192);
+      for (int b = 0; b < 3; ++b) ++hits[size_t(p.word_byte) * 8 + p.mag_bit + b];
+      ++hits[size_t(p.word_byte) * 8 + p.sign_bit];
+    }
+}
+
 TEST(Mxfp4Prepack, CodeAndGapPositionsCoverEveryBitOnce) {
   const int rows = 256, cols = 256;
   const int64_t bytes = prepacked_mxfp4_rs_bytes(rows, cols);
   std::vector<int> hits(size_t(bytes) * 8, 0);
-  for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < cols; ++c) {
-      const auto p = xstage::kernels::moe::rs_code_pos(r, c, cols, xstage::kernels::moe::kRsMxChunkBytes);
-      ASSERT_EQ(p.word_byte % 4, 0);
-      ASSERT_LT(p.word_byte % 8704, 8192);  // codes in the first 8 KiB of each chunk
-      for (int b = 0; b < 3; ++b) ++hits[size_t(p.word_byte) * 8 + p.mag_bit + b];
-      ++hits[size_t(p.word_byte) * 8 + p.sign_bit];
-    }
+  mark_code_bits(hits, rows, cols, xstage::kernels::moe::kRsMxChunkBytes);
   for (int r = 0; r < rows; ++r)
     for (int sub = 0; sub < cols / 32; ++sub) {
       const int64_t at = xstage::kernels::moe::rs_gap_pos(r, sub, cols);
@@ -628,14 +634,7 @@ TEST(Int4LutPrepack, PositionsCoverEveryByteOnce) {
   const int64_t bytes = prepacked_int4_lut_rs_bytes(rows, cols);
   ASSERT_EQ(bytes, int64_t(rows / 128) * (cols / 128) * xstage::kernels::moe::kRsLutChunkBytes);
   std::vector<int> hits(size_t(bytes) * 8, 0);  // bits of the output
-  for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < cols; ++c) {
-      const auto p = xstage::kernels::moe::rs_code_pos(r, c, cols, xstage::kernels::moe::kRsLutChunkBytes);
-      ASSERT_EQ(p.word_byte % 4, 0);
-      ASSERT_LT(p.word_byte % 9216, 8192);  // codes in the first 8 KiB of each chunk
-      for (int b = 0; b < 3; ++b) ++hits[size_t(p.word_byte) * 8 + p.mag_bit + b];
-      ++hits[size_t(p.word_byte) * 8 + p.sign_bit];
-    }
+  mark_code_bits(hits, rows, cols, xstage::kernels::moe::kRsLutChunkBytes);
   for (int r = 0; r < rows; ++r)
     for (int kb = 0; kb < cols / 128; ++kb) {
       const int64_t at = xstage::kernels::moe::rs_lut_table_pos(r, kb, cols);

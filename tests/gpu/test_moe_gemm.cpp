@@ -371,6 +371,14 @@ ops::MoeGemmArgs tile_probe(MoeEpilogue epilogue, int block_m, int block_n) {
   p.k = 512;
   return p;
 }
+// The same for the register-operand INT4 layouts: `tokens` per expert on 2 experts, n 1024, k 512.
+ops::MoeGemmArgs rs_probe(ops::MoeWeightLayout layout, int block_m, int tokens) {
+  ops::MoeGemmArgs p = tile_probe(MoeEpilogue::bf16, block_m, 0);
+  p.quant = MoeQuant::w4a8_int4;
+  p.b_layout = layout;
+  p.m_total = 2 * tokens;
+  return p;
+}
 
 TEST(MoeGemmGpu, DitLinear2Bf16Block128) {
   XS_REQUIRE_GPUS(1);
@@ -729,15 +737,8 @@ TEST(MoeGemmGpu, W4A8RegisterOperandTokens256) {
   XS_REQUIRE_GPUS(1);
   const std::vector<int> counts{3, 200, 0, 140};
   const std::vector<int> gaps{5, 0, 17, 3, 9};
-  ops::MoeGemmArgs probe;
-  probe.quant = MoeQuant::w4a8_int4;
-  probe.b_layout = ops::MoeWeightLayout::int4_rs;
-  probe.block_m = 256;
-  probe.experts = 2;
-  probe.m_total = 512;
-  probe.n = 1024;
-  probe.k = 512;
-  EXPECT_EQ(ops::select_moe_instantiation(probe).name, "w4a8rs_bf16_m256n128");
+  EXPECT_EQ(ops::select_moe_instantiation(rs_probe(ops::MoeWeightLayout::int4_rs, 256, 256)).name,
+            "w4a8rs_bf16_m256n128");
   auto t256 = [](Case c) {
     c.block_m = 256;
     return rs(c);
@@ -794,13 +795,7 @@ TEST(MoeGemmGpu, W4A8RegisterOperandLut) {
   XS_REQUIRE_GPUS(1);
   const std::vector<int> counts{3, 200, 0, 140};
   const std::vector<int> gaps{5, 0, 17, 3, 9};
-  ops::MoeGemmArgs probe;
-  probe.quant = MoeQuant::w4a8_int4;
-  probe.b_layout = ops::MoeWeightLayout::int4_rs_lut;
-  probe.experts = 2;
-  probe.m_total = 4096;
-  probe.n = 1024;
-  probe.k = 512;
+  ops::MoeGemmArgs probe = rs_probe(ops::MoeWeightLayout::int4_rs_lut, 0, 2048);
   EXPECT_EQ(ops::select_moe_instantiation(probe).name, "w4a8rs_lut_bf16_m256n128");  // planned from 1024 tokens
   probe.m_total = 512;
   EXPECT_EQ(ops::select_moe_instantiation(probe).name, "w4a8rs_lut_bf16_m128n128");
