@@ -38,12 +38,14 @@ TEST(CompareMoeW4a8, RatiosAcceptanceCountsAndSchema) {
   nlohmann::json doc = {{"schema", "xstage.bench.moe_gemm.v1"}, {"device", "test"}, {"commit", "abc"}, {"date", "d"}};
   doc["results"] = nlohmann::json::array();
   // Cell 1: 1024 tokens, W8A8 1000; int4_rs 0.90 (passes), mxfp4_rs 0.85 (exactly the target:
-  // passes), int4 0.50, mxfp4 0.80 (fail).
+  // passes), int4 0.50, mxfp4 0.80, int4_lut_rs 0.84 (fail).
   for (auto [w, t] : {std::pair{"w8a8", 1000.0}, {"w4a8_int4", 500.0}, {"w4a8_int4_rs", 900.0},
-                      {"w4a8_mxfp4", 800.0}, {"w4a8_mxfp4_rs", 850.0}})
+                      {"w4a8_int4_lut_rs", 840.0}, {"w4a8_mxfp4", 800.0}, {"w4a8_mxfp4_rs", 850.0}})
     doc["results"].push_back(row("l1_bf16", 1024, w, t));
-  // Cell 2: 8192 tokens, mxfp4_rs 0.84 (fails), int4_rs 0.95; no row-layout formats (shown as -).
-  for (auto [w, t] : {std::pair{"w8a8", 1000.0}, {"w4a8_int4_rs", 950.0}, {"w4a8_mxfp4_rs", 840.0}})
+  // Cell 2: 8192 tokens, mxfp4_rs 0.84 (fails), int4_rs 0.95, int4_lut_rs 0.86; no row-layout
+  // formats (shown as -).
+  for (auto [w, t] : {std::pair{"w8a8", 1000.0}, {"w4a8_int4_rs", 950.0}, {"w4a8_int4_lut_rs", 860.0},
+                      {"w4a8_mxfp4_rs", 840.0}})
     doc["results"].push_back(row("l2_bf16", 8192, w, t));
   // Cell 3: 16 tokens (below --min-tokens): shown, never counted.
   for (auto [w, t] : {std::pair{"w8a8", 100.0}, {"w4a8_mxfp4_rs", 10.0}})
@@ -55,6 +57,8 @@ TEST(CompareMoeW4a8, RatiosAcceptanceCountsAndSchema) {
   EXPECT_NE(text.find("# w4a8_int4_rs: 2/2 cells with >= 1024 tokens/expert at >= 0.85x W8A8"), std::string::npos)
       << text;
   EXPECT_NE(text.find("# w4a8_mxfp4_rs: 1/2 cells with >= 1024 tokens/expert at >= 0.85x W8A8"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("# w4a8_int4_lut_rs: 1/2 cells with >= 1024 tokens/expert at >= 0.85x W8A8"), std::string::npos)
       << text;
   EXPECT_NE(text.find("# w4a8_int4: 0/1 cells"), std::string::npos) << text;
   EXPECT_NE(text.find("# w4a8_mxfp4: 0/1 cells"), std::string::npos) << text;
@@ -70,6 +74,8 @@ TEST(CompareMoeW4a8, RatiosAcceptanceCountsAndSchema) {
   EXPECT_EQ(t["acceptance"]["w4a8_mxfp4_rs"]["passed"], 1);
   EXPECT_EQ(t["acceptance"]["w4a8_mxfp4_rs"]["cells"], 2);
   EXPECT_EQ(t["acceptance"]["w4a8_int4_rs"]["passed"], 2);
+  EXPECT_DOUBLE_EQ(t["rows"][1]["w4a8_int4_lut_rs_ratio"].get<double>(), 0.86);
+  EXPECT_EQ(t["acceptance"]["w4a8_int4_lut_rs"]["passed"], 1);
 
   // A stricter target and a lower token floor change the counts the way the flags say.
   ASSERT_EQ(run_tool(quote(in) + " --target 0.9 --min-tokens 16", out), 0) << slurp(out);
