@@ -1,5 +1,6 @@
-// The register-operand W4A8 grouped GEMM (symmetric INT4 group-128 weights, or MXFP4 with the
-// exponents folded into per-sub-block conversion tables, W4RsTraits::kMx): the GEMM runs
+// The register-operand W4A8 grouped GEMM (symmetric INT4 group-128 weights; MXFP4 with the
+// exponents folded into per-sub-block conversion tables, W4RsTraits::kMx; INT4 with two-level
+// scales, the e4m3 group scale folded into per-row tables, W4RsTraits::kLut): the GEMM runs
 // transposed, out^T = W * X^T, so the 4-bit weights are wgmma's A operand and come from
 // registers (the m64nNk32 e4m3 "RS" form). Each consumer thread converts exactly the values of
 // its own A fragment (two 16-byte shared loads per 64 rows x 128 K from the prepacked
@@ -11,15 +12,18 @@
 //   bf16 output: 128 weight rows (output columns) x 128 tokens; consumer warp group g owns rows
 //     [64g, 64g + 64) of the tile's weight chunk;
 //   Linear-1 with SwiGLU (gate/up fused, fp8 output per token per 128 channels): 128 output
-//     channels x 64 tokens, i.e. two weight chunks per K block (the gate rows and the up rows of
-//     the same 128 channels); warp group g owns channels [64g, 64g + 64): 64 gate and 64 up rows.
+//     channels x 64 tokens (kLut: also 128 tokens as two 64-token pieces), i.e. two weight chunks
+//     per K block (the gate rows and the up rows of the same 128 channels); warp group g owns
+//     channels [64g, 64g + 64): 64 gate and 64 up rows.
+// (bf16 also runs 256-token tiles: two 128-token pieces per converted fragment, W4RsTraits::kPieces.)
 // Warp group 0 is the producer (warp 0: lane 0 issues the TMA load of the fp8 token tile and the
 // bulk copies of the prepacked weight chunks and their weight scales; all 32 lanes copy the
 // token scales with cp.async, zero past the expert's tokens, and arrive on the stage's full
 // barrier when they land). Consumers, per K block: four wgmmas per 64-row block from zero (A =
 // converted registers, B = the token tile); while they run the next block's fragments are
 // converted; then acc += part * w_scale[row, kb] * a_scale[token, kb] (the W8A8 precision
-// scheme with both scales as vectors) and the stage is released. Epilogues: bf16 - each warp
+// scheme with both scales as vectors; kLut: acc += part * a_scale[token, kb], the channel scale
+// applied in the epilogue) and the stage is released. Epilogues: bf16 - each warp
 // group stages its piece token-major in shared memory and stores 16-byte row pieces; SwiGLU -
 // h = silu(gate) * up * row_weight, per-token amax over the 128 channels (both warp groups
 // through shared memory), fp8 rows staged token-major, 16-byte stores, one scale per token.
