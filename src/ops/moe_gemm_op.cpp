@@ -347,11 +347,13 @@ int plan_block_n(MoeQuant quant, MoeEpilogue epilogue, int block_m, int tokens, 
   auto waves = [&](int width) { return whole_waves(m_blocks * ((n + width - 1) / width), ctas); };
   // 128 x 256 (two 128-column pieces per warp group, 1 x 1) over the planned 128 x 192 in 2 x 1
   // clusters: median 1.022 over the 28 cells of run 65; 1.01-1.04 where both widths fill their
-  // waves alike. Rate 1.09 (~1.07 x 1.02) plans the fastest measured width in 26 of those 28
-  // cells (the others 0.7 % and 0.6 % slower: Hy3 Linear-1 and DiT-MoE-G Linear-2 at 8192); it
-  // keeps the narrower tile where 256-wide tiles pad a wave (DiT-MoE-G Linear-2 at 1024, n = 1408:
-  // 0.967 of 192; DSv4-Pro Linear-1 at 1024: 0.988).
-  constexpr double kWidestRate = 1.09;
+  // waves alike: rate 1.09 (~1.07 x 1.02). Since the 128 x 256 tile runs in 2 x 1 clusters too
+  // (from 1024 tokens; median 1.02 over 1 x 1 at 8192 in run 68) the rate is 1.11. Of the 28 bf16
+  // cells of runs 68 / 71 this moves only DiT-MoE-G Linear-2 at 8192 (n = 1408) from 128 x 128
+  // to 128 x 256 (2 x 1): 1.059x in the same call (run 73); it keeps the narrower tile where
+  // 256-wide tiles pad a wave (DiT-MoE-G Linear-2 at 1024: 256 (2 x 1) 0.960 of 128; DSv4-Pro
+  // Linear-1 at 1024: 0.988 of 192 in run 65).
+  constexpr double kWidestRate = 1.11;
   const double t128 = waves(128) * 128.0;
   const double t192 = waves(192) * 192.0 / kWideRate;
   const double t256 = waves(256) * 256.0 / kWidestRate;

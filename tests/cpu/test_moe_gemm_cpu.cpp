@@ -616,7 +616,7 @@ TEST(MoeGemmPlan, InstantiationNamesAndSchedules) {
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m64n256");
   a.m_total = 64 * 1024;
   a.num_ctas = 132;  // the width plan counts waves of the grid (H200: 132 SMs)
-  // 63 waves of 256 (x 256 / 1.09: 14796) against 86 of 192 (x 192 / 1.07: 15432) and 125 of 128
+  // 63 waves of 256 (x 256 / 1.11: 14529) against 86 of 192 (x 192 / 1.07: 15432) and 125 of 128
   // (16000): the 128 x 256 tile, in 2 x 1 clusters from 1024 tokens per expert
   EXPECT_EQ(ops::select_moe_instantiation(a).name, "w8a8_bf16_m128n256_c2x1");
   EXPECT_EQ(ops::select_moe_instantiation(a).schedule, 2);
@@ -745,7 +745,7 @@ TEST(MoeGemmPlan, BlockNCountsWaves) {
   EXPECT_EQ(plan_block_n(q, MoeEpilogue::swiglu_fp8, 64, 8192, 8, 4096, 132), 256);
   EXPECT_EQ(plan_block_n(ops::MoeQuant::w4a8_int4, bf, 128, 8192, 8, 4096, 132), 128);
   // Many waves: the widest tile's rate wins (8 x 64 m-blocks: 125 waves x 128 = 16000, 86 waves
-  // x 192 / 1.07 = 15432, 63 waves x 256 / 1.09 = 14796).
+  // x 192 / 1.07 = 15432, 63 waves x 256 / 1.11 = 14529).
   EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 8, 4096, 132), 256);
   EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 8, 4096, 132, 0), 256);
   EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 8, 4096, 132, 2), 256);
@@ -756,12 +756,14 @@ TEST(MoeGemmPlan, BlockNCountsWaves) {
   EXPECT_EQ(plan_block_n(q, bf, 128, 1023, 8, 6144, 132), 128);
   EXPECT_EQ(plan_block_n(q, bf, 128, 256, 64, 6144, 132), 128);
   // Partial last tiles and waves count. n = 1408 (5 x 256 + 128, 7 x 192 + 64), 8 x 64 m-blocks:
-  // 43 waves of 128 (5504) against 32 of 192 (5742) and 24 of 256 (5637): 128. DiT-MoE-G Linear-2
-  // at 1024 tokens, 12 experts: 8 waves of 128 (1024), 6 of 192 (1077), 5 of 256 (1174): 128
-  // (run 65: 256 0.96x of 128). DSv4-Pro at 1024 tokens, 5 experts: n = 6144, 15 waves of 128
-  // (1920), 10 of 192 (1794), 8 of 256 (1879): 192 (run 65: 256 0.988x); n = 7168, 17 of 128
-  // (2176), 12 of 192 (2153), 9 of 256 (2114): 256 (run 65: 1.040x of 192).
+  // 43 waves of 128 (5504) against 32 of 192 (5742) and 24 of 256 (5535): 128. DiT-MoE-G Linear-2
+  // at 8192 tokens, 12 experts: 64 waves of 128 (8192), 47 of 192 (8434), 35 of 256 (8072): 256
+  // (run 73: 1.059x of 128). At 1024 tokens: 8 waves of 128 (1024), 6 of 192 (1077), 5 of 256
+  // (1153): 128 (run 73: 256 0.960x of 128). DSv4-Pro at 1024 tokens, 5 experts: n = 6144, 15
+  // waves of 128 (1920), 10 of 192 (1794), 8 of 256 (1845): 192 (run 65: 256 0.988x); n = 7168,
+  // 17 of 128 (2176), 12 of 192 (2153), 9 of 256 (2076): 256 (run 65: 1.040x of 192).
   EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 8, 1408, 132), 128);
+  EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 12, 1408, 132), 256);
   EXPECT_EQ(plan_block_n(q, bf, 128, 1024, 12, 1408, 132), 128);
   EXPECT_EQ(plan_block_n(q, bf, 128, 1024, 5, 6144, 132), 192);
   EXPECT_EQ(plan_block_n(q, bf, 128, 1024, 5, 7168, 132), 256);

@@ -158,7 +158,7 @@ long long moe_weight_scale_bytes(MoeQuant quant, MoeWeightLayout l, int experts,
 // shapes at 1024 and 8192 tokens, run 54) and 256 (two 128-column pieces per warp group; median
 // 1.022x of the 192 tile in its 2 x 1 clusters, run 65) once whole waves are counted: tiles =
 // experts x ceil(tokens / 128) x ceil(n / width) over `ctas` persistent CTAs (each takes tiles in
-// turn), time ~ ceil(tiles / ctas) x width / rate (rate 1 for 128, 1.07 for 192, 1.09 for 256).
+// turn), time ~ ceil(tiles / ctas) x width / rate (rate 1 for 128, 1.07 for 192, 1.11 for 256).
 // 128 below 1024 tokens, for every other block_m / quantisation / epilogue (64: 256), and where
 // a forced schedule needs the overlap bit (1, 3: the 192 and 256 tiles have no room for a second
 // accumulator).
