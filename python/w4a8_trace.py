@@ -16,6 +16,17 @@ left out) it prints the median and p10/p90 over all CTAs and stages of:
   wgmma_rest    WG w: own conversion done -> wgmmas complete
   promote       WG w: wgmmas complete -> released
   gap           WG w: released(s) -> ready(s+1)
+Register-operand kernels (header "register-operand pieces P ..."; w4a8_rs.cuh), per consumer
+WG w and K block, with two pieces (P = 2):
+  mma0 / mma1        piece issued -> its wgmmas complete
+  promote0 / promote1  wgmmas complete -> piece promoted (promote1 includes the release)
+  issue1             piece 0 promoted -> piece 1 issued
+  full_wait          released -> next K block's full barrier seen
+  convert            full seen -> next K block converted
+  gap                converted -> next K block's piece 0 issued
+  lead               producer issue of the next K block -> its full seen by WG w (load to use)
+and with one piece: full_wait (issued -> next block's full seen), convert, mma_rest (converted ->
+wgmmas complete), promote (-> released), gap (released -> next block issued); period as above.
 Usage: python3 python/w4a8_trace.py TRACE.txt [--ghz 1.98]
 """
 import argparse
@@ -61,6 +72,8 @@ def main(argv=None):
             rows[(v[0], v[1])] = v[2:]
     if not rows:
         sys.exit("w4a8_trace: no trace rows in " + a.trace)
+    if "register-operand" in header:
+        return summarise_rs(a, header, rows)
     nslots = len(next(iter(rows.values())))
     wgs = (nslots - 4) // 5
     # Which consumer groups ran (a 2-WG kernel leaves group 2 unreached).
@@ -98,12 +111,50 @@ def main(argv=None):
                 lags = [d(t, r[b]) for t in done]
                 if None not in lags and max(lags) < 1 << 30:
                     add(f"cfull_wait[{w}]", min(lags))
+    report(a, header, stats)
+
+
+def report(a, header, stats):
     print(header)
     print(f"{'quantity':>16} {'n':>6} {'median':>9} {'p10':>9} {'p90':>9}  cycles (median us at {a.ghz} GHz)")
     for k in sorted(stats):
         xs = stats[k]
         m = st.median(xs)
         print(f"{k:>16} {len(xs):6d} {m:9.0f} {pct(xs, 0.1):9.0f} {pct(xs, 0.9):9.0f}  {m / a.ghz / 1e3:.3f}")
+
+
+def summarise_rs(a, header, rows):
+    """The register-operand kernels' slots (w4a8_trace.cuh, W4RsTraceSlot)."""
+    words = header.split()
+    pieces = int(words[words.index("pieces") + 1]) if "pieces" in words else 1
+    stats = {}
+
+    def add(name, x):
+        if x is not None and x < 1 << 30:
+            stats.setdefault(name, []).append(x)
+
+    for (c, s), r in rows.items():
+        if s < a.skip:
+            continue
+        nxt = rows.get((c, s + 1))
+        for w in range(2):
+            b = 4 + 8 * w
+            if r[b] == NONE:
+                continue
+            if pieces == 2:
+                for name, i, j in (("mma0", 0, 1), ("promote0", 1, 2), ("issue1", 2, 3), ("mma1", 3, 4),
+                                   ("promote1", 4, 5), ("full_wait", 5, 6), ("convert", 6, 7)):
+                    add(f"{name}[{w}]", d(r[b + i], r[b + j]))
+                last, seen = b + 7, b + 6
+            else:
+                for name, i, j in (("full_wait", 0, 1), ("convert", 1, 2), ("mma_rest", 2, 3), ("promote", 3, 4)):
+                    add(f"{name}[{w}]", d(r[b + i], r[b + j]))
+                last, seen = b + 4, b + 1
+            if nxt is not None:
+                add(f"gap[{w}]", d(r[last], nxt[b]))
+                add(f"period[{w}]", d(r[b], nxt[b]))
+                add(f"lead[{w}]", d(nxt[0], r[seen]))
+    report(a, header, stats)
 
 
 if __name__ == "__main__":

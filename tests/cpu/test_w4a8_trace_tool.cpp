@@ -1,6 +1,7 @@
 // python/w4a8_trace.py summarises the W4A8 stage trace (src/kernels/moe/w4a8_trace.cuh): on a
 // synthetic trace with known intervals (clock values wrapping past 2^32 in the middle) every
-// median it prints must be the interval that was written, and unreached slots must be ignored.
+// median it prints must be the interval that was written, and unreached slots must be ignored;
+// the same for the register-operand kernels' slots (two pieces and one).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -48,7 +50,72 @@ void write_trace(const fs::path& p, int ctas, int stages, int wgs) {
     }
 }
 
+// Register-operand slots (W4RsTraceSlot), period 2500 per K block: producer issue of block s at
+// t - 6000; consumer group w at t + 20 w + offsets: two pieces {0, 300, 450, 470, 770, 920,
+// 1000, 1100} (issue0, complete0, promoted0, issue1, complete1, released, next full, next
+// converted), one piece {0, 100, 200, 600, 800}.
+void write_rs_trace(const fs::path& p, int pieces) {
+  std::ofstream f(p);
+  f << "# w4a8 trace: register-operand pieces " << pieces << " block_t 256 gate_up 0 lut 1 mxfp4 0\n";
+  const std::vector<uint32_t> two{0, 300, 450, 470, 770, 920, 1000, 1100}, one{0, 100, 200, 600, 800};
+  const std::vector<uint32_t>& offs = pieces == 2 ? two : one;
+  for (int c = 0; c < 2; ++c)
+    for (int s = 0; s < 64; ++s) {
+      const uint32_t t = 0xFFFF8000u + static_cast<uint32_t>(c * 5 + s * 2500);
+      f << c << " " << s << " " << (t - 6000) << " " << 0xFFFFFFFFu << " " << 0xFFFFFFFFu << " " << 0xFFFFFFFFu;
+      for (int w = 0; w < 2; ++w)
+        for (size_t i = 0; i < 8; ++i) f << " " << (i < offs.size() ? t + 20 * w + offs[i] : 0xFFFFFFFFu);
+      f << "\n";
+    }
+}
+
+std::map<std::string, double> medians(const fs::path& trace, const fs::path& out) {
+  const std::string cmd = "python3 '" + std::string(XSTAGE_SOURCE_DIR) + "/python/w4a8_trace.py' '" + trace.string() +
+                          "' >'" + out.string() + "' 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << slurp(out);
+  std::map<std::string, double> med;
+  std::istringstream lines(slurp(out));
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream ls(line);
+    std::string name;
+    double n = 0, m = 0;
+    if (ls >> name >> n >> m) med[name] = m;
+  }
+  return med;
+}
+
 }  // namespace
+
+TEST(W4A8TraceTool, RegisterOperandSlots) {
+  if (std::system("python3 -c 'import statistics' >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not available";
+  const fs::path dir = fs::temp_directory_path() / ("xs_w4rstrace_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path trace = dir / "trace.txt", out = dir / "out.txt";
+  write_rs_trace(trace, 2);
+  auto med = medians(trace, out);
+  // lead: next block's full seen (t + 1000 + 20 w) - its producer issue (t + 2500 - 6000).
+  const std::map<std::string, double> two = {
+      {"mma0[0]", 300},  {"promote0[0]", 150}, {"issue1[0]", 20},     {"mma1[1]", 300},   {"promote1[0]", 150},
+      {"full_wait[0]", 80}, {"convert[1]", 100}, {"gap[0]", 1400},    {"period[1]", 2500}, {"lead[0]", 4500},
+      {"lead[1]", 4520},
+  };
+  for (const auto& [k, v] : two) {
+    ASSERT_TRUE(med.count(k)) << "missing " << k << " in\n" << slurp(out);
+    EXPECT_DOUBLE_EQ(med[k], v) << k;
+  }
+  write_rs_trace(trace, 1);
+  med = medians(trace, out);
+  const std::map<std::string, double> one = {
+      {"full_wait[0]", 100}, {"convert[0]", 100}, {"mma_rest[1]", 400}, {"promote[0]", 200},
+      {"gap[0]", 1700},      {"period[0]", 2500}, {"lead[0]", 3600},
+  };
+  for (const auto& [k, v] : one) {
+    ASSERT_TRUE(med.count(k)) << "missing " << k << " in\n" << slurp(out);
+    EXPECT_DOUBLE_EQ(med[k], v) << k;
+  }
+  EXPECT_EQ(med.count("mma0[0]"), 0u) << "one piece has no piece-0 interval";
+  fs::remove_all(dir);
+}
 
 TEST(W4A8TraceTool, MediansAreTheWrittenIntervals) {
   if (std::system("python3 -c 'import statistics' >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not available";

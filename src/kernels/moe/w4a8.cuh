@@ -646,19 +646,9 @@ cudaError_t launch_moe_w4a8(MoeW4A8Params const& p, cudaStream_t stream) {
   if (const cudaError_t g = persistent_grid(p.num_ctas, tiles, ctas); g != cudaSuccess) return g;
 #ifdef XSTAGE_W4A8_TRACE
   typename Kernel::Params kp = Kernel::to_params(q);
-  const char* trace_file = std::getenv("XSTAGE_W4A8_TRACE_FILE");
-  const size_t trace_words = static_cast<size_t>(ctas) * kW4TraceStages * kW4TraceSlots;
-  static uint32_t* trace_buf = nullptr;  // diagnostic build only: one buffer for the process
-  static size_t trace_cap = 0;
-  if (trace_file != nullptr) {
-    if (trace_cap < trace_words) {
-      if (trace_buf != nullptr) cudaFree(trace_buf);
-      if (cudaMalloc(&trace_buf, trace_words * 4) != cudaSuccess) return cudaErrorMemoryAllocation;
-      trace_cap = trace_words;
-    }
-    if (cudaMemsetAsync(trace_buf, 0xff, trace_words * 4, stream) != cudaSuccess) return cudaErrorUnknown;
-    kp.trace = trace_buf;
-  }
+  W4TraceHost trace;
+  if (const cudaError_t t = trace.begin(ctas, stream); t != cudaSuccess) return t;
+  kp.trace = trace.buf;
 #else
   const typename Kernel::Params kp = Kernel::to_params(q);
 #endif
@@ -667,26 +657,12 @@ cudaError_t launch_moe_w4a8(MoeW4A8Params const& p, cudaStream_t stream) {
   if (e != cudaSuccess) return e;
   fn<<<ctas, Kernel::kThreads, Kernel::kSmemBytes, stream>>>(kp);
 #ifdef XSTAGE_W4A8_TRACE
-  if (trace_file != nullptr) {
-    e = cudaStreamSynchronize(stream);
-    if (e != cudaSuccess) return e;
-    std::vector<uint32_t> h(trace_words);
-    e = cudaMemcpy(h.data(), trace_buf, trace_words * 4, cudaMemcpyDeviceToHost);
-    if (e != cudaSuccess) return e;
-    if (FILE* f = std::fopen(trace_file, "w")) {
-      std::fprintf(f, "# w4a8 trace: block_m %d block_n %d consumer_wgs %d mxfp4 %d m_total %d n %d k %d ctas %d\n",
-                   Kernel::T::kBlockM, Kernel::T::kBlockN, Kernel::T::kConsumerWGs,
-                   p.format == W4Format::mxfp4 ? 1 : 0, p.m_total, p.n, p.k, ctas);
-      for (int c = 0; c < ctas; ++c)
-        for (int s = 0; s < kW4TraceStages; ++s) {
-          std::fprintf(f, "%d %d", c, s);
-          for (int k = 0; k < kW4TraceSlots; ++k)
-            std::fprintf(f, " %u", h[(static_cast<size_t>(c) * kW4TraceStages + s) * kW4TraceSlots + k]);
-          std::fprintf(f, "\n");
-        }
-      std::fclose(f);
-    }
-  }
+  char header[256];
+  std::snprintf(header, sizeof header,
+                "# w4a8 trace: block_m %d block_n %d consumer_wgs %d mxfp4 %d m_total %d n %d k %d ctas %d",
+                Kernel::T::kBlockM, Kernel::T::kBlockN, Kernel::T::kConsumerWGs, p.format == W4Format::mxfp4 ? 1 : 0,
+                p.m_total, p.n, p.k, ctas);
+  if (const cudaError_t t = trace.finish(stream, ctas, header); t != cudaSuccess) return t;
 #endif
   return cudaGetLastError();
 }

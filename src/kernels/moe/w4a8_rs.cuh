@@ -50,6 +50,7 @@
 #include "kernels/moe/tile_scheduler.cuh"
 #include "kernels/moe/w4a8_convert.cuh"
 #include "kernels/moe/w4a8_rs_layout.hpp"
+#include "kernels/moe/w4a8_trace.cuh"
 
 namespace xstage::kernels::moe {
 
@@ -167,6 +168,9 @@ struct MoeW4A8RsKernel {
     int n;
     int k_blocks;
     int n_blocks;  // output tile columns: n/128 (bf16), n/2/128 (SwiGLU)
+#ifdef XSTAGE_W4A8_TRACE
+    uint32_t* trace;  // w4a8_trace.cuh (W4RsTraceSlot); null: not recorded
+#endif
   };
 
   struct SharedStorage {
@@ -203,7 +207,12 @@ struct MoeW4A8RsKernel {
                   p.m_total,
                   p.n,
                   p.k / 128,
-                  T::kGateUp ? p.n / 256 : p.n / 128};
+                  T::kGateUp ? p.n / 256 : p.n / 128
+#ifdef XSTAGE_W4A8_TRACE
+                  ,
+                  nullptr
+#endif
+    };
   }
 
   static KernelInfo info() {
@@ -225,6 +234,7 @@ struct MoeW4A8RsKernel {
     auto cta_x = p.tma_x.get_slice(0);
     Tensor tXsX = group_modes<0, 3>(cta_x.partition_D(sX));  // (TMA, stage)
     WorkTile t;
+    [[maybe_unused]] uint32_t it = 0;  // K blocks written (trace only)
     while (sched.next(t)) {
       const uint8_t* wsrc[kBlocks];
       const float* ssrc[kBlocks];
@@ -238,6 +248,8 @@ struct MoeW4A8RsKernel {
       for (int kb = 0; kb < p.k_blocks; ++kb) {
         uint64_t* full = &ss.full[write.index];
         bounded_wait(&ss.empty[write.index], write.phase);
+        if (lane == 0) W4_TRACE(p.trace, it, kTrProducerIssue);
+        ++it;
         if (lane == 0) {
           cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(full, T::kTxBytes);
           CUTE_UNROLL
@@ -350,8 +362,9 @@ struct MoeW4A8RsKernel {
   }
 
   template <class SmemX>
+  // it: K blocks consumed by this CTA so far (trace only).
   __device__ __forceinline__ void mma(Params const& p, SharedStorage& ss, SmemX const& sX, State& read, int g, int wt,
-                                      Acc (&acc)[kAccs]) const {
+                                      Acc (&acc)[kAccs], [[maybe_unused]] uint32_t& it) const {
     typename T::TiledMma tiled_mma;
     auto thr = tiled_mma.get_slice(wt);
     Tensor tCrB = thr.partition_fragment_B(sX);  // (MMA, 1, 4, stage) descriptors
@@ -364,6 +377,10 @@ struct MoeW4A8RsKernel {
     const int pick = 2 * (wt & 1);
     const uint32_t t0 = ss.lut[pick], t1 = ss.lut[pick + 1];
     const int kbs = p.k_blocks;
+    [[maybe_unused]] const int tr = kTrRsConsumerBase + kTrRsConsumerStride * g;  // trace slots of this group
+    auto stamp = [&](int slot) {
+      if (wt == 0) W4_TRACE(p.trace, it, tr + slot);
+    };
 
     // acc += part * a_scale[token] * w_scale[row] for piece pc of the block in stage s; after the
     // last piece the stage is released. C layout (m64nNk32): value i -> row + 8 * ((i >> 1) & 1),
@@ -413,20 +430,28 @@ struct MoeW4A8RsKernel {
       // wgmmas run meanwhile.
       Frags f;
       convert_stage(ss, read.index, g, wt, t0, t1, f);
-      for (int kb = 0; kb < kbs; ++kb) {
+      for (int kb = 0; kb < kbs; ++kb, ++it) {
         const int s = read.index;
         issue(tiled_mma, f, tCrB, s * kPieces, part);
+        stamp(0);
         warpgroup_wait<0>();
+        stamp(1);
         promote(part, s, Int<0>{});
+        stamp(2);
         issue(tiled_mma, f, tCrB, s * kPieces + 1, part);
+        stamp(3);
         warpgroup_wait<0>();
+        stamp(4);
         CUTE_UNROLL
         for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(f[b]);
         promote(part, s, Int<1>{});
+        stamp(5);
         read.advance();
         if (kb + 1 < kbs) {
           bounded_wait(&ss.full[read.index], read.phase);
+          stamp(6);
           convert_stage(ss, read.index, g, wt, t0, t1, f);
+          stamp(7);
         }
       }
       return;
@@ -439,17 +464,23 @@ struct MoeW4A8RsKernel {
     auto step = [&](int kb, Frags& cur, Frags& nxt) {
       const int s = read.index;
       issue(tiled_mma, cur, tCrB, s, part);
+      stamp(0);
       State nx = read;
       nx.advance();
       if (kb + 1 < kbs) {
         bounded_wait(&ss.full[nx.index], nx.phase);
+        stamp(1);
         convert_stage(ss, nx.index, g, wt, t0, t1, nxt);
+        stamp(2);
       }
       warpgroup_wait<0>();
+      stamp(3);
       CUTE_UNROLL
       for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(cur[b]);
       promote(part, s, Int<0>{});
+      stamp(4);
       read = nx;
+      ++it;
     };
     int kb = 0;
     for (; kb + 1 < kbs; kb += 2) {
@@ -606,9 +637,10 @@ struct MoeW4A8RsKernel {
       Scheduler sched(p.counts, p.offsets, p.experts, p.n_blocks, 0);
       State read{};
       WorkTile t;
+      uint32_t it = 0;  // K blocks consumed (trace only)
       while (sched.next(t)) {
         Acc acc[kAccs];
-        mma(p, ss, sX, read, g, wt, acc);
+        mma(p, ss, sX, read, g, wt, acc, it);
         if constexpr (T::kGateUp) {
           store_swiglu(p, ss, acc, t, g, wt, 0);
           if constexpr (kPieces == 2) {
@@ -645,12 +677,30 @@ cudaError_t launch_moe_w4a8_rs(MoeW4A8Params const& p, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   int ctas = 0;
   if (const cudaError_t g = persistent_grid(p.num_ctas, tiles, ctas); g != cudaSuccess) return g;
+#ifdef XSTAGE_W4A8_TRACE
+  typename Kernel::Params kp = Kernel::to_params(p);
+  W4TraceHost trace;
+  if (const cudaError_t t = trace.begin(ctas, stream); t != cudaSuccess) return t;
+  kp.trace = trace.buf;
+#else
   const typename Kernel::Params kp = Kernel::to_params(p);
+#endif
   auto* fn = moe_w4a8_rs_kernel<Kernel>;
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
   if (e != cudaSuccess) return e;
   fn<<<ctas, Kernel::kThreads, Kernel::kSmemBytes, stream>>>(kp);
+#ifdef XSTAGE_W4A8_TRACE
+  if (const cudaError_t l = cudaGetLastError(); l != cudaSuccess) return l;
+  char header[256];
+  std::snprintf(header, sizeof header,
+                "# w4a8 trace: register-operand pieces %d block_t %d gate_up %d lut %d mxfp4 %d m_total %d n %d k %d "
+                "ctas %d",
+                Kernel::T::kPieces, Kernel::T::kBlockT, Kernel::T::kGateUp ? 1 : 0, Kernel::T::kLut ? 1 : 0,
+                Kernel::T::kMx ? 1 : 0, p.m_total, p.n, p.k, ctas);
+  return trace.finish(stream, ctas, header);
+#else
   return cudaGetLastError();
+#endif
 }
 
 }  // namespace xstage::kernels::moe
