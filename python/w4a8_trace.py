@@ -43,6 +43,16 @@ def d(a, b):
     return (b - a) & 0xFFFFFFFF
 
 
+def adder(stats):
+    """add(name, x): collect x under name unless it is missing or a wrapped negative."""
+
+    def add(name, x):
+        if x is not None and x < 1 << 30:
+            stats.setdefault(name, []).append(x)
+
+    return add
+
+
 def pct(xs, q):
     xs = sorted(xs)
     if not xs:
@@ -79,10 +89,7 @@ def main(argv=None):
     # Which consumer groups ran (a 2-WG kernel leaves group 2 unreached).
     wgs = max(w + 1 for w in range(wgs) for r in rows.values() if r[4 + 5 * w] != NONE) if rows else 0
     stats = {}
-
-    def add(name, x):
-        if x is not None and x < 1 << 30:
-            stats.setdefault(name, []).append(x)
+    add = adder(stats)
 
     for (c, s), r in rows.items():
         if s < a.skip:
@@ -128,10 +135,7 @@ def summarise_rs(a, header, rows):
     words = header.split()
     pieces = int(words[words.index("pieces") + 1]) if "pieces" in words else 1
     stats = {}
-
-    def add(name, x):
-        if x is not None and x < 1 << 30:
-            stats.setdefault(name, []).append(x)
+    add = adder(stats)
 
     for (c, s), r in rows.items():
         if s < a.skip:

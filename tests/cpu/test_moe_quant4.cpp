@@ -179,6 +179,25 @@ uint32_t prmt_host(uint32_t a, uint32_t b, uint32_t sel) {
   return r;
 }
 
+// One consumer thread's conversion of word wd of K step j (the kernel's arithmetic): thread t of
+// warp group g reads the word at g * 4096 + (j / 2) * 2048 + 16 t + 8 (j % 2) + 4 wd of the chunk
+// and builds A registers 2 wd (row r0, table a0:a1) and 2 wd + 1 (row r0 + 8, table b0:b1).
+struct ThreadRegs {
+  uint32_t reg[2];
+};
+ThreadRegs convert_word(const uint8_t* chunk, int g, int t, int j, int wd, uint32_t a0, uint32_t a1, uint32_t b0,
+                        uint32_t b1) {
+  uint32_t x;
+  std::memcpy(&x, chunk + g * 4096 + (j / 2) * 2048 + t * 16 + (j % 2) * 8 + 4 * wd, 4);
+  return {{prmt_host(a0, a1, x & 0x7777u) | (x & 0x80808080u),
+           prmt_host(b0, b1, (x >> 16) & 0x7777u) | ((x << 4) & 0x80808080u)}};
+}
+
+// Weight row and column (inside the chunk of row block rb, K block kb) of byte i of A register
+// reg of thread t in warp group g at K step j (CuTe's m64k32 8-bit A layout).
+int frag_row(int rb, int g, int t, int reg) { return 128 * rb + 64 * g + 16 * (t / 32) + (t % 32) / 4 + 8 * (reg % 2); }
+int frag_col(int kb, int j, int t, int reg, int i) { return 128 * kb + 32 * j + 16 * (reg / 2) + 4 * (t % 4) + i; }
+
 // The prepacked layout of the register-operand kernel, read and converted the way a consumer
 // thread does (w4a8_rs.cuh): thread t of warp group g loads 16 bytes at g * 4096 + h * 2048 +
 // 16 t of a 128 x 128 chunk (K steps 2h, 2h + 1); K step j's word w at byte 8 (j % 2) + 4 w
@@ -201,15 +220,13 @@ TEST(Int4Prepack, EveryThreadConvertsItsWgmmaFragment) {
         for (int t = 0; t < 128; ++t)
           for (int j = 0; j < 4; ++j)
             for (int w = 0; w < 2; ++w) {
-              uint32_t x;
-              std::memcpy(&x, pre.data() + chunk + g * 4096 + (j / 2) * 2048 + t * 16 + (j % 2) * 8 + 4 * w, 4);
-              const uint32_t regs[2] = {prmt_host(t0, t1, x & 0x7777u) | (x & 0x80808080u),
-                                        prmt_host(t0, t1, (x >> 16) & 0x7777u) | ((x << 4) & 0x80808080u)};
+              const ThreadRegs tr = convert_word(pre.data() + chunk, g, t, j, w, t0, t1, t0, t1);
+              const uint32_t* regs = tr.reg;
               for (int b = 0; b < 2; ++b) {
                 const int reg = 2 * w + b;
                 for (int i = 0; i < 4; ++i) {
-                  const int row = 128 * rb + 64 * g + 16 * (t / 32) + (t % 32) / 4 + 8 * (reg % 2);
-                  const int col = 128 * kb + 32 * j + 16 * (reg / 2) + 4 * (t % 4) + i;
+                  const int row = frag_row(rb, g, t, reg);
+                  const int col = frag_col(kb, j, t, reg, i);
                   const int q = int4_decode(packed[(size_t(row) * cols + col) / 2] >> (4 * (col % 2)));
                   ASSERT_EQ((regs[b] >> (8 * i)) & 0xFF, fp8_e4m3_encode(float(q)))
                       << "row " << row << " col " << col << " q " << q;
@@ -319,15 +336,14 @@ TEST(Mxfp4Prepack, EveryThreadConvertsItsWgmmaFragment) {
               tab[h][1] = t1 - d;
             }
             for (int wd = 0; wd < 2; ++wd) {
-              uint32_t x;
-              std::memcpy(&x, pre.data() + chunk + g * 4096 + (j / 2) * 2048 + t * 16 + (j % 2) * 8 + 4 * wd, 4);
-              const uint32_t regs[2] = {prmt_host(tab[0][0], tab[0][1], x & 0x7777u) | (x & 0x80808080u),
-                                        prmt_host(tab[1][0], tab[1][1], (x >> 16) & 0x7777u) | ((x << 4) & 0x80808080u)};
+              const ThreadRegs tr =
+                  convert_word(pre.data() + chunk, g, t, j, wd, tab[0][0], tab[0][1], tab[1][0], tab[1][1]);
+              const uint32_t* regs = tr.reg;
               for (int b = 0; b < 2; ++b) {
                 const int reg = 2 * wd + b;
                 for (int i = 0; i < 4; ++i) {
-                  const int row = 128 * rb + 64 * g + 16 * (t / 32) + (t % 32) / 4 + 8 * (reg % 2);
-                  const int col = 128 * kb + 32 * j + 16 * (reg / 2) + 4 * (t % 4) + i;
+                  const int row = frag_row(rb, g, t, reg);
+                  const int col = frag_col(kb, j, t, reg, i);
                   const size_t idx = size_t(row) * cols + col;
                   const uint8_t byte = (regs[b] >> (8 * i)) & 0xFF;
                   const float got = fp8_e4m3_decode(byte) * bs[size_t(kb) * rows + row];
@@ -604,15 +620,13 @@ TEST(Int4LutPrepack, EveryThreadConvertsItsWgmmaFragment) {
           std::memcpy(tb, pre.data() + chunk + 8192 + 16 * (32 * g + 8 * (t / 32) + (t % 32) / 4), 16);
           for (int j = 0; j < 4; ++j)
             for (int wd = 0; wd < 2; ++wd) {
-              uint32_t x;
-              std::memcpy(&x, pre.data() + chunk + g * 4096 + (j / 2) * 2048 + t * 16 + (j % 2) * 8 + 4 * wd, 4);
-              const uint32_t regs[2] = {prmt_host(tb[0], tb[1], x & 0x7777u) | (x & 0x80808080u),
-                                        prmt_host(tb[2], tb[3], (x >> 16) & 0x7777u) | ((x << 4) & 0x80808080u)};
+              const ThreadRegs tr = convert_word(pre.data() + chunk, g, t, j, wd, tb[0], tb[1], tb[2], tb[3]);
+              const uint32_t* regs = tr.reg;
               for (int b = 0; b < 2; ++b) {
                 const int reg = 2 * wd + b;
                 for (int i = 0; i < 4; ++i) {
-                  const int row = 128 * rb + 64 * g + 16 * (t / 32) + (t % 32) / 4 + 8 * (reg % 2);
-                  const int col = 128 * kb + 32 * j + 16 * (reg / 2) + 4 * (t % 4) + i;
+                  const int row = frag_row(rb, g, t, reg);
+                  const int col = frag_col(kb, j, t, reg, i);
                   const size_t idx = size_t(row) * cols + col;
                   const int q = code_at(packed, cols, row, col);
                   const float d = fp8_e4m3_decode(gs[size_t(kb) * rows + row]);

@@ -123,18 +123,7 @@ TEST(W4A8TraceTool, MediansAreTheWrittenIntervals) {
   fs::create_directories(dir);
   const fs::path trace = dir / "trace.txt", out = dir / "out.txt";
   write_trace(trace, 3, 40, 2);
-  const std::string cmd = "python3 '" + std::string(XSTAGE_SOURCE_DIR) + "/python/w4a8_trace.py' '" + trace.string() +
-                          "' >'" + out.string() + "' 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp(out);
-  // quantity -> median column.
-  std::map<std::string, double> med;
-  std::istringstream lines(slurp(out));
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream ls(line);
-    std::string name;
-    double n = 0, m = 0;
-    if (ls >> name >> n >> m) med[name] = m;
-  }
+  std::map<std::string, double> med = medians(trace, out);  // quantity -> median column
   const std::map<std::string, double> want = {
       {"tma", 4100},        {"conv", 600},          {"issue[0]", 400},      {"own_conv[0]", 1000},
       {"wgmma_rest[0]", 200}, {"promote[0]", 700},  {"gap[0]", 700},        {"period[0]", 3000},
