@@ -185,8 +185,10 @@ int tokens_per_expert(const MoeGemmArgs& a) {
 // The 128 x 256 SwiGLU tile is planned at such counts (plan_swiglu_block_m), so this applies
 // where 64 rows are forced, or where whole waves make them the plan. (The planned 128 x 192
 // bf16 tile's 2 x 1 is set in find_entry.)
-// From this many tokens per expert the 128 x 256 tiles run in 2 x 1 clusters (find_entry).
-constexpr int kDualClusterMinTokens = 1024;
+// The 128 x 256 tiles (bf16, and SwiGLU gate + up) run in 2 x 1 clusters from 1024 tokens per
+// expert: at 8192 tokens 1.008-1.044x of 1 x 1 on all 21 bf16 and SwiGLU shapes, at 1024
+// 0.989-1.032x (15 of 21 faster, the slower ones within 1.1 %) (run 68).
+bool dual_in_clusters(int block_m, int block_n, int tokens) { return block_m == 128 && block_n == 256 && tokens >= 1024; }
 
 MoeCluster cluster_for(MoeQuant quant, MoeWeightLayout layout, MoeEpilogue epilogue, int tokens, int block_m) {
   if (quant == MoeQuant::w8a8 && layout == MoeWeightLayout::rows && epilogue == MoeEpilogue::swiglu_fp8 &&
@@ -247,11 +249,7 @@ const Entry& find_entry(const MoeGemmArgs& a) {
   // The planned 128 x 192 tile runs in 2 x 1 clusters (B multicast to two m-blocks): 1.018-1.047x
   // of 1 x 1 on all 14 bf16 shapes at 8192 tokens, 0.994-1.031x at 1024 (run 58).
   if (choice && bn == 192 && a.cluster_m == 0) c = MoeCluster{2, 1};
-  // Both 128 x 256 tiles (bf16, and SwiGLU gate + up) run in 2 x 1 clusters from 1024 tokens per
-  // expert: at 8192 tokens 1.008-1.044x of 1 x 1 on all 21 bf16 and SwiGLU shapes, at 1024
-  // 0.989-1.032x (15 of 21 faster, the slower ones within 1.1 %) (run 68).
-  if (a.cluster_m == 0 && !rs && a.quant == MoeQuant::w8a8 && bm == 128 && bn == 256 && tokens >= kDualClusterMinTokens)
-    c = MoeCluster{2, 1};
+  if (a.cluster_m == 0 && !rs && a.quant == MoeQuant::w8a8 && dual_in_clusters(bm, bn, tokens)) c = MoeCluster{2, 1};
   for (const Entry& e : kEntries)
     if (e.quant == table_quant(a.quant) && e.epilogue == a.epilogue && e.block_m == bm && e.cluster_m == c.m &&
         e.cluster_n == c.n && e.layout == a.b_layout && (bn == 0 || entry_info(e, a.quant).tile.block_n == bn)) {
@@ -399,7 +397,8 @@ long long moe_weight_scale_bytes(MoeQuant quant, MoeWeightLayout l, int experts,
 MoeCluster plan_cluster(MoeEpilogue epilogue, int tokens) {
   const int bm = plan_block_m(epilogue, tokens);
   // Without a shape the SwiGLU 128-row tile is the 128 x 256 one (bf16 plans width 128 then).
-  if (epilogue == MoeEpilogue::swiglu_fp8 && bm == 128 && tokens >= kDualClusterMinTokens) return MoeCluster{2, 1};
+  const int bn = epilogue == MoeEpilogue::swiglu_fp8 && bm == 128 ? plan_swiglu_width(-1) : 128;
+  if (dual_in_clusters(bm, bn, tokens)) return MoeCluster{2, 1};
   return cluster_for(MoeQuant::w8a8, MoeWeightLayout::rows, epilogue, tokens, bm);
 }
 

@@ -68,19 +68,22 @@ std::string hex_byte(uint8_t b) {
 // kernel cannot use: a NaN, a sign (the quantiser's scales are >= 0) or a scale above 64, whose
 // table entries 7 * gs would pass 448 and saturate.
 float lut_group_scale(const char* fn, uint8_t gs, int row, int kb) {
+  const float v = fp8_e4m3_decode(gs);
+  const bool nan = (gs & 0x7F) == 0x7F, negative = (gs & 0x80) != 0;
+  if (!nan && !negative && v <= kInt4LutGroupScaleMax) return v;
   const std::string where = std::string(fn) + ": group scale of row " + std::to_string(row) + ", group " +
                             std::to_string(kb) + " is " + hex_byte(gs);
-  if ((gs & 0x7F) == 0x7F) throw InvalidArgument(where + ", a NaN");
-  if (gs & 0x80) throw InvalidArgument(where + ", negative; group scales are in [0, 64]");
-  const float v = fp8_e4m3_decode(gs);
-  if (v > kInt4LutGroupScaleMax)
-    throw InvalidArgument(where + " = " + std::to_string(v) + ", larger than kInt4LutGroupScaleMax = 64");
-  return v;
+  if (nan) throw InvalidArgument(where + ", a NaN");
+  if (negative) throw InvalidArgument(where + ", negative; group scales are in [0, 64]");
+  throw InvalidArgument(where + " = " + std::to_string(v) + ", larger than kInt4LutGroupScaleMax = 64");
 }
 
-// Magnitude m's table entry e4m3(m * gs), as a value; byte m of the kernel's conversion table.
+// Byte m of the kernel's conversion table: e4m3(m * gs).
+uint8_t lut_byte(int m, float gs) { return fp8_e4m3_encode(static_cast<float>(m) * gs); }
+
+// The table's entries as values.
 void lut_table(float gs, float table[8]) {
-  for (int m = 0; m < 8; ++m) table[m] = fp8_e4m3_decode(fp8_e4m3_encode(static_cast<float>(m) * gs));
+  for (int m = 0; m < 8; ++m) table[m] = fp8_e4m3_decode(lut_byte(m, gs));
 }
 
 // w' of code q with the group's table and the row's channel scale.
@@ -89,9 +92,11 @@ float lut_value(const float table[8], float channel_scale, int q) {
   return q < 0 ? -v : v;
 }
 
-void throw_minus_eight(const char* fn, int row, int col) {
+// A code of -8 where only symmetric INT4 fits (sign + 3-bit magnitude): `holder` names the
+// format, `producer` the quantiser that never writes -8.
+void throw_minus_eight(const char* fn, int row, int col, const char* holder, const char* producer) {
   throw InvalidArgument(std::string(fn) + ": weight (" + std::to_string(row) + ", " + std::to_string(col) +
-                        ") is -8; the int4 lut format holds symmetric INT4 (-7..7, what quantize_int4_lut produces)");
+                        ") is -8; the " + holder + " holds symmetric INT4 (-7..7, what " + producer + " produces)");
 }
 }  // namespace
 
@@ -203,11 +208,8 @@ void prepack_int4_rs(const uint8_t* packed, int rows, int cols, uint8_t* out) {
   std::memset(out, 0, bytes);
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) {
-      const int q = int4_decode(packed[static_cast<size_t>(r) * (cols / 2) + c / 2] >> (4 * (c % 2)));
-      if (q == -8)
-        throw InvalidArgument("prepack_int4_rs: weight (" + std::to_string(r) + ", " + std::to_string(c) +
-                              ") is -8; the register-operand layout holds symmetric INT4 (-7..7, what "
-                              "quantize_int4_g128 produces)");
+      const int q = int4_decode(get_nibble(packed, int64_t(r) * cols + c));
+      if (q == -8) throw_minus_eight("prepack_int4_rs", r, c, "register-operand layout", "quantize_int4_g128");
       put_rs_code(out, kernels::moe::rs_code_pos(r, c, cols), static_cast<uint32_t>(q < 0 ? -q : q),
                   static_cast<uint32_t>(q < 0));
     }
@@ -315,7 +317,7 @@ void dequantize_int4_lut(const uint8_t* packed, const uint8_t* group_e4m3, const
         const int c = g * kInt4Group + i;
         const int64_t idx = int64_t(r) * cols + c;
         const int q = int4_decode(get_nibble(packed, idx));
-        if (q == -8) throw_minus_eight("dequantize_int4_lut", r, c);
+        if (q == -8) throw_minus_eight("dequantize_int4_lut", r, c, "int4 lut format", "quantize_int4_lut");
         out[idx] = lut_value(table, channel_scales[r], q);
       }
     }
@@ -335,11 +337,11 @@ void prepack_int4_lut_rs(const uint8_t* packed, const uint8_t* group_e4m3, int r
     for (int g = 0; g < cols / kInt4Group; ++g) {
       const float gs = lut_group_scale("prepack_int4_lut_rs", group_e4m3[int64_t(g) * rows + r], r, g);
       uint8_t* table = out + kernels::moe::rs_lut_table_pos(r, g, cols);
-      for (int m = 0; m < 8; ++m) table[m] = fp8_e4m3_encode(static_cast<float>(m) * gs);
+      for (int m = 0; m < 8; ++m) table[m] = lut_byte(m, gs);
     }
     for (int c = 0; c < cols; ++c) {
       const int q = int4_decode(get_nibble(packed, int64_t(r) * cols + c));
-      if (q == -8) throw_minus_eight("prepack_int4_lut_rs", r, c);
+      if (q == -8) throw_minus_eight("prepack_int4_lut_rs", r, c, "int4 lut format", "quantize_int4_lut");
       put_rs_code(out, kernels::moe::rs_code_pos(r, c, cols, kernels::moe::kRsLutChunkBytes),
                   static_cast<uint32_t>(q < 0 ? -q : q), static_cast<uint32_t>(q < 0));
     }
