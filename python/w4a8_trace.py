@@ -27,14 +27,6 @@ WG w and K block, with two pieces (P = 2):
   lead               producer issue of the next K block -> its full seen by WG w (load to use)
 and with one piece: full_wait (issued -> next block's full seen), convert, mma_rest (converted ->
 wgmmas complete), promote (-> released), gap (released -> next block issued); period as above.
-The alternating schedule (header "alt 1", W4RsTraits::kAlt), per K block:
-  subs          K block start -> every sub-piece's wgmmas complete (sub-pieces 1.. issued and
-                promoted on the way, each under the next one's wgmmas)
-  full_wait     -> next K block's full barrier seen
-  convert       -> next K block converted
-  issue0        -> its sub-piece 0 issued
-  promote_last  -> this block's last sub-piece promoted and its stage released
-  gap           -> next K block start; lead as above
 Usage: python3 python/w4a8_trace.py TRACE.txt [--ghz 1.98]
 """
 import argparse
@@ -142,7 +134,6 @@ def summarise_rs(a, header, rows):
     """The register-operand kernels' slots (w4a8_trace.cuh, W4RsTraceSlot)."""
     words = header.split()
     pieces = int(words[words.index("pieces") + 1]) if "pieces" in words else 1
-    alt = "alt" in words and words[words.index("alt") + 1] == "1"
     stats = {}
     add = adder(stats)
 
@@ -154,12 +145,7 @@ def summarise_rs(a, header, rows):
             b = 4 + 8 * w
             if r[b] == NONE:
                 continue
-            if alt:
-                for name, i, j in (("subs", 0, 1), ("full_wait", 1, 2), ("convert", 2, 3), ("issue0", 3, 4),
-                                   ("promote_last", 4, 5)):
-                    add(f"{name}[{w}]", d(r[b + i], r[b + j]))
-                last, seen = b + 5, b + 2
-            elif pieces == 2:
+            if pieces == 2:
                 for name, i, j in (("mma0", 0, 1), ("promote0", 1, 2), ("issue1", 2, 3), ("mma1", 3, 4),
                                    ("promote1", 4, 5), ("full_wait", 5, 6), ("convert", 6, 7)):
                     add(f"{name}[{w}]", d(r[b + i], r[b + j]))

@@ -4,7 +4,7 @@
 
 namespace xstage::kernels::moe {
 
-using KernelW4A8RsLutBf16M256N128 = MoeW4A8RsKernel<W4RsTraits<4, false, 0, false, 4, true, true>>;
+using KernelW4A8RsLutBf16M256N128 = MoeW4A8RsKernel<W4RsTraits<4, false, 0, false, 2, true>>;
 
 cudaError_t moe_w4a8rs_lut_bf16_m256n128(const MoeW4A8Params& p, cudaStream_t stream) {
   return launch_moe_w4a8_rs<KernelW4A8RsLutBf16M256N128>(p, stream);

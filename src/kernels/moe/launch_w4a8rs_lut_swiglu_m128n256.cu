@@ -6,7 +6,7 @@
 
 namespace xstage::kernels::moe {
 
-using KernelW4A8RsLutSwiGluM128N256 = MoeW4A8RsKernel<W4RsTraits<5, true, 0, false, 2, true, true>>;
+using KernelW4A8RsLutSwiGluM128N256 = MoeW4A8RsKernel<W4RsTraits<5, true, 0, false, 2, true>>;
 
 cudaError_t moe_w4a8rs_lut_swiglu_m128n256(const MoeW4A8Params& p, cudaStream_t stream) {
   return launch_moe_w4a8_rs<KernelW4A8RsLutSwiGluM128N256>(p, stream);

@@ -31,7 +31,6 @@
 // Included only by launch_w4a8rs_*.cu.
 #pragma once
 #include <cstdint>
-#include <utility>
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -71,29 +70,18 @@ using namespace cute;
 // conversion table for its K block (the e4m3 group scale folded in, w4a8_rs_layout.hpp), so the
 // promotion keeps only the token scale (one FFMA per value, as W8A8) and w_scales are fp32
 // channel scales [experts, n], applied once per tile in the epilogue.
-// kAlt_: the alternating schedule. Every piece is 64 tokens (m64n64k32 wgmmas) and each (piece,
-// weight block) pair is its own commit group ("sub-piece") with a 32-value per-K-block
-// accumulator; two such accumulators alternate, so sub-piece j + 1 is issued before j is
-// promoted and a warp group's promotion runs under its own wgmmas (the W8A8 overlap schedule).
-// The next K block's conversion waits for the last sub-piece (one fragment buffer) and its first
-// sub-piece is issued before the last one is promoted. Needs an even number of sub-pieces
-// (kBlocks * kPieces). Register budget as two 128-token pieces: 64 accumulators of the K block.
-template <int kStages_, bool kGateUp_, int kStudy_ = 0, bool kMx_ = false, int kPieces_ = 1, bool kLut_ = false,
-          bool kAlt_ = false>
+template <int kStages_, bool kGateUp_, int kStudy_ = 0, bool kMx_ = false, int kPieces_ = 1, bool kLut_ = false>
 struct W4RsTraits {
   static constexpr int kStudy = kStudy_;
   static constexpr bool kMx = kMx_;
   static constexpr bool kLut = kLut_;
-  static constexpr bool kAlt = kAlt_;
   static_assert(!(kMx && kLut), "one weight format");
   static constexpr bool kGateUp = kGateUp_;
   static constexpr int kPieces = kPieces_;
-  static_assert(kPieces == 1 || (kPieces == 2 && (!kGateUp || kLut_)) || kAlt,
-                "two token pieces: bf16, or SwiGLU with kLut (more: the alternating schedule)");
+  static_assert(kPieces == 1 || (kPieces == 2 && (!kGateUp || kLut_)), "two token pieces: bf16, or SwiGLU with kLut");
   using Element = cutlass::float_e4m3_t;
   static constexpr int kBlocks = kGateUp ? 2 : 1;          // 64-row weight blocks per warp group (gate, up)
-  static_assert(!kAlt || (kBlocks * kPieces) % 2 == 0, "alternating schedule: an even number of sub-pieces");
-  static constexpr int kPieceT = (kGateUp || kAlt) ? 64 : 128;  // tokens per wgmma piece
+  static constexpr int kPieceT = kGateUp ? 64 : 128;       // tokens per wgmma piece
   static constexpr int kBlockT = kPieceT * kPieces;        // tokens per tile
   static constexpr int kBlockK = 128;
   static constexpr int kStages = kStages_;
@@ -101,11 +89,11 @@ struct W4RsTraits {
   static constexpr int kConsumerWarps = 4 * kConsumerWGs;
   static constexpr int kThreads = 128 * (1 + kConsumerWGs);
   // Two pieces hold a second 64-value accumulator: the producer gives up 16 more registers.
-  static constexpr int kProducerRegs = kPieces >= 2 ? 24 : 40;
-  static constexpr int kConsumerRegs = kPieces >= 2 ? 240 : 232;
+  static constexpr int kProducerRegs = kPieces == 2 ? 24 : 40;
+  static constexpr int kConsumerRegs = kPieces == 2 ? 240 : 232;
   static_assert(128 * kProducerRegs + 128 * kConsumerWGs * kConsumerRegs <= 65536, "register file");
 
-  using MmaAtom = cute::conditional_t<kPieceT == 64, SM90_64x64x32_F32E4M3E4M3_RS_TN<>, SM90_64x128x32_F32E4M3E4M3_RS_TN<>>;
+  using MmaAtom = cute::conditional_t<kGateUp, SM90_64x64x32_F32E4M3E4M3_RS_TN<>, SM90_64x128x32_F32E4M3E4M3_RS_TN<>>;
   using TiledMma = decltype(make_tiled_mma(MmaAtom{}));  // one warp group, 64 x kPieceT x 32
 
   // Token tile: K-major, 128-byte swizzle (what the e4m3 wgmma's B operand reads), one slot per
@@ -143,12 +131,6 @@ __device__ __forceinline__ uint2 ld_shared_u2(uint32_t addr) {
   return v;
 }
 
-
-// f(Int<J>{}) for J = 0, 1, ...: compile-time indices, so register arrays stay registers.
-template <int... J, class F>
-__device__ __forceinline__ void static_for(std::integer_sequence<int, J...>, F&& f) {
-  (f(cute::Int<J>{}), ...);
-}
 
 template <class Traits>
 struct MoeW4A8RsKernel {
@@ -379,108 +361,6 @@ struct MoeW4A8RsKernel {
     warpgroup_commit_batch();
   }
 
-  // The alternating schedule (W4RsTraits::kAlt): sub-piece j = (token piece j / kBlocks, weight
-  // block j % kBlocks) accumulates one K block into pp[j % 2]; per K block kb
-  //   wait for its stage, convert it (every wgmma of kb - 1 has completed), issue sub-piece 0
-  //   into pp[0], promote kb - 1's last sub-piece (pp[1]) and release its stage;
-  //   for j < last: issue j + 1, wait until only it is in flight, promote j;
-  //   wait for all.
-  // The wgmma issues are never under a runtime branch: ptxas serialises wgmmas on divergent
-  // paths (C7518).
-  template <class TCrB, class TiledMma>
-  __device__ __forceinline__ void mma_alternating(Params const& p, SharedStorage& ss, TCrB const& tCrB,
-                                                  TiledMma& tiled_mma, State& read, int g, int wt, int wrow0, int q,
-                                                  uint32_t t0, uint32_t t1, Acc (&acc)[kAccs],
-                                                  [[maybe_unused]] uint32_t& it) const {
-    static_assert(kAccs % 2 == 0, "two alternating accumulators");
-    [[maybe_unused]] const int tr = kTrRsConsumerBase + kTrRsConsumerStride * g;
-    auto stamp = [&](int slot) {
-      if (wt == 0) W4_TRACE(p.trace, it, tr + slot);
-    };
-    Frags f;
-    Acc pp[2];
-    auto issue_sub = [&](int s, auto j_c, Acc& pt) {
-      constexpr int j = decltype(j_c)::value, pc = j / kBlocks, b = j % kBlocks;
-      warpgroup_fence_operand(f[b]);
-      warpgroup_fence_operand(pt);
-      warpgroup_arrive();
-      tiled_mma.accumulate_ = GMMA::ScaleOut::Zero;
-      CUTE_UNROLL
-      for (int k = 0; k < size<2>(f[b]); ++k) {
-        cute::gemm(tiled_mma, f[b](_, _, k), tCrB(_, _, k, s * kPieces + pc), pt);
-        tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-      }
-      warpgroup_commit_batch();
-    };
-    // acc[j] += pt * a_scale[token] (* w_scale[row] without kLut); C layout as in mma(); after
-    // the last sub-piece the stage is released.
-    auto promote_sub = [&](Acc& pt, int s, auto j_c) {
-      constexpr int j = decltype(j_c)::value, pc = j / kBlocks, b = j % kBlocks;
-      warpgroup_fence_operand(pt);
-      [[maybe_unused]] float w0 = 1.f, w1 = 1.f;
-      if constexpr (!T::kLut) {
-        w0 = ss.ws[(s * kBlocks + b) * 128 + wrow0];
-        w1 = ss.ws[(s * kBlocks + b) * 128 + wrow0 + 8];
-      }
-      CUTE_UNROLL
-      for (int c = 0; c < kPieceT / 16; ++c) {
-        const float4 a4 =
-            *reinterpret_cast<const float4*>(&ss.as[s * T::kAsStage + q * T::kAsRow + pc * (kPieceT / 4) + 4 * c]);
-        CUTE_UNROLL
-        for (int e = 0; e < 8; ++e) {
-          const int i = 8 * c + e;
-          const float a = (i & 4) ? ((i & 1) ? a4.w : a4.z) : ((i & 1) ? a4.y : a4.x);
-          if constexpr ((T::kStudy & 2) != 0) acc[j](i) += pt(i);
-          else if constexpr (T::kLut) acc[j](i) = fmaf(pt(i), a, acc[j](i));
-          else acc[j](i) = fmaf(pt(i) * a, (i & 2) ? w1 : w0, acc[j](i));
-        }
-      }
-    };
-    // Stage s: its wgmmas completed and every promotion read its token scales.
-    auto release = [&](int s) {
-      asm volatile("" ::: "memory");  // the shared reads of the promotions stay before it
-      __syncwarp();
-      if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
-    };
-    // Every wgmma issue is unconditional: after the last K block, sub-piece 0 is issued once
-    // more on the same (not yet released) stage and its result dropped, instead of a branch
-    // or a peeled copy around the issue (either made ptxas serialise the wgmmas, C7518, or
-    // wait inside the loop, C7517).
-    convert_stage(ss, read.index, g, wt, t0, t1, f);  // the caller waited for its full barrier
-    issue_sub(read.index, Int<0>{}, pp[0]);
-    for (int kb = 0; kb < p.k_blocks; ++kb) {
-      const int s = read.index;
-      stamp(0);
-      static_for(std::make_integer_sequence<int, kAccs - 1>{}, [&](auto j_c) {
-        constexpr int j = decltype(j_c)::value;
-        issue_sub(s, Int<j + 1>{}, pp[(j + 1) & 1]);
-        warpgroup_wait<1>();
-        promote_sub(pp[j & 1], s, j_c);
-      });
-      warpgroup_wait<0>();
-      stamp(1);
-      CUTE_UNROLL
-      for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(f[b]);
-      const bool more = kb + 1 < p.k_blocks;
-      if (more) {
-        read.advance();
-        bounded_wait(&ss.full[read.index], read.phase);  // nothing in flight here
-      }
-      stamp(2);
-      convert_stage(ss, read.index, g, wt, t0, t1, f);  // the last K block: its own stage again
-      stamp(3);
-      issue_sub(read.index, Int<0>{}, pp[0]);
-      stamp(4);
-      promote_sub(pp[(kAccs - 1) & 1], s, Int<kAccs - 1>{});
-      if (more) release(s);  // the last stage: once the extra sub-piece 0 has read it
-      stamp(5);
-      ++it;
-    }
-    warpgroup_wait<0>();  // the extra sub-piece 0
-    release(read.index);
-    read.advance();
-  }
-
   template <class SmemX>
   // it: K blocks consumed by this CTA so far (trace only).
   __device__ __forceinline__ void mma(Params const& p, SharedStorage& ss, SmemX const& sX, State& read, int g, int wt,
@@ -541,13 +421,9 @@ struct MoeW4A8RsKernel {
       }
     };
 
-    bounded_wait(&ss.full[read.index], read.phase);
-    if constexpr (T::kAlt) {
-      mma_alternating(p, ss, tCrB, tiled_mma, read, g, wt, wrow0, q, t0, t1, acc, it);
-      return;
-    }
     Acc part[kBlocks];
-    if constexpr (kPieces == 2 && !T::kAlt) {
+    bounded_wait(&ss.full[read.index], read.phase);
+    if constexpr (kPieces == 2) {
       // Two token pieces: one fragment buffer (the registers hold two fp32 accumulators). Per K
       // block: piece 0, promote, piece 1 with the same fragments, promote (the stage is
       // released), then block kb + 1 is converted into the buffer; the other warp group's
@@ -765,11 +641,16 @@ struct MoeW4A8RsKernel {
       while (sched.next(t)) {
         Acc acc[kAccs];
         mma(p, ss, sX, read, g, wt, acc, it);
-        CUTE_UNROLL
-        for (int pc = 0; pc < kPieces; ++pc) {
-          if (pc > 0 && pc * kPieceT >= t.rows) break;  // the tile's tokens end before this piece
-          if constexpr (T::kGateUp) store_swiglu(p, ss, acc + pc * kBlocks, t, g, wt, pc);
-          else store_bf16(p, ss, acc[pc], t, g, wt, pc);
+        if constexpr (T::kGateUp) {
+          store_swiglu(p, ss, acc, t, g, wt, 0);
+          if constexpr (kPieces == 2) {
+            if (kPieceT < t.rows) store_swiglu(p, ss, acc + kBlocks, t, g, wt, 1);
+          }
+        } else {
+          store_bf16(p, ss, acc[0], t, g, wt, 0);
+          if constexpr (kPieces == 2) {
+            if (kPieceT < t.rows) store_bf16(p, ss, acc[1], t, g, wt, 1);
+          }
         }
       }
     }
@@ -812,9 +693,9 @@ cudaError_t launch_moe_w4a8_rs(MoeW4A8Params const& p, cudaStream_t stream) {
   if (const cudaError_t l = cudaGetLastError(); l != cudaSuccess) return l;
   char header[256];
   std::snprintf(header, sizeof header,
-                "# w4a8 trace: register-operand pieces %d alt %d block_t %d gate_up %d lut %d mxfp4 %d m_total %d n %d "
-                "k %d ctas %d",
-                Kernel::T::kPieces, Kernel::T::kAlt ? 1 : 0, Kernel::T::kBlockT, Kernel::T::kGateUp ? 1 : 0, Kernel::T::kLut ? 1 : 0,
+                "# w4a8 trace: register-operand pieces %d block_t %d gate_up %d lut %d mxfp4 %d m_total %d n %d k %d "
+                "ctas %d",
+                Kernel::T::kPieces, Kernel::T::kBlockT, Kernel::T::kGateUp ? 1 : 0, Kernel::T::kLut ? 1 : 0,
                 Kernel::T::kMx ? 1 : 0, p.m_total, p.n, p.k, ctas);
   return trace.finish(stream, ctas, header);
 #else
