@@ -27,18 +27,6 @@ __device__ __forceinline__ void bounded_wait(uint64_t const* bar, uint32_t phase
   }
 }
 
-// Non-blocking: has the phase with this parity completed? (A hint read early; a false answer is
-// followed by bounded_wait.)
-__device__ __forceinline__ bool test_wait(uint64_t const* bar, uint32_t phase) {
-  uint32_t ready;
-  asm volatile(
-      "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
-      : "=r"(ready)
-      : "r"(cute::cast_smem_ptr_to_uint(bar)), "r"(phase)
-      : "memory");
-  return ready != 0;
-}
-
 // 4-byte cp.async with zero fill (src_bytes 0: nothing read) and its mbarrier arrival: how the
 // scale copies (W8A8 scale warp, W4A8 register-operand token scales) join a stage.
 __device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, uint32_t src_bytes) {

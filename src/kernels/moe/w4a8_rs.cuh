@@ -433,13 +433,6 @@ struct MoeW4A8RsKernel {
       for (int kb = 0; kb < kbs; ++kb, ++it) {
         const int s = read.index;
         issue(tiled_mma, f, tCrB, s * kPieces, part);
-        // Test the next K block's full barrier now, under the wgmmas: a try_wait after the
-        // promotion costs ~250 cycles on the chain even when the data landed long before (run
-        // 74). Unconditional (after the last K block it tests a stage nobody reads): a branch
-        // here would serialise the wgmmas (C7518).
-        State nx = read;
-        nx.advance();
-        const bool next_ready = test_wait(&ss.full[nx.index], nx.phase);
         stamp(0);
         warpgroup_wait<0>();
         stamp(1);
@@ -455,7 +448,7 @@ struct MoeW4A8RsKernel {
         stamp(5);
         read.advance();
         if (kb + 1 < kbs) {
-          if (!next_ready) bounded_wait(&ss.full[read.index], read.phase);
+          bounded_wait(&ss.full[read.index], read.phase);
           stamp(6);
           convert_stage(ss, read.index, g, wt, t0, t1, f);
           stamp(7);
