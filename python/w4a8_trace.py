@@ -27,7 +27,14 @@ WG w and K block, with two pieces (P = 2):
   lead               producer issue of the next K block -> its full seen by WG w (load to use)
 and with one piece: full_wait (issued -> next block's full seen), convert, mma_rest (converted ->
 wgmmas complete), promote (-> released), gap (released -> next block issued); period as above.
-Usage: python3 python/w4a8_trace.py TRACE.txt [--ghz 1.98]
+  issue_wait_other   (two pieces) a piece's issue end minus the other group's latest wgmma
+                     completion before it, when that was at most 64 cycles earlier: how many
+                     issues end right after the other group's wgmmas (n of the median) and by
+                     how much. A register-operand issue does not complete while the other
+                     group's wgmmas run (run 74).
+--timeline CTA:K0:K1 prints, for one CTA and K blocks K0..K1, both groups' stamps in time order
+(two-piece kernels), the view that showed it.
+Usage: python3 python/w4a8_trace.py TRACE.txt [--ghz 1.98] [--timeline CTA:K0:K1]
 """
 import argparse
 import statistics as st
@@ -68,6 +75,7 @@ def main(argv=None):
     ap.add_argument("trace")
     ap.add_argument("--ghz", type=float, default=1.98, help="SM clock for the microsecond column")
     ap.add_argument("--skip", type=int, default=4, help="leading stages of each CTA left out")
+    ap.add_argument("--timeline", help="CTA:K0:K1 - both groups' stamps of those K blocks in time order (rs, two pieces)")
     a = ap.parse_args(argv)
     header = ""
     rows = {}
@@ -83,6 +91,8 @@ def main(argv=None):
     if not rows:
         sys.exit("w4a8_trace: no trace rows in " + a.trace)
     if "register-operand" in header:
+        if a.timeline:
+            return timeline_rs(a, rows)
         return summarise_rs(a, header, rows)
     nslots = len(next(iter(rows.values())))
     wgs = (nslots - 4) // 5
@@ -158,7 +168,63 @@ def summarise_rs(a, header, rows):
                 add(f"gap[{w}]", d(r[last], nxt[b]))
                 add(f"period[{w}]", d(r[b], nxt[b]))
                 add(f"lead[{w}]", d(nxt[0], r[seen]))
+    if pieces == 2:
+        issue_wait_other(rows, a.skip, add)
     report(a, header, stats)
+
+
+RS2_NAMES = ("issued0", "done0", "promoted0", "issued1", "done1", "released", "next_full", "next_converted")
+
+
+def issue_wait_other(rows, skip, add):
+    """Two-piece rs kernels: for each piece issue of group w (slots 0 and 3), the gap to the other
+    group's latest wgmma completion (slots 1 and 4 of K blocks s - 1 and s) before it, if <= 64."""
+    for (c, s), r in rows.items():
+        if s < skip:
+            continue
+        prev = rows.get((c, s - 1))
+        for w in range(2):
+            b, o = 4 + 8 * w, 4 + 8 * (1 - w)
+            done = [x[o + i] for x in (prev, r) if x is not None for i in (1, 4) if x[o + i] != NONE]
+            for i in (0, 3):
+                if r[b + i] == NONE:
+                    continue
+                gaps = [g for g in (d(t, r[b + i]) for t in done) if g is not None and g < 1 << 30]
+                if gaps and min(gaps) <= 64:
+                    add(f"issue_wait_other[{w}]", min(gaps))
+
+
+def timeline_rs(a, rows):
+    """Both groups' stamps of K blocks K0..K1 of one CTA, in time order (two-piece kernels)."""
+    try:
+        cta, k0, k1 = (int(x) for x in a.timeline.split(":"))
+    except ValueError:
+        sys.exit("w4a8_trace: --timeline wants CTA:K0:K1")
+    ev = []
+    for s in range(k0, k1 + 1):
+        r = rows.get((cta, s))
+        if r is None:
+            continue
+        for w in range(2):
+            for i, name in enumerate(RS2_NAMES):
+                t = r[4 + 8 * w + i]
+                if t != NONE:
+                    ev.append((t, f"WG{w} kb{s} {name}"))
+    if not ev:
+        sys.exit(f"w4a8_trace: no stamps for CTA {cta}, K blocks {k0}..{k1}")
+    # Clock values are 32 bits and may wrap inside the range: order by the signed distance
+    # from the first K block's first stamp of group 0 (or of group 1).
+    ref = ev[0][0]
+
+    def rel(t):
+        return ((t - ref + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+
+    ev = sorted((rel(t), name) for t, name in ev)
+    t0 = prev = ev[0][0]
+    print(f"{'cycle':>7} {'+delta':>7}  event")
+    for t, name in ev:
+        print(f"{t - t0:7d} {t - prev:+7d}  {name}")
+        prev = t
 
 
 if __name__ == "__main__":

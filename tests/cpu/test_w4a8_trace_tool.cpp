@@ -54,7 +54,8 @@ void write_trace(const fs::path& p, int ctas, int stages, int wgs) {
 // t - 6000; consumer group w at t + 20 w + offsets: two pieces {0, 300, 450, 470, 770, 920,
 // 1000, 1100} (issue0, complete0, promoted0, issue1, complete1, released, next full, next
 // converted), one piece {0, 100, 200, 600, 800}.
-void write_rs_trace(const fs::path& p, int pieces) {
+// w1_shift: group 1's stamps sit that many cycles after group 0's.
+void write_rs_trace(const fs::path& p, int pieces, uint32_t w1_shift = 20) {
   std::ofstream f(p);
   f << "# w4a8 trace: register-operand pieces " << pieces << " block_t 256 gate_up 0 lut 1 mxfp4 0\n";
   const std::vector<uint32_t> two{0, 300, 450, 470, 770, 920, 1000, 1100}, one{0, 100, 200, 600, 800};
@@ -64,7 +65,7 @@ void write_rs_trace(const fs::path& p, int pieces) {
       const uint32_t t = 0xFFFF8000u + static_cast<uint32_t>(c * 5 + s * 2500);
       f << c << " " << s << " " << (t - 6000) << " " << 0xFFFFFFFFu << " " << 0xFFFFFFFFu << " " << 0xFFFFFFFFu;
       for (int w = 0; w < 2; ++w)
-        for (size_t i = 0; i < 8; ++i) f << " " << (i < offs.size() ? t + 20 * w + offs[i] : 0xFFFFFFFFu);
+        for (size_t i = 0; i < 8; ++i) f << " " << (i < offs.size() ? t + w1_shift * w + offs[i] : 0xFFFFFFFFu);
       f << "\n";
     }
 }
@@ -114,6 +115,30 @@ TEST(W4A8TraceTool, RegisterOperandSlots) {
     EXPECT_DOUBLE_EQ(med[k], v) << k;
   }
   EXPECT_EQ(med.count("mma0[0]"), 0u) << "one piece has no piece-0 interval";
+  EXPECT_EQ(med.count("issue_wait_other[0]"), 0u) << "no piece issue ends within 64 cycles of the other group's wgmmas";
+  fs::remove_all(dir);
+}
+
+// Group 1 160 cycles behind: its piece 0 completes (t + 460) 10 cycles before group 0's piece 1
+// issue ends (t + 470), in every K block; nothing else lines up within 64 cycles. The timeline
+// of K block 13 (its clock values wrap past 2^32) lists that issue at cycle 470, 10 after.
+TEST(W4A8TraceTool, IssueAfterTheOtherGroupAndTimeline) {
+  if (std::system("python3 -c 'import statistics' >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not available";
+  const fs::path dir = fs::temp_directory_path() / ("xs_w4rstl_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path trace = dir / "trace.txt", out = dir / "out.txt";
+  write_rs_trace(trace, 2, 160);
+  auto med = medians(trace, out);
+  ASSERT_TRUE(med.count("issue_wait_other[0]")) << slurp(out);
+  EXPECT_DOUBLE_EQ(med["issue_wait_other[0]"], 10);
+  EXPECT_EQ(med.count("issue_wait_other[1]"), 0u) << slurp(out);
+  const std::string cmd = "python3 '" + std::string(XSTAGE_SOURCE_DIR) + "/python/w4a8_trace.py' '" + trace.string() +
+                          "' --timeline 0:13:13 >'" + out.string() + "' 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp(out);
+  const std::string text = slurp(out);
+  EXPECT_NE(text.find("    470     +10  WG0 kb13 issued1"), std::string::npos) << text;
+  EXPECT_LT(text.find("WG0 kb13 issued0"), text.find("WG1 kb13 issued0")) << text;
+  EXPECT_LT(text.find("WG1 kb13 next_converted"), std::string::npos) << text;
   fs::remove_all(dir);
 }
 
