@@ -90,6 +90,8 @@ def main(argv=None):
             rows[(v[0], v[1])] = v[2:]
     if not rows:
         sys.exit("w4a8_trace: no trace rows in " + a.trace)
+    if a.timeline and ("register-operand" not in header or rs_pieces(header) != 2):
+        sys.exit("w4a8_trace: --timeline reads register-operand traces with two pieces; this one is: " + header)
     if "register-operand" in header:
         if a.timeline:
             return timeline_rs(a, rows)
@@ -140,10 +142,15 @@ def report(a, header, stats):
         print(f"{k:>16} {len(xs):6d} {m:9.0f} {pct(xs, 0.1):9.0f} {pct(xs, 0.9):9.0f}  {m / a.ghz / 1e3:.3f}")
 
 
+def rs_pieces(header):
+    """Token pieces per tile from a register-operand header ("... pieces P ..."; 1 if absent)."""
+    words = header.split()
+    return int(words[words.index("pieces") + 1]) if "pieces" in words else 1
+
+
 def summarise_rs(a, header, rows):
     """The register-operand kernels' slots (w4a8_trace.cuh, W4RsTraceSlot)."""
-    words = header.split()
-    pieces = int(words[words.index("pieces") + 1]) if "pieces" in words else 1
+    pieces = rs_pieces(header)
     stats = {}
     add = adder(stats)
 

@@ -139,6 +139,10 @@ TEST(W4A8TraceTool, IssueAfterTheOtherGroupAndTimeline) {
   EXPECT_NE(text.find("    470     +10  WG0 kb13 issued1"), std::string::npos) << text;
   EXPECT_LT(text.find("WG0 kb13 issued0"), text.find("WG1 kb13 issued0")) << text;
   EXPECT_LT(text.find("WG1 kb13 next_converted"), std::string::npos) << text;
+  // A one-piece trace has other slots: --timeline refuses it with a message.
+  write_rs_trace(trace, 1);
+  EXPECT_NE(std::system(cmd.c_str()), 0) << slurp(out);
+  EXPECT_NE(slurp(out).find("two pieces"), std::string::npos) << slurp(out);
   fs::remove_all(dir);
 }
 
