@@ -8,7 +8,8 @@
 //           the W4A8 256-token tile. RS: A (weights) from registers; SS: A from shared memory.
 //   C       CUDA-core group: each iteration is a promotion of one piece (64 FFMAs into a
 //           running accumulator), with its four scale loads from shared memory (mode "lds") or
-//           scales in registers (mode "reg").
+//           scales in registers (mode "reg"); or a chain of dependent loads from shared memory
+//           or L1-resident global memory (per-load latency).
 // Each group reports cycles per iteration (SM clock). The CUDA-core group runs until tensor
 // group T0 is done (or a fixed count when there is none), so its rate is measured under
 // whatever the tensor groups do. Per tensor piece it also reports the issue time (first
@@ -39,7 +40,8 @@ namespace {
   } while (0)
 
 enum Tensor : int { kNone = 0, kRs = 1, kSs = 2 };
-enum Cuda : int { kNoCuda = 0, kFfmaReg = 1, kFfmaLds = 2 };
+enum Cuda : int { kNoCuda = 0, kFfmaReg = 1, kFfmaLds = 2, kLdsChain = 3, kLdgChain = 4, kFfmaLds64 = 5, kFfmaLds32 = 6,
+                  kLds128Chain = 7, kFfmaLdsAhead = 8 };
 
 constexpr int kThreads = 384;
 constexpr int kSmemB = 16384;  // 128 tokens x 128 K e4m3, K-major, 128-byte swizzle
@@ -72,6 +74,17 @@ __device__ __forceinline__ uint64_t desc_k128(uint32_t addr) {
   return d.desc_;
 }
 
+// A 16-byte shared-memory load the compiler can neither hoist nor merge (the probe's data is
+// loop-invariant, so a plain load would leave the loop).
+__device__ __forceinline__ float4 lds128(const float* p) {
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(p)))
+               : "memory");
+  return v;
+}
+
 #define PROBE_D(a) a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], a[14], \
     a[15], a[16], a[17], a[18], a[19], a[20], a[21], a[22], a[23], a[24], a[25], a[26], a[27], a[28], a[29],  \
     a[30], a[31], a[32], a[33], a[34], a[35], a[36], a[37], a[38], a[39], a[40], a[41], a[42], a[43], a[44],  \
@@ -99,7 +112,7 @@ __device__ __forceinline__ void piece(float (&d)[64], const uint32_t (&a)[4][4],
 }
 
 template <int kT0, int kT1, int kC>
-__global__ void __launch_bounds__(kThreads, 1) probe_kernel(int iters, Out* out) {
+__global__ void __launch_bounds__(kThreads, 1) probe_kernel(int iters, Out* out, const uint32_t* chain) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int tid = threadIdx.x, wg = tid / 128, wt = tid % 128;
@@ -155,6 +168,85 @@ __global__ void __launch_bounds__(kThreads, 1) probe_kernel(int iters, Out* out)
   if constexpr (kC == kNoCuda) {
     if (wt == 0) o.c_cycles = o.c_iters = 0;
     return;
+  } else if constexpr (kC == kLdsChain || kC == kLdgChain || kC == kLds128Chain) {
+    // One iteration = 16 dependent loads (each address comes from the previous load): the
+    // latency of a shared-memory / L1-resident global load under the tensor groups' work.
+    uint32_t* ring = reinterpret_cast<uint32_t*>(scales);
+    if (wt < 64) ring[wt] = static_cast<uint32_t>((wt + 17) % 64);
+    asm volatile("bar.sync 1, 128;" ::: "memory");
+    uint32_t idx = static_cast<uint32_t>(wt % 64);
+    unsigned long long n = 0;
+    const unsigned long long t0 = clk();
+    const long long cap = kT0 == kNone ? iters : (1ll << 40);
+    while (n < static_cast<unsigned long long>(cap)) {
+      CUTE_UNROLL
+      for (int j = 0; j < 16; ++j) {
+        if constexpr (kC == kLdsChain) {
+          asm volatile("ld.shared.u32 %0, [%1];" : "=r"(idx) : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(ring + idx))) : "memory");
+        } else if constexpr (kC == kLds128Chain) {
+          uint32_t y, z, w;
+          asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                       : "=r"(idx), "=r"(y), "=r"(z), "=r"(w)
+                       : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(ring + (idx & ~3u)))) : "memory");
+          idx += (y + z + w) & 0x80000000u;  // keeps all four live (0 for this data)
+        } else {
+          asm volatile("ld.global.ca.u32 %0, [%1];" : "=r"(idx) : "l"(chain + idx) : "memory");
+        }
+      }
+      ++n;
+      if (kT0 != kNone && *done) break;
+    }
+    const unsigned long long t1 = clk();
+    if (wt == 0) {
+      o.c_cycles = (t1 - t0) / 16;  // per load
+      o.c_iters = n;
+    }
+    if (idx == 12345u) o.sink = 1.f;
+  } else if constexpr (kC == kFfmaLdsAhead) {
+    // The promotion with its scales loaded one iteration ahead (software pipelined): the
+    // loads of iteration n + 1 are issued before the FFMAs of iteration n.
+    float part[32], run[32];  // 32 products and sums reused: the registers hold two scale sets
+    CUTE_UNROLL
+    for (int i = 0; i < 32; ++i) {
+      part[i] = 1e-3f * static_cast<float>(i + wt);
+      run[i] = 0.f;
+    }
+    const int q = wt % 4;
+    float4 cur[8], nxt[8];
+    CUTE_UNROLL
+    for (int c = 0; c < 8; ++c) cur[c] = *reinterpret_cast<const float4*>(&scales[q * 68 + 4 * c]);
+    unsigned long long n = 0;
+    const unsigned long long t0 = clk();
+    const long long cap = kT0 == kNone ? iters : (1ll << 40);
+    while (n < static_cast<unsigned long long>(cap)) {
+      const int off = static_cast<int>(n & 1) * 4;
+      CUTE_UNROLL
+      for (int c = 0; c < 8; ++c) nxt[c] = lds128(&scales[q * 68 + 4 * c + off]);
+      CUTE_UNROLL
+      for (int c = 0; c < 8; ++c) {
+        CUTE_UNROLL
+        for (int e = 0; e < 8; ++e) {
+          const int i = 8 * c + e;
+          const float s = (i & 4) ? ((i & 1) ? cur[c].w : cur[c].z) : ((i & 1) ? cur[c].y : cur[c].x);
+          run[i & 31] = fmaf(part[i & 31], s, run[i & 31]);
+        }
+      }
+      CUTE_UNROLL
+      for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(part[i])::"memory");
+      CUTE_UNROLL
+      for (int c = 0; c < 8; ++c) cur[c] = nxt[c];
+      ++n;
+      if (kT0 != kNone && *done) break;
+    }
+    const unsigned long long t1 = clk();
+    float s = 0.f;
+    CUTE_UNROLL
+    for (int i = 0; i < 32; ++i) s += run[i];
+    if (wt == 0) {
+      o.c_cycles = t1 - t0;
+      o.c_iters = n;
+    }
+    if (s == 12345.f) o.sink = s;
   } else {
     float part[64], run[64];
     CUTE_UNROLL
@@ -171,7 +263,16 @@ __global__ void __launch_bounds__(kThreads, 1) probe_kernel(int iters, Out* out)
       CUTE_UNROLL
       for (int c = 0; c < 8; ++c) {
         float4 s4 = sreg;
-        if constexpr (kC == kFfmaLds) s4 = *reinterpret_cast<const float4*>(&scales[q * 68 + 4 * c]);
+        if constexpr (kC == kFfmaLds) s4 = lds128(&scales[q * 68 + 4 * c]);
+        if constexpr (kC == kFfmaLds64) {
+          const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(&scales[q * 68 + 4 * c]));
+          asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(s4.x), "=f"(s4.y) : "r"(a) : "memory");
+          asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(s4.z), "=f"(s4.w) : "r"(a + 8) : "memory");
+        }
+        if constexpr (kC == kFfmaLds32) {
+          const volatile float* v = &scales[q * 68 + 4 * c];
+          s4 = make_float4(v[0], v[1], v[2], v[3]);
+        }
         CUTE_UNROLL
         for (int e = 0; e < 8; ++e) {
           const int i = 8 * c + e;
@@ -196,14 +297,90 @@ __global__ void __launch_bounds__(kThreads, 1) probe_kernel(int iters, Out* out)
   }
 }
 
+// Two tensor groups that each promote their own piece after its wait (the register-operand
+// W4A8 kernel's loop without the conversion): kP = 0 no promotion, 1 scales loaded after the
+// wait (LDS.128 interleaved with the FFMAs, as the kernel), 2 scales loaded between the issue
+// and the wait, 3 scales in registers. 256 threads: the registers allow 64 + 64 + 32.
+template <int kT, int kP>
+__global__ void __launch_bounds__(256, 1) pair_kernel(int iters, Out* out, const uint32_t*) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const int tid = threadIdx.x, wg = tid / 128, wt = tid % 128;
+  for (int i = tid; i < kSmemB + kSmemA; i += 256) smem[i] = static_cast<unsigned char>(0x30 + (i * 37) % 16);
+  float* scales = reinterpret_cast<float*>(smem + kSmemB + kSmemA);
+  for (int i = tid; i < kSmemS / 4; i += 256) scales[i] = 1.0f + 1e-3f * static_cast<float>(i % 7);
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  Out& o = out[blockIdx.x];
+  const uint32_t sbase = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  uint32_t a[4][4];
+  CUTE_UNROLL
+  for (int k = 0; k < 4; ++k)
+    CUTE_UNROLL
+    for (int j = 0; j < 4; ++j) a[k][j] = 0x34343434u + 0x01010101u * ((wt + j + k) % 8);
+  float d[64], run[64];
+  CUTE_UNROLL
+  for (int i = 0; i < 64; ++i) d[i] = run[i] = 0.f;
+  const int q = wt % 4;
+  float4 sreg = make_float4(1.f, 1.001f, 0.999f, 1.002f);
+  unsigned long long issue = 0;
+  const unsigned long long t0 = clk();
+  for (int it = 0; it < iters; ++it) {
+    const unsigned long long i0 = clk();
+    piece<kT>(d, a, sbase + kSmemB, sbase);
+    const unsigned long long i1 = clk();
+    issue += i1 - i0;
+    const float* srow = &scales[q * 68 + 4 * (it & 1)];
+    float4 s4[8];
+    if constexpr (kP == 2) {
+      CUTE_UNROLL
+      for (int c = 0; c < 8; ++c) s4[c] = lds128(srow + 4 * c);
+    }
+    cute::warpgroup_wait<0>();
+    CUTE_UNROLL
+    for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+    if constexpr (kP != 0) {
+      CUTE_UNROLL
+      for (int c = 0; c < 8; ++c) {
+        float4 v = sreg;
+        if constexpr (kP == 1) v = lds128(srow + 4 * c);
+        if constexpr (kP == 2) v = s4[c];
+        CUTE_UNROLL
+        for (int e = 0; e < 8; ++e) {
+          const int i = 8 * c + e;
+          const float sc = (i & 4) ? ((i & 1) ? v.w : v.z) : ((i & 1) ? v.y : v.x);
+          run[i] = fmaf(d[i], sc, run[i]);
+        }
+      }
+    } else {
+      run[0] += d[0];
+    }
+  }
+  const unsigned long long t1 = clk();
+  float sum = 0.f;
+  CUTE_UNROLL
+  for (int i = 0; i < 64; ++i) sum += run[i];
+  if (wt == 0) {
+    o.t_cycles[wg] = t1 - t0;
+    o.t_issue[wg] = issue;
+    if (wg == 0) o.c_cycles = o.c_iters = 0;
+  }
+  if (sum == 12345.f) o.sink = sum;
+}
+
 struct Config {
   const char* name;
-  void (*kernel)(int, Out*);
+  void (*kernel)(int, Out*, const uint32_t*);
+  int threads = kThreads;
 };
 
 template <int kT0, int kT1, int kC>
 Config config(const char* name) {
   return Config{name, probe_kernel<kT0, kT1, kC>};
+}
+template <int kT, int kP>
+Config pair(const char* name) {
+  return Config{name, pair_kernel<kT, kP>, 256};
 }
 
 double median(std::vector<double> v) {
@@ -254,7 +431,44 @@ int main(int argc, char** argv) {
       config<kSs, kSs, kNoCuda>("ss + ss"),
       config<kRs, kRs, kFfmaLds>("rs + rs + promote(lds)"),
       config<kSs, kSs, kFfmaLds>("ss + ss + promote(lds)"),
+      config<kNone, kNone, kFfmaLds64>("promote(lds64) alone"),
+      config<kRs, kNone, kFfmaLds64>("rs + promote(lds64)"),
+      config<kRs, kRs, kFfmaLds64>("rs + rs + promote(lds64)"),
+      config<kNone, kNone, kFfmaLds32>("promote(lds32) alone"),
+      config<kRs, kNone, kFfmaLds32>("rs + promote(lds32)"),
+      config<kRs, kRs, kFfmaLds32>("rs + rs + promote(lds32)"),
+      config<kRs, kRs, kFfmaReg>("rs + rs + promote(reg)"),
+      config<kSs, kSs, kFfmaReg>("ss + ss + promote(reg)"),
+      pair<kRs, 0>("pair rs, no promotion"),
+      pair<kRs, 1>("pair rs, promote lds after"),
+      pair<kRs, 2>("pair rs, promote lds before"),
+      pair<kRs, 3>("pair rs, promote reg"),
+      pair<kSs, 1>("pair ss, promote lds after"),
+      pair<kSs, 2>("pair ss, promote lds before"),
+      pair<kSs, 3>("pair ss, promote reg"),
+      config<kNone, kNone, kFfmaLdsAhead>("promote(lds ahead) alone"),
+      config<kRs, kNone, kFfmaLdsAhead>("rs + promote(lds ahead)"),
+      config<kRs, kRs, kFfmaLdsAhead>("rs + rs + promote(lds ahead)"),
+      config<kSs, kSs, kFfmaLdsAhead>("ss + ss + promote(lds ahead)"),
+      config<kNone, kNone, kLds128Chain>("lds128 chain alone"),
+      config<kRs, kNone, kLds128Chain>("rs + lds128 chain"),
+      config<kRs, kRs, kLds128Chain>("rs + rs + lds128 chain"),
+      config<kNone, kNone, kLdsChain>("lds chain alone"),
+      config<kRs, kNone, kLdsChain>("rs + lds chain"),
+      config<kSs, kNone, kLdsChain>("ss + lds chain"),
+      config<kRs, kRs, kLdsChain>("rs + rs + lds chain"),
+      config<kNone, kNone, kLdgChain>("ldg chain alone"),
+      config<kRs, kNone, kLdgChain>("rs + ldg chain"),
+      config<kRs, kRs, kLdgChain>("rs + rs + ldg chain"),
   };
+  // The global chain: 64 words, word i holds (i + 17) % 64 (L1-resident after the first pass).
+  uint32_t* d_chain = nullptr;
+  {
+    std::vector<uint32_t> hc(64);
+    for (int i = 0; i < 64; ++i) hc[i] = static_cast<uint32_t>((i + 17) % 64);
+    PROBE_CHECK(cudaMalloc(&d_chain, 64 * sizeof(uint32_t)));
+    PROBE_CHECK(cudaMemcpy(d_chain, hc.data(), 64 * sizeof(uint32_t), cudaMemcpyHostToDevice));
+  }
   Out* d_out = nullptr;
   PROBE_CHECK(cudaMalloc(&d_out, sizeof(Out) * sms));
   std::vector<Out> h(sms);
@@ -262,11 +476,12 @@ int main(int argc, char** argv) {
               iters);
   std::printf("%-26s %12s %12s %12s %12s %12s\n", "config", "T0 cyc/pc", "T0 issue/pc", "T1 cyc/pc", "T1 issue/pc",
               "C cyc/iter");
+  std::printf("# C cyc/iter: cycles per promotion (64 FFMAs), or per load for the chain configurations\n");
   for (const Config& c : configs) {
     PROBE_CHECK(cudaFuncSetAttribute(c.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemAlloc));
     for (int rep = 0; rep < 2; ++rep) {  // the first launch warms up
       PROBE_CHECK(cudaMemset(d_out, 0, sizeof(Out) * sms));
-      c.kernel<<<sms, kThreads, kSmemAlloc>>>(iters, d_out);
+      c.kernel<<<sms, c.threads, kSmemAlloc>>>(iters, d_out, d_chain);
       PROBE_CHECK(cudaGetLastError());
       PROBE_CHECK(cudaDeviceSynchronize());
     }
@@ -281,5 +496,6 @@ int main(int argc, char** argv) {
                 median(cc));
   }
   PROBE_CHECK(cudaFree(d_out));
+  PROBE_CHECK(cudaFree(d_chain));
   return 0;
 }
