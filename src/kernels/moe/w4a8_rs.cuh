@@ -57,7 +57,8 @@ namespace xstage::kernels::moe {
 using namespace cute;
 
 // kStudy_ (measurement builds only, XSTAGE_W4RS_STUDY): bit 0 skips the conversion (the packed
-// words go to wgmma as they are), bit 1 the scales of the promotion (acc += part). Wrong
+// words go to wgmma as they are), bit 1 the scales of the promotion (acc += part), bit 2 the
+// promotion (one value per piece is added; the 256-token lut tile, session 19). Wrong
 // results by design: they say what each part costs (docs/moe-gemm-w4a8.md, runs 26-31).
 // kMx_: MXFP4 weights (ops::prepack_mxfp4_rs): each chunk carries its exponent gaps and each
 // K step's table is shifted by its sub-block's gap (w4a8_rs_layout.hpp); w_scales are the
@@ -408,7 +409,9 @@ struct MoeW4A8RsKernel {
           CUTE_UNROLL
           for (int b = 0; b < kBlocks; ++b) {
             Acc& ac = acc[pc * kBlocks + b];
-            if constexpr ((T::kStudy & 2) != 0) ac(i) += pt[b](i);
+            if constexpr ((T::kStudy & 4) != 0) {
+              if (i == 0) ac(i) += pt[b](i);  // one value, so the wgmmas stay live
+            } else if constexpr ((T::kStudy & 2) != 0) ac(i) += pt[b](i);
             else if constexpr (T::kLut) ac(i) = fmaf(pt[b](i), a, ac(i));
             else ac(i) = fmaf(pt[b](i) * a, (i & 2) ? w1[b] : w0[b], ac(i));
           }
