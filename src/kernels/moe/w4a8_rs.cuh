@@ -71,9 +71,17 @@ using namespace cute;
 // conversion table for its K block (the e4m3 group scale folded in, w4a8_rs_layout.hpp), so the
 // promotion keeps only the token scale (one FFMA per value, as W8A8) and w_scales are fp32
 // channel scales [experts, n], applied once per tile in the epilogue.
-template <int kStages_, bool kGateUp_, int kStudy_ = 0, bool kMx_ = false, int kPieces_ = 1, bool kLut_ = false>
+// kTok_: per-token activation scales (a_scales fp32 [m_total], one per token for all K), INT4
+// two-level with two pieces only: nothing varies per K block any more, so the wgmmas accumulate
+// into the tile's accumulators directly and the epilogue applies token x channel scale. No
+// promotion: no per-K-block accumulator and no token-scale loads in the K loop (the shared-memory
+// traffic of those loads is what the promotion costs: tools/rs_wgmma_probe, session 19).
+template <int kStages_, bool kGateUp_, int kStudy_ = 0, bool kMx_ = false, int kPieces_ = 1, bool kLut_ = false,
+          bool kTok_ = false>
 struct W4RsTraits {
   static constexpr int kStudy = kStudy_;
+  static constexpr bool kTok = kTok_;
+  static_assert(!kTok_ || (kLut_ && kPieces_ == 2), "per-token activation scales: INT4 two-level, two pieces");
   static constexpr bool kMx = kMx_;
   static constexpr bool kLut = kLut_;
   static_assert(!(kMx && kLut), "one weight format");
@@ -157,7 +165,7 @@ struct MoeW4A8RsKernel {
     typename T::ShapeX shape_x;
     const uint8_t* w;        // prepacked int4 / mxfp4 weights (w4a8_rs_layout.hpp)
     const float* w_scales;   // fp32 [experts, k/128, n] (mxfp4: block scales from prepacking; lut: [experts, n])
-    const float* a_scales;   // fp32 [k/128, m_total]
+    const float* a_scales;   // fp32 [k/128, m_total] (kTok: [m_total])
     const int* counts;
     const int* offsets;
     void* out;               // bf16 [m_total, n] or (SwiGLU) fp8 [m_total, n/2], row pitch out_ld
@@ -269,7 +277,7 @@ struct MoeW4A8RsKernel {
           }
         }
         // Token scales: rows past the expert's tokens read as zero (their products are never stored).
-        const float* a_kb = asrc + static_cast<int64_t>(kb) * p.m_total;
+        const float* a_kb = T::kTok ? asrc : asrc + static_cast<int64_t>(kb) * p.m_total;
         const uint32_t dst = cute::cast_smem_ptr_to_uint(ss.as.data() + write.index * T::kAsStage);
         CUTE_UNROLL
         for (int j = 0; j < kBlockT / 32; ++j) {
@@ -362,6 +370,28 @@ struct MoeW4A8RsKernel {
     warpgroup_commit_batch();
   }
 
+  // kTok: the wgmmas of both pieces of one K block into the tile accumulators (cleared before
+  // the K loop), one commit group.
+  template <class TiledMma, class FrgB>
+  __device__ __forceinline__ static void issue_acc(TiledMma& mma, Frags& f, FrgB const& tCrB, int slot0,
+                                                   Acc (&acc)[kAccs]) {
+    CUTE_UNROLL
+    for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(f[b]);
+    CUTE_UNROLL
+    for (int a = 0; a < kAccs; ++a) warpgroup_fence_operand(acc[a]);
+    warpgroup_arrive();
+    mma.accumulate_ = GMMA::ScaleOut::One;
+    CUTE_UNROLL
+    for (int pc = 0; pc < kPieces; ++pc)
+      CUTE_UNROLL
+      for (int b = 0; b < kBlocks; ++b)
+        CUTE_UNROLL
+        for (int k = 0; k < size<2>(f[b]); ++k) cute::gemm(mma, f[b](_, _, k), tCrB(_, _, k, slot0 + pc), acc[pc * kBlocks + b]);
+    warpgroup_commit_batch();
+    CUTE_UNROLL
+    for (int a = 0; a < kAccs; ++a) warpgroup_fence_operand(acc[a]);
+  }
+
   template <class SmemX>
   // it: K blocks consumed by this CTA so far (trace only).
   __device__ __forceinline__ void mma(Params const& p, SharedStorage& ss, SmemX const& sX, State& read, int g, int wt,
@@ -424,8 +454,35 @@ struct MoeW4A8RsKernel {
       }
     };
 
-    Acc part[kBlocks];
     bounded_wait(&ss.full[read.index], read.phase);
+    if constexpr (T::kTok) {
+      // Per-token scales: both pieces accumulate straight into acc (one commit group), then
+      // the stage is released and block kb + 1 converted into the fragments (the other group's
+      // wgmmas run meanwhile). The token scales the producer still copies are not read.
+      Frags f;
+      convert_stage(ss, read.index, g, wt, t0, t1, f);
+      for (int kb = 0; kb < kbs; ++kb, ++it) {
+        const int s = read.index;
+        issue_acc(tiled_mma, f, tCrB, s * kPieces, acc);
+        stamp(0);
+        warpgroup_wait<0>();
+        stamp(1);
+        CUTE_UNROLL
+        for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(f[b]);
+        __syncwarp();
+        if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
+        stamp(5);
+        read.advance();
+        if (kb + 1 < kbs) {
+          bounded_wait(&ss.full[read.index], read.phase);
+          stamp(6);
+          convert_stage(ss, read.index, g, wt, t0, t1, f);
+          stamp(7);
+        }
+      }
+      return;
+    }
+    Acc part[kBlocks];
     if constexpr (kPieces == 2) {
       // Two token pieces: one fragment buffer (the registers hold two fp32 accumulators). Per K
       // block: piece 0, promote, piece 1 with the same fragments, promote (the stage is
@@ -514,7 +571,8 @@ struct MoeW4A8RsKernel {
     for (int i = 0; i < size(acc); ++i) {
       const int tok = 2 * q + (i & 1) + 8 * (i / 4);
       const int col = frow + ((i & 2) ? 8 : 0);
-      const float v = T::kLut ? acc(i) * ((i & 2) ? cs1 : cs0) : acc(i);
+      float v = T::kLut ? acc(i) * ((i & 2) ? cs1 : cs0) : acc(i);
+      if constexpr (T::kTok) v *= tok0 + tok < t.rows ? __ldg(p.a_scales + t.row_begin + tok0 + tok) : 0.f;
       *reinterpret_cast<__nv_bfloat16*>(staged + tok * kPitch + col * 2) = __float2bfloat16_rn(v);
     }
     cutlass::arch::NamedBarrier::sync(128, bar);
@@ -560,7 +618,8 @@ struct MoeW4A8RsKernel {
     for (int i = 0; i < kVals; ++i) {
       const int tok = 2 * q + (i & 1) + 8 * (i / 4);
       const float rw = tok < rows ? __ldg(p.row_weights + row0 + tok) : 0.f;
-      h[i] = T::kLut ? swiglu(acc[0](i) * gs[(i >> 1) & 1], acc[1](i) * us[(i >> 1) & 1]) * rw
+      const float at = T::kTok && tok < rows ? __ldg(p.a_scales + row0 + tok) : 1.f;  // kTok: token scale
+      h[i] = T::kLut ? swiglu(acc[0](i) * (gs[(i >> 1) & 1] * at), acc[1](i) * (us[(i >> 1) & 1] * at)) * rw
                      : swiglu(acc[0](i), acc[1](i)) * rw;
     }
     // Per-token amax: this thread's two channels, then the 8 lanes of the quad column (xor over
