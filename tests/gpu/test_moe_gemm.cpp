@@ -845,8 +845,9 @@ TEST(MoeGemmGpu, W4A8RegisterOperandLut) {
   }
 }
 
-// Per-token activation scales on the two-level INT4 layout: the two-piece kernels without the
-// promotion (w4a8rs_lut_tok_*), the INT4 two-level cases' shapes, planned at every token count.
+// Per-token activation scales on the two-level INT4 layout: the two-piece kernels whose
+// promotion is a plain add (w4a8rs_lut_tok_*), the INT4 two-level cases' shapes (K up to 5632),
+// planned at every token count; the thresholds are the other kernels'.
 TEST(MoeGemmGpu, W4A8RegisterOperandLutPerToken) {
   XS_REQUIRE_GPUS(1);
   const std::vector<int> counts{3, 200, 0, 140};
@@ -872,6 +873,7 @@ TEST(MoeGemmGpu, W4A8RegisterOperandLutPerToken) {
   run_case(tok({"one_token_x32", MoeEpilogue::bf16, 1408, 1024, std::vector<int>(32, 1), {}}), s + 3);
   run_case(tok({"k128_1cta", MoeEpilogue::bf16, 256, 128, {100, 0, 250}, {}, 0, 1}), s + 4);
   run_case(tok({"dit_l1_swiglu", MoeEpilogue::swiglu_fp8, 2 * 5632, 1408, uneven5, {}}), s + 5);
+  run_case(tok({"ds_l1_swiglu", MoeEpilogue::swiglu_fp8, 2 * 2048, 4096, uneven4, {}}), s + 9);
   run_case(tok({"gaps_1cta_swiglu", MoeEpilogue::swiglu_fp8, 512, 1024, counts, gaps, 0, 1}), s + 6);
   run_case(tok({"one_expert_3000_sw", MoeEpilogue::swiglu_fp8, 512, 768, {0, 3000}, {}, 0, 2}), s + 7);
   run_case(tok({"k128_swiglu", MoeEpilogue::swiglu_fp8, 512, 128, {1, 0, 65, 3}, {}, 0, 1}), s + 8);

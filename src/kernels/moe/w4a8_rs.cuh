@@ -72,10 +72,11 @@ using namespace cute;
 // promotion keeps only the token scale (one FFMA per value, as W8A8) and w_scales are fp32
 // channel scales [experts, n], applied once per tile in the epilogue.
 // kTok_: per-token activation scales (a_scales fp32 [m_total], one per token for all K), INT4
-// two-level with two pieces only: nothing varies per K block any more, so the wgmmas accumulate
-// into the tile's accumulators directly and the epilogue applies token x channel scale. No
-// promotion: no per-K-block accumulator and no token-scale loads in the K loop (the shared-memory
-// traffic of those loads is what the promotion costs: tools/rs_wgmma_probe, session 19).
+// two-level with two pieces only: no scale varies per K block, so the promotion is a plain add
+// (acc += part, kept per 128 K for the fp32 accuracy of the sum: the tensor core's own FP8
+// accumulation over all of K was 3.6e-3 off in the SwiGLU group scales at K = 1408, run 83) and
+// the K loop loads no token scales (their shared-memory traffic is most of what the per-128
+// promotion costs: tools/rs_wgmma_probe, session 19); token x channel scale in the epilogue.
 template <int kStages_, bool kGateUp_, int kStudy_ = 0, bool kMx_ = false, int kPieces_ = 1, bool kLut_ = false,
           bool kTok_ = false>
 struct W4RsTraits {
@@ -370,28 +371,6 @@ struct MoeW4A8RsKernel {
     warpgroup_commit_batch();
   }
 
-  // kTok: the wgmmas of both pieces of one K block into the tile accumulators (cleared before
-  // the K loop), one commit group.
-  template <class TiledMma, class FrgB>
-  __device__ __forceinline__ static void issue_acc(TiledMma& mma, Frags& f, FrgB const& tCrB, int slot0,
-                                                   Acc (&acc)[kAccs]) {
-    CUTE_UNROLL
-    for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(f[b]);
-    CUTE_UNROLL
-    for (int a = 0; a < kAccs; ++a) warpgroup_fence_operand(acc[a]);
-    warpgroup_arrive();
-    mma.accumulate_ = GMMA::ScaleOut::One;
-    CUTE_UNROLL
-    for (int pc = 0; pc < kPieces; ++pc)
-      CUTE_UNROLL
-      for (int b = 0; b < kBlocks; ++b)
-        CUTE_UNROLL
-        for (int k = 0; k < size<2>(f[b]); ++k) cute::gemm(mma, f[b](_, _, k), tCrB(_, _, k, slot0 + pc), acc[pc * kBlocks + b]);
-    warpgroup_commit_batch();
-    CUTE_UNROLL
-    for (int a = 0; a < kAccs; ++a) warpgroup_fence_operand(acc[a]);
-  }
-
   template <class SmemX>
   // it: K blocks consumed by this CTA so far (trace only).
   __device__ __forceinline__ void mma(Params const& p, SharedStorage& ss, SmemX const& sX, State& read, int g, int wt,
@@ -430,8 +409,9 @@ struct MoeW4A8RsKernel {
       }
       CUTE_UNROLL
       for (int c = 0; c < kPieceT / 16; ++c) {
-        const float4 a4 =
-            *reinterpret_cast<const float4*>(&ss.as[s * T::kAsStage + q * T::kAsRow + pc * (kPieceT / 4) + 4 * c]);
+        float4 a4 = make_float4(1.f, 1.f, 1.f, 1.f);
+        if constexpr (!T::kTok)  // kTok: the token scale is the epilogue's, nothing to load here
+          a4 = *reinterpret_cast<const float4*>(&ss.as[s * T::kAsStage + q * T::kAsRow + pc * (kPieceT / 4) + 4 * c]);
         CUTE_UNROLL
         for (int e = 0; e < 8; ++e) {
           const int i = 8 * c + e;
@@ -441,7 +421,7 @@ struct MoeW4A8RsKernel {
             Acc& ac = acc[pc * kBlocks + b];
             if constexpr ((T::kStudy & 4) != 0) {
               if (i == 0) ac(i) += pt[b](i);  // one value, so the wgmmas stay live
-            } else if constexpr ((T::kStudy & 2) != 0) ac(i) += pt[b](i);
+            } else if constexpr ((T::kStudy & 2) != 0 || T::kTok) ac(i) += pt[b](i);
             else if constexpr (T::kLut) ac(i) = fmaf(pt[b](i), a, ac(i));
             else ac(i) = fmaf(pt[b](i) * a, (i & 2) ? w1[b] : w0[b], ac(i));
           }
@@ -455,33 +435,6 @@ struct MoeW4A8RsKernel {
     };
 
     bounded_wait(&ss.full[read.index], read.phase);
-    if constexpr (T::kTok) {
-      // Per-token scales: both pieces accumulate straight into acc (one commit group), then
-      // the stage is released and block kb + 1 converted into the fragments (the other group's
-      // wgmmas run meanwhile). The token scales the producer still copies are not read.
-      Frags f;
-      convert_stage(ss, read.index, g, wt, t0, t1, f);
-      for (int kb = 0; kb < kbs; ++kb, ++it) {
-        const int s = read.index;
-        issue_acc(tiled_mma, f, tCrB, s * kPieces, acc);
-        stamp(0);
-        warpgroup_wait<0>();
-        stamp(1);
-        CUTE_UNROLL
-        for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(f[b]);
-        __syncwarp();
-        if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
-        stamp(5);
-        read.advance();
-        if (kb + 1 < kbs) {
-          bounded_wait(&ss.full[read.index], read.phase);
-          stamp(6);
-          convert_stage(ss, read.index, g, wt, t0, t1, f);
-          stamp(7);
-        }
-      }
-      return;
-    }
     Acc part[kBlocks];
     if constexpr (kPieces == 2) {
       // Two token pieces: one fragment buffer (the registers hold two fp32 accumulators). Per K
