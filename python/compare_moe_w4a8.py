@@ -13,7 +13,7 @@ import json
 import sys
 
 SCHEMA = "xstage.bench.moe_gemm.v1"
-FORMATS = ["w4a8_int4", "w4a8_int4_rs", "w4a8_int4_lut_rs", "w4a8_mxfp4", "w4a8_mxfp4_rs"]
+FORMATS = ["w4a8_int4", "w4a8_int4_rs", "w4a8_int4_lut_rs", "w4a8_int4_lut_rs_tok", "w4a8_mxfp4", "w4a8_mxfp4_rs"]
 
 
 def main(argv=None):

@@ -63,7 +63,8 @@ struct BenchFlags {
   std::vector<int> block_ns{0};                  // bf16 tile widths to run (0: planned)
   std::vector<std::string> clusters{"planned"};  // planned, 1x1, 2x1, 1x2, 2x2
   std::vector<int> schedules{-1};                // consumer schedule override (-1: default)
-  std::vector<std::string> weights{"w8a8"};  // w8a8, w4a8-int4, w4a8-int4-rs, w4a8-int4-lut-rs, w4a8-mxfp4, w4a8-mxfp4-rs
+  // w8a8, w4a8-int4, w4a8-int4-rs, w4a8-int4-lut-rs, w4a8-int4-lut-rs-tok, w4a8-mxfp4, w4a8-mxfp4-rs
+  std::vector<std::string> weights{"w8a8"};
   std::string json_out;
   bool plan = false;  // print the planned kernels and exit (no GPU needed)
 };
@@ -82,6 +83,7 @@ struct Weights {
   ops::MoeQuant quant;
   ops::MoeWeightLayout layout;
   std::string name;  // the JSON "weights" value
+  ops::MoeActScales act = ops::MoeActScales::per_128;  // -tok: per-token activation scales
 };
 
 Weights parse_weights(const std::string& w) {
@@ -90,10 +92,13 @@ Weights parse_weights(const std::string& w) {
   if (w == "w4a8-int4") return {ops::MoeQuant::w4a8_int4, L::rows, "w4a8_int4"};
   if (w == "w4a8-int4-rs") return {ops::MoeQuant::w4a8_int4, L::int4_rs, "w4a8_int4_rs"};
   if (w == "w4a8-int4-lut-rs") return {ops::MoeQuant::w4a8_int4, L::int4_rs_lut, "w4a8_int4_lut_rs"};
+  if (w == "w4a8-int4-lut-rs-tok")
+    return {ops::MoeQuant::w4a8_int4, L::int4_rs_lut, "w4a8_int4_lut_rs_tok", ops::MoeActScales::per_token};
   if (w == "w4a8-mxfp4") return {ops::MoeQuant::w4a8_mxfp4, L::rows, "w4a8_mxfp4"};
   if (w == "w4a8-mxfp4-rs") return {ops::MoeQuant::w4a8_mxfp4, L::mxfp4_rs, "w4a8_mxfp4_rs"};
   throw InvalidArgument(
-      "bench moe-gemm: --weights takes w8a8, w4a8-int4, w4a8-int4-rs, w4a8-int4-lut-rs, w4a8-mxfp4, w4a8-mxfp4-rs; "
+      "bench moe-gemm: --weights takes w8a8, w4a8-int4, w4a8-int4-rs, w4a8-int4-lut-rs, w4a8-int4-lut-rs-tok, "
+      "w4a8-mxfp4, w4a8-mxfp4-rs; "
       "got '" + w + "'");
 }
 
@@ -177,6 +182,7 @@ ops::MoeGemmArgs cell_args(const BenchFlags& fl, const Cell& c) {
   ops::MoeGemmArgs a;
   a.quant = c.wt.quant;
   a.b_layout = c.wt.layout;
+  a.a_scale_granularity = c.wt.act;
   a.epilogue = c.pb.epilogue;
   a.experts = bench_experts(*c.md, c.tokens, fl.expert_bytes_mib * 1048576.0);
   a.m_total = a.experts * c.tokens;
@@ -579,10 +585,12 @@ void add_moe_gemm_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--weights", fl->weights,
                   "Weight formats to run, each cell back to back: w8a8, w4a8-int4, w4a8-int4-rs, w4a8-int4-lut-rs, "
-                  "w4a8-mxfp4, w4a8-mxfp4-rs (w4a8: 64 and 192-row tiles, schedules 0 and 2 (ping-pong); *-rs: "
-                  "prepacked for the register-operand kernels (128 x 128 and 256 x 128 bf16, 64 x 256 SwiGLU tiles); "
-                  "int4-lut: INT4 with e4m3 group scales folded into conversion tables and fp32 channel scales; "
-                  "unshipped forced settings are skipped)")
+                  "w4a8-int4-lut-rs-tok, w4a8-mxfp4, w4a8-mxfp4-rs (w4a8: 64 and 192-row tiles, schedules 0 and 2 "
+                  "(ping-pong); *-rs: prepacked for the register-operand kernels (128 x 128 and 256 x 128 bf16, "
+                  "64 x 256 SwiGLU tiles); int4-lut: INT4 with e4m3 group scales folded into conversion tables and "
+                  "fp32 channel scales; -tok: the same weights with per-token activation scales (one per token for "
+                  "all K, no per-128-K promotion; the others read per token per 128 channels); unshipped forced "
+                  "settings are skipped)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--num-ctas", fl->num_ctas, "Persistent grid size (0: one CTA per SM)")->capture_default_str();

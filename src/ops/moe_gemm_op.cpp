@@ -70,6 +70,7 @@ struct Entry {
   km::KernelInfo (*info_w4)(km::W4Format) = nullptr;  // W4A8: the kernel depends on the format
   MoeWeightLayout layout = MoeWeightLayout::rows;
   bool serial_only = false;  // schedules 0 and 2 only (no overlap), default 2
+  MoeActScales act = MoeActScales::per_128;
 };
 
 km::KernelInfo w4a8rs_bf16_info(km::W4Format) { return km::moe_w4a8rs_bf16_m128n128_info(); }
@@ -82,6 +83,8 @@ km::KernelInfo w4a8rs_lut_bf16_info(km::W4Format) { return km::moe_w4a8rs_lut_bf
 km::KernelInfo w4a8rs_lut_bf16_m256_info(km::W4Format) { return km::moe_w4a8rs_lut_bf16_m256n128_info(); }
 km::KernelInfo w4a8rs_lut_swiglu_info(km::W4Format) { return km::moe_w4a8rs_lut_swiglu_m64n256_info(); }
 km::KernelInfo w4a8rs_lut_swiglu_m128_info(km::W4Format) { return km::moe_w4a8rs_lut_swiglu_m128n256_info(); }
+km::KernelInfo w4a8rs_lut_tok_bf16_m256_info(km::W4Format) { return km::moe_w4a8rs_lut_tok_bf16_m256n128_info(); }
+km::KernelInfo w4a8rs_lut_tok_swiglu_m128_info(km::W4Format) { return km::moe_w4a8rs_lut_tok_swiglu_m128n256_info(); }
 
 const Entry kEntries[] = {
     {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 1, 1, "w8a8_bf16_m128n128", km::moe_w8a8_bf16_m128n128,
@@ -140,6 +143,12 @@ const Entry kEntries[] = {
      km::moe_w4a8rs_lut_swiglu_m64n256, w4a8rs_lut_swiglu_info, MoeWeightLayout::int4_rs_lut},
     {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 128, 1, 1, "w4a8rs_lut_swiglu_m128n256", nullptr, nullptr,
      km::moe_w4a8rs_lut_swiglu_m128n256, w4a8rs_lut_swiglu_m128_info, MoeWeightLayout::int4_rs_lut},
+    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 256, 1, 1, "w4a8rs_lut_tok_bf16_m256n128", nullptr, nullptr,
+     km::moe_w4a8rs_lut_tok_bf16_m256n128, w4a8rs_lut_tok_bf16_m256_info, MoeWeightLayout::int4_rs_lut, false,
+     MoeActScales::per_token},
+    {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 128, 1, 1, "w4a8rs_lut_tok_swiglu_m128n256", nullptr, nullptr,
+     km::moe_w4a8rs_lut_tok_swiglu_m128n256, w4a8rs_lut_tok_swiglu_m128_info, MoeWeightLayout::int4_rs_lut, false,
+     MoeActScales::per_token},
 };
 
 MoeQuant table_quant(MoeQuant q) { return moe_is_w4a8(q) ? MoeQuant::w4a8_int4 : q; }
@@ -214,6 +223,8 @@ int grid_ctas(const MoeGemmArgs& a) {
 }
 
 std::string shipped_tiles(const MoeGemmArgs& a) {
+  if (a.a_scale_granularity == MoeActScales::per_token)
+    return "per-token activation scales ship with int4_rs_lut: bf16 m256n128 1x1, swiglu_fp8 m128n256 1x1";
   if (a.b_layout != MoeWeightLayout::rows)
     return fmt::format("the {} layout ships: bf16 m128n128 1x1, bf16 m256n128 1x1, swiglu_fp8 m64n256 1x1{}",
                        moe_weight_layout_name(a.b_layout),
@@ -228,7 +239,9 @@ const Entry& find_entry(const MoeGemmArgs& a) {
   const int tokens = tokens_per_expert(a);
   const bool rs = a.b_layout != MoeWeightLayout::rows;
   const bool swiglu_w8 = !rs && a.quant == MoeQuant::w8a8 && a.epilogue == MoeEpilogue::swiglu_fp8;
+  const bool per_token = a.a_scale_granularity == MoeActScales::per_token;
   int bm = a.block_m != 0 ? a.block_m
+           : per_token    ? (a.epilogue == MoeEpilogue::swiglu_fp8 ? 128 : 256)  // its two-piece tiles
            : rs           ? plan_rs_block_m(a.b_layout, a.epilogue, tokens)
            : swiglu_w8    ? plan_swiglu_block_m(tokens, a.experts, a.n, grid_ctas(a))
                           : plan_block_m(a.quant, a.epilogue, tokens, a.k);
@@ -252,7 +265,8 @@ const Entry& find_entry(const MoeGemmArgs& a) {
   if (a.cluster_m == 0 && !rs && a.quant == MoeQuant::w8a8 && dual_in_clusters(bm, bn, tokens)) c = MoeCluster{2, 1};
   for (const Entry& e : kEntries)
     if (e.quant == table_quant(a.quant) && e.epilogue == a.epilogue && e.block_m == bm && e.cluster_m == c.m &&
-        e.cluster_n == c.n && e.layout == a.b_layout && (bn == 0 || entry_info(e, a.quant).tile.block_n == bn)) {
+        e.cluster_n == c.n && e.layout == a.b_layout && e.act == a.a_scale_granularity &&
+        (bn == 0 || entry_info(e, a.quant).tile.block_n == bn)) {
       if (e.serial_only && a.schedule >= 0 && (a.schedule & 1))
         throw InvalidArgument(fmt::format("moe gemm: the {} kernel has schedules 0 and 2 (ping-pong, its default); "
                                           "schedule {} needs the overlap bit (no room for a second accumulator)",
@@ -478,6 +492,13 @@ const Entry& validated_entry(const MoeGemmArgs& a) {
     throw InvalidArgument(fmt::format("moe gemm: the {} kernel has one consumer schedule; schedule {} must be -1 "
                                       "(default) or 0",
                                       moe_weight_layout_name(a.b_layout), a.schedule));
+  if (a.a_scale_granularity != MoeActScales::per_128 && a.a_scale_granularity != MoeActScales::per_token)
+    throw InvalidArgument(fmt::format("moe gemm: unsupported activation scale granularity {}",
+                                      static_cast<int>(a.a_scale_granularity)));
+  if (a.a_scale_granularity == MoeActScales::per_token && a.b_layout != MoeWeightLayout::int4_rs_lut)
+    throw InvalidArgument(fmt::format("moe gemm: per-token activation scales need the int4_rs_lut weight layout; "
+                                      "got {} (the other kernels read per-128 scales [k/128, m_total])",
+                                      moe_weight_layout_name(a.b_layout)));
   const Entry& e = find_entry(a);  // a forced block_m / block_n / schedule must be shipped for this epilogue
   check_pointer("a", a.a, 16, "TMA");
   check_pointer("b", a.b, 16, "TMA");

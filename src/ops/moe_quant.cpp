@@ -53,6 +53,17 @@ void quantize_per_token_128(const float* x, int rows, int cols, uint8_t* q, floa
     }
 }
 
+void quantize_fp8_per_token(const float* x, int rows, int cols, uint8_t* q, float* scales) {
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + static_cast<int64_t>(r) * cols;
+    float amax = 0.f;
+    for (int i = 0; i < cols; ++i) amax = std::max(amax, std::fabs(xr[i]));
+    const Fp8Scale s = fp8_scale_for_amax(amax);
+    for (int i = 0; i < cols; ++i) q[static_cast<int64_t>(r) * cols + i] = fp8_e4m3_encode(xr[i] * s.inv);
+    scales[r] = s.scale;
+  }
+}
+
 void quantize_blocks_128x128(const float* w, int rows, int cols, uint8_t* q, float* scales) {
   const int cbs = cols / 128;
   for (int rb = 0; rb < rows / 128; ++rb)

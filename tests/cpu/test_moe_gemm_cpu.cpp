@@ -85,6 +85,35 @@ TEST(MoeQuant, PerTokenScalesAreTokenContiguousAndRoundTrip) {
     }
 }
 
+TEST(MoeQuant, PerTokenScalesSpanTheWholeRow) {
+  const int rows = 4, cols = 384;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.f, 2.f);
+  std::vector<float> x(rows * cols);
+  for (auto& v : x) v = nd(rng);
+  x[1 * cols + 300] = 40.f;                                   // row 1's amax sits in its third 128-block
+  for (int c = 0; c < cols; ++c) x[3 * cols + c] = 0.f;       // an all-zero row
+  std::vector<uint8_t> q(rows * cols);
+  std::vector<float> s(rows);
+  ops::quantize_fp8_per_token(x.data(), rows, cols, q.data(), s.data());
+  for (int r = 0; r < rows; ++r) {
+    float amax = 0.f;
+    for (int c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(x[r * cols + c]));
+    EXPECT_FLOAT_EQ(s[r], std::max(amax, ops::kQuantAmaxFloor) / 448.f) << r;
+    for (int c = 0; c < cols; ++c) {
+      const uint8_t code = q[r * cols + c];
+      EXPECT_EQ(code, ops::fp8_e4m3_encode(x[r * cols + c] / s[r])) << r << " " << c;
+    }
+  }
+  EXPECT_EQ(q[1 * cols + 300], 0x7E);  // the row's amax -> 448
+  // The per-128 quantiser on the same row gives its first block a finer scale than the row's.
+  std::vector<float> s128(3 * rows);
+  std::vector<uint8_t> q128(rows * cols);
+  ops::quantize_per_token_128(x.data(), rows, cols, q128.data(), s128.data());
+  EXPECT_LT(s128[0 * rows + 1], s[1]);
+  EXPECT_FLOAT_EQ(s128[2 * rows + 1], s[1]);
+}
+
 TEST(MoeQuant, BlockScales128x128) {
   const int rows = 256, cols = 384;
   std::vector<float> w(rows * cols);
@@ -460,6 +489,43 @@ TEST(MoeGemmValidate, Int4LutRegisterOperandLayout) {
         "swiglu_fp8 kernel with block_m 256 and cluster 1x1 (the int4_rs_lut layout ships: bf16 m128n128 1x1, bf16 "
         "m256n128 1x1, swiglu_fp8 m64n256 1x1, swiglu_fp8 m128n256 1x1)",
         MoeEpilogue::swiglu_fp8);
+  // Per-token activation scales: the two-piece tiles at every token count, nothing else.
+  {
+    MoeGemmArgs t = good();
+    t.a_scale_granularity = ops::MoeActScales::per_token;
+    t.tokens_per_expert_hint = 16;
+    EXPECT_NO_THROW(ops::validate(t));
+    EXPECT_EQ(ops::select_moe_instantiation(t).name, "w4a8rs_lut_tok_bf16_m256n128");
+    t.tokens_per_expert_hint = 8192;
+    EXPECT_EQ(ops::select_moe_instantiation(t).name, "w4a8rs_lut_tok_bf16_m256n128");
+    MoeGemmArgs ts = good(MoeEpilogue::swiglu_fp8);
+    ts.a_scale_granularity = ops::MoeActScales::per_token;
+    ts.tokens_per_expert_hint = 64;
+    const auto inst_t = ops::select_moe_instantiation(ts);
+    EXPECT_EQ(inst_t.name, "w4a8rs_lut_tok_swiglu_m128n256");
+    EXPECT_LE(inst_t.smem_bytes, 227 * 1024);
+    EXPECT_LE(128 * inst_t.producer_regs + 256 * inst_t.consumer_regs, 65536);
+    // The per-128 plan is unchanged by the new entries.
+    ts.a_scale_granularity = ops::MoeActScales::per_128;
+    EXPECT_EQ(ops::select_moe_instantiation(ts).name, "w4a8rs_lut_swiglu_m64n256");
+  }
+  check([](auto& b) { b.a_scale_granularity = ops::MoeActScales::per_token; b.block_m = 128; },
+        "no w4a8_int4 bf16 kernel with block_m 128 and cluster 1x1 (per-token activation scales ship with "
+        "int4_rs_lut: bf16 m256n128 1x1, swiglu_fp8 m128n256 1x1)");
+  check([](auto& b) { b.a_scale_granularity = static_cast<ops::MoeActScales>(7); },
+        "unsupported activation scale granularity 7");
+  {
+    MoeGemmArgs r = good_w4_args(MoeQuant::w4a8_int4);
+    r.b_layout = MoeWeightLayout::int4_rs;
+    r.a_scale_granularity = ops::MoeActScales::per_token;
+    expect_invalid([&] { ops::validate(r); }, "per-token activation scales need the int4_rs_lut weight layout; got int4_rs");
+    MoeGemmArgs w8 = good_w4_args(MoeQuant::w4a8_int4);
+    w8.quant = MoeQuant::w8a8;
+    w8.b_layout = MoeWeightLayout::rows;
+    w8.b_scales = static_cast<const float*>(fake(0x50004));
+    w8.a_scale_granularity = ops::MoeActScales::per_token;
+    expect_invalid([&] { ops::validate(w8); }, "per-token activation scales need the int4_rs_lut weight layout; got rows");
+  }
   EXPECT_STREQ(ops::moe_weight_layout_name(MoeWeightLayout::int4_rs_lut), "int4_rs_lut");
   // 8192 code bytes + 1024 table bytes per 128 x 128 chunk; one fp32 channel scale per row.
   EXPECT_EQ(ops::moe_weight_bytes(MoeQuant::w4a8_int4, MoeWeightLayout::int4_rs_lut, 3, 256, 384), 3LL * 2 * 3 * 9216);

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -64,6 +65,9 @@ struct Case {
   int block_n = 0;  // 0: planned
   // With rs and INT4: two-level scales (quantize_int4_lut, MoeWeightLayout::int4_rs_lut).
   bool lut = false;
+  // Per-token activation scales (MoeActScales::per_token, a_scales [m]); the reference reads
+  // them replicated over every 128-K block, i.e. the same math through the per-128 path.
+  bool per_token = false;
 };
 
 // Random 4-bit weights for W4A8 on the host: packed [experts, n, k/2] and the scales
@@ -210,6 +214,14 @@ void run_case(const Case& c, uint64_t seed, std::vector<uint8_t>* raw = nullptr)
       XS_CUDA(cudaMemcpy(sb.p, w4w.e8m0.data(), w4w.e8m0.size(), cudaMemcpyHostToDevice), "mxfp4 scales");
   }
   fill_float_random(sa.as<float>(), (c.k / 128) * size_t(m), seed + 2, 0.5f / 448, 1.5f / 448, s);
+  DeviceBuf tok_scales(sizeof(float) * std::max(m, 1));
+  if (c.per_token) {
+    fill_float_random(tok_scales.as<float>(), size_t(m), seed + 5, 0.5f / 448, 1.5f / 448, s);
+    std::vector<float> t(m), rep(size_t(c.k / 128) * m);
+    XS_CUDA(cudaMemcpy(t.data(), tok_scales.p, sizeof(float) * m, cudaMemcpyDeviceToHost), "token scales to host");
+    for (int kb = 0; kb < c.k / 128; ++kb) std::copy(t.begin(), t.end(), rep.begin() + size_t(kb) * m);
+    XS_CUDA(cudaMemcpy(sa.p, rep.data(), sizeof(float) * rep.size(), cudaMemcpyHostToDevice), "replicated scales");
+  }
   fill_float_random(roww.as<float>(), m, seed + 4, 0.1f, 1.f, s);
   XS_CUDA(cudaMemcpy(counts.p, c.counts.data(), sizeof(int) * experts, cudaMemcpyHostToDevice), "counts");
   XS_CUDA(cudaMemcpy(offs.p, offsets.data(), sizeof(int) * experts, cudaMemcpyHostToDevice), "offsets");
@@ -225,7 +237,8 @@ void run_case(const Case& c, uint64_t seed, std::vector<uint8_t>* raw = nullptr)
   args.n = c.n;
   args.k = c.k;
   args.a = a.p;
-  args.a_scales = sa.as<float>();
+  args.a_scales = c.per_token ? tok_scales.as<float>() : sa.as<float>();
+  args.a_scale_granularity = c.per_token ? ops::MoeActScales::per_token : ops::MoeActScales::per_128;
   args.b = b.p;
   args.b_layout = layout;
   args.b_scales = mx && !c.rs ? nullptr : sb.as<float>();
@@ -830,6 +843,40 @@ TEST(MoeGemmGpu, W4A8RegisterOperandLut) {
     run_case(rs_lut({"one_expert_3000_sw", MoeEpilogue::swiglu_fp8, 512, 768, {0, 3000}, {}, 0, 2}, bm), s + 4);
     run_case(rs_lut({"k128_swiglu", MoeEpilogue::swiglu_fp8, 512, 128, {1, 0, 65, 3}, {}, 0, 1}, bm), s + 5);
   }
+}
+
+// Per-token activation scales on the two-level INT4 layout: the two-piece kernels whose
+// promotion is a plain add (w4a8rs_lut_tok_*), the INT4 two-level cases' shapes (K up to 5632),
+// planned at every token count; the thresholds are the other kernels'.
+TEST(MoeGemmGpu, W4A8RegisterOperandLutPerToken) {
+  XS_REQUIRE_GPUS(1);
+  const std::vector<int> counts{3, 200, 0, 140};
+  const std::vector<int> gaps{5, 0, 17, 3, 9};
+  const std::vector<int> uneven5{0, 37, 300, 129, 1}, uneven4{130, 0, 257, 1};
+  auto tok = [](Case c) {
+    c.name += "_lut_tok";
+    c.quant = kInt4;
+    c.rs = true;
+    c.lut = true;
+    c.per_token = true;
+    return c;
+  };
+  ops::MoeGemmArgs probe = rs_probe(ops::MoeWeightLayout::int4_rs_lut, 0, 512);
+  probe.a_scale_granularity = ops::MoeActScales::per_token;
+  EXPECT_EQ(ops::select_moe_instantiation(probe).name, "w4a8rs_lut_tok_bf16_m256n128");
+  probe.epilogue = MoeEpilogue::swiglu_fp8;
+  EXPECT_EQ(ops::select_moe_instantiation(probe).name, "w4a8rs_lut_tok_swiglu_m128n256");
+  const uint64_t s = 1210;
+  run_case(tok({"dit_l2", MoeEpilogue::bf16, 1408, 5632, uneven5, {}}), s);
+  run_case(tok({"ds_l1_bf16", MoeEpilogue::bf16, 2 * 2048, 4096, uneven4, {}}), s + 1);
+  run_case(tok({"gaps_3ctas", MoeEpilogue::bf16, 512, 1024, counts, gaps, 0, 3}), s + 2);
+  run_case(tok({"one_token_x32", MoeEpilogue::bf16, 1408, 1024, std::vector<int>(32, 1), {}}), s + 3);
+  run_case(tok({"k128_1cta", MoeEpilogue::bf16, 256, 128, {100, 0, 250}, {}, 0, 1}), s + 4);
+  run_case(tok({"dit_l1_swiglu", MoeEpilogue::swiglu_fp8, 2 * 5632, 1408, uneven5, {}}), s + 5);
+  run_case(tok({"ds_l1_swiglu", MoeEpilogue::swiglu_fp8, 2 * 2048, 4096, uneven4, {}}), s + 9);
+  run_case(tok({"gaps_1cta_swiglu", MoeEpilogue::swiglu_fp8, 512, 1024, counts, gaps, 0, 1}), s + 6);
+  run_case(tok({"one_expert_3000_sw", MoeEpilogue::swiglu_fp8, 512, 768, {0, 3000}, {}, 0, 2}), s + 7);
+  run_case(tok({"k128_swiglu", MoeEpilogue::swiglu_fp8, 512, 128, {1, 0, 65, 3}, {}, 0, 1}), s + 8);
 }
 
 // The register-operand MXFP4 kernels (prepack_mxfp4_rs: per-sub-block exponent gaps folded into

@@ -5,7 +5,8 @@
 // Tokens are sorted by expert: expert e owns rows [offsets[e], offsets[e] + counts[e]) of A
 // and of the output (counts and offsets in device memory, segments ascending and disjoint;
 // rows between segments are never written). Row-major, K contiguous:
-//   A        fp8 e4m3 [m_total, k]        a_scales fp32 [k/128, m_total] (per token per 128)
+//   A        fp8 e4m3 [m_total, k]        a_scales fp32 [k/128, m_total] (per token per 128;
+//                                          int4_rs_lut also per token: MoeActScales)
 //   B        fp8 e4m3 [experts, n, k]     b_scales fp32 [experts, n/128, k/128] (per 128x128)
 // W4A8 (4-bit weights, converted to fp8 e4m3 inside the kernel; formats of moe_quant4.hpp):
 //   B        uint8 [experts, n, k/2]      two values per byte, even K column in the low nibble
@@ -45,6 +46,15 @@ enum class MoeEpilogue : int { bf16 = 0, swiglu_fp8 = 1 };
 //             math is dequantize_int4_lut. Kernels w4a8rs_lut_*: the promotion is one FFMA per
 //             value, as W8A8's (int4_rs needs two: token and weight scales are both vectors).
 enum class MoeWeightLayout : int { rows = 0, int4_rs = 1, mxfp4_rs = 2, int4_rs_lut = 3 };
+// Granularity of the activation scales (a_scales).
+//   per_128   fp32 [k/128, m_total]: per token per 128 channels (every kernel; what the
+//             SwiGLU epilogue writes for the next GEMM).
+//   per_token fp32 [m_total]: one scale per token for all of K. int4_rs_lut on its two-piece
+//             tiles only (bf16 256 tokens, SwiGLU 128 tokens): nothing varies per K block, so the
+//             promotion per 128 K is a plain add (fp32 accuracy, no token scales in the K loop)
+//             and both scales are applied in the epilogue. Quantise with quantize_fp8_per_token
+//             (moe_quant.hpp). A different activation recipe from W8A8's per_128.
+enum class MoeActScales : int { per_128 = 0, per_token = 1 };
 const char* moe_weight_layout_name(MoeWeightLayout l);
 const char* moe_quant_name(MoeQuant q);
 const char* moe_epilogue_name(MoeEpilogue e);
@@ -59,6 +69,7 @@ struct MoeGemmArgs {
 
   const void* a = nullptr;  // device pointers
   const float* a_scales = nullptr;
+  MoeActScales a_scale_granularity = MoeActScales::per_128;
   const void* b = nullptr;
   MoeWeightLayout b_layout = MoeWeightLayout::rows;
   const float* b_scales = nullptr;    // w8a8, w4a8_int4 (int4_rs_lut: [experts, n]), w4a8_mxfp4 in mxfp4_rs

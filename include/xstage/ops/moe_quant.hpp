@@ -24,6 +24,10 @@ Fp8Scale fp8_scale_for_amax(float amax);
 // (row, 128 columns) stored token-contiguous: scales[(c / 128) * rows + r].
 void quantize_per_token_128(const float* x, int rows, int cols, uint8_t* q, float* scales);
 
+// Activations with one scale per row for all columns (MoeActScales::per_token): x [rows, cols]
+// -> q [rows, cols], scales[r] (the same arithmetic over the whole row).
+void quantize_fp8_per_token(const float* x, int rows, int cols, uint8_t* q, float* scales);
+
 // Weights: w [rows, cols] (both multiples of 128) -> q and one scale per 128 x 128 block:
 // scales[(r / 128) * (cols / 128) + c / 128].
 void quantize_blocks_128x128(const float* w, int rows, int cols, uint8_t* q, float* scales);

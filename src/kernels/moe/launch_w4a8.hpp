@@ -50,6 +50,12 @@ cudaError_t moe_w4a8rs_lut_swiglu_m64n256(const MoeW4A8Params& p, cudaStream_t s
 KernelInfo moe_w4a8rs_lut_swiglu_m64n256_info();
 cudaError_t moe_w4a8rs_lut_swiglu_m128n256(const MoeW4A8Params& p, cudaStream_t stream);
 KernelInfo moe_w4a8rs_lut_swiglu_m128n256_info();
+// The same with per-token activation scales (a_scales [m_total]): the promotion is a plain add,
+// the token scale is applied in the epilogue (two-piece tiles only).
+cudaError_t moe_w4a8rs_lut_tok_bf16_m256n128(const MoeW4A8Params& p, cudaStream_t stream);
+KernelInfo moe_w4a8rs_lut_tok_bf16_m256n128_info();
+cudaError_t moe_w4a8rs_lut_tok_swiglu_m128n256(const MoeW4A8Params& p, cudaStream_t stream);
+KernelInfo moe_w4a8rs_lut_tok_swiglu_m128n256_info();
 
 // The kernel a format runs (each tile has one per format).
 KernelInfo moe_w4a8_bf16_m192n128_info(W4Format f);

@@ -71,9 +71,18 @@ using namespace cute;
 // conversion table for its K block (the e4m3 group scale folded in, w4a8_rs_layout.hpp), so the
 // promotion keeps only the token scale (one FFMA per value, as W8A8) and w_scales are fp32
 // channel scales [experts, n], applied once per tile in the epilogue.
-template <int kStages_, bool kGateUp_, int kStudy_ = 0, bool kMx_ = false, int kPieces_ = 1, bool kLut_ = false>
+// kTok_: per-token activation scales (a_scales fp32 [m_total], one per token for all K), INT4
+// two-level with two pieces only: no scale varies per K block, so the promotion is a plain add
+// (acc += part, kept per 128 K for the fp32 accuracy of the sum: the tensor core's own FP8
+// accumulation over all of K was 3.6e-3 off in the SwiGLU group scales at K = 1408, run 83) and
+// the K loop loads no token scales (their shared-memory traffic is most of what the per-128
+// promotion costs: tools/rs_wgmma_probe, session 19); token x channel scale in the epilogue.
+template <int kStages_, bool kGateUp_, int kStudy_ = 0, bool kMx_ = false, int kPieces_ = 1, bool kLut_ = false,
+          bool kTok_ = false>
 struct W4RsTraits {
   static constexpr int kStudy = kStudy_;
+  static constexpr bool kTok = kTok_;
+  static_assert(!kTok_ || (kLut_ && kPieces_ == 2), "per-token activation scales: INT4 two-level, two pieces");
   static constexpr bool kMx = kMx_;
   static constexpr bool kLut = kLut_;
   static_assert(!(kMx && kLut), "one weight format");
@@ -157,7 +166,7 @@ struct MoeW4A8RsKernel {
     typename T::ShapeX shape_x;
     const uint8_t* w;        // prepacked int4 / mxfp4 weights (w4a8_rs_layout.hpp)
     const float* w_scales;   // fp32 [experts, k/128, n] (mxfp4: block scales from prepacking; lut: [experts, n])
-    const float* a_scales;   // fp32 [k/128, m_total]
+    const float* a_scales;   // fp32 [k/128, m_total] (kTok: [m_total])
     const int* counts;
     const int* offsets;
     void* out;               // bf16 [m_total, n] or (SwiGLU) fp8 [m_total, n/2], row pitch out_ld
@@ -269,7 +278,7 @@ struct MoeW4A8RsKernel {
           }
         }
         // Token scales: rows past the expert's tokens read as zero (their products are never stored).
-        const float* a_kb = asrc + static_cast<int64_t>(kb) * p.m_total;
+        const float* a_kb = T::kTok ? asrc : asrc + static_cast<int64_t>(kb) * p.m_total;
         const uint32_t dst = cute::cast_smem_ptr_to_uint(ss.as.data() + write.index * T::kAsStage);
         CUTE_UNROLL
         for (int j = 0; j < kBlockT / 32; ++j) {
@@ -400,8 +409,9 @@ struct MoeW4A8RsKernel {
       }
       CUTE_UNROLL
       for (int c = 0; c < kPieceT / 16; ++c) {
-        const float4 a4 =
-            *reinterpret_cast<const float4*>(&ss.as[s * T::kAsStage + q * T::kAsRow + pc * (kPieceT / 4) + 4 * c]);
+        float4 a4 = make_float4(1.f, 1.f, 1.f, 1.f);
+        if constexpr (!T::kTok)  // kTok: the token scale is the epilogue's, nothing to load here
+          a4 = *reinterpret_cast<const float4*>(&ss.as[s * T::kAsStage + q * T::kAsRow + pc * (kPieceT / 4) + 4 * c]);
         CUTE_UNROLL
         for (int e = 0; e < 8; ++e) {
           const int i = 8 * c + e;
@@ -411,7 +421,7 @@ struct MoeW4A8RsKernel {
             Acc& ac = acc[pc * kBlocks + b];
             if constexpr ((T::kStudy & 4) != 0) {
               if (i == 0) ac(i) += pt[b](i);  // one value, so the wgmmas stay live
-            } else if constexpr ((T::kStudy & 2) != 0) ac(i) += pt[b](i);
+            } else if constexpr ((T::kStudy & 2) != 0 || T::kTok) ac(i) += pt[b](i);
             else if constexpr (T::kLut) ac(i) = fmaf(pt[b](i), a, ac(i));
             else ac(i) = fmaf(pt[b](i) * a, (i & 2) ? w1[b] : w0[b], ac(i));
           }
@@ -424,8 +434,8 @@ struct MoeW4A8RsKernel {
       }
     };
 
-    Acc part[kBlocks];
     bounded_wait(&ss.full[read.index], read.phase);
+    Acc part[kBlocks];
     if constexpr (kPieces == 2) {
       // Two token pieces: one fragment buffer (the registers hold two fp32 accumulators). Per K
       // block: piece 0, promote, piece 1 with the same fragments, promote (the stage is
@@ -514,7 +524,8 @@ struct MoeW4A8RsKernel {
     for (int i = 0; i < size(acc); ++i) {
       const int tok = 2 * q + (i & 1) + 8 * (i / 4);
       const int col = frow + ((i & 2) ? 8 : 0);
-      const float v = T::kLut ? acc(i) * ((i & 2) ? cs1 : cs0) : acc(i);
+      float v = T::kLut ? acc(i) * ((i & 2) ? cs1 : cs0) : acc(i);
+      if constexpr (T::kTok) v *= tok0 + tok < t.rows ? __ldg(p.a_scales + t.row_begin + tok0 + tok) : 0.f;
       *reinterpret_cast<__nv_bfloat16*>(staged + tok * kPitch + col * 2) = __float2bfloat16_rn(v);
     }
     cutlass::arch::NamedBarrier::sync(128, bar);
@@ -560,7 +571,8 @@ struct MoeW4A8RsKernel {
     for (int i = 0; i < kVals; ++i) {
       const int tok = 2 * q + (i & 1) + 8 * (i / 4);
       const float rw = tok < rows ? __ldg(p.row_weights + row0 + tok) : 0.f;
-      h[i] = T::kLut ? swiglu(acc[0](i) * gs[(i >> 1) & 1], acc[1](i) * us[(i >> 1) & 1]) * rw
+      const float at = T::kTok && tok < rows ? __ldg(p.a_scales + row0 + tok) : 1.f;  // kTok: token scale
+      h[i] = T::kLut ? swiglu(acc[0](i) * (gs[(i >> 1) & 1] * at), acc[1](i) * (us[(i >> 1) & 1] * at)) * rw
                      : swiglu(acc[0](i), acc[1](i)) * rw;
     }
     // Per-token amax: this thread's two channels, then the 8 lanes of the quad column (xor over
