@@ -589,8 +589,8 @@ void add_moe_gemm_bench_command(CLI::App& app) {
                   "(ping-pong); *-rs: prepacked for the register-operand kernels (128 x 128 and 256 x 128 bf16, "
                   "64 x 256 SwiGLU tiles); int4-lut: INT4 with e4m3 group scales folded into conversion tables and "
                   "fp32 channel scales; -tok: the same weights with per-token activation scales (one per token for "
-                  "all K, no per-128-K promotion; the others read per token per 128 channels); unshipped forced "
-                  "settings are skipped)")
+                  "all K, so the promotion per 128 K is a plain add; the others read per token per 128 channels); "
+                  "unshipped forced settings are skipped)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--num-ctas", fl->num_ctas, "Persistent grid size (0: one CTA per SM)")->capture_default_str();

@@ -41,26 +41,29 @@ Fp8Scale fp8_scale_for_amax(float amax) {
   return Fp8Scale{a / kFp8E4M3Max, kFp8E4M3Max / a};
 }
 
+namespace {
+// One fp8 scale for x[0..n): q[i] = e4m3(x[i] / scale), scale = max(amax, floor) / 448.
+float quantize_run(const float* x, int n, uint8_t* q) {
+  float amax = 0.f;
+  for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const Fp8Scale s = fp8_scale_for_amax(amax);
+  for (int i = 0; i < n; ++i) q[i] = fp8_e4m3_encode(x[i] * s.inv);
+  return s.scale;
+}
+}  // namespace
+
 void quantize_per_token_128(const float* x, int rows, int cols, uint8_t* q, float* scales) {
   for (int r = 0; r < rows; ++r)
     for (int cb = 0; cb < cols / 128; ++cb) {
-      const float* xr = x + static_cast<int64_t>(r) * cols + cb * 128;
-      float amax = 0.f;
-      for (int i = 0; i < 128; ++i) amax = std::max(amax, std::fabs(xr[i]));
-      const Fp8Scale s = fp8_scale_for_amax(amax);
-      for (int i = 0; i < 128; ++i) q[static_cast<int64_t>(r) * cols + cb * 128 + i] = fp8_e4m3_encode(xr[i] * s.inv);
-      scales[static_cast<int64_t>(cb) * rows + r] = s.scale;
+      const int64_t at = static_cast<int64_t>(r) * cols + cb * 128;
+      scales[static_cast<int64_t>(cb) * rows + r] = quantize_run(x + at, 128, q + at);
     }
 }
 
 void quantize_fp8_per_token(const float* x, int rows, int cols, uint8_t* q, float* scales) {
   for (int r = 0; r < rows; ++r) {
-    const float* xr = x + static_cast<int64_t>(r) * cols;
-    float amax = 0.f;
-    for (int i = 0; i < cols; ++i) amax = std::max(amax, std::fabs(xr[i]));
-    const Fp8Scale s = fp8_scale_for_amax(amax);
-    for (int i = 0; i < cols; ++i) q[static_cast<int64_t>(r) * cols + i] = fp8_e4m3_encode(xr[i] * s.inv);
-    scales[r] = s.scale;
+    const int64_t at = static_cast<int64_t>(r) * cols;
+    scales[r] = quantize_run(x + at, cols, q + at);
   }
 }
 
