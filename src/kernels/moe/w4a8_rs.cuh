@@ -189,6 +189,15 @@ struct MoeW4A8RsKernel {
     cute::array_aligned<float, T::kLut ? 4 : kStages * kBlocks * 128, 16> ws;  // lut: unused
     cute::array_aligned<float, kStages * T::kAsStage, 16> as;
     cute::array_aligned<uint8_t, kEpiBytes, 128> epi;
+    // Epilogue inputs, copied in (cp.async) when a tile starts so their global latency hides under
+    // the K loop. bf16: each warp group's 64 channel scales (lut) and its copy of the tile's token
+    // scales (kTok). SwiGLU (shared by both groups): the 128 gate and 128 up channel scales (lut),
+    // the tile's router weights and token scales (kTok).
+    static constexpr int kEpiCs = T::kLut ? (T::kGateUp ? 256 : T::kConsumerWGs * 64) : 4;
+    static constexpr int kEpiTs = T::kTok ? (T::kGateUp ? kBlockT : T::kConsumerWGs * kBlockT) : 4;
+    cute::array_aligned<float, kEpiCs, 16> epi_cs;
+    cute::array_aligned<float, kEpiTs, 16> epi_ts;
+    cute::array_aligned<float, T::kGateUp ? kBlockT : 4, 16> epi_rw;
     uint64_t full[kStages];
     uint64_t empty[kStages];
     uint32_t lut[4];  // the table twice: read per lane, the words stay in registers
@@ -503,30 +512,90 @@ struct MoeW4A8RsKernel {
     if (kb < kbs) step(kb, f0, f1);
   }
 
+  // Epilogue inputs of tile t into shared memory (cp.async, one group per thread): issued when the
+  // tile starts and waited for in the epilogue, so the loads' latency hides under the K loop.
+  // Rows past the expert's tokens read as zero (their outputs are never stored).
+  __device__ __forceinline__ void prefetch_epilogue(Params const& p, SharedStorage& ss, WorkTile const& t, int g,
+                                                    int wt) const {
+    auto copy = [](float* dst, const float* src, bool ok) {
+      cp_async_4(cute::cast_smem_ptr_to_uint(dst), src, ok ? 4u : 0u);
+    };
+    if constexpr (T::kGateUp) {
+      const int ct = g * 128 + wt;  // consumer thread 0..255
+      if constexpr (T::kLut) {  // channel ct < 128: gate row ct of the tile; ct >= 128: up row ct - 128
+        const float* cs = p.w_scales + static_cast<int64_t>(t.expert) * p.n + t.n_block * 128 + (ct & 127) +
+                          (ct >= 128 ? p.n / 2 : 0);
+        copy(ss.epi_cs.data() + ct, cs, true);
+      }
+      if (ct < kBlockT) {
+        const bool ok = ct < t.rows;
+        copy(ss.epi_rw.data() + ct, ok ? p.row_weights + t.row_begin + ct : p.row_weights, ok);
+        if constexpr (T::kTok) copy(ss.epi_ts.data() + ct, ok ? p.a_scales + t.row_begin + ct : p.a_scales, ok);
+      }
+    } else {
+      if constexpr (T::kLut) {
+        if (wt < 64) {
+          const float* cs = p.w_scales + static_cast<int64_t>(t.expert) * p.n + t.n_block * 128 + 64 * g + wt;
+          copy(ss.epi_cs.data() + 64 * g + wt, cs, true);
+        }
+      }
+      if constexpr (T::kTok) {
+        CUTE_UNROLL
+        for (int j = 0; j < kBlockT / 128; ++j) {
+          const int r = wt + 128 * j;
+          const bool ok = r < t.rows;
+          copy(ss.epi_ts.data() + g * kBlockT + r, ok ? p.a_scales + t.row_begin + r : p.a_scales, ok);
+        }
+      }
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+  }
+
   // bf16: warp group g's 64 columns of token piece pc to out[token, n_block * 128 + 64 g + ...],
-  // staged token-major (one piece at a time through the group's staging).
+  // staged token-major (one piece at a time through the group's staging). The accumulator's 8 x 8
+  // blocks (8 weight rows x 8 tokens per warp) go to the staging transposed by stmatrix: 8
+  // instructions per thread per piece instead of 64 two-byte stores.
   __device__ __forceinline__ void store_bf16(Params const& p, SharedStorage& ss, Acc const& acc, WorkTile const& t,
                                              int g, int wt, int pc) const {
     const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + g;
     uint8_t* staged = ss.epi.data() + g * kPieceT * kPitch;
     const int tok0 = pc * kPieceT;  // the piece's first token in the tile
-    const int frow = (wt / 32) * 16 + (wt % 32) / 4;  // weight row inside the group's 64
-    const int q = wt % 4;
+    const int lane = wt % 32, w = wt / 32;
+    const int q = lane % 4;
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    cutlass::arch::NamedBarrier::sync(128, bar);  // the previous piece's copy-out has read the staging;
+                                                  // every thread's prefetched scales have landed
     // INT4 two-level: the channel scales of this thread's two weight rows (output columns).
     float cs0 = 1.f, cs1 = 1.f;
     if constexpr (T::kLut) {
-      const float* cs = p.w_scales + static_cast<int64_t>(t.expert) * p.n + t.n_block * 128 + 64 * g + frow;
-      cs0 = __ldg(cs);
-      cs1 = __ldg(cs + 8);
+      cs0 = ss.epi_cs[64 * g + 16 * w + lane / 4];
+      cs1 = ss.epi_cs[64 * g + 16 * w + lane / 4 + 8];
     }
-    cutlass::arch::NamedBarrier::sync(128, bar);  // the previous tile's copy-out has read the staging
+    // Value i: weight row 16 w + lane / 4 + 8 h (h = (i >> 1) & 1), token 2 q + (i & 1) + 8 (i / 4).
+    // One stmatrix.x4 per two 8-token groups: matrices (h, jj) = (0, 2 j), (1, 2 j), (0, 2 j + 1),
+    // (1, 2 j + 1); lane 8 m + r names row r (a token) of matrix m in the staging.
+    const int m = lane / 8, r = lane % 8;
+    const uint32_t row_addr = cute::cast_smem_ptr_to_uint(staged + (8 * (m >> 1) + r) * kPitch + (16 * w + 8 * (m & 1)) * 2);
     CUTE_UNROLL
-    for (int i = 0; i < size(acc); ++i) {
-      const int tok = 2 * q + (i & 1) + 8 * (i / 4);
-      const int col = frow + ((i & 2) ? 8 : 0);
-      float v = T::kLut ? acc(i) * ((i & 2) ? cs1 : cs0) : acc(i);
-      if constexpr (T::kTok) v *= tok0 + tok < t.rows ? __ldg(p.a_scales + t.row_begin + tok0 + tok) : 0.f;
-      *reinterpret_cast<__nv_bfloat16*>(staged + tok * kPitch + col * 2) = __float2bfloat16_rn(v);
+    for (int j = 0; j < kPieceT / 16; ++j) {
+      uint32_t packed[4];
+      CUTE_UNROLL
+      for (int mm = 0; mm < 4; ++mm) {
+        const int jj = 2 * j + (mm >> 1), h = mm & 1;
+        const int i = 4 * jj + 2 * h;
+        float v0 = acc(i) * (h ? cs1 : cs0), v1 = acc(i + 1) * (h ? cs1 : cs0);
+        if constexpr (T::kTok) {
+          const float2 ts = *reinterpret_cast<const float2*>(ss.epi_ts.data() + g * kBlockT + tok0 + 8 * jj + 2 * q);
+          v0 *= ts.x;
+          v1 *= ts.y;
+        }
+        const __nv_bfloat162 b2 = __floats2bfloat162_rn(v0, v1);  // .x (token 2q) in the low half
+        packed[mm] = *reinterpret_cast<const uint32_t*>(&b2);
+      }
+      asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                       row_addr + static_cast<uint32_t>(16 * j * kPitch)),
+                   "r"(packed[0]), "r"(packed[1]), "r"(packed[2]), "r"(packed[3])
+                   : "memory");
     }
     cutlass::arch::NamedBarrier::sync(128, bar);
     constexpr int kChunks = 64 * 2 / 16;  // 16-byte pieces per token row of the group
@@ -557,21 +626,23 @@ struct MoeW4A8RsKernel {
     const int crow = 64 * g + (wt / 32) * 16 + lane / 4;  // channel inside the tile (and + 8)
     const int q = lane % 4;
     constexpr int kVals = decltype(size(acc[0]))::value;  // kPieceT / 2
+    // The prefetched inputs (prefetch_epilogue) of every thread have landed.
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    cutlass::arch::NamedBarrier::sync(256, kBoth);
     // INT4 two-level: channel scales of this thread's gate rows (crow, crow + 8) and up rows.
     float gs[2] = {1.f, 1.f}, us[2] = {1.f, 1.f};
     if constexpr (T::kLut) {
-      const float* cs = p.w_scales + static_cast<int64_t>(t.expert) * p.n + t.n_block * 128 + crow;
-      gs[0] = __ldg(cs);
-      gs[1] = __ldg(cs + 8);
-      us[0] = __ldg(cs + p.n / 2);
-      us[1] = __ldg(cs + p.n / 2 + 8);
+      gs[0] = ss.epi_cs[crow];
+      gs[1] = ss.epi_cs[crow + 8];
+      us[0] = ss.epi_cs[128 + crow];
+      us[1] = ss.epi_cs[128 + crow + 8];
     }
     float h[kVals];
     CUTE_UNROLL
     for (int i = 0; i < kVals; ++i) {
       const int tok = 2 * q + (i & 1) + 8 * (i / 4);
-      const float rw = tok < rows ? __ldg(p.row_weights + row0 + tok) : 0.f;
-      const float at = T::kTok && tok < rows ? __ldg(p.a_scales + row0 + tok) : 1.f;  // kTok: token scale
+      const float rw = ss.epi_rw[pc * kPieceT + tok];  // zero past the expert's tokens
+      const float at = T::kTok ? ss.epi_ts[pc * kPieceT + tok] : 1.f;  // kTok: token scale
       h[i] = T::kLut ? swiglu(acc[0](i) * (gs[(i >> 1) & 1] * at), acc[1](i) * (us[(i >> 1) & 1] * at)) * rw
                      : swiglu(acc[0](i), acc[1](i)) * rw;
     }
@@ -655,6 +726,7 @@ struct MoeW4A8RsKernel {
       uint32_t it = 0;  // K blocks consumed (trace only)
       while (sched.next(t)) {
         Acc acc[kAccs];
+        prefetch_epilogue(p, ss, t, g, wt);
         mma(p, ss, sX, read, g, wt, acc, it);
         if constexpr (T::kGateUp) {
           store_swiglu(p, ss, acc, t, g, wt, 0);
