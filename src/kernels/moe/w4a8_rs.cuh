@@ -123,7 +123,9 @@ struct W4RsTraits {
   static constexpr uint32_t kPackedBytes = kBlocks * kChunkBytes;
   static constexpr uint32_t kWScaleBytes = kLut ? 0 : kBlocks * 128 * 4;  // per-K-block weight scales
   static constexpr uint32_t kTxBytes = kBytesX + kPackedBytes + kWScaleBytes;  // TMA + bulk copies
-  static constexpr int kScaleLanes = 32;  // producer lanes copying token scales (cp.async arrivals)
+  // Producer lanes copying token scales per K block (cp.async arrivals); kTok: none, the token
+  // scale is the epilogue's and is copied once per tile.
+  static constexpr int kScaleLanes = kTok_ ? 0 : 32;
   // Token scales of a stage in shared memory, ordered by the consumer thread that reads them:
   // thread quad position q needs tokens 2q + 8i + {0, 1}, kept as kBlockT / 4 consecutive
   // floats per q (+4 floats of padding: the four rows fall in different banks for 16-byte loads).
@@ -187,7 +189,7 @@ struct MoeW4A8RsKernel {
     cute::array_aligned<Element, cute::cosize_v<typename T::SmemLayoutX>, 1024> x;
     cute::array_aligned<uint8_t, kStages * T::kPackedBytes, 128> w;
     cute::array_aligned<float, T::kLut ? 4 : kStages * kBlocks * 128, 16> ws;  // lut: unused
-    cute::array_aligned<float, kStages * T::kAsStage, 16> as;
+    cute::array_aligned<float, T::kTok ? 4 : kStages * T::kAsStage, 16> as;  // kTok: unused
     cute::array_aligned<uint8_t, kEpiBytes, 128> epi;
     // Epilogue inputs, copied in (cp.async) when a tile starts so their global latency hides under
     // the K loop. bf16: each warp group's 64 channel scales (lut) and its copy of the tile's token
@@ -286,16 +288,19 @@ struct MoeW4A8RsKernel {
                                        ss.ws.data() + (write.index * kBlocks + c) * 128, 512);
           }
         }
-        // Token scales: rows past the expert's tokens read as zero (their products are never stored).
-        const float* a_kb = T::kTok ? asrc : asrc + static_cast<int64_t>(kb) * p.m_total;
-        const uint32_t dst = cute::cast_smem_ptr_to_uint(ss.as.data() + write.index * T::kAsStage);
-        CUTE_UNROLL
-        for (int j = 0; j < kBlockT / 32; ++j) {
-          const int r = lane + 32 * j;
-          const bool ok = r < t.rows;
-          cp_async_4(dst + 4u * T::as_index(r), ok ? a_kb + r : p.a_scales, ok ? 4u : 0u);
+        // Token scales of K block kb: rows past the expert's tokens read as zero (their products are
+        // never stored). kTok: nothing per K block (the epilogue prefetches the tile's scales).
+        if constexpr (!T::kTok) {
+          const float* a_kb = asrc + static_cast<int64_t>(kb) * p.m_total;
+          const uint32_t dst = cute::cast_smem_ptr_to_uint(ss.as.data() + write.index * T::kAsStage);
+          CUTE_UNROLL
+          for (int j = 0; j < kBlockT / 32; ++j) {
+            const int r = lane + 32 * j;
+            const bool ok = r < t.rows;
+            cp_async_4(dst + 4u * T::as_index(r), ok ? a_kb + r : p.a_scales, ok ? 4u : 0u);
+          }
+          cp_async_arrive(full);
         }
-        cp_async_arrive(full);
         write.advance();
       }
     }
