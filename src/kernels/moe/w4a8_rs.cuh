@@ -429,7 +429,7 @@ struct MoeW4A8RsKernel {
         CUTE_UNROLL
         for (int e = 0; e < 8; ++e) {
           const int i = 8 * c + e;
-          const float a = (i & 4) ? ((i & 1) ? a4.w : a4.z) : ((i & 1) ? a4.y : a4.x);
+          [[maybe_unused]] const float a = (i & 4) ? ((i & 1) ? a4.w : a4.z) : ((i & 1) ? a4.y : a4.x);
           CUTE_UNROLL
           for (int b = 0; b < kBlocks; ++b) {
             Acc& ac = acc[pc * kBlocks + b];
