@@ -348,4 +348,31 @@ void prepack_int4_lut_rs(const uint8_t* packed, const uint8_t* group_e4m3, int r
   }
 }
 
+int glu_source_row(int row, int rows) {
+  const int j = row / 128, rr = row % 128;
+  const int slab = rr / 16, up = (rr % 16) / 8, i = rr % 8;
+  return (up != 0 ? rows / 2 : 0) + 64 * j + 8 * slab + i;
+}
+
+void prepack_int4_lut_rs_glu(const uint8_t* packed, const uint8_t* group_e4m3, const float* channel_scales, int rows,
+                             int cols, uint8_t* out, float* out_channel_scales) {
+  if (packed == nullptr || group_e4m3 == nullptr || channel_scales == nullptr || out == nullptr ||
+      out_channel_scales == nullptr)
+    throw InvalidArgument("prepack_int4_lut_rs_glu: null buffer");
+  if (rows <= 0 || rows % 256 != 0)
+    throw InvalidArgument("prepack_int4_lut_rs_glu: rows = " + std::to_string(rows) +
+                          " must be a positive multiple of 256 (gate and up halves of 128-channel blocks)");
+  check_rs_shape("prepack_int4_lut_rs_glu", rows, cols);
+  const size_t row_bytes = static_cast<size_t>(cols) / 2;
+  const int groups = cols / kInt4Group;
+  std::vector<uint8_t> p2(static_cast<size_t>(rows) * row_bytes), g2(static_cast<size_t>(groups) * rows);
+  for (int r = 0; r < rows; ++r) {
+    const int src = glu_source_row(r, rows);
+    std::memcpy(p2.data() + r * row_bytes, packed + src * row_bytes, row_bytes);
+    for (int g = 0; g < groups; ++g) g2[static_cast<size_t>(g) * rows + r] = group_e4m3[static_cast<size_t>(g) * rows + src];
+    out_channel_scales[r] = channel_scales[src];
+  }
+  prepack_int4_lut_rs(p2.data(), g2.data(), rows, cols, out);
+}
+
 }  // namespace xstage::ops

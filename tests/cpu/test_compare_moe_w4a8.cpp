@@ -82,6 +82,28 @@ TEST(CompareMoeW4a8, RatiosAcceptanceCountsAndSchema) {
   EXPECT_NE(slurp(out).find("# w4a8_mxfp4_rs: 0/3 cells with >= 16 tokens/expert at >= 0.90x W8A8"), std::string::npos)
       << slurp(out);
 
+  // The per-token recipe: int4_rs_lut for bf16, the gate/up-interleaved layout for SwiGLU where
+  // the run has it. Cell A (bf16): tok 0.90 passes, glu absent. Cell B (SwiGLU): tok 0.70 would
+  // fail, glu 0.86 passes and is what counts. Cell C (SwiGLU, no glu): tok 0.84 fails.
+  nlohmann::json rdoc = {{"schema", "xstage.bench.moe_gemm.v1"}, {"device", "t"}, {"commit", "c"}, {"date", "d"}};
+  rdoc["results"] = nlohmann::json::array();
+  for (auto [w, t] : {std::pair{"w8a8", 1000.0}, {"w4a8_int4_lut_rs_tok", 900.0}})
+    rdoc["results"].push_back(row("l2_bf16", 1024, w, t));
+  for (auto [w, t] : {std::pair{"w8a8", 1000.0}, {"w4a8_int4_lut_rs_tok", 700.0}, {"w4a8_int4_lut_rs_tok_glu", 860.0}})
+    rdoc["results"].push_back(row("l1_swiglu", 1024, w, t));
+  for (auto [w, t] : {std::pair{"w8a8", 1000.0}, {"w4a8_int4_lut_rs_tok", 840.0}})
+    rdoc["results"].push_back(row("l1_swiglu", 8192, w, t));
+  std::ofstream(dir / "recipe.json") << rdoc.dump();
+  ASSERT_EQ(run_tool(quote(dir / "recipe.json") + " --json " + quote(js), out), 0) << slurp(out);
+  const std::string rt = slurp(out);
+  EXPECT_NE(rt.find("# w4a8_int4_lut_rs_tok: 1/3 cells"), std::string::npos) << rt;
+  EXPECT_NE(rt.find("# w4a8_int4_lut_rs_tok_glu: 1/1 cells"), std::string::npos) << rt;
+  EXPECT_NE(rt.find("SwiGLU where measured): 2/3 cells with >= 1024 tokens/expert at >= 0.85x W8A8"), std::string::npos)
+      << rt;
+  const nlohmann::json rj = nlohmann::json::parse(slurp(js));
+  EXPECT_EQ(rj["acceptance"]["per_token_recipe"]["passed"], 2);
+  EXPECT_EQ(rj["acceptance"]["per_token_recipe"]["cells"], 3);
+
   // Another schema, or no file: exit 2 with a message naming the file.
   std::ofstream(dir / "other.json") << R"({"schema": "xstage.bench.moe.v1", "results": []})";
   EXPECT_EQ(run_tool(quote(dir / "other.json"), out), 2);

@@ -511,21 +511,51 @@ TEST(MoeGemmValidate, Int4LutRegisterOperandLayout) {
   }
   check([](auto& b) { b.a_scale_granularity = ops::MoeActScales::per_token; b.block_m = 128; },
         "no w4a8_int4 bf16 kernel with block_m 128 and cluster 1x1 (per-token activation scales ship with "
-        "int4_rs_lut: bf16 m256n128 1x1, swiglu_fp8 m128n256 1x1)");
+        "int4_rs_lut (bf16 m256n128 1x1, swiglu_fp8 m128n256 1x1) and int4_rs_lut_glu (swiglu_fp8 m256n128 1x2))");
   check([](auto& b) { b.a_scale_granularity = static_cast<ops::MoeActScales>(7); },
         "unsupported activation scale granularity 7");
   {
     MoeGemmArgs r = good_w4_args(MoeQuant::w4a8_int4);
     r.b_layout = MoeWeightLayout::int4_rs;
     r.a_scale_granularity = ops::MoeActScales::per_token;
-    expect_invalid([&] { ops::validate(r); }, "per-token activation scales need the int4_rs_lut weight layout; got int4_rs");
+    expect_invalid([&] { ops::validate(r); }, "per-token activation scales need the int4_rs_lut or int4_rs_lut_glu weight layout; got int4_rs");
     MoeGemmArgs w8 = good_w4_args(MoeQuant::w4a8_int4);
     w8.quant = MoeQuant::w8a8;
     w8.b_layout = MoeWeightLayout::rows;
     w8.b_scales = static_cast<const float*>(fake(0x50004));
     w8.a_scale_granularity = ops::MoeActScales::per_token;
-    expect_invalid([&] { ops::validate(w8); }, "per-token activation scales need the int4_rs_lut weight layout; got rows");
+    expect_invalid([&] { ops::validate(w8); }, "per-token activation scales need the int4_rs_lut or int4_rs_lut_glu weight layout; got rows");
   }
+  {
+    // Gate/up-interleaved rows: Linear-1 with per-token scales only, on the 256 x 64-channel tile
+    // in 1 x 2 clusters.
+    MoeGemmArgs g = good(MoeEpilogue::swiglu_fp8);
+    g.b_layout = MoeWeightLayout::int4_rs_lut_glu;
+    g.a_scale_granularity = ops::MoeActScales::per_token;
+    EXPECT_NO_THROW(ops::validate(g));
+    const auto inst = ops::select_moe_instantiation(g);
+    EXPECT_EQ(inst.name, "w4a8rs_lut_tok_glu_m256n128");
+    EXPECT_EQ(inst.cluster_m, 1);
+    EXPECT_EQ(inst.cluster_n, 2);
+    EXPECT_LE(inst.smem_bytes, 227 * 1024);
+    EXPECT_LE(128 * inst.producer_regs + 256 * inst.consumer_regs, 65536);
+    MoeGemmArgs gp = g;
+    gp.a_scale_granularity = ops::MoeActScales::per_128;
+    expect_invalid([&] { ops::validate(gp); }, "the int4_rs_lut_glu weight layout (gate/up-interleaved rows) serves "
+                                                "Linear-1 only: swiglu_fp8 with per-token activation scales; got "
+                                                "swiglu_fp8 with per-128 scales");
+    MoeGemmArgs gb = good(MoeEpilogue::bf16);
+    gb.b_layout = MoeWeightLayout::int4_rs_lut_glu;
+    gb.a_scale_granularity = ops::MoeActScales::per_token;
+    expect_invalid([&] { ops::validate(gb); }, "serves Linear-1 only: swiglu_fp8 with per-token activation scales; "
+                                                "got bf16 with per-token scales");
+    MoeGemmArgs gw = g;
+    gw.quant = MoeQuant::w4a8_mxfp4;
+    expect_invalid([&] { ops::validate(gw); }, "the int4_rs_lut_glu weight layout serves w4a8_int4 only");
+  }
+  EXPECT_STREQ(ops::moe_weight_layout_name(MoeWeightLayout::int4_rs_lut_glu), "int4_rs_lut_glu");
+  EXPECT_EQ(ops::moe_weight_bytes(MoeQuant::w4a8_int4, MoeWeightLayout::int4_rs_lut_glu, 3, 256, 384),
+            3LL * 2 * 3 * 9216);
   EXPECT_STREQ(ops::moe_weight_layout_name(MoeWeightLayout::int4_rs_lut), "int4_rs_lut");
   // 8192 code bytes + 1024 table bytes per 128 x 128 chunk; one fp32 channel scale per row.
   EXPECT_EQ(ops::moe_weight_bytes(MoeQuant::w4a8_int4, MoeWeightLayout::int4_rs_lut, 3, 256, 384), 3LL * 2 * 3 * 9216);

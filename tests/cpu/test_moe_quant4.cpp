@@ -725,4 +725,58 @@ TEST(Int4LutPrepack, RejectsBadInput) {
   expect_message(message([&] { quantize_int4_lut(w.data(), rows, 200, qp.data(), qg.data(), S.data()); }),
                  "a positive multiple of 128");
 }
+// Gate/up-interleaved rows (MoeWeightLayout::int4_rs_lut_glu): a permutation of the rows in
+// which each 16-row slab holds 8 gate rows and then the up rows of the same channels, 128-row
+// block j covering channels [64 j, 64 j + 64); prepacking it is prepack_int4_lut_rs of the
+// permuted rows, with the channel scales permuted alike.
+TEST(Int4Lut, GluInterleavedRowsArePairedGateAndUp) {
+  const int rows = 512, half = rows / 2;
+  std::vector<int> seen(rows, 0);
+  for (int r = 0; r < rows; ++r) {
+    const int src = glu_source_row(r, rows);
+    ASSERT_GE(src, 0);
+    ASSERT_LT(src, rows);
+    ++seen[src];
+    const bool up = (r % 16) >= 8;
+    EXPECT_EQ(src >= half, up) << r;
+    EXPECT_EQ((src % half) / 64, r / 128) << r;  // the tile's 64 channels
+    if (up) {
+      EXPECT_EQ(src, glu_source_row(r - 8, rows) + half) << r;  // same channel as its gate row
+    }
+  }
+  for (int v : seen) EXPECT_EQ(v, 1);
+
+  const int cols = 256;
+  std::mt19937 rng(77);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> w(size_t(half * 2) * cols);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = u(rng) * std::ldexp(1.f, -int((i / cols) % 5));
+  const int n = 256;  // one 128-channel block: gate rows 0..127, up rows 128..255
+  std::vector<float> wn(w.begin(), w.begin() + size_t(n) * cols);
+  const LutWeights q = quantize_lut(wn, n, cols);
+  std::vector<uint8_t> glu(size_t(prepacked_int4_lut_rs_bytes(n, cols)), 0x5A);
+  std::vector<float> cs(n, -1.f);
+  prepack_int4_lut_rs_glu(q.packed.data(), q.gs.data(), q.channel.data(), n, cols, glu.data(), cs.data());
+  // The same by hand: permute, then the plain prepacking.
+  LutWeights p{std::vector<uint8_t>(q.packed.size()), std::vector<uint8_t>(q.gs.size()), std::vector<float>(n)};
+  for (int r = 0; r < n; ++r) {
+    const int src = glu_source_row(r, n);
+    std::memcpy(p.packed.data() + size_t(r) * cols / 2, q.packed.data() + size_t(src) * cols / 2, cols / 2);
+    for (int g = 0; g < cols / 128; ++g) p.gs[size_t(g) * n + r] = q.gs[size_t(g) * n + src];
+    EXPECT_EQ(cs[r], q.channel[src]) << r;
+  }
+  std::vector<uint8_t> plain(glu.size(), 0xA5);
+  prepack_int4_lut_rs(p.packed.data(), p.gs.data(), n, cols, plain.data());
+  EXPECT_EQ(glu, plain);
+  // Rows that are not whole 128-channel blocks of gate and up are refused, as are null buffers.
+  try {
+    prepack_int4_lut_rs_glu(q.packed.data(), q.gs.data(), q.channel.data(), 128, cols, glu.data(), cs.data());
+    ADD_FAILURE() << "rows = 128 accepted";
+  } catch (const xstage::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("multiple of 256"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(prepack_int4_lut_rs_glu(q.packed.data(), q.gs.data(), nullptr, n, cols, glu.data(), cs.data()),
+               xstage::InvalidArgument);
+}
+
 #endif  // XSTAGE_HAVE_MOE

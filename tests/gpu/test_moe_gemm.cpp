@@ -68,6 +68,9 @@ struct Case {
   // Per-token activation scales (MoeActScales::per_token, a_scales [m]); the reference reads
   // them replicated over every 128-K block, i.e. the same math through the per-128 path.
   bool per_token = false;
+  // With lut and per_token, SwiGLU: gate/up-interleaved rows (prepack_int4_lut_rs_glu,
+  // MoeWeightLayout::int4_rs_lut_glu); the reference reads the unpermuted weights.
+  bool glu = false;
 };
 
 // Random 4-bit weights for W4A8 on the host: packed [experts, n, k/2] and the scales
@@ -170,7 +173,7 @@ void run_case(const Case& c, uint64_t seed, std::vector<uint8_t>* raw = nullptr)
   const bool mx = c.quant == MoeQuant::w4a8_mxfp4;
   const ops::MoeWeightLayout layout = !c.rs  ? ops::MoeWeightLayout::rows
                                       : mx    ? ops::MoeWeightLayout::mxfp4_rs
-                                      : c.lut ? ops::MoeWeightLayout::int4_rs_lut
+                                      : c.lut ? (c.glu ? ops::MoeWeightLayout::int4_rs_lut_glu : ops::MoeWeightLayout::int4_rs_lut)
                                               : ops::MoeWeightLayout::int4_rs;
   DeviceBuf a(size_t(m) * c.k), sa(sizeof(float) * (c.k / 128) * size_t(m)),
       b(size_t(ops::moe_weight_bytes(c.quant, layout, experts, c.n, c.k))),
@@ -187,14 +190,20 @@ void run_case(const Case& c, uint64_t seed, std::vector<uint8_t>* raw = nullptr)
   } else {
     w4w = make_w4_weights(c, experts, seed + 1);
     std::vector<uint8_t> upload = w4w.packed;
+    std::vector<float> scales_upload = w4w.scales;  // glu: the permuted channel scales
     const size_t per = size_t(c.n) * c.k / 2;
     if (c.rs && c.lut) {
       // Codes + per-row conversion tables; b_scales are the channel scales.
       const size_t per_pre = size_t(ops::prepacked_int4_lut_rs_bytes(c.n, c.k));
       upload.assign(per_pre * experts, 0);
-      for (int e = 0; e < experts; ++e)
-        ops::prepack_int4_lut_rs(w4w.packed.data() + e * per, w4w.e8m0.data() + size_t(e) * (c.k / 128) * c.n, c.n,
-                                 c.k, upload.data() + e * per_pre);
+      for (int e = 0; e < experts; ++e) {
+        const uint8_t* gs = w4w.e8m0.data() + size_t(e) * (c.k / 128) * c.n;
+        if (c.glu)
+          ops::prepack_int4_lut_rs_glu(w4w.packed.data() + e * per, gs, w4w.scales.data() + size_t(e) * c.n, c.n, c.k,
+                                       upload.data() + e * per_pre, scales_upload.data() + size_t(e) * c.n);
+        else
+          ops::prepack_int4_lut_rs(w4w.packed.data() + e * per, gs, c.n, c.k, upload.data() + e * per_pre);
+      }
     } else if (c.rs && !mx) {
       for (int e = 0; e < experts; ++e)
         ops::prepack_int4_rs(w4w.packed.data() + e * per, c.n, c.k, upload.data() + e * per);
@@ -209,7 +218,7 @@ void run_case(const Case& c, uint64_t seed, std::vector<uint8_t>* raw = nullptr)
     }
     XS_CUDA(cudaMemcpy(b.p, upload.data(), upload.size(), cudaMemcpyHostToDevice), "packed weights");
     if (c.quant == MoeQuant::w4a8_int4 || c.rs)
-      XS_CUDA(cudaMemcpy(sb.p, w4w.scales.data(), w4w.scales.size() * 4, cudaMemcpyHostToDevice), "int4 scales");
+      XS_CUDA(cudaMemcpy(sb.p, scales_upload.data(), scales_upload.size() * 4, cudaMemcpyHostToDevice), "int4 scales");
     else
       XS_CUDA(cudaMemcpy(sb.p, w4w.e8m0.data(), w4w.e8m0.size(), cudaMemcpyHostToDevice), "mxfp4 scales");
   }
@@ -877,6 +886,39 @@ TEST(MoeGemmGpu, W4A8RegisterOperandLutPerToken) {
   run_case(tok({"gaps_1cta_swiglu", MoeEpilogue::swiglu_fp8, 512, 1024, counts, gaps, 0, 1}), s + 6);
   run_case(tok({"one_expert_3000_sw", MoeEpilogue::swiglu_fp8, 512, 768, {0, 3000}, {}, 0, 2}), s + 7);
   run_case(tok({"k128_swiglu", MoeEpilogue::swiglu_fp8, 512, 128, {1, 0, 65, 3}, {}, 0, 1}), s + 8);
+}
+
+// Linear-1 with per-token scales on gate/up-interleaved rows (w4a8rs_lut_tok_glu_m256n128: the
+// bf16 256-token main loop, 64 channels per tile, the token amax shared by a 1 x 2 cluster): the
+// per-token SwiGLU cases, plus uneven counts on a grid of 2 and 6 CTAs (clusters that take many
+// tiles in turn: the exchange buffers' parity and phases) and DiT's K.
+TEST(MoeGemmGpu, W4A8RegisterOperandLutPerTokenGlu) {
+  XS_REQUIRE_GPUS(1);
+  const std::vector<int> counts{3, 200, 0, 140};
+  const std::vector<int> gaps{5, 0, 17, 3, 9};
+  const std::vector<int> uneven5{0, 37, 300, 129, 1}, uneven4{130, 0, 257, 1};
+  auto glu = [](Case c) {
+    c.name += "_lut_tok_glu";
+    c.quant = kInt4;
+    c.rs = true;
+    c.lut = true;
+    c.per_token = true;
+    c.glu = true;
+    return c;
+  };
+  ops::MoeGemmArgs probe = rs_probe(ops::MoeWeightLayout::int4_rs_lut_glu, 0, 512);
+  probe.a_scale_granularity = ops::MoeActScales::per_token;
+  probe.epilogue = MoeEpilogue::swiglu_fp8;
+  const auto inst = ops::select_moe_instantiation(probe);
+  EXPECT_EQ(inst.name, "w4a8rs_lut_tok_glu_m256n128");
+  EXPECT_EQ(inst.cluster_n, 2);
+  const uint64_t s = 1250;
+  run_case(glu({"dit_l1_swiglu", MoeEpilogue::swiglu_fp8, 2 * 5632, 1408, uneven5, {}}), s);
+  run_case(glu({"ds_l1_swiglu", MoeEpilogue::swiglu_fp8, 2 * 2048, 4096, uneven4, {}}), s + 1);
+  run_case(glu({"gaps_2ctas", MoeEpilogue::swiglu_fp8, 512, 1024, counts, gaps, 0, 2}), s + 2);
+  run_case(glu({"one_expert_3000_6ctas", MoeEpilogue::swiglu_fp8, 512, 768, {0, 3000}, {}, 0, 6}), s + 3);
+  run_case(glu({"k128", MoeEpilogue::swiglu_fp8, 512, 128, {1, 0, 65, 3}, {}, 0, 2}), s + 4);
+  run_case(glu({"one_token_x32", MoeEpilogue::swiglu_fp8, 256, 1024, std::vector<int>(32, 1), {}}), s + 5);
 }
 
 // The register-operand MXFP4 kernels (prepack_mxfp4_rs: per-sub-block exponent gaps folded into

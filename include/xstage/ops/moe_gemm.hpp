@@ -45,7 +45,14 @@ enum class MoeEpilogue : int { bf16 = 0, swiglu_fp8 = 1 };
 //             applied before the wgmma), b_scales = the fp32 channel scales [experts, n]. The
 //             math is dequantize_int4_lut. Kernels w4a8rs_lut_*: the promotion is one FFMA per
 //             value, as W8A8's (int4_rs needs two: token and weight scales are both vectors).
-enum class MoeWeightLayout : int { rows = 0, int4_rs = 1, mxfp4_rs = 2, int4_rs_lut = 3 };
+//   int4_rs_lut_glu (w4a8_int4, swiglu_fp8, per_token only): the int4_rs_lut format on
+//             gate/up-interleaved rows, B from prepack_int4_lut_rs_glu and b_scales its permuted
+//             channel scales: each 16-row slab holds 8 gate rows and then the up rows of the same
+//             8 channels, so one thread holds gate and up of a channel. Kernel
+//             w4a8rs_lut_tok_glu_m256n128: the bf16 256-token tile's main loop (half the
+//             conversion per MAC of w4a8rs_lut_tok_swiglu_m128n256), 64 channels per tile, the
+//             per-token amax of a 128-channel scale block shared by a 1 x 2 cluster.
+enum class MoeWeightLayout : int { rows = 0, int4_rs = 1, mxfp4_rs = 2, int4_rs_lut = 3, int4_rs_lut_glu = 4 };
 // Granularity of the activation scales (a_scales).
 //   per_128   fp32 [k/128, m_total]: per token per 128 channels (every kernel; what the
 //             SwiGLU epilogue writes for the next GEMM).

@@ -111,5 +111,17 @@ long long prepacked_int4_lut_rs_bytes(int rows, int cols);
 // the kernel as they are. Throws InvalidArgument (naming the weight or the group) for a code of
 // -8 or a group scale byte that is negative, NaN or above 64. Per expert as prepack_int4_rs.
 void prepack_int4_lut_rs(const uint8_t* packed, const uint8_t* group_e4m3, int rows, int cols, uint8_t* out);
+// Gate/up-interleaved rows (MoeWeightLayout::int4_rs_lut_glu) of a Linear-1 weight with rows =
+// n = 2 * intermediate (gate rows [0, n/2), up rows [n/2, n)): prepacked row r holds source row
+// glu_source_row(r, rows). In each 16-row slab the first 8 rows are gate rows and the next 8 the
+// up rows of the same 8 channels; 128-row block j covers channels [64 j, 64 j + 64), slab s of it
+// channels 64 j + 8 s .. + 7.
+int glu_source_row(int row, int rows);
+// prepack_int4_lut_rs of the permuted rows (packed, group_e4m3 as quantize_int4_lut writes them
+// for the unpermuted matrix), and out_channel_scales [rows] = the permuted channel_scales (the
+// kernel's b_scales). rows a positive multiple of 256; throws InvalidArgument otherwise, or as
+// prepack_int4_lut_rs. Per expert.
+void prepack_int4_lut_rs_glu(const uint8_t* packed, const uint8_t* group_e4m3, const float* channel_scales, int rows,
+                             int cols, uint8_t* out, float* out_channel_scales);
 
 }  // namespace xstage::ops

@@ -56,6 +56,11 @@ cudaError_t moe_w4a8rs_lut_tok_bf16_m256n128(const MoeW4A8Params& p, cudaStream_
 KernelInfo moe_w4a8rs_lut_tok_bf16_m256n128_info();
 cudaError_t moe_w4a8rs_lut_tok_swiglu_m128n256(const MoeW4A8Params& p, cudaStream_t stream);
 KernelInfo moe_w4a8rs_lut_tok_swiglu_m128n256_info();
+// Linear-1 with per-token scales on gate/up-interleaved rows (MoeWeightLayout::int4_rs_lut_glu):
+// 256 tokens x 64 channels per tile, 1 x 2 clusters (the per-token amax of a 128-channel scale
+// block is shared by the pair); n = 2 * intermediate, a multiple of 256.
+cudaError_t moe_w4a8rs_lut_tok_glu_m256n128(const MoeW4A8Params& p, cudaStream_t stream);
+KernelInfo moe_w4a8rs_lut_tok_glu_m256n128_info();
 
 // The kernel a format runs (each tile has one per format).
 KernelInfo moe_w4a8_bf16_m192n128_info(W4Format f);

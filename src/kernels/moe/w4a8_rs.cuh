@@ -16,6 +16,12 @@
 //     per K block (the gate rows and the up rows of the same 128 channels); warp group g owns
 //     channels [64g, 64g + 64): 64 gate and 64 up rows.
 // (bf16 also runs 256-token tiles: two 128-token pieces per converted fragment, W4RsTraits::kPieces.)
+//   Linear-1 on gate/up-interleaved rows (W4RsTraits::kGlu, per-token scales): the bf16 256-token
+//     tile's main loop on rows prepacked so that each 16-row slab holds 8 gate rows then the 8 up
+//     rows of the same channels (ops::prepack_int4_lut_rs_glu): every thread holds gate and up of
+//     one channel, the tile covers 64 channels, and the per-token amax over a scale block's 128
+//     channels is taken with the partner CTA of a 1 x 2 cluster (the adjacent 64 channels of the
+//     same tokens) through distributed shared memory.
 // Warp group 0 is the producer (warp 0: lane 0 issues the TMA load of the fp8 token tile and the
 // bulk copies of the prepacked weight chunks and their weight scales; all 32 lanes copy the
 // token scales with cp.async, zero past the expert's tokens, and arrive on the stage's full
@@ -77,10 +83,15 @@ using namespace cute;
 // accumulation over all of K was 3.6e-3 off in the SwiGLU group scales at K = 1408, run 83) and
 // the K loop loads no token scales (their shared-memory traffic is most of what the per-128
 // promotion costs: tools/rs_wgmma_probe, session 19); token x channel scale in the epilogue.
+// kGlu_: SwiGLU on gate/up-interleaved rows (see the header; per-token scales, 256-token tiles of
+// two 128-token pieces, one 64-row block per warp group, 1 x 2 clusters). kGateUp_ stays false:
+// the main loop is the bf16 tile's, only the epilogue differs.
 template <int kStages_, bool kGateUp_, int kStudy_ = 0, bool kMx_ = false, int kPieces_ = 1, bool kLut_ = false,
-          bool kTok_ = false>
+          bool kTok_ = false, bool kGlu_ = false>
 struct W4RsTraits {
   static constexpr int kStudy = kStudy_;
+  static constexpr bool kGlu = kGlu_;
+  static_assert(!kGlu_ || (!kGateUp_ && kTok_), "the interleaved SwiGLU tile: per-token scales on the bf16 main loop");
   static constexpr bool kTok = kTok_;
   static_assert(!kTok_ || (kLut_ && kPieces_ == 2), "per-token activation scales: INT4 two-level, two pieces");
   static constexpr bool kMx = kMx_;
@@ -155,13 +166,19 @@ struct MoeW4A8RsKernel {
   static constexpr int kPieces = T::kPieces;
   static constexpr int kAccs = kBlocks * kPieces;  // fp32 accumulators per thread: acc[piece * kBlocks + block]
   using State = PipeState<kStages>;
-  using Scheduler = GroupedScheduler<kBlockT, 1, 1>;
+  // kGlu: the two CTAs of a 1 x 2 cluster take the two 64-channel halves of a scale block.
+  static constexpr int kClusterN = T::kGlu ? 2 : 1;
+  using Scheduler = GroupedScheduler<kBlockT, 1, kClusterN>;
   static constexpr int kThreads = T::kThreads;
   // Epilogue staging, token-major: bf16 64 columns per warp group (one piece at a time); SwiGLU
   // fp8 128 channels.
   static constexpr int kPitch = T::kGateUp ? 128 + 16 : 64 * 2 + 16;
   static constexpr int kEpiBytes = T::kGateUp ? kPieceT * kPitch + 8 * kPieceT * 4 + kPieceT * 4
                                               : T::kConsumerWGs * kPieceT * kPitch;
+  // kGlu: fp8 rows of the tile's 64 channels for all kBlockT tokens, one amax partial per warp
+  // and token, the tokens' inverse scales.
+  static constexpr int kGluPitch = 64 + 16;
+  static constexpr int kGluEpiBytes = kBlockT * kGluPitch + 8 * kBlockT * 4 + kBlockT * 4;
 
   struct Params {
     typename T::TmaX tma_x;
@@ -190,7 +207,7 @@ struct MoeW4A8RsKernel {
     cute::array_aligned<uint8_t, kStages * T::kPackedBytes, 128> w;
     cute::array_aligned<float, T::kLut ? 4 : kStages * kBlocks * 128, 16> ws;  // lut: unused
     cute::array_aligned<float, T::kTok ? 4 : kStages * T::kAsStage, 16> as;  // kTok: unused
-    cute::array_aligned<uint8_t, kEpiBytes, 128> epi;
+    cute::array_aligned<uint8_t, T::kGlu ? kGluEpiBytes : kEpiBytes, 128> epi;
     // Epilogue inputs, copied in (cp.async) when a tile starts so their global latency hides under
     // the K loop. bf16: each warp group's 64 channel scales (lut) and its copy of the tile's token
     // scales (kTok). SwiGLU (shared by both groups): the 128 gate and 128 up channel scales (lut),
@@ -199,7 +216,10 @@ struct MoeW4A8RsKernel {
     static constexpr int kEpiTs = T::kTok ? (T::kGateUp ? kBlockT : T::kConsumerWGs * kBlockT) : 4;
     cute::array_aligned<float, kEpiCs, 16> epi_cs;
     cute::array_aligned<float, kEpiTs, 16> epi_ts;
-    cute::array_aligned<float, T::kGateUp ? kBlockT : 4, 16> epi_rw;
+    cute::array_aligned<float, T::kGateUp || T::kGlu ? kBlockT : 4, 16> epi_rw;
+    // kGlu: the partner CTA's per-token amax of tile parity i (written remotely) and its arrivals.
+    cute::array_aligned<float, T::kGlu ? 2 * kBlockT : 4, 16> xch;
+    uint64_t xfull[2];
     uint64_t full[kStages];
     uint64_t empty[kStages];
     uint32_t lut[4];  // the table twice: read per lane, the words stay in registers
@@ -237,7 +257,7 @@ struct MoeW4A8RsKernel {
   }
 
   static KernelInfo info() {
-    return KernelInfo{TileConfig{kBlockT, 128 * kBlocks, T::kBlockK, kStages, T::kConsumerWGs, 1, 1}, kThreads,
+    return KernelInfo{TileConfig{kBlockT, 128 * kBlocks, T::kBlockK, kStages, T::kConsumerWGs, 1, kClusterN}, kThreads,
                       kSmemBytes, T::kProducerRegs, T::kConsumerRegs};
   }
 
@@ -245,11 +265,16 @@ struct MoeW4A8RsKernel {
   // 128 rows, or for SwiGLU the gate rows (c = 0) and the up rows n/2 further (c = 1).
   __device__ static int chunk_row(Params const& p, int nb, int c) { return (T::kGateUp ? c * (p.n / 2) : 0) + nb * 128; }
 
+  __device__ static int cta_rank() {
+    if constexpr (kClusterN > 1) return static_cast<int>(cute::block_rank_in_cluster());
+    else return 0;
+  }
+
   // ---- producer: warp 0 of warp group 0 ---------------------------------------------------------
   template <class SmemX>
   __device__ void produce(Params const& p, SharedStorage& ss, SmemX& sX) const {
     const int lane = static_cast<int>(threadIdx.x) & 31;
-    Scheduler sched(p.counts, p.offsets, p.experts, p.n_blocks, 0);
+    Scheduler sched(p.counts, p.offsets, p.experts, p.n_blocks, cta_rank());
     State write{0, 1u};  // every buffer starts empty
     Tensor mX = p.tma_x.get_tma_tensor(p.shape_x);
     auto cta_x = p.tma_x.get_slice(0);
@@ -552,6 +577,11 @@ struct MoeW4A8RsKernel {
           copy(ss.epi_ts.data() + g * kBlockT + r, ok ? p.a_scales + t.row_begin + r : p.a_scales, ok);
         }
       }
+      if constexpr (T::kGlu) {  // router weights: consumer thread ct copies token ct
+        const int ct = g * 128 + wt;
+        const bool ok = ct < t.rows;
+        copy(ss.epi_rw.data() + ct, ok ? p.row_weights + t.row_begin + ct : p.row_weights, ok);
+      }
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
   }
@@ -699,6 +729,124 @@ struct MoeW4A8RsKernel {
     }
   }
 
+  // kGlu: thread (g, warp w, lane) holds gate (row 64g + 16w + lane/4) and up (+ 8) of channel
+  // 32g + 8w + lane/4 of the CTA's 64, for tokens 2q + (i & 1) + 8 (i / 4) of each piece. h =
+  // silu(gate) * up * row_weight for both pieces; the per-token amax over the CTA's 64 channels
+  // (the 8 lanes of a quad column, then one partial per warp in shared memory) is sent to the
+  // partner CTA, which covers the other 64 channels of the scale block, and the partner's is
+  // received: one remote store and one remote arrival per consumer thread (token) and tile,
+  // two buffers by tile parity (a buffer is written again only after its reader arrived for the
+  // next tile). Then fp8 rows staged token-major and stored in 16-byte pieces; the scale of the
+  // block is written by the CTA of rank 0.
+  __device__ __forceinline__ void store_glu(Params const& p, SharedStorage& ss, Acc const* acc, WorkTile const& t,
+                                            int g, int wt, uint32_t tile_no) const {
+    constexpr uint32_t kBoth = static_cast<uint32_t>(NamedBarrierId::swiglu_full);  // the 256 consumer threads
+    uint8_t* staged = ss.epi.data();
+    float* partial = reinterpret_cast<float*>(ss.epi.data() + kBlockT * kGluPitch);  // [8 warps][kBlockT]
+    float* inv = partial + 8 * kBlockT;                                               // [kBlockT]
+    const int w = wt / 32, lane = wt % 32, q = lane % 4;
+    const int warp = g * 4 + w;
+    const int ch = 32 * g + 8 * w + lane / 4;      // channel inside the CTA's 64
+    const int grow = 64 * g + 16 * w + lane / 4;   // tile row of its gate value (up: + 8)
+    constexpr int kVals = decltype(size(acc[0]))::value;  // 64 per piece
+    static_assert(kBlockT == 256 && kPieceT == 128 && kVals == 64, "two 128-token pieces, one per 256 threads");
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    cutlass::arch::NamedBarrier::sync(256, kBoth);  // prefetched inputs landed; the last copy-out is done
+    const float cg = ss.epi_cs[grow], cu = ss.epi_cs[grow + 8];
+    float h[kPieces][kVals / 2];  // [piece][j]: token 2q + (j & 1) + 8 (j / 2)
+    CUTE_UNROLL
+    for (int pc = 0; pc < kPieces; ++pc) {
+      CUTE_UNROLL
+      for (int j = 0; j < kVals / 2; ++j) {
+        const int i = 4 * (j / 2) + (j & 1);  // gate value; up is i + 2
+        const int tok = pc * kPieceT + 2 * q + (j & 1) + 8 * (j / 2);
+        const float ts = ss.epi_ts[g * kBlockT + tok];
+        h[pc][j] = swiglu(acc[pc](i) * (cg * ts), acc[pc](i + 2) * (cu * ts)) * ss.epi_rw[tok];
+      }
+    }
+    CUTE_UNROLL
+    for (int pc = 0; pc < kPieces; ++pc) {
+      CUTE_UNROLL
+      for (int j = 0; j < kVals / 2; ++j) {
+        float m = fabsf(h[pc][j]);
+        CUTE_UNROLL
+        for (int x = 4; x < 32; x <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, x));
+        if (lane < 4) partial[warp * kBlockT + pc * kPieceT + 2 * q + (j & 1) + 8 * (j / 2)] = m;
+      }
+    }
+    cutlass::arch::NamedBarrier::sync(256, kBoth);
+    const int ct = g * 128 + wt;  // consumer thread = token of the tile
+    float a = 0.f;
+    CUTE_UNROLL
+    for (int x = 0; x < 8; ++x) a = fmaxf(a, partial[x * kBlockT + ct]);
+    const uint32_t par = tile_no & 1u;
+    const int rank = cta_rank();
+    {
+      const uint32_t peer = static_cast<uint32_t>(rank ^ 1);
+      const uint32_t dst = remote_smem(cute::cast_smem_ptr_to_uint(ss.xch.data() + par * kBlockT + ct), peer);
+      const uint32_t bar = remote_smem(cute::cast_smem_ptr_to_uint(&ss.xfull[par]), peer);
+      asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(dst), "f"(a) : "memory");
+      asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
+    }
+    cluster_wait(&ss.xfull[par], (tile_no >> 1) & 1u);
+    a = fmaxf(a, ss.xch[par * kBlockT + ct]);
+    const QuantScale qs = quant_scale(a);
+    inv[ct] = qs.inv;
+    if (rank == 0 && ct < t.rows)
+      p.out_scales[static_cast<int64_t>(t.n_block / 2) * p.m_total + t.row_begin + ct] = qs.scale;
+    cutlass::arch::NamedBarrier::sync(256, kBoth);
+    CUTE_UNROLL
+    for (int pc = 0; pc < kPieces; ++pc) {
+      CUTE_UNROLL
+      for (int j = 0; j < kVals / 2; j += 2) {  // tokens tok, tok + 1
+        const int tok = pc * kPieceT + 2 * q + 8 * (j / 2);
+        const float2 iv = *reinterpret_cast<const float2*>(&inv[tok]);
+        const uint16_t v = fp8x2_e4m3(h[pc][j] * iv.x, h[pc][j + 1] * iv.y);
+        staged[tok * kGluPitch + ch] = static_cast<uint8_t>(v & 0xFF);
+        staged[(tok + 1) * kGluPitch + ch] = static_cast<uint8_t>(v >> 8);
+      }
+    }
+    cutlass::arch::NamedBarrier::sync(256, kBoth);
+    auto* out = static_cast<uint8_t*>(p.out);
+    constexpr int kChunks = 64 / 16;  // 16-byte pieces per token row
+    CUTE_UNROLL
+    for (int it = 0; it < kBlockT * kChunks / 256; ++it) {
+      const int idx = ct + 256 * it;
+      const int tok = idx / kChunks, c = idx % kChunks;
+      if (tok < t.rows)
+        *reinterpret_cast<uint4*>(out + (t.row_begin + tok) * p.out_ld + t.n_block * 64 + 16 * c) =
+            *reinterpret_cast<const uint4*>(staged + tok * kGluPitch + c * 16);
+    }
+  }
+
+  // Shared-memory address `local` in CTA `rank` of the cluster.
+  __device__ __forceinline__ static uint32_t remote_smem(uint32_t local, uint32_t rank) {
+    uint32_t r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(local), "r"(rank));
+    return r;
+  }
+  // Waits (acquire, cluster scope) for phase `phase` of a local barrier the partner arrives on;
+  // a partner that never arrives traps after kWaitTimeoutNs (as bounded_wait).
+  __device__ __forceinline__ static void cluster_wait(uint64_t* bar, uint32_t phase) {
+    const uint32_t addr = cute::cast_smem_ptr_to_uint(bar);
+    auto done = [&]() {
+      uint32_t ok;
+      asm volatile(
+          "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+          " selp.u32 %0, 1, 0, p;\n}\n"
+          : "=r"(ok)
+          : "r"(addr), "r"(phase)
+          : "memory");
+      return ok != 0;
+    };
+    if (done()) return;
+    const uint64_t t0 = dev::global_ns();
+    uint32_t polls = 0;
+    while (!done()) {
+      if ((++polls & 1023u) == 0u && dev::global_ns() - t0 > kWaitTimeoutNs) __trap();
+    }
+  }
+
   __device__ void operator()(Params const& p, char* smem_buf) const {
     const uint32_t base = cute::cast_smem_ptr_to_uint(smem_buf);
     SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_buf + ((1024u - (base & 1023u)) & 1023u));
@@ -709,6 +857,10 @@ struct MoeW4A8RsKernel {
         cutlass::arch::ClusterTransactionBarrier::init(&ss.full[i], 1 + T::kScaleLanes);
         cutlass::arch::ClusterBarrier::init(&ss.empty[i], T::kConsumerWarps);
       }
+      if constexpr (T::kGlu) {  // the partner's 256 consumer threads arrive once per tile of that parity
+        cutlass::arch::ClusterBarrier::init(&ss.xfull[0], 256);
+        cutlass::arch::ClusterBarrier::init(&ss.xfull[1], 256);
+      }
       cute::prefetch_tma_descriptor(p.tma_x.get_tma_descriptor());
       // INT4: e4m3(0..7) (int4_lut's positive half); MXFP4: e4m3({0, 1/2, 1, 3/2, 2, 3, 4, 6} * 2^6).
       const W4Lut l = int4_lut();
@@ -716,7 +868,9 @@ struct MoeW4A8RsKernel {
       ss.lut[1] = ss.lut[3] = T::kMx ? 0x7C787470u : l.p1;
     }
     cutlass::arch::fence_barrier_init();
-    __syncthreads();
+    // kGlu: the partner's barriers are initialised before anyone arrives on them remotely.
+    if constexpr (kClusterN > 1) cute::cluster_sync();
+    else __syncthreads();
     Tensor sX = make_tensor(make_smem_ptr(ss.x.data()), typename T::SmemLayoutX{});
     if (warp_group == 0) {
       cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
@@ -725,15 +879,18 @@ struct MoeW4A8RsKernel {
       cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
       const int ct = static_cast<int>(threadIdx.x) - 128;
       const int g = ct / 128, wt = ct % 128;
-      Scheduler sched(p.counts, p.offsets, p.experts, p.n_blocks, 0);
+      Scheduler sched(p.counts, p.offsets, p.experts, p.n_blocks, cta_rank());
       State read{};
       WorkTile t;
-      uint32_t it = 0;  // K blocks consumed (trace only)
+      uint32_t it = 0;       // K blocks consumed (trace only)
+      uint32_t tile_no = 0;  // tiles done (kGlu: the exchange buffer's parity and phase)
       while (sched.next(t)) {
         Acc acc[kAccs];
         prefetch_epilogue(p, ss, t, g, wt);
         mma(p, ss, sX, read, g, wt, acc, it);
-        if constexpr (T::kGateUp) {
+        if constexpr (T::kGlu) {
+          store_glu(p, ss, acc, t, g, wt, tile_no++);
+        } else if constexpr (T::kGateUp) {
           store_swiglu(p, ss, acc, t, g, wt, 0);
           if constexpr (kPieces == 2) {
             if (kPieceT < t.rows) store_swiglu(p, ss, acc + kBlocks, t, g, wt, 1);
@@ -746,6 +903,8 @@ struct MoeW4A8RsKernel {
         }
       }
     }
+    // kGlu: no CTA leaves while its partner may still write into its shared memory.
+    if constexpr (kClusterN > 1) cute::cluster_sync();
   }
 };
 
@@ -764,8 +923,9 @@ cudaError_t launch_moe_w4a8_rs(MoeW4A8Params const& p, cudaStream_t stream) {
   const long long tiles =
       (static_cast<long long>(p.m_total) / Kernel::T::kBlockT + p.experts) * (p.n / (Kernel::T::kGateUp ? 256 : 128));
   const W4Format format = Kernel::T::kMx ? W4Format::mxfp4 : W4Format::int4_g128;
-  if (tiles <= 0 || p.k % 128 != 0 || p.n % (Kernel::T::kGateUp ? 256 : 128) != 0 || p.format != format ||
-      p.b_scales == nullptr)
+  // SwiGLU (kGateUp: gate and up chunks; kGlu: 64-channel tiles in pairs) needs n / 2 in 128s.
+  const int n_multiple = Kernel::T::kGateUp || Kernel::T::kGlu ? 256 : 128;
+  if (tiles <= 0 || p.k % 128 != 0 || p.n % n_multiple != 0 || p.format != format || p.b_scales == nullptr)
     return cudaErrorInvalidValue;
   int ctas = 0;
   if (const cudaError_t g = persistent_grid(p.num_ctas, tiles, ctas); g != cudaSuccess) return g;
@@ -780,7 +940,32 @@ cudaError_t launch_moe_w4a8_rs(MoeW4A8Params const& p, cudaStream_t stream) {
   auto* fn = moe_w4a8_rs_kernel<Kernel>;
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
   if (e != cudaSuccess) return e;
-  fn<<<ctas, Kernel::kThreads, Kernel::kSmemBytes, stream>>>(kp);
+  if constexpr (Kernel::kClusterN == 1) {
+    fn<<<ctas, Kernel::kThreads, Kernel::kSmemBytes, stream>>>(kp);
+  } else {
+    // 1 x 2 clusters, no more than can be resident at once (the grid is persistent).
+    constexpr int cs = Kernel::kClusterN;
+    cudaLaunchConfig_t cfg{};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = cs;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.blockDim = dim3(Kernel::kThreads, 1, 1);
+    cfg.dynamicSmemBytes = Kernel::kSmemBytes;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cfg.gridDim = dim3(static_cast<unsigned>((ctas + cs - 1) / cs * cs), 1, 1);
+    int resident = 0;
+    e = cudaOccupancyMaxActiveClusters(&resident, fn, &cfg);
+    if (e != cudaSuccess) return e;
+    int clusters = (ctas + cs - 1) / cs;
+    if (resident > 0 && clusters > resident) clusters = resident;
+    cfg.gridDim = dim3(static_cast<unsigned>(clusters * cs), 1, 1);
+    e = cudaLaunchKernelEx(&cfg, fn, kp);
+    if (e != cudaSuccess) return e;
+  }
 #ifdef XSTAGE_W4A8_TRACE
   if (const cudaError_t l = cudaGetLastError(); l != cudaSuccess) return l;
   char header[256];
