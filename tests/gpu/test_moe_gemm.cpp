@@ -173,7 +173,8 @@ void run_case(const Case& c, uint64_t seed, std::vector<uint8_t>* raw = nullptr)
   const bool mx = c.quant == MoeQuant::w4a8_mxfp4;
   const ops::MoeWeightLayout layout = !c.rs  ? ops::MoeWeightLayout::rows
                                       : mx    ? ops::MoeWeightLayout::mxfp4_rs
-                                      : c.lut ? (c.glu ? ops::MoeWeightLayout::int4_rs_lut_glu : ops::MoeWeightLayout::int4_rs_lut)
+                                      : c.glu ? ops::MoeWeightLayout::int4_rs_lut_glu
+                                      : c.lut ? ops::MoeWeightLayout::int4_rs_lut
                                               : ops::MoeWeightLayout::int4_rs;
   DeviceBuf a(size_t(m) * c.k), sa(sizeof(float) * (c.k / 128) * size_t(m)),
       b(size_t(ops::moe_weight_bytes(c.quant, layout, experts, c.n, c.k))),
@@ -190,7 +191,7 @@ void run_case(const Case& c, uint64_t seed, std::vector<uint8_t>* raw = nullptr)
   } else {
     w4w = make_w4_weights(c, experts, seed + 1);
     std::vector<uint8_t> upload = w4w.packed;
-    std::vector<float> scales_upload = w4w.scales;  // glu: the permuted channel scales
+    std::vector<float> glu_scales;  // glu: the permuted channel scales (b_scales)
     const size_t per = size_t(c.n) * c.k / 2;
     if (c.rs && c.lut) {
       // Codes + per-row conversion tables; b_scales are the channel scales.
@@ -198,11 +199,13 @@ void run_case(const Case& c, uint64_t seed, std::vector<uint8_t>* raw = nullptr)
       upload.assign(per_pre * experts, 0);
       for (int e = 0; e < experts; ++e) {
         const uint8_t* gs = w4w.e8m0.data() + size_t(e) * (c.k / 128) * c.n;
-        if (c.glu)
+        if (c.glu) {
+          glu_scales.resize(w4w.scales.size());
           ops::prepack_int4_lut_rs_glu(w4w.packed.data() + e * per, gs, w4w.scales.data() + size_t(e) * c.n, c.n, c.k,
-                                       upload.data() + e * per_pre, scales_upload.data() + size_t(e) * c.n);
-        else
+                                       upload.data() + e * per_pre, glu_scales.data() + size_t(e) * c.n);
+        } else {
           ops::prepack_int4_lut_rs(w4w.packed.data() + e * per, gs, c.n, c.k, upload.data() + e * per_pre);
+        }
       }
     } else if (c.rs && !mx) {
       for (int e = 0; e < experts; ++e)
@@ -217,10 +220,13 @@ void run_case(const Case& c, uint64_t seed, std::vector<uint8_t>* raw = nullptr)
                               upload.data() + e * per_pre, w4w.scales.data() + e * per_s);
     }
     XS_CUDA(cudaMemcpy(b.p, upload.data(), upload.size(), cudaMemcpyHostToDevice), "packed weights");
-    if (c.quant == MoeQuant::w4a8_int4 || c.rs)
-      XS_CUDA(cudaMemcpy(sb.p, scales_upload.data(), scales_upload.size() * 4, cudaMemcpyHostToDevice), "int4 scales");
-    else
+    if (c.quant == MoeQuant::w4a8_int4 || c.rs) {
+      // Read after prepacking: prepack_mxfp4_rs writes its block scales into w4w.scales above.
+      const std::vector<float>& sc = c.glu ? glu_scales : w4w.scales;
+      XS_CUDA(cudaMemcpy(sb.p, sc.data(), sc.size() * 4, cudaMemcpyHostToDevice), "int4 scales");
+    } else {
       XS_CUDA(cudaMemcpy(sb.p, w4w.e8m0.data(), w4w.e8m0.size(), cudaMemcpyHostToDevice), "mxfp4 scales");
+    }
   }
   fill_float_random(sa.as<float>(), (c.k / 128) * size_t(m), seed + 2, 0.5f / 448, 1.5f / 448, s);
   DeviceBuf tok_scales(sizeof(float) * std::max(m, 1));
