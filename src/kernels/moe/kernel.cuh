@@ -186,27 +186,7 @@ cudaError_t launch_moe_gemm(MoeGemmParams const& p, typename Kernel::Epilogue::P
   if constexpr (Kernel::kClusterSize == 1) {
     fn<<<ctas, Kernel::kThreads, Kernel::kSmemBytes, stream>>>(kp);
   } else {
-    constexpr int cs = Kernel::kClusterSize;
-    cudaLaunchConfig_t cfg{};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = cs;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.blockDim = dim3(Kernel::kThreads, 1, 1);
-    cfg.dynamicSmemBytes = Kernel::kSmemBytes;
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    // Persistent: no more clusters than can be resident at once (GPCs may not split evenly).
-    cfg.gridDim = dim3(static_cast<unsigned>((ctas + cs - 1) / cs * cs), 1, 1);
-    int resident = 0;
-    e = cudaOccupancyMaxActiveClusters(&resident, fn, &cfg);
-    if (e != cudaSuccess) return e;
-    int clusters = (ctas + cs - 1) / cs;
-    if (resident > 0 && clusters > resident) clusters = resident;
-    cfg.gridDim = dim3(static_cast<unsigned>(clusters * cs), 1, 1);
-    e = cudaLaunchKernelEx(&cfg, fn, kp);
+    e = launch_persistent_clusters(fn, kp, ctas, Kernel::kClusterSize, Kernel::kThreads, Kernel::kSmemBytes, stream);
     if (e != cudaSuccess) return e;
   }
   return cudaGetLastError();

@@ -23,9 +23,9 @@
 //     channels is taken with the partner CTA of a 1 x 2 cluster (the adjacent 64 channels of the
 //     same tokens) through distributed shared memory.
 // Warp group 0 is the producer (warp 0: lane 0 issues the TMA load of the fp8 token tile and the
-// bulk copies of the prepacked weight chunks and their weight scales; all 32 lanes copy the
-// token scales with cp.async, zero past the expert's tokens, and arrive on the stage's full
-// barrier when they land). Consumers, per K block: four wgmmas per 64-row block from zero (A =
+// bulk copies of the prepacked weight chunks and their weight scales; except with per-token
+// scales, all 32 lanes copy the K block's token scales with cp.async, zero past the expert's
+// tokens, and arrive on the stage's full barrier when they land). Consumers, per K block: four wgmmas per 64-row block from zero (A =
 // converted registers, B = the token tile); while they run the next block's fragments are
 // converted; then acc += part * w_scale[row, kb] * a_scale[token, kb] (the W8A8 precision
 // scheme with both scales as vectors; kLut: acc += part * a_scale[token, kb], the channel scale
@@ -942,28 +942,8 @@ cudaError_t launch_moe_w4a8_rs(MoeW4A8Params const& p, cudaStream_t stream) {
   if (e != cudaSuccess) return e;
   if constexpr (Kernel::kClusterN == 1) {
     fn<<<ctas, Kernel::kThreads, Kernel::kSmemBytes, stream>>>(kp);
-  } else {
-    // 1 x 2 clusters, no more than can be resident at once (the grid is persistent).
-    constexpr int cs = Kernel::kClusterN;
-    cudaLaunchConfig_t cfg{};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = cs;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.blockDim = dim3(Kernel::kThreads, 1, 1);
-    cfg.dynamicSmemBytes = Kernel::kSmemBytes;
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    cfg.gridDim = dim3(static_cast<unsigned>((ctas + cs - 1) / cs * cs), 1, 1);
-    int resident = 0;
-    e = cudaOccupancyMaxActiveClusters(&resident, fn, &cfg);
-    if (e != cudaSuccess) return e;
-    int clusters = (ctas + cs - 1) / cs;
-    if (resident > 0 && clusters > resident) clusters = resident;
-    cfg.gridDim = dim3(static_cast<unsigned>(clusters * cs), 1, 1);
-    e = cudaLaunchKernelEx(&cfg, fn, kp);
+  } else {  // kGlu: 1 x 2 clusters
+    e = launch_persistent_clusters(fn, kp, ctas, Kernel::kClusterN, Kernel::kThreads, Kernel::kSmemBytes, stream);
     if (e != cudaSuccess) return e;
   }
 #ifdef XSTAGE_W4A8_TRACE
