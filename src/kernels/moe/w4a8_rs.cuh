@@ -929,6 +929,9 @@ cudaError_t launch_moe_w4a8_rs(MoeW4A8Params const& p, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   int ctas = 0;
   if (const cudaError_t g = persistent_grid(p.num_ctas, tiles, ctas); g != cudaSuccess) return g;
+  // Whole clusters (the tile bound is even for kGlu: n / 128 is), so a trace buffer sized by ctas
+  // holds every CTA that runs.
+  ctas = (ctas + Kernel::kClusterN - 1) / Kernel::kClusterN * Kernel::kClusterN;
 #ifdef XSTAGE_W4A8_TRACE
   typename Kernel::Params kp = Kernel::to_params(p);
   W4TraceHost trace;
