@@ -18,13 +18,20 @@ namespace xstage::kernels::moe {
 // Legitimate waits are microseconds; 20 s means something is broken.
 constexpr uint64_t kWaitTimeoutNs = 20ull * 1000 * 1000 * 1000;
 
-__device__ __forceinline__ void bounded_wait(uint64_t const* bar, uint32_t phase) {
-  if (cutlass::arch::ClusterBarrier::try_wait(bar, phase)) return;
+// Polls done() until it holds; traps (a host-visible launch error) after kWaitTimeoutNs. The
+// clock is read only when the first poll fails, and then every 1024 polls.
+template <class Done>
+__device__ __forceinline__ void bounded_poll(Done done) {
+  if (done()) return;
   const uint64_t t0 = dev::global_ns();
   uint32_t polls = 0;
-  while (!cutlass::arch::ClusterBarrier::try_wait(bar, phase)) {
+  while (!done()) {
     if ((++polls & 1023u) == 0u && dev::global_ns() - t0 > kWaitTimeoutNs) __trap();
   }
+}
+
+__device__ __forceinline__ void bounded_wait(uint64_t const* bar, uint32_t phase) {
+  bounded_poll([&] { return cutlass::arch::ClusterBarrier::try_wait(bar, phase); });
 }
 
 // 4-byte cp.async with zero fill (src_bytes 0: nothing read) and its mbarrier arrival: how the

@@ -826,10 +826,10 @@ struct MoeW4A8RsKernel {
     return r;
   }
   // Waits (acquire, cluster scope) for phase `phase` of a local barrier the partner arrives on;
-  // a partner that never arrives traps after kWaitTimeoutNs (as bounded_wait).
+  // a partner that never arrives traps after kWaitTimeoutNs (bounded_poll).
   __device__ __forceinline__ static void cluster_wait(uint64_t* bar, uint32_t phase) {
     const uint32_t addr = cute::cast_smem_ptr_to_uint(bar);
-    auto done = [&]() {
+    bounded_poll([&] {
       uint32_t ok;
       asm volatile(
           "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
@@ -838,13 +838,7 @@ struct MoeW4A8RsKernel {
           : "r"(addr), "r"(phase)
           : "memory");
       return ok != 0;
-    };
-    if (done()) return;
-    const uint64_t t0 = dev::global_ns();
-    uint32_t polls = 0;
-    while (!done()) {
-      if ((++polls & 1023u) == 0u && dev::global_ns() - t0 > kWaitTimeoutNs) __trap();
-    }
+    });
   }
 
   __device__ void operator()(Params const& p, char* smem_buf) const {
