@@ -232,7 +232,7 @@ Result bench_one(const BenchFlags& fl, const Cell& cell, size_t rotate_bytes, co
   const size_t a_bytes = size_t(m) * pb.k, sa_bytes = 4 * size_t(pb.k / 128) * m;
   const bool mx_rs = wt.layout == ops::MoeWeightLayout::mxfp4_rs;
   // int4_rs_lut_glu: the same chunks (random rows, so interleaving them changes nothing measured).
-  const bool lut_rs = wt.layout == ops::MoeWeightLayout::int4_rs_lut || wt.layout == ops::MoeWeightLayout::int4_rs_lut_glu;
+  const bool lut_rs = ops::moe_layout_is_int4_lut(wt.layout);
   const bool e8m0 = quant == ops::MoeQuant::w4a8_mxfp4 && !mx_rs;
   const size_t b_bytes = size_t(ops::moe_weight_bytes(quant, wt.layout, experts, pb.n, pb.k));
   const size_t sb_bytes = size_t(ops::moe_weight_scale_bytes(quant, wt.layout, experts, pb.n, pb.k));

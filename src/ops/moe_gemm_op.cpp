@@ -156,7 +156,6 @@ const Entry kEntries[] = {
      MoeActScales::per_token},
 };
 
-bool is_lut_layout(MoeWeightLayout l) { return l == MoeWeightLayout::int4_rs_lut || l == MoeWeightLayout::int4_rs_lut_glu; }
 
 MoeQuant table_quant(MoeQuant q) { return moe_is_w4a8(q) ? MoeQuant::w4a8_int4 : q; }
 
@@ -408,13 +407,13 @@ long long moe_weight_scale_bytes(MoeQuant quant, int experts, int n, int k) {
 }
 
 long long moe_weight_bytes(MoeQuant quant, MoeWeightLayout l, int experts, int n, int k) {
-  if (is_lut_layout(l)) return static_cast<long long>(experts) * (n / 128) * (k / 128) * km::kRsLutChunkBytes;
+  if (moe_layout_is_int4_lut(l)) return static_cast<long long>(experts) * (n / 128) * (k / 128) * km::kRsLutChunkBytes;
   if (l != MoeWeightLayout::mxfp4_rs) return moe_weight_bytes(quant, experts, n, k);
   return static_cast<long long>(experts) * (n / 128) * (k / 128) * km::kRsMxChunkBytes;
 }
 
 long long moe_weight_scale_bytes(MoeQuant quant, MoeWeightLayout l, int experts, int n, int k) {
-  if (is_lut_layout(l)) return static_cast<long long>(experts) * n * 4;  // channel scales
+  if (moe_layout_is_int4_lut(l)) return static_cast<long long>(experts) * n * 4;  // channel scales
   if (l != MoeWeightLayout::mxfp4_rs) return moe_weight_scale_bytes(quant, experts, n, k);
   return static_cast<long long>(experts) * (k / 128) * n * 4;
 }
@@ -490,9 +489,9 @@ const Entry& validated_entry(const MoeGemmArgs& a) {
         "moe gemm: the w4a8 kernels have two consumer schedules; schedule {} must be -1 (default), 0 or 2 (ping-pong)",
         a.schedule));
   if (a.b_layout != MoeWeightLayout::rows && a.b_layout != MoeWeightLayout::int4_rs &&
-      a.b_layout != MoeWeightLayout::mxfp4_rs && !is_lut_layout(a.b_layout))
+      a.b_layout != MoeWeightLayout::mxfp4_rs && !moe_layout_is_int4_lut(a.b_layout))
     throw InvalidArgument(fmt::format("moe gemm: unsupported weight layout {}", static_cast<int>(a.b_layout)));
-  if ((a.b_layout == MoeWeightLayout::int4_rs || is_lut_layout(a.b_layout)) && a.quant != MoeQuant::w4a8_int4)
+  if ((a.b_layout == MoeWeightLayout::int4_rs || moe_layout_is_int4_lut(a.b_layout)) && a.quant != MoeQuant::w4a8_int4)
     throw InvalidArgument(fmt::format("moe gemm: the {} weight layout serves w4a8_int4 only; got {}",
                                       moe_weight_layout_name(a.b_layout), moe_quant_name(a.quant)));
   if (a.b_layout == MoeWeightLayout::mxfp4_rs && a.quant != MoeQuant::w4a8_mxfp4)
@@ -505,7 +504,7 @@ const Entry& validated_entry(const MoeGemmArgs& a) {
   if (a.a_scale_granularity != MoeActScales::per_128 && a.a_scale_granularity != MoeActScales::per_token)
     throw InvalidArgument(fmt::format("moe gemm: unsupported activation scale granularity {}",
                                       static_cast<int>(a.a_scale_granularity)));
-  if (a.a_scale_granularity == MoeActScales::per_token && !is_lut_layout(a.b_layout))
+  if (a.a_scale_granularity == MoeActScales::per_token && !moe_layout_is_int4_lut(a.b_layout))
     throw InvalidArgument(fmt::format("moe gemm: per-token activation scales need the int4_rs_lut or int4_rs_lut_glu "
                                       "weight layout; got {} (the other kernels read per-128 scales [k/128, m_total])",
                                       moe_weight_layout_name(a.b_layout)));
@@ -522,9 +521,9 @@ const Entry& validated_entry(const MoeGemmArgs& a) {
   check_pointer("out", a.out, 16, "16-byte row stores");
   check_pointer("a_scales", a.a_scales, 4, "fp32");
   if (a.quant == MoeQuant::w8a8) check_pointer("b_scales", a.b_scales, 4, "fp32");
-  if (a.quant == MoeQuant::w4a8_int4 && !is_lut_layout(a.b_layout))
+  if (a.quant == MoeQuant::w4a8_int4 && !moe_layout_is_int4_lut(a.b_layout))
     check_pointer("b_scales", a.b_scales, 16, "bulk copies of the int4 scales");
-  if (is_lut_layout(a.b_layout))
+  if (moe_layout_is_int4_lut(a.b_layout))
     check_pointer("b_scales", a.b_scales, 4, "fp32 channel scales from quantize_int4_lut");
   if (a.quant == MoeQuant::w4a8_mxfp4 && a.b_layout == MoeWeightLayout::rows)
     check_pointer("b_e8m0", a.b_e8m0, 16, "bulk copies of the mxfp4 scales");

@@ -53,6 +53,10 @@ enum class MoeEpilogue : int { bf16 = 0, swiglu_fp8 = 1 };
 //             conversion per MAC of w4a8rs_lut_tok_swiglu_m128n256), 64 channels per tile, the
 //             per-token amax of a 128-channel scale block shared by a 1 x 2 cluster.
 enum class MoeWeightLayout : int { rows = 0, int4_rs = 1, mxfp4_rs = 2, int4_rs_lut = 3, int4_rs_lut_glu = 4 };
+// The INT4 two-level layouts (same chunks, same b_scales: fp32 channel scales [experts, n]).
+inline constexpr bool moe_layout_is_int4_lut(MoeWeightLayout l) {
+  return l == MoeWeightLayout::int4_rs_lut || l == MoeWeightLayout::int4_rs_lut_glu;
+}
 // Granularity of the activation scales (a_scales).
 //   per_128   fp32 [k/128, m_total]: per token per 128 channels (every kernel; what the
 //             SwiGLU epilogue writes for the next GEMM).
