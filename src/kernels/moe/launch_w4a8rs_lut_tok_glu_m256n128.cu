@@ -1,12 +1,13 @@
 // The register-operand INT4 two-level Linear-1 kernel with per-token activation scales on
 // gate/up-interleaved rows (ops::prepack_int4_lut_rs_glu): the bf16 256-token tile's main loop,
 // 64 output channels per tile, SwiGLU + router weight + fp8 requantisation with the per-token
-// amax shared by the two CTAs of a 1 x 2 cluster.
+// amax shared by the two CTAs of a 1 x 2 cluster. The epilogue runs on warps 1-3 of the producer
+// warp group from h parked in shared memory (64 KB), so three stages fit.
 #include "kernels/moe/w4a8_rs.cuh"
 
 namespace xstage::kernels::moe {
 
-using KernelW4A8RsLutTokGluM256N128 = MoeW4A8RsKernel<W4RsTraits<4, false, 0, false, 2, true, true, true>>;
+using KernelW4A8RsLutTokGluM256N128 = MoeW4A8RsKernel<W4RsTraits<3, false, 0, false, 2, true, true, true>>;
 
 cudaError_t moe_w4a8rs_lut_tok_glu_m256n128(const MoeW4A8Params& p, cudaStream_t stream) {
   return launch_moe_w4a8_rs<KernelW4A8RsLutTokGluM256N128>(p, stream);

@@ -175,10 +175,14 @@ struct MoeW4A8RsKernel {
   static constexpr int kPitch = T::kGateUp ? 128 + 16 : 64 * 2 + 16;
   static constexpr int kEpiBytes = T::kGateUp ? kPieceT * kPitch + 8 * kPieceT * 4 + kPieceT * 4
                                               : T::kConsumerWGs * kPieceT * kPitch;
-  // kGlu: fp8 rows of the tile's 64 channels for all kBlockT tokens, one amax partial per warp
-  // and token, the tokens' inverse scales.
-  static constexpr int kGluPitch = 64 + 16;
-  static constexpr int kGluEpiBytes = kBlockT * kGluPitch + 8 * kBlockT * 4 + kBlockT * 4;
+  // kGlu: h = silu(gate) * up (fp32) of the tile's 64 channels for all kBlockT tokens, token-major,
+  // parked by the consumers for the epilogue warps. The pitch (68 floats, 4 mod 32) keeps both
+  // sides free of bank conflicts: a consumer warp writes 4 tokens (2q) x 8 channels, banks
+  // 8q + c; an epilogue warp reads 16 bytes of 8 tokens per phase, banks 4 tok + 4c.
+  static constexpr int kHPitch = 64 + 4;
+  static constexpr int kGluEpiBytes = kBlockT * kHPitch * 4;
+  // kGlu: warps 1-3 of the producer warp group run the epilogue (one thread per token).
+  static constexpr int kEpiThreads = 96;
 
   struct Params {
     typename T::TmaX tma_x;
@@ -216,7 +220,7 @@ struct MoeW4A8RsKernel {
     static constexpr int kEpiTs = T::kTok ? (T::kGateUp ? kBlockT : T::kConsumerWGs * kBlockT) : 4;
     cute::array_aligned<float, kEpiCs, 16> epi_cs;
     cute::array_aligned<float, kEpiTs, 16> epi_ts;
-    cute::array_aligned<float, T::kGateUp || T::kGlu ? kBlockT : 4, 16> epi_rw;
+    cute::array_aligned<float, T::kGateUp ? kBlockT : 4, 16> epi_rw;
     // kGlu: the partner CTA's per-token amax of tile parity i (written remotely) and its arrivals.
     cute::array_aligned<float, T::kGlu ? 2 * kBlockT : 4, 16> xch;
     uint64_t xfull[2];
@@ -577,11 +581,6 @@ struct MoeW4A8RsKernel {
           copy(ss.epi_ts.data() + g * kBlockT + r, ok ? p.a_scales + t.row_begin + r : p.a_scales, ok);
         }
       }
-      if constexpr (T::kGlu) {  // router weights: consumer thread ct copies token ct
-        const int ct = g * 128 + wt;
-        const bool ok = ct < t.rows;
-        copy(ss.epi_rw.data() + ct, ok ? p.row_weights + t.row_begin + ct : p.row_weights, ok);
-      }
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
   }
@@ -729,93 +728,133 @@ struct MoeW4A8RsKernel {
     }
   }
 
-  // kGlu: thread (g, warp w, lane) holds gate (row 64g + 16w + lane/4) and up (+ 8) of channel
-  // 32g + 8w + lane/4 of the CTA's 64, for tokens 2q + (i & 1) + 8 (i / 4) of each piece. h =
-  // silu(gate) * up * row_weight for both pieces; the per-token amax over the CTA's 64 channels
-  // (the 8 lanes of a quad column, then one partial per warp in shared memory) is sent to the
-  // partner CTA, which covers the other 64 channels of the scale block, and the partner's is
-  // received: one remote store and one remote arrival per consumer thread (token) and tile,
-  // two buffers by tile parity (a buffer is written again only after its reader arrived for the
-  // next tile). Then fp8 rows staged token-major and stored in 16-byte pieces; the scale of the
-  // block is written by the CTA of rank 0.
-  __device__ __forceinline__ void store_glu(Params const& p, SharedStorage& ss, Acc const* acc, WorkTile const& t,
-                                            int g, int wt, uint32_t tile_no) const {
-    constexpr uint32_t kBoth = static_cast<uint32_t>(NamedBarrierId::swiglu_full);  // the 256 consumer threads
-    uint8_t* staged = ss.epi.data();
-    float* partial = reinterpret_cast<float*>(ss.epi.data() + kBlockT * kGluPitch);  // [8 warps][kBlockT]
-    float* inv = partial + 8 * kBlockT;                                               // [kBlockT]
+  // kGlu's named barriers (ids this kernel does not use otherwise): h of consumer warp group g
+  // parked (kBarHFull0 + g: the group arrives, the epilogue warps wait) and read (kBarHFree0 + g:
+  // the other way round), 128 + 96 threads each.
+  static constexpr uint32_t kBarHFull0 = static_cast<uint32_t>(NamedBarrierId::swiglu_full);  // 3, 4
+  static constexpr uint32_t kBarHFree0 = static_cast<uint32_t>(NamedBarrierId::pingpong_wg0);  // 5, 6
+  static constexpr uint32_t kHBarThreads = 128 + kEpiThreads;
+  // Named barriers with the compiler's memory ordering made explicit (CUTLASS's bar.arrive has no
+  // memory clobber; the shared stores before it must stay before it).
+  __device__ __forceinline__ static void named_sync(uint32_t threads, uint32_t id) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id + cutlass::arch::NamedBarrier::ReservedNamedBarrierCount), "r"(threads) : "memory");
+  }
+  __device__ __forceinline__ static void named_arrive(uint32_t threads, uint32_t id) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id + cutlass::arch::NamedBarrier::ReservedNamedBarrierCount), "r"(threads) : "memory");
+  }
+
+  // kGlu, consumer side: thread (g, warp w, lane) holds gate (tile row 64g + 16w + lane/4) and up
+  // (+ 8) of channel 32g + 8w + lane/4 of the CTA's 64, for tokens 2q + (i & 1) + 8 (i / 4) of each
+  // piece. It computes h = silu(gate * s_g * t) * (up * s_u * t) for both pieces and parks h in
+  // shared memory (token-major fp32) for the epilogue warps (glu_epilogue), which take the router
+  // weight, the amax, its exchange with the partner CTA, the quantisation and the stores, while
+  // this warp group goes on to the next tile. Each warp group only reads the scales its own
+  // threads prefetched, so the groups never wait for each other here.
+  __device__ __forceinline__ void park_h(SharedStorage& ss, Acc const* acc, int g, int wt) const {
     const int w = wt / 32, lane = wt % 32, q = lane % 4;
-    const int warp = g * 4 + w;
-    const int ch = 32 * g + 8 * w + lane / 4;      // channel inside the CTA's 64
-    const int grow = 64 * g + 16 * w + lane / 4;   // tile row of its gate value (up: + 8)
+    const int ch = 32 * g + 8 * w + lane / 4;     // channel inside the CTA's 64
+    const int grow = 64 * g + 16 * w + lane / 4;  // tile row of its gate value (up: + 8)
     constexpr int kVals = decltype(size(acc[0]))::value;  // 64 per piece
     static_assert(kBlockT == 256 && kPieceT == 128 && kVals == 64, "two 128-token pieces, one per 256 threads");
     asm volatile("cp.async.wait_all;\n" ::: "memory");
-    cutlass::arch::NamedBarrier::sync(256, kBoth);  // prefetched inputs landed; the last copy-out is done
+    named_sync(128, static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + g);  // the group's prefetches landed
     const float cg = ss.epi_cs[grow], cu = ss.epi_cs[grow + 8];
     float h[kPieces][kVals / 2];  // [piece][j]: token 2q + (j & 1) + 8 (j / 2)
     CUTE_UNROLL
     for (int pc = 0; pc < kPieces; ++pc) {
       CUTE_UNROLL
-      for (int j = 0; j < kVals / 2; ++j) {
-        const int i = 4 * (j / 2) + (j & 1);  // gate value; up is i + 2
-        const int tok = pc * kPieceT + 2 * q + (j & 1) + 8 * (j / 2);
-        const float ts = ss.epi_ts[g * kBlockT + tok];
-        h[pc][j] = swiglu(acc[pc](i) * (cg * ts), acc[pc](i + 2) * (cu * ts)) * ss.epi_rw[tok];
-      }
-    }
-    CUTE_UNROLL
-    for (int pc = 0; pc < kPieces; ++pc) {
-      CUTE_UNROLL
-      for (int j = 0; j < kVals / 2; ++j) {
-        float m = fabsf(h[pc][j]);
-        CUTE_UNROLL
-        for (int x = 4; x < 32; x <<= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, x));
-        if (lane < 4) partial[warp * kBlockT + pc * kPieceT + 2 * q + (j & 1) + 8 * (j / 2)] = m;
-      }
-    }
-    cutlass::arch::NamedBarrier::sync(256, kBoth);
-    const int ct = g * 128 + wt;  // consumer thread = token of the tile
-    float a = 0.f;
-    CUTE_UNROLL
-    for (int x = 0; x < 8; ++x) a = fmaxf(a, partial[x * kBlockT + ct]);
-    const uint32_t par = tile_no & 1u;
-    const int rank = cta_rank();
-    {
-      const uint32_t peer = static_cast<uint32_t>(rank ^ 1);
-      const uint32_t dst = remote_smem(cute::cast_smem_ptr_to_uint(ss.xch.data() + par * kBlockT + ct), peer);
-      const uint32_t bar = remote_smem(cute::cast_smem_ptr_to_uint(&ss.xfull[par]), peer);
-      asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(dst), "f"(a) : "memory");
-      asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
-    }
-    cluster_wait(&ss.xfull[par], (tile_no >> 1) & 1u);
-    a = fmaxf(a, ss.xch[par * kBlockT + ct]);
-    const QuantScale qs = quant_scale(a);
-    inv[ct] = qs.inv;
-    if (rank == 0 && ct < t.rows)
-      p.out_scales[static_cast<int64_t>(t.n_block / 2) * p.m_total + t.row_begin + ct] = qs.scale;
-    cutlass::arch::NamedBarrier::sync(256, kBoth);
-    CUTE_UNROLL
-    for (int pc = 0; pc < kPieces; ++pc) {
-      CUTE_UNROLL
-      for (int j = 0; j < kVals / 2; j += 2) {  // tokens tok, tok + 1
+      for (int j = 0; j < kVals / 2; j += 2) {
+        const int i = 4 * (j / 2);  // gate values i, i + 1 (tokens tok, tok + 1); up i + 2, i + 3
         const int tok = pc * kPieceT + 2 * q + 8 * (j / 2);
-        const float2 iv = *reinterpret_cast<const float2*>(&inv[tok]);
-        const uint16_t v = fp8x2_e4m3(h[pc][j] * iv.x, h[pc][j + 1] * iv.y);
-        staged[tok * kGluPitch + ch] = static_cast<uint8_t>(v & 0xFF);
-        staged[(tok + 1) * kGluPitch + ch] = static_cast<uint8_t>(v >> 8);
+        const float2 ts = *reinterpret_cast<const float2*>(ss.epi_ts.data() + g * kBlockT + tok);
+        h[pc][j] = swiglu(acc[pc](i) * (cg * ts.x), acc[pc](i + 2) * (cu * ts.x));
+        h[pc][j + 1] = swiglu(acc[pc](i + 1) * (cg * ts.y), acc[pc](i + 3) * (cu * ts.y));
       }
     }
-    cutlass::arch::NamedBarrier::sync(256, kBoth);
-    auto* out = static_cast<uint8_t*>(p.out);
-    constexpr int kChunks = 64 / 16;  // 16-byte pieces per token row
+    named_sync(kHBarThreads, kBarHFree0 + g);  // the epilogue warps have read the previous tile's h
+    float* hb = reinterpret_cast<float*>(ss.epi.data());
     CUTE_UNROLL
-    for (int it = 0; it < kBlockT * kChunks / 256; ++it) {
-      const int idx = ct + 256 * it;
-      const int tok = idx / kChunks, c = idx % kChunks;
-      if (tok < t.rows)
-        *reinterpret_cast<uint4*>(out + (t.row_begin + tok) * p.out_ld + t.n_block * 64 + 16 * c) =
-            *reinterpret_cast<const uint4*>(staged + tok * kGluPitch + c * 16);
+    for (int pc = 0; pc < kPieces; ++pc) {
+      CUTE_UNROLL
+      for (int j = 0; j < kVals / 2; ++j) hb[(pc * kPieceT + 2 * q + (j & 1) + 8 * (j / 2)) * kHPitch + ch] = h[pc][j];
+    }
+    named_arrive(kHBarThreads, kBarHFull0 + g);
+  }
+
+  // kGlu, epilogue warps (warps 1-3 of the producer warp group, e = 0..95). Per tile, thread e takes
+  // tokens e, e + 96, e + 192 (< 256): the amax of |h| over the CTA's 64 channels times |router
+  // weight|, stored into the partner CTA's exchange buffer (the partner covers the other 64
+  // channels of the scale block), one remote arrival per thread after its stores, two buffers by
+  // tile parity (a buffer is written again only after its reader has arrived for the next tile,
+  // i.e. after it read this one). Then the block amax, the scale (written by rank 0), and the
+  // row quantised (h * router weight / scale) and stored as four 16-byte pieces. The h rows are
+  // released to the consumers after the last read.
+  __device__ void glu_epilogue(Params const& p, SharedStorage& ss) const {
+    constexpr int kRounds = (kBlockT + kEpiThreads - 1) / kEpiThreads;
+    const int e = static_cast<int>(threadIdx.x) - 32;
+    const int rank = cta_rank();
+    const uint32_t peer = static_cast<uint32_t>(rank ^ 1);
+    const float* hb = reinterpret_cast<const float*>(ss.epi.data());
+    Scheduler sched(p.counts, p.offsets, p.experts, p.n_blocks, rank);
+    CUTE_UNROLL
+    for (int g = 0; g < T::kConsumerWGs; ++g) named_arrive(kHBarThreads, kBarHFree0 + g);  // h starts free
+    WorkTile t;
+    uint32_t tile_no = 0;
+    while (sched.next(t)) {
+      const uint32_t par = tile_no & 1u;
+      CUTE_UNROLL
+      for (int g = 0; g < T::kConsumerWGs; ++g) named_sync(kHBarThreads, kBarHFull0 + g);
+      float amax[kRounds] = {};
+      CUTE_UNROLL
+      for (int r = 0; r < kRounds; ++r) {
+        const int tok = e + kEpiThreads * r;
+        if (tok >= kBlockT) break;
+        const float4* row = reinterpret_cast<const float4*>(hb + tok * kHPitch);
+        float m0 = 0.f, m1 = 0.f, m2 = 0.f, m3 = 0.f;
+        CUTE_UNROLL
+        for (int c = 0; c < 16; ++c) {
+          const float4 v = row[c];
+          m0 = fmaxf(m0, fabsf(v.x));
+          m1 = fmaxf(m1, fabsf(v.y));
+          m2 = fmaxf(m2, fabsf(v.z));
+          m3 = fmaxf(m3, fabsf(v.w));
+        }
+        const float rw = tok < t.rows ? __ldg(p.row_weights + t.row_begin + tok) : 0.f;
+        amax[r] = fmaxf(fmaxf(m0, m1), fmaxf(m2, m3)) * fabsf(rw);
+        const uint32_t dst = remote_smem(cute::cast_smem_ptr_to_uint(ss.xch.data() + par * kBlockT + tok), peer);
+        asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(dst), "f"(amax[r]) : "memory");
+      }
+      {
+        const uint32_t bar = remote_smem(cute::cast_smem_ptr_to_uint(&ss.xfull[par]), peer);
+        asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
+      }
+      cluster_wait(&ss.xfull[par], (tile_no >> 1) & 1u);
+      auto* out = static_cast<uint8_t*>(p.out);
+      CUTE_UNROLL
+      for (int r = 0; r < kRounds; ++r) {
+        const int tok = e + kEpiThreads * r;
+        if (tok >= kBlockT) break;
+        if (tok >= t.rows) continue;
+        const QuantScale qs = quant_scale(fmaxf(amax[r], ss.xch[par * kBlockT + tok]));
+        if (rank == 0) p.out_scales[static_cast<int64_t>(t.n_block / 2) * p.m_total + t.row_begin + tok] = qs.scale;
+        const float f = __ldg(p.row_weights + t.row_begin + tok) * qs.inv;
+        const float4* row = reinterpret_cast<const float4*>(hb + tok * kHPitch);
+        uint4* dst = reinterpret_cast<uint4*>(out + (t.row_begin + tok) * p.out_ld + t.n_block * 64);
+        CUTE_UNROLL
+        for (int c = 0; c < 4; ++c) {
+          uint32_t wd[4];
+          CUTE_UNROLL
+          for (int k = 0; k < 4; ++k) {
+            const float4 v = row[4 * c + k];
+            wd[k] = static_cast<uint32_t>(fp8x2_e4m3(v.x * f, v.y * f)) |
+                    (static_cast<uint32_t>(fp8x2_e4m3(v.z * f, v.w * f)) << 16);
+          }
+          dst[c] = make_uint4(wd[0], wd[1], wd[2], wd[3]);
+        }
+      }
+      CUTE_UNROLL
+      for (int g = 0; g < T::kConsumerWGs; ++g) named_arrive(kHBarThreads, kBarHFree0 + g);
+      ++tile_no;
     }
   }
 
@@ -851,9 +890,9 @@ struct MoeW4A8RsKernel {
         cutlass::arch::ClusterTransactionBarrier::init(&ss.full[i], 1 + T::kScaleLanes);
         cutlass::arch::ClusterBarrier::init(&ss.empty[i], T::kConsumerWarps);
       }
-      if constexpr (T::kGlu) {  // the partner's 256 consumer threads arrive once per tile of that parity
-        cutlass::arch::ClusterBarrier::init(&ss.xfull[0], 256);
-        cutlass::arch::ClusterBarrier::init(&ss.xfull[1], 256);
+      if constexpr (T::kGlu) {  // the partner's epilogue threads arrive once per tile of that parity
+        cutlass::arch::ClusterBarrier::init(&ss.xfull[0], kEpiThreads);
+        cutlass::arch::ClusterBarrier::init(&ss.xfull[1], kEpiThreads);
       }
       cute::prefetch_tma_descriptor(p.tma_x.get_tma_descriptor());
       // INT4: e4m3(0..7) (int4_lut's positive half); MXFP4: e4m3({0, 1/2, 1, 3/2, 2, 3, 4, 6} * 2^6).
@@ -869,6 +908,7 @@ struct MoeW4A8RsKernel {
     if (warp_group == 0) {
       cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
       if (warp == 0) produce(p, ss, sX);
+      else if constexpr (T::kGlu) glu_epilogue(p, ss);
     } else {
       cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
       const int ct = static_cast<int>(threadIdx.x) - 128;
@@ -877,13 +917,12 @@ struct MoeW4A8RsKernel {
       State read{};
       WorkTile t;
       uint32_t it = 0;       // K blocks consumed (trace only)
-      uint32_t tile_no = 0;  // tiles done (kGlu: the exchange buffer's parity and phase)
       while (sched.next(t)) {
         Acc acc[kAccs];
         prefetch_epilogue(p, ss, t, g, wt);
         mma(p, ss, sX, read, g, wt, acc, it);
         if constexpr (T::kGlu) {
-          store_glu(p, ss, acc, t, g, wt, tile_no++);
+          park_h(ss, acc, g, wt);
         } else if constexpr (T::kGateUp) {
           store_swiglu(p, ss, acc, t, g, wt, 0);
           if constexpr (kPieces == 2) {
