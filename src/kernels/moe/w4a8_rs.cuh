@@ -21,7 +21,9 @@
 //     rows of the same channels (ops::prepack_int4_lut_rs_glu): every thread holds gate and up of
 //     one channel, the tile covers 64 channels, and the per-token amax over a scale block's 128
 //     channels is taken with the partner CTA of a 1 x 2 cluster (the adjacent 64 channels of the
-//     same tokens) through distributed shared memory.
+//     same tokens) through distributed shared memory. The consumers only compute h and park it
+//     in shared memory; warps 1-3 of the producer warp group run the rest of the epilogue while
+//     the consumers go on with the next tile.
 // Warp group 0 is the producer (warp 0: lane 0 issues the TMA load of the fp8 token tile and the
 // bulk copies of the prepacked weight chunks and their weight scales; except with per-token
 // scales, all 32 lanes copy the K block's token scales with cp.async, zero past the expert's
