@@ -8,7 +8,8 @@ format, and W4A8 / W8A8. The acceptance line counts the cells with tokens >= --m
 ratio is >= --target (issue 7: W4A8 >= 0.85x our W8A8 at >= 1024 tokens per expert).
 The per-token recipe line counts each cell with the layout a deployment would prepack for that
 GEMM: int4_rs_lut for the bf16 GEMMs, int4_rs_lut_glu (gate/up-interleaved) for Linear-1 with
-SwiGLU, where the run measured it (w4a8_int4_lut_rs_tok otherwise).
+SwiGLU, where the run measured it (w4a8_int4_lut_rs_tok otherwise). The MXFP4 per-token recipe
+line does the same with w4a8_mxfp4_rs_tok (bf16) and w4a8_mxfp4_rs_tok_glu (Linear-1).
 Exit status: 0 ok, 2 bad input.
 """
 import argparse
@@ -17,14 +18,19 @@ import sys
 
 SCHEMA = "xstage.bench.moe_gemm.v1"
 FORMATS = ["w4a8_int4", "w4a8_int4_rs", "w4a8_int4_lut_rs", "w4a8_int4_lut_rs_tok", "w4a8_int4_lut_rs_tok_glu",
-           "w4a8_mxfp4", "w4a8_mxfp4_rs"]
-RECIPE = "per_token_recipe"  # tok for bf16, tok_glu for SwiGLU where measured
+           "w4a8_mxfp4", "w4a8_mxfp4_rs", "w4a8_mxfp4_rs_tok", "w4a8_mxfp4_rs_tok_glu"]
+# Recipes: name -> (bf16 format, Linear-1 format preferred where measured, Linear-1 fallback or None)
+RECIPES = {
+    "per_token_recipe": ("w4a8_int4_lut_rs_tok", "w4a8_int4_lut_rs_tok_glu", "w4a8_int4_lut_rs_tok"),
+    "mxfp4_per_token_recipe": ("w4a8_mxfp4_rs_tok", "w4a8_mxfp4_rs_tok_glu", None),
+}
 
 
-def recipe_format(op, cell):
-    if op == "l1_swiglu" and "w4a8_int4_lut_rs_tok_glu" in cell:
-        return "w4a8_int4_lut_rs_tok_glu"
-    return "w4a8_int4_lut_rs_tok"
+def recipe_format(recipe, op, cell):
+    bf16, glu, fallback = RECIPES[recipe]
+    if op != "l1_swiglu":
+        return bf16
+    return glu if glu in cell else fallback
 
 
 def main(argv=None):
@@ -57,7 +63,7 @@ def main(argv=None):
     for fmt in FORMATS:
         head += f" {fmt:>11} {'ratio':>6}"
     print(head + "   instantiations (w8a8 / w4a8)")
-    rows, acc = [], {fmt: [0, 0] for fmt in FORMATS + [RECIPE]}
+    rows, acc = [], {fmt: [0, 0] for fmt in FORMATS + list(RECIPES)}
     for key in order:
         c = cells[key]
         base = c.get("w8a8")
@@ -77,10 +83,11 @@ def main(argv=None):
             if ratio is not None and key[2] >= args.min_tokens:
                 acc[fmt][1] += 1
                 acc[fmt][0] += ratio >= args.target
-        rf = recipe_format(key[1], c)
-        if rf in c and base and base["tflops"] > 0 and key[2] >= args.min_tokens:
-            acc[RECIPE][1] += 1
-            acc[RECIPE][0] += c[rf]["tflops"] / base["tflops"] >= args.target
+        for recipe in RECIPES:
+            rf = recipe_format(recipe, key[1], c)
+            if rf in c and base and base["tflops"] > 0 and key[2] >= args.min_tokens:
+                acc[recipe][1] += 1
+                acc[recipe][0] += c[rf]["tflops"] / base["tflops"] >= args.target
         insts = [c[w].get("instantiation", "?") for w in ["w8a8"] + FORMATS if w in c]
         print(line + "   " + " / ".join(dict.fromkeys(insts)))
         rows.append(row)
@@ -88,16 +95,19 @@ def main(argv=None):
         ok, n = acc[fmt]
         if n:
             print(f"# {fmt}: {ok}/{n} cells with >= {args.min_tokens} tokens/expert at >= {args.target:.2f}x W8A8")
-    ok, n = acc[RECIPE]
-    if n:
-        print(f"# {RECIPE} (w4a8_int4_lut_rs_tok for bf16, w4a8_int4_lut_rs_tok_glu for SwiGLU where measured): "
-              f"{ok}/{n} cells with >= {args.min_tokens} tokens/expert at >= {args.target:.2f}x W8A8")
+    for recipe, (bf16, glu, fallback) in RECIPES.items():
+        ok, n = acc[recipe]
+        if n:
+            print(f"# {recipe} ({bf16} for bf16, {glu} for SwiGLU"
+                  f"{' where measured' if fallback else ''}): "
+                  f"{ok}/{n} cells with >= {args.min_tokens} tokens/expert at >= {args.target:.2f}x W8A8")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"schema": "xstage.compare.moe_w4a8.v1", "device": doc.get("device"),
                        "commit": doc.get("commit"), "date": doc.get("date"), "target": args.target,
                        "min_tokens": args.min_tokens, "rows": rows,
-                       "acceptance": {fmt: {"passed": acc[fmt][0], "cells": acc[fmt][1]} for fmt in FORMATS + [RECIPE]}},
+                       "acceptance": {fmt: {"passed": acc[fmt][0], "cells": acc[fmt][1]}
+                                      for fmt in FORMATS + list(RECIPES)}},
                       f, indent=2)
             f.write("\n")
     return 0

@@ -63,7 +63,7 @@ struct BenchFlags {
   std::vector<int> block_ns{0};                  // bf16 tile widths to run (0: planned)
   std::vector<std::string> clusters{"planned"};  // planned, 1x1, 2x1, 1x2, 2x2
   std::vector<int> schedules{-1};                // consumer schedule override (-1: default)
-  // w8a8, w4a8-int4, w4a8-int4-rs, w4a8-int4-lut-rs, w4a8-int4-lut-rs-tok[-glu], w4a8-mxfp4, w4a8-mxfp4-rs
+  // w8a8, w4a8-int4, w4a8-int4-rs, w4a8-int4-lut-rs, w4a8-int4-lut-rs-tok[-glu], w4a8-mxfp4, w4a8-mxfp4-rs[-tok[-glu]]
   std::vector<std::string> weights{"w8a8"};
   std::string json_out;
   bool plan = false;  // print the planned kernels and exit (no GPU needed)
@@ -98,9 +98,13 @@ Weights parse_weights(const std::string& w) {
     return {ops::MoeQuant::w4a8_int4, L::int4_rs_lut_glu, "w4a8_int4_lut_rs_tok_glu", ops::MoeActScales::per_token};
   if (w == "w4a8-mxfp4") return {ops::MoeQuant::w4a8_mxfp4, L::rows, "w4a8_mxfp4"};
   if (w == "w4a8-mxfp4-rs") return {ops::MoeQuant::w4a8_mxfp4, L::mxfp4_rs, "w4a8_mxfp4_rs"};
+  if (w == "w4a8-mxfp4-rs-tok")
+    return {ops::MoeQuant::w4a8_mxfp4, L::mxfp4_rs, "w4a8_mxfp4_rs_tok", ops::MoeActScales::per_token};
+  if (w == "w4a8-mxfp4-rs-tok-glu")  // Linear-1 (l1_swiglu) only: gate/up-interleaved rows
+    return {ops::MoeQuant::w4a8_mxfp4, L::mxfp4_rs_glu, "w4a8_mxfp4_rs_tok_glu", ops::MoeActScales::per_token};
   throw InvalidArgument(
       "bench moe-gemm: --weights takes w8a8, w4a8-int4, w4a8-int4-rs, w4a8-int4-lut-rs, w4a8-int4-lut-rs-tok, w4a8-int4-lut-rs-tok-glu, "
-      "w4a8-mxfp4, w4a8-mxfp4-rs; "
+      "w4a8-mxfp4, w4a8-mxfp4-rs, w4a8-mxfp4-rs-tok, w4a8-mxfp4-rs-tok-glu; "
       "got '" + w + "'");
 }
 
@@ -230,8 +234,8 @@ Result bench_one(const BenchFlags& fl, const Cell& cell, size_t rotate_bytes, co
   const bool swiglu = pb.epilogue == ops::MoeEpilogue::swiglu_fp8;
   const int out_cols = swiglu ? pb.n / 2 : pb.n;
   const size_t a_bytes = size_t(m) * pb.k, sa_bytes = 4 * size_t(pb.k / 128) * m;
-  const bool mx_rs = wt.layout == ops::MoeWeightLayout::mxfp4_rs;
-  // int4_rs_lut_glu: the same chunks (random rows, so interleaving them changes nothing measured).
+  // The glu layouts: the same chunks (random rows, so interleaving them changes nothing measured).
+  const bool mx_rs = ops::moe_layout_is_mxfp4_rs(wt.layout);
   const bool lut_rs = ops::moe_layout_is_int4_lut(wt.layout);
   const bool e8m0 = quant == ops::MoeQuant::w4a8_mxfp4 && !mx_rs;
   const size_t b_bytes = size_t(ops::moe_weight_bytes(quant, wt.layout, experts, pb.n, pb.k));
@@ -588,12 +592,14 @@ void add_moe_gemm_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--weights", fl->weights,
                   "Weight formats to run, each cell back to back: w8a8, w4a8-int4, w4a8-int4-rs, w4a8-int4-lut-rs, "
-                  "w4a8-int4-lut-rs-tok, w4a8-int4-lut-rs-tok-glu, w4a8-mxfp4, w4a8-mxfp4-rs (w4a8: 64 and 192-row "
+                  "w4a8-int4-lut-rs-tok, w4a8-int4-lut-rs-tok-glu, w4a8-mxfp4, w4a8-mxfp4-rs, w4a8-mxfp4-rs-tok, "
+                  "w4a8-mxfp4-rs-tok-glu (w4a8: 64 and 192-row "
                   "tiles, schedules 0 and 2 "
                   "(ping-pong); *-rs: prepacked for the register-operand kernels (128 x 128 and 256 x 128 bf16, "
                   "64 x 256 SwiGLU tiles); int4-lut: INT4 with e4m3 group scales folded into conversion tables and "
                   "fp32 channel scales; -tok: the same weights with per-token activation scales (one per token for "
-                  "all K, so the promotion per 128 K is a plain add; the others read per token per 128 channels); "
+                  "all K, so the INT4 two-level promotion per 128 K is a plain add and MXFP4's one FFMA with the "
+                  "row's block scale; the others read per token per 128 channels; mxfp4-rs-tok: bf16 ops only); "
                   "-tok-glu: the same with gate/up-interleaved rows, l1_swiglu only (256 tokens x 64 channels "
                   "per tile in 1 x 2 clusters); "
                   "unshipped forced settings are skipped)")

@@ -32,6 +32,7 @@ const char* moe_weight_layout_name(MoeWeightLayout l) {
     case MoeWeightLayout::mxfp4_rs: return "mxfp4_rs";
     case MoeWeightLayout::int4_rs_lut: return "int4_rs_lut";
     case MoeWeightLayout::int4_rs_lut_glu: return "int4_rs_lut_glu";
+    case MoeWeightLayout::mxfp4_rs_glu: return "mxfp4_rs_glu";
   }
   return "unknown";
 }
@@ -87,6 +88,8 @@ km::KernelInfo w4a8rs_lut_swiglu_m128_info(km::W4Format) { return km::moe_w4a8rs
 km::KernelInfo w4a8rs_lut_tok_bf16_m256_info(km::W4Format) { return km::moe_w4a8rs_lut_tok_bf16_m256n128_info(); }
 km::KernelInfo w4a8rs_lut_tok_swiglu_m128_info(km::W4Format) { return km::moe_w4a8rs_lut_tok_swiglu_m128n256_info(); }
 km::KernelInfo w4a8rs_lut_tok_glu_info(km::W4Format) { return km::moe_w4a8rs_lut_tok_glu_m256n128_info(); }
+km::KernelInfo w4a8rs_mxfp4_tok_bf16_m256_info(km::W4Format) { return km::moe_w4a8rs_mxfp4_tok_bf16_m256n128_info(); }
+km::KernelInfo w4a8rs_mxfp4_tok_glu_info(km::W4Format) { return km::moe_w4a8rs_mxfp4_tok_glu_m256n128_info(); }
 
 const Entry kEntries[] = {
     {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 1, 1, "w8a8_bf16_m128n128", km::moe_w8a8_bf16_m128n128,
@@ -153,6 +156,12 @@ const Entry kEntries[] = {
      MoeActScales::per_token},
     {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 256, 1, 2, "w4a8rs_lut_tok_glu_m256n128", nullptr, nullptr,
      km::moe_w4a8rs_lut_tok_glu_m256n128, w4a8rs_lut_tok_glu_info, MoeWeightLayout::int4_rs_lut_glu, false,
+     MoeActScales::per_token},
+    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 256, 1, 1, "w4a8rs_mxfp4_tok_bf16_m256n128", nullptr, nullptr,
+     km::moe_w4a8rs_mxfp4_tok_bf16_m256n128, w4a8rs_mxfp4_tok_bf16_m256_info, MoeWeightLayout::mxfp4_rs, false,
+     MoeActScales::per_token},
+    {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 256, 1, 2, "w4a8rs_mxfp4_tok_glu_m256n128", nullptr, nullptr,
+     km::moe_w4a8rs_mxfp4_tok_glu_m256n128, w4a8rs_mxfp4_tok_glu_info, MoeWeightLayout::mxfp4_rs_glu, false,
      MoeActScales::per_token},
 };
 
@@ -230,8 +239,9 @@ int grid_ctas(const MoeGemmArgs& a) {
 
 std::string shipped_tiles(const MoeGemmArgs& a) {
   if (a.a_scale_granularity == MoeActScales::per_token)
-    return "per-token activation scales ship with int4_rs_lut (bf16 m256n128 1x1, swiglu_fp8 m128n256 1x1) and "
-           "int4_rs_lut_glu (swiglu_fp8 m256n128 1x2)";
+    return "per-token activation scales ship with int4_rs_lut (bf16 m256n128 1x1, swiglu_fp8 m128n256 1x1), "
+           "int4_rs_lut_glu (swiglu_fp8 m256n128 1x2), mxfp4_rs (bf16 m256n128 1x1) and mxfp4_rs_glu "
+           "(swiglu_fp8 m256n128 1x2)";
   if (a.b_layout != MoeWeightLayout::rows)
     return fmt::format("the {} layout ships: bf16 m128n128 1x1, bf16 m256n128 1x1, swiglu_fp8 m64n256 1x1{}",
                        moe_weight_layout_name(a.b_layout),
@@ -258,8 +268,8 @@ const Entry& find_entry(const MoeGemmArgs& a) {
     bm = a.block_n == 256 ? 64 : a.block_n == 192 ? 128 : (bm == 64 ? 128 : bm);
   MoeCluster c = a.cluster_m != 0 ? MoeCluster{a.cluster_m, a.cluster_n}
                                   : cluster_for(a.quant, a.b_layout, a.epilogue, tokens, bm);
-  // The interleaved SwiGLU tile always runs in 1 x 2 clusters (the pair shares the token amax).
-  if (a.cluster_m == 0 && a.b_layout == MoeWeightLayout::int4_rs_lut_glu) c = MoeCluster{1, 2};
+  // The interleaved SwiGLU tiles always run in 1 x 2 clusters (the pair shares the token amax).
+  if (a.cluster_m == 0 && moe_layout_is_glu(a.b_layout)) c = MoeCluster{1, 2};
   // Width: forced, or planned where two widths are shipped for one height (w8a8 bf16 128 x 1x1).
   const bool choice = !rs && a.quant == MoeQuant::w8a8 && a.epilogue == MoeEpilogue::bf16 && bm == 128 && c.m == 1 &&
                       c.n == 1;
@@ -408,13 +418,13 @@ long long moe_weight_scale_bytes(MoeQuant quant, int experts, int n, int k) {
 
 long long moe_weight_bytes(MoeQuant quant, MoeWeightLayout l, int experts, int n, int k) {
   if (moe_layout_is_int4_lut(l)) return static_cast<long long>(experts) * (n / 128) * (k / 128) * km::kRsLutChunkBytes;
-  if (l != MoeWeightLayout::mxfp4_rs) return moe_weight_bytes(quant, experts, n, k);
+  if (!moe_layout_is_mxfp4_rs(l)) return moe_weight_bytes(quant, experts, n, k);
   return static_cast<long long>(experts) * (n / 128) * (k / 128) * km::kRsMxChunkBytes;
 }
 
 long long moe_weight_scale_bytes(MoeQuant quant, MoeWeightLayout l, int experts, int n, int k) {
   if (moe_layout_is_int4_lut(l)) return static_cast<long long>(experts) * n * 4;  // channel scales
-  if (l != MoeWeightLayout::mxfp4_rs) return moe_weight_scale_bytes(quant, experts, n, k);
+  if (!moe_layout_is_mxfp4_rs(l)) return moe_weight_scale_bytes(quant, experts, n, k);
   return static_cast<long long>(experts) * (k / 128) * n * 4;
 }
 
@@ -489,14 +499,14 @@ const Entry& validated_entry(const MoeGemmArgs& a) {
         "moe gemm: the w4a8 kernels have two consumer schedules; schedule {} must be -1 (default), 0 or 2 (ping-pong)",
         a.schedule));
   if (a.b_layout != MoeWeightLayout::rows && a.b_layout != MoeWeightLayout::int4_rs &&
-      a.b_layout != MoeWeightLayout::mxfp4_rs && !moe_layout_is_int4_lut(a.b_layout))
+      !moe_layout_is_mxfp4_rs(a.b_layout) && !moe_layout_is_int4_lut(a.b_layout))
     throw InvalidArgument(fmt::format("moe gemm: unsupported weight layout {}", static_cast<int>(a.b_layout)));
   if ((a.b_layout == MoeWeightLayout::int4_rs || moe_layout_is_int4_lut(a.b_layout)) && a.quant != MoeQuant::w4a8_int4)
     throw InvalidArgument(fmt::format("moe gemm: the {} weight layout serves w4a8_int4 only; got {}",
                                       moe_weight_layout_name(a.b_layout), moe_quant_name(a.quant)));
-  if (a.b_layout == MoeWeightLayout::mxfp4_rs && a.quant != MoeQuant::w4a8_mxfp4)
-    throw InvalidArgument(fmt::format("moe gemm: the mxfp4_rs weight layout serves w4a8_mxfp4 only; got {}",
-                                      moe_quant_name(a.quant)));
+  if (moe_layout_is_mxfp4_rs(a.b_layout) && a.quant != MoeQuant::w4a8_mxfp4)
+    throw InvalidArgument(fmt::format("moe gemm: the {} weight layout serves w4a8_mxfp4 only; got {}",
+                                      moe_weight_layout_name(a.b_layout), moe_quant_name(a.quant)));
   if (a.schedule >= 0 && !moe_schedule_shipped(a.quant, a.b_layout, a.schedule))
     throw InvalidArgument(fmt::format("moe gemm: the {} kernel has one consumer schedule; schedule {} must be -1 "
                                       "(default) or 0",
@@ -504,17 +514,23 @@ const Entry& validated_entry(const MoeGemmArgs& a) {
   if (a.a_scale_granularity != MoeActScales::per_128 && a.a_scale_granularity != MoeActScales::per_token)
     throw InvalidArgument(fmt::format("moe gemm: unsupported activation scale granularity {}",
                                       static_cast<int>(a.a_scale_granularity)));
-  if (a.a_scale_granularity == MoeActScales::per_token && !moe_layout_is_int4_lut(a.b_layout))
-    throw InvalidArgument(fmt::format("moe gemm: per-token activation scales need the int4_rs_lut or int4_rs_lut_glu "
-                                      "weight layout; got {} (the other kernels read per-128 scales [k/128, m_total])",
+  if (a.a_scale_granularity == MoeActScales::per_token && !moe_layout_is_int4_lut(a.b_layout) &&
+      !moe_layout_is_mxfp4_rs(a.b_layout))
+    throw InvalidArgument(fmt::format("moe gemm: per-token activation scales need the int4_rs_lut[_glu] or "
+                                      "mxfp4_rs[_glu] weight layout; got {} (the other kernels read per-128 scales "
+                                      "[k/128, m_total])",
                                       moe_weight_layout_name(a.b_layout)));
-  if (a.b_layout == MoeWeightLayout::int4_rs_lut_glu &&
+  if (moe_layout_is_glu(a.b_layout) &&
       (a.epilogue != MoeEpilogue::swiglu_fp8 || a.a_scale_granularity != MoeActScales::per_token))
-    throw InvalidArgument(fmt::format("moe gemm: the int4_rs_lut_glu weight layout (gate/up-interleaved rows) serves "
+    throw InvalidArgument(fmt::format("moe gemm: the {} weight layout (gate/up-interleaved rows) serves "
                                       "Linear-1 only: swiglu_fp8 with per-token activation scales; got {} with {} "
                                       "scales",
-                                      moe_epilogue_name(a.epilogue),
+                                      moe_weight_layout_name(a.b_layout), moe_epilogue_name(a.epilogue),
                                       a.a_scale_granularity == MoeActScales::per_token ? "per-token" : "per-128"));
+  if (a.b_layout == MoeWeightLayout::mxfp4_rs && a.a_scale_granularity == MoeActScales::per_token &&
+      a.epilogue == MoeEpilogue::swiglu_fp8)
+    throw InvalidArgument("moe gemm: MXFP4 with per-token activation scales runs Linear-1 (swiglu_fp8) on "
+                          "gate/up-interleaved rows only: layout mxfp4_rs_glu (prepack_mxfp4_rs_glu)");
   const Entry& e = find_entry(a);  // a forced block_m / block_n / schedule must be shipped for this epilogue
   check_pointer("a", a.a, 16, "TMA");
   check_pointer("b", a.b, 16, "TMA");
@@ -527,7 +543,7 @@ const Entry& validated_entry(const MoeGemmArgs& a) {
     check_pointer("b_scales", a.b_scales, 4, "fp32 channel scales from quantize_int4_lut");
   if (a.quant == MoeQuant::w4a8_mxfp4 && a.b_layout == MoeWeightLayout::rows)
     check_pointer("b_e8m0", a.b_e8m0, 16, "bulk copies of the mxfp4 scales");
-  if (a.b_layout == MoeWeightLayout::mxfp4_rs)
+  if (moe_layout_is_mxfp4_rs(a.b_layout))
     check_pointer("b_scales", a.b_scales, 16, "bulk copies of the mxfp4_rs block scales from prepack_mxfp4_rs");
   check_pointer("counts", a.counts, 4, "int32");
   check_pointer("offsets", a.offsets, 4, "int32");

@@ -375,4 +375,23 @@ void prepack_int4_lut_rs_glu(const uint8_t* packed, const uint8_t* group_e4m3, c
   prepack_int4_lut_rs(p2.data(), g2.data(), rows, cols, out);
 }
 
+long long prepack_mxfp4_rs_glu(const uint8_t* packed, const uint8_t* e8m0, int rows, int cols, uint8_t* out,
+                               float* block_scales) {
+  if (packed == nullptr || e8m0 == nullptr || out == nullptr || block_scales == nullptr)
+    throw InvalidArgument("prepack_mxfp4_rs_glu: null buffer");
+  if (rows <= 0 || rows % 256 != 0)
+    throw InvalidArgument("prepack_mxfp4_rs_glu: rows = " + std::to_string(rows) +
+                          " must be a positive multiple of 256 (gate and up halves of 128-channel blocks)");
+  check_rs_shape("prepack_mxfp4_rs_glu", rows, cols);
+  const size_t row_bytes = static_cast<size_t>(cols) / 2;
+  const int subs = cols / 32;  // E8M0 exponents per row, stored [cols / 32, rows]
+  std::vector<uint8_t> p2(static_cast<size_t>(rows) * row_bytes), e2(static_cast<size_t>(subs) * rows);
+  for (int r = 0; r < rows; ++r) {
+    const int src = glu_source_row(r, rows);
+    std::memcpy(p2.data() + r * row_bytes, packed + src * row_bytes, row_bytes);
+    for (int b = 0; b < subs; ++b) e2[static_cast<size_t>(b) * rows + r] = e8m0[static_cast<size_t>(b) * rows + src];
+  }
+  return prepack_mxfp4_rs(p2.data(), e2.data(), rows, cols, out, block_scales);
+}
+
 }  // namespace xstage::ops

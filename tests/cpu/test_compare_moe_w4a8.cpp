@@ -104,6 +104,30 @@ TEST(CompareMoeW4a8, RatiosAcceptanceCountsAndSchema) {
   EXPECT_EQ(rj["acceptance"]["per_token_recipe"]["passed"], 2);
   EXPECT_EQ(rj["acceptance"]["per_token_recipe"]["cells"], 3);
 
+  // The MXFP4 per-token recipe: mxfp4_rs_tok for bf16, mxfp4_rs_tok_glu for SwiGLU, and no fallback
+  // (no per-token MXFP4 SwiGLU tile without the interleaved rows). Cell A (bf16) 0.90 passes; cell
+  // B (SwiGLU) glu 0.80 fails; cell C (SwiGLU, only the bf16-layout format measured) is not counted.
+  nlohmann::json mdoc = {{"schema", "xstage.bench.moe_gemm.v1"}, {"device", "t"}, {"commit", "c"}, {"date", "d"}};
+  mdoc["results"] = nlohmann::json::array();
+  for (auto [w, t] : {std::pair{"w8a8", 1000.0}, {"w4a8_mxfp4_rs_tok", 900.0}})
+    mdoc["results"].push_back(row("l2_bf16", 1024, w, t));
+  for (auto [w, t] : {std::pair{"w8a8", 1000.0}, {"w4a8_mxfp4_rs_tok_glu", 800.0}})
+    mdoc["results"].push_back(row("l1_swiglu", 1024, w, t));
+  for (auto [w, t] : {std::pair{"w8a8", 1000.0}, {"w4a8_mxfp4_rs_tok", 950.0}})
+    mdoc["results"].push_back(row("l1_swiglu", 8192, w, t));
+  std::ofstream(dir / "mx.json") << mdoc.dump();
+  ASSERT_EQ(run_tool(quote(dir / "mx.json") + " --json " + quote(js), out), 0) << slurp(out);
+  const std::string mt = slurp(out);
+  EXPECT_NE(mt.find("# mxfp4_per_token_recipe (w4a8_mxfp4_rs_tok for bf16, w4a8_mxfp4_rs_tok_glu for SwiGLU): 1/2 "
+                    "cells"),
+            std::string::npos)
+      << mt;
+  EXPECT_EQ(mt.find("# per_token_recipe"), std::string::npos) << mt;  // no INT4 per-token format measured
+  const nlohmann::json mj = nlohmann::json::parse(slurp(js));
+  EXPECT_EQ(mj["acceptance"]["mxfp4_per_token_recipe"]["passed"], 1);
+  EXPECT_EQ(mj["acceptance"]["mxfp4_per_token_recipe"]["cells"], 2);
+  EXPECT_DOUBLE_EQ(mj["rows"][1]["w4a8_mxfp4_rs_tok_glu_ratio"].get<double>(), 0.8);
+
   // Another schema, or no file: exit 2 with a message naming the file.
   std::ofstream(dir / "other.json") << R"({"schema": "xstage.bench.moe.v1", "results": []})";
   EXPECT_EQ(run_tool(quote(dir / "other.json"), out), 2);

@@ -421,6 +421,53 @@ TEST(MoeGemmValidate, Mxfp4RegisterOperandLayout) {
   rows.b_layout = MoeWeightLayout::rows;
   expect_invalid([&] { ops::validate(rows); }, "b_e8m0 is a null pointer");
   EXPECT_STREQ(ops::moe_weight_layout_name(MoeWeightLayout::mxfp4_rs), "mxfp4_rs");
+  {
+    // Per-token activation scales: the 256-token bf16 tile at every token count; Linear-1 only on
+    // gate/up-interleaved rows (mxfp4_rs_glu, 1 x 2 clusters), which take per-token scales only.
+    MoeGemmArgs t = good();
+    t.a_scale_granularity = ops::MoeActScales::per_token;
+    t.tokens_per_expert_hint = 16;
+    EXPECT_NO_THROW(ops::validate(t));
+    const auto ti = ops::select_moe_instantiation(t);
+    EXPECT_EQ(ti.name, "w4a8rs_mxfp4_tok_bf16_m256n128");
+    EXPECT_LE(ti.smem_bytes, 227 * 1024);
+    EXPECT_LE(128 * ti.producer_regs + 256 * ti.consumer_regs, 65536);
+    t.tokens_per_expert_hint = 8192;
+    EXPECT_EQ(ops::select_moe_instantiation(t).name, "w4a8rs_mxfp4_tok_bf16_m256n128");
+    MoeGemmArgs ts = good(MoeEpilogue::swiglu_fp8);
+    ts.a_scale_granularity = ops::MoeActScales::per_token;
+    expect_invalid([&] { ops::validate(ts); },
+                   "MXFP4 with per-token activation scales runs Linear-1 (swiglu_fp8) on gate/up-interleaved rows "
+                   "only: layout mxfp4_rs_glu");
+    MoeGemmArgs g = ts;
+    g.b_layout = MoeWeightLayout::mxfp4_rs_glu;
+    EXPECT_NO_THROW(ops::validate(g));
+    const auto gi = ops::select_moe_instantiation(g);
+    EXPECT_EQ(gi.name, "w4a8rs_mxfp4_tok_glu_m256n128");
+    EXPECT_EQ(gi.cluster_m, 1);
+    EXPECT_EQ(gi.cluster_n, 2);
+    EXPECT_LE(gi.smem_bytes, 227 * 1024);
+    EXPECT_LE(128 * gi.producer_regs + 256 * gi.consumer_regs, 65536);
+    MoeGemmArgs gp = g;
+    gp.a_scale_granularity = ops::MoeActScales::per_128;
+    expect_invalid([&] { ops::validate(gp); }, "the mxfp4_rs_glu weight layout (gate/up-interleaved rows) serves "
+                                                "Linear-1 only: swiglu_fp8 with per-token activation scales; got "
+                                                "swiglu_fp8 with per-128 scales");
+    MoeGemmArgs gi4 = g;
+    gi4.quant = MoeQuant::w4a8_int4;
+    expect_invalid([&] { ops::validate(gi4); }, "the mxfp4_rs_glu weight layout serves w4a8_mxfp4 only; got w4a8_int4");
+    MoeGemmArgs gs = g;
+    gs.b_scales = static_cast<const float*>(fake(0x50004));
+    expect_invalid([&] { ops::validate(gs); }, "is not 16-byte aligned (bulk copies of the mxfp4_rs block scales");
+    // The per-128 plan is unchanged by the new entries.
+    MoeGemmArgs p128 = good();
+    p128.tokens_per_expert_hint = 8192;
+    EXPECT_EQ(ops::select_moe_instantiation(p128).name, "w4a8rs_mxfp4_bf16_m256n128");
+  }
+  EXPECT_STREQ(ops::moe_weight_layout_name(MoeWeightLayout::mxfp4_rs_glu), "mxfp4_rs_glu");
+  EXPECT_EQ(ops::moe_weight_bytes(MoeQuant::w4a8_mxfp4, MoeWeightLayout::mxfp4_rs_glu, 3, 256, 384), 3LL * 2 * 3 * 8704);
+  EXPECT_EQ(ops::moe_weight_scale_bytes(MoeQuant::w4a8_mxfp4, MoeWeightLayout::mxfp4_rs_glu, 3, 256, 384),
+            3LL * 3 * 256 * 4);
   // Buffer sizes: 8704 bytes per 128 x 128 chunk and fp32 block scales; other layouts unchanged.
   EXPECT_EQ(ops::moe_weight_bytes(MoeQuant::w4a8_mxfp4, MoeWeightLayout::mxfp4_rs, 3, 256, 384), 3LL * 2 * 3 * 8704);
   EXPECT_EQ(ops::moe_weight_scale_bytes(MoeQuant::w4a8_mxfp4, MoeWeightLayout::mxfp4_rs, 3, 256, 384),
@@ -511,20 +558,21 @@ TEST(MoeGemmValidate, Int4LutRegisterOperandLayout) {
   }
   check([](auto& b) { b.a_scale_granularity = ops::MoeActScales::per_token; b.block_m = 128; },
         "no w4a8_int4 bf16 kernel with block_m 128 and cluster 1x1 (per-token activation scales ship with "
-        "int4_rs_lut (bf16 m256n128 1x1, swiglu_fp8 m128n256 1x1) and int4_rs_lut_glu (swiglu_fp8 m256n128 1x2))");
+        "int4_rs_lut (bf16 m256n128 1x1, swiglu_fp8 m128n256 1x1), int4_rs_lut_glu (swiglu_fp8 m256n128 1x2), "
+        "mxfp4_rs (bf16 m256n128 1x1) and mxfp4_rs_glu (swiglu_fp8 m256n128 1x2))");
   check([](auto& b) { b.a_scale_granularity = static_cast<ops::MoeActScales>(7); },
         "unsupported activation scale granularity 7");
   {
     MoeGemmArgs r = good_w4_args(MoeQuant::w4a8_int4);
     r.b_layout = MoeWeightLayout::int4_rs;
     r.a_scale_granularity = ops::MoeActScales::per_token;
-    expect_invalid([&] { ops::validate(r); }, "per-token activation scales need the int4_rs_lut or int4_rs_lut_glu weight layout; got int4_rs");
+    expect_invalid([&] { ops::validate(r); }, "per-token activation scales need the int4_rs_lut[_glu] or mxfp4_rs[_glu] weight layout; got int4_rs");
     MoeGemmArgs w8 = good_w4_args(MoeQuant::w4a8_int4);
     w8.quant = MoeQuant::w8a8;
     w8.b_layout = MoeWeightLayout::rows;
     w8.b_scales = static_cast<const float*>(fake(0x50004));
     w8.a_scale_granularity = ops::MoeActScales::per_token;
-    expect_invalid([&] { ops::validate(w8); }, "per-token activation scales need the int4_rs_lut or int4_rs_lut_glu weight layout; got rows");
+    expect_invalid([&] { ops::validate(w8); }, "per-token activation scales need the int4_rs_lut[_glu] or mxfp4_rs[_glu] weight layout; got rows");
   }
   {
     // Gate/up-interleaved rows: Linear-1 with per-token scales only, on the 256 x 64-channel tile

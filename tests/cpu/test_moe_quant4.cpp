@@ -779,4 +779,43 @@ TEST(Int4Lut, GluInterleavedRowsArePairedGateAndUp) {
                xstage::InvalidArgument);
 }
 
+// prepack_mxfp4_rs_glu is prepack_mxfp4_rs of the gate/up-interleaved rows: the same codes, gaps
+// and block scales as permuting packed and E8M0 by hand and prepacking, the same count of zeroed
+// sub-blocks (rows with exponents spread past the register-operand limit make it non-zero), and
+// rows that are not whole 128-channel blocks of gate and up refused.
+TEST(Mxfp4Rs, GluInterleavedRowsEqualPermutedPrepack) {
+  const int n = 256, cols = 256;
+  std::mt19937 rng(91);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> w(size_t(n) * cols);
+  // Per 32-value sub-block a scale 2^-(0..15): some blocks span more than 11 binades.
+  for (size_t i = 0; i < w.size(); ++i) w[i] = u(rng) * std::ldexp(1.f, -int(((i / 32) * 7 + i / cols) % 16));
+  std::vector<uint8_t> packed(size_t(n) * cols / 2), e8m0(size_t(cols / 32) * n);
+  quantize_mxfp4(w.data(), n, cols, packed.data(), e8m0.data());
+  const size_t bytes = size_t(prepacked_mxfp4_rs_bytes(n, cols));
+  std::vector<uint8_t> glu(bytes, 0x5A);
+  std::vector<float> bs(size_t(cols / 128) * n, -1.f);
+  const long long zeroed = prepack_mxfp4_rs_glu(packed.data(), e8m0.data(), n, cols, glu.data(), bs.data());
+  std::vector<uint8_t> p2(packed.size()), e2(e8m0.size());
+  for (int r = 0; r < n; ++r) {
+    const int src = glu_source_row(r, n);
+    std::memcpy(p2.data() + size_t(r) * cols / 2, packed.data() + size_t(src) * cols / 2, cols / 2);
+    for (int b = 0; b < cols / 32; ++b) e2[size_t(b) * n + r] = e8m0[size_t(b) * n + src];
+  }
+  std::vector<uint8_t> plain(bytes, 0xA5);
+  std::vector<float> bs2(bs.size(), -2.f);
+  const long long zeroed2 = prepack_mxfp4_rs(p2.data(), e2.data(), n, cols, plain.data(), bs2.data());
+  EXPECT_EQ(glu, plain);
+  EXPECT_EQ(bs, bs2);
+  EXPECT_EQ(zeroed, zeroed2);
+  EXPECT_GT(zeroed, 0);  // the spread exponents reach past the limit somewhere
+  try {
+    prepack_mxfp4_rs_glu(packed.data(), e8m0.data(), 128, cols, glu.data(), bs.data());
+    ADD_FAILURE() << "rows = 128 accepted";
+  } catch (const xstage::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("multiple of 256"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(prepack_mxfp4_rs_glu(packed.data(), nullptr, n, cols, glu.data(), bs.data()), xstage::InvalidArgument);
+}
+
 #endif  // XSTAGE_HAVE_MOE

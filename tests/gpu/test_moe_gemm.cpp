@@ -68,8 +68,9 @@ struct Case {
   // Per-token activation scales (MoeActScales::per_token, a_scales [m]); the reference reads
   // them replicated over every 128-K block, i.e. the same math through the per-128 path.
   bool per_token = false;
-  // With lut and per_token, SwiGLU: gate/up-interleaved rows (prepack_int4_lut_rs_glu,
-  // MoeWeightLayout::int4_rs_lut_glu); the reference reads the unpermuted weights.
+  // With per_token, SwiGLU and lut or mxfp4: gate/up-interleaved rows (prepack_int4_lut_rs_glu /
+  // prepack_mxfp4_rs_glu, MoeWeightLayout::int4_rs_lut_glu / mxfp4_rs_glu); the reference reads
+  // the unpermuted weights.
   bool glu = false;
 };
 
@@ -172,7 +173,7 @@ void run_case(const Case& c, uint64_t seed, std::vector<uint8_t>* raw = nullptr)
   const bool w4 = ops::moe_is_w4a8(c.quant);
   const bool mx = c.quant == MoeQuant::w4a8_mxfp4;
   const ops::MoeWeightLayout layout = !c.rs  ? ops::MoeWeightLayout::rows
-                                      : mx    ? ops::MoeWeightLayout::mxfp4_rs
+                                      : mx    ? (c.glu ? ops::MoeWeightLayout::mxfp4_rs_glu : ops::MoeWeightLayout::mxfp4_rs)
                                       : c.glu ? ops::MoeWeightLayout::int4_rs_lut_glu
                                       : c.lut ? ops::MoeWeightLayout::int4_rs_lut
                                               : ops::MoeWeightLayout::int4_rs;
@@ -215,14 +216,16 @@ void run_case(const Case& c, uint64_t seed, std::vector<uint8_t>* raw = nullptr)
       const size_t per_pre = size_t(ops::prepacked_mxfp4_rs_bytes(c.n, c.k)), per_s = size_t(c.k / 128) * c.n;
       upload.assign(per_pre * experts, 0);
       w4w.scales.assign(per_s * experts, 0.f);
+      // glu: the gate/up-interleaved rows, their block scales permuted with them.
       for (int e = 0; e < experts; ++e)
-        ops::prepack_mxfp4_rs(w4w.packed.data() + e * per, w4w.e8m0.data() + size_t(e) * (c.k / 32) * c.n, c.n, c.k,
-                              upload.data() + e * per_pre, w4w.scales.data() + e * per_s);
+        (c.glu ? ops::prepack_mxfp4_rs_glu : ops::prepack_mxfp4_rs)(
+            w4w.packed.data() + e * per, w4w.e8m0.data() + size_t(e) * (c.k / 32) * c.n, c.n, c.k,
+            upload.data() + e * per_pre, w4w.scales.data() + e * per_s);
     }
     XS_CUDA(cudaMemcpy(b.p, upload.data(), upload.size(), cudaMemcpyHostToDevice), "packed weights");
     if (c.quant == MoeQuant::w4a8_int4 || c.rs) {
       // Read after prepacking: prepack_mxfp4_rs writes its block scales into w4w.scales above.
-      const std::vector<float>& sc = c.glu ? glu_scales : w4w.scales;
+      const std::vector<float>& sc = c.glu && !mx ? glu_scales : w4w.scales;
       XS_CUDA(cudaMemcpy(sb.p, sc.data(), sc.size() * 4, cudaMemcpyHostToDevice), "int4 scales");
     } else {
       XS_CUDA(cudaMemcpy(sb.p, w4w.e8m0.data(), w4w.e8m0.size(), cudaMemcpyHostToDevice), "mxfp4 scales");
@@ -925,6 +928,44 @@ TEST(MoeGemmGpu, W4A8RegisterOperandLutPerTokenGlu) {
   run_case(glu({"one_expert_3000_6ctas", MoeEpilogue::swiglu_fp8, 512, 768, {0, 3000}, {}, 0, 6}), s + 3);
   run_case(glu({"k128", MoeEpilogue::swiglu_fp8, 512, 128, {1, 0, 65, 3}, {}, 0, 2}), s + 4);
   run_case(glu({"one_token_x32", MoeEpilogue::swiglu_fp8, 256, 1024, std::vector<int>(32, 1), {}}), s + 5);
+}
+
+// MXFP4 with per-token activation scales: the 256-token bf16 tile (the block scale per row and K
+// block in the promotion, the token scale in the epilogue) and Linear-1 on gate/up-interleaved
+// rows (prepack_mxfp4_rs_glu, 1 x 2 clusters, the epilogue on the producer warps), over the INT4
+// per-token cases' shapes, random exponents and the gap pattern of mx_pattern 1.
+TEST(MoeGemmGpu, W4A8RegisterOperandMxfp4PerToken) {
+  XS_REQUIRE_GPUS(1);
+  const std::vector<int> counts{3, 200, 0, 140};
+  const std::vector<int> gaps{5, 0, 17, 3, 9};
+  const std::vector<int> uneven5{0, 37, 300, 129, 1}, uneven4{130, 0, 257, 1};
+  auto tok = [](Case c, int pattern, bool glu) {
+    c.name += glu ? "_mx_tok_glu" : "_mx_tok";
+    if (pattern) c.name += "gaps";
+    c.quant = MoeQuant::w4a8_mxfp4;
+    c.rs = true;
+    c.per_token = true;
+    c.glu = glu;
+    c.mx_pattern = pattern;
+    return c;
+  };
+  ops::MoeGemmArgs probe = rs_probe(ops::MoeWeightLayout::mxfp4_rs, 0, 512);
+  probe.quant = MoeQuant::w4a8_mxfp4;
+  probe.a_scale_granularity = ops::MoeActScales::per_token;
+  EXPECT_EQ(ops::select_moe_instantiation(probe).name, "w4a8rs_mxfp4_tok_bf16_m256n128");
+  probe.b_layout = ops::MoeWeightLayout::mxfp4_rs_glu;
+  probe.epilogue = MoeEpilogue::swiglu_fp8;
+  EXPECT_EQ(ops::select_moe_instantiation(probe).name, "w4a8rs_mxfp4_tok_glu_m256n128");
+  const uint64_t s = 1310;
+  run_case(tok({"dit_l2", MoeEpilogue::bf16, 1408, 5632, uneven5, {}}, 0, false), s);
+  run_case(tok({"ds_l1_bf16", MoeEpilogue::bf16, 4096, 4096, uneven4, {}}, 1, false), s + 1);
+  run_case(tok({"gaps_3ctas", MoeEpilogue::bf16, 512, 1024, counts, gaps, 0, 3}, 0, false), s + 2);
+  run_case(tok({"k128_1cta", MoeEpilogue::bf16, 256, 128, {1, 0, 300, 49}, {}, 0, 1}, 0, false), s + 3);
+  run_case(tok({"dit_l1_swiglu", MoeEpilogue::swiglu_fp8, 2 * 5632, 1408, uneven5, {}}, 0, true), s + 4);
+  run_case(tok({"ds_l1_swiglu", MoeEpilogue::swiglu_fp8, 2 * 2048, 4096, uneven4, {}}, 1, true), s + 5);
+  run_case(tok({"gaps_2ctas", MoeEpilogue::swiglu_fp8, 512, 1024, counts, gaps, 0, 2}, 0, true), s + 6);
+  run_case(tok({"one_expert_3000_6ctas", MoeEpilogue::swiglu_fp8, 512, 768, {0, 3000}, {}, 0, 6}, 0, true), s + 7);
+  run_case(tok({"one_token_x32", MoeEpilogue::swiglu_fp8, 256, 1024, std::vector<int>(32, 1), {}}, 0, true), s + 8);
 }
 
 // The register-operand MXFP4 kernels (prepack_mxfp4_rs: per-sub-block exponent gaps folded into

@@ -52,10 +52,28 @@ enum class MoeEpilogue : int { bf16 = 0, swiglu_fp8 = 1 };
 //             w4a8rs_lut_tok_glu_m256n128: the bf16 256-token tile's main loop (half the
 //             conversion per MAC of w4a8rs_lut_tok_swiglu_m128n256), 64 channels per tile, the
 //             per-token amax of a 128-channel scale block shared by a 1 x 2 cluster.
-enum class MoeWeightLayout : int { rows = 0, int4_rs = 1, mxfp4_rs = 2, int4_rs_lut = 3, int4_rs_lut_glu = 4 };
+//   mxfp4_rs_glu (w4a8_mxfp4, swiglu_fp8, per_token only): the mxfp4_rs format on the same
+//             gate/up-interleaved rows, B and b_scales (the permuted block scales) from
+//             prepack_mxfp4_rs_glu. Kernel w4a8rs_mxfp4_tok_glu_m256n128.
+enum class MoeWeightLayout : int {
+  rows = 0,
+  int4_rs = 1,
+  mxfp4_rs = 2,
+  int4_rs_lut = 3,
+  int4_rs_lut_glu = 4,
+  mxfp4_rs_glu = 5
+};
 // The INT4 two-level layouts (same chunks, same b_scales: fp32 channel scales [experts, n]).
 inline constexpr bool moe_layout_is_int4_lut(MoeWeightLayout l) {
   return l == MoeWeightLayout::int4_rs_lut || l == MoeWeightLayout::int4_rs_lut_glu;
+}
+// The register-operand MXFP4 layouts (same chunks, same b_scales: fp32 block scales [experts, k/128, n]).
+inline constexpr bool moe_layout_is_mxfp4_rs(MoeWeightLayout l) {
+  return l == MoeWeightLayout::mxfp4_rs || l == MoeWeightLayout::mxfp4_rs_glu;
+}
+// The gate/up-interleaved Linear-1 layouts (swiglu_fp8 with per-token scales, 1 x 2 clusters).
+inline constexpr bool moe_layout_is_glu(MoeWeightLayout l) {
+  return l == MoeWeightLayout::int4_rs_lut_glu || l == MoeWeightLayout::mxfp4_rs_glu;
 }
 // Granularity of the activation scales (a_scales).
 //   per_128   fp32 [k/128, m_total]: per token per 128 channels (every kernel; what the
@@ -63,7 +81,9 @@ inline constexpr bool moe_layout_is_int4_lut(MoeWeightLayout l) {
 //   per_token fp32 [m_total]: one scale per token for all of K. int4_rs_lut on its two-piece
 //             tiles only (bf16 256 tokens, SwiGLU 128 tokens): nothing varies per K block, so the
 //             promotion per 128 K is a plain add (fp32 accuracy, no token scales in the K loop)
-//             and both scales are applied in the epilogue. Quantise with quantize_fp8_per_token
+//             and both scales are applied in the epilogue. mxfp4_rs (bf16, 256 tokens): the
+//             promotion keeps the row's block scale (one FFMA per value), the token scale goes to
+//             the epilogue. The glu layouts (Linear-1) take per_token only. Quantise with quantize_fp8_per_token
 //             (moe_quant.hpp). A different activation recipe from W8A8's per_128.
 enum class MoeActScales : int { per_128 = 0, per_token = 1 };
 const char* moe_weight_layout_name(MoeWeightLayout l);

@@ -123,5 +123,12 @@ int glu_source_row(int row, int rows);
 // prepack_int4_lut_rs. Per expert.
 void prepack_int4_lut_rs_glu(const uint8_t* packed, const uint8_t* group_e4m3, const float* channel_scales, int rows,
                              int cols, uint8_t* out, float* out_channel_scales);
+// prepack_mxfp4_rs of the same gate/up-interleaved rows (MoeWeightLayout::mxfp4_rs_glu):
+// packed and e8m0 as quantize_mxfp4 writes them for the unpermuted matrix; block_scales [cols /
+// 128, rows] come out for the permuted rows (the kernel's b_scales). Returns the zeroed sub-blocks
+// as prepack_mxfp4_rs. rows a positive multiple of 256; throws InvalidArgument otherwise, or as
+// prepack_mxfp4_rs. Per expert.
+long long prepack_mxfp4_rs_glu(const uint8_t* packed, const uint8_t* e8m0, int rows, int cols, uint8_t* out,
+                               float* block_scales);
 
 }  // namespace xstage::ops

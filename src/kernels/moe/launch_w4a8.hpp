@@ -61,6 +61,12 @@ KernelInfo moe_w4a8rs_lut_tok_swiglu_m128n256_info();
 // block is shared by the pair); n = 2 * intermediate, a multiple of 256.
 cudaError_t moe_w4a8rs_lut_tok_glu_m256n128(const MoeW4A8Params& p, cudaStream_t stream);
 KernelInfo moe_w4a8rs_lut_tok_glu_m256n128_info();
+// MXFP4 with per-token activation scales (MoeWeightLayout::mxfp4_rs / mxfp4_rs_glu): the block
+// scale per row and K block stays in the promotion, the token scale goes to the epilogue.
+cudaError_t moe_w4a8rs_mxfp4_tok_bf16_m256n128(const MoeW4A8Params& p, cudaStream_t stream);
+KernelInfo moe_w4a8rs_mxfp4_tok_bf16_m256n128_info();
+cudaError_t moe_w4a8rs_mxfp4_tok_glu_m256n128(const MoeW4A8Params& p, cudaStream_t stream);
+KernelInfo moe_w4a8rs_mxfp4_tok_glu_m256n128_info();
 
 // The kernel a format runs (each tile has one per format).
 KernelInfo moe_w4a8_bf16_m192n128_info(W4Format f);

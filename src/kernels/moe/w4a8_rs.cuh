@@ -80,11 +80,15 @@ using namespace cute;
 // promotion keeps only the token scale (one FFMA per value, as W8A8) and w_scales are fp32
 // channel scales [experts, n], applied once per tile in the epilogue.
 // kTok_: per-token activation scales (a_scales fp32 [m_total], one per token for all K), INT4
-// two-level with two pieces only: no scale varies per K block, so the promotion is a plain add
+// two-level or MXFP4 with two pieces only. INT4 two-level: no scale varies per K block, so the
+// promotion is a plain add
 // (acc += part, kept per 128 K for the fp32 accuracy of the sum: the tensor core's own FP8
 // accumulation over all of K was 3.6e-3 off in the SwiGLU group scales at K = 1408, run 83) and
 // the K loop loads no token scales (their shared-memory traffic is most of what the per-128
 // promotion costs: tools/rs_wgmma_probe, session 19); token x channel scale in the epilogue.
+// MXFP4 (kMx_ with kTok_): the block scale of each row and K block stays in the promotion as one
+// register per row (acc = fma(part, w_scale[row, kb], acc), no token-scale loads); the token
+// scale in the epilogue.
 // kGlu_: SwiGLU on gate/up-interleaved rows (see the header; per-token scales, 256-token tiles of
 // two 128-token pieces, one 64-row block per warp group, 1 x 2 clusters). kGateUp_ stays false:
 // the main loop is the bf16 tile's, only the epilogue differs.
@@ -95,7 +99,8 @@ struct W4RsTraits {
   static constexpr bool kGlu = kGlu_;
   static_assert(!kGlu_ || (!kGateUp_ && kTok_), "the interleaved SwiGLU tile: per-token scales on the bf16 main loop");
   static constexpr bool kTok = kTok_;
-  static_assert(!kTok_ || (kLut_ && kPieces_ == 2), "per-token activation scales: INT4 two-level, two pieces");
+  static_assert(!kTok_ || ((kLut_ || kMx_) && kPieces_ == 2),
+                "per-token activation scales: INT4 two-level or MXFP4, two pieces");
   static constexpr bool kMx = kMx_;
   static constexpr bool kLut = kLut_;
   static_assert(!(kMx && kLut), "one weight format");
@@ -466,7 +471,8 @@ struct MoeW4A8RsKernel {
             Acc& ac = acc[pc * kBlocks + b];
             if constexpr ((T::kStudy & 4) != 0) {
               if (i == 0) ac(i) += pt[b](i);  // one value, so the wgmmas stay live
-            } else if constexpr ((T::kStudy & 2) != 0 || T::kTok) ac(i) += pt[b](i);
+            } else if constexpr ((T::kStudy & 2) != 0 || (T::kTok && T::kLut)) ac(i) += pt[b](i);
+            else if constexpr (T::kTok) ac(i) = fmaf(pt[b](i), (i & 2) ? w1[b] : w0[b], ac(i));  // kMx
             else if constexpr (T::kLut) ac(i) = fmaf(pt[b](i), a, ac(i));
             else ac(i) = fmaf(pt[b](i) * a, (i & 2) ? w1[b] : w0[b], ac(i));
           }
@@ -760,7 +766,9 @@ struct MoeW4A8RsKernel {
     static_assert(kBlockT == 256 && kPieceT == 128 && kVals == 64, "two 128-token pieces, one per 256 threads");
     asm volatile("cp.async.wait_all;\n" ::: "memory");
     named_sync(128, static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + g);  // the group's prefetches landed
-    const float cg = ss.epi_cs[grow], cu = ss.epi_cs[grow + 8];
+    // INT4 two-level: the channel scales of gate and up (MXFP4: the block scales were applied in
+    // the promotion).
+    const float cg = T::kLut ? ss.epi_cs[grow] : 1.f, cu = T::kLut ? ss.epi_cs[grow + 8] : 1.f;
     float h[kPieces][kVals / 2];  // [piece][j]: token 2q + (j & 1) + 8 (j / 2)
     CUTE_UNROLL
     for (int pc = 0; pc < kPieces; ++pc) {
