@@ -1,12 +1,13 @@
 // The register-operand MXFP4 kernel with per-token activation scales (a_scales [m_total];
 // MoeGemmArgs::a_scale_granularity = per_token): bf16 output, 256-token tiles. The promotion per
 // 128 K multiplies by the row's block scale (one register per row, no token-scale loads); the
-// token scale is applied in the epilogue.
+// token scale is applied in the epilogue; the staged tile is copied out by warps 1-3 of the
+// producer warp group (so three stages).
 #include "kernels/moe/w4a8_rs.cuh"
 
 namespace xstage::kernels::moe {
 
-using KernelW4A8RsMxTokBf16M256N128 = MoeW4A8RsKernel<W4RsTraits<4, false, 0, true, 2, false, true>>;
+using KernelW4A8RsMxTokBf16M256N128 = MoeW4A8RsKernel<W4RsTraits<3, false, 0, true, 2, false, true, false, true>>;
 
 cudaError_t moe_w4a8rs_mxfp4_tok_bf16_m256n128(const MoeW4A8Params& p, cudaStream_t stream) {
   return launch_moe_w4a8_rs<KernelW4A8RsMxTokBf16M256N128>(p, stream);

@@ -24,6 +24,8 @@
 //     same tokens) through distributed shared memory. The consumers only compute h and park it
 //     in shared memory; warps 1-3 of the producer warp group run the rest of the epilogue while
 //     the consumers go on with the next tile.
+// The per-token bf16 tiles (W4RsTraits::kBf16Warps) likewise stage the whole tile and leave its
+// copy-out to those warps.
 // Warp group 0 is the producer (warp 0: lane 0 issues the TMA load of the fp8 token tile and the
 // bulk copies of the prepacked weight chunks and their weight scales; except with per-token
 // scales, all 32 lanes copy the K block's token scales with cp.async, zero past the expert's
@@ -92,11 +94,17 @@ using namespace cute;
 // kGlu_: SwiGLU on gate/up-interleaved rows (see the header; per-token scales, 256-token tiles of
 // two 128-token pieces, one 64-row block per warp group, 1 x 2 clusters). kGateUp_ stays false:
 // the main loop is the bf16 tile's, only the epilogue differs.
+// kBf16Warps_: the bf16 tile's copy-out on warps 1-3 of the producer warp group (per-token tiles):
+// the consumers stage the whole tile (both pieces, bf16, token-major) and go on with the next one.
 template <int kStages_, bool kGateUp_, int kStudy_ = 0, bool kMx_ = false, int kPieces_ = 1, bool kLut_ = false,
-          bool kTok_ = false, bool kGlu_ = false>
+          bool kTok_ = false, bool kGlu_ = false, bool kBf16Warps_ = false>
 struct W4RsTraits {
   static constexpr int kStudy = kStudy_;
   static constexpr bool kGlu = kGlu_;
+  static constexpr bool kBf16Warps = kBf16Warps_;
+  static_assert(!kBf16Warps_ || (kTok_ && !kGlu_ && !kGateUp_), "the bf16 copy-out on the producer warps: per-token bf16");
+  // Warps 1-3 of the producer warp group run (part of) the epilogue.
+  static constexpr bool kEpiWarps = kGlu_ || kBf16Warps_;
   static_assert(!kGlu_ || (!kGateUp_ && kTok_), "the interleaved SwiGLU tile: per-token scales on the bf16 main loop");
   static constexpr bool kTok = kTok_;
   static_assert(!kTok_ || ((kLut_ || kMx_) && kPieces_ == 2),
@@ -188,8 +196,13 @@ struct MoeW4A8RsKernel {
   // 8q + c; an epilogue warp reads 16 bytes of 8 tokens per phase, banks 4 tok + 4c.
   static constexpr int kHPitch = 64 + 4;
   static constexpr int kGluEpiBytes = kBlockT * kHPitch * 4;
-  // kGlu: warps 1-3 of the producer warp group run the epilogue (one thread per token).
+  // kGlu: warps 1-3 of the producer warp group run the epilogue (one thread per token); kBf16Warps:
+  // they copy the staged bf16 tile out.
   static constexpr int kEpiThreads = 96;
+  // kBf16Warps: the whole tile staged token-major, 128 bf16 columns per token (pitch 272 bytes,
+  // 4 mod 32 words: the stmatrix rows and the 16-byte copy-out reads are free of bank conflicts).
+  static constexpr int kParkPitch = 128 * 2 + 16;
+  static constexpr int kParkEpiBytes = kBlockT * kParkPitch;
 
   struct Params {
     typename T::TmaX tma_x;
@@ -218,7 +231,7 @@ struct MoeW4A8RsKernel {
     cute::array_aligned<uint8_t, kStages * T::kPackedBytes, 128> w;
     cute::array_aligned<float, T::kLut ? 4 : kStages * kBlocks * 128, 16> ws;  // lut: unused
     cute::array_aligned<float, T::kTok ? 4 : kStages * T::kAsStage, 16> as;  // kTok: unused
-    cute::array_aligned<uint8_t, T::kGlu ? kGluEpiBytes : kEpiBytes, 128> epi;
+    cute::array_aligned<uint8_t, T::kGlu ? kGluEpiBytes : T::kBf16Warps ? kParkEpiBytes : kEpiBytes, 128> epi;
     // Epilogue inputs, copied in (cp.async) when a tile starts so their global latency hides under
     // the K loop. bf16: each warp group's 64 channel scales (lut) and its copy of the tile's token
     // scales (kTok). SwiGLU (shared by both groups): the 128 gate and 128 up channel scales (lut),
@@ -653,6 +666,47 @@ struct MoeW4A8RsKernel {
     }
   }
 
+  // kBf16Warps: warp group g's 64 columns of both pieces, scaled (channel x token scale) and
+  // staged token-major through stmatrix as store_bf16 does, into the tile-wide staging; the
+  // epilogue warps copy it out (bf16_copy_out) while this group starts the next tile.
+  __device__ __forceinline__ void park_bf16(SharedStorage& ss, Acc const* acc, int g, int wt) const {
+    const int lane = wt % 32, w = wt / 32;
+    const int q = lane % 4;
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    named_sync(128, static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + g);  // the group's prefetches landed
+    float cs0 = 1.f, cs1 = 1.f;
+    if constexpr (T::kLut) {
+      cs0 = ss.epi_cs[64 * g + 16 * w + lane / 4];
+      cs1 = ss.epi_cs[64 * g + 16 * w + lane / 4 + 8];
+    }
+    named_sync(kHBarThreads, kBarHFree0 + g);  // the epilogue warps have copied the previous tile out
+    const int m = lane / 8, r = lane % 8;
+    const uint32_t row_addr = cute::cast_smem_ptr_to_uint(ss.epi.data() + (8 * (m >> 1) + r) * kParkPitch +
+                                                          (64 * g + 16 * w + 8 * (m & 1)) * 2);
+    CUTE_UNROLL
+    for (int pc = 0; pc < kPieces; ++pc) {
+      CUTE_UNROLL
+      for (int j = 0; j < kPieceT / 16; ++j) {
+        uint32_t packed[4];
+        CUTE_UNROLL
+        for (int mm = 0; mm < 4; ++mm) {
+          const int jj = 2 * j + (mm >> 1), h = mm & 1;
+          const int i = 4 * jj + 2 * h;
+          const float2 ts =
+              *reinterpret_cast<const float2*>(ss.epi_ts.data() + g * kBlockT + pc * kPieceT + 8 * jj + 2 * q);
+          const __nv_bfloat162 b2 =
+              __floats2bfloat162_rn(acc[pc](i) * (h ? cs1 : cs0) * ts.x, acc[pc](i + 1) * (h ? cs1 : cs0) * ts.y);
+          packed[mm] = *reinterpret_cast<const uint32_t*>(&b2);
+        }
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                         row_addr + static_cast<uint32_t>((pc * kPieceT + 16 * j) * kParkPitch)),
+                     "r"(packed[0]), "r"(packed[1]), "r"(packed[2]), "r"(packed[3])
+                     : "memory");
+      }
+    }
+    named_arrive(kHBarThreads, kBarHFull0 + g);
+  }
+
   // SwiGLU: h = silu(gate) * up * row_weight for warp group g's 64 channels of token piece pc
   // (acc = its gate and up accumulators); the per-token amax over the tile's 128 channels goes
   // through shared memory (one partial per warp); fp8 rows staged token-major, stored in 16-byte
@@ -754,7 +808,7 @@ struct MoeW4A8RsKernel {
   // kGlu, consumer side: thread (g, warp w, lane) holds gate (tile row 64g + 16w + lane/4) and up
   // (+ 8) of channel 32g + 8w + lane/4 of the CTA's 64, for tokens 2q + (i & 1) + 8 (i / 4) of each
   // piece. It computes h = silu(gate * s_g * t) * (up * s_u * t) for both pieces and parks h in
-  // shared memory (token-major fp32) for the epilogue warps (glu_epilogue), which take the router
+  // shared memory (token-major fp32) for the epilogue warps (glu_tile), which take the router
   // weight, the amax, its exchange with the partner CTA, the quantisation and the stores, while
   // this warp group goes on to the next tile. Each warp group only reads the scales its own
   // threads prefetched, so the groups never wait for each other here.
@@ -791,80 +845,99 @@ struct MoeW4A8RsKernel {
     named_arrive(kHBarThreads, kBarHFull0 + g);
   }
 
-  // kGlu, epilogue warps (warps 1-3 of the producer warp group, e = 0..95). Per tile, thread e takes
-  // tokens e, e + 96, e + 192 (< 256): the amax of |h| over the CTA's 64 channels times |router
-  // weight|, stored into the partner CTA's exchange buffer (the partner covers the other 64
-  // channels of the scale block), one remote arrival per thread after its stores, two buffers by
-  // tile parity (a buffer is written again only after its reader has arrived for the next tile,
-  // i.e. after it read this one). Then the block amax, the scale (written by rank 0), and the
-  // row quantised (h * router weight / scale) and stored as four 16-byte pieces. The h rows are
-  // released to the consumers after the last read.
-  __device__ void glu_epilogue(Params const& p, SharedStorage& ss) const {
-    constexpr int kRounds = (kBlockT + kEpiThreads - 1) / kEpiThreads;
+  // Warps 1-3 of the producer warp group (e = 0..95): per tile, wait until both consumer warp
+  // groups have parked their part, run the kGlu epilogue (glu_tile) or the bf16 copy-out, and
+  // release the staging to the consumers after the last read.
+  __device__ void epilogue_warps(Params const& p, SharedStorage& ss) const {
     const int e = static_cast<int>(threadIdx.x) - 32;
-    const int rank = cta_rank();
-    const uint32_t peer = static_cast<uint32_t>(rank ^ 1);
-    const float* hb = reinterpret_cast<const float*>(ss.epi.data());
-    Scheduler sched(p.counts, p.offsets, p.experts, p.n_blocks, rank);
+    Scheduler sched(p.counts, p.offsets, p.experts, p.n_blocks, cta_rank());
     CUTE_UNROLL
-    for (int g = 0; g < T::kConsumerWGs; ++g) named_arrive(kHBarThreads, kBarHFree0 + g);  // h starts free
+    for (int g = 0; g < T::kConsumerWGs; ++g) named_arrive(kHBarThreads, kBarHFree0 + g);  // the staging starts free
     WorkTile t;
     uint32_t tile_no = 0;
     while (sched.next(t)) {
-      const uint32_t par = tile_no & 1u;
       CUTE_UNROLL
       for (int g = 0; g < T::kConsumerWGs; ++g) named_sync(kHBarThreads, kBarHFull0 + g);
-      float amax[kRounds] = {};
-      CUTE_UNROLL
-      for (int r = 0; r < kRounds; ++r) {
-        const int tok = e + kEpiThreads * r;
-        if (tok >= kBlockT) break;
-        const float4* row = reinterpret_cast<const float4*>(hb + tok * kHPitch);
-        float m0 = 0.f, m1 = 0.f, m2 = 0.f, m3 = 0.f;
-        CUTE_UNROLL
-        for (int c = 0; c < 16; ++c) {
-          const float4 v = row[c];
-          m0 = fmaxf(m0, fabsf(v.x));
-          m1 = fmaxf(m1, fabsf(v.y));
-          m2 = fmaxf(m2, fabsf(v.z));
-          m3 = fmaxf(m3, fabsf(v.w));
-        }
-        const float rw = tok < t.rows ? __ldg(p.row_weights + t.row_begin + tok) : 0.f;
-        amax[r] = fmaxf(fmaxf(m0, m1), fmaxf(m2, m3)) * fabsf(rw);
-        const uint32_t dst = remote_smem(cute::cast_smem_ptr_to_uint(ss.xch.data() + par * kBlockT + tok), peer);
-        asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(dst), "f"(amax[r]) : "memory");
-      }
-      {
-        const uint32_t bar = remote_smem(cute::cast_smem_ptr_to_uint(&ss.xfull[par]), peer);
-        asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
-      }
-      cluster_wait(&ss.xfull[par], (tile_no >> 1) & 1u);
-      auto* out = static_cast<uint8_t*>(p.out);
-      CUTE_UNROLL
-      for (int r = 0; r < kRounds; ++r) {
-        const int tok = e + kEpiThreads * r;
-        if (tok >= kBlockT) break;
-        if (tok >= t.rows) continue;
-        const QuantScale qs = quant_scale(fmaxf(amax[r], ss.xch[par * kBlockT + tok]));
-        if (rank == 0) p.out_scales[static_cast<int64_t>(t.n_block / 2) * p.m_total + t.row_begin + tok] = qs.scale;
-        const float f = __ldg(p.row_weights + t.row_begin + tok) * qs.inv;
-        const float4* row = reinterpret_cast<const float4*>(hb + tok * kHPitch);
-        uint4* dst = reinterpret_cast<uint4*>(out + (t.row_begin + tok) * p.out_ld + t.n_block * 64);
-        CUTE_UNROLL
-        for (int c = 0; c < 4; ++c) {
-          uint32_t wd[4];
-          CUTE_UNROLL
-          for (int k = 0; k < 4; ++k) {
-            const float4 v = row[4 * c + k];
-            wd[k] = static_cast<uint32_t>(fp8x2_e4m3(v.x * f, v.y * f)) |
-                    (static_cast<uint32_t>(fp8x2_e4m3(v.z * f, v.w * f)) << 16);
-          }
-          dst[c] = make_uint4(wd[0], wd[1], wd[2], wd[3]);
+      if constexpr (T::kGlu) {
+        glu_tile(p, ss, t, e, tile_no);
+      } else {
+        // 16-byte pieces of the staged rows (16 per token), consecutive lanes along a row.
+        constexpr int kChunks = 128 * 2 / 16;
+        auto* out = static_cast<__nv_bfloat16*>(p.out);
+        for (int idx = e; idx < kBlockT * kChunks; idx += kEpiThreads) {
+          const int tok = idx / kChunks, c = idx % kChunks;
+          if (tok < t.rows)
+            *reinterpret_cast<uint4*>(out + (t.row_begin + tok) * p.out_ld + t.n_block * 128 + 8 * c) =
+                *reinterpret_cast<const uint4*>(ss.epi.data() + tok * kParkPitch + c * 16);
         }
       }
       CUTE_UNROLL
       for (int g = 0; g < T::kConsumerWGs; ++g) named_arrive(kHBarThreads, kBarHFree0 + g);
       ++tile_no;
+    }
+  }
+
+  // kGlu, epilogue warps, one tile (thread e takes tokens e, e + 96, e + 192 < 256): the amax of
+  // |h| over the CTA's 64 channels times |router weight|, stored into the partner CTA's exchange
+  // buffer (the partner covers the other 64 channels of the scale block), one remote arrival per
+  // thread after its stores, two buffers by tile parity (a buffer is written again only after its
+  // reader has arrived for the next tile, i.e. after it read this one). Then the block amax, the
+  // scale (written by rank 0), and the row quantised (h * router weight / scale) and stored as
+  // four 16-byte pieces.
+  __device__ __forceinline__ void glu_tile(Params const& p, SharedStorage& ss, WorkTile const& t, int e,
+                                           uint32_t tile_no) const {
+    constexpr int kRounds = (kBlockT + kEpiThreads - 1) / kEpiThreads;
+    const int rank = cta_rank();
+    const uint32_t peer = static_cast<uint32_t>(rank ^ 1);
+    const float* hb = reinterpret_cast<const float*>(ss.epi.data());
+    const uint32_t par = tile_no & 1u;
+    float amax[kRounds] = {};
+    CUTE_UNROLL
+    for (int r = 0; r < kRounds; ++r) {
+      const int tok = e + kEpiThreads * r;
+      if (tok >= kBlockT) break;
+      const float4* row = reinterpret_cast<const float4*>(hb + tok * kHPitch);
+      float m0 = 0.f, m1 = 0.f, m2 = 0.f, m3 = 0.f;
+      CUTE_UNROLL
+      for (int c = 0; c < 16; ++c) {
+        const float4 v = row[c];
+        m0 = fmaxf(m0, fabsf(v.x));
+        m1 = fmaxf(m1, fabsf(v.y));
+        m2 = fmaxf(m2, fabsf(v.z));
+        m3 = fmaxf(m3, fabsf(v.w));
+      }
+      const float rw = tok < t.rows ? __ldg(p.row_weights + t.row_begin + tok) : 0.f;
+      amax[r] = fmaxf(fmaxf(m0, m1), fmaxf(m2, m3)) * fabsf(rw);
+      const uint32_t dst = remote_smem(cute::cast_smem_ptr_to_uint(ss.xch.data() + par * kBlockT + tok), peer);
+      asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(dst), "f"(amax[r]) : "memory");
+    }
+    {
+      const uint32_t bar = remote_smem(cute::cast_smem_ptr_to_uint(&ss.xfull[par]), peer);
+      asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
+    }
+    cluster_wait(&ss.xfull[par], (tile_no >> 1) & 1u);
+    auto* out = static_cast<uint8_t*>(p.out);
+    CUTE_UNROLL
+    for (int r = 0; r < kRounds; ++r) {
+      const int tok = e + kEpiThreads * r;
+      if (tok >= kBlockT) break;
+      if (tok >= t.rows) continue;
+      const QuantScale qs = quant_scale(fmaxf(amax[r], ss.xch[par * kBlockT + tok]));
+      if (rank == 0) p.out_scales[static_cast<int64_t>(t.n_block / 2) * p.m_total + t.row_begin + tok] = qs.scale;
+      const float f = __ldg(p.row_weights + t.row_begin + tok) * qs.inv;
+      const float4* row = reinterpret_cast<const float4*>(hb + tok * kHPitch);
+      uint4* dst = reinterpret_cast<uint4*>(out + (t.row_begin + tok) * p.out_ld + t.n_block * 64);
+      CUTE_UNROLL
+      for (int c = 0; c < 4; ++c) {
+        uint32_t wd[4];
+        CUTE_UNROLL
+        for (int k = 0; k < 4; ++k) {
+          const float4 v = row[4 * c + k];
+          wd[k] = static_cast<uint32_t>(fp8x2_e4m3(v.x * f, v.y * f)) |
+                  (static_cast<uint32_t>(fp8x2_e4m3(v.z * f, v.w * f)) << 16);
+        }
+        dst[c] = make_uint4(wd[0], wd[1], wd[2], wd[3]);
+      }
     }
   }
 
@@ -918,7 +991,7 @@ struct MoeW4A8RsKernel {
     if (warp_group == 0) {
       cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
       if (warp == 0) produce(p, ss, sX);
-      else if constexpr (T::kGlu) glu_epilogue(p, ss);
+      else if constexpr (T::kEpiWarps) epilogue_warps(p, ss);
     } else {
       cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
       const int ct = static_cast<int>(threadIdx.x) - 128;
@@ -938,6 +1011,8 @@ struct MoeW4A8RsKernel {
           if constexpr (kPieces == 2) {
             if (kPieceT < t.rows) store_swiglu(p, ss, acc + kBlocks, t, g, wt, 1);
           }
+        } else if constexpr (T::kBf16Warps) {
+          park_bf16(ss, acc, g, wt);
         } else {
           store_bf16(p, ss, acc[0], t, g, wt, 0);
           if constexpr (kPieces == 2) {
