@@ -354,44 +354,50 @@ int glu_source_row(int row, int rows) {
   return (up != 0 ? rows / 2 : 0) + 64 * j + 8 * slab + i;
 }
 
+namespace {
+
+// The gate/up-interleaved rows of a Linear-1 weight (glu_source_row): the packed codes [rows,
+// cols / 2] and one byte table stored group-major [groups, rows] (group scales or exponents),
+// permuted; rows checked to be whole 128-channel blocks of gate and up.
+struct GluRows {
+  std::vector<uint8_t> packed, table;
+};
+GluRows permute_glu_rows(const char* what, const uint8_t* packed, const uint8_t* table, int groups, int rows,
+                         int cols) {
+  if (rows <= 0 || rows % 256 != 0)
+    throw InvalidArgument(std::string(what) + ": rows = " + std::to_string(rows) +
+                          " must be a positive multiple of 256 (gate and up halves of 128-channel blocks)");
+  check_rs_shape(what, rows, cols);
+  const size_t row_bytes = static_cast<size_t>(cols) / 2;
+  GluRows g{std::vector<uint8_t>(static_cast<size_t>(rows) * row_bytes),
+            std::vector<uint8_t>(static_cast<size_t>(groups) * rows)};
+  for (int r = 0; r < rows; ++r) {
+    const int src = glu_source_row(r, rows);
+    std::memcpy(g.packed.data() + r * row_bytes, packed + src * row_bytes, row_bytes);
+    for (int i = 0; i < groups; ++i) g.table[static_cast<size_t>(i) * rows + r] = table[static_cast<size_t>(i) * rows + src];
+  }
+  return g;
+}
+
+}  // namespace
+
 void prepack_int4_lut_rs_glu(const uint8_t* packed, const uint8_t* group_e4m3, const float* channel_scales, int rows,
                              int cols, uint8_t* out, float* out_channel_scales) {
   if (packed == nullptr || group_e4m3 == nullptr || channel_scales == nullptr || out == nullptr ||
       out_channel_scales == nullptr)
     throw InvalidArgument("prepack_int4_lut_rs_glu: null buffer");
-  if (rows <= 0 || rows % 256 != 0)
-    throw InvalidArgument("prepack_int4_lut_rs_glu: rows = " + std::to_string(rows) +
-                          " must be a positive multiple of 256 (gate and up halves of 128-channel blocks)");
-  check_rs_shape("prepack_int4_lut_rs_glu", rows, cols);
-  const size_t row_bytes = static_cast<size_t>(cols) / 2;
-  const int groups = cols / kInt4Group;
-  std::vector<uint8_t> p2(static_cast<size_t>(rows) * row_bytes), g2(static_cast<size_t>(groups) * rows);
-  for (int r = 0; r < rows; ++r) {
-    const int src = glu_source_row(r, rows);
-    std::memcpy(p2.data() + r * row_bytes, packed + src * row_bytes, row_bytes);
-    for (int g = 0; g < groups; ++g) g2[static_cast<size_t>(g) * rows + r] = group_e4m3[static_cast<size_t>(g) * rows + src];
-    out_channel_scales[r] = channel_scales[src];
-  }
-  prepack_int4_lut_rs(p2.data(), g2.data(), rows, cols, out);
+  const GluRows g = permute_glu_rows("prepack_int4_lut_rs_glu", packed, group_e4m3, cols / kInt4Group, rows, cols);
+  for (int r = 0; r < rows; ++r) out_channel_scales[r] = channel_scales[glu_source_row(r, rows)];
+  prepack_int4_lut_rs(g.packed.data(), g.table.data(), rows, cols, out);
 }
 
 long long prepack_mxfp4_rs_glu(const uint8_t* packed, const uint8_t* e8m0, int rows, int cols, uint8_t* out,
                                float* block_scales) {
   if (packed == nullptr || e8m0 == nullptr || out == nullptr || block_scales == nullptr)
     throw InvalidArgument("prepack_mxfp4_rs_glu: null buffer");
-  if (rows <= 0 || rows % 256 != 0)
-    throw InvalidArgument("prepack_mxfp4_rs_glu: rows = " + std::to_string(rows) +
-                          " must be a positive multiple of 256 (gate and up halves of 128-channel blocks)");
-  check_rs_shape("prepack_mxfp4_rs_glu", rows, cols);
-  const size_t row_bytes = static_cast<size_t>(cols) / 2;
-  const int subs = cols / 32;  // E8M0 exponents per row, stored [cols / 32, rows]
-  std::vector<uint8_t> p2(static_cast<size_t>(rows) * row_bytes), e2(static_cast<size_t>(subs) * rows);
-  for (int r = 0; r < rows; ++r) {
-    const int src = glu_source_row(r, rows);
-    std::memcpy(p2.data() + r * row_bytes, packed + src * row_bytes, row_bytes);
-    for (int b = 0; b < subs; ++b) e2[static_cast<size_t>(b) * rows + r] = e8m0[static_cast<size_t>(b) * rows + src];
-  }
-  return prepack_mxfp4_rs(p2.data(), e2.data(), rows, cols, out, block_scales);
+  // E8M0 exponents per 32 columns, stored [cols / 32, rows].
+  const GluRows g = permute_glu_rows("prepack_mxfp4_rs_glu", packed, e8m0, cols / kMxfp4Block, rows, cols);
+  return prepack_mxfp4_rs(g.packed.data(), g.table.data(), rows, cols, out, block_scales);
 }
 
 }  // namespace xstage::ops

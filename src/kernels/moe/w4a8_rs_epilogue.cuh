@@ -97,32 +97,10 @@ struct W4RsEpilogue {
       cs0 = ss.epi_cs[64 * g + 16 * w + lane / 4];
       cs1 = ss.epi_cs[64 * g + 16 * w + lane / 4 + 8];
     }
-    // Value i: weight row 16 w + lane / 4 + 8 h (h = (i >> 1) & 1), token 2 q + (i & 1) + 8 (i / 4).
-    // One stmatrix.x4 per two 8-token groups: matrices (h, jj) = (0, 2 j), (1, 2 j), (0, 2 j + 1),
-    // (1, 2 j + 1); lane 8 m + r names row r (a token) of matrix m in the staging.
+    // lane 8 m + r names row r (a token) of matrix m (stage_bf16_piece).
     const int m = lane / 8, r = lane % 8;
     const uint32_t row_addr = cute::cast_smem_ptr_to_uint(staged + (8 * (m >> 1) + r) * kPitch + (16 * w + 8 * (m & 1)) * 2);
-    CUTE_UNROLL
-    for (int j = 0; j < kPieceT / 16; ++j) {
-      uint32_t packed[4];
-      CUTE_UNROLL
-      for (int mm = 0; mm < 4; ++mm) {
-        const int jj = 2 * j + (mm >> 1), h = mm & 1;
-        const int i = 4 * jj + 2 * h;
-        float v0 = acc(i) * (h ? cs1 : cs0), v1 = acc(i + 1) * (h ? cs1 : cs0);
-        if constexpr (T::kTok) {
-          const float2 ts = *reinterpret_cast<const float2*>(ss.epi_ts.data() + g * kBlockT + tok0 + 8 * jj + 2 * q);
-          v0 *= ts.x;
-          v1 *= ts.y;
-        }
-        const __nv_bfloat162 b2 = __floats2bfloat162_rn(v0, v1);  // .x (token 2q) in the low half
-        packed[mm] = *reinterpret_cast<const uint32_t*>(&b2);
-      }
-      asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                       row_addr + static_cast<uint32_t>(16 * j * kPitch)),
-                   "r"(packed[0]), "r"(packed[1]), "r"(packed[2]), "r"(packed[3])
-                   : "memory");
-    }
+    stage_bf16_piece<kPitch>(acc, row_addr, cs0, cs1, ss.epi_ts.data() + g * kBlockT + tok0, q);
     cutlass::arch::NamedBarrier::sync(128, bar);
     constexpr int kChunks = 64 * 2 / 16;  // 16-byte pieces per token row of the group
     auto* out = static_cast<__nv_bfloat16*>(p.out);
@@ -134,6 +112,39 @@ struct W4RsEpilogue {
         const uint4 v = *reinterpret_cast<const uint4*>(staged + tok * kPitch + c * 16);
         *reinterpret_cast<uint4*>(out + (t.row_begin + tok0 + tok) * p.out_ld + t.n_block * 128 + 64 * g + 8 * c) = v;
       }
+    }
+  }
+
+  // One token piece of this thread's accumulator staged as bf16, token-major, through stmatrix:
+  // value i (weight row 16 w + lane / 4 + 8 h, h = (i >> 1) & 1; token 2 q + (i & 1) + 8 (i / 4))
+  // times its row's channel scale (cs0, cs1) and, with per-token scales, the token's scale
+  // (ts: the piece's first token). One stmatrix.x4 per two 8-token groups: matrices (h, jj) =
+  // (0, 2 j), (1, 2 j), (0, 2 j + 1), (1, 2 j + 1). row_addr: this lane's row of the first 16
+  // tokens; kRowPitch bytes per token row. 8 instructions per thread per piece instead of 64
+  // two-byte stores.
+  template <int kRowPitch>
+  __device__ __forceinline__ static void stage_bf16_piece(Acc const& acc, uint32_t row_addr, float cs0, float cs1,
+                                                          const float* ts, int q) {
+    CUTE_UNROLL
+    for (int j = 0; j < kPieceT / 16; ++j) {
+      uint32_t packed[4];
+      CUTE_UNROLL
+      for (int mm = 0; mm < 4; ++mm) {
+        const int jj = 2 * j + (mm >> 1), h = mm & 1;
+        const int i = 4 * jj + 2 * h;
+        __nv_bfloat162 b2;  // .x (token 2q) in the low half
+        if constexpr (T::kTok) {
+          const float2 t2 = *reinterpret_cast<const float2*>(ts + 8 * jj + 2 * q);
+          b2 = __floats2bfloat162_rn(acc(i) * (h ? cs1 : cs0) * t2.x, acc(i + 1) * (h ? cs1 : cs0) * t2.y);
+        } else {
+          b2 = __floats2bfloat162_rn(acc(i) * (h ? cs1 : cs0), acc(i + 1) * (h ? cs1 : cs0));
+        }
+        packed[mm] = *reinterpret_cast<const uint32_t*>(&b2);
+      }
+      asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                       row_addr + static_cast<uint32_t>(16 * j * kRowPitch)),
+                   "r"(packed[0]), "r"(packed[1]), "r"(packed[2]), "r"(packed[3])
+                   : "memory");
     }
   }
 
@@ -155,26 +166,9 @@ struct W4RsEpilogue {
     const uint32_t row_addr = cute::cast_smem_ptr_to_uint(ss.epi.data() + (8 * (m >> 1) + r) * kParkPitch +
                                                           (64 * g + 16 * w + 8 * (m & 1)) * 2);
     CUTE_UNROLL
-    for (int pc = 0; pc < kPieces; ++pc) {
-      CUTE_UNROLL
-      for (int j = 0; j < kPieceT / 16; ++j) {
-        uint32_t packed[4];
-        CUTE_UNROLL
-        for (int mm = 0; mm < 4; ++mm) {
-          const int jj = 2 * j + (mm >> 1), h = mm & 1;
-          const int i = 4 * jj + 2 * h;
-          const float2 ts =
-              *reinterpret_cast<const float2*>(ss.epi_ts.data() + g * kBlockT + pc * kPieceT + 8 * jj + 2 * q);
-          const __nv_bfloat162 b2 =
-              __floats2bfloat162_rn(acc[pc](i) * (h ? cs1 : cs0) * ts.x, acc[pc](i + 1) * (h ? cs1 : cs0) * ts.y);
-          packed[mm] = *reinterpret_cast<const uint32_t*>(&b2);
-        }
-        asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                         row_addr + static_cast<uint32_t>((pc * kPieceT + 16 * j) * kParkPitch)),
-                     "r"(packed[0]), "r"(packed[1]), "r"(packed[2]), "r"(packed[3])
-                     : "memory");
-      }
-    }
+    for (int pc = 0; pc < kPieces; ++pc)
+      stage_bf16_piece<kParkPitch>(acc[pc], row_addr + static_cast<uint32_t>(pc * kPieceT * kParkPitch), cs0, cs1,
+                                   ss.epi_ts.data() + g * kBlockT + pc * kPieceT, q);
     named_arrive(kHBarThreads, kBarHFull0 + g);
   }
 
