@@ -83,8 +83,9 @@ inline constexpr bool moe_layout_is_glu(MoeWeightLayout l) {
 //             promotion per 128 K is a plain add (fp32 accuracy, no token scales in the K loop)
 //             and both scales are applied in the epilogue. mxfp4_rs (bf16, 256 tokens): the
 //             promotion keeps the row's block scale (one FFMA per value), the token scale goes to
-//             the epilogue. The glu layouts (Linear-1) take per_token only. Quantise with quantize_fp8_per_token
-//             (moe_quant.hpp). A different activation recipe from W8A8's per_128.
+//             the epilogue. The glu layouts (Linear-1) take per_token only. Quantise with
+//             quantize_fp8_per_token (moe_quant.hpp). A different activation recipe from W8A8's
+//             per_128.
 enum class MoeActScales : int { per_128 = 0, per_token = 1 };
 const char* moe_weight_layout_name(MoeWeightLayout l);
 const char* moe_quant_name(MoeQuant q);

@@ -85,8 +85,8 @@ using namespace cute;
 // channel scales [experts, n], applied once per tile in the epilogue.
 // kTok_: per-token activation scales (a_scales fp32 [m_total], one per token for all K), INT4
 // two-level or MXFP4 with two pieces only. INT4 two-level: no scale varies per K block, so the
-// promotion is a plain add
-// (acc += part, kept per 128 K for the fp32 accuracy of the sum: the tensor core's own FP8
+// promotion is a plain add (acc += part, kept per 128 K for the fp32 accuracy of the sum: the
+// tensor core's own FP8
 // accumulation over all of K was 3.6e-3 off in the SwiGLU group scales at K = 1408, run 83) and
 // the K loop loads no token scales (their shared-memory traffic is most of what the per-128
 // promotion costs: tools/rs_wgmma_probe, session 19); token x channel scale in the epilogue.

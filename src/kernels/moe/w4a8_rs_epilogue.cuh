@@ -41,8 +41,8 @@ struct W4RsEpilogue {
   // Epilogue inputs of tile t into shared memory (cp.async, one group per thread): issued when the
   // tile starts and waited for in the epilogue, so the loads' latency hides under the K loop.
   // Rows past the expert's tokens read as zero (their outputs are never stored).
-  __device__ __forceinline__ static void prefetch_epilogue(Params const& p, SharedStorage& ss, WorkTile const& t, int g,
-                                                    int wt) {
+  __device__ __forceinline__ static void prefetch_epilogue(Params const& p, SharedStorage& ss, WorkTile const& t,
+                                                           int g, int wt) {
     auto copy = [](float* dst, const float* src, bool ok) {
       cp_async_4(cute::cast_smem_ptr_to_uint(dst), src, ok ? 4u : 0u);
     };
@@ -81,8 +81,8 @@ struct W4RsEpilogue {
   // staged token-major (one piece at a time through the group's staging). The accumulator's 8 x 8
   // blocks (8 weight rows x 8 tokens per warp) go to the staging transposed by stmatrix: 8
   // instructions per thread per piece instead of 64 two-byte stores.
-  __device__ __forceinline__ static void store_bf16(Params const& p, SharedStorage& ss, Acc const& acc, WorkTile const& t,
-                                             int g, int wt, int pc) {
+  __device__ __forceinline__ static void store_bf16(Params const& p, SharedStorage& ss, Acc const& acc,
+                                                    WorkTile const& t, int g, int wt, int pc) {
     const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + g;
     uint8_t* staged = ss.epi.data() + g * kPieceT * kPitch;
     const int tok0 = pc * kPieceT;  // the piece's first token in the tile
@@ -176,8 +176,8 @@ struct W4RsEpilogue {
   // (acc = its gate and up accumulators); the per-token amax over the tile's 128 channels goes
   // through shared memory (one partial per warp); fp8 rows staged token-major, stored in 16-byte
   // pieces by both warp groups; one scale per token.
-  __device__ __forceinline__ static void store_swiglu(Params const& p, SharedStorage& ss, Acc const* acc, WorkTile const& t,
-                                               int g, int wt, int pc) {
+  __device__ __forceinline__ static void store_swiglu(Params const& p, SharedStorage& ss, Acc const* acc,
+                                                      WorkTile const& t, int g, int wt, int pc) {
     constexpr uint32_t kBoth = static_cast<uint32_t>(NamedBarrierId::swiglu_full);  // the 256 consumer threads
     uint8_t* staged = ss.epi.data();
     float* partial = reinterpret_cast<float*>(ss.epi.data() + kPieceT * kPitch);  // [8 warps][kPieceT]
@@ -350,7 +350,7 @@ struct W4RsEpilogue {
   // scale (written by rank 0), and the row quantised (h * router weight / scale) and stored as
   // four 16-byte pieces.
   __device__ __forceinline__ static void glu_tile(Params const& p, SharedStorage& ss, WorkTile const& t, int e,
-                                           uint32_t tile_no) {
+                                                  uint32_t tile_no) {
     constexpr int kRounds = (kBlockT + kEpiThreads - 1) / kEpiThreads;
     const int rank = cta_rank();
     const uint32_t peer = static_cast<uint32_t>(rank ^ 1);
