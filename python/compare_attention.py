@@ -1,32 +1,44 @@
 #!/usr/bin/env python3
 """Side by side: `xstage bench attention --json` against python/bench_attention_torch.py.
 
-    python3 python/compare_attention.py XSTAGE.json TORCH.json [--json OUT.json]
+    python3 python/compare_attention.py XSTAGE.json TORCH.json [--json OUT.json] [--allow-missing-correctness]
 
-Matches results on (batch, seqlen, heads, head_dim, dtype, causal) and prints, per shape,
-the median TFLOP/s of xstage and of every torch backend, and xstage's ratio to each.
-Exit status: 0 ok, 2 bad input.
+First the correctness gate (docs/checkers.md): every xstage cell and every torch cell that ran
+(a backend that refused a shape records an error and is not compared) must carry a passing
+correctness record and no non-finite output; each failing cell gets a `CORRECTNESS FAIL` line
+and is marked FAILED in the table. Then, matching results on (batch, seqlen, heads, head_dim,
+dtype, causal), per shape the median TFLOP/s of xstage and of every torch backend, and xstage's
+ratio to each. Exit status: 0 ok, 1 a correctness check failed, 2 bad input.
 """
 import argparse
-import json
 import sys
 
+from xsbench import checker, correctness
+from xsbench.results import index, write_json
+from xsbench.tables import fmt, mark
+
 SCHEMA = "xstage.bench.attention.v1"
+TOOL = "compare_attention"
 
 
 def _key(r):
     return (r["batch"], r["seqlen"], r["heads"], r["head_dim"], r["dtype"], bool(r["causal"]))
 
 
-def load(path):
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as e:
-        raise SystemExit(f"compare_attention: cannot read {path}: {e}")
-    if doc.get("schema") != SCHEMA:
-        raise SystemExit(f"compare_attention: {path} is not {SCHEMA} (schema {doc.get('schema')!r})")
-    return doc
+def _bkey(r):
+    return (r["backend"],) + _key(r)
+
+
+def _label(k, _rec=None):
+    return " ".join(str(x) for x in k[:-6]) + f" B={k[-6]} S={k[-5]} H={k[-4]} d={k[-3]} {k[-2]} causal={k[-1]}"
+
+
+def _ours(r):
+    return r.get("backend", "xstage") == "xstage"
+
+
+def _ran(r):
+    return "error" not in r
 
 
 def main(argv=None):
@@ -34,16 +46,17 @@ def main(argv=None):
     ap.add_argument("xstage_json")
     ap.add_argument("torch_json")
     ap.add_argument("--json", help="write the merged table here")
+    correctness.add_flag(ap)
     args = ap.parse_args(argv)
-    try:
-        ours, theirs = load(args.xstage_json), load(args.torch_json)
-    except SystemExit as e:
-        print(e, file=sys.stderr)
+    docs = checker.open_inputs(TOOL, [(args.xstage_json, SCHEMA), (args.torch_json, SCHEMA)])
+    if docs is None:
         return 2
+    ours, theirs = docs
+    gate = checker.gate_files(TOOL, args, [("xstage", ours, _key, _label, _ours), ("torch", theirs, _bkey, _label, _ran)])
 
-    mine = {_key(r): r for r in ours["results"] if r.get("backend", "xstage") == "xstage"}
-    backends = sorted({r["backend"] for r in theirs["results"]})
-    base = {(r["backend"],) + _key(r): r for r in theirs["results"]}
+    mine = index(ours["results"], _key, keep="last", where=_ours)
+    backends = sorted({r["backend"] for r in theirs["results"] if "backend" in r})
+    base = index(theirs["results"], _bkey, keep="last")
 
     print(f"# xstage ({ours.get('device')}, commit {ours.get('commit')}) vs {theirs.get('tool')} "
           f"(torch {theirs.get('torch')}, cuDNN {theirs.get('cudnn')}, {theirs.get('device')})")
@@ -54,9 +67,10 @@ def main(argv=None):
     rows = []
     for k in sorted(mine, key=lambda k: (k[3], k[2], k[1])):
         r = mine[k]
-        line = f" {k[1]:>7} {k[2]:>5} {k[3]:>4} {k[4]:>5} {str(k[5]):>6} {r['tflops']:>9.1f}"
+        ok = gate.cell_ok("xstage", k)
+        line = f" {k[1]:>7} {k[2]:>5} {k[3]:>4} {k[4]:>5} {str(k[5]):>6} {fmt(r.get('tflops'), '.1f', 9)}"
         row = {"batch": k[0], "seqlen": k[1], "heads": k[2], "head_dim": k[3], "dtype": k[4], "causal": k[5],
-               "xstage_tflops": r["tflops"], "xstage_median_us": r["median_us"]}
+               "xstage_tflops": r.get("tflops"), "xstage_median_us": r.get("median_us"), "correctness_ok": ok}
         for b in backends:
             t = base.get((b,) + k)
             if t is None or "tflops" not in t:
@@ -64,19 +78,22 @@ def main(argv=None):
                 row[b] = None
                 continue
             ratio = r["tflops"] / t["tflops"] if t["tflops"] > 0 else float("nan")
+            bok = gate.cell_ok("torch", (b,) + k)
+            ok = ok and bok
             line += f" {t['tflops']:>12.1f} {ratio:>6.2f}"
-            row[b] = {"tflops": t["tflops"], "median_us": t["median_us"], "ratio": ratio}
-        print(line)
+            row[b] = {"tflops": t["tflops"], "median_us": t["median_us"], "ratio": ratio, "correctness_ok": bok}
+        print(mark(line, ok))
         rows.append(row)
+    status = gate.summary()
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"schema": "xstage.compare.attention.v1", "xstage": {"device": ours.get("device"),
-                       "commit": ours.get("commit"), "date": ours.get("date")},
-                       "baseline": {"tool": theirs.get("tool"), "torch": theirs.get("torch"),
-                                    "cudnn": theirs.get("cudnn"), "date": theirs.get("date")},
-                       "rows": rows}, f, indent=2)
-            f.write("\n")
-    return 0
+        doc = {"schema": "xstage.compare.attention.v1",
+               "xstage": {"device": ours.get("device"), "commit": ours.get("commit"), "date": ours.get("date")},
+               "baseline": {"tool": theirs.get("tool"), "torch": theirs.get("torch"), "cudnn": theirs.get("cudnn"),
+                            "date": theirs.get("date")},
+               "correctness": {"passed": gate.ok, "verdict": gate.verdict()}, "rows": rows}
+        if checker.write_out(TOOL, args.json, lambda p: write_json(p, doc)):
+            return 2
+    return status
 
 
 if __name__ == "__main__":

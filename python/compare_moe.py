@@ -4,6 +4,7 @@ three variants (unfused, expert-wave, interleaved) per configuration (model, wei
 tokens per rank), optionally against python/bench_moe_torch.py (xstage.bench.moe_torch.v1).
 
     python3 python/compare_moe.py XSTAGE_JSON [TORCH_JSON] [--png OUT.png] [--json OUT.json]
+        [--allow-missing-correctness]
 
 Per configuration: medians in us ('-' where missing or skipped), il/ew = expert-wave /
 interleaved (> 1: interleaved faster), torch/ew, torch/il, and where the bench recorded spans,
@@ -13,65 +14,42 @@ median, max, worst), and how often each fused schedule beats torch. Torch config
 no xstage counterpart (e.g. w4a8) are counted, not compared.
 --json writes the rows and the summary (xstage.compare.moe.v1); --png a 2-panel figure if
 matplotlib imports (otherwise a note on stderr).
-Exit status: 0 ok, 2 bad arguments or input."""
+The correctness gate comes first (docs/checkers.md): every row that is not skipped, in both
+files, must carry a passing correctness record and no non-finite output, and the torch file's
+own checks must pass; a failing row gets a `CORRECTNESS FAIL` line and its configuration is
+marked FAILED. Exit status: 0 ok, 1 a correctness check failed, 2 bad arguments or input."""
 import argparse
-import json
-import math
 import statistics
 import sys
+
+from xsbench import checker, correctness
+from xsbench.results import geomean, num, ratio, safe_key, write_json
+from xsbench.tables import fmt, mark
 
 XSTAGE_SCHEMA = "xstage.bench.moe.v1"
 TORCH_SCHEMA = "xstage.bench.moe_torch.v1"
 OUT_SCHEMA = "xstage.compare.moe.v1"
 VARIANTS = ["unfused", "expert-wave", "interleaved"]
 FUSED = {"expert-wave": "ew", "interleaved": "il"}
-
-
-class InputError(Exception):
-    pass
-
-
-def load(path, schema):
-    try:
-        with open(path) as f:
-            d = json.load(f)
-    except (OSError, ValueError) as e:
-        raise InputError(f"cannot read {path}: {e}")
-    if not isinstance(d, dict) or d.get("schema") != schema:
-        got = d.get("schema") if isinstance(d, dict) else type(d).__name__
-        raise InputError(f"{path} has schema {got!r}, expected {schema!r}")
-    res = d.get("results", [])
-    if not isinstance(res, list):
-        raise InputError(f"{path}: 'results' is not a list")
-    d["results"] = [r for r in res if isinstance(r, dict)]
-    return d
-
-
-def num(x):
-    """A finite number or None (missing fields, strings, NaN, booleans)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
+TOOL = "compare_moe"
 
 
 def key(r):
     """(model, weights, routing, tokens) or None when a field is missing."""
-    try:
-        tokens = int(r["tokens_per_rank"])
-        return (str(r["model"]), str(r.get("weights", "w8a8")), str(r["routing"]), tokens)
-    except (KeyError, TypeError, ValueError):
-        return None
+    return safe_key(lambda r: (str(r["model"]), str(r.get("weights", "w8a8")), str(r["routing"]),
+                               int(r["tokens_per_rank"])), r)
 
 
-def ratio(num_, den):
-    if num_ is None or den is None or den <= 0 or num_ <= 0:
-        return None
-    return num_ / den
+def xkey(r):
+    return key(r) + (r["variant"],) if key(r) is not None and r.get("variant") in VARIANTS else None
 
 
-def geomean(xs):
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+def label(k, _rec):
+    return " ".join(str(x) for x in k)
+
+
+def ran(r):
+    return not r.get("skipped")
 
 
 def span(r, which):
@@ -84,7 +62,7 @@ def span(r, which):
     return num(part.get("median_us")) if isinstance(part, dict) else None
 
 
-def build_rows(xs, th):
+def build_rows(xs, th, gate):
     cfg = {}   # key -> {variant: result}
     bad = 0
     for r in xs["results"]:
@@ -108,7 +86,8 @@ def build_rows(xs, th):
         t = lambda v: num(per[v].get("median_us")) if v in per else None  # noqa: E731
         un, ew, il = t("unfused"), t("expert-wave"), t("interleaved")
         tt = num(torch[k].get("median_us")) if k in torch else None
-        row = {"model": k[0], "weights": k[1], "routing": k[2], "tokens_per_rank": k[3],
+        ok = all(gate.cell_ok("xstage", k + (v,)) for v in per) and (k not in torch or gate.cell_ok("torch", k))
+        row = {"model": k[0], "weights": k[1], "routing": k[2], "tokens_per_rank": k[3], "correctness_ok": ok,
                "unfused_us": un, "expert_wave_us": ew, "interleaved_us": il, "torch_us": tt,
                "il_over_ew": ratio(ew, il), "torch_over_ew": ratio(tt, ew), "torch_over_il": ratio(tt, il)}
         for v, s in FUSED.items():
@@ -134,10 +113,6 @@ def summarise(rows, have_torch, torch_only):
                       "geomean_torch_over_ew": geomean(te), "geomean_torch_over_il": geomean(ti)}
         s["torch_only"] = len(torch_only)
     return s
-
-
-def fmt(x, spec, width):
-    return f"{'-' if x is None else format(x, spec):>{width}}"
 
 
 SPAN_COLS = [("rem.ew", "remote_span_ew_us"), ("rem.il", "remote_span_il_us"),
@@ -168,7 +143,7 @@ def print_table(xs, th, rows, summary, torch_only, bad):
                 f" {fmt(r['torch_over_il'], '.2f', 8)}")
         if spans:
             line += "".join(f" {fmt(r[c], '.1f', 8)}" for _, c in SPAN_COLS)
-        print(line)
+        print(mark(line, r["correctness_ok"]))
     if spans:
         print("# spans (us, medians): rem = remote combine-store span, loc = local control span, "
               "pred = predicted span")
@@ -247,31 +222,28 @@ def main(argv=None):
     ap.add_argument("torch_json", nargs="?")
     ap.add_argument("--png", help="write a 2-panel figure here (needs matplotlib)")
     ap.add_argument("--json", help="write rows and summary here (xstage.compare.moe.v1)")
+    correctness.add_flag(ap)
     args = ap.parse_args(argv)  # no argument: usage on stderr, exit 2
-    try:
-        xs = load(args.xstage_json, XSTAGE_SCHEMA)
-        th = load(args.torch_json, TORCH_SCHEMA) if args.torch_json else None
-    except InputError as e:
-        print(f"compare_moe: {e}", file=sys.stderr)
+    docs = checker.open_inputs(TOOL, [(args.xstage_json, XSTAGE_SCHEMA), (args.torch_json, TORCH_SCHEMA)])
+    if docs is None:
         return 2
-    rows, torch_only, bad = build_rows(xs, th)
+    xs, th = docs
+    gate = checker.gate_files(TOOL, args, [("xstage", xs, xkey, label, ran), ("torch", th, key, label, ran)])
+    rows, torch_only, bad = build_rows(xs, th, gate)
     summary = summarise(rows, th is not None, torch_only)
     print_table(xs, th, rows, summary, torch_only, bad)
+    status = gate.summary()
     if args.json:
         doc = {"schema": OUT_SCHEMA, "xstage_commit": xs.get("commit"), "xstage_date": xs.get("date"),
                "world": xs.get("world"), "torch_commit": th.get("commit") if th else None,
+               "correctness": {"passed": gate.ok, "verdict": gate.verdict()},
                "torch_only": [dict(zip(("model", "weights", "routing", "tokens_per_rank"), k)) for k in torch_only],
                "rows": rows, "summary": summary}
-        try:
-            with open(args.json, "w") as f:
-                json.dump(doc, f, indent=1)
-                f.write("\n")
-        except OSError as e:
-            print(f"compare_moe: cannot write {args.json}: {e}", file=sys.stderr)
+        if checker.write_out(TOOL, args.json, lambda p: write_json(p, doc, indent=1)):
             return 2
     if args.png:
         write_png(args.png, rows)
-    return 0
+    return status
 
 
 if __name__ == "__main__":

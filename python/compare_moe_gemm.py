@@ -1,31 +1,27 @@
 #!/usr/bin/env python3
 """Side by side: `xstage bench moe-gemm --json` against python/bench_moe_gemm_torch.py.
 
-    python3 python/compare_moe_gemm.py XSTAGE.json TORCH.json [--json OUT.json]
+    python3 python/compare_moe_gemm.py XSTAGE.json TORCH.json [--json OUT.json] [--allow-missing-correctness]
 
 Matches (model, Linear, tokens per expert): xstage's l1_swiglu and l1_bf16 against cuBLASLt's
 dense l1, xstage's l2_bf16 against l2. Prints the median TFLOP/s of each and xstage / cuBLASLt
 (three digits: issue 7 asks for >= 0.95, and 0.948 is a miss), then the acceptance count: W8A8
 cells with >= --min-tokens tokens per expert at >= --target x cuBLASLt (a ratio equal to the
 target passes), per epilogue (bf16, swiglu) and token count, with the lowest ratio and the best
-W8A8 rate. Exit status: 0 ok, 2 bad input.
+W8A8 rate. The correctness gate comes first (docs/checkers.md): every xstage cell and every
+baseline cell that ran must carry a passing correctness record and no non-finite output; a
+failing cell gets a `CORRECTNESS FAIL` line, is marked FAILED and counts as a miss (as does an
+xstage cell whose baseline failed). Exit status: 0 ok, 1 a correctness check failed, 2 bad input.
 """
 import argparse
-import json
 import sys
 
-SCHEMA = "xstage.bench.moe_gemm.v1"
+from xsbench import checker, correctness
+from xsbench.keys import MOE_GEMM, moe_gemm_label, moe_gemm_problem as base_key
+from xsbench.results import write_json
+from xsbench.tables import mark
 
-
-def load(path):
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as e:
-        raise SystemExit(f"compare_moe_gemm: cannot read {path}: {e}")
-    if doc.get("schema") != SCHEMA:
-        raise SystemExit(f"compare_moe_gemm: {path} is not {SCHEMA} (schema {doc.get('schema')!r})")
-    return doc
+TOOL = "compare_moe_gemm"
 
 
 def summarize(rows, target, min_tokens):
@@ -38,7 +34,7 @@ def summarize(rows, target, min_tokens):
         g = groups.setdefault((epi, r["tokens_per_expert"]), {"cells": 0, "passed": 0, "min_ratio": None})
         g["cells"] += 1
         ratio = r.get("ratio")
-        if ratio is not None and ratio == ratio:  # not NaN
+        if ratio is not None and ratio == ratio and r.get("correctness_ok", True):  # not NaN, checked
             g["passed"] += ratio >= target
             g["min_ratio"] = ratio if g["min_ratio"] is None else min(g["min_ratio"], ratio)
     total = sum(g["cells"] for g in groups.values())
@@ -64,13 +60,16 @@ def main(argv=None):
     ap.add_argument("--json", help="write the merged table here")
     ap.add_argument("--target", type=float, default=0.95, help="acceptance ratio (default 0.95)")
     ap.add_argument("--min-tokens", type=int, default=1024, help="count cells from this many tokens/expert (default 1024)")
+    correctness.add_flag(ap)
     args = ap.parse_args(argv)
-    try:
-        ours, theirs = load(args.xstage_json), load(args.torch_json)
-    except SystemExit as e:
-        print(e, file=sys.stderr)
+    docs = checker.open_inputs(TOOL, [(args.xstage_json, MOE_GEMM), (args.torch_json, MOE_GEMM)])
+    if docs is None:
         return 2
-    base = {(r["model"], r["op"], r["tokens_per_expert"]): r for r in theirs["results"]}
+    ours, theirs = docs
+    gate = checker.gate_files(TOOL, args, [
+        ("xstage", ours, id, lambda _k, r: moe_gemm_label(r), None),
+        ("baseline", theirs, base_key, lambda k, r: f"{k[0]} {k[1]} {k[2]} tokens/expert", lambda r: "error" not in r)])
+    base = {base_key(r): r for r in theirs["results"]}
     print(f"# xstage ({ours.get('device')}, commit {ours.get('commit')}) vs {theirs.get('tool')} "
           f"(torch {theirs.get('torch')}, CUDA {theirs.get('cuda')}, {theirs.get('device')})")
     print(f"#{'model':>17} {'op':>10} {'tokens':>6} {'E':>4} {'n':>6} {'k':>6} {'instantiation':>25} {'xstage':>8} {'cuBLASLt':>9} "
@@ -79,7 +78,8 @@ def main(argv=None):
     for r in ours["results"]:
         linear = r["op"].split("_")[0]
         t = base.get((r["model"], linear, r["tokens_per_expert"]))
-        row = {"model": r["model"], "op": r["op"], "weights": r.get("weights", "w8a8"),
+        ok = gate.cell_ok("xstage", id(r)) and gate.cell_ok("baseline", (r["model"], linear, r["tokens_per_expert"]))
+        row = {"correctness_ok": ok, "model": r["model"], "op": r["op"], "weights": r.get("weights", "w8a8"),
                "tokens_per_expert": r["tokens_per_expert"], "experts": r["experts"],
                "n": r["n"], "k": r["k"], "xstage_tflops": r["tflops"], "xstage_median_us": r["median_us"],
                "instantiation": r.get("instantiation")}
@@ -90,19 +90,20 @@ def main(argv=None):
             line_t, scaling = f"{t['tflops']:.1f}", t.get("scaling", "?")
             row.update({"cublaslt_tflops": t["tflops"], "cublaslt_median_us": t["median_us"], "scaling": scaling,
                         "ratio": ratio})
-        print(f" {r['model']:>17} {r['op']:>10} {r['tokens_per_expert']:>6} {r['experts']:>4} {r['n']:>6} {r['k']:>6} "
+        print(mark(f" {r['model']:>17} {r['op']:>10} {r['tokens_per_expert']:>6} {r['experts']:>4} {r['n']:>6} {r['k']:>6} "
               f"{r.get('instantiation', '?') + ('' if r.get('weights', 'w8a8') == 'w8a8' else ' ' + r['weights']):>25} "
-              f"{r['tflops']:>8.1f} {line_t:>9} {scaling:>24} {('%.3f' % ratio) if ratio is not None else '-':>6}")
+              f"{r['tflops']:>8.1f} {line_t:>9} {scaling:>24} {('%.3f' % ratio) if ratio is not None else '-':>6}", ok))
         rows.append(row)
     acceptance = summarize(rows, args.target, args.min_tokens)
+    status = gate.summary()
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"schema": "xstage.compare.moe_gemm.v1",
-                       "xstage": {"device": ours.get("device"), "commit": ours.get("commit"), "date": ours.get("date")},
-                       "baseline": {"tool": theirs.get("tool"), "torch": theirs.get("torch"), "date": theirs.get("date")},
-                       "acceptance": acceptance, "rows": rows}, f, indent=2)
-            f.write("\n")
-    return 0
+        doc = {"schema": "xstage.compare.moe_gemm.v1",
+               "xstage": {"device": ours.get("device"), "commit": ours.get("commit"), "date": ours.get("date")},
+               "baseline": {"tool": theirs.get("tool"), "torch": theirs.get("torch"), "date": theirs.get("date")},
+               "correctness": {"passed": gate.ok, "verdict": gate.verdict()}, "acceptance": acceptance, "rows": rows}
+        if checker.write_out(TOOL, args.json, lambda p: write_json(p, doc)):
+            return 2
+    return status
 
 
 if __name__ == "__main__":

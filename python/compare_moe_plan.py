@@ -7,44 +7,43 @@ two runs of the same kernel (noise) does not count. A cell whose planned kernel 
 measured is listed and left out of the count.
 
 Usage: python3 python/compare_moe_plan.py --planned P.json --forced F1.json [F2.json ...]
+       [--allow-missing-correctness]
+The correctness gate comes first (docs/checkers.md): every record of every file must carry a
+passing correctness record and no non-finite output; a failing record gets a `CORRECTNESS
+FAIL` line and a forced rate that failed is left out (a wrong kernel is never "the fastest").
 Prints a line per cell (planned kernel, each forced kernel's TFLOP/s, planned / fastest), then
-'# planned the fastest forced kernel in X of Y cells; misses: ...'. Exit 2 on unreadable input.
+'# planned the fastest forced kernel in X of Y cells; misses: ...'. Exit 1 when a correctness
+check failed, 2 on unreadable input.
 """
 import argparse
-import json
 import sys
 
-SCHEMA = "xstage.bench.moe_gemm.v1"
+from xsbench import checker, correctness
+from xsbench.keys import MOE_GEMM, moe_gemm_cell
+from xsbench.results import best_rate, index
+
+TOOL = "compare_moe_plan"
 
 
-def load(path):
-    try:
-        with open(path) as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError) as e:
-        print(f"compare_moe_plan: cannot read {path}: {e}", file=sys.stderr)
-        sys.exit(2)
-    if doc.get("schema") != SCHEMA:
-        print(f"compare_moe_plan: {path} is not {SCHEMA}", file=sys.stderr)
-        sys.exit(2)
-    return doc.get("results", [])
-
-
-def cell(r):
-    return (r["model"], r["op"], r["tokens_per_expert"], r.get("weights", "w8a8"))
+def kernel_cell(r):
+    return moe_gemm_cell(r) + (r["instantiation"],)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--planned", required=True, help="bench JSON of the planned run")
     ap.add_argument("--forced", nargs="+", required=True, help="bench JSONs with tiles forced")
+    correctness.add_flag(ap)
     a = ap.parse_args(argv)
-    planned = {cell(r): r["instantiation"] for r in load(a.planned)}
+    docs = checker.open_inputs(TOOL, [(p, MOE_GEMM) for p in [a.planned] + a.forced])
+    if docs is None:
+        return 2
+    gate = checker.gate_records(TOOL, a, [(f"{role}:{path}", doc) for role, path, doc in
+                                          zip(["planned"] + ["forced"] * len(a.forced), [a.planned] + a.forced, docs)])
+    planned = {k: r["instantiation"] for k, r in index(docs[0]["results"], moe_gemm_cell, keep="last").items()}
     forced = {}  # cell -> {instantiation: best TFLOP/s over the forced runs}
-    for f in a.forced:
-        for r in load(f):
-            rates = forced.setdefault(cell(r), {})
-            rates[r["instantiation"]] = max(rates.get(r["instantiation"], 0.0), r["tflops"])
+    for (k0, k1, k2, k3, inst), v in best_rate(docs[1:], kernel_cell, where=gate.record_ok).items():
+        forced.setdefault((k0, k1, k2, k3), {})[inst] = v
     hits, total, misses, unmeasured = 0, 0, [], []
     print(f"{'model':>18} {'op':>10} {'tok':>5} {'weights':>13} {'planned':>28}  forced (TFLOP/s)  planned/fastest")
     for k in sorted(planned):
@@ -67,7 +66,8 @@ def main(argv=None):
     print(f"# planned the fastest forced kernel in {hits} of {total} cells; misses: {miss_text}")
     if unmeasured:
         print(f"# {len(unmeasured)} cells left out: their planned kernel was not among the forced runs")
+    return gate.summary()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

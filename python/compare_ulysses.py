@@ -2,6 +2,7 @@
 """Fused Ulysses (`xstage bench ulysses --json`) against the PyTorch SDPA + NCCL baseline.
 
     python3 python/compare_ulysses.py OURS.json TORCH.json [--out table.txt] [--strict]
+        [--allow-missing-correctness]
 
 OURS.json: schema xstage.bench.ulysses.v1; TORCH.json: xstage.bench.ulysses_torch.v1 (from
 python/bench_ulysses_torch.py). Points match on (seq_len, heads, head_dim). Prints one
@@ -10,7 +11,11 @@ serial, comm-sm, fused, fused-shaped and torch SDPA+NCCL, then the ratios fused-
 attention, fused / attention, serial / fused, serial / fused-shaped, torch / fused-shaped.
 A variant or point that is missing prints "-".
 
+First the correctness gate (xsbench.correctness, docs/checkers.md): every point of both files
+must carry a passing correctness record, no mismatch_vs_serial count, no failed variant, and
+the torch file's own checks must pass; each failing point gets a `CORRECTNESS FAIL` line.
 Then the acceptance checks, each PASS or FAIL with its numbers:
+  (0) every point passes the correctness gate (xstage and torch)
   (a) fused-shaped <= 1.03 x attention alone at every S >= 16384
   (b) best speedup over serial (max over points and over fused / fused-shaped) >= 1.4
   (c) fused and fused-shaped never slower than serial, at every point
@@ -18,12 +23,16 @@ Then the acceptance checks, each PASS or FAIL with its numbers:
 A point of a check's domain that lacks a number the check needs fails an "every point" check
 (it is listed); a check with no comparable point fails. Last, the per-tile store spans of
 fused and fused-shaped: measured median / p90 against the predicted span, with the plan.
---out also writes everything printed to a file. Exit status: 0 ok (also when a check fails,
-unless --strict: then 1), 2 bad input.
+--out also writes everything printed to a file. Exit status: 0 ok; 1 when the correctness
+gate fails (always), or when another check fails under --strict; 2 bad input.
 """
 import argparse
-import json
+import io
 import sys
+
+from xsbench import checker, correctness
+from xsbench.results import index, pos, ratio
+from xsbench.tables import fmt, md_table
 
 OURS_SCHEMA = "xstage.bench.ulysses.v1"
 TORCH_SCHEMA = "xstage.bench.ulysses_torch.v1"
@@ -36,66 +45,32 @@ MIN_SPEEDUP = 1.4     # (b)
 MAX_LISTED = 20       # violations printed per check
 
 
-def load(path, schema):
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as e:
-        raise SystemExit(f"compare_ulysses: cannot read {path}: {e}")
-    if not isinstance(doc, dict) or doc.get("schema") != schema:
-        got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
-        raise SystemExit(f"compare_ulysses: {path} is not {schema} (schema {got!r})")
-    if not isinstance(doc.get("results", []), list):
-        raise SystemExit(f"compare_ulysses: {path}: 'results' is not a list")
-    return doc
-
-
-def _num(x):
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and x == x and x > 0 else None
-
-
 def ours_time(r, variant, stat="median"):
     t = (r.get("times_us") or {}).get(variant)
-    return _num(t.get(stat)) if isinstance(t, dict) else None
+    return pos(t.get(stat)) if isinstance(t, dict) else None
 
 
 def torch_time(r):
-    return _num(r.get("sdpa_nccl_us")) if r else None
+    return pos(r.get("sdpa_nccl_us")) if r else None
 
 
 def key(r):
     return (int(r["seq_len"]), int(r["heads"]), int(r["head_dim"]))
 
 
-def fmt(x, spec=".1f"):
-    return "-" if x is None else format(x, spec)
+def name(k):
+    return f"S={k[0]} {k[1]}x{k[2]}"
 
 
-def ratio(a, b):
-    return a / b if a is not None and b is not None else None
+def label(k, _rec):
+    return name(k)
 
 
-def md_table(header, rows):
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" for _ in header) + "|"]
-    out += ["| " + " | ".join(row) + " |" for row in rows]
-    return out
-
-
-def build(ours, theirs):
+def build(ours, theirs, gate):
     """Lines of the report and the list of (name, passed)."""
     lines = []
-    mine = {}
-    for r in ours.get("results", []):
-        try:
-            mine[key(r)] = r
-        except (KeyError, TypeError, ValueError):
-            continue
-    base = {}
-    for r in theirs.get("results", []):
-        try:
-            base[key(r)] = r
-        except (KeyError, TypeError, ValueError):
-            continue
+    mine = index(ours["results"], key, keep="last")
+    base = index(theirs["results"], key, keep="last")
 
     lines.append(f"# Ulysses: xstage ({ours.get('device')}, world {ours.get('world')}, batch {ours.get('batch')}, "
                  f"{ours.get('dtype')}, commit {ours.get('commit')}) vs torch SDPA+NCCL "
@@ -135,9 +110,6 @@ def build(ours, theirs):
     order = {c: i for i, c in enumerate(configs)}
     pts = sorted(mine, key=lambda k: (order[k[1:]], k[0]))
 
-    def name(k):
-        return f"S={k[0]} {k[1]}x{k[2]}"
-
     def report(label, passed, detail, bad=(), missing=()):
         checks.append((label, passed))
         lines.append(f"{'PASS' if passed else 'FAIL'} {label}: {detail}")
@@ -150,6 +122,11 @@ def build(ours, theirs):
 
     lines.append("## Acceptance checks")
     lines.append("")
+    # (0)
+    bad = [f"{name(k)}: {role} correctness failed" for k in pts for role in ("xstage", "torch")
+           if not gate.cell_ok(role, k)]
+    bad += [f"torch file: {p}" for p in gate.file_failed.get("torch", [])]
+    report("(0) every point passes its correctness check (xstage and torch)", gate.ok, gate.verdict(), bad)
     # (a)
     bad, missing, worst = [], [], None
     for k in (k for k in pts if k[0] >= LONG_S):
@@ -228,14 +205,14 @@ def build(ours, theirs):
         row = [f"{k[1]}x{k[2]}", str(k[0])]
         for v in ("fused", "fused_shaped"):
             e = sp.get(v) if isinstance(sp.get(v), dict) else {}
-            med, p90, pred = _num(e.get("median_us")), _num(e.get("p90_us")), _num(e.get("predicted_us"))
+            med, p90, pred = pos(e.get("median_us")), pos(e.get("p90_us")), pos(e.get("predicted_us"))
             n = e.get("count")
             row += [fmt(med, ".2f"), fmt(p90, ".2f"), fmt(pred, ".2f"), fmt(ratio(med, pred), ".2f"),
                     "-" if n is None else str(n)]
         plan = mine[k].get("plan") or {}
         bits = [f"{lbl}={plan[f]}" for f, lbl in (("chunk_vecs", "vecs"), ("chunks_per_slice", "chunks"),
                                                    ("comm_ctas", "ctas")) if f in plan]
-        if _num(plan.get("step_us")) is not None:
+        if pos(plan.get("step_us")) is not None:
             bits.append(f"step={plan['step_us']:.2f}us")
         row.append(" ".join(bits) if bits else "-")
         rows.append(row)
@@ -252,14 +229,21 @@ def main(argv=None):
     ap.add_argument("torch_json", help="python/bench_ulysses_torch.py --json output (xstage.bench.ulysses_torch.v1)")
     ap.add_argument("--out", help="also write the tables and checks here")
     ap.add_argument("--strict", action="store_true", help="exit 1 when an acceptance check fails")
+    correctness.add_flag(ap)
     args = ap.parse_args(argv)
-    try:
-        ours, theirs = load(args.ours_json, OURS_SCHEMA), load(args.torch_json, TORCH_SCHEMA)
-    except SystemExit as e:
-        print(e, file=sys.stderr)
+    docs = checker.open_inputs("compare_ulysses", [(args.ours_json, OURS_SCHEMA), (args.torch_json, TORCH_SCHEMA)])
+    if docs is None:
         return 2
-    lines, checks = build(ours, theirs)
-    text = "\n".join(lines) + "\n"
+    ours, theirs = docs
+    buf = io.StringIO()
+    gate = checker.gate_files("compare_ulysses", args, [
+        ("xstage", ours, key, label, None), ("torch", theirs, key, label, None)], out=buf)
+    head = buf.getvalue()
+    lines, checks = build(ours, theirs, gate)
+    buf = io.StringIO()
+    gate.out = buf
+    status = gate.summary()
+    text = head + "\n".join(lines) + "\n" + buf.getvalue()
     sys.stdout.write(text)
     if args.out:
         try:
@@ -268,7 +252,7 @@ def main(argv=None):
         except OSError as e:
             print(f"compare_ulysses: cannot write {args.out}: {e}", file=sys.stderr)
             return 2
-    return 1 if args.strict and not all(p for _, p in checks) else 0
+    return 1 if status or (args.strict and not all(p for _, p in checks)) else 0
 
 
 if __name__ == "__main__":
