@@ -30,7 +30,7 @@ constexpr TileConfig tile_config(int head_dim) {
 // Long key sets (d = 128, non-causal, local output): 192 keys per step, O stored straight
 // from registers (no room for the staging buffer next to 2 x 48 KiB K/V stages). Chosen by
 // the operator from kLongKvThreshold keys on: 1.02-1.04x the staged tile at 8192-65536 keys,
-// 0.90x at 1024 (tools/attn_study, results/attention-h200/tile-study-*).
+// 0.90x at 1024 (tools/attn_study; docs/attention.md §Measured).
 constexpr TileConfig long_kv_tile_config() { return TileConfig{128, 192, 2, 2}; }
 constexpr int kLongKvThreshold = 8192;
 

@@ -1,7 +1,7 @@
 // The register-operand INT4 bf16 kernel with 256-token tiles (W4RsTraits kPieces = 2): each
 // warp group converts its weight fragments of a K block once and runs them against two 128-token
 // pieces, one after the other, so the conversion per MAC halves. Planned from 1024 tokens per
-// expert (run 65: 1.01-1.06x of the 128-token tile).
+// expert (1.01-1.06x of the 128-token tile: docs/perf-log.md §MoE grouped GEMM, W4A8).
 #include "kernels/moe/w4a8_rs.cuh"
 
 namespace xstage::kernels::moe {

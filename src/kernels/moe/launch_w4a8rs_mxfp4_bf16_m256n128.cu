@@ -1,6 +1,7 @@
 // The register-operand MXFP4 bf16 kernel with 256-token tiles (W4RsTraits kPieces = 2; the
 // INT4 twin is launch_w4a8rs_bf16_m256n128.cu): each converted fragment, table shifts included,
-// serves two 128-token pieces. Planned from 1024 tokens per expert (run 65: 1.06-1.11x of 128).
+// serves two 128-token pieces. Planned from 1024 tokens per expert (1.06-1.11x of
+// the 128-token tile: docs/perf-log.md §MoE grouped GEMM, W4A8).
 #include "kernels/moe/w4a8_rs.cuh"
 
 namespace xstage::kernels::moe {

@@ -70,8 +70,8 @@ using namespace cute;
 
 // kStudy_ (measurement builds only, XSTAGE_W4RS_STUDY): bit 0 skips the conversion (the packed
 // words go to wgmma as they are), bit 1 the scales of the promotion (acc += part), bit 2 the
-// promotion (one value per piece is added; the 256-token lut tile, session 19). Wrong
-// results by design: they say what each part costs (docs/moe-gemm-w4a8.md, runs 26-31).
+// promotion (one value per piece is added; the 256-token lut tile). Wrong
+// results by design: they say what each part costs (docs/perf-log.md §MoE grouped GEMM, W4A8).
 // kMx_: MXFP4 weights (ops::prepack_mxfp4_rs): each chunk carries its exponent gaps and each
 // K step's table is shifted by its sub-block's gap (w4a8_rs_layout.hpp); w_scales are the
 // block scales 2^(emax - 133).
@@ -87,9 +87,9 @@ using namespace cute;
 // two-level or MXFP4 with two pieces only. INT4 two-level: no scale varies per K block, so the
 // promotion is a plain add (acc += part, kept per 128 K for the fp32 accuracy of the sum: the
 // tensor core's own FP8
-// accumulation over all of K was 3.6e-3 off in the SwiGLU group scales at K = 1408, run 83) and
+// accumulation over all of K was 3.6e-3 off in the SwiGLU group scales at K = 1408) and
 // the K loop loads no token scales (their shared-memory traffic is most of what the per-128
-// promotion costs: tools/rs_wgmma_probe, session 19); token x channel scale in the epilogue.
+// promotion costs: tools/rs_wgmma_probe, docs/perf-log.md §MoE grouped GEMM, W4A8); token x channel scale in the epilogue.
 // MXFP4 (kMx_ with kTok_): the block scale of each row and K block stays in the promotion as one
 // register per row (acc = fma(part, w_scale[row, kb], acc), no token-scale loads); the token
 // scale in the epilogue.
@@ -539,7 +539,7 @@ struct MoeW4A8RsKernel {
     convert_stage(ss, read.index, g, wt, t0, t1, f0);
     // Block kb's fragments are in `cur`; block kb + 1's are converted into `nxt` while block kb's
     // wgmmas run. Two K blocks per loop iteration keep the buffers' names constant. (Issuing
-    // block kb + 1 before promoting kb, with a second accumulator, measured the same: run 31.)
+    // block kb + 1 before promoting kb, with a second accumulator, measured the same.)
     auto step = [&](int kb, Frags& cur, Frags& nxt) {
       const int s = read.index;
       issue(tiled_mma, cur, tCrB, s, part);

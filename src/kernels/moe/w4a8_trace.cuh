@@ -1,5 +1,5 @@
 // Diagnostic per-stage trace of the W4A8 mainloop (docs/moe-gemm-w4a8.md, "W4A8 stage trace"): compiled
-// only with -DXSTAGE_W4A8_TRACE (scripts/moe-w4a8-trace-run builds it in its own directory);
+// only with -DXSTAGE_W4A8_TRACE (`scripts/gpu-run OUT moe-trace` builds it in its own directory);
 // without it every W4_TRACE is empty and the shipped kernels are unchanged.
 //
 // With it, each CTA records, for its first kW4TraceStages ring stages, the SM clock (low 32
