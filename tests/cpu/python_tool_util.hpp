@@ -1,12 +1,14 @@
 // Helpers of the CPU tests that run the repository's Python tools (python/*.py) on synthetic
 // inputs: read a whole file, quote a path for the shell, run a command (or one of the tools)
-// with its output captured in a file and return its exit status.
+// with its output captured in a file and return its exit status; the passing correctness
+// record every bench cell carries (docs/checkers.md), for synthetic bench JSON.
 #pragma once
 #include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
@@ -46,6 +48,12 @@ inline int run_python_tool(const char* script, const std::string& args, const st
   cmd += " ";
   cmd += args;
   return run(cmd, out);
+}
+
+// The correctness record of a cell that was checked and passed (the schema the benches write).
+inline nlohmann::json passing_correctness() {
+  return {{"checked", true}, {"passed", true},     {"max_abs_err", 0.004}, {"rel_err", 0.002},
+          {"rows_checked", 256}, {"nonfinite", 0}, {"rel_tol", 0.02}};
 }
 
 }  // namespace xstage::test

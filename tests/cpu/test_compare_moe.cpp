@@ -48,12 +48,12 @@ nlohmann::json xrow(const char* model, const char* routing, int tokens, const ch
   return {{"model", model},        {"weights", "w8a8"},        {"routing", routing},
           {"tokens_per_rank", tokens}, {"variant", variant},    {"median_us", us},
           {"p10_us", us * 0.9},    {"p90_us", us * 1.1},       {"rank_median_us", {us, us * 0.95}},
-          {"rows_received", {100, 120}}};
+          {"rows_received", {100, 120}}, {"correctness", xstage::test::passing_correctness()}};
 }
 
 nlohmann::json trow(const char* model, const char* weights, const char* routing, int tokens, double us) {
   return {{"model", model},  {"weights", weights}, {"routing", routing}, {"tokens_per_rank", tokens},
-          {"median_us", us}, {"skipped", false}};
+          {"median_us", us}, {"skipped", false}, {"correctness", xstage::test::passing_correctness()}};
 }
 
 // Four configurations: three with both fused schedules (il/ew 1.25, 0.90, 1.50), one with only
@@ -246,9 +246,17 @@ TEST_F(CompareMoe, ToleratesMissingOptionalFields) {
   std::ofstream(dir_ / "x2.json") << xs.dump();
   std::ofstream(dir_ / "t2.json") << th.dump();
   const fs::path js = dir_ / "cmp2.json";
-  ASSERT_EQ(compare(quote(dir_ / "x2.json") + " " + quote(dir_ / "t2.json") + " --json " + quote(js)), 0)
+  // No row carries a correctness record: a failure, unless waived (with a loud warning).
+  EXPECT_EQ(compare(quote(dir_ / "x2.json") + " " + quote(dir_ / "t2.json")), 1) << slurp(out_);
+  EXPECT_NE(slurp(out_).find("CORRECTNESS FAIL xstage M w8a8 balanced 64 expert-wave: no correctness record"),
+            std::string::npos)
+      << slurp(out_);
+  ASSERT_EQ(compare(quote(dir_ / "x2.json") + " " + quote(dir_ / "t2.json") + " --json " + quote(js) +
+                    " --allow-missing-correctness"),
+            0)
       << slurp(out_);
   const std::string text = slurp(out_);
+  EXPECT_NE(text.find("WARNING: --allow-missing-correctness"), std::string::npos) << text;
   EXPECT_EQ(text.find("Traceback"), std::string::npos) << text;
   EXPECT_NE(text.find("no configuration has both"), std::string::npos) << text;
   nlohmann::json d;

@@ -28,11 +28,13 @@ nlohmann::json ours(const std::string& model, const std::string& op, int tokens,
                     double tflops) {
   return {{"model", model}, {"op", op},     {"tokens_per_expert", tokens}, {"weights", weights},
           {"experts", 8},   {"n", 4096},    {"k", 4096},                   {"tflops", tflops},
-          {"median_us", 1.0}, {"instantiation", "kernel"}};
+          {"median_us", 1.0}, {"instantiation", "kernel"}, {"nonfinite", 0},
+          {"correctness", xstage::test::passing_correctness()}};
 }
 nlohmann::json theirs(const std::string& model, const std::string& linear, int tokens, double tflops) {
   return {{"model", model}, {"op", linear}, {"tokens_per_expert", tokens}, {"tflops", tflops},
-          {"median_us", 1.0}, {"scaling", "blockwise"}};
+          {"median_us", 1.0}, {"scaling", "blockwise"}, {"nonfinite", 0},
+          {"correctness", xstage::test::passing_correctness()}};
 }
 
 }  // namespace

@@ -19,7 +19,8 @@ using xstage::test::run_python_tool;
 using xstage::test::slurp;
 
 nlohmann::json row(const char* model, const char* routing, int tokens, double us) {
-  return {{"model", model}, {"weights", "w8a8"}, {"routing", routing}, {"tokens_per_rank", tokens}, {"median_us", us}};
+  return {{"model", model},     {"weights", "w8a8"}, {"routing", routing},
+          {"tokens_per_rank", tokens}, {"median_us", us},  {"correctness", xstage::test::passing_correctness()}};
 }
 
 }  // namespace

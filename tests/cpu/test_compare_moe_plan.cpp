@@ -22,7 +22,8 @@ using xstage::test::slurp;
 
 nlohmann::json row(const std::string& model, int tokens, const std::string& inst, double tflops) {
   return {{"model", model}, {"op", "l1_swiglu"}, {"tokens_per_expert", tokens}, {"weights", "w8a8"},
-          {"instantiation", inst}, {"tflops", tflops}, {"median_us", 1.0}};
+          {"instantiation", inst}, {"tflops", tflops}, {"median_us", 1.0},
+          {"correctness", xstage::test::passing_correctness()}};
 }
 
 nlohmann::json bench(nlohmann::json results) {

@@ -26,7 +26,8 @@ int run_tool(const std::string& args, const fs::path& out) {
 
 nlohmann::json row(const std::string& op, int tokens, const std::string& weights, double tflops) {
   return {{"model", "M"},   {"op", op},          {"tokens_per_expert", tokens}, {"weights", weights},
-          {"tflops", tflops}, {"instantiation", weights + "_kernel"}, {"nonfinite", 0}};
+          {"tflops", tflops}, {"instantiation", weights + "_kernel"}, {"nonfinite", 0},
+          {"correctness", xstage::test::passing_correctness()}};
 }
 
 }  // namespace
