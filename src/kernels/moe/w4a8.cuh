@@ -26,7 +26,8 @@
 //   decoupled: 3 TMA stages, 3 converted buffers; consumers convert their share of stage i + 2
 //     and load the next block's token scales a stage ahead; with three consumer warp groups
 //     warp group 0 converts every unit (56 registers), in steps of several units.
-// Measured in docs/moe-gemm-w4a8.md ("Design", "W4A8 stage trace"); a diagnostic build with
+// Design in docs/moe-gemm-w4a8.md §Design; measured in docs/perf-log.md §W4A8 run notes ("W4A8
+// stage trace"); a diagnostic build with
 // -DXSTAGE_W4A8_TRACE stamps every stage (w4a8_trace.cuh).
 //
 // The 4-bit -> e4m3 conversion arithmetic: w4a8_convert.cuh.
@@ -62,7 +63,7 @@ namespace xstage::kernels::moe {
 using namespace cute;
 
 // W8A8 tile traits (A, wgmma) with a TMA ring that also carries the packed B chunk, a ring of
-// converted B, and the W4A8 register split, in one of two designs (docs/moe-gemm-w4a8.md, "W4A8
+// converted B, and the W4A8 register split, in one of two designs (docs/moe-gemm-w4a8.md §Design, "Two
 // designs"; the launchers pick int4 -> decoupled, mxfp4 -> lock step):
 //   lock step (kDecoupled = false): 4 TMA stages, 2 converted buffers; every converting thread
 //     (warps 1..3 of warp group 0 and every consumer thread) converts an equal share of stage
