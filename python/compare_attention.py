@@ -30,7 +30,7 @@ def _bkey(r):
 
 
 def _label(k, _rec=None):
-    return " ".join(str(x) for x in k[:-6]) + f" B={k[-6]} S={k[-5]} H={k[-4]} d={k[-3]} {k[-2]} causal={k[-1]}"
+    return " ".join([str(x) for x in k[:-6]] + [f"B={k[-6]} S={k[-5]} H={k[-4]} d={k[-3]} {k[-2]} causal={k[-1]}"])
 
 
 def _ours(r):

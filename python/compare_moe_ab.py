@@ -44,7 +44,8 @@ def main(argv=None):
     b, n = (best_rate(docs[s], moe_gemm_cell, where=gate.record_ok) for s in ("base", "new"))
     keys = sorted(set(b) & set(n))
     if not keys:
-        print("compare_moe_ab: no common cells", file=sys.stderr)
+        gate.summary()
+        print("compare_moe_ab: no common cells (that passed their correctness check)", file=sys.stderr)
         return 1
     print(f"{'model':>12} {'op':>10} {'tok':>5} {'weights':>11} {'base':>8} {'new':>8} {'new/base':>8}")
     ratios = {}
