@@ -12,18 +12,21 @@ recent releases), then per-row/per-column scales, then one scale per tensor; the
 which one ran. Timing: CUDA events around every launch, warm-up (a few launches, then --warmup-ms
 of sustained launches so the clock is the power-capped one), median of >= 20 launches,
 inputs rotating over enough buffer sets to exceed 2 x L2, a large memset queued first so the
-GPU is busy while the host enqueues. TFLOP/s = 2*M*N*K / t. Writes schema
+GPU is busy while the host enqueues. TFLOP/s = 2*M*N*K / t. Every cell is checked
+(xsbench.verify): after the timed launches one more launch, on outputs poisoned with NaN, is
+compared row by row against an fp32 reference (A and B dequantised with the same scales) on
+--check-rows seeded rows (all rows if fewer), with a full finiteness scan; the cell's
+"correctness" record is what python/compare_moe_gemm.py gates on. Writes schema
 xstage.bench.moe_gemm.v1 (backend "cublaslt"), which python/compare_moe_gemm.py merges with
-xstage's. Exit status: 0 ok, 2 bad input, 3 torch/CUDA missing.
+xstage's. Exit status: 0 ok, 1 a cell failed its correctness check, 2 bad input, 3 torch/CUDA
+missing.
 """
 import argparse
-import datetime
 import json
-import math
-import os
-import statistics
 import sys
 import time
+
+from xsbench import timing, verify
 
 MODELS = [  # name, hidden, intermediate, experts (docs/MOE.md)
     ("DiT-MoE-G", 1408, 5632, 16),
@@ -36,19 +39,7 @@ MODELS = [  # name, hidden, intermediate, experts (docs/MOE.md)
 ]
 
 
-def _ints(text):
-    try:
-        return [int(x) for x in text.split(",") if x]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}")
-
-
-def _quantile(values, q):
-    v = sorted(values)
-    pos = q * (len(v) - 1)
-    lo = int(math.floor(pos))
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (pos - lo) * (v[hi] - v[lo])
+REL_TOL = 0.02  # per-row relative L2 error of the bf16 output against the fp32 reference
 
 
 def scale_variants(torch, m, n, k, dev):
@@ -66,9 +57,23 @@ def scale_variants(torch, m, n, k, dev):
     return out
 
 
+def check_cell(torch, mm, idx, a, b, sa, sb, rows, seed):
+    """The correctness record of mm(idx) = a @ b with scales sa, sb: one launch on poisoned
+    outputs, `rows` seeded rows against the fp32 reference, a finiteness scan of all."""
+    m, n = a.shape[0], b.shape[1]
+    verify.poison_free_blocks(torch, (m, n), torch.bfloat16, a.device)
+    out = mm(idx)
+    torch.cuda.synchronize()
+    pick = torch.tensor(verify.sample_rows(m, rows, seed), device=a.device)
+    sa_rows = sa.index_select(0, pick) if sa.dim() == 2 and sa.shape[0] == m else sa
+    ref = verify.dequant(torch, a.float().index_select(0, pick), sa_rows) @ verify.dequant(torch, b, sb)
+    return verify.check(torch, out.index_select(0, pick), ref, out, REL_TOL,
+                        "fp32: A and B dequantised with the same scales, A rows seeded")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tokens", type=_ints, default=_ints("16,128,1024,8192"))
+    ap.add_argument("--tokens", type=timing.ints, default=timing.ints("16,128,1024,8192"))
     ap.add_argument("--models", default="", help="comma list of model names (default: all seven)")
     ap.add_argument("--scaling", choices=["auto", "blockwise", "rowwise", "tensorwise"], default="auto")
     ap.add_argument("--warmup", type=int, default=5)
@@ -77,11 +82,15 @@ def main(argv=None):
                          "sustained (power-capped) clock, as xstage bench moe-gemm does (0: off)")
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--rotate-mib", type=float, default=0.0, help="0: 2 x the device's L2")
+    ap.add_argument("--check-rows", type=int, default=256, help="rows per cell checked against the fp32 reference")
     ap.add_argument("--json", help="write results here")
     args = ap.parse_args(argv)
-    if args.iters < 20 or args.warmup < 0 or not 0 <= args.warmup_ms <= 60000:
+    if args.iters < timing.MIN_ITERS or args.warmup < 0 or not 0 <= args.warmup_ms <= 60000:
         print("bench_moe_gemm_torch: --iters must be >= 20, --warmup >= 0 and --warmup-ms in [0, 60000]",
               file=sys.stderr)
+        return 2
+    if args.check_rows < 2:
+        print("bench_moe_gemm_torch: --check-rows must be >= 2", file=sys.stderr)
         return 2
     if not args.tokens or min(args.tokens) < 1:
         print("bench_moe_gemm_torch: --tokens needs values >= 1", file=sys.stderr)
@@ -101,8 +110,8 @@ def main(argv=None):
 
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
-    l2 = getattr(props, "L2_cache_size", 50 << 20)
-    rotate = int(args.rotate_mib * (1 << 20)) if args.rotate_mib > 0 else 2 * l2
+    l2, rotate = timing.rotate_bytes(torch, dev, args.rotate_mib)
+    torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 reference stays fp32
     torch.manual_seed(20261130)
     free_b, _ = torch.cuda.mem_get_info()
     backlog = torch.empty(min(2 << 30, free_b // 16), dtype=torch.uint8, device=dev)
@@ -113,13 +122,13 @@ def main(argv=None):
           f"runs after {args.warmup} warm-up launches and {args.warmup_ms:.0f} ms of warm-up, inputs rotate over "
           f">= {rotate / 2**20:.0f} MiB")
     print(f"#{'model':>17} {'op':>8} {'tokens':>6} {'n':>6} {'k':>6} {'scaling':>24} {'time(us)':>10} "
-          f"{'TFLOP/s':>9} {'best':>9} {'#wrong':>6}")
-    results = []
+          f"{'TFLOP/s':>9} {'best':>9} {'#nonfin':>7} {'rel.err':>8} {'check':>5}")
+    results, failed = [], 0
     for name, hidden, inter, _experts in models:
         for op, n, k in (("l1", 2 * inter, hidden), ("l2", hidden, inter)):
             for m in args.tokens:
                 set_bytes = m * k + n * k + 2 * m * n
-                sets = max(1, -(-rotate // set_bytes))
+                sets = timing.sets_for(rotate, set_bytes)
                 a = [torch.empty(m, k, device=dev).uniform_(-448, 448).to(fp8) for _ in range(sets)]
                 # B as cuBLASLt wants it: (K, N) column-major = the [N, K] weight transposed.
                 b = [torch.empty(n, k, device=dev).uniform_(-448, 448).to(fp8).t() for _ in range(sets)]
@@ -131,7 +140,7 @@ def main(argv=None):
                     if args.scaling != "auto" and not sname.startswith(args.scaling):
                         continue
                     try:
-                        o = torch._scaled_mm(a[0], b[0], scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+                        torch._scaled_mm(a[0], b[0], scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
                         torch.cuda.synchronize()
                         chosen = (sname, sa, sb)
                         break
@@ -143,37 +152,36 @@ def main(argv=None):
                     print(f" {name:>17} {op:>8} {m:>6} {n:>6} {k:>6}   unsupported: {rec['error'][:100]}")
                     continue
                 sname, sa, sb = chosen
+
+                def mm(i, a=a, b=b, sa=sa, sb=sb):
+                    return torch._scaled_mm(a[i % len(a)], b[i % len(b)], scale_a=sa, scale_b=sb,
+                                            out_dtype=torch.bfloat16)
                 for w in range(args.warmup):
-                    torch._scaled_mm(a[w % sets], b[w % sets], scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+                    mm(w)
                 t_warm, w = time.monotonic(), 0
                 while (time.monotonic() - t_warm) * 1e3 < args.warmup_ms:
                     for _ in range(16):
-                        torch._scaled_mm(a[w % sets], b[w % sets], scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+                        mm(w)
                         w += 1
                     torch.cuda.synchronize()
-                ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                      for _ in range(args.iters)]
                 backlog.zero_()
-                out = None
-                for it in range(args.iters):
-                    ev[it][0].record()
-                    out = torch._scaled_mm(a[it % sets], b[it % sets], scale_a=sa, scale_b=sb,
-                                           out_dtype=torch.bfloat16)
-                    ev[it][1].record()
-                torch.cuda.synchronize()
-                us = [x.elapsed_time(z) * 1e3 for x, z in ev]
-                med = statistics.median(us)
+                us = timing.time_launches(torch, mm, args.iters)
                 flops = 2.0 * m * n * k
-                wrong = int((~torch.isfinite(out.float())).sum().item())
-                rec.update({"scaling": sname, "median_us": med, "min_us": min(us), "max_us": max(us),
-                            "p10_us": _quantile(us, 0.1), "p90_us": _quantile(us, 0.9),
-                            "tflops": flops / (med * 1e-6) / 1e12, "tflops_best": flops / (min(us) * 1e-6) / 1e12,
-                            "nonfinite": wrong})
+                st = timing.stats_us(us)
+                rec.update({"scaling": sname, **st, "tflops": flops / (st["median_us"] * 1e-6) / 1e12,
+                            "tflops_best": flops / (st["min_us"] * 1e-6) / 1e12})
+                rec["correctness"] = check_cell(torch, mm, sets - 1, a[-1], b[-1], sa, sb, args.check_rows,
+                                                seed=m * 131 + n * 7 + k)
+                rec["nonfinite"] = rec["correctness"]["nonfinite"]
+                failed += not rec["correctness"]["passed"]
                 if errors:
                     rec["refused"] = errors
                 results.append(rec)
-                print(f" {name:>17} {op:>8} {m:>6} {n:>6} {k:>6} {sname:>24} {med:>10.1f} {rec['tflops']:>9.1f} "
-                      f"{rec['tflops_best']:>9.1f} {wrong:>6}", flush=True)
+                c = rec["correctness"]
+                print(f" {name:>17} {op:>8} {m:>6} {n:>6} {k:>6} {sname:>24} {rec['median_us']:>10.1f} "
+                      f"{rec['tflops']:>9.1f} {rec['tflops_best']:>9.1f} {c['nonfinite']:>7} "
+                      f"{c['rel_err'] if c['rel_err'] is not None else float('nan'):>8.1e} "
+                      f"{'ok' if c['passed'] else 'FAIL':>5}", flush=True)
                 del a, b
                 torch.cuda.empty_cache()
 
@@ -186,9 +194,9 @@ def main(argv=None):
             "device": props.name,
             "sm_count": props.multi_processor_count,
             "l2_bytes": l2,
-            "commit": os.environ.get("XSTAGE_COMMIT", "unknown"),
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "config": {"warmup": args.warmup, "warmup_ms": args.warmup_ms, "iters": args.iters, "rotate_bytes": rotate, "scaling": args.scaling,
+            **timing.stamp(),
+            "config": {"warmup": args.warmup, "warmup_ms": args.warmup_ms, "iters": args.iters, "rotate_bytes": rotate,
+                       "scaling": args.scaling, "check_rows": args.check_rows, "rel_tol": REL_TOL,
                        "shapes": "dense per expert: l1 = (tokens, 2*inter, hidden), l2 = (tokens, hidden, inter)",
                        "flops": "2*m*n*k"},
             "results": results,
@@ -196,7 +204,9 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=2)
             f.write("\n")
-    return 0
+    if failed:
+        print(f"bench_moe_gemm_torch: {failed} cells FAILED their correctness check", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
