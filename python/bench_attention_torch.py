@@ -11,30 +11,20 @@ busy while the host enqueues them. TFLOP/s = 4*B*H*S^2*d / t (visible pairs only
 causal is top-left aligned in both). Writes JSON in the shape `xstage bench attention
 --json` writes (schema xstage.bench.attention.v1, one result per backend and shape), so
 python/compare_attention.py can merge them. A backend that refuses a shape is recorded with
-its error instead of a time. Exit status: 0 ok, 2 bad input, 3 torch/CUDA missing.
+its error instead of a time. Every timed cell is checked (xsbench.verify): one more call, on
+outputs poisoned with NaN, is compared on --check-rows seeded query rows (over batch, heads
+and sequence) against an fp32 softmax(q k^T / sqrt(d)) v reference, with a full finiteness
+scan; the cell's "correctness" record is what python/compare_attention.py gates on.
+Exit status: 0 ok, 1 a cell failed its correctness check, 2 bad input, 3 torch/CUDA missing.
 """
 import argparse
-import datetime
 import json
 import math
-import os
-import statistics
 import sys
 
+from xsbench import timing, verify
 
-def _ints(text):
-    try:
-        return [int(x) for x in text.split(",") if x]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}")
-
-
-def _quantile(values, q):
-    v = sorted(values)
-    pos = q * (len(v) - 1)
-    lo = int(math.floor(pos))
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (pos - lo) * (v[hi] - v[lo])
+REL_TOL = 0.02  # per-row relative L2 error of the bf16/fp16 output against the fp32 reference
 
 
 def visible_pairs(sq, skv, causal):
@@ -44,11 +34,33 @@ def visible_pairs(sq, skv, causal):
     return n * (n + 1) / 2 + max(0, sq - skv) * float(skv)
 
 
+def check_cell(torch, call, idx, q, k, v, causal, rows, seed):
+    """The correctness record of call(idx) = SDPA(q, k, v) ([B, H, S, D] views): one call on
+    poisoned outputs, `rows` seeded query rows against the fp32 reference, a finiteness scan."""
+    B, H, S, D = q.shape
+    verify.poison_free_blocks(torch, (B, H, S, D), q.dtype, q.device)
+    out = call(idx)
+    torch.cuda.synchronize()
+    groups = {}
+    for p in verify.sample_rows(B * H * S, rows, seed):
+        groups.setdefault((p // (H * S), p // S % H), []).append(p % S)
+    got, ref = [], []
+    for (b, h), ss in groups.items():
+        si = torch.tensor(ss, device=q.device)
+        sc = (q[b, h].index_select(0, si).float() @ k[b, h].float().t()) / math.sqrt(D)
+        if causal:  # top-left aligned: query i sees keys j <= i
+            sc.masked_fill_(torch.arange(S, device=q.device)[None, :] > si[:, None], float("-inf"))
+        ref.append(torch.softmax(sc, dim=-1) @ v[b, h].float())
+        got.append(out[b, h].index_select(0, si))
+    return verify.check(torch, torch.cat(got), torch.cat(ref), out, REL_TOL,
+                        "fp32 softmax(q k^T / sqrt(d)) v on seeded query rows")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seqlens", type=_ints, default=_ints("1024,4096,4608,8192,16384,32768,65536"))
-    ap.add_argument("--heads", type=_ints, default=_ints("12,24"))
-    ap.add_argument("--head-dims", type=_ints, default=_ints("64,128"))
+    ap.add_argument("--seqlens", type=timing.ints, default=timing.ints("1024,4096,4608,8192,16384,32768,65536"))
+    ap.add_argument("--heads", type=timing.ints, default=timing.ints("12,24"))
+    ap.add_argument("--head-dims", type=timing.ints, default=timing.ints("64,128"))
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
     ap.add_argument("--causal", action="store_true")
@@ -58,10 +70,14 @@ def main(argv=None):
     ap.add_argument("--rotate-mib", type=float, default=0.0, help="0: 2 x the device's L2")
     ap.add_argument("--layout", choices=["bshd", "bhsd"], default="bshd",
                     help="memory layout of q, k, v (bshd = xstage's; bhsd = contiguous (B, H, S, D))")
+    ap.add_argument("--check-rows", type=int, default=256, help="query rows per cell checked against fp32")
     ap.add_argument("--json", help="write results here")
     args = ap.parse_args(argv)
-    if args.iters < 20:
-        print("bench_attention_torch: --iters must be >= 20", file=sys.stderr)
+    if args.iters < timing.MIN_ITERS:
+        print(f"bench_attention_torch: --iters must be >= {timing.MIN_ITERS}", file=sys.stderr)
+        return 2
+    if args.check_rows < 2:
+        print("bench_attention_torch: --check-rows must be >= 2", file=sys.stderr)
         return 2
     if args.batch < 1 or args.warmup < 0:
         print("bench_attention_torch: --batch must be >= 1 and --warmup >= 0", file=sys.stderr)
@@ -92,8 +108,8 @@ def main(argv=None):
 
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
-    l2 = getattr(props, "L2_cache_size", 50 << 20)
-    rotate = int(args.rotate_mib * (1 << 20)) if args.rotate_mib > 0 else 2 * l2
+    l2, rotate = timing.rotate_bytes(torch, dev, args.rotate_mib)
+    torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 reference stays fp32
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     torch.manual_seed(20261130)
     free_b, _ = torch.cuda.mem_get_info()
@@ -104,14 +120,14 @@ def main(argv=None):
           f"{'causal' if args.causal else 'non-causal'}, batch {args.batch}, "
           f"median of {args.iters} runs after {args.warmup} warm-up, inputs rotate over >= {rotate / 2**20:.0f} MiB")
     print(f"#{'backend':>8} {'seqlen':>7} {'heads':>5} {'d':>4} {'sets':>5} {'time(us)':>10} {'min(us)':>10} "
-          f"{'max(us)':>10} {'TFLOP/s':>9} {'best':>9} {'#wrong':>6}")
-    results = []
+          f"{'max(us)':>10} {'TFLOP/s':>9} {'best':>9} {'#nonfin':>7} {'rel.err':>8} {'check':>5}")
+    results, failed = [], 0
     for d in args.head_dims:
         for h in args.heads:
             for s in args.seqlens:
                 elems = args.batch * s * h * d
                 set_bytes = 4 * elems * 2
-                sets = max(1, -(-rotate // set_bytes))
+                sets = timing.sets_for(rotate, set_bytes)
                 # BSHD memory, (B, H, S, D) views: the layout xstage reads.
                 def make():
                     if args.layout == "bshd":
@@ -122,37 +138,34 @@ def main(argv=None):
                 for b in backends:
                     rec = {"backend": f"torch-{b}", "batch": args.batch, "seqlen": s, "heads": h, "head_dim": d,
                            "dtype": args.dtype, "causal": args.causal, "rotating_sets": sets, "iters": args.iters}
+                    def call(i, qkv=qkv):
+                        q, k, v = qkv[i % len(qkv)]
+                        return F.scaled_dot_product_attention(q, k, v, is_causal=args.causal)
                     try:
                         with sdpa_kernel([names[b]]):
-                            for w in range(args.warmup):
-                                q, k, v = qkv[w % sets]
-                                F.scaled_dot_product_attention(q, k, v, is_causal=args.causal)
-                            ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                                  for _ in range(args.iters)]
-                            # GPU busy while the host enqueues: no launch overhead inside a timing.
-                            backlog.zero_()
-                            out = None
-                            for it in range(args.iters):
-                                q, k, v = qkv[it % sets]
-                                ev[it][0].record()
-                                out = F.scaled_dot_product_attention(q, k, v, is_causal=args.causal)
-                                ev[it][1].record()
-                            torch.cuda.synchronize()
+                            backlog.zero_()  # GPU busy while the host enqueues: no launch overhead inside a timing
+                            us = timing.time_launches(torch, call, args.iters, warmup=args.warmup)
+                            try:
+                                idx = (args.warmup + args.iters - 1) % sets
+                                rec["correctness"] = check_cell(torch, call, idx, *qkv[idx], args.causal,
+                                                                args.check_rows, seed=s * 31 + h * 7 + d)
+                            except RuntimeError as e:  # the reference ran out of memory: a failed check
+                                rec["correctness"] = verify.failed_record(str(e).split("\n")[0], REL_TOL, "")
                     except RuntimeError as e:
                         rec["error"] = str(e).split("\n")[0]
                         results.append(rec)
                         print(f" {b:>8} {s:>7} {h:>5} {d:>4} {sets:>5}   unsupported: {rec['error'][:80]}")
                         continue
-                    us = [a.elapsed_time(z) * 1e3 for a, z in ev]
-                    med = statistics.median(us)
-                    wrong = int((~torch.isfinite(out)).sum().item())
-                    rec.update({"median_us": med, "min_us": min(us), "max_us": max(us),
-                                "p10_us": _quantile(us, 0.1), "p90_us": _quantile(us, 0.9),
-                                "tflops": flops / (med * 1e-6) / 1e12, "tflops_best": flops / (min(us) * 1e-6) / 1e12,
-                                "nonfinite": wrong})
+                    st = timing.stats_us(us)
+                    c = rec["correctness"]
+                    rec.update({**st, "tflops": flops / (st["median_us"] * 1e-6) / 1e12,
+                                "tflops_best": flops / (st["min_us"] * 1e-6) / 1e12, "nonfinite": c["nonfinite"]})
+                    failed += not c["passed"]
                     results.append(rec)
-                    print(f" {b:>8} {s:>7} {h:>5} {d:>4} {sets:>5} {med:>10.1f} {min(us):>10.1f} {max(us):>10.1f} "
-                          f"{rec['tflops']:>9.1f} {rec['tflops_best']:>9.1f} {wrong:>6}", flush=True)
+                    print(f" {b:>8} {s:>7} {h:>5} {d:>4} {sets:>5} {st['median_us']:>10.1f} {st['min_us']:>10.1f} "
+                          f"{st['max_us']:>10.1f} {rec['tflops']:>9.1f} {rec['tflops_best']:>9.1f} {c['nonfinite']:>7} "
+                          f"{c['rel_err'] if c['rel_err'] is not None else float('nan'):>8.1e} "
+                          f"{'ok' if c['passed'] else 'FAIL':>5}", flush=True)
                 del qkv
                 torch.cuda.empty_cache()
 
@@ -166,17 +179,19 @@ def main(argv=None):
             "device": props.name,
             "sm_count": props.multi_processor_count,
             "l2_bytes": l2,
-            "commit": os.environ.get("XSTAGE_COMMIT", "unknown"),
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            **timing.stamp(),
             "config": {"batch": args.batch, "dtype": args.dtype, "causal": args.causal, "layout": args.layout.upper(),
                        "warmup": args.warmup, "iters": args.iters, "rotate_bytes": rotate,
+                       "check_rows": args.check_rows, "rel_tol": REL_TOL,
                        "backends": backends, "flops": "4*B*H*Sq*Skv*d (visible pairs if causal)"},
             "results": results,
         }
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=2)
             f.write("\n")
-    return 0
+    if failed:
+        print(f"bench_attention_torch: {failed} cells FAILED their correctness check", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
