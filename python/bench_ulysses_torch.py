@@ -27,7 +27,12 @@ medians, and separately of the p10s and p90s); per-rank medians are kept in the 
 
 Once per (heads, head_dim) config, at the smallest S, a correctness check: each rank's y must
 equal rows [rank*S/P, (rank+1)*S/P) of full attention over all H heads (q, k, v gathered with
-all_gather, reference in fp32), relative Frobenius error < 1e-2.
+all_gather, reference in fp32), relative Frobenius error < 1e-2 (the file's "checks").
+And every timed point is checked (xsbench.verify): one more run of the whole path, on outputs
+poisoned with NaN, compared on --check-rows seeded token rows (all heads) against an fp32
+reference that each head's owner computes for its heads and all_gathers, per-row relative
+error < 2e-2, with a full finiteness scan of y on every rank: the point's "correctness"
+record, which python/compare_ulysses.py gates on.
 
 NCCL backend; NCCL_NVLS_ENABLE=0 is forced before init (never NVLink multicast). Progress on
 stderr; rank 0 writes --json (schema xstage.bench.ulysses_torch.v1) for
@@ -35,22 +40,17 @@ python/compare_ulysses.py and python/plot_ulysses.py. Without torchrun it runs a
 Exit status: 0 ok, 1 a correctness check failed, 2 bad input, 3 torch/CUDA/NCCL missing.
 """
 import argparse
-import datetime
 import json
 import math
 import os
 import statistics
 import sys
 
+from xsbench import timing, verify
+
 SCHEMA = "xstage.bench.ulysses_torch.v1"
-REL_ERR_LIMIT = 1e-2
-
-
-def _ints(text):
-    try:
-        return [int(x) for x in text.split(",") if x]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}")
+REL_ERR_LIMIT = 1e-2   # the per-config check: relative Frobenius error over the whole output
+ROW_REL_TOL = 2e-2     # the per-point check: relative L2 error of the worst checked row
 
 
 def _configs(text):
@@ -64,29 +64,9 @@ def _configs(text):
     return out
 
 
-def _quantile(values, q):
-    v = sorted(values)
-    pos = q * (len(v) - 1)
-    lo = int(math.floor(pos))
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (pos - lo) * (v[hi] - v[lo])
-
-
-def _nccl_version(torch):
-    try:
-        v = torch.cuda.nccl.version()
-    except Exception as e:  # noqa: BLE001 - any failure: record it, do not die
-        return f"unknown ({e})"
-    if isinstance(v, tuple):
-        return ".".join(str(x) for x in v)
-    if isinstance(v, int):
-        return f"{v // 10000}.{v // 100 % 100}.{v % 100}" if v >= 10000 else f"{v // 1000}.{v // 100 % 10}.{v % 100}"
-    return str(v)
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seqlens", type=_ints, default=_ints("1024,4096,4608,8192,16384,32768,65536"))
+    ap.add_argument("--seqlens", type=timing.ints, default=timing.ints("1024,4096,4608,8192,16384,32768,65536"))
     ap.add_argument("--configs", type=_configs, default=_configs("24x128,40x128,30x64"),
                     help="comma list of HEADSxHEAD_DIM (total heads, before the Ulysses split)")
     ap.add_argument("--batch", type=int, default=1)
@@ -95,15 +75,17 @@ def main(argv=None):
     ap.add_argument("--rotate-mib", type=float, default=0.0, help="0: 2 x the device's L2")
     ap.add_argument("--cover-us", type=float, default=1000.0,
                     help="GPU busy-wait queued before each timed run so the host enqueues it ahead (0: none)")
-    ap.add_argument("--no-check", action="store_true", help="skip the correctness checks")
+    ap.add_argument("--no-check", action="store_true", help="skip the correctness checks (the compare then fails)")
+    ap.add_argument("--check-rows", type=int, default=64, help="token rows per point checked against fp32")
     ap.add_argument("--json", help="rank 0 writes results here")
     args = ap.parse_args(argv)
 
     def log(msg):
         print(msg, file=sys.stderr, flush=True)
 
-    if args.iters < 10 or args.batch < 1 or args.warmup < 0 or args.cover_us < 0:
-        log("bench_ulysses_torch: need --iters >= 10, --batch >= 1, --warmup >= 0, --cover-us >= 0")
+    if args.iters < timing.MIN_ITERS or args.batch < 1 or args.warmup < 0 or args.cover_us < 0 or args.check_rows < 2:
+        log(f"bench_ulysses_torch: need --iters >= {timing.MIN_ITERS}, --batch >= 1, --warmup >= 0, --cover-us >= 0, "
+            "--check-rows >= 2")
         return 2
     if not args.seqlens or not args.configs or min(args.seqlens) < 1 or min(min(c) for c in args.configs) < 1:
         log("bench_ulysses_torch: --seqlens and --configs must be non-empty and positive")
@@ -157,8 +139,7 @@ def main(argv=None):
         return [o.tolist() for o in out]
 
     props = torch.cuda.get_device_properties(dev)
-    l2 = getattr(props, "L2_cache_size", 0) or (50 << 20)
-    rotate = int(args.rotate_mib * (1 << 20)) if args.rotate_mib > 0 else 2 * l2
+    l2, rotate = timing.rotate_bytes(torch, dev, args.rotate_mib)
     dtype = torch.bfloat16
     torch.manual_seed(20261130 + 7919 * rank)  # different data on every rank
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 reference stays fp32
@@ -188,19 +169,8 @@ def main(argv=None):
         return 3
 
     # --- GPU busy-wait calibrated per rank (so every rank waits the same microseconds) --
-    cycles_per_us = None
-    if args.cover_us > 0 and hasattr(torch.cuda, "_sleep"):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        rates = []
-        for _ in range(5):
-            n = 2_000_000
-            a.record()
-            torch.cuda._sleep(n)
-            b.record()
-            b.synchronize()
-            rates.append(n / max(a.elapsed_time(b) * 1e3, 1e-3))
-        cycles_per_us = statistics.median(rates)
-    elif args.cover_us > 0:
+    cycles_per_us = timing.sleep_rate(torch) if args.cover_us > 0 else None
+    if args.cover_us > 0 and cycles_per_us is None:
         say("bench_ulysses_torch: torch.cuda._sleep missing; timed runs start without a GPU cover (launch overhead included)")
 
     align = torch.zeros(1, dtype=torch.float32, device=dev)
@@ -208,8 +178,7 @@ def main(argv=None):
     def cover():
         """GPU busy while the host enqueues the run, then a 4-byte all-reduce so the ranks'
         GPUs (not just their hosts, which leave the barrier some us apart) start together."""
-        if cycles_per_us:
-            torch.cuda._sleep(int(args.cover_us * cycles_per_us))
+        timing.busy_wait(torch, cycles_per_us, args.cover_us)
         if world > 1:
             dist.all_reduce(align)
 
@@ -224,22 +193,43 @@ def main(argv=None):
         dist.all_to_all_single(out, x)                                         # [P, B, S/P, Hl, D]
         return out.permute(1, 2, 0, 3, 4).reshape(B, S // P, P * Hl, D).contiguous()  # [B, S/P, H, D]
 
+    def before_run(_i):
+        dist.barrier()
+        torch.cuda.synchronize()
+        cover()
+
     def timed(fn):
-        for w in range(args.warmup):
-            fn(w)
+        us = timing.time_launches(torch, fn, args.iters, warmup=args.warmup, before=before_run)
+        return [statistics.median(us), timing.quantile(us, 0.1), timing.quantile(us, 0.9)]
+
+    def check_point(q, k, v, B, S, H, Hl, D):
+        """The point's correctness record: the whole path once more on poisoned outputs, seeded
+        token rows (all heads) against an fp32 reference that each head's owner computes for
+        its heads (q, k, v: this rank's heads, the whole sequence) and all_gathers."""
+        rows, ref_desc = S // P, "fp32 softmax(q k^T / sqrt(d)) v on seeded token rows, all heads"
+        verify.poison_free_blocks(torch, (B, S, Hl, D), dtype, dev, count=6)  # o, x, out, y: all this size
+        with sdpa_kernel([names[backend]]):
+            y = post_a2a(sdpa(q, k, v), B, S, Hl, D)                           # [B, S/P, H, D]
         torch.cuda.synchronize()
-        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(args.iters)]
-        for it in range(args.iters):
-            dist.barrier()
-            torch.cuda.synchronize()
-            cover()
-            ev[it][0].record()
-            fn(args.warmup + it)
-            ev[it][1].record()
-        torch.cuda.synchronize()
-        us = [s.elapsed_time(e) * 1e3 for s, e in ev]
-        return [statistics.median(us), _quantile(us, 0.1), _quantile(us, 0.9)]
+        pick = verify.sample_rows(B * S, args.check_rows, seed=S * 31 + H * 7 + D)
+        bs = torch.tensor([p // S for p in pick], device=dev)
+        ts = torch.tensor([p % S for p in pick], device=dev)
+        ref_local = torch.full((len(pick), Hl, D), float("nan"), device=dev)
+        try:
+            for bi in sorted({p // S for p in pick}):
+                sel = (bs == bi).nonzero().flatten()
+                for hl in range(Hl):
+                    sc = (q[bi, ts[sel], hl].float() @ k[bi, :, hl].float().t()) / math.sqrt(D)
+                    ref_local[sel, hl] = torch.softmax(sc, dim=-1) @ v[bi, :, hl].float()
+        except RuntimeError as e:  # out of memory: NaN rows, a failed check (the ranks stay in step)
+            log(f"bench_ulysses_torch: rank {rank}: point check S={S} {H}x{D}: {str(e).splitlines()[0][:200]}")
+        parts = [torch.empty_like(ref_local) for _ in range(world)]
+        dist.all_gather(parts, ref_local)
+        ref = torch.cat(parts, dim=1)                                          # [n, H, D], heads in rank order
+        mine = (ts // rows == rank).nonzero().flatten()
+        rec = verify.check(torch, y[bs[mine], ts[mine] % rows], ref[mine], y, ROW_REL_TOL, ref_desc)
+        del y, ref, parts, ref_local
+        return verify.merge_floats(gather_floats(verify.as_floats(rec)), ROW_REL_TOL, ref_desc)
 
     def check(q, k, v, B, S, H, Hl, D):
         """Ulysses result vs rows of full attention over all heads (fp32 reference)."""
@@ -270,7 +260,7 @@ def main(argv=None):
         return err if finite else float("inf"), max_abs
 
     free_b, _ = torch.cuda.mem_get_info()
-    say(f"# PyTorch {torch.__version__} SDPA ({backend}) + NCCL {_nccl_version(torch)} all_to_all_single, "
+    say(f"# PyTorch {torch.__version__} SDPA ({backend}) + NCCL {timing.nccl_version(torch)} all_to_all_single, "
         f"world {P}, {props.name} ({props.multi_processor_count} SMs, L2 {l2 / 2**20:.0f} MiB), bf16, "
         f"non-causal, batch {args.batch}, median of {args.iters} runs after {args.warmup} warm-up, "
         f"inputs rotate over >= {rotate / 2**20:.0f} MiB per rank, cover {args.cover_us:.0f} us, NCCL_NVLS_ENABLE=0")
@@ -298,8 +288,8 @@ def main(argv=None):
             elems = B * S * Hl * D
             set_bytes = 3 * elems * 2                     # q, k, v of one set
             o_bytes = elems * 2
-            want_sets = max(1, -(-rotate // set_bytes))
-            want_osets = max(1, -(-rotate // o_bytes))
+            want_sets = timing.sets_for(rotate, set_bytes)
+            want_osets = timing.sets_for(rotate, o_bytes)
             torch.cuda.empty_cache()
             free_b, _ = torch.cuda.mem_get_info()
             # Room for the working set: one o, x, out, y and the SDPA workspace, then the sets.
@@ -361,6 +351,7 @@ def main(argv=None):
                 t_a2a = timed(lambda i: post_a2a(o_sets[i % osets], B, S, Hl, D))
                 o_sets = None
                 t_all = timed(lambda i: post_a2a(sdpa(*qkv[i % sets]), B, S, Hl, D))
+            point_check = None if args.no_check else check_point(*qkv[0], B, S, H, Hl, D)
             qkv = None
             torch.cuda.empty_cache()
 
@@ -375,6 +366,12 @@ def main(argv=None):
                    "rotating_sets": sets, "rotating_o_sets": osets,
                    "rotated_bytes": sets * set_bytes, "rotation_short": sets < want_sets or osets < want_osets,
                    "iters": args.iters}
+            if point_check is not None:
+                rec["correctness"] = point_check
+                check_failed |= not point_check["passed"]
+                if not point_check["passed"]:
+                    say(f"  point check S={S} {H}x{D}: FAIL (worst row rel err {point_check['rel_err']}, "
+                        f"{point_check['nonfinite']} non-finite)")
             results.append(rec)
             say(f" {S:>7} {H:>5} {D:>4} {sets:>4} {rec['sdpa_us']:>10.1f} {rec['a2a_us']:>10.1f} "
                 f"{rec['sdpa_nccl_us']:>10.1f} {rec['sdpa_nccl_p10_us']:>9.1f} {rec['sdpa_nccl_p90_us']:>9.1f}"
@@ -392,16 +389,15 @@ def main(argv=None):
             "torch": torch.__version__,
             "cuda": torch.version.cuda,
             "cudnn": cudnn,
-            "nccl": _nccl_version(torch),
+            "nccl": timing.nccl_version(torch),
             "world": P,
             "batch": B,
             "dtype": "bf16",
             "backend": backend,
             "sm_count": props.multi_processor_count,
             "l2_bytes": l2,
-            "commit": os.environ.get("XSTAGE_COMMIT", "unknown"),
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "config": {"causal": False, "layout": "BSHD per rank [B, S, H/P, D]", "warmup": args.warmup,
+            **timing.stamp(),
+            "config": {"causal": False, "check_rows": args.check_rows, "row_rel_tol": ROW_REL_TOL, "layout": "BSHD per rank [B, S, H/P, D]", "warmup": args.warmup,
                        "iters": args.iters, "rotate_bytes": rotate, "cover_us": args.cover_us if cycles_per_us else 0.0,
                        "nccl_nvls_enable": os.environ["NCCL_NVLS_ENABLE"],
                        "reduce": "max over ranks of per-rank median (p10, p90: max over ranks of each)",
