@@ -46,6 +46,11 @@ default DiT-MoE-G at 64 tokens/rank) compares the layer with an fp32 computation
 same quantised math on dequantised inputs (expert by expert, all experts' weights gathered;
 the Linear-1 output rounded to bf16 as the GEMM writes it, the SwiGLU output fake-quantised
 like the pipeline); relative L2 error above 3e-2 or a non-finite output fails the run.
+And every measured configuration is checked (xsbench.verify): one more layer run, on outputs
+poisoned with NaN, compared on --check-rows seeded token rows per rank against the same fp32
+math, each expert's contribution computed on the rank that owns it and summed over ranks
+(per-row relative L2 error < 5e-2), with a full finiteness scan: the row's "correctness"
+record, which python/compare_moe.py gates on.
 NCCL_NVLS_ENABLE=0 is forced (never NVLink multicast). --time-budget-s (default 270 s)
 skips whatever is left of the sweep once it has run that long, so a run stays bounded.
 
@@ -54,7 +59,6 @@ progress on stderr. Exit status: 0 ok, 1 correctness check failed or non-finite 
 2 bad input (arguments, routing CLI missing), 3 torch/CUDA/NCCL missing.
 """
 import argparse
-import datetime
 import itertools
 import json
 import math
@@ -73,9 +77,12 @@ except ImportError:  # --help, --list and py_compile work without torch
     torch = None
     F = None
 
+from xsbench import timing, verify
+
 SCHEMA = "xstage.bench.moe_torch.v1"
 ROUTING_SCHEMA = "xstage.moe.routing.v1"
-REL_ERR_LIMIT = 3e-2
+REL_ERR_LIMIT = 3e-2     # the run's check: relative L2 error over the whole output
+ROW_REL_TOL = 5e-2       # the per-configuration check: relative L2 error of the worst checked row
 FP8_MAX = 448.0          # largest finite float8_e4m3fn; larger values become NaN on conversion
 BLOCK = 128              # scale block (1x128 activations, 128x128 weights)
 
@@ -113,13 +120,6 @@ NOTES = [
 # ----------------------------------------------------------------------------------------
 # Arguments and configurations (no torch needed)
 # ----------------------------------------------------------------------------------------
-def _ints(text):
-    try:
-        return [int(x) for x in text.split(",") if x]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}")
-
-
 def _names(text):
     return [x.strip() for x in text.split(",") if x.strip()]
 
@@ -128,7 +128,7 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--xstage", default="./build-gpu/xstage", help="the xstage CLI (runs `moe-routing`)")
     ap.add_argument("--models", type=_names, default=[], help="comma list of model names (default: all seven)")
-    ap.add_argument("--tokens", type=_ints, default=list(TOKENS), help="tokens per rank, comma list")
+    ap.add_argument("--tokens", type=timing.ints, default=list(TOKENS), help="tokens per rank, comma list")
     ap.add_argument("--routings", type=_names, default=list(ROUTINGS), help="balanced,skewed")
     ap.add_argument("--weights", type=_names, default=list(WEIGHTS), help="w4a8,w8a8")
     ap.add_argument("--warmup", type=int, default=3, help=">= 3")
@@ -148,7 +148,9 @@ def parse_args(argv=None):
     ap.add_argument("--check-model", default="DiT-MoE-G")
     ap.add_argument("--check-tokens", type=int, default=64)
     ap.add_argument("--check-routing", default="balanced", choices=ROUTINGS)
-    ap.add_argument("--no-check", action="store_true", help="skip the correctness check")
+    ap.add_argument("--no-check", action="store_true",
+                    help="skip the correctness checks (the compare then fails: rows without a record)")
+    ap.add_argument("--check-rows", type=int, default=16, help="token rows per rank checked in every configuration")
     ap.add_argument("--list", action="store_true", help="print the configurations and exit")
     ap.add_argument("--self-test-cpu", action="store_true",
                     help="CPU only: routing parsing, config enumeration and the pipeline math (emulated GEMMs, "
@@ -162,8 +164,10 @@ def parse_args(argv=None):
 
 def validate_args(args):
     """Error message, or None."""
-    if args.iters < 20:
-        return "--iters must be >= 20"
+    if args.iters < timing.MIN_ITERS:
+        return f"--iters must be >= {timing.MIN_ITERS}"
+    if args.check_rows < 2:
+        return "--check-rows must be >= 2"
     if args.warmup < 3:
         return "--warmup must be >= 3"
     if args.cover_us < 0 or args.max_weight_gib <= 0 or args.time_budget_s < 0:
@@ -210,14 +214,6 @@ def local_weight_bytes(model, world):
     """FP8 bytes of one rank's W1 + W2 (scales are < 1% and left out)."""
     _, H, I, E, _ = model
     return (E // world) * (2 * I * H + H * I)
-
-
-def _quantile(values, q):
-    v = sorted(values)
-    pos = q * (len(v) - 1)
-    lo = int(math.floor(pos))
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (pos - lo) * (v[hi] - v[lo])
 
 
 # ----------------------------------------------------------------------------------------
@@ -651,7 +647,8 @@ def reference_layer(x, topk_ids, topk_w, w1, s1, w2, s2, fmt):
     uses = {}
     for t in range(T):
         for j in range(k):
-            uses.setdefault(ids[t][j], []).append((t, ws[t][j]))
+            if ids[t][j] >= 0:  # a negative id: an expert left out (another rank's)
+                uses.setdefault(ids[t][j], []).append((t, ws[t][j]))
     for e, tw in sorted(uses.items()):
         ts = torch.tensor([t for t, _ in tw], dtype=torch.int64, device=x.device)
         wt = torch.tensor([w for _, w in tw], dtype=torch.float32, device=x.device)
@@ -808,18 +805,6 @@ def self_test_cpu():
 # ----------------------------------------------------------------------------------------
 # GPU benchmark
 # ----------------------------------------------------------------------------------------
-def _nccl_version():
-    try:
-        v = torch.cuda.nccl.version()
-    except Exception as e:  # noqa: BLE001 - record it, do not die
-        return f"unknown ({e})"
-    if isinstance(v, tuple):
-        return ".".join(str(x) for x in v)
-    if isinstance(v, int):
-        return f"{v // 10000}.{v // 100 % 100}.{v % 100}" if v >= 10000 else f"{v // 1000}.{v // 100 % 10}.{v % 100}"
-    return str(v)
-
-
 def activation_bytes(H, I, T, k, n_recv, S):
     """Rough peak of one iteration's temporaries (bytes), for the skip decision."""
     rb = row_bytes(H, S) + 8
@@ -854,10 +839,7 @@ class Bench:
             log(msg)
 
     def agree(self, ok):
-        """True only if every rank says True (keeps the ranks in step around collectives)."""
-        t = torch.tensor([1 if ok else 0], dtype=torch.int32, device=self.dev)
-        self.dist.all_reduce(t, op=self.dist.ReduceOp.MIN)
-        return bool(t.item())
+        return timing.agree(torch, self.dist, self.dev, ok)
 
     def from_rank0(self, obj):
         box = [obj]
@@ -865,10 +847,7 @@ class Bench:
         return box[0]
 
     def gather_floats(self, vals):
-        t = torch.tensor(vals, dtype=torch.float64, device=self.dev)
-        parts = [torch.empty_like(t) for _ in range(self.world)]
-        self.dist.all_gather(parts, t)
-        return [p.tolist() for p in parts]
+        return timing.gather_floats(torch, self.dist, self.dev, vals)
 
     # -- setup ---------------------------------------------------------------------------
     def pick_gemm(self):
@@ -888,43 +867,22 @@ class Bench:
     def calibrate_cover(self):
         """Cycles of torch.cuda._sleep per microsecond, measured per rank so every rank's
         busy-wait lasts the same time."""
-        if self.args.cover_us <= 0 or not hasattr(torch.cuda, "_sleep"):
-            return
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        rates = []
-        for _ in range(5):
-            n = 2_000_000
-            e0.record()
-            torch.cuda._sleep(n)
-            e1.record()
-            e1.synchronize()
-            rates.append(n / max(e0.elapsed_time(e1) * 1e3, 1e-3))
-        self.cycles_per_us = statistics.median(rates)
+        if self.args.cover_us > 0:
+            self.cycles_per_us = timing.sleep_rate(torch)
 
     # -- timing --------------------------------------------------------------------------
-    def cover(self):
-        """GPU busy while the host enqueues the run's first steps, then a 4-byte all-reduce
-        so the GPUs (not only the hosts) start together."""
-        if self.cycles_per_us:
-            torch.cuda._sleep(int(self.args.cover_us * self.cycles_per_us))
+    def cover(self, _i=None):
+        """dist.barrier() and synchronize, GPU busy while the host enqueues the run's first
+        steps, then a 4-byte all-reduce so the GPUs (not only the hosts) start together."""
+        self.dist.barrier()
+        torch.cuda.synchronize()
+        timing.busy_wait(torch, self.cycles_per_us, self.args.cover_us)
         if self.world > 1:
             self.dist.all_reduce(self.align)
 
     def timed(self, run):
-        for _ in range(self.args.warmup):
-            run()
-        torch.cuda.synchronize()
-        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(self.args.iters)]
-        for s, e in ev:
-            self.dist.barrier()
-            torch.cuda.synchronize()
-            self.cover()
-            s.record()
-            run()
-            e.record()
-        torch.cuda.synchronize()
-        return [s.elapsed_time(e) * 1e3 for s, e in ev]
+        return timing.time_launches(torch, lambda _i: run(), self.args.iters, warmup=self.args.warmup,
+                                    before=self.cover)
 
     # -- routing -------------------------------------------------------------------------
     def get_routing(self, model, tokens, routing):
@@ -1028,14 +986,44 @@ class Bench:
             last["out"], last["rows"] = moe_layer(self.comm, self.gemm, layer)
 
         us = self.timed(run)
-        nonfinite = int((~torch.isfinite(last["out"])).sum().item())
-        mine = [statistics.median(us), _quantile(us, 0.1), _quantile(us, 0.9), float(last["rows"]), float(nonfinite)]
+        nonfinite, rows = verify.nonfinite(torch, last["out"]), float(last["rows"])
+        last.clear()  # the output's memory goes back before the checked run poisons it
+        mine = [statistics.median(us), timing.quantile(us, 0.1), timing.quantile(us, 0.9), rows, float(nonfinite)]
         per_rank = self.gather_floats(mine)
         col = lambda j: [r[j] for r in per_rank]  # noqa: E731
         return {"median_us": max(col(0)), "p10_us": max(col(1)), "p90_us": max(col(2)),
                 "rank_median_us": col(0), "rank_p10_us": col(1), "rank_p90_us": col(2),
                 "rows_received": [int(v) for v in col(3)], "nonfinite": int(sum(col(4))),
                 "iters": self.args.iters, "warmup": self.args.warmup}
+
+    def check_config(self, L, cfg):
+        """The configuration's correctness record: the layer once more on poisoned outputs,
+        --check-rows seeded token rows of every rank against the fp32 math of reference_layer,
+        each expert's contribution computed on its owner rank and summed over the ranks."""
+        desc = ("fp32 on seeded token rows: dequantised inputs, Linear-1 output rounded to bf16, SwiGLU output "
+                "fake-quantised, each expert on its owner rank, summed over ranks")
+        T, H, fmt = L.topk_ids.shape[0], L.hidden, self.gemm.fmt
+        verify.poison_free_blocks(torch, (T, H), torch.bfloat16, self.dev)
+        out, _ = moe_layer(self.comm, self.gemm, L)
+        torch.cuda.synchronize()
+        pick = torch.tensor(verify.sample_rows(T, self.args.check_rows, seed=T * 31 + H), device=self.dev)
+        x_all = torch.cat(self.comm.all_gather(dequant_act(L.xq.index_select(0, pick), L.xs.index_select(0, pick),
+                                                           fmt).contiguous()))
+        ids_all = torch.cat(self.comm.all_gather(L.topk_ids.index_select(0, pick).contiguous()))
+        w_all = torch.cat(self.comm.all_gather(L.topk_w.index_select(0, pick).contiguous()))
+        El = L.experts // self.world
+        local = ids_all - self.rank * El
+        local = torch.where((local >= 0) & (local < El), local, torch.full_like(local, -1))
+        try:
+            part = reference_layer(x_all, local, w_all, L.w1, L.s1, L.w2, L.s2, fmt)
+        except RuntimeError as e:  # out of memory: NaN, a failed check (the ranks stay in step)
+            log(f"bench_moe_torch: rank {self.rank}: check {cfg}: {str(e).splitlines()[0][:200]}")
+            part = torch.full((x_all.shape[0], H), float("nan"), device=self.dev)
+        ref = torch.stack(self.comm.all_gather(part.contiguous())).sum(dim=0)
+        n = pick.numel()
+        rec = verify.check(torch, out.index_select(0, pick), ref[self.rank * n:(self.rank + 1) * n], out,
+                           ROW_REL_TOL, desc)
+        return verify.merge_floats(self.gather_floats(verify.as_floats(rec)), ROW_REL_TOL, desc)
 
     def run_config(self, cfg, t_start):
         """The result record of one configuration (measured or skipped with a reason)."""
@@ -1065,6 +1053,8 @@ class Bench:
         if layer is None:
             return skipped(why)
         rec.update(self.measure(layer))
+        if not args.no_check:
+            rec["correctness"] = self.check_config(layer, cfg)
         rec["routing_info"] = routing_summary(doc)
         return rec
 
@@ -1076,12 +1066,11 @@ class Bench:
             "tool": "torch-nccl-a2a-grouped-fp8",
             "torch": torch.__version__,
             "cuda": torch.version.cuda,
-            "nccl": _nccl_version(),
+            "nccl": timing.nccl_version(torch),
             "device": self.props.name,
             "sm_count": self.props.multi_processor_count,
             "world": self.world,
-            "commit": os.environ.get("XSTAGE_COMMIT", "unknown"),
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            **timing.stamp(),
             "routing_source": ("FAKE python test aid (do not report)" if args.fake_routing
                                else f"{args.xstage} moe-routing {args.routing_args}".strip()),
             "gemm_path": self.gemm.key,
@@ -1180,7 +1169,7 @@ def main(argv=None):
         dist.destroy_process_group()
         return 3
     b.calibrate_cover()
-    b.say(f"# PyTorch {torch.__version__} (CUDA {torch.version.cuda}, NCCL {_nccl_version()}) MoE layer "
+    b.say(f"# PyTorch {torch.__version__} (CUDA {torch.version.cuda}, NCCL {timing.nccl_version(torch)}) MoE layer "
           f"baseline, world {b.world}, {b.props.name}; GEMM path {b.gemm.key}: {b.gemm.desc}; median of "
           f"{args.iters} runs after {args.warmup} warm-up, cover {args.cover_us if b.cycles_per_us else 0:.0f} us, "
           f"NCCL_NVLS_ENABLE=0")
@@ -1199,6 +1188,9 @@ def main(argv=None):
         b.say(progress(i + 1, len(configs), rec))
     b.weights = None
     nonfinite = any(not r["skipped"] and r["nonfinite"] for r in results)
+    cells_failed = [r for r in results if not r["skipped"] and not r.get("correctness", {"passed": True})["passed"]]
+    if cells_failed:
+        b.say(f"bench_moe_torch: {len(cells_failed)} configurations FAILED their correctness check")
 
     if b.rank == 0:
         print_table(results, b.gemm.key)
@@ -1210,7 +1202,7 @@ def main(argv=None):
                 f"{sum(r['skipped'] for r in results)} skipped)")
     dist.barrier()
     dist.destroy_process_group()
-    return 1 if failed or nonfinite else 0
+    return 1 if failed or nonfinite or cells_failed else 0
 
 
 if __name__ == "__main__":

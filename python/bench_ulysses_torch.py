@@ -127,16 +127,10 @@ def main(argv=None):
             log(msg)
 
     def agree(ok):
-        """True only if every rank says True (keeps the ranks in step around collectives)."""
-        t = torch.tensor([1 if ok else 0], dtype=torch.int32, device=dev)
-        dist.all_reduce(t, op=dist.ReduceOp.MIN)
-        return bool(t.item())
+        return timing.agree(torch, dist, dev, ok)
 
     def gather_floats(vals):
-        t = torch.tensor(vals, dtype=torch.float64, device=dev)
-        out = [torch.empty_like(t) for _ in range(world)]
-        dist.all_gather(out, t)
-        return [o.tolist() for o in out]
+        return timing.gather_floats(torch, dist, dev, vals)
 
     props = torch.cuda.get_device_properties(dev)
     l2, rotate = timing.rotate_bytes(torch, dev, args.rotate_mib)

@@ -104,3 +104,18 @@ def stamp():
     """The run stamp of a bench document: commit (XSTAGE_COMMIT) and UTC date."""
     return {"commit": os.environ.get("XSTAGE_COMMIT", "unknown"),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def agree(torch, dist, dev, ok):
+    """True only if every rank says True (keeps the ranks in step around collectives)."""
+    t = torch.tensor([1 if ok else 0], dtype=torch.int32, device=dev)
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    return bool(t.item())
+
+
+def gather_floats(torch, dist, dev, vals):
+    """[rank][i]: every rank's list of floats `vals` (all ranks pass lists of one length)."""
+    t = torch.tensor(vals, dtype=torch.float64, device=dev)
+    parts = [torch.empty_like(t) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, t)
+    return [p.tolist() for p in parts]
