@@ -83,16 +83,11 @@ def main(argv=None):
         print("bench_attention_torch: --batch must be >= 1 and --warmup >= 0", file=sys.stderr)
         return 2
 
-    try:
-        import torch
-        import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-    except ImportError as e:
-        print(f"bench_attention_torch: PyTorch not available ({e})", file=sys.stderr)
+    torch = timing.import_torch("bench_attention_torch")
+    if torch is None:
         return 3
-    if not torch.cuda.is_available():
-        print("bench_attention_torch: no CUDA device", file=sys.stderr)
-        return 3
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     names = {
         "cudnn": SDPBackend.CUDNN_ATTENTION,

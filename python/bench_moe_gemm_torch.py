@@ -99,13 +99,8 @@ def main(argv=None):
     if not models:
         print("bench_moe_gemm_torch: --models matched none of the seven models", file=sys.stderr)
         return 2
-    try:
-        import torch
-    except ImportError as e:
-        print(f"bench_moe_gemm_torch: PyTorch not available ({e})", file=sys.stderr)
-        return 3
-    if not torch.cuda.is_available():
-        print("bench_moe_gemm_torch: no CUDA device", file=sys.stderr)
+    torch = timing.import_torch("bench_moe_gemm_torch")
+    if torch is None:
         return 3
 
     dev = torch.device("cuda")

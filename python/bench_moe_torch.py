@@ -1113,21 +1113,7 @@ def progress(i, n, r):
 
 def init_distributed():
     """(dist, device) or None; a plain `python3` run is a world of one."""
-    if "RANK" not in os.environ:
-        os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"})
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", "29533")
-    import torch.distributed as dist
-    if not torch.cuda.is_available() or not dist.is_available() or not dist.is_nccl_available():
-        return None
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    torch.cuda.set_device(local_rank)
-    dev = torch.device("cuda", local_rank)
-    try:
-        dist.init_process_group("nccl", device_id=dev)
-    except TypeError:  # torch without device_id=
-        dist.init_process_group("nccl")
-    return dist, dev
+    return timing.init_nccl(torch, 29533)
 
 
 def main(argv=None):

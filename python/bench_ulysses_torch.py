@@ -95,30 +95,18 @@ def main(argv=None):
     if os.environ.get("NCCL_NVLS_ENABLE", "0") != "0":
         log(f"bench_ulysses_torch: overriding NCCL_NVLS_ENABLE={os.environ['NCCL_NVLS_ENABLE']} with 0")
     os.environ["NCCL_NVLS_ENABLE"] = "0"
-    if "RANK" not in os.environ:  # plain `python3 ...`: a world of one
-        os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"})
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", "29531")
-
     try:
         import torch
-        import torch.distributed as dist
         import torch.nn.functional as F
         from torch.nn.attention import SDPBackend, sdpa_kernel
     except ImportError as e:
         log(f"bench_ulysses_torch: PyTorch not available ({e})")
         return 3
-    if not torch.cuda.is_available() or not dist.is_available() or not dist.is_nccl_available():
+    got = timing.init_nccl(torch, 29531)  # without torchrun: a world of one
+    if got is None:
         log("bench_ulysses_torch: needs CUDA and torch.distributed with NCCL")
         return 3
-
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    torch.cuda.set_device(local_rank)
-    dev = torch.device("cuda", local_rank)
-    try:
-        dist.init_process_group("nccl", device_id=dev)
-    except TypeError:  # torch without device_id=
-        dist.init_process_group("nccl")
+    dist, dev = got
     rank, world = dist.get_rank(), dist.get_world_size()
     P = world
 

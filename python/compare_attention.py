@@ -13,9 +13,9 @@ ratio to each. Exit status: 0 ok, 1 a correctness check failed, 2 bad input.
 import argparse
 import sys
 
-from xsbench import checker, correctness
+from xsbench import checker
 from xsbench.results import index, write_json
-from xsbench.tables import fmt, mark
+from xsbench.tables import fmt, mark, pair_header
 
 SCHEMA = "xstage.bench.attention.v1"
 TOOL = "compare_attention"
@@ -46,9 +46,7 @@ def main(argv=None):
     ap.add_argument("xstage_json")
     ap.add_argument("torch_json")
     ap.add_argument("--json", help="write the merged table here")
-    correctness.add_flag(ap)
-    args = ap.parse_args(argv)
-    docs = checker.open_inputs(TOOL, [(args.xstage_json, SCHEMA), (args.torch_json, SCHEMA)])
+    args, docs = checker.parse_and_open(TOOL, ap, argv, lambda a: [(a.xstage_json, SCHEMA), (a.torch_json, SCHEMA)])
     if docs is None:
         return 2
     ours, theirs = docs
@@ -60,10 +58,8 @@ def main(argv=None):
 
     print(f"# xstage ({ours.get('device')}, commit {ours.get('commit')}) vs {theirs.get('tool')} "
           f"(torch {theirs.get('torch')}, cuDNN {theirs.get('cudnn')}, {theirs.get('device')})")
-    head = f"#{'seqlen':>7} {'heads':>5} {'d':>4} {'dtype':>5} {'causal':>6} {'xstage':>9}"
-    for b in backends:
-        head += f" {b:>12} {'ratio':>6}"
-    print(head + "   (TFLOP/s, medians; ratio = xstage / backend)")
+    print(pair_header(f"#{'seqlen':>7} {'heads':>5} {'d':>4} {'dtype':>5} {'causal':>6} {'xstage':>9}", backends, 12,
+                      "   (TFLOP/s, medians; ratio = xstage / backend)"))
     rows = []
     for k in sorted(mine, key=lambda k: (k[3], k[2], k[1])):
         r = mine[k]

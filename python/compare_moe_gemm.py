@@ -16,7 +16,7 @@ xstage cell whose baseline failed). Exit status: 0 ok, 1 a correctness check fai
 import argparse
 import sys
 
-from xsbench import checker, correctness
+from xsbench import checker
 from xsbench.keys import MOE_GEMM, moe_gemm_label, moe_gemm_problem as base_key
 from xsbench.results import write_json
 from xsbench.tables import mark
@@ -60,9 +60,8 @@ def main(argv=None):
     ap.add_argument("--json", help="write the merged table here")
     ap.add_argument("--target", type=float, default=0.95, help="acceptance ratio (default 0.95)")
     ap.add_argument("--min-tokens", type=int, default=1024, help="count cells from this many tokens/expert (default 1024)")
-    correctness.add_flag(ap)
-    args = ap.parse_args(argv)
-    docs = checker.open_inputs(TOOL, [(args.xstage_json, MOE_GEMM), (args.torch_json, MOE_GEMM)])
+    args, docs = checker.parse_and_open(TOOL, ap, argv,
+                                        lambda a: [(a.xstage_json, MOE_GEMM), (a.torch_json, MOE_GEMM)])
     if docs is None:
         return 2
     ours, theirs = docs

@@ -19,10 +19,10 @@ miss. Exit status: 0 ok, 1 a correctness check failed, 2 bad input.
 import argparse
 import sys
 
-from xsbench import checker, correctness
+from xsbench import checker
 from xsbench.keys import MOE_GEMM, moe_gemm_cell, moe_gemm_problem
 from xsbench.results import group, write_json
-from xsbench.tables import mark
+from xsbench.tables import mark, pair_header
 
 TOOL = "compare_moe_w4a8"
 FORMATS = ["w4a8_int4", "w4a8_int4_rs", "w4a8_int4_lut_rs", "w4a8_int4_lut_rs_tok", "w4a8_int4_lut_rs_tok_glu",
@@ -47,9 +47,7 @@ def main(argv=None):
     ap.add_argument("--json", help="write the table here")
     ap.add_argument("--min-tokens", type=int, default=1024)
     ap.add_argument("--target", type=float, default=0.85)
-    correctness.add_flag(ap)
-    args = ap.parse_args(argv)
-    docs = checker.open_inputs(TOOL, [(args.xstage_json, MOE_GEMM)])
+    args, docs = checker.parse_and_open(TOOL, ap, argv, lambda a: [(a.xstage_json, MOE_GEMM)])
     if docs is None:
         return 2
     doc = docs[0]
@@ -59,10 +57,8 @@ def main(argv=None):
     ok = lambda key, w: gate.cell_ok("xstage", key + (w,))  # noqa: E731
     print(f"# W4A8 / W8A8, xstage {doc.get('device')} commit {doc.get('commit')} {doc.get('date')} "
           f"(TFLOP/s medians, same problem: 2*E*tokens*n*k)")
-    head = f"#{'model':>17} {'op':>10} {'tokens':>6} {'w8a8':>8}"
-    for fmt in FORMATS:
-        head += f" {fmt:>11} {'ratio':>6}"
-    print(head + "   instantiations (w8a8 / w4a8)")
+    print(pair_header(f"#{'model':>17} {'op':>10} {'tokens':>6} {'w8a8':>8}", FORMATS, 11,
+                      "   instantiations (w8a8 / w4a8)"))
     rows, acc = [], {fmt: [0, 0] for fmt in FORMATS + list(RECIPES)}
     for key in order:
         c = cells[key]

@@ -51,3 +51,12 @@ def gate_records(tool, args, files):
     def label(_k, r):
         return safe_key(moe_gemm_label, r) or "a result without model/op/tokens_per_expert"
     return gate_files(tool, args, [(role, doc, id, label, None) for role, doc in files])
+
+
+def parse_and_open(tool, ap, argv, specs):
+    """Adds --allow-missing-correctness to `ap`, parses argv and opens specs(args) (see
+    open_inputs): (args, docs), docs None after an unreadable input (the caller returns 2)."""
+    from .correctness import add_flag
+    add_flag(ap)
+    args = ap.parse_args(argv)
+    return args, open_inputs(tool, specs(args))

@@ -30,3 +30,9 @@ def mark(line, ok):
 def run_desc(doc, fields=("device", "commit")):
     """'device X, commit Y' from the fields of a bench document (missing ones left out)."""
     return ", ".join(f"{f} {doc.get(f)}" for f in fields if doc.get(f) is not None)
+
+
+def pair_header(lead, names, width, tail):
+    """A header line: `lead`, then for each name the name (right-aligned to `width`) and a
+    'ratio' column, then `tail`."""
+    return lead + "".join(f" {n:>{width}} {'ratio':>6}" for n in names) + tail

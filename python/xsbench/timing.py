@@ -119,3 +119,38 @@ def gather_floats(torch, dist, dev, vals):
     parts = [torch.empty_like(t) for _ in range(dist.get_world_size())]
     dist.all_gather(parts, t)
     return [p.tolist() for p in parts]
+
+
+def import_torch(tool):
+    """The torch module on a machine with a CUDA device; None after saying why on stderr
+    ('PyTorch not available' / 'no CUDA device'; the benches then exit 3)."""
+    import sys
+    try:
+        import torch
+    except ImportError as e:
+        print(f"{tool}: PyTorch not available ({e})", file=sys.stderr)
+        return None
+    if not torch.cuda.is_available():
+        print(f"{tool}: no CUDA device", file=sys.stderr)
+        return None
+    return torch
+
+
+def init_nccl(torch, port):
+    """(torch.distributed, this rank's device) with an NCCL process group, or None without
+    CUDA / NCCL. A plain `python3` run (no torchrun environment) is a world of one."""
+    if "RANK" not in os.environ:
+        os.environ.update({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"})
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(port))
+    import torch.distributed as dist
+    if not torch.cuda.is_available() or not dist.is_available() or not dist.is_nccl_available():
+        return None
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local_rank)
+    dev = torch.device("cuda", local_rank)
+    try:
+        dist.init_process_group("nccl", device_id=dev)
+    except TypeError:  # torch without device_id=
+        dist.init_process_group("nccl")
+    return dist, dev
