@@ -18,11 +18,11 @@ scan; the cell's "correctness" record is what python/compare_attention.py gates 
 Exit status: 0 ok, 1 a cell failed its correctness check, 2 bad input, 3 torch/CUDA missing.
 """
 import argparse
-import json
 import math
 import sys
 
 from xsbench import timing, verify
+from xsbench.results import write_json
 
 REL_TOL = 0.02  # per-row relative L2 error of the bf16/fp16 output against the fp32 reference
 
@@ -115,7 +115,7 @@ def main(argv=None):
           f"{'causal' if args.causal else 'non-causal'}, batch {args.batch}, "
           f"median of {args.iters} runs after {args.warmup} warm-up, inputs rotate over >= {rotate / 2**20:.0f} MiB")
     print(f"#{'backend':>8} {'seqlen':>7} {'heads':>5} {'d':>4} {'sets':>5} {'time(us)':>10} {'min(us)':>10} "
-          f"{'max(us)':>10} {'TFLOP/s':>9} {'best':>9} {'#nonfin':>7} {'rel.err':>8} {'check':>5}")
+          f"{'max(us)':>10} {'TFLOP/s':>9} {'best':>9}{verify.CHECK_HEADER}")
     results, failed = [], 0
     for d in args.head_dims:
         for h in args.heads:
@@ -158,9 +158,8 @@ def main(argv=None):
                     failed += not c["passed"]
                     results.append(rec)
                     print(f" {b:>8} {s:>7} {h:>5} {d:>4} {sets:>5} {st['median_us']:>10.1f} {st['min_us']:>10.1f} "
-                          f"{st['max_us']:>10.1f} {rec['tflops']:>9.1f} {rec['tflops_best']:>9.1f} {c['nonfinite']:>7} "
-                          f"{c['rel_err'] if c['rel_err'] is not None else float('nan'):>8.1e} "
-                          f"{'ok' if c['passed'] else 'FAIL':>5}", flush=True)
+                          f"{st['max_us']:>10.1f} {rec['tflops']:>9.1f} {rec['tflops_best']:>9.1f}{verify.check_columns(c)}",
+                          flush=True)
                 del qkv
                 torch.cuda.empty_cache()
 
@@ -168,25 +167,16 @@ def main(argv=None):
         doc = {
             "schema": "xstage.bench.attention.v1",
             "tool": "torch-sdpa",
-            "torch": torch.__version__,
-            "cuda": torch.version.cuda,
             "cudnn": torch.backends.cudnn.version(),
-            "device": props.name,
-            "sm_count": props.multi_processor_count,
-            "l2_bytes": l2,
-            **timing.stamp(),
+            **timing.run_fields(torch, props, l2),
             "config": {"batch": args.batch, "dtype": args.dtype, "causal": args.causal, "layout": args.layout.upper(),
                        "warmup": args.warmup, "iters": args.iters, "rotate_bytes": rotate,
                        "check_rows": args.check_rows, "rel_tol": REL_TOL,
                        "backends": backends, "flops": "4*B*H*Sq*Skv*d (visible pairs if causal)"},
             "results": results,
         }
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
-    if failed:
-        print(f"bench_attention_torch: {failed} cells FAILED their correctness check", file=sys.stderr)
-    return 1 if failed else 0
+        write_json(args.json, doc)
+    return verify.finish("bench_attention_torch", failed)
 
 
 if __name__ == "__main__":

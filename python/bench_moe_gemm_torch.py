@@ -22,11 +22,11 @@ xstage's. Exit status: 0 ok, 1 a cell failed its correctness check, 2 bad input,
 missing.
 """
 import argparse
-import json
 import sys
 import time
 
 from xsbench import timing, verify
+from xsbench.results import write_json
 
 MODELS = [  # name, hidden, intermediate, experts (docs/MOE.md)
     ("DiT-MoE-G", 1408, 5632, 16),
@@ -117,7 +117,7 @@ def main(argv=None):
           f"runs after {args.warmup} warm-up launches and {args.warmup_ms:.0f} ms of warm-up, inputs rotate over "
           f">= {rotate / 2**20:.0f} MiB")
     print(f"#{'model':>17} {'op':>8} {'tokens':>6} {'n':>6} {'k':>6} {'scaling':>24} {'time(us)':>10} "
-          f"{'TFLOP/s':>9} {'best':>9} {'#nonfin':>7} {'rel.err':>8} {'check':>5}")
+          f"{'TFLOP/s':>9} {'best':>9}{verify.CHECK_HEADER}")
     results, failed = [], 0
     for name, hidden, inter, _experts in models:
         for op, n, k in (("l1", 2 * inter, hidden), ("l2", hidden, inter)):
@@ -174,9 +174,7 @@ def main(argv=None):
                 results.append(rec)
                 c = rec["correctness"]
                 print(f" {name:>17} {op:>8} {m:>6} {n:>6} {k:>6} {sname:>24} {rec['median_us']:>10.1f} "
-                      f"{rec['tflops']:>9.1f} {rec['tflops_best']:>9.1f} {c['nonfinite']:>7} "
-                      f"{c['rel_err'] if c['rel_err'] is not None else float('nan'):>8.1e} "
-                      f"{'ok' if c['passed'] else 'FAIL':>5}", flush=True)
+                      f"{rec['tflops']:>9.1f} {rec['tflops_best']:>9.1f}{verify.check_columns(c)}", flush=True)
                 del a, b
                 torch.cuda.empty_cache()
 
@@ -184,24 +182,15 @@ def main(argv=None):
         doc = {
             "schema": "xstage.bench.moe_gemm.v1",
             "tool": "torch._scaled_mm",
-            "torch": torch.__version__,
-            "cuda": torch.version.cuda,
-            "device": props.name,
-            "sm_count": props.multi_processor_count,
-            "l2_bytes": l2,
-            **timing.stamp(),
+            **timing.run_fields(torch, props, l2),
             "config": {"warmup": args.warmup, "warmup_ms": args.warmup_ms, "iters": args.iters, "rotate_bytes": rotate,
                        "scaling": args.scaling, "check_rows": args.check_rows, "rel_tol": REL_TOL,
                        "shapes": "dense per expert: l1 = (tokens, 2*inter, hidden), l2 = (tokens, hidden, inter)",
                        "flops": "2*m*n*k"},
             "results": results,
         }
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
-    if failed:
-        print(f"bench_moe_gemm_torch: {failed} cells FAILED their correctness check", file=sys.stderr)
-    return 1 if failed else 0
+        write_json(args.json, doc)
+    return verify.finish("bench_moe_gemm_torch", failed)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,10 @@ Right: cold-burst and warm isolated (largest gap) issue span over V at the same 
        base model (warm capacity Q) and the extension (cold capacity Q_cold).
 Exit status: 0 ok, 2 bad input, 3 matplotlib missing.
 """
-import json
 import sys
+
+from xsbench import plots
+from xsbench.results import load_or_exit
 
 # --- Burst-Gap model -------------------------------------------------------------------
 # Re-implements the equations of src/model/burst_gap.cpp (docs/model.md); keep in sync.
@@ -85,14 +87,7 @@ def fail(msg, code=2):
 
 
 def load(path, schema):
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, ValueError) as e:
-        fail(f"{path}: {e}")
-    if not isinstance(data, dict) or data.get("schema") != schema:
-        fail(f"{path}: expected schema \"{schema}\"")
-    return data
+    return load_or_exit("plot_probe.py: error", path, schema, results=False)
 
 
 def main(argv):
@@ -100,12 +95,7 @@ def main(argv):
         fail("usage: plot_probe.py DATA.json PARAMS.json OUT.png")
     run = load(argv[1], "xstage.probe.v1")
     params = load(argv[2], "xstage.params.v2")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        fail("matplotlib is not installed (pip install matplotlib); no plot written", 3)
+    plt = plots.pyplot("plot_probe.py")
 
     pts = [q for q in run.get("points", [])
            if q.get("dest") == "peer" and q.get("store") == "v4" and q.get("addr") == "fresh"
@@ -174,12 +164,7 @@ def main(argv):
     right.set_title("isolated and cold bursts")
     right.legend(fontsize=8)
 
-    fig.tight_layout()
-    try:
-        fig.savefig(argv[3], dpi=120)
-    except OSError as e:
-        fail(f"{argv[3]}: {e}")
-    print(f"plot_probe.py: wrote {argv[3]}")
+    plots.save(fig, argv[3], "plot_probe.py")
 
 
 if __name__ == "__main__":

@@ -11,9 +11,11 @@ where recorded. One more subplot, when spans are recorded: measured per-tile sto
 (median, p90 as the bar's top) against the predicted span, for fused and fused-shaped, over S.
 Missing variants or points are left out. Exit status: 0 ok, 2 bad input, 3 matplotlib missing.
 """
-import json
 import math
 import sys
+
+from xsbench import plots
+from xsbench.results import load_or_exit
 
 OURS_SCHEMA = "xstage.bench.ulysses.v1"
 TORCH_SCHEMA = "xstage.bench.ulysses_torch.v1"
@@ -28,15 +30,7 @@ def fail(msg, code=2):
 
 
 def load(path, schema):
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as e:
-        fail(f"cannot read {path}: {e}")
-    if not isinstance(doc, dict) or doc.get("schema") != schema:
-        got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
-        fail(f"{path} is not {schema} (schema {got!r})")
-    return doc
+    return load_or_exit("plot_ulysses.py", path, schema)
 
 
 def _num(x):
@@ -58,13 +52,8 @@ def main(argv):
         fail("usage: plot_ulysses.py OURS.json TORCH.json OUT.png")
     ours = load(argv[1], OURS_SCHEMA)
     theirs = load(argv[2], TORCH_SCHEMA)
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.ticker import NullFormatter
-    except ImportError:
-        fail("matplotlib is not installed (pip install matplotlib); no plot written", 3)
+    plt = plots.pyplot("plot_ulysses.py")
+    from matplotlib.ticker import NullFormatter
 
     mine, base = _points(ours.get("results")), _points(theirs.get("results"))
     configs = []  # in the order OURS.json (then TORCH.json) lists them
@@ -157,12 +146,7 @@ def main(argv):
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=6)
 
-    fig.tight_layout()
-    try:
-        fig.savefig(argv[3], dpi=120)
-    except OSError as e:
-        fail(f"{argv[3]}: {e}")
-    print(f"plot_ulysses.py: wrote {argv[3]}")
+    plots.save(fig, argv[3], "plot_ulysses.py")
 
 
 if __name__ == "__main__":

@@ -60,6 +60,14 @@ def adder(stats):
     return add
 
 
+def stages(a, rows):
+    """(previous, this, next stage's slot row; None where absent) of every traced stage from
+    --skip on."""
+    for (c, s), r in rows.items():
+        if s >= a.skip:
+            yield rows.get((c, s - 1)), r, rows.get((c, s + 1))
+
+
 def pct(xs, q):
     xs = sorted(xs)
     if not xs:
@@ -103,14 +111,10 @@ def main(argv=None):
     stats = {}
     add = adder(stats)
 
-    for (c, s), r in rows.items():
-        if s < a.skip:
-            continue
-        nxt = rows.get((c, s + 1))
+    for prev, r, nxt in stages(a, rows):
         add("tma", d(r[0], r[1]))
         add("conv", d(r[2], r[3]))
         add("conv_wait_empty", d(r[1], r[2]))
-        prev = rows.get((c, s - 1))
         if prev is not None:
             add("conv_wait_full", d(prev[3], r[1]))
         for w in range(wgs):
@@ -154,10 +158,7 @@ def summarise_rs(a, header, rows):
     stats = {}
     add = adder(stats)
 
-    for (c, s), r in rows.items():
-        if s < a.skip:
-            continue
-        nxt = rows.get((c, s + 1))
+    for _prev, r, nxt in stages(a, rows):
         for w in range(2):
             b = 4 + 8 * w
             if r[b] == NONE:

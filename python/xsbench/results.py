@@ -2,15 +2,17 @@
 between files by key, and write JSON outputs. No torch, no numpy."""
 import json
 import math
+import sys
 
 
 class InputError(Exception):
     """An unreadable file, or one of another schema (the tools exit 2 on it)."""
 
 
-def load(path, schema):
+def load(path, schema, results=True):
     """The document at `path`, which must be a JSON object with "schema" == `schema` (a str
-    or a tuple of accepted ones) and a list "results" (non-object entries dropped)."""
+    or a tuple of accepted ones) and (results=True) a list "results" (non-object entries
+    dropped)."""
     try:
         with open(path) as f:
             doc = json.load(f)
@@ -20,11 +22,22 @@ def load(path, schema):
     if not isinstance(doc, dict) or doc.get("schema") not in accepted:
         got = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise InputError(f"{path} is not {' or '.join(accepted)} (schema {got!r})")
+    if not results:
+        return doc
     res = doc.get("results", [])
     if not isinstance(res, list):
         raise InputError(f"{path}: 'results' is not a list")
     doc["results"] = [r for r in res if isinstance(r, dict)]
     return doc
+
+
+def load_or_exit(tool, path, schema, results=True, code=2):
+    """load(), or exit with `code` after '<tool>: <why>' on stderr (for the plot scripts)."""
+    try:
+        return load(path, schema, results)
+    except InputError as e:
+        print(f"{tool}: {e}", file=sys.stderr)
+        sys.exit(code)
 
 
 def num(x):

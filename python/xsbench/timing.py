@@ -154,3 +154,9 @@ def init_nccl(torch, port):
     except TypeError:  # torch without device_id=
         dist.init_process_group("nccl")
     return dist, dev
+
+
+def run_fields(torch, props, l2):
+    """The fields of a bench document that say where and when it ran."""
+    return {"torch": torch.__version__, "cuda": torch.version.cuda, "device": props.name,
+            "sm_count": props.multi_processor_count, "l2_bytes": l2, **stamp()}

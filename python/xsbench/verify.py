@@ -105,3 +105,20 @@ def failed_record(why, rel_tol, reference):
     rec = record(None, None, 0, 0, rel_tol, reference)
     rec["error"] = why
     return rec
+
+
+def finish(tool, failed):
+    """The bench's exit status: 1 (with a line on stderr) when `failed` cells failed their check."""
+    if failed:
+        import sys
+        print(f"{tool}: {failed} cells FAILED their correctness check", file=sys.stderr)
+    return 1 if failed else 0
+
+
+CHECK_HEADER = f" {'#nonfin':>7} {'rel.err':>8} {'check':>5}"
+
+
+def check_columns(c):
+    """The correctness columns of a bench's table line: non-finite count, worst row error, ok/FAIL."""
+    rel = c["rel_err"] if c["rel_err"] is not None else float("nan")
+    return f" {c['nonfinite']:>7} {rel:>8.1e} {'ok' if c['passed'] else 'FAIL':>5}"
