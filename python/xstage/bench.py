@@ -1,0 +1,229 @@
+"""Timing of the xstage PyTorch ops against the C++ bench and torch SDPA (cuDNN), one process.
+
+    python -m xstage.bench attention --json out.json [--cli build/xstage] [-S 1024,4096] [-H 12,24] [-d 64,128]
+
+The method of `xstage bench attention` (src/cli/cmd_bench_attention.cpp) and
+python/bench_attention_torch.py: B = 1, BSHD tensors, warm-up, CUDA events around every launch,
+median of >= 20 launches, inputs rotating over enough sets to exceed 2 x L2, and the GPU kept
+busy (a spin kernel queued first) while the host enqueues the timed launches, so host overhead
+does not enter a timing. Rows: xstage.attention through the torch op ("xstage-torch-op"), the
+same call captured in a CUDA graph replayed per launch ("xstage-torch-graph"), and torch SDPA
+with the cuDNN backend ("torch-cudnn"). With --cli, `xstage bench attention --json` runs first
+with the same shapes and each row gets time / C++ time. Exit status: 0 ok, 2 bad input, 3 no
+torch/CUDA/extension.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def _ints(text):
+    try:
+        return [int(x) for x in text.split(",") if x]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}")
+
+
+def _quantile(values, q):
+    v = sorted(values)
+    pos = q * (len(v) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (pos - lo) * (v[hi] - v[lo])
+
+
+def _pairs(sq, skv, causal):
+    if not causal:
+        return float(sq) * skv
+    n = min(sq, skv)
+    return n * (n + 1) / 2 + max(0, sq - skv) * float(skv)
+
+
+def _run_cli(cli, args, path):
+    cmd = [cli, "bench", "attention", "--json", path, "--seqlens", ",".join(map(str, args.seqlens)),
+           "--heads", ",".join(map(str, args.heads)), "--head-dims", ",".join(map(str, args.head_dims)),
+           "--dtype", args.dtype, "--warmup", str(args.warmup), "--iters", str(args.iters)]
+    if args.causal:
+        cmd.append("--causal")
+    print("# " + " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+    with open(path) as f:
+        return {(r["seqlen"], r["heads"], r["head_dim"]): r for r in json.load(f)["results"] if "median_us" in r}
+
+
+def bench_attention(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m xstage.bench attention", description=__doc__.split("\n")[0])
+    ap.add_argument("--seqlens", "-S", type=_ints, default=_ints("1024,4096,4608,8192,16384,32768,65536"))
+    ap.add_argument("--heads", "-H", type=_ints, default=_ints("12,24"))
+    ap.add_argument("--head-dims", "-d", type=_ints, default=_ints("64,128"))
+    ap.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
+    ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--rotate-mib", type=float, default=0.0, help="0: 2 x the device's L2")
+    ap.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph rows")
+    ap.add_argument("--no-sdpa", action="store_true", help="skip torch cuDNN SDPA")
+    ap.add_argument("--cli", help="the xstage binary: run its attention bench on the same shapes first")
+    ap.add_argument("--json", help="write results here (schema xstage.bench.attention.v1)")
+    args = ap.parse_args(argv)
+    if args.iters < 20:
+        print("xstage.bench: --iters must be >= 20", file=sys.stderr)
+        return 2
+    if args.warmup < 0:
+        print("xstage.bench: --warmup must be >= 0", file=sys.stderr)
+        return 2
+    try:
+        import torch
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        import xstage
+    except ImportError as e:
+        print(f"xstage.bench: {e}", file=sys.stderr)
+        return 3
+    if not torch.cuda.is_available():
+        print("xstage.bench: no CUDA device", file=sys.stderr)
+        return 3
+    st = xstage.extension_status()
+    if not st["available"] or not st["attention"]:
+        print(f"xstage.bench: extension without attention ({st['reason']})", file=sys.stderr)
+        return 3
+
+    cli_rows = {}
+    if args.cli:
+        with tempfile.TemporaryDirectory() as d:
+            cli_rows = _run_cli(args.cli, args, os.path.join(d, "cli.json"))
+
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(dev)
+    l2 = getattr(props, "L2_cache_size", 50 << 20)
+    rotate = int(args.rotate_mib * (1 << 20)) if args.rotate_mib > 0 else 2 * l2
+    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
+    torch.manual_seed(20261203)
+    print(f"# xstage.bench attention on {props.name} ({props.multi_processor_count} SMs), torch {torch.__version__}, "
+          f"{args.dtype}, BSHD, {'causal' if args.causal else 'non-causal'}, batch 1, median of {args.iters} after "
+          f"{args.warmup} warm-up, inputs rotate over >= {rotate / 2**20:.0f} MiB")
+    print(f"#{'backend':>19} {'seqlen':>7} {'heads':>5} {'d':>4} {'sets':>5} {'time(us)':>10} {'min(us)':>10} "
+          f"{'TFLOP/s':>9} {'vs C++':>7}")
+
+    def timed(fn, sets):
+        for w in range(args.warmup):
+            fn(w % sets)
+        torch.cuda.synchronize()
+        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(args.iters)]
+        # keep the GPU busy while the host enqueues (<= ~60 us of host time per launch, ~1.9 GHz)
+        torch.cuda._sleep(int(args.iters * 60 * 1.9e3))
+        for it in range(args.iters):
+            ev[it][0].record()
+            fn(it % sets)
+            ev[it][1].record()
+        torch.cuda.synchronize()
+        return [a.elapsed_time(b) * 1e3 for a, b in ev]
+
+    results = []
+    for d in args.head_dims:
+        for h in args.heads:
+            for s in args.seqlens:
+                elems = s * h * d
+                sets = max(1, -(-rotate // (4 * elems * 2)))
+                qkv = [[torch.empty(1, s, h, d, device=dev, dtype=dtype).uniform_(-1, 1) for _ in range(3)]
+                       for _ in range(sets)]
+                flops = 4.0 * h * d * _pairs(s, s, args.causal)
+                cli = cli_rows.get((s, h, d))
+                rows = []
+
+                def op(i):
+                    q, k, v = qkv[i]
+                    return xstage.attention(q, k, v, causal=args.causal)
+                rows.append(("xstage-torch-op", op))
+                if not args.no_graph:
+                    graphs = []
+                    side = torch.cuda.Stream()
+                    side.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(side):
+                        for i in range(sets):
+                            op(i)
+                    torch.cuda.current_stream().wait_stream(side)
+                    for i in range(sets):
+                        g = torch.cuda.CUDAGraph()
+                        with torch.cuda.graph(g):
+                            op(i)
+                        graphs.append(g)
+                    rows.append(("xstage-torch-graph", lambda i: graphs[i].replay()))
+                if not args.no_sdpa:
+                    def sdpa(i):
+                        q, k, v = qkv[i]
+                        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                            return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                                                  v.transpose(1, 2), is_causal=args.causal)
+                    rows.append(("torch-cudnn", sdpa))
+                for name, fn in rows:
+                    rec = {"backend": name, "batch": 1, "seqlen": s, "heads": h, "head_dim": d, "dtype": args.dtype,
+                           "causal": args.causal, "rotating_sets": sets, "iters": args.iters}
+                    try:
+                        us = timed(fn, sets)
+                    except RuntimeError as e:
+                        rec["error"] = str(e).split("\n")[0]
+                        results.append(rec)
+                        print(f" {name:>19} {s:>7} {h:>5} {d:>4} {sets:>5}   error: {rec['error'][:80]}")
+                        continue
+                    med = statistics.median(us)
+                    rec.update({"median_us": med, "min_us": min(us), "max_us": max(us), "p10_us": _quantile(us, 0.1),
+                                "p90_us": _quantile(us, 0.9), "tflops": flops / (med * 1e-6) / 1e12})
+                    ratio = ""
+                    if cli:
+                        rec["cli_median_us"] = cli["median_us"]
+                        rec["vs_cli"] = med / cli["median_us"]
+                        ratio = f"{rec['vs_cli']:.3f}"
+                    results.append(rec)
+                    print(f" {name:>19} {s:>7} {h:>5} {d:>4} {sets:>5} {med:>10.1f} {min(us):>10.1f} "
+                          f"{rec['tflops']:>9.1f} {ratio:>7}", flush=True)
+                if cli:
+                    print(f" {'xstage (C++ bench)':>19} {s:>7} {h:>5} {d:>4} {cli['rotating_sets']:>5} "
+                          f"{cli['median_us']:>10.1f} {cli['min_us']:>10.1f} {cli['tflops']:>9.1f}   1.000", flush=True)
+                del qkv, rows
+                torch.cuda.empty_cache()
+
+    if args.json:
+        doc = {
+            "schema": "xstage.bench.attention.v1",
+            "tool": "xstage.bench (python)",
+            "torch": torch.__version__,
+            "device": props.name,
+            "sm_count": props.multi_processor_count,
+            "l2_bytes": l2,
+            "commit": os.environ.get("XSTAGE_COMMIT", "unknown"),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "config": {"batch": 1, "dtype": args.dtype, "causal": args.causal, "layout": "BSHD",
+                       "warmup": args.warmup, "iters": args.iters, "rotate_bytes": rotate,
+                       "cli": args.cli, "flops": "4*B*H*Sq*Skv*d (visible pairs if causal)"},
+            "cli_results": list(cli_rows.values()),
+            "results": results,
+        }
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+    return 0
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: python -m xstage.bench attention [options]   (attention --help for the options)")
+        return 0 if argv else 2
+    if argv[0] == "attention":
+        return bench_attention(argv[1:])
+    print(f"xstage.bench: unknown benchmark '{argv[0]}' (attention)", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

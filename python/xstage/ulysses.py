@@ -1,0 +1,189 @@
+"""``xstage.UlyssesAttention``: Ulysses sequence-parallel attention as an ``nn.Module``.
+
+    attn = xstage.UlyssesAttention(group)                 # a torch.distributed process group
+    o = attn(q, k, v)                                     # per rank [B, S_r, H, D] -> [B, S_r, H, D]
+    o, o_joint = attn(q, k, v, joint_q=tq, joint_k=tk, joint_v=tv, joint_position="front")
+
+Each rank holds a shard of the sequence with all heads. The pre-attention All-to-All gives each
+rank the whole sequence for its group of heads, ``xstage.attention`` runs, and the
+post-attention All-to-All returns the rank's sequence shard with all heads.
+
+Handles what real models need:
+  * S not divisible by P: shards may differ in length (rank r's length is read from its
+    input; the lengths of the others are gathered once per distinct local length and cached,
+    or given with ``seq_lens=``).
+  * H not divisible by P: rank j takes heads ``[sum(h_0..h_{j-1}), ...)`` with
+    ``h_j = H // P + (j < H % P)`` (diffusers' "ulysses anything"); a rank may get none.
+  * Joint tokens (MM-DiT text): ``joint_q/k/v [B, T, H, D]``, the same on every rank, attended
+    together with the sequence (``joint_position`` "front" or "back"); returned separately,
+    ``[B, T, H, D]`` on every rank.
+
+Variants: ``"torch-a2a"`` (the All-to-Alls through ``torch.distributed.all_to_all_single``, the
+attention through the xstage kernel) works on any group. The fused variants of the C++ operator
+(``"fused-shaped"``, the intended default; ``"fused"``, ``"comm-sm"``, ``"serial"``) need a C++
+team built from the process group and a binding of ``ops/ulysses.hpp``, which are not there yet:
+asking for them raises NotImplementedError. ``variant="auto"`` (default) picks fused-shaped
+when it is available, else torch-a2a. With P = 1 (or no group) the module is plain attention.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+import torch
+
+from . import _ext
+
+__all__ = ["UlyssesAttention", "head_split", "VARIANTS"]
+
+VARIANTS = ("auto", "torch-a2a", "fused-shaped", "fused", "comm-sm", "serial")
+_FUSED = ("fused-shaped", "fused", "comm-sm", "serial")
+
+
+def head_split(heads: int, world: int) -> list[int]:
+    """Heads per rank: H // P, the first H % P ranks one more."""
+    return [heads // world + (r < heads % world) for r in range(world)]
+
+
+def _fail(exc: type, msg: str):
+    raise exc(f"xstage.UlyssesAttention: {msg}")
+
+
+def _fused_available() -> bool:
+    return _ext.available() and bool(getattr(_ext.load(), "has_ulysses", False))
+
+
+def _default_attention(q, k, v, causal, softmax_scale):
+    from .attention_op import attention
+
+    return attention(q, k, v, causal=causal, softmax_scale=softmax_scale)
+
+
+class UlyssesAttention(torch.nn.Module):
+    def __init__(self, group=None, scatter_idx: int = 2, gather_idx: int = 1, *, variant: str = "auto",
+                 attention_fn: Optional[Callable] = None):
+        """group: a torch.distributed ProcessGroup (None: the default group if initialised,
+        else a single rank). scatter_idx/gather_idx: the BSHD convention (scatter heads, gather
+        the sequence), the only one supported. attention_fn(q, k, v, causal, softmax_scale):
+        replaces xstage.attention (tests, or another kernel)."""
+        super().__init__()
+        if (scatter_idx, gather_idx) != (2, 1):
+            _fail(NotImplementedError, f"scatter_idx={scatter_idx}, gather_idx={gather_idx}: only the BSHD layout "
+                  "(scatter_idx=2: heads, gather_idx=1: sequence) is supported")
+        if variant not in VARIANTS:
+            _fail(ValueError, f"unknown variant '{variant}' ({', '.join(VARIANTS)})")
+        if variant in _FUSED and not _fused_available():
+            _fail(NotImplementedError, f"variant '{variant}' needs the C++ Ulysses operator bound to a team built from "
+                  "the process group, which this build does not have yet; use variant='torch-a2a'")
+        if variant == "auto":
+            variant = "fused-shaped" if _fused_available() else "torch-a2a"
+        import torch.distributed as dist
+
+        if group is None and dist.is_available() and dist.is_initialized():
+            group = dist.group.WORLD
+        self.group = group
+        self.world = dist.get_world_size(group) if group is not None else 1
+        self.rank = dist.get_rank(group) if group is not None else 0
+        self.variant = variant if self.world > 1 else "local"
+        self.attention_fn = attention_fn or _default_attention
+        self._seq_lens_cache: dict[int, list[int]] = {}
+
+    def extra_repr(self) -> str:
+        return f"world={self.world}, rank={self.rank}, variant={self.variant}"
+
+    # ---- helpers --------------------------------------------------------------------------
+    def _gather_seq_lens(self, local: int, device) -> list[int]:
+        if local not in self._seq_lens_cache:
+            import torch.distributed as dist
+
+            t = torch.tensor([local], dtype=torch.int64, device=device)
+            out = [torch.empty_like(t) for _ in range(self.world)]
+            dist.all_gather(out, t, group=self.group)
+            self._seq_lens_cache[local] = [int(x.item()) for x in out]
+        return self._seq_lens_cache[local]
+
+    def _a2a(self, send_chunks: Sequence[torch.Tensor], recv_shapes: Sequence[tuple], like: torch.Tensor):
+        """All-to-All of per-destination chunks of any shape; returns the received chunks."""
+        import torch.distributed as dist
+
+        send = torch.cat([c.reshape(-1) for c in send_chunks])
+        in_splits = [c.numel() for c in send_chunks]
+        out_splits = [int(torch.Size(s).numel()) for s in recv_shapes]
+        recv = like.new_empty(sum(out_splits))
+        dist.all_to_all_single(recv, send, output_split_sizes=out_splits, input_split_sizes=in_splits,
+                               group=self.group)
+        return [c.view(s) for c, s in zip(recv.split(out_splits), recv_shapes)]
+
+    # ---- forward --------------------------------------------------------------------------
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
+                softmax_scale: Optional[float] = None, seq_lens: Optional[Sequence[int]] = None,
+                joint_q: Optional[torch.Tensor] = None, joint_k: Optional[torch.Tensor] = None,
+                joint_v: Optional[torch.Tensor] = None, joint_position: str = "front"):
+        joint = joint_q is not None or joint_k is not None or joint_v is not None
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            if not isinstance(t, torch.Tensor) or t.dim() != 4:
+                _fail(ValueError, f"{name} must be a 4-d tensor [B, S/P, H, D]")
+        if k.shape != q.shape or v.shape != q.shape:
+            _fail(ValueError, f"q {tuple(q.shape)}, k {tuple(k.shape)} and v {tuple(v.shape)} must have one shape "
+                  "(each rank's shard of the same sequence)")
+        B, S_r, H, D = q.shape
+        if joint:
+            if joint_q is None or joint_k is None or joint_v is None:
+                _fail(ValueError, "joint tokens need all of joint_q, joint_k and joint_v")
+            if joint_position not in ("front", "back"):
+                _fail(ValueError, f"joint_position '{joint_position}' (front or back)")
+            for name, t in (("joint_q", joint_q), ("joint_k", joint_k), ("joint_v", joint_v)):
+                if t.dim() != 4 or t.shape[0] != B or t.shape[2] != H or t.shape[3] != D or \
+                        t.shape[1] != joint_q.shape[1]:
+                    _fail(ValueError, f"{name} must be [B, T, H, D] = [{B}, T, {H}, {D}], got {tuple(t.shape)}")
+        if self.world == 1:
+            return self._local(q, k, v, causal, softmax_scale, joint_q, joint_k, joint_v, joint_position, joint)
+        if self.variant != "torch-a2a":
+            _fail(NotImplementedError, f"variant '{self.variant}' is not bound yet")
+        if seq_lens is None:
+            seq_lens = self._gather_seq_lens(S_r, q.device)
+        seq_lens = [int(s) for s in seq_lens]
+        if len(seq_lens) != self.world or seq_lens[self.rank] != S_r:
+            _fail(ValueError, f"seq_lens {seq_lens} must list every rank's shard length (this rank's is {S_r})")
+        heads = head_split(H, self.world)
+        h0 = [sum(heads[:j]) for j in range(self.world)]
+        r = self.rank
+        h_r = heads[r]
+        # pre-attention All-to-All: to rank j this shard's heads of group j; from rank i its shard of ours
+        full = []
+        for t in (q, k, v):
+            parts = self._a2a([t[:, :, h0[j]:h0[j] + heads[j]] for j in range(self.world)],
+                              [(B, seq_lens[i], h_r, D) for i in range(self.world)], t)
+            full.append(torch.cat(parts, dim=1))                                        # [B, S, h_r, D]
+        T = 0
+        if joint:
+            T = joint_q.shape[1]
+            mine = [t[:, :, h0[r]:h0[r] + h_r] for t in (joint_q, joint_k, joint_v)]
+            full = [torch.cat((j, f), dim=1) if joint_position == "front" else torch.cat((f, j), dim=1)
+                    for j, f in zip(mine, full)]
+        if h_r > 0:
+            o = self.attention_fn(full[0], full[1], full[2], causal, softmax_scale)   # [B, T + S, h_r, D]
+        else:
+            o = q.new_empty((B, full[0].shape[1], 0, D))
+        o_joint = None
+        if joint:
+            o_joint_mine = o[:, :T] if joint_position == "front" else o[:, o.shape[1] - T:]
+            o = o[:, T:] if joint_position == "front" else o[:, :o.shape[1] - T]
+            # every rank needs the joint output of all heads
+            parts = self._a2a([o_joint_mine] * self.world, [(B, T, heads[i], D) for i in range(self.world)], q)
+            o_joint = torch.cat(parts, dim=2)
+        # post-attention All-to-All: to rank j its shard of the sequence for our heads
+        s0 = [sum(seq_lens[:j]) for j in range(self.world)]
+        parts = self._a2a([o[:, s0[j]:s0[j] + seq_lens[j]] for j in range(self.world)],
+                          [(B, S_r, heads[i], D) for i in range(self.world)], q)
+        out = torch.cat(parts, dim=2)                                                   # [B, S_r, H, D]
+        return (out, o_joint) if joint else out
+
+    def _local(self, q, k, v, causal, softmax_scale, jq, jk, jv, position, joint):
+        if not joint:
+            return self.attention_fn(q, k, v, causal, softmax_scale)
+        T = jq.shape[1]
+        cat = (lambda j, t: torch.cat((j, t), dim=1)) if position == "front" else (lambda j, t: torch.cat((t, j), dim=1))
+        o = self.attention_fn(cat(jq, q), cat(jk, k), cat(jv, v), causal, softmax_scale)
+        if position == "front":
+            return o[:, T:], o[:, :T]
+        return o[:, :o.shape[1] - T], o[:, o.shape[1] - T:]

@@ -1,0 +1,104 @@
+"""xstage.moe without a GPU: weight prepacking (host), activation quantisation, validation and
+the fake implementation's shapes."""
+import pytest
+
+from conftest import HAVE_EXT, HAVE_TORCH, needs_torch
+
+pytestmark = needs_torch
+
+if HAVE_TORCH:
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from xstage import moe
+
+needs_ext = pytest.mark.skipif(not HAVE_EXT, reason="the extension xstage._C is not built")
+
+
+@needs_ext
+@pytest.mark.parametrize("fmt", ["w8a8", "int4_lut", "int4_lut_glu", "mxfp4", "mxfp4_glu"])
+def test_prepack_formats(fmt):
+    torch.manual_seed(0)
+    w = torch.randn(3, 256, 256)
+    p = moe.prepack(w, fmt, reference=True)
+    assert p.format == fmt and (p.experts, p.n, p.k) == (3, 256, 256)
+    assert p.b.dtype == torch.uint8 and p.b.shape[0] == 3
+    assert p.b_scales.dtype == torch.float32 and p.b_scales.shape[0] == 3
+    assert p.reference.shape == w.shape
+    # the dequantised weights the kernel computes with are close to the originals
+    rel = (p.reference - w).norm() / w.norm()
+    assert rel < {"w8a8": 0.05, "int4_lut": 0.15, "int4_lut_glu": 0.15, "mxfp4": 0.2, "mxfp4_glu": 0.2}[fmt]
+    if fmt == "w8a8":
+        assert p.b.shape == (3, 256, 256) and p.b_scales.shape == (3, 2, 2)
+    if fmt.startswith("int4"):
+        assert p.b_scales.shape == (3, 256)
+    if fmt.startswith("mxfp4"):
+        assert p.b_scales.shape == (3, 2, 256)
+
+
+@needs_ext
+def test_prepack_bad_inputs():
+    with pytest.raises(ValueError):
+        moe.prepack(torch.randn(1, 100, 128), "w8a8")
+    with pytest.raises(ValueError):
+        moe.prepack(torch.randn(1, 128, 128), "int4_lut_glu")   # glu needs n % 256
+    with pytest.raises(ValueError):
+        moe.prepack(torch.randn(1, 128, 128), "fp6")
+    with pytest.raises(ValueError):
+        moe.prepack(torch.randn(128, 128), "w8a8")
+    with pytest.raises(TypeError):
+        moe.prepack(torch.ones(1, 128, 128, dtype=torch.int32), "w8a8")
+
+
+@needs_ext
+@pytest.mark.parametrize("granularity", ["per_128", "per_token"])
+def test_quantize_activations_matches_the_host_reference(granularity):
+    from xstage import _ext
+
+    torch.manual_seed(1)
+    x = torch.randn(37, 256) * 3
+    q, s = moe.quantize_activations(x, granularity)
+    hq, hs = _ext.load().moe_quantize_act_host(x.numpy(), granularity)
+    hq, hs = torch.from_dlpack(hq), torch.from_dlpack(hs)
+    torch.testing.assert_close(s, hs, rtol=1e-6, atol=0)
+    # the same codes up to a rounding tie here and there
+    assert (q.view(torch.uint8) != hq).float().mean() < 0.01
+
+
+def test_fake_shapes():
+    with FakeTensorMode():
+        E, m, n, k = 4, 300, 512, 256
+        a = torch.empty(m, k, dtype=torch.float8_e4m3fn, device="cuda")
+        s = torch.empty(k // 128, m, device="cuda")
+        b = torch.empty(E, n, k, dtype=torch.uint8, device="cuda")
+        bs = torch.empty(E, n // 128, k // 128, device="cuda")
+        c = torch.empty(E, dtype=torch.int32, device="cuda")
+        w = moe.PackedWeights("w8a8", E, n, k, b, bs)
+        out = moe.grouped_gemm(a, s, w, c, c)
+        assert out.shape == (m, n) and out.dtype == torch.bfloat16
+        rw = torch.empty(m, device="cuda")
+        h, hs = moe.grouped_gemm(a, s, w, c, c, epilogue="swiglu", row_weights=rw)
+        assert h.shape == (m, n // 2) and h.dtype == torch.float8_e4m3fn and hs.shape == (n // 2 // 128, m)
+        with pytest.raises(ValueError):
+            moe.grouped_gemm(a, s, w, c, c, epilogue="swiglu")          # no row weights
+        with pytest.raises(TypeError):
+            moe.grouped_gemm(a.to(torch.bfloat16), s, w, c, c)         # not fp8
+        with pytest.raises(ValueError):
+            moe.grouped_gemm(a, s[:, :10], w, c, c)                    # scales shape
+        with pytest.raises(ValueError):
+            moe.grouped_gemm(a, s, w, c[:2], c[:2])                     # experts
+
+
+def test_cpu_tensors_are_rejected():
+    E, m, n, k = 2, 8, 128, 128
+    a = torch.zeros(m, k, dtype=torch.float8_e4m3fn)
+    w = moe.PackedWeights("w8a8", E, n, k, torch.zeros(E, n, k, dtype=torch.uint8), torch.zeros(E, 1, 1))
+    c = torch.zeros(E, dtype=torch.int32)
+    with pytest.raises(ValueError) as e:
+        moe.grouped_gemm(a, torch.zeros(1, m), w, c, c)
+    assert "cuda" in str(e.value).lower() and "\n" not in str(e.value)
+
+
+def test_expert_parallel_not_yet():
+    with pytest.raises(NotImplementedError):
+        moe.ExpertParallelMoE(None)
