@@ -7,6 +7,7 @@
 //   non-finite (cell)  the cell's own nonfinite count is not 0
 //   non-finite (rec)   the record's nonfinite count is not 0
 //   mismatch count     a mismatch field (Ulysses: mismatch_vs_serial) is not 0
+//   failed variant     an "errors" object names a variant that failed (Ulysses: a timeout)
 //   not checked        checked: false / rows_checked 0
 //   missing record     no correctness object (waived only by --allow-missing-correctness,
 //                      which warns; a failed record is never waived)
@@ -184,6 +185,9 @@ std::vector<Kind> kinds() {
          ours_cell(f, s)["correctness"]["rows_checked"] = 0;
        },
        [](const Script& s) { return s.ours_label + ": correctness: not checked (checked: false)"; }, false, false},
+      {"failed variant (errors)",
+       [](auto& f, const Script& s) { ours_cell(f, s)["errors"] = {{"fused", "device timeout"}}; },
+       [](const Script& s) { return s.ours_label + ": fused failed: device timeout"; }, false, false},
       {"missing record", [](auto& f, const Script& s) { ours_cell(f, s).erase("correctness"); },
        [](const Script& s) { return s.ours_label + ": no correctness record"; }, false, false},
       {"failed baseline check",
@@ -251,7 +255,7 @@ TEST_F(CompareCorrectness, EveryDoctoredKindFailsAndNamesTheCell) {
       EXPECT_NE(text.find("# correctness: FAIL"), std::string::npos) << s.name << ", " << k.name << ":\n" << text;
       EXPECT_EQ(text.find("Traceback"), std::string::npos) << s.name << ", " << k.name << ":\n" << text;
     }
-  EXPECT_GE(cases, 70);
+  EXPECT_GE(cases, 80);
 }
 
 TEST_F(CompareCorrectness, AllowMissingWaivesOnlyMissingRecordsAndWarns) {
