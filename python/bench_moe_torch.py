@@ -1007,8 +1007,8 @@ class Bench:
         out, _ = moe_layer(self.comm, self.gemm, L)
         torch.cuda.synchronize()
         pick = torch.tensor(verify.sample_rows(T, self.args.check_rows, seed=T * 31 + H), device=self.dev)
-        x_all = torch.cat(self.comm.all_gather(dequant_act(L.xq.index_select(0, pick), L.xs.index_select(0, pick),
-                                                           fmt).contiguous()))
+        xq = L.xq.view(torch.uint8).index_select(0, pick).view(L.xq.dtype)  # fp8 rows travel as bytes
+        x_all = torch.cat(self.comm.all_gather(dequant_act(xq, L.xs.index_select(0, pick), fmt).contiguous()))
         ids_all = torch.cat(self.comm.all_gather(L.topk_ids.index_select(0, pick).contiguous()))
         w_all = torch.cat(self.comm.all_gather(L.topk_w.index_select(0, pick).contiguous()))
         El = L.experts // self.world

@@ -40,10 +40,10 @@ def nonfinite(torch, t):
 
 
 def compare_rows(torch, got, ref):
-    """(max abs err, worst per-row relative L2 err) of got vs ref, both [rows, cols]
-    (flattened to 2-D); NaN where got has non-finite values."""
-    g = got.reshape(got.shape[0], -1).float()
-    r = ref.reshape(ref.shape[0], -1).float()
+    """(max abs err, worst per-row relative L2 err) of got vs ref, both [rows, ...] (flattened
+    to 2-D; zero rows give 0, 0); NaN where got has non-finite values."""
+    g = got.flatten(1).float() if got.dim() > 1 else got.reshape(-1, 1).float()
+    r = ref.flatten(1).float() if ref.dim() > 1 else ref.reshape(-1, 1).float()
     d = g - r
     if not bool(torch.isfinite(d).all()):
         return float("nan"), float("nan")

@@ -293,3 +293,20 @@ TEST_F(CompareCorrectness, FailedCellIsMarkedAndNotCountedAsAMeetingTarget) {
   EXPECT_NE(slurp(out_).find("violates: S=1024 24x128: xstage correctness failed"), std::string::npos)
       << slurp(out_);
 }
+
+TEST_F(CompareCorrectness, ScriptsAndHelpersImportWithoutTorch) {
+  // The compare scripts and the shared helpers run in CI, where there is no PyTorch: importing
+  // them must not import torch (the torch benches import it only inside main()).
+  const std::string py = std::string(XSTAGE_SOURCE_DIR) + "/python";
+  const std::string script =
+      "import sys; sys.path.insert(0, '" + py + "'); "
+      "import compare_attention, compare_moe, compare_moe_ab, compare_moe_gemm, compare_moe_layer, "
+      "compare_moe_plan, compare_moe_w4a8, compare_ulysses, bench_attention_torch, bench_moe_gemm_torch, "
+      "bench_ulysses_torch; "
+      "import xsbench.results, xsbench.correctness, xsbench.checker, xsbench.tables, xsbench.keys, "
+      "xsbench.timing, xsbench.verify, xsbench.plots; "
+      "bad = [m for m in sys.modules if m == 'torch' or m.startswith('torch.')]; "
+      "print('torch modules:', bad); sys.exit(1 if bad else 0)";
+  std::ofstream(dir_ / "imports.py") << script << "\n";
+  EXPECT_EQ(xstage::test::run("python3 " + quote(dir_ / "imports.py"), out_), 0) << slurp(out_);
+}
