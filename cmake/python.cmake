@@ -30,9 +30,9 @@ nanobind_add_module(_C NB_STATIC
   src/python/module.cpp
   src/python/model_bind.cpp
   src/python/attention_bind.cpp
-  src/python/moe_bind.cpp)
+  src/python/moe_bind.cpp
+  src/python/team_bind.cpp)
 target_include_directories(_C PRIVATE src)
-target_link_libraries(_C PRIVATE xstage_model xstage_runtime)
 if(XSTAGE_BUILD_ATTENTION)
   target_link_libraries(_C PRIVATE xstage_attention)
   target_compile_definitions(_C PRIVATE XSTAGE_PY_HAVE_ATTENTION=1)
@@ -42,6 +42,16 @@ if(XSTAGE_BUILD_MOE)
   target_compile_definitions(_C PRIVATE XSTAGE_PY_HAVE_MOE=1)
 else()
   target_sources(_C PRIVATE src/ops/moe_quant.cpp src/ops/moe_quant4.cpp)
+endif()
+# Static libraries resolve left to right: the runtime (its team uses the model's SM split) before
+# the model, both after the operator libraries.
+target_link_libraries(_C PRIVATE xstage_runtime xstage_model)
+# Teams from a torch.distributed process group need Team::from_unique_id (include/xstage/team.hpp).
+file(STRINGS "${CMAKE_CURRENT_SOURCE_DIR}/include/xstage/team.hpp" _xs_team_id REGEX "from_unique_id\\(")
+if(_xs_team_id)
+  target_compile_definitions(_C PRIVATE XSTAGE_PY_HAVE_TEAM=1)
+else()
+  message(STATUS "xstage: team.hpp has no Team::from_unique_id; xstage._C.has_team = False")
 endif()
 # Drop shared libraries nothing references; find NCCL (a dependency of the runtime's error
 # path) where the build found it. xstage/__init__.py also preloads PyTorch's NCCL if present.
@@ -53,6 +63,13 @@ set_target_properties(_C PROPERTIES
   # Built in the tree (cmake --build): the module lands next to the package sources' parent
   # build dir; `python/xstage/_ext.py` looks there when no installed copy exists.
   LIBRARY_OUTPUT_DIRECTORY "${CMAKE_BINARY_DIR}/python/xstage")
+
+# A shared module links with undefined symbols allowed (libpython's); import it once after
+# linking so a missing C++ symbol fails the build, not the first `import xstage`.
+add_custom_command(TARGET _C POST_BUILD
+  COMMAND "${Python_EXECUTABLE}" -c "import importlib.util as u, sys; s = u.spec_from_file_location('xstage._C', sys.argv[1]); u.module_from_spec(s)" "$<TARGET_FILE:_C>"
+  COMMENT "xstage: checking that the extension imports"
+  VERBATIM)
 
 install(TARGETS _C LIBRARY DESTINATION xstage COMPONENT python)
 install(FILES presets/h200-nvlink.json DESTINATION xstage/presets COMPONENT python)

@@ -1,7 +1,7 @@
 """Loading the native extension ``xstage._C``.
 
-Found, in order: the installed package (``pip install .`` / ``pip install -e .``), the folder in
-``XSTAGE_EXT_DIR``, then the in-tree CMake build folders (``build/python/xstage``,
+Found, in order: the folder in ``XSTAGE_EXT_DIR`` (an explicit choice), the installed package
+(``pip install .`` / ``pip install -e .``), then the in-tree CMake build folders (``build/python/xstage``,
 ``build-py/*/python/xstage``) of the source checkout this package lives in, so that
 ``cmake -DXSTAGE_BUILD_PYTHON=ON`` + ``PYTHONPATH=python`` works without installing.
 
@@ -66,6 +66,12 @@ def _load_file(path: str) -> ModuleType:
 
 
 def _try_import() -> ModuleType:
+    override = os.environ.get("XSTAGE_EXT_DIR")
+    if override:  # an explicit choice wins over an installed copy
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            f = os.path.join(override, "_C" + suffix)
+            if os.path.isfile(f):
+                return _load_file(f)
     try:
         return importlib.import_module("xstage._C")
     except ModuleNotFoundError as e:

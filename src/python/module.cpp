@@ -23,4 +23,5 @@ NB_MODULE(_C, m) {
   xstage::python::bind_model(m);
   xstage::python::bind_attention(m);
   xstage::python::bind_moe(m);
+  xstage::python::bind_team(m);
 }

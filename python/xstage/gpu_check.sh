@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# GPU check of the xstage Python package (docs/python.md), run from the repository root on the
+# GPU machine (.deps/ present; nvcc 13, CMake, Ninja, Python with torch, nanobind,
+# scikit-build-core, pytest; no network).
+#
+#   python/xstage/gpu_check.sh OUT [build] [test] [bench] [quick-bench]     (default: build test bench)
+#
+#   build        the wheel (pip wheel --no-build-isolation: what `pip install .` builds) in
+#                build-py/<tag>/, plus the xstage CLI in the same build folder (for the bench);
+#                incremental: run it again if a time limit cut it short
+#   test         pytest tests/python (CPU and GPU tests) -> OUT/pytest.log, OUT/pytest.xml
+#   bench        python -m xstage.bench attention --cli <build>/xstage -> OUT/attention-torch-op.json
+#   quick-bench  the same on S 4096,16384 only
+# Nothing is installed: the tests and the bench import python/xstage with the extension from
+# the build folder (xstage/_ext.py finds it there).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${1:?usage: python/xstage/gpu_check.sh OUT [build] [test] [bench] [quick-bench]}
+shift
+mkdir -p "$OUT"
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(build test bench)
+PY=${PYTHON:-python3}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
+export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+export XSTAGE_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+tag=$($PY -c "import sys, sysconfig; v=f'cp{sys.version_info[0]}{sys.version_info[1]}'; print(f\"{v}-{v}-{sysconfig.get_platform().replace('-', '_').replace('.', '_')}\")")
+BUILD=build-py/$tag
+rc=0
+
+step_build() {
+  echo "[gpu_check] build in $BUILD ($CMAKE_BUILD_PARALLEL_LEVEL jobs), log $OUT/build.log"
+  if ! $PY -m pip wheel --no-build-isolation --no-deps -v . -w "$OUT/wheel" >"$OUT/build.log" 2>&1; then
+    echo "[gpu_check] pip wheel failed (tail of $OUT/build.log below); plain CMake instead"
+    tail -20 "$OUT/build.log"
+    cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DXSTAGE_BUILD_PYTHON=ON -DXSTAGE_BUILD_TESTS=OFF \
+      -DPython_EXECUTABLE="$(command -v $PY)" >>"$OUT/build.log" 2>&1 &&
+      cmake --build "$BUILD" --target _C >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; return 1; }
+  fi
+  cmake --build "$BUILD" --target xstage >>"$OUT/build.log" 2>&1 || { echo "[gpu_check] xstage CLI build failed"; tail -30 "$OUT/build.log"; return 1; }
+  ls -la "$BUILD"/python/xstage/ "$OUT/wheel" 2>/dev/null
+  $PY -c "import xstage; print('[gpu_check]', xstage.extension_status())"
+}
+
+step_test() {
+  $PY -c "import torch; print('[gpu_check] torch', torch.__version__, torch.cuda.get_device_name())"
+  $PY -m pytest tests/python -v -rs --junitxml="$OUT/pytest.xml" 2>&1 | tee "$OUT/pytest.log" | tail -80
+  return "${PIPESTATUS[0]}"
+}
+
+step_bench() {
+  local extra=("$@")
+  $PY -m xstage.bench attention --cli "$BUILD/xstage" --json "$OUT/attention-torch-op.json" "${extra[@]}" 2>&1 |
+    tee "$OUT/attention-torch-op.txt"
+  return "${PIPESTATUS[0]}"
+}
+
+for s in "${steps[@]}"; do
+  case "$s" in
+    build) step_build || { rc=1; break; } ;;
+    test) step_test || rc=1 ;;
+    bench) step_bench || rc=1 ;;
+    quick-bench) step_bench -S 4096,16384 || rc=1 ;;
+    *) echo "[gpu_check] unknown step $s (build, test, bench, quick-bench)"; exit 2 ;;
+  esac
+done
+echo "[gpu_check] done, exit $rc; results in $OUT"
+exit $rc
