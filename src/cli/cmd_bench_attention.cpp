@@ -4,7 +4,12 @@
 // first keeps the GPU busy while the host enqueues, so no launch overhead is timed). Prints an nccl-tests
 // style table and optionally writes JSON (schema xstage.bench.attention.v1), the same shape
 // python/bench_attention_torch.py writes for PyTorch SDPA, so python/compare_attention.py
-// can put the two side by side.
+// can put the two side by side. Every cell checks its output (cli/bench_check.hpp): the
+// outputs are poisoned with NaN before the timed launches; afterwards the last launch's output
+// is scanned in full for non-finite values and --check-rows seeded query rows (the first and
+// last, rows on tile borders) are compared with an fp64 host softmax(scale q k^T) v of the
+// same 16-bit inputs. A cell out of tolerance is FAILED in the table and the JSON, and the
+// command exits 1 after the whole sweep.
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -21,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bench_check.hpp"
 #include "cli/bench_util.hpp"
 #include "cli/commands.hpp"
 #include "cli/run_stamp.hpp"
@@ -44,7 +50,14 @@ struct BenchFlags {
   int num_ctas = 0;
   std::string json_out;
   std::string tile = "auto";  // auto | staged (ops::AttentionTilePolicy)
+  int check_rows = kDefaultCheckRows;  // query rows compared with the host reference per cell
+  uint64_t check_seed = 20261203u;
 };
+
+// Tolerances of tests/gpu/test_attention.cpp (relative L2 error 1e-2 against the fp32
+// reference), applied per checked row; the largest element error of a row must stay within
+// 2e-2 of the row's largest reference value (16-bit output rounding is 2^-9 / 2^-11).
+constexpr RowTolerance kAttentionTolerance{1e-2, 2e-2, 1e-6};
 
 ops::AttentionTilePolicy tile_policy(const BenchFlags& fl) {
   if (fl.tile == "auto") return ops::AttentionTilePolicy::automatic;
@@ -72,7 +85,74 @@ struct Result {
   double tflops, tflops_best;
   int iters, rotating_sets;
   unsigned long long nonfinite;
+  CheckRecord check;
 };
+
+// Query rows of the output to check, as row indices of the [B, S, H] row space (row
+// (b, s, h) = (b * S + s) * H + h): --check-rows of them, seeded, always with the first and
+// the last row and, for the first and last head of the first and last batch, the query rows at
+// the borders of the kernel's row tiles (first tile's first two rows, the 64-row warp-group
+// slice border, the first tile border, the middle tile border, the last two rows).
+std::vector<size_t> attention_check_rows(const BenchFlags& fl, int s, int h, int block_m) {
+  std::vector<size_t> must;
+  const int bm = std::max(block_m, 1);
+  const int mid = (s / 2) / bm * bm;
+  for (int b : {0, fl.batch - 1})
+    for (int hh : {0, h - 1})
+      for (int q : {0, 1, 63, 64, bm - 1, bm, mid - 1, mid, s - 2, s - 1})
+        if (q >= 0 && q < s) must.push_back((size_t(b) * s + q) * h + hh);
+  return sample_rows(size_t(fl.batch) * s * h, size_t(std::max(fl.check_rows, 2)),
+                     fl.check_seed ^ (uint64_t(s) << 20) ^ (uint64_t(h) << 8) ^ uint64_t(fl.batch), must);
+}
+
+// The output check of one cell: o, q, k, v are the host copies of the checked launch's
+// tensors (packed BSHD, 16-bit).
+CheckRecord check_attention(const BenchFlags& fl, const ops::AttentionArgs& a, int block_m,
+                            const std::vector<uint16_t>& o, const std::vector<uint16_t>& q,
+                            const std::vector<uint16_t>& k, const std::vector<uint16_t>& v) {
+  const bool bf16 = a.dtype == ops::AttentionDType::bf16;
+  const int S = a.q_len, H = a.heads, D = a.head_dim;
+  const double scale = a.softmax_scale > 0 ? a.softmax_scale : 1.0 / std::sqrt(double(D));
+  const std::vector<size_t> rows = attention_check_rows(fl, S, H, block_m);
+  // Reference rows, one task per checked row: scores over the head's keys (top-left causal
+  // mask), softmax, weighted sum of the values, in fp64 on the exact 16-bit inputs.
+  std::vector<double> ref(rows.size() * D);
+  parallel_for(rows.size(), [&](size_t i) {
+    const size_t r = rows[i];
+    const int hh = int(r % H), qs = int((r / H) % S), b = int(r / (size_t(H) * S));
+    const size_t row_stride = size_t(H) * D;
+    const size_t head0 = size_t(b) * S * row_stride + size_t(hh) * D;
+    std::vector<double> qi(D), sc(S);
+    for (int d = 0; d < D; ++d) qi[d] = half_bits_to_float(q[head0 + size_t(qs) * row_stride + d], bf16);
+    const int nk = a.causal ? std::min(qs + 1, a.kv_len) : a.kv_len;
+    double m = -INFINITY;
+    for (int j = 0; j < nk; ++j) {
+      const uint16_t* kj = k.data() + head0 + size_t(j) * row_stride;
+      double dot = 0;
+      for (int d = 0; d < D; ++d) dot += qi[d] * half_bits_to_float(kj[d], bf16);
+      sc[j] = dot * scale;
+      m = std::max(m, sc[j]);
+    }
+    double sum = 0;
+    std::vector<double> acc(D, 0.0);
+    for (int j = 0; j < nk; ++j) {
+      const double p = std::exp(sc[j] - m);
+      sum += p;
+      const uint16_t* vj = v.data() + head0 + size_t(j) * row_stride;
+      for (int d = 0; d < D; ++d) acc[d] += p * half_bits_to_float(vj[d], bf16);
+    }
+    for (int d = 0; d < D; ++d) ref[i * D + d] = sum > 0 ? acc[d] / sum : 0.0;
+  });
+  RowChecker rc(kAttentionTolerance);
+  std::vector<float> got(D);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const size_t r = rows[i];  // packed BSHD: row r's D values are contiguous at r * D
+    for (int d = 0; d < D; ++d) got[d] = half_bits_to_float(o[r * D + d], bf16);
+    rc.add_row(static_cast<long long>(r), got.data(), ref.data() + i * D, D);
+  }
+  return rc.finish(count_nonfinite_16(o.data(), o.size(), bf16),
+                   "fp64 host softmax(scale q k^T) v of the same 16-bit inputs, seeded query rows (row = (b*S + s)*H + h)");
+}
 
 Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int d, size_t rotate_bytes,
                  const std::vector<uint16_t>& pattern, const DeviceMem& backlog, size_t backlog_bytes,
@@ -118,6 +198,9 @@ Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int
     set_args(w % sets);
     ops::attention_forward(a, stream);
   }
+  // Poison every output (NaN) before the timed launches: what they leave unwritten stays NaN.
+  for (int i = 0; i < sets; ++i)
+    XS_CUDA(cudaMemsetAsync(o[i]->p, kPoisonByte, elems * 2, stream), "poisoning the outputs");
   std::vector<cudaEvent_t> ev(2 * fl.iters);
   for (auto& e : ev) XS_CUDA(cudaEventCreate(&e), "creating timing events");
   // Keep the GPU busy while the host enqueues the timed launches, so that every start event
@@ -139,12 +222,16 @@ Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int
   }
   for (auto& e : ev) cudaEventDestroy(e);
 
-  // #wrong: non-finite values in the last output (inputs are bounded, so there must be none).
-  std::vector<uint16_t> host(elems);
-  XS_CUDA(cudaMemcpy(host.data(), o[(fl.iters - 1) % sets]->p, elems * 2, cudaMemcpyDeviceToHost), "reading the output");
-  unsigned long long bad = 0;
-  const uint16_t exp_mask = dt == ops::AttentionDType::bf16 ? 0x7F80u : 0x7C00u;
-  for (uint16_t x : host) bad += (x & exp_mask) == exp_mask;
+  // The output check, after the timed launches: the last launch's output (and its inputs).
+  const int ck = (fl.iters - 1) % sets;
+  std::vector<uint16_t> ho(elems), hq(elems), hk(elems), hv(elems);
+  XS_CUDA(cudaMemcpy(ho.data(), o[ck]->p, elems * 2, cudaMemcpyDeviceToHost), "reading the output");
+  XS_CUDA(cudaMemcpy(hq.data(), q[ck]->p, elems * 2, cudaMemcpyDeviceToHost), "reading the inputs");
+  XS_CUDA(cudaMemcpy(hk.data(), k[ck]->p, elems * 2, cudaMemcpyDeviceToHost), "reading the inputs");
+  XS_CUDA(cudaMemcpy(hv.data(), v[ck]->p, elems * 2, cudaMemcpyDeviceToHost), "reading the inputs");
+  const auto inst = ops::select_instantiation(dt, d, fl.causal, s, tile_policy(fl));
+  set_args(ck);
+  CheckRecord check = check_attention(fl, a, inst.block_m, ho, hq, hk, hv);
 
   Result r;
   r.batch = fl.batch;
@@ -153,7 +240,7 @@ Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int
   r.head_dim = d;
   r.dtype = ops::dtype_name(dt);
   r.causal = fl.causal;
-  r.instantiation = ops::select_instantiation(dt, d, fl.causal, s, tile_policy(fl)).name;
+  r.instantiation = inst.name;
   r.median_us = quantile(us, 0.5);
   r.min_us = *std::min_element(us.begin(), us.end());
   r.max_us = *std::max_element(us.begin(), us.end());
@@ -164,7 +251,8 @@ Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int
   r.tflops_best = flops / (r.min_us * 1e-6) / 1e12;
   r.iters = fl.iters;
   r.rotating_sets = sets;
-  r.nonfinite = bad;
+  r.nonfinite = check.nonfinite;
+  r.check = std::move(check);
   return r;
 }
 
@@ -179,6 +267,7 @@ void run_bench(const BenchFlags& fl) {
   if (fl.iters < 20) throw InvalidArgument(fmt::format("bench attention: --iters {} must be >= 20", fl.iters));
   tile_policy(fl);  // rejects an unknown --tile before any GPU work
   if (fl.warmup < 0) throw InvalidArgument("bench attention: --warmup must be >= 0");
+  if (fl.check_rows < 2) throw InvalidArgument("bench attention: --check-rows must be >= 2");
   if (fl.batch < 1) throw InvalidArgument("bench attention: --batch must be >= 1");
   for (int s : fl.seqlens)
     if (s < 1) throw InvalidArgument(fmt::format("bench attention: sequence length {} must be >= 1", s));
@@ -207,9 +296,12 @@ void run_bench(const BenchFlags& fl) {
               "warm-up, inputs rotate over >= %.0f MiB\n",
               prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1048576.0, fl.dtype.c_str(),
               fl.causal ? "causal" : "non-causal", fl.batch, fl.iters, fl.warmup, rotate_bytes / 1048576.0);
-  std::printf("%s", fmt::format("#{:>7} {:>5} {:>4} {:>6} {:>5} {:>10} {:>10} {:>10} {:>9} {:>9} {:>6}\n", "seqlen",
-                                "heads", "d", "dtype", "sets", "time(us)", "min(us)", "max(us)", "TFLOP/s",
-                                "best", "#wrong")
+  std::printf("# check: %d seeded query rows per cell vs an fp64 host reference (per row: rel L2 <= %g, max abs <= "
+              "%g x max|ref|), full non-finite scan of the NaN-poisoned output; #wrong = rows out of tolerance\n",
+              fl.check_rows, kAttentionTolerance.rel_tol, kAttentionTolerance.max_abs_rel);
+  std::printf("%s", fmt::format("#{:>7} {:>5} {:>4} {:>6} {:>5} {:>10} {:>10} {:>10} {:>9} {:>9} {:>6} {:>6} {:>9} {:>6}\n",
+                                "seqlen", "heads", "d", "dtype", "sets", "time(us)", "min(us)", "max(us)", "TFLOP/s",
+                                "best", "#wrong", "nonfin", "rel_err", "check")
                         .c_str());
   std::vector<Result> results;
   for (int d : fl.head_dims)
@@ -217,13 +309,20 @@ void run_bench(const BenchFlags& fl) {
       for (int s : fl.seqlens) {
         Result r = bench_one(fl, dt, s, h, d, rotate_bytes, pattern, backlog, backlog_bytes, stream);
         results.push_back(r);
-        std::printf("%s", fmt::format(" {:>7} {:>5} {:>4} {:>6} {:>5} {:>10.1f} {:>10.1f} {:>10.1f} {:>9.1f} {:>9.1f} {:>6}\n",
+        std::printf("%s", fmt::format(" {:>7} {:>5} {:>4} {:>6} {:>5} {:>10.1f} {:>10.1f} {:>10.1f} {:>9.1f} {:>9.1f} {:>6} "
+                                      "{:>6} {:>9.2e} {:>6}\n",
                                       s, h, d, r.dtype, r.rotating_sets, r.median_us, r.min_us, r.max_us, r.tflops,
-                                      r.tflops_best, r.nonfinite)
+                                      r.tflops_best, r.check.rows_failed, r.nonfinite, r.check.rel_err,
+                                      r.check.verdict())
                               .c_str());
         std::fflush(stdout);
       }
   cudaStreamDestroy(stream);
+  int failed = 0;
+  for (const Result& r : results) failed += !r.check.passed;
+  std::printf("# correctness: %s\n", failed ? fmt::format("{} of {} cells FAILED their output check", failed,
+                                                          results.size()).c_str()
+                                             : fmt::format("{} cells checked, all pass", results.size()).c_str());
 
   if (!fl.json_out.empty()) {
     nlohmann::json j;
@@ -237,7 +336,10 @@ void run_bench(const BenchFlags& fl) {
     j["config"] = {{"batch", fl.batch},       {"dtype", fl.dtype},   {"causal", fl.causal},
                    {"layout", "BSHD"},        {"warmup", fl.warmup}, {"iters", fl.iters},
                    {"rotate_bytes", rotate_bytes}, {"num_ctas", fl.num_ctas}, {"tile", fl.tile},
-                   {"flops", "4*B*H*Sq*Skv*d (visible pairs if causal)"}};
+                   {"flops", "4*B*H*Sq*Skv*d (visible pairs if causal)"},
+                   {"check_rows", fl.check_rows}, {"check_seed", fl.check_seed},
+                   {"check", "outputs NaN-poisoned before the timed launches; the last launch's output: full "
+                             "non-finite scan and seeded query rows vs an fp64 host reference, per-row tolerances"}};
     nlohmann::json rs = nlohmann::json::array();
     for (const Result& r : results) {
       const auto inst = ops::select_instantiation(dt, r.head_dim, r.causal, r.seqlen, tile_policy(fl));
@@ -259,11 +361,17 @@ void run_bench(const BenchFlags& fl) {
                     {"tflops_best", r.tflops_best},
                     {"iters", r.iters},
                     {"rotating_sets", r.rotating_sets},
-                    {"nonfinite", r.nonfinite}});
+                    {"nonfinite", r.nonfinite},
+                    {"check", r.check.verdict()},
+                    {"correctness", r.check.to_json()}});
     }
     j["results"] = rs;
+    j["cells_failed"] = failed;
     write_json_file(j, fl.json_out);
   }
+  if (failed)
+    throw Error(fmt::format("bench attention: {} of {} cells FAILED their output check (exit 1)", failed,
+                            results.size()));
 }
 
 }  // namespace
@@ -290,6 +398,11 @@ void add_attention_bench_command(CLI::App& app) {
                   "auto: the 128x192 register-store tile for d=128 non-causal from 8192 keys, else the staged "
                   "tile; staged: always the staged tile (what the Ulysses kernels use)")
       ->capture_default_str();
+  cmd->add_option("--check-rows", fl->check_rows,
+                  "Query rows per cell compared with the fp64 host reference (seeded; always the first and last row "
+                  "and rows on tile borders)")
+      ->capture_default_str();
+  cmd->add_option("--check-seed", fl->check_seed, "Seed of the checked rows")->capture_default_str();
   cmd->add_option("--json", fl->json_out, "Write results as JSON (xstage.bench.attention.v1)");
   cmd->callback([fl] { run_bench(*fl); });
 }

@@ -7,7 +7,15 @@
 // rotating over enough buffer sets to exceed 2 x L2; a large memset queued first keeps the GPU
 // busy while the host enqueues). JSON schema xstage.bench.moe_gemm.v1, the shape that
 // python/bench_moe_gemm_torch.py writes for cuBLASLt, so python/compare_moe_gemm.py can put
-// the two side by side.
+// the two side by side. Every cell checks its output (cli/bench_check.hpp): the outputs (and
+// SwiGLU's output scales) are poisoned with NaN before the timed launches; afterwards the last
+// launch's output is scanned in full for non-finite values and --check-rows seeded rows (the
+// first and last, rows on expert and tile borders) are compared with an fp64 host GEMM of the
+// same quantised inputs, every weight format dequantised as the kernel reads it
+// (cli/bench_moe_check.hpp); SwiGLU rows as tests/gpu/test_moe_gemm.cpp compares them (the
+// dequantised fp8 output against the reference h requantised with the reference scale, and
+// every output scale within 2e-3 of amax / 448). A cell out of tolerance is FAILED in the
+// table and the JSON, and the command exits 1 after the whole sweep.
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -23,6 +31,8 @@
 #include <utility>
 #include <vector>
 
+#include "cli/bench_check.hpp"
+#include "cli/bench_moe_check.hpp"
 #include "cli/bench_util.hpp"
 #include "cli/commands.hpp"
 #include "cli/run_stamp.hpp"
@@ -67,7 +77,20 @@ struct BenchFlags {
   std::vector<std::string> weights{"w8a8"};
   std::string json_out;
   bool plan = false;  // print the planned kernels and exit (no GPU needed)
+  int check_rows = kDefaultCheckRows;  // output rows compared with the host reference per cell
+  uint64_t check_seed = 20261203u;
 };
+
+// Tolerances of tests/gpu/test_moe_gemm.cpp, applied per checked row. bf16 epilogue: relative
+// L2 error 1e-2 against the fp32 reference of the same quantised math; the largest element
+// error of a row within 2e-2 of the row's largest reference value. SwiGLU + fp8: the
+// dequantised output against the requantised reference h (relative L2 2e-2 per row: a few fp8
+// roundings flip by one step where h sits on a rounding border; largest element error within
+// 0.1 of the row's largest value, i.e. at most one fp8 step of the top binade, 32 / 448), and
+// every output scale within 2e-3 of amax / 448 (the GPU test's bound).
+constexpr RowTolerance kMoeBf16Tolerance{1e-2, 2e-2, 1e-6};
+constexpr RowTolerance kMoeSwigluTolerance{2e-2, 0.1, 1e-6};
+constexpr double kMoeScaleTolerance = 2e-3;
 
 // "2x1" -> {2, 1}; "planned" -> {0, 0}.
 std::pair<int, int> parse_cluster(const std::string& c) {
@@ -211,6 +234,7 @@ struct Result {
   double median_us, min_us, max_us, p10_us, p90_us, tflops, tflops_best;
   int iters, sets;
   unsigned long long nonfinite;
+  CheckRecord check;
 };
 
 struct Patterns {
@@ -220,6 +244,137 @@ struct Patterns {
   // random weights through quantize_int4_lut).
   std::vector<uint8_t> mx_rs, lut_rs;
 };
+
+// Output rows to check: --check-rows of them, seeded per cell, always the first and the last
+// row and, for the first, second, middle and last expert, the expert's first two rows, the rows
+// on both sides of its first tile border (block_m) and its last two rows.
+std::vector<size_t> moe_check_rows(const BenchFlags& fl, const Cell& c, int experts, int tokens, int block_m) {
+  std::vector<size_t> must;
+  const int bm = std::max(block_m, 1);
+  for (int e : {0, 1, experts / 2, experts - 1})
+    if (e >= 0 && e < experts)
+      for (int t : {0, 1, bm - 1, bm, tokens - 2, tokens - 1})
+        if (t >= 0 && t < tokens) must.push_back(size_t(e) * tokens + t);
+  uint64_t h = 1469598103934665603ull;  // FNV-1a of the cell's name: a seed per cell
+  for (char ch : std::string(c.md->name) + "/" + c.pb.op + "/" + c.wt.name + "/" + std::to_string(tokens))
+    h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
+  return sample_rows(size_t(experts) * tokens, size_t(std::max(fl.check_rows, 2)), fl.check_seed ^ h, must);
+}
+
+// The output check of one cell, after its timed launches: `a` holds the device buffers of the
+// checked (last) launch; balanced routing (expert e owns rows [e * tokens, (e + 1) * tokens)).
+CheckRecord check_moe(const BenchFlags& fl, const Cell& cell, const ops::MoeGemmArgs& a, int block_m) {
+  const int m = a.m_total, n = a.n, k = a.k, experts = a.experts, tokens = cell.tokens;
+  const bool swiglu = a.epilogue == ops::MoeEpilogue::swiglu_fp8;
+  const int out_cols = swiglu ? n / 2 : n;
+  const RowTolerance tol = swiglu ? kMoeSwigluTolerance : kMoeBf16Tolerance;
+  // The whole output (and SwiGLU's scales): the non-finite scan.
+  std::vector<uint16_t> out16;
+  std::vector<uint8_t> out8;
+  std::vector<float> out_sc;
+  unsigned long long nonfinite = 0;
+  if (!swiglu) {
+    out16.resize(size_t(m) * n);
+    XS_CUDA(cudaMemcpy(out16.data(), a.out, out16.size() * 2, cudaMemcpyDeviceToHost), "reading the output");
+    nonfinite = count_nonfinite_16(out16.data(), out16.size(), true);
+  } else {
+    out8.resize(size_t(m) * out_cols);
+    out_sc.resize(size_t(out_cols / 128) * m);
+    XS_CUDA(cudaMemcpy(out8.data(), a.out, out8.size(), cudaMemcpyDeviceToHost), "reading the output");
+    XS_CUDA(cudaMemcpy(out_sc.data(), a.out_scales, out_sc.size() * 4, cudaMemcpyDeviceToHost),
+            "reading the output scales");
+    nonfinite = count_nonfinite_fp8(out8.data(), out8.size()) + count_nonfinite_f32(out_sc.data(), out_sc.size());
+  }
+  // The inputs of the checked rows and all weights.
+  const std::vector<size_t> rows = moe_check_rows(fl, cell, experts, tokens, block_m);
+  const bool per_token = a.a_scale_granularity == ops::MoeActScales::per_token;
+  std::vector<float> sa(per_token ? size_t(m) : size_t(k / 128) * m), rw(swiglu ? m : 0);
+  XS_CUDA(cudaMemcpy(sa.data(), a.a_scales, sa.size() * 4, cudaMemcpyDeviceToHost), "reading the activation scales");
+  if (swiglu)
+    XS_CUDA(cudaMemcpy(rw.data(), a.row_weights, rw.size() * 4, cudaMemcpyDeviceToHost), "reading the row weights");
+  std::vector<uint8_t> b(size_t(ops::moe_weight_bytes(a.quant, a.b_layout, experts, n, k)));
+  std::vector<uint8_t> bs(size_t(ops::moe_weight_scale_bytes(a.quant, a.b_layout, experts, n, k)));
+  XS_CUDA(cudaMemcpy(b.data(), a.b, b.size(), cudaMemcpyDeviceToHost), "reading the weights");
+  XS_CUDA(cudaMemcpy(bs.data(), a.b_e8m0 != nullptr ? static_cast<const void*>(a.b_e8m0) : a.b_scales, bs.size(),
+                     cudaMemcpyDeviceToHost),
+          "reading the weight scales");
+  std::vector<float> arow(rows.size() * size_t(k));
+  std::vector<uint8_t> q(k);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const size_t r = rows[i];
+    XS_CUDA(cudaMemcpy(q.data(), static_cast<const uint8_t*>(a.a) + r * k, k, cudaMemcpyDeviceToHost),
+            "reading the activations");
+    for (int c = 0; c < k; ++c)
+      arow[i * k + c] = ops::fp8_e4m3_decode(q[c]) * (per_token ? sa[r] : sa[size_t(c / 128) * m + r]);
+  }
+  // Checked rows by expert.
+  std::vector<std::vector<size_t>> by_expert(experts);
+  for (size_t i = 0; i < rows.size(); ++i) by_expert[rows[i] / tokens].push_back(i);
+  const size_t b_per_expert = b.size() / experts, s_per_expert = bs.size() / experts;
+  // ref[i * n + j]: the fp64 GEMM of checked row i with logical weight row j, column blocks in parallel.
+  std::vector<double> ref(rows.size() * size_t(n));
+  constexpr int kColBlock = 32;
+  parallel_for(size_t((n + kColBlock - 1) / kColBlock), [&](size_t blk) {
+    std::vector<float> wrow(k);
+    std::vector<uint8_t> scratch;
+    for (int e = 0; e < experts; ++e) {
+      if (by_expert[e].empty()) continue;
+      MoeExpertWeights w;
+      w.quant = a.quant;
+      w.layout = a.b_layout;
+      w.n = n;
+      w.k = k;
+      w.b = b.data() + e * b_per_expert;
+      if (a.b_e8m0 != nullptr) w.e8m0 = bs.data() + e * s_per_expert;
+      else w.scales = reinterpret_cast<const float*>(bs.data() + e * s_per_expert);
+      for (int j = int(blk) * kColBlock; j < std::min(n, int(blk + 1) * kColBlock); ++j) {
+        moe_weight_row(w, j, wrow.data(), scratch);
+        for (size_t i : by_expert[e]) {
+          const float* x = arow.data() + i * k;
+          double acc = 0;
+          for (int c = 0; c < k; ++c) acc += double(x[c]) * wrow[c];
+          ref[i * n + j] = acc;
+        }
+      }
+    }
+  });
+  RowChecker rc(tol);
+  std::vector<float> got(out_cols), want(out_cols);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const size_t r = rows[i];
+    const double* rr = ref.data() + i * n;
+    if (!swiglu) {
+      for (int j = 0; j < n; ++j) got[j] = bf16_bits_to_float(out16[r * n + j]);
+      rc.add_row(static_cast<long long>(r), got.data(), rr, n);
+      continue;
+    }
+    // h = silu(gate) * up * row weight, requantised per 128 channels as the epilogue does.
+    bool scale_ok = true;
+    for (int jb = 0; jb < out_cols / 128; ++jb) {
+      float h[128], amax = 0.f;
+      for (int t = 0; t < 128; ++t) {
+        const int j = jb * 128 + t;
+        const double g = rr[j], u = rr[out_cols + j];
+        h[t] = static_cast<float>(g / (1.0 + std::exp(-g)) * u * rw[r]);
+        amax = std::max(amax, std::fabs(h[t]));
+      }
+      const ops::Fp8Scale rs = ops::fp8_scale_for_amax(amax);
+      const float sc = out_sc[size_t(jb) * m + r];
+      if (!(std::fabs(double(sc) - rs.scale) <= kMoeScaleTolerance * rs.scale)) scale_ok = false;
+      for (int t = 0; t < 128; ++t) {
+        const int j = jb * 128 + t;
+        want[j] = ops::fp8_e4m3_decode(ops::fp8_e4m3_encode(h[t] * rs.inv)) * rs.scale;
+        got[j] = ops::fp8_e4m3_decode(out8[r * out_cols + j]) * sc;
+      }
+    }
+    rc.add_row(static_cast<long long>(r), got.data(), want.data(), out_cols);
+    if (!scale_ok) rc.fail_row(static_cast<long long>(r));
+  }
+  return rc.finish(nonfinite, swiglu ? "fp64 host GEMM of the same quantised inputs (weights as the kernel reads them), "
+                                       "silu(gate) * up * row weight requantised per 128 channels; seeded rows"
+                                     : "fp64 host GEMM of the same quantised inputs (weights as the kernel reads "
+                                       "them); seeded rows");
+}
 
 Result bench_one(const BenchFlags& fl, const Cell& cell, size_t rotate_bytes, const Patterns& pat,
                  const DeviceMem& backlog, size_t backlog_bytes, cudaStream_t stream) {
@@ -300,6 +455,11 @@ Result bench_one(const BenchFlags& fl, const Cell& cell, size_t rotate_bytes, co
     }
     XS_CUDA(cudaStreamSynchronize(stream), "warming up");
   }
+  // Poison every output (NaN) before the timed launches: what they leave unwritten stays NaN.
+  for (int i = 0; i < sets; ++i) {
+    XS_CUDA(cudaMemsetAsync(bufs[i].out->p, kPoisonByte, out_bytes, stream), "poisoning the outputs");
+    if (swiglu) XS_CUDA(cudaMemsetAsync(bufs[i].os->p, kPoisonByte, os_bytes, stream), "poisoning the output scales");
+  }
   std::vector<cudaEvent_t> ev(2 * fl.iters);
   for (auto& e : ev) XS_CUDA(cudaEventCreate(&e), "creating timing events");
   if (backlog.p != nullptr) XS_CUDA(cudaMemsetAsync(backlog.p, 0, backlog_bytes, stream), "queueing the backlog");
@@ -319,27 +479,15 @@ Result bench_one(const BenchFlags& fl, const Cell& cell, size_t rotate_bytes, co
   }
   for (auto& e : ev) cudaEventDestroy(e);
 
-  // #wrong: non-finite values in the last output (bf16) or its scales (fp8).
-  unsigned long long bad = 0;
-  const Set& last = bufs[(fl.iters - 1) % sets];
-  if (!swiglu) {
-    std::vector<uint16_t> host(out_bytes / 2);
-    XS_CUDA(cudaMemcpy(host.data(), last.out->p, out_bytes, cudaMemcpyDeviceToHost), "reading the output");
-    for (uint16_t x : host) bad += (x & 0x7F80u) == 0x7F80u;
-  } else {
-    std::vector<uint8_t> host(out_bytes);
-    std::vector<float> sc(os_bytes / 4);
-    XS_CUDA(cudaMemcpy(host.data(), last.out->p, out_bytes, cudaMemcpyDeviceToHost), "reading the output");
-    XS_CUDA(cudaMemcpy(sc.data(), last.os->p, os_bytes, cudaMemcpyDeviceToHost), "reading the output scales");
-    for (uint8_t x : host) bad += (x & 0x7Fu) == 0x7Fu;
-    for (float f : sc) bad += !std::isfinite(f);
-  }
+  // The output check, after the timed launches: the last launch's output and inputs.
+  set_args((fl.iters - 1) % sets);
+  const auto inst = ops::select_moe_instantiation(a);
+  CheckRecord check = check_moe(fl, cell, a, inst.block_m);
 
   Result r;
   r.model = md.name;
   r.op = pb.op;
   r.weights = wt.name;
-  const auto inst = ops::select_moe_instantiation(a);
   r.instantiation = inst.name;
   r.cluster = std::to_string(inst.cluster_m) + "x" + std::to_string(inst.cluster_n);
   r.schedule = inst.schedule;
@@ -360,7 +508,8 @@ Result bench_one(const BenchFlags& fl, const Cell& cell, size_t rotate_bytes, co
   r.tflops_best = flops / (r.min_us * 1e-6) / 1e12;
   r.iters = fl.iters;
   r.sets = sets;
-  r.nonfinite = bad;
+  r.nonfinite = check.nonfinite;
+  r.check = std::move(check);
   return r;
 }
 
@@ -443,6 +592,7 @@ void print_plan(const BenchFlags& fl, const std::vector<Cell>& cells) {
 void run_bench(const BenchFlags& fl) {
   if (fl.iters < 20) throw InvalidArgument(fmt::format("bench moe-gemm: --iters {} must be >= 20", fl.iters));
   if (fl.warmup < 0) throw InvalidArgument("bench moe-gemm: --warmup must be >= 0");
+  if (fl.check_rows < 2) throw InvalidArgument("bench moe-gemm: --check-rows must be >= 2");
   if (!(fl.warmup_ms >= 0 && fl.warmup_ms <= 60000))
     throw InvalidArgument("bench moe-gemm: --warmup-ms must be in [0, 60000]");
   for (int t : fl.tokens)
@@ -492,23 +642,34 @@ void run_bench(const BenchFlags& fl) {
               "runs after %d warm-up launches and %.0f ms of warm-up, inputs rotate over >= %.0f MiB\n",
               prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1048576.0, fl.iters, fl.warmup, fl.warmup_ms,
               rotate_bytes / 1048576.0);
-  std::printf("%s", fmt::format("#{:>17} {:>10} {:>10} {:>6} {:>4} {:>6} {:>6} {:>6} {:>28} {:>10} {:>9} {:>9} {:>6}\n",
+  std::printf("# check: %d seeded rows per cell vs an fp64 host GEMM of the same quantised inputs (per row: bf16 rel "
+              "L2 <= %g, max abs <= %g x max|ref|; SwiGLU rel L2 <= %g, max abs <= %g x max|ref|, scales within %g), "
+              "full non-finite scan of the NaN-poisoned output; #wrong = rows out of tolerance\n",
+              fl.check_rows, kMoeBf16Tolerance.rel_tol, kMoeBf16Tolerance.max_abs_rel, kMoeSwigluTolerance.rel_tol,
+              kMoeSwigluTolerance.max_abs_rel, kMoeScaleTolerance);
+  std::printf("%s", fmt::format("#{:>17} {:>10} {:>10} {:>6} {:>4} {:>6} {:>6} {:>6} {:>28} {:>10} {:>9} {:>9} {:>6} "
+                                "{:>6} {:>9} {:>6}\n",
                                 "model", "op", "weights", "tokens", "E", "n", "k", "sets", "instantiation", "time(us)",
-                                "TFLOP/s", "best", "#wrong")
+                                "TFLOP/s", "best", "#wrong", "nonfin", "rel_err", "check")
                         .c_str());
   std::vector<Result> results;
   for (const Cell& c : cells) {
     Result r = bench_one(fl, c, rotate_bytes, pat, backlog, backlog_bytes, stream);
     results.push_back(r);
     std::printf("%s", fmt::format(" {:>17} {:>10} {:>10} {:>6} {:>4} {:>6} {:>6} {:>6} {:>28} {:>10.1f} {:>9.1f} "
-                                  "{:>9.1f} {:>6}\n",
+                                  "{:>9.1f} {:>6} {:>6} {:>9.2e} {:>6}\n",
                                   r.model, r.op, r.weights, r.tokens, r.experts, r.n, r.k, r.sets,
                                   r.instantiation + "/s" + std::to_string(r.schedule), r.median_us, r.tflops,
-                                  r.tflops_best, r.nonfinite)
+                                  r.tflops_best, r.check.rows_failed, r.nonfinite, r.check.rel_err, r.check.verdict())
                           .c_str());
     std::fflush(stdout);
   }
   cudaStreamDestroy(stream);
+  int failed = 0;
+  for (const Result& r : results) failed += !r.check.passed;
+  std::printf("# correctness: %s\n", failed ? fmt::format("{} of {} cells FAILED their output check", failed,
+                                                          results.size()).c_str()
+                                             : fmt::format("{} cells checked, all pass", results.size()).c_str());
 
   if (!fl.json_out.empty()) {
     nlohmann::json j;
@@ -528,7 +689,11 @@ void run_bench(const BenchFlags& fl) {
                    {"iters", fl.iters},
                    {"rotate_bytes", rotate_bytes},
                    {"num_ctas", fl.num_ctas},
-                   {"flops", "2*experts*tokens*n*k"}};
+                   {"flops", "2*experts*tokens*n*k"},
+                   {"check_rows", fl.check_rows}, {"check_seed", fl.check_seed},
+                   {"check", "outputs NaN-poisoned before the timed launches; the last launch's output: full "
+                             "non-finite scan and seeded rows vs an fp64 host GEMM of the same quantised inputs, "
+                             "per-row tolerances"}};
     nlohmann::json rs = nlohmann::json::array();
     for (const Result& r : results)
       rs.push_back({{"backend", "xstage"},       {"model", r.model},
@@ -543,10 +708,16 @@ void run_bench(const BenchFlags& fl) {
                     {"p10_us", r.p10_us},        {"p90_us", r.p90_us},
                     {"tflops", r.tflops},        {"tflops_best", r.tflops_best},
                     {"iters", r.iters},          {"rotating_sets", r.sets},
-                    {"nonfinite", r.nonfinite}});
+                    {"nonfinite", r.nonfinite},
+                    {"check", r.check.verdict()},
+                    {"correctness", r.check.to_json()}});
     j["results"] = rs;
+    j["cells_failed"] = failed;
     write_json_file(j, fl.json_out);
   }
+  if (failed)
+    throw Error(fmt::format("bench moe-gemm: {} of {} cells FAILED their output check (exit 1)", failed,
+                            results.size()));
 }
 
 }  // namespace
@@ -606,6 +777,11 @@ void add_moe_gemm_bench_command(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--num-ctas", fl->num_ctas, "Persistent grid size (0: one CTA per SM)")->capture_default_str();
+  cmd->add_option("--check-rows", fl->check_rows,
+                  "Output rows per cell compared with the fp64 host reference (seeded; always the first and last "
+                  "row and rows on expert and tile borders)")
+      ->capture_default_str();
+  cmd->add_option("--check-seed", fl->check_seed, "Seed of the checked rows")->capture_default_str();
   cmd->add_option("--json", fl->json_out, "Write results as JSON (xstage.bench.moe_gemm.v1)");
   cmd->add_flag("--plan", fl->plan,
                 "Print the kernel each line would run (instantiation, cluster, schedule, stages, shared memory) and "
