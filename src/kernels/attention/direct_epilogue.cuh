@@ -114,6 +114,9 @@ struct DirectStoreEpilogue {
         cutlass::Array<float, 2> f;
         f[0] = o(mi, ni);
         f[1] = o(mi, ni + 1);
+#ifdef XSTAGE_TEST_CORRUPT_ONE_ROW
+        if (test_corrupt_row(tile.batch, tile.head, row)) f[0] = -f[0], f[1] = -f[1];  // test-only (epilogue.cuh)
+#endif
         *reinterpret_cast<cutlass::Array<Element, 2>*>(dst + get<1>(c(mi, ni))) = cvt(f);
       }
       if (lse_owner) {
@@ -173,6 +176,9 @@ struct DirectStoreEpilogue {
         cutlass::Array<float, 2> f;
         f[0] = f0;
         f[1] = f1;
+#ifdef XSTAGE_TEST_CORRUPT_ONE_ROW
+        if (test_corrupt_row(tile.batch, tile.head, row)) f[0] = -f[0], f[1] = -f[1];  // test-only (epilogue.cuh)
+#endif
         *reinterpret_cast<cutlass::Array<Element, 2>*>(dst + get<1>(c(mi, ni))) = cvt(f);
       }
       if (lse_owner) {

@@ -86,6 +86,15 @@ struct LocalDestination {
   __device__ void tile_stored(EpilogueTile const&, uint64_t) const {}
 };
 
+#ifdef XSTAGE_TEST_CORRUPT_ONE_ROW
+// Test-only (CMake option XSTAGE_TEST_CORRUPT_ONE_ROW, OFF by default; issue 33): the local O
+// stores (LocalStoreEpilogue, DirectStoreEpilogue) negate query row XSTAGE_TEST_CORRUPT_ONE_ROW
+// of batch 0, head 0, so the benches and GPU tests can show that one wrong row fails them.
+__device__ __forceinline__ bool test_corrupt_row(int batch, int head, int row) {
+  return batch == 0 && head == 0 && row == XSTAGE_TEST_CORRUPT_ONE_ROW;
+}
+#endif
+
 // Optional hooks of a destination, detected at compile time.
 template <class D>
 concept HasKernelStart = requires(D const& d) { d.kernel_start(); };
@@ -296,6 +305,10 @@ struct TileStoreEpilogue {
       cutlass::Array<float, 2> f;
       f[0] = tOrO(i);
       f[1] = tOrO(i + 1);
+#ifdef XSTAGE_TEST_CORRUPT_ONE_ROW
+      if constexpr (std::is_same_v<Destination, LocalDestination<Element>>)
+        if (test_corrupt_row(tile.batch, tile.head, tile.m_block * kBlockM + r)) f[0] = -f[0], f[1] = -f[1];
+#endif
       cutlass::Array<Element, 2> h = cvt(f);
       *reinterpret_cast<cutlass::Array<Element, 2>*>(smem_o + r * kSmemPitch + c) = h;
     }

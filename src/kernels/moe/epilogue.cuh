@@ -182,6 +182,12 @@ struct Bf16TileEpilogue {
       CUTE_UNROLL
       for (int i = part * kPartVals; i < (part + 1) * kPartVals; i += 2) {
         __nv_bfloat162 h = __floats2bfloat162_rn(acc(i), acc(i + 1));
+#ifdef XSTAGE_TEST_CORRUPT_ONE_ROW
+        // Test-only (CMake option XSTAGE_TEST_CORRUPT_ONE_ROW, OFF by default; issue 33): the local
+        // bf16 stores negate output row XSTAGE_TEST_CORRUPT_ONE_ROW (one wrong row must fail).
+        if constexpr (std::is_same_v<Destination, LocalRowDestination<cutlass::bfloat16_t>>)
+          if (t.row_begin + acc_row(wt, i) == XSTAGE_TEST_CORRUPT_ONE_ROW) h = __hneg2(h);
+#endif
         *reinterpret_cast<__nv_bfloat162*>(staged + acc_row(wt, i) * kPitch + (acc_col(wt, i) - part * kPartCols) * 2) = h;
       }
       cutlass::arch::NamedBarrier::sync(128, bar);
