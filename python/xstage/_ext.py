@@ -5,8 +5,9 @@ Found, in order: the folder in ``XSTAGE_EXT_DIR`` (an explicit choice), the inst
 ``build-py/*/python/xstage``) of the source checkout this package lives in, so that
 ``cmake -DXSTAGE_BUILD_PYTHON=ON`` + ``PYTHONPATH=python`` works without installing.
 
-NCCL: the C++ runtime's error path references libnccl. When the extension cannot find it, the
-copy inside PyTorch's ``nvidia.nccl`` package is preloaded and the import retried.
+NCCL: the C++ runtime references libnccl.so.2. PyTorch's copy (the ``nvidia.nccl`` package) is
+loaded first when it is installed, so the extension and PyTorch share one NCCL whichever is
+imported first; otherwise the extension's RPATH (the NCCL the build found) applies.
 """
 from __future__ import annotations
 
@@ -97,13 +98,11 @@ def load() -> ModuleType:
         return _ext
     if _error is not None:
         raise ImportError(_error)
+    # PyTorch's NCCL first, if there is one: the extension then binds to the library PyTorch
+    # uses (one libnccl.so.2 per process; an older one loaded first would break `import torch`).
+    _preload_nccl()
     try:
-        try:
-            _ext = _try_import()
-        except ImportError as e:
-            if "libnccl" not in str(e) or not _preload_nccl():
-                raise
-            _ext = _try_import()
+        _ext = _try_import()
     except ImportError as e:
         _error = str(e).splitlines()[0] if str(e) else "xstage: cannot import xstage._C"
         raise ImportError(_error) from None

@@ -27,6 +27,7 @@ export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 export XSTAGE_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 tag=$($PY -c "import sys, sysconfig; v=f'cp{sys.version_info[0]}{sys.version_info[1]}'; print(f\"{v}-{v}-{sysconfig.get_platform().replace('-', '_').replace('.', '_')}\")")
 BUILD=build-py/$tag
+export XSTAGE_EXT_DIR="$PWD/$BUILD/python/xstage"   # this build's extension, nothing else
 rc=0
 
 step_build() {

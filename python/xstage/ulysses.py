@@ -52,6 +52,9 @@ def _fused_available() -> bool:
     return _ext.available() and bool(getattr(_ext.load(), "has_ulysses", False))
 
 
+_DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}
+
+
 def _default_attention(q, k, v, causal, softmax_scale):
     from .attention_op import attention
 
@@ -86,6 +89,8 @@ class UlyssesAttention(torch.nn.Module):
         self.variant = variant if self.world > 1 else "local"
         self.attention_fn = attention_fn or _default_attention
         self._seq_lens_cache: dict[int, list[int]] = {}
+        self._ops: dict[tuple, object] = {}
+        self.fallbacks = 0  # calls a fused variant handed to torch-a2a (shapes the C++ operator does not take)
 
     def extra_repr(self) -> str:
         return f"world={self.world}, rank={self.rank}, variant={self.variant}"
@@ -137,13 +142,15 @@ class UlyssesAttention(torch.nn.Module):
                     _fail(ValueError, f"{name} must be [B, T, H, D] = [{B}, T, {H}, {D}], got {tuple(t.shape)}")
         if self.world == 1:
             return self._local(q, k, v, causal, softmax_scale, joint_q, joint_k, joint_v, joint_position, joint)
-        if self.variant != "torch-a2a":
-            _fail(NotImplementedError, f"variant '{self.variant}' is not bound yet")
         if seq_lens is None:
             seq_lens = self._gather_seq_lens(S_r, q.device)
         seq_lens = [int(s) for s in seq_lens]
         if len(seq_lens) != self.world or seq_lens[self.rank] != S_r:
             _fail(ValueError, f"seq_lens {seq_lens} must list every rank's shard length (this rank's is {S_r})")
+        if self.variant in _FUSED:
+            if self._fused_takes(q, seq_lens, H, causal, joint):
+                return self._fused(q, k, v, seq_lens, softmax_scale)
+            self.fallbacks += 1
         heads = head_split(H, self.world)
         h0 = [sum(heads[:j]) for j in range(self.world)]
         r = self.rank
@@ -177,6 +184,37 @@ class UlyssesAttention(torch.nn.Module):
                           [(B, S_r, heads[i], D) for i in range(self.world)], q)
         out = torch.cat(parts, dim=2)                                                   # [B, S_r, H, D]
         return (out, o_joint) if joint else out
+
+    # ---- the C++ operator (post-attention All-to-All fused into the attention epilogue) ------
+    def _fused_takes(self, q, seq_lens, H, causal, joint) -> bool:
+        """Whether ops::UlyssesAttention takes the call: even shards and head groups, no joint
+        tokens, non-causal, bf16/fp16, D 64/128, at most 8 ranks. Otherwise the torch-a2a path
+        runs (every rank decides alike: the inputs' shapes agree across ranks)."""
+        return (len(set(seq_lens)) == 1 and H % self.world == 0 and not joint and not causal
+                and q.dtype in _DTYPE_CODES and q.shape[3] in (64, 128) and self.world <= 8 and q.is_cuda)
+
+    def _fused(self, q, k, v, seq_lens, softmax_scale):
+        from . import model, team
+
+        B, S_r, H, D = q.shape
+        P, S = self.world, sum(seq_lens)
+        key = (q.dtype, B, S, H, D, float(softmax_scale or 0.0), q.device.index)
+        op = self._ops.get(key)
+        if op is None:
+            C = _ext.load()
+            t = team.team_for(self.group)
+            op = C.UlyssesOp(t, _DTYPE_CODES[q.dtype], B, S, H, D, float(softmax_scale or 0.0),
+                             model.preset().to_json(indent=None))
+            self._ops[key] = op
+        hp = H // P
+        full = []
+        for t_ in (q, k, v):   # pre-attention All-to-All: [B, S/P, H, D] -> [B, S, H/P, D], dense
+            parts = self._a2a([t_[:, :, j * hp:(j + 1) * hp] for j in range(P)], [(B, S_r, hp, D)] * P, t_)
+            full.append(torch.cat(parts, dim=1).contiguous())
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+        op.forward(full[0].data_ptr(), full[1].data_ptr(), full[2].data_ptr(), self.variant, stream)
+        # the output window is overwritten by the next call: hand out a copy
+        return torch.from_dlpack(op.output()).clone()
 
     def _local(self, q, k, v, causal, softmax_scale, jq, jk, jv, position, joint):
         if not joint:

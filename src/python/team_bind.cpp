@@ -1,8 +1,11 @@
 // xstage._C.Team: a team of ranks (include/xstage/team.hpp) built from an NCCL unique id that the
 // Python side hands over through a torch.distributed process group (xstage/team.py), so no
 // second rendezvous port is needed. Compiled when team.hpp has Team::from_unique_id
-// (cmake/python.cmake checks); otherwise has_team is False.
+// (cmake/python.cmake checks); otherwise has_team is False. And the operator that needs a team:
+// xstage._C.UlyssesOp over ops::UlyssesAttention (include/xstage/ops/ulysses.hpp; has_ulysses).
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
 
 #include <memory>
 #include <string>
@@ -12,7 +15,13 @@
 #include "xstage/error.hpp"
 
 #if XSTAGE_PY_HAVE_TEAM
+#include <nlohmann/json.hpp>
+
 #include "xstage/team.hpp"
+#endif
+#if XSTAGE_PY_HAVE_TEAM && XSTAGE_PY_HAVE_ULYSSES
+#include "xstage/model.hpp"
+#include "xstage/ops/ulysses.hpp"
 #endif
 
 namespace nb = nanobind;
@@ -30,6 +39,44 @@ struct PyTeam {
     return *team;
   }
 };
+
+#if XSTAGE_PY_HAVE_ULYSSES
+// One Ulysses operator per (team, shape): inputs are this rank's heads over the full sequence
+// ([B, S, H/P, D], dense, after the pre-attention All-to-All), the output [B, S/P, H, D] lives
+// in the operator's symmetric window and is overwritten by the next call.
+struct PyUlysses {
+  std::unique_ptr<ops::UlyssesAttention> op;
+  ops::UlyssesConfig cfg;
+  int world = 1;
+  int device = 0;
+};
+
+PyUlysses* ulysses_create(PyTeam& team, int dtype, int batch, int seq_len, int heads, int head_dim,
+                          float softmax_scale, const std::string& params_json) {
+  Team& t = team.get();
+  auto u = std::make_unique<PyUlysses>();
+  u->cfg.dtype = dtype == 1 ? ops::AttentionDType::fp16 : ops::AttentionDType::bf16;
+  u->cfg.batch = batch;
+  u->cfg.seq_len = seq_len;
+  u->cfg.heads = heads;
+  u->cfg.head_dim = head_dim;
+  u->cfg.softmax_scale = softmax_scale;
+  u->world = t.world_size();
+  u->device = t.device(0);
+  ops::validate_ulysses(u->cfg, u->world);
+  ops::UlyssesOptions opts;
+  try {
+    opts.model = nlohmann::json::parse(params_json).get<model::Params>();
+  } catch (const nlohmann::json::exception& e) {
+    throw InvalidArgument(std::string("ulysses: model params: ") + e.what());
+  }
+  {
+    nb::gil_scoped_release release;  // collective
+    u->op = std::make_unique<ops::UlyssesAttention>(t, u->cfg, opts);
+  }
+  return u.release();
+}
+#endif
 
 }  // namespace
 
@@ -62,9 +109,43 @@ void bind_team(nb::module_& m) {
         nb::gil_scoped_release release;
         t.team.reset();
       }, "Release the communicator and symmetric buffers (collective).");
+#if XSTAGE_PY_HAVE_ULYSSES
+  m.attr("has_ulysses") = true;
+  nb::class_<PyUlysses>(m, "UlyssesOp", "ops::UlyssesAttention of one rank (its team must outlive it).")
+      .def(nb::new_([](PyTeam& team, int dtype, int batch, int seq_len, int heads, int head_dim, float scale,
+                       const std::string& params_json) {
+             return ulysses_create(team, dtype, batch, seq_len, heads, head_dim, scale, params_json);
+           }),
+           nb::arg("team"), nb::arg("dtype"), nb::arg("batch"), nb::arg("seq_len"), nb::arg("heads"),
+           nb::arg("head_dim"), nb::arg("softmax_scale"), nb::arg("params_json"), nb::keep_alive<1, 2>(),
+           "Collective: every rank of the team constructs it with the same shape.")
+      .def("forward", [](PyUlysses& u, uintptr_t q, uintptr_t k, uintptr_t v, const std::string& variant,
+                         uintptr_t stream) {
+        u.op->forward(0, reinterpret_cast<const void*>(q), reinterpret_cast<const void*>(k),
+                      reinterpret_cast<const void*>(v), ops::parse_variant(variant),
+                      reinterpret_cast<cudaStream_t>(stream));
+      }, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("variant"), nb::arg("stream"),
+      "One call (every rank the same calls in the same order), asynchronous on `stream`.")
+      .def("output", [](nb::handle self) {
+        PyUlysses& u = nb::cast<PyUlysses&>(self);
+        const size_t shape[4] = {static_cast<size_t>(u.cfg.batch), static_cast<size_t>(u.cfg.seq_len / u.world),
+                                 static_cast<size_t>(u.cfg.heads), static_cast<size_t>(u.cfg.head_dim)};
+        const nb::dlpack::dtype dt{static_cast<uint8_t>(u.cfg.dtype == ops::AttentionDType::bf16
+                                                            ? nb::dlpack::dtype_code::Bfloat
+                                                            : nb::dlpack::dtype_code::Float),
+                                   16, 1};
+        return nb::ndarray<nb::device::cuda>(u.op->output(0), 4, shape, self, nullptr, dt, nb::device::cuda::value,
+                                             u.device);
+      }, "The output window [B, S/P, H, D] as a DLPack view (overwritten by the next call).");
+#else
+  m.attr("has_ulysses") = false;
+#endif
 }
 #else
-void bind_team(nb::module_& m) { m.attr("has_team") = false; }
+void bind_team(nb::module_& m) {
+  m.attr("has_team") = false;
+  m.attr("has_ulysses") = false;
+}
 #endif
 
 }  // namespace xstage::python

@@ -96,8 +96,11 @@ def test_single_rank_is_plain_attention_with_joint_tokens():
 def test_bad_arguments():
     with pytest.raises(NotImplementedError):
         UlyssesAttention(None, scatter_idx=1, gather_idx=2)
-    with pytest.raises(NotImplementedError):
-        UlyssesAttention(None, variant="fused-shaped")
+    from conftest import ext_has
+
+    if not ext_has("ulysses"):
+        with pytest.raises(NotImplementedError):
+            UlyssesAttention(None, variant="fused-shaped")
     with pytest.raises(ValueError):
         UlyssesAttention(None, variant="nope")
     attn = UlyssesAttention(None, attention_fn=ref_attention)
@@ -113,3 +116,47 @@ def test_p1_on_gpu_is_xstage_attention():
     q = torch.randn(1, 1000, 4, 128, device="cuda", dtype=torch.bfloat16)
     attn = xstage.UlyssesAttention(None)
     assert torch.equal(attn(q, q, q), xstage.attention(q, q, q))
+
+
+def _gpu_worker(rank, world, init_file, variant, S, H, result_file):
+    import torch.distributed as dist
+
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        g = torch.Generator(device="cuda").manual_seed(7)
+        B, D = 1, 128
+        q, k, v = (torch.randn(B, S, H, D, device="cuda", generator=g).to(torch.bfloat16) for _ in range(3))
+        lens = [S // world + (r < S % world) for r in range(world)]
+        s0 = sum(lens[:rank])
+        attn = xstage.UlyssesAttention(variant=variant)
+        o = attn(*(t[:, s0:s0 + lens[rank]].contiguous() for t in (q, k, v)))
+        o = attn(*(t[:, s0:s0 + lens[rank]].contiguous() for t in (q, k, v)))   # second call: planned path
+        expect = xstage.attention(q, k, v)[:, s0:s0 + lens[rank]]
+        err = (o.float() - expect.float()).abs().max().item()
+        with open(f"{result_file}.{rank}", "w") as f:
+            f.write(f"{err} {attn.variant} {attn.fallbacks}")
+        from xstage import team
+
+        team.release_all()
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.gpu(feature="attention")
+@pytest.mark.parametrize("variant,S,H", [("torch-a2a", 1001, 6), ("fused-shaped", 4096, 8), ("fused", 4096, 8),
+                                         ("serial", 2048, 8)])
+def test_two_gpus(tmp_path, variant, S, H):
+    import torch.multiprocessing as mp
+
+    from conftest import ext_has
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs (the 2-GPU run)")
+    if variant != "torch-a2a" and not ext_has("ulysses"):
+        pytest.skip("the extension has no Ulysses operator binding")
+    mp.spawn(_gpu_worker, args=(2, str(tmp_path / "init"), variant, S, H, str(tmp_path / "res")), nprocs=2,
+             join=True)
+    for r in range(2):
+        err, var, fallbacks = open(tmp_path / f"res.{r}").read().split()
+        assert float(err) < 2e-2 and var == variant and fallbacks == "0", (r, err, var, fallbacks)
