@@ -1,6 +1,7 @@
 """Timing of the xstage PyTorch ops against the C++ bench and torch SDPA (cuDNN), one process.
 
     python -m xstage.bench attention --json out.json [--cli build/xstage] [-S 1024,4096] [-H 12,24] [-d 64,128]
+    python -m xstage.bench moe-gemm --cli build/xstage --json moe.json [--models DSv4-Flash] [-t 1024,8192]
 
 The method of `xstage bench attention` (src/cli/cmd_bench_attention.cpp) and
 python/bench_attention_torch.py: B = 1, BSHD tensors, warm-up, CUDA events around every launch,
@@ -214,14 +215,115 @@ def bench_attention(argv=None) -> int:
     return 0
 
 
+def bench_moe_gemm(argv=None) -> int:
+    """W8A8 grouped GEMMs through torch.ops.xstage.moe_grouped_gemm on the shapes of
+    `xstage bench moe-gemm` (which runs first, --cli required), timed the same way."""
+    ap = argparse.ArgumentParser(prog="python -m xstage.bench moe-gemm",
+                                 description="xstage.moe.grouped_gemm vs `xstage bench moe-gemm` (W8A8)")
+    ap.add_argument("--cli", required=True, help="the xstage binary (its bench defines the shapes)")
+    ap.add_argument("--models", default="", help="comma list (default: the C++ bench's seven)")
+    ap.add_argument("--tokens", "-t", default="1024,8192", help="tokens per expert")
+    ap.add_argument("--ops", default="l1_swiglu,l1_bf16,l2_bf16")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--json", help="write results here")
+    args = ap.parse_args(argv)
+    if args.iters < 20:
+        print("xstage.bench: --iters must be >= 20", file=sys.stderr)
+        return 2
+    try:
+        import torch
+
+        import xstage
+        from xstage import moe
+    except ImportError as e:
+        print(f"xstage.bench: {e}", file=sys.stderr)
+        return 3
+    if not torch.cuda.is_available() or not xstage.extension_status()["moe"]:
+        print("xstage.bench: needs a CUDA device and the extension with the MoE kernels", file=sys.stderr)
+        return 3
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "moe.json")
+        cmd = [args.cli, "bench", "moe-gemm", "--json", path, "--tokens", args.tokens, "--ops", args.ops,
+               "--weights", "w8a8", "--warmup", str(args.warmup), "--iters", str(args.iters)]
+        if args.models:
+            cmd += ["--models", args.models]
+        print("# " + " ".join(cmd), flush=True)
+        subprocess.run(cmd, check=True)
+        with open(path) as f:
+            cli_doc = json.load(f)
+    rows = [r for r in cli_doc["results"] if "median_us" in r and r.get("weights", "w8a8") == "w8a8"]
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(dev)
+    rotate = 2 * getattr(props, "L2_cache_size", 50 << 20)
+    print(f"# xstage.bench moe-gemm on {props.name}: torch op vs the C++ bench, median of {args.iters}")
+    print(f"#{'model':>18} {'op':>10} {'tokens':>6} {'E':>4} {'n':>6} {'k':>6} {'sets':>4} {'time(us)':>10} "
+          f"{'TFLOP/s':>9} {'C++ TFLOP/s':>11} {'ratio':>6}")
+    results = []
+    for r in rows:
+        E, tokens, n, k, m = r["experts"], r["tokens_per_expert"], r["n"], r["k"], r["m"]
+        epilogue = "swiglu" if r["op"] == "l1_swiglu" else "bf16"
+        set_bytes = E * n * k + m * k
+        sets = max(1, -(-rotate // set_bytes))
+        data = []
+        for _ in range(sets):
+            b = (torch.randn(E, n, k, device=dev) * 0.05).to(torch.float8_e4m3fn).view(torch.uint8)
+            bs = torch.rand(E, n // 128, k // 128, device=dev) * 0.01 + 1e-3
+            a, a_s = moe.quantize_activations(torch.randn(m, k, device=dev))
+            data.append((a, a_s, moe.PackedWeights("w8a8", E, n, k, b, bs)))
+        counts = torch.full((E,), tokens, dtype=torch.int32, device=dev)
+        offsets = (torch.arange(E, dtype=torch.int32, device=dev) * tokens).contiguous()
+        rw = torch.rand(m, device=dev)
+
+        def call(i):
+            a, a_s, w = data[i]
+            return moe.grouped_gemm(a, a_s, w, counts, offsets, epilogue=epilogue,
+                                    row_weights=rw if epilogue == "swiglu" else None, tokens_per_expert_hint=tokens)
+        for w in range(args.warmup):
+            call(w % sets)
+        torch.cuda.synchronize()
+        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(args.iters)]
+        torch.cuda._sleep(int(args.iters * 60 * 1.9e3))
+        for it in range(args.iters):
+            ev[it][0].record()
+            call(it % sets)
+            ev[it][1].record()
+        torch.cuda.synchronize()
+        us = [x.elapsed_time(y) * 1e3 for x, y in ev]
+        med = statistics.median(us)
+        tflops = 2.0 * E * tokens * n * k / (med * 1e-6) / 1e12
+        rec = {"backend": "xstage-torch-op", "model": r["model"], "op": r["op"], "weights": "w8a8", "experts": E,
+               "tokens_per_expert": tokens, "m": m, "n": n, "k": k, "rotating_sets": sets, "median_us": med,
+               "min_us": min(us), "max_us": max(us), "tflops": tflops, "cli_median_us": r["median_us"],
+               "cli_tflops": r["tflops"], "vs_cli_tflops": tflops / r["tflops"], "cli_instantiation": r.get("instantiation")}
+        results.append(rec)
+        print(f" {r['model']:>18} {r['op']:>10} {tokens:>6} {E:>4} {n:>6} {k:>6} {sets:>4} {med:>10.1f} {tflops:>9.1f} "
+              f"{r['tflops']:>11.1f} {rec['vs_cli_tflops']:>6.3f}", flush=True)
+        del data
+        torch.cuda.empty_cache()
+    if args.json:
+        doc = {"schema": "xstage.bench.moe_gemm.v1", "tool": "xstage.bench (python)", "torch": torch.__version__,
+               "device": props.name, "commit": os.environ.get("XSTAGE_COMMIT", "unknown"),
+               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+               "config": {"warmup": args.warmup, "iters": args.iters, "tokens": args.tokens, "ops": args.ops,
+                          "flops": "2*experts*tokens*n*k"},
+               "cli_results": cli_doc["results"], "results": results}
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+    return 0
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m xstage.bench attention [options]   (attention --help for the options)")
+        print("usage: python -m xstage.bench {attention,moe-gemm} [options]   (NAME --help for the options)")
         return 0 if argv else 2
     if argv[0] == "attention":
         return bench_attention(argv[1:])
-    print(f"xstage.bench: unknown benchmark '{argv[0]}' (attention)", file=sys.stderr)
+    if argv[0] == "moe-gemm":
+        return bench_moe_gemm(argv[1:])
+    print(f"xstage.bench: unknown benchmark '{argv[0]}' (attention, moe-gemm)", file=sys.stderr)
     return 2
 
 

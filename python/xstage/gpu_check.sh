@@ -3,7 +3,8 @@
 # GPU machine (.deps/ present; nvcc 13, CMake, Ninja, Python with torch, nanobind,
 # scikit-build-core, pytest; no network).
 #
-#   python/xstage/gpu_check.sh OUT [build] [test] [bench] [quick-bench]     (default: build test bench)
+#   python/xstage/gpu_check.sh OUT [build] [test] [bench] [quick-bench] [moe-bench]
+#                                                   (default: build test bench moe-bench)
 #
 #   build        the wheel (pip wheel --no-build-isolation: what `pip install .` builds) in
 #                build-py/<tag>/, plus the xstage CLI in the same build folder (for the bench);
@@ -11,15 +12,17 @@
 #   test         pytest tests/python (CPU and GPU tests) -> OUT/pytest.log, OUT/pytest.xml
 #   bench        python -m xstage.bench attention --cli <build>/xstage -> OUT/attention-torch-op.json
 #   quick-bench  the same on S 4096,16384 only
+#   moe-bench    python -m xstage.bench moe-gemm --cli <build>/xstage (W8A8, 7 models x 1024/8192
+#                tokens x 3 GEMMs) -> OUT/moe-gemm-torch-op.json
 # Nothing is installed: the tests and the bench import python/xstage with the extension from
 # the build folder (xstage/_ext.py finds it there).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${1:?usage: python/xstage/gpu_check.sh OUT [build] [test] [bench] [quick-bench]}
+OUT=${1:?usage: python/xstage/gpu_check.sh OUT [build] [test] [bench] [quick-bench] [moe-bench]}
 shift
 mkdir -p "$OUT"
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(build test bench)
+[ ${#steps[@]} -eq 0 ] && steps=(build test bench moe-bench)
 PY=${PYTHON:-python3}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
@@ -63,7 +66,11 @@ for s in "${steps[@]}"; do
     test) step_test || rc=1 ;;
     bench) step_bench || rc=1 ;;
     quick-bench) step_bench -S 4096,16384 || rc=1 ;;
-    *) echo "[gpu_check] unknown step $s (build, test, bench, quick-bench)"; exit 2 ;;
+    moe-bench)
+      $PY -m xstage.bench moe-gemm --cli "$BUILD/xstage" --json "$OUT/moe-gemm-torch-op.json" 2>&1 |
+        tee "$OUT/moe-gemm-torch-op.txt"
+      [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
+    *) echo "[gpu_check] unknown step $s (build, test, bench, quick-bench, moe-bench)"; exit 2 ;;
   esac
 done
 echo "[gpu_check] done, exit $rc; results in $OUT"
