@@ -2,15 +2,13 @@
 weights the kernel computes with (prepack(..., reference=True)) and the dequantised activations."""
 import pytest
 
-from conftest import HAVE_TORCH
+torch = pytest.importorskip("torch", reason="PyTorch is not importable")
 
 pytestmark = pytest.mark.gpu(feature="moe")
 
-if HAVE_TORCH:
-    import torch
-    import torch.nn.functional as F
+import torch.nn.functional as F  # noqa: E402
 
-    from xstage import moe
+from xstage import moe  # noqa: E402
 
 CASES = [  # format, activation scales, epilogue
     ("w8a8", "per_128", "bf16"),
