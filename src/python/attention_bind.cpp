@@ -42,12 +42,24 @@ void check_cuda(cudaError_t e, const char* what) {
     throw Error(format_error(what, std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")"));
 }
 
-// Make `device` current for this thread (the caller's tensors live there).
-void use_device(int device) {
-  int cur = -1;
-  check_cuda(cudaGetDevice(&cur), "attention: reading the current device");
-  if (cur != device) check_cuda(cudaSetDevice(device), "attention: selecting the tensors' device");
-}
+// Makes `device` (where the caller's tensors live) current for the launch and restores the
+// caller's device afterwards, so the thread's current device (which PyTorch shares) is unchanged.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    check_cuda(cudaGetDevice(&prev_), "attention: reading the current device");
+    if (prev_ != device) check_cuda(cudaSetDevice(device), "attention: selecting the tensors' device");
+    else prev_ = -1;
+  }
+  ~DeviceGuard() {
+    if (prev_ >= 0) cudaSetDevice(prev_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_ = -1;
+};
 
 // The long-key tile splits its last wave over idle SMs using a per-(device, stream) workspace
 // (ops/attention_workspace.hpp). Size it for a full grid on first use, so no later call grows
@@ -81,7 +93,7 @@ void prepare_workspace(const AttentionArgs& a, cudaStream_t stream) {
 }
 
 void launch(AttentionArgs& a, int device, uintptr_t stream_handle) {
-  use_device(device);
+  const DeviceGuard guard(device);
   const auto stream = reinterpret_cast<cudaStream_t>(stream_handle);
   ops::validate(a);
   prepare_workspace(a, stream);

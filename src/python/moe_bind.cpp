@@ -210,10 +210,20 @@ void moe_gemm(const std::string& format, const std::string& epilogue, const std:
               int tokens_per_expert_hint, int device, uintptr_t stream) {
   const ops::MoeGemmArgs g = gemm_args(format, epilogue, act_scales, experts, m_total, n, k, a, a_scales, b, b_scales,
                                        counts, offsets, out, out_scales, row_weights, tokens_per_expert_hint);
-  int cur = -1;
-  if (cudaGetDevice(&cur) != cudaSuccess || cur != device)
+  int prev = -1;
+  if (const cudaError_t e = cudaGetDevice(&prev); e != cudaSuccess)
+    throw Error(format_error("moe gemm: reading the current device", cudaGetErrorString(e)));
+  if (prev != device) {
     if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess)
       throw Error(format_error("moe gemm: selecting the tensors' device", cudaGetErrorString(e)));
+  }
+  // restore the caller's device (PyTorch shares the thread's current device) on every exit
+  struct Restore {
+    int prev, device;
+    ~Restore() {
+      if (prev != device) cudaSetDevice(prev);
+    }
+  } restore{prev, device};
   ops::moe_gemm(g, reinterpret_cast<cudaStream_t>(stream));
 }
 
