@@ -39,7 +39,8 @@ SHAPES = [  # B, Sq, Skv, H, D
     (1, 1000, 1000, 4, 128),    # S not a multiple of 128
     (2, 333, 4097, 3, 64),      # q_len != kv_len, odd sizes
     (1, 4097, 333, 2, 128),     # more queries than keys
-    (1, 77, 9000, 2, 128),      # long-key tile (>= 8192 keys) with its tail split
+    (1, 77, 9000, 2, 128),      # long-key tile (>= 8192 keys), fewer tiles than SMs
+    (1, 4480, 9000, 4, 128),    # long-key tile, 140 tiles on 132 SMs: the last wave is split
     (3, 1, 129, 5, 64),         # one query
 ]
 
@@ -155,9 +156,9 @@ def test_torch_compile_has_no_graph_breaks():
 
 
 @torch.no_grad()
-@pytest.mark.parametrize("Skv", [1000, 9000])   # 9000: the long-key tile's workspace under capture
-def test_cuda_graph_of_10_calls_replays_identically(Skv):
-    q, k, v = rand(1, 1000, 4, 128), rand(1, Skv, 4, 128), rand(1, Skv, 4, 128)
+@pytest.mark.parametrize("Sq,Skv", [(1000, 1000), (4480, 9000)])   # long-key tile, split tail: workspace under capture
+def test_cuda_graph_of_10_calls_replays_identically(Sq, Skv):
+    q, k, v = rand(1, Sq, 4, 128), rand(1, Skv, 4, 128), rand(1, Skv, 4, 128)
     eager = [xstage.attention(q * (i + 1), k, v) for i in range(10)]
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):                      # first calls on the capture stream happen here
@@ -167,7 +168,7 @@ def test_cuda_graph_of_10_calls_replays_identically(Skv):
         torch.cuda.synchronize()
         for a, b in zip(outs, eager):
             assert torch.equal(a, b)
-    q.copy_(rand(1, 1000, 4, 128))                 # new inputs, same graph
+    q.copy_(rand(1, Sq, 4, 128))                   # new inputs, same graph
     g.replay()
     torch.cuda.synchronize()
     assert torch.equal(outs[3], xstage.attention(q * 4, k, v))
