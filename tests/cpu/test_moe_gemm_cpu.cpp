@@ -687,7 +687,7 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 65), 128);
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 128), 128);
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 256), 128);
-  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 1024), 128);  // measured faster than 192 (run 36)
+  EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 1024), 128);  // measured faster than 192 (docs/perf-log.md, "W8A8 wgmma serialisation")
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::bf16, 8192), 128);
   // SwiGLU without a shape: the 128 x 256 tile from 256 tokens, 64 x 256 below.
   EXPECT_EQ(ops::plan_block_m(MoeEpilogue::swiglu_fp8, 64), 64);
@@ -718,8 +718,9 @@ TEST(MoeGemmPlan, BlockMFollowsTokensPerExpert) {
   EXPECT_EQ(ops::select_moe_instantiation(dit).name, "w8a8_swiglu_m64n256");
 }
 
-// The w8a8 SwiGLU height with whole waves counted, on the seven models as run 64 benchmarked
-// them (experts rotated so the inputs exceed L2; n = 2 x intermediate; 132 CTAs).
+// The w8a8 SwiGLU height with whole waves counted, on the seven models as benchmarked in
+// docs/perf-log.md "The acceptance call, the wave-counting plans and the 256-wide tiles"
+// (experts rotated so the inputs exceed L2; n = 2 x intermediate; 132 CTAs).
 TEST(MoeGemmPlan, SwiGluHeightCountsWaves) {
   struct Shape {
     const char* model;
@@ -732,10 +733,10 @@ TEST(MoeGemmPlan, SwiGluHeightCountsWaves) {
     SCOPED_TRACE(s.model);
     EXPECT_EQ(ops::plan_swiglu_block_m(16, s.experts, s.n, 132), 64);
     EXPECT_EQ(ops::plan_swiglu_block_m(64, s.experts, s.n, 132), 64);
-    for (int t : {256, 512, 1024, 8192})  // measured faster on all seven (runs 63, 64)
+    for (int t : {256, 512, 1024, 8192})  // measured faster on all seven (docs/perf-log.md, "SwiGLU tiles")
       EXPECT_EQ(ops::plan_swiglu_block_m(t, s.experts, s.n, 132), 128) << t << " tokens";
   }
-  // 128 tokens, run 64: 128 x 256 won where its tiles fill the waves (DiT-MoE-G 528 tiles = 4
+  // 128 tokens (docs/perf-log.md, the wave-counting plans): 128 x 256 won where its tiles fill the waves (DiT-MoE-G 528 tiles = 4
   // waves, GLM-5.2 128 and DSv4-Pro 120 = 1 wave; 1.06-1.15x) and lost where 176-180 tiles need
   // two waves against three of 352-360 64-row tiles (0.93-0.98x).
   EXPECT_EQ(ops::plan_swiglu_block_m(128, 12, 11264, 132), 128);
@@ -902,10 +903,10 @@ TEST(MoeGemmPlan, BlockNCountsWaves) {
   // Partial last tiles and waves count. n = 1408 (5 x 256 + 128, 7 x 192 + 64), 8 x 64 m-blocks:
   // 43 waves of 128 (5504) against 32 of 192 (5742) and 24 of 256 (5535): 128. DiT-MoE-G Linear-2
   // at 8192 tokens, 12 experts: 64 waves of 128 (8192), 47 of 192 (8434), 35 of 256 (8072): 256
-  // (run 73: 1.059x of 128). At 1024 tokens: 8 waves of 128 (1024), 6 of 192 (1077), 5 of 256
-  // (1153): 128 (run 73: 256 0.960x of 128). DSv4-Pro at 1024 tokens, 5 experts: n = 6144, 15
-  // waves of 128 (1920), 10 of 192 (1794), 8 of 256 (1845): 192 (run 65: 256 0.988x); n = 7168,
-  // 17 of 128 (2176), 12 of 192 (2153), 9 of 256 (2076): 256 (run 65: 1.040x of 192).
+  // (1.059x of 128 measured, docs/perf-log.md "2 x 1 clusters for the 128 x 256 tiles"). At 1024 tokens: 8 waves of 128 (1024), 6 of 192 (1077), 5 of 256
+  // (1153): 128 (256 measured 0.960x of 128). DSv4-Pro at 1024 tokens, 5 experts: n = 6144, 15
+  // waves of 128 (1920), 10 of 192 (1794), 8 of 256 (1845): 192 (256 measured 0.988x, docs/perf-log.md "the 256-wide tiles"); n = 7168,
+  // 17 of 128 (2176), 12 of 192 (2153), 9 of 256 (2076): 256 (measured 1.040x of 192).
   EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 8, 1408, 132), 128);
   EXPECT_EQ(plan_block_n(q, bf, 128, 8192, 12, 1408, 132), 256);
   EXPECT_EQ(plan_block_n(q, bf, 128, 1024, 12, 1408, 132), 128);
@@ -978,6 +979,142 @@ TEST(MoeGemmPlan, InstantiationsFitTheMachine) {
   const auto sw64 = ops::select_moe_instantiation(s2);
   EXPECT_EQ(sw64.block_n, 256);
   EXPECT_LE(sw64.smem_bytes, 227 * 1024);
+}
+
+// The planner's choices as rules (not as the tile a tuning picks; the GPU correctness tests
+// force every tile and never assert a plan). Waves: tiles = m-blocks x n-blocks over `ctas`
+// persistent CTAs, rounded up.
+long long whole_waves_of(long long tiles, int ctas) { return (tiles + ctas - 1) / ctas; }
+
+// plan_block_n (the w8a8 bf16 128-row tile's width): the chosen width never needs more waves
+// than a narrower one, and a wider width whose waves x width (the columns a CTA walks) is no
+// larger than the chosen one's is never passed over (wider tiles run each column at least as
+// fast). Below the wave-counting regime (fewer than 1024 tokens per expert, docs/moe-gemm.md
+// "Design") the narrow tile is kept, which satisfies the first rule trivially.
+TEST(MoeGemmPlan, BlockNNeverMoreWavesThanANarrowerTile) {
+  constexpr auto q = ops::MoeQuant::w8a8;
+  int checked = 0;
+  for (int ctas : {64, 132})
+    for (int experts : {1, 5, 8, 12, 22, 64})
+      for (int n : {1024, 1408, 2048, 4096, 6144, 7168, 11264})
+        for (int tokens : {65, 512, 1024, 2048, 4096, 8192}) {
+          const int w = ops::plan_block_n(q, MoeEpilogue::bf16, 128, tokens, experts, n, ctas);
+          ASSERT_TRUE(w == 128 || w == 192 || w == 256) << w;
+          const long long m_blocks = static_cast<long long>(experts) * ((tokens + 127) / 128);
+          auto waves = [&](int width) { return whole_waves_of(m_blocks * ((n + width - 1) / width), ctas); };
+          SCOPED_TRACE(::testing::Message() << "ctas " << ctas << " experts " << experts << " n " << n << " tokens "
+                                            << tokens << " -> width " << w);
+          for (int narrower : {128, 192})
+            if (narrower < w) {
+              EXPECT_LE(waves(w), waves(narrower));
+            }
+          if (tokens >= 1024)
+            for (int wider : {192, 256})
+              if (wider > w) {
+                EXPECT_GT(waves(wider) * wider, waves(w) * w) << "a wider tile with no more work";
+              }
+          ++checked;
+        }
+  EXPECT_GT(checked, 400);
+}
+
+// plan_swiglu_block_m: the 128-row tile is never chosen when it needs more waves than the
+// 64-row one, and the 64-row tile never when it walks more rows x waves than the 128-row one.
+TEST(MoeGemmPlan, SwiGluHeightNeverMoreWavesThanTheAlternative) {
+  for (int ctas : {64, 132, 176})
+    for (int experts : {1, 5, 8, 11, 12, 15, 22})
+      for (int n : {2048, 3072, 4096, 6144, 11264})
+        for (int tokens : {65, 100, 128, 192, 256, 512, 1024, 8192}) {
+          const int h = ops::plan_swiglu_block_m(tokens, experts, n, ctas);
+          ASSERT_TRUE(h == 64 || h == 128) << h;
+          const long long n_blocks = (n + 255) / 256;
+          auto waves = [&](int rows) {
+            return whole_waves_of(static_cast<long long>(experts) * ((tokens + rows - 1) / rows) * n_blocks, ctas);
+          };
+          SCOPED_TRACE(::testing::Message() << "ctas " << ctas << " experts " << experts << " n " << n << " tokens "
+                                            << tokens << " -> height " << h);
+          if (h == 128)
+            EXPECT_LE(waves(128), waves(64));
+          else
+            EXPECT_LE(waves(64) * 64, waves(128) * 128);
+        }
+  // Up to 64 tokens per expert a 128-row tile is at least half padding: never chosen.
+  for (int tokens : {1, 16, 64}) EXPECT_EQ(ops::plan_swiglu_block_m(tokens, 8, 4096, 132), 64);
+}
+
+// Whatever is planned is legal for the shape: it validates, its K block divides k, it fits an
+// sm_90 SM (shared memory, registers, threads), its cluster has at most two CTAs, and fields a
+// call forces (block_m, block_n, schedule, cluster) are the ones the instantiation runs.
+TEST(MoeGemmPlan, PlannedAndForcedEntriesAreLegalForTheShape) {
+  auto legal = [](const MoeGemmArgs& a, const ops::MoeInstantiation& inst) {
+    EXPECT_NO_THROW(ops::validate(a));
+    EXPECT_GT(inst.block_k, 0);
+    if (inst.block_k > 0) {
+      EXPECT_EQ(a.k % inst.block_k, 0);
+    }
+    EXPECT_TRUE(inst.block_m == 64 || inst.block_m == 128 || inst.block_m == 192 || inst.block_m == 256)
+        << inst.block_m;
+    EXPECT_GT(inst.block_n, 0);
+    EXPECT_EQ(inst.block_n % 64, 0);
+    EXPECT_LE(inst.smem_bytes, 227 * 1024) << "fits an sm_90 SM";
+    EXPECT_GE(inst.threads, 128);
+    EXPECT_LE(inst.threads, 1024);
+    EXPECT_LE(inst.threads / 128 * 128 * std::max(inst.producer_regs, inst.consumer_regs), 65536 * 2);
+    EXPECT_GE(inst.cluster_m, 1);
+    EXPECT_GE(inst.cluster_n, 1);
+    EXPECT_LE(inst.cluster_m * inst.cluster_n, 2);
+    EXPECT_GE(inst.schedule, 0);
+    EXPECT_LE(inst.schedule, 3);
+  };
+  struct Shape {
+    int experts, n, k;
+  };
+  const Shape shapes[] = {{12, 1408, 5632}, {12, 11264, 1408}, {8, 4096, 2048}, {5, 6144, 7168}, {64, 512, 128}};
+  for (MoeEpilogue epi : {MoeEpilogue::bf16, MoeEpilogue::swiglu_fp8})
+    for (ops::MoeQuant q : {ops::MoeQuant::w8a8, ops::MoeQuant::w4a8_int4, ops::MoeQuant::w4a8_mxfp4})
+      for (const Shape& sh : shapes)
+        for (int tokens : {1, 16, 64, 65, 128, 256, 1024, 8192}) {
+          if (epi == MoeEpilogue::swiglu_fp8 && (sh.n / 2) % 128 != 0) continue;  // not a Linear-1 shape
+          MoeGemmArgs a = q == ops::MoeQuant::w8a8 ? good_args(epi) : good_w4_args(q, epi);
+          a.experts = sh.experts;
+          a.n = sh.n;
+          a.k = sh.k;
+          a.m_total = sh.experts * tokens;
+          a.tokens_per_expert_hint = tokens;
+          a.num_ctas = 132;
+          SCOPED_TRACE(::testing::Message() << ops::moe_quant_name(q) << (epi == MoeEpilogue::bf16 ? " bf16" : " swiglu")
+                                            << " experts " << sh.experts << " n " << sh.n << " k " << sh.k
+                                            << " tokens " << tokens);
+          ops::MoeInstantiation inst;
+          ASSERT_NO_THROW(inst = ops::select_moe_instantiation(a));
+          legal(a, inst);
+        }
+  // Forced fields are honoured (the GPU tests cover each kernel by forcing them).
+  MoeGemmArgs f = good_args();
+  for (int bm : {64, 128, 192}) {
+    f.block_m = bm;
+    EXPECT_EQ(ops::select_moe_instantiation(f).block_m, bm);
+  }
+  f.block_m = 128;
+  for (int bn : {128, 192, 256}) {
+    f.block_n = bn;
+    const auto inst = ops::select_moe_instantiation(f);
+    EXPECT_EQ(inst.block_n, bn);
+    legal(f, inst);
+    for (int sch : {0, 2}) {
+      f.schedule = sch;
+      EXPECT_EQ(ops::select_moe_instantiation(f).schedule, sch) << bn;
+    }
+    f.schedule = -1;
+  }
+  f.block_n = 128;
+  for (auto [cm, cn] : {std::pair{1, 1}, std::pair{2, 1}, std::pair{1, 2}}) {
+    f.cluster_m = cm;
+    f.cluster_n = cn;
+    const auto inst = ops::select_moe_instantiation(f);
+    EXPECT_EQ(inst.cluster_m, cm);
+    EXPECT_EQ(inst.cluster_n, cn);
+  }
 }
 
 TEST(MoeGemmPlan, FlopCount) {

@@ -4,8 +4,11 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "gpu/attention_reference.hpp"
 
@@ -214,6 +217,41 @@ OutputCheck check_output(const ops::AttentionArgs& a, int s_alloc, const float* 
   r.ref_sq = hs[1];
   r.nan_valid = hc[0];
   r.touched = hc[1];
+
+  // Every row on its own (RowChecker, the benches' per-row rule): the output allocation and
+  // the reference back on the host.
+  const bool bf16 = a.dtype == ops::AttentionDType::bf16;
+  const int64_t span = (a.batch - 1) * a.o_strides.b + static_cast<int64_t>(s_alloc - 1) * a.o_strides.s +
+                       (a.heads - 1) * a.o_strides.h + a.head_dim;
+  std::vector<uint16_t> out(static_cast<size_t>(span));
+  std::vector<float> ref(static_cast<size_t>(a.batch) * a.q_len * a.heads * a.head_dim);
+  check(cudaMemcpyAsync(out.data(), a.o, out.size() * sizeof(uint16_t), cudaMemcpyDeviceToHost, s),
+        "reading the output");
+  check(cudaMemcpyAsync(ref.data(), o_ref, ref.size() * sizeof(float), cudaMemcpyDeviceToHost, s),
+        "reading the reference");
+  check(cudaStreamSynchronize(s), "copying the output check's rows");
+  cli::RowChecker rows(kAttentionRowTolerance);
+  std::vector<float> got(static_cast<size_t>(a.head_dim));
+  for (int b = 0; b < a.batch; ++b)
+    for (int q = 0; q < a.q_len; ++q)
+      for (int h = 0; h < a.heads; ++h) {
+        const uint16_t* o = out.data() + b * a.o_strides.b + static_cast<int64_t>(q) * a.o_strides.s + h * a.o_strides.h;
+        for (int d = 0; d < a.head_dim; ++d) got[d] = cli::half_bits_to_float(o[d], bf16);
+        const float* rr = ref.data() + ((static_cast<int64_t>(b) * a.q_len + q) * a.heads + h) * a.head_dim;
+        const long long id = (static_cast<long long>(b) * a.q_len + q) * a.heads + h;
+        rows.add_row(id, got.data(), rr, static_cast<size_t>(a.head_dim));
+      }
+  const cli::CheckRecord rec = rows.finish(r.nan_valid, "fp32 device reference");
+  r.rows_checked = rec.rows_checked;
+  r.rows_failed = rec.rows_failed;
+  r.worst_row_rel = rec.rel_err;
+  r.max_abs_err = rec.max_abs_err;
+  if (rec.first_failed_row >= 0) {
+    const long long f = rec.first_failed_row;
+    r.first_failed_h = static_cast<int>(f % a.heads);
+    r.first_failed_s = static_cast<int>((f / a.heads) % a.q_len);
+    r.first_failed_b = static_cast<int>(f / (static_cast<long long>(a.heads) * a.q_len));
+  }
   return r;
 }
 

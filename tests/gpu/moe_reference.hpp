@@ -8,7 +8,22 @@
 #include <cstdint>
 #include <vector>
 
+#include "cli/bench_check.hpp"
+
 namespace xstage::gputest {
+
+// Per-row tolerances of the grouped GEMM tests (RowChecker, src/cli/bench_check.hpp), applied to
+// every expert row in addition to the global relative L2 (one wrong row fails, however long the
+// output): a row passes when ||got - ref|| <= rel_tol ||ref|| and max |got - ref| <= max_abs_rel
+// * max |ref row| + abs_floor, all values finite.
+// bf16 outputs against the fp32 reference: the benches' bf16 rule (bf16 rounding is 2^-9).
+inline constexpr cli::RowTolerance kMoeBf16RowTolerance{1e-2, 2e-2, 1e-6};
+// SwiGLU fp8 outputs (dequantised with the kernel's own output scale) against the exact h =
+// silu(gate) * up * w: fp8 e4m3 rounding is at most 1/16 of a value (half a step), ~0.03 of a
+// row's L2 norm at worst over 128-channel rows; a scale off by the tests' 2e-3 bound adds 2e-3.
+// The row is not compared with the reference requantised with its own scale: a scale 1e-3 away
+// moves codes that sit near a rounding midpoint by one step, up to ~0.05 of a short row's norm.
+inline constexpr cli::RowTolerance kMoeSwigluRowTolerance{0.06, 0.1, 1e-6};
 
 // n fp8 e4m3 codes of values uniform in [-amplitude, amplitude) (rounded, saturating), a
 // deterministic function of (seed, index).
