@@ -1,11 +1,18 @@
 // The host reference of the whole expert-parallel MoE layer (the Mega-MoE kernel's future
 // oracle): dispatch/combine bookkeeping against a token-by-token recomputation, exact
 // invariances of the quantised math, W4A8 weights against W8A8 weights holding the same values,
-// and shape validation.
+// shape validation, and (issue 33) tiny experts whose outputs are written out as literal
+// numbers computed by hand: SwiGLU (silu(gate) * up), the router weighting and the top-k sum,
+// the per-128-channel fp8 e4m3 requantisation (scale = amax / 448, round to nearest even, ties
+// included) and the MXFP4 flush rule -- none of them through the library's own expert_row or
+// quantisation helpers.
 #ifdef XSTAGE_HAVE_MOE
 #include <gtest/gtest.h>
 
 #include <cmath>
+
+#include <cstdint>
+#include <vector>
 
 #include "xstage/error.hpp"
 #include "xstage/moe_routing.hpp"
@@ -201,5 +208,182 @@ TEST(MoeLayerRef, WeightArraysOfTheWrongFormatAreClearErrors) {
   auto m = ops::make_moe_layer_weights(8, 256, 256, 1, ops::MoeQuant::w4a8_mxfp4);
   m.w2_e8m0.pop_back();
   EXPECT_THROW(ops::moe_layer_reference(r, m, in), InvalidArgument);
+}
+// ---- hand-computed cases (issue 33) -------------------------------------------------------
+namespace {
+
+// fp8 e4m3 from the format's definition (bias 7, 3 mantissa bits, subnormals m * 2^-9, 0x7F
+// and 0xFF NaN), and the code of a value it holds exactly: written here, not the library's.
+float e4m3_value(uint8_t v) {
+  const int e = (v >> 3) & 0xF, m = v & 7;
+  const float mag = e == 0 ? std::ldexp(float(m), -9) : std::ldexp(1.f + m / 8.f, e - 7);
+  return (v & 0x80) ? -mag : mag;
+}
+uint8_t e4m3_code(float x) {
+  for (int v = 0; v < 256; ++v)
+    if ((v & 0x7F) != 0x7F && e4m3_value(static_cast<uint8_t>(v)) == x && !(x == 0.f && v != 0))
+      return static_cast<uint8_t>(v);
+  ADD_FAILURE() << x << " is not an fp8 e4m3 value";
+  return 0;
+}
+
+// A W8A8 layer of `experts` experts, hidden H, intermediate I, all weights zero (code 0x00) with
+// unit block scales, one rank, one token routed to experts {0, 1, ...} with `weights`.
+struct HandLayer {
+  moe::Routing r;
+  ops::MoeLayerWeights w;
+  std::vector<ops::MoeLayerRankInput> in;
+  HandLayer(int experts, int H, int I, std::vector<float> weights) {
+    const int k = static_cast<int>(weights.size());
+    r.shape = moe::ModelShape{"hand", H, I, experts, k, 0, 0};
+    r.ranks = 1;
+    r.tokens_per_rank = 1;
+    r.experts_per_rank = experts;
+    moe::RankRouting rr;
+    for (int j = 0; j < k; ++j) rr.experts.push_back(j);
+    rr.weights = weights;
+    r.per_rank = {rr};
+    w.experts = experts;
+    w.hidden = H;
+    w.intermediate = I;
+    w.quant = ops::MoeQuant::w8a8;
+    w.w1.assign(size_t(experts) * 2 * I * H, 0);
+    w.w2.assign(size_t(experts) * H * I, 0);
+    w.w1_scales.assign(size_t(experts) * (2 * I / 128) * (H / 128), 1.f);
+    w.w2_scales.assign(size_t(experts) * (H / 128) * (I / 128), 1.f);
+    in.resize(1);
+    in[0].x.assign(H, 0);
+    in[0].x_scales.assign(H / 128, 1.f);
+  }
+  void w1(int e, int row, int col, float v) {
+    w.w1[(size_t(e) * 2 * w.intermediate + row) * w.hidden + col] = e4m3_code(v);
+  }
+  void w2(int e, int row, int col, float v) {
+    w.w2[(size_t(e) * w.hidden + row) * w.intermediate + col] = e4m3_code(v);
+  }
+  std::vector<float> run() const { return ops::moe_layer_reference(r, w, in)[0]; }
+};
+
+}  // namespace
+
+// One token, x = e_0 (so gate_c = W1[c, 0], up_c = W1[I + c, 0]), routed to expert 0 with
+// weight 0.75 and expert 1 with 0.25. Expert 0's Linear-2 copies channel c to output c (c < 4),
+// expert 1's to output 4 + c, and both send channel 4 to output 8 (the top-k sum). Per expert:
+//   h_c = silu(gate_c) * up_c * w,  silu(g) = g / (1 + e^-g),
+//   scale = amax / 448, code = e4m3(h_c / scale) (nearest), y = bf16(code * scale).
+// Expert 0 (w 0.75), silu(1) = 0.7310586, silu(-2) = -0.2384058, silu(0.5) = 0.3112297,
+// silu(3) = 2.8577223:
+//   c0 (1, 2):     h = 1.0965879 = amax, scale = 0.0024477409, code 448 -> y = bf16(1.0965879) = 1.09375
+//   c1 (-2, 1):    h = -0.1788044, h / scale = -73.05 -> -72 -> -0.1762373 -> -0.17578125
+//   c2 (0.5, -4):  h = -0.9336890, -381.45 -> -384 -> -0.9399325 -> -0.94140625
+//   c3 (3, 0.5):   h = 1.0716459, 437.81 -> 448 -> 1.0965879 -> 1.09375
+//   c4 (1, 1):     h = 0.5482939, 224 -> 224 -> 0.5482939 -> 0.546875
+// Expert 1 (w 0.25), silu(2) = 1.7615942, silu(-1) = -0.2689414, silu(4) = 3.9280552,
+// silu(-0.5) = -0.1887703:
+//   c0 (2, 1):     h = 0.4403985 = amax, scale = 0.00098303251, code 448 -> 0.4403986 -> 0.439453125
+//   c1 (-1, -1):   h = 0.0672354, 68.40 -> 72 -> 0.0707783 -> 0.07080078125
+//   c2 (4, -0.25): h = -0.2455034, -249.74 -> -256 -> -0.2516563 -> -0.251953125
+//   c3 (-0.5, 2):  h = -0.0943852, -96.01 -> -96 -> -0.0943711 -> -0.09423828125
+//   c4 (1, 1):     h = 0.1827646, 185.92 -> 192 -> 0.1887423 -> 0.1884765625
+// Output 8 = 0.546875 + 0.1884765625 = 0.7353515625; every other output 0.
+TEST(MoeLayerRefByHand, SwiGluRouterWeightsAndTopKSum) {
+  HandLayer L(2, 128, 128, {0.75f, 0.25f});
+  const float gate_up[2][5][2] = {{{1, 2}, {-2, 1}, {0.5f, -4}, {3, 0.5f}, {1, 1}},
+                                  {{2, 1}, {-1, -1}, {4, -0.25f}, {-0.5f, 2}, {1, 1}}};
+  for (int e = 0; e < 2; ++e) {
+    for (int c = 0; c < 5; ++c) {
+      L.w1(e, c, 0, gate_up[e][c][0]);
+      L.w1(e, 128 + c, 0, gate_up[e][c][1]);
+    }
+    for (int c = 0; c < 4; ++c) L.w2(e, 4 * e + c, c, 1.f);
+    L.w2(e, 8, 4, 1.f);
+  }
+  L.in[0].x[0] = e4m3_code(1.f);
+  const std::vector<float> want = {1.09375f,     -0.17578125f,    -0.94140625f,    1.09375f,     0.439453125f,
+                                   0.0708007812f, -0.251953125f,  -0.0942382812f, 0.7353515625f};
+  const std::vector<float> out = L.run();
+  ASSERT_EQ(out.size(), 128u);
+  for (int n = 0; n < 128; ++n) EXPECT_EQ(out[n], n < 9 ? want[n] : 0.f) << "output " << n;
+}
+
+// The requantisation's rounding and its per-128-channel scale. x = 1 in columns 0..3 (gate and
+// up are sums of four weights), weight 1, gates of 64 or more (silu(g) = g in fp32), up weights'
+// block scale 1/64. Block 0 (channels 0..127): amax 448, scale exactly 1, so h / scale = h and
+// the e4m3 rounding is seen directly, ties to even included:
+//   c0: 224 * 2 = 448 -> 448          c1: 68 * 0.25 = 17 -> 16 (tie 16|18)   c2: 76 * 0.25 = 19 -> 20 (tie)
+//   c3: 108 * 0.125 = 13.5 -> 14 (tie) c4: 92 * 0.125 = 11.5 -> 12 (tie)      c5: 68 * -0.25 = -17 -> -16
+//   c6: 100 * 0.25 = 25 -> 24 (tie)   c7: 96 * 2^-15 = 1.5 * 2^-9 -> 2^-8 (subnormal tie)
+//   c8: 160 * 2^-15 = 2.5 * 2^-9 -> 2^-8 (tie)   c9: 68 / 64 = 1.0625 -> 1 (tie)
+//   c10: 76 / 64 = 1.1875 -> 1.25 (tie)   c11: 72 / 64 = 1.125 (exact)
+// Block 1 (channels 128..255) has its own amax 6, scale 6 / 448 = 0.013392857:
+//   c128: 96 / 16 = 6 -> code 448 -> 6      c129: 64 / 64 = 1, h / scale = 74.67 -> 72 -> 0.9642857
+//   -> bf16 0.96484375 (with block 0's scale it would stay 1)   c130: 80 * -1/32 = -2.5, -186.67 ->
+//   -192 -> -2.5714285 -> bf16 -2.578125.
+// Linear-2 copies channel c to output c (c < 12) and channel 128 + i to output 12 + i.
+TEST(MoeLayerRefByHand, Fp8RequantisationRoundsToNearestEvenPerBlock) {
+  HandLayer L(1, 128, 256, {1.f});
+  L.w.w1_scales = {1.f, 1.f, 1.f / 64, 1.f / 64};  // [2I / 128 = 4 row blocks][H / 128 = 1]
+  // gate = sum of the listed weights of row c; up = the code (x 1/64) in row 256 + c, column 0.
+  struct Ch {
+    int c;
+    std::vector<float> gate;
+    float up_code;
+  };
+  const float sub = std::ldexp(1.f, -9);  // the smallest e4m3 subnormal: up = 2^-9 / 64 = 2^-15
+  const Ch chans[] = {{0, {224}, 128},      {1, {64, 4}, 16},  {2, {64, 12}, 16},   {3, {96, 12}, 8},
+                      {4, {80, 12}, 8},     {5, {64, 4}, -16}, {6, {96, 4}, 16},    {7, {96}, sub},
+                      {8, {128, 32}, sub},  {9, {64, 4}, 1},   {10, {64, 12}, 1},   {11, {64, 8}, 1},
+                      {128, {96}, 4},       {129, {64}, 1},    {130, {64, 16}, -2}};
+  for (const Ch& ch : chans) {
+    for (size_t i = 0; i < ch.gate.size(); ++i) L.w1(0, ch.c, static_cast<int>(i), ch.gate[i]);
+    L.w1(0, 256 + ch.c, 0, ch.up_code);
+    L.w2(0, ch.c < 128 ? ch.c : 12 + (ch.c - 128), ch.c, 1.f);
+  }
+  for (int k = 0; k < 4; ++k) L.in[0].x[k] = e4m3_code(1.f);
+  const std::vector<float> want = {448.f, 16.f, 20.f, 14.f, 12.f, -16.f, 24.f, std::ldexp(1.f, -8), std::ldexp(1.f, -8),
+                                   1.f,   1.25f, 1.125f, 6.f, 0.96484375f, -2.578125f};
+  const std::vector<float> out = L.run();
+  ASSERT_EQ(out.size(), 128u);
+  for (int n = 0; n < 128; ++n) EXPECT_EQ(out[n], n < 15 ? want[n] : 0.f) << "output " << n;
+}
+
+// W4A8's flush rule in the layer (MXFP4, dequantize_mxfp4_w4a8 with kMxfp4MaxExponentGap = 14):
+// a 32-value sub-block whose E8M0 exponent is more than 14 below the largest of its row's
+// 128-column block is zero; 14 below is kept exactly. x = 1 in column 32 (sub-block 1). Gate
+// row 0: sub-block 0 exponent 137 (codes all zero), sub-block 1 exponent 122 (gap 15) holding
+// 4.0 in column 32 -> exact value 4 * 2^-5 = 0.125, flushed to 0. Gate row 1: the same with
+// exponent 123 (gap 14) -> 4 * 2^-4 = 0.25, kept. Up rows 128, 129: 1.0 in column 32. Linear-2
+// copies channel c to output c (c < 2). So h0 = silu(0) = 0 -> output 0 exactly (exact
+// dequantisation would give silu(0.125) = 0.0664 -> ~0.065), h1 = silu(0.25) = 0.1405441 = amax
+// -> code 448 -> bf16 0.140625.
+TEST(MoeLayerRefByHand, Mxfp4SubBlocksFarBelowTheBlockMaximumAreFlushed) {
+  ASSERT_EQ(ops::kMxfp4MaxExponentGap, 14);
+  const int H = 128, I = 128;
+  HandLayer L(1, H, I, {1.f});
+  ops::MoeLayerWeights& w = L.w;
+  w.quant = ops::MoeQuant::w4a8_mxfp4;
+  w.w1.assign(size_t(2 * I) * H / 2, 0);
+  w.w2.assign(size_t(H) * I / 2, 0);
+  w.w1_scales.clear();
+  w.w2_scales.clear();
+  w.w1_e8m0.assign(size_t(H / 32) * 2 * I, 127);  // [H / 32][2I]: 2^0
+  w.w2_e8m0.assign(size_t(I / 32) * H, 127);      // [I / 32][H]
+  auto nib = [](std::vector<uint8_t>& p, int cols, int row, int col, uint8_t v) {  // even column: low nibble
+    p[(size_t(row) * cols + col) / 2] |= static_cast<uint8_t>(v << ((col & 1) * 4));
+  };
+  // E2M1 nibbles: 0x2 = 1.0, 0x6 = 4.0.
+  for (int row : {0, 1}) {
+    w.w1_e8m0[size_t(0) * 2 * I + row] = 137;
+    w.w1_e8m0[size_t(1) * 2 * I + row] = row == 0 ? 122 : 123;
+    nib(w.w1, H, row, 32, 0x6);
+    nib(w.w1, H, I + row, 32, 0x2);
+    nib(w.w2, I, row, row, 0x2);
+  }
+  L.in[0].x[32] = e4m3_code(1.f);
+  const std::vector<float> out = L.run();
+  ASSERT_EQ(out.size(), size_t(H));
+  EXPECT_EQ(out[0], 0.f) << "gap 15: flushed";
+  EXPECT_EQ(out[1], 0.140625f) << "gap 14: kept";
+  for (int n = 2; n < H; ++n) EXPECT_EQ(out[n], 0.f) << n;
 }
 #endif
