@@ -228,13 +228,114 @@ def dequantize_output(h: torch.Tensor, h_scales: torch.Tensor) -> torch.Tensor:
 
 
 class ExpertParallelMoE(torch.nn.Module):
-    """The expert-parallel MoE layer (unfused or Mega-MoE) over a torch.distributed group.
+    """The expert-parallel MoE layer over a torch.distributed group, W8A8 (docs/megamoe.md).
 
-    Not available yet: it needs a team built from the process group (the C++
-    ``Team::from_unique_id``) and bindings of the EP operators (include/xstage/ops/ep_moe.hpp,
-    mega_moe.hpp). Constructing it raises NotImplementedError."""
+        layer = xstage.moe.ExpertParallelMoE(group, hidden=4096, intermediate=2048, experts=256,
+                                             top_k=8, kind="mega", schedule="interleaved")
+        layer.load_weights(w1_local, w2_local)   # this rank's experts: [E/P, 2I, H], [E/P, H, I]
+        y = layer(x, topk_ids, topk_weights)     # x [T, H] (float) or (x_fp8, x_scales); ids int32 [T, k]
 
-    def __init__(self, group=None, *args, **kwargs):
+    Rank r owns experts ``[r E/P, (r + 1) E/P)``; every rank passes its own T tokens (the same T
+    on every rank) with their top-k routing; the output ``[T, H]`` bf16 is, per token, the sum over
+    its k choices of Linear-2(fp8(silu(gate) * up * weight)) (``ops::moe_layer_reference``).
+    ``kind``: ``"mega"`` (one persistent kernel: dispatch, both GEMMs and the combine;
+    ``schedule`` ``"interleaved"`` or ``"expert-wave"``) or ``"unfused"`` (transport kernels around
+    the grouped GEMMs). The C++ layer is built per token count T on first use (collective: every
+    rank calls forward with the same T, in the same order). P = 1 works (one rank holds every
+    expert). Needs the team binding (``xstage._C.has_ep_moe``)."""
+
+    def __init__(self, group=None, *, hidden: int, intermediate: int, experts: int, top_k: int,
+                 kind: str = "mega", schedule: str = "interleaved", wait_timeout_s: float = 5.0):
         super().__init__()
-        raise NotImplementedError("xstage.moe.ExpertParallelMoE: not bound yet (needs the process-group team and "
-                                  "the EP operator bindings; use grouped_gemm per rank)")
+        C = _ext.load()
+        if not getattr(C, "has_ep_moe", False):
+            _fail(NotImplementedError, "ExpertParallelMoE needs the extension's team binding with the MoE kernels "
+                  "(team.hpp with Team::from_unique_id, XSTAGE_BUILD_MOE=ON)")
+        if kind not in ("mega", "unfused"):
+            _fail(ValueError, f"kind '{kind}' (mega or unfused)")
+        if schedule not in ("interleaved", "expert-wave"):
+            _fail(ValueError, f"schedule '{schedule}' (interleaved or expert-wave)")
+        import torch.distributed as dist
+
+        if group is None:
+            if not (dist.is_available() and dist.is_initialized()):
+                _fail(ValueError, "torch.distributed is not initialised (init_process_group first)")
+            group = dist.group.WORLD
+        self.group = group
+        self.world = dist.get_world_size(group)
+        self.rank = dist.get_rank(group)
+        if experts % self.world:
+            _fail(ValueError, f"experts {experts} must be divisible by the group size {self.world}")
+        if hidden % 128 or intermediate % 128:
+            _fail(ValueError, f"hidden {hidden} and intermediate {intermediate} must be multiples of 128")
+        self.hidden, self.intermediate, self.experts, self.top_k = hidden, intermediate, experts, top_k
+        self.local_experts = experts // self.world
+        self.kind, self.schedule, self.wait_timeout_s = kind, schedule, wait_timeout_s
+        self.w1: Optional[PackedWeights] = None
+        self.w2: Optional[PackedWeights] = None
+        self._ops: dict = {}
+
+    def extra_repr(self) -> str:
+        return (f"hidden={self.hidden}, intermediate={self.intermediate}, experts={self.experts}, top_k={self.top_k}, "
+                f"world={self.world}, kind={self.kind}, schedule={self.schedule}")
+
+    def load_weights(self, w1, w2, *, reference: bool = False) -> None:
+        """This rank's experts: w1 ``[E/P, 2I, H]`` (gate rows, then up rows), w2 ``[E/P, H, I]``
+        (any float dtype; quantised to W8A8 on the host), or PackedWeights from prepack(..., "w8a8")."""
+        E, H, I = self.local_experts, self.hidden, self.intermediate
+        dev = torch.device("cuda", torch.cuda.current_device())
+        pw = []
+        for name, w, shape in (("w1", w1, (E, 2 * I, H)), ("w2", w2, (E, H, I))):
+            if not isinstance(w, PackedWeights):
+                if not isinstance(w, torch.Tensor) or tuple(w.shape) != shape:
+                    _fail(ValueError, f"{name} must be [{shape[0]}, {shape[1]}, {shape[2]}], got "
+                          f"{tuple(w.shape) if isinstance(w, torch.Tensor) else type(w).__name__}")
+                w = prepack(w, "w8a8", reference=reference, device=dev)
+            if w.format != "w8a8" or (w.experts, w.n, w.k) != shape:
+                _fail(ValueError, f"{name}: packed weights must be w8a8 {shape}, got {w.format} "
+                      f"({w.experts}, {w.n}, {w.k})")
+            pw.append(w)
+        self.w1, self.w2 = pw
+
+    def close(self) -> None:
+        """Release the C++ layers (collective: every rank calls it); the team stays cached."""
+        self._ops.clear()
+
+    def _op(self, tokens: int):
+        op = self._ops.get(tokens)
+        if op is None:
+            from . import model, team
+
+            t = team.team_for(self.group, wait_timeout_s=self.wait_timeout_s)
+            op = _ext.load().EpMoeOp(t, self.hidden, self.intermediate, self.experts, self.top_k, tokens, self.kind,
+                                     model.preset().to_json(indent=None))
+            self._ops[tokens] = op
+        return op
+
+    def forward(self, x, topk_ids: torch.Tensor, topk_weights: torch.Tensor) -> torch.Tensor:
+        if self.w1 is None:
+            _fail(ValueError, "load_weights() first")
+        if isinstance(x, tuple):
+            xq, xs = x
+        else:
+            if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] != self.hidden:
+                _fail(ValueError, f"x must be [T, {self.hidden}]")
+            xq, xs = quantize_activations(x, "per_128")
+        T = xq.shape[0]
+        if xq.dtype != _FP8 or tuple(xq.shape) != (T, self.hidden) or tuple(xs.shape) != (self.hidden // 128, T):
+            _fail(ValueError, f"x must be fp8 [T, {self.hidden}] with scales [{self.hidden // 128}, T]")
+        for name, t, dt in (("topk_ids", topk_ids, torch.int32), ("topk_weights", topk_weights, torch.float32)):
+            if not isinstance(t, torch.Tensor) or t.dtype != dt or tuple(t.shape) != (T, self.top_k):
+                _fail(ValueError, f"{name} must be {dt} [T, top_k] = [{T}, {self.top_k}]")
+            if t.device != xq.device:
+                _fail(ValueError, f"{name} is on {t.device} but x on {xq.device}")
+        if xq.device.type != "cuda":
+            _fail(ValueError, f"x is on {xq.device}; the layer runs on CUDA tensors")
+        op = self._op(T)
+        ids, wts = topk_ids.contiguous(), topk_weights.contiguous()
+        xq, xs = xq.contiguous(), xs.contiguous()
+        out = torch.empty((T, self.hidden), dtype=torch.bfloat16, device=xq.device)
+        op.forward(ids.data_ptr(), wts.data_ptr(), xq.data_ptr(), xs.data_ptr(), self.w1.b.data_ptr(),
+                   self.w1.b_scales.data_ptr(), self.w2.b.data_ptr(), self.w2.b_scales.data_ptr(), out.data_ptr(),
+                   self.schedule, torch.cuda.current_stream(xq.device).cuda_stream)
+        return out

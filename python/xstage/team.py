@@ -61,15 +61,19 @@ def team_for(group=None, *, wait_timeout_s: float = 5.0):
 
 
 def release(group=None) -> None:
-    """Release the cached team of ``group`` (collective: every rank of the group calls it)."""
+    """Release the cached team of ``group`` (collective: every rank of the group calls it).
+    Operators built on it (UlyssesAttention / ExpertParallelMoE layers: ``close()`` them) must
+    be gone first; otherwise ValueError says how many remain and the team stays."""
     import torch.distributed as dist
 
     if group is None and dist.is_available() and dist.is_initialized():
         group = dist.group.WORLD
     with _lock:
-        hit = _teams.pop(_key(group), None)
+        hit = _teams.get(_key(group))
     if hit is not None:
-        hit[1].close()
+        hit[1].close()  # raises while operators still use it
+        with _lock:
+            _teams.pop(_key(group), None)
 
 
 def release_all() -> None:

@@ -92,6 +92,10 @@ class UlyssesAttention(torch.nn.Module):
         self._ops: dict[tuple, object] = {}
         self.fallbacks = 0  # calls a fused variant handed to torch-a2a (shapes the C++ operator does not take)
 
+    def close(self) -> None:
+        """Release the C++ operators (collective: every rank calls it); the team stays cached."""
+        self._ops.clear()
+
     def extra_repr(self) -> str:
         return f"world={self.world}, rank={self.rank}, variant={self.variant}"
 

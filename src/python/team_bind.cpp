@@ -23,6 +23,12 @@
 #include "xstage/model.hpp"
 #include "xstage/ops/ulysses.hpp"
 #endif
+#if XSTAGE_PY_HAVE_TEAM && XSTAGE_PY_HAVE_MOE
+#include "xstage/model.hpp"
+#include "xstage/moe_schedule.hpp"
+#include "xstage/ops/ep_moe.hpp"
+#include "xstage/ops/mega_moe.hpp"
+#endif
 
 namespace nb = nanobind;
 
@@ -34,10 +40,20 @@ namespace {
 // Owns the C++ team; close() releases it (collective: every rank of the team calls it).
 struct PyTeam {
   std::unique_ptr<Team> team;
+  int users = 0;  // operators built on the team (they hold references into it)
   Team& get() const {
     if (!team) throw InvalidArgument("team: used after close()");
     return *team;
   }
+};
+
+// Held by every operator on a team: the team cannot be closed under it.
+struct TeamUse {
+  PyTeam* t = nullptr;
+  explicit TeamUse(PyTeam& team) : t(&team) { ++t->users; }
+  ~TeamUse() { --t->users; }
+  TeamUse(const TeamUse&) = delete;
+  TeamUse& operator=(const TeamUse&) = delete;
 };
 
 #if XSTAGE_PY_HAVE_ULYSSES
@@ -45,6 +61,8 @@ struct PyTeam {
 // ([B, S, H/P, D], dense, after the pre-attention All-to-All), the output [B, S/P, H, D] lives
 // in the operator's symmetric window and is overwritten by the next call.
 struct PyUlysses {
+  explicit PyUlysses(PyTeam& t) : use(t) {}
+  TeamUse use;  // first member: released after the operator
   std::unique_ptr<ops::UlyssesAttention> op;
   ops::UlyssesConfig cfg;
   int world = 1;
@@ -54,7 +72,7 @@ struct PyUlysses {
 PyUlysses* ulysses_create(PyTeam& team, int dtype, int batch, int seq_len, int heads, int head_dim,
                           float softmax_scale, const std::string& params_json) {
   Team& t = team.get();
-  auto u = std::make_unique<PyUlysses>();
+  auto u = std::make_unique<PyUlysses>(team);
   u->cfg.dtype = dtype == 1 ? ops::AttentionDType::fp16 : ops::AttentionDType::bf16;
   u->cfg.batch = batch;
   u->cfg.seq_len = seq_len;
@@ -75,6 +93,72 @@ PyUlysses* ulysses_create(PyTeam& team, int dtype, int batch, int seq_len, int h
     u->op = std::make_unique<ops::UlyssesAttention>(t, u->cfg, opts);
   }
   return u.release();
+}
+#endif
+
+#if XSTAGE_PY_HAVE_MOE
+// The expert-parallel MoE layer of one rank (W8A8): "unfused" (ops::EpMoeLayer, five kernels) or
+// "mega" (ops::MegaMoeLayer, one persistent kernel; schedule expert-wave or interleaved).
+struct PyEpMoe {
+  explicit PyEpMoe(PyTeam& t) : use(t) {}
+  TeamUse use;  // first member: released after the layers
+  std::unique_ptr<ops::EpMoeLayer> unfused;
+  std::unique_ptr<ops::MegaMoeLayer> mega;
+  ops::EpMoeConfig cfg;
+};
+
+PyEpMoe* ep_moe_create(PyTeam& team, int hidden, int intermediate, int experts, int top_k, int tokens,
+                       const std::string& kind, const std::string& params_json, int ctas) {
+  Team& t = team.get();
+  auto u = std::make_unique<PyEpMoe>(team);
+  u->cfg.hidden = hidden;
+  u->cfg.intermediate = intermediate;
+  u->cfg.experts = experts;
+  u->cfg.top_k = top_k;
+  u->cfg.tokens = tokens;
+  ops::validate_ep_moe(u->cfg, t.world_size());
+  if (kind == "unfused") {
+    nb::gil_scoped_release release;  // collective
+    u->unfused = std::make_unique<ops::EpMoeLayer>(t, u->cfg);
+  } else if (kind == "mega") {
+    model::Params params;
+    try {
+      params = nlohmann::json::parse(params_json).get<model::Params>();
+    } catch (const nlohmann::json::exception& e) {
+      throw InvalidArgument(std::string("ep moe: model params: ") + e.what());
+    }
+    nb::gil_scoped_release release;
+    u->mega = std::make_unique<ops::MegaMoeLayer>(t, u->cfg, params, 7.0, ctas);
+  } else {
+    throw InvalidArgument("ep moe: kind '" + kind + "' (unfused or mega)");
+  }
+  return u.release();
+}
+
+void ep_moe_forward(PyEpMoe& u, uintptr_t topk_experts, uintptr_t topk_weights, uintptr_t x, uintptr_t x_scales,
+                    uintptr_t w1, uintptr_t w1_scales, uintptr_t w2, uintptr_t w2_scales, uintptr_t out,
+                    const std::string& schedule, uintptr_t stream) {
+  ops::EpMoeRankInputs in;
+  in.topk_experts = reinterpret_cast<const int32_t*>(topk_experts);
+  in.topk_weights = reinterpret_cast<const float*>(topk_weights);
+  in.x = reinterpret_cast<const void*>(x);
+  in.x_scales = reinterpret_cast<const float*>(x_scales);
+  in.quant = ops::MoeQuant::w8a8;
+  in.w1 = reinterpret_cast<const void*>(w1);
+  in.w1_scales = reinterpret_cast<const float*>(w1_scales);
+  in.w2 = reinterpret_cast<const void*>(w2);
+  in.w2_scales = reinterpret_cast<const float*>(w2_scales);
+  in.out = reinterpret_cast<void*>(out);
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  if (u.unfused) {
+    u.unfused->forward(0, in, s);
+    return;
+  }
+  ops::MegaMoeOptions opt;
+  if (schedule == "interleaved") opt.schedule = moe::MoeSchedule::interleaved;
+  else if (schedule == "expert-wave") opt.schedule = moe::MoeSchedule::expert_wave;
+  else throw InvalidArgument("ep moe: schedule '" + schedule + "' (interleaved or expert-wave)");
+  u.mega->forward(0, in, s, opt);
 }
 #endif
 
@@ -105,7 +189,11 @@ void bind_team(nb::module_& m) {
       .def_prop_ro("closed", [](const PyTeam& t) { return !t.team; })
       .def("check_device_status", [](PyTeam& t) { t.get().check_device_status(0); },
            "Raises RuntimeError with the story of a device-side wait that timed out (and clears it).")
+      .def_prop_ro("users", [](const PyTeam& t) { return t.users; }, "Operators still built on the team.")
       .def("close", [](PyTeam& t) {
+        if (t.users > 0)
+          throw InvalidArgument("team: " + std::to_string(t.users) +
+                                " operator(s) still use it; delete them (and the modules holding them) first");
         nb::gil_scoped_release release;
         t.team.reset();
       }, "Release the communicator and symmetric buffers (collective).");
@@ -140,11 +228,26 @@ void bind_team(nb::module_& m) {
 #else
   m.attr("has_ulysses") = false;
 #endif
+#if XSTAGE_PY_HAVE_MOE
+  m.attr("has_ep_moe") = true;
+  nb::class_<PyEpMoe>(m, "EpMoeOp", "The expert-parallel MoE layer of one rank, W8A8 (its team must outlive it).")
+      .def(nb::new_(&ep_moe_create), nb::arg("team"), nb::arg("hidden"), nb::arg("intermediate"),
+           nb::arg("experts"), nb::arg("top_k"), nb::arg("tokens"), nb::arg("kind"), nb::arg("params_json"),
+           nb::arg("ctas") = 0, nb::keep_alive<1, 2>(),
+           "Collective: every rank constructs it with the same configuration (tokens per rank).")
+      .def("forward", &ep_moe_forward, nb::arg("topk_experts"), nb::arg("topk_weights"), nb::arg("x"),
+           nb::arg("x_scales"), nb::arg("w1"), nb::arg("w1_scales"), nb::arg("w2"), nb::arg("w2_scales"),
+           nb::arg("out"), nb::arg("schedule"), nb::arg("stream"),
+           "One call on raw device pointers (every rank the same calls in the same order), asynchronous.");
+#else
+  m.attr("has_ep_moe") = false;
+#endif
 }
 #else
 void bind_team(nb::module_& m) {
   m.attr("has_team") = false;
   m.attr("has_ulysses") = false;
+  m.attr("has_ep_moe") = false;
 }
 #endif
 

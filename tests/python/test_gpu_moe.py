@@ -82,3 +82,55 @@ def test_bad_routing_is_an_error_not_a_crash():
     c = torch.tensor([32, 32], dtype=torch.int32, device="cuda")
     with pytest.raises(ValueError):
         moe.grouped_gemm(a, a_s, pw, c, c, epilogue="nope")
+
+
+def _ep_reference(x, ids, wts, w1_ref, w2_ref, I):
+    """ops::moe_layer_reference's math in torch: per token, the sum over its k choices of
+    bf16(Linear-2(fp8(silu(gate) * up * weight)))."""
+    xq, xs = moe.quantize_activations(x)
+    xd = dequant_act(xq, xs)
+    T, H = x.shape
+    out = torch.zeros(T, H, device=x.device)
+    for e in range(w1_ref.shape[0]):
+        t, j = (ids == e).nonzero(as_tuple=True)
+        if t.numel() == 0:
+            continue
+        gu = xd[t] @ w1_ref[e].t()
+        h = F.silu(gu[:, :I]) * gu[:, I:] * wts[t, j][:, None]
+        hq, hs = moe.quantize_activations(h)
+        y = (dequant_act(hq, hs) @ w2_ref[e].t()).to(torch.bfloat16).float()
+        out.index_add_(0, t, y)
+    return out
+
+
+@pytest.mark.parametrize("kind,schedule", [("unfused", "interleaved"), ("mega", "interleaved"),
+                                           ("mega", "expert-wave")])
+def test_expert_parallel_layer_on_one_rank(tmp_path, kind, schedule):
+    import torch.distributed as dist
+
+    from xstage import _ext, team
+
+    if not getattr(_ext.load(), "has_ep_moe", False):
+        pytest.skip("the extension has no EP MoE binding (team.hpp without Team::from_unique_id)")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'init'}", rank=0, world_size=1)
+    try:
+        torch.manual_seed(3)
+        E, H, I, k, T = 8, 256, 256, 2, 96
+        layer = moe.ExpertParallelMoE(hidden=H, intermediate=I, experts=E, top_k=k, kind=kind, schedule=schedule)
+        layer.load_weights(torch.randn(E, 2 * I, H) * 0.05, torch.randn(E, H, I) * 0.05, reference=True)
+        x = torch.randn(T, H, device="cuda")
+        ids = torch.stack([torch.randperm(E, device="cuda")[:k] for _ in range(T)]).to(torch.int32)
+        wts = torch.rand(T, k, device="cuda")
+        y = layer(x, ids, wts)
+        torch.cuda.synchronize()
+        team.team_for().check_device_status()
+        ref = _ep_reference(x, ids, wts, layer.w1.reference, layer.w2.reference, I)
+        rel = ((y.float() - ref).norm() / ref.norm()).item()
+        assert y.shape == (T, H) and y.dtype == torch.bfloat16 and rel < 0.03, rel
+        assert torch.equal(layer(x, ids, wts), y)          # a second call (the layer is cached per T)
+        with pytest.raises(ValueError):
+            team.release()                                  # the layer still uses the team
+        layer.close()
+        team.release()
+    finally:
+        dist.destroy_process_group()

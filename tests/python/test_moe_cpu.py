@@ -99,6 +99,11 @@ def test_cpu_tensors_are_rejected():
     assert "cuda" in str(e.value).lower() and "\n" not in str(e.value)
 
 
-def test_expert_parallel_not_yet():
-    with pytest.raises(NotImplementedError):
-        moe.ExpertParallelMoE(None)
+def test_expert_parallel_needs_a_group_or_the_binding():
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        pytest.skip("a process group is already initialised in this process")
+    with pytest.raises((NotImplementedError, ValueError)) as e:
+        moe.ExpertParallelMoE(None, hidden=256, intermediate=256, experts=8, top_k=2)
+    assert "\n" not in str(e.value)

@@ -138,6 +138,7 @@ def _gpu_worker(rank, world, init_file, variant, S, H, result_file):
             f.write(f"{err} {attn.variant} {attn.fallbacks}")
         from xstage import team
 
+        attn.close()
         team.release_all()
     finally:
         dist.destroy_process_group()
