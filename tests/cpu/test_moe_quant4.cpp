@@ -818,4 +818,80 @@ TEST(Mxfp4Rs, GluInterleavedRowsEqualPermutedPrepack) {
   EXPECT_THROW(prepack_mxfp4_rs_glu(packed.data(), nullptr, n, cols, glu.data(), bs.data()), xstage::InvalidArgument);
 }
 
+// ---- The W4A8 references' flush rule and their distance from exact dequantisation (issue 33)
+// The GPU tests' and the layer oracle's W4A8 weights are the fp32 weights the kernels compute
+// with (tests/gpu/test_moe_gemm.cpp, ops::moe_layer_reference):
+//   INT4 group-128 (dequantize_int4_g128): q * scale exactly; nothing is ever flushed, however
+//     small a group's scale.
+//   MXFP4 (dequantize_mxfp4_w4a8): e2m1 * 2^(e - 127) exactly, except that a 32-value sub-block
+//     whose exponent e is more than max_gap below the largest exponent emax of its row's
+//     128-column block is zero (max_gap 14 for the shared-memory kernels, 11 for the
+//     register-operand ones). A flushed value is at most 6 * 2^(emax - 127 - (max_gap + 1)) in
+//     magnitude, and, for weights from quantize_mxfp4 (emax's sub-block holds an |x| >= 4 *
+//     2^(emax - 127) unless it is all zero), at most 1.5 * 2^-(max_gap + 1) of the 128-value
+//     block's largest |weight|: 4.6e-5 (gap 14) and 3.7e-4 (gap 11).
+//   INT4 two-level (dequantize_int4_lut): a group whose scale is at most 2^-16 of its row's
+//     largest rounds to group scale 0 and is zero (Int4Lut.QuantisationBoundsAndRanges).
+TEST(W4A8References, Int4NeverFlushes) {
+  // Row 0: group 0 scale 0.5, group 1 scale 2^-40 (far below); codes -7 (0x9) and 7 (0x7).
+  const int rows = 1, cols = 256;
+  std::vector<uint8_t> packed(cols / 2, 0x79);  // even column -7, odd column 7
+  const std::vector<float> scales = {0.5f, std::ldexp(1.f, -40)};  // [cols / 128][rows]
+  std::vector<float> out(cols);
+  dequantize_int4_g128(packed.data(), scales.data(), rows, cols, out.data());
+  for (int c = 0; c < cols; ++c) {
+    const float s = c < 128 ? 0.5f : std::ldexp(1.f, -40);
+    EXPECT_EQ(out[c], (c % 2 ? 7.f : -7.f) * s) << c;  // -3.5, 3.5, then +-7 * 2^-40, not 0
+  }
+}
+
+TEST(W4A8References, Mxfp4FlushIsBoundedByTheBlockMaximum) {
+  // Weights whose 32-value sub-blocks span 2^0 .. 2^-24 in magnitude inside each 128-column
+  // block (exponent gaps up to ~26): quantize_mxfp4, then the kernels' math against the exact
+  // dequantisation.
+  const int rows = 64, cols = 512;
+  std::mt19937 rng(17);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> w(size_t(rows) * cols);
+  for (int r = 0; r < rows; ++r)
+    for (int sb = 0; sb < cols / 32; ++sb) {
+      const float mag = std::ldexp(1.f, -static_cast<int>(rng() % 25));
+      for (int i = 0; i < 32; ++i) {
+        float x = nd(rng) * mag;
+        if (x == 0.f) x = mag;  // no all-zero sub-block (its exponent would be 127)
+        w[size_t(r) * cols + sb * 32 + i] = x;
+      }
+    }
+  std::vector<uint8_t> q(size_t(rows) * cols / 2), e8(size_t(cols / 32) * rows);
+  quantize_mxfp4(w.data(), rows, cols, q.data(), e8.data());
+  std::vector<float> exact(w.size()), kern(w.size());
+  dequantize_mxfp4(q.data(), e8.data(), rows, cols, exact.data());
+  for (int gap : {kMxfp4MaxExponentGap, kMxfp4RsMaxExponentGap}) {
+    dequantize_mxfp4_w4a8(q.data(), e8.data(), rows, cols, kern.data(), gap);
+    long long flushed = 0, flushed_nonzero = 0;
+    double worst = 0;  // largest |kern - exact| / block amax
+    for (int r = 0; r < rows; ++r)
+      for (int g = 0; g < cols / 128; ++g) {
+        int emax = 0;
+        float amax = 0.f;
+        for (int i = 0; i < 4; ++i) emax = std::max(emax, int(e8[size_t(4 * g + i) * rows + r]));
+        for (int c = 128 * g; c < 128 * g + 128; ++c) amax = std::max(amax, std::fabs(w[size_t(r) * cols + c]));
+        for (int c = 128 * g; c < 128 * g + 128; ++c) {
+          const size_t i = size_t(r) * cols + c;
+          const int e = e8[size_t(c / 32) * rows + r];
+          const bool flush = emax - e > gap;
+          EXPECT_EQ(kern[i], flush ? 0.f : exact[i]) << "gap " << gap << " row " << r << " col " << c;
+          flushed += flush;
+          flushed_nonzero += flush && exact[i] != 0.f;
+          const double d = std::fabs(double(kern[i]) - exact[i]);
+          EXPECT_LE(d, 6.0 * std::ldexp(1.0, emax - 127 - (gap + 1))) << "gap " << gap << " row " << r << " col " << c;
+          worst = std::max(worst, d / amax);
+        }
+      }
+    EXPECT_LE(worst, 1.5 * std::ldexp(1.0, -(gap + 1))) << "gap " << gap;
+    EXPECT_GT(flushed_nonzero, 0) << "gap " << gap << ": the data exercises the flush";
+    EXPECT_LT(flushed, static_cast<long long>(rows) * cols) << "gap " << gap;
+  }
+}
+
 #endif  // XSTAGE_HAVE_MOE
