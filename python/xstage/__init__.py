@@ -29,7 +29,13 @@ _LAZY = {
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         mod_name, attr = _LAZY[name]
-        mod = importlib.import_module(mod_name)
+        try:
+            mod = importlib.import_module(mod_name)
+        except ModuleNotFoundError as e:
+            if e.name != "torch":
+                raise
+            raise ImportError(f"xstage.{name} needs PyTorch (>= 2.9), which is not importable here; "
+                              "xstage.model works without it") from None
         value = mod if attr is None else getattr(mod, attr)
         globals()[name] = value
         return value
