@@ -101,3 +101,15 @@ def test_fit_reproduces_the_committed_fit():
 def test_fit_bad_data():
     with pytest.raises(ValueError):
         model.fit({"points": []})
+
+
+def test_ops_without_torch_say_so():
+    import importlib.util
+
+    import xstage
+
+    if importlib.util.find_spec("torch") is not None:
+        pytest.skip("PyTorch is importable here")
+    with pytest.raises(ImportError) as e:
+        xstage.attention
+    assert "needs PyTorch" in str(e.value)
