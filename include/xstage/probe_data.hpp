@@ -51,6 +51,8 @@ struct ProbeRun {
   int sm_count = 0;
   double clock_ghz = 0;        // SM clock measured during the run (clock64 vs globaltimer)
   double ce_peer_gbps = 0;     // copy-engine peer bandwidth measured in the same run (0 if n/a)
+  std::string team = "gpus";   // "gpus", or "virtual": SM partitions of one GPU (HBM-local stores)
+  std::string team_note;       // for virtual runs: why these are not NVLink figures
   std::vector<ProbePoint> points;
 };
 

@@ -20,6 +20,7 @@
 #include "cli/bench_util.hpp"
 #include "cli/commands.hpp"
 #include "cli/run_stamp.hpp"
+#include "cli/team_flags.hpp"
 #include "kernels/selftest/exchange.hpp"
 #include "runtime/check.hpp"
 #include "xstage/error.hpp"
@@ -38,6 +39,7 @@ struct Flags {
   std::vector<std::string> routings{"balanced", "skewed"};
   std::vector<std::string> weights{"w8a8"};
   int gpus = 2;
+  int virtual_ranks = 0;
   int warmup = 3;
   int iters = 20;
   double timeout_s = 10;
@@ -139,13 +141,15 @@ void run(const Flags& fl) {
   for (const auto& r : fl.routings) kinds.push_back(moe::parse_routing(r));
   for (int t : fl.tokens)
     if (t < 1) throw InvalidArgument(fmt::format("bench moe: tokens {} must be >= 1", t));
-  for (const auto& s : shapes) ops::validate_ep_moe({s.hidden, s.intermediate, s.experts, s.top_k, 1}, fl.gpus);
+  check_virtual_flag("bench moe", fl.virtual_ranks);
+  for (const auto& s : shapes)
+    ops::validate_ep_moe({s.hidden, s.intermediate, s.experts, s.top_k, 1}, team_ranks(fl.gpus, fl.virtual_ranks));
 
   TeamOptions to;
   to.gpus = fl.gpus;
   to.min_gpus = fl.gpus;
   to.wait_timeout_s = fl.timeout_s;
-  auto team = Team::local(to);
+  auto team = make_team(to, fl.virtual_ranks);
   const int n = team->local_count();
   // Pattern: random finite e4m3 codes with |v| <= 2 (exponent field <= 8).
   const size_t pat_bytes = size_t(16) << 20;
@@ -158,8 +162,10 @@ void run(const Flags& fl) {
     XS_CUDA(cudaMemcpy(pat_dev[i], pat.data(), pat_bytes, cudaMemcpyHostToDevice), "bench moe: pattern");
   });
 
-  std::printf("# xstage bench moe (expert-parallel layer) on %d GPUs, median of %d (max over ranks); model %s\n",
-              team->world_size(), fl.iters, model_used.c_str());
+  print_team_banner(*team);
+  std::printf("# xstage bench moe (expert-parallel layer) on %d %s, median of %d (max over ranks); model %s\n",
+              team->world_size(), team->is_virtual() ? "virtual ranks of one GPU" : "GPUs", fl.iters,
+              model_used.c_str());
   std::printf("#%19s %10s %8s %7s %12s %10s %10s %10s %9s%s\n", "model", "weights", "routing", "tokens", "variant",
               "median_us", "p10_us", "p90_us", "max_rows", fl.spans ? "  span_remote/local/pred_us" : "");
   nlohmann::json results = nlohmann::json::array();
@@ -343,6 +349,7 @@ void run(const Flags& fl) {
                      {"interleaved-leadR", "as interleaved with a lead of R rounds of CTAs (R x K Linear-1 tiles) instead of the plan's 1"}};
     j["model_params"] = model_used;
     j["world"] = team->world_size();
+    j["team"] = team_label(*team);
     j["commit"] = commit_id();
     j["date"] = now_iso();
     j["config"] = {{"warmup", fl.warmup}, {"iters", fl.iters}, {"tile_tflops", fl.tile_tflops},
@@ -373,6 +380,10 @@ void add_moe_bench_command(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--gpus", fl->gpus, "Ranks (GPUs); 1 runs the layer with every expert local")->capture_default_str();
+  cmd->add_option("--virtual-ranks", fl->virtual_ranks,
+                  "P ranks on one GPU, each on its own SM partition (1..8; 0: real GPUs). Tests the multi-rank\n"
+                  "layer on one GPU; its timings are of HBM-local stores, labelled virtual, never multi-GPU figures")
+      ->capture_default_str();
   cmd->add_option("--warmup", fl->warmup, "Untimed calls")->capture_default_str();
   cmd->add_option("--iters", fl->iters, "Timed calls (>= 20)")->capture_default_str();
   cmd->add_option("--timeout", fl->timeout_s, "Device wait bound in seconds")->capture_default_str();

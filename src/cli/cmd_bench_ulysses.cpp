@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "cli/bench_util.hpp"
+#include "cli/team_flags.hpp"
 #include "cli/commands.hpp"
 #include "cli/model_source.hpp"
 #include "cli/run_stamp.hpp"
@@ -41,6 +42,7 @@ namespace xstage::cli {
 namespace {
 
 struct Flags {
+  int virtual_ranks = 0;
   std::vector<int> seqlens{1024, 4096, 4608, 8192, 16384, 32768, 65536};
   std::vector<std::string> configs{"24x128", "40x128", "30x64"};
   int batch = 1;
@@ -278,6 +280,7 @@ void run(const Flags& fl) {
   else
     throw InvalidArgument("bench ulysses: --dtype must be bf16 or fp16, got '" + fl.dtype + "'");
   if (fl.iters < 20) throw InvalidArgument(fmt::format("bench ulysses: --iters {} must be >= 20", fl.iters));
+  check_virtual_flag("bench ulysses", fl.virtual_ranks);
   if (fl.warmup < 0) throw InvalidArgument("bench ulysses: --warmup must be >= 0");
   if (fl.variants.empty()) throw InvalidArgument("bench ulysses: --variants needs at least one variant");
   for (const auto& v : fl.variants)
@@ -294,7 +297,7 @@ void run(const Flags& fl) {
       u.seq_len = s;
       u.heads = c.heads;
       u.head_dim = c.head_dim;
-      ops::validate_ulysses(u, fl.gpus);
+      ops::validate_ulysses(u, team_ranks(fl.gpus, fl.virtual_ranks));
     }
   std::string params_used;
   const model::Params params = load_model_params(fl.params, &params_used);
@@ -303,7 +306,7 @@ void run(const Flags& fl) {
   to.gpus = fl.gpus;
   to.min_gpus = 2;
   to.wait_timeout_s = fl.timeout_s;
-  auto team = Team::local(to);
+  auto team = make_team(to, fl.virtual_ranks);
   cudaDeviceProp prop{};
   XS_CUDA(cudaGetDeviceProperties(&prop, team->device(0)), "reading device properties");
   if (prop.major != 9 || prop.minor != 0)
@@ -326,6 +329,7 @@ void run(const Flags& fl) {
   }
   const std::vector<uint16_t> pattern = random_halves(dt == ops::AttentionDType::bf16, (size_t(1) << 22) + 8192, 20261130u);
 
+  print_team_banner(*team);
   std::printf("# xstage bench ulysses on %d x %s, %s, batch %d, median of %d runs (max over ranks), model %s\n",
               team->world_size(), prop.name, fl.dtype.c_str(), fl.batch, fl.iters, params_used.c_str());
   std::printf("#%6s %4s %4s %10s %10s %10s %10s %10s %8s %8s %6s\n", "S", "H", "D", "attn(us)", "serial", "comm-sm",
@@ -352,6 +356,7 @@ void run(const Flags& fl) {
     j["device"] = prop.name;
     j["sm_count"] = prop.multiProcessorCount;
     j["world"] = team->world_size();
+    j["team"] = team_label(*team);
     j["batch"] = fl.batch;
     j["dtype"] = fl.dtype;
     j["commit"] = commit_id();
@@ -379,6 +384,10 @@ void add_ulysses_bench_command(CLI::App& app) {
   cmd->add_option("--configs", fl->configs, "HEADSxHEAD_DIM list")->delimiter(',')->capture_default_str();
   cmd->add_option("--batch,-B", fl->batch, "Batch size")->capture_default_str();
   cmd->add_option("--gpus", fl->gpus, "Ranks (GPUs), >= 2")->capture_default_str();
+  cmd->add_option("--virtual-ranks", fl->virtual_ranks,
+                  "Run P ranks on one GPU, each on its own SM partition (2..8; 0: real GPUs). Tests the multi-rank\n"
+                  "paths on one GPU; its timings are of HBM-local stores, labelled virtual, never multi-GPU figures")
+      ->capture_default_str();
   cmd->add_option("--dtype", fl->dtype, "bf16 or fp16")->capture_default_str();
   cmd->add_option("--warmup", fl->warmup, "Untimed calls per variant")->capture_default_str();
   cmd->add_option("--iters", fl->iters, "Timed calls per variant (>= 20)")->capture_default_str();

@@ -30,6 +30,9 @@ void run_fit(const FitArgs& a) {
   } catch (const Error& e) {
     throw InvalidArgument(e.what());  // a bad input file is a usage error (exit 2)
   }
+  if (run.team == "virtual")
+    throw InvalidArgument(a.data + " was measured on virtual ranks (SM partitions of one GPU: HBM-local stores); "
+                          "its parameters would not describe NVLink - probe real GPUs to fit the model");
   const model::FitResult fr = model::fit(run, a.fit);
   const model::ValidationReport val =
       model::validate(fr.params, run.points, model::ValidationOptions::from(a.fit));

@@ -10,6 +10,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/run_stamp.hpp"
+#include "cli/team_flags.hpp"
 #include "xstage/error.hpp"
 #include "xstage/ops/probe.hpp"
 #include "xstage/ops/probe_sweep.hpp"
@@ -19,6 +20,7 @@ namespace xstage::cli {
 namespace {
 
 struct ProbeFlags {
+  int virtual_ranks = 0;
   std::string sweep_file;
   std::vector<int> producers;
   std::vector<int> threads{512};
@@ -99,11 +101,12 @@ void run_probe(const ProbeFlags& fl) {
   for (const auto& g : groups) ops::expand_sweep(g, 1);
   if (fl.buffer_mib < 1) throw InvalidArgument("--buffer-mib must be >= 1");
 
+  check_virtual_flag("probe", fl.virtual_ranks);
   Topology topo = discover_topology();
   TeamOptions to;
   to.gpus = fl.gpus;
   to.wait_timeout_s = fl.timeout_s;
-  auto team = Team::local(to);
+  auto team = make_team(to, fl.virtual_ranks);
   ops::Prober prober(*team, size_t(fl.buffer_mib) << 20);
   std::vector<ProbePoint> configs;
   for (const auto& g : groups) {
@@ -113,7 +116,11 @@ void run_probe(const ProbeFlags& fl) {
   for (const auto& c : configs) prober.validate(c);  // fail before measuring anything
 
   ProbeRun run;
-  run.device = fmt::format("{}x {}", team->world_size(), topo.gpus.at(0).name);
+  run.device = team->is_virtual() ? fmt::format("{} virtual ranks of 1x {}", team->world_size(), topo.gpus.at(0).name)
+                                  : fmt::format("{}x {}", team->world_size(), topo.gpus.at(0).name);
+  run.team = team->kind();
+  if (team->is_virtual()) run.team_note = std::string(kVirtualNote) + " (" + team->partition_story() + ")";
+  print_team_banner(*team);
   run.commit = commit_id();
   run.date = now_iso();
   run.sm_count = prober.sm_count();
@@ -163,6 +170,10 @@ void add_probe_command(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--pre-wait-us", fl->pre_wait_us, "Idle time between the warm-up and burst 0")->delimiter(',');
   cmd->add_option("--gpus", fl->gpus, "GPUs to use (0 = all)")->capture_default_str();
+  cmd->add_option("--virtual-ranks", fl->virtual_ranks,
+                  "P ranks on one GPU, each on its own SM partition (2..8; 0: real GPUs): tests the peer and\n"
+                  "all-peer destinations on one GPU. Labelled virtual: HBM-local stores, not NVLink; `fit` refuses it")
+      ->capture_default_str();
   cmd->add_option("--buffer-mib", fl->buffer_mib, "Symmetric destination buffer per GPU (MiB)")->capture_default_str();
   cmd->add_option("--ce-mib", fl->ce_mib, "Copy-engine reference copy size (MiB)")->capture_default_str();
   cmd->add_option("--timeout-s", fl->timeout_s, "Bound on every device-side wait")->capture_default_str();

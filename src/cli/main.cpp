@@ -1,9 +1,16 @@
 #include <cstdio>
+#include <cstdlib>
 
 #include "cli/commands.hpp"
 #include "xstage/error.hpp"
 
 int main(int argc, char** argv) {
+  // Virtual ranks run one stream per rank (plus side streams): give each its own hardware
+  // queue, so no kernel queues behind another rank's waiting kernel (docs/virtual-ranks.md).
+  // Kernels load at context creation: a lazily loaded kernel's first launch can wait behind
+  // another rank's waiting kernel on the same GPU.
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   CLI::App app{
       "xstage: measure, model and use the X-Stage (the in-flight stage of remote stores)\n"
       "of multi-GPU nodes. Run `xstage <command> --help` for each command."};

@@ -134,7 +134,8 @@ void to_json(nlohmann::json& j, const ProbeRun& r) {
   j = nlohmann::json{{"schema", kProbeSchema},   {"device", r.device},
                      {"commit", r.commit},       {"date", r.date},
                      {"sm_count", r.sm_count},   {"clock_ghz", r.clock_ghz},
-                     {"ce_peer_gbps", r.ce_peer_gbps}, {"points", r.points}};
+                     {"ce_peer_gbps", r.ce_peer_gbps}, {"team", r.team}, {"points", r.points}};
+  if (!r.team_note.empty()) j["team_note"] = r.team_note;
 }
 
 void from_json(const nlohmann::json& j, ProbeRun& r) {
@@ -151,6 +152,10 @@ void from_json(const nlohmann::json& j, ProbeRun& r) {
   out.sm_count = optional_field<int>(j, "sm_count", 0, where);
   out.clock_ghz = optional_field<double>(j, "clock_ghz", 0.0, where);
   out.ce_peer_gbps = optional_field<double>(j, "ce_peer_gbps", 0.0, where);
+  out.team = optional_field<std::string>(j, "team", "gpus", where);
+  out.team_note = optional_field<std::string>(j, "team_note", "", where);
+  if (out.team != "gpus" && out.team != "virtual")
+    throw Error(format_error(where, fmt::format("team must be \"gpus\" or \"virtual\", got \"{}\"", out.team)));
   if (out.sm_count < 0) throw Error(format_error(where, fmt::format("sm_count must be >= 0, got {}", out.sm_count)));
   const auto it = j.find("points");
   if (it == j.end()) throw Error(format_error(where, "missing field \"points\""));

@@ -7,7 +7,6 @@
 
 #include <string>
 
-#include "kernels/common/peer_pointers.hpp"
 #include "runtime/check.hpp"
 #include "xstage/error.hpp"
 
@@ -42,13 +41,13 @@ EpMoeBuffers::EpMoeBuffers(Team& t, const EpMoeConfig& c, const char* what) : te
   const size_t ctrl_offset = team.reserve_ctrl(sizeof(uint64_t) * (world + 3));
 
   args.resize(team.local_count());
-  sm_count.assign(team.local_count(), 132);
+  sm_count.assign(team.local_count(), 0);
   row_slot_.assign(team.local_count(), nullptr);
   for (int i = 0; i < team.local_count(); ++i) {
     const int rank = team.rank(i);
     const std::string where = fmt::format("{}: setting up rank {}", what_, rank);
     XS_CUDA(cudaSetDevice(team.device(i)), where);
-    XS_CUDA(cudaDeviceGetAttribute(&sm_count[i], cudaDevAttrMultiProcessorCount, team.device(i)), where);
+    sm_count[i] = team.sm_count(i);  // the whole GPU, or the virtual rank's partition
     XS_CUDA(cudaMalloc(&row_slot_[i], sizeof(int32_t) * cfg.tokens * cfg.top_k), where);
     km::EpMoeArgs& a = args[i];
     a.rank = rank;
@@ -59,29 +58,22 @@ EpMoeBuffers::EpMoeBuffers(Team& t, const EpMoeConfig& c, const char* what) : te
     a.experts_per_rank = epr;
     a.hidden = cfg.hidden;
     a.cap = cap;
-    void* base[km::kEpMaxRanks] = {};
-    void* ctrl[km::kEpMaxRanks] = {};
-    void* ready_slot[km::kEpMaxRanks] = {};
-    XS_CUDA(kernels::resolve_peer_pointers(sym_->window[i], 0, world, base), where + ": peer buffers");
-    XS_CUDA(kernels::resolve_peer_pointers(team.ctrl().window[i], ctrl_offset, world, ctrl), where + ": peer flags");
-    XS_CUDA(kernels::resolve_peer_pointers(team.ctrl().window[i], ctrl_offset + sizeof(uint64_t) * rank, world,
-                                           ready_slot),
-            where + ": peer ready slots");
+    const PeerWindow& ctrl_w = team.ctrl().peers[i];
     for (int p = 0; p < world; ++p) {
-      char* b = static_cast<char*>(base[p]);
+      char* b = static_cast<char*>(sym_->peers[i].at(p, 0));
       a.counts_at[p] = reinterpret_cast<int32_t*>(b + off_counts);
       a.recv_x_at[p] = reinterpret_cast<uint8_t*>(b + off_x);
       a.recv_xs_at[p] = reinterpret_cast<float*>(b + off_xs);
       a.recv_w_at[p] = reinterpret_cast<float*>(b + off_w);
       a.recv_src_at[p] = reinterpret_cast<int32_t*>(b + off_src);
       a.combine_at[p] = reinterpret_cast<uint16_t*>(b + off_comb);
-      uint64_t* f = static_cast<uint64_t*>(ctrl[p]);
-      a.ready_at_peer[p] = static_cast<uint64_t*>(ready_slot[p]);
+      uint64_t* f = static_cast<uint64_t*>(ctrl_w.at(p, ctrl_offset));
+      a.ready_at_peer[p] = static_cast<uint64_t*>(ctrl_w.at(p, ctrl_offset + sizeof(uint64_t) * rank));
       a.counts_flag_at[p] = f + world;
       a.rows_flag_at[p] = f + world + 1;
       a.combine_flag_at[p] = f + world + 2;
     }
-    a.ready = static_cast<const uint64_t*>(ctrl[rank]);
+    a.ready = static_cast<const uint64_t*>(ctrl_w.at(rank, ctrl_offset));
     a.row_slot = row_slot_[i];
     const TeamDevice td = team.device_view(i);
     a.status = td.status;

@@ -118,6 +118,7 @@ void EpMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s) {
   l1.out_scales = R.h_scales;
   l1.row_weights = a.recv_w_at[a.rank];
   l1.tokens_per_expert_hint = hint;
+  l1.num_ctas = ctas;
   moe_gemm(l1, s);
   MoeGemmArgs l2;
   l2.quant = in.quant;
@@ -135,6 +136,7 @@ void EpMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s) {
   l2.offsets = R.expert_offsets;
   l2.out = R.y;
   l2.tokens_per_expert_hint = hint;
+  l2.num_ctas = ctas;
   moe_gemm(l2, s);
 
   XS_CUDA(km::ep_launch_combine(a, ctas, s), what + ": combine");

@@ -67,7 +67,7 @@ Prober::Prober(Team& team, size_t buffer_bytes) : impl_(std::make_unique<Impl>(t
     throw InvalidArgument("xstage probe drives all GPUs from one process; run it without a launcher");
   auto& I = *impl_;
   XS_CUDA(cudaSetDevice(team.device(0)), "selecting GPU 0");
-  XS_CUDA(cudaDeviceGetAttribute(&I.sm_count, cudaDevAttrMultiProcessorCount, team.device(0)), "reading SM count");
+  I.sm_count = team.sm_count(0);  // the whole GPU, or rank 0's virtual partition
   I.data = &team.alloc_symmetric(buffer_bytes);
   XS_CUDA(cudaSetDevice(team.device(0)), "selecting GPU 0");  // records live on the sender
   I.rec_capacity = 1 << 20;
@@ -150,7 +150,7 @@ ProbePoint Prober::measure(const ProbePoint& c) {
   const int K = c.producers;
   kernels::ProbeArgs a{};
   a.team = team.device_view(0);
-  a.dst = I.data->window[0];
+  a.dst = I.data->peers[0];
   a.dest = parse_dest(c.dest);
   a.peer = team.world_size() > 1 ? 1 : 0;
   a.store = parse_store(c.store);
@@ -246,7 +246,7 @@ ProbePoint Prober::measure(const ProbePoint& c) {
 
 double Prober::copy_engine_peer_gbps(size_t bytes, int reps) {
   Team& team = impl_->team;
-  if (team.world_size() < 2) return 0;
+  if (team.world_size() < 2 || team.is_virtual()) return 0;  // no second GPU to copy to
   void *src = nullptr, *dst = nullptr;
   XS_CUDA(cudaSetDevice(team.device(1)), "selecting GPU 1");
   XS_CUDA(cudaMalloc(&dst, bytes), "allocating the copy-engine destination");

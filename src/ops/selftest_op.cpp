@@ -22,7 +22,7 @@ std::vector<ExchangeReport> exchange_selftest(Team& team, size_t slot_bytes, uin
     XS_CUDA(cudaMemsetAsync(buf.local[i], 0xA5, slot_bytes * world, s), "poisoning the receive buffer");
     // Nobody may write into a peer before that peer has poisoned its copy.
     XS_CUDA(kernels::launch_team_barrier(t, team.next_epoch(i), s), "launching the barrier before the exchange");
-    XS_CUDA(kernels::launch_exchange_write(t, buf.window[i], slot_bytes, salt, s), "launching the exchange writes");
+    XS_CUDA(kernels::launch_exchange_write(t, buf.peers[i], slot_bytes, salt, s), "launching the exchange writes");
     XS_CUDA(kernels::launch_team_barrier(t, team.next_epoch(i), s), "launching the barrier after the exchange");
     unsigned long long* bad = nullptr;
     XS_CUDA(cudaMallocAsync(&bad, sizeof(unsigned long long) * world, s), "allocating mismatch counters");

@@ -11,7 +11,6 @@
 #include <limits>
 
 #include "kernels/attention/launch.hpp"
-#include "kernels/common/peer_pointers.hpp"
 #include "kernels/ulysses/launch.hpp"
 #include "ops/attention_params.hpp"
 #include "runtime/check.hpp"
@@ -75,7 +74,6 @@ void check_input(const char* name, const void* p) {
     throw InvalidArgument(fmt::format("ulysses: {} = {} is not 16-byte aligned", name, p));
 }
 
-ncclDataType_t nccl_type(AttentionDType t) { return t == AttentionDType::bf16 ? ncclBfloat16 : ncclFloat16; }
 
 }  // namespace
 
@@ -165,7 +163,7 @@ UlyssesAttention::UlyssesAttention(Team& team, const UlyssesConfig& cfg, const U
     Impl::Rank& R = I.ranks[i];
     const std::string where = fmt::format("ulysses: setting up rank {}", team.rank(i));
     XS_CUDA(cudaSetDevice(team.device(i)), where);
-    XS_CUDA(cudaDeviceGetAttribute(&R.sm_count, cudaDevAttrMultiProcessorCount, team.device(i)), where);
+    R.sm_count = team.sm_count(i);  // the rank's SMs: the whole GPU, or its virtual partition
     XS_CUDA(cudaMalloc(&R.scratch, I.scratch_bytes()), where + ": scratch");
     XS_CUDA(cudaMalloc(&R.recv, I.scratch_bytes()), where + ": receive buffer");
     ku::UlyssesArgs& u = R.args;
@@ -182,24 +180,17 @@ UlyssesAttention::UlyssesAttention(Team& team, const UlyssesConfig& cfg, const U
     XS_CUDA(cudaMalloc(&R.slice_flags, slices * sizeof(uint64_t)), where + ": slice flags");
     XS_CUDA(cudaMemset(R.slice_flags, 0, slices * sizeof(uint64_t)), where);
     XS_CUDA(cudaMalloc(&R.spans, slices * sizeof(uint64_t)), where + ": span records");
-    XS_CUDA(cudaStreamCreateWithFlags(&R.side, cudaStreamNonBlocking), where);
+    R.side = team.create_stream(i);
     XS_CUDA(cudaEventCreateWithFlags(&R.fork, cudaEventDisableTiming), where);
     XS_CUDA(cudaEventCreateWithFlags(&R.join, cudaEventDisableTiming), where);
-    void* outs[ku::kMaxRanks] = {};
-    void* counters[ku::kMaxRanks] = {};
-    void* ready_slots[ku::kMaxRanks] = {};
-    XS_CUDA(kernels::resolve_peer_pointers(I.out->window[i], 0, I.world, outs), where + ": peer output pointers");
-    XS_CUDA(kernels::resolve_peer_pointers(team.ctrl().window[i], I.ctrl_offset, I.world, counters),
-               where + ": peer counter pointers");
-    XS_CUDA(kernels::resolve_peer_pointers(team.ctrl().window[i], I.ctrl_offset + sizeof(uint64_t) * (1 + u.rank),
-                                         I.world, ready_slots),
-               where + ": peer ready pointers");
+    const PeerWindow& outs = I.out->peers[i];
+    const PeerWindow& ctrl = team.ctrl().peers[i];
     for (int p = 0; p < I.world; ++p) {
-      u.out[p] = outs[p];
-      u.counter[p] = static_cast<uint64_t*>(counters[p]);
-      u.ready_at_peer[p] = static_cast<uint64_t*>(ready_slots[p]);
+      u.out[p] = outs.at(p, 0);
+      u.counter[p] = static_cast<uint64_t*>(ctrl.at(p, I.ctrl_offset));
+      u.ready_at_peer[p] = static_cast<uint64_t*>(ctrl.at(p, I.ctrl_offset + sizeof(uint64_t) * (1 + u.rank)));
     }
-    u.ready = static_cast<const uint64_t*>(counters[u.rank]) + 1;
+    u.ready = static_cast<const uint64_t*>(ctrl.at(u.rank, I.ctrl_offset)) + 1;
     const TeamDevice td = team.device_view(i);
     u.status = td.status;
     u.timeout_ns = td.timeout_ns;
@@ -234,7 +225,9 @@ size_t UlyssesAttention::input_elems() const { return impl_->scratch_bytes() / k
 
 void UlyssesAttention::attention_only(int i, const void* q, const void* k, const void* v, cudaStream_t stream) {
   Impl& I = *impl_;
-  attention_forward(I.attention_args(q, k, v, I.ranks.at(i).scratch), stream);
+  AttentionArgs a = I.attention_args(q, k, v, I.ranks.at(i).scratch);
+  a.num_ctas = I.ranks.at(i).sm_count;
+  attention_forward(a, stream);
 }
 
 const model::UlyssesPlan& UlyssesAttention::plan(int i, const void* q, const void* k, const void* v,
@@ -299,13 +292,9 @@ void UlyssesAttention::forward(int i, const void* q, const void* k, const void* 
     attention_only(i, q, k, v, s);
     const size_t chunk = static_cast<size_t>(I.rows_per_rank) * I.heads_local * I.cfg.head_dim;  // elements
     const size_t per_batch = chunk * I.world;
-    XS_NCCL(ncclGroupStart(), what);
     for (int b = 0; b < I.cfg.batch; ++b)
-      XS_NCCL(ncclAlltoAll(static_cast<char*>(R.scratch) + b * per_batch * kElem,
-                           static_cast<char*>(R.recv) + b * per_batch * kElem, chunk, nccl_type(I.cfg.dtype),
-                           I.team.comm(i), s),
-              what);
-    XS_NCCL(ncclGroupEnd(), what);
+      I.team.all_to_all(i, static_cast<char*>(R.scratch) + b * per_batch * kElem,
+                        static_cast<char*>(R.recv) + b * per_batch * kElem, chunk * kElem, s);
     XS_CUDA(ku::launch_permute_received(R.recv, I.out->local[i], I.cfg.batch, I.world, I.rows_per_rank,
                                            I.heads_local, I.cfg.head_dim, s),
                what + ": permute");
@@ -327,6 +316,7 @@ void UlyssesAttention::forward(int i, const void* q, const void* k, const void* 
   u.spans = I.opts.record_spans ? R.spans : nullptr;
   if (u.spans) XS_CUDA(cudaMemsetAsync(R.spans, 0, sizeof(uint64_t) * u.num_slices(), s), what);
   AttentionArgs a = I.attention_args(q, k, v, R.scratch);
+  a.num_ctas = R.sm_count;
   ka::AttentionParams p = to_kernel_params(a);
 
   if (variant == UlyssesVariant::comm_sm) {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -10,8 +12,11 @@
 #include <thread>
 
 #include "runtime/check.hpp"
+#include "runtime/green_contexts.hpp"
 #include "runtime/nccl_v228.hpp"
+#include "runtime/window_peers.hpp"
 #include "xstage/rendezvous.hpp"
+#include "xstage/virtual_ranks.hpp"
 
 namespace xstage {
 
@@ -26,6 +31,10 @@ struct Team::Impl {
     cudaStream_t stream = nullptr;
     DeviceStatus* status = nullptr;
     uint64_t epoch = 0;
+    int sm_count = 0;
+    cudaEvent_t a2a_ready = nullptr;  // virtual all_to_all: this rank's send is complete
+    cudaEvent_t a2a_done = nullptr;   // virtual all_to_all: this rank has read its peers
+    const void* a2a_send = nullptr;
   };
   std::vector<Rank> ranks;
   std::list<SymmetricBuffer> buffers;  // list: references stay valid
@@ -34,6 +43,32 @@ struct Team::Impl {
   // stay with the selftests).
   size_t ctrl_next = CtrlLayout::kUserFlags + 4096;
   double timeout_s = 5.0;
+  bool virt = false;          // virtual ranks: SM partitions of one GPU, no NCCL
+  green::Partitions green;    // virtual ranks on green contexts (empty: reduced grids)
+  std::string story;          // how the SMs are split
+
+  // Host rendezvous of the local ranks' threads (virtual all_to_all), bounded by timeout_s.
+  std::mutex mu;
+  std::condition_variable cv;
+  int arrived = 0;
+  uint64_t generation = 0;
+  void host_barrier(int rank, const char* what) {
+    std::unique_lock<std::mutex> lk(mu);
+    const uint64_t gen = generation;
+    if (++arrived == static_cast<int>(ranks.size())) {
+      arrived = 0;
+      ++generation;
+      cv.notify_all();
+      return;
+    }
+    const auto limit = std::chrono::duration<double>(timeout_s);
+    if (!cv.wait_for(lk, limit, [&] { return generation != gen; })) {
+      --arrived;
+      throw Error(fmt::format("rank {}: {}: not every rank arrived within {} s (a rank that never calls, or "
+                              "called with a different shape?)",
+                              rank, what, timeout_s));
+    }
+  }
 
   // Collective NCCL calls: in local mode one thread issues them for every rank inside a group.
   // The caller's current GPU is restored afterwards.
@@ -73,6 +108,11 @@ void require_peer_access(const std::vector<int>& devs) {
     }
 }
 
+void alloc_status(Team::Impl::Rank& r) {
+  XS_CUDA(cudaMalloc(&r.status, sizeof(DeviceStatus)), "allocating the device status record");
+  XS_CUDA(cudaMemset(r.status, 0, sizeof(DeviceStatus)), "clearing the device status record");
+}
+
 void finish_setup(Team::Impl& t) {
   t.collective("creating NCCL device communicators", [](Team::Impl::Rank& r) {
     nccl::dev_comm_create(r.comm, /*lsa_barriers=*/16, &r.devcomm);
@@ -85,8 +125,8 @@ void finish_setup(Team::Impl& t) {
                               r.rank, nccl::lsa_size(r.devcomm), t.world));
     XS_CUDA(cudaSetDevice(r.device), "selecting GPU");
     XS_CUDA(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking), "creating a stream");
-    XS_CUDA(cudaMalloc(&r.status, sizeof(DeviceStatus)), "allocating the device status record");
-    XS_CUDA(cudaMemset(r.status, 0, sizeof(DeviceStatus)), "clearing the device status record");
+    XS_CUDA(cudaDeviceGetAttribute(&r.sm_count, cudaDevAttrMultiProcessorCount, r.device), "reading the SM count");
+    alloc_status(r);
   }
 }
 
@@ -108,6 +148,8 @@ std::unique_ptr<Team> Team::local(const TeamOptions& opts) {
   if (want < opts.min_gpus)
     throw InvalidArgument(fmt::format("this needs at least {} GPUs but {} {} available", opts.min_gpus, want,
                                       want == 1 ? "is" : "are"));
+  if (want > kMaxTeamSize)
+    throw InvalidArgument(fmt::format("{} GPUs asked for: xstage teams have at most {} ranks", want, kMaxTeamSize));
   auto impl = std::make_unique<Impl>();
   impl->world = want;
   impl->timeout_s = opts.wait_timeout_s;
@@ -130,43 +172,131 @@ std::unique_ptr<Team> Team::local(const TeamOptions& opts) {
   return t;
 }
 
-std::unique_ptr<Team> Team::from_launcher(const TeamOptions& opts, const LaunchEnv& env) {
-  keep_nvlink_multicast_off();
+namespace {
+
+// The checks both one-process-per-GPU entry points make before joining.
+void check_rank_placement(const TeamOptions& opts, int rank, int world, int device) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-  if (env.local_rank >= n)
-    throw InvalidArgument(fmt::format("LOCAL_RANK={} but only {} GPUs are visible to this process; start at most "
-                                      "{} ranks per node (one per GPU)",
-                                      env.local_rank, n, n));
-  if (env.world_size < opts.min_gpus)
-    throw InvalidArgument(fmt::format("this needs at least {} ranks but WORLD_SIZE={}", opts.min_gpus, env.world_size));
-  if (env.world_size > n)
+  if (world < 1 || rank < 0 || rank >= world)
+    throw InvalidArgument(fmt::format("rank {} of world size {} is not a valid rank", rank, world));
+  if (device < 0 || device >= n)
+    throw InvalidArgument(fmt::format("GPU {} requested (LOCAL_RANK) but only {} GPUs are visible to this process; "
+                                      "start at most {} ranks per node (one per GPU)",
+                                      device, n, n));
+  if (world < opts.min_gpus)
+    throw InvalidArgument(fmt::format("this needs at least {} ranks but WORLD_SIZE={}", opts.min_gpus, world));
+  if (world > n)
     throw InvalidArgument(fmt::format("WORLD_SIZE={} but this node has {} GPUs; xstage needs all ranks on one "
-                                      "NVLink node, one GPU each",
-                                      env.world_size, n));
-  std::vector<int> all(env.world_size);
-  for (int i = 0; i < env.world_size; ++i) all[i] = i;
+                                      "NVLink node, one GPU each (or virtual ranks on one GPU)",
+                                      world, n));
+  if (world > kMaxTeamSize)
+    throw InvalidArgument(fmt::format("WORLD_SIZE={}: xstage teams have at most {} ranks", world, kMaxTeamSize));
+  std::vector<int> all(world);
+  for (int i = 0; i < world; ++i) all[i] = i;
   require_peer_access(all);
-  XS_CUDA(cudaSetDevice(env.local_rank), fmt::format("selecting GPU {}", env.local_rank));
+}
+
+std::unique_ptr<Team::Impl> join_with_id(const TeamOptions& opts, int rank, int world, int device,
+                                         const std::vector<char>& blob) {
   ncclUniqueId id{};
-  std::vector<char> blob;
-  if (env.rank == 0) {
-    XS_NCCL(ncclGetUniqueId(&id), "creating the NCCL unique id");
-    blob.assign(reinterpret_cast<char*>(&id), reinterpret_cast<char*>(&id) + sizeof id);
-  }
-  blob = rendezvous_broadcast(env, blob);
-  if (blob.size() != sizeof id) throw Error("rendezvous: received an NCCL id of the wrong size");
+  if (blob.size() != sizeof id)
+    throw InvalidArgument(fmt::format("an NCCL unique id is {} bytes, got {}", sizeof id, blob.size()));
   std::memcpy(&id, blob.data(), sizeof id);
-  auto impl = std::make_unique<Impl>();
-  impl->world = env.world_size;
+  XS_CUDA(cudaSetDevice(device), fmt::format("selecting GPU {}", device));
+  auto impl = std::make_unique<Team::Impl>();
+  impl->world = world;
   impl->timeout_s = opts.wait_timeout_s;
-  Impl::Rank r;
-  r.rank = env.rank;
-  r.device = env.local_rank;
-  XS_NCCL(ncclCommInitRank(&r.comm, env.world_size, id, env.rank),
-          fmt::format("joining the NCCL communicator as rank {} of {}", env.rank, env.world_size));
+  Team::Impl::Rank r;
+  r.rank = rank;
+  r.device = device;
+  XS_NCCL(ncclCommInitRank(&r.comm, world, id, rank),
+          fmt::format("joining the NCCL communicator as rank {} of {}", rank, world));
   impl->ranks.push_back(r);
   finish_setup(*impl);
+  return impl;
+}
+
+}  // namespace
+
+std::vector<char> Team::new_unique_id() {
+  ncclUniqueId id{};
+  XS_NCCL(ncclGetUniqueId(&id), "creating the NCCL unique id");
+  return std::vector<char>(reinterpret_cast<char*>(&id), reinterpret_cast<char*>(&id) + sizeof id);
+}
+
+std::unique_ptr<Team> Team::from_unique_id(const TeamOptions& opts, int rank, int world, int device,
+                                           const std::vector<char>& id) {
+  keep_nvlink_multicast_off();
+  check_rank_placement(opts, rank, world, device);
+  std::unique_ptr<Team> t(new Team(join_with_id(opts, rank, world, device, id)));
+  t->impl_->ctrl = &t->alloc_symmetric(CtrlLayout::kBytes);
+  return t;
+}
+
+std::unique_ptr<Team> Team::from_launcher(const TeamOptions& opts, const LaunchEnv& env) {
+  keep_nvlink_multicast_off();
+  check_rank_placement(opts, env.rank, env.world_size, env.local_rank);
+  XS_CUDA(cudaSetDevice(env.local_rank), fmt::format("selecting GPU {}", env.local_rank));
+  std::vector<char> blob;
+  if (env.rank == 0) blob = new_unique_id();
+  blob = rendezvous_broadcast(env, blob);
+  if (blob.size() != sizeof(ncclUniqueId)) throw Error("rendezvous: received an NCCL id of the wrong size");
+  std::unique_ptr<Team> t(new Team(join_with_id(opts, env.rank, env.world_size, env.local_rank, blob)));
+  t->impl_->ctrl = &t->alloc_symmetric(CtrlLayout::kBytes);
+  return t;
+}
+
+std::unique_ptr<Team> Team::virtual_ranks(int P, const TeamOptions& opts) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    n = 0;
+  }
+  if (n == 0) throw InvalidArgument("virtual ranks need a GPU, and none is visible");
+  const int dev = opts.virtual_device;
+  if (dev < 0 || dev >= n)
+    throw InvalidArgument(fmt::format("virtual ranks on GPU {} but only {} GPUs are visible", dev, n));
+  if (P < opts.min_gpus)
+    throw InvalidArgument(fmt::format("this needs at least {} ranks but --virtual-ranks is {}", opts.min_gpus, P));
+  int sms = 0;
+  XS_CUDA(cudaSetDevice(dev), fmt::format("selecting GPU {}", dev));
+  XS_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "reading the SM count");
+  SmSplit plan;
+  if (std::string why = plan_sm_split(sms, P, &plan); !why.empty()) throw InvalidArgument(why);
+  XS_CUDA(cudaFree(nullptr), "initialising the GPU's primary context");
+
+  auto impl = std::make_unique<Impl>();
+  impl->world = P;
+  impl->timeout_s = opts.wait_timeout_s;
+  impl->virt = true;
+  using Mode = TeamOptions::SmPartition;
+  std::string green_why = "not asked for";
+  if (opts.partition != Mode::reduced_grids) green_why = green::create(dev, plan, &impl->green);
+  if (!green_why.empty() && opts.partition == Mode::green_contexts)
+    throw Error("virtual ranks: green contexts are not usable here: " + green_why);
+  const bool on_green = green_why.empty();
+  const int per_rank = on_green ? impl->green.sms_per_rank : plan.sms_per_rank;
+  impl->story = on_green ? fmt::format("green contexts, {} x {} SMs ({} unused)", P, per_rank, impl->green.unused)
+                         : fmt::format("reduced grids on plain streams, {} x {} SMs ({} unused; green contexts: {})",
+                                       P, per_rank, plan.unused, green_why);
+  if (green::lazy_module_loading())
+    impl->story += "; lazy module loading is on: export CUDA_MODULE_LOADING=EAGER before CUDA starts, or a "
+                   "kernel's first launch can wait behind another rank's waiting kernel";
+  for (int i = 0; i < P; ++i) {
+    Impl::Rank r;
+    r.rank = i;
+    r.device = dev;
+    r.sm_count = per_rank;
+    if (on_green)
+      r.stream = impl->green.streams[i];
+    else
+      XS_CUDA(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking), "creating a stream");
+    alloc_status(r);
+    XS_CUDA(cudaEventCreateWithFlags(&r.a2a_ready, cudaEventDisableTiming), "creating an event");
+    XS_CUDA(cudaEventCreateWithFlags(&r.a2a_done, cudaEventDisableTiming), "creating an event");
+    impl->ranks.push_back(r);
+  }
   std::unique_ptr<Team> t(new Team(std::move(impl)));
   t->impl_->ctrl = &t->alloc_symmetric(CtrlLayout::kBytes);
   return t;
@@ -176,6 +306,11 @@ namespace {
 // Deregister on every local rank, then free (sequential deregistration ran fine on 2.28.9
 // in single-process mode, where the destructor has always done it this way).
 void release_buffer(Team::Impl& t, SymmetricBuffer& b) {
+  if (t.virt) {
+    cudaSetDevice(t.ranks[0].device);
+    for (void* p : b.local) cudaFree(p);
+    return;
+  }
   for (size_t i = 0; i < b.local.size(); ++i) {
     cudaSetDevice(t.ranks[i].device);
     nccl::window_deregister(t.ranks[i].comm, b.window[i]);
@@ -210,10 +345,14 @@ Team::~Team() {
   for (auto& r : impl_->ranks) {
     cudaSetDevice(r.device);
     if (r.devcomm_ok) nccl::dev_comm_destroy(r.comm, &r.devcomm);
-    if (r.stream) cudaStreamDestroy(r.stream);
+    if (r.stream && impl_->green.streams.empty()) cudaStreamDestroy(r.stream);
     if (r.status) cudaFree(r.status);
+    if (r.a2a_ready) cudaEventDestroy(r.a2a_ready);
+    if (r.a2a_done) cudaEventDestroy(r.a2a_done);
   }
-  for (auto& r : impl_->ranks) ncclCommDestroy(r.comm);
+  green::destroy(impl_->green);  // its streams are the ranks' streams
+  for (auto& r : impl_->ranks)
+    if (r.comm) ncclCommDestroy(r.comm);
 }
 
 int Team::world_size() const { return impl_->world; }
@@ -221,7 +360,24 @@ int Team::local_count() const { return static_cast<int>(impl_->ranks.size()); }
 int Team::rank(int i) const { return impl_->ranks.at(i).rank; }
 int Team::device(int i) const { return impl_->ranks.at(i).device; }
 cudaStream_t Team::stream(int i) const { return impl_->ranks.at(i).stream; }
-ncclComm_t Team::comm(int i) const { return impl_->ranks.at(i).comm; }
+ncclComm_t Team::comm(int i) const {
+  if (impl_->virt)
+    throw InvalidArgument("a team of virtual ranks has no NCCL communicator (NCCL takes one rank per GPU)");
+  return impl_->ranks.at(i).comm;
+}
+bool Team::is_virtual() const { return impl_->virt; }
+const char* Team::kind() const { return impl_->virt ? "virtual" : "gpus"; }
+int Team::sm_count(int i) const { return impl_->ranks.at(i).sm_count; }
+std::string Team::partition_story() const { return impl_->story; }
+
+cudaStream_t Team::create_stream(int i) {
+  cudaStream_t s = nullptr;
+  if (!impl_->green.contexts.empty())
+    XS_CUDA(green::create_stream(impl_->green, i, &s), "creating a stream in a virtual rank's SM partition");
+  else
+    XS_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "creating a stream");
+  return s;
+}
 const SymmetricBuffer& Team::ctrl() const { return *impl_->ctrl; }
 uint64_t Team::next_epoch(int i) { return ++impl_->ranks.at(i).epoch; }
 
@@ -240,7 +396,7 @@ TeamDevice Team::device_view(int i) const {
   TeamDevice d;
   d.rank = r.rank;
   d.world = impl_->world;
-  d.ctrl = impl_->ctrl ? impl_->ctrl->window[i] : nullptr;
+  if (impl_->ctrl) d.ctrl = impl_->ctrl->peers[i];
   d.status = r.status;
   d.timeout_ns = static_cast<uint64_t>(impl_->timeout_s * 1e9);
   return d;
@@ -248,26 +404,74 @@ TeamDevice Team::device_view(int i) const {
 
 SymmetricBuffer& Team::alloc_symmetric(size_t bytes) {
   if (bytes == 0) throw InvalidArgument("symmetric buffer of 0 bytes");
+  const int n = static_cast<int>(impl_->ranks.size());
   SymmetricBuffer b;
   b.bytes = bytes;
-  b.local.resize(impl_->ranks.size());
-  b.window.resize(impl_->ranks.size());
+  b.local.resize(n);
+  b.window.resize(n);
+  b.peers.resize(n);
   const std::string what = fmt::format("allocating a symmetric buffer of {} bytes", bytes);
   int current = 0;
   XS_CUDA(cudaGetDevice(&current), what);
-  for (size_t i = 0; i < impl_->ranks.size(); ++i) {
-    XS_CUDA(cudaSetDevice(impl_->ranks[i].device), what);
-    XS_NCCL(ncclMemAlloc(&b.local[i], bytes), what);
-    XS_CUDA(cudaMemset(b.local[i], 0, bytes), what);
+  if (impl_->virt) {
+    // One allocation per rank on the shared GPU; every rank sees every copy directly.
+    XS_CUDA(cudaSetDevice(impl_->ranks[0].device), what);
+    for (int i = 0; i < n; ++i) {
+      cudaError_t e = cudaMalloc(&b.local[i], bytes);
+      if (e != cudaSuccess) {
+        for (int k = 0; k < i; ++k) cudaFree(b.local[k]);
+        XS_CUDA(e, what);
+      }
+      XS_CUDA(cudaMemset(b.local[i], 0, bytes), what);
+    }
     XS_CUDA(cudaDeviceSynchronize(), what);
+    for (int i = 0; i < n; ++i)
+      for (int p = 0; p < n; ++p) b.peers[i].base[p] = static_cast<char*>(b.local[p]);
+  } else {
+    for (int i = 0; i < n; ++i) {
+      XS_CUDA(cudaSetDevice(impl_->ranks[i].device), what);
+      XS_NCCL(ncclMemAlloc(&b.local[i], bytes), what);
+      XS_CUDA(cudaMemset(b.local[i], 0, bytes), what);
+      XS_CUDA(cudaDeviceSynchronize(), what);
+    }
+    impl_->collective(what.c_str(), [&](Impl::Rank& r) {
+      const size_t k = static_cast<size_t>(&r - impl_->ranks.data());
+      nccl::window_register(r.comm, b.local[k], bytes, &b.window[k]);
+    });
+    for (int i = 0; i < n; ++i) {
+      XS_CUDA(cudaSetDevice(impl_->ranks[i].device), what);
+      XS_CUDA(nccl::resolve_window_peers(b.window[i], impl_->world, &b.peers[i]), what + ": peer addresses");
+    }
   }
-  impl_->collective(what.c_str(), [&](Impl::Rank& r) {
-    const size_t k = static_cast<size_t>(&r - impl_->ranks.data());
-    nccl::window_register(r.comm, b.local[k], bytes, &b.window[k]);
-  });
   XS_CUDA(cudaSetDevice(current), what);
   impl_->buffers.push_back(std::move(b));
   return impl_->buffers.back();
+}
+
+void Team::all_to_all(int i, const void* send, void* recv, size_t bytes_per_peer, cudaStream_t s) {
+  Impl::Rank& me = impl_->ranks.at(i);
+  const std::string what = fmt::format("all-to-all of {} bytes per peer (rank {})", bytes_per_peer, me.rank);
+  if (!impl_->virt) {
+    XS_NCCL(ncclAlltoAll(send, recv, bytes_per_peer, ncclChar, me.comm, s), what);
+    return;
+  }
+  // Copies between the ranks' buffers on the one GPU, ordered by events: every rank's send
+  // must be complete before anyone reads it, and nobody reuses its send buffer until every
+  // rank has read it.
+  me.a2a_send = send;
+  XS_CUDA(cudaEventRecord(me.a2a_ready, s), what);
+  impl_->host_barrier(me.rank, "all-to-all");
+  for (size_t p = 0; p < impl_->ranks.size(); ++p) {
+    const Impl::Rank& peer = impl_->ranks[p];
+    XS_CUDA(cudaStreamWaitEvent(s, peer.a2a_ready), what);
+    XS_CUDA(cudaMemcpyAsync(static_cast<char*>(recv) + p * bytes_per_peer,
+                            static_cast<const char*>(peer.a2a_send) + static_cast<size_t>(me.rank) * bytes_per_peer,
+                            bytes_per_peer, cudaMemcpyDeviceToDevice, s),
+            what);
+  }
+  XS_CUDA(cudaEventRecord(me.a2a_done, s), what);
+  impl_->host_barrier(me.rank, "all-to-all");
+  for (const auto& peer : impl_->ranks) XS_CUDA(cudaStreamWaitEvent(s, peer.a2a_done), what);
 }
 
 void Team::run(const std::function<void(int)>& fn) {

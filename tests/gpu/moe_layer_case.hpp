@@ -47,7 +47,6 @@ inline std::unique_ptr<Team> gpu_team(int gpus, double timeout_s) {
   o.wait_timeout_s = timeout_s;
   return Team::local(o);
 }
-inline std::unique_ptr<Team> two_gpu_team(double timeout_s) { return gpu_team(2, timeout_s); }
 
 // Expert slice [e0, e0 + epr) of a per-expert array (each expert holds size / experts
 // elements); null for an empty array (a format without it).
@@ -94,13 +93,27 @@ using LayerFactory = std::function<LayerForward(Team&, const ops::EpMoeConfig&)>
 
 // Builds the layer with `make`, runs two calls on every rank and compares each rank's output
 // with the host reference (relative L2 error below 2e-2, every element finite).
+using RoutingEdit = std::function<void(moe::Routing&)>;
+
+// Every token routed to the experts of the first half of the ranks only: the other ranks'
+// experts get no row (empty ranks), while they still send and receive.
+inline void route_to_first_half(moe::Routing& r) {
+  const int k = r.shape.top_k;
+  const int h = std::max(k, r.experts_per_rank * std::max(1, r.ranks / 2));
+  for (auto& rr : r.per_rank)
+    for (int t = 0; t < r.tokens_per_rank; ++t)
+      for (int j = 0; j < k; ++j) rr.experts[size_t(t) * k + j] = (t + j) % h;
+}
+
 inline void check_layer(Team& team, const moe::ModelShape& shape, int tokens, moe::RoutingKind kind, uint64_t seed,
-                        const std::string& label, const LayerFactory& make, ops::MoeQuant quant = ops::MoeQuant::w8a8) {
+                        const std::string& label, const LayerFactory& make, ops::MoeQuant quant = ops::MoeQuant::w8a8,
+                        const RoutingEdit& edit = {}) {
   const int P = team.world_size();
   moe::RoutingConfig rc;
   rc.kind = kind;
   rc.seed = seed;
-  const moe::Routing r = moe::make_routing(shape, P, tokens, rc);
+  moe::Routing r = moe::make_routing(shape, P, tokens, rc);
+  if (edit) edit(r);
   const ops::MoeLayerWeights w =
       ops::make_moe_layer_weights(shape.experts, shape.hidden, shape.intermediate, seed + 1, quant);
   const auto in = ops::make_moe_layer_inputs(r, seed + 2);
@@ -158,47 +171,50 @@ inline void check_layer(Team& team, const moe::ModelShape& shape, int tokens, mo
   team.run([&](int i) { free_rank(dev[i]); });
 }
 
-// Rank 1's routing names expert 4 of 4: rank 1 reports it as bad input; rank 0 either
-// completes (if rank 1 got past its waits first) or gets a bounded-wait error - never a hang.
-inline void check_bad_expert(const LayerFactory& make) {
-  auto team = two_gpu_team(2.0);
-  const moe::ModelShape shape{"small", 256, 256, 4, 2, 0, 0};
-  moe::Routing r = moe::make_routing(shape, 2, 8, {});
-  r.per_rank[1].experts[5] = 4;  // experts are 0..3
-  const auto w = ops::make_moe_layer_weights(4, 256, 256, 1);
+// The last rank's routing names expert E of E: that rank reports it as bad input; every other
+// rank either completes (if the bad rank got past its waits first) or gets a bounded-wait
+// error - never a hang.
+inline void check_bad_expert(Team& team, const LayerFactory& make) {
+  const int P = team.world_size(), E = 2 * P;
+  const moe::ModelShape shape{"small", 256, 256, E, 2, 0, 0};
+  moe::Routing r = moe::make_routing(shape, P, 8, {});
+  r.per_rank[P - 1].experts[5] = E;  // experts are 0..E-1
+  const auto w = ops::make_moe_layer_weights(E, 256, 256, 1);
   const auto in = ops::make_moe_layer_inputs(r, 2);
-  const LayerForward forward = make(*team, {256, 256, 4, 2, 8});
-  std::vector<std::string> errors(team->local_count());
-  team->run([&](int i) {
-    const ops::EpMoeRankInputs d = upload_rank(r, w, in, team->rank(i), 2);
-    forward(i, d, team->stream(i));
-    EP_T(cudaStreamSynchronize(team->stream(i)));
+  const LayerForward forward = make(team, {256, 256, E, 2, 8});
+  std::vector<std::string> errors(team.local_count());
+  team.run([&](int i) {
+    const ops::EpMoeRankInputs d = upload_rank(r, w, in, team.rank(i), 2);
+    forward(i, d, team.stream(i));
+    EP_T(cudaStreamSynchronize(team.stream(i)));
     try {
-      team->check_device_status(i);
+      team.check_device_status(i);
     } catch (const Error& e) {
       errors[i] = e.what();
     }
     free_rank(d);
   });
-  EXPECT_TRUE(errors[0].empty() || errors[0].find("MoE") != std::string::npos) << errors[0];
-  EXPECT_NE(errors[1].find("outside [0, experts)"), std::string::npos) << errors[1];
-  EXPECT_NE(errors[1].find("got 4"), std::string::npos) << errors[1];
+  for (int i = 0; i + 1 < P; ++i)
+    EXPECT_TRUE(errors[i].empty() || errors[i].find("MoE") != std::string::npos) << errors[i];
+  EXPECT_NE(errors[P - 1].find("outside [0, experts)"), std::string::npos) << errors[P - 1];
+  EXPECT_NE(errors[P - 1].find("got " + std::to_string(E)), std::string::npos) << errors[P - 1];
 }
 
-// Only local rank 0 calls; its waits for rank 1 must time out into an error that names MoE.
-inline void check_rank_never_calls(const LayerFactory& make) {
-  auto team = two_gpu_team(1.0);
-  const moe::ModelShape shape{"small", 256, 256, 4, 2, 0, 0};
-  const moe::Routing r = moe::make_routing(shape, 2, 8, {});
-  const auto w = ops::make_moe_layer_weights(4, 256, 256, 1);
+// Only local rank 0 calls; its waits for the other ranks must time out into an error that
+// names MoE.
+inline void check_rank_never_calls(Team& team, const LayerFactory& make) {
+  const int P = team.world_size(), E = 2 * P;
+  const moe::ModelShape shape{"small", 256, 256, E, 2, 0, 0};
+  const moe::Routing r = moe::make_routing(shape, P, 8, {});
+  const auto w = ops::make_moe_layer_weights(E, 256, 256, 1);
   const auto in = ops::make_moe_layer_inputs(r, 2);
-  const LayerForward forward = make(*team, {256, 256, 4, 2, 8});
-  EP_T(cudaSetDevice(team->device(0)));
+  const LayerForward forward = make(team, {256, 256, E, 2, 8});
+  EP_T(cudaSetDevice(team.device(0)));
   const ops::EpMoeRankInputs d = upload_rank(r, w, in, 0, 2);
-  forward(0, d, team->stream(0));
-  EP_T(cudaStreamSynchronize(team->stream(0)));
+  forward(0, d, team.stream(0));
+  EP_T(cudaStreamSynchronize(team.stream(0)));
   try {
-    team->check_device_status(0);
+    team.check_device_status(0);
     ADD_FAILURE() << "no timeout reported";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("MoE"), std::string::npos) << e.what();

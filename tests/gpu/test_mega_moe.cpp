@@ -35,21 +35,39 @@ const char* name(moe::MoeSchedule s) { return s == moe::MoeSchedule::expert_wave
 
 }  // namespace
 
-TEST(MegaMoe, MatchesTheHostReferenceOfTheLayer) {
-  XS_REQUIRE_GPUS(2);
-  auto team = two_gpu_team(10);
+// P ranks: real GPUs where there are enough, else virtual ranks of one GPU (each on its own
+// SM partition, so the cooperative grid is the partition's SMs).
+class MegaMoeRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(MegaMoeRanks, MatchesTheHostReferenceOfTheLayer) {
+  const int P = GetParam();
+  XS_TEAM(team, P, 10.0);
   for (auto which : {moe::MoeSchedule::expert_wave, moe::MoeSchedule::interleaved}) {
     check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 40, moe::RoutingKind::skewed, 11, name(which), mega(which));
     check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 40, moe::RoutingKind::balanced, 12, name(which), mega(which));
     check_layer(*team, moe::ModelShape{"wide", 512, 256, 16, 2, 0, 0}, 1, moe::RoutingKind::skewed, 13, name(which), mega(which));
-    check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 4, 2, 0, 0}, 70, moe::RoutingKind::balanced, 14, name(which), mega(which));
+    check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 8, 2, 0, 0}, 70, moe::RoutingKind::balanced, 14, name(which), mega(which));
     // More tiles than CTAs: several waves, Linear-2 tiles waiting on other CTAs' Linear-1 tiles.
     check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 150, moe::RoutingKind::skewed, 15, name(which), mega(which));
     // The static tile split (c, c + K, ...) instead of dynamic claiming.
     check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 150, moe::RoutingKind::skewed, 16,
                 std::string(name(which)) + " static", mega(which, 0, false));
+    check_layer(*team, moe::ModelShape{"small", 256, 384, 2 * P, 2, 0, 0}, 24, moe::RoutingKind::balanced, 17,
+                std::string(name(which)) + " empty ranks", mega(which), ops::MoeQuant::w8a8, route_to_first_half);
   }
 }
+
+TEST_P(MegaMoeRanks, AnExpertIdOutOfRangeIsAClearError) {
+  XS_TEAM(team, GetParam(), 2.0);
+  check_bad_expert(*team, mega(moe::MoeSchedule::interleaved));
+}
+
+TEST_P(MegaMoeRanks, ARankThatNeverCallsGivesTheOthersATimeout) {
+  XS_TEAM(team, GetParam(), 1.0);
+  check_rank_never_calls(*team, mega(moe::MoeSchedule::expert_wave));
+}
+
+INSTANTIATE_TEST_SUITE_P(P, MegaMoeRanks, ::testing::Values(2, 4, 8));
 
 // One rank: every expert local, dispatch and combine inside one GPU; the same kernel and checks.
 TEST(MegaMoe, OneGpuMatchesTheHostReferenceOfTheLayer) {
@@ -78,8 +96,7 @@ TEST(MegaMoe, OneGpuFewCtas) {
 }
 
 TEST(MegaMoe, RecordsOneSpanPerLinear2PieceAndRunsTheLocalControl) {
-  XS_REQUIRE_GPUS(2);
-  auto team = two_gpu_team(10);
+  XS_TEAM(team, 2, 10.0);
   const moe::ModelShape shape{"dit-like", 1408, 640, 4, 2, 0, 0};
   const int tokens = 300;
   const moe::Routing r = moe::make_routing(shape, 2, tokens, {});
@@ -128,8 +145,7 @@ TEST(MegaMoe, RecordsOneSpanPerLinear2PieceAndRunsTheLocalControl) {
 }
 
 TEST(MegaMoe, BadConfigsAreClearErrors) {
-  XS_REQUIRE_GPUS(2);
-  auto team = two_gpu_team(2);
+  XS_TEAM(team, 2, 2.0);
   EXPECT_THROW(ops::MegaMoeLayer(*team, {256, 256, 7, 2, 8}, preset()), InvalidArgument);   // 7 experts over 2 ranks
   EXPECT_THROW(ops::MegaMoeLayer(*team, {200, 256, 8, 2, 8}, preset()), InvalidArgument);   // hidden
   EXPECT_THROW(ops::MegaMoeLayer(*team, {256, 200, 8, 2, 8}, preset()), InvalidArgument);   // intermediate
@@ -145,13 +161,5 @@ TEST(MegaMoe, W4A8WeightsAreAClearError) {
   EXPECT_THROW(layer.forward(0, d, team->stream(0)), InvalidArgument);
 }
 
-TEST(MegaMoe, AnExpertIdOutOfRangeIsAClearError) {
-  XS_REQUIRE_GPUS(2);
-  check_bad_expert(mega(moe::MoeSchedule::interleaved));
-}
 
-TEST(MegaMoe, ARankThatNeverCallsGivesTheOtherATimeout) {
-  XS_REQUIRE_GPUS(2);
-  check_rank_never_calls(mega(moe::MoeSchedule::expert_wave));
-}
 #endif

@@ -2,6 +2,7 @@
 // consistent timings; invalid configurations are rejected before launching.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "gpu/gpu_env.hpp"
@@ -24,17 +25,19 @@ ProbePoint cfg(int k, long long b, double g, const char* store, const char* dest
 }
 }  // namespace
 
-TEST(Probe, EveryStoreAndDestinationMeasures) {
-  XS_REQUIRE_GPUS(2);
-  TeamOptions o;
-  o.gpus = 2;
-  auto team = Team::local(o);
+// Every destination kind with 2, 4 and 8 ranks (real GPUs, else virtual ranks of one GPU,
+// where "remote" stores land in another rank's allocation on the same GPU).
+class ProbeRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(ProbeRanks, EveryStoreAndDestinationMeasures) {
+  XS_TEAM(team, GetParam(), 5.0);
   ops::Prober pr(*team, 64 << 20);
+  const int K = std::min(16, pr.sm_count());
   EXPECT_GT(pr.clock_ghz(), 0.5);
   EXPECT_LT(pr.clock_ghz(), 3.0);
   for (const char* store : {"v4", "v4_release", "v4_noalloc", "bulk"})
     for (const char* dest : {"peer", "all_peers", "local"}) {
-      ProbePoint p = pr.measure(cfg(16, 16384 + 16 * 3, 2.0, store, dest));
+      ProbePoint p = pr.measure(cfg(K, 16384 + 16 * 3, 2.0, store, dest));
       SCOPED_TRACE(std::string(store) + " -> " + dest);
       EXPECT_TRUE(std::isfinite(p.steady_issue_us));
       EXPECT_GT(p.steady_issue_us, 0.0);
@@ -53,11 +56,10 @@ TEST(Probe, EveryStoreAndDestinationMeasures) {
     }
 }
 
+INSTANTIATE_TEST_SUITE_P(P, ProbeRanks, ::testing::Values(2, 4, 8));
+
 TEST(Probe, WorkGapTakesRoughlyTheRequestedTime) {
-  XS_REQUIRE_GPUS(2);
-  TeamOptions o;
-  o.gpus = 2;
-  auto team = Team::local(o);
+  XS_TEAM(team, 2, 5.0);
   ops::Prober pr(*team, 64 << 20);
   ProbePoint c = cfg(8, 4096, 5.0, "v4", "peer");
   c.gap_kind = "work";
@@ -66,10 +68,7 @@ TEST(Probe, WorkGapTakesRoughlyTheRequestedTime) {
 }
 
 TEST(Probe, InvalidConfigurationsAreRejected) {
-  XS_REQUIRE_GPUS(2);
-  TeamOptions o;
-  o.gpus = 2;
-  auto team = Team::local(o);
+  XS_TEAM(team, 2, 5.0);
   ops::Prober pr(*team, 16 << 20);
   EXPECT_THROW(pr.validate(cfg(pr.sm_count() + 1, 4096, 0, "v4", "peer")), InvalidArgument);
   EXPECT_THROW(pr.validate(cfg(4, 24, 0, "v4", "peer")), InvalidArgument);

@@ -1,5 +1,6 @@
-// Runtime on real GPUs: symmetric windows, device-initiated remote stores, the timed barrier,
-// the timeout path and bad-input errors (single-process mode; launcher mode is the ctest
+// Runtime: symmetric windows, device-initiated remote stores, the timed barrier, the timeout
+// path and bad-input errors, with 2, 4 and 8 ranks on real GPUs where the machine has them,
+// else on virtual ranks of one GPU (single-process mode; launcher mode is the ctest
 // gpu.launcher_mode_exchange).
 #include <gtest/gtest.h>
 
@@ -24,51 +25,8 @@ TEST(Topology, ReportsEveryGpuAndPair) {
   EXPECT_EQ(j["gpu_count"].get<int>(), gputest::visible_gpus());
 }
 
-TEST(TeamLocal, ExchangePatternBetweenTwoGpus) {
-  XS_REQUIRE_GPUS(2);
-  TeamOptions o;
-  o.gpus = 2;
-  auto team = Team::local(o);
-  ASSERT_EQ(team->world_size(), 2);
-  // Awkward sizes included: one vector, a page plus a vector, a MiB plus three vectors.
-  uint32_t salt = 7;
-  for (size_t bytes : {size_t(16), size_t(4096 + 16), size_t((1 << 20) + 48)}) {
-    auto rep = ops::exchange_selftest(*team, bytes, salt++);
-    ASSERT_EQ(rep.size(), 2u);
-    for (const auto& r : rep)
-      for (int src = 0; src < 2; ++src)
-        EXPECT_EQ(r.wrong_words[src], 0u) << "rank " << r.rank << " from rank " << src << ", " << bytes << " B";
-  }
-}
 
-TEST(TeamLocal, ExchangeOnEveryVisibleGpu) {
-  int n = gputest::visible_gpus();
-  if (n < 3) GTEST_SKIP() << "needs >= 3 GPUs to go beyond the 2-GPU test, found " << n;
-  XS_REQUIRE_GPUS(n);
-  auto team = Team::local({});
-  auto rep = ops::exchange_selftest(*team, 65536 + 16, 99);
-  for (const auto& r : rep)
-    for (int src = 0; src < n; ++src) EXPECT_EQ(r.wrong_words[src], 0u);
-}
 
-TEST(TeamLocal, WaitOnFlagNobodySetsTimesOutWithClearError) {
-  XS_REQUIRE_GPUS(2);
-  TeamOptions o;
-  o.gpus = 2;
-  o.wait_timeout_s = 0.5;
-  auto team = Team::local(o);
-  double secs = 0;
-  std::string err = ops::timeout_selftest(*team, 1, &secs);
-  ASSERT_FALSE(err.empty()) << "the wait did not report a timeout";
-  EXPECT_NE(err.find("rank 1"), std::string::npos) << err;
-  EXPECT_NE(err.find("timed out"), std::string::npos) << err;
-  EXPECT_NE(err.find("never set"), std::string::npos) << err;
-  EXPECT_GE(secs, 0.45);
-  EXPECT_LT(secs, 3.0) << "timeout took far longer than its bound";
-  // The team stays usable after a reported timeout.
-  auto rep = ops::exchange_selftest(*team, 256, 3);
-  EXPECT_EQ(rep[0].wrong_words[1], 0u);
-}
 
 TEST(TeamLocal, TooManyGpusIsAClearError) {
   XS_REQUIRE_GPUS(1);
@@ -87,9 +45,123 @@ TEST(TeamLocal, TooManyGpusIsAClearError) {
 }
 
 TEST(TeamLocal, BadSelftestSizeIsRejected) {
-  XS_REQUIRE_GPUS(2);
-  TeamOptions o;
-  o.gpus = 2;
-  auto team = Team::local(o);
+  XS_TEAM(team, 2, 5.0);
   EXPECT_THROW(ops::exchange_selftest(*team, 24, 1), InvalidArgument);
+}
+
+// --- P ranks: real GPUs where there are enough, else virtual ranks of one GPU ---------------
+#include "kernels/selftest/exchange.hpp"
+
+class TeamRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(TeamRanks, ExchangeAndBarrierBetweenEveryPair) {
+  const int P = GetParam();
+  XS_TEAM(team, P, 10.0);
+  ASSERT_EQ(team->world_size(), P);
+  for (int i = 0; i < team->local_count(); ++i) EXPECT_GT(team->sm_count(i), 0);
+  uint32_t salt = 17;
+  for (size_t bytes : {size_t(16), size_t(4096 + 16), size_t((1 << 20) + 48)}) {
+    auto rep = ops::exchange_selftest(*team, bytes, salt++);
+    ASSERT_EQ(static_cast<int>(rep.size()), P);
+    for (const auto& r : rep)
+      for (int src = 0; src < P; ++src)
+        EXPECT_EQ(r.wrong_words[src], 0u) << "rank " << r.rank << " from rank " << src << ", " << bytes << " B";
+  }
+}
+
+TEST_P(TeamRanks, WaitOnFlagNobodySetsTimesOutOnEveryRank) {
+  const int P = GetParam();
+  XS_TEAM(team, P, 0.5);
+  for (int i : {0, P - 1}) {
+    double secs = 0;
+    std::string err = ops::timeout_selftest(*team, i, &secs);
+    ASSERT_FALSE(err.empty()) << "rank " << i << ": the wait did not report a timeout";
+    EXPECT_NE(err.find("rank " + std::to_string(team->rank(i))), std::string::npos) << err;
+    EXPECT_NE(err.find("timed out"), std::string::npos) << err;
+    EXPECT_LT(secs, 10.0) << "the wait was not bounded";
+  }
+  auto rep = ops::exchange_selftest(*team, 256, 3);  // still usable afterwards
+  for (const auto& r : rep) EXPECT_EQ(r.wrong_words[0], 0u);
+}
+
+// The last rank never reaches the barrier: every other rank's barrier ends in a timeout
+// error that names the barrier, within the bound.
+TEST_P(TeamRanks, ARankThatSkipsTheBarrierTimesOutEveryOther) {
+  const int P = GetParam();
+  XS_TEAM(team, P, 0.5);
+  std::vector<std::string> err(team->local_count());
+  const auto t0 = std::chrono::steady_clock::now();
+  team->run([&](int i) {
+    if (team->rank(i) == P - 1) return;
+    cudaStream_t s = team->stream(i);
+    ASSERT_EQ(kernels::launch_team_barrier(team->device_view(i), team->next_epoch(i), s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    try {
+      team->check_device_status(i);
+    } catch (const Error& e) {
+      err[i] = e.what();
+    }
+  });
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int i = 0; i < team->local_count(); ++i) {
+    if (team->rank(i) == P - 1) continue;
+    EXPECT_NE(err[i].find("timed out"), std::string::npos) << "rank " << i << ": '" << err[i] << "'";
+  }
+  EXPECT_LT(secs, 10.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(P, TeamRanks, ::testing::Values(2, 4, 8));
+
+TEST(VirtualRanks, ImpossibleSplitsAreClearErrors) {
+  XS_REQUIRE_GPUS(1);
+  TeamOptions o;
+  EXPECT_THROW(Team::virtual_ranks(0, o), InvalidArgument);
+  EXPECT_THROW(Team::virtual_ranks(9, o), InvalidArgument);
+  o.virtual_device = gputest::visible_gpus();
+  EXPECT_THROW(Team::virtual_ranks(2, o), InvalidArgument);
+}
+
+namespace {
+// A 4-rank virtual team in `mode` exchanges correctly, has no NCCL communicator, and gives
+// every rank an SM partition of whole 8-SM granules that together fit the GPU.
+void check_partition_mode(Team& t) {
+  std::printf("[ team     ] %s\n", t.partition_story().c_str());
+  EXPECT_TRUE(t.is_virtual());
+  EXPECT_STREQ(t.kind(), "virtual");
+  EXPECT_THROW(t.comm(0), InvalidArgument);
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_LE(t.sm_count(i) * 4, sms);
+    EXPECT_EQ(t.sm_count(i) % kSmPartitionGranularity, 0);
+  }
+  auto rep = ops::exchange_selftest(t, 4096, 5);
+  for (const auto& r : rep)
+    for (int src = 0; src < 4; ++src) EXPECT_EQ(r.wrong_words[src], 0u);
+}
+}  // namespace
+
+TEST(VirtualRanks, ReducedGridsExchangeAndSizeGridsFromTheirPartition) {
+  XS_REQUIRE_GPUS(1);
+  TeamOptions o;
+  o.partition = TeamOptions::SmPartition::reduced_grids;
+  auto t = Team::virtual_ranks(4, o);
+  EXPECT_NE(t->partition_story().find("reduced grids"), std::string::npos) << t->partition_story();
+  check_partition_mode(*t);
+}
+
+// Green contexts where the driver has them; where it does not, the skip carries the driver's
+// own refusal (and auto mode falls back to reduced grids, tested above).
+TEST(VirtualRanks, GreenContextsExchangeAndSizeGridsFromTheirPartition) {
+  XS_REQUIRE_GPUS(1);
+  TeamOptions o;
+  o.partition = TeamOptions::SmPartition::green_contexts;
+  std::unique_ptr<Team> t;
+  try {
+    t = Team::virtual_ranks(4, o);
+  } catch (const Error& e) {
+    GTEST_SKIP() << "green contexts not usable on this machine: " << e.what();
+  }
+  EXPECT_NE(t->partition_story().find("green contexts"), std::string::npos) << t->partition_story();
+  check_partition_mode(*t);
 }

@@ -161,66 +161,82 @@ void run_case(Team& team, const Case& c, uint64_t seed) {
   }
 }
 
-std::unique_ptr<Team> two_gpu_team(double timeout_s = 10) {
-  TeamOptions o;
-  o.gpus = 2;
-  o.min_gpus = 2;
-  o.wait_timeout_s = timeout_s;
-  return Team::local(o);
+}  // namespace
+
+// P ranks (real GPUs or virtual ranks of one GPU). Shapes scale with P: rows per rank that are
+// not a multiple of the 128/192-row tiles (a tile straddles two shards), 1 and 3 heads per rank.
+class UlyssesRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(UlyssesRanks, AllVariantsMatchFullAttentionThenAllToAll_D128) {
+  const int P = GetParam();
+  XS_TEAM(team, P, 10.0);
+  run_case(*team, {1, P * 512, P * 1, 128}, 11);  // tiles align with shards; one head per rank
+  run_case(*team, {1, P * 585, P * 3, 128}, 12);  // 585 rows per rank: tiles straddle shards; 3 heads per rank
+  run_case(*team, {2, P * 300, P * 2, 128}, 13);  // batch 2
+}
+
+TEST_P(UlyssesRanks, AllVariantsMatchFullAttentionThenAllToAll_D64) {
+  const int P = GetParam();
+  XS_TEAM(team, P, 10.0);
+  run_case(*team, {1, P * 385, P * 3, 64}, 21);  // 192-row tiles, empty last slices, 3 heads per rank
+  run_case(*team, {2, P * 256, P * 1, 64}, 22);  // batch 2, one head per rank
+}
+
+// The model's plan is one chunk per slice for these shapes; forcing small chunks exercises
+// the multi-chunk schedule: chunks at successive key blocks, and (few key blocks for many
+// chunks of one store each) the last hook call sending whatever is left.
+TEST_P(UlyssesRanks, FusedShapedWithForcedChunksMatches) {
+  const int P = GetParam();
+  XS_TEAM(team, P, 10.0);
+  run_case(*team, {1, P * 150, P * 2, 128, 1}, 31);  // more chunks than hook calls
+  run_case(*team, {1, P * 585, P * 1, 128, 3}, 32);  // 3 + 3 + 2 stores; tiles straddle shards
+  run_case(*team, {1, P * 385, P * 3, 64, 1}, 33);   // d = 64: 4 chunks, empty last slices
+}
+
+namespace {
+
+struct Inputs {
+  void *q = nullptr, *k = nullptr, *v = nullptr;
+  explicit Inputs(size_t bytes) {
+    if (cudaMalloc(&q, bytes) != cudaSuccess || cudaMalloc(&k, bytes) != cudaSuccess ||
+        cudaMalloc(&v, bytes) != cudaSuccess)
+      throw Error("allocating test inputs");
+    gputest::fill_random_16bit(q, bytes / 2, AttentionDType::bf16, 5, 1.f, nullptr);
+    gputest::fill_random_16bit(k, bytes / 2, AttentionDType::bf16, 6, 1.f, nullptr);
+    gputest::fill_random_16bit(v, bytes / 2, AttentionDType::bf16, 7, 1.f, nullptr);
+    cudaDeviceSynchronize();
+  }
+  ~Inputs() {
+    cudaFree(q);
+    cudaFree(k);
+    cudaFree(v);
+  }
+};
+
+std::unique_ptr<ops::UlyssesAttention> make_op(Team& team, int seq, int heads) {
+  ops::UlyssesConfig cfg;
+  cfg.seq_len = seq;
+  cfg.heads = heads;
+  ops::UlyssesOptions opts;
+  opts.model = preset();
+  return std::make_unique<ops::UlyssesAttention>(team, cfg, opts);
 }
 
 }  // namespace
 
-TEST(Ulysses, AllVariantsMatchFullAttentionThenAllToAll_D128) {
-  XS_REQUIRE_GPUS(2);
-  auto team = two_gpu_team();
-  run_case(*team, {1, 1024, 4, 128}, 11);   // tiles align with shards
-  run_case(*team, {2, 4680, 2, 128}, 12);   // S/P = 2340: a tile straddles the shard border; 1 head per rank
-  run_case(*team, {1, 8320, 4, 128}, 13);   // S/P = 4160 (32.5 tiles); several tiles per CTA, so shaping spreads stores
-}
-
-TEST(Ulysses, AllVariantsMatchFullAttentionThenAllToAll_D64) {
-  XS_REQUIRE_GPUS(2);
-  auto team = two_gpu_team();
-  run_case(*team, {1, 770, 6, 64}, 21);    // 192-row tiles, empty last slices
-  run_case(*team, {2, 4096, 10, 64}, 22);  // batch 2, 5 heads per rank
-}
-
-// The model's plan is one chunk per slice for these shapes; forcing small chunks exercises
-// the multi-chunk schedule: chunks at successive key blocks, and (S = 300: 3 key blocks for
-// 8 chunks of one store each) the last hook call sending whatever is left.
-TEST(Ulysses, FusedShapedWithForcedChunksMatches) {
-  XS_REQUIRE_GPUS(2);
-  auto team = two_gpu_team();
-  run_case(*team, {1, 300, 4, 128, 1}, 31);   // more chunks than hook calls
-  run_case(*team, {1, 4680, 2, 128, 3}, 32);  // 3 + 3 + 2 stores; a tile straddles the shard border
-  run_case(*team, {1, 770, 6, 64, 1}, 33);    // d = 64: 4 chunks, empty last slices
-}
-
-TEST(Ulysses, RankThatNeverDeliversTimesOutOnTheOther) {
-  XS_REQUIRE_GPUS(2);
-  auto team = two_gpu_team(0.5);
-  ops::UlyssesConfig cfg;
-  cfg.seq_len = 1024;
-  cfg.heads = 4;
-  ops::UlyssesOptions opts;
-  opts.model = preset();
-  auto op = std::make_unique<ops::UlyssesAttention>(*team, cfg, opts);
-  void *q = nullptr, *k = nullptr, *v = nullptr;
+// Only rank 0 calls: its wait for the other ranks' rows ends in a clear error, not a hang.
+TEST_P(UlyssesRanks, RankThatNeverDeliversTimesOutOnTheOthers) {
+  const int P = GetParam();
+  XS_TEAM(team, P, 0.5);
+  auto op = make_op(*team, P * 256, P * 2);
   XS_T(cudaSetDevice(team->device(0)));
-  const size_t bytes = op->input_elems() * 2;
-  ASSERT_EQ(cudaMalloc(&q, bytes), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&k, bytes), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&v, bytes), cudaSuccess);
-  cudaMemset(q, 0, bytes);
-  cudaMemset(k, 0, bytes);
-  cudaMemset(v, 0, bytes);
+  Inputs in(op->input_elems() * 2);
   // The plan is made first (it times the attention), so the clock below sees only the wait.
-  op->plan(0, q, k, v, team->stream(0));
+  op->plan(0, in.q, in.k, in.v, team->stream(0));
   const auto t0 = std::chrono::steady_clock::now();
   std::string msg;
   try {
-    op->forward(0, q, k, v, UlyssesVariant::fused, team->stream(0));  // rank 1 never calls
+    op->forward(0, in.q, in.k, in.v, UlyssesVariant::fused, team->stream(0));  // the others never call
     XS_T(cudaStreamSynchronize(team->stream(0)));
     team->check_device_status(0);
   } catch (const Error& e) {
@@ -230,9 +246,52 @@ TEST(Ulysses, RankThatNeverDeliversTimesOutOnTheOther) {
   EXPECT_NE(msg.find("timed out"), std::string::npos) << "got: '" << msg << "'";
   EXPECT_NE(msg.find("Ulysses"), std::string::npos) << msg;
   EXPECT_LT(secs, 5.0);
-  cudaFree(q);
-  cudaFree(k);
-  cudaFree(v);
+}
+
+// The last rank calls an operator of another shape (its own counters and epochs): every
+// rank, the odd one included, ends its call with a clear timeout error within the bound.
+TEST_P(UlyssesRanks, ARankCallingWithAnotherShapeEndsEveryCallWithAnError) {
+  const int P = GetParam();
+  XS_TEAM(team, P, 0.5);
+  auto op = make_op(*team, P * 256, P * 2);
+  auto other = make_op(*team, P * 128, P * 1);
+  std::vector<std::unique_ptr<Inputs>> in(team->local_count());
+  team->run([&](int i) {
+    const bool odd = team->rank(i) == P - 1;
+    in[i] = std::make_unique<Inputs>((odd ? other : op)->input_elems() * 2);
+    (odd ? other : op)->plan(i, in[i]->q, in[i]->k, in[i]->v, team->stream(i));
+  });
+  std::vector<std::string> err(team->local_count());
+  const auto t0 = std::chrono::steady_clock::now();
+  team->run([&](int i) {
+    const bool odd = team->rank(i) == P - 1;
+    try {
+      (odd ? other : op)->forward(i, in[i]->q, in[i]->k, in[i]->v, UlyssesVariant::fused, team->stream(i));
+      XS_T(cudaStreamSynchronize(team->stream(i)));
+      team->check_device_status(i);
+    } catch (const Error& e) {
+      err[i] = e.what();
+    }
+  });
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int i = 0; i < team->local_count(); ++i)
+    EXPECT_NE(err[i].find("timed out"), std::string::npos) << "rank " << i << ": '" << err[i] << "'";
+  EXPECT_LT(secs, 10.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(P, UlyssesRanks, ::testing::Values(2, 4, 8));
+
+TEST(Ulysses, HeadsOrSequenceNotDividingTheRanksAreClearErrors) {
+  auto cfg = [](int seq, int heads) {
+    ops::UlyssesConfig c;
+    c.seq_len = seq;
+    c.heads = heads;
+    return c;
+  };
+  EXPECT_THROW(ops::validate_ulysses(cfg(1024, 12), 8), InvalidArgument);  // 12 heads over 8 ranks
+  EXPECT_THROW(ops::validate_ulysses(cfg(1020, 16), 8), InvalidArgument);  // 1020 rows over 8 ranks
+  EXPECT_THROW(ops::validate_ulysses(cfg(1024, 16), 9), InvalidArgument);  // above 8 ranks
+  EXPECT_NO_THROW(ops::validate_ulysses(cfg(1024, 16), 8));
 }
 
 #endif  // XSTAGE_HAVE_ULYSSES

@@ -7,13 +7,12 @@
 #pragma once
 #include "kernels/common/flags.cuh"
 #include "kernels/common/store.cuh"
-#include "runtime/nccl_v228.hpp"
 #include "xstage/team.hpp"
 
 namespace xstage::dev {
 
 __device__ __forceinline__ uint64_t* ctrl_slot(const TeamDevice& t, size_t offset, int peer) {
-  return static_cast<uint64_t*>(nccl::peer_ptr(t.ctrl, offset, peer));
+  return static_cast<uint64_t*>(t.ctrl.at(peer, offset));
 }
 
 // Returns false if it timed out (reported in t.status).

@@ -18,7 +18,7 @@ constexpr size_t kProbeStampBytes = sizeof(uint64_t) * 2 * kMaxProbeBursts;
 
 struct ProbeArgs {
   TeamDevice team;
-  ncclWindow_t dst;          // symmetric data buffer (every rank has one)
+  PeerWindow dst;            // symmetric data buffer (every rank has one)
   DestKind dest;
   int peer;                  // destination rank for DestKind::peer
   StoreKind store;

@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(1024, 1) probe_kernel(ProbeArgs a) {
     ProbeArgs w = a;
     w.burst_bytes = a.warmup_bytes;
     char* dst = static_cast<char*>(
-        nccl::peer_ptr(a.dst, a.warmup_offset + uint64_t(blockIdx.x) * a.warmup_bytes, probe_dest_rank(a, 0)));
+        a.dst.at(probe_dest_rank(a, 0), a.warmup_offset + uint64_t(blockIdx.x) * a.warmup_bytes));
     probe_issue<S>(w, dst, v, smem);
     __syncthreads();
   }
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(1024, 1) probe_kernel(ProbeArgs a) {
   char* bases[kMaxProbeRanks];
 #pragma unroll
   for (int r = 0; r < kMaxProbeRanks; ++r)
-    bases[r] = r < a.team.world ? static_cast<char*>(nccl::peer_ptr(a.dst, 0, r)) : nullptr;
+    bases[r] = r < a.team.world ? static_cast<char*>(a.dst.at(r, 0)) : nullptr;
   if (a.pre_wait_cycles) dev::spin_until(dev::sm_cycles(), a.pre_wait_cycles);
   float acc = 0.f;
   uint64_t first_start = 0, prev_t0 = 0, prev_t1 = 0;

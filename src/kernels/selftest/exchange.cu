@@ -19,10 +19,10 @@ __host__ __device__ __forceinline__ uint32_t exchange_word(uint32_t salt, int sr
 }
 
 // buf layout on every rank: world slots of slot_bytes; slot s holds what rank s sent.
-__global__ void exchange_write(TeamDevice t, ncclWindow_t buf, size_t slot_bytes, uint32_t salt) {
+__global__ void exchange_write(TeamDevice t, PeerWindow buf, size_t slot_bytes, uint32_t salt) {
   const uint64_t vecs = slot_bytes / 16;
   for (int dst = 0; dst < t.world; ++dst) {
-    char* base = static_cast<char*>(nccl::peer_ptr(buf, slot_bytes * t.rank, dst));
+    char* base = static_cast<char*>(buf.at(dst, slot_bytes * t.rank));
     for (uint64_t v = blockIdx.x * blockDim.x + threadIdx.x; v < vecs; v += uint64_t(gridDim.x) * blockDim.x) {
       uint4 w{exchange_word(salt, t.rank, dst, 4 * v), exchange_word(salt, t.rank, dst, 4 * v + 1),
               exchange_word(salt, t.rank, dst, 4 * v + 2), exchange_word(salt, t.rank, dst, 4 * v + 3)};
@@ -48,7 +48,7 @@ __global__ void exchange_verify(TeamDevice t, const uint32_t* local, size_t slot
 // Waits for a control-window flag that nothing ever sets: must end in a reported timeout.
 __global__ void wait_never_set(TeamDevice t, size_t flag_offset) {
   if (threadIdx.x != 0) return;
-  const uint64_t* f = static_cast<const uint64_t*>(nccl::peer_ptr(t.ctrl, flag_offset, t.rank));
+  const uint64_t* f = static_cast<const uint64_t*>(t.ctrl.at(t.rank, flag_offset));
   dev::wait_geq(f, ~0ull, t.status, WaitId::test_never_set, t.rank, t.timeout_ns);
 }
 
@@ -56,7 +56,7 @@ __global__ void wait_never_set(TeamDevice t, size_t flag_offset) {
 
 namespace xstage::kernels {
 
-cudaError_t launch_exchange_write(const TeamDevice& t, ncclWindow_t buf, size_t slot_bytes, uint32_t salt,
+cudaError_t launch_exchange_write(const TeamDevice& t, const PeerWindow& buf, size_t slot_bytes, uint32_t salt,
                                   cudaStream_t s) {
   exchange_write<<<64, 256, 0, s>>>(t, buf, slot_bytes, salt);
   return cudaGetLastError();

@@ -8,7 +8,7 @@
 
 namespace xstage::kernels {
 
-cudaError_t launch_exchange_write(const TeamDevice& t, ncclWindow_t buf, size_t slot_bytes, uint32_t salt,
+cudaError_t launch_exchange_write(const TeamDevice& t, const PeerWindow& buf, size_t slot_bytes, uint32_t salt,
                                   cudaStream_t s);
 cudaError_t launch_team_barrier(const TeamDevice& t, uint64_t epoch, cudaStream_t s);
 cudaError_t launch_exchange_verify(const TeamDevice& t, const uint32_t* local, size_t slot_bytes, uint32_t salt,
