@@ -3,6 +3,10 @@
 #include <cuda.h>
 #include <fmt/format.h>
 
+#include <map>
+#include <mutex>
+#include <tuple>
+
 namespace xstage::green {
 namespace {
 
@@ -72,7 +76,20 @@ std::string available(int device) {
   return {};
 }
 
-std::string create(int device, const SmSplit& plan, Partitions* out) {
+namespace {
+
+// Green contexts of one split, made once per process and kept: creating and destroying them
+// for every team (a test suite makes hundreds of teams) was seen to leave later teams' kernels
+// unscheduled (docs/virtual-ranks.md). Teams get fresh streams in the cached contexts.
+struct Split {
+  std::vector<CUgreenCtx> contexts;
+  int sms_per_rank = 0;
+  int unused = 0;
+};
+std::mutex cache_mu;
+std::map<std::tuple<int, int, int>, Split> cache;
+
+std::string make_split(int device, const SmSplit& plan, Split* out) {
   const Api& a = api();
   if (!a.missing.empty()) return fmt::format("the driver has no {} (green contexts need a CUDA 12.5+ driver)", a.missing);
   CUdevice dev{};
@@ -89,13 +106,13 @@ std::string create(int device, const SmSplit& plan, Partitions* out) {
   if (n != static_cast<unsigned>(plan.ranks))
     return fmt::format("the driver split {} SMs into {} groups of >= {} SMs, not {}", all.sm.smCount, n,
                        plan.sms_per_rank, plan.ranks);
-  Partitions p;
-  p.sms_per_rank = static_cast<int>(groups[0].sm.smCount);
-  p.unused = static_cast<int>(all.sm.smCount) - p.sms_per_rank * plan.ranks;
+  Split sp;
+  sp.sms_per_rank = static_cast<int>(groups[0].sm.smCount);
+  sp.unused = static_cast<int>(all.sm.smCount) - sp.sms_per_rank * plan.ranks;
   std::string err;
   for (int i = 0; i < plan.ranks && err.empty(); ++i) {
-    if (static_cast<int>(groups[i].sm.smCount) != p.sms_per_rank) {
-      err = fmt::format("the driver's SM groups differ in size ({} and {})", p.sms_per_rank, groups[i].sm.smCount);
+    if (static_cast<int>(groups[i].sm.smCount) != sp.sms_per_rank) {
+      err = fmt::format("the driver's SM groups differ in size ({} and {})", sp.sms_per_rank, groups[i].sm.smCount);
       break;
     }
     CUdevResourceDesc desc{};
@@ -108,17 +125,43 @@ std::string create(int device, const SmSplit& plan, Partitions* out) {
       err = cu_fail("cuGreenCtxCreate", r);
       break;
     }
+    sp.contexts.push_back(g);
+  }
+  if (!err.empty()) {
+    for (CUgreenCtx g : sp.contexts) a.ctx_destroy(g);
+    return err;
+  }
+  *out = std::move(sp);
+  return {};
+}
+
+}  // namespace
+
+std::string create(int device, const SmSplit& plan, Partitions* out) {
+  const Api& a = api();
+  Split* sp = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(cache_mu);
+    const auto key = std::make_tuple(device, plan.ranks, plan.sms_per_rank);
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      Split fresh;
+      if (std::string err = make_split(device, plan, &fresh); !err.empty()) return err;
+      it = cache.emplace(key, std::move(fresh)).first;
+    }
+    sp = &it->second;
+  }
+  Partitions p;
+  p.sms_per_rank = sp->sms_per_rank;
+  p.unused = sp->unused;
+  for (CUgreenCtx g : sp->contexts) {
     p.contexts.push_back(g);
     CUstream s{};
     if (CUresult r = a.stream_create(&s, g, CU_STREAM_NON_BLOCKING, 0); r != CUDA_SUCCESS) {
-      err = cu_fail("cuGreenCtxStreamCreate", r);
-      break;
+      destroy(p);
+      return cu_fail("cuGreenCtxStreamCreate", r);
     }
     p.streams.push_back(reinterpret_cast<cudaStream_t>(s));
-  }
-  if (!err.empty()) {
-    destroy(p);
-    return err;
   }
   *out = std::move(p);
   return {};
@@ -133,11 +176,10 @@ cudaError_t create_stream(const Partitions& p, int r, cudaStream_t* out) {
 }
 
 void destroy(Partitions& p) {
+  // The streams are the team's; the contexts stay cached for the next team of this split.
   const Api& a = api();
   for (cudaStream_t s : p.streams)
     if (a.stream_destroy) a.stream_destroy(reinterpret_cast<CUstream>(s));
-  for (void* g : p.contexts)
-    if (a.ctx_destroy) a.ctx_destroy(static_cast<CUgreenCtx>(g));
   p.streams.clear();
   p.contexts.clear();
 }

@@ -18,14 +18,16 @@ struct Partitions {
   int unused = 0;
 };
 
-// Creates `plan.ranks` green contexts of plan.sms_per_rank SMs each on `device` (its primary
-// context must be current). Empty string on success, else one line saying what the driver
-// refused (the caller falls back or reports it).
+// `plan.ranks` green contexts of plan.sms_per_rank SMs each on `device` (its primary context
+// must be current), made on first use of that split and kept for the process, with a fresh
+// stream in each. Empty string on success, else one line saying what the driver refused (the
+// caller falls back or reports it).
 std::string create(int device, const SmSplit& plan, Partitions* out);
 
 // Another stream in rank `r`'s partition (for operators that run a second stream).
 cudaError_t create_stream(const Partitions& p, int r, cudaStream_t* out);
 
+// Destroys the streams (the contexts stay cached).
 void destroy(Partitions& p);
 
 // True when CUDA loads kernels lazily (CUDA_MODULE_LOADING=LAZY, the default): a kernel's
