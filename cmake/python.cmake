@@ -46,16 +46,11 @@ endif()
 # Static libraries resolve left to right: the runtime (its team uses the model's SM split) before
 # the model, both after the operator libraries.
 target_link_libraries(_C PRIVATE xstage_runtime xstage_model)
-# Teams from a torch.distributed process group need Team::from_unique_id (include/xstage/team.hpp).
-file(STRINGS "${CMAKE_CURRENT_SOURCE_DIR}/include/xstage/team.hpp" _xs_team_id REGEX "from_unique_id\\(")
-if(_xs_team_id)
-  target_compile_definitions(_C PRIVATE XSTAGE_PY_HAVE_TEAM=1)
-  if(TARGET xstage_ulysses)
-    target_link_libraries(_C PRIVATE xstage_ulysses)
-    target_compile_definitions(_C PRIVATE XSTAGE_PY_HAVE_ULYSSES=1)
-  endif()
-else()
-  message(STATUS "xstage: team.hpp has no Team::from_unique_id; xstage._C.has_team = False")
+# Teams from a torch.distributed process group (Team::from_unique_id) and the fused Ulysses op.
+target_compile_definitions(_C PRIVATE XSTAGE_PY_HAVE_TEAM=1)
+if(TARGET xstage_ulysses)
+  target_link_libraries(_C PRIVATE xstage_ulysses)
+  target_compile_definitions(_C PRIVATE XSTAGE_PY_HAVE_ULYSSES=1)
 endif()
 # Drop shared libraries nothing references; find NCCL (a dependency of the runtime's error
 # path) where the build found it. xstage/__init__.py also preloads PyTorch's NCCL if present.
