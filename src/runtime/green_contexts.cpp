@@ -65,22 +65,31 @@ bool lazy_module_loading() {
   return api().loading_mode && api().loading_mode(&m) == CUDA_SUCCESS && m == CU_MODULE_LAZY_LOADING;
 }
 
-std::string available(int device) {
+namespace {
+
+// The device's whole SM resource, or why the driver cannot give it.
+std::string sm_resource(int device, CUdevice* dev, CUdevResource* all) {
   const Api& a = api();
   if (!a.missing.empty()) return fmt::format("the driver has no {} (green contexts need a CUDA 12.5+ driver)", a.missing);
-  CUdevice dev{};
-  if (CUresult r = a.device_get(&dev, device); r != CUDA_SUCCESS) return cu_fail("cuDeviceGet", r);
-  CUdevResource res{};
-  if (CUresult r = a.get_resource(dev, &res, CU_DEV_RESOURCE_TYPE_SM); r != CUDA_SUCCESS)
+  if (CUresult r = a.device_get(dev, device); r != CUDA_SUCCESS) return cu_fail("cuDeviceGet", r);
+  if (CUresult r = a.get_resource(*dev, all, CU_DEV_RESOURCE_TYPE_SM); r != CUDA_SUCCESS)
     return cu_fail("cuDeviceGetDevResource", r);
   return {};
 }
 
+}  // namespace
+
+std::string available(int device) {
+  CUdevice dev{};
+  CUdevResource all{};
+  return sm_resource(device, &dev, &all);
+}
+
 namespace {
 
-// Green contexts of one split, made once per process and kept: creating and destroying them
-// for every team (a test suite makes hundreds of teams) was seen to leave later teams' kernels
-// unscheduled (docs/virtual-ranks.md). Teams get fresh streams in the cached contexts.
+// Green contexts of one split, made once per process and kept (teams get fresh streams in
+// them): making and destroying them per team — hundreds in a test suite — preceded a kernel
+// that never started (docs/virtual-ranks.md).
 struct Split {
   std::vector<CUgreenCtx> contexts;
   int sms_per_rank = 0;
@@ -91,12 +100,9 @@ std::map<std::tuple<int, int, int>, Split> cache;
 
 std::string make_split(int device, const SmSplit& plan, Split* out) {
   const Api& a = api();
-  if (!a.missing.empty()) return fmt::format("the driver has no {} (green contexts need a CUDA 12.5+ driver)", a.missing);
   CUdevice dev{};
-  if (CUresult r = a.device_get(&dev, device); r != CUDA_SUCCESS) return cu_fail("cuDeviceGet", r);
   CUdevResource all{};
-  if (CUresult r = a.get_resource(dev, &all, CU_DEV_RESOURCE_TYPE_SM); r != CUDA_SUCCESS)
-    return cu_fail("cuDeviceGetDevResource", r);
+  if (std::string err = sm_resource(device, &dev, &all); !err.empty()) return err;
   std::vector<CUdevResource> groups(plan.ranks);
   CUdevResource rest{};
   unsigned n = static_cast<unsigned>(plan.ranks);
