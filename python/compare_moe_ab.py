@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-cell A/B of two `xstage bench moe-gemm --json` sets (scripts/moe-w4a8-ab-run): the best
+"""Per-cell A/B of two `xstage bench moe-gemm --json` sets (scripts/ab-run): the best
 TFLOP/s median of each (model, op, tokens, weights) cell over a set's repetitions (best over
 schedules too), new / base per cell, and the range per weight format.
 

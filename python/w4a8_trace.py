@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Summarise a W4A8 stage trace (src/kernels/moe/w4a8_trace.cuh, written by a build with
--DXSTAGE_W4A8_TRACE and XSTAGE_W4A8_TRACE_FILE set; scripts/moe-w4a8-trace-run).
+-DXSTAGE_W4A8_TRACE and XSTAGE_W4A8_TRACE_FILE set; `scripts/gpu-run OUT moe-trace`).
 
 Per stage of every CTA (clock cycles of the SM, steady stages only: the first 4 of a CTA are
 left out) it prints the median and p10/p90 over all CTAs and stages of:
@@ -31,7 +31,7 @@ wgmmas complete), promote (-> released), gap (released -> next block issued); pe
                      completion before it, when that was at most 64 cycles earlier: how many
                      issues end right after the other group's wgmmas (n of the median) and by
                      how much. A register-operand issue does not complete while the other
-                     group's wgmmas run (run 74).
+                     group's wgmmas run (docs/perf-log.md §MoE grouped GEMM, W4A8).
 --timeline CTA:K0:K1 prints, for one CTA and K blocks K0..K1, both groups' stamps in time order
 (two-piece kernels), the view that showed it.
 Usage: python3 python/w4a8_trace.py TRACE.txt [--ghz 1.98] [--timeline CTA:K0:K1]

@@ -1,6 +1,6 @@
 // rs_wgmma_probe: how a register-operand (RS) FP8 wgmma shares an SM sub-partition with other
 // work, against the shared-memory-operand (SS) form. A measurement tool for the W4A8 kernels
-// (docs/moe-gemm-w4a8.md, session 19), not shipped; the data it multiplies is a fixed pattern.
+// (docs/moe-gemm-w4a8.md §256-token tiles), not shipped; the data it multiplies is a fixed pattern.
 //
 // One CTA per SM, three warp groups:
 //   T0, T1  tensor groups: each loop iteration issues one "piece" (four m64n128k32 e4m3 wgmmas,

@@ -444,8 +444,9 @@ Result bench_one(const BenchFlags& fl, const Cell& cell, size_t rotate_bytes, co
     ops::moe_gemm(a, stream);
   }
   // Sustained load first: under FP8 tensor work the H200 leaves its boost clock for the
-  // power-capped one within ~0.1-0.3 s (nvidia-smi, run 42), so a short burst measures a
-  // clock that no real layer loop sees. Both this bench and the cuBLASLt one do the same.
+  // power-capped one within ~0.1-0.3 s (nvidia-smi), so a short burst measures a clock that no
+  // real layer loop sees. Both this bench and the cuBLASLt one do the same (docs/measurement.md
+  // §Comparing kernel variants on a power-capped card).
   const auto t_warm = std::chrono::steady_clock::now();
   for (int w = 0; std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_warm).count() <
                   fl.warmup_ms;) {

@@ -170,20 +170,21 @@ MoeQuant table_quant(MoeQuant q) { return moe_is_w4a8(q) ? MoeQuant::w4a8_int4 :
 
 // SwiGLU tile height: the 128 x 256 tile from 256 tokens per expert when the shape is unknown
 // (plan_block_m), and its rate per row over the 64 x 256 tile when whole waves are counted
-// (plan_swiglu_block_m; 1.056-1.109x at 1024 and 8192 tokens, run 63, where waves are many).
+// (plan_swiglu_block_m; 1.06-1.11x where waves are many: docs/moe-gemm.md §Design, SwiGLU height).
 constexpr int kSwiGluWideMinTokens = 256;
 constexpr double kSwiGluWideRate = 1.1;
 
 // SwiGLU on 128-row tiles: the 128 x 256 tile (gate and up per warp group, schedule 2), or the
 // two-pass 128 x 128 tile where a schedule with the overlap bit is forced (no room for it on
 // 128 x 256). The 128 x 256 tile beat the two-pass one on DiT-MoE-G at every count measured,
-// 128-8192 tokens per expert (runs 63, 64), so the two-pass tile is no longer planned otherwise.
+// 128-8192 tokens per expert (docs/moe-gemm.md §Design), so the two-pass tile is no longer
+// planned otherwise.
 int plan_swiglu_width(int schedule) { return schedule >= 0 && (schedule & 1) ? 128 : 256; }
 
 // The register-operand W4A8 layouts: SwiGLU on 64 x 256; bf16 on 256-token tiles from 1024 tokens
 // per expert (each converted weight fragment serves two 128-token pieces: 1.012-1.059x of the
-// 128-token tile for int4, 1.059-1.108x for mxfp4, on all 28 cells at 1024 and 8192 tokens,
-// run 65; not measured below), else 128.
+// 128-token tile for int4, 1.059-1.108x for mxfp4, on all 28 cells at 1024 and 8192 tokens;
+// not measured below: docs/moe-gemm-w4a8.md §256-token tiles), else 128.
 // The int4_rs_lut layout also has a 128-token SwiGLU tile (two 64-token pieces per converted
 // fragment), planned from the same count.
 constexpr int kW4RsTallMinTokens = 1024;
@@ -204,14 +205,16 @@ int tokens_per_expert(const MoeGemmArgs& a) {
 
 // The multicast clusters are shipped for forcing; one shape is chosen here: 2 x 1 for a w8a8
 // SwiGLU 64 x 256 tile (the B chunks shared by two m-blocks) from 8192 tokens per expert, where
-// it was 1.013-1.029x of 1 x 1 on six of the seven models (DiT-MoE-G 0.996) in run 55; at 1024
-// tokens it was 0.969-1.023x (five of seven slower), and bf16 tiles gained nothing (runs 38, 48).
+// it was 1.013-1.029x of 1 x 1 on six of the seven models (DiT-MoE-G 0.996); at 1024 tokens it
+// was 0.969-1.023x (five of seven slower), and bf16 tiles gained nothing.
 // The 128 x 256 SwiGLU tile is planned at such counts (plan_swiglu_block_m), so this applies
 // where 64 rows are forced, or where whole waves make them the plan. (The planned 128 x 192
 // bf16 tile's 2 x 1 is set in find_entry.)
 // The 128 x 256 tiles (bf16, and SwiGLU gate + up) run in 2 x 1 clusters from 1024 tokens per
 // expert: at 8192 tokens 1.008-1.044x of 1 x 1 on all 21 bf16 and SwiGLU shapes, at 1024
-// 0.989-1.032x (15 of 21 faster, the slower ones within 1.1 %) (run 68).
+// 0.989-1.032x (15 of 21 faster, the slower ones within 1.1 %).
+// Measurements: docs/moe-gemm.md §Design (cluster planning),
+// docs/perf-log.md §MoE grouped GEMM, W8A8.
 bool dual_in_clusters(int block_m, int block_n, int tokens) { return block_m == 128 && block_n == 256 && tokens >= 1024; }
 
 MoeCluster cluster_for(MoeQuant quant, MoeWeightLayout layout, MoeEpilogue epilogue, int tokens, int block_m) {
@@ -281,7 +284,7 @@ const Entry& find_entry(const MoeGemmArgs& a) {
                  : swiglu128    ? plan_swiglu_width(a.schedule)
                                 : 0;
   // The planned 128 x 192 tile runs in 2 x 1 clusters (B multicast to two m-blocks): 1.018-1.047x
-  // of 1 x 1 on all 14 bf16 shapes at 8192 tokens, 0.994-1.031x at 1024 (run 58).
+  // of 1 x 1 on all 14 bf16 shapes at 8192 tokens, 0.994-1.031x at 1024 (docs/moe-gemm.md §Design).
   if (choice && bn == 192 && a.cluster_m == 0) c = MoeCluster{2, 1};
   if (a.cluster_m == 0 && !rs && a.quant == MoeQuant::w8a8 && dual_in_clusters(bm, bn, tokens)) c = MoeCluster{2, 1};
   for (const Entry& e : kEntries)
@@ -343,12 +346,12 @@ km::MoeW4A8Params to_w4a8_params(const MoeGemmArgs& a, const Entry& e) {
 int plan_block_m(MoeEpilogue epilogue, int tokens) {
   if (tokens <= 64) return 64;
   // SwiGLU without the problem's shape: the 128 x 256 tile from 256 tokens (faster than 64 x 256
-  // on all seven models at 256-8192 tokens, runs 63 and 64), 64 x 256 below (where whole waves
-  // decide: plan_swiglu_block_m).
+  // on all seven models at 256-8192 tokens), 64 x 256 below (where whole waves decide:
+  // plan_swiglu_block_m).
   if (epilogue == MoeEpilogue::swiglu_fp8) return tokens >= kSwiGluWideMinTokens ? 128 : 64;
   // 128 x 128 (two consumer warp groups, next K block's wgmmas issued before the promotion):
-  // fastest in 35 of 42 bf16 cells at 1024 and 8192 tokens once its wgmmas stopped being
-  // serialised (run 36); the 192-row tile stays shipped for forcing (where 192 or 64 won, by <= 6 %).
+  // fastest in 35 of 42 bf16 cells at 1024 and 8192 tokens (docs/moe-gemm.md §Design, block-M
+  // planning); the 192-row tile stays shipped for forcing (where 192 or 64 won, by <= 6 %).
   return 128;
 }
 
@@ -369,23 +372,21 @@ int plan_block_n(MoeQuant quant, MoeEpilogue epilogue, int block_m, int tokens, 
   constexpr int kWideMinTokens = 1024;
   if (quant != MoeQuant::w8a8 || epilogue != MoeEpilogue::bf16 || block_m != 128) return block_m == 64 ? 256 : 128;
   // Below 1024 tokens per expert the wider tile lost in 18 of 28 cells at 128 and 256 tokens
-  // (run 54: 0.77-1.05x; few K-block waves, the weights' bytes dominate): 128.
+  // (0.77-1.05x; few K-block waves, the weights' bytes dominate): 128.
   if ((schedule >= 0 && (schedule & 1)) || tokens < kWideMinTokens || experts <= 0 || n <= 0 || ctas <= 0) return 128;
   // Rate of 128 x 192 (schedule 2) over 128 x 128 (schedule 3) per tile column, with waves
   // counted as below: median 1.094 at 1024 and 1.052 at 8192 tokens per expert over the 14 bf16
-  // shapes of the seven models (run 54). Any rate in [1.06, 1.10] plans the faster tile in 27
+  // shapes of the seven models. Any rate in [1.06, 1.10] plans the faster tile in 27
   // of those 28 cells (the 28th: DiT-MoE-G Linear-2 at 1024, n = 1408, 0.7 % slower).
   constexpr double kWideRate = 1.07;
   const long long m_blocks = static_cast<long long>(experts) * ((tokens + 127) / 128);
   auto waves = [&](int width) { return whole_waves(m_blocks * ((n + width - 1) / width), ctas); };
   // 128 x 256 (two 128-column pieces per warp group, 1 x 1) over the planned 128 x 192 in 2 x 1
-  // clusters: median 1.022 over the 28 cells of run 65; 1.01-1.04 where both widths fill their
-  // waves alike: rate 1.09 (~1.07 x 1.02). Since the 128 x 256 tile runs in 2 x 1 clusters too
-  // (from 1024 tokens; median 1.02 over 1 x 1 at 8192 in run 68) the rate is 1.11. Of the 28 bf16
-  // cells of runs 68 / 71 this moves only DiT-MoE-G Linear-2 at 8192 (n = 1408) from 128 x 128
-  // to 128 x 256 (2 x 1): 1.059x in the same call (run 73); it keeps the narrower tile where
-  // 256-wide tiles pad a wave (DiT-MoE-G Linear-2 at 1024: 256 (2 x 1) 0.960 of 128; DSv4-Pro
-  // Linear-1 at 1024: 0.988 of 192 in run 65).
+  // clusters: median 1.022 over the 28 cells; 1.01-1.04 where both widths fill their waves
+  // alike: rate 1.09 (~1.07 x 1.02). Since the 128 x 256 tile runs in 2 x 1 clusters too (from
+  // 1024 tokens; median 1.02 over 1 x 1 at 8192) the rate is 1.11. It keeps the narrower tile
+  // where 256-wide tiles pad a wave. Measurements: docs/moe-gemm.md §Design (block-N planning),
+  // docs/perf-log.md §MoE grouped GEMM, W8A8.
   constexpr double kWidestRate = 1.11;
   const double t128 = waves(128) * 128.0;
   const double t192 = waves(192) * 192.0 / kWideRate;

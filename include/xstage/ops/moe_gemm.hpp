@@ -166,25 +166,24 @@ void check_routing(const int* counts, const int* offsets, int experts, int m_tot
 
 // Tile height for an expected number of tokens per expert: 64 up to 64 tokens (a 128-row
 // tile would be mostly padding), above that 128 (measured fastest against 64 and 192,
-// docs/moe-gemm-measured.md run 36). SwiGLU, where the problem's shape is not known: 128 from
-// 256 tokens (the 128 x 256 tile, gate and up per warp group: faster than the tiles planned
-// before on all seven models at 256-8192 tokens, runs 63 and 64), else 64 (see
-// plan_swiglu_block_m).
+// docs/moe-gemm.md §Design, block-M planning). SwiGLU, where the problem's shape is not known:
+// 128 from 256 tokens (the 128 x 256 tile, gate and up per warp group: faster than the other
+// tiles on all seven models at 256-8192 tokens), else 64 (see plan_swiglu_block_m).
 int plan_block_m(MoeEpilogue epilogue, int tokens_per_expert);
 // The same for any quantisation: w8a8 as above (k, the hidden size, is not used since the
-// two-pass SwiGLU tile stopped being planned in run 64); w4a8 ships 64 x 256 (up to 64 tokens,
+// two-pass SwiGLU tile is no longer planned); w4a8 ships 64 x 256 (up to 64 tokens,
 // and SwiGLU) and 192 x 128 tiles in the rows layout; the register-operand layouts (a call's
-// plan, not this function) run 128-token bf16 tiles, 256-token ones from 1024 tokens per
-// expert (run 65: 1.01-1.11x), and 64 x 256 for SwiGLU.
+// plan, not this function) use 128-token bf16 tiles, 256-token ones from 1024 tokens per
+// expert (1.01-1.11x: docs/moe-gemm-w4a8.md §256-token tiles), and 64 x 256 for SwiGLU.
 int plan_block_m(MoeQuant quant, MoeEpilogue epilogue, int tokens_per_expert, int k = 0);
 
 // Height of the w8a8 SwiGLU tile for a known shape (what a call plans): 64 up to 64 tokens;
 // above, 128 (the 128 x 256 tile) unless whole waves make 64 x 256 faster. Both tiles span 256
 // weight columns; tiles = experts x ceil(tokens / rows) x ceil(n / 256) over `ctas` persistent
-// CTAs, time ~ ceil(tiles / ctas) x rows / rate (rate 1.1 for 128 rows: run 63 measured
-// 1.06-1.11x where waves are many). At 128 tokens per expert this picks the faster tile on all
-// seven models of run 64 (64 x 256 where 176-180 tiles of 128 rows need two waves and 352-360 of
-// 64 rows need three). Without a shape (experts, n or ctas <= 0): plan_block_m.
+// CTAs, time ~ ceil(tiles / ctas) x rows / rate (rate 1.1 for 128 rows: measured 1.06-1.11x
+// where waves are many). At 128 tokens per expert this picks the faster tile on all seven models
+// (64 x 256 where 176-180 tiles of 128 rows need two waves and 352-360 of 64 rows need three);
+// docs/moe-gemm.md §Design, SwiGLU height. Without a shape (experts, n or ctas <= 0): plan_block_m.
 int plan_swiglu_block_m(int tokens_per_expert, int experts, int n, int ctas);
 
 // Bytes of the weight tensor B and of its scales (b_scales or b_e8m0) for `experts` experts
@@ -198,23 +197,23 @@ long long moe_weight_scale_bytes(MoeQuant quant, MoeWeightLayout l, int experts,
 
 // Tile width of the w8a8 bf16 tiles with block_m 128, from 1024 tokens per expert: the fastest
 // of 128, 192 (m64n192 wgmmas, ping-pong; 2-10 % faster than 128 x 128 on 27 of the 28 bf16
-// shapes at 1024 and 8192 tokens, run 54) and 256 (two 128-column pieces per warp group; median
-// 1.022x of the 192 tile in its 2 x 1 clusters, run 65) once whole waves are counted: tiles =
+// shapes at 1024 and 8192 tokens) and 256 (two 128-column pieces per warp group; median 1.022x
+// of the 192 tile in its 2 x 1 clusters) once whole waves are counted: tiles =
 // experts x ceil(tokens / 128) x ceil(n / width) over `ctas` persistent CTAs (each takes tiles in
 // turn), time ~ ceil(tiles / ctas) x width / rate (rate 1 for 128, 1.07 for 192, 1.11 for 256).
 // 128 below 1024 tokens, for every other block_m / quantisation / epilogue (64: 256), and where
 // a forced schedule needs the overlap bit (1, 3: the 192 and 256 tiles have no room for a second
-// accumulator).
+// accumulator). Measurements: docs/moe-gemm.md §Design, block-N planning.
 int plan_block_n(MoeQuant quant, MoeEpilogue epilogue, int block_m, int tokens_per_expert, int experts, int n,
                  int ctas, int schedule = -1);
 
 // Cluster shape of the w8a8 tiles planned for an expected number of tokens per expert, without a
-// shape: 2 x 1 for SwiGLU from 1024 tokens (its 128 x 256 tile: +1-4 % at 8192 tokens, run 68),
-// else 1 x 1 (a SwiGLU 64 x 256 tile at >= 8192 tokens runs 2 x 1, +1-3 % on six of seven
-// models in run 55, but there the plan is usually the 128 x 256 tile). Not seen here: where
+// shape: 2 x 1 for SwiGLU from 1024 tokens (its 128 x 256 tile: +1-4 % at 8192 tokens),
+// else 1 x 1 (a SwiGLU 64 x 256 tile at >= 8192 tokens uses 2 x 1, +1-3 % on six of seven
+// models, but there the plan is usually the 128 x 256 tile). Not seen here: where
 // plan_block_n picks the 128 x 192 tile the call runs it in 2 x 1 clusters (+2-5 % at 8192
-// tokens, run 58), and the 128 x 256 one too from 1024 tokens (run 68);
-// select_moe_instantiation reports the result.
+// tokens), and the 128 x 256 one too from 1024 tokens; select_moe_instantiation reports the
+// result. Measurements: docs/moe-gemm.md §Design, cluster planning.
 struct MoeCluster {
   int m = 1;
   int n = 1;

@@ -26,9 +26,8 @@
 //   decoupled: 3 TMA stages, 3 converted buffers; consumers convert their share of stage i + 2
 //     and load the next block's token scales a stage ahead; with three consumer warp groups
 //     warp group 0 converts every unit (56 registers), in steps of several units.
-// Design in docs/moe-gemm-w4a8.md §Design; measured in docs/perf-log.md §W4A8 run notes ("W4A8
-// stage trace"); a diagnostic build with
-// -DXSTAGE_W4A8_TRACE stamps every stage (w4a8_trace.cuh).
+// Design in docs/moe-gemm-w4a8.md §Design; measured in docs/perf-log.md §MoE grouped GEMM, W4A8;
+// a diagnostic build with -DXSTAGE_W4A8_TRACE stamps every stage (w4a8_trace.cuh).
 //
 // The 4-bit -> e4m3 conversion arithmetic: w4a8_convert.cuh.
 #pragma once

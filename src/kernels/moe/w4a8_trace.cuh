@@ -1,4 +1,4 @@
-// Diagnostic per-stage trace of the W4A8 mainloop (docs/perf-log.md §W4A8 run notes, "W4A8 stage trace"): compiled
+// Diagnostic per-stage trace of the W4A8 mainloop (docs/perf-log.md §MoE grouped GEMM, W4A8): compiled
 // only with -DXSTAGE_W4A8_TRACE (`scripts/gpu-run OUT moe-trace` builds it in its own directory);
 // without it every W4_TRACE is empty and the shipped kernels are unchanged.
 //
