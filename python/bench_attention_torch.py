@@ -27,13 +27,6 @@ from xsbench.results import write_json
 REL_TOL = 0.02  # per-row relative L2 error of the bf16/fp16 output against the fp32 reference
 
 
-def visible_pairs(sq, skv, causal):
-    if not causal:
-        return float(sq) * skv
-    n = min(sq, skv)
-    return n * (n + 1) / 2 + max(0, sq - skv) * float(skv)
-
-
 def check_cell(torch, call, idx, q, k, v, causal, rows, seed):
     """The correctness record of call(idx) = SDPA(q, k, v) ([B, H, S, D] views): one call on
     poisoned outputs, `rows` seeded query rows against the fp32 reference, a finiteness scan."""
@@ -129,7 +122,7 @@ def main(argv=None):
                         return torch.empty(args.batch, s, h, d, device=dev, dtype=dtype).uniform_(-1, 1).transpose(1, 2)
                     return torch.empty(args.batch, h, s, d, device=dev, dtype=dtype).uniform_(-1, 1)
                 qkv = [[make() for _ in range(3)] for _ in range(sets)]
-                flops = 4.0 * args.batch * h * d * visible_pairs(s, s, args.causal)
+                flops = 4.0 * args.batch * h * d * timing.visible_pairs(s, s, args.causal)
                 for b in backends:
                     rec = {"backend": f"torch-{b}", "batch": args.batch, "seqlen": s, "heads": h, "head_dim": d,
                            "dtype": args.dtype, "causal": args.causal, "rotating_sets": sets, "iters": args.iters}
@@ -147,9 +140,8 @@ def main(argv=None):
                             except RuntimeError as e:  # the reference ran out of memory: a failed check
                                 rec["correctness"] = verify.failed_record(str(e).split("\n")[0], REL_TOL, "")
                     except RuntimeError as e:
-                        rec["error"] = str(e).split("\n")[0]
-                        results.append(rec)
-                        print(f" {b:>8} {s:>7} {h:>5} {d:>4} {sets:>5}   unsupported: {rec['error'][:80]}")
+                        err = timing.record_error(results, rec, e)
+                        print(f" {b:>8} {s:>7} {h:>5} {d:>4} {sets:>5}   unsupported: {err[:80]}")
                         continue
                     st = timing.stats_us(us)
                     c = rec["correctness"]

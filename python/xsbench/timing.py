@@ -1,67 +1,26 @@
 """Timing helpers of the PyTorch baselines (python/bench_*_torch.py): argument types, the
 input rotation that exceeds L2, CUDA-event timing of individual launches (warm-up first, then
 >= 20 timed launches, median and quantiles), the GPU busy-wait that hides host launch overhead,
-and the run stamp (date, commit). Functions take the torch module as an argument: importing
+and the run stamp (date, commit); the ones `python -m xstage.bench` needs too come from
+xstage._bench_util. Functions take the torch module as an argument: importing
 this module never imports torch."""
-import argparse
-import datetime
-import math
 import os
 import statistics
 
-MIN_ITERS = 20  # a median of fewer launches is noise
+# One implementation with `python -m xstage.bench`: python/xstage/_bench_util.py (torch-free,
+# like this module; python/ is on sys.path wherever xsbench is importable).
+from xstage import _bench_util as _u
 
-
-def ints(text):
-    """argparse type: '1,2,3' -> [1, 2, 3]."""
-    try:
-        return [int(x) for x in text.split(",") if x]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}")
-
-
-def quantile(values, q):
-    """The q-quantile of `values`, linearly interpolated."""
-    v = sorted(values)
-    pos = q * (len(v) - 1)
-    lo = int(math.floor(pos))
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (pos - lo) * (v[hi] - v[lo])
-
-
-def stats_us(us):
-    """median / min / max / p10 / p90 (us) of one cell's timed launches."""
-    return {"median_us": statistics.median(us), "min_us": min(us), "max_us": max(us),
-            "p10_us": quantile(us, 0.1), "p90_us": quantile(us, 0.9)}
-
-
-def rotate_bytes(torch, dev, rotate_mib):
-    """(L2 bytes, bytes the inputs rotate over): --rotate-mib, or 2 x the device's L2."""
-    props = torch.cuda.get_device_properties(dev)
-    l2 = getattr(props, "L2_cache_size", 0) or (50 << 20)
-    return l2, int(rotate_mib * (1 << 20)) if rotate_mib > 0 else 2 * l2
-
-
-def sets_for(rotate, set_bytes):
-    """How many input sets make one rotation at least `rotate` bytes."""
-    return max(1, -(-rotate // max(1, set_bytes)))
-
-
-def time_launches(torch, call, iters, warmup=0, before=None):
-    """us of `iters` individually timed calls call(i) (CUDA events around each), after
-    `warmup` untimed calls; before(i), if given, runs ahead of each timed call, outside the
-    events (a barrier, a GPU busy-wait)."""
-    for w in range(warmup):
-        call(w)
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-    for it, (s, e) in enumerate(ev):
-        if before is not None:
-            before(it)
-        s.record()
-        call(warmup + it)
-        e.record()
-    torch.cuda.synchronize()
-    return [s.elapsed_time(e) * 1e3 for s, e in ev]
+MIN_ITERS = _u.MIN_ITERS  # a median of fewer launches is noise
+ints = _u.ints
+quantile = _u.quantile
+stats_us = _u.stats_us
+visible_pairs = _u.visible_pairs
+rotate_bytes = _u.rotate_bytes
+sets_for = _u.sets_for
+time_launches = _u.time_launches
+record_error = _u.record_error
+stamp = _u.stamp
 
 
 def sleep_rate(torch):
@@ -98,12 +57,6 @@ def nccl_version(torch):
     if isinstance(v, int):
         return f"{v // 10000}.{v // 100 % 100}.{v % 100}" if v >= 10000 else f"{v // 1000}.{v // 100 % 10}.{v % 100}"
     return str(v)
-
-
-def stamp():
-    """The run stamp of a bench document: commit (XSTAGE_COMMIT) and UTC date."""
-    return {"commit": os.environ.get("XSTAGE_COMMIT", "unknown"),
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 def agree(torch, dist, dev, ok):

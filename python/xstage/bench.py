@@ -16,36 +16,52 @@ torch/CUDA/extension.
 from __future__ import annotations
 
 import argparse
-import datetime
+import importlib
 import json
-import math
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 
+from ._bench_util import MIN_ITERS, ints as _ints, record_error, rotate_bytes, sets_for, stamp, stats_us, \
+    time_launches, visible_pairs
 
-def _ints(text):
+
+def _bad_counts(args, warmup=True):
+    """Exit status 2 after saying why for --iters < MIN_ITERS (and, with warmup, --warmup < 0); else None."""
+    if args.iters < MIN_ITERS:
+        print(f"xstage.bench: --iters must be >= {MIN_ITERS}", file=sys.stderr)
+        return 2
+    if warmup and args.warmup < 0:
+        print("xstage.bench: --warmup must be >= 0", file=sys.stderr)
+        return 2
+    return None
+
+
+def _import(*names):
+    """The modules `names`, imported in order, or None after printing the ImportError (exit 3)."""
     try:
-        return [int(x) for x in text.split(",") if x]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}")
+        return [importlib.import_module(n) for n in names]
+    except ImportError as e:
+        print(f"xstage.bench: {e}", file=sys.stderr)
+        return None
 
 
-def _quantile(values, q):
-    v = sorted(values)
-    pos = q * (len(v) - 1)
-    lo = int(math.floor(pos))
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (pos - lo) * (v[hi] - v[lo])
+def _timed(torch, fn, sets, args):
+    """us of args.iters launches fn(i % sets), each between CUDA events, after args.warmup untimed
+    ones; the GPU is kept busy (a spin kernel, <= ~60 us of host time per launch at ~1.9 GHz)
+    while the host enqueues them, so host overhead does not enter a timing."""
+    for w in range(args.warmup):
+        fn(w % sets)
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(args.iters * 60 * 1.9e3))
+    return time_launches(torch, lambda i: fn(i % sets), args.iters)
 
 
-def _pairs(sq, skv, causal):
-    if not causal:
-        return float(sq) * skv
-    n = min(sq, skv)
-    return n * (n + 1) / 2 + max(0, sq - skv) * float(skv)
+def _write_json(path, doc):
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
 
 
 def _run_cli(cli, args, path):
@@ -75,21 +91,13 @@ def bench_attention(argv=None) -> int:
     ap.add_argument("--cli", help="the xstage binary: run its attention bench on the same shapes first")
     ap.add_argument("--json", help="write results here (schema xstage.bench.attention.v1)")
     args = ap.parse_args(argv)
-    if args.iters < 20:
-        print("xstage.bench: --iters must be >= 20", file=sys.stderr)
-        return 2
-    if args.warmup < 0:
-        print("xstage.bench: --warmup must be >= 0", file=sys.stderr)
-        return 2
-    try:
-        import torch
-        import torch.nn.functional as F
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
-        import xstage
-    except ImportError as e:
-        print(f"xstage.bench: {e}", file=sys.stderr)
+    bad = _bad_counts(args)
+    if bad is not None:
+        return bad
+    mods = _import("torch", "torch.nn.functional", "torch.nn.attention", "xstage")
+    if mods is None:
         return 3
+    torch, F, attn, xstage = mods
     if not torch.cuda.is_available():
         print("xstage.bench: no CUDA device", file=sys.stderr)
         return 3
@@ -105,8 +113,7 @@ def bench_attention(argv=None) -> int:
 
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
-    l2 = getattr(props, "L2_cache_size", 50 << 20)
-    rotate = int(args.rotate_mib * (1 << 20)) if args.rotate_mib > 0 else 2 * l2
+    l2, rotate = rotate_bytes(torch, dev, args.rotate_mib)
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     torch.manual_seed(20261203)
     print(f"# xstage.bench attention on {props.name} ({props.multi_processor_count} SMs), torch {torch.__version__}, "
@@ -115,29 +122,15 @@ def bench_attention(argv=None) -> int:
     print(f"#{'backend':>19} {'seqlen':>7} {'heads':>5} {'d':>4} {'sets':>5} {'time(us)':>10} {'min(us)':>10} "
           f"{'TFLOP/s':>9} {'vs C++':>7}")
 
-    def timed(fn, sets):
-        for w in range(args.warmup):
-            fn(w % sets)
-        torch.cuda.synchronize()
-        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(args.iters)]
-        # keep the GPU busy while the host enqueues (<= ~60 us of host time per launch, ~1.9 GHz)
-        torch.cuda._sleep(int(args.iters * 60 * 1.9e3))
-        for it in range(args.iters):
-            ev[it][0].record()
-            fn(it % sets)
-            ev[it][1].record()
-        torch.cuda.synchronize()
-        return [a.elapsed_time(b) * 1e3 for a, b in ev]
-
     results = []
     for d in args.head_dims:
         for h in args.heads:
             for s in args.seqlens:
                 elems = s * h * d
-                sets = max(1, -(-rotate // (4 * elems * 2)))
+                sets = sets_for(rotate, 4 * elems * 2)
                 qkv = [[torch.empty(1, s, h, d, device=dev, dtype=dtype).uniform_(-1, 1) for _ in range(3)]
                        for _ in range(sets)]
-                flops = 4.0 * h * d * _pairs(s, s, args.causal)
+                flops = 4.0 * h * d * visible_pairs(s, s, args.causal)
                 cli = cli_rows.get((s, h, d))
                 rows = []
 
@@ -162,7 +155,7 @@ def bench_attention(argv=None) -> int:
                 if not args.no_sdpa:
                     def sdpa(i):
                         q, k, v = qkv[i]
-                        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                        with attn.sdpa_kernel([attn.SDPBackend.CUDNN_ATTENTION]):
                             return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
                                                                   v.transpose(1, 2), is_causal=args.causal)
                     rows.append(("torch-cudnn", sdpa))
@@ -170,15 +163,14 @@ def bench_attention(argv=None) -> int:
                     rec = {"backend": name, "batch": 1, "seqlen": s, "heads": h, "head_dim": d, "dtype": args.dtype,
                            "causal": args.causal, "rotating_sets": sets, "iters": args.iters}
                     try:
-                        us = timed(fn, sets)
+                        us = _timed(torch, fn, sets, args)
                     except RuntimeError as e:
-                        rec["error"] = str(e).split("\n")[0]
-                        results.append(rec)
-                        print(f" {name:>19} {s:>7} {h:>5} {d:>4} {sets:>5}   error: {rec['error'][:80]}")
+                        err = record_error(results, rec, e)
+                        print(f" {name:>19} {s:>7} {h:>5} {d:>4} {sets:>5}   error: {err[:80]}")
                         continue
-                    med = statistics.median(us)
-                    rec.update({"median_us": med, "min_us": min(us), "max_us": max(us), "p10_us": _quantile(us, 0.1),
-                                "p90_us": _quantile(us, 0.9), "tflops": flops / (med * 1e-6) / 1e12})
+                    rec.update(stats_us(us))
+                    med = rec["median_us"]
+                    rec["tflops"] = flops / (med * 1e-6) / 1e12
                     ratio = ""
                     if cli:
                         rec["cli_median_us"] = cli["median_us"]
@@ -194,24 +186,20 @@ def bench_attention(argv=None) -> int:
                 torch.cuda.empty_cache()
 
     if args.json:
-        doc = {
+        _write_json(args.json, {
             "schema": "xstage.bench.attention.v1",
             "tool": "xstage.bench (python)",
             "torch": torch.__version__,
             "device": props.name,
             "sm_count": props.multi_processor_count,
             "l2_bytes": l2,
-            "commit": os.environ.get("XSTAGE_COMMIT", "unknown"),
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            **stamp(),
             "config": {"batch": 1, "dtype": args.dtype, "causal": args.causal, "layout": "BSHD",
                        "warmup": args.warmup, "iters": args.iters, "rotate_bytes": rotate,
                        "cli": args.cli, "flops": "4*B*H*Sq*Skv*d (visible pairs if causal)"},
             "cli_results": list(cli_rows.values()),
             "results": results,
-        }
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
+        })
     return 0
 
 
@@ -228,17 +216,13 @@ def bench_moe_gemm(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--json", help="write results here")
     args = ap.parse_args(argv)
-    if args.iters < 20:
-        print("xstage.bench: --iters must be >= 20", file=sys.stderr)
-        return 2
-    try:
-        import torch
-
-        import xstage
-        from xstage import moe
-    except ImportError as e:
-        print(f"xstage.bench: {e}", file=sys.stderr)
+    bad = _bad_counts(args, warmup=False)
+    if bad is not None:
+        return bad
+    mods = _import("torch", "xstage", "xstage.moe")
+    if mods is None:
         return 3
+    torch, xstage, moe = mods
     if not torch.cuda.is_available() or not xstage.extension_status()["moe"]:
         print("xstage.bench: needs a CUDA device and the extension with the MoE kernels", file=sys.stderr)
         return 3
@@ -255,7 +239,7 @@ def bench_moe_gemm(argv=None) -> int:
     rows = [r for r in cli_doc["results"] if "median_us" in r and r.get("weights", "w8a8") == "w8a8"]
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
-    rotate = 2 * getattr(props, "L2_cache_size", 50 << 20)
+    rotate = rotate_bytes(torch, dev, 0)[1]
     print(f"# xstage.bench moe-gemm on {props.name}: torch op vs the C++ bench, median of {args.iters}")
     print(f"#{'model':>18} {'op':>10} {'tokens':>6} {'E':>4} {'n':>6} {'k':>6} {'sets':>4} {'time(us)':>10} "
           f"{'TFLOP/s':>9} {'C++ TFLOP/s':>11} {'ratio':>6}")
@@ -264,7 +248,7 @@ def bench_moe_gemm(argv=None) -> int:
         E, tokens, n, k, m = r["experts"], r["tokens_per_expert"], r["n"], r["k"], r["m"]
         epilogue = "swiglu" if r["op"] == "l1_swiglu" else "bf16"
         set_bytes = E * n * k + m * k
-        sets = max(1, -(-rotate // set_bytes))
+        sets = sets_for(rotate, set_bytes)
         data = []
         for _ in range(sets):
             b = (torch.randn(E, n, k, device=dev) * 0.05).to(torch.float8_e4m3fn).view(torch.uint8)
@@ -279,18 +263,8 @@ def bench_moe_gemm(argv=None) -> int:
             a, a_s, w = data[i]
             return moe.grouped_gemm(a, a_s, w, counts, offsets, epilogue=epilogue,
                                     row_weights=rw if epilogue == "swiglu" else None, tokens_per_expert_hint=tokens)
-        for w in range(args.warmup):
-            call(w % sets)
-        torch.cuda.synchronize()
-        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(args.iters)]
-        torch.cuda._sleep(int(args.iters * 60 * 1.9e3))
-        for it in range(args.iters):
-            ev[it][0].record()
-            call(it % sets)
-            ev[it][1].record()
-        torch.cuda.synchronize()
-        us = [x.elapsed_time(y) * 1e3 for x, y in ev]
-        med = statistics.median(us)
+        us = _timed(torch, call, sets, args)
+        med = stats_us(us)["median_us"]
         tflops = 2.0 * E * tokens * n * k / (med * 1e-6) / 1e12
         rec = {"backend": "xstage-torch-op", "model": r["model"], "op": r["op"], "weights": "w8a8", "experts": E,
                "tokens_per_expert": tokens, "m": m, "n": n, "k": k, "rotating_sets": sets, "median_us": med,
@@ -302,15 +276,11 @@ def bench_moe_gemm(argv=None) -> int:
         del data
         torch.cuda.empty_cache()
     if args.json:
-        doc = {"schema": "xstage.bench.moe_gemm.v1", "tool": "xstage.bench (python)", "torch": torch.__version__,
-               "device": props.name, "commit": os.environ.get("XSTAGE_COMMIT", "unknown"),
-               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-               "config": {"warmup": args.warmup, "iters": args.iters, "tokens": args.tokens, "ops": args.ops,
-                          "flops": "2*experts*tokens*n*k"},
-               "cli_results": cli_doc["results"], "results": results}
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
+        _write_json(args.json, {"schema": "xstage.bench.moe_gemm.v1", "tool": "xstage.bench (python)",
+                                "torch": torch.__version__, "device": props.name, **stamp(),
+                                "config": {"warmup": args.warmup, "iters": args.iters, "tokens": args.tokens,
+                                           "ops": args.ops, "flops": "2*experts*tokens*n*k"},
+                                "cli_results": cli_doc["results"], "results": results})
     return 0
 
 

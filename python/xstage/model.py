@@ -28,6 +28,16 @@ def _C():
     return _ext.load()
 
 
+def _read_text(path: PathLike) -> tuple[str, str]:
+    """(path as str, the file's text); ValueError naming the file when it cannot be read."""
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return path, f.read()
+    except OSError as e:
+        raise ValueError(f"xstage.model: {path}: cannot read ({e.strerror})") from None
+
+
 @dataclass(frozen=True)
 class Params:
     """Fitted model parameters (``xstage.params.v2``): T0(B), R(K), R_agg, delta(K), Q(K),
@@ -52,12 +62,7 @@ class Params:
 
     @classmethod
     def load(cls, path: PathLike) -> "Params":
-        path = os.fspath(path)
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise ValueError(f"xstage.model: {path}: cannot read ({e.strerror})") from None
+        path, text = _read_text(path)
         try:
             return cls.from_json(text)
         except ValueError as e:
@@ -192,12 +197,7 @@ def fit(probe: Mapping | PathLike, **options: Any) -> FitResult:
     if isinstance(probe, Mapping):
         text = json.dumps(dict(probe))
     else:
-        path = os.fspath(probe)
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise ValueError(f"xstage.model: {path}: cannot read ({e.strerror})") from None
+        text = _read_text(probe)[1]
     for k, v in options.items():
         if isinstance(v, float) and not math.isfinite(v):
             raise ValueError(f"xstage.model: fit option {k} = {v} must be finite")
