@@ -4,19 +4,30 @@
 // combine-store spans of both orders next to a local-store control and the model's prediction.
 // Routing as `xstage moe-routing`; compare with python/bench_moe_torch.py (same routing) through
 // python/compare_moe.py. Weights and activations are random
-// finite fp8 codes with constant scales (timing does not depend on the values; correctness is
-// the GPU tests' job).
+// finite fp8 codes with constant scales (timing does not depend on the values).
+//
+// Output checks (cli/bench_check.hpp, docs/measurement.md "Output checks of the benches"): each
+// variant's output is poisoned with NaN after its warm-up; after its timed calls (before the
+// span calls) every rank's output [T, H] bf16 is scanned in full for non-finite values and
+// --check-tokens seeded token rows per rank are compared with the host reference of the layer
+// (ops::moe_expert_row, the rows of ops::moe_layer_reference, for each of the token's top-k
+// experts, summed), computed once per configuration from the same bytes the bench uploaded. A
+// row out of tolerance fails the cell (FAILED in the table and the JSON); the command exits 1
+// after the sweep.
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "cli/bench_check.hpp"
 #include "cli/bench_util.hpp"
 #include "cli/commands.hpp"
 #include "cli/run_stamp.hpp"
@@ -28,6 +39,7 @@
 #include "cli/model_source.hpp"
 #include "xstage/ops/ep_moe.hpp"
 #include "xstage/ops/mega_moe.hpp"
+#include "xstage/ops/moe_layer_ref.hpp"
 #include "xstage/team.hpp"
 
 namespace xstage::cli {
@@ -48,6 +60,116 @@ struct Flags {
   std::string params;
   double tile_tflops = 7.0;
   std::string json_out;
+  int check_tokens = 16;  // token rows per rank compared with the host reference
+  uint64_t check_seed = 20261203u;
+};
+
+// Per checked token row: relative L2 error <= 2e-2 (the layer GPU tests' tolerance,
+// tests/gpu/moe_layer_case.hpp, there over the whole output) and largest element error <=
+// 5e-2 x the row's largest reference value (two GEMMs, an fp8 requantisation of the SwiGLU
+// output in between, bf16 outputs). The outputs of the bench's inputs are small (~1e-6), so the
+// absolute floor is far below them.
+constexpr RowTolerance kMoeLayerTolerance{2e-2, 5e-2, 1e-12};
+
+// The bench's input values (random_fp8 below): every fp8 / packed 4-bit tensor of every rank
+// holds the pattern's bytes from its start, repeated; the scales are constants.
+constexpr float kXScale = 1.f / 16, kW8Scale = 1.f / 256, kInt4Scale = 1.f / 64;
+constexpr uint8_t kMxE8m0 = 121;  // 2^-6
+
+// One expert of the layer as the bench uploaded it: local expert `le` of any rank (every rank
+// uploads the same bytes), as a one-expert ops::MoeLayerWeights.
+ops::MoeLayerWeights bench_expert_weights(const std::vector<uint8_t>& pat, ops::MoeQuant quant, int H, int I, int le) {
+  ops::MoeLayerWeights w;
+  w.experts = 1;
+  w.hidden = H;
+  w.intermediate = I;
+  w.quant = quant;
+  const size_t m1 = size_t(2) * I * H, m2 = size_t(H) * I;
+  const size_t div = quant == ops::MoeQuant::w8a8 ? 1 : 2;  // bytes per element: 1 or 1/2
+  auto bytes = [&](size_t start, size_t n, std::vector<uint8_t>& out) {
+    out.resize(n);
+    for (size_t b = 0; b < n; ++b) out[b] = pat[(start + b) % pat.size()];
+  };
+  bytes(size_t(le) * m1 / div, m1 / div, w.w1);
+  bytes(size_t(le) * m2 / div, m2 / div, w.w2);
+  if (quant == ops::MoeQuant::w8a8) {
+    w.w1_scales.assign(m1 / (128 * 128), kW8Scale);
+    w.w2_scales.assign(m2 / (128 * 128), kW8Scale);
+  } else if (quant == ops::MoeQuant::w4a8_int4) {
+    w.w1_scales.assign(m1 / 128, kInt4Scale);
+    w.w2_scales.assign(m2 / 128, kInt4Scale);
+  } else {
+    w.w1_e8m0.assign(m1 / 32, kMxE8m0);
+    w.w2_e8m0.assign(m2 / 32, kMxE8m0);
+  }
+  return w;
+}
+
+// The checked token rows of every local rank and their reference [tokens, H] (fp64 sums of the
+// bf16-rounded expert rows).
+struct RankCheck {
+  int rank = 0;
+  std::vector<size_t> tokens;
+  std::vector<double> ref;
+};
+
+std::vector<RankCheck> moe_layer_check_ref(Team& team, const Flags& fl, const moe::Routing& r, ops::MoeQuant quant,
+                                           const std::vector<uint8_t>& pat) {
+  const int T = r.tokens_per_rank, H = r.shape.hidden, I = r.shape.intermediate, k = r.shape.top_k;
+  const int epr = r.experts_per_rank;
+  std::vector<RankCheck> out(team.local_count());
+  // One task per (local rank, checked token, choice); grouped by local expert index (the
+  // weights of expert e are those of local expert e % epr on every rank).
+  struct Task {
+    int i;
+    size_t row;  // index into out[i].tokens
+    int choice;
+  };
+  std::vector<Task> tasks;
+  std::map<int, std::vector<size_t>> by_expert;
+  for (int i = 0; i < team.local_count(); ++i) {
+    RankCheck& rc = out[i];
+    rc.rank = team.rank(i);
+    rc.tokens = sample_rows(size_t(T), size_t(std::max(fl.check_tokens, 2)),
+                            fl.check_seed ^ (uint64_t(T) << 16) ^ (uint64_t(H) << 36) ^ (uint64_t(rc.rank) << 56) ^
+                                (uint64_t(r.shape.experts) << 4) ^ uint64_t(static_cast<int>(r.config.kind)),
+                            {size_t(T / 2)});
+    rc.ref.assign(rc.tokens.size() * H, 0.0);
+    for (size_t j = 0; j < rc.tokens.size(); ++j)
+      for (int c = 0; c < k; ++c) {
+        const int e = r.per_rank[rc.rank].experts[rc.tokens[j] * k + c];
+        if (e < 0 || e >= r.shape.experts) throw Error(fmt::format("bench moe: routed expert {} out of range", e));
+        by_expert[e % epr].push_back(tasks.size());
+        tasks.push_back({i, j, c});
+      }
+  }
+  std::vector<std::pair<int, std::vector<size_t>>> groups(by_expert.begin(), by_expert.end());
+  std::vector<float> ys(tasks.size() * H);
+  const std::vector<float> xs(H / 128, kXScale);
+  // Few threads: each holds one expert's weights and moe_expert_row's fp64 copy of them.
+  parallel_for(groups.size(), [&](size_t g) {
+    const ops::MoeLayerWeights w = bench_expert_weights(pat, quant, H, I, groups[g].first);
+    std::vector<uint8_t> x(H);
+    for (size_t t : groups[g].second) {
+      const Task& tk = tasks[t];
+      const RankCheck& rc = out[tk.i];
+      const size_t tok = rc.tokens[tk.row];
+      for (int c = 0; c < H; ++c) x[c] = pat[(tok * H + c) % pat.size()];
+      const float wgt = r.per_rank[rc.rank].weights[tok * k + tk.choice];
+      ops::moe_expert_row(w, 0, wgt, x.data(), xs.data(), ys.data() + t * H);
+    }
+  }, 16);
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    double* o = out[tasks[t].i].ref.data() + tasks[t].row * H;
+    for (int c = 0; c < H; ++c) o[c] += ys[t * H + c];
+  }
+  return out;
+}
+
+// A rank's output after the timed calls: its non-finite count (full scan) and checked rows.
+struct RankGot {
+  unsigned long long nonfinite = 0;
+  std::vector<float> rows;  // tokens x H
 };
 
 // Fused variants: an order, optionally with the static tile split instead of dynamic claiming,
@@ -125,6 +247,7 @@ T* upload(const std::vector<T>& h) {
 
 void run(const Flags& fl) {
   if (fl.iters < 20) throw InvalidArgument(fmt::format("bench moe: --iters {} must be >= 20", fl.iters));
+  if (fl.check_tokens < 2) throw InvalidArgument("bench moe: --check-tokens must be >= 2");
   for (const auto& v : fl.variants)
     if (v != "unfused" && !is_fused(v))
       throw InvalidArgument(fmt::format("bench moe: unknown variant '{}' ({})", v, kVariantList));
@@ -166,9 +289,15 @@ void run(const Flags& fl) {
   std::printf("# xstage bench moe (expert-parallel layer) on %d %s, median of %d (max over ranks); model %s\n",
               team->world_size(), team->is_virtual() ? "virtual ranks of one GPU" : "GPUs", fl.iters,
               model_used.c_str());
-  std::printf("#%19s %10s %8s %7s %12s %10s %10s %10s %9s%s\n", "model", "weights", "routing", "tokens", "variant",
-              "median_us", "p10_us", "p90_us", "max_rows", fl.spans ? "  span_remote/local/pred_us" : "");
+  std::printf("# check: %d seeded token rows per rank vs the host layer reference (per row: rel L2 <= %g, max abs <= "
+              "%g x max|ref|), full non-finite scan of the NaN-poisoned output after the timed calls; #wrong = rows out "
+              "of tolerance\n",
+              fl.check_tokens, kMoeLayerTolerance.rel_tol, kMoeLayerTolerance.max_abs_rel);
+  std::printf("#%19s %10s %8s %7s %12s %10s %10s %10s %9s %6s %6s %9s %6s%s\n", "model", "weights", "routing", "tokens",
+              "variant", "median_us", "p10_us", "p90_us", "max_rows", "#wrong", "nonfin", "rel_err", "check",
+              fl.spans ? "  span_remote/local/pred_us" : "");
   nlohmann::json results = nlohmann::json::array();
+  int cells = 0, cells_failed = 0;
   for (const auto& shape : shapes)
     for (auto kind : kinds)
       for (int tokens : fl.tokens)
@@ -221,8 +350,20 @@ void run(const Flags& fl) {
             if (is_fused(v) && !mega && quant == ops::MoeQuant::w8a8)
               mega = std::make_unique<ops::MegaMoeLayer>(*team, cfg, model, fl.tile_tflops);
           }
+          // The host reference of the checked rows, once per configuration (before the first variant).
+          std::vector<RankCheck> check;
+          bool check_ready = false;
+          std::string check_error;
           for (const auto& v : fl.variants) {
             if (is_fused(v) && quant != ops::MoeQuant::w8a8) continue;  // the fused kernel is W8A8 only
+            if (!check_ready) {
+              check_ready = true;
+              try {
+                check = moe_layer_check_ref(*team, fl, r, quant, pat);
+              } catch (const std::exception& e) {
+                check_error = std::string("host reference failed: ") + e.what();
+              }
+            }
             ops::MegaMoeOptions opt;
             opt.schedule = v.rfind("expert-wave", 0) == 0 ? moe::MoeSchedule::expert_wave : moe::MoeSchedule::interleaved;
             opt.dynamic_claim = v.find("-static") == std::string::npos;
@@ -234,12 +375,16 @@ void run(const Flags& fl) {
             std::vector<std::vector<double>> us(n), remote(n), local(n);
             std::vector<double> ghz(n, 0);
             std::vector<ops::MegaMoeTileStats> tiles(n);
+            std::vector<RankGot> got(n);
             team->run([&](int i) {
               cudaStream_t s = team->stream(i);
               const TeamDevice td = team->device_view(i);
               std::vector<cudaEvent_t> ev(2 * fl.iters);
               for (auto& e : ev) XS_CUDA(cudaEventCreate(&e), "events");
               for (int w = 0; w < fl.warmup; ++w) call(i, opt);
+              // Poison the output (NaN) before the timed calls: what the last one leaves unwritten
+              // stays NaN (before this rank's first timed barrier, so no peer is still in a call).
+              XS_CUDA(cudaMemsetAsync(in[i].out, kPoisonByte, size_t(tokens) * H * 2, s), "bench moe: poisoning the output");
               for (int it = 0; it < fl.iters; ++it) {
                 XS_CUDA(kernels::launch_team_barrier(td, team->next_epoch(i), s), "bench barrier");
                 XS_CUDA(cudaEventRecord(ev[2 * it], s), "events");
@@ -254,6 +399,19 @@ void run(const Flags& fl) {
                 us[i].push_back(ms * 1e3);
               }
               for (auto& e : ev) cudaEventDestroy(e);
+              {
+                // The last timed call's output, read before the span calls overwrite it.
+                std::vector<uint16_t> host(size_t(tokens) * H);
+                XS_CUDA(cudaMemcpy(host.data(), in[i].out, host.size() * 2, cudaMemcpyDeviceToHost),
+                        "bench moe: reading the output");
+                got[i].nonfinite = count_nonfinite_16(host.data(), host.size(), true);
+                if (!check.empty()) {
+                  const auto& toks = check[i].tokens;
+                  got[i].rows.resize(toks.size() * H);
+                  for (size_t j = 0; j < toks.size(); ++j)
+                    for (size_t c = 0; c < H; ++c) got[i].rows[j * H + c] = bf16_bits_to_float(host[toks[j] * H + c]);
+                }
+              }
               if (fl.spans && is_fused(v)) {
                 // One recorded call with remote combine stores, one with the local-store control.
                 for (bool control : {false, true}) {
@@ -282,9 +440,28 @@ void run(const Flags& fl) {
               rank_med.push_back(quantile(us[i], 0.5));
             }
             const long long max_rows = *std::max_element(st.received.begin(), st.received.end());
+            unsigned long long nonfinite = 0;
+            for (int i = 0; i < n; ++i) nonfinite += got[i].nonfinite;
+            CheckRecord rec;
+            if (!check_error.empty()) {
+              rec = failed_check(check_error, kMoeLayerTolerance, "");
+              rec.nonfinite = nonfinite;
+            } else {
+              RowChecker rc(kMoeLayerTolerance);
+              for (int i = 0; i < n; ++i)
+                for (size_t j = 0; j < check[i].tokens.size(); ++j)
+                  rc.add_row(static_cast<long long>(size_t(check[i].rank) * tokens + check[i].tokens[j]),
+                             got[i].rows.data() + j * H, check[i].ref.data() + j * H, H);
+              rec = rc.finish(nonfinite,
+                              "host layer reference (ops::moe_expert_row per top-k choice, fp64 sum of the bf16 rows) "
+                              "of the uploaded bytes; seeded token rows of every rank (row = rank * tokens + token)");
+            }
+            if (!rec.passed) ++cells_failed;
+            ++cells;
             nlohmann::json row{{"model", shape.name}, {"weights", wname}, {"routing", std::string(moe::routing_name(kind))},
                                {"tokens_per_rank", tokens}, {"variant", v}, {"median_us", med}, {"p10_us", p10},
-                               {"p90_us", p90}, {"rank_median_us", rank_med}, {"rows_received", st.received}};
+                               {"p90_us", p90}, {"rank_median_us", rank_med}, {"rows_received", st.received},
+                               {"nonfinite", rec.nonfinite}, {"check", rec.verdict()}, {"correctness", rec.to_json()}};
             std::string span_txt;
             if (is_fused(v)) {
               nlohmann::json plan;
@@ -320,8 +497,9 @@ void run(const Flags& fl) {
                   t0.l1.input_wait_us, t0.l2.mainloop_us,
                   t0.l2.epilogue_us, t0.l2.store_tail_us, t0.l2.input_wait_us);
             }
-            std::printf(" %19s %10s %8s %7d %12s %10.1f %10.1f %10.1f %9lld%s\n", shape.name.c_str(), wname.c_str(),
-                        std::string(moe::routing_name(kind)).c_str(), tokens, v.c_str(), med, p10, p90, max_rows,
+            std::printf(" %19s %10s %8s %7d %12s %10.1f %10.1f %10.1f %9lld %6lld %6llu %9.2e %6s%s\n",
+                        shape.name.c_str(), wname.c_str(), std::string(moe::routing_name(kind)).c_str(), tokens,
+                        v.c_str(), med, p10, p90, max_rows, rec.rows_failed, rec.nonfinite, rec.rel_err, rec.verdict(),
                         span_txt.c_str());
             std::fflush(stdout);
             results.push_back(row);
@@ -338,6 +516,9 @@ void run(const Flags& fl) {
           });
         }
   team->run([&](int i) { cudaFree(pat_dev[i]); });
+  std::printf("# correctness: %s\n", cells_failed ? fmt::format("{} of {} cells FAILED their output check", cells_failed,
+                                                                cells).c_str()
+                                                   : fmt::format("{} cells checked, all pass", cells).c_str());
   if (!fl.json_out.empty()) {
     nlohmann::json j;
     j["schema"] = "xstage.bench.moe.v1";
@@ -354,10 +535,16 @@ void run(const Flags& fl) {
     j["date"] = now_iso();
     j["config"] = {{"warmup", fl.warmup}, {"iters", fl.iters}, {"tile_tflops", fl.tile_tflops},
                    {"timing", "team barrier, then CUDA events around one call per rank; median per rank, max over ranks"},
-                   {"spans", "per Linear-2 warp-group piece (64 x 128 bf16): SM cycles from before its first combine store to after its last store and the group's barrier, over the measured SM clock; local = same call with every combine row stored to this rank's own buffer"}};
+                   {"spans", "per Linear-2 warp-group piece (64 x 128 bf16): SM cycles from before its first combine store to after its last store and the group's barrier, over the measured SM clock; local = same call with every combine row stored to this rank's own buffer"},
+                   {"check_tokens", fl.check_tokens}, {"check_seed", fl.check_seed},
+                   {"check", "output NaN-poisoned before the timed calls; the last timed call's output: full non-finite "
+                             "scan and seeded token rows of every rank vs the host layer reference, per-row tolerances"}};
     j["results"] = results;
+    j["cells_failed"] = cells_failed;
     write_json_file(j, fl.json_out);
   }
+  if (cells_failed)
+    throw Error(fmt::format("bench moe: {} of {} cells FAILED their output check (exit 1)", cells_failed, cells));
 }
 
 }  // namespace
@@ -396,6 +583,11 @@ void add_moe_bench_command(CLI::App& app) {
                 "Record combine-store spans and the per-tile trace (fused variants; two extra calls each)");
   cmd->add_option("--params", fl->params, "Burst-Gap parameters for the interleaved mix (default: the shipped H200 preset)");
   cmd->add_option("--tile-tflops", fl->tile_tflops, "One CTA's FP8 TFLOP/s (the schedule's tile times)")->capture_default_str();
+  cmd->add_option("--check-tokens", fl->check_tokens,
+                  "Token rows per rank compared with the host layer reference (seeded; always the first, middle and "
+                  "last token; costs about top_k x 3 x hidden x intermediate host operations per token)")
+      ->capture_default_str();
+  cmd->add_option("--check-seed", fl->check_seed, "Seed of the checked tokens")->capture_default_str();
   cmd->add_option("--json", fl->json_out, "Write results as JSON (xstage.bench.moe.v1)");
   cmd->callback([fl] { run(*fl); });
 }
