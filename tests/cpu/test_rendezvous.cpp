@@ -2,8 +2,12 @@
 // bounded failure when a peer never shows up.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
-#include <random>
 #include <thread>
 
 #include "xstage/error.hpp"
@@ -12,9 +16,22 @@
 using namespace xstage;
 
 namespace {
+// A port the kernel just handed out as free (bound to port 0 on loopback, then released), so
+// a test never collides with a port another process holds.
 int free_port() {
-  static std::mt19937 g(static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
-  return 30000 + static_cast<int>(g() % 20000);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  if (fd >= 0) ::close(fd);
+  EXPECT_GT(port, 0) << "could not get a free loopback port";
+  return port;
 }
 }  // namespace
 
