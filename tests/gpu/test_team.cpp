@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <string>
+#include <vector>
 
 #include "gpu/gpu_env.hpp"
+#include "kernels/selftest/exchange.hpp"
 #include "xstage/error.hpp"
 #include "xstage/ops/selftest.hpp"
 #include "xstage/team.hpp"
@@ -50,7 +53,6 @@ TEST(TeamLocal, BadSelftestSizeIsRejected) {
 }
 
 // --- P ranks: real GPUs where there are enough, else virtual ranks of one GPU ---------------
-#include "kernels/selftest/exchange.hpp"
 
 class TeamRanks : public ::testing::TestWithParam<int> {};
 
@@ -164,4 +166,65 @@ TEST(VirtualRanks, GreenContextsExchangeAndSizeGridsFromTheirPartition) {
   }
   EXPECT_NE(t->partition_story().find("green contexts"), std::string::npos) << t->partition_story();
   check_partition_mode(*t);
+}
+
+// The virtual team's All-to-All: a rank that never calls ends every other rank's call with a
+// clear host error within the bound (NCCL's own All-to-All on real GPUs has no such bound).
+TEST(VirtualRanks, AllToAllWithARankThatNeverCallsIsAClearError) {
+  XS_REQUIRE_GPUS(1);
+  TeamOptions o;
+  o.wait_timeout_s = 0.5;
+  auto t = Team::virtual_ranks(4, o);
+  const size_t bytes = 4096;
+  std::vector<void*> send(4), recv(4);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_EQ(cudaMalloc(&send[i], bytes * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&recv[i], bytes * 4), cudaSuccess);
+  }
+  std::vector<std::string> err(4);
+  const auto t0 = std::chrono::steady_clock::now();
+  t->run([&](int i) {
+    if (i == 3) return;
+    try {
+      t->all_to_all(i, send[i], recv[i], bytes, t->stream(i));
+    } catch (const Error& e) {
+      err[i] = e.what();
+    }
+  });
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int i = 0; i < 3; ++i) EXPECT_NE(err[i].find("not every rank arrived"), std::string::npos) << err[i];
+  EXPECT_LT(secs, 5.0);
+  cudaDeviceSynchronize();
+  for (int i = 0; i < 4; ++i) {
+    cudaFree(send[i]);
+    cudaFree(recv[i]);
+  }
+}
+
+// All ranks call: every rank receives block r of every peer's send buffer.
+TEST(VirtualRanks, AllToAllMovesEveryBlock) {
+  XS_REQUIRE_GPUS(1);
+  auto t = Team::virtual_ranks(4, TeamOptions{});
+  const size_t bytes = 4096 + 16;
+  std::vector<void*> send(4), recv(4);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_EQ(cudaMalloc(&send[i], bytes * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&recv[i], bytes * 4), cudaSuccess);
+    for (int p = 0; p < 4; ++p)  // block p of rank i's send holds the byte 16 * i + p
+      ASSERT_EQ(cudaMemset(static_cast<char*>(send[i]) + p * bytes, 16 * i + p, bytes), cudaSuccess);
+    ASSERT_EQ(cudaMemset(recv[i], 0xEE, bytes * 4), cudaSuccess);
+  }
+  t->run([&](int i) {
+    t->all_to_all(i, send[i], recv[i], bytes, t->stream(i));
+    ASSERT_EQ(cudaStreamSynchronize(t->stream(i)), cudaSuccess);
+  });
+  for (int i = 0; i < 4; ++i) {
+    std::vector<unsigned char> h(bytes * 4);
+    ASSERT_EQ(cudaMemcpy(h.data(), recv[i], h.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    for (int p = 0; p < 4; ++p)
+      for (size_t b = 0; b < bytes; ++b)
+        ASSERT_EQ(h[p * bytes + b], 16 * p + i) << "rank " << i << " block from rank " << p << " byte " << b;
+    cudaFree(send[i]);
+    cudaFree(recv[i]);
+  }
 }
