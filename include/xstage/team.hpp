@@ -139,6 +139,9 @@ class Team {
 
  private:
   explicit Team(std::unique_ptr<Impl> impl);
+  // Owns `impl` (its destructor cleans up whatever was made, also on a throw) and gives it
+  // the control window: the last step of every constructor.
+  static std::unique_ptr<Team> with_ctrl(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -31,8 +30,7 @@ inline void check_virtual_flag(const char* cmd, int virtual_ranks) {
 
 inline std::unique_ptr<Team> make_team(const TeamOptions& real, int virtual_ranks) {
   if (virtual_ranks <= 0) return Team::local(real);
-  // One hardware queue per rank stream (set before CUDA starts; main() sets it too).
-  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  // CUDA_DEVICE_MAX_CONNECTIONS and CUDA_MODULE_LOADING are set by main(), before CUDA starts.
   TeamOptions o = real;
   o.min_gpus = 1;
   return Team::virtual_ranks(virtual_ranks, o);

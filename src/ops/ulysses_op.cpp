@@ -74,7 +74,6 @@ void check_input(const char* name, const void* p) {
     throw InvalidArgument(fmt::format("ulysses: {} = {} is not 16-byte aligned", name, p));
 }
 
-
 }  // namespace
 
 struct UlyssesAttention::Impl {

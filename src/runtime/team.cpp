@@ -134,6 +134,12 @@ void finish_setup(Team::Impl& t) {
 
 Team::Team(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
+std::unique_ptr<Team> Team::with_ctrl(std::unique_ptr<Impl> impl) {
+  std::unique_ptr<Team> t(new Team(std::move(impl)));
+  t->impl_->ctrl = &t->alloc_symmetric(CtrlLayout::kBytes);
+  return t;
+}
+
 std::unique_ptr<Team> Team::local(const TeamOptions& opts) {
   keep_nvlink_multicast_off();
   int n = 0;
@@ -167,9 +173,7 @@ std::unique_ptr<Team> Team::local(const TeamOptions& opts) {
     impl->ranks.push_back(r);
   }
   finish_setup(*impl);
-  std::unique_ptr<Team> t(new Team(std::move(impl)));
-  t->impl_->ctrl = &t->alloc_symmetric(CtrlLayout::kBytes);
-  return t;
+  return with_ctrl(std::move(impl));
 }
 
 namespace {
@@ -229,9 +233,7 @@ std::unique_ptr<Team> Team::from_unique_id(const TeamOptions& opts, int rank, in
                                            const std::vector<char>& id) {
   keep_nvlink_multicast_off();
   check_rank_placement(opts, rank, world, device);
-  std::unique_ptr<Team> t(new Team(join_with_id(opts, rank, world, device, id)));
-  t->impl_->ctrl = &t->alloc_symmetric(CtrlLayout::kBytes);
-  return t;
+  return with_ctrl(join_with_id(opts, rank, world, device, id));
 }
 
 std::unique_ptr<Team> Team::from_launcher(const TeamOptions& opts, const LaunchEnv& env) {
@@ -241,10 +243,7 @@ std::unique_ptr<Team> Team::from_launcher(const TeamOptions& opts, const LaunchE
   std::vector<char> blob;
   if (env.rank == 0) blob = new_unique_id();
   blob = rendezvous_broadcast(env, blob);
-  if (blob.size() != sizeof(ncclUniqueId)) throw Error("rendezvous: received an NCCL id of the wrong size");
-  std::unique_ptr<Team> t(new Team(join_with_id(opts, env.rank, env.world_size, env.local_rank, blob)));
-  t->impl_->ctrl = &t->alloc_symmetric(CtrlLayout::kBytes);
-  return t;
+  return with_ctrl(join_with_id(opts, env.rank, env.world_size, env.local_rank, blob));
 }
 
 std::unique_ptr<Team> Team::virtual_ranks(int P, const TeamOptions& opts) {
@@ -283,21 +282,23 @@ std::unique_ptr<Team> Team::virtual_ranks(int P, const TeamOptions& opts) {
   if (green::lazy_module_loading())
     impl->story += "; lazy module loading is on: export CUDA_MODULE_LOADING=EAGER before CUDA starts, or a "
                    "kernel's first launch can wait behind another rank's waiting kernel";
+  // The Team owns the ranks before their streams, status records and events are made, so its
+  // destructor frees whatever a failure part-way left.
+  impl->ranks.resize(P);
+  std::unique_ptr<Team> t(new Team(std::move(impl)));
   for (int i = 0; i < P; ++i) {
-    Impl::Rank r;
+    Impl::Rank& r = t->impl_->ranks[i];
     r.rank = i;
     r.device = dev;
     r.sm_count = per_rank;
     if (on_green)
-      r.stream = impl->green.streams[i];
+      r.stream = t->impl_->green.streams[i];
     else
       XS_CUDA(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking), "creating a stream");
     alloc_status(r);
     XS_CUDA(cudaEventCreateWithFlags(&r.a2a_ready, cudaEventDisableTiming), "creating an event");
     XS_CUDA(cudaEventCreateWithFlags(&r.a2a_done, cudaEventDisableTiming), "creating an event");
-    impl->ranks.push_back(r);
   }
-  std::unique_ptr<Team> t(new Team(std::move(impl)));
   t->impl_->ctrl = &t->alloc_symmetric(CtrlLayout::kBytes);
   return t;
 }
