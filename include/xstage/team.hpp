@@ -108,6 +108,9 @@ class Team {
   // A further stream for local rank i's work, inside its SM partition when it has one; the
   // caller destroys it (cudaStreamDestroy).
   cudaStream_t create_stream(int i);
+  // Waits for local rank i's stream, bounded (polling, never a bare cudaStreamSynchronize: a
+  // kernel that never starts would hang it); throws Error saying `what` on a timeout or error.
+  void synchronize(int i, const std::string& what) const;
   TeamDevice device_view(int i) const;
   // The control window (barrier slots at CtrlLayout::kBarrierSlots, flags from kUserFlags).
   const SymmetricBuffer& ctrl() const;

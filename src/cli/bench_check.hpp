@@ -29,6 +29,8 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/parallel_for.hpp"
+
 namespace xstage::cli {
 
 // Every output byte is set to this before the timed calls: 0xFFFF is NaN in bf16 and fp16,
@@ -77,24 +79,7 @@ inline unsigned long long count_nonfinite_f32(const float* p, size_t n) {
   return bad;
 }
 
-// f(i) for i in [0, n) on up to `max_threads` host threads (the host references of the
-// checked rows; every i is independent).
-template <class F>
-void parallel_for(size_t n, F&& f, unsigned max_threads = 32) {
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  const size_t nt = std::min<size_t>(n, std::min(hw, max_threads));
-  if (nt <= 1) {
-    for (size_t i = 0; i < n; ++i) f(i);
-    return;
-  }
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> pool;
-  for (size_t t = 0; t < nt; ++t)
-    pool.emplace_back([&] {
-      for (size_t i = next++; i < n; i = next++) f(i);
-    });
-  for (auto& th : pool) th.join();
-}
+using xstage::parallel_for;  // src/runtime/parallel_for.hpp
 
 // --- row sample ---
 // Sorted, distinct row indices in [0, n): all rows if n <= k; else the first and the last row,

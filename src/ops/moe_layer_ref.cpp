@@ -11,6 +11,7 @@
 #include "xstage/error.hpp"
 #include "xstage/ops/moe_quant.hpp"
 #include "xstage/ops/moe_quant4.hpp"
+#include "runtime/parallel_for.hpp"
 
 namespace xstage::ops {
 
@@ -207,21 +208,47 @@ std::vector<std::vector<float>> moe_layer_reference(const moe::Routing& r, const
     for (int t = 0; t < T; ++t)
       for (int j = 0; j < k; ++j) rows_of[r.per_rank[src].experts[size_t(t) * k + j]].push_back({src, t, j});
 
-  // Compute per expert (grouped, as the owner would), combine onto the token owners.
-  std::vector<std::vector<float>> out(r.ranks, std::vector<float>(size_t(T) * H, 0.f));
-  std::vector<float> xs(H / 128), y(H);
+  // Compute per expert (grouped, as the owner would) on host threads, heaviest experts first;
+  // each row's y has its own slot, so the combine below adds in the order a serial loop would
+  // (results do not depend on the thread count). Threads are capped so that the dequantised
+  // experts they hold (doubles) stay within ~4 GiB.
+  std::vector<int> order;
+  std::vector<size_t> first_slot(r.shape.experts, 0);
+  size_t slots = 0;
   for (int e = 0; e < r.shape.experts; ++e) {
-    if (rows_of[e].empty()) continue;
-    const ExpertMatrices m = expert_matrices(w, e);  // once per expert
-    for (const Row& row : rows_of[e]) {
-      const MoeLayerRankInput& ri = in[row.src];
-      for (int b = 0; b < H / 128; ++b) xs[b] = ri.x_scales[size_t(b) * T + row.token];
-      const float wgt = r.per_rank[row.src].weights[size_t(row.token) * k + row.choice];
-      expert_row(m, H, w.intermediate, wgt, ri.x.data() + size_t(row.token) * H, xs.data(), y.data());
+    first_slot[e] = slots;
+    slots += rows_of[e].size();
+    if (!rows_of[e].empty()) order.push_back(e);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return rows_of[a].size() > rows_of[b].size(); });
+  std::vector<float> ys(slots * size_t(H));
+  const double expert_bytes = 3.0 * double(w.intermediate) * H * sizeof(double);
+  const unsigned cap = static_cast<unsigned>(std::clamp(4.0 * (1u << 30) / expert_bytes, 1.0, 64.0));
+  parallel_for(
+      order.size(),
+      [&](size_t oi) {
+        const int e = order[oi];
+        const ExpertMatrices m = expert_matrices(w, e);  // once per expert
+        std::vector<float> xs(H / 128);
+        for (size_t j = 0; j < rows_of[e].size(); ++j) {
+          const Row& row = rows_of[e][j];
+          const MoeLayerRankInput& ri = in[row.src];
+          for (int b = 0; b < H / 128; ++b) xs[b] = ri.x_scales[size_t(b) * T + row.token];
+          const float wgt = r.per_rank[row.src].weights[size_t(row.token) * k + row.choice];
+          expert_row(m, H, w.intermediate, wgt, ri.x.data() + size_t(row.token) * H, xs.data(),
+                     ys.data() + (first_slot[e] + j) * H);
+        }
+      },
+      cap);
+  std::vector<std::vector<float>> out(r.ranks, std::vector<float>(size_t(T) * H, 0.f));
+  for (int e = 0; e < r.shape.experts; ++e)
+    for (size_t j = 0; j < rows_of[e].size(); ++j) {
+      const Row& row = rows_of[e][j];
+      const float* y = ys.data() + (first_slot[e] + j) * H;
       float* o = out[row.src].data() + size_t(row.token) * H;
       for (int n = 0; n < H; ++n) o[n] += y[n];
     }
-  }
   return out;
 }
 

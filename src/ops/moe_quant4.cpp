@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/moe/w4a8_rs_layout.hpp"
+#include "runtime/parallel_for.hpp"
 #include "xstage/error.hpp"
 #include "xstage/ops/moe_quant.hpp"
 
@@ -258,19 +259,21 @@ void quantize_int4_lut(const float* w, int rows, int cols, uint8_t* packed, uint
     throw InvalidArgument("quantize_int4_lut: null buffer");
   check_lut_shape("quantize_int4_lut", rows, cols);
   const int groups = cols / kInt4Group;
+  for (int64_t i = 0; i < int64_t(rows) * cols; ++i)  // first, so the error names the first bad weight
+    if (!std::isfinite(w[i]))
+      throw InvalidArgument("quantize_int4_lut: weight (" + std::to_string(i / cols) + ", " +
+                            std::to_string(i % cols) + ") is not finite");
+  // Rows are independent (each writes its own bytes and scales): blocks of 64 rows on host threads.
+  constexpr int kRowBlock = 64;
+  parallel_for(size_t((rows + kRowBlock - 1) / kRowBlock), [&](size_t blk) {
   std::vector<float> group_scale(groups);
-  for (int r = 0; r < rows; ++r) {
+  const int r_end = std::min(rows, int(blk + 1) * kRowBlock);
+  for (int r = int(blk) * kRowBlock; r < r_end; ++r) {
     const float* x = w + int64_t(r) * cols;
     float row_max = 0.f;
     for (int g = 0; g < groups; ++g) {
       float amax = 0.f;
-      for (int i = 0; i < kInt4Group; ++i) {
-        const float v = x[g * kInt4Group + i];
-        if (!std::isfinite(v))
-          throw InvalidArgument("quantize_int4_lut: weight (" + std::to_string(r) + ", " +
-                                std::to_string(g * kInt4Group + i) + ") is not finite");
-        amax = std::max(amax, std::fabs(v));
-      }
+      for (int i = 0; i < kInt4Group; ++i) amax = std::max(amax, std::fabs(x[g * kInt4Group + i]));
       group_scale[g] = std::max(amax, kInt4AmaxFloor) / 7.f;
       row_max = std::max(row_max, group_scale[g]);
     }
@@ -302,6 +305,7 @@ void quantize_int4_lut(const float* w, int rows, int cols, uint8_t* packed, uint
       }
     }
   }
+  });
 }
 
 void dequantize_int4_lut(const uint8_t* packed, const uint8_t* group_e4m3, const float* channel_scales, int rows,

@@ -181,6 +181,22 @@ cudaError_t create_stream(const Partitions& p, int r, cudaStream_t* out) {
   return cudaSuccess;
 }
 
+cudaError_t remake_streams(Partitions& p) {
+  const Api& a = api();
+  for (cudaStream_t s : p.streams) a.stream_destroy(reinterpret_cast<CUstream>(s));
+  p.streams.clear();
+  for (size_t r = 0; r < p.contexts.size(); ++r) {
+    cudaStream_t s = nullptr;
+    if (cudaError_t e = create_stream(p, static_cast<int>(r), &s); e != cudaSuccess) {
+      for (cudaStream_t made : p.streams) a.stream_destroy(reinterpret_cast<CUstream>(made));
+      p.streams.clear();
+      return e;
+    }
+    p.streams.push_back(s);
+  }
+  return cudaSuccess;
+}
+
 void destroy(Partitions& p) {
   // The streams are the team's; the contexts stay cached for the next team of this split.
   const Api& a = api();

@@ -27,6 +27,10 @@ std::string create(int device, const SmSplit& plan, Partitions* out);
 // Another stream in rank `r`'s partition (for operators that run a second stream).
 cudaError_t create_stream(const Partitions& p, int r, cudaStream_t* out);
 
+// Replaces every rank's stream with a fresh one in the same partition (after a failed
+// co-residency check); on failure the partitions hold no streams.
+cudaError_t remake_streams(Partitions& p);
+
 // Destroys the streams (the contexts stay cached).
 void destroy(Partitions& p);
 

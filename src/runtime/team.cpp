@@ -1,6 +1,7 @@
 #include "xstage/team.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "runtime/check.hpp"
+#include "runtime/coresidency.hpp"
 #include "runtime/green_contexts.hpp"
 #include "runtime/nccl_v228.hpp"
 #include "runtime/window_peers.hpp"
@@ -246,6 +248,44 @@ std::unique_ptr<Team> Team::from_launcher(const TeamOptions& opts, const LaunchE
   return with_ctrl(join_with_id(opts, env.rank, env.world_size, env.local_rank, blob));
 }
 
+namespace {
+
+// The P ranks' streams must run kernels side by side (docs/virtual-ranks.md §Co-residency):
+// checked once per team; streams that could not are remade (up to 3 tries), else a clear error.
+void ensure_coresident(Team::Impl& t) {
+  constexpr int kTries = 3;
+  constexpr double kWaitS = 2.0;
+  for (int attempt = 1;; ++attempt) {
+    std::vector<cudaStream_t> streams;
+    for (const auto& r : t.ranks) streams.push_back(r.stream);
+    const runtime::CoresidencyCheck c = runtime::check_coresident(streams, kWaitS);
+    if (!c.error.empty()) throw Error("virtual ranks: " + c.error);
+    if (c.alone.empty()) {
+      if (attempt > 1) t.story += fmt::format("; streams remade {} time(s) to pass the co-residency check", attempt - 1);
+      return;
+    }
+    if (attempt == kTries) {
+      const char* conn = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+      throw Error(fmt::format(
+          "virtual ranks: the {} ranks' kernels cannot run side by side (ranks {} waited {} s alone, {} tries); "
+          "CUDA_DEVICE_MAX_CONNECTIONS is {} (export 32 before CUDA starts), or try reduced grids",
+          t.ranks.size(), fmt::join(c.alone, ","), kWaitS, kTries, conn ? conn : "unset (8)"));
+    }
+    if (!t.green.contexts.empty()) {
+      XS_CUDA(green::remake_streams(t.green), "remaking the virtual ranks' streams");
+      for (size_t i = 0; i < t.ranks.size(); ++i) t.ranks[i].stream = t.green.streams[i];
+    } else {
+      for (auto& r : t.ranks) {
+        cudaStreamDestroy(r.stream);
+        r.stream = nullptr;
+        XS_CUDA(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking), "remaking a virtual rank's stream");
+      }
+    }
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<Team> Team::virtual_ranks(int P, const TeamOptions& opts) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -299,6 +339,7 @@ std::unique_ptr<Team> Team::virtual_ranks(int P, const TeamOptions& opts) {
     XS_CUDA(cudaEventCreateWithFlags(&r.a2a_ready, cudaEventDisableTiming), "creating an event");
     XS_CUDA(cudaEventCreateWithFlags(&r.a2a_done, cudaEventDisableTiming), "creating an event");
   }
+  ensure_coresident(*t->impl_);
   t->impl_->ctrl = &t->alloc_symmetric(CtrlLayout::kBytes);
   return t;
 }
@@ -372,12 +413,44 @@ int Team::sm_count(int i) const { return impl_->ranks.at(i).sm_count; }
 std::string Team::partition_story() const { return impl_->story; }
 
 cudaStream_t Team::create_stream(int i) {
-  cudaStream_t s = nullptr;
-  if (!impl_->green.contexts.empty())
-    XS_CUDA(green::create_stream(impl_->green, i, &s), "creating a stream in a virtual rank's SM partition");
-  else
-    XS_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "creating a stream");
-  return s;
+  auto make = [&] {
+    cudaStream_t s = nullptr;
+    if (!impl_->green.contexts.empty())
+      XS_CUDA(green::create_stream(impl_->green, i, &s), "creating a stream in a virtual rank's SM partition");
+    else
+      XS_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "creating a stream");
+    return s;
+  };
+  if (!impl_->virt) return make();
+  // A virtual rank's side stream runs beside every rank's stream: checked like them (after
+  // they drain, so queued work is not taken for a shared queue).
+  for (int r = 0; r < local_count(); ++r) synchronize(r, "creating a side stream");
+  for (int attempt = 1;; ++attempt) {
+    cudaStream_t s = make();
+    std::vector<cudaStream_t> streams;
+    for (const auto& r : impl_->ranks) streams.push_back(r.stream);
+    streams.push_back(s);
+    const runtime::CoresidencyCheck c = runtime::check_coresident(streams, 2.0);
+    if (c.error.empty() && c.alone.empty()) return s;
+    cudaStreamDestroy(s);
+    if (!c.error.empty()) throw Error("virtual ranks: side stream: " + c.error);
+    if (attempt == 3)
+      throw Error(fmt::format("virtual ranks: rank {}'s side stream cannot run beside the ranks' streams (3 tries); "
+                              "CUDA_DEVICE_MAX_CONNECTIONS must be 32",
+                              i));
+  }
+}
+
+void Team::synchronize(int i, const std::string& what) const {
+  const auto& r = impl_->ranks.at(i);
+  // Device waits end within timeout_s each; a kernel that never starts cannot fire one, so
+  // the host bound is generous but finite.
+  const double bound = std::max(60.0, 20.0 * impl_->timeout_s);
+  cudaError_t e = cudaSuccess;
+  if (!runtime::wait_stream_bounded(r.stream, bound, &e))
+    throw Error(fmt::format("{}: rank {}'s stream did not finish within {:.0f} s (a kernel that never started?)",
+                            what, r.rank, bound));
+  XS_CUDA(e, what);
 }
 const SymmetricBuffer& Team::ctrl() const { return *impl_->ctrl; }
 uint64_t Team::next_epoch(int i) { return ++impl_->ranks.at(i).epoch; }

@@ -133,7 +133,7 @@ inline void check_layer(Team& team, const moe::ModelShape& shape, int tokens, mo
       cudaStream_t s = team.stream(i);
       EP_T(cudaMemsetAsync(dev[i].out, 0xFF, size_t(tokens) * H * 2, s));  // NaN poison
       forward(i, dev[i], s);
-      EP_T(cudaStreamSynchronize(s));
+      team.synchronize(i, "the layer's call");
       team.check_device_status(i);
       std::vector<uint16_t> out(size_t(tokens) * H);
       EP_T(cudaMemcpy(out.data(), dev[i].out, out.size() * 2, cudaMemcpyDeviceToHost));
@@ -186,7 +186,7 @@ inline void check_bad_expert(Team& team, const LayerFactory& make) {
   team.run([&](int i) {
     const ops::EpMoeRankInputs d = upload_rank(r, w, in, team.rank(i), 2);
     forward(i, d, team.stream(i));
-    EP_T(cudaStreamSynchronize(team.stream(i)));
+    team.synchronize(i, "the layer's call");
     try {
       team.check_device_status(i);
     } catch (const Error& e) {

@@ -117,7 +117,7 @@ TEST(MegaMoe, RecordsOneSpanPerLinear2PieceAndRunsTheLocalControl) {
       opt.record_spans = true;
       opt.control_local = control;
       layer.forward(i, d, team->stream(i), opt);
-      EP_T(cudaStreamSynchronize(team->stream(i)));
+      team->synchronize(i, "the Mega-MoE call");
       team->check_device_status(i);
       const ops::MegaMoeSpans sp = layer.last_spans(i);
       EXPECT_EQ(sp.us.size(), pieces) << "control " << control;

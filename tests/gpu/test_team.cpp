@@ -10,6 +10,7 @@
 
 #include "gpu/gpu_env.hpp"
 #include "kernels/selftest/exchange.hpp"
+#include "runtime/coresidency.hpp"
 #include "xstage/error.hpp"
 #include "xstage/ops/selftest.hpp"
 #include "xstage/team.hpp"
@@ -97,7 +98,7 @@ TEST_P(TeamRanks, ARankThatSkipsTheBarrierTimesOutEveryOther) {
     if (team->rank(i) == P - 1) return;
     cudaStream_t s = team->stream(i);
     ASSERT_EQ(kernels::launch_team_barrier(team->device_view(i), team->next_epoch(i), s), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    team->synchronize(i, "the barrier");
     try {
       team->check_device_status(i);
     } catch (const Error& e) {
@@ -170,6 +171,40 @@ TEST(VirtualRanks, GreenContextsExchangeAndSizeGridsFromTheirPartition) {
 
 // The virtual team's All-to-All: a rank that never calls ends every other rank's call with a
 // clear host error within the bound (NCCL's own All-to-All on real GPUs has no such bound).
+// The co-residency check a virtual team runs when it is made (docs/virtual-ranks.md
+// §Co-residency) must see two kernels that cannot run side by side: the same stream twice
+// serialises them, so the first waits alone; distinct streams pass.
+TEST(VirtualRanks, CoresidencyCheckSeesSerialisedStreams) {
+  XS_REQUIRE_GPUS(1);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  cudaStream_t a = nullptr, b = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking), cudaSuccess);
+  const runtime::CoresidencyCheck same = runtime::check_coresident({a, a}, 0.2);
+  EXPECT_TRUE(same.error.empty()) << same.error;
+  EXPECT_EQ(same.alone, std::vector<int>{0});
+  const runtime::CoresidencyCheck apart = runtime::check_coresident({a, b}, 0.2);
+  EXPECT_TRUE(apart.error.empty()) << apart.error;
+  EXPECT_TRUE(apart.alone.empty());
+  cudaStreamDestroy(a);
+  cudaStreamDestroy(b);
+}
+
+// Every virtual team passed the check when it was made, and a side stream too: their kernels
+// run side by side (the story says whether streams had to be remade).
+TEST_P(TeamRanks, VirtualTeamStreamsRunSideBySide) {
+  const int P = GetParam();
+  XS_TEAM(team, P, 5.0);
+  if (!team->is_virtual()) GTEST_SKIP() << "real GPUs: no shared hardware queues to check";
+  cudaStream_t side = team->create_stream(P - 1);
+  std::vector<cudaStream_t> streams{side};
+  for (int i = 0; i < P; ++i) streams.push_back(team->stream(i));
+  const runtime::CoresidencyCheck c = runtime::check_coresident(streams, 2.0);
+  EXPECT_TRUE(c.error.empty()) << c.error;
+  EXPECT_TRUE(c.alone.empty()) << team->partition_story();
+  cudaStreamDestroy(side);
+}
+
 TEST(VirtualRanks, AllToAllWithARankThatNeverCallsIsAClearError) {
   XS_REQUIRE_GPUS(1);
   TeamOptions o;
@@ -216,7 +251,7 @@ TEST(VirtualRanks, AllToAllMovesEveryBlock) {
   }
   t->run([&](int i) {
     t->all_to_all(i, send[i], recv[i], bytes, t->stream(i));
-    ASSERT_EQ(cudaStreamSynchronize(t->stream(i)), cudaSuccess);
+    t->synchronize(i, "the All-to-All");
   });
   for (int i = 0; i < 4; ++i) {
     std::vector<unsigned char> h(bytes * 4);

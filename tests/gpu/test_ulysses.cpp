@@ -122,12 +122,12 @@ void run_case(Team& team, const Case& c, uint64_t seed) {
       team.run([&](int i) {
         cudaStream_t s = team.stream(i);
         XS_T(cudaMemsetAsync(op.output(i), 0xFF, op.output_bytes(), s));  // NaN poison
-        XS_T(cudaStreamSynchronize(s));
+        team.synchronize(i, "poisoning the output");
       });
       team.run([&](int i) {
         cudaStream_t s = team.stream(i);
         op.forward(i, data[i].q, data[i].k, data[i].v, v, s);
-        XS_T(cudaStreamSynchronize(s));
+        team.synchronize(i, "the Ulysses call");
         team.check_device_status(i);
         std::vector<uint16_t> out(op.output_bytes() / 2);
         XS_T(cudaMemcpy(out.data(), op.output(i), op.output_bytes(), cudaMemcpyDeviceToHost));
@@ -237,7 +237,7 @@ TEST_P(UlyssesRanks, RankThatNeverDeliversTimesOutOnTheOthers) {
   std::string msg;
   try {
     op->forward(0, in.q, in.k, in.v, UlyssesVariant::fused, team->stream(0));  // the others never call
-    XS_T(cudaStreamSynchronize(team->stream(0)));
+    team->synchronize(0, "the Ulysses call");
     team->check_device_status(0);
   } catch (const Error& e) {
     msg = e.what();
@@ -267,7 +267,7 @@ TEST_P(UlyssesRanks, ARankCallingWithAnotherShapeEndsEveryCallWithAnError) {
     const bool odd = team->rank(i) == P - 1;
     try {
       (odd ? other : op)->forward(i, in[i]->q, in[i]->k, in[i]->v, UlyssesVariant::fused, team->stream(i));
-      XS_T(cudaStreamSynchronize(team->stream(i)));
+      team->synchronize(i, "the Ulysses call");
       team->check_device_status(i);
     } catch (const Error& e) {
       err[i] = e.what();
