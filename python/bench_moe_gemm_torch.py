@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """cuBLASLt FP8 baselines (torch._scaled_mm) for `xstage bench moe-gemm`, measured the same way.
 
-    python3 python/bench_moe_gemm_torch.py --json torch.json [--tokens 16,128,1024,8192] [--scaling auto]
+    python3 python/bench_moe_gemm_torch.py --json torch.json [--grouped-json grouped.json]
+                                           [--tokens 16,128,1024,8192] [--scaling auto]
 
 For every model of docs/MOE.md (shared) and every tokens-per-expert value, the dense GEMM of
 one expert: Linear-1 (M = tokens, N = 2 x intermediate, K = hidden) and Linear-2 (M = tokens,
@@ -18,10 +19,16 @@ compared row by row against an fp32 reference (A and B dequantised with the same
 --check-rows seeded rows (all rows if fewer), with a full finiteness scan; the cell's
 "correctness" record is what python/compare_moe_gemm.py gates on. Writes schema
 xstage.bench.moe_gemm.v1 (backend "cublaslt"), which python/compare_moe_gemm.py merges with
-xstage's. Exit status: 0 ok, 1 a cell failed its correctness check, 2 bad input, 3 torch/CUDA
+xstage's. The dense GEMM of one expert is a per-expert ceiling, not a like-for-like baseline: at
+16-1024 tokens it cannot fill the GPU. With --grouped-json the like-for-like one is measured too:
+torch._scaled_grouped_mm (CUTLASS on sm_90; per-token A scales and per-channel B scales, the
+finest scaling it offers there) on the same expert count `xstage bench moe-gemm` runs
+(bench_experts below mirrors src/cli/cmd_bench_moe_gemm.cpp) with the same tokens per expert,
+checked the same way (backend "torch_scaled_grouped_mm"). Exit status: 0 ok, 1 a cell failed its correctness check, 2 bad input, 3 torch/CUDA
 missing.
 """
 import argparse
+import math
 import sys
 import time
 
@@ -71,6 +78,112 @@ def check_cell(torch, mm, idx, a, b, sa, sb, rows, seed):
                         "fp32: A and B dequantised with the same scales, A rows seeded")
 
 
+def bench_experts(hidden, inter, experts, tokens, weight_bytes=256 * 2**20):
+    """The experts `xstage bench moe-gemm` runs for a model and token count (its bench_experts,
+    src/cli/cmd_bench_moe_gemm.cpp): enough that the weights exceed 256 MiB, at most the
+    model's count, activations under 4 GiB. compare_moe_gemm.py checks the two agree."""
+    e = max(1, min(math.ceil(weight_bytes / (3.0 * inter * hidden)), experts))
+    act = tokens * (hidden + 2.0 * inter) * 2
+    while e > 1 and e * act > 4.0 * 2**30:
+        e -= 1
+    return e
+
+
+def check_grouped(torch, mm, idx, a, b, sa, sb, tokens, rows, seed):
+    """The correctness record of the grouped mm(idx): one launch on poisoned outputs, `rows`
+    seeded rows (expert = row // tokens) against fp32 A*sa @ B_e*sb_e, a finiteness scan."""
+    m, n = a.shape[0], b.shape[2]
+    verify.poison_free_blocks(torch, (m, n), torch.bfloat16, a.device)
+    out = mm(idx)
+    torch.cuda.synchronize()
+    pick = verify.sample_rows(m, rows, seed)
+    ref = torch.empty(len(pick), n, device=a.device)
+    by_expert = {}
+    for j, r in enumerate(pick):
+        by_expert.setdefault(r // tokens, []).append(j)
+    for e, js in by_expert.items():
+        rr = torch.tensor([pick[j] for j in js], device=a.device)
+        lhs = a.index_select(0, rr).float() * sa.index_select(0, rr)[:, None]
+        ref[torch.tensor(js, device=a.device)] = lhs @ (b[e].float() * sb[e][None, :])
+    got = out.index_select(0, torch.tensor(pick, device=a.device))
+    return verify.check(torch, got, ref, out, REL_TOL,
+                        "fp32: A per token and B per expert channel dequantised, A rows seeded")
+
+
+def grouped_cell(torch, args, dev, rotate, backlog, name, hidden, inter, experts, op, n, k, tokens):
+    """One grouped cell: its record, or a record with "error" if torch refuses the shapes."""
+    fp8, f32 = torch.float8_e4m3fn, torch.float32
+    E = bench_experts(hidden, inter, experts, tokens)
+    m = E * tokens
+    sets = timing.sets_for(rotate, m * k + E * n * k + 2 * m * n)
+    rec = {"backend": "torch_scaled_grouped_mm", "model": name, "op": op, "hidden": hidden, "intermediate": inter,
+           "experts": E, "tokens_per_expert": tokens, "m": m, "n": n, "k": k, "rotating_sets": sets,
+           "iters": args.iters, "scaling": "rowwise (A per token, B per expert channel)"}
+    a = [torch.empty(m, k, device=dev).uniform_(-448, 448).to(fp8) for _ in range(sets)]
+    # B as CUTLASS wants it: [E, K, N] with K contiguous = the [E, N, K] weights transposed.
+    b = [torch.empty(E, n, k, device=dev).uniform_(-448, 448).to(fp8).transpose(-2, -1) for _ in range(sets)]
+    sa = torch.rand(m, device=dev, dtype=f32).add_(0.5).div_(448)
+    sb = torch.rand(E, n, device=dev, dtype=f32).add_(0.5).div_(448)
+    offs = torch.arange(tokens, m + 1, tokens, device=dev, dtype=torch.int32)
+
+    def mm(i):
+        return torch._scaled_grouped_mm(a[i % sets], b[i % sets], sa, sb, offs=offs, out_dtype=torch.bfloat16)
+    try:
+        mm(0)
+        torch.cuda.synchronize()
+    except (RuntimeError, ValueError, TypeError) as e:
+        rec["error"] = str(e).splitlines()[0][:200]
+        return rec
+    for w in range(args.warmup):
+        mm(w)
+    t_warm, w = time.monotonic(), 0
+    while (time.monotonic() - t_warm) * 1e3 < args.warmup_ms:
+        for _ in range(16):
+            mm(w)
+            w += 1
+        torch.cuda.synchronize()
+    backlog.zero_()
+    st = timing.stats_us(timing.time_launches(torch, mm, args.iters))
+    flops = 2.0 * m * n * k
+    rec.update({**st, "tflops": flops / (st["median_us"] * 1e-6) / 1e12,
+                "tflops_best": flops / (st["min_us"] * 1e-6) / 1e12})
+    rec["correctness"] = check_grouped(torch, mm, sets - 1, a[-1], b[-1], sa, sb, tokens, args.check_rows,
+                                       seed=m * 131 + n * 7 + k)
+    rec["nonfinite"] = rec["correctness"]["nonfinite"]
+    return rec
+
+
+def run_grouped(torch, args, models, dev, props, l2, rotate, backlog):
+    """The grouped baseline over every model, Linear and token count; (doc, failed cells)."""
+    print(f"# torch._scaled_grouped_mm (CUTLASS) on {props.name}: E experts x tokens, the expert count of "
+          f"xstage bench moe-gemm")
+    print(f"#{'model':>17} {'op':>8} {'tokens':>6} {'E':>4} {'n':>6} {'k':>6} {'time(us)':>10} "
+          f"{'TFLOP/s':>9} {'best':>9}{verify.CHECK_HEADER}")
+    results, failed = [], 0
+    for name, hidden, inter, experts in models:
+        for op, n, k in (("l1", 2 * inter, hidden), ("l2", hidden, inter)):
+            for t in args.tokens:
+                rec = grouped_cell(torch, args, dev, rotate, backlog, name, hidden, inter, experts, op, n, k, t)
+                results.append(rec)
+                if "error" in rec:
+                    print(f" {name:>17} {op:>8} {t:>6} {rec['experts']:>4} {n:>6} {k:>6}   unsupported: "
+                          f"{rec['error'][:100]}")
+                else:
+                    failed += not rec["correctness"]["passed"]
+                    print(f" {name:>17} {op:>8} {t:>6} {rec['experts']:>4} {n:>6} {k:>6} {rec['median_us']:>10.1f} "
+                          f"{rec['tflops']:>9.1f} {rec['tflops_best']:>9.1f}{verify.check_columns(rec['correctness'])}",
+                          flush=True)
+                torch.cuda.empty_cache()
+    doc = {"schema": "xstage.bench.moe_gemm.v1", "tool": "torch._scaled_grouped_mm",
+           **timing.run_fields(torch, props, l2),
+           "config": {"warmup": args.warmup, "warmup_ms": args.warmup_ms, "iters": args.iters, "rotate_bytes": rotate,
+                      "check_rows": args.check_rows, "rel_tol": REL_TOL,
+                      "shapes": "grouped: E experts x tokens rows; l1 = (2*inter, hidden), l2 = (hidden, inter)",
+                      "flops": "2*E*tokens*n*k"},
+           "results": results}
+    return doc, failed
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tokens", type=timing.ints, default=timing.ints("16,128,1024,8192"))
@@ -84,10 +197,15 @@ def main(argv=None):
     ap.add_argument("--rotate-mib", type=float, default=0.0, help="0: 2 x the device's L2")
     ap.add_argument("--check-rows", type=int, default=256, help="rows per cell checked against the fp32 reference")
     ap.add_argument("--json", help="write results here")
+    ap.add_argument("--grouped-json", help="also measure torch._scaled_grouped_mm on xstage's expert counts; write here")
+    ap.add_argument("--no-dense", action="store_true", help="skip the dense per-expert cells (with --grouped-json)")
     args = ap.parse_args(argv)
     if args.iters < timing.MIN_ITERS or args.warmup < 0 or not 0 <= args.warmup_ms <= 60000:
         print("bench_moe_gemm_torch: --iters must be >= 20, --warmup >= 0 and --warmup-ms in [0, 60000]",
               file=sys.stderr)
+        return 2
+    if args.no_dense and not args.grouped_json:
+        print("bench_moe_gemm_torch: --no-dense needs --grouped-json (nothing to measure)", file=sys.stderr)
         return 2
     if args.check_rows < 2:
         print("bench_moe_gemm_torch: --check-rows must be >= 2", file=sys.stderr)
@@ -119,7 +237,7 @@ def main(argv=None):
     print(f"#{'model':>17} {'op':>8} {'tokens':>6} {'n':>6} {'k':>6} {'scaling':>24} {'time(us)':>10} "
           f"{'TFLOP/s':>9} {'best':>9}{verify.CHECK_HEADER}")
     results, failed = [], 0
-    for name, hidden, inter, _experts in models:
+    for name, hidden, inter, _experts in ([] if args.no_dense else models):
         for op, n, k in (("l1", 2 * inter, hidden), ("l2", hidden, inter)):
             for m in args.tokens:
                 set_bytes = m * k + n * k + 2 * m * n
@@ -137,10 +255,21 @@ def main(argv=None):
                     try:
                         torch._scaled_mm(a[0], b[0], scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
                         torch.cuda.synchronize()
-                        chosen = (sname, sa, sb)
-                        break
                     except (RuntimeError, ValueError, TypeError) as e:
                         errors.append(f"{sname}: {str(e).splitlines()[0][:120]}")
+                        continue
+                    # A scale layout cuBLASLt accepts but reads differently (seen: a B scale whose
+                    # leading dimension K/128 = 11 is not 16-byte aligned) gives wrong numbers, not
+                    # an error: a variant must also pass the check before it is timed.
+                    trial = check_cell(torch, lambda i, sa=sa, sb=sb: torch._scaled_mm(
+                        a[0], b[0], scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16), 0, a[0], b[0], sa, sb,
+                        min(args.check_rows, 64), seed=m + n + k)
+                    if not trial["passed"]:
+                        errors.append(f"{sname} (B scale strides {tuple(sb.stride())}): wrong result, "
+                                      f"rel_err {trial['rel_err']}, {trial['nonfinite']} non-finite")
+                        continue
+                    chosen = (sname, sa, sb)
+                    break
                 if chosen is None:
                     rec["error"] = "; ".join(errors)
                     results.append(rec)
@@ -190,6 +319,10 @@ def main(argv=None):
             "results": results,
         }
         write_json(args.json, doc)
+    if args.grouped_json:
+        gdoc, gfailed = run_grouped(torch, args, models, dev, props, l2, rotate, backlog)
+        write_json(args.grouped_json, gdoc)
+        failed += gfailed
     return verify.finish("bench_moe_gemm_torch", failed)
 
 

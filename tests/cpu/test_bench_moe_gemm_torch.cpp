@@ -35,7 +35,8 @@ TEST(BenchMoeGemmTorch, RefusesBadFlagsBeforeTouchingTorch) {
                         Case{"--iters 5", "--iters must be >= 20"},
                         Case{"--warmup -2", "--warmup >= 0"},
                         Case{"--tokens 0", "--tokens needs values >= 1"},
-                        Case{"--models GPT", "--models matched none"}}) {
+                        Case{"--models GPT", "--models matched none"},
+                        Case{"--no-dense", "--no-dense needs --grouped-json"}}) {
     EXPECT_EQ(run_tool(c.args, out), 2) << c.args << ": " << slurp(out);
     EXPECT_NE(slurp(out).find(c.says), std::string::npos) << c.args << ": " << slurp(out);
   }

@@ -89,3 +89,54 @@ TEST(CompareMoeGemm, ThreeDigitRatiosAndAcceptanceCount) {
   EXPECT_EQ(run_tool(quote(dir / "missing.json") + " " + quote(fb), out), 2);
   fs::remove_all(dir);
 }
+
+// --grouped: the like-for-like baseline (torch._scaled_grouped_mm on the same experts). Its
+// column and ratio appear, its cells are gated (a failed check fails the run with exit 1), and
+// a grouped cell on another expert count is refused with exit 2.
+TEST(CompareMoeGemm, GroupedBaselineIsGatedAndLikeForLike) {
+  if (std::system("python3 -c 'import json' >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not available";
+  const fs::path dir = fs::temp_directory_path() / ("xs_cmpgemm_g_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  nlohmann::json a = {{"schema", "xstage.bench.moe_gemm.v1"}, {"device", "test"}, {"commit", "abc"}};
+  nlohmann::json b = {{"schema", "xstage.bench.moe_gemm.v1"}, {"tool", "torch"}, {"device", "test"}};
+  a["results"] = {ours("M", "l1_bf16", 1024, "w8a8", 900.0), ours("M", "l2_bf16", 1024, "w8a8", 600.0)};
+  b["results"] = {theirs("M", "l1", 1024, 1000.0), theirs("M", "l2", 1024, 1000.0)};
+  auto grouped_doc = [&](int experts, bool pass) {
+    nlohmann::json g = {{"schema", "xstage.bench.moe_gemm.v1"}, {"tool", "torch._scaled_grouped_mm"}, {"device", "test"}};
+    nlohmann::json g1 = theirs("M", "l1", 1024, 800.0), g2 = theirs("M", "l2", 1024, 750.0);
+    g1["experts"] = experts;
+    g2["experts"] = experts;
+    if (!pass) {
+      g2["correctness"]["passed"] = false;
+      g2["correctness"]["rel_err"] = 0.5;
+    }
+    g["results"] = {g1, g2};
+    return g;
+  };
+  const fs::path fa = dir / "ours.json", fb = dir / "torch.json", fg = dir / "grouped.json", out = dir / "out.txt",
+                 js = dir / "table.json";
+  std::ofstream(fa) << a.dump();
+  std::ofstream(fb) << b.dump();
+  std::ofstream(fg) << grouped_doc(8, true).dump();
+  ASSERT_EQ(run_tool(quote(fa) + " " + quote(fb) + " --grouped " + quote(fg) + " --json " + quote(js), out), 0)
+      << slurp(out);
+  std::string text = slurp(out);
+  EXPECT_NE(text.find("ratio_g"), std::string::npos) << text;
+  EXPECT_NE(text.find("  1.125"), std::string::npos) << text;  // 900 / 800
+  EXPECT_NE(text.find("  0.800"), std::string::npos) << text;  // 600 / 750
+  EXPECT_NE(text.find("# w8a8 vs torch._scaled_grouped_mm (same experts and tokens): 1/2 cells >= 1.00x"),
+            std::string::npos)
+      << text;
+  const nlohmann::json t = nlohmann::json::parse(slurp(js));
+  EXPECT_EQ(t["acceptance"]["grouped"]["w8a8"]["at_or_above"], 1);
+  EXPECT_NEAR(t["rows"][0]["ratio_grouped"].get<double>(), 1.125, 1e-9);
+
+  std::ofstream(fg) << grouped_doc(8, false).dump();  // a grouped cell that failed its own check
+  EXPECT_EQ(run_tool(quote(fa) + " " + quote(fb) + " --grouped " + quote(fg), out), 1) << slurp(out);
+  EXPECT_NE(slurp(out).find("CORRECTNESS FAIL grouped M l2 1024"), std::string::npos) << slurp(out);
+
+  std::ofstream(fg) << grouped_doc(4, true).dump();  // 4 experts against xstage's 8
+  EXPECT_EQ(run_tool(quote(fa) + " " + quote(fb) + " --grouped " + quote(fg), out), 2) << slurp(out);
+  EXPECT_NE(slurp(out).find("not like for like"), std::string::npos) << slurp(out);
+  fs::remove_all(dir);
+}
