@@ -32,18 +32,10 @@ import math
 import sys
 import time
 
-from xsbench import timing, verify
+from xsbench import moe_models, timing, verify
 from xsbench.results import write_json
 
-MODELS = [  # name, hidden, intermediate, experts (docs/MOE.md)
-    ("DiT-MoE-G", 1408, 5632, 16),
-    ("Qwen3.5-397B-A17B", 4096, 1024, 512),
-    ("Hy3", 4096, 1536, 192),
-    ("MiMo-V2.5", 4096, 2048, 256),
-    ("GLM-5.2", 6144, 2048, 256),
-    ("DSv4-Flash", 4096, 2048, 256),
-    ("DSv4-Pro", 7168, 3072, 384),
-]
+MODELS = moe_models.rows("name", "hidden", "intermediate", "experts")  # bench/moe-models.json
 
 
 REL_TOL = 0.02  # per-row relative L2 error of the bf16 output against the fp32 reference

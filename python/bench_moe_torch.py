@@ -77,7 +77,7 @@ except ImportError:  # --help, --list and py_compile work without torch
     torch = None
     F = None
 
-from xsbench import timing, verify
+from xsbench import moe_models, timing, verify
 
 SCHEMA = "xstage.bench.moe_torch.v1"
 ROUTING_SCHEMA = "xstage.moe.routing.v1"
@@ -86,15 +86,7 @@ ROW_REL_TOL = 5e-2       # the per-configuration check: relative L2 error of the
 FP8_MAX = 448.0          # largest finite float8_e4m3fn; larger values become NaN on conversion
 BLOCK = 128              # scale block (1x128 activations, 128x128 weights)
 
-MODELS = [  # name, hidden, intermediate, routed experts, top-k  (../shared/docs/MOE.md)
-    ("DiT-MoE-G", 1408, 5632, 16, 2),
-    ("Qwen3.5-397B-A17B", 4096, 1024, 512, 10),
-    ("Hy3", 4096, 1536, 192, 8),
-    ("MiMo-V2.5", 4096, 2048, 256, 8),
-    ("GLM-5.2", 6144, 2048, 256, 8),
-    ("DSv4-Flash", 4096, 2048, 256, 6),
-    ("DSv4-Pro", 7168, 3072, 384, 6),
-]
+MODELS = moe_models.rows("name", "hidden", "intermediate", "experts", "top_k")  # routed experts; bench/moe-models.json
 WEIGHTS = ("w4a8", "w8a8")
 ROUTINGS = ("balanced", "skewed")
 TOKENS = (512, 2048, 8192)

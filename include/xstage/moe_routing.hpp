@@ -26,8 +26,14 @@ struct ModelShape {
   int shared_intermediate = 0;  // intermediate size of the shared MLP (0 when shared == 0)
 };
 
-// The seven shapes of MOE.md, in its order.
+// The seven shapes of MOE.md, in its order: bench/moe-models.json, embedded at build time and
+// parsed on first use (throws Error if the embedded file is malformed).
 const std::vector<ModelShape>& model_shapes();
+// A shape table in the format of bench/moe-models.json. Strict: every field present, no unknown
+// ones, sizes integers (hidden, intermediate, experts, top_k >= 1; shared counts >= 0), top_k <=
+// experts, shared_intermediate 0 exactly when shared is, names unique; throws Error naming
+// `origin` and the bad entry otherwise.
+std::vector<ModelShape> parse_model_shapes(std::string_view json_text, std::string_view origin);
 // Throws InvalidArgument naming the known models when `name` is not one of them.
 const ModelShape& find_model(std::string_view name);
 

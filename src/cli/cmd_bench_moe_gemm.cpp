@@ -38,6 +38,7 @@
 #include "cli/run_stamp.hpp"
 #include "runtime/check.hpp"
 #include "xstage/error.hpp"
+#include "xstage/moe_routing.hpp"
 #include "xstage/ops/moe_gemm.hpp"
 #include "xstage/ops/moe_quant.hpp"
 #include "xstage/ops/moe_quant4.hpp"
@@ -45,19 +46,9 @@
 namespace xstage::cli {
 namespace {
 
-struct Model {
-  const char* name;
-  int hidden;
-  int intermediate;
-  int experts;
-};
-
-// docs/MOE.md (shared): hidden / routed-expert intermediate / routed experts.
-const Model kModels[] = {
-    {"DiT-MoE-G", 1408, 5632, 16},        {"Qwen3.5-397B-A17B", 4096, 1024, 512}, {"Hy3", 4096, 1536, 192},
-    {"MiMo-V2.5", 4096, 2048, 256},       {"GLM-5.2", 6144, 2048, 256},          {"DSv4-Flash", 4096, 2048, 256},
-    {"DSv4-Pro", 7168, 3072, 384},
-};
+// The models (and their order) are moe::model_shapes(): bench/moe-models.json. The bench uses
+// hidden / routed-expert intermediate / routed experts.
+using Model = moe::ModelShape;
 
 struct BenchFlags {
   std::vector<int> tokens{16, 128, 1024, 8192};
@@ -605,7 +596,7 @@ void run_bench(const BenchFlags& fl) {
     if (bn != 0 && bn != 128 && bn != 192 && bn != 256)
       throw InvalidArgument(fmt::format("bench moe-gemm: --block-n {} must be 0, 128, 192 or 256", bn));
   std::vector<const Model*> models;
-  for (const Model& m : kModels)
+  for (const Model& m : moe::model_shapes())
     if (fl.models.empty() || std::find(fl.models.begin(), fl.models.end(), m.name) != fl.models.end())
       models.push_back(&m);
   if (models.empty()) throw InvalidArgument("bench moe-gemm: --models matched none of the seven models");

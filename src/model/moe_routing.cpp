@@ -1,4 +1,5 @@
-// MoE shapes and reproducible top-k routing (include/xstage/moe_routing.hpp).
+// MoE shapes (bench/moe-models.json, embedded at build time) and reproducible top-k routing
+// (include/xstage/moe_routing.hpp).
 //
 // Sampling: a token's k experts are the k largest of log p(e) + Gumbel noise, which draws
 // k distinct experts with probabilities proportional to p, without replacement (the
@@ -10,10 +11,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <numeric>
 
 #include "xstage/error.hpp"
+#include "xstage_generated/moe_models_json.hpp"  // bench/moe-models.json (cmake/moe_models.cmake)
 
 namespace xstage::moe {
 namespace {
@@ -31,18 +34,73 @@ struct SplitMix64 {
   double uniform() { return (static_cast<double>(next() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 };
 
+// The fields of a row of bench/moe-models.json; a row must have exactly these.
+constexpr const char* kShapeFields[] = {"name", "hidden", "intermediate", "experts", "top_k", "shared",
+                                        "shared_intermediate"};
+
+[[noreturn]] void bad_table(std::string_view where, std::string_view what) {
+  throw Error(fmt::format("moe model table {}: {}", where, what));
+}
+
+// An integer field in [0, INT_MAX]: 1408.0, "1408" or a negative count is a typo, not a size.
+int size_field(const nlohmann::json& row, const char* key, std::string_view where) {
+  const nlohmann::json& v = row.at(key);
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT_MAX)
+    bad_table(where, fmt::format("'{}' must be a non-negative integer, got {}", key, v.dump()));
+  return static_cast<int>(v.get<int64_t>());
+}
+
+ModelShape parse_shape(const nlohmann::json& row, std::string_view where) {
+  if (!row.is_object()) bad_table(where, "is not an object");
+  for (auto it = row.begin(); it != row.end(); ++it)
+    if (std::find(std::begin(kShapeFields), std::end(kShapeFields), it.key()) == std::end(kShapeFields))
+      bad_table(where, fmt::format("unknown field '{}'", it.key()));
+  for (const char* f : kShapeFields)
+    if (!row.contains(f)) bad_table(where, fmt::format("missing field '{}'", f));
+  const nlohmann::json& name = row.at("name");
+  if (!name.is_string() || name.get<std::string>().empty()) bad_table(where, "'name' must be a non-empty string");
+  ModelShape m{name.get<std::string>(),
+               size_field(row, "hidden", where),
+               size_field(row, "intermediate", where),
+               size_field(row, "experts", where),
+               size_field(row, "top_k", where),
+               size_field(row, "shared", where),
+               size_field(row, "shared_intermediate", where)};
+  if (m.hidden < 1 || m.intermediate < 1 || m.experts < 1 || m.top_k < 1)
+    bad_table(where, "hidden, intermediate, experts and top_k must be >= 1");
+  if (m.top_k > m.experts) bad_table(where, fmt::format("top_k {} exceeds the {} experts", m.top_k, m.experts));
+  if ((m.shared == 0) != (m.shared_intermediate == 0))
+    bad_table(where, "shared_intermediate must be 0 exactly when shared is 0");
+  return m;
+}
+
 }  // namespace
 
+std::vector<ModelShape> parse_model_shapes(std::string_view json_text, std::string_view origin) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(json_text);
+  } catch (const nlohmann::json::parse_error& e) {
+    bad_table(origin, e.what());
+  }
+  if (!doc.is_object()) bad_table(origin, "is not a JSON object");
+  for (auto it = doc.begin(); it != doc.end(); ++it)
+    if (it.key() != "about" && it.key() != "models") bad_table(origin, fmt::format("unknown key '{}'", it.key()));
+  if (!doc.contains("models") || !doc["models"].is_array() || doc["models"].empty())
+    bad_table(origin, "needs a non-empty \"models\" list");
+  std::vector<ModelShape> shapes;
+  for (size_t i = 0; i < doc["models"].size(); ++i) {
+    ModelShape m = parse_shape(doc["models"][i], fmt::format("{}: models[{}]", origin, i));
+    for (const auto& prev : shapes)
+      if (prev.name == m.name) bad_table(origin, fmt::format("model '{}' appears twice", m.name));
+    shapes.push_back(std::move(m));
+  }
+  return shapes;
+}
+
 const std::vector<ModelShape>& model_shapes() {
-  static const std::vector<ModelShape> shapes = {
-      {"DiT-MoE-G", 1408, 5632, 16, 2, 2, 2816},
-      {"Qwen3.5-397B-A17B", 4096, 1024, 512, 10, 1, 1024},
-      {"Hy3", 4096, 1536, 192, 8, 1, 1536},
-      {"MiMo-V2.5", 4096, 2048, 256, 8, 0, 0},
-      {"GLM-5.2", 6144, 2048, 256, 8, 1, 2048},
-      {"DSv4-Flash", 4096, 2048, 256, 6, 1, 2048},
-      {"DSv4-Pro", 7168, 3072, 384, 6, 1, 3072},
-  };
+  // Parsed once; a malformed embedded file throws here on every call (the CPU tests call it).
+  static const std::vector<ModelShape> shapes = parse_model_shapes(embedded::kModelsJson, embedded::kModelsOrigin);
   return shapes;
 }
 
