@@ -146,9 +146,9 @@ std::vector<RankCheck> moe_layer_check_ref(Team& team, const Flags& fl, const mo
   std::vector<std::pair<int, std::vector<size_t>>> groups(by_expert.begin(), by_expert.end());
   std::vector<float> ys(tasks.size() * H);
   const std::vector<float> xs(H / 128, kXScale);
-  // Few threads: each holds one expert's weights and moe_expert_row's fp64 copy of them.
+  // Few threads: each holds one expert's weights, dequantised once to fp64 for all its rows.
   parallel_for(groups.size(), [&](size_t g) {
-    const ops::MoeLayerWeights w = bench_expert_weights(pat, quant, H, I, groups[g].first);
+    const ops::MoeExpertReference ref(bench_expert_weights(pat, quant, H, I, groups[g].first), 0);
     std::vector<uint8_t> x(H);
     for (size_t t : groups[g].second) {
       const Task& tk = tasks[t];
@@ -156,7 +156,7 @@ std::vector<RankCheck> moe_layer_check_ref(Team& team, const Flags& fl, const mo
       const size_t tok = rc.tokens[tk.row];
       for (int c = 0; c < H; ++c) x[c] = pat[(tok * H + c) % pat.size()];
       const float wgt = r.per_rank[rc.rank].weights[tok * k + tk.choice];
-      ops::moe_expert_row(w, 0, wgt, x.data(), xs.data(), ys.data() + t * H);
+      ref.row(wgt, x.data(), xs.data(), ys.data() + t * H);
     }
   }, 16);
   for (size_t t = 0; t < tasks.size(); ++t) {

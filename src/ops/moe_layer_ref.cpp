@@ -180,11 +180,25 @@ void check_weights(const MoeLayerWeights& w) {
 
 }  // namespace
 
-void moe_expert_row(const MoeLayerWeights& w, int e, float router_weight, const uint8_t* x_row,
-                    const float* x_row_scales, float* y) {
+struct MoeExpertReference::Matrices : ExpertMatrices {};
+
+MoeExpertReference::MoeExpertReference(const MoeLayerWeights& w, int e)
+    : hidden_(w.hidden), intermediate_(w.intermediate) {
   check_weights(w);
   if (e < 0 || e >= w.experts) throw InvalidArgument(fmt::format("moe layer reference: expert {} out of range", e));
-  expert_row(expert_matrices(w, e), w.hidden, w.intermediate, router_weight, x_row, x_row_scales, y);
+  m_ = std::make_unique<Matrices>();
+  static_cast<ExpertMatrices&>(*m_) = expert_matrices(w, e);
+}
+
+MoeExpertReference::~MoeExpertReference() = default;
+
+void MoeExpertReference::row(float router_weight, const uint8_t* x_row, const float* x_row_scales, float* y) const {
+  expert_row(*m_, hidden_, intermediate_, router_weight, x_row, x_row_scales, y);
+}
+
+void moe_expert_row(const MoeLayerWeights& w, int e, float router_weight, const uint8_t* x_row,
+                    const float* x_row_scales, float* y) {
+  MoeExpertReference(w, e).row(router_weight, x_row, x_row_scales, y);
 }
 
 std::vector<std::vector<float>> moe_layer_reference(const moe::Routing& r, const MoeLayerWeights& w,

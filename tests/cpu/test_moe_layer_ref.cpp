@@ -387,3 +387,24 @@ TEST(MoeLayerRefByHand, Mxfp4SubBlocksFarBelowTheBlockMaximumAreFlushed) {
   for (int n = 2; n < H; ++n) EXPECT_EQ(out[n], 0.f) << n;
 }
 #endif
+
+// The expert handle the benches use (weights dequantised once) gives exactly moe_expert_row's
+// rows, for every weight format, and refuses an expert out of range.
+TEST(MoeLayerRef, ExpertReferenceRowsEqualMoeExpertRow) {
+  for (auto quant : {xstage::ops::MoeQuant::w8a8, xstage::ops::MoeQuant::w4a8_int4, xstage::ops::MoeQuant::w4a8_mxfp4}) {
+    const auto w = xstage::ops::make_moe_layer_weights(3, 256, 128, 7, quant);
+    const xstage::ops::MoeExpertReference ref(w, 2);
+    std::vector<uint8_t> x(256);
+    std::vector<float> xs{0.01f, 0.02f}, a(256), b(256);
+    for (int t = 0; t < 4; ++t) {
+      for (int c = 0; c < 256; ++c) x[c] = static_cast<uint8_t>((c * 37 + t * 11) % 0x7E);
+      ref.row(0.25f + t, x.data(), xs.data(), a.data());
+      xstage::ops::moe_expert_row(w, 2, 0.25f + t, x.data(), xs.data(), b.data());
+      EXPECT_EQ(a, b) << "format " << static_cast<int>(quant) << " row " << t;
+      double mag = 0;
+      for (float v : a) mag += std::fabs(v);
+      EXPECT_GT(mag, 0.0);
+    }
+    EXPECT_THROW(xstage::ops::MoeExpertReference(w, 3), xstage::InvalidArgument);
+  }
+}

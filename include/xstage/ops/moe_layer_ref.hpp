@@ -17,6 +17,7 @@
 // Plain host code, O(rows * 3 * H * I): meant for test-sized shapes.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "xstage/moe_routing.hpp"
@@ -52,6 +53,22 @@ std::vector<MoeLayerRankInput> make_moe_layer_inputs(const moe::Routing& r, uint
 // length hidden. Exposed so tests can recompute the layer token by token.
 void moe_expert_row(const MoeLayerWeights& w, int expert, float router_weight, const uint8_t* x_row,
                     const float* x_row_scales /* [H/128], this token's */, float* y);
+
+// The same rows for one expert, its weights dequantised once (moe_expert_row dequantises them
+// at every call): for references that check many rows of one expert.
+class MoeExpertReference {
+ public:
+  MoeExpertReference(const MoeLayerWeights& w, int expert);
+  ~MoeExpertReference();
+  MoeExpertReference(const MoeExpertReference&) = delete;
+  MoeExpertReference& operator=(const MoeExpertReference&) = delete;
+  void row(float router_weight, const uint8_t* x_row, const float* x_row_scales, float* y) const;
+
+ private:
+  struct Matrices;
+  std::unique_ptr<Matrices> m_;
+  int hidden_ = 0, intermediate_ = 0;
+};
 
 // The layer: out[r] is [T, H] fp32 for rank r. Throws InvalidArgument when the routing and the
 // weights or inputs disagree in shape.
