@@ -70,6 +70,24 @@ def check_cell(torch, mm, idx, a, b, sa, sb, rows, seed):
                         "fp32: A and B dequantised with the same scales, A rows seeded")
 
 
+def timed(torch, mm, args, backlog, flops):
+    """Warm-up (args.warmup launches, then args.warmup_ms of sustained launches, so the timed
+    ones see the power-capped clock), a large memset queued first, then the median of
+    args.iters launches: the stats and TFLOP/s fields of a record."""
+    for w in range(args.warmup):
+        mm(w)
+    t_warm, w = time.monotonic(), 0
+    while (time.monotonic() - t_warm) * 1e3 < args.warmup_ms:
+        for _ in range(16):
+            mm(w)
+            w += 1
+        torch.cuda.synchronize()
+    backlog.zero_()
+    st = timing.stats_us(timing.time_launches(torch, mm, args.iters))
+    return {**st, "tflops": flops / (st["median_us"] * 1e-6) / 1e12,
+            "tflops_best": flops / (st["min_us"] * 1e-6) / 1e12}
+
+
 def bench_experts(hidden, inter, experts, tokens, weight_bytes=256 * 2**20):
     """The experts `xstage bench moe-gemm` runs for a model and token count (its bench_experts,
     src/cli/cmd_bench_moe_gemm.cpp): enough that the weights exceed 256 MiB, at most the
@@ -126,19 +144,7 @@ def grouped_cell(torch, args, dev, rotate, backlog, name, hidden, inter, experts
     except (RuntimeError, ValueError, TypeError) as e:
         rec["error"] = str(e).splitlines()[0][:200]
         return rec
-    for w in range(args.warmup):
-        mm(w)
-    t_warm, w = time.monotonic(), 0
-    while (time.monotonic() - t_warm) * 1e3 < args.warmup_ms:
-        for _ in range(16):
-            mm(w)
-            w += 1
-        torch.cuda.synchronize()
-    backlog.zero_()
-    st = timing.stats_us(timing.time_launches(torch, mm, args.iters))
-    flops = 2.0 * m * n * k
-    rec.update({**st, "tflops": flops / (st["median_us"] * 1e-6) / 1e12,
-                "tflops_best": flops / (st["min_us"] * 1e-6) / 1e12})
+    rec.update(timed(torch, mm, args, backlog, 2.0 * m * n * k))
     rec["correctness"] = check_grouped(torch, mm, sets - 1, a[-1], b[-1], sa, sb, tokens, args.check_rows,
                                        seed=m * 131 + n * 7 + k)
     rec["nonfinite"] = rec["correctness"]["nonfinite"]
@@ -253,8 +259,9 @@ def main(argv=None):
                     # A scale layout cuBLASLt accepts but reads differently (seen: a B scale whose
                     # leading dimension K/128 = 11 is not 16-byte aligned) gives wrong numbers, not
                     # an error: a variant must also pass the check before it is timed.
-                    trial = check_cell(torch, lambda i, sa=sa, sb=sb: torch._scaled_mm(
-                        a[0], b[0], scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16), 0, a[0], b[0], sa, sb,
+                    a0, b0 = a[0], b[0]
+                    trial = check_cell(torch, lambda i, a0=a0, b0=b0, sa=sa, sb=sb: torch._scaled_mm(
+                        a0, b0, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16), 0, a0, b0, sa, sb,
                         min(args.check_rows, 64), seed=m + n + k)
                     if not trial["passed"]:
                         errors.append(f"{sname} (B scale strides {tuple(sb.stride())}): wrong result, "
@@ -272,20 +279,7 @@ def main(argv=None):
                 def mm(i, a=a, b=b, sa=sa, sb=sb):
                     return torch._scaled_mm(a[i % len(a)], b[i % len(b)], scale_a=sa, scale_b=sb,
                                             out_dtype=torch.bfloat16)
-                for w in range(args.warmup):
-                    mm(w)
-                t_warm, w = time.monotonic(), 0
-                while (time.monotonic() - t_warm) * 1e3 < args.warmup_ms:
-                    for _ in range(16):
-                        mm(w)
-                        w += 1
-                    torch.cuda.synchronize()
-                backlog.zero_()
-                us = timing.time_launches(torch, mm, args.iters)
-                flops = 2.0 * m * n * k
-                st = timing.stats_us(us)
-                rec.update({"scaling": sname, **st, "tflops": flops / (st["median_us"] * 1e-6) / 1e12,
-                            "tflops_best": flops / (st["min_us"] * 1e-6) / 1e12})
+                rec.update({"scaling": sname, **timed(torch, mm, args, backlog, 2.0 * m * n * k)})
                 rec["correctness"] = check_cell(torch, mm, sets - 1, a[-1], b[-1], sa, sb, args.check_rows,
                                                 seed=m * 131 + n * 7 + k)
                 rec["nonfinite"] = rec["correctness"]["nonfinite"]
