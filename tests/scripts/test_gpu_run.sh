@@ -22,7 +22,7 @@ expect 1 "FAIL: no GPU visible" -- env XSTAGE_VISIBLE_GPUS=0 scripts/gpu-run --d
 expect 2 "must be a whole number" -- env XSTAGE_VISIBLE_GPUS=1 scripts/gpu-run --expect-gpus two --dry-run "$tmp/o"
 expect 1 "component ulysses needs 2 GPUs" -- env XSTAGE_VISIBLE_GPUS=1 scripts/gpu-run --dry-run "$tmp/o" ulysses
 expect 2 "unknown component" -- env XSTAGE_VISIBLE_GPUS=1 scripts/gpu-run --dry-run "$tmp/o" nonsense
-expect 0 "plan (1 GPU(s) expected, 1 visible" -- env XSTAGE_VISIBLE_GPUS=1 scripts/gpu-run --dry-run "$tmp/o" attention
+expect 0 "plan (1 GPU(s) expected, 1 visible" -- env XSTAGE_VISIBLE_GPUS=1 scripts/gpu-run --dry-run "$tmp/o" attention python
 # Skips in a ctest -V log: one needing more GPUs than expected is fine, one for peer access or
 # for a count the machine has is not.
 cat > "$tmp/ok.log" <<'LOG'
