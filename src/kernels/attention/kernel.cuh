@@ -18,6 +18,8 @@
 #include "kernels/attention/params.hpp"
 #include "kernels/attention/softmax.cuh"
 #include "kernels/attention/tile_scheduler.cuh"
+#include "kernels/common/kernel_entry.cuh"
+#include "kernels/common/launch.cuh"
 
 namespace xstage::kernels::attention {
 
@@ -163,10 +165,7 @@ struct AttentionKernel {
 template <class Kernel>
 __global__ void __launch_bounds__(Kernel::kThreads, 1)
     attention_fwd_kernel(CUTE_GRID_CONSTANT typename Kernel::Params const params) {
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ char smem_buf[];
-  Kernel{}(params, smem_buf);
-#endif
+  XSTAGE_RUN_KERNEL(Kernel, params);
 }
 
 // Tail split, second step: one CTA of 256 threads (the consumer threads' numbering) per
@@ -198,9 +197,8 @@ cudaError_t launch_attention(AttentionParams const& p, typename Kernel::Epilogue
   if (e != cudaSuccess) return e;
   const typename Kernel::Params kp = Kernel::to_params(p, ep, ctas);
   auto* fn = attention_fwd_kernel<Kernel>;
-  e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
+  e = launch_persistent<1>(fn, kp, ctas, Kernel::kThreads, Kernel::kSmemBytes, stream);
   if (e != cudaSuccess) return e;
-  fn<<<ctas, Kernel::kThreads, Kernel::kSmemBytes, stream>>>(kp);
   e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   if constexpr (Kernel::Epilogue::kTailSplit) {

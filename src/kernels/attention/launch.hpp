@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/attention/params.hpp"
+#include "kernels/common/persistent_grid.hpp"
 
 namespace xstage::kernels::attention {
 
@@ -74,17 +75,7 @@ inline long long attention_num_tiles(const AttentionParams& p) {
 // The persistent grid of a launch: p.num_ctas, or (0) one CTA per SM of the current device;
 // never more CTAs than tiles. The launcher and the tail-split workspace both size by it.
 inline cudaError_t attention_grid(const AttentionParams& p, int& ctas) {
-  ctas = p.num_ctas;
-  if (ctas <= 0) {
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) return e;
-    e = cudaDeviceGetAttribute(&ctas, cudaDevAttrMultiProcessorCount, dev);
-    if (e != cudaSuccess) return e;
-  }
-  const long long tiles = attention_num_tiles(p);
-  if (ctas > tiles) ctas = static_cast<int>(tiles);
-  return cudaSuccess;
+  return persistent_grid(p.num_ctas, attention_num_tiles(p), ctas);
 }
 
 }  // namespace xstage::kernels::attention

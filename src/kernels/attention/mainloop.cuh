@@ -37,7 +37,7 @@
 #include "kernels/attention/params.hpp"
 #include "kernels/attention/softmax.cuh"
 #include "kernels/attention/tile_scheduler.cuh"
-#include "kernels/common/clock.cuh"
+#include "kernels/common/pipeline.cuh"
 
 #ifndef XSTAGE_ATTN_INTRA_WG_OVERLAP
 #define XSTAGE_ATTN_INTRA_WG_OVERLAP 1
@@ -138,66 +138,12 @@ struct AttentionTraits {
 };
 
 // ---------------------------------------------------------------------------------------
-// Bounded waits. Every mbarrier wait in the kernel gives up after kWaitTimeoutNs and traps,
-// so a synchronisation bug ends the launch with an error (cudaErrorLaunchFailure) instead
-// of hanging the GPU. Legitimate waits are microseconds (a whole 64K-key tile is < 1 ms).
-constexpr uint64_t kWaitTimeoutNs = 20ull * 1000 * 1000 * 1000;
-
-__device__ __forceinline__ void bounded_wait(uint64_t const* bar, uint32_t phase) {
-  if (cutlass::arch::ClusterBarrier::try_wait(bar, phase)) return;
-  const uint64_t t0 = dev::global_ns();
-  uint32_t polls = 0;
-  while (!cutlass::arch::ClusterBarrier::try_wait(bar, phase)) {
-    if ((++polls & 1023u) == 0u && dev::global_ns() - t0 > kWaitTimeoutNs) __trap();
-  }
-}
-
-// Position in a ring of buffers: the index and the parity of the barrier phase to wait for.
-template <int kStages>
-struct PipeState {
-  int index = 0;
-  uint32_t phase = 0;
-  __device__ void advance() {
-    if (++index == kStages) {
-      index = 0;
-      phase ^= 1u;
-    }
-  }
-};
-
-// TMA -> shared memory ring. One producer thread; the consumers release a buffer with one
-// arrival per warp (after the warp's wgmma reading it has completed).
-template <int kStages>
-struct TmaPipeline {
-  struct Storage {
-    uint64_t full[kStages];
-    uint64_t empty[kStages];
-  };
-  Storage* s;
-
-  // One thread, before the CTA-wide sync that follows barrier initialisation.
-  __device__ static void init(Storage& st, int consumer_warps) {
-    CUTE_UNROLL
-    for (int i = 0; i < kStages; ++i) {
-      cutlass::arch::ClusterTransactionBarrier::init(&st.full[i], 1);
-      cutlass::arch::ClusterBarrier::init(&st.empty[i], consumer_warps);
-    }
-  }
-  // Producer: the producer's phase starts at 1 (every buffer starts empty).
-  __device__ static PipeState<kStages> producer_start() { return PipeState<kStages>{0, 1u}; }
-
-  __device__ void producer_acquire(PipeState<kStages> st, uint32_t tx_bytes) const {
-    bounded_wait(&s->empty[st.index], st.phase);
-    cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&s->full[st.index], tx_bytes);
-  }
-  __device__ uint64_t& full_barrier(PipeState<kStages> st) const { return s->full[st.index]; }
-
-  __device__ void consumer_wait(PipeState<kStages> st) const { bounded_wait(&s->full[st.index], st.phase); }
-  // Called by every consumer thread right after its warp's wgmma on this buffer completed.
-  __device__ void consumer_release(PipeState<kStages> st) const {
-    if ((threadIdx.x & 31u) == 0u) cutlass::arch::ClusterBarrier::arrive(&s->empty[st.index]);
-  }
-};
+// The TMA pipeline of K and V (and the bounded wait on the Q barrier): shared with the MoE
+// GEMMs (kernels/common/pipeline.cuh); attention uses it without clusters and with one
+// producer arrival per stage.
+using dev::bounded_wait;
+using dev::PipeState;
+using dev::TmaPipeline;
 
 // ptxas schedules a wgmma wait as early as its dependencies allow, and arithmetic carries
 // none: left alone it hoists the "P V done" wait above the softmax and the overlap of the

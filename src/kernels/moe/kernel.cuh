@@ -12,11 +12,12 @@
 #include <cutlass/arch/barrier.h>
 #include <cutlass/arch/reg_reconfig.h>
 
+#include "kernels/common/kernel_entry.cuh"
+#include "kernels/common/launch.cuh"
 #include "kernels/moe/epilogue.cuh"
 #include "kernels/moe/launch.hpp"
 #include "kernels/moe/mainloop.cuh"
 #include "kernels/moe/params.hpp"
-#include "kernels/moe/persistent_grid.hpp"
 #include "kernels/moe/tile_scheduler.cuh"
 
 namespace xstage::kernels::moe {
@@ -154,10 +155,7 @@ struct MoeGemmKernel {
 template <class Kernel>
 __global__ void __launch_bounds__(Kernel::kThreads, 1)
     moe_gemm_kernel(CUTE_GRID_CONSTANT typename Kernel::Params const params) {
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ char smem_buf[];
-  Kernel{}(params, smem_buf);
-#endif
+  XSTAGE_RUN_KERNEL(Kernel, params);
 }
 
 // Upper bound of the CTA tile count without reading the device counts: every expert adds at
@@ -181,14 +179,9 @@ cudaError_t launch_moe_gemm(MoeGemmParams const& p, typename Kernel::Epilogue::P
   if (const cudaError_t g = persistent_grid(p.num_ctas, tiles, ctas); g != cudaSuccess) return g;
   const typename Kernel::Params kp = Kernel::to_params(p, ep);
   auto* fn = moe_gemm_kernel<Kernel>;
-  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
+  const cudaError_t e =
+      launch_persistent<Kernel::kClusterSize>(fn, kp, ctas, Kernel::kThreads, Kernel::kSmemBytes, stream);
   if (e != cudaSuccess) return e;
-  if constexpr (Kernel::kClusterSize == 1) {
-    fn<<<ctas, Kernel::kThreads, Kernel::kSmemBytes, stream>>>(kp);
-  } else {
-    e = launch_persistent_clusters(fn, kp, ctas, Kernel::kClusterSize, Kernel::kThreads, Kernel::kSmemBytes, stream);
-    if (e != cudaSuccess) return e;
-  }
   return cudaGetLastError();
 }
 

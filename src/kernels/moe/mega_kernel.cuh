@@ -24,6 +24,7 @@
 #include <cutlass/arch/reg_reconfig.h>
 
 #include "kernels/common/clock.cuh"
+#include "kernels/common/kernel_entry.cuh"
 #include "kernels/moe/ep_device.cuh"
 #include "kernels/moe/epilogue.cuh"
 #include "kernels/moe/mainloop.cuh"
@@ -269,10 +270,7 @@ struct MegaMoeKernel {
 
 __global__ void __launch_bounds__(MegaMoeKernel::kThreads, 1)
     mega_moe_kernel(CUTE_GRID_CONSTANT MegaMoeKernel::Params const params) {
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ char smem_buf[];
-  MegaMoeKernel{}(params, smem_buf);
-#endif
+  XSTAGE_RUN_KERNEL(MegaMoeKernel, params);
 }
 
 }  // namespace xstage::kernels::moe

@@ -40,11 +40,12 @@
 #include <cutlass/arch/barrier.h>
 #include <cutlass/arch/reg_reconfig.h>
 
+#include "kernels/common/kernel_entry.cuh"
+#include "kernels/common/launch.cuh"
 #include "kernels/moe/epilogue.cuh"
 #include "kernels/moe/launch_w4a8.hpp"
 #include "kernels/moe/mainloop.cuh"
 #include "kernels/moe/params_w4a8.hpp"
-#include "kernels/moe/persistent_grid.hpp"
 #include "kernels/moe/pipeline.cuh"
 #include "kernels/moe/quant.cuh"
 #include "kernels/moe/tile_scheduler.cuh"
@@ -625,10 +626,7 @@ struct MoeW4A8Kernel {
 template <class Kernel>
 __global__ void __launch_bounds__(Kernel::kThreads, 1)
     moe_w4a8_kernel(CUTE_GRID_CONSTANT typename Kernel::Params const params) {
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ char smem_buf[];
-  Kernel{}(params, smem_buf);
-#endif
+  XSTAGE_RUN_KERNEL(Kernel, params);
 }
 
 template <class Kernel>
@@ -653,9 +651,8 @@ cudaError_t launch_moe_w4a8(MoeW4A8Params const& p, cudaStream_t stream) {
   const typename Kernel::Params kp = Kernel::to_params(q);
 #endif
   auto* fn = moe_w4a8_kernel<Kernel>;
-  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
+  const cudaError_t e = launch_persistent<1>(fn, kp, ctas, Kernel::kThreads, Kernel::kSmemBytes, stream);
   if (e != cudaSuccess) return e;
-  fn<<<ctas, Kernel::kThreads, Kernel::kSmemBytes, stream>>>(kp);
 #ifdef XSTAGE_W4A8_TRACE
   char header[256];
   std::snprintf(header, sizeof header,

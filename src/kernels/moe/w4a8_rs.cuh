@@ -52,10 +52,11 @@
 #include <cutlass/arch/barrier.h>
 #include <cutlass/arch/reg_reconfig.h>
 
+#include "kernels/common/kernel_entry.cuh"
+#include "kernels/common/launch.cuh"
 #include "kernels/moe/launch.hpp"
 #include "kernels/moe/mainloop.cuh"
 #include "kernels/moe/params_w4a8.hpp"
-#include "kernels/moe/persistent_grid.hpp"
 #include "kernels/moe/pipeline.cuh"
 #include "kernels/moe/quant.cuh"
 #include "kernels/moe/tile_scheduler.cuh"
@@ -637,10 +638,7 @@ struct MoeW4A8RsKernel {
 template <class Kernel>
 __global__ void __launch_bounds__(Kernel::kThreads, 1)
     moe_w4a8_rs_kernel(CUTE_GRID_CONSTANT typename Kernel::Params const params) {
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ char smem_buf[];
-  Kernel{}(params, smem_buf);
-#endif
+  XSTAGE_RUN_KERNEL(Kernel, params);
 }
 
 // Host: the persistent grid (one CTA per SM or p.num_ctas, at most the tile count bound).
@@ -667,14 +665,10 @@ cudaError_t launch_moe_w4a8_rs(MoeW4A8Params const& p, cudaStream_t stream) {
   const typename Kernel::Params kp = Kernel::to_params(p);
 #endif
   auto* fn = moe_w4a8_rs_kernel<Kernel>;
-  cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, Kernel::kSmemBytes);
+  // kGlu: 1 x 2 clusters.
+  const cudaError_t e =
+      launch_persistent<Kernel::kClusterN>(fn, kp, ctas, Kernel::kThreads, Kernel::kSmemBytes, stream);
   if (e != cudaSuccess) return e;
-  if constexpr (Kernel::kClusterN == 1) {
-    fn<<<ctas, Kernel::kThreads, Kernel::kSmemBytes, stream>>>(kp);
-  } else {  // kGlu: 1 x 2 clusters
-    e = launch_persistent_clusters(fn, kp, ctas, Kernel::kClusterN, Kernel::kThreads, Kernel::kSmemBytes, stream);
-    if (e != cudaSuccess) return e;
-  }
 #ifdef XSTAGE_W4A8_TRACE
   if (const cudaError_t l = cudaGetLastError(); l != cudaSuccess) return l;
   char header[256];

@@ -1,10 +1,11 @@
-// Grid size of the persistent MoE kernels (host only): `requested` CTAs, or one per SM of the
-// current device when requested <= 0, never more than the kernel's tile-count bound; and their
-// launch in clusters.
+// Grid size of the persistent kernels, attention and MoE (host only, plain C++ so that host
+// operators can size workspaces by it): `requested` CTAs, or one per SM of the current device
+// when requested <= 0, never more than the kernel's tile-count bound; and their launch in
+// clusters.
 #pragma once
 #include <cuda_runtime.h>
 
-namespace xstage::kernels::moe {
+namespace xstage::kernels {
 
 inline cudaError_t persistent_grid(int requested, long long tiles, int& ctas) {
   ctas = requested;
@@ -46,4 +47,4 @@ cudaError_t launch_persistent_clusters(void (*fn)(Params), Params const& kp, int
   return cudaLaunchKernelEx(&cfg, fn, kp);
 }
 
-}  // namespace xstage::kernels::moe
+}  // namespace xstage::kernels
