@@ -60,6 +60,11 @@ def summarize(rows, target, min_tokens):
             "groups": [{"epilogue": e, "tokens_per_expert": t, **g} for (e, t), g in sorted(groups.items())]}
 
 
+def ratio_of(ours, base):
+    """xstage's TFLOP/s over a baseline cell's (NaN for a baseline rate that is not positive)."""
+    return ours["tflops"] / base["tflops"] if base["tflops"] > 0 else float("nan")
+
+
 def summarize_grouped(rows):
     """Prints and returns, per weight format, how many checked cells are at or above the grouped
     baseline and the geometric mean of xstage / grouped (cells without a grouped figure are misses)."""
@@ -90,10 +95,11 @@ def main(argv=None):
         return 2
     ours, theirs, grouped = docs
     ran = lambda r: "error" not in r  # noqa: E731 - a baseline cell torch refused is a miss, not a failure
+    problem = lambda k, r: f"{k[0]} {k[1]} {k[2]} tokens/expert"  # noqa: E731
     gate = checker.gate_files(TOOL, args, [
         ("xstage", ours, id, lambda _k, r: moe_gemm_label(r), None),
-        ("baseline", theirs, base_key, lambda k, r: f"{k[0]} {k[1]} {k[2]} tokens/expert", ran),
-        ("grouped", grouped, base_key, lambda k, r: f"{k[0]} {k[1]} {k[2]} tokens/expert", ran)])
+        ("baseline", theirs, base_key, problem, ran),
+        ("grouped", grouped, base_key, problem, ran)])
     base = {base_key(r): r for r in theirs["results"]}
     grp = {base_key(r): r for r in grouped["results"]} if grouped else {}
     for r in ours["results"]:
@@ -124,7 +130,7 @@ def main(argv=None):
         if t is None or "tflops" not in t:
             line_t, scaling, ratio = "-", "-", None
         else:
-            ratio = r["tflops"] / t["tflops"] if t["tflops"] > 0 else float("nan")
+            ratio = ratio_of(r, t)
             line_t, scaling = f"{t['tflops']:.1f}", t.get("scaling", "?")
             row.update({"cublaslt_tflops": t["tflops"], "cublaslt_median_us": t["median_us"], "scaling": scaling,
                         "ratio": ratio})
@@ -132,7 +138,7 @@ def main(argv=None):
         if grouped is not None:
             ratio_g = None
             if g is not None and "tflops" in g:
-                ratio_g = r["tflops"] / g["tflops"] if g["tflops"] > 0 else float("nan")
+                ratio_g = ratio_of(r, g)
                 row.update({"grouped_tflops": g["tflops"], "grouped_median_us": g["median_us"], "ratio_grouped": ratio_g})
             gcols = (f" {('%.1f' % g['tflops']) if g is not None and 'tflops' in g else '-':>8}"
                      f" {('%.3f' % ratio_g) if ratio_g is not None else '-':>7}")

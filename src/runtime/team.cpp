@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <list>
 #include <mutex>
 #include <thread>
@@ -250,38 +251,49 @@ std::unique_ptr<Team> Team::from_launcher(const TeamOptions& opts, const LaunchE
 
 namespace {
 
-// The P ranks' streams must run kernels side by side (docs/virtual-ranks.md §Co-residency):
-// checked once per team; streams that could not are remade (up to 3 tries), else a clear error.
-void ensure_coresident(Team::Impl& t) {
+// Virtual ranks' streams must run kernels side by side (docs/virtual-ranks.md §Co-residency).
+// Checks streams() up to 3 times, calling remake() after a failed try; returns the number of
+// remakes it took, or throws `what` with the streams that waited alone.
+int check_until_coresident(const std::function<std::vector<cudaStream_t>()>& streams,
+                           const std::function<void()>& remake, const std::string& what) {
   constexpr int kTries = 3;
   constexpr double kWaitS = 2.0;
   for (int attempt = 1;; ++attempt) {
-    std::vector<cudaStream_t> streams;
-    for (const auto& r : t.ranks) streams.push_back(r.stream);
-    const runtime::CoresidencyCheck c = runtime::check_coresident(streams, kWaitS);
-    if (!c.error.empty()) throw Error("virtual ranks: " + c.error);
-    if (c.alone.empty()) {
-      if (attempt > 1) t.story += fmt::format("; streams remade {} time(s) to pass the co-residency check", attempt - 1);
-      return;
-    }
+    const runtime::CoresidencyCheck c = runtime::check_coresident(streams(), kWaitS);
+    if (!c.error.empty()) throw Error(what + ": " + c.error);
+    if (c.alone.empty()) return attempt - 1;
     if (attempt == kTries) {
       const char* conn = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
       throw Error(fmt::format(
-          "virtual ranks: the {} ranks' kernels cannot run side by side (ranks {} waited {} s alone, {} tries); "
+          "{}: kernels on streams {} waited {} s alone in each of {} tries: they cannot run side by side; "
           "CUDA_DEVICE_MAX_CONNECTIONS is {} (export 32 before CUDA starts), or try reduced grids",
-          t.ranks.size(), fmt::join(c.alone, ","), kWaitS, kTries, conn ? conn : "unset (8)"));
+          what, fmt::join(c.alone, ","), kWaitS, kTries, conn ? conn : "unset (8)"));
     }
+    remake();
+  }
+}
+
+// The ranks' streams, remade (in their green contexts, or plain) until they pass the check.
+void ensure_coresident(Team::Impl& t) {
+  auto streams = [&] {
+    std::vector<cudaStream_t> s;
+    for (const auto& r : t.ranks) s.push_back(r.stream);
+    return s;
+  };
+  auto remake = [&] {
     if (!t.green.contexts.empty()) {
       XS_CUDA(green::remake_streams(t.green), "remaking the virtual ranks' streams");
       for (size_t i = 0; i < t.ranks.size(); ++i) t.ranks[i].stream = t.green.streams[i];
-    } else {
-      for (auto& r : t.ranks) {
-        cudaStreamDestroy(r.stream);
-        r.stream = nullptr;
-        XS_CUDA(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking), "remaking a virtual rank's stream");
-      }
+      return;
     }
-  }
+    for (auto& r : t.ranks) {
+      cudaStreamDestroy(r.stream);
+      r.stream = nullptr;
+      XS_CUDA(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking), "remaking a virtual rank's stream");
+    }
+  };
+  if (int n = check_until_coresident(streams, remake, "virtual ranks"); n > 0)
+    t.story += fmt::format("; streams remade {} time(s) to pass the co-residency check", n);
 }
 
 }  // namespace
@@ -422,23 +434,28 @@ cudaStream_t Team::create_stream(int i) {
     return s;
   };
   if (!impl_->virt) return make();
-  // A virtual rank's side stream runs beside every rank's stream: checked like them (after
+  // A virtual rank's side stream runs beside every rank's stream: checked with them (after
   // they drain, so queued work is not taken for a shared queue).
   for (int r = 0; r < local_count(); ++r) synchronize(r, "creating a side stream");
-  for (int attempt = 1;; ++attempt) {
-    cudaStream_t s = make();
-    std::vector<cudaStream_t> streams;
-    for (const auto& r : impl_->ranks) streams.push_back(r.stream);
-    streams.push_back(s);
-    const runtime::CoresidencyCheck c = runtime::check_coresident(streams, 2.0);
-    if (c.error.empty() && c.alone.empty()) return s;
+  cudaStream_t s = make();
+  auto streams = [&] {
+    std::vector<cudaStream_t> all;
+    for (const auto& r : impl_->ranks) all.push_back(r.stream);
+    all.push_back(s);
+    return all;
+  };
+  auto remake = [&] {
     cudaStreamDestroy(s);
-    if (!c.error.empty()) throw Error("virtual ranks: side stream: " + c.error);
-    if (attempt == 3)
-      throw Error(fmt::format("virtual ranks: rank {}'s side stream cannot run beside the ranks' streams (3 tries); "
-                              "CUDA_DEVICE_MAX_CONNECTIONS must be 32",
-                              i));
+    s = nullptr;
+    s = make();
+  };
+  try {
+    check_until_coresident(streams, remake, fmt::format("virtual ranks: rank {}'s side stream", i));
+  } catch (...) {
+    if (s) cudaStreamDestroy(s);
+    throw;
   }
+  return s;
 }
 
 void Team::synchronize(int i, const std::string& what) const {
