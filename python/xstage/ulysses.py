@@ -19,11 +19,14 @@ Handles what real models need:
     ``[B, T, H, D]`` on every rank.
 
 Variants: ``"torch-a2a"`` (the All-to-Alls through ``torch.distributed.all_to_all_single``, the
-attention through the xstage kernel) works on any group. The fused variants of the C++ operator
-(``"fused-shaped"``, the intended default; ``"fused"``, ``"comm-sm"``, ``"serial"``) need a C++
-team built from the process group and a binding of ``ops/ulysses.hpp``, which are not there yet:
-asking for them raises NotImplementedError. ``variant="auto"`` (default) picks fused-shaped
-when it is available, else torch-a2a. With P = 1 (or no group) the module is plain attention.
+attention through the xstage kernel) works on any group and any shape above. The fused variants
+(``"fused-shaped"``, the default; ``"fused"``, ``"comm-sm"``, ``"serial"``) run the C++ operator
+``ops::UlyssesAttention`` over a team built from the process group (``xstage.team.team_for``):
+the pre-attention All-to-All through torch, the post-attention one inside the attention
+epilogue. They take even shards and head groups, no joint tokens, non-causal, bf16/fp16, D 64/128
+and P <= 8; any other call runs torch-a2a and is counted in ``fallbacks``. ``variant="auto"``
+picks fused-shaped when the extension has the operator, else torch-a2a. With P = 1 (or no group)
+the module is plain attention.
 """
 from __future__ import annotations
 
@@ -76,7 +79,7 @@ class UlyssesAttention(torch.nn.Module):
             _fail(ValueError, f"unknown variant '{variant}' ({', '.join(VARIANTS)})")
         if variant in _FUSED and not _fused_available():
             _fail(NotImplementedError, f"variant '{variant}' needs the C++ Ulysses operator bound to a team built from "
-                  "the process group, which this build does not have yet; use variant='torch-a2a'")
+                  "the process group, which this build of the extension does not have; use variant='torch-a2a'")
         if variant == "auto":
             variant = "fused-shaped" if _fused_available() else "torch-a2a"
         import torch.distributed as dist
