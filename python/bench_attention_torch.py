@@ -18,7 +18,6 @@ scan; the cell's "correctness" record is what python/compare_attention.py gates 
 Exit status: 0 ok, 1 a cell failed its correctness check, 2 bad input, 3 torch/CUDA missing.
 """
 import argparse
-import math
 import sys
 
 from xsbench import timing, verify
@@ -34,19 +33,7 @@ def check_cell(torch, call, idx, q, k, v, causal, rows, seed):
     verify.poison_free_blocks(torch, (B, H, S, D), q.dtype, q.device)
     out = call(idx)
     torch.cuda.synchronize()
-    groups = {}
-    for p in verify.sample_rows(B * H * S, rows, seed):
-        groups.setdefault((p // (H * S), p // S % H), []).append(p % S)
-    got, ref = [], []
-    for (b, h), ss in groups.items():
-        si = torch.tensor(ss, device=q.device)
-        sc = (q[b, h].index_select(0, si).float() @ k[b, h].float().t()) / math.sqrt(D)
-        if causal:  # top-left aligned: query i sees keys j <= i
-            sc.masked_fill_(torch.arange(S, device=q.device)[None, :] > si[:, None], float("-inf"))
-        ref.append(torch.softmax(sc, dim=-1) @ v[b, h].float())
-        got.append(out[b, h].index_select(0, si))
-    return verify.check(torch, torch.cat(got), torch.cat(ref), out, REL_TOL,
-                        "fp32 softmax(q k^T / sqrt(d)) v on seeded query rows")
+    return verify.attention_rows(torch, out, q, k, v, causal, rows, seed, REL_TOL)
 
 
 def main(argv=None):
