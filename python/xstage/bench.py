@@ -432,13 +432,16 @@ def _check_moe(torch, moe, call, data0, counts, rw, epilogue, tokens, rows, seed
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m xstage.bench {attention,moe-gemm} [options]   (NAME --help for the options)")
+        print("usage: python -m xstage.bench {attention,moe-gemm,dit} [options]   (NAME --help for the options)")
         return 0 if argv else 2
     if argv[0] == "attention":
         return bench_attention(argv[1:])
     if argv[0] == "moe-gemm":
         return bench_moe_gemm(argv[1:])
-    print(f"xstage.bench: unknown benchmark '{argv[0]}' (attention, moe-gemm)", file=sys.stderr)
+    if argv[0] == "dit":
+        from .dit_bench import main as bench_dit  # diffusers DiT models end to end (docs/dit.md)
+        return bench_dit(argv[1:])
+    print(f"xstage.bench: unknown benchmark '{argv[0]}' (attention, moe-gemm, dit)", file=sys.stderr)
     return 2
 
 
