@@ -213,7 +213,7 @@ def _lse_bsh(lse):
 
 
 def _local(query, key, value, lengths, is_causal, scale, return_lse):
-    B, Skv = key.shape[0], key.shape[1]
+    Skv = key.shape[1]
     if lengths is None or all(n == Skv for n in lengths):
         return _kernel(query, key, value, is_causal, scale, return_lse)
     if len(set(lengths)) == 1:

@@ -86,6 +86,8 @@ TINY = {
         rope_axes_dim=[16, 24, 24])),
 }
 
+CONFIGS.update({f"tiny-{fam}": TINY[fam] for fam in TINY})
+
 FAMILY = {"WanTransformer3DModel": "wan", "FluxTransformer2DModel": "flux", "HunyuanVideoTransformer3DModel": "hunyuan"}
 
 # Bench cells: model, frames, height, width (pixels), text tokens.
@@ -96,6 +98,10 @@ CELLS = {
     "flux-2048": dict(model="flux.1-dev", frames=1, height=2048, width=2048, text=512),
     "hunyuan-720p": dict(model="hunyuanvideo", frames=129, height=720, width=1280, text=256),
     "hunyuan-720p-61f": dict(model="hunyuanvideo", frames=61, height=720, width=1280, text=256),
+    # the tiny configurations at small sizes: a smoke test of the bench itself (GPU tests)
+    "tiny-wan": dict(model="tiny-wan", frames=9, height=96, width=160, text=7),
+    "tiny-flux": dict(model="tiny-flux", frames=1, height=256, width=384, text=5),
+    "tiny-hunyuan": dict(model="tiny-hunyuan", frames=9, height=128, width=128, text=6),
 }
 DEFAULT_CELLS = ["wan-480p", "wan-720p", "flux-1024", "flux-2048", "hunyuan-720p"]
 BACKENDS = {"native": "native", "cudnn": "_native_cudnn", "flash3": "_flash_3", "xstage": "xstage"}
@@ -200,18 +206,16 @@ def make_inputs(family, config, frames, height, width, text, device, dtype, seed
 
 
 def attention_plan(family, config, n_img, text):
-    """[(calls, Sq, Skv, heads, head_dim)] of one forward at batch 1 (what the bench's recorded
-    shapes should match): the FLOP count 4 * H * Sq * Skv * D per call."""
+    """[(calls, Sq, Skv, heads, head_dim)]: the calls one forward at batch 1 makes through
+    diffusers' attention dispatcher (what a backend serves); 4 * H * Sq * Skv * D FLOPs each."""
     H, D = config["num_attention_heads"], config["attention_head_dim"]
     if family == "wan":
         L = config["num_layers"]
         return [(L, n_img, n_img, H, D), (L, n_img, text, H, D)]
     if family == "flux":
         return [(config["num_layers"] + config["num_single_layers"], n_img + text, n_img + text, H, D)]
-    if family == "hunyuan":
-        R = config["num_refiner_layers"]
-        return [(config["num_layers"] + config["num_single_layers"], n_img + text, n_img + text, H, D),
-                (R, text, text, H, D)]
+    if family == "hunyuan":   # (its text-token refiner calls torch SDPA itself, not the dispatcher)
+        return [(config["num_layers"] + config["num_single_layers"], n_img + text, n_img + text, H, D)]
     raise ValueError(family)
 
 
@@ -470,6 +474,26 @@ def main(argv=None) -> int:
     print(f"# xstage.bench dit on {props.name}, torch {torch.__version__}, diffusers {diffusers.__version__}, bf16, "
           f"batch 1, median of {args.iters} forwards after {args.warmup} warm-up; variants {','.join(variants)}")
     print(TABLE_HEAD, flush=True)
+
+    def save():
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(doc, f, indent=2, default=str)
+                f.write("\n")
+
+    try:
+        rc = _run_cells(torch, names, variants, args, dev, dtype, doc, save)
+    except KeyboardInterrupt:   # `timeout --signal=INT`: keep what was measured
+        doc["interrupted"] = True
+        save()
+        _log("interrupted; the JSON has the variants measured so far")
+        return 1
+    if args.plot:
+        _plot(doc, args.plot)
+    return rc
+
+
+def _run_cells(torch, names, variants, args, dev, dtype, doc, save):
     rc = 0
     for name in names:
         c = CELLS[name]
@@ -520,6 +544,7 @@ def main(argv=None) -> int:
                 if v == "native" and ref is None:
                     rec["note"] = "no stock output: the other variants are not checked"
                 cell["results"].append(rec)
+                save()
         except Exception as e:
             cell["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             _log(f"{name}: error: {cell['error']}")
@@ -553,12 +578,7 @@ def main(argv=None) -> int:
         del model, inputs, ref
         gc.collect()
         torch.cuda.empty_cache()
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(doc, f, indent=2, default=str)
-                f.write("\n")
-    if args.plot:
-        _plot(doc, args.plot)
+        save()
     return rc
 
 
