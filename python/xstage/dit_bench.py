@@ -404,6 +404,74 @@ def _print_plan(names):
               f"{sum(p[0] for p in plan):>10} {plan_flops(plan) / 1e12:>10.1f}")
 
 
+def finish_cell(cell, tol, out=sys.stdout) -> bool:
+    """Speed-ups, the output check and the table rows of one cell; True when every row ran and passed."""
+    ok = "error" not in cell
+    rows = [r for r in cell["results"] if "median_ms" in r]
+    base = next((r for r in rows if r["variant"] == "native"), None)
+    stock = [r for r in rows if r["variant"] in ("native", "cudnn", "flash3")]
+    best = min(stock, key=lambda r: r["median_ms"]) if stock else None
+    yard = next((r.get("rel_err_vs_native") for r in rows if r["variant"] == "cudnn"), None)
+    limit = max(tol, 2 * yard) if yard is not None and math.isfinite(yard) else tol
+    cell["check_limit"] = limit
+    if best is not None:
+        cell["best_stock"] = best["variant"]
+    for r in cell["results"]:
+        if "median_ms" not in r:
+            ok = False
+            continue
+        if base is not None:
+            r["speedup_vs_native"] = base["median_ms"] / r["median_ms"]
+        if best is not None:
+            r["speedup_vs_best_stock"] = best["median_ms"] / r["median_ms"]
+        err = r.get("rel_err_vs_native")
+        r["check_ok"] = err is not None and math.isfinite(err) and err <= limit and not r.get("nonfinite_output")
+        ok = ok and r["check_ok"]
+        print(_table_row(cell["cell"], r), file=out, flush=True)
+    for r in cell["results"]:
+        if "median_ms" not in r:
+            print(_table_row(cell["cell"], r), file=out, flush=True)
+    return ok
+
+
+def report(paths, tol, json_out=None, plot=None) -> int:
+    """One table (and JSON, plot) from several bench JSONs: rows of one cell from several runs
+    (e.g. one variant per call) are merged, a later file's row replacing an earlier one's."""
+    cells, doc = {}, None
+    for path in paths:
+        with open(path) as f:
+            d = json.load(f)
+        if d.get("schema") != "xstage.bench.dit.v1":
+            print(f"xstage.bench dit: {path} is not an xstage.bench.dit.v1 document", file=sys.stderr)
+            return 2
+        doc = doc or {k: v for k, v in d.items() if k != "cells"}
+        for c in d["cells"]:
+            cur = cells.setdefault(c["cell"], {**{k: v for k, v in c.items() if k != "results"}, "results": []})
+            for r in c["results"]:
+                cur["results"] = [x for x in cur["results"] if x["variant"] != r["variant"]] + [r]
+    if doc is None:
+        print("xstage.bench dit: --report needs JSON files", file=sys.stderr)
+        return 2
+    order = list(BACKENDS)
+    doc["cells"] = []
+    print(TABLE_HEAD)
+    rc = 0
+    for name in sorted(cells, key=lambda n: list(CELLS).index(n) if n in CELLS else len(CELLS)):
+        c = cells[name]
+        c["results"].sort(key=lambda r: order.index(r["variant"]) if r["variant"] in order else len(order))
+        if not finish_cell(c, tol):
+            rc = 1
+        doc["cells"].append(c)
+    doc["merged_from"] = [os.path.basename(p) for p in paths]
+    if json_out:
+        with open(json_out, "w") as f:
+            json.dump(doc, f, indent=2, default=str)
+            f.write("\n")
+    if plot:
+        _plot(doc, plot)
+    return rc
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m xstage.bench dit", description=__doc__.split("\n")[0])
     ap.add_argument("--models", default=",".join(DEFAULT_CELLS),
@@ -421,7 +489,11 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="write results here (rewritten after every cell)")
     ap.add_argument("--plot", help="a PNG of step and attention times per cell (needs matplotlib)")
     ap.add_argument("--plan", action="store_true", help="print the cells' token and attention counts; no GPU")
+    ap.add_argument("--report", nargs="+", metavar="JSON", help="no run: one table (--json, --plot) from these "
+                    "bench JSONs, rows of a cell from several runs merged")
     args = ap.parse_args(argv)
+    if args.report:
+        return report(args.report, args.tol, args.json, args.plot)
     names = [n for n in args.models.split(",") if n]
     bad = [n for n in names if n not in CELLS]
     if bad or not names:
@@ -549,32 +621,8 @@ def _run_cells(torch, names, variants, args, dev, dtype, doc, save):
             cell["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             _log(f"{name}: error: {cell['error']}")
             rc = 1
-        # checks and ratios
-        ok_rows = [r for r in cell["results"] if "median_ms" in r]
-        base = next((r for r in ok_rows if r["variant"] == "native"), None)
-        stock = [r for r in ok_rows if r["variant"] in ("native", "cudnn", "flash3")]
-        best = min(stock, key=lambda r: r["median_ms"]) if stock else None
-        yard = next((r.get("rel_err_vs_native") for r in ok_rows if r["variant"] == "cudnn"), None)
-        limit = max(args.tol, 2 * yard) if yard is not None else args.tol
-        cell["check_limit"] = limit
-        if best is not None:
-            cell["best_stock"] = best["variant"]
-        for r in cell["results"]:
-            if "median_ms" not in r:
-                rc = 1
-                continue
-            if base is not None:
-                r["speedup_vs_native"] = base["median_ms"] / r["median_ms"]
-            if best is not None:
-                r["speedup_vs_best_stock"] = best["median_ms"] / r["median_ms"]
-            err = r.get("rel_err_vs_native")
-            r["check_ok"] = err is not None and math.isfinite(err) and err <= limit and not r.get("nonfinite_output")
-            if not r["check_ok"]:
-                rc = 1
-            print(_table_row(name, r), flush=True)
-        for r in cell["results"]:
-            if "error" in r:
-                print(_table_row(name, r), flush=True)
+        if not finish_cell(cell, args.tol):
+            rc = 1
         del model, inputs, ref
         gc.collect()
         torch.cuda.empty_cache()

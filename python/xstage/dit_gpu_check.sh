@@ -3,20 +3,24 @@
 # GPU machine after `python/xstage/gpu_check.sh OUT build` built the extension in this tree.
 # diffusers (and importlib_metadata) come as carried wheels in .whl/ (no network there).
 #
-#   python/xstage/dit_gpu_check.sh OUT [test] [bench[=CELLS]] [smoke] ...   (default: test bench)
+#   python/xstage/dit_gpu_check.sh OUT [test] [smoke] [bench[=CELLS]] [report] ...   (default: test bench report)
 #
 #   test          pytest tests/python/test_dit_backend.py tests/python/test_dit_gpu.py
 #                 -> OUT/dit-pytest.log, OUT/dit-pytest.xml
 #   smoke         python -m xstage.bench dit on the tiny cells (seconds) -> OUT/dit-smoke.json
 #   bench         python -m xstage.bench dit, one process per cell, each -> OUT/dit-<cell>.json/.txt/.log;
 #   bench=CELLS   only these cells (comma list; `python -m xstage.bench dit --plan` lists them)
+#   report        one table, JSON and plot from every OUT/dit-<cell>*.json so far
+#                 -> OUT/dit-report.txt/.json/.png (rows of a cell from several calls merged)
 #
 # Environment: DIT_BUDGET_S (default 540) is the wall-clock budget of all bench cells of this
 # call together: a cell is not started when less than DIT_MIN_CELL_S (default 120) is left, and
 # each cell runs under `timeout` with what is left. DIT_CELL_BUDGET_S (default 60) is passed as
 # --cell-budget-s (a variant's timed forwards are cut to about that, never below 3 iterations,
 # recorded in the JSON); DIT_ITERS (default 20), DIT_WARMUP (default 2), DIT_VARIANTS (default
-# auto) are passed through. Cells that did not fit are listed at the end; call again with
+# auto) are passed through; with DIT_VARIANTS set the files are dit-<cell>-<variants>.json, so a
+# huge cell can be split over calls by variant (the native reference output is recomputed in
+# each call from the same seed; `report` merges the rows). Cells that did not fit are listed at the end; call again with
 # bench=THOSE to run them (each cell's JSON is its own file, so calls accumulate).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -25,7 +29,7 @@ shift
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(test bench)
+[ ${#steps[@]} -eq 0 ] && steps=(test bench report)
 PY=${PYTHON:-python3}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export XSTAGE_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -67,14 +71,16 @@ step_test() {
 
 bench_cell() {   # bench_cell NAME TIMEOUT_S
   local cell=$1 limit=$2
+  local tag=$cell
+  [ -n "${DIT_VARIANTS:-}" ] && tag="$cell-${DIT_VARIANTS//,/+}"
   echo "[dit_gpu_check] bench $cell (at most ${limit}s)"
   timeout --signal=INT --kill-after=30 "$limit" \
     $PY -m xstage.bench dit --models "$cell" --iters "${DIT_ITERS:-20}" --warmup "${DIT_WARMUP:-2}" \
       --cell-budget-s "${DIT_CELL_BUDGET_S:-60}" --variants "${DIT_VARIANTS:-auto}" \
-      --json "$OUT/dit-$cell.json" >"$OUT/dit-$cell.txt" 2>"$OUT/dit-$cell.log"
+      --json "$OUT/dit-$tag.json" >"$OUT/dit-$tag.txt" 2>"$OUT/dit-$tag.log"
   local r=$?
-  cat "$OUT/dit-$cell.txt"
-  [ $r -eq 0 ] || { echo "[dit_gpu_check] $cell: exit $r (tail of $OUT/dit-$cell.log below)"; tail -5 "$OUT/dit-$cell.log"; }
+  cat "$OUT/dit-$tag.txt"
+  [ $r -eq 0 ] || { echo "[dit_gpu_check] $cell: exit $r (tail of $OUT/dit-$tag.log below)"; tail -5 "$OUT/dit-$tag.log"; }
   return $r
 }
 
@@ -102,7 +108,15 @@ for s in "${steps[@]}"; do
       [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
     bench) step_bench ;;
     bench=*) step_bench "${s#bench=}" ;;
-    *) echo "[dit_gpu_check] unknown step $s (test, smoke, bench, bench=CELLS)"; exit 2 ;;
+    report)
+      files=$(ls "$OUT"/dit-*.json 2>/dev/null | grep -v -e '/dit-smoke.json$' -e '/dit-report.json$')
+      if [ -z "$files" ]; then echo "[dit_gpu_check] report: no OUT/dit-<cell>.json yet"; rc=1; else
+        # shellcheck disable=SC2086
+        $PY -m xstage.bench dit --report $files --json "$OUT/dit-report.json" --plot "$OUT/dit-report.png" |
+          tee "$OUT/dit-report.txt"
+        [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+      fi ;;
+    *) echo "[dit_gpu_check] unknown step $s (test, smoke, bench, bench=CELLS, report)"; exit 2 ;;
   esac
 done
 if [ ${#skipped[@]} -gt 0 ]; then
