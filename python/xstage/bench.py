@@ -62,13 +62,39 @@ def _import(*names):
 
 def _timed(torch, fn, sets, args):
     """us of args.iters launches fn(i % sets), each between CUDA events, after args.warmup untimed
-    ones; the GPU is kept busy (a spin kernel, <= ~60 us of host time per launch at ~1.9 GHz)
-    while the host enqueues them, so host overhead does not enter a timing."""
-    for w in range(args.warmup):
-        fn(w % sets)
+    ones. The GPU is kept busy (a spin kernel) for longer than the host needs to enqueue the timed
+    launches (its per-launch enqueue time is measured on the warm-up launches, which queue behind
+    another spin kernel), so host overhead does not enter a timing; record["host_us"] is that
+    enqueue time, what an eager call costs the host."""
+    import time
+
     torch.cuda.synchronize()
-    torch.cuda._sleep(int(args.iters * 60 * 1.9e3))
-    return time_launches(torch, lambda i: fn(i % sets), args.iters)
+    torch.cuda._sleep(int(max(args.warmup, 1) * 400 * 1.9e3))   # ~400 us per warm-up launch
+    t0 = time.perf_counter()
+    for w in range(max(args.warmup, 1)):
+        fn(w % sets)
+    host_us = (time.perf_counter() - t0) * 1e6 / max(args.warmup, 1)
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(args.iters * max(60.0, 2.0 * host_us + 20.0) * 1.9e3))
+    us = time_launches(torch, lambda i: fn(i % sets), args.iters)
+    _timed.host_us = host_us
+    return us
+
+
+def _sustain(torch, fn, sets, ms):
+    """Untimed launches fn(i % sets) for about `ms` milliseconds (the C++ bench's --warmup-ms):
+    the timed launches then see the sustained, power-capped clock."""
+    import time
+
+    if ms <= 0:
+        return
+    torch.cuda.synchronize()
+    t0, i = time.perf_counter(), 0
+    while (time.perf_counter() - t0) * 1e3 < ms:
+        for _ in range(8):
+            fn(i % sets)
+            i += 1
+        torch.cuda.synchronize()
 
 
 def _write_json(path, doc):
@@ -77,14 +103,17 @@ def _write_json(path, doc):
         f.write("\n")
 
 
-def _run_cli(cli, args, path):
-    cmd = [cli, "bench", "attention", "--json", path, "--seqlens", ",".join(map(str, args.seqlens)),
-           "--heads", ",".join(map(str, args.heads)), "--head-dims", ",".join(map(str, args.head_dims)),
+def _run_cli(cli, args, path, seqlens=None, heads=None, head_dims=None, quiet=False):
+    """`xstage bench attention` on the given shapes (default: all of args'); {shape: its row}."""
+    cmd = [cli, "bench", "attention", "--json", path, "--seqlens", ",".join(map(str, seqlens or args.seqlens)),
+           "--heads", ",".join(map(str, heads or args.heads)),
+           "--head-dims", ",".join(map(str, head_dims or args.head_dims)),
            "--dtype", args.dtype, "--warmup", str(args.warmup), "--iters", str(args.iters)]
     if args.causal:
         cmd.append("--causal")
-    print("# " + " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
+    if not quiet:
+        print("# " + " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL if quiet else None)
     with open(path) as f:
         return {(r["seqlen"], r["heads"], r["head_dim"]): r for r in json.load(f)["results"] if "median_us" in r}
 
@@ -101,7 +130,12 @@ def bench_attention(argv=None) -> int:
     ap.add_argument("--rotate-mib", type=float, default=0.0, help="0: 2 x the device's L2")
     ap.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph rows")
     ap.add_argument("--no-sdpa", action="store_true", help="skip torch cuDNN SDPA")
-    ap.add_argument("--cli", help="the xstage binary: run its attention bench on the same shapes first")
+    ap.add_argument("--cli", help="the xstage binary: its attention bench on the same shapes, in this run")
+    ap.add_argument("--cli-once", action="store_true",
+                    help="run the C++ bench once for all shapes up front (default: once per shape, right before "
+                         "that shape's rows, so both see the same GPU state)")
+    ap.add_argument("--no-ext", action="store_true",
+                    help="skip the xstage-ext row (the extension's launch called directly, no torch op dispatch)")
     ap.add_argument("--check-rows", type=int, default=64, help="seeded query rows checked per cell (>= 2)")
     ap.add_argument("--json", help="write results here (schema xstage.bench.attention.v1)")
     args = ap.parse_args(argv)
@@ -124,9 +158,12 @@ def bench_attention(argv=None) -> int:
         return 3
 
     cli_rows = {}
-    if args.cli:
-        with tempfile.TemporaryDirectory() as d:
-            cli_rows = _run_cli(args.cli, args, os.path.join(d, "cli.json"))
+    cli_dir = tempfile.TemporaryDirectory() if args.cli else None
+    if args.cli and args.cli_once:
+        cli_rows = _run_cli(args.cli, args, os.path.join(cli_dir.name, "cli.json"))
+    elif args.cli:
+        print(f"# C++ bench per shape, right before its rows: {args.cli} bench attention -S s -H h -d d", flush=True)
+    C = xstage._ext.load()
 
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
@@ -141,7 +178,7 @@ def bench_attention(argv=None) -> int:
 
     results = []
     failed = 0
-    gouts = []
+    gouts, outs = [], []
     for d in args.head_dims:
         for h in args.heads:
             for s in args.seqlens:
@@ -150,8 +187,25 @@ def bench_attention(argv=None) -> int:
                 qkv = [[torch.empty(1, s, h, d, device=dev, dtype=dtype).uniform_(-1, 1) for _ in range(3)]
                        for _ in range(sets)]
                 flops = 4.0 * h * d * visible_pairs(s, s, args.causal)
+                if args.cli and not args.cli_once:
+                    cli_rows.update(_run_cli(args.cli, args, os.path.join(cli_dir.name, "cli.json"), [s], [h], [d],
+                                             quiet=True))
                 cli = cli_rows.get((s, h, d))
                 rows = []
+                if not args.no_ext:
+                    outs = [torch.empty_like(t[0]) for t in qkv]
+                    code = 0 if dtype == torch.bfloat16 else 1
+
+                    def ext(i):
+                        q, k, v = qkv[i]
+                        o = outs[i]
+                        qs, ks, vs, os_ = q.stride(), k.stride(), v.stride(), o.stride()
+                        C.attention_fwd(code, 1, h, s, s, d, q.data_ptr(), qs[0], qs[1], qs[2],
+                                        k.data_ptr(), ks[0], ks[1], ks[2], v.data_ptr(), vs[0], vs[1], vs[2],
+                                        o.data_ptr(), os_[0], os_[1], os_[2], 0, 0.0, args.causal, dev.index or 0,
+                                        torch.cuda.current_stream().cuda_stream)
+                        return o
+                    rows.append(("xstage-ext", ext))
 
                 def op(i):
                     q, k, v = qkv[i]
@@ -188,8 +242,10 @@ def bench_attention(argv=None) -> int:
                         print(f" {name:>19} {s:>7} {h:>5} {d:>4} {sets:>5}   error: {err[:80]}")
                         continue
                     rec.update(stats_us(us))
+                    rec["host_us"] = _timed.host_us
                     rec["correctness"] = _check_attention(torch, verify, name, fn, qkv, gouts if name ==
-                                                          "xstage-torch-graph" else None, args, s * h + d)
+                                                          "xstage-torch-graph" else (outs if name == "xstage-ext"
+                                                                                     else None), args, s * h + d)
                     failed += not rec["correctness"]["passed"]
                     med = rec["median_us"]
                     rec["tflops"] = flops / (med * 1e-6) / 1e12
@@ -205,7 +261,7 @@ def bench_attention(argv=None) -> int:
                     print(f" {'xstage (C++ bench)':>19} {s:>7} {h:>5} {d:>4} {cli['rotating_sets']:>5} "
                           f"{cli['median_us']:>10.1f} {cli['min_us']:>10.1f} {cli['tflops']:>9.1f}   1.000", flush=True)
                 del qkv, rows, gouts
-                gouts = []
+                gouts, outs = [], []
                 torch.cuda.empty_cache()
 
     accept = _attention_acceptance(results, cli_rows)
@@ -234,8 +290,9 @@ def bench_attention(argv=None) -> int:
 
 def _check_attention(torch, verify, name, fn, qkv, gouts, args, seed):
     """The correctness record of backend `name` on input set 0: one more call on NaN-poisoned
-    output (the graph row: its captured output filled with NaN, then replayed), checked on
-    --check-rows seeded query rows against fp32 (xstage._verify.attention_rows)."""
+    output (rows with their own outputs, the graph's captured ones or xstage-ext's preallocated
+    ones: those filled with NaN, then the call), checked on --check-rows seeded query rows
+    against fp32 (xstage._verify.attention_rows)."""
     q, k, v = qkv[0]
     try:
         if gouts is not None:
@@ -266,7 +323,7 @@ def _attention_acceptance(results, cli_rows):
     if not cli_rows:
         return {"passed": None, "shapes": [], "lines": ["# acceptance: needs --cli (the C++ bench in the same run)"]}
     for key, rows in sorted(by.items()):
-        op, cudnn, cli = rows.get("xstage-torch-op"), rows.get("torch-cudnn"), cli_rows.get(key)
+        op, cudnn, cli, ext = rows.get("xstage-torch-op"), rows.get("torch-cudnn"), cli_rows.get(key), rows.get("xstage-ext")
         if op is None or cli is None:
             ok_all = False
             lines.append(f"  S={key[0]} H={key[1]} d={key[2]}: missing the torch op or the C++ row: FAIL")
@@ -279,8 +336,10 @@ def _attention_acceptance(results, cli_rows):
         ok_all &= ok
         shapes.append({"seqlen": key[0], "heads": key[1], "head_dim": key[2], "vs_cli": op["median_us"] / cli["median_us"],
                        "cli_vs_cudnn": cli["median_us"] / cudnn["median_us"] if cudnn else None,
-                       "op_vs_cudnn": op["median_us"] / cudnn["median_us"] if cudnn else None, "passed": ok})
+                       "op_vs_cudnn": op["median_us"] / cudnn["median_us"] if cudnn else None,
+                       "op_vs_ext": op["median_us"] / ext["median_us"] if ext else None, "passed": ok})
         lines.append(f"  S={key[0]:>6} H={key[1]:>3} d={key[2]:>4}: op/C++ {shapes[-1]['vs_cli']:.3f}"
+                     + (f", op/ext {shapes[-1]['op_vs_ext']:.3f}" if ext else "")
                      + (f", C++/cuDNN {shapes[-1]['cli_vs_cudnn']:.3f}, op/cuDNN {shapes[-1]['op_vs_cudnn']:.3f}"
                         if cudnn else "") + ("  ok" if ok else "  FAIL"))
     lines.append(f"# acceptance: {sum(x['passed'] for x in shapes)}/{len(by)} shapes pass")
@@ -297,8 +356,13 @@ def bench_moe_gemm(argv=None) -> int:
     ap.add_argument("--tokens", "-t", default="1024,8192", help="tokens per expert")
     ap.add_argument("--ops", default="l1_swiglu,l1_bf16,l2_bf16")
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--warmup-ms", type=float, default=200.0,
+                    help="then untimed launches for this long (the C++ bench's default: the sustained clock)")
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--check-rows", type=int, default=64, help="seeded rows checked per cell (>= 2)")
+    ap.add_argument("--cli-once", action="store_true",
+                    help="compare with the first C++ run only (default: the C++ bench runs again for each cell, "
+                         "right before that cell's rows)")
     ap.add_argument("--json", help="write results here")
     args = ap.parse_args(argv)
     bad = _bad_counts(args, warmup=False)
@@ -314,23 +378,32 @@ def bench_moe_gemm(argv=None) -> int:
     if not torch.cuda.is_available() or not xstage.extension_status()["moe"]:
         print("xstage.bench: needs a CUDA device and the extension with the MoE kernels", file=sys.stderr)
         return 3
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "moe.json")
-        cmd = [args.cli, "bench", "moe-gemm", "--json", path, "--tokens", args.tokens, "--ops", args.ops,
-               "--weights", "w8a8", "--warmup", str(args.warmup), "--iters", str(args.iters)]
-        if args.models:
-            cmd += ["--models", args.models]
-        print("# " + " ".join(cmd), flush=True)
-        subprocess.run(cmd, check=True)
+    tmp = tempfile.TemporaryDirectory()
+
+    def run_cli(models, tokens, ops, quiet):
+        path = os.path.join(tmp.name, "moe.json")
+        cmd = [args.cli, "bench", "moe-gemm", "--json", path, "--tokens", tokens, "--ops", ops, "--weights", "w8a8",
+               "--warmup", str(args.warmup), "--warmup-ms", str(args.warmup_ms), "--iters", str(args.iters)]
+        if models:
+            cmd += ["--models", models]
+        if not quiet:
+            print("# " + " ".join(cmd), flush=True)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL if quiet else None)
         with open(path) as f:
-            cli_doc = json.load(f)
+            return json.load(f)
+
+    cli_doc = run_cli(args.models, args.tokens, args.ops, quiet=False)
     rows = [r for r in cli_doc["results"] if "median_us" in r and r.get("weights", "w8a8") == "w8a8"]
+    C = xstage._ext.load()
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
     rotate = rotate_bytes(torch, dev, 0)[1]
-    print(f"# xstage.bench moe-gemm on {props.name}: torch op vs the C++ bench, median of {args.iters}")
+    print(f"# xstage.bench moe-gemm on {props.name}: torch op and the direct extension call (xstage-ext) vs the C++ "
+          f"bench ({'its first run' if args.cli_once else 'run again right before each cell'}), the C++ bench's data "
+          f"(uniform fp8 codes, scales in [0.5, 1.5] / 448), median of {args.iters} after {args.warmup} launches and "
+          f"{args.warmup_ms:.0f} ms of warm-up")
     print(f"#{'model':>18} {'op':>10} {'tokens':>6} {'E':>4} {'n':>6} {'k':>6} {'sets':>4} {'time(us)':>10} "
-          f"{'TFLOP/s':>9} {'C++ TFLOP/s':>11} {'ratio':>6}{verify.CHECK_HEADER}")
+          f"{'TFLOP/s':>9} {'C++ TFLOP/s':>11} {'ratio':>6} {'op/ext':>6}{verify.CHECK_HEADER}")
     results = []
     failed = 0
     for r in rows:
@@ -338,11 +411,18 @@ def bench_moe_gemm(argv=None) -> int:
         epilogue = "swiglu" if r["op"] == "l1_swiglu" else "bf16"
         set_bytes = E * n * k + m * k
         sets = sets_for(rotate, set_bytes)
+        if not args.cli_once:   # the C++ bench on this cell, right before the rows below
+            again = [x for x in run_cli(r["model"], str(tokens), r["op"], quiet=True)["results"]
+                     if "median_us" in x and x.get("weights", "w8a8") == "w8a8" and x["n"] == n and x["k"] == k]
+            if len(again) == 1:
+                r = dict(again[0], first_median_us=r["median_us"])
         data = []
-        for _ in range(sets):
-            b = (torch.randn(E, n, k, device=dev) * 0.05).to(torch.float8_e4m3fn).view(torch.uint8)
-            bs = torch.rand(E, n // 128, k // 128, device=dev) * 0.01 + 1e-3
-            a, a_s = moe.quantize_activations(torch.randn(m, k, device=dev))
+        fp8 = torch.float8_e4m3fn
+        for _ in range(sets):   # the C++ bench's patterns: fp8 codes of 448 * U(-1, 1), scales U(0.5, 1.5) / 448
+            b = ((torch.rand(E, n, k, device=dev) * 2 - 1) * 448).to(fp8).view(torch.uint8)
+            bs = (torch.rand(E, n // 128, k // 128, device=dev) + 0.5) / 448
+            a = ((torch.rand(m, k, device=dev) * 2 - 1) * 448).to(fp8)
+            a_s = ((torch.rand(k // 128, m, device=dev) + 0.5) / 448).contiguous()
             data.append((a, a_s, moe.PackedWeights("w8a8", E, n, k, b, bs)))
         counts = torch.full((E,), tokens, dtype=torch.int32, device=dev)
         offsets = (torch.arange(E, dtype=torch.int32, device=dev) * tokens).contiguous()
@@ -352,23 +432,50 @@ def bench_moe_gemm(argv=None) -> int:
             a, a_s, w = data[i]
             return moe.grouped_gemm(a, a_s, w, counts, offsets, epilogue=epilogue,
                                     row_weights=rw if epilogue == "swiglu" else None, tokens_per_expert_hint=tokens)
+        outs = [(torch.empty((m, n if epilogue == "bf16" else n // 2), device=dev,
+                             dtype=torch.bfloat16 if epilogue == "bf16" else fp8),
+                 torch.empty((n // 2 // 128, m) if epilogue != "bf16" else (0,), device=dev, dtype=torch.float32))
+                for _ in range(sets)]
+
+        def ext(i):
+            a, a_s, w = data[i]
+            o, os_ = outs[i]
+            C.moe_gemm("w8a8", epilogue, "per_128", E, m, n, k, a.data_ptr(), a_s.data_ptr(), w.b.data_ptr(),
+                       w.b_scales.data_ptr(), counts.data_ptr(), offsets.data_ptr(), o.data_ptr(),
+                       os_.data_ptr() if epilogue != "bf16" else 0, rw.data_ptr() if epilogue != "bf16" else 0,
+                       tokens, dev.index or 0, torch.cuda.current_stream().cuda_stream)
+            return o if epilogue == "bf16" else (o, os_)
+
+        _sustain(torch, call, sets, args.warmup_ms)
         us = _timed(torch, call, sets, args)
+        host_us = _timed.host_us
+        _sustain(torch, ext, sets, args.warmup_ms)
+        us_ext = _timed(torch, ext, sets, args)
         corr = _check_moe(torch, moe, call, data[0], counts, rw, epilogue, tokens, args.check_rows,
                           E * 131 + tokens + n)
         failed += not corr["passed"]
+        ext_poison = outs[0][0].view(torch.uint8) if epilogue != "bf16" else outs[0][0]
+        ext_poison.fill_(0x7F if epilogue != "bf16" else float("nan"))
+        corr_ext = _check_moe(torch, moe, ext, data[0], counts, rw, epilogue, tokens, args.check_rows,
+                              E * 131 + tokens + n)
+        failed += not corr_ext["passed"]
         med = stats_us(us)["median_us"]
+        med_ext = stats_us(us_ext)["median_us"]
         tflops = 2.0 * E * tokens * n * k / (med * 1e-6) / 1e12
         rec = {"backend": "xstage-torch-op", "model": r["model"], "op": r["op"], "weights": "w8a8", "experts": E,
                "tokens_per_expert": tokens, "m": m, "n": n, "k": k, "rotating_sets": sets, "median_us": med,
                "min_us": min(us), "max_us": max(us), "tflops": tflops, "cli_median_us": r["median_us"],
                "cli_tflops": r["tflops"], "vs_cli_tflops": tflops / r["tflops"], "cli_instantiation": r.get("instantiation"),
-               "correctness": corr, "cli_correctness": r.get("correctness")}
-        rec["passed"] = bool(corr["passed"] and (r.get("correctness") or {}).get("passed", False)
+               "correctness": corr, "cli_correctness": r.get("correctness"), "cli_first_median_us": r.get("first_median_us"),
+               "host_us": host_us, "ext_median_us": med_ext, "op_vs_ext": med / med_ext,
+               "ext_correctness": corr_ext}
+        rec["passed"] = bool(corr["passed"] and corr_ext["passed"] and (r.get("correctness") or {}).get("passed", False)
                              and rec["vs_cli_tflops"] >= MOE_VS_CLI)
         results.append(rec)
         print(f" {r['model']:>18} {r['op']:>10} {tokens:>6} {E:>4} {n:>6} {k:>6} {sets:>4} {med:>10.1f} {tflops:>9.1f} "
-              f"{r['tflops']:>11.1f} {rec['vs_cli_tflops']:>6.3f}{verify.check_columns(corr)}", flush=True)
-        del data
+              f"{r['tflops']:>11.1f} {rec['vs_cli_tflops']:>6.3f} {rec['op_vs_ext']:>6.3f}{verify.check_columns(corr)}",
+              flush=True)
+        del data, outs
         torch.cuda.empty_cache()
     n_ok = sum(r["passed"] for r in results)
     print(f"# acceptance: {n_ok}/{len(results)} cells checked (torch op and C++ bench) and within 3 % of the C++ "
