@@ -23,6 +23,7 @@ _LAZY = {
     "moe": ("xstage.moe", None),
     "ulysses": ("xstage.ulysses", None),
     "bench": ("xstage.bench", None),
+    "diffusers_backend": ("xstage.diffusers_backend", None),
 }
 
 

@@ -38,7 +38,7 @@ export HF_HUB_OFFLINE=1 DIFFUSERS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 # the carried wheels, installed outside the system site-packages
 SITE=${DIT_SITE:-/tmp/site}
 if ls .whl/*.whl >/dev/null 2>&1; then
-  $PY -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .whl/*.whl 2>&1 | tail -3
+  $PY -m pip install -q --upgrade --no-index --no-deps --no-compile --target "$SITE" .whl/*.whl 2>&1 | grep -v "already exists" | tail -3
 else
   echo "[dit_gpu_check] no .whl/*.whl here: using the diffusers the Python already has"
 fi
