@@ -64,7 +64,7 @@ struct BenchFlags {
   std::vector<int> block_ns{0};                  // bf16 tile widths to run (0: planned)
   std::vector<std::string> clusters{"planned"};  // planned, 1x1, 2x1, 1x2, 2x2
   std::vector<int> schedules{-1};                // consumer schedule override (-1: default)
-  // w8a8, w4a8-int4, w4a8-int4-rs, w4a8-int4-lut-rs, w4a8-int4-lut-rs-tok[-glu], w4a8-mxfp4, w4a8-mxfp4-rs[-tok[-glu]]
+  // w8a8, w4a8-int4, w4a8-int4-lut-rs, w4a8-int4-lut-rs-tok[-glu], w4a8-mxfp4, w4a8-mxfp4-rs-tok[-glu]
   std::vector<std::string> weights{"w8a8"};
   std::string json_out;
   bool plan = false;  // print the planned kernels and exit (no GPU needed)
@@ -91,8 +91,7 @@ std::pair<int, int> parse_cluster(const std::string& c) {
   throw InvalidArgument("bench moe-gemm: --cluster takes planned, 1x1, 2x1, 1x2 or 2x2; got '" + c + "'");
 }
 
-// A weight format and its layout in memory (w4a8-int4-rs / w4a8-mxfp4-rs: prepacked for the
-// register-operand kernels).
+// A weight format and its layout in memory (*-rs: prepacked for the register-operand kernels).
 struct Weights {
   ops::MoeQuant quant;
   ops::MoeWeightLayout layout;
@@ -104,21 +103,19 @@ Weights parse_weights(const std::string& w) {
   using L = ops::MoeWeightLayout;
   if (w == "w8a8") return {ops::MoeQuant::w8a8, L::rows, "w8a8"};
   if (w == "w4a8-int4") return {ops::MoeQuant::w4a8_int4, L::rows, "w4a8_int4"};
-  if (w == "w4a8-int4-rs") return {ops::MoeQuant::w4a8_int4, L::int4_rs, "w4a8_int4_rs"};
   if (w == "w4a8-int4-lut-rs") return {ops::MoeQuant::w4a8_int4, L::int4_rs_lut, "w4a8_int4_lut_rs"};
   if (w == "w4a8-int4-lut-rs-tok")
     return {ops::MoeQuant::w4a8_int4, L::int4_rs_lut, "w4a8_int4_lut_rs_tok", ops::MoeActScales::per_token};
   if (w == "w4a8-int4-lut-rs-tok-glu")  // Linear-1 (l1_swiglu) only: gate/up-interleaved rows
     return {ops::MoeQuant::w4a8_int4, L::int4_rs_lut_glu, "w4a8_int4_lut_rs_tok_glu", ops::MoeActScales::per_token};
   if (w == "w4a8-mxfp4") return {ops::MoeQuant::w4a8_mxfp4, L::rows, "w4a8_mxfp4"};
-  if (w == "w4a8-mxfp4-rs") return {ops::MoeQuant::w4a8_mxfp4, L::mxfp4_rs, "w4a8_mxfp4_rs"};
   if (w == "w4a8-mxfp4-rs-tok")
     return {ops::MoeQuant::w4a8_mxfp4, L::mxfp4_rs, "w4a8_mxfp4_rs_tok", ops::MoeActScales::per_token};
   if (w == "w4a8-mxfp4-rs-tok-glu")  // Linear-1 (l1_swiglu) only: gate/up-interleaved rows
     return {ops::MoeQuant::w4a8_mxfp4, L::mxfp4_rs_glu, "w4a8_mxfp4_rs_tok_glu", ops::MoeActScales::per_token};
   throw InvalidArgument(
-      "bench moe-gemm: --weights takes w8a8, w4a8-int4, w4a8-int4-rs, w4a8-int4-lut-rs, w4a8-int4-lut-rs-tok, w4a8-int4-lut-rs-tok-glu, "
-      "w4a8-mxfp4, w4a8-mxfp4-rs, w4a8-mxfp4-rs-tok, w4a8-mxfp4-rs-tok-glu; "
+      "bench moe-gemm: --weights takes w8a8, w4a8-int4, w4a8-int4-lut-rs, w4a8-int4-lut-rs-tok, w4a8-int4-lut-rs-tok-glu, "
+      "w4a8-mxfp4, w4a8-mxfp4-rs-tok, w4a8-mxfp4-rs-tok-glu; "
       "got '" + w + "'");
 }
 
@@ -741,9 +738,9 @@ void add_moe_gemm_bench_command(CLI::App& app) {
                   "SwiGLU ships 64 and 128)")
       ->capture_default_str();
   cmd->add_option("--block-n", fl->block_ns,
-                  "Tile widths (weight rows per stage) to run, each a line (0: planned; 128, 192 or 256; w8a8 bf16 ships "
-                  "64 x 256, 128 x 128, 128 x 192 (schedules 0 and 2) and 192 x 128, SwiGLU 64 x 256, 128 x 128 (two "
-                  "passes) and 128 x 256 (schedules 0 and 2); unshipped ones skipped)")
+                  "Tile widths (weight rows per stage) to run, each a line (0: planned; 128, 192 or 256: the planner "
+                  "picks among the shipped kernels of that width, src/kernels/moe/configs.def; unshipped ones "
+                  "skipped)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--cluster", fl->clusters, "Cluster shapes to run: planned, 1x1, 2x1, 1x2, 2x2 (unshipped ones skipped)")
@@ -754,12 +751,11 @@ void add_moe_gemm_bench_command(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--weights", fl->weights,
-                  "Weight formats to run, each cell back to back: w8a8, w4a8-int4, w4a8-int4-rs, w4a8-int4-lut-rs, "
-                  "w4a8-int4-lut-rs-tok, w4a8-int4-lut-rs-tok-glu, w4a8-mxfp4, w4a8-mxfp4-rs, w4a8-mxfp4-rs-tok, "
-                  "w4a8-mxfp4-rs-tok-glu (w4a8: 64 and 192-row "
+                  "Weight formats to run, each cell back to back: w8a8, w4a8-int4, w4a8-int4-lut-rs, "
+                  "w4a8-int4-lut-rs-tok, w4a8-int4-lut-rs-tok-glu, w4a8-mxfp4, w4a8-mxfp4-rs-tok, "
+                  "w4a8-mxfp4-rs-tok-glu (w4a8: rows converted in shared memory, 64 and 192-row "
                   "tiles, schedules 0 and 2 "
-                  "(ping-pong); *-rs: prepacked for the register-operand kernels (128 x 128 and 256 x 128 bf16, "
-                  "64 x 256 SwiGLU tiles); int4-lut: INT4 with e4m3 group scales folded into conversion tables and "
+                  "(ping-pong); *-rs: prepacked for the register-operand kernels; int4-lut: INT4 with e4m3 group scales folded into conversion tables and "
                   "fp32 channel scales; -tok: the same weights with per-token activation scales (one per token for "
                   "all K, so the INT4 two-level promotion per 128 K is a plain add and MXFP4's one FFMA with the "
                   "row's block scale; the others read per token per 128 channels; mxfp4-rs-tok: bf16 ops only); "

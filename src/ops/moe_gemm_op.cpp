@@ -3,11 +3,14 @@
 // kernels/moe/launch.hpp.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <string>
+#include <type_traits>
 
 #include "kernels/moe/launch.hpp"
-#include "kernels/moe/launch_w4a8.hpp"
+#include "kernels/moe/policy.hpp"
 #include "kernels/moe/w4a8_rs_layout.hpp"
 #include "xstage/error.hpp"
 #include "xstage/ops/moe_gemm.hpp"
@@ -55,147 +58,94 @@ void check_pointer(const char* name, const void* p, uintptr_t align, const char*
     throw InvalidArgument(fmt::format("moe gemm: {} = {} is not {}-byte aligned ({})", name, p, align, why));
 }
 
-using LaunchFn = cudaError_t (*)(const km::MoeGemmParams&, cudaStream_t);
-using LaunchW4Fn = cudaError_t (*)(const km::MoeW4A8Params&, cudaStream_t);
+// --- The dispatch table: one row per line of kernels/moe/configs.def ---
 
-// quant w4a8_int4 in the table stands for both 4-bit formats (one kernel serves both).
+// What a weight-format policy serves.
+template <class W>
+struct FormatOf;
+template <>
+struct FormatOf<km::Fp8Blocks> {
+  static constexpr bool serves(MoeQuant q) { return q == MoeQuant::w8a8; }
+  static constexpr MoeWeightLayout layout(bool) { return MoeWeightLayout::rows; }
+};
+template <>
+struct FormatOf<km::W4Rows> {
+  static constexpr bool serves(MoeQuant q) { return moe_is_w4a8(q); }
+  static constexpr MoeWeightLayout layout(bool) { return MoeWeightLayout::rows; }
+};
+template <>
+struct FormatOf<km::Int4Lut> {
+  static constexpr bool serves(MoeQuant q) { return q == MoeQuant::w4a8_int4; }
+  static constexpr MoeWeightLayout layout(bool glu) {
+    return glu ? MoeWeightLayout::int4_rs_lut_glu : MoeWeightLayout::int4_rs_lut;
+  }
+};
+template <>
+struct FormatOf<km::Mxfp4Rs> {
+  static constexpr bool serves(MoeQuant q) { return q == MoeQuant::w4a8_mxfp4; }
+  static constexpr MoeWeightLayout layout(bool glu) { return glu ? MoeWeightLayout::mxfp4_rs_glu : MoeWeightLayout::mxfp4_rs; }
+};
+
+using LaunchFn = cudaError_t (*)(const km::MoeW4A8Params&, cudaStream_t);
+using InfoFn = km::KernelInfo (*)(km::W4Format);
+
 struct Entry {
-  MoeQuant quant;
+  const char* name;
+  bool (*serves)(MoeQuant);
+  MoeWeightLayout layout;
+  MoeActScales act;
   MoeEpilogue epilogue;
   int block_m;
+  int block_n;  // weight rows per tile (SwiGLU: gate + up)
   int cluster_m;
   int cluster_n;
-  const char* name;
+  bool serial_only;  // w8a8 128 x 192 / 128 x 256: schedules 0 and 2 only (no room for the overlap one), default 2
+  // Planning prior (configs.def): rate per output element, tokens per expert it is planned for.
+  double rate;
+  int min_tokens;
+  int max_tokens;
   LaunchFn launch;
-  km::KernelInfo (*info)();
-  LaunchW4Fn launch_w4 = nullptr;
-  km::KernelInfo (*info_w4)(km::W4Format) = nullptr;  // W4A8: the kernel depends on the format
-  MoeWeightLayout layout = MoeWeightLayout::rows;
-  bool serial_only = false;  // schedules 0 and 2 only (no overlap), default 2
-  MoeActScales act = MoeActScales::per_128;
+  InfoFn info;
 };
 
-km::KernelInfo w4a8rs_bf16_info(km::W4Format) { return km::moe_w4a8rs_bf16_m128n128_info(); }
-km::KernelInfo w4a8rs_bf16_m256_info(km::W4Format) { return km::moe_w4a8rs_bf16_m256n128_info(); }
-km::KernelInfo w4a8rs_swiglu_info(km::W4Format) { return km::moe_w4a8rs_swiglu_m64n256_info(); }
-km::KernelInfo w4a8rs_mxfp4_bf16_info(km::W4Format) { return km::moe_w4a8rs_mxfp4_bf16_m128n128_info(); }
-km::KernelInfo w4a8rs_mxfp4_bf16_m256_info(km::W4Format) { return km::moe_w4a8rs_mxfp4_bf16_m256n128_info(); }
-km::KernelInfo w4a8rs_mxfp4_swiglu_info(km::W4Format) { return km::moe_w4a8rs_mxfp4_swiglu_m64n256_info(); }
-km::KernelInfo w4a8rs_lut_bf16_info(km::W4Format) { return km::moe_w4a8rs_lut_bf16_m128n128_info(); }
-km::KernelInfo w4a8rs_lut_bf16_m256_info(km::W4Format) { return km::moe_w4a8rs_lut_bf16_m256n128_info(); }
-km::KernelInfo w4a8rs_lut_swiglu_info(km::W4Format) { return km::moe_w4a8rs_lut_swiglu_m64n256_info(); }
-km::KernelInfo w4a8rs_lut_swiglu_m128_info(km::W4Format) { return km::moe_w4a8rs_lut_swiglu_m128n256_info(); }
-km::KernelInfo w4a8rs_lut_tok_bf16_m256_info(km::W4Format) { return km::moe_w4a8rs_lut_tok_bf16_m256n128_info(); }
-km::KernelInfo w4a8rs_lut_tok_swiglu_m128_info(km::W4Format) { return km::moe_w4a8rs_lut_tok_swiglu_m128n256_info(); }
-km::KernelInfo w4a8rs_lut_tok_glu_info(km::W4Format) { return km::moe_w4a8rs_lut_tok_glu_m256n128_info(); }
-km::KernelInfo w4a8rs_mxfp4_tok_bf16_m256_info(km::W4Format) { return km::moe_w4a8rs_mxfp4_tok_bf16_m256n128_info(); }
-km::KernelInfo w4a8rs_mxfp4_tok_glu_info(km::W4Format) { return km::moe_w4a8rs_mxfp4_tok_glu_m256n128_info(); }
-
-const Entry kEntries[] = {
-    {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 1, 1, "w8a8_bf16_m128n128", km::moe_w8a8_bf16_m128n128,
-     km::moe_w8a8_bf16_m128n128_info},
-    {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 2, 1, "w8a8_bf16_m128n128_c2x1", km::moe_w8a8_bf16_m128n128_c2x1,
-     km::moe_w8a8_bf16_m128n128_c2x1_info},
-    {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 1, 2, "w8a8_bf16_m128n128_c1x2", km::moe_w8a8_bf16_m128n128_c1x2,
-     km::moe_w8a8_bf16_m128n128_c1x2_info},
-    {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 2, 2, "w8a8_bf16_m128n128_c2x2", km::moe_w8a8_bf16_m128n128_c2x2,
-     km::moe_w8a8_bf16_m128n128_c2x2_info},
-    {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 1, 1, "w8a8_bf16_m128n192", km::moe_w8a8_bf16_m128n192,
-     km::moe_w8a8_bf16_m128n192_info, nullptr, nullptr, MoeWeightLayout::rows, true},
-    {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 2, 1, "w8a8_bf16_m128n192_c2x1", km::moe_w8a8_bf16_m128n192_c2x1,
-     km::moe_w8a8_bf16_m128n192_c2x1_info, nullptr, nullptr, MoeWeightLayout::rows, true},
-    {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 1, 1, "w8a8_bf16_m128n256", km::moe_w8a8_bf16_m128n256,
-     km::moe_w8a8_bf16_m128n256_info, nullptr, nullptr, MoeWeightLayout::rows, true},
-    {MoeQuant::w8a8, MoeEpilogue::bf16, 128, 2, 1, "w8a8_bf16_m128n256_c2x1", km::moe_w8a8_bf16_m128n256_c2x1,
-     km::moe_w8a8_bf16_m128n256_c2x1_info, nullptr, nullptr, MoeWeightLayout::rows, true},
-    {MoeQuant::w8a8, MoeEpilogue::bf16, 64, 1, 1, "w8a8_bf16_m64n256", km::moe_w8a8_bf16_m64n256,
-     km::moe_w8a8_bf16_m64n256_info},
-    {MoeQuant::w8a8, MoeEpilogue::bf16, 192, 1, 1, "w8a8_bf16_m192n128", km::moe_w8a8_bf16_m192n128,
-     km::moe_w8a8_bf16_m192n128_info},
-    {MoeQuant::w8a8, MoeEpilogue::swiglu_fp8, 64, 1, 1, "w8a8_swiglu_m64n256", km::moe_w8a8_swiglu_m64n256,
-     km::moe_w8a8_swiglu_m64n256_info},
-    {MoeQuant::w8a8, MoeEpilogue::swiglu_fp8, 64, 2, 1, "w8a8_swiglu_m64n256_c2x1", km::moe_w8a8_swiglu_m64n256_c2x1,
-     km::moe_w8a8_swiglu_m64n256_c2x1_info},
-    {MoeQuant::w8a8, MoeEpilogue::swiglu_fp8, 128, 1, 1, "w8a8_swiglu_m128n128", km::moe_w8a8_swiglu_m128n128,
-     km::moe_w8a8_swiglu_m128n128_info},
-    {MoeQuant::w8a8, MoeEpilogue::swiglu_fp8, 128, 1, 1, "w8a8_swiglu_m128n256", km::moe_w8a8_swiglu_m128n256,
-     km::moe_w8a8_swiglu_m128n256_info, nullptr, nullptr, MoeWeightLayout::rows, true},
-    {MoeQuant::w8a8, MoeEpilogue::swiglu_fp8, 128, 2, 1, "w8a8_swiglu_m128n256_c2x1", km::moe_w8a8_swiglu_m128n256_c2x1,
-     km::moe_w8a8_swiglu_m128n256_c2x1_info, nullptr, nullptr, MoeWeightLayout::rows, true},
-    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 192, 1, 1, "w4a8_bf16_m192n128", nullptr, nullptr,
-     km::moe_w4a8_bf16_m192n128, km::moe_w4a8_bf16_m192n128_info},
-    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 64, 1, 1, "w4a8_bf16_m64n256", nullptr, nullptr, km::moe_w4a8_bf16_m64n256,
-     km::moe_w4a8_bf16_m64n256_info},
-    {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 64, 1, 1, "w4a8_swiglu_m64n256", nullptr, nullptr,
-     km::moe_w4a8_swiglu_m64n256, km::moe_w4a8_swiglu_m64n256_info},
-    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 128, 1, 1, "w4a8rs_bf16_m128n128", nullptr, nullptr,
-     km::moe_w4a8rs_bf16_m128n128, w4a8rs_bf16_info, MoeWeightLayout::int4_rs},
-    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 256, 1, 1, "w4a8rs_bf16_m256n128", nullptr, nullptr,
-     km::moe_w4a8rs_bf16_m256n128, w4a8rs_bf16_m256_info, MoeWeightLayout::int4_rs},
-    {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 64, 1, 1, "w4a8rs_swiglu_m64n256", nullptr, nullptr,
-     km::moe_w4a8rs_swiglu_m64n256, w4a8rs_swiglu_info, MoeWeightLayout::int4_rs},
-    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 128, 1, 1, "w4a8rs_mxfp4_bf16_m128n128", nullptr, nullptr,
-     km::moe_w4a8rs_mxfp4_bf16_m128n128, w4a8rs_mxfp4_bf16_info, MoeWeightLayout::mxfp4_rs},
-    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 256, 1, 1, "w4a8rs_mxfp4_bf16_m256n128", nullptr, nullptr,
-     km::moe_w4a8rs_mxfp4_bf16_m256n128, w4a8rs_mxfp4_bf16_m256_info, MoeWeightLayout::mxfp4_rs},
-    {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 64, 1, 1, "w4a8rs_mxfp4_swiglu_m64n256", nullptr, nullptr,
-     km::moe_w4a8rs_mxfp4_swiglu_m64n256, w4a8rs_mxfp4_swiglu_info, MoeWeightLayout::mxfp4_rs},
-    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 128, 1, 1, "w4a8rs_lut_bf16_m128n128", nullptr, nullptr,
-     km::moe_w4a8rs_lut_bf16_m128n128, w4a8rs_lut_bf16_info, MoeWeightLayout::int4_rs_lut},
-    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 256, 1, 1, "w4a8rs_lut_bf16_m256n128", nullptr, nullptr,
-     km::moe_w4a8rs_lut_bf16_m256n128, w4a8rs_lut_bf16_m256_info, MoeWeightLayout::int4_rs_lut},
-    {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 64, 1, 1, "w4a8rs_lut_swiglu_m64n256", nullptr, nullptr,
-     km::moe_w4a8rs_lut_swiglu_m64n256, w4a8rs_lut_swiglu_info, MoeWeightLayout::int4_rs_lut},
-    {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 128, 1, 1, "w4a8rs_lut_swiglu_m128n256", nullptr, nullptr,
-     km::moe_w4a8rs_lut_swiglu_m128n256, w4a8rs_lut_swiglu_m128_info, MoeWeightLayout::int4_rs_lut},
-    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 256, 1, 1, "w4a8rs_lut_tok_bf16_m256n128", nullptr, nullptr,
-     km::moe_w4a8rs_lut_tok_bf16_m256n128, w4a8rs_lut_tok_bf16_m256_info, MoeWeightLayout::int4_rs_lut, false,
-     MoeActScales::per_token},
-    {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 128, 1, 1, "w4a8rs_lut_tok_swiglu_m128n256", nullptr, nullptr,
-     km::moe_w4a8rs_lut_tok_swiglu_m128n256, w4a8rs_lut_tok_swiglu_m128_info, MoeWeightLayout::int4_rs_lut, false,
-     MoeActScales::per_token},
-    {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 256, 1, 2, "w4a8rs_lut_tok_glu_m256n128", nullptr, nullptr,
-     km::moe_w4a8rs_lut_tok_glu_m256n128, w4a8rs_lut_tok_glu_info, MoeWeightLayout::int4_rs_lut_glu, false,
-     MoeActScales::per_token},
-    {MoeQuant::w4a8_int4, MoeEpilogue::bf16, 256, 1, 1, "w4a8rs_mxfp4_tok_bf16_m256n128", nullptr, nullptr,
-     km::moe_w4a8rs_mxfp4_tok_bf16_m256n128, w4a8rs_mxfp4_tok_bf16_m256_info, MoeWeightLayout::mxfp4_rs, false,
-     MoeActScales::per_token},
-    {MoeQuant::w4a8_int4, MoeEpilogue::swiglu_fp8, 256, 1, 2, "w4a8rs_mxfp4_tok_glu_m256n128", nullptr, nullptr,
-     km::moe_w4a8rs_mxfp4_tok_glu_m256n128, w4a8rs_mxfp4_tok_glu_info, MoeWeightLayout::mxfp4_rs_glu, false,
-     MoeActScales::per_token},
-};
-
-
-MoeQuant table_quant(MoeQuant q) { return moe_is_w4a8(q) ? MoeQuant::w4a8_int4 : q; }
-
-// SwiGLU tile height: the 128 x 256 tile from 256 tokens per expert when the shape is unknown
-// (plan_block_m), and its rate per row over the 64 x 256 tile when whole waves are counted
-// (plan_swiglu_block_m; 1.06-1.11x where waves are many: docs/moe-gemm.md §Design, SwiGLU height).
-constexpr int kSwiGluWideMinTokens = 256;
-constexpr double kSwiGluWideRate = 1.1;
-
-// SwiGLU on 128-row tiles: the 128 x 256 tile (gate and up per warp group, schedule 2), or the
-// two-pass 128 x 128 tile where a schedule with the overlap bit is forced (no room for it on
-// 128 x 256). The 128 x 256 tile beat the two-pass one on DiT-MoE-G at every count measured,
-// 128-8192 tokens per expert (docs/moe-gemm.md §Design), so the two-pass tile is no longer
-// planned otherwise.
-int plan_swiglu_width(int schedule) { return schedule >= 0 && (schedule & 1) ? 128 : 256; }
-
-// The register-operand W4A8 layouts: SwiGLU on 64 x 256; bf16 on 256-token tiles from 1024 tokens
-// per expert (each converted weight fragment serves two 128-token pieces: 1.012-1.059x of the
-// 128-token tile for int4, 1.059-1.108x for mxfp4, on all 28 cells at 1024 and 8192 tokens;
-// not measured below: docs/moe-gemm-w4a8.md §256-token tiles), else 128.
-// The int4_rs_lut layout also has a 128-token SwiGLU tile (two 64-token pieces per converted
-// fragment), planned from the same count.
-constexpr int kW4RsTallMinTokens = 1024;
-int plan_rs_block_m(MoeWeightLayout layout, MoeEpilogue epilogue, int tokens) {
-  if (epilogue == MoeEpilogue::swiglu_fp8)
-    return layout == MoeWeightLayout::int4_rs_lut && tokens >= kW4RsTallMinTokens ? 128 : 64;
-  return tokens >= kW4RsTallMinTokens ? 256 : 128;
+template <class C>
+constexpr Entry make_entry(const char* name, double rate, int min_tokens, int max_tokens, LaunchFn launch, InfoFn info) {
+  using W = typename C::WeightFormat;
+  using E = typename C::Epilogue;
+  using T = typename C::TileShape;
+  constexpr bool glu = std::is_same_v<E, km::SwiGluFp8Interleaved>;
+  constexpr MoeEpilogue epilogue = std::is_same_v<E, km::Bf16Rows> ? MoeEpilogue::bf16 : MoeEpilogue::swiglu_fp8;
+  constexpr MoeActScales act =
+      std::is_same_v<typename C::ActScales, km::ActPerToken> ? MoeActScales::per_token : MoeActScales::per_128;
+  constexpr bool serial = std::is_same_v<W, km::Fp8Blocks> && T::block_m == 128 && T::block_n >= 192;
+  return Entry{name,       FormatOf<W>::serves, FormatOf<W>::layout(glu), act,    epilogue,   T::block_m,
+               T::block_n, C::ClusterShape::m,  C::ClusterShape::n,        serial, rate,       min_tokens,
+               max_tokens, launch,              info};
 }
 
+using km::kAnyTokens;
+using km::MoeConfig;
+using km::Fp8Blocks;
+using km::W4Rows;
+using km::Int4Lut;
+using km::Mxfp4Rs;
+using km::ActPer128;
+using km::ActPerToken;
+using km::Tile;
+using km::Cluster;
+using km::Bf16Rows;
+using km::SwiGluFp8;
+using km::SwiGluFp8Interleaved;
+
+const Entry kEntries[] = {
+#define XSTAGE_MOE_CONFIG(name, rate, min_tokens, max_tokens, ...) \
+  make_entry<__VA_ARGS__>(#name, rate, min_tokens, max_tokens, km::moe_launch_##name, km::moe_info_##name),
+#include "kernels/moe/configs.def"
+#undef XSTAGE_MOE_CONFIG
+};
+
 // Passes of the persistent grid over `tiles` equal tiles (each of `ctas` CTAs takes tiles in
-// turn): what the tile plans compare, a partial last wave counted whole.
+// turn), a partial last wave counted whole.
 double whole_waves(long long tiles, int ctas) { return static_cast<double>((tiles + ctas - 1) / ctas); }
 
 int tokens_per_expert(const MoeGemmArgs& a) {
@@ -203,30 +153,9 @@ int tokens_per_expert(const MoeGemmArgs& a) {
   return a.experts > 0 ? a.m_total / a.experts : 0;
 }
 
-// The multicast clusters are shipped for forcing; one shape is chosen here: 2 x 1 for a w8a8
-// SwiGLU 64 x 256 tile (the B chunks shared by two m-blocks) from 8192 tokens per expert, where
-// it was 1.013-1.029x of 1 x 1 on six of the seven models (DiT-MoE-G 0.996); at 1024 tokens it
-// was 0.969-1.023x (five of seven slower), and bf16 tiles gained nothing.
-// The 128 x 256 SwiGLU tile is planned at such counts (plan_swiglu_block_m), so this applies
-// where 64 rows are forced, or where whole waves make them the plan. (The planned 128 x 192
-// bf16 tile's 2 x 1 is set in find_entry.)
-// The 128 x 256 tiles (bf16, and SwiGLU gate + up) run in 2 x 1 clusters from 1024 tokens per
-// expert: at 8192 tokens 1.008-1.044x of 1 x 1 on all 21 bf16 and SwiGLU shapes, at 1024
-// 0.989-1.032x (15 of 21 faster, the slower ones within 1.1 %).
-// Measurements: docs/moe-gemm.md §Design (cluster planning),
-// docs/perf-log.md §MoE grouped GEMM, W8A8.
-bool dual_in_clusters(int block_m, int block_n, int tokens) { return block_m == 128 && block_n == 256 && tokens >= 1024; }
-
-MoeCluster cluster_for(MoeQuant quant, MoeWeightLayout layout, MoeEpilogue epilogue, int tokens, int block_m) {
-  if (quant == MoeQuant::w8a8 && layout == MoeWeightLayout::rows && epilogue == MoeEpilogue::swiglu_fp8 &&
-      block_m == 64 && tokens >= 8192)
-    return MoeCluster{2, 1};
-  return MoeCluster{1, 1};
-}
-
 km::W4Format w4_format(MoeQuant q) { return q == MoeQuant::w4a8_mxfp4 ? km::W4Format::mxfp4 : km::W4Format::int4_g128; }
 
-km::KernelInfo entry_info(const Entry& e, MoeQuant q) { return e.info_w4 != nullptr ? e.info_w4(w4_format(q)) : e.info(); }
+km::KernelInfo entry_info(const Entry& e, MoeQuant q) { return e.info(w4_format(q)); }
 
 // CTAs of the persistent grid: num_ctas, or one per SM of the current GPU (132 where none can
 // be asked, e.g. planning on a machine without a GPU: the H100 / H200 count).
@@ -240,66 +169,90 @@ int grid_ctas(const MoeGemmArgs& a) {
   return 132;
 }
 
-std::string shipped_tiles(const MoeGemmArgs& a) {
-  if (a.a_scale_granularity == MoeActScales::per_token)
-    return "per-token activation scales ship with int4_rs_lut (bf16 m256n128 1x1, swiglu_fp8 m128n256 1x1), "
-           "int4_rs_lut_glu (swiglu_fp8 m256n128 1x2), mxfp4_rs (bf16 m256n128 1x1) and mxfp4_rs_glu "
-           "(swiglu_fp8 m256n128 1x2)";
-  if (a.b_layout != MoeWeightLayout::rows)
-    return fmt::format("the {} layout ships: bf16 m128n128 1x1, bf16 m256n128 1x1, swiglu_fp8 m64n256 1x1{}",
-                       moe_weight_layout_name(a.b_layout),
-                       a.b_layout == MoeWeightLayout::int4_rs_lut ? ", swiglu_fp8 m128n256 1x1" : "");
-  if (moe_is_w4a8(a.quant)) return "w4a8 ships: bf16 m64n256 1x1, bf16 m192n128 1x1, swiglu_fp8 m64n256 1x1";
-  return "w8a8 ships: bf16 m64n256 1x1, bf16 m128n128 1x1/2x1/1x2/2x2, bf16 m128n192 1x1/2x1, "
-         "bf16 m128n256 1x1/2x1, bf16 m192n128 1x1, swiglu_fp8 m64n256 1x1/2x1, swiglu_fp8 m128n128 1x1, "
-         "swiglu_fp8 m128n256 1x1/2x1";
+// Whether entry e serves the call's data: weight format and layout, activation scales, epilogue.
+bool serves_data(const Entry& e, const MoeGemmArgs& a) {
+  return e.serves(a.quant) && e.layout == a.b_layout && e.act == a.a_scale_granularity && e.epilogue == a.epilogue;
 }
 
-const Entry& find_entry(const MoeGemmArgs& a) {
+// The tiles shipped for the call's weights (from the table), for messages.
+std::string shipped_tiles(const MoeGemmArgs& a) {
+  auto list = [&](bool same_scales) {
+    std::string l;
+    for (const Entry& e : kEntries)
+      if (e.serves(a.quant) && e.layout == a.b_layout && (!same_scales || e.act == a.a_scale_granularity)) {
+        if (!l.empty()) l += ", ";
+        l += fmt::format("{} m{}n{} {}x{}", moe_epilogue_name(e.epilogue), e.block_m, e.block_n, e.cluster_m, e.cluster_n);
+      }
+    return l;
+  };
+  const char* scales = a.a_scale_granularity == MoeActScales::per_token ? "per-token" : "per-128";
+  const char* other = a.a_scale_granularity == MoeActScales::per_token ? "per-128" : "per-token";
+  const std::string same = list(true);
+  if (same.empty()) {
+    const std::string any = list(false);
+    if (any.empty()) return fmt::format("no shipped kernel reads the {} layout", moe_weight_layout_name(a.b_layout));
+    return fmt::format("the {} layout ships with {} activation scales only: {}", moe_weight_layout_name(a.b_layout),
+                       other, any);
+  }
+  if (a.b_layout == MoeWeightLayout::rows)
+    return fmt::format("{} ships: {}", moe_is_w4a8(a.quant) ? "w4a8" : "w8a8", same);
+  return fmt::format("the {} layout with {} activation scales ships: {}", moe_weight_layout_name(a.b_layout), scales,
+                     same);
+}
+
+// The planner: among the entries `legal` admits, those planned for the call's tokens per expert
+// ([min_tokens, max_tokens]; all of them where none is), the one with the least whole waves x
+// tile area / rate; an earlier entry of the list on ties.
+template <class Legal>
+const Entry* best_entry(const MoeGemmArgs& a, Legal legal) {
   const int tokens = tokens_per_expert(a);
-  const bool rs = a.b_layout != MoeWeightLayout::rows;
-  const bool swiglu_w8 = !rs && a.quant == MoeQuant::w8a8 && a.epilogue == MoeEpilogue::swiglu_fp8;
-  const bool per_token = a.a_scale_granularity == MoeActScales::per_token;
-  int bm = a.block_m != 0 ? a.block_m
-           : per_token    ? (a.epilogue == MoeEpilogue::swiglu_fp8 && a.b_layout == MoeWeightLayout::int4_rs_lut
-                                 ? 128
-                                 : 256)  // its two-piece tiles
-           : rs           ? plan_rs_block_m(a.b_layout, a.epilogue, tokens)
-           : swiglu_w8    ? plan_swiglu_block_m(tokens, a.experts, a.n, grid_ctas(a))
-                          : plan_block_m(a.quant, a.epilogue, tokens, a.k);
-  if (a.block_m == 0 && !rs && a.block_n != 0)  // a forced width picks the height it ships with
-    bm = a.block_n == 256 ? 64 : a.block_n == 192 ? 128 : (bm == 64 ? 128 : bm);
-  MoeCluster c = a.cluster_m != 0 ? MoeCluster{a.cluster_m, a.cluster_n}
-                                  : cluster_for(a.quant, a.b_layout, a.epilogue, tokens, bm);
-  // The interleaved SwiGLU tiles always run in 1 x 2 clusters (the pair shares the token amax).
-  if (a.cluster_m == 0 && moe_layout_is_glu(a.b_layout)) c = MoeCluster{1, 2};
-  // Width: forced, or planned where two widths are shipped for one height (w8a8 bf16 128 x 1x1).
-  const bool choice = !rs && a.quant == MoeQuant::w8a8 && a.epilogue == MoeEpilogue::bf16 && bm == 128 && c.m == 1 &&
-                      c.n == 1;
-  // SwiGLU on 128-row tiles: the 128 x 256 tile (gate and up per warp group), or the two-pass
-  // 128 x 128 tile where an overlap schedule is forced (the 128 x 256 one has no room for it).
-  const bool swiglu128 = swiglu_w8 && bm == 128;
-  const int bn = a.block_n != 0 ? a.block_n
-                 : choice       ? plan_block_n(a.quant, a.epilogue, bm, tokens, a.experts, a.n, grid_ctas(a), a.schedule)
-                 : swiglu128    ? plan_swiglu_width(a.schedule)
-                                : 0;
-  // The planned 128 x 192 tile runs in 2 x 1 clusters (B multicast to two m-blocks): 1.018-1.047x
-  // of 1 x 1 on all 14 bf16 shapes at 8192 tokens, 0.994-1.031x at 1024 (docs/moe-gemm.md §Design).
-  if (choice && bn == 192 && a.cluster_m == 0) c = MoeCluster{2, 1};
-  if (a.cluster_m == 0 && !rs && a.quant == MoeQuant::w8a8 && dual_in_clusters(bm, bn, tokens)) c = MoeCluster{2, 1};
+  bool any_planned = false;
   for (const Entry& e : kEntries)
-    if (e.quant == table_quant(a.quant) && e.epilogue == a.epilogue && e.block_m == bm && e.cluster_m == c.m &&
-        e.cluster_n == c.n && e.layout == a.b_layout && e.act == a.a_scale_granularity &&
-        (bn == 0 || entry_info(e, a.quant).tile.block_n == bn)) {
-      if (e.serial_only && a.schedule >= 0 && (a.schedule & 1))
-        throw InvalidArgument(fmt::format("moe gemm: the {} kernel has schedules 0 and 2 (ping-pong, its default); "
-                                          "schedule {} needs the overlap bit (no room for a second accumulator)",
-                                          e.name, a.schedule));
-      return e;
+    if (legal(e) && tokens >= e.min_tokens && tokens <= e.max_tokens) any_planned = true;
+  const int ctas = grid_ctas(a);
+  const Entry* best = nullptr;
+  double best_cost = 0;
+  for (const Entry& e : kEntries) {
+    if (!legal(e) || (any_planned && (tokens < e.min_tokens || tokens > e.max_tokens))) continue;
+    const long long tiles = static_cast<long long>(std::max(a.experts, 1)) * ((std::max(tokens, 1) + e.block_m - 1) / e.block_m) *
+                            ((a.n + e.block_n - 1) / e.block_n);
+    const double cost = whole_waves(tiles, ctas) * e.block_m * e.block_n / e.rate;
+    if (best == nullptr || cost < best_cost) {
+      best = &e;
+      best_cost = cost;
     }
+  }
+  return best;
+}
+
+bool overlap_schedule(const MoeGemmArgs& a) { return a.schedule >= 0 && (a.schedule & 1); }
+
+const Entry& find_entry(const MoeGemmArgs& a) {
+  auto forced = [&](const Entry& e) {
+    return serves_data(e, a) && (a.block_m == 0 || e.block_m == a.block_m) &&
+           (a.block_n == 0 || e.block_n == a.block_n) &&
+           (a.cluster_m == 0 || (e.cluster_m == a.cluster_m && e.cluster_n == a.cluster_n));
+  };
+  if (const Entry* e = best_entry(a, [&](const Entry& x) { return forced(x) && !(x.serial_only && overlap_schedule(a)); }))
+    return *e;
+  if (const Entry* e = best_entry(a, forced))  // only the schedule is missing
+    throw InvalidArgument(fmt::format("moe gemm: the {} kernel has schedules 0 and 2 (ping-pong, its default); "
+                                      "schedule {} needs the overlap bit (no room for a second accumulator)",
+                                      e->name, a.schedule));
+  // What the plan would be without the forced fields, to name the missing combination.
+  const Entry* plan = best_entry(a, [&](const Entry& x) { return serves_data(x, a); });
+  if (plan == nullptr)
+    throw InvalidArgument(fmt::format("moe gemm: no {} {} kernel for the {} layout with {} activation scales ({})",
+                                      moe_quant_name(a.quant), moe_epilogue_name(a.epilogue),
+                                      moe_weight_layout_name(a.b_layout),
+                                      a.a_scale_granularity == MoeActScales::per_token ? "per-token" : "per-128",
+                                      shipped_tiles(a)));
+  const int bm = a.block_m != 0 ? a.block_m : plan->block_m;
+  const int cm = a.cluster_m != 0 ? a.cluster_m : plan->cluster_m;
+  const int cn = a.cluster_m != 0 ? a.cluster_n : plan->cluster_n;
   throw InvalidArgument(fmt::format("moe gemm: no {} {} kernel with block_m {}{} and cluster {}x{} ({})",
                                     moe_quant_name(a.quant), moe_epilogue_name(a.epilogue), bm,
-                                    a.block_n != 0 ? fmt::format(", block_n {}", a.block_n) : std::string(), c.m, c.n,
+                                    a.block_n != 0 ? fmt::format(", block_n {}", a.block_n) : std::string(), cm, cn,
                                     shipped_tiles(a)));
 }
 
@@ -343,65 +296,6 @@ km::MoeW4A8Params to_w4a8_params(const MoeGemmArgs& a, const Entry& e) {
 
 }  // namespace
 
-int plan_block_m(MoeEpilogue epilogue, int tokens) {
-  if (tokens <= 64) return 64;
-  // SwiGLU without the problem's shape: the 128 x 256 tile from 256 tokens (faster than 64 x 256
-  // on all seven models at 256-8192 tokens), 64 x 256 below (where whole waves decide:
-  // plan_swiglu_block_m).
-  if (epilogue == MoeEpilogue::swiglu_fp8) return tokens >= kSwiGluWideMinTokens ? 128 : 64;
-  // 128 x 128 (two consumer warp groups, next K block's wgmmas issued before the promotion):
-  // fastest in 35 of 42 bf16 cells at 1024 and 8192 tokens (docs/moe-gemm.md §Design, block-M
-  // planning); the 192-row tile stays shipped for forcing (where 192 or 64 won, by <= 6 %).
-  return 128;
-}
-
-int plan_swiglu_block_m(int tokens, int experts, int n, int ctas) {
-  if (tokens <= 64) return 64;
-  if (experts <= 0 || n <= 0 || ctas <= 0) return plan_block_m(MoeEpilogue::swiglu_fp8, tokens);
-  // Both tiles span 256 weight columns; a 128-row tile does the work of two 64-row ones at
-  // kSwiGluWideRate times their rate.
-  const long long n_blocks = (n + 255) / 256;
-  auto waves = [&](int rows) {
-    return whole_waves(static_cast<long long>(experts) * ((tokens + rows - 1) / rows) * n_blocks, ctas);
-  };
-  return waves(128) * 2.0 / kSwiGluWideRate <= waves(64) ? 128 : 64;
-}
-
-int plan_block_n(MoeQuant quant, MoeEpilogue epilogue, int block_m, int tokens, int experts, int n, int ctas,
-                 int schedule) {
-  constexpr int kWideMinTokens = 1024;
-  if (quant != MoeQuant::w8a8 || epilogue != MoeEpilogue::bf16 || block_m != 128) return block_m == 64 ? 256 : 128;
-  // Below 1024 tokens per expert the wider tile lost in 18 of 28 cells at 128 and 256 tokens
-  // (0.77-1.05x; few K-block waves, the weights' bytes dominate): 128.
-  if ((schedule >= 0 && (schedule & 1)) || tokens < kWideMinTokens || experts <= 0 || n <= 0 || ctas <= 0) return 128;
-  // Rate of 128 x 192 (schedule 2) over 128 x 128 (schedule 3) per tile column, with waves
-  // counted as below: median 1.094 at 1024 and 1.052 at 8192 tokens per expert over the 14 bf16
-  // shapes of the seven models. Any rate in [1.06, 1.10] plans the faster tile in 27
-  // of those 28 cells (the 28th: DiT-MoE-G Linear-2 at 1024, n = 1408, 0.7 % slower).
-  constexpr double kWideRate = 1.07;
-  const long long m_blocks = static_cast<long long>(experts) * ((tokens + 127) / 128);
-  auto waves = [&](int width) { return whole_waves(m_blocks * ((n + width - 1) / width), ctas); };
-  // 128 x 256 (two 128-column pieces per warp group, 1 x 1) over the planned 128 x 192 in 2 x 1
-  // clusters: median 1.022 over the 28 cells; 1.01-1.04 where both widths fill their waves
-  // alike: rate 1.09 (~1.07 x 1.02). Since the 128 x 256 tile runs in 2 x 1 clusters too (from
-  // 1024 tokens; median 1.02 over 1 x 1 at 8192) the rate is 1.11. It keeps the narrower tile
-  // where 256-wide tiles pad a wave. Measurements: docs/moe-gemm.md §Design (block-N planning),
-  // docs/perf-log.md §MoE grouped GEMM, W8A8.
-  constexpr double kWidestRate = 1.11;
-  const double t128 = waves(128) * 128.0;
-  const double t192 = waves(192) * 192.0 / kWideRate;
-  const double t256 = waves(256) * 256.0 / kWidestRate;
-  if (t256 <= t192 && t256 < t128) return 256;
-  return t192 < t128 ? 192 : 128;
-}
-
-int plan_block_m(MoeQuant quant, MoeEpilogue epilogue, int tokens, int /*k*/) {
-  if (!moe_is_w4a8(quant)) return plan_block_m(epilogue, tokens);
-  // w4a8: 64 x 256 for few tokens and for SwiGLU, else the 192-row tile (no 128-row tile).
-  if (epilogue == MoeEpilogue::swiglu_fp8 || tokens <= 64) return 64;
-  return 192;
-}
-
 long long moe_weight_bytes(MoeQuant quant, int experts, int n, int k) {
   const long long values = static_cast<long long>(experts) * n * k;
   return moe_is_w4a8(quant) ? values / 2 : values;
@@ -427,14 +321,6 @@ long long moe_weight_scale_bytes(MoeQuant quant, MoeWeightLayout l, int experts,
   if (moe_layout_is_int4_lut(l)) return static_cast<long long>(experts) * n * 4;  // channel scales
   if (!moe_layout_is_mxfp4_rs(l)) return moe_weight_scale_bytes(quant, experts, n, k);
   return static_cast<long long>(experts) * (k / 128) * n * 4;
-}
-
-MoeCluster plan_cluster(MoeEpilogue epilogue, int tokens) {
-  const int bm = plan_block_m(epilogue, tokens);
-  // Without a shape the SwiGLU 128-row tile is the 128 x 256 one (bf16 plans width 128 then).
-  const int bn = epilogue == MoeEpilogue::swiglu_fp8 && bm == 128 ? plan_swiglu_width(-1) : 128;
-  if (dual_in_clusters(bm, bn, tokens)) return MoeCluster{2, 1};
-  return cluster_for(MoeQuant::w8a8, MoeWeightLayout::rows, epilogue, tokens, bm);
 }
 
 void check_routing(const int* counts, const int* offsets, int experts, int m_total) {
@@ -585,8 +471,7 @@ MoeInstantiation select_moe_instantiation(const MoeGemmArgs& a) {
 void moe_gemm(const MoeGemmArgs& a, cudaStream_t stream) {
   const Entry& e = validated_entry(a);
   if (a.m_total == 0) return;
-  const cudaError_t err =
-      e.launch_w4 != nullptr ? e.launch_w4(to_w4a8_params(a, e), stream) : e.launch(to_params(a, e), stream);
+  const cudaError_t err = e.launch(to_w4a8_params(a, e), stream);
   if (err != cudaSuccess)
     throw Error(fmt::format("moe gemm: launching {} (experts {}, m_total {}, n {}, k {}) failed: {}", e.name,
                             a.experts, a.m_total, a.n, a.k, cudaGetErrorString(err)));

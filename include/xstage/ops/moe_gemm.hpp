@@ -31,12 +31,12 @@ namespace xstage::ops {
 
 enum class MoeEpilogue : int { bf16 = 0, swiglu_fp8 = 1 };
 // Layout of B. rows: the row-major formats above. The register-operand layouts feed the
-// weights to wgmma from registers, kernels w4a8rs[_mxfp4]_bf16_m128n128 (128 tokens x 128
-// columns per tile) and w4a8rs[_mxfp4]_swiglu_m64n256 (64 tokens x 128 channels, gate/up
-// fused); for SwiGLU the gate and up halves are prepacked together as one [n, k] matrix.
+// weights to wgmma from registers (kernels w4a8rs_*); for SwiGLU the gate and up halves are
+// prepacked together as one [n, k] matrix.
 //   int4_rs   (w4a8_int4 only): B prepacked by prepack_int4_rs (moe_quant4.hpp, symmetric
-//             INT4), same bytes; b_scales unchanged.
-//   mxfp4_rs  (w4a8_mxfp4 only): B and b_scales (fp32 [experts, k/128, n], block scales) from
+//             INT4), same bytes; b_scales unchanged. The code layout the other INT4 layouts
+//             build on; no shipped kernel reads it alone.
+//   mxfp4_rs  (w4a8_mxfp4 only; kernels with per-token activation scales): B and b_scales (fp32 [experts, k/128, n], block scales) from
 //             prepack_mxfp4_rs; b_e8m0 unused. B is moe_weight_bytes(quant, layout, ...) long.
 //             The math is dequantize_mxfp4_w4a8(..., kMxfp4RsMaxExponentGap = 11).
 //   int4_rs_lut (w4a8_int4 only): INT4 with two-level scales (quantize_int4_lut: an e4m3 scale
@@ -116,12 +116,10 @@ struct MoeGemmArgs {
   const int* host_counts = nullptr;
   const int* host_offsets = nullptr;
 
-  // Tile planning: tokens per expert expected (0: m_total / experts); block_m forces a tile
-  // height (0: planned; 64, 128, 192, or 256 for the register-operand w4a8 layouts); block_n a
-  // tile width (0: planned; 128, 192 or 256: w8a8 bf16 ships 64 x 256, 128 x 128, 128 x 192,
-  // 128 x 256 and 192 x 128, w8a8 SwiGLU 64 x 256, 128 x 128 (two passes) and 128 x 256);
-  // cluster_m x cluster_n forces a cluster shape (0 x 0: planned; 1x1, or for bf16 128 x 128:
-  // 2x1, 1x2, 2x2; bf16 128 x 192 and swiglu 64 x 256: 2x1).
+  // Tile planning: tokens per expert expected (0: m_total / experts); block_m, block_n and
+  // cluster_m x cluster_n restrict the planner to the shipped kernels with that tile height,
+  // width (weight rows: gate + up for SwiGLU) or cluster shape (0: planned; 0 x 0 for the
+  // cluster). The shipped kernels are the lines of src/kernels/moe/configs.def.
   int tokens_per_expert_hint = 0;
   int block_m = 0;
   int block_n = 0;
@@ -164,28 +162,6 @@ void validate(const MoeGemmArgs& a);
 // segments inside [0, m_total); throws InvalidArgument naming the first bad expert.
 void check_routing(const int* counts, const int* offsets, int experts, int m_total);
 
-// Tile height for an expected number of tokens per expert: 64 up to 64 tokens (a 128-row
-// tile would be mostly padding), above that 128 (measured fastest against 64 and 192,
-// docs/moe-gemm.md §Design, block-M planning). SwiGLU, where the problem's shape is not known:
-// 128 from 256 tokens (the 128 x 256 tile, gate and up per warp group: faster than the other
-// tiles on all seven models at 256-8192 tokens), else 64 (see plan_swiglu_block_m).
-int plan_block_m(MoeEpilogue epilogue, int tokens_per_expert);
-// The same for any quantisation: w8a8 as above (k, the hidden size, is not used since the
-// two-pass SwiGLU tile is no longer planned); w4a8 ships 64 x 256 (up to 64 tokens,
-// and SwiGLU) and 192 x 128 tiles in the rows layout; the register-operand layouts (a call's
-// plan, not this function) use 128-token bf16 tiles, 256-token ones from 1024 tokens per
-// expert (1.01-1.11x: docs/moe-gemm-w4a8.md §256-token tiles), and 64 x 256 for SwiGLU.
-int plan_block_m(MoeQuant quant, MoeEpilogue epilogue, int tokens_per_expert, int k = 0);
-
-// Height of the w8a8 SwiGLU tile for a known shape (what a call plans): 64 up to 64 tokens;
-// above, 128 (the 128 x 256 tile) unless whole waves make 64 x 256 faster. Both tiles span 256
-// weight columns; tiles = experts x ceil(tokens / rows) x ceil(n / 256) over `ctas` persistent
-// CTAs, time ~ ceil(tiles / ctas) x rows / rate (rate 1.1 for 128 rows: measured 1.06-1.11x
-// where waves are many). At 128 tokens per expert this picks the faster tile on all seven models
-// (64 x 256 where 176-180 tiles of 128 rows need two waves and 352-360 of 64 rows need three);
-// docs/moe-gemm.md §Design, SwiGLU height. Without a shape (experts, n or ctas <= 0): plan_block_m.
-int plan_swiglu_block_m(int tokens_per_expert, int experts, int n, int ctas);
-
 // Bytes of the weight tensor B and of its scales (b_scales or b_e8m0) for `experts` experts
 // of n x k weights.
 long long moe_weight_bytes(MoeQuant quant, int experts, int n, int k);
@@ -194,31 +170,6 @@ long long moe_weight_scale_bytes(MoeQuant quant, int experts, int n, int k);
 // int4_rs_lut: codes plus tables, and fp32 channel scales).
 long long moe_weight_bytes(MoeQuant quant, MoeWeightLayout l, int experts, int n, int k);
 long long moe_weight_scale_bytes(MoeQuant quant, MoeWeightLayout l, int experts, int n, int k);
-
-// Tile width of the w8a8 bf16 tiles with block_m 128, from 1024 tokens per expert: the fastest
-// of 128, 192 (m64n192 wgmmas, ping-pong; 2-10 % faster than 128 x 128 on 27 of the 28 bf16
-// shapes at 1024 and 8192 tokens) and 256 (two 128-column pieces per warp group; median 1.022x
-// of the 192 tile in its 2 x 1 clusters) once whole waves are counted: tiles =
-// experts x ceil(tokens / 128) x ceil(n / width) over `ctas` persistent CTAs (each takes tiles in
-// turn), time ~ ceil(tiles / ctas) x width / rate (rate 1 for 128, 1.07 for 192, 1.11 for 256).
-// 128 below 1024 tokens, for every other block_m / quantisation / epilogue (64: 256), and where
-// a forced schedule needs the overlap bit (1, 3: the 192 and 256 tiles have no room for a second
-// accumulator). Measurements: docs/moe-gemm.md §Design, block-N planning.
-int plan_block_n(MoeQuant quant, MoeEpilogue epilogue, int block_m, int tokens_per_expert, int experts, int n,
-                 int ctas, int schedule = -1);
-
-// Cluster shape of the w8a8 tiles planned for an expected number of tokens per expert, without a
-// shape: 2 x 1 for SwiGLU from 1024 tokens (its 128 x 256 tile: +1-4 % at 8192 tokens),
-// else 1 x 1 (a SwiGLU 64 x 256 tile at >= 8192 tokens uses 2 x 1, +1-3 % on six of seven
-// models, but there the plan is usually the 128 x 256 tile). Not seen here: where
-// plan_block_n picks the 128 x 192 tile the call runs it in 2 x 1 clusters (+2-5 % at 8192
-// tokens), and the 128 x 256 one too from 1024 tokens; select_moe_instantiation reports the
-// result. Measurements: docs/moe-gemm.md §Design, cluster planning.
-struct MoeCluster {
-  int m = 1;
-  int n = 1;
-};
-MoeCluster plan_cluster(MoeEpilogue epilogue, int tokens_per_expert);
 
 struct MoeInstantiation {
   std::string name;  // e.g. "w8a8_bf16_m128n128" (w4a8: one kernel serves both formats)
@@ -235,7 +186,11 @@ struct MoeInstantiation {
   int consumer_regs = 0;
   int schedule = 0;  // the consumer schedule the call runs (its request, or the kernel's default)
 };
-// The compiled kernel that serves these arguments (after planning block-M).
+// The compiled kernel that serves these arguments: the planner scores every shipped kernel
+// (src/kernels/moe/configs.def) that serves the call's format, layout, activation scales and
+// epilogue and any forced block_m / block_n / cluster / schedule, by whole waves of its tiles
+// over the persistent grid times its tile area over its rate prior, among those planned for the
+// call's tokens per expert (docs/moe-gemm.md, "Planning").
 MoeInstantiation select_moe_instantiation(const MoeGemmArgs& a);
 
 // Validates, then launches on `stream` (asynchronous; launch errors throw xstage::Error).

@@ -135,7 +135,7 @@ struct Bf16TileEpilogue {
   // Local destinations stage a piece in 64-column parts one after the other (two, or three for
   // 192-column pieces): 18 KiB of staging for two warp groups, which gives the 128 x 128 tile
   // a sixth pipeline stage (cuBLASLt's depth; measured neutral,
-  // docs/perf-log.md §MoE grouped GEMM, W8A8). Destinations with the
+  // docs/moe-gemm.md §Design). Destinations with the
   // tile-stored hook (Mega-MoE) keep the whole 128-column piece in one pass (one fence and one
   // flag per piece).
   static_assert(!Destination::kNeedsTileStoredHook || T::kPieceN == 128, "hook destinations: 128-column pieces");

@@ -85,7 +85,7 @@ struct MoeTraits {
   // Scales of input tensors travel with their K block: a producer warp copies them into the
   // stage (cp.async, arriving on the stage's full barrier), so a consumer reads them from
   // shared memory after its stage wait instead of waiting on L2 (profiled: the consumers'
-  // scale products stalled on ld.global for ~10 % of their time; docs/perf-log.md §MoE grouped GEMM, W8A8).
+  // scale products stalled on ld.global for ~10 % of their time; docs/moe-gemm.md §Design).
   static constexpr bool kSmemScales = !kInKernelScales_;
   static constexpr int kWgM = kBlockM / 64;   // consumer warp groups along M
   // Columns per consumer warp group: 128, or 192 for the 128 x 192 tile (m64n192 wgmmas; its
@@ -466,7 +466,7 @@ struct MoeMainloop {
   // The accumulators live across tiles and the next tile's first block is issued at the end
   // of the loop body: in this form ptxas injects no wait after a tile's first block (the
   // per-tile function got one C7517 there). Issuing that block before the epilogue instead
-  // (so it runs under it) measured slower (docs/perf-log.md §MoE grouped GEMM, W8A8). Calls epilogue(acc, tile) for every tile.
+  // (so it runs under it) measured slower (docs/moe-gemm.md §Design). Calls epilogue(acc, tile) for every tile.
   template <class Sched, class SmemA, class SmemB, class Epi>
   __device__ __forceinline__ void mma_tiles(Params const& mp, Pipeline const& pipe, State& read, Sched& sched,
                                             int schedule, int wt, int wm, int wn, SmemA const& sA, SmemB const& sB,
@@ -541,7 +541,7 @@ struct MoeMainloop {
   // Schedules without the overlap bit (0 and 2, and every schedule of the three-warp-group
   // tile), scales in shared memory, over all of this CTA's tiles; the ping-pong token fixed at
   // compile time (read at run time inside the K loop it cost ~12 % of warp samples,
-  // docs/perf-log.md §MoE grouped GEMM, W8A8).
+  // docs/moe-gemm.md §Design).
   // Per K block a warp group waits for its stage (and the token), issues (passes the token),
   // waits for its own wgmmas and promotes, under the other group's wgmmas with the token
   // (cuBLASLt's block-scaled kernel has that shape in its profile).

@@ -26,8 +26,8 @@
 //   decoupled: 3 TMA stages, 3 converted buffers; consumers convert their share of stage i + 2
 //     and load the next block's token scales a stage ahead; with three consumer warp groups
 //     warp group 0 converts every unit (56 registers), in steps of several units.
-// Design in docs/moe-gemm-w4a8.md §Design; measured in docs/perf-log.md §MoE grouped GEMM, W4A8;
-// a diagnostic build with -DXSTAGE_W4A8_TRACE stamps every stage (w4a8_trace.cuh).
+// Design in docs/moe-gemm-w4a8.md §Design; the measurement build (XSTAGE_MOE_STUDY, study.hpp)
+// stamps every stage (w4a8_trace.cuh).
 //
 // The 4-bit -> e4m3 conversion arithmetic: w4a8_convert.cuh.
 #pragma once
@@ -43,7 +43,8 @@
 #include "kernels/common/kernel_entry.cuh"
 #include "kernels/common/launch.cuh"
 #include "kernels/moe/epilogue.cuh"
-#include "kernels/moe/launch_w4a8.hpp"
+#include "kernels/moe/launch.hpp"
+#include "kernels/moe/params_w4a8.hpp"
 #include "kernels/moe/mainloop.cuh"
 #include "kernels/moe/params_w4a8.hpp"
 #include "kernels/moe/pipeline.cuh"
@@ -53,7 +54,7 @@
 #include "kernels/moe/w4a8_trace.cuh"
 
 #include <cstdlib>
-#ifdef XSTAGE_W4A8_TRACE
+#ifdef XSTAGE_MOE_STUDY
 #include <cstdio>
 #include <vector>
 #endif
@@ -166,7 +167,7 @@ struct MoeW4A8Kernel {
     int n_blocks;
     int pingpong;  // schedule bit kSchedulePingPong: the consumer warp groups take turns issuing
     int converter_units;  // units per converter thread per stage (0 .. ceil(kUnits / 96))
-#ifdef XSTAGE_W4A8_TRACE
+#ifdef XSTAGE_MOE_STUDY
     uint32_t* trace;  // w4a8_trace.cuh; null: not recorded
 #endif
   };
@@ -220,7 +221,7 @@ struct MoeW4A8Kernel {
                   n_blocks(p),
                   (p.schedule & 2) != 0 ? 1 : 0,
                   converter_units(p)
-#ifdef XSTAGE_W4A8_TRACE
+#ifdef XSTAGE_MOE_STUDY
                   ,
                   nullptr
 #endif
@@ -635,14 +636,16 @@ cudaError_t launch_moe_w4a8(MoeW4A8Params const& p, cudaStream_t stream) {
       (static_cast<long long>(p.m_total) / Kernel::T::kBlockM + p.experts) * Kernel::n_blocks(p);
   if (tiles <= 0 || p.k % 128 != 0 || p.n % 128 != 0) return cudaErrorInvalidValue;
   MoeW4A8Params q = p;
-  // Tuning knob for measurements (docs/moe-gemm-w4a8.md): XSTAGE_W4A8_CONVERTER_UNITS overrides the
-  // kernel's default split of the conversion when the caller left it at the default.
+#ifdef XSTAGE_MOE_STUDY
+  // Measurement build: XSTAGE_W4A8_CONVERTER_UNITS overrides the kernel's default split of the
+  // conversion when the caller left it at the default.
   if (q.converter_units < 0)
     if (const char* e = std::getenv("XSTAGE_W4A8_CONVERTER_UNITS"); e != nullptr && *e != '\0')
       q.converter_units = std::atoi(e);
+#endif
   int ctas = 0;
   if (const cudaError_t g = persistent_grid(p.num_ctas, tiles, ctas); g != cudaSuccess) return g;
-#ifdef XSTAGE_W4A8_TRACE
+#ifdef XSTAGE_MOE_STUDY
   typename Kernel::Params kp = Kernel::to_params(q);
   W4TraceHost trace;
   if (const cudaError_t t = trace.begin(ctas, stream); t != cudaSuccess) return t;
@@ -653,7 +656,7 @@ cudaError_t launch_moe_w4a8(MoeW4A8Params const& p, cudaStream_t stream) {
   auto* fn = moe_w4a8_kernel<Kernel>;
   const cudaError_t e = launch_persistent<1>(fn, kp, ctas, Kernel::kThreads, Kernel::kSmemBytes, stream);
   if (e != cudaSuccess) return e;
-#ifdef XSTAGE_W4A8_TRACE
+#ifdef XSTAGE_MOE_STUDY
   char header[256];
   std::snprintf(header, sizeof header,
                 "# w4a8 trace: block_m %d block_n %d consumer_wgs %d mxfp4 %d m_total %d n %d k %d ctas %d",

@@ -72,7 +72,7 @@ using namespace cute;
 // kStudy_ (measurement builds only, XSTAGE_W4RS_STUDY): bit 0 skips the conversion (the packed
 // words go to wgmma as they are), bit 1 the scales of the promotion (acc += part), bit 2 the
 // promotion (one value per piece is added; the 256-token lut tile). Wrong
-// results by design: they say what each part costs (docs/perf-log.md §MoE grouped GEMM, W4A8).
+// results by design: they say what each part costs (docs/moe-gemm-w4a8.md).
 // kMx_: MXFP4 weights (ops::prepack_mxfp4_rs): each chunk carries its exponent gaps and each
 // K step's table is shifted by its sub-block's gap (w4a8_rs_layout.hpp); w_scales are the
 // block scales 2^(emax - 133).
@@ -90,7 +90,7 @@ using namespace cute;
 // tensor core's own FP8
 // accumulation over all of K was 3.6e-3 off in the SwiGLU group scales at K = 1408) and
 // the K loop loads no token scales (their shared-memory traffic is most of what the per-128
-// promotion costs: tools/rs_wgmma_probe, docs/perf-log.md §MoE grouped GEMM, W4A8); token x channel scale in the epilogue.
+// promotion costs: tools/rs_wgmma_probe, docs/moe-gemm-w4a8.md); token x channel scale in the epilogue.
 // MXFP4 (kMx_ with kTok_): the block scale of each row and K block stays in the promotion as one
 // register per row (acc = fma(part, w_scale[row, kb], acc), no token-scale loads); the token
 // scale in the epilogue.
@@ -224,7 +224,7 @@ struct MoeW4A8RsKernel {
     int n;
     int k_blocks;
     int n_blocks;  // output tile columns: n/128 (bf16), n/2/128 (SwiGLU)
-#ifdef XSTAGE_W4A8_TRACE
+#ifdef XSTAGE_MOE_STUDY
     uint32_t* trace;  // w4a8_trace.cuh (W4RsTraceSlot); null: not recorded
 #endif
   };
@@ -276,7 +276,7 @@ struct MoeW4A8RsKernel {
                   p.n,
                   p.k / 128,
                   T::kGateUp ? p.n / 256 : p.n / 128
-#ifdef XSTAGE_W4A8_TRACE
+#ifdef XSTAGE_MOE_STUDY
                   ,
                   nullptr
 #endif
@@ -656,7 +656,7 @@ cudaError_t launch_moe_w4a8_rs(MoeW4A8Params const& p, cudaStream_t stream) {
   // Whole clusters (the tile bound is even for kGlu: n / 128 is), so a trace buffer sized by ctas
   // holds every CTA that runs.
   ctas = (ctas + Kernel::kClusterN - 1) / Kernel::kClusterN * Kernel::kClusterN;
-#ifdef XSTAGE_W4A8_TRACE
+#ifdef XSTAGE_MOE_STUDY
   typename Kernel::Params kp = Kernel::to_params(p);
   W4TraceHost trace;
   if (const cudaError_t t = trace.begin(ctas, stream); t != cudaSuccess) return t;
@@ -669,7 +669,7 @@ cudaError_t launch_moe_w4a8_rs(MoeW4A8Params const& p, cudaStream_t stream) {
   const cudaError_t e =
       launch_persistent<Kernel::kClusterN>(fn, kp, ctas, Kernel::kThreads, Kernel::kSmemBytes, stream);
   if (e != cudaSuccess) return e;
-#ifdef XSTAGE_W4A8_TRACE
+#ifdef XSTAGE_MOE_STUDY
   if (const cudaError_t l = cudaGetLastError(); l != cudaSuccess) return l;
   char header[256];
   std::snprintf(header, sizeof header,

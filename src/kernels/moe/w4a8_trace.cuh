@@ -1,6 +1,6 @@
-// Diagnostic per-stage trace of the W4A8 mainloop (docs/perf-log.md §MoE grouped GEMM, W4A8): compiled
-// only with -DXSTAGE_W4A8_TRACE (`scripts/gpu-run OUT moe-trace` builds it in its own directory);
-// without it every W4_TRACE is empty and the shipped kernels are unchanged.
+// Diagnostic per-stage trace of the W4A8 mainloop: compiled only in the MoE measurement build
+// (XSTAGE_MOE_STUDY, study.hpp); without it every W4_TRACE is empty and the shipped kernels are
+// unchanged.
 //
 // With it, each CTA records, for its first kW4TraceStages ring stages, the SM clock (low 32
 // bits of clock64) at fixed points of every role into trace[cta][stage][kW4TraceSlots]
@@ -10,6 +10,8 @@
 // own slots (W4RsTraceSlot) and their launcher writes "register-operand" and the piece count
 // in the header line (python/w4a8_trace.py --rs).
 #pragma once
+#include "kernels/moe/study.hpp"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -47,7 +49,7 @@ enum W4RsTraceSlot : int {
   kTrRsConsumerStride = 8,
 };
 
-#ifdef XSTAGE_W4A8_TRACE
+#ifdef XSTAGE_MOE_STUDY
 // Host side of a traced launch: XSTAGE_W4A8_TRACE_FILE names the file; begin() returns the
 // device buffer (null when no file is asked for), finish() waits for the launch and writes
 // `header` and one line per CTA and stage.
@@ -95,7 +97,7 @@ struct W4TraceHost {
 
 }  // namespace xstage::kernels::moe
 
-#ifdef XSTAGE_W4A8_TRACE
+#ifdef XSTAGE_MOE_STUDY
 #define W4_TRACE(buf, stage, slot)                                                                         \
   do {                                                                                                     \
     if ((buf) != nullptr && (stage) < ::xstage::kernels::moe::kW4TraceStages)                              \
