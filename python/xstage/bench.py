@@ -109,6 +109,8 @@ def _run_cli(cli, args, path, seqlens=None, heads=None, head_dims=None, quiet=Fa
            "--heads", ",".join(map(str, heads or args.heads)),
            "--head-dims", ",".join(map(str, head_dims or args.head_dims)),
            "--dtype", args.dtype, "--warmup", str(args.warmup), "--iters", str(args.iters)]
+    if args.warmup_ms > 0:
+        cmd += ["--warmup-ms", str(args.warmup_ms)]
     if args.causal:
         cmd.append("--causal")
     if not quiet:
@@ -126,6 +128,9 @@ def bench_attention(argv=None) -> int:
     ap.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--warmup-ms", type=float, default=0.0,
+                    help="then untimed launches for this long before every row (and the C++ bench's): the "
+                         "timed launches see the sustained, power-capped clock (0: off, as the C++ bench's default)")
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--rotate-mib", type=float, default=0.0, help="0: 2 x the device's L2")
     ap.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph rows")
@@ -144,6 +149,9 @@ def bench_attention(argv=None) -> int:
         return bad
     if args.check_rows < 2:
         print("xstage.bench: --check-rows must be >= 2", file=sys.stderr)
+        return 2
+    if not 0 <= args.warmup_ms <= 60000:
+        print("xstage.bench: --warmup-ms must be in [0, 60000]", file=sys.stderr)
         return 2
     mods = _import("torch", "torch.nn.functional", "torch.nn.attention", "xstage")
     if mods is None:
@@ -236,6 +244,7 @@ def bench_attention(argv=None) -> int:
                     rec = {"backend": name, "batch": 1, "seqlen": s, "heads": h, "head_dim": d, "dtype": args.dtype,
                            "causal": args.causal, "rotating_sets": sets, "iters": args.iters}
                     try:
+                        _sustain(torch, fn, sets, args.warmup_ms)
                         us = _timed(torch, fn, sets, args)
                     except RuntimeError as e:
                         err = record_error(results, rec, e)
@@ -277,7 +286,7 @@ def bench_attention(argv=None) -> int:
             "l2_bytes": l2,
             **stamp(),
             "config": {"batch": 1, "dtype": args.dtype, "causal": args.causal, "layout": "BSHD",
-                       "warmup": args.warmup, "iters": args.iters, "rotate_bytes": rotate,
+                       "warmup": args.warmup, "warmup_ms": args.warmup_ms, "iters": args.iters, "rotate_bytes": rotate,
                        "cli": args.cli, "flops": "4*B*H*Sq*Skv*d (visible pairs if causal)"},
             "cli_results": list(cli_rows.values()),
             "results": results,
@@ -370,6 +379,9 @@ def bench_moe_gemm(argv=None) -> int:
         return bad
     if args.check_rows < 2:
         print("xstage.bench: --check-rows must be >= 2", file=sys.stderr)
+        return 2
+    if not 0 <= args.warmup_ms <= 60000:
+        print("xstage.bench: --warmup-ms must be in [0, 60000]", file=sys.stderr)
         return 2
     mods = _import("torch", "xstage", "xstage.moe")
     if mods is None:

@@ -2,6 +2,7 @@
 // inputs, writing the JSON result file.
 #pragma once
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -14,6 +15,22 @@
 #include "xstage/error.hpp"
 
 namespace xstage::cli {
+
+// Untimed launches until `ms` milliseconds have passed: launch(i) for i = first, first + 1, ...,
+// sync() after every 16. Under sustained tensor work the H200 leaves its boost clock for the
+// power-capped one within ~0.1-0.3 s, so the timed launches that follow see the clock a real
+// layer loop sees, not a short burst's (docs/measurement.md §Comparing kernel variants on a
+// power-capped card). Returns the next i.
+template <class Launch, class Sync>
+int sustain_clock(double ms, int first, Launch&& launch, Sync&& sync) {
+  const auto t0 = std::chrono::steady_clock::now();
+  int i = first;
+  while (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() < ms) {
+    for (int j = 0; j < 16; ++j) launch(i++);
+    sync();
+  }
+  return i;
+}
 
 // Linear-interpolated quantile q in [0, 1] of a non-empty sample.
 inline double quantile(std::vector<double> v, double q) {

@@ -45,6 +45,7 @@ struct BenchFlags {
   std::string dtype = "bf16";
   bool causal = false;
   int warmup = 5;
+  double warmup_ms = 0;  // then untimed launches for this long (0: off; python -m xstage.bench uses it)
   int iters = 30;
   double rotate_mib = 0;  // 0: 2 x the device's L2
   int num_ctas = 0;
@@ -198,6 +199,13 @@ Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int
     set_args(w % sets);
     ops::attention_forward(a, stream);
   }
+  sustain_clock(
+      fl.warmup_ms, 0,
+      [&](int w) {
+        set_args(w % sets);
+        ops::attention_forward(a, stream);
+      },
+      [&] { XS_CUDA(cudaStreamSynchronize(stream), "warming up"); });
   // Poison every output (NaN) before the timed launches: what they leave unwritten stays NaN.
   for (int i = 0; i < sets; ++i)
     XS_CUDA(cudaMemsetAsync(o[i]->p, kPoisonByte, elems * 2, stream), "poisoning the outputs");
@@ -267,6 +275,8 @@ void run_bench(const BenchFlags& fl) {
   if (fl.iters < 20) throw InvalidArgument(fmt::format("bench attention: --iters {} must be >= 20", fl.iters));
   tile_policy(fl);  // rejects an unknown --tile before any GPU work
   if (fl.warmup < 0) throw InvalidArgument("bench attention: --warmup must be >= 0");
+  if (!(fl.warmup_ms >= 0 && fl.warmup_ms <= 60000))
+    throw InvalidArgument("bench attention: --warmup-ms must be in [0, 60000]");
   if (fl.check_rows < 2) throw InvalidArgument("bench attention: --check-rows must be >= 2");
   if (fl.batch < 1) throw InvalidArgument("bench attention: --batch must be >= 1");
   for (int s : fl.seqlens)
@@ -334,7 +344,7 @@ void run_bench(const BenchFlags& fl) {
     j["commit"] = commit_id();
     j["date"] = now_iso();
     j["config"] = {{"batch", fl.batch},       {"dtype", fl.dtype},   {"causal", fl.causal},
-                   {"layout", "BSHD"},        {"warmup", fl.warmup}, {"iters", fl.iters},
+                   {"layout", "BSHD"},        {"warmup", fl.warmup}, {"warmup_ms", fl.warmup_ms}, {"iters", fl.iters},
                    {"rotate_bytes", rotate_bytes}, {"num_ctas", fl.num_ctas}, {"tile", fl.tile},
                    {"flops", "4*B*H*Sq*Skv*d (visible pairs if causal)"},
                    {"check_rows", fl.check_rows}, {"check_seed", fl.check_seed},
@@ -390,6 +400,10 @@ void add_attention_bench_command(CLI::App& app) {
   cmd->add_option("--dtype", fl->dtype, "bf16 or fp16")->capture_default_str();
   cmd->add_flag("--causal", fl->causal, "Causal mask (top-left aligned)");
   cmd->add_option("--warmup", fl->warmup, "Untimed launches first")->capture_default_str();
+  cmd->add_option("--warmup-ms", fl->warmup_ms,
+                  "Then untimed launches until this many ms have passed, so the timed ones see the sustained "
+                  "(power-capped) clock (0: off)")
+      ->capture_default_str();
   cmd->add_option("--iters", fl->iters, "Timed launches (>= 20; the median is reported)")->capture_default_str();
   cmd->add_option("--rotate-mib", fl->rotate_mib, "Rotate inputs over at least this much memory (0: 2 x L2)")
       ->capture_default_str();

@@ -431,19 +431,14 @@ Result bench_one(const BenchFlags& fl, const Cell& cell, size_t rotate_bytes, co
     set_args(w % sets);
     ops::moe_gemm(a, stream);
   }
-  // Sustained load first: under FP8 tensor work the H200 leaves its boost clock for the
-  // power-capped one within ~0.1-0.3 s (nvidia-smi), so a short burst measures a clock that no
-  // real layer loop sees. Both this bench and the cuBLASLt one do the same (docs/measurement.md
-  // §Comparing kernel variants on a power-capped card).
-  const auto t_warm = std::chrono::steady_clock::now();
-  for (int w = 0; std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_warm).count() <
-                  fl.warmup_ms;) {
-    for (int j = 0; j < 16; ++j, ++w) {
-      set_args(w % sets);
-      ops::moe_gemm(a, stream);
-    }
-    XS_CUDA(cudaStreamSynchronize(stream), "warming up");
-  }
+  // Sustained load first (both this bench and the cuBLASLt one do the same).
+  sustain_clock(
+      fl.warmup_ms, 0,
+      [&](int w) {
+        set_args(w % sets);
+        ops::moe_gemm(a, stream);
+      },
+      [&] { XS_CUDA(cudaStreamSynchronize(stream), "warming up"); });
   // Poison every output (NaN) before the timed launches: what they leave unwritten stays NaN.
   for (int i = 0; i < sets; ++i) {
     XS_CUDA(cudaMemsetAsync(bufs[i].out->p, kPoisonByte, out_bytes, stream), "poisoning the outputs");
