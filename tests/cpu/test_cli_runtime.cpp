@@ -184,6 +184,7 @@ TEST(Cli, BenchAttentionRefusesBadFlagsBeforeTouchingAGpu) {
   expect_refusals("bench attention", {{"--tile wide", "--tile must be auto or staged"},
                                       {"--iters 5", "must be >= 20"},
                                       {"--dtype fp8", "bf16 or fp16"},
-                                      {"--batch 0", "--batch must be >= 1"}});
+                                      {"--batch 0", "--batch must be >= 1"},
+                                      {"--warmup-ms -1", "--warmup-ms must be in [0, 60000]"}});
 }
 #endif

@@ -14,7 +14,7 @@
 // each split tile's parts in part order and stores O and LSE as a whole tile would. The
 // merge used to run in the attention kernel (the last part to finish merged, found with
 // per-tile counters): its code alone cost the hot loop 14 uniform moves per key block and
-// measured 4-5 % slower on every long shape; storing the parts costs nothing there.
+// slowed every long shape (docs/attention.md §Tail split); storing the parts costs nothing there.
 #pragma once
 #include <cstdint>
 

@@ -28,11 +28,10 @@ __device__ __forceinline__ uint16_t fp8x2_e4m3(float x, float y) {
 
 // silu(x) = x * sigmoid(x) with sigmoid(x) = (1 + tanh(x / 2)) / 2: one MUFU.TANH per value
 // instead of an exponential and a reciprocal (two MUFU operations; the MUFU pipe serves 16
-// results per clock per SM). The SwiGLU epilogue runs while the tensor cores wait: this form
-// measured +5.4 % on the two-pass tile (both warp groups in the epilogue at once), 0.98-1.02x
-// on 64 x 256 (docs/moe-gemm.md §Design). tanh.approx's error (about 2^-11 relative) is far below the fp8 e4m3 rounding
-// that follows; the host reference computes silu exactly, and no GPU test's error changed in
-// its fourth digit.
+// results per clock per SM). The SwiGLU epilogue runs while the tensor cores wait, so its
+// MUFU count matters (docs/moe-gemm.md §Epilogue policy). tanh.approx's error (about 2^-11
+// relative) is far below the fp8 e4m3 rounding that follows; the host reference computes silu
+// exactly.
 __device__ __forceinline__ float tanh_approx(float x) {
   float y;
   asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
