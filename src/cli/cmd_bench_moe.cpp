@@ -60,6 +60,7 @@ struct Flags {
   std::string params;
   double tile_tflops = 7.0;
   std::string json_out;
+  std::string dump_rows;  // checked rows above half the row bound: got, ref, experts, weights
   int check_tokens = 16;  // token rows per rank compared with the host reference
   uint64_t check_seed = 20261203u;
 };
@@ -171,6 +172,35 @@ struct RankGot {
   unsigned long long nonfinite = 0;
   std::vector<float> rows;  // tokens x H
 };
+
+// --dump-rows: every checked row whose relative L2 error exceeds half the row bound (at most 16
+// per cell), with its routing and both value vectors, to locate an error inside a row.
+void dump_rows(nlohmann::json& out, const std::string& model, const std::string& routing, const std::string& variant,
+               const moe::Routing& r, const std::vector<RankCheck>& check, const std::vector<RankGot>& got, int tokens,
+               int H) {
+  const int k = r.shape.top_k;
+  int n_dumped = 0;
+  for (size_t i = 0; i < check.size(); ++i)
+    for (size_t j = 0; j < check[i].tokens.size() && n_dumped < 16; ++j) {
+      const float* g = got[i].rows.data() + j * H;
+      const double* f = check[i].ref.data() + j * H;
+      double err = 0, ref = 0;
+      for (int c = 0; c < H; ++c) {
+        err += (g[c] - f[c]) * (g[c] - f[c]);
+        ref += f[c] * f[c];
+      }
+      const double rel = std::sqrt(err / std::max(ref, 1e-300));
+      if (!(rel > 0.5 * kMoeLayerTolerance.rel_tol)) continue;
+      const size_t tok = check[i].tokens[j];
+      const auto& pr = r.per_rank[check[i].rank];
+      out.push_back({{"model", model}, {"routing", routing}, {"variant", variant}, {"rank", check[i].rank},
+                     {"token", tok}, {"row", size_t(check[i].rank) * tokens + tok}, {"rel_err", rel},
+                     {"experts", std::vector<int>(pr.experts.begin() + tok * k, pr.experts.begin() + (tok + 1) * k)},
+                     {"weights", std::vector<float>(pr.weights.begin() + tok * k, pr.weights.begin() + (tok + 1) * k)},
+                     {"got", std::vector<float>(g, g + H)}, {"ref", std::vector<double>(f, f + H)}});
+      ++n_dumped;
+    }
+}
 
 // Fused variants: an order, optionally with the static tile split instead of dynamic claiming,
 // or (interleaved) another lead, in rounds of CTAs: "interleaved-lead0.25".
@@ -297,6 +327,7 @@ void run(const Flags& fl) {
               "variant", "median_us", "p10_us", "p90_us", "max_rows", "#wrong", "nonfin", "rel_err", "check",
               fl.spans ? "  span_remote/local/pred_us" : "");
   nlohmann::json results = nlohmann::json::array();
+  nlohmann::json dumped = nlohmann::json::array();
   int cells = 0, cells_failed = 0;
   for (const auto& shape : shapes)
     for (auto kind : kinds)
@@ -456,6 +487,8 @@ void run(const Flags& fl) {
                               "host layer reference (ops::moe_expert_row per top-k choice, fp64 sum of the bf16 rows) "
                               "of the uploaded bytes; seeded token rows of every rank (row = rank * tokens + token)");
             }
+            if (!fl.dump_rows.empty() && check_error.empty())
+              dump_rows(dumped, shape.name, std::string(moe::routing_name(kind)), v, r, check, got, tokens, H);
             if (!rec.passed) ++cells_failed;
             ++cells;
             nlohmann::json row{{"model", shape.name}, {"weights", wname}, {"routing", std::string(moe::routing_name(kind))},
@@ -543,6 +576,8 @@ void run(const Flags& fl) {
     j["cells_failed"] = cells_failed;
     write_json_file(j, fl.json_out);
   }
+  if (!fl.dump_rows.empty()) write_json_file(nlohmann::json{{"schema", "xstage.bench.moe.rows.v1"}, {"rows", dumped}},
+                                              fl.dump_rows);
   if (cells_failed)
     throw Error(fmt::format("bench moe: {} of {} cells FAILED their output check (exit 1)", cells_failed, cells));
 }
@@ -589,6 +624,9 @@ void add_moe_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--check-seed", fl->check_seed, "Seed of the checked tokens")->capture_default_str();
   cmd->add_option("--json", fl->json_out, "Write results as JSON (xstage.bench.moe.v1)");
+  cmd->add_option("--dump-rows", fl->dump_rows,
+                  "Write every checked row above half the row bound (got and reference values, its experts and "
+                  "weights; at most 16 per cell) as JSON, to locate an error inside a row");
   cmd->callback([fl] { run(*fl); });
 }
 
