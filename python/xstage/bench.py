@@ -41,14 +41,21 @@ MOE_VS_CLI = 0.97          # acceptance: the MoE torch op's TFLOP/s within 3 % o
 
 
 def _bad_counts(args, warmup=True):
-    """Exit status 2 after saying why for --iters < MIN_ITERS (and, with warmup, --warmup < 0); else None."""
+    """Exit status 2 after saying why for a count out of range (--iters < MIN_ITERS; with warmup,
+    --warmup < 0; --check-rows < 2; --warmup-ms outside [0, 60000]); else None."""
+    why = None
     if args.iters < MIN_ITERS:
-        print(f"xstage.bench: --iters must be >= {MIN_ITERS}", file=sys.stderr)
-        return 2
-    if warmup and args.warmup < 0:
-        print("xstage.bench: --warmup must be >= 0", file=sys.stderr)
-        return 2
-    return None
+        why = f"--iters must be >= {MIN_ITERS}"
+    elif warmup and args.warmup < 0:
+        why = "--warmup must be >= 0"
+    elif getattr(args, "check_rows", 2) < 2:
+        why = "--check-rows must be >= 2"
+    elif not 0 <= getattr(args, "warmup_ms", 0) <= 60000:
+        why = "--warmup-ms must be in [0, 60000]"
+    if why is None:
+        return None
+    print(f"xstage.bench: {why}", file=sys.stderr)
+    return 2
 
 
 def _import(*names):
@@ -147,12 +154,6 @@ def bench_attention(argv=None) -> int:
     bad = _bad_counts(args)
     if bad is not None:
         return bad
-    if args.check_rows < 2:
-        print("xstage.bench: --check-rows must be >= 2", file=sys.stderr)
-        return 2
-    if not 0 <= args.warmup_ms <= 60000:
-        print("xstage.bench: --warmup-ms must be in [0, 60000]", file=sys.stderr)
-        return 2
     mods = _import("torch", "torch.nn.functional", "torch.nn.attention", "xstage")
     if mods is None:
         return 3
@@ -377,12 +378,6 @@ def bench_moe_gemm(argv=None) -> int:
     bad = _bad_counts(args, warmup=False)
     if bad is not None:
         return bad
-    if args.check_rows < 2:
-        print("xstage.bench: --check-rows must be >= 2", file=sys.stderr)
-        return 2
-    if not 0 <= args.warmup_ms <= 60000:
-        print("xstage.bench: --warmup-ms must be in [0, 60000]", file=sys.stderr)
-        return 2
     mods = _import("torch", "xstage", "xstage.moe")
     if mods is None:
         return 3
