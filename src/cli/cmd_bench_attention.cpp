@@ -63,7 +63,12 @@ constexpr RowTolerance kAttentionTolerance{1e-2, 2e-2, 1e-6};
 ops::AttentionTilePolicy tile_policy(const BenchFlags& fl) {
   if (fl.tile == "auto") return ops::AttentionTilePolicy::automatic;
   if (fl.tile == "staged") return ops::AttentionTilePolicy::staged;
-  throw InvalidArgument("bench attention: --tile must be auto or staged, got '" + fl.tile + "'");
+  if (fl.tile == "rows128") {
+    for (int d : fl.head_dims)
+      if (d != 64) throw InvalidArgument("bench attention: --tile rows128 is a d = 64 tile (use -d 64)");
+    return ops::AttentionTilePolicy::rows128;
+  }
+  throw InvalidArgument("bench attention: --tile must be auto, staged or rows128, got '" + fl.tile + "'");
 }
 
 constexpr size_t kPatternChunk = size_t(1) << 22;  // elements copied per upload
@@ -410,7 +415,8 @@ void add_attention_bench_command(CLI::App& app) {
   cmd->add_option("--num-ctas", fl->num_ctas, "Persistent grid size (0: one CTA per SM)")->capture_default_str();
   cmd->add_option("--tile", fl->tile,
                   "auto: the 128x192 register-store tile for d=128 non-causal from 8192 keys, else the staged "
-                  "tile; staged: always the staged tile (what the Ulysses kernels use)")
+                  "tile; staged: always the staged tile (what the Ulysses kernels use); rows128: the 128-row "
+                  "d=64 tile (a study tile for short sequences, docs/attention.md)")
       ->capture_default_str();
   cmd->add_option("--check-rows", fl->check_rows,
                   "Query rows per cell compared with the fp64 host reference (seeded; always the first and last row "

@@ -80,48 +80,63 @@ struct Entry {
   int head_dim;
   bool causal;
   bool long_kv;  // long_kv_tile_config(): served from kLongKvThreshold keys on (automatic policy)
+  bool rows128;  // rows128_d64_tile_config(): served only for AttentionTilePolicy::rows128
   const char* name;
   LaunchFn launch;
   ka::KernelInfo (*info)();
 };
 
 const Entry kEntries[] = {
-    {AttentionDType::bf16, 64, false, false, "bf16_d64_noncausal", ka::attention_fwd_bf16_d64_noncausal,
+    {AttentionDType::bf16, 64, false, false, false, "bf16_d64_noncausal", ka::attention_fwd_bf16_d64_noncausal,
      ka::attention_fwd_bf16_d64_info},
-    {AttentionDType::bf16, 64, true, false, "bf16_d64_causal", ka::attention_fwd_bf16_d64_causal,
+    {AttentionDType::bf16, 64, true, false, false, "bf16_d64_causal", ka::attention_fwd_bf16_d64_causal,
      ka::attention_fwd_bf16_d64_info},
-    {AttentionDType::bf16, 128, false, false, "bf16_d128_noncausal", ka::attention_fwd_bf16_d128_noncausal,
+    {AttentionDType::bf16, 128, false, false, false, "bf16_d128_noncausal", ka::attention_fwd_bf16_d128_noncausal,
      ka::attention_fwd_bf16_d128_info},
-    {AttentionDType::bf16, 128, true, false, "bf16_d128_causal", ka::attention_fwd_bf16_d128_causal,
+    {AttentionDType::bf16, 128, true, false, false, "bf16_d128_causal", ka::attention_fwd_bf16_d128_causal,
      ka::attention_fwd_bf16_d128_info},
-    {AttentionDType::fp16, 64, false, false, "fp16_d64_noncausal", ka::attention_fwd_fp16_d64_noncausal,
+    {AttentionDType::fp16, 64, false, false, false, "fp16_d64_noncausal", ka::attention_fwd_fp16_d64_noncausal,
      ka::attention_fwd_fp16_d64_info},
-    {AttentionDType::fp16, 64, true, false, "fp16_d64_causal", ka::attention_fwd_fp16_d64_causal,
+    {AttentionDType::fp16, 64, true, false, false, "fp16_d64_causal", ka::attention_fwd_fp16_d64_causal,
      ka::attention_fwd_fp16_d64_info},
-    {AttentionDType::fp16, 128, false, false, "fp16_d128_noncausal", ka::attention_fwd_fp16_d128_noncausal,
+    {AttentionDType::fp16, 128, false, false, false, "fp16_d128_noncausal", ka::attention_fwd_fp16_d128_noncausal,
      ka::attention_fwd_fp16_d128_info},
-    {AttentionDType::fp16, 128, true, false, "fp16_d128_causal", ka::attention_fwd_fp16_d128_causal,
+    {AttentionDType::fp16, 128, true, false, false, "fp16_d128_causal", ka::attention_fwd_fp16_d128_causal,
      ka::attention_fwd_fp16_d128_info},
-    {AttentionDType::bf16, 128, false, true, "bf16_d128_noncausal_longkv", ka::attention_fwd_bf16_d128_noncausal_longkv,
+    {AttentionDType::bf16, 128, false, true, false, "bf16_d128_noncausal_longkv", ka::attention_fwd_bf16_d128_noncausal_longkv,
      ka::attention_fwd_bf16_d128_longkv_info},
-    {AttentionDType::fp16, 128, false, true, "fp16_d128_noncausal_longkv", ka::attention_fwd_fp16_d128_noncausal_longkv,
+    {AttentionDType::fp16, 128, false, true, false, "fp16_d128_noncausal_longkv", ka::attention_fwd_fp16_d128_noncausal_longkv,
      ka::attention_fwd_fp16_d128_longkv_info},
+    {AttentionDType::bf16, 64, false, false, true, "bf16_d64_noncausal_rows128",
+     ka::attention_fwd_bf16_d64_noncausal_rows128, ka::attention_fwd_bf16_d64_rows128_info},
+    {AttentionDType::bf16, 64, true, false, true, "bf16_d64_causal_rows128", ka::attention_fwd_bf16_d64_causal_rows128,
+     ka::attention_fwd_bf16_d64_rows128_info},
+    {AttentionDType::fp16, 64, false, false, true, "fp16_d64_noncausal_rows128",
+     ka::attention_fwd_fp16_d64_noncausal_rows128, ka::attention_fwd_fp16_d64_rows128_info},
+    {AttentionDType::fp16, 64, true, false, true, "fp16_d64_causal_rows128", ka::attention_fwd_fp16_d64_causal_rows128,
+     ka::attention_fwd_fp16_d64_rows128_info},
 };
 
-// The staged entry, or (long_kv) the long-key entry where one exists for the configuration.
-const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal, bool long_kv = false) {
+// The staged entry, or (long_kv / rows128) that tile's entry where one exists for the
+// configuration.
+const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal, bool long_kv = false, bool rows128 = false) {
   if (dtype != AttentionDType::bf16 && dtype != AttentionDType::fp16)
     throw InvalidArgument(fmt::format("attention: unsupported dtype {} (bf16 or fp16)", static_cast<int>(dtype)));
-  if (long_kv)
+  if (long_kv || rows128)
     for (const Entry& e : kEntries)
-      if (e.long_kv && e.dtype == dtype && e.head_dim == head_dim && e.causal == causal) return e;
+      if (e.long_kv == long_kv && e.rows128 == rows128 && e.dtype == dtype && e.head_dim == head_dim &&
+          e.causal == causal)
+        return e;
+  if (rows128)
+    throw InvalidArgument(fmt::format("attention: tile policy rows128 is a d = 64 tile; head dim is {}", head_dim));
   for (const Entry& e : kEntries)
-    if (!e.long_kv && e.dtype == dtype && e.head_dim == head_dim && e.causal == causal) return e;
+    if (!e.long_kv && !e.rows128 && e.dtype == dtype && e.head_dim == head_dim && e.causal == causal) return e;
   throw InvalidArgument(fmt::format("attention: head dim {} is not supported (64 or 128)", head_dim));
 }
 
 void check_tile_policy(AttentionTilePolicy policy) {
-  if (policy != AttentionTilePolicy::automatic && policy != AttentionTilePolicy::staged)
+  if (policy != AttentionTilePolicy::automatic && policy != AttentionTilePolicy::staged &&
+      policy != AttentionTilePolicy::rows128)
     throw InvalidArgument(fmt::format("attention: unknown tile policy {}", static_cast<int>(policy)));
 }
 
@@ -174,7 +189,7 @@ namespace {
 const Entry& entry_for(AttentionDType dtype, int head_dim, bool causal, int kv_len, AttentionTilePolicy policy) {
   check_tile_policy(policy);
   const bool long_kv = policy == AttentionTilePolicy::automatic && kv_len >= ka::kLongKvThreshold;
-  return find_entry(dtype, head_dim, causal, long_kv);
+  return find_entry(dtype, head_dim, causal, long_kv, policy == AttentionTilePolicy::rows128);
 }
 AttentionInstantiation describe(const Entry& e);
 }  // namespace

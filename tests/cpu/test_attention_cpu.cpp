@@ -175,6 +175,29 @@ TEST(AttentionDispatch, LongKeySetsGetTheLongTileUnlessStagedIsAsked) {
   EXPECT_THROW(ops::select_instantiation(AttentionDType::bf16, 128, false, 9000, static_cast<P>(7)), InvalidArgument);
 }
 
+// The 128-row d = 64 tile: only when asked for (rows128), never chosen by the automatic policy;
+// causal and non-causal, both dtypes; other head dims are refused.
+TEST(AttentionDispatch, Rows128IsTheD64TileOnlyWhenAskedFor) {
+  using P = ops::AttentionTilePolicy;
+  for (AttentionDType t : {AttentionDType::bf16, AttentionDType::fp16}) {
+    const std::string dt = ops::dtype_name(t);
+    for (bool causal : {false, true}) {
+      const std::string mask = causal ? "_causal" : "_noncausal";
+      for (int kv : {1, 1024, 65536}) {
+        const auto k = ops::select_instantiation(t, 64, causal, kv, P::rows128);
+        EXPECT_EQ(k.name, dt + "_d64" + mask + "_rows128") << kv;
+        EXPECT_EQ(k.block_m, 128);
+        EXPECT_EQ(k.block_n, 128);
+        EXPECT_EQ(k.consumer_warpgroups, 2);
+        EXPECT_LE(k.smem_bytes, 227 * 1024) << "fits an sm_90 SM";
+        EXPECT_LE(128 * k.producer_regs + 128 * k.consumer_warpgroups * k.consumer_regs, 65536);
+        EXPECT_EQ(ops::select_instantiation(t, 64, causal, kv).name, dt + "_d64" + mask) << kv;
+      }
+    }
+    EXPECT_THROW(ops::select_instantiation(t, 128, false, 1024, P::rows128), InvalidArgument);
+  }
+}
+
 TEST(AttentionFlops, CountsVisiblePairs) {
   AttentionArgs a = good_args();
   a.batch = 1;

@@ -181,7 +181,8 @@ TEST(Cli, BenchUlyssesRefusesBadPointsBeforeTouchingAGpu) {
 
 #ifdef XSTAGE_HAVE_ATTENTION
 TEST(Cli, BenchAttentionRefusesBadFlagsBeforeTouchingAGpu) {
-  expect_refusals("bench attention", {{"--tile wide", "--tile must be auto or staged"},
+  expect_refusals("bench attention", {{"--tile wide", "--tile must be auto, staged or rows128"},
+                                      {"--tile rows128 -d 64,128", "--tile rows128 is a d = 64 tile"},
                                       {"--iters 5", "must be >= 20"},
                                       {"--dtype fp8", "bf16 or fp16"},
                                       {"--batch 0", "--batch must be >= 1"},

@@ -249,6 +249,22 @@ std::vector<Case> cases() {
   v.push_back({"ctas1_bf16_d128", bf, 128, false, 2, 3, 1000, 1000, Layout::dense, 0.f, 1.f, 1});
   v.push_back({"ctas7_fp16_d64_causal", fp, 64, true, 2, 3, 1000, 777, Layout::dense, 0.f, 1.f, 7});
   v.push_back({"ctas5_bf16_d128_causal", bf, 128, true, 1, 4, 2000, 2000, Layout::dense, 0.f, 1.f, 5});
+  // The 128-row d = 64 tile (policy rows128): tiny, awkward lengths, q != kv, causal, packed
+  // inputs, few CTAs, peaked scores.
+  const auto rows128 = ops::AttentionTilePolicy::rows128;
+  for (AttentionDType t : {bf, fp})
+    for (bool causal : {false, true})
+      v.push_back({std::string("s77_") + (t == bf ? "bf16" : "fp16") + "_d64" + (causal ? "_causal" : "") + "_rows128", t,
+                   64, causal, 2, 3, 77, 77, Layout::dense, 0.f, 1.f, 0, rows128});
+  v.push_back({"s1024_bf16_d64_h12_rows128", bf, 64, false, 1, 12, 1024, 1024, Layout::dense, 0.f, 1.f, 0, rows128});
+  v.push_back({"s4680_fp16_d64_causal_h4_rows128", fp, 64, true, 1, 4, 4680, 4680, Layout::dense, 0.f, 1.f, 0,
+               rows128});
+  v.push_back({"q1333_kv1000_bf16_d64_causal_rows128", bf, 64, true, 2, 3, 1333, 1000, Layout::dense, 0.f, 1.f, 0,
+               rows128});
+  v.push_back({"packed_qkv_fp16_d64_rows128", fp, 64, false, 2, 3, 1000, 1000, Layout::packed_qkv, 0.f, 1.f, 0,
+               rows128});
+  v.push_back({"ctas5_bf16_d64_rows128", bf, 64, false, 2, 3, 1000, 777, Layout::dense, 0.f, 1.f, 5, rows128});
+  v.push_back({"peaked_bf16_d64_rows128", bf, 64, false, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f, 0, rows128});
   // Peaked softmax (large scores): stresses the running-max rescaling.
   v.push_back({"peaked_bf16_d128", bf, 128, false, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f});
   v.push_back({"peaked_fp16_d64_causal", fp, 64, true, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f});

@@ -32,7 +32,10 @@ BSHDStrides packed_bshd(int seq, int heads, int head_dim);
 // from registers; everything else the staged 128-key tile. staged: always the staged tile
 // (the Ulysses harness uses it so that attention alone, serial and the fused kernels share one
 // mainloop).
-enum class AttentionTilePolicy { automatic, staged };
+// automatic: the staged tile, or the long-key tile from kLongKvThreshold keys on (d = 128,
+// non-causal); staged: always the staged tile; rows128: the 128-row d = 64 tile (a study tile,
+// docs/attention.md §Short sequences; other head dims are refused).
+enum class AttentionTilePolicy { automatic, staged, rows128 };
 
 struct AttentionArgs {
   AttentionDType dtype = AttentionDType::bf16;

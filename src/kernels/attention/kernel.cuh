@@ -67,7 +67,7 @@ struct AttentionKernel {
   static Params to_params(AttentionParams const& p, typename Epilogue::Params const& ep, int grid) {
     TailSplitPlan tail{0, 1};
     if constexpr (Epilogue::kTailSplit)
-      tail = tail_split_plan(attention_num_tiles(p), grid, (p.kv_len + T::kBlockN - 1) / T::kBlockN,
+      tail = tail_split_plan(attention_num_tiles(p, T::kBlockM), grid, (p.kv_len + T::kBlockN - 1) / T::kBlockN,
                              Epilogue::host_split_capacity(ep));
     return Params{Mainloop::to_params(p), ep, p.q_len, p.heads, p.batch, tail};
   }
@@ -190,10 +190,10 @@ template <class Kernel>
 cudaError_t launch_attention(AttentionParams const& p, typename Kernel::Epilogue::Params const& ep,
                              cudaStream_t stream) {
   if (p.head_dim != Kernel::T::kHeadDim || p.causal != Kernel::T::kCausal) return cudaErrorInvalidValue;
-  const long long tiles = attention_num_tiles(p);
+  const long long tiles = attention_num_tiles(p, Kernel::T::kBlockM);
   if (tiles <= 0) return cudaErrorInvalidValue;
   int ctas = 0;
-  cudaError_t e = attention_grid(p, ctas);
+  cudaError_t e = attention_grid(p, Kernel::T::kBlockM, ctas);
   if (e != cudaSuccess) return e;
   const typename Kernel::Params kp = Kernel::to_params(p, ep, ctas);
   auto* fn = attention_fwd_kernel<Kernel>;
@@ -220,6 +220,12 @@ template <class Element, int kHeadDim, bool kCausal>
 using ShippedKernel =
     AttentionKernel<AttentionTraits<Element, kHeadDim, tile_config(kHeadDim).block_m, tile_config(kHeadDim).block_n,
                                     tile_config(kHeadDim).stages, kCausal, tile_config(kHeadDim).lazy_rescale>,
+                    LocalStoreEpilogue>;
+
+template <class Element, bool kCausal>
+using Rows128Kernel =
+    AttentionKernel<AttentionTraits<Element, 64, rows128_d64_tile_config().block_m, rows128_d64_tile_config().block_n,
+                                    rows128_d64_tile_config().stages, kCausal, rows128_d64_tile_config().lazy_rescale>,
                     LocalStoreEpilogue>;
 
 template <class Element>

@@ -35,6 +35,12 @@ constexpr TileConfig tile_config(int head_dim) {
 constexpr TileConfig long_kv_tile_config() { return TileConfig{128, 192, 2, 2}; }
 constexpr int kLongKvThreshold = 8192;
 
+// A 128-row tile for d = 64 (tile policy rows128): with 192-row tiles a short sequence leaves
+// SMs idle (S = 1024, 12 heads: 72 tiles on 132 SMs; 24 heads: 144 tiles, a second wave of 12),
+// 128 rows give 96 and 192 tiles. Served only when asked for until the same-run A/B against the
+// 192-row tile is measured (docs/attention.md §Short sequences).
+constexpr TileConfig rows128_d64_tile_config() { return TileConfig{128, 128, 4, 2}; }
+
 // What one instantiation is, for logs, benchmarks and tests.
 struct KernelInfo {
   TileConfig tile;
@@ -55,6 +61,14 @@ cudaError_t attention_fwd_fp16_d64_noncausal(const AttentionParams& p, cudaStrea
 cudaError_t attention_fwd_fp16_d128_causal(const AttentionParams& p, cudaStream_t stream);
 cudaError_t attention_fwd_fp16_d128_noncausal(const AttentionParams& p, cudaStream_t stream);
 
+// d = 64, rows128_d64_tile_config() (staged epilogue).
+cudaError_t attention_fwd_bf16_d64_causal_rows128(const AttentionParams& p, cudaStream_t stream);
+cudaError_t attention_fwd_bf16_d64_noncausal_rows128(const AttentionParams& p, cudaStream_t stream);
+cudaError_t attention_fwd_fp16_d64_causal_rows128(const AttentionParams& p, cudaStream_t stream);
+cudaError_t attention_fwd_fp16_d64_noncausal_rows128(const AttentionParams& p, cudaStream_t stream);
+KernelInfo attention_fwd_bf16_d64_rows128_info();
+KernelInfo attention_fwd_fp16_d64_rows128_info();
+
 // d = 128, non-causal, long_kv_tile_config() (registers -> global epilogue).
 cudaError_t attention_fwd_bf16_d128_noncausal_longkv(const AttentionParams& p, cudaStream_t stream);
 cudaError_t attention_fwd_fp16_d128_noncausal_longkv(const AttentionParams& p, cudaStream_t stream);
@@ -66,16 +80,22 @@ KernelInfo attention_fwd_bf16_d128_info();
 KernelInfo attention_fwd_fp16_d64_info();
 KernelInfo attention_fwd_fp16_d128_info();
 
-// Tiles of one launch (q tiles x heads x batch): the persistent grid never exceeds it.
+// Tiles of one launch (q tiles of block_m rows x heads x batch): the persistent grid never
+// exceeds it. Without block_m: the head dim's staged tile (tile_config).
+inline long long attention_num_tiles(const AttentionParams& p, int block_m) {
+  return static_cast<long long>((p.q_len + block_m - 1) / block_m) * p.heads * p.batch;
+}
 inline long long attention_num_tiles(const AttentionParams& p) {
-  const int bm = tile_config(p.head_dim).block_m;
-  return static_cast<long long>((p.q_len + bm - 1) / bm) * p.heads * p.batch;
+  return attention_num_tiles(p, tile_config(p.head_dim).block_m);
 }
 
 // The persistent grid of a launch: p.num_ctas, or (0) one CTA per SM of the current device;
 // never more CTAs than tiles. The launcher and the tail-split workspace both size by it.
+inline cudaError_t attention_grid(const AttentionParams& p, int block_m, int& ctas) {
+  return persistent_grid(p.num_ctas, attention_num_tiles(p, block_m), ctas);
+}
 inline cudaError_t attention_grid(const AttentionParams& p, int& ctas) {
-  return persistent_grid(p.num_ctas, attention_num_tiles(p), ctas);
+  return attention_grid(p, tile_config(p.head_dim).block_m, ctas);
 }
 
 }  // namespace xstage::kernels::attention
