@@ -25,6 +25,7 @@
 #include "gpu_env.hpp"
 #include "moe_reference.hpp"
 #include "runtime/check.hpp"
+#include "runtime/parallel_for.hpp"
 #include "xstage/ops/moe_gemm.hpp"
 #include "xstage/ops/moe_quant.hpp"
 #include "xstage/ops/moe_quant4.hpp"
@@ -95,21 +96,23 @@ W4Weights make_w4_weights(const Case& c, int experts, uint64_t seed) {
     // Uniform weights through the real quantiser (cheap to draw: these tests quantise up to
     // ~50M values per case); rows 1-8x and groups 1-4x apart in magnitude, and every 7th row's
     // first group all zero (its group scale is the smallest the rule makes).
-    std::uniform_real_distribution<float> nd(-1.f, 1.f);
-    std::vector<float> x(size_t(c.n) * c.k);
+    // Experts on host threads, each with its own generator (deterministic in seed).
     w.e8m0.resize(size_t(experts) * (c.k / 128) * c.n);
     w.scales.resize(size_t(experts) * c.n);
-    for (int e = 0; e < experts; ++e) {
+    parallel_for(size_t(experts), [&](size_t e) {
+      std::mt19937_64 erng(seed ^ (0x9E3779B97F4A7C15ull * (e + 1)));
+      std::uniform_real_distribution<float> nd(-1.f, 1.f);
+      std::vector<float> x(size_t(c.n) * c.k);
       for (int r = 0; r < c.n; ++r) {
-        const float row_mag = std::ldexp(1.f, -static_cast<int>(rng() % 4));
+        const float row_mag = std::ldexp(1.f, -static_cast<int>(erng() % 4));
         for (int g = 0; g < c.k / 128; ++g) {
-          const float mag = (r % 7 == 0 && g == 0) ? 0.f : row_mag * std::ldexp(1.f, -static_cast<int>(rng() % 3));
-          for (int i = 0; i < 128; ++i) x[size_t(r) * c.k + 128 * g + i] = nd(rng) * mag;
+          const float mag = (r % 7 == 0 && g == 0) ? 0.f : row_mag * std::ldexp(1.f, -static_cast<int>(erng() % 3));
+          for (int i = 0; i < 128; ++i) x[size_t(r) * c.k + 128 * g + i] = nd(erng) * mag;
         }
       }
-      ops::quantize_int4_lut(x.data(), c.n, c.k, w.packed.data() + size_t(e) * c.n * c.k / 2,
-                             w.e8m0.data() + size_t(e) * (c.k / 128) * c.n, w.scales.data() + size_t(e) * c.n);
-    }
+      ops::quantize_int4_lut(x.data(), c.n, c.k, w.packed.data() + e * c.n * c.k / 2,
+                             w.e8m0.data() + e * (c.k / 128) * c.n, w.scales.data() + e * c.n);
+    });
     return w;
   }
   for (auto& b : w.packed) b = static_cast<uint8_t>(rng());
@@ -284,21 +287,37 @@ void run_case(const Case& c, uint64_t seed, std::vector<uint8_t>* raw = nullptr)
     reference_grouped_gemm(a.as<uint8_t>(), sa.as<float>(), b.as<uint8_t>(), sb.as<float>(), c.counts, offsets, m, c.n,
                            c.k, ref.as<float>(), s);
   } else {
-    // One expert at a time: the host dequantises (the kernel's math, moe_quant4.hpp), the
-    // device multiplies in fp32.
-    std::vector<float> w(size_t(c.n) * c.k);
-    DeviceBuf wd(sizeof(float) * w.size());
+    // The host dequantises (the kernel's math, moe_quant4.hpp), up to 8 experts at a time on
+    // host threads; the device multiplies in fp32, one expert at a time.
+    constexpr int kBatch = 8;
+    std::vector<std::vector<float>> wb(kBatch);
+    DeviceBuf wd(sizeof(float) * size_t(c.n) * c.k);
+    int loaded = -1;  // the batch of experts wb holds
     for (int e = 0; e < experts; ++e) {
       if (c.counts[e] == 0) continue;
-      const uint8_t* pk = w4w.packed.data() + size_t(e) * c.n * c.k / 2;
-      if (c.lut)
-        ops::dequantize_int4_lut(pk, w4w.e8m0.data() + size_t(e) * (c.k / 128) * c.n, w4w.scales.data() + size_t(e) * c.n,
-                                 c.n, c.k, w.data());
-      else if (c.quant == MoeQuant::w4a8_int4)
-        ops::dequantize_int4_g128(pk, w4w.scales.data() + size_t(e) * (c.k / 128) * c.n, c.n, c.k, w.data());
-      else
-        ops::dequantize_mxfp4_w4a8(pk, w4w.e8m0.data() + size_t(e) * (c.k / 32) * c.n, c.n, c.k, w.data(),
-                                   c.rs ? ops::kMxfp4RsMaxExponentGap : ops::kMxfp4MaxExponentGap);
+      if (e / kBatch != loaded) {
+        loaded = e / kBatch;
+        const int e0 = loaded * kBatch;
+        parallel_for(size_t(std::min(kBatch, experts - e0)), [&](size_t j) {
+          const int ex = e0 + static_cast<int>(j);
+          std::vector<float>& w = wb[j];
+          if (c.counts[ex] == 0) {
+            w.clear();
+            return;
+          }
+          w.resize(size_t(c.n) * c.k);
+          const uint8_t* pk = w4w.packed.data() + size_t(ex) * c.n * c.k / 2;
+          if (c.lut)
+            ops::dequantize_int4_lut(pk, w4w.e8m0.data() + size_t(ex) * (c.k / 128) * c.n,
+                                     w4w.scales.data() + size_t(ex) * c.n, c.n, c.k, w.data());
+          else if (c.quant == MoeQuant::w4a8_int4)
+            ops::dequantize_int4_g128(pk, w4w.scales.data() + size_t(ex) * (c.k / 128) * c.n, c.n, c.k, w.data());
+          else
+            ops::dequantize_mxfp4_w4a8(pk, w4w.e8m0.data() + size_t(ex) * (c.k / 32) * c.n, c.n, c.k, w.data(),
+                                       c.rs ? ops::kMxfp4RsMaxExponentGap : ops::kMxfp4MaxExponentGap);
+        });
+      }
+      const std::vector<float>& w = wb[e % kBatch];
       XS_CUDA(cudaMemcpy(wd.p, w.data(), sizeof(float) * w.size(), cudaMemcpyHostToDevice), "dequantised weights");
       reference_expert_gemm_f32w(a.as<uint8_t>(), sa.as<float>(), wd.as<float>(), offsets[e], c.counts[e], m, c.n, c.k,
                                  ref.as<float>(), s);
