@@ -356,15 +356,30 @@ def _attention_acceptance(results, cli_rows):
     return {"passed": ok_all, "shapes": shapes, "lines": lines}
 
 
+# Weight recipes of the moe-gemm bench: per op kind (bf16 output / SwiGLU), the package's format,
+# the activation scales and the C++ bench's --weights name (its JSON "weights" is the same with
+# '_' for '-').
+MOE_RECIPES = {
+    "w8a8": {"bf16": ("w8a8", "per_128", "w8a8"), "swiglu": ("w8a8", "per_128", "w8a8")},
+    "int4_tok": {"bf16": ("int4_lut", "per_token", "w4a8-int4-lut-rs-tok"),
+                 "swiglu": ("int4_lut_glu", "per_token", "w4a8-int4-lut-rs-tok-glu")},
+    "mxfp4_tok": {"bf16": ("mxfp4", "per_token", "w4a8-mxfp4-rs-tok"),
+                  "swiglu": ("mxfp4_glu", "per_token", "w4a8-mxfp4-rs-tok-glu")},
+}
+
+
 def bench_moe_gemm(argv=None) -> int:
-    """W8A8 grouped GEMMs through torch.ops.xstage.moe_grouped_gemm on the shapes of
-    `xstage bench moe-gemm` (which runs first, --cli required), timed the same way."""
+    """Grouped GEMMs through torch.ops.xstage.moe_grouped_gemm on the shapes of
+    `xstage bench moe-gemm` (which runs first, --cli required), timed the same way: W8A8 and the
+    per-token W4A8 recipes (INT4 two-level, MXFP4; gate/up-interleaved rows for SwiGLU)."""
     ap = argparse.ArgumentParser(prog="python -m xstage.bench moe-gemm",
-                                 description="xstage.moe.grouped_gemm vs `xstage bench moe-gemm` (W8A8)")
+                                 description="xstage.moe.grouped_gemm vs `xstage bench moe-gemm`")
     ap.add_argument("--cli", required=True, help="the xstage binary (its bench defines the shapes)")
     ap.add_argument("--models", default="", help="comma list (default: the C++ bench's seven)")
     ap.add_argument("--tokens", "-t", default="1024,8192", help="tokens per expert")
     ap.add_argument("--ops", default="l1_swiglu,l1_bf16,l2_bf16")
+    ap.add_argument("--recipes", default="w8a8",
+                    help=f"comma list of {', '.join(MOE_RECIPES)} (int4_tok / mxfp4_tok: per-token W4A8)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--warmup-ms", type=float, default=200.0,
                     help="then untimed launches for this long (the C++ bench's default: the sustained clock)")
@@ -378,6 +393,11 @@ def bench_moe_gemm(argv=None) -> int:
     bad = _bad_counts(args, warmup=False)
     if bad is not None:
         return bad
+    recipes = [x for x in args.recipes.split(",") if x]
+    bad_recipe = [x for x in recipes if x not in MOE_RECIPES]
+    if not recipes or bad_recipe:
+        print(f"xstage.bench: --recipes takes {', '.join(MOE_RECIPES)}, got '{args.recipes}'", file=sys.stderr)
+        return 2
     mods = _import("torch", "xstage", "xstage.moe")
     if mods is None:
         return 3
@@ -387,9 +407,14 @@ def bench_moe_gemm(argv=None) -> int:
         return 3
     tmp = tempfile.TemporaryDirectory()
 
-    def run_cli(models, tokens, ops, quiet):
+    cli_weights = sorted({MOE_RECIPES[x][kind][2] for x in recipes for kind in ("bf16", "swiglu")})
+    wanted = {(MOE_RECIPES[x][kind][2].replace("-", "_"), kind): (x, MOE_RECIPES[x][kind]) for x in recipes
+              for kind in ("bf16", "swiglu")}
+
+    def run_cli(models, tokens, ops, quiet, weights=None):
         path = os.path.join(tmp.name, "moe.json")
-        cmd = [args.cli, "bench", "moe-gemm", "--json", path, "--tokens", tokens, "--ops", ops, "--weights", "w8a8",
+        cmd = [args.cli, "bench", "moe-gemm", "--json", path, "--tokens", tokens, "--ops", ops, "--weights",
+               *(weights or cli_weights),
                "--warmup", str(args.warmup), "--warmup-ms", str(args.warmup_ms), "--iters", str(args.iters)]
         if models:
             cmd += ["--models", models]
@@ -400,7 +425,10 @@ def bench_moe_gemm(argv=None) -> int:
             return json.load(f)
 
     cli_doc = run_cli(args.models, args.tokens, args.ops, quiet=False)
-    rows = [r for r in cli_doc["results"] if "median_us" in r and r.get("weights", "w8a8") == "w8a8"]
+    def recipe_of(r):
+        kind = "swiglu" if r["op"] == "l1_swiglu" else "bf16"
+        return wanted.get((r.get("weights", "w8a8"), kind))
+    rows = [r for r in cli_doc["results"] if "median_us" in r and recipe_of(r) is not None]
     C = xstage._ext.load()
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
@@ -409,28 +437,47 @@ def bench_moe_gemm(argv=None) -> int:
           f"bench ({'its first run' if args.cli_once else 'run again right before each cell'}), the C++ bench's data "
           f"(uniform fp8 codes, scales in [0.5, 1.5] / 448), median of {args.iters} after {args.warmup} launches and "
           f"{args.warmup_ms:.0f} ms of warm-up")
-    print(f"#{'model':>18} {'op':>10} {'tokens':>6} {'E':>4} {'n':>6} {'k':>6} {'sets':>4} {'time(us)':>10} "
-          f"{'TFLOP/s':>9} {'C++ TFLOP/s':>11} {'ratio':>6} {'op/ext':>6}{verify.CHECK_HEADER}")
+    print(f"#{'model':>18} {'op':>10} {'recipe':>9} {'tokens':>6} {'E':>4} {'n':>6} {'k':>6} {'sets':>4} "
+          f"{'time(us)':>10} {'TFLOP/s':>9} {'C++ TFLOP/s':>11} {'ratio':>6} {'op/ext':>6}{verify.CHECK_HEADER}")
     results = []
     failed = 0
+    packed_one = {}
+    rows.sort(key=lambda x: (recipe_of(x)[1][0], x["n"], x["k"]))   # cells sharing packed weights in a row
     for r in rows:
         E, tokens, n, k, m = r["experts"], r["tokens_per_expert"], r["n"], r["k"], r["m"]
         epilogue = "swiglu" if r["op"] == "l1_swiglu" else "bf16"
-        set_bytes = E * n * k + m * k
+        recipe, (fmt, act, cli_w) = recipe_of(r)
+        set_bytes = E * n * k // (1 if fmt == "w8a8" else 2) + m * k
         sets = sets_for(rotate, set_bytes)
         if not args.cli_once:   # the C++ bench on this cell, right before the rows below
-            again = [x for x in run_cli(r["model"], str(tokens), r["op"], quiet=True)["results"]
-                     if "median_us" in x and x.get("weights", "w8a8") == "w8a8" and x["n"] == n and x["k"] == k]
+            again = [x for x in run_cli(r["model"], str(tokens), r["op"], quiet=True, weights=[cli_w])["results"]
+                     if "median_us" in x and recipe_of(x) == recipe_of(r) and x["n"] == n and x["k"] == k]
             if len(again) == 1:
                 r = dict(again[0], first_median_us=r["median_us"])
         data = []
         fp8 = torch.float8_e4m3fn
+        w_ref = None   # W4A8: one expert's fp32 weights as the kernel reads them (every expert the same)
+        if fmt != "w8a8":
+            if (fmt, n, k) not in packed_one:   # rows 1-8x apart in magnitude; prepacked on the host once
+                one = (torch.rand(1, n, k) * 2 - 1) * torch.pow(2.0, -(torch.arange(n) % 4).float())[None, :, None]
+                packed_one.clear()
+                packed_one[(fmt, n, k)] = moe.prepack(one, fmt, reference=True, device=dev)
+            pw1 = packed_one[(fmt, n, k)]
+            w_ref = pw1.reference[0]
+            pw = moe.PackedWeights(fmt, E, n, k, pw1.b.expand(E, *pw1.b.shape[1:]).contiguous(),
+                                   pw1.b_scales.expand(E, *pw1.b_scales.shape[1:]).contiguous())
         for _ in range(sets):   # the C++ bench's patterns: fp8 codes of 448 * U(-1, 1), scales U(0.5, 1.5) / 448
-            b = ((torch.rand(E, n, k, device=dev) * 2 - 1) * 448).to(fp8).view(torch.uint8)
-            bs = (torch.rand(E, n // 128, k // 128, device=dev) + 0.5) / 448
             a = ((torch.rand(m, k, device=dev) * 2 - 1) * 448).to(fp8)
-            a_s = ((torch.rand(k // 128, m, device=dev) + 0.5) / 448).contiguous()
-            data.append((a, a_s, moe.PackedWeights("w8a8", E, n, k, b, bs)))
+            if act == "per_128":
+                a_s = ((torch.rand(k // 128, m, device=dev) + 0.5) / 448).contiguous()
+            else:
+                a_s = ((torch.rand(m, device=dev) + 0.5) / 448).contiguous()
+            if fmt == "w8a8":
+                b = ((torch.rand(E, n, k, device=dev) * 2 - 1) * 448).to(fp8).view(torch.uint8)
+                bs = (torch.rand(E, n // 128, k // 128, device=dev) + 0.5) / 448
+                data.append((a, a_s, moe.PackedWeights("w8a8", E, n, k, b, bs)))
+            else:
+                data.append((a, a_s, pw))
         counts = torch.full((E,), tokens, dtype=torch.int32, device=dev)
         offsets = (torch.arange(E, dtype=torch.int32, device=dev) * tokens).contiguous()
         rw = torch.rand(m, device=dev)
@@ -447,7 +494,7 @@ def bench_moe_gemm(argv=None) -> int:
         def ext(i):
             a, a_s, w = data[i]
             o, os_ = outs[i]
-            C.moe_gemm("w8a8", epilogue, "per_128", E, m, n, k, a.data_ptr(), a_s.data_ptr(), w.b.data_ptr(),
+            C.moe_gemm(fmt, epilogue, act, E, m, n, k, a.data_ptr(), a_s.data_ptr(), w.b.data_ptr(),
                        w.b_scales.data_ptr(), counts.data_ptr(), offsets.data_ptr(), o.data_ptr(),
                        os_.data_ptr() if epilogue != "bf16" else 0, rw.data_ptr() if epilogue != "bf16" else 0,
                        tokens, dev.index or 0, torch.cuda.current_stream().cuda_stream)
@@ -459,17 +506,18 @@ def bench_moe_gemm(argv=None) -> int:
         _sustain(torch, ext, sets, args.warmup_ms)
         us_ext = _timed(torch, ext, sets, args)
         corr = _check_moe(torch, moe, call, data[0], counts, rw, epilogue, tokens, args.check_rows,
-                          E * 131 + tokens + n)
+                          E * 131 + tokens + n, w_ref)
         failed += not corr["passed"]
         ext_poison = outs[0][0].view(torch.uint8) if epilogue != "bf16" else outs[0][0]
         ext_poison.fill_(0x7F if epilogue != "bf16" else float("nan"))
         corr_ext = _check_moe(torch, moe, ext, data[0], counts, rw, epilogue, tokens, args.check_rows,
-                              E * 131 + tokens + n)
+                              E * 131 + tokens + n, w_ref)
         failed += not corr_ext["passed"]
         med = stats_us(us)["median_us"]
         med_ext = stats_us(us_ext)["median_us"]
         tflops = 2.0 * E * tokens * n * k / (med * 1e-6) / 1e12
-        rec = {"backend": "xstage-torch-op", "model": r["model"], "op": r["op"], "weights": "w8a8", "experts": E,
+        rec = {"backend": "xstage-torch-op", "model": r["model"], "op": r["op"], "recipe": recipe, "format": fmt,
+               "activation_scales": act, "weights": r.get("weights", "w8a8"), "experts": E,
                "tokens_per_expert": tokens, "m": m, "n": n, "k": k, "rotating_sets": sets, "median_us": med,
                "min_us": min(us), "max_us": max(us), "tflops": tflops, "cli_median_us": r["median_us"],
                "cli_tflops": r["tflops"], "vs_cli_tflops": tflops / r["tflops"], "cli_instantiation": r.get("instantiation"),
@@ -479,7 +527,8 @@ def bench_moe_gemm(argv=None) -> int:
         rec["passed"] = bool(corr["passed"] and corr_ext["passed"] and (r.get("correctness") or {}).get("passed", False)
                              and rec["vs_cli_tflops"] >= MOE_VS_CLI)
         results.append(rec)
-        print(f" {r['model']:>18} {r['op']:>10} {tokens:>6} {E:>4} {n:>6} {k:>6} {sets:>4} {med:>10.1f} {tflops:>9.1f} "
+        print(f" {r['model']:>18} {r['op']:>10} {recipe:>9} {tokens:>6} {E:>4} {n:>6} {k:>6} {sets:>4} {med:>10.1f} "
+              f"{tflops:>9.1f} "
               f"{r['tflops']:>11.1f} {rec['vs_cli_tflops']:>6.3f} {rec['op_vs_ext']:>6.3f}{verify.check_columns(corr)}",
               flush=True)
         del data, outs
@@ -491,7 +540,7 @@ def bench_moe_gemm(argv=None) -> int:
         _write_json(args.json, {"schema": "xstage.bench.moe_gemm.v1", "tool": "xstage.bench (python)",
                                 "torch": torch.__version__, "device": props.name, **stamp(),
                                 "config": {"warmup": args.warmup, "iters": args.iters, "tokens": args.tokens,
-                                           "ops": args.ops, "flops": "2*experts*tokens*n*k",
+                                           "ops": args.ops, "recipes": recipes, "flops": "2*experts*tokens*n*k",
                                            "check_rows": args.check_rows, "acceptance_vs_cli_tflops": MOE_VS_CLI},
                                 "cli_results": cli_doc["results"], "results": results,
                                 "acceptance": {"passed": bool(results) and n_ok == len(results), "cells": len(results),
@@ -501,11 +550,12 @@ def bench_moe_gemm(argv=None) -> int:
     return 0 if results and n_ok == len(results) else 4
 
 
-def _check_moe(torch, moe, call, data0, counts, rw, epilogue, tokens, rows, seed):
+def _check_moe(torch, moe, call, data0, counts, rw, epilogue, tokens, rows, seed, w_ref=None):
     """The correctness record of call(0) (uniform routing: `tokens` rows per expert): one call on
     NaN-poisoned outputs, seeded rows against the fp32 product of the dequantised operands
-    (A per 128 columns, B per 128 x 128 block); the SwiGLU epilogue against
-    silu(gate) * up * row weight, its fp8 output dequantised with its per-128 scales."""
+    (A per 128 columns or per token; B per 128 x 128 block, or `w_ref`, the fp32 weights every
+    expert shares, for W4A8); the SwiGLU epilogue against silu(gate) * up * row weight, its fp8
+    output dequantised with its per-128 scales."""
     import torch.nn.functional as F
 
     a, a_s, w = data0
@@ -523,12 +573,15 @@ def _check_moe(torch, moe, call, data0, counts, rw, epilogue, tokens, rows, seed
         by_expert = {}
         for p in pick:
             by_expert.setdefault(p // tokens, []).append(p)
-        b8 = w.b.view(torch.float8_e4m3fn)
+        b8 = w.b.view(torch.float8_e4m3fn) if w_ref is None else None
         for e, ps in by_expert.items():
             idx = torch.tensor(ps, device=a.device)
-            xa = verify.dequant(torch, a.index_select(0, idx).view(torch.float8_e4m3fn),
-                                a_s.index_select(1, idx).t())
-            r = xa @ verify.dequant(torch, b8[e], w.b_scales[e]).t()
+            if a_s.dim() == 1:   # per token
+                xa = a.index_select(0, idx).float() * a_s.index_select(0, idx)[:, None]
+            else:
+                xa = verify.dequant(torch, a.index_select(0, idx).view(torch.float8_e4m3fn),
+                                    a_s.index_select(1, idx).t())
+            r = xa @ (w_ref if w_ref is not None else verify.dequant(torch, b8[e], w.b_scales[e])).t()
             if epilogue == "bf16":
                 got.append(res.index_select(0, idx).float())
                 ref.append(r)

@@ -10,10 +10,11 @@
 #                build-py/<tag>/, plus the xstage CLI in the same build folder (for the bench);
 #                incremental: run it again if a time limit cut it short
 #   test         pytest tests/python (CPU and GPU tests) -> OUT/pytest.log, OUT/pytest.xml
-#   bench        python -m xstage.bench attention --cli <build>/xstage -> OUT/attention-torch-op.json
+#   bench        python -m xstage.bench attention --cli <build>/xstage --warmup-ms 200
+#                -> OUT/attention-torch-op.json
 #   quick-bench  the same on S 4096,16384 only
-#   moe-bench    python -m xstage.bench moe-gemm --cli <build>/xstage (W8A8, 7 models x 1024/8192
-#                tokens x 3 GEMMs) -> OUT/moe-gemm-torch-op.json
+#   moe-bench    python -m xstage.bench moe-gemm --cli <build>/xstage (W8A8 and the per-token W4A8
+#                recipes, 7 models x 1024/8192 tokens x 3 GEMMs) -> OUT/moe-gemm-torch-op.json
 # Nothing is installed: the tests and the bench import python/xstage with the extension from
 # the build folder (xstage/_ext.py finds it there).
 set -uo pipefail
@@ -55,7 +56,8 @@ step_test() {
 
 step_bench() {
   local extra=("$@")
-  $PY -m xstage.bench attention --cli "$BUILD/xstage" --json "$OUT/attention-torch-op.json" "${extra[@]}" 2>&1 |
+  $PY -m xstage.bench attention --cli "$BUILD/xstage" --warmup-ms 200 --json "$OUT/attention-torch-op.json" \
+    "${extra[@]}" 2>&1 |
     tee "$OUT/attention-torch-op.txt"
   return "${PIPESTATUS[0]}"
 }
@@ -67,7 +69,8 @@ for s in "${steps[@]}"; do
     bench) step_bench || rc=1 ;;
     quick-bench) step_bench -S 4096,16384 || rc=1 ;;
     moe-bench)
-      $PY -m xstage.bench moe-gemm --cli "$BUILD/xstage" --json "$OUT/moe-gemm-torch-op.json" 2>&1 |
+      $PY -m xstage.bench moe-gemm --cli "$BUILD/xstage" --recipes w8a8,int4_tok,mxfp4_tok \
+        --json "$OUT/moe-gemm-torch-op.json" 2>&1 |
         tee "$OUT/moe-gemm-torch-op.txt"
       [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
     *) echo "[gpu_check] unknown step $s (build, test, bench, quick-bench, moe-bench)"; exit 2 ;;

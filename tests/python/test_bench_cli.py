@@ -29,6 +29,12 @@ def test_bad_counts_are_refused(bench, flags, message):
     assert r.stderr.strip() == f"xstage.bench: {message}"
 
 
+def test_unknown_moe_recipe_is_refused():
+    r = run("moe-gemm", "--cli", "/nonexistent/xstage", "--recipes", "w8a8,int3")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == "xstage.bench: --recipes takes w8a8, int4_tok, mxfp4_tok, got 'w8a8,int3'"
+
+
 def test_unknown_benchmark():
     r = run("conv")
     assert r.returncode == 2
