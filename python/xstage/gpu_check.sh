@@ -3,7 +3,7 @@
 # GPU machine (.deps/ present; nvcc 13, CMake, Ninja, Python with torch, nanobind,
 # scikit-build-core, pytest; no network).
 #
-#   python/xstage/gpu_check.sh OUT [build] [test] [bench] [quick-bench] [moe-bench]
+#   python/xstage/gpu_check.sh OUT [build] [test] [bench] [quick-bench] [moe-bench[=RECIPES]]
 #                                                   (default: build test bench moe-bench)
 #
 #   build        the wheel (pip wheel --no-build-isolation: what `pip install .` builds) in
@@ -14,7 +14,9 @@
 #                -> OUT/attention-torch-op.json
 #   quick-bench  the same on S 4096,16384 only
 #   moe-bench    python -m xstage.bench moe-gemm --cli <build>/xstage (W8A8 and the per-token W4A8
-#                recipes, 7 models x 1024/8192 tokens x 3 GEMMs) -> OUT/moe-gemm-torch-op.json
+#                recipes, 7 models x 1024/8192 tokens x 3 GEMMs) -> OUT/moe-gemm-torch-op-<recipes>.json;
+#                moe-bench=RECIPES: only those (e.g. moe-bench=w8a8, then moe-bench=int4_tok,mxfp4_tok:
+#                all three take more than one 10-minute call)
 # Nothing is installed: the tests and the bench import python/xstage with the extension from
 # the build folder (xstage/_ext.py finds it there).
 set -uo pipefail
@@ -68,12 +70,15 @@ for s in "${steps[@]}"; do
     test) step_test || rc=1 ;;
     bench) step_bench || rc=1 ;;
     quick-bench) step_bench -S 4096,16384 || rc=1 ;;
-    moe-bench)
-      $PY -m xstage.bench moe-gemm --cli "$BUILD/xstage" --recipes w8a8,int4_tok,mxfp4_tok \
-        --json "$OUT/moe-gemm-torch-op.json" 2>&1 |
-        tee "$OUT/moe-gemm-torch-op.txt"
+    moe-bench | moe-bench=*)
+      recipes=w8a8,int4_tok,mxfp4_tok
+      [ "$s" = moe-bench ] || recipes=${s#moe-bench=}
+      tag=${recipes//,/-}
+      $PY -m xstage.bench moe-gemm --cli "$BUILD/xstage" --recipes "$recipes" \
+        --json "$OUT/moe-gemm-torch-op-$tag.json" 2>&1 |
+        tee "$OUT/moe-gemm-torch-op-$tag.txt"
       [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;
-    *) echo "[gpu_check] unknown step $s (build, test, bench, quick-bench, moe-bench)"; exit 2 ;;
+    *) echo "[gpu_check] unknown step $s (build, test, bench, quick-bench, moe-bench[=RECIPES])"; exit 2 ;;
   esac
 done
 echo "[gpu_check] done, exit $rc; results in $OUT"
