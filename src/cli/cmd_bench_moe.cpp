@@ -73,8 +73,13 @@ struct Flags {
 constexpr RowTolerance kMoeLayerTolerance{2e-2, 5e-2, 1e-12};
 
 // The bench's input values (random_fp8 below): every fp8 / packed 4-bit tensor of every rank
-// holds the pattern's bytes from its start, repeated; the scales are constants.
+// holds the pattern's bytes from its start, repeated; the scales are constants. The activations
+// start kXPatternOffset bytes in (an odd offset; every weight row starts at a multiple of 128
+// bytes of the pattern): from the same start a token's x would equal row t of an expert's W1,
+// making that Linear-1 channel a sum of squares that dominates the token's output row
+// (docs/megamoe.md §Checks).
 constexpr float kXScale = 1.f / 16, kW8Scale = 1.f / 256, kInt4Scale = 1.f / 64;
+constexpr size_t kXPatternOffset = 1000003;
 constexpr uint8_t kMxE8m0 = 121;  // 2^-6
 
 // One expert of the layer as the bench uploaded it: local expert `le` of any rank (every rank
@@ -155,7 +160,7 @@ std::vector<RankCheck> moe_layer_check_ref(Team& team, const Flags& fl, const mo
       const Task& tk = tasks[t];
       const RankCheck& rc = out[tk.i];
       const size_t tok = rc.tokens[tk.row];
-      for (int c = 0; c < H; ++c) x[c] = pat[(tok * H + c) % pat.size()];
+      for (int c = 0; c < H; ++c) x[c] = pat[kXPatternOffset + (tok * H + c) % (pat.size() - kXPatternOffset)];
       const float wgt = r.per_rank[rc.rank].weights[tok * k + tk.choice];
       ref.row(wgt, x.data(), xs.data(), ys.data() + t * H);
     }
@@ -349,7 +354,8 @@ void run(const Flags& fl) {
             auto& d = in[i];
             d.topk_experts = upload(r.per_rank[rank].experts);
             d.topk_weights = upload(r.per_rank[rank].weights);
-            d.x = random_fp8(size_t(tokens) * H, pat_dev[i], pat_bytes, s);
+            d.x = random_fp8(size_t(tokens) * H, static_cast<const char*>(pat_dev[i]) + kXPatternOffset,
+                             pat_bytes - kXPatternOffset, s);
             d.x_scales = const_floats((H / 128) * tokens, 1.f / 16);
             d.quant = quant;
             if (quant == ops::MoeQuant::w8a8) {
