@@ -61,6 +61,7 @@ struct Flags {
   double tile_tflops = 7.0;
   std::string json_out;
   std::string dump_rows;  // checked rows above half the row bound: got, ref, experts, weights
+  size_t x_offset = 1000003;  // byte of the input pattern the activations start at (odd, see below)
   int check_tokens = 16;  // token rows per rank compared with the host reference
   uint64_t check_seed = 20261203u;
 };
@@ -74,12 +75,11 @@ constexpr RowTolerance kMoeLayerTolerance{2e-2, 5e-2, 1e-12};
 
 // The bench's input values (random_fp8 below): every fp8 / packed 4-bit tensor of every rank
 // holds the pattern's bytes from its start, repeated; the scales are constants. The activations
-// start kXPatternOffset bytes in (an odd offset; every weight row starts at a multiple of 128
-// bytes of the pattern): from the same start a token's x would equal row t of an expert's W1,
-// making that Linear-1 channel a sum of squares that dominates the token's output row
-// (docs/megamoe.md §Checks).
+// start --x-offset bytes in (default 1000003, odd; every weight row starts at a multiple
+// of 128 bytes of the pattern): from the same start a token's x would equal row t of an expert's
+// W1, making that Linear-1 channel a sum of squares that dominates the token's output row
+// (docs/megamoe.md §Benchmark; --x-offset 0 reproduces that layout).
 constexpr float kXScale = 1.f / 16, kW8Scale = 1.f / 256, kInt4Scale = 1.f / 64;
-constexpr size_t kXPatternOffset = 1000003;
 constexpr uint8_t kMxE8m0 = 121;  // 2^-6
 
 // One expert of the layer as the bench uploaded it: local expert `le` of any rank (every rank
@@ -160,7 +160,7 @@ std::vector<RankCheck> moe_layer_check_ref(Team& team, const Flags& fl, const mo
       const Task& tk = tasks[t];
       const RankCheck& rc = out[tk.i];
       const size_t tok = rc.tokens[tk.row];
-      for (int c = 0; c < H; ++c) x[c] = pat[kXPatternOffset + (tok * H + c) % (pat.size() - kXPatternOffset)];
+      for (int c = 0; c < H; ++c) x[c] = pat[fl.x_offset + (tok * H + c) % (pat.size() - fl.x_offset)];
       const float wgt = r.per_rank[rc.rank].weights[tok * k + tk.choice];
       ref.row(wgt, x.data(), xs.data(), ys.data() + t * H);
     }
@@ -354,8 +354,8 @@ void run(const Flags& fl) {
             auto& d = in[i];
             d.topk_experts = upload(r.per_rank[rank].experts);
             d.topk_weights = upload(r.per_rank[rank].weights);
-            d.x = random_fp8(size_t(tokens) * H, static_cast<const char*>(pat_dev[i]) + kXPatternOffset,
-                             pat_bytes - kXPatternOffset, s);
+            d.x = random_fp8(size_t(tokens) * H, static_cast<const char*>(pat_dev[i]) + fl.x_offset,
+                             pat_bytes - fl.x_offset, s);
             d.x_scales = const_floats((H / 128) * tokens, 1.f / 16);
             d.quant = quant;
             if (quant == ops::MoeQuant::w8a8) {
@@ -630,6 +630,12 @@ void add_moe_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--check-seed", fl->check_seed, "Seed of the checked tokens")->capture_default_str();
   cmd->add_option("--json", fl->json_out, "Write results as JSON (xstage.bench.moe.v1)");
+  cmd->add_option("--x-offset", fl->x_offset,
+                  "Byte of the 16 MiB input pattern the activations start at (odd: no token's x equals a weight "
+                  "row; 0: the layout where x of token t is row t of an expert's W1, a dominant sum-of-squares "
+                  "channel)")
+      ->check(CLI::Range(size_t(0), size_t(8) << 20))
+      ->capture_default_str();
   cmd->add_option("--dump-rows", fl->dump_rows,
                   "Write every checked row above half the row bound (got and reference values, its experts and "
                   "weights; at most 16 per cell) as JSON, to locate an error inside a row");

@@ -34,7 +34,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help / --help-all print and exit 0; any other flag error is bad input: one line, exit 2.
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    std::fprintf(stderr, "xstage: error: %s (see --help)\n", e.what());
+    return 2;
   } catch (const xstage::InvalidArgument& e) {
     std::fprintf(stderr, "xstage: error: %s\n", e.what());
     return 2;

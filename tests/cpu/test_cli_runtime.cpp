@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <initializer_list>
@@ -111,6 +112,15 @@ TEST(Cli, MoeRoutingListsModelsAndRejectsBadInput) {
 TEST(Cli, UnknownCommandIsAnError) {
   auto r = run("frobnicate");
   EXPECT_NE(r.code, 0);
+}
+
+// Flags CLI11 itself refuses (not a number, out of a declared range, unknown) are bad input like
+// any other: one line on stderr, exit status 2.
+TEST(Cli, FlagParseErrorsAreOneLineAndExit2) {
+  expect_refusals("predict", {{"--producers abc", "xstage: error: "}, {"--no-such-flag", "xstage: error: "}});
+  expect_refusals("moe-routing", {{"-m DiT-MoE-G -t -5", "xstage: error: "}});
+  auto r = run("predict --producers abc");
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
 }
 
 #ifdef XSTAGE_HAVE_MOE
