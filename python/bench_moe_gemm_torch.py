@@ -30,7 +30,6 @@ missing.
 import argparse
 import math
 import sys
-import time
 
 from xsbench import moe_models, timing, verify
 from xsbench.results import write_json
@@ -76,12 +75,7 @@ def timed(torch, mm, args, backlog, flops):
     args.iters launches: the stats and TFLOP/s fields of a record."""
     for w in range(args.warmup):
         mm(w)
-    t_warm, w = time.monotonic(), 0
-    while (time.monotonic() - t_warm) * 1e3 < args.warmup_ms:
-        for _ in range(16):
-            mm(w)
-            w += 1
-        torch.cuda.synchronize()
+    timing.sustain(torch, mm, args.warmup_ms)
     backlog.zero_()
     st = timing.stats_us(timing.time_launches(torch, mm, args.iters))
     return {**st, "tflops": flops / (st["median_us"] * 1e-6) / 1e12,

@@ -19,6 +19,7 @@ visible_pairs = _u.visible_pairs
 rotate_bytes = _u.rotate_bytes
 sets_for = _u.sets_for
 time_launches = _u.time_launches
+sustain = _u.sustain
 record_error = _u.record_error
 stamp = _u.stamp
 

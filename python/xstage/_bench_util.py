@@ -75,6 +75,20 @@ def time_launches(torch, call, iters, warmup=0, before=None):
     return [s.elapsed_time(e) * 1e3 for s, e in ev]
 
 
+def sustain(torch, call, ms):
+    """Untimed calls call(i), i = 0, 1, ..., for about `ms` milliseconds, synchronising every
+    16: the timed launches that follow see the sustained, power-capped clock, not a short
+    burst's boost clock (the C++ benches' --warmup-ms, src/cli/bench_util.hpp sustain_clock)."""
+    import time
+
+    t0, i = time.monotonic(), 0
+    while (time.monotonic() - t0) * 1e3 < ms:
+        for _ in range(16):
+            call(i)
+            i += 1
+        torch.cuda.synchronize()
+
+
 def record_error(results, rec, e):
     """Marks the bench record `rec` as failed with the first line of exception `e`, appends it
     to `results`, and returns that line."""

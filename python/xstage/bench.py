@@ -7,10 +7,12 @@ The method of `xstage bench attention` (src/cli/cmd_bench_attention.cpp) and
 python/bench_attention_torch.py: B = 1, BSHD tensors, warm-up, CUDA events around every launch,
 median of >= 20 launches, inputs rotating over enough sets to exceed 2 x L2, and the GPU kept
 busy (a spin kernel queued first) while the host enqueues the timed launches, so host overhead
-does not enter a timing. Rows: xstage.attention through the torch op ("xstage-torch-op"), the
-same call captured in a CUDA graph replayed per launch ("xstage-torch-graph"), and torch SDPA
-with the cuDNN backend ("torch-cudnn"). With --cli, `xstage bench attention --json` runs first
-with the same shapes and each row gets time / C++ time.
+does not enter a timing. Rows: the extension's launch called directly into preallocated
+outputs ("xstage-ext", attention_op.launch_into / moe.launch_into), xstage.attention through the
+torch op ("xstage-torch-op"), the same call captured in a CUDA graph replayed per launch
+("xstage-torch-graph"), and torch SDPA with the cuDNN backend ("torch-cudnn"). With --cli, the
+C++ bench runs on the same shape right before its rows (--cli-once: once, up front) and each row
+gets time / C++ time.
 
 Every timed cell is checked (xstage/_verify.py): one more call on NaN-poisoned output, seeded
 rows against an fp32 reference, a full finiteness scan; the record goes into the cell's
@@ -31,7 +33,7 @@ import tempfile
 
 from . import _verify as verify
 from ._bench_util import MIN_ITERS, ints as _ints, record_error, rotate_bytes, sets_for, stamp, stats_us, \
-    time_launches, visible_pairs
+    sustain, time_launches, visible_pairs
 
 ATTENTION_REL_TOL = 0.02   # per-row relative L2 error of the bf16/fp16 output vs fp32 (as the C++ bench)
 MOE_BF16_REL_TOL = 0.02    # grouped GEMM, bf16 rows vs the fp32 product of the dequantised operands
@@ -68,14 +70,15 @@ def _import(*names):
 
 
 def _timed(torch, fn, sets, args):
-    """us of args.iters launches fn(i % sets), each between CUDA events, after args.warmup untimed
-    ones. The GPU is kept busy (a spin kernel) for longer than the host needs to enqueue the timed
-    launches (its per-launch enqueue time is measured on the warm-up launches, which queue behind
-    another spin kernel), so host overhead does not enter a timing; record["host_us"] is that
-    enqueue time, what an eager call costs the host."""
+    """(us of args.iters launches fn(i % sets), each between CUDA events; host_us). First
+    args.warmup_ms of sustained untimed launches, then args.warmup more whose host enqueue time
+    (host_us: what an eager call costs the host) is measured while they queue behind a spin
+    kernel. The GPU is then kept busy (another spin kernel) for longer than the host needs to
+    enqueue the timed launches, so host overhead does not enter a timing."""
     import time
 
     torch.cuda.synchronize()
+    sustain(torch, lambda i: fn(i % sets), args.warmup_ms)
     torch.cuda._sleep(int(max(args.warmup, 1) * 400 * 1.9e3))   # ~400 us per warm-up launch
     t0 = time.perf_counter()
     for w in range(max(args.warmup, 1)):
@@ -83,25 +86,7 @@ def _timed(torch, fn, sets, args):
     host_us = (time.perf_counter() - t0) * 1e6 / max(args.warmup, 1)
     torch.cuda.synchronize()
     torch.cuda._sleep(int(args.iters * max(60.0, 2.0 * host_us + 20.0) * 1.9e3))
-    us = time_launches(torch, lambda i: fn(i % sets), args.iters)
-    _timed.host_us = host_us
-    return us
-
-
-def _sustain(torch, fn, sets, ms):
-    """Untimed launches fn(i % sets) for about `ms` milliseconds (the C++ bench's --warmup-ms):
-    the timed launches then see the sustained, power-capped clock."""
-    import time
-
-    if ms <= 0:
-        return
-    torch.cuda.synchronize()
-    t0, i = time.perf_counter(), 0
-    while (time.perf_counter() - t0) * 1e3 < ms:
-        for _ in range(8):
-            fn(i % sets)
-            i += 1
-        torch.cuda.synchronize()
+    return time_launches(torch, lambda i: fn(i % sets), args.iters), host_us
 
 
 def _write_json(path, doc):
@@ -154,10 +139,11 @@ def bench_attention(argv=None) -> int:
     bad = _bad_counts(args)
     if bad is not None:
         return bad
-    mods = _import("torch", "torch.nn.functional", "torch.nn.attention", "xstage")
+    mods = _import("torch", "torch.nn.functional", "torch.nn.attention", "xstage", "xstage.attention_op")
     if mods is None:
         return 3
-    torch, F, attn, xstage = mods
+    torch, F, attn, xstage, attention_op = mods
+    launch_into = attention_op.launch_into
     if not torch.cuda.is_available():
         print("xstage.bench: no CUDA device", file=sys.stderr)
         return 3
@@ -172,7 +158,6 @@ def bench_attention(argv=None) -> int:
         cli_rows = _run_cli(args.cli, args, os.path.join(cli_dir.name, "cli.json"))
     elif args.cli:
         print(f"# C++ bench per shape, right before its rows: {args.cli} bench attention -S s -H h -d d", flush=True)
-    C = xstage._ext.load()
 
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
@@ -203,17 +188,10 @@ def bench_attention(argv=None) -> int:
                 rows = []
                 if not args.no_ext:
                     outs = [torch.empty_like(t[0]) for t in qkv]
-                    code = 0 if dtype == torch.bfloat16 else 1
 
                     def ext(i):
-                        q, k, v = qkv[i]
-                        o = outs[i]
-                        qs, ks, vs, os_ = q.stride(), k.stride(), v.stride(), o.stride()
-                        C.attention_fwd(code, 1, h, s, s, d, q.data_ptr(), qs[0], qs[1], qs[2],
-                                        k.data_ptr(), ks[0], ks[1], ks[2], v.data_ptr(), vs[0], vs[1], vs[2],
-                                        o.data_ptr(), os_[0], os_[1], os_[2], 0, 0.0, args.causal, dev.index or 0,
-                                        torch.cuda.current_stream().cuda_stream)
-                        return o
+                        launch_into(outs[i], *qkv[i], args.causal, 0.0)
+                        return outs[i]
                     rows.append(("xstage-ext", ext))
 
                 def op(i):
@@ -245,14 +223,13 @@ def bench_attention(argv=None) -> int:
                     rec = {"backend": name, "batch": 1, "seqlen": s, "heads": h, "head_dim": d, "dtype": args.dtype,
                            "causal": args.causal, "rotating_sets": sets, "iters": args.iters}
                     try:
-                        _sustain(torch, fn, sets, args.warmup_ms)
-                        us = _timed(torch, fn, sets, args)
+                        us, host_us = _timed(torch, fn, sets, args)
                     except RuntimeError as e:
                         err = record_error(results, rec, e)
                         print(f" {name:>19} {s:>7} {h:>5} {d:>4} {sets:>5}   error: {err[:80]}")
                         continue
                     rec.update(stats_us(us))
-                    rec["host_us"] = _timed.host_us
+                    rec["host_us"] = host_us
                     rec["correctness"] = _check_attention(torch, verify, name, fn, qkv, gouts if name ==
                                                           "xstage-torch-graph" else (outs if name == "xstage-ext"
                                                                                      else None), args, s * h + d)
@@ -429,7 +406,6 @@ def bench_moe_gemm(argv=None) -> int:
         kind = "swiglu" if r["op"] == "l1_swiglu" else "bf16"
         return wanted.get((r.get("weights", "w8a8"), kind))
     rows = [r for r in cli_doc["results"] if "median_us" in r and recipe_of(r) is not None]
-    C = xstage._ext.load()
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
     rotate = rotate_bytes(torch, dev, 0)[1]
@@ -494,17 +470,12 @@ def bench_moe_gemm(argv=None) -> int:
         def ext(i):
             a, a_s, w = data[i]
             o, os_ = outs[i]
-            C.moe_gemm(fmt, epilogue, act, E, m, n, k, a.data_ptr(), a_s.data_ptr(), w.b.data_ptr(),
-                       w.b_scales.data_ptr(), counts.data_ptr(), offsets.data_ptr(), o.data_ptr(),
-                       os_.data_ptr() if epilogue != "bf16" else 0, rw.data_ptr() if epilogue != "bf16" else 0,
-                       tokens, dev.index or 0, torch.cuda.current_stream().cuda_stream)
+            moe.launch_into(o, os_, a, a_s, w.b, w.b_scales, counts, offsets, rw if epilogue != "bf16" else None,
+                            fmt, epilogue, n, k, tokens)
             return o if epilogue == "bf16" else (o, os_)
 
-        _sustain(torch, call, sets, args.warmup_ms)
-        us = _timed(torch, call, sets, args)
-        host_us = _timed.host_us
-        _sustain(torch, ext, sets, args.warmup_ms)
-        us_ext = _timed(torch, ext, sets, args)
+        us, host_us = _timed(torch, call, sets, args)
+        us_ext, _ = _timed(torch, ext, sets, args)
         corr = _check_moe(torch, moe, call, data[0], counts, rw, epilogue, tokens, args.check_rows,
                           E * 131 + tokens + n, w_ref)
         failed += not corr["passed"]
