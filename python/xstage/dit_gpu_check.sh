@@ -32,7 +32,7 @@ steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(test bench report)
 PY=${PYTHON:-python3}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export XSTAGE_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+export XSTAGE_COMMIT=${XSTAGE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 export HF_HUB_OFFLINE=1 DIFFUSERS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
 # the carried wheels, installed outside the system site-packages

@@ -30,7 +30,7 @@ PY=${PYTHON:-python3}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
-export XSTAGE_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+export XSTAGE_COMMIT=${XSTAGE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 tag=$($PY -c "import sys, sysconfig; v=f'cp{sys.version_info[0]}{sys.version_info[1]}'; print(f\"{v}-{v}-{sysconfig.get_platform().replace('-', '_').replace('.', '_')}\")")
 BUILD=build-py/$tag
 export XSTAGE_EXT_DIR="$PWD/$BUILD/python/xstage"   # this build's extension, nothing else
