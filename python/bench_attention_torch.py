@@ -45,9 +45,7 @@ def main(argv=None):
     ap.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--backends", default="cudnn,flash", help="comma list of cudnn, flash, efficient, math")
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--iters", type=int, default=30)
-    ap.add_argument("--rotate-mib", type=float, default=0.0, help="0: 2 x the device's L2")
+    timing.add_timing_args(ap)   # --warmup, --iters, --rotate-mib (no --warmup-ms here)
     ap.add_argument("--layout", choices=["bshd", "bhsd"], default="bshd",
                     help="memory layout of q, k, v (bshd = xstage's; bhsd = contiguous (B, H, S, D))")
     ap.add_argument("--check-rows", type=int, default=256, help="query rows per cell checked against fp32")

@@ -181,12 +181,10 @@ def main(argv=None):
     ap.add_argument("--tokens", type=timing.ints, default=timing.ints("16,128,1024,8192"))
     ap.add_argument("--models", default="", help="comma list of model names (default: all seven)")
     ap.add_argument("--scaling", choices=["auto", "blockwise", "rowwise", "tensorwise"], default="auto")
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--warmup-ms", type=float, default=200.0,
-                    help="then untimed launches until this many ms have passed, so the timed runs see the "
-                         "sustained (power-capped) clock, as xstage bench moe-gemm does (0: off)")
-    ap.add_argument("--iters", type=int, default=30)
-    ap.add_argument("--rotate-mib", type=float, default=0.0, help="0: 2 x the device's L2")
+    timing.add_timing_args(ap, warmup_ms_default=200.0,
+                           warmup_ms_help="then untimed launches until this many ms have passed, so the timed runs "
+                                          "see the sustained (power-capped) clock, as xstage bench moe-gemm does "
+                                          "(0: off)")
     ap.add_argument("--check-rows", type=int, default=256, help="rows per cell checked against the fp32 reference")
     ap.add_argument("--json", help="write results here")
     ap.add_argument("--grouped-json", help="also measure torch._scaled_grouped_mm on xstage's expert counts; write here")

@@ -13,6 +13,7 @@ from xstage import _bench_util as _u
 
 MIN_ITERS = _u.MIN_ITERS  # a median of fewer launches is noise
 ints = _u.ints
+add_timing_args = _u.add_timing_args
 quantile = _u.quantile
 stats_us = _u.stats_us
 visible_pairs = _u.visible_pairs

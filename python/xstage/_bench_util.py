@@ -1,8 +1,9 @@
 """Timing and shape helpers shared by ``python -m xstage.bench`` and the repository's PyTorch
 baselines (python/bench_*_torch.py reach them through python/xsbench/timing.py, which
-re-exports them): argument types, quantiles and the per-cell statistics, the input rotation
-that exceeds L2, CUDA-event timing of individual launches, the causal pair count, and the
-run stamp. Functions take the torch module as an argument: importing this module never
+re-exports them): argument types and the shared timing options, quantiles and the per-cell
+statistics, the input rotation that exceeds L2, CUDA-event timing of individual launches, the
+causal pair count, the run stamp, and the rounds of a cell (C++ bench, then the Python rows in
+alternating order) with their combination. Functions take the torch module as an argument: importing this module never
 imports torch (nor the native extension)."""
 from __future__ import annotations
 
@@ -21,6 +22,18 @@ def ints(text):
         return [int(x) for x in text.split(",") if x]
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}")
+
+
+def add_timing_args(ap, *, warmup_ms_default=None, warmup_ms_help=None, rotate=True):
+    """The timing options the benches share: --warmup (untimed launches), --warmup-ms (sustained
+    warm-up; only where warmup_ms_default is given), --iters (timed launches), --rotate-mib
+    (where `rotate`: the benches whose C++ counterpart always rotates over 2 x L2 leave it out)."""
+    ap.add_argument("--warmup", type=int, default=5, help="untimed launches before the timed ones")
+    if warmup_ms_default is not None:
+        ap.add_argument("--warmup-ms", type=float, default=warmup_ms_default, help=warmup_ms_help)
+    ap.add_argument("--iters", type=int, default=30, help=f"timed launches per cell (>= {MIN_ITERS}; median)")
+    if rotate:
+        ap.add_argument("--rotate-mib", type=float, default=0.0, help="0: 2 x the device's L2")
 
 
 def quantile(values, q):
@@ -101,3 +114,58 @@ def stamp():
     """The run stamp of a bench document: commit (XSTAGE_COMMIT) and UTC date."""
     return {"commit": os.environ.get("XSTAGE_COMMIT", "unknown"),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def round_order(rows, r):
+    """The rows of round r: forward in even rounds, reversed in odd ones. Over an even number of
+    rounds every row then has the same mean position in the cell, so a clock drifting linearly
+    in time shifts all rows alike (the first row after a C++ run is otherwise the fastest)."""
+    return list(rows) if r % 2 == 0 else list(reversed(rows))
+
+
+def run_rounds(rounds, names, time_row, run_cli=None):
+    """One cell's schedule: for r in range(rounds), run_cli() (when given; a None result is not
+    kept), then time_row(name) for each name in round_order(names, r). A row whose time_row
+    raises RuntimeError is left out of the later rounds. Returns ({name: [time_row result per
+    round]}, {name: first line of its error}, [run_cli results])."""
+    timed, errors, cli = {n: [] for n in names}, {}, []
+    for r in range(rounds):
+        if run_cli is not None:
+            c = run_cli()
+            if c is not None:
+                cli.append(c)
+        for n in round_order(names, r):
+            if n in errors:
+                continue
+            try:
+                timed[n].append(time_row(n))
+            except RuntimeError as e:
+                errors[n] = str(e).split("\n")[0]
+    return timed, errors, cli
+
+
+def pool_rounds(rounds_us):
+    """A row's statistics over its rounds (a list of per-round lists of launch times, us): those
+    of all its timed launches pooled (no median of medians, no best round), plus each round's
+    median (round_medians_us)."""
+    return dict(stats_us([x for us in rounds_us for x in us]),
+                round_medians_us=[statistics.median(us) for us in rounds_us])
+
+
+def cli_reference(runs):
+    """The C++ reference of one cell from its runs' rows (dicts with median_us, tflops, min_us,
+    correctness where the bench writes them): the first run's fields with median_us = the mean
+    of the runs' medians (each kept in cli_medians_us), so a clock drift between the runs
+    averages out; tflops at that mean; min_us / tflops_best the best run's; correctness the
+    first run's record that did not pass (a missing one counts as not passed), if any."""
+    meds = [r["median_us"] for r in runs]
+    ref = dict(runs[0], median_us=sum(meds) / len(meds), cli_medians_us=meds)
+    if "tflops" in ref:
+        ref["tflops"] = runs[0]["tflops"] * meds[0] / ref["median_us"]   # keeps the C++ bench's flop count
+    for key, best in (("min_us", min), ("tflops_best", max)):
+        if all(key in r for r in runs):
+            ref[key] = best(r[key] for r in runs)
+    failed = [r.get("correctness") for r in runs if not (r.get("correctness") or {}).get("passed", False)]
+    if failed and "correctness" in ref:
+        ref["correctness"] = failed[0]
+    return ref

@@ -10,13 +10,15 @@
 #                build-py/<tag>/, plus the xstage CLI in the same build folder (for the bench);
 #                incremental: run it again if a time limit cut it short
 #   test         pytest tests/python (CPU and GPU tests) -> OUT/pytest.log, OUT/pytest.xml
-#   bench        python -m xstage.bench attention --cli <build>/xstage --warmup-ms 200
-#                -> OUT/attention-torch-op.json
+#   bench        python -m xstage.bench attention --cli <build>/xstage --warmup-ms 200 --rounds 2
+#                -> OUT/attention-torch-op.json (per shape 2 rounds: the C++ bench, then the Python
+#                rows, reversed in the second; compared with the mean of the 2 C++ runs)
 #   quick-bench  the same on S 4096,16384 only
-#   moe-bench    python -m xstage.bench moe-gemm --cli <build>/xstage (W8A8 and the per-token W4A8
-#                recipes, 7 models x 1024/8192 tokens x 3 GEMMs) -> OUT/moe-gemm-torch-op-<recipes>.json;
+#   moe-bench    python -m xstage.bench moe-gemm --cli <build>/xstage --rounds 2 (W8A8 and the per-token
+#                W4A8 recipes, 7 models x 1024/8192 tokens x 3 GEMMs; 2 rounds per cell as in bench)
+#                -> OUT/moe-gemm-torch-op-<recipes>.json;
 #                moe-bench=RECIPES: only those (e.g. moe-bench=w8a8, then moe-bench=int4_tok,mxfp4_tok:
-#                all three take more than one 10-minute call)
+#                all three take more than one 10-minute call; 2 rounds take about twice one round)
 # Nothing is installed: the tests and the bench import python/xstage with the extension from
 # the build folder (xstage/_ext.py finds it there).
 set -uo pipefail
@@ -58,8 +60,8 @@ step_test() {
 
 step_bench() {
   local extra=("$@")
-  $PY -m xstage.bench attention --cli "$BUILD/xstage" --warmup-ms 200 --json "$OUT/attention-torch-op.json" \
-    "${extra[@]}" 2>&1 |
+  $PY -m xstage.bench attention --cli "$BUILD/xstage" --warmup-ms 200 --rounds 2 \
+    --json "$OUT/attention-torch-op.json" "${extra[@]}" 2>&1 |
     tee "$OUT/attention-torch-op.txt"
   return "${PIPESTATUS[0]}"
 }
@@ -74,7 +76,7 @@ for s in "${steps[@]}"; do
       recipes=w8a8,int4_tok,mxfp4_tok
       [ "$s" = moe-bench ] || recipes=${s#moe-bench=}
       tag=${recipes//,/-}
-      $PY -m xstage.bench moe-gemm --cli "$BUILD/xstage" --recipes "$recipes" \
+      $PY -m xstage.bench moe-gemm --cli "$BUILD/xstage" --rounds 2 --recipes "$recipes" \
         --json "$OUT/moe-gemm-torch-op-$tag.json" 2>&1 |
         tee "$OUT/moe-gemm-torch-op-$tag.txt"
       [ "${PIPESTATUS[0]}" = 0 ] || rc=1 ;;

@@ -19,6 +19,7 @@ def run(*args):
 @pytest.mark.parametrize("flags,message", [
     (["--iters", "5"], "--iters must be >= 20"),
     (["--check-rows", "1"], "--check-rows must be >= 2"),
+    (["--rounds", "0"], "--rounds must be >= 1"),
     (["--warmup-ms", "-1"], "--warmup-ms must be in [0, 60000]"),
     (["--warmup-ms", "70000"], "--warmup-ms must be in [0, 60000]"),
 ])
