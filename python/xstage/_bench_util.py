@@ -125,15 +125,20 @@ def round_order(rows, r):
 
 def run_rounds(rounds, names, time_row, run_cli=None):
     """One cell's schedule: for r in range(rounds), run_cli() (when given; a None result is not
-    kept), then time_row(name) for each name in round_order(names, r). A row whose time_row
-    raises RuntimeError is left out of the later rounds. Returns ({name: [time_row result per
-    round]}, {name: first line of its error}, [run_cli results])."""
+    kept), then time_row(name) for each name in round_order(names, r); then run_cli() once more,
+    so the C++ runs bracket the rounds and their mean position in time is the rows' (a steady
+    clock drift cancels). A row whose time_row raises RuntimeError is left out of the later
+    rounds. Returns ({name: [time_row result per round]}, {name: first line of its error},
+    [run_cli results])."""
     timed, errors, cli = {n: [] for n in names}, {}, []
-    for r in range(rounds):
+
+    def cli_run():
         if run_cli is not None:
             c = run_cli()
             if c is not None:
                 cli.append(c)
+    for r in range(rounds):
+        cli_run()
         for n in round_order(names, r):
             if n in errors:
                 continue
@@ -141,6 +146,7 @@ def run_rounds(rounds, names, time_row, run_cli=None):
                 timed[n].append(time_row(n))
             except RuntimeError as e:
                 errors[n] = str(e).split("\n")[0]
+    cli_run()
     return timed, errors, cli
 
 

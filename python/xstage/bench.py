@@ -14,11 +14,12 @@ torch op ("xstage-torch-op"), the same call captured in a CUDA graph replayed pe
 
 With --cli each shape (moe-gemm: each cell) runs in --rounds R rounds (default 2): the C++ bench
 on that shape alone, then every Python row, in forward order in even rounds and reversed in odd
-ones (each row with its own sustained warm-up). A row's time is the median of all its timed
-launches of all rounds (each round's median kept in the JSON); the C++ reference is the mean of
-the R C++ medians (cli_medians_us). The separate C++ process and the Python rows otherwise see
-different points of the power-capped clock (results/python-h200/README.md); the alternating
-order gives every row the same mean position and the mean spreads the C++ side over the cell.
+ones (each row with its own sustained warm-up); after the last round the C++ bench once more. A
+row's time is the median of all its timed launches of all rounds (each round's median kept in
+the JSON); the C++ reference is the mean of the R + 1 C++ medians (cli_medians_us). The separate
+C++ process and the Python rows otherwise see different points of the power-capped clock
+(results/python-h200/README.md); the alternating order gives every row the same mean position,
+and the C++ runs that bracket the rounds have that mean position too, so a steady drift cancels.
 --cli-once: one C++ run up front for all shapes; the rounds then only alternate the Python rows.
 Each row gets time / C++ reference.
 
@@ -83,7 +84,8 @@ def _import(*names):
 def _add_rounds_args(ap, cli_once_help):
     ap.add_argument("--rounds", type=int, default=2,
                     help="rounds per shape/cell: the C++ bench, then the Python rows, in reversed order in odd "
-                         "rounds; rows: median of all rounds' launches, C++: mean of the rounds' medians")
+                         "rounds; the C++ bench once more after the last; rows: median of all rounds' launches, "
+                         "C++: mean of its runs' medians")
     ap.add_argument("--cli-once", action="store_true", help=cli_once_help)
 
 
@@ -91,7 +93,7 @@ def _cli_how(args):
     """How the C++ reference was taken, for the headers and the acceptance lines."""
     if args.cli_once:
         return f"one C++ run up front, {args.rounds} round(s) of rows in alternating order"
-    return f"mean of {args.rounds} C++ run(s), rows in alternating order"
+    return f"mean of {args.rounds + 1} C++ runs around {args.rounds} round(s) of rows in alternating order"
 
 
 def _timed(torch, fn, sets, args):
@@ -151,8 +153,8 @@ def bench_attention(argv=None) -> int:
     ap.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph rows")
     ap.add_argument("--no-sdpa", action="store_true", help="skip torch cuDNN SDPA")
     ap.add_argument("--cli", help="the xstage binary: its attention bench on the same shapes, in this run")
-    _add_rounds_args(ap, "run the C++ bench once for all shapes up front (default: on each shape at the start of "
-                         "each round of its rows)")
+    _add_rounds_args(ap, "run the C++ bench once for all shapes up front (default: on each shape before each round of its "
+                         "rows and after the last)")
     ap.add_argument("--no-ext", action="store_true",
                     help="skip the xstage-ext row (the extension's launch called directly, no torch op dispatch)")
     ap.add_argument("--check-rows", type=int, default=64, help="seeded query rows checked per cell (>= 2)")
@@ -180,7 +182,7 @@ def bench_attention(argv=None) -> int:
     if args.cli and args.cli_once:
         once_rows = _run_cli(args.cli, args, cli_path)
     elif args.cli:
-        print(f"# C++ bench per shape at the start of each of {args.rounds} round(s): {args.cli} bench attention "
+        print(f"# C++ bench per shape before each of {args.rounds} round(s) and after the last: {args.cli} bench attention "
               f"-S s -H h -d d", flush=True)
 
     dev = torch.device("cuda")
@@ -409,7 +411,7 @@ def bench_moe_gemm(argv=None) -> int:
                     warmup_ms_help="then untimed launches for this long (the C++ bench's default: the sustained clock)")
     ap.add_argument("--check-rows", type=int, default=64, help="seeded rows checked per cell (>= 2)")
     _add_rounds_args(ap, "compare with the first C++ run only (default: the C++ bench runs again on each cell at "
-                         "the start of each round of its rows)")
+                         "the start of each round of its rows and after the last)")
     ap.add_argument("--json", help="write results here")
     args = ap.parse_args(argv)
     bad = _bad_counts(args, warmup=False)

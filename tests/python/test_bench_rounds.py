@@ -18,7 +18,7 @@ def test_round_order_alternates():
     assert round_order(rows, 1) is not rows and rows == ["ext", "op", "graph", "cudnn"]   # not reversed in place
 
 
-def test_schedule_runs_cli_then_rows_each_round():
+def test_schedule_runs_cli_then_rows_each_round_and_cli_once_more():
     log = []
 
     def cli():
@@ -26,9 +26,9 @@ def test_schedule_runs_cli_then_rows_each_round():
         return {"median_us": 100.0 + len(log)}
 
     timed, errors, runs = run_rounds(3, ["a", "b", "c"], lambda n: log.append(n) or n.upper(), cli)
-    assert log == ["C++", "a", "b", "c", "C++", "c", "b", "a", "C++", "a", "b", "c"]
+    assert log == ["C++", "a", "b", "c", "C++", "c", "b", "a", "C++", "a", "b", "c", "C++"]
     assert timed == {"a": ["A"] * 3, "b": ["B"] * 3, "c": ["C"] * 3}
-    assert errors == {} and [r["median_us"] for r in runs] == [101.0, 105.0, 109.0]
+    assert errors == {} and [r["median_us"] for r in runs] == [101.0, 105.0, 109.0, 113.0]
 
 
 def test_schedule_without_cli_and_cli_runs_that_find_nothing():
@@ -83,8 +83,9 @@ def test_cli_reference_keeps_a_failed_check_of_any_run():
 
 
 def test_linear_clock_drift_shifts_alternated_rows_alike():
-    """A clock that slows 1 % per step (one C++ run or one row is a step): with 2 rounds the op
-    and xstage-ext (the same kernel) come out equal; in 1 round the later row looks slower."""
+    """A clock that slows 1 % per step (one C++ run or one row is a step): with 2 rounds the op,
+    xstage-ext (the same kernel) and the mean of the C++ runs that bracket the rounds come out
+    equal; in 1 round the later row looks slower."""
     def measure(rounds):
         t = [0]
 
@@ -95,11 +96,12 @@ def test_linear_clock_drift_shifts_alternated_rows_alike():
         timed, _, runs = run_rounds(rounds, ["xstage-torch-op", "xstage-ext"], lambda n: [now_us()] * 30,
                                     lambda: {"median_us": now_us()})
         op, ext = (pool_rounds(timed[n])["median_us"] for n in ("xstage-torch-op", "xstage-ext"))
-        return op / ext, cli_reference(runs)["cli_medians_us"]
+        return op / ext, cli_reference(runs)["cli_medians_us"], op / cli_reference(runs)["median_us"]
 
-    ratio, cli_meds = measure(2)
-    assert ratio == pytest.approx(1.0) and cli_meds == pytest.approx([101.0, 104.0])
-    ratio, _ = measure(1)
+    ratio, cli_meds, vs_cli = measure(2)
+    assert ratio == pytest.approx(1.0) and cli_meds == pytest.approx([101.0, 104.0, 107.0])
+    assert vs_cli == pytest.approx(1.0)
+    ratio, _, _ = measure(1)
     assert ratio == pytest.approx(102.0 / 103.0)
 
 
