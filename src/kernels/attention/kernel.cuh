@@ -20,6 +20,7 @@
 #include "kernels/attention/tile_scheduler.cuh"
 #include "kernels/common/kernel_entry.cuh"
 #include "kernels/common/launch.cuh"
+#include "kernels/common/shared_storage.cuh"
 
 namespace xstage::kernels::attention {
 
@@ -54,8 +55,7 @@ struct AttentionKernel {
     typename Pipeline::Storage pipe_k;
     typename Pipeline::Storage pipe_v;
   };
-  // + slack to align the dynamic shared memory base to 1024 B (128-byte swizzle atoms).
-  static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage)) + 1024;
+  static constexpr int kSmemBytes = xstage::kernels::shared_storage_bytes<SharedStorage>();
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
 
   // Every role builds the same scheduler (same work list, same tail-split decision).
@@ -83,8 +83,7 @@ struct AttentionKernel {
   }
 
   __device__ void operator()(Params const& params, char* smem_buf) const {
-    const uint32_t base = cute::cast_smem_ptr_to_uint(smem_buf);
-    SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_buf + ((1024u - (base & 1023u)) & 1023u));
+    SharedStorage& ss = XSTAGE_SHARED_STORAGE(SharedStorage, smem_buf);
     const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 32, 0);
     const int warp_group = warp / 4;
 

@@ -14,6 +14,7 @@
 
 #include "kernels/common/kernel_entry.cuh"
 #include "kernels/common/launch.cuh"
+#include "kernels/common/shared_storage.cuh"
 #include "kernels/moe/epilogue.cuh"
 #include "kernels/moe/launch.hpp"
 #include "kernels/moe/mainloop.cuh"
@@ -49,8 +50,7 @@ struct MoeGemmKernel {
     typename T::ScaleStorage scales;
     typename Pipeline::Storage pipe;
   };
-  // + slack to align the dynamic shared memory base to 1024 B (128-byte swizzle atoms).
-  static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage)) + 1024;
+  static constexpr int kSmemBytes = xstage::kernels::shared_storage_bytes<SharedStorage>();
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
 
   // Output tile columns: plain GEMMs cover n in block_n steps; the gate/up fusion covers n/2
@@ -70,8 +70,7 @@ struct MoeGemmKernel {
   }
 
   __device__ void operator()(Params const& params, char* smem_buf) const {
-    const uint32_t base = cute::cast_smem_ptr_to_uint(smem_buf);
-    SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_buf + ((1024u - (base & 1023u)) & 1023u));
+    SharedStorage& ss = XSTAGE_SHARED_STORAGE(SharedStorage, smem_buf);
     const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 32, 0);
     const int warp_group = warp / 4;
 

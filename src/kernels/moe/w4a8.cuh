@@ -42,6 +42,7 @@
 
 #include "kernels/common/kernel_entry.cuh"
 #include "kernels/common/launch.cuh"
+#include "kernels/common/shared_storage.cuh"
 #include "kernels/moe/epilogue.cuh"
 #include "kernels/moe/launch.hpp"
 #include "kernels/moe/params_w4a8.hpp"
@@ -185,7 +186,7 @@ struct MoeW4A8Kernel {
     int header[kStages];              // 0: data, 1: end of the tile stream
     uint32_t lut[2 * 2];              // int4 table words (p0, n0), twice (see convert_units)
   };
-  static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage)) + 1024;
+  static constexpr int kSmemBytes = xstage::kernels::shared_storage_bytes<SharedStorage>();
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
 
   static int n_blocks(MoeGemmParams const& p) {
@@ -558,8 +559,7 @@ struct MoeW4A8Kernel {
   }
 
   __device__ void operator()(Params const& params, char* smem_buf) const {
-    const uint32_t base = cute::cast_smem_ptr_to_uint(smem_buf);
-    SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_buf + ((1024u - (base & 1023u)) & 1023u));
+    SharedStorage& ss = XSTAGE_SHARED_STORAGE(SharedStorage, smem_buf);
     const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 32, 0);
     const int warp_group = warp / 4;
 

@@ -54,6 +54,7 @@
 
 #include "kernels/common/kernel_entry.cuh"
 #include "kernels/common/launch.cuh"
+#include "kernels/common/shared_storage.cuh"
 #include "kernels/moe/launch.hpp"
 #include "kernels/moe/mainloop.cuh"
 #include "kernels/moe/params_w4a8.hpp"
@@ -251,7 +252,7 @@ struct MoeW4A8RsKernel {
     uint64_t empty[kStages];
     uint32_t lut[4];  // the table twice: read per lane, the words stay in registers
   };
-  static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage)) + 1024;
+  static constexpr int kSmemBytes = xstage::kernels::shared_storage_bytes<SharedStorage>();
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
 
   static Params to_params(MoeW4A8Params const& p) {
@@ -573,8 +574,7 @@ struct MoeW4A8RsKernel {
   using Epi = W4RsEpilogue<MoeW4A8RsKernel>;
 
   __device__ void operator()(Params const& p, char* smem_buf) const {
-    const uint32_t base = cute::cast_smem_ptr_to_uint(smem_buf);
-    SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_buf + ((1024u - (base & 1023u)) & 1023u));
+    SharedStorage& ss = XSTAGE_SHARED_STORAGE(SharedStorage, smem_buf);
     const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 32, 0);
     const int warp_group = warp / 4;
     if (threadIdx.x == 0) {
