@@ -140,6 +140,21 @@ void check_tile_policy(AttentionTilePolicy policy) {
     throw InvalidArgument(fmt::format("attention: unknown tile policy {}", static_cast<int>(policy)));
 }
 
+void check_causal_options(const AttentionArgs& a) {
+  if (a.causal_align != causal::Align::top_left && a.causal_align != causal::Align::bottom_right)
+    throw InvalidArgument(fmt::format("attention: unknown causal alignment {}", static_cast<int>(a.causal_align)));
+  if (a.causal_order != causal::TileOrder::head_major && a.causal_order != causal::TileOrder::longest_first)
+    throw InvalidArgument(fmt::format("attention: unknown causal tile order {}", static_cast<int>(a.causal_order)));
+  if (a.causal_align == causal::Align::bottom_right && !a.causal)
+    throw InvalidArgument("attention: causal alignment bottom-right needs a causal call");
+  // Bottom-right: query i sees keys j <= i + kv_len - q_len, so rows below q_len - kv_len would
+  // see none (FlashAttention writes zeros there; here that is refused).
+  if (a.causal && a.causal_align == causal::Align::bottom_right && a.q_len > a.kv_len)
+    throw InvalidArgument(fmt::format(
+        "attention: bottom-right causal with q_len {} > kv_len {} leaves query rows 0..{} without a visible key",
+        a.q_len, a.kv_len, a.q_len - a.kv_len - 1));
+}
+
 float effective_scale(const AttentionArgs& a) {
   return a.softmax_scale == 0.f ? 1.f / std::sqrt(static_cast<float>(a.head_dim)) : a.softmax_scale;
 }
@@ -164,6 +179,7 @@ void validate(const AttentionArgs& a) {
                                       a.softmax_scale));
   if (a.num_ctas < 0) throw InvalidArgument(fmt::format("attention: num_ctas {} must be >= 0", a.num_ctas));
   check_tile_policy(a.tile_policy);
+  check_causal_options(a);
   check_pointer("q", a.q);
   check_pointer("k", a.k);
   check_pointer("v", a.v);
@@ -183,6 +199,28 @@ void validate(const AttentionArgs& a) {
             a.lse_stride_b, a.lse_stride_h, a.q_len));
     }
   }
+}
+
+const char* causal_align_name(causal::Align a) {
+  return a == causal::Align::bottom_right ? "bottom-right" : a == causal::Align::top_left ? "top-left" : "unknown";
+}
+const char* causal_order_name(causal::TileOrder o) {
+  return o == causal::TileOrder::longest_first ? "longest-first"
+         : o == causal::TileOrder::head_major  ? "head-major"
+                                               : "unknown";
+}
+causal::Align parse_causal_align(const std::string& s) {
+  if (s == "top-left") return causal::Align::top_left;
+  if (s == "bottom-right") return causal::Align::bottom_right;
+  throw InvalidArgument(fmt::format("attention: causal alignment must be top-left or bottom-right, got '{}'", s));
+}
+causal::TileOrder parse_causal_order(const std::string& s) {
+  if (s == "head-major") return causal::TileOrder::head_major;
+  if (s == "longest-first") return causal::TileOrder::longest_first;
+  throw InvalidArgument(fmt::format("attention: causal tile order must be head-major or longest-first, got '{}'", s));
+}
+int causal_key_offset(const AttentionArgs& a) {
+  return a.causal ? causal::key_offset(a.causal_align, a.q_len, a.kv_len) : 0;
 }
 
 namespace {
@@ -251,6 +289,8 @@ ka::AttentionParams to_kernel_params(const AttentionArgs& a) {
   p.lse_stride_b = dense_lse ? static_cast<int64_t>(a.heads) * a.q_len : a.lse_stride_b;
   p.softmax_scale = effective_scale(a);
   p.causal = a.causal;
+  p.causal_key_offset = causal_key_offset(a);
+  p.causal_order = a.causal_order;
   p.num_ctas = a.num_ctas;
   return p;
 }
@@ -280,9 +320,11 @@ double attention_flops(const AttentionArgs& a) {
   if (!a.causal) {
     pairs = static_cast<double>(a.q_len) * a.kv_len;
   } else {
-    // Query i sees keys 0..min(i, kv_len-1): sum over i of min(i+1, kv_len).
-    const double n = std::min(a.q_len, a.kv_len);
-    pairs = n * (n + 1) / 2 + static_cast<double>(std::max(0, a.q_len - a.kv_len)) * a.kv_len;
+    // Query i sees keys 0..min(i + off, kv_len - 1): sum over i of min(i + off + 1, kv_len),
+    // off >= 0. The first r = min(q_len, kv_len - off) rows see i + off + 1 keys, the rest all.
+    const double off = causal_key_offset(a);
+    const double r = std::min<double>(a.q_len, std::max<double>(0, a.kv_len - off));
+    pairs = r * off + r * (r + 1) / 2 + (a.q_len - r) * a.kv_len;
   }
   return 4.0 * a.batch * a.heads * a.head_dim * pairs;
 }
@@ -290,6 +332,7 @@ double attention_flops(const AttentionArgs& a) {
 void attention_reference_host(const AttentionArgs& a, const float* q, const float* k, const float* v, float* o,
                               float* lse) {
   const float scale = effective_scale(a);
+  const int off = causal_key_offset(a);
   std::vector<double> s(a.kv_len);
   for (int b = 0; b < a.batch; ++b)
     for (int h = 0; h < a.heads; ++h)
@@ -297,7 +340,7 @@ void attention_reference_host(const AttentionArgs& a, const float* q, const floa
         const float* qi = q + b * a.q_strides.b + h * a.q_strides.h + static_cast<int64_t>(i) * a.q_strides.s;
         double m = -INFINITY;
         for (int j = 0; j < a.kv_len; ++j) {
-          if (a.causal && j > i) {
+          if (a.causal && j > i + off) {
             s[j] = -INFINITY;
             continue;
           }

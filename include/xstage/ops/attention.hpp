@@ -3,14 +3,17 @@
 //
 // Layout: BSHD with arbitrary strides in elements (the head-dim stride must be 1), e.g. a
 // slice of a packed [B, S, 3, H, D] QKV tensor. bf16 or fp16 in and out, fp32 accumulation,
-// head dim 64 or 128, q_len and kv_len independent. Causal masking is aligned top-left
-// (query i sees keys j <= i, torch's is_causal). The optional LSE is the natural-log
+// head dim 64 or 128, q_len and kv_len independent. Causal masking is aligned top-left by
+// default (query i sees keys j <= i, torch's is_causal) or bottom-right (j <= i + kv_len -
+// q_len, FlashAttention's; needs kv_len >= q_len). The optional LSE is the natural-log
 // log-sum-exp of the scaled scores, fp32 [B, H, Sq].
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <string>
+
+#include "xstage/attention_tile_order.hpp"
 
 namespace xstage::ops {
 
@@ -58,6 +61,12 @@ struct AttentionArgs {
 
   float softmax_scale = 0.f;  // 0: 1/sqrt(head_dim)
   bool causal = false;
+  // Causal only. Alignment of the mask (bottom_right needs kv_len >= q_len, so that every query
+  // sees a key) and the persistent tile order (xstage/attention_tile_order.hpp; longest_first
+  // balances the triangular work over the CTAs; head_major is the measured default until the
+  // A/B of docs/attention.md §Persistent scheduler decides).
+  causal::Align causal_align = causal::Align::top_left;
+  causal::TileOrder causal_order = causal::TileOrder::head_major;
   int num_ctas = 0;  // persistent grid; 0: one CTA per SM
   AttentionTilePolicy tile_policy = AttentionTilePolicy::automatic;
   // Long-key tile only: when the last wave of tiles would leave most SMs idle, split those
@@ -93,6 +102,15 @@ AttentionInstantiation select_instantiation(AttentionDType dtype, int head_dim, 
 AttentionInstantiation select_instantiation(AttentionDType dtype, int head_dim, bool causal, int kv_len,
                                             AttentionTilePolicy policy = AttentionTilePolicy::automatic);
 
+// Names on the command line and in JSON: "top-left" / "bottom-right", "head-major" /
+// "longest-first"; parse_* throw InvalidArgument (one line) for anything else.
+const char* causal_align_name(causal::Align a);
+const char* causal_order_name(causal::TileOrder o);
+causal::Align parse_causal_align(const std::string& s);
+causal::TileOrder parse_causal_order(const std::string& s);
+// Query i sees keys j <= i + this (0 unless causal bottom-right).
+int causal_key_offset(const AttentionArgs& a);
+
 // Validates, then launches on `stream` (asynchronous; launch errors throw xstage::Error).
 void attention_forward(const AttentionArgs& a, cudaStream_t stream);
 
@@ -102,7 +120,7 @@ double attention_flops(const AttentionArgs& a);
 
 // fp32 reference on the host, for small problems (tests): q, k, v are float arrays laid out
 // with a's strides; writes O with a.o_strides into o and, if lse != nullptr, a dense
-// [B, H, Sq] LSE. Same semantics as the kernel (scale, top-left causal mask).
+// [B, H, Sq] LSE. Same semantics as the kernel (scale, causal mask of either alignment).
 void attention_reference_host(const AttentionArgs& a, const float* q, const float* k, const float* v, float* o,
                               float* lse);
 

@@ -43,6 +43,7 @@ struct AttentionKernel {
     int heads;
     int batch;
     TailSplitPlan tail;  // set by launch_attention (whole tiles unless the epilogue splits)
+    causal::TileOrder order;  // causal kernels: the persistent tile order of the launch
   };
 
   struct SharedStorage {
@@ -60,7 +61,7 @@ struct AttentionKernel {
 
   // Every role builds the same scheduler (same work list, same tail-split decision).
   __device__ static Scheduler make_scheduler(Params const& params) {
-    return Scheduler(params.q_len, params.heads, params.batch, &params.tail);
+    return Scheduler(params.q_len, params.heads, params.batch, &params.tail, &params.order);
   }
 
   // grid: the CTAs of the launch (the tail split depends on it).
@@ -69,7 +70,7 @@ struct AttentionKernel {
     if constexpr (Epilogue::kTailSplit)
       tail = tail_split_plan(attention_num_tiles(p, T::kBlockM), grid, (p.kv_len + T::kBlockN - 1) / T::kBlockN,
                              Epilogue::host_split_capacity(ep));
-    return Params{Mainloop::to_params(p), ep, p.q_len, p.heads, p.batch, tail};
+    return Params{Mainloop::to_params(p), ep, p.q_len, p.heads, p.batch, tail, p.causal_order};
   }
 
   static KernelInfo info() {
@@ -189,6 +190,7 @@ template <class Kernel>
 cudaError_t launch_attention(AttentionParams const& p, typename Kernel::Epilogue::Params const& ep,
                              cudaStream_t stream) {
   if (p.head_dim != Kernel::T::kHeadDim || p.causal != Kernel::T::kCausal) return cudaErrorInvalidValue;
+  if (p.causal && p.causal_key_offset < 0) return cudaErrorInvalidValue;  // a query row would see no key
   const long long tiles = attention_num_tiles(p, Kernel::T::kBlockM);
   if (tiles <= 0) return cudaErrorInvalidValue;
   int ctas = 0;

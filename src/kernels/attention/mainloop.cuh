@@ -197,6 +197,7 @@ struct AttentionMainloop {
     float scale_log2;                // softmax_scale * log2(e)
     int q_len;
     int kv_len;
+    int causal_key_offset;           // causal: query i sees keys j <= i + offset (0: top-left)
   };
 
   // Host: TMA descriptors for this call's tensors (validated by the operator beforehand).
@@ -216,7 +217,7 @@ struct AttentionMainloop {
     auto tma_v = make_tma_copy(SM90_TMA_LOAD{}, mVt, take<0, 2>(typename T::SmemLayoutVt{}),
                                Shape<Int<kHeadDim>, Int<kBlockN>>{}, _1{});
     return Params{tma_q, tma_k, tma_v, shape_q, shape_k, shape_vt,
-                  p.softmax_scale * 1.44269504088896340736f, p.q_len, p.kv_len};
+                  p.softmax_scale * 1.44269504088896340736f, p.q_len, p.kv_len, p.causal_key_offset};
   }
 
   __device__ static void prefetch_descriptors(Params const& mp) {
@@ -225,15 +226,15 @@ struct AttentionMainloop {
     cute::prefetch_tma_descriptor(mp.tma_v.get_tma_descriptor());
   }
 
-  // Key blocks a q tile visits: [0, n_block_max). Causal (top-left): keys up to the tile's
-  // last valid row. Always >= 1 (q rows and kv_len are >= 1).
+  // The causal key blocks of this launch's q tiles (xstage/attention_tile_order.hpp).
+  __device__ static causal::TileShape causal_shape(Params const& mp) {
+    return causal::TileShape{mp.q_len, mp.kv_len, kBlockM, kBlockN, mp.causal_key_offset};
+  }
+  // Key blocks a q tile visits: [0, n_block_max). Causal: keys up to the one the tile's last
+  // valid row sees (fully masked blocks are never loaded). Always >= 1.
   __device__ static int n_block_max(Params const& mp, int m_block) {
-    int n = (mp.kv_len + kBlockN - 1) / kBlockN;
-    if constexpr (T::kCausal) {
-      const int last_row = min((m_block + 1) * kBlockM, mp.q_len);  // exclusive
-      n = min(n, (last_row + kBlockN - 1) / kBlockN);
-    }
-    return n;
+    if constexpr (T::kCausal) return causal_shape(mp).key_blocks(m_block);
+    return (mp.kv_len + kBlockN - 1) / kBlockN;
   }
   // Key blocks of one work item, [first, end): all of the tile's, or one part of a split
   // tile (non-causal only; parts differ by at most one block).
@@ -246,8 +247,10 @@ struct AttentionMainloop {
     if (tile.splits <= 1) return KvRange{0, n};
     return KvRange{tile.split * n / tile.splits, (tile.split + 1) * n / tile.splits};
   }
-  // Blocks at or above this index may hold a key after some query of the tile (causal).
-  __device__ static int n_block_causal_mask_min(int m_block) { return (m_block * kBlockM) / kBlockN; }
+  // Blocks at or above this index hold a key after some query of the tile (causal).
+  __device__ static int n_block_causal_mask_min(Params const& mp, int m_block) {
+    return causal_shape(mp).first_masked_block(m_block);
+  }
 
   // ---------------------------------------------------------------------------------
   // Producer: run by all 32 lanes of the producer warp (the named barrier needs the whole
@@ -373,7 +376,9 @@ struct AttentionMainloop {
 
     const int m_block = tile.m_block;
     const int kv_len = mp.kv_len;
-    auto mask_all = [&](auto& s, int n) { mask_scores<T::kCausal, kBlockM, kBlockN>(s, tScS, m_block, n, kv_len); };
+    auto mask_all = [&](auto& s, int n) {
+      mask_scores<T::kCausal, kBlockM, kBlockN>(s, tScS, m_block, n, kv_len, mp.causal_key_offset);
+    };
 
     const KvRange kv = kSplit ? kv_range(mp, tile) : KvRange{0, n_block_max(mp, m_block)};
     const int n_first = kv.first;  // 0 unless this is a part of a split tile
@@ -423,7 +428,7 @@ struct AttentionMainloop {
         if constexpr (decltype(hooked)::value) step_hook(kv.end - 1 - nb, nb == n_first);
       };
       if constexpr (T::kCausal) {
-        const int n_mask_min = n_block_causal_mask_min(m_block);
+        const int n_mask_min = n_block_causal_mask_min(mp, m_block);
         for (; n >= n_mask_min; --n) step(n, cute::true_type{}, cute::bool_constant<kHasHook>{});
       }
       if constexpr (kHasHook) {
@@ -482,7 +487,7 @@ struct AttentionMainloop {
         if constexpr (decltype(hooked)::value) step_hook(kv.end - 1 - nb, nb == n_first);
       };
       if constexpr (T::kCausal) {
-        const int n_mask_min = n_block_causal_mask_min(m_block);
+        const int n_mask_min = n_block_causal_mask_min(mp, m_block);
         for (; n >= n_mask_min; --n) step(n, cute::true_type{}, cute::bool_constant<kHasHook>{});
       }
       for (; n >= n_first; --n) step(n, cute::false_type{}, cute::bool_constant<kHasHook>{});

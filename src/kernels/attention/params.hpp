@@ -7,6 +7,8 @@
 #pragma once
 #include <cstdint>
 
+#include "xstage/attention_tile_order.hpp"
+
 namespace xstage::kernels::attention {
 
 enum class DType : int { bf16 = 0, fp16 = 1 };
@@ -32,6 +34,10 @@ struct AttentionParams {
 
   float softmax_scale = 0.f;  // scores = softmax_scale * q.k
   bool causal = false;        // must match the instantiation that is launched
+  // Causal only (xstage/attention_tile_order.hpp): query i sees keys j <= i + causal_key_offset
+  // (0: top-left; kv_len - q_len: bottom-right; >= 0); the persistent tile order.
+  int causal_key_offset = 0;
+  causal::TileOrder causal_order = causal::TileOrder::head_major;
   int num_ctas = 0;           // persistent grid size; 0 = one CTA per SM of the current device
 
   // Tail-split workspace (kernels with a tail-splitting epilogue; see tile_scheduler.cuh):

@@ -169,11 +169,12 @@ struct OnlineSoftmax {
 };
 
 // Masks the scores of key block n_block for query tile m_block: keys at or beyond kv_len,
-// and (causal, aligned top-left: query i sees keys j <= i, as torch's is_causal) keys after
-// the query. coords = this thread's (row, col) inside the (block_m x block_n) tile, an
+// and (causal) keys after the query's limit: query i sees keys j <= i + causal_key_offset
+// (0: top-left, torch's is_causal; kv_len - q_len: bottom-right). coords = this thread's (row, col) inside the (block_m x block_n) tile, an
 // identity tensor partitioned exactly like the accumulator.
 template <bool kCausal, int kBlockM, int kBlockN, class Frg, class Coords>
-__device__ __forceinline__ void mask_scores(Frg& acc_s, Coords const& coords, int m_block, int n_block, int kv_len) {
+__device__ __forceinline__ void mask_scores(Frg& acc_s, Coords const& coords, int m_block, int n_block, int kv_len,
+                                            int causal_key_offset) {
   static_assert(decltype(size(acc_s))::value == decltype(size(coords))::value);
   const int row0 = m_block * kBlockM;
   const int col0 = n_block * kBlockN;
@@ -182,7 +183,7 @@ __device__ __forceinline__ void mask_scores(Frg& acc_s, Coords const& coords, in
     const int row = row0 + get<0>(coords(i));
     const int col = col0 + get<1>(coords(i));
     bool masked = col >= kv_len;
-    if constexpr (kCausal) masked = masked || col > row;
+    if constexpr (kCausal) masked = masked || col > row + causal_key_offset;
     if (masked) acc_s(i) = -INFINITY;
   }
 }

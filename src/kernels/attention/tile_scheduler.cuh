@@ -4,11 +4,14 @@
 // copy of the scheduler and see the same sequence, so no shared state is needed.
 //
 // Order: the q-tile index varies fastest, then head, then batch, so the CTAs running at the
-// same time share the K/V of a few heads in L2. Causal: within each head the q tiles run
-// heaviest first (the last q tile sees the most keys), so long tiles start early and the
-// short ones fill the tail of the schedule.
+// same time share the K/V of a few heads in L2. Causal: the run-time order of the launch
+// (xstage/attention_tile_order.hpp): head_major runs the q tiles of each head heaviest first,
+// round robin as above; longest_first sorts all tiles by their key blocks and deals them out
+// serpentine.
 #pragma once
 #include <cstdint>
+
+#include "xstage/attention_tile_order.hpp"
 
 
 namespace xstage::kernels::attention {
@@ -55,9 +58,13 @@ struct StaticPersistentScheduler {
   // The kernel parameter itself (constant bank), read where needed: two more live values
   // across the mainloop cost the long-key kernel 15 uniform moves per key block.
   TailSplitPlan const* plan;
+  // Causal only, also read from the kernel parameter where needed (one order per launch).
+  causal::TileOrder const* order;
+  int batches;
 
-  __device__ StaticPersistentScheduler(int q_len, int heads_, int batch, TailSplitPlan const* plan_ = nullptr)
-      : num_m_blocks((q_len + kBlockM - 1) / kBlockM), heads(heads_), plan(plan_) {
+  __device__ StaticPersistentScheduler(int q_len, int heads_, int batch, TailSplitPlan const* plan_ = nullptr,
+                                       causal::TileOrder const* order_ = nullptr)
+      : num_m_blocks((q_len + kBlockM - 1) / kBlockM), heads(heads_), plan(plan_), order(order_), batches(batch) {
     total = num_m_blocks * heads_ * batch;
     if constexpr (kTailSplit && !kCausal) {
       if (plan->splits > 1) total = plan->full + (total - plan->full) * plan->splits;
@@ -65,7 +72,11 @@ struct StaticPersistentScheduler {
   }
 
   __device__ int first() const { return static_cast<int>(blockIdx.x); }
-  __device__ int next(int idx) const { return idx + static_cast<int>(gridDim.x); }
+  __device__ int next(int idx) const {
+    if constexpr (kCausal)
+      return causal::next_position(*order, idx, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
+    return idx + static_cast<int>(gridDim.x);
+  }
   __device__ bool valid(int idx) const { return idx < total; }
 
   __device__ WorkTile decode(int idx) const {
@@ -86,9 +97,12 @@ struct StaticPersistentScheduler {
 
   // Whole tile number idx (the order described above).
   __device__ WorkTile decode_tile(int idx) const {
+    if constexpr (kCausal) {
+      const causal::Item it = causal::item_at(*order, num_m_blocks, heads, batches, idx);
+      return WorkTile{it.m_block, it.head, it.batch};
+    }
     const int bh = idx / num_m_blocks;
-    int m = idx - bh * num_m_blocks;
-    if constexpr (kCausal) m = num_m_blocks - 1 - m;
+    const int m = idx - bh * num_m_blocks;
     const int b = bh / heads;
     return WorkTile{m, bh - b * heads, b};
   }

@@ -1,0 +1,94 @@
+// Causal attention work as pure functions of a list position, shared by the kernel's
+// persistent scheduler (src/kernels/attention/tile_scheduler.cuh), its mainloop (which key
+// blocks a q tile loads and which it masks) and the CPU tests, so the order the tests check is
+// the order the kernel runs. No allocation, no CUDA types; __host__ __device__ under nvcc.
+//
+// A work item is one q tile (block_m query rows) of one (batch, head). Causal query i sees keys
+// j <= i + key_offset (and j < kv_len): key_offset = 0 is top-left alignment (torch's
+// is_causal), kv_len - q_len bottom-right (FlashAttention's, for decoding-style callers). The
+// item's cost is its number of visible key blocks, non-decreasing in the q tile and the same
+// for every (batch, head), so sorting by cost needs no list (docs/attention.md §Persistent
+// scheduler):
+//
+// * head_major (the default): q tiles of one head, heaviest first, then the next head; CTA c
+//   takes positions c, c + grid, ... (round robin). Heads run one after another, so every
+//   round mixes the long tiles of one head with the short ones of the previous head.
+// * longest_first: all items by cost, descending (q tile slowest, then batch and head, so items
+//   of equal cost are the heads of one q tile), dealt out serpentine: round r gives position
+//   r*grid + c to CTA c when r is even and to CTA grid-1-c when r is odd. Over a descending
+//   list the serpentine evens out what the round robin leaves: the CTA that got the heaviest
+//   item of one round gets the lightest of the next.
+#pragma once
+
+#if !defined(XS_TILE_HD)
+#if defined(__CUDACC__)
+#define XS_TILE_HD __host__ __device__ __forceinline__
+#else
+#define XS_TILE_HD inline
+#endif
+#endif
+
+namespace xstage::causal {
+
+enum class TileOrder : int { head_major = 0, longest_first = 1 };
+enum class Align : int { top_left = 0, bottom_right = 1 };
+
+// Query i sees keys j <= i + key_offset(...).
+XS_TILE_HD int key_offset(Align align, int q_len, int kv_len) {
+  return align == Align::bottom_right ? kv_len - q_len : 0;
+}
+
+// The key blocks of q tile m under the causal mask; key_offset >= 0 (validated by the operator).
+struct TileShape {
+  int q_len;
+  int kv_len;
+  int block_m;
+  int block_n;
+  int key_offset;
+
+  XS_TILE_HD int m_blocks() const { return (q_len + block_m - 1) / block_m; }
+  XS_TILE_HD int kv_blocks() const { return (kv_len + block_n - 1) / block_n; }
+  // Visible key blocks [0, key_blocks(m)): up to the key the tile's last valid row sees. The
+  // blocks past it are fully masked and never loaded. >= 1 (row 0 sees key 0).
+  XS_TILE_HD int key_blocks(int m) const {
+    int last_row = (m + 1) * block_m;  // exclusive
+    if (last_row > q_len) last_row = q_len;
+    const int n = (last_row + key_offset + block_n - 1) / block_n;
+    return n < kv_blocks() ? n : kv_blocks();
+  }
+  // Key blocks >= this hold a key after the limit of the tile's first row (its most
+  // restrictive one): only these need the causal mask, the ones below are fully visible.
+  XS_TILE_HD int first_masked_block(int m) const { return (m * block_m + key_offset + 1) / block_n; }
+};
+
+struct Item {
+  int m_block;
+  int head;
+  int batch;
+};
+
+// The item at list position pos (0 <= pos < m_blocks * heads * batch).
+XS_TILE_HD Item item_at(TileOrder order, int m_blocks, int heads, int batch, int pos) {
+  int m, bh;
+  if (order == TileOrder::longest_first) {
+    const int pairs = heads * batch;  // items per q tile, all of one cost
+    const int r = pos / pairs;
+    m = m_blocks - 1 - r;
+    bh = pos - r * pairs;
+  } else {
+    bh = pos / m_blocks;
+    m = m_blocks - 1 - (pos - bh * m_blocks);
+  }
+  const int b = bh / heads;
+  return Item{m, bh - b * heads, b};
+}
+
+// The list position CTA `cta` of `grid` takes after `pos` (its first is position cta). Only
+// the last round can be partial, so a position >= the item count ends the CTA's work.
+XS_TILE_HD int next_position(TileOrder order, int pos, int cta, int grid) {
+  if (order != TileOrder::longest_first) return pos + grid;
+  const int round = pos / grid + 1;
+  return round * grid + ((round & 1) ? grid - 1 - cta : cta);
+}
+
+}  // namespace xstage::causal
