@@ -44,6 +44,9 @@ struct BenchFlags {
   int batch = 1;
   std::string dtype = "bf16";
   bool causal = false;
+  std::string causal_align = "top-left";          // ops::parse_causal_align
+  std::vector<std::string> causal_orders{"head-major"};  // one row per order and shape (same-run A/B)
+  int q_len = 0;                                  // > 0: queries per cell (kv_len = S); 0: q_len = S
   int warmup = 5;
   double warmup_ms = 0;  // then untimed launches for this long (0: off; python -m xstage.bench uses it)
   int iters = 30;
@@ -83,9 +86,10 @@ struct DeviceMem {
 };
 
 struct Result {
-  int batch, seqlen, heads, head_dim;
+  int batch, seqlen, q_len, heads, head_dim;
   std::string dtype;
   bool causal;
+  std::string causal_align, causal_order;
   std::string instantiation;
   double median_us, min_us, max_us, p10_us, p90_us;
   double tflops, tflops_best;
@@ -112,28 +116,31 @@ std::vector<size_t> attention_check_rows(const BenchFlags& fl, int s, int h, int
 }
 
 // The output check of one cell: o, q, k, v are the host copies of the checked launch's
-// tensors (packed BSHD, 16-bit).
+// tensors (packed BSHD, 16-bit; q and o have a.q_len rows per head, k and v a.kv_len).
 CheckRecord check_attention(const BenchFlags& fl, const ops::AttentionArgs& a, int block_m,
                             const std::vector<uint16_t>& o, const std::vector<uint16_t>& q,
                             const std::vector<uint16_t>& k, const std::vector<uint16_t>& v) {
   const bool bf16 = a.dtype == ops::AttentionDType::bf16;
-  const int S = a.q_len, H = a.heads, D = a.head_dim;
+  const int S = a.q_len, Skv = a.kv_len, H = a.heads, D = a.head_dim;
+  const int key_offset = ops::causal_key_offset(a);
   const double scale = a.softmax_scale > 0 ? a.softmax_scale : 1.0 / std::sqrt(double(D));
   const std::vector<size_t> rows = attention_check_rows(fl, S, H, block_m);
-  // Reference rows, one task per checked row: scores over the head's keys (top-left causal
-  // mask), softmax, weighted sum of the values, in fp64 on the exact 16-bit inputs.
+  // Reference rows, one task per checked row: scores over the head's keys (causal: query i
+  // sees keys j <= i + key_offset), softmax, weighted sum of the values, in fp64 on the exact
+  // 16-bit inputs.
   std::vector<double> ref(rows.size() * D);
   parallel_for(rows.size(), [&](size_t i) {
     const size_t r = rows[i];
     const int hh = int(r % H), qs = int((r / H) % S), b = int(r / (size_t(H) * S));
     const size_t row_stride = size_t(H) * D;
-    const size_t head0 = size_t(b) * S * row_stride + size_t(hh) * D;
-    std::vector<double> qi(D), sc(S);
+    const size_t head0 = size_t(b) * S * row_stride + size_t(hh) * D;     // in q (and o)
+    const size_t head0_kv = size_t(b) * Skv * row_stride + size_t(hh) * D;  // in k and v
+    std::vector<double> qi(D), sc(Skv);
     for (int d = 0; d < D; ++d) qi[d] = half_bits_to_float(q[head0 + size_t(qs) * row_stride + d], bf16);
-    const int nk = a.causal ? std::min(qs + 1, a.kv_len) : a.kv_len;
+    const int nk = a.causal ? std::min(qs + 1 + key_offset, a.kv_len) : a.kv_len;
     double m = -INFINITY;
     for (int j = 0; j < nk; ++j) {
-      const uint16_t* kj = k.data() + head0 + size_t(j) * row_stride;
+      const uint16_t* kj = k.data() + head0_kv + size_t(j) * row_stride;
       double dot = 0;
       for (int d = 0; d < D; ++d) dot += qi[d] * half_bits_to_float(kj[d], bf16);
       sc[j] = dot * scale;
@@ -144,7 +151,7 @@ CheckRecord check_attention(const BenchFlags& fl, const ops::AttentionArgs& a, i
     for (int j = 0; j < nk; ++j) {
       const double p = std::exp(sc[j] - m);
       sum += p;
-      const uint16_t* vj = v.data() + head0 + size_t(j) * row_stride;
+      const uint16_t* vj = v.data() + head0_kv + size_t(j) * row_stride;
       for (int d = 0; d < D; ++d) acc[d] += p * half_bits_to_float(vj[d], bf16);
     }
     for (int d = 0; d < D; ++d) ref[i * D + d] = sum > 0 ? acc[d] / sum : 0.0;
@@ -160,24 +167,28 @@ CheckRecord check_attention(const BenchFlags& fl, const ops::AttentionArgs& a, i
                    "fp64 host softmax(scale q k^T) v of the same 16-bit inputs, seeded query rows (row = (b*S + s)*H + h)");
 }
 
-Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int d, size_t rotate_bytes,
-                 const std::vector<uint16_t>& pattern, const DeviceMem& backlog, size_t backlog_bytes,
-                 cudaStream_t stream) {
-  const size_t elems = size_t(fl.batch) * s * h * d;
-  const size_t set_bytes = 4 * elems * 2;  // q, k, v, o
+// One cell: kv_len = s keys, q_len = fl.q_len (or s) queries; causal cells use `order`.
+Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int d, const std::string& order,
+                 size_t rotate_bytes, const std::vector<uint16_t>& pattern, const DeviceMem& backlog,
+                 size_t backlog_bytes, cudaStream_t stream) {
+  const int sq = fl.q_len > 0 ? fl.q_len : s;
+  const size_t elems = size_t(fl.batch) * s * h * d;     // k, v
+  const size_t q_elems = size_t(fl.batch) * sq * h * d;  // q, o
+  const size_t set_bytes = (2 * elems + 2 * q_elems) * 2;
   const int sets = static_cast<int>(std::max<size_t>(1, (rotate_bytes + set_bytes - 1) / set_bytes));
   std::vector<std::unique_ptr<DeviceMem>> q, k, v, o;
   for (int i = 0; i < sets; ++i) {
-    q.push_back(std::make_unique<DeviceMem>(elems * 2));
+    q.push_back(std::make_unique<DeviceMem>(q_elems * 2));
     k.push_back(std::make_unique<DeviceMem>(elems * 2));
     v.push_back(std::make_unique<DeviceMem>(elems * 2));
-    o.push_back(std::make_unique<DeviceMem>(elems * 2));
+    o.push_back(std::make_unique<DeviceMem>(q_elems * 2));
     size_t shift = static_cast<size_t>(i) * 4099;
     for (void* p : {q.back()->p, k.back()->p, v.back()->p}) {
       // Tile the random block over the tensor, from a different start for each tensor.
       shift = (shift + 1237) % kPatternPad;
-      for (size_t off = 0; off < elems; off += kPatternChunk) {
-        const size_t n = std::min(kPatternChunk, elems - off);
+      const size_t n_elems = p == q.back()->p ? q_elems : elems;
+      for (size_t off = 0; off < n_elems; off += kPatternChunk) {
+        const size_t n = std::min(kPatternChunk, n_elems - off);
         XS_CUDA(cudaMemcpyAsync(static_cast<uint16_t*>(p) + off, pattern.data() + shift, n * 2, cudaMemcpyHostToDevice,
                                 stream),
                 "uploading bench inputs");
@@ -188,18 +199,24 @@ Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int
   a.dtype = dt;
   a.batch = fl.batch;
   a.heads = h;
-  a.q_len = a.kv_len = s;
+  a.q_len = sq;
+  a.kv_len = s;
   a.head_dim = d;
   a.causal = fl.causal;
+  a.causal_align = ops::parse_causal_align(fl.causal_align);
+  a.causal_order = ops::parse_causal_order(order);
   a.num_ctas = fl.num_ctas;
   a.tile_policy = tile_policy(fl);
-  a.q_strides = a.k_strides = a.v_strides = a.o_strides = ops::packed_bshd(s, h, d);
+  a.q_strides = a.o_strides = ops::packed_bshd(sq, h, d);
+  a.k_strides = a.v_strides = ops::packed_bshd(s, h, d);
   auto set_args = [&](int i) {
     a.q = q[i]->p;
     a.k = k[i]->p;
     a.v = v[i]->p;
     a.o = o[i]->p;
   };
+  set_args(0);
+  ops::validate(a);  // a bad shape or option ends here (one line), before any launch
   for (int w = 0; w < fl.warmup; ++w) {
     set_args(w % sets);
     ops::attention_forward(a, stream);
@@ -213,7 +230,7 @@ Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int
       [&] { XS_CUDA(cudaStreamSynchronize(stream), "warming up"); });
   // Poison every output (NaN) before the timed launches: what they leave unwritten stays NaN.
   for (int i = 0; i < sets; ++i)
-    XS_CUDA(cudaMemsetAsync(o[i]->p, kPoisonByte, elems * 2, stream), "poisoning the outputs");
+    XS_CUDA(cudaMemsetAsync(o[i]->p, kPoisonByte, q_elems * 2, stream), "poisoning the outputs");
   std::vector<cudaEvent_t> ev(2 * fl.iters);
   for (auto& e : ev) XS_CUDA(cudaEventCreate(&e), "creating timing events");
   // Keep the GPU busy while the host enqueues the timed launches, so that every start event
@@ -237,9 +254,9 @@ Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int
 
   // The output check, after the timed launches: the last launch's output (and its inputs).
   const int ck = (fl.iters - 1) % sets;
-  std::vector<uint16_t> ho(elems), hq(elems), hk(elems), hv(elems);
-  XS_CUDA(cudaMemcpy(ho.data(), o[ck]->p, elems * 2, cudaMemcpyDeviceToHost), "reading the output");
-  XS_CUDA(cudaMemcpy(hq.data(), q[ck]->p, elems * 2, cudaMemcpyDeviceToHost), "reading the inputs");
+  std::vector<uint16_t> ho(q_elems), hq(q_elems), hk(elems), hv(elems);
+  XS_CUDA(cudaMemcpy(ho.data(), o[ck]->p, q_elems * 2, cudaMemcpyDeviceToHost), "reading the output");
+  XS_CUDA(cudaMemcpy(hq.data(), q[ck]->p, q_elems * 2, cudaMemcpyDeviceToHost), "reading the inputs");
   XS_CUDA(cudaMemcpy(hk.data(), k[ck]->p, elems * 2, cudaMemcpyDeviceToHost), "reading the inputs");
   XS_CUDA(cudaMemcpy(hv.data(), v[ck]->p, elems * 2, cudaMemcpyDeviceToHost), "reading the inputs");
   const auto inst = ops::select_instantiation(dt, d, fl.causal, s, tile_policy(fl));
@@ -249,10 +266,13 @@ Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int
   Result r;
   r.batch = fl.batch;
   r.seqlen = s;
+  r.q_len = sq;
   r.heads = h;
   r.head_dim = d;
   r.dtype = ops::dtype_name(dt);
   r.causal = fl.causal;
+  r.causal_align = fl.causal ? ops::causal_align_name(a.causal_align) : "";
+  r.causal_order = fl.causal ? ops::causal_order_name(a.causal_order) : "";
   r.instantiation = inst.name;
   r.median_us = quantile(us, 0.5);
   r.min_us = *std::min_element(us.begin(), us.end());
@@ -289,6 +309,19 @@ void run_bench(const BenchFlags& fl) {
   for (int h : fl.heads)
     if (h < 1) throw InvalidArgument(fmt::format("bench attention: head count {} must be >= 1", h));
   for (int d : fl.head_dims) ops::select_instantiation(dt, d, fl.causal);  // throws for unsupported dims
+  // The causal options, before any GPU work (one line each).
+  const causal::Align align = ops::parse_causal_align(fl.causal_align);
+  if (fl.causal_orders.empty()) throw InvalidArgument("bench attention: --causal-order needs at least one order");
+  for (const std::string& o : fl.causal_orders) ops::parse_causal_order(o);
+  if (!fl.causal && (align != causal::Align::top_left || fl.causal_orders != std::vector<std::string>{"head-major"}))
+    throw InvalidArgument("bench attention: --causal-align and --causal-order need --causal");
+  if (fl.q_len < 0) throw InvalidArgument("bench attention: --q-len must be >= 0 (0: q_len = S)");
+  if (align == causal::Align::bottom_right)
+    for (int s : fl.seqlens)
+      if (fl.q_len > s)
+        throw InvalidArgument(fmt::format(
+            "bench attention: bottom-right causal with --q-len {} > S = {} leaves query rows without a visible key",
+            fl.q_len, s));
 
   int dev = 0;
   XS_CUDA(cudaGetDevice(&dev), "selecting the GPU");
@@ -307,31 +340,36 @@ void run_bench(const BenchFlags& fl) {
   const size_t backlog_bytes = std::min<size_t>(size_t(4) << 30, free_b / 8);
   DeviceMem backlog(backlog_bytes);
 
-  std::printf("# xstage bench attention on %s (%d SMs, L2 %.0f MiB), %s, %s, batch %d, median of %d runs after %d "
-              "warm-up, inputs rotate over >= %.0f MiB\n",
-              prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1048576.0, fl.dtype.c_str(),
-              fl.causal ? "causal" : "non-causal", fl.batch, fl.iters, fl.warmup, rotate_bytes / 1048576.0);
+  const std::string mask = fl.causal ? "causal " + fl.causal_align : std::string("non-causal");
+  std::printf("# xstage bench attention on %s (%d SMs, L2 %.0f MiB), %s, %s, batch %d, q_len %s, median of %d runs "
+              "after %d warm-up, inputs rotate over >= %.0f MiB\n",
+              prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1048576.0, fl.dtype.c_str(), mask.c_str(),
+              fl.batch, fl.q_len > 0 ? std::to_string(fl.q_len).c_str() : "S", fl.iters, fl.warmup,
+              rotate_bytes / 1048576.0);
   std::printf("# check: %d seeded query rows per cell vs an fp64 host reference (per row: rel L2 <= %g, max abs <= "
               "%g x max|ref|), full non-finite scan of the NaN-poisoned output; #wrong = rows out of tolerance\n",
               fl.check_rows, kAttentionTolerance.rel_tol, kAttentionTolerance.max_abs_rel);
-  std::printf("%s", fmt::format("#{:>7} {:>5} {:>4} {:>6} {:>5} {:>10} {:>10} {:>10} {:>9} {:>9} {:>6} {:>6} {:>9} {:>6}\n",
-                                "seqlen", "heads", "d", "dtype", "sets", "time(us)", "min(us)", "max(us)", "TFLOP/s",
-                                "best", "#wrong", "nonfin", "rel_err", "check")
+  std::printf("%s", fmt::format("#{:>7} {:>5} {:>4} {:>6} {:>13} {:>5} {:>10} {:>10} {:>10} {:>9} {:>9} {:>6} {:>6} "
+                                "{:>9} {:>6}\n",
+                                "seqlen", "heads", "d", "dtype", "order", "sets", "time(us)", "min(us)", "max(us)",
+                                "TFLOP/s", "best", "#wrong", "nonfin", "rel_err", "check")
                         .c_str());
   std::vector<Result> results;
   for (int d : fl.head_dims)
     for (int h : fl.heads)
-      for (int s : fl.seqlens) {
-        Result r = bench_one(fl, dt, s, h, d, rotate_bytes, pattern, backlog, backlog_bytes, stream);
-        results.push_back(r);
-        std::printf("%s", fmt::format(" {:>7} {:>5} {:>4} {:>6} {:>5} {:>10.1f} {:>10.1f} {:>10.1f} {:>9.1f} {:>9.1f} {:>6} "
-                                      "{:>6} {:>9.2e} {:>6}\n",
-                                      s, h, d, r.dtype, r.rotating_sets, r.median_us, r.min_us, r.max_us, r.tflops,
-                                      r.tflops_best, r.check.rows_failed, r.nonfinite, r.check.rel_err,
-                                      r.check.verdict())
-                              .c_str());
-        std::fflush(stdout);
-      }
+      for (int s : fl.seqlens)
+        // The orders of one shape run back to back (a same-run A/B sees one machine state).
+        for (const std::string& order : fl.causal_orders) {
+          Result r = bench_one(fl, dt, s, h, d, order, rotate_bytes, pattern, backlog, backlog_bytes, stream);
+          results.push_back(r);
+          std::printf("%s", fmt::format(" {:>7} {:>5} {:>4} {:>6} {:>13} {:>5} {:>10.1f} {:>10.1f} {:>10.1f} {:>9.1f} "
+                                        "{:>9.1f} {:>6} {:>6} {:>9.2e} {:>6}\n",
+                                        s, h, d, r.dtype, fl.causal ? r.causal_order : "-", r.rotating_sets,
+                                        r.median_us, r.min_us, r.max_us, r.tflops, r.tflops_best, r.check.rows_failed,
+                                        r.nonfinite, r.check.rel_err, r.check.verdict())
+                                .c_str());
+          std::fflush(stdout);
+        }
   cudaStreamDestroy(stream);
   int failed = 0;
   for (const Result& r : results) failed += !r.check.passed;
@@ -349,6 +387,7 @@ void run_bench(const BenchFlags& fl) {
     j["commit"] = commit_id();
     j["date"] = now_iso();
     j["config"] = {{"batch", fl.batch},       {"dtype", fl.dtype},   {"causal", fl.causal},
+                   {"causal_align", fl.causal_align}, {"causal_orders", fl.causal_orders}, {"q_len", fl.q_len},
                    {"layout", "BSHD"},        {"warmup", fl.warmup}, {"warmup_ms", fl.warmup_ms}, {"iters", fl.iters},
                    {"rotate_bytes", rotate_bytes}, {"num_ctas", fl.num_ctas}, {"tile", fl.tile},
                    {"flops", "4*B*H*Sq*Skv*d (visible pairs if causal)"},
@@ -365,6 +404,9 @@ void run_bench(const BenchFlags& fl) {
                     {"head_dim", r.head_dim},
                     {"dtype", r.dtype},
                     {"causal", r.causal},
+                    {"q_len", r.q_len},
+                    {"causal_align", r.causal_align},
+                    {"causal_order", r.causal_order},
                     {"instantiation", r.instantiation},
                     {"tile", {{"block_m", inst.block_m}, {"block_n", inst.block_n}, {"stages", inst.stages}}},
                     {"median_us", r.median_us},
@@ -395,15 +437,25 @@ void add_attention_bench_command(CLI::App& app) {
   auto fl = std::make_shared<BenchFlags>();
   auto* cmd = bench_group(app)->add_subcommand(
       "attention",
-      "TFLOP/s of the Hopper attention forward kernel (BSHD, batch B, S = q_len = kv_len), one line per\n"
-      "(head dim, heads, S). TFLOP/s = 4*B*H*S^2*d / median time (half the pairs when --causal).\n"
+      "TFLOP/s of the Hopper attention forward kernel (BSHD, batch B, kv_len = S, q_len = S or --q-len), one\n"
+      "line per (head dim, heads, S, causal order). TFLOP/s = 4*B*H*q_len*S*d / median time (visible pairs when\n"
+      "--causal).\n"
       "Compare with PyTorch SDPA: python/bench_attention_torch.py and python/compare_attention.py.");
   cmd->add_option("--seqlens,-S", fl->seqlens, "Sequence lengths")->delimiter(',')->capture_default_str();
   cmd->add_option("--heads,-H", fl->heads, "Head counts")->delimiter(',')->capture_default_str();
   cmd->add_option("--head-dims,-d", fl->head_dims, "Head dims (64, 128)")->delimiter(',')->capture_default_str();
   cmd->add_option("--batch,-B", fl->batch, "Batch size")->capture_default_str();
   cmd->add_option("--dtype", fl->dtype, "bf16 or fp16")->capture_default_str();
-  cmd->add_flag("--causal", fl->causal, "Causal mask (top-left aligned)");
+  cmd->add_flag("--causal", fl->causal, "Causal mask (top-left aligned unless --causal-align)");
+  cmd->add_option("--causal-align", fl->causal_align,
+                  "top-left (query i sees keys j <= i) or bottom-right (j <= i + S - q_len; needs --q-len <= S)")
+      ->capture_default_str();
+  cmd->add_option("--causal-order", fl->causal_orders,
+                  "Causal persistent tile orders, one row each per shape, run back to back: head-major (the "
+                  "default) and/or longest-first (docs/attention.md)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--q-len", fl->q_len, "Queries per cell (kv_len = S); 0: q_len = S")->capture_default_str();
   cmd->add_option("--warmup", fl->warmup, "Untimed launches first")->capture_default_str();
   cmd->add_option("--warmup-ms", fl->warmup_ms,
                   "Then untimed launches until this many ms have passed, so the timed ones see the sustained "

@@ -326,4 +326,97 @@ TEST(AttentionHostReference, StridedLayoutGivesTheSameResult) {
   EXPECT_EQ(strided.lse, dense.lse);
 }
 
+// Bottom-right causal (query i sees keys j <= i + kv_len - q_len) on hand-made problems: q = 0,
+// so every visible key has score 0 and O is the mean of the visible values, LSE ln(#visible).
+TEST(AttentionHostReference, BottomRightSeesTheLastKeys) {
+  HostProblem p(1, 1, 2, 5, 64, true);  // rows see keys 0..3 and 0..4
+  p.a.causal_align = causal::Align::bottom_right;
+  for (int j = 0; j < 5; ++j)
+    for (int d = 0; d < 64; ++d) p.at(p.v, p.a.v_strides, 0, j, 0, d) = float(10 * j + d);
+  p.run();
+  for (int d = 0; d < 64; ++d) {
+    EXPECT_NEAR(p.at(p.o, p.a.o_strides, 0, 0, 0, d), 15.f + d, 1e-5);  // mean of 0, 10, 20, 30
+    EXPECT_NEAR(p.at(p.o, p.a.o_strides, 0, 1, 0, d), 20.f + d, 1e-5);  // mean of 0 .. 40
+  }
+  EXPECT_NEAR(p.lse[0], std::log(4.0), 1e-6);
+  EXPECT_NEAR(p.lse[1], std::log(5.0), 1e-6);
+  // Top-left on the same inputs: rows see keys 0 and 0..1.
+  p.a.causal_align = causal::Align::top_left;
+  p.run();
+  EXPECT_NEAR(p.at(p.o, p.a.o_strides, 0, 0, 0, 7), 7.f, 1e-5);
+  EXPECT_NEAR(p.at(p.o, p.a.o_strides, 0, 1, 0, 7), 12.f, 1e-5);
+}
+
+TEST(AttentionHostReference, BottomRightEqualsTopLeftWhenLengthsMatch) {
+  HostProblem a(2, 2, 6, 6, 64, true), b(2, 2, 6, 6, 64, true);
+  b.a.causal_align = causal::Align::bottom_right;
+  uint32_t x = 777;
+  for (auto* t : {&a.q, &a.k, &a.v})
+    for (float& f : *t) {
+      x = x * 1664525u + 1013904223u;
+      f = float((x >> 8) & 0xFFFF) / 65536.f - 0.5f;
+    }
+  b.q = a.q;
+  b.k = a.k;
+  b.v = a.v;
+  a.run();
+  b.run();
+  EXPECT_EQ(a.o, b.o);
+  EXPECT_EQ(a.lse, b.lse);
+}
+
+// One dominant key per row under bottom-right: row i's own key is i + (kv_len - q_len).
+TEST(AttentionHostReference, BottomRightDiagonalIsShifted) {
+  HostProblem p(1, 1, 3, 7, 64, true);  // offset 4: row i sees keys 0 .. i + 4
+  p.a.causal_align = causal::Align::bottom_right;
+  p.a.softmax_scale = 1.f;
+  for (int i = 0; i < 3; ++i) p.at(p.q, p.a.q_strides, 0, i, 0, i) = 1.f;
+  for (int j = 0; j < 7; ++j) {
+    if (j >= 4) p.at(p.k, p.a.k_strides, 0, j, 0, j - 4) = 100.f;  // key j matches row j - 4
+    for (int d = 0; d < 64; ++d) p.at(p.v, p.a.v_strides, 0, j, 0, d) = float(100 * j + d);
+  }
+  p.run();  // top-left would give row 0 key 0 only
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(p.at(p.o, p.a.o_strides, 0, i, 0, 3), float(100 * (i + 4) + 3), 1e-2);
+}
+
+TEST(AttentionValidate, CausalOptions) {
+  AttentionArgs a = good_args();  // q_len 77, kv_len 100
+  a.causal = true;
+  a.causal_align = causal::Align::bottom_right;
+  a.causal_order = causal::TileOrder::longest_first;
+  EXPECT_NO_THROW(ops::validate(a));
+  EXPECT_EQ(ops::causal_key_offset(a), 23);
+  expect_invalid(
+      [](AttentionArgs& x) {
+        x.causal = true;
+        x.causal_align = causal::Align::bottom_right;
+        x.q_len = 101;
+        x.q_strides = x.o_strides = ops::packed_bshd(101, x.heads, x.head_dim);
+      },
+      "without a visible key");
+  expect_invalid([](AttentionArgs& x) { x.causal_align = causal::Align::bottom_right; }, "needs a causal call");
+  expect_invalid([](AttentionArgs& x) { x.causal_align = static_cast<causal::Align>(5); }, "causal alignment");
+  expect_invalid([](AttentionArgs& x) { x.causal_order = static_cast<causal::TileOrder>(5); }, "tile order");
+  EXPECT_EQ(ops::parse_causal_align("bottom-right"), causal::Align::bottom_right);
+  EXPECT_EQ(ops::parse_causal_order("longest-first"), causal::TileOrder::longest_first);
+  EXPECT_STREQ(ops::causal_order_name(causal::TileOrder::head_major), "head-major");
+  EXPECT_STREQ(ops::causal_align_name(causal::Align::top_left), "top-left");
+  EXPECT_THROW(ops::parse_causal_align("bottom"), InvalidArgument);
+  EXPECT_THROW(ops::parse_causal_order("lpt"), InvalidArgument);
+}
+
+TEST(AttentionFlops, CountsBottomRightPairs) {
+  AttentionArgs a = good_args();
+  a.batch = 1;
+  a.heads = 1;
+  a.head_dim = 64;
+  a.causal = true;
+  a.causal_align = causal::Align::bottom_right;
+  a.q_len = 2;
+  a.kv_len = 5;  // rows see 4 and 5 keys
+  EXPECT_DOUBLE_EQ(ops::attention_flops(a), 4.0 * 64 * 9);
+  a.q_len = a.kv_len = 4096;  // same as top-left
+  EXPECT_DOUBLE_EQ(ops::attention_flops(a), 4.0 * 64 * (4096.0 * 4097.0 / 2));
+}
+
 #endif  // XSTAGE_HAVE_ATTENTION

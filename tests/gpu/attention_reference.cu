@@ -56,6 +56,7 @@ struct RefArgs {
   int batch, heads, q_len, kv_len, d;
   float scale;
   bool causal, bf16;
+  int key_offset;  // causal: query i sees keys j <= i + key_offset
   float* o;
   float* lse;
 };
@@ -72,7 +73,7 @@ __global__ void reference_kernel(RefArgs a) {
   float q[kMaxD];
   const int64_t qoff = b * a.qb + h * a.qh + static_cast<int64_t>(i) * a.qs;
   for (int d = 0; d < a.d; ++d) q[d] = load16(a.q, qoff + d, a.bf16);
-  const int n_keys = a.causal ? min(i + 1, a.kv_len) : a.kv_len;
+  const int n_keys = a.causal ? min(i + 1 + a.key_offset, a.kv_len) : a.kv_len;
   float m = -INFINITY;
   for (int j = 0; j < n_keys; ++j) {
     const int64_t koff = b * a.kb + h * a.kh + static_cast<int64_t>(j) * a.ks;
@@ -187,7 +188,7 @@ void reference_attention(const ops::AttentionArgs& a, float* o_ref, float* lse_r
             a.v_strides.b, a.v_strides.s, a.v_strides.h,
             a.batch, a.heads, a.q_len, a.kv_len, a.head_dim,
             a.softmax_scale == 0.f ? 1.f / std::sqrt(static_cast<float>(a.head_dim)) : a.softmax_scale,
-            a.causal, a.dtype == ops::AttentionDType::bf16, o_ref, lse_ref};
+            a.causal, a.dtype == ops::AttentionDType::bf16, ops::causal_key_offset(a), o_ref, lse_ref};
   const long long n = (long long)a.batch * a.heads * a.q_len;
   reference_kernel<<<blocks_for(n, 128), 128, 0, s>>>(r);
   check(cudaGetLastError(), "launching reference_kernel");

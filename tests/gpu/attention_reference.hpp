@@ -32,7 +32,7 @@ void fill_random_16bit(void* p, size_t n, ops::AttentionDType dtype, uint64_t se
 void to_float(const void* p, size_t n, ops::AttentionDType dtype, float* out, cudaStream_t s);
 
 // Naive reference: one thread per (batch, head, query row), fp32 math on the same 16-bit
-// inputs, the kernel's semantics (scale, top-left causal mask). o_ref: dense float
+// inputs, the kernel's semantics (scale, causal mask of either alignment). o_ref: dense float
 // [B, Sq, H, D]; lse_ref: dense float [B, H, Sq].
 void reference_attention(const ops::AttentionArgs& a, float* o_ref, float* lse_ref, cudaStream_t s);
 

@@ -61,6 +61,8 @@ struct Case {
   int num_ctas = 0;
   ops::AttentionTilePolicy policy = ops::AttentionTilePolicy::automatic;
   bool tail_split = true;
+  causal::Align align = causal::Align::top_left;             // causal only
+  causal::TileOrder order = causal::TileOrder::head_major;  // causal only
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -125,6 +127,8 @@ TEST_P(AttentionGpu, MatchesReference) {
   a.num_ctas = c.num_ctas;
   a.tile_policy = c.policy;
   a.tail_split = c.tail_split;
+  a.causal_align = c.align;
+  a.causal_order = c.order;
 
   // Inputs. packed_qkv: one [B, S, 3, H, D] tensor (S = q_len = kv_len), Q/K/V are slices.
   const size_t e = 2;  // bytes per element
@@ -195,6 +199,53 @@ TEST_P(AttentionGpu, MatchesReference) {
   std::printf("[ %s ] rel error %.3e, worst row %.3e (%lld rows), lse error %.3e\n", c.name.c_str(), oc.rel(),
               oc.worst_row_rel, oc.rows_checked, lc.max_abs_err);
   cudaStreamDestroy(s);
+}
+
+// Causal tile order longest_first and bottom-right alignment (docs/attention.md §Causal):
+// both dtypes and head dims, lengths off the 128/192 grid, q != kv both ways (bottom-right only
+// with q <= kv), batch 2, few CTAs (the serpentine deal wraps many rounds), peaked scores,
+// packed inputs, the rows128 tile, and the decoding-style single query.
+void causal_cases(std::vector<Case>& v) {
+  const AttentionDType bf = AttentionDType::bf16, fp = AttentionDType::fp16;
+  const auto lpt = causal::TileOrder::longest_first, heads = causal::TileOrder::head_major;
+  const auto tl = causal::Align::top_left, br = causal::Align::bottom_right;
+  const auto rows128 = ops::AttentionTilePolicy::rows128;
+  const Layout dense = Layout::dense;
+  auto add = [&](std::string name, AttentionDType t, int d, int b, int h, int sq, int skv, causal::Align al,
+                 causal::TileOrder o, int ctas = 0, float scale = 0.f, float amp = 1.f, Layout lay = Layout::dense,
+                 ops::AttentionTilePolicy pol = ops::AttentionTilePolicy::automatic) {
+    Case c{std::move(name), t, d, true, b, h, sq, skv, lay, scale, amp, ctas, pol};
+    c.align = al;
+    c.order = o;
+    v.push_back(c);
+  };
+  // Longest-first, top-left.
+  for (AttentionDType t : {bf, fp})
+    for (int d : {64, 128})
+      add(std::string("lpt_s77_") + (t == bf ? "bf16" : "fp16") + "_d" + std::to_string(d), t, d, 2, 3, 77, 77, tl, lpt);
+  add("lpt_s4680_bf16_d128_h3", bf, 128, 1, 3, 4680, 4680, tl, lpt);
+  add("lpt_s4680_fp16_d64_h4", fp, 64, 1, 4, 4680, 4680, tl, lpt);
+  add("lpt_q1000_kv1333_bf16_d128_b2", bf, 128, 2, 3, 1000, 1333, tl, lpt);
+  add("lpt_q1333_kv1000_fp16_d64_b2", fp, 64, 2, 3, 1333, 1000, tl, lpt);
+  add("lpt_ctas5_bf16_d128", bf, 128, 1, 4, 2000, 2000, tl, lpt, 5);
+  add("lpt_ctas7_fp16_d64_b2", fp, 64, 2, 3, 1000, 777, tl, lpt, 7);
+  add("lpt_peaked_fp16_d64", fp, 64, 1, 4, 1333, 1333, tl, lpt, 0, 1.0f, 2.5f);
+  add("lpt_packed_qkv_bf16_d128", bf, 128, 2, 3, 1000, 1000, tl, lpt, 0, 0.f, 1.f, Layout::packed_qkv);
+  add("lpt_s4680_bf16_d64_h4_rows128", bf, 64, 1, 4, 4680, 4680, tl, lpt, 0, 0.f, 1.f, dense, rows128);
+  // Bottom-right, head-major and longest-first.
+  add("br_q1000_kv1333_bf16_d128_b2", bf, 128, 2, 3, 1000, 1333, br, heads);
+  add("br_q1000_kv1333_fp16_d128_b2_lpt", fp, 128, 2, 3, 1000, 1333, br, lpt);
+  add("br_q300_kv4680_bf16_d64", bf, 64, 1, 4, 300, 4680, br, heads);
+  add("br_q300_kv4680_fp16_d64_ctas7_lpt", fp, 64, 1, 4, 300, 4680, br, lpt, 7);
+  add("br_q129_kv4000_bf16_d128_b2_lpt", bf, 128, 2, 2, 129, 4000, br, lpt);
+  add("br_q77_kv200_fp16_d64", fp, 64, 2, 3, 77, 200, br, heads);
+  add("br_q1_kv777_bf16_d128", bf, 128, 2, 3, 1, 777, br, heads);
+  add("br_q1_kv777_fp16_d64_lpt", fp, 64, 2, 3, 1, 777, br, lpt);
+  add("br_s1000_bf16_d64_lpt", bf, 64, 2, 3, 1000, 1000, br, lpt);
+  add("br_peaked_fp16_d128_q700_kv1500", fp, 128, 1, 2, 700, 1500, br, lpt, 0, 1.0f, 2.5f);
+  add("br_packed_qkv_fp16_d64", fp, 64, 2, 3, 1000, 1000, br, heads, 0, 0.f, 1.f, Layout::packed_qkv);
+  add("br_q500_kv1333_fp16_d64_rows128_lpt", fp, 64, 2, 3, 500, 1333, br, lpt, 0, 0.f, 1.f, dense, rows128);
+  add("br_q500_kv1333_bf16_d64_rows128_ctas5", bf, 64, 1, 3, 500, 1333, br, heads, 5, 0.f, 1.f, dense, rows128);
 }
 
 std::vector<Case> cases() {
@@ -268,6 +319,7 @@ std::vector<Case> cases() {
   // Peaked softmax (large scores): stresses the running-max rescaling.
   v.push_back({"peaked_bf16_d128", bf, 128, false, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f});
   v.push_back({"peaked_fp16_d64_causal", fp, 64, true, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f});
+  causal_cases(v);
   return v;
 }
 
@@ -277,15 +329,16 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionGpu, ::testing::ValuesIn(cases()),
 // The device reference itself, against the host fp64 reference on a small problem.
 TEST(AttentionGpuReference, AgreesWithHostReference) {
   XS_REQUIRE_GPUS(1);
-  for (bool causal : {false, true}) {
+  for (int variant : {0, 1, 2}) {  // non-causal, causal top-left, causal bottom-right (q < kv)
     ops::AttentionArgs a;
     a.dtype = AttentionDType::bf16;
     a.batch = 2;
     a.heads = 2;
-    a.q_len = 45;
-    a.kv_len = 33;
+    a.q_len = variant == 2 ? 33 : 45;
+    a.kv_len = variant == 2 ? 45 : 33;
     a.head_dim = 64;
-    a.causal = causal;
+    a.causal = variant > 0;
+    if (variant == 2) a.causal_align = causal::Align::bottom_right;
     a.q_strides = ops::packed_bshd(a.q_len, a.heads, a.head_dim);
     a.k_strides = a.v_strides = ops::packed_bshd(a.kv_len, a.heads, a.head_dim);
     a.o_strides = a.q_strides;
@@ -314,6 +367,58 @@ TEST(AttentionGpuReference, AgreesWithHostReference) {
     for (size_t i = 0; i < nq; ++i) ASSERT_NEAR(ho_dev[i], ho[i], 1e-4) << "element " << i;
     for (size_t i = 0; i < hl.size(); ++i) ASSERT_NEAR(hl_dev[i], hl[i], 1e-4) << "lse " << i;
   }
+}
+
+// The tile order only moves tiles between CTAs: both causal orders give bit-identical O and LSE
+// (each tile is computed the same way wherever it runs), for both alignments and head dims.
+TEST(AttentionGpu, CausalOrdersAgreeBitwise) {
+  XS_REQUIRE_HOPPER();
+  for (int d : {64, 128})
+    for (causal::Align al : {causal::Align::top_left, causal::Align::bottom_right}) {
+      ops::AttentionArgs a;
+      a.dtype = AttentionDType::bf16;
+      a.batch = 2;
+      a.heads = 5;
+      a.q_len = 1500;
+      a.kv_len = 1900;
+      a.head_dim = d;
+      a.causal = true;
+      a.causal_align = al;
+      a.num_ctas = 11;
+      a.q_strides = a.o_strides = ops::packed_bshd(a.q_len, a.heads, d);
+      a.k_strides = a.v_strides = ops::packed_bshd(a.kv_len, a.heads, d);
+      const size_t nq = size_t(a.batch) * a.q_len * a.heads * d, nkv = size_t(a.batch) * a.kv_len * a.heads * d;
+      const size_t nl = size_t(a.batch) * a.heads * a.q_len;
+      DeviceBuffer q(nq * 2), k(nkv * 2), v(nkv * 2), o1(nq * 2), o2(nq * 2), l1(nl * 4), l2(nl * 4);
+      ASSERT_TRUE(q.p && k.p && v.p && o1.p && o2.p && l1.p && l2.p);
+      gputest::fill_random_16bit(q.p, nq, a.dtype, 21, 1.f, nullptr);
+      gputest::fill_random_16bit(k.p, nkv, a.dtype, 22, 1.f, nullptr);
+      gputest::fill_random_16bit(v.p, nkv, a.dtype, 23, 1.f, nullptr);
+      XS_TEST_CUDA(cudaMemset(o1.p, 0xFF, nq * 2));
+      XS_TEST_CUDA(cudaMemset(o2.p, 0xFF, nq * 2));
+      a.q = q.p;
+      a.k = k.p;
+      a.v = v.p;
+      a.return_lse = true;
+      a.o = o1.p;
+      a.lse = l1.as<float>();
+      a.causal_order = causal::TileOrder::head_major;
+      ASSERT_NO_THROW(ops::attention_forward(a, nullptr));
+      a.o = o2.p;
+      a.lse = l2.as<float>();
+      a.causal_order = causal::TileOrder::longest_first;
+      ASSERT_NO_THROW(ops::attention_forward(a, nullptr));
+      XS_TEST_CUDA(cudaDeviceSynchronize());
+      std::vector<uint16_t> h1(nq), h2(nq);
+      std::vector<float> g1(nl), g2(nl);
+      XS_TEST_CUDA(cudaMemcpy(h1.data(), o1.p, nq * 2, cudaMemcpyDeviceToHost));
+      XS_TEST_CUDA(cudaMemcpy(h2.data(), o2.p, nq * 2, cudaMemcpyDeviceToHost));
+      XS_TEST_CUDA(cudaMemcpy(g1.data(), l1.p, nl * 4, cudaMemcpyDeviceToHost));
+      XS_TEST_CUDA(cudaMemcpy(g2.data(), l2.p, nl * 4, cudaMemcpyDeviceToHost));
+      EXPECT_EQ(std::memcmp(h1.data(), h2.data(), nq * 2), 0) << "d " << d << " align " << ops::causal_align_name(al);
+      EXPECT_EQ(std::memcmp(g1.data(), g2.data(), nl * 4), 0) << "d " << d << " align " << ops::causal_align_name(al);
+      for (size_t i = 0; i < nq; i += 997) EXPECT_NE(h1[i], 0xFFFF) << "unwritten output element " << i;
+    }
 }
 
 // Two launches on one stream, into poisoned outputs, give bit-identical outputs (no state

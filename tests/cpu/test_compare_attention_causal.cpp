@@ -1,0 +1,88 @@
+// python/compare_attention_causal.py (the table of scripts/attention-causal-ab) on synthetic
+// bench JSON: the two causal orders and cuDNN side by side, issue 38's acceptance per point, and
+// the correctness gate (a failed cell of either file: exit 1 and a CORRECTNESS FAIL line).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "python_tool_util.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using xstage::test::passing_correctness;
+using xstage::test::quote;
+using xstage::test::slurp;
+
+json cell(const char* backend, int s, int d, double tflops, const char* order = nullptr) {
+  json r = {{"backend", backend}, {"batch", 1},    {"seqlen", s},       {"heads", 24}, {"head_dim", d},
+            {"dtype", "bf16"},     {"causal", true}, {"tflops", tflops}, {"nonfinite", 0},
+            {"correctness", passing_correctness()}};
+  if (order) r["causal_order"] = order;
+  return r;
+}
+
+json doc(json results) {
+  return {{"schema", "xstage.bench.attention.v1"}, {"device", "test"}, {"commit", "abc"}, {"results", results}};
+}
+
+struct Files {
+  fs::path dir = fs::temp_directory_path() / ("xs_causal_ab_" + std::to_string(::getpid()));
+  Files() { fs::create_directories(dir); }
+  ~Files() { fs::remove_all(dir); }
+  fs::path write(const char* name, const json& j) {
+    const fs::path p = dir / name;
+    std::ofstream(p) << j.dump();
+    return p;
+  }
+};
+
+// d = 128 at S = 16384: head-major 500, longest-first 610, cuDNN 590 (accepted); d = 64 at
+// S = 8192: 400 / 450 against 480 (not accepted).
+json ours() {
+  return doc({cell("xstage", 16384, 128, 500, "head-major"), cell("xstage", 16384, 128, 610, "longest-first"),
+              cell("xstage", 8192, 64, 400, "head-major"), cell("xstage", 8192, 64, 450, "longest-first")});
+}
+json theirs() { return doc({cell("torch-cudnn", 16384, 128, 590), cell("torch-cudnn", 8192, 64, 480)}); }
+
+}  // namespace
+
+TEST(CompareAttentionCausal, TableAndAcceptance) {
+  Files f;
+  const fs::path out = f.dir / "out.txt", js = f.dir / "ab.json";
+  const int rc = xstage::test::run_python_tool(
+      "compare_attention_causal.py",
+      quote(f.write("xs.json", ours())) + " " + quote(f.write("t.json", theirs())) + " --json " + quote(js), out);
+  const std::string text = slurp(out);
+  ASSERT_EQ(rc, 0) << text;
+  EXPECT_NE(text.find("acceptance met at 1 of 2 points"), std::string::npos) << text;
+  EXPECT_NE(text.find(" NO"), std::string::npos) << text;
+  const json j = json::parse(slurp(js));
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_EQ(j["rows"][0]["head_dim"], 64);  // d, then heads, then S
+  EXPECT_EQ(j["rows"][0]["accept"], false);
+  EXPECT_EQ(j["rows"][1]["accept"], true);
+  EXPECT_NEAR(j["rows"][1]["longest_first_over_head_major"].get<double>(), 610.0 / 500.0, 1e-9);
+}
+
+TEST(CompareAttentionCausal, FailedCellsFailTheTable) {
+  for (bool ours_fail : {true, false}) {
+    Files f;
+    json a = ours(), b = theirs();
+    if (ours_fail)
+      a["results"][1]["correctness"]["passed"] = false;
+    else
+      b["results"][0]["nonfinite"] = 3;
+    const fs::path out = f.dir / "out.txt";
+    const int rc = xstage::test::run_python_tool(
+        "compare_attention_causal.py", quote(f.write("xs.json", a)) + " " + quote(f.write("t.json", b)), out);
+    const std::string text = slurp(out);
+    EXPECT_EQ(rc, 1) << text;
+    EXPECT_NE(text.find("CORRECTNESS FAIL"), std::string::npos) << text;
+  }
+}
