@@ -386,7 +386,6 @@ TEST(MoeLayerRefByHand, Mxfp4SubBlocksFarBelowTheBlockMaximumAreFlushed) {
   EXPECT_EQ(out[1], 0.140625f) << "gap 14: kept";
   for (int n = 2; n < H; ++n) EXPECT_EQ(out[n], 0.f) << n;
 }
-#endif
 
 // The expert handle the benches use (weights dequantised once) gives exactly moe_expert_row's
 // rows, for every weight format, and refuses an expert out of range.
@@ -408,3 +407,4 @@ TEST(MoeLayerRef, ExpertReferenceRowsEqualMoeExpertRow) {
     EXPECT_THROW(xstage::ops::MoeExpertReference(w, 3), xstage::InvalidArgument);
   }
 }
+#endif  // XSTAGE_HAVE_MOE
