@@ -56,6 +56,7 @@ struct Flags {
   int iters = 20;
   double timeout_s = 10;
   std::vector<std::string> variants{"unfused", "expert-wave", "interleaved"};
+  std::string mega_tile = "m64n256";  // tile of fused variants without a "+TILE" suffix
   bool spans = false;
   std::string params;
   double tile_tflops = 7.0;
@@ -222,12 +223,27 @@ double lead_rounds(const std::string& v) {
     return -1;
   }
 }
+// A fused variant may name its tile configuration after a '+' ("interleaved+m128n256",
+// xstage/mega_tile.hpp); without one it runs --mega-tile. Returns the variant without the suffix.
+std::string variant_base(const std::string& v) { return v.substr(0, v.find('+')); }
+bool variant_tile(const std::string& v, moe::MegaTile dflt, moe::MegaTile* tile) {
+  const size_t plus = v.find('+');
+  if (plus == std::string::npos) {
+    *tile = dflt;
+    return true;
+  }
+  return moe::parse_mega_tile(v.substr(plus + 1).c_str(), tile);
+}
 bool is_fused(const std::string& v) {
-  return v == "expert-wave" || v == "interleaved" || v == "expert-wave-static" || v == "interleaved-static" ||
-         lead_rounds(v) >= 0;
+  const std::string b = variant_base(v);
+  moe::MegaTile t;
+  return (b == "expert-wave" || b == "interleaved" || b == "expert-wave-static" || b == "interleaved-static" ||
+          lead_rounds(b) >= 0) &&
+         variant_tile(v, moe::MegaTile::m64n256, &t);
 }
 const char* kVariantList =
-    "unfused, expert-wave, interleaved, expert-wave-static, interleaved-static, interleaved-lead<rounds in [0, 64]>";
+    "unfused, expert-wave, interleaved, expert-wave-static, interleaved-static, interleaved-lead<rounds in [0, 64]>; "
+    "a fused one may end in +m64n256 or +m128n256 (its tile)";
 
 nlohmann::json tile_kind_json(const ops::MegaMoeTileKind& k) {
   return {{"tiles", k.tiles}, {"mainloop_us", k.mainloop_us}, {"epilogue_us", k.epilogue_us}, {"store_tail_us", k.store_tail_us},
@@ -287,6 +303,9 @@ void run(const Flags& fl) {
     if (v != "unfused" && !is_fused(v))
       throw InvalidArgument(fmt::format("bench moe: unknown variant '{}' ({})", v, kVariantList));
   if (fl.variants.empty()) throw InvalidArgument("bench moe: --variants is empty");
+  moe::MegaTile default_tile;
+  if (!moe::parse_mega_tile(fl.mega_tile.c_str(), &default_tile))
+    throw InvalidArgument(fmt::format("bench moe: unknown --mega-tile '{}' (m64n256, m128n256)", fl.mega_tile));
   if (fl.weights.empty()) throw InvalidArgument("bench moe: --weights is empty");
   std::vector<std::pair<std::string, ops::MoeQuant>> formats;
   for (const auto& w : fl.weights) formats.emplace_back(w, parse_weights(w));
@@ -402,9 +421,11 @@ void run(const Flags& fl) {
               }
             }
             ops::MegaMoeOptions opt;
-            opt.schedule = v.rfind("expert-wave", 0) == 0 ? moe::MoeSchedule::expert_wave : moe::MoeSchedule::interleaved;
-            opt.dynamic_claim = v.find("-static") == std::string::npos;
-            if (lead_rounds(v) >= 0) opt.lead_tiles = static_cast<int>(std::lround(lead_rounds(v) * mega->ctas(0)));
+            const std::string vb = variant_base(v);
+            opt.schedule = vb.rfind("expert-wave", 0) == 0 ? moe::MoeSchedule::expert_wave : moe::MoeSchedule::interleaved;
+            opt.dynamic_claim = vb.find("-static") == std::string::npos;
+            if (lead_rounds(vb) >= 0) opt.lead_tiles = static_cast<int>(std::lround(lead_rounds(vb) * mega->ctas(0)));
+            variant_tile(v, default_tile, &opt.tile);
             auto call = [&](int i, const ops::MegaMoeOptions& o) {
               if (v == "unfused") unfused->forward(i, in[i], team->stream(i));
               else mega->forward(i, in[i], team->stream(i), o);
@@ -503,6 +524,7 @@ void run(const Flags& fl) {
                                {"nonfinite", rec.nonfinite}, {"check", rec.verdict()}, {"correctness", rec.to_json()}};
             std::string span_txt;
             if (is_fused(v)) {
+              row["mega_tile"] = moe::mega_tile_name(opt.tile);
               nlohmann::json plan;
               to_json(plan, mega->plan());
               row["plan"] = plan;
@@ -566,13 +588,14 @@ void run(const Flags& fl) {
                      {"interleaved", "Mega-MoE persistent kernel, interleaved tile order (mix from the Burst-Gap model)"},
                      {"expert-wave-static", "as expert-wave, CTA c taking list positions c, c + K, ... (no claiming)"},
                      {"interleaved-static", "as interleaved, CTA c taking list positions c, c + K, ... (no claiming)"},
-                     {"interleaved-leadR", "as interleaved with a lead of R rounds of CTAs (R x K Linear-1 tiles) instead of the plan's 1"}};
+                     {"interleaved-leadR", "as interleaved with a lead of R rounds of CTAs (R x K Linear-1 tiles) instead of the plan's 1"},
+                     {"VARIANT+TILE", "a fused variant with the tile configuration TILE (m64n256, m128n256; row field mega_tile)"}};
     j["model_params"] = model_used;
     j["world"] = team->world_size();
     j["team"] = team_label(*team);
     j["commit"] = commit_id();
     j["date"] = now_iso();
-    j["config"] = {{"warmup", fl.warmup}, {"iters", fl.iters}, {"tile_tflops", fl.tile_tflops},
+    j["config"] = {{"warmup", fl.warmup}, {"iters", fl.iters}, {"tile_tflops", fl.tile_tflops}, {"mega_tile", fl.mega_tile},
                    {"timing", "team barrier, then CUDA events around one call per rank; median per rank, max over ranks"},
                    {"spans", "per Linear-2 warp-group piece (64 x 128 bf16): SM cycles from before its first combine store to after its last store and the group's barrier, over the measured SM clock; local = same call with every combine row stored to this rank's own buffer"},
                    {"check_tokens", fl.check_tokens}, {"check_seed", fl.check_seed},
@@ -617,8 +640,13 @@ void add_moe_bench_command(CLI::App& app) {
   cmd->add_option("--timeout", fl->timeout_s, "Device wait bound in seconds")->capture_default_str();
   cmd->add_option("--variants", fl->variants,
                   "unfused, expert-wave, interleaved (dynamic tile claiming); expert-wave-static, interleaved-static "
-                  "(static c, c + K, ... split); interleaved-leadR (lead of R rounds of CTAs, e.g. interleaved-lead0.25)")
+                  "(static c, c + K, ... split); interleaved-leadR (lead of R rounds of CTAs, e.g. interleaved-lead0.25); "
+                  "a fused variant may end in +TILE (e.g. interleaved+m128n256) to run that tile configuration")
       ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--mega-tile", fl->mega_tile,
+                  "Tile configuration of the fused variants without a +TILE suffix: m64n256 (64 x 256 for both GEMMs) "
+                  "or m128n256 (128 x 256; docs/megamoe.md \"Tile configurations\")")
       ->capture_default_str();
   cmd->add_flag("--spans", fl->spans,
                 "Record combine-store spans and the per-tile trace (fused variants; two extra calls each)");

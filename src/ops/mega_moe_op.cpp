@@ -1,6 +1,7 @@
 // The Mega-MoE layer operator (include/xstage/ops/mega_moe.hpp): the shared expert-parallel
 // buffers, this kernel's local scratch and counters, the model's interleaved mix, one
-// cooperative launch per call (src/kernels/moe/mega_moe.cu).
+// cooperative launch per call (src/kernels/moe/mega_launch.cuh; one instantiation per tile
+// configuration, xstage/mega_tile.hpp).
 #include "xstage/ops/mega_moe.hpp"
 
 #include <fmt/format.h>
@@ -40,17 +41,26 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
   if (I.buf.epr > km::kMegaMaxLocalExperts)
     throw InvalidArgument(fmt::format("mega moe: {} experts per rank exceed the kernel's {}", I.buf.epr,
                                       km::kMegaMaxLocalExperts));
-  I.n1 = km::mega_l1_tiles_per_block(cfg.intermediate);
-  I.n2 = km::mega_l2_tiles_per_block(cfg.hidden);
-  I.max_blocks = I.buf.cap / 64 + I.buf.epr;
+  // Tiles per block are the same for every tile configuration (128 h / 256 hidden channels);
+  // the scratch is sized for the smallest block (the most blocks).
+  const moe::MegaTileShape smallest = moe::mega_tile_shape(moe::MegaTile::m64n256);
+  I.n1 = moe::mega_l1_tiles(smallest, cfg.intermediate);
+  I.n2 = moe::mega_l2_tiles(smallest, cfg.hidden);
+  for (int t = 0; t < moe::kMegaTileCount; ++t) {
+    const moe::MegaTileShape sh = moe::mega_tile_shape(static_cast<moe::MegaTile>(t));
+    if (moe::mega_l1_tiles(sh, cfg.intermediate) != I.n1 || moe::mega_l2_tiles(sh, cfg.hidden) != I.n2 ||
+        sh.block_m < smallest.block_m)
+      throw Error("mega moe: the tile configurations disagree on the scratch layout");
+  }
+  I.max_blocks = moe::mega_max_blocks(I.buf.cap, I.buf.epr, smallest.block_m);
   // The interleaved mix depends only on the shape and the model; plan it for a balanced load.
   moe::MoeScheduleInput in;
   in.rows_per_expert.assign(I.buf.epr, std::max(1, I.buf.cap / I.buf.world / I.buf.epr));
   in.hidden = cfg.hidden;
   in.intermediate = cfg.intermediate;
-  in.block_m = 64;
-  in.l1_n = 128;
-  in.l2_n = 256;
+  in.block_m = smallest.block_m;  // the mix and the lead are ratios / CTA rounds: the same for 128 rows
+  in.l1_n = smallest.l1_n;
+  in.l2_n = smallest.l2_n;
   in.ctas = I.buf.sm_count.empty() ? 132 : I.buf.sm_count[0];
   in.world = I.buf.world;
   in.tile_tflops = tile_tflops;
@@ -114,7 +124,8 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
   m.control_local = opt.control_local ? 1 : 0;
   m.dynamic_claim = opt.dynamic_claim ? 1 : 0;
   if (opt.lead_tiles >= 0) m.lead = opt.lead_tiles;
-  const std::string what = fmt::format("mega moe (rank {}, call {})", m.ep.rank, m.ep.epoch);
+  const std::string what =
+      fmt::format("mega moe (rank {}, call {}, tile {})", m.ep.rank, m.ep.epoch, moe::mega_tile_name(opt.tile));
   if (opt.record_spans) {
     XS_CUDA(cudaMemsetAsync(m.spans, 0, sizeof(uint32_t) * size_t(I.max_blocks) * I.n2 * 2, s), what);
     XS_CUDA(cudaMemsetAsync(m.cta_clock, 0, sizeof(uint64_t) * 4 * I.buf.sm_count[i], s), what);
@@ -127,7 +138,7 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
   }
   R.spans_recorded = opt.record_spans;
   km::MegaWeights w{in.w1, in.w1_scales, in.w2, in.w2_scales};
-  XS_CUDA(km::mega_moe_launch(m, w, I.buf.sm_count[i], s), what + ": launch");
+  XS_CUDA(km::mega_moe_launch(opt.tile, m, w, I.buf.sm_count[i], s), what + ": launch");
 }
 
 

@@ -2,11 +2,14 @@
 // orders, against the host reference of the whole layer: balanced and skewed routing, uneven
 // and empty experts, a hidden size that leaves half-width Linear-2 tiles (1408), many waves,
 // two calls per layer (parity-buffered scratch, monotonic counters); the span recording and the
-// local-store control; a bad expert id and a rank that never calls end in clear errors.
+// local-store control; a bad expert id and a rank that never calls end in clear errors. Every
+// case runs with both tile configurations (xstage/mega_tile.hpp: 64 x 256 and 128 x 256).
 #ifdef XSTAGE_HAVE_MOE
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gpu/moe_layer_case.hpp"
@@ -19,80 +22,114 @@ using namespace xstage::moe_test;
 
 namespace {
 
-model::Params preset() { return model::load_params(std::string(XSTAGE_SOURCE_DIR) + "/presets/h200-nvlink.json"); }
+// The source tree: $XSTAGE_SOURCE_DIR when set (prebuilt binaries run from another checkout,
+// scripts/megamoe-ab), else the one this binary was built from.
+model::Params preset() {
+  const char* env = std::getenv("XSTAGE_SOURCE_DIR");
+  const std::string root = env != nullptr && *env != 0 ? env : XSTAGE_SOURCE_DIR;
+  return model::load_params(root + "/presets/h200-nvlink.json");
+}
 
-LayerFactory mega(moe::MoeSchedule which, int ctas = 0, bool dynamic_claim = true) {
-  return [which, ctas, dynamic_claim](Team& t, const ops::EpMoeConfig& cfg) {
+LayerFactory mega(moe::MoeSchedule which, moe::MegaTile tile, int ctas = 0, bool dynamic_claim = true) {
+  return [which, tile, ctas, dynamic_claim](Team& t, const ops::EpMoeConfig& cfg) {
     auto layer = std::make_shared<ops::MegaMoeLayer>(t, cfg, preset(), 7.0, ctas);
     ops::MegaMoeOptions opt;
     opt.schedule = which;
     opt.dynamic_claim = dynamic_claim;
+    opt.tile = tile;
     return LayerForward([layer, opt](int i, const ops::EpMoeRankInputs& d, cudaStream_t s) { layer->forward(i, d, s, opt); });
   };
 }
 
-const char* name(moe::MoeSchedule s) { return s == moe::MoeSchedule::expert_wave ? "mega expert-wave" : "mega interleaved"; }
+std::string name(moe::MoeSchedule s, moe::MegaTile tile) {
+  return std::string(s == moe::MoeSchedule::expert_wave ? "mega expert-wave " : "mega interleaved ") +
+         moe::mega_tile_name(tile);
+}
+
+// Every (token, choice) row to expert 0 (top-1 shapes: no duplicate expert per token).
+void route_all_to_expert0(moe::Routing& r) {
+  for (auto& rr : r.per_rank)
+    for (auto& e : rr.experts) e = 0;
+}
+
+constexpr moe::MegaTile kTiles[] = {moe::MegaTile::m64n256, moe::MegaTile::m128n256};
 
 }  // namespace
 
 // P ranks: real GPUs where there are enough, else virtual ranks of one GPU (each on its own
 // SM partition, so the cooperative grid is the partition's SMs).
-class MegaMoeRanks : public ::testing::TestWithParam<int> {};
+// Parameters: ranks P and the tile configuration.
+class MegaMoeRanks : public ::testing::TestWithParam<std::tuple<int, moe::MegaTile>> {};
 
 TEST_P(MegaMoeRanks, MatchesTheHostReferenceOfTheLayer) {
-  const int P = GetParam();
+  const int P = std::get<0>(GetParam());
+  const moe::MegaTile tile = std::get<1>(GetParam());
   XS_TEAM(team, P, 10.0);
   for (auto which : {moe::MoeSchedule::expert_wave, moe::MoeSchedule::interleaved}) {
-    check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 40, moe::RoutingKind::skewed, 11, name(which), mega(which));
-    check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 40, moe::RoutingKind::balanced, 12, name(which), mega(which));
-    check_layer(*team, moe::ModelShape{"wide", 512, 256, 16, 2, 0, 0}, 1, moe::RoutingKind::skewed, 13, name(which), mega(which));
-    check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 8, 2, 0, 0}, 70, moe::RoutingKind::balanced, 14, name(which), mega(which));
+    const std::string n = name(which, tile);
+    check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 40, moe::RoutingKind::skewed, 11, n, mega(which, tile));
+    check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 40, moe::RoutingKind::balanced, 12, n, mega(which, tile));
+    check_layer(*team, moe::ModelShape{"wide", 512, 256, 16, 2, 0, 0}, 1, moe::RoutingKind::skewed, 13, n, mega(which, tile));
+    check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 8, 2, 0, 0}, 70, moe::RoutingKind::balanced, 14, n, mega(which, tile));
     // More tiles than CTAs: several waves, Linear-2 tiles waiting on other CTAs' Linear-1 tiles.
-    check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 150, moe::RoutingKind::skewed, 15, name(which), mega(which));
+    check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 150, moe::RoutingKind::skewed, 15, n, mega(which, tile));
     // The static tile split (c, c + K, ...) instead of dynamic claiming.
-    check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 150, moe::RoutingKind::skewed, 16,
-                std::string(name(which)) + " static", mega(which, 0, false));
+    check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 150, moe::RoutingKind::skewed, 16, n + " static",
+                mega(which, tile, 0, false));
     check_layer(*team, moe::ModelShape{"small", 256, 384, 2 * P, 2, 0, 0}, 24, moe::RoutingKind::balanced, 17,
-                std::string(name(which)) + " empty ranks", mega(which), ops::MoeQuant::w8a8, route_to_first_half);
+                n + " empty ranks", mega(which, tile), ops::MoeQuant::w8a8, route_to_first_half);
   }
 }
 
 TEST_P(MegaMoeRanks, AnExpertIdOutOfRangeIsAClearError) {
-  XS_TEAM(team, GetParam(), 2.0);
-  check_bad_expert(*team, mega(moe::MoeSchedule::interleaved));
+  XS_TEAM(team, std::get<0>(GetParam()), 2.0);
+  check_bad_expert(*team, mega(moe::MoeSchedule::interleaved, std::get<1>(GetParam())));
 }
 
 TEST_P(MegaMoeRanks, ARankThatNeverCallsGivesTheOthersATimeout) {
-  XS_TEAM(team, GetParam(), 1.0);
-  check_rank_never_calls(*team, mega(moe::MoeSchedule::expert_wave));
+  XS_TEAM(team, std::get<0>(GetParam()), 1.0);
+  check_rank_never_calls(*team, mega(moe::MoeSchedule::expert_wave, std::get<1>(GetParam())));
 }
 
-INSTANTIATE_TEST_SUITE_P(P, MegaMoeRanks, ::testing::Values(2, 4, 8));
+INSTANTIATE_TEST_SUITE_P(P, MegaMoeRanks, ::testing::Combine(::testing::Values(2, 4, 8), ::testing::ValuesIn(kTiles)),
+                         [](const ::testing::TestParamInfo<std::tuple<int, moe::MegaTile>>& i) {
+                           return std::to_string(std::get<0>(i.param)) + "_" + moe::mega_tile_name(std::get<1>(i.param));
+                         });
 
 // One rank: every expert local, dispatch and combine inside one GPU; the same kernel and checks.
 TEST(MegaMoe, OneGpuMatchesTheHostReferenceOfTheLayer) {
   XS_REQUIRE_GPUS(1);
   auto team = gpu_team(1, 10);
-  for (auto which : {moe::MoeSchedule::expert_wave, moe::MoeSchedule::interleaved}) {
-    check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 21, name(which), mega(which));
-    check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 4, 2, 0, 0}, 140, moe::RoutingKind::balanced, 22, name(which), mega(which));
-    check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 300, moe::RoutingKind::skewed, 23, name(which), mega(which));
-  }
+  for (auto tile : kTiles)
+    for (auto which : {moe::MoeSchedule::expert_wave, moe::MoeSchedule::interleaved}) {
+      const std::string n = name(which, tile);
+      check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 21, n, mega(which, tile));
+      check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 4, 2, 0, 0}, 140, moe::RoutingKind::balanced, 22, n,
+                  mega(which, tile));
+      check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 300, moe::RoutingKind::skewed, 23, n, mega(which, tile));
+      // One expert takes every row, the others are empty: 300 rows = two full 128-row blocks and
+      // one of 44 rows, whose second 64-row half is empty (its Linear-1 pieces must still count,
+      // else the block's Linear-2 tiles wait until the timeout).
+      check_layer(*team, moe::ModelShape{"hot", 512, 256, 8, 1, 0, 0}, 300, moe::RoutingKind::balanced, 25, n + " one expert",
+                  mega(which, tile), ops::MoeQuant::w8a8, route_all_to_expert0);
+    }
 }
 
 // Few CTAs: many tiles per CTA, Linear-2 tiles waiting on the same CTA's earlier Linear-1 tiles.
 TEST(MegaMoe, OneGpuFewCtas) {
   XS_REQUIRE_GPUS(1);
   auto team = gpu_team(1, 10);
-  for (int ctas : {1, 3})
-    for (auto which : {moe::MoeSchedule::expert_wave, moe::MoeSchedule::interleaved}) {
-      const std::string label = std::string(name(which)) + " ctas " + std::to_string(ctas);
-      check_layer(*team, moe::ModelShape{"one-expert", 256, 256, 1, 1, 0, 0}, 50, moe::RoutingKind::balanced, 31, label,
-                  mega(which, ctas));
-      check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 21, label, mega(which, ctas));
-      check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 24,
-                  label + " static", mega(which, ctas, false));
-    }
+  for (auto tile : kTiles)
+    for (int ctas : {1, 3})
+      for (auto which : {moe::MoeSchedule::expert_wave, moe::MoeSchedule::interleaved}) {
+        const std::string label = name(which, tile) + " ctas " + std::to_string(ctas);
+        check_layer(*team, moe::ModelShape{"one-expert", 256, 256, 1, 1, 0, 0}, 50, moe::RoutingKind::balanced, 31, label,
+                    mega(which, tile, ctas));
+        check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 21, label,
+                    mega(which, tile, ctas));
+        check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 24,
+                    label + " static", mega(which, tile, ctas, false));
+      }
 }
 
 TEST(MegaMoe, RecordsOneSpanPerLinear2PieceAndRunsTheLocalControl) {
@@ -107,20 +144,24 @@ TEST(MegaMoe, RecordsOneSpanPerLinear2PieceAndRunsTheLocalControl) {
   team->run([&](int i) {
     const int rank = team->rank(i);
     const ops::EpMoeRankInputs d = upload_rank(r, w, in, rank, 2);
-    // Pieces: 64-row blocks of each local expert x 1408 / 128 = 11 column pieces; tiles per
-    // block: 640 / 128 = 5 Linear-1 (128 h channels = 256 gate/up columns), ceil(1408 / 256) = 6 Linear-2.
-    size_t blocks = 0;
-    for (int le = 0; le < 2; ++le) blocks += size_t((stats.expert_rows[rank * 2 + le] + 63) / 64);
-    const size_t pieces = blocks * 11;
+    for (auto tile : kTiles)
     for (bool control : {false, true}) {
+      // Pieces: blocks of each local expert x 1408 / 128 = 11 column pieces (the two 64-row
+      // halves of a 128-row block share one span slot); tiles per block: 640 / 128 = 5 Linear-1
+      // (128 h channels = 256 gate/up columns), ceil(1408 / 256) = 6 Linear-2.
+      const int bm = moe::mega_tile_shape(tile).block_m;
+      size_t blocks = 0;
+      for (int le = 0; le < 2; ++le) blocks += size_t(moe::mega_blocks(stats.expert_rows[rank * 2 + le], bm));
+      const size_t pieces = blocks * 11;
       ops::MegaMoeOptions opt;
+      opt.tile = tile;
       opt.record_spans = true;
       opt.control_local = control;
       layer.forward(i, d, team->stream(i), opt);
       team->synchronize(i, "the Mega-MoE call");
       team->check_device_status(i);
       const ops::MegaMoeSpans sp = layer.last_spans(i);
-      EXPECT_EQ(sp.us.size(), pieces) << "control " << control;
+      EXPECT_EQ(sp.us.size(), pieces) << "control " << control << " " << moe::mega_tile_name(tile);
       EXPECT_GT(sp.sm_ghz, 0.5);
       EXPECT_LT(sp.sm_ghz, 3.0);
       EXPECT_GT(sp.kernel_us, 0.0);

@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "xstage/mega_tile.hpp"
 #include "xstage/model.hpp"
 #include "xstage/moe_schedule.hpp"
 #include "xstage/ops/ep_moe.hpp"
@@ -33,6 +34,10 @@ struct MegaMoeOptions {
   // Interleaved only, for studies: Linear-1 tiles between a block's last input and its first
   // Linear-2 tile (< 0: the plan's lead_tiles, one round of CTAs).
   int lead_tiles = -1;
+  // The kernel's tile configuration (xstage/mega_tile.hpp; docs/megamoe.md "Tile
+  // configurations"): 64 x 256 for both GEMMs (the default until measured otherwise), or
+  // 128 x 256 (the grouped GEMM's 128-row tiles; 128-row m-blocks, 2 counts per Linear-1 tile).
+  moe::MegaTile tile = moe::MegaTile::m64n256;
 };
 
 // Where the tiles' time went in one recorded call (record_spans), over all CTAs of the rank;

@@ -13,9 +13,10 @@
 //   * SwiGluSerialQuantEpilogue<Traits, LocalQuantDestination>: the same for the two-pass
 //     128 x 128 gate/up tile (MoeTraits::kGateUpSerial; the gate pass parked in shared memory);
 //   * SwiGluDualQuantEpilogue<Traits, LocalQuantDestination>: the same for the 128 x 256 gate/up
-//     tile (MoeTraits::kGateUpDual; gate and up of a channel in one thread);
-//   * a later remote-store policy (Mega-MoE) supplies a Destination that maps a row to a
-//     peer GPU's buffer and publishes a flag in tile_stored(); the mainloop is untouched.
+//     tile (MoeTraits::kGateUpDual; gate and up of a channel in one thread); also with the
+//     Mega-MoE kernel's h destination (its 128 x 256 tile);
+//   * the Mega-MoE kernel (mega_epilogue.cuh) supplies Destinations that map a row to a peer
+//     GPU's buffer or count a tile into a counter in tile_stored(); the mainloop is untouched.
 //
 // Destination interface (all __device__, const):
 //   void* row_ptr(EpilogueTile const& t, int row) const;   // address of (row, t.col_begin)
@@ -23,7 +24,8 @@
 //   static constexpr bool kNeedsTileStoredHook;
 //   void writer_fence() const;  // every storing thread, after its stores (hook only)
 //   void tile_stored(EpilogueTile const& t, long long cycles) const;  // one thread, after the
-//       warp group's stores and fences; cycles = the warp group's sender-visible store span
+//       warp group's stores and fences; cycles = the warp group's sender-visible store span, or
+//       -1 for a piece the caller does not record (second row half of a 128-row tile)
 //   void mark(int k, int wt) const;  // (SwiGLU epilogue, hook destinations) phase k reached
 #pragma once
 #include <cstdint>
@@ -196,7 +198,8 @@ struct Bf16TileEpilogue {
         copy_out_rows<kPartCols * 2, kPitch>(ep.dest, t, staged, wt);
         ep.dest.writer_fence();
         cutlass::arch::NamedBarrier::sync(128, bar);
-        if (wt == 0) ep.dest.tile_stored(t, clock64() - c0);
+        // Row half wm > 0 of a 128-row tile: not recorded (cycles -1; Destination interface).
+        if (wt == 0) ep.dest.tile_stored(t, wm == 0 ? clock64() - c0 : -1);
       } else {
         EpilogueTile tp = t;
         tp.col_begin += part * kPartCols;
@@ -244,18 +247,35 @@ __device__ __forceinline__ void stage_fp8_rows(Destination const& dest, Epilogue
   }
 }
 
+// The router weights of a thread's two accumulator rows r0, r0 + 8 (p = row r0's weight; rows
+// past the tile's valid rows read as 0). kInKernel: the weights are written while the kernel
+// runs (the Mega-MoE kernel's are pushed by peers): read through L2 (ld.cg), never the
+// non-coherent read-only path; volatile keeps the load where it is issued (a caller loads
+// them before its mainloop so the latency hides behind the wgmmas).
+template <bool kInKernel>
+__device__ __forceinline__ void load_row_weights(const float* p, bool ok0, bool ok1, float& w0, float& w1) {
+  w0 = 0.f;
+  w1 = 0.f;
+  if constexpr (kInKernel) {
+    if (ok0) asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(w0) : "l"(p));
+    if (ok1) asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(w1) : "l"(p + 8));
+  } else {
+    if (ok0) w0 = __ldg(p);
+    if (ok1) w1 = __ldg(p + 8);
+  }
+}
+
 // The rest of a SwiGLU epilogue for a warp group whose threads hold gate and up of the same 64
 // rows x 128 channels (value i of both at one position, as the m64n128 accumulators): h =
-// silu(gate) * up * row weight into h (which may hold the gate values on entry: each is read
-// before it is overwritten), per-row scales, fp8 rows staged (after `bar`: the previous copy-out
-// has read the staging) and stored.
+// silu(gate) * up * router weight (w0 / w1: the thread's two rows) into h (which may hold the
+// gate values on entry: each is read before it is overwritten), per-row scales, fp8 rows staged
+// (after `bar`: the previous copy-out has read the staging) and stored. Destinations with the
+// tile-stored hook (Mega-MoE's h): every writer fences, the group meets, one thread reports the
+// piece (its block's Linear-1 count); `marks` says whether this group records the trace marks.
 template <int kPitch, class Destination, class Gate, class Up>
-__device__ __forceinline__ void swiglu_quant_rows(Destination const& dest, const float* row_weights,
-                                                  EpilogueTile const& t, uint8_t* staged, uint32_t bar, int wt,
-                                                  Gate&& gate, Up&& up, float (&h)[64]) {
-  const int r0 = acc_row(wt, 0);
-  const float w0 = r0 < t.rows ? __ldg(row_weights + t.row_begin + r0) : 0.f;
-  const float w1 = r0 + 8 < t.rows ? __ldg(row_weights + t.row_begin + r0 + 8) : 0.f;
+__device__ __forceinline__ void swiglu_quant_rows(Destination const& dest, float w0, float w1, EpilogueTile const& t,
+                                                  uint8_t* staged, uint32_t bar, int wt, Gate&& gate, Up&& up,
+                                                  float (&h)[64], bool marks = false) {
   float amax0, amax1;
   swiglu_rows(gate, up, w0, w1, h, amax0, amax1);
   const QuantScale q0 = quant_scale(amax0);
@@ -263,7 +283,16 @@ __device__ __forceinline__ void swiglu_quant_rows(Destination const& dest, const
   cutlass::arch::NamedBarrier::sync(128, bar);
   stage_fp8_rows<kPitch>(dest, t, staged, h, q0, q1, wt);
   cutlass::arch::NamedBarrier::sync(128, bar);
-  copy_out_rows<128, kPitch>(dest, t, staged, wt);
+  if constexpr (Destination::kNeedsTileStoredHook) {
+    if (marks) dest.mark(1, wt);
+    const long long c0 = clock64();
+    copy_out_rows<128, kPitch>(dest, t, staged, wt);
+    dest.writer_fence();
+    cutlass::arch::NamedBarrier::sync(128, bar);
+    if (wt == 0) dest.tile_stored(t, marks ? clock64() - c0 : -1);
+  } else {
+    copy_out_rows<128, kPitch>(dest, t, staged, wt);
+  }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -300,18 +329,9 @@ struct SwiGluQuantEpilogue {
   };
   __device__ __forceinline__ RowWeights load_weights(Params const& ep, WorkTile const& tile, int wt) const {
     const int r0 = acc_row(wt, 0);
-    const float* p = ep.row_weights + tile.row_begin + r0;
     RowWeights w;
-    if constexpr (T::kInKernelScales) {
-      // Inputs written during the kernel (the Mega-MoE kernel's row weights are pushed by
-      // peers): read through L2 (ld.cg), never the non-coherent read-only path; volatile keeps
-      // the load where it is issued (before the mainloop) instead of next to its use.
-      if (r0 < tile.rows) asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(w.w0) : "l"(p));
-      if (r0 + 8 < tile.rows) asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(w.w1) : "l"(p + 8));
-    } else {
-      if (r0 < tile.rows) w.w0 = __ldg(p);
-      if (r0 + 8 < tile.rows) w.w1 = __ldg(p + 8);
-    }
+    load_row_weights<T::kInKernelScales>(ep.row_weights + tile.row_begin + r0, r0 < tile.rows, r0 + 8 < tile.rows, w.w0,
+                                         w.w1);
     return w;
   }
 
@@ -369,7 +389,6 @@ struct SwiGluQuantEpilogue {
 // the fp8 row staging pitch, and no per-thread start-up.
 template <class Destination>
 struct SwiGluRowsEpilogueBase {
-  static_assert(!Destination::kNeedsTileStoredHook, "local destinations only");
   static constexpr int kVals = 64;
   static constexpr int kPitch = 128 + 16;  // fp8 bytes per staged row (16 B pad: no bank conflicts)
   static constexpr bool kSwiGlu = true;
@@ -398,6 +417,7 @@ struct SwiGluSerialQuantEpilogue : SwiGluRowsEpilogueBase<Destination> {
   using Base::kPitch;
   using Base::kVals;
   static_assert(T::kGateUpSerial && T::kWgM == 2 && T::kWgN == 1, "the two-pass 128 x 128 gate/up tile");
+  static_assert(!Destination::kNeedsTileStoredHook, "local destinations only");
   static constexpr int kParkBytes = 64 * 128 * 4;  // one warp group's gate piece, fp32
   static constexpr int kStageBytes = 64 * kPitch;  // one warp group's fp8 rows
   static constexpr int kSmemBytes = T::kConsumerWGs * (kParkBytes + kStageBytes);
@@ -429,7 +449,10 @@ struct SwiGluSerialQuantEpilogue : SwiGluRowsEpilogueBase<Destination> {
       h[4 * j + 2] = g.z;
       h[4 * j + 3] = g.w;
     }
-    swiglu_quant_rows<kPitch>(ep.dest, ep.row_weights, t, smem + T::kConsumerWGs * kParkBytes + wm * kStageBytes,
+    const int r0 = acc_row(wt, 0);
+    float w0, w1;
+    load_row_weights<false>(ep.row_weights + t.row_begin + r0, r0 < t.rows, r0 + 8 < t.rows, w0, w1);
+    swiglu_quant_rows<kPitch>(ep.dest, w0, w1, t, smem + T::kConsumerWGs * kParkBytes + wm * kStageBytes,
                               static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + wm, wt,
                               [&](int i) { return h[i]; }, [&](int i) { return acc(i); }, h);
   }
@@ -438,7 +461,10 @@ struct SwiGluSerialQuantEpilogue : SwiGluRowsEpilogueBase<Destination> {
 // ---------------------------------------------------------------------------------------
 // Linear-1 epilogue of the 128 x 256 gate/up tile (MoeTraits::kGateUpDual, 128 output
 // channels, warp group wm holds rows [64 wm, 64 wm + 64) of both the gate and the up piece):
-// everything in registers, SwiGLU per thread, the fp8 rows staged per warp group.
+// everything in registers, SwiGLU per thread, the fp8 rows staged per warp group. With the
+// tile-stored hook (the Mega-MoE kernel's 128-row tile) every warp group reports its piece, an
+// empty one (no valid row in its half) too, so a block's Linear-1 counter reaches 2 per tile
+// whatever its rows (xstage/mega_tile.hpp, mega_l1_target).
 template <class Traits, class Destination>
 struct SwiGluDualQuantEpilogue : SwiGluRowsEpilogueBase<Destination> {
   using T = Traits;
@@ -449,17 +475,42 @@ struct SwiGluDualQuantEpilogue : SwiGluRowsEpilogueBase<Destination> {
   static_assert(T::kGateUpDual && T::kConsumerWGs == 2, "the 128 x 256 gate/up tile");
   static constexpr int kSmemBytes = T::kConsumerWGs * 64 * kPitch;
 
+  struct RowWeights {
+    float w0 = 0.f, w1 = 0.f;
+  };
+  // The router weights of this thread's two rows in warp group wm's half; a caller may load
+  // them before its mainloop (then store_dual_with).
+  __device__ __forceinline__ RowWeights load_weights(Params const& ep, WorkTile const& tile, int wt, int wm) const {
+    const int r0 = 64 * wm + acc_row(wt, 0);
+    RowWeights w;
+    load_row_weights<T::kInKernelScales>(ep.row_weights + tile.row_begin + r0, r0 < tile.rows, r0 + 8 < tile.rows, w.w0,
+                                         w.w1);
+    return w;
+  }
+
   template <class Frg>
   __device__ __forceinline__ void store_dual(Params const& ep, uint8_t* smem, Frg const& gate, Frg const& up,
                                              WorkTile const& tile, int wt, int wm) const {
+    store_dual_with(ep, smem, gate, up, tile, wt, wm, load_weights(ep, tile, wt, wm));
+  }
+
+  template <class Frg>
+  __device__ __forceinline__ void store_dual_with(Params const& ep, uint8_t* smem, Frg const& gate, Frg const& up,
+                                                  WorkTile const& tile, int wt, int wm, RowWeights rw) const {
     static_assert(decltype(size(gate))::value == kVals);
     const EpilogueTile t{tile.expert, tile.m_block, tile.n_block, tile.row_begin + 64 * wm,
                          min(64, tile.rows - 64 * wm), tile.n_block * 128, tile.tag};
-    if (t.rows <= 0) return;  // no valid row in this warp group's half of the tile
+    if (t.rows <= 0) {  // no valid row in this warp group's half of the tile
+      if constexpr (Destination::kNeedsTileStoredHook)
+        if (wt == 0) ep.dest.tile_stored(t, -1);  // nothing stored; the piece still counts
+      return;
+    }
+    if constexpr (Destination::kNeedsTileStoredHook)
+      if (wm == 0) ep.dest.mark(0, wt);  // no up hand-over in this tile: mark 0 = the epilogue's start
     float h[kVals];
-    swiglu_quant_rows<kPitch>(ep.dest, ep.row_weights, t, smem + wm * 64 * kPitch,
+    swiglu_quant_rows<kPitch>(ep.dest, rw.w0, rw.w1, t, smem + wm * 64 * kPitch,
                               static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + wm, wt,
-                              [&](int i) { return gate(i); }, [&](int i) { return up(i); }, h);
+                              [&](int i) { return gate(i); }, [&](int i) { return up(i); }, h, wm == 0);
   }
 };
 

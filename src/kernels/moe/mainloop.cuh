@@ -121,7 +121,8 @@ struct MoeTraits {
   static constexpr bool kOverlapAllowed = kConsumerWGs == 2 && kPieceN == 128 && !kDual;
   static_assert(kConsumerWGs == 2 || (kConsumerWGs == 3 && kWgN == 1 && kClusterSize == 1),
                 "two consumer warp groups (64 x 128 each), or three along M (192 x 128)");
-  static_assert(!kGateUp || (kWgN == 2 && (kWgM == 1 || !kInKernelScales)) ||
+  // (In-kernel scales with 128 rows: the Mega-MoE 128 x 256 tile, MoeMainloop::mma_dual.)
+  static_assert(!kGateUp || (kWgN == 2 && (kWgM == 1 || !kInKernelScales || kClusterSize == 1)) ||
                     (kWgM == 2 && kPieceN == 128 && !kInKernelScales && kClusterSize == 1),
                 "gate/up fusion: the two N chunks (64 or 128 rows), or the 128 x 128 tile's two passes");
   static_assert(kPieceN == 128 || (kWgM == 2 && !kGateUp && !kInKernelScales && kClusterN == 1),
@@ -457,6 +458,58 @@ struct MoeMainloop {
       g.promote(acc, p0, c0, c1);
       c0 = n0;
       c1 = n1;
+    }
+  }
+
+  // The 128 x 256 tile (T::kDual) for scales written while the kernel runs (the Mega-MoE
+  // kernel's 128-row tiles, docs/megamoe.md "Tile configurations"): warp group wm owns rows
+  // [64 wm, 64 wm + 64) and both N pieces; per K block it issues piece 0, promotes it into acc0,
+  // then piece 1 of the same stage into acc1 (mma_tiles_dual's order: one per-K-block
+  // accumulator, 64 + 64 + 64 registers), with the scales read one K block ahead as in mma.
+  // Piece 0 / 1 are the gate / up rows for gate/up parameters, else columns [0, 128) / [128, 256).
+  // The ping-pong token is fixed at compile time (kPingPong), as in mma_tiles_dual.
+  template <bool kPingPong, class SmemA, class SmemB, class Frg>
+  __device__ __forceinline__ void mma_dual(Params const& mp, Pipeline const& pipe, State& read, WorkTile const& t,
+                                           int wt, int wm, SmemA const& sA, SmemB const& sB, Frg& acc0,
+                                           Frg& acc1) const {
+    static_assert(T::kInKernelScales && T::kDual, "the 128 x 256 tile, scales read from global memory");
+    constexpr int kPP = kPingPong ? 1 : 0;
+    WarpGroupMma<SmemA, SmemB> g(sA, sB, wt, wm, 0, kPingPong ? kSchedulePingPong : 0);
+    clear(acc0);
+    clear(acc1);
+    const int kbs = mp.k_blocks;
+    Tensor p0 = partition_fragment_C(g.tiled_mma, typename T::PieceShape{});  // one K block, unscaled
+    const int r0 = g.r0;
+    const bool ok0 = r0 < t.rows;
+    const bool ok1 = r0 + 8 < t.rows;
+    const float* sa0 = mp.a_scales + t.row_begin + r0;
+    bool b0_ok, b1_ok;
+    const float* sb0 = b_scales_of(mp, t, b_row(mp, t, 0), b0_ok);
+    const float* sb1 = b_scales_of(mp, t, b_row(mp, t, 1), b1_ok);
+    auto load_scales = [&](int kb, float& a0, float& a1, float& s0, float& s1) {
+      const float* sa = sa0 + static_cast<int64_t>(kb) * mp.m_total;
+      s0 = b0_ok ? __ldg(sb0 + kb) : 0.f;
+      s1 = b1_ok ? __ldg(sb1 + kb) : 0.f;
+      a0 = ok0 ? __ldcg(sa) : 0.f;
+      a1 = ok1 ? __ldcg(sa + 8) : 0.f;
+    };
+    float a0, a1, s0, s1;
+    load_scales(0, a0, a1, s0, s1);
+    for (int kb = 0; kb < kbs; ++kb) {
+      g.template issue<kPP>(pipe, p0, read, 0);
+      float na0 = 0.f, na1 = 0.f, ns0 = 0.f, ns1 = 0.f;
+      if (kb + 1 < kbs) load_scales(kb + 1, na0, na1, ns0, ns1);
+      warpgroup_wait<0>();
+      g.promote(acc0, p0, a0 * s0, a1 * s0);
+      g.template issue<kPP, false>(pipe, p0, read, 1);
+      warpgroup_wait<0>();
+      pipe.consumer_release(read);
+      read.advance();
+      g.promote(acc1, p0, a0 * s1, a1 * s1);
+      a0 = na0;
+      a1 = na1;
+      s0 = ns0;
+      s1 = ns1;
     }
   }
 

@@ -23,7 +23,7 @@ struct MegaMoeArgs {
   int32_t* hist = nullptr;       // [2][E] this rank's rows per expert, by parity
   uint32_t* hist_done = nullptr;  // CTAs that added their histogram share (grows by grid per call)
   uint32_t* l1_done = nullptr;   // [2][max_blocks] Linear-1 tiles finished per block, by parity
-  int max_blocks = 0;            // cap / 64 + local experts
+  int max_blocks = 0;            // cap / 64 + local experts (the smallest block, xstage/mega_tile.hpp)
   uint64_t* rows_base = nullptr;  // [2] rows received before this call, by parity (monotonic flag)
   uint32_t* ctas_done = nullptr;  // CTAs past their last tile (grows by grid per call)
   uint8_t* h = nullptr;           // [cap, I] fp8 SwiGLU output

@@ -35,9 +35,10 @@ struct HDestination {
   // h is read next by TMA (the async proxy) in other CTAs: every writer orders its generic
   // stores before the async proxy, then one thread releases the count.
   __device__ void writer_fence() const { dev::fence_proxy_async_global(); }
+  // cycles < 0: a piece that is not recorded (the second warp group of a 128-row tile).
   __device__ void tile_stored(EpilogueTile const& t, long long cycles) const {
     dev::add_release_gpu(l1_done + t.tag, 1u);
-    if (hook != nullptr) hook[blockIdx.x] = static_cast<uint32_t>(cycles);
+    if (hook != nullptr && cycles >= 0) hook[blockIdx.x] = static_cast<uint32_t>(cycles);
   }
 };
 
@@ -53,7 +54,9 @@ struct CombineDestination {
     return at[ep_origin_rank(origin)] + static_cast<int64_t>(ep_origin_row(origin)) * hidden + t.col_begin;
   }
   __device__ void writer_fence() const {}
+  // cycles < 0: not recorded (the second 64-row half of a 128-row tile: one span per slot).
   __device__ void tile_stored(EpilogueTile const& t, long long cycles) const {
+    if (cycles < 0) return;
     if (spans != nullptr) spans[t.tag * 2 + ((t.col_begin / 128) & 1)] = static_cast<uint32_t>(cycles);
     if (hook != nullptr) hook[blockIdx.x] = static_cast<uint32_t>(cycles);
   }

@@ -8,7 +8,9 @@
 //   publish: the last CTA of the rank tells every owner how many row pieces it sent;
 //   reduce: once all pieces for this rank's tokens arrived, out[t] = sum of its k rows.
 // Roles in the tile loop as in the grouped GEMM (kernel.cuh): warp group 0 produces (TMA),
-// warp groups 1 and 2 compute 64 x 128 halves of a 64 x 256 tile. The producer gates each
+// warp groups 1 and 2 compute the tile: 64 x 128 halves of a 64 x 256 tile (MegaTraits64), or
+// 64 rows x both 128-column pieces of a 128 x 256 tile (MegaTraits128, the grouped GEMM's
+// kDual tile; xstage/mega_tile.hpp, docs/megamoe.md "Tile configurations"). The producer gates each
 // tile on its inputs: a Linear-1 tile on this call's rows having arrived (cross-rank), a
 // Linear-2 tile on its block's Linear-1 count (local); both waits are bounded. A Linear-2
 // tile's inputs come earlier in the list, every CTA takes its tiles in increasing list order
@@ -31,6 +33,7 @@
 #include "kernels/moe/mega_epilogue.cuh"
 #include "kernels/moe/mega_prologue.cuh"
 #include "kernels/moe/tile_queue.cuh"
+#include "xstage/mega_tile.hpp"
 #include "xstage/moe_tile_order.hpp"
 
 namespace xstage::kernels::moe {
@@ -39,15 +42,29 @@ namespace xstage::kernels::moe {
 // the overlap schedule's second per-K-block accumulator (64 registers), which the extra state
 // of the tile loop cannot afford next to it (ptxas spilled ~1.4 KB with it; and schedule 0 was
 // the grouped GEMM's fastest in most cells anyway, docs/moe-gemm.md).
-struct MegaTraits : MoeTraits<64, 256, 4, true, 1, 1, true> {
+struct MegaTraits64 : MoeTraits<64, 256, 4, true, 1, 1, true> {
   static constexpr bool kOverlapAllowed = false;
+  static constexpr ::xstage::moe::MegaTile kTile = ::xstage::moe::MegaTile::m64n256;
+};
+// 128 x 256 tiles (each warp group 64 rows x gate and up, or x two 128-column pieces): per FLOP
+// the operand traffic of a 128-row tile. 3 stages of 48 KiB: a fourth does not fit next to the
+// Linear-2 staging (2 x 17 KiB) and the tile layout (10 KiB).
+struct MegaTraits128 : MoeTraits<128, 256, 3, true, 1, 1, true> {
+  static constexpr ::xstage::moe::MegaTile kTile = ::xstage::moe::MegaTile::m128n256;
 };
 
+template <class Traits>
 struct MegaMoeKernel {
-  using T = MegaTraits;
+  using T = Traits;
   using Mainloop = MoeMainloop<T>;
-  using L1Epilogue = SwiGluQuantEpilogue<T, HDestination>;
+  static constexpr bool kDual = T::kDual;
+  using L1Epilogue = cute::conditional_t<kDual, SwiGluDualQuantEpilogue<T, HDestination>,
+                                         SwiGluQuantEpilogue<T, HDestination>>;
   using L2Epilogue = Bf16TileEpilogue<T, CombineDestination>;
+  static_assert(::xstage::moe::mega_tile_shape(T::kTile).block_m == T::kBlockM &&
+                    ::xstage::moe::mega_tile_shape(T::kTile).l2_n == T::kBlockN &&
+                    ::xstage::moe::mega_tile_shape(T::kTile).l1_pieces == T::kWgM,
+                "xstage/mega_tile.hpp describes this tile");
   using Pipeline = typename Mainloop::Pipeline;
   using State = typename Mainloop::State;
   using Queue = TileQueue<4>;
@@ -111,8 +128,8 @@ struct MegaMoeKernel {
     t.expert = e;
     t.m_block = mb;
     t.n_block = ot.n_block;
-    t.row_begin = ly.offset[e] + mb * 64;
-    t.rows = min(64, ly.rows[e] - mb * 64);
+    t.row_begin = ly.offset[e] + mb * T::kBlockM;
+    t.rows = min(T::kBlockM, ly.rows[e] - mb * T::kBlockM);
     is_l1 = ot.kind == 1;
     t.tag = is_l1 ? ot.block : ot.block * o.n2 + ot.n_block;
     return t;
@@ -137,7 +154,7 @@ struct MegaMoeKernel {
     cutlass::arch::fence_barrier_init();
     __syncthreads();
 
-    mega_prologue(m, ss.stage.prologue, ss.layout, p.n1);
+    mega_prologue(m, ss.stage.prologue, ss.layout, p.n1, T::kBlockM);
     const bool ok = ss.layout.ok != 0;
     const int total = ok ? ss.layout.block_start[m.ep.experts_per_rank] * (p.n1 + p.n2) : 0;
     const int parity = static_cast<int>(a.epoch & 1u);
@@ -176,8 +193,9 @@ struct MegaMoeKernel {
               rows_here = true;
             }
           } else {
-            dev::wait_geq_gpu(l1_done + t.tag / p.n2, static_cast<uint32_t>(p.n1), a.status,
-                              WaitId::moe_linear1, a.rank, a.timeout_ns);
+            // All n1 Linear-1 tiles of the block, every epilogue piece of each (mega_tile.hpp).
+            const uint32_t target = ::xstage::moe::mega_l1_target(::xstage::moe::mega_tile_shape(T::kTile), p.n1);
+            dev::wait_geq_gpu(l1_done + t.tag / p.n2, target, a.status, WaitId::moe_linear1, a.rank, a.timeout_ns);
             dev::fence_proxy_async_global();
           }
           if (m.trace != nullptr) m.trace[size_t(pos) * kMegaTraceWords + 4] = static_cast<uint32_t>(clock64() - w0);
@@ -195,33 +213,58 @@ struct MegaMoeKernel {
     const int wg = ct / 128;
     const int wt = ct % 128;
     L1Epilogue::consumer_init(wg);
-    Mainloop::consumer_init(p.l1.schedule, wg);
+    // The 128 x 256 tile always runs the ping-pong token (mma_dual<true>).
+    Mainloop::consumer_init(kDual ? Mainloop::kSchedulePingPong : p.l1.schedule, wg);
     const L1Epilogue epi1{};
     const L2Epilogue epi2{};
     State read{};
     auto qs = Queue::consumer_start();
     int last_kind = 0;
+    int pos;
     for (;;) {
-      const int pos = queue.pop(qs);
+      pos = queue.pop(qs);
       if (pos < 0) break;
       const uint64_t c0 = m.trace != nullptr ? clock64() : 0;
       bool is_l1;
-      const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
-      Tensor acc = partition_fragment_C(typename T::TiledMma{}, Shape<_64, _128>{});
-      // The gate group's router weights, loaded now so their latency hides behind the mainloop.
-      typename L1Epilogue::RowWeights rw;
-      if (is_l1 && wg == 0) rw = epi1.load_weights(p.epi1, t, wt);
-      const auto& mp = is_l1 ? p.l1 : p.l2;
-      mainloop.mma(mp, pipe, read, t, mp.schedule, wt, 0, wg, sA, sB, acc);
-      const uint64_t c1 = m.trace != nullptr ? clock64() : 0;
-      const int kind = is_l1 ? 1 : 2;
-      if (kind != last_kind) cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
-      last_kind = kind;
-      if (is_l1) epi1.store_with(p.epi1, ss.epi.data(), acc, t, wt, 0, wg, rw);
-      else epi2.store(p.epi2, ss.epi.data(), acc, t, wt, 0, wg);
+      uint64_t c1;
+      if constexpr (kDual) {
+        // Warp group wg: rows [64 wg, 64 wg + 64), both pieces (gate / up, or two column halves).
+        // The work tile is decoded again after the mainloop: nothing of it stays live in
+        // registers next to the 192 accumulator registers (ptxas spilled otherwise).
+        Tensor acc0 = partition_fragment_C(typename T::TiledMma{}, Shape<_64, _128>{});
+        Tensor acc1 = partition_fragment_C(typename T::TiledMma{}, Shape<_64, _128>{});
+        typename L1Epilogue::RowWeights rw;  // loaded now: the latency hides behind the mainloop
+        {
+          const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
+          if (is_l1) rw = epi1.load_weights(p.epi1, t, wt, wg);
+          const auto& mp = is_l1 ? p.l1 : p.l2;
+          mainloop.template mma_dual<true>(mp, pipe, read, t, wt, wg, sA, sB, acc0, acc1);
+        }
+        c1 = m.trace != nullptr ? clock64() : 0;
+        const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
+        const int kind = is_l1 ? 1 : 2;
+        if (kind != last_kind) cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
+        last_kind = kind;
+        if (is_l1) epi1.store_dual_with(p.epi1, ss.epi.data(), acc0, acc1, t, wt, wg, rw);
+        else epi2.store_dual(p.epi2, ss.epi.data(), acc0, acc1, t, wt, wg);
+      } else {
+        const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
+        const auto& mp = is_l1 ? p.l1 : p.l2;
+        Tensor acc = partition_fragment_C(typename T::TiledMma{}, Shape<_64, _128>{});
+        // The gate group's router weights, loaded now so their latency hides behind the mainloop.
+        typename L1Epilogue::RowWeights rw;
+        if (is_l1 && wg == 0) rw = epi1.load_weights(p.epi1, t, wt);
+        mainloop.mma(mp, pipe, read, t, mp.schedule, wt, 0, wg, sA, sB, acc);
+        c1 = m.trace != nullptr ? clock64() : 0;
+        const int kind = is_l1 ? 1 : 2;
+        if (kind != last_kind) cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
+        last_kind = kind;
+        if (is_l1) epi1.store_with(p.epi1, ss.epi.data(), acc, t, wt, 0, wg, rw);
+        else epi2.store(p.epi2, ss.epi.data(), acc, t, wt, 0, wg);
+      }
       if (m.trace != nullptr && ct == 0) {
         uint32_t* tr = m.trace + size_t(pos) * kMegaTraceWords;
-        tr[0] = blockIdx.x | (static_cast<uint32_t>(kind) << 16);
+        tr[0] = blockIdx.x | (static_cast<uint32_t>(is_l1 ? 1 : 2) << 16);
         tr[1] = static_cast<uint32_t>(c0 - m.cta_clock[blockIdx.x * 4 + 0]);
         tr[2] = static_cast<uint32_t>(c1 - c0);
         tr[3] = static_cast<uint32_t>(clock64() - c1);
@@ -231,6 +274,8 @@ struct MegaMoeKernel {
         tr[7] = is_l1 ? m.trace_hook[2 * gridDim.x + blockIdx.x] - static_cast<uint32_t>(c1) : 0u;
       }
     }
+
+    if (pos == Queue::kTimedOut) __trap();  // the producer never handed a tile over: a bug (pipeline.cuh)
 
     // Publish: this CTA's combine stores are done; the rank's last CTA tells each owner how
     // many (row, 128-column) pieces it sent there (the whole rank's, from the counts).
@@ -268,9 +313,10 @@ struct MegaMoeKernel {
   }
 };
 
-__global__ void __launch_bounds__(MegaMoeKernel::kThreads, 1)
-    mega_moe_kernel(CUTE_GRID_CONSTANT MegaMoeKernel::Params const params) {
-  XSTAGE_RUN_KERNEL(MegaMoeKernel, params);
+template <class Traits>
+__global__ void __launch_bounds__(MegaMoeKernel<Traits>::kThreads, 1)
+    mega_moe_kernel(CUTE_GRID_CONSTANT typename MegaMoeKernel<Traits>::Params const params) {
+  XSTAGE_RUN_KERNEL(MegaMoeKernel<Traits>, params);
 }
 
 }  // namespace xstage::kernels::moe

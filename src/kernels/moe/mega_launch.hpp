@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/moe/mega_args.hpp"
+#include "xstage/mega_tile.hpp"
 
 namespace xstage::kernels::moe {
 
@@ -15,11 +16,15 @@ struct MegaWeights {
   const float* w2_scales = nullptr;  // [E/P, H/128, I/128]
 };
 
-// One call: `ctas` co-resident CTAs (cooperative launch; at most one per SM).
-cudaError_t mega_moe_launch(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s);
+// One call: `ctas` co-resident CTAs (cooperative launch; at most one per SM), one function per
+// tile configuration (xstage/mega_tile.hpp), each in its own translation unit.
+cudaError_t mega_moe_launch_m64n256(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s);
+cudaError_t mega_moe_launch_m128n256(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s);
 
-// Tiles per m-block of 64 rows: Linear-1 (128 h channels each), Linear-2 (256 hidden channels).
-inline int mega_l1_tiles_per_block(int intermediate) { return intermediate / 128; }
-inline int mega_l2_tiles_per_block(int hidden) { return (hidden + 255) / 256; }
+inline cudaError_t mega_moe_launch(::xstage::moe::MegaTile tile, const MegaMoeArgs& m, const MegaWeights& w, int ctas,
+                                   cudaStream_t s) {
+  return tile == ::xstage::moe::MegaTile::m128n256 ? mega_moe_launch_m128n256(m, w, ctas, s)
+                                                   : mega_moe_launch_m64n256(m, w, ctas, s);
+}
 
 }  // namespace xstage::kernels::moe

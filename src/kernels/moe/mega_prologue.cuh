@@ -10,6 +10,7 @@
 #include "kernels/common/store.cuh"
 #include "kernels/moe/ep_device.cuh"
 #include "kernels/moe/mega_args.hpp"
+#include "xstage/mega_tile.hpp"
 #include "xstage/moe_tile_order.hpp"
 
 namespace xstage::kernels::moe {
@@ -58,8 +59,9 @@ __device__ __forceinline__ void warp0_exclusive_scan(const int* in, int* out, in
 }
 
 // Returns with ly filled (ly.ok = 0 if a cross-rank wait gave up). All threads of the CTA.
+// block_m: rows of an m-block (the tile height, xstage/mega_tile.hpp).
 __device__ __forceinline__ void mega_prologue(MegaMoeArgs const& m, MegaPrologueSmem& ps, MegaLayoutSmem& ly,
-                                              int n1) {
+                                              int n1, int block_m) {
   const EpMoeArgs& a = m.ep;
   const int tid = threadIdx.x, nthr = blockDim.x, cta = blockIdx.x, grid = gridDim.x;
   const int parity = static_cast<int>(a.epoch & 1u);
@@ -132,7 +134,7 @@ __device__ __forceinline__ void mega_prologue(MegaMoeArgs const& m, MegaPrologue
     const int n = ps.excl[e0 + le + 1] - ps.excl[e0 + le];
     ly.rows[le] = n;
     ly.offset[le] = ps.excl[e0 + le] - ps.excl[e0];
-    ly.wave_first[le] = (n + 63) / 64;  // staged for the scan
+    ly.wave_first[le] = ::xstage::moe::mega_blocks(n, block_m);  // staged for the scan
   }
   __syncthreads();
   warp0_exclusive_scan(ly.wave_first, ly.block_start, epr);

@@ -47,9 +47,19 @@ struct TileQueue {
     cutlass::arch::ClusterBarrier::arrive(&s->full[st.index]);
     st.advance();
   }
-  // Every consumer thread: the next position.
+  // Every consumer thread: the next position, or kTimedOut when none came within
+  // dev::kWaitTimeoutNs (the caller traps, after its tile loop). No trap in here: a trap inside
+  // the consumers' tile loop made ptxas keep their register allocation near the launch bound's
+  // 168 instead of setmaxnreg's 232 (the 128 x 256 tile spilled ~1 KB; docs/megamoe.md
+  // "Tile configurations").
+  static constexpr int kTimedOut = -2;
   __device__ int pop(PipeState<kDepth>& st) const {
-    bounded_wait(&s->full[st.index], st.phase);
+    if (!cutlass::arch::ClusterBarrier::try_wait(&s->full[st.index], st.phase)) {
+      const uint64_t t0 = dev::global_ns();
+      uint32_t polls = 0;
+      while (!cutlass::arch::ClusterBarrier::try_wait(&s->full[st.index], st.phase))
+        if ((++polls & 1023u) == 0u && dev::global_ns() - t0 > dev::kWaitTimeoutNs) return kTimedOut;
+    }
     asm volatile("" ::: "memory");
     const int pos = *reinterpret_cast<volatile int*>(&s->pos[st.index]);
     asm volatile("" ::: "memory");

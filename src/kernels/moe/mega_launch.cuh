@@ -1,13 +1,16 @@
-// The one instantiation of the Mega-MoE persistent kernel and its launcher: TMA descriptors
-// of both GEMMs, epilogue destinations, cooperative launch (every CTA resident, since CTAs
-// wait on each other's counters).
+// The launcher of one Mega-MoE kernel instantiation (one per tile configuration, each in its
+// own translation unit: mega_moe_m64n256.cu, mega_moe_m128n256.cu): TMA descriptors of both
+// GEMMs, epilogue destinations, cooperative launch (every CTA resident, since CTAs wait on each
+// other's counters).
+#pragma once
 #include "kernels/moe/mega_kernel.cuh"
 #include "kernels/moe/mega_launch.hpp"
 
 namespace xstage::kernels::moe {
 
-cudaError_t mega_moe_launch(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s) {
-  using K = MegaMoeKernel;
+template <class Traits>
+cudaError_t mega_moe_launch_with(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s) {
+  using K = MegaMoeKernel<Traits>;
   const EpMoeArgs& a = m.ep;
   if (ctas <= 0 || a.world > kEpMaxRanks || a.experts > kEpMaxExperts || a.experts_per_rank > kMegaMaxLocalExperts)
     return cudaErrorInvalidValue;
@@ -28,7 +31,7 @@ cudaError_t mega_moe_launch(const MegaMoeArgs& m, const MegaWeights& w, int ctas
   g2.n = a.hidden;
   g2.k = m.intermediate;
 
-  K::Params kp{};
+  typename K::Params kp{};
   kp.l1 = K::Mainloop::to_params(g1);
   kp.l2 = K::Mainloop::to_params(g2);
   kp.l2.gate_up = false;
@@ -46,10 +49,11 @@ cudaError_t mega_moe_launch(const MegaMoeArgs& m, const MegaWeights& w, int ctas
   kp.epi2.dest = cd;
   kp.epi2.n = a.hidden;
   kp.m = m;
-  kp.n1 = mega_l1_tiles_per_block(m.intermediate);
-  kp.n2 = mega_l2_tiles_per_block(a.hidden);
+  constexpr ::xstage::moe::MegaTileShape shape = ::xstage::moe::mega_tile_shape(Traits::kTile);
+  kp.n1 = ::xstage::moe::mega_l1_tiles(shape, m.intermediate);
+  kp.n2 = ::xstage::moe::mega_l2_tiles(shape, a.hidden);
 
-  auto* fn = mega_moe_kernel;
+  auto* fn = mega_moe_kernel<Traits>;
   cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, K::kSmemBytes);
   if (e != cudaSuccess) return e;
   cudaLaunchConfig_t cfg{};

@@ -1,0 +1,63 @@
+// The Mega-MoE kernel's tile configurations (docs/megamoe.md "Tile configurations"), as plain
+// numbers shared by the host (operator, bench, CPU tests) and the kernel, so the block size,
+// the tile counts and the Linear-1 counter target the tests check are the kernel's. No CUDA
+// types; __host__ __device__ under nvcc.
+//
+//   m64n256   64-row blocks; warp groups 1 and 2 each a 64 x 128 half (gate / up for Linear-1);
+//             one epilogue piece per Linear-1 tile counts into the block's counter.
+//   m128n256  128-row blocks (the grouped GEMM's 128 x 256 tiles, MoeTraits::kDual): each
+//             warp group 64 rows x both 128-column pieces; both warp groups count their piece
+//             into the block's counter (also an empty second half), so the target is 2 n1.
+#pragma once
+
+#if defined(__CUDACC__)
+#define XS_MEGA_HD __host__ __device__ constexpr
+#else
+#define XS_MEGA_HD constexpr
+#endif
+
+namespace xstage::moe {
+
+enum class MegaTile : int { m64n256 = 0, m128n256 = 1 };
+inline constexpr int kMegaTileCount = 2;
+
+struct MegaTileShape {
+  int block_m;    // rows of an m-block (one Linear-1 / Linear-2 tile height)
+  int l1_n;       // h channels per Linear-1 tile (2 x l1_n gate/up weight rows)
+  int l2_n;       // hidden channels per Linear-2 tile (the last one may be partial)
+  int l1_pieces;  // epilogue pieces of a Linear-1 tile, each one count in its block's counter
+};
+
+XS_MEGA_HD MegaTileShape mega_tile_shape(MegaTile t) {
+  return t == MegaTile::m128n256 ? MegaTileShape{128, 128, 256, 2} : MegaTileShape{64, 128, 256, 1};
+}
+
+// m-blocks of an expert with `rows` rows.
+XS_MEGA_HD int mega_blocks(int rows, int block_m) { return (rows + block_m - 1) / block_m; }
+// Tiles per m-block: Linear-1 (intermediate / l1_n), Linear-2 (ceil(hidden / l2_n)).
+XS_MEGA_HD int mega_l1_tiles(const MegaTileShape& s, int intermediate) { return intermediate / s.l1_n; }
+XS_MEGA_HD int mega_l2_tiles(const MegaTileShape& s, int hidden) { return (hidden + s.l2_n - 1) / s.l2_n; }
+// The value a block's Linear-1 counter reaches once all its Linear-1 tiles are stored (the
+// Linear-2 tiles of the block wait for it).
+XS_MEGA_HD unsigned mega_l1_target(const MegaTileShape& s, int n1) { return static_cast<unsigned>(n1 * s.l1_pieces); }
+// Upper bound on the m-blocks of one rank: `cap` receive rows over `experts` local experts
+// (each expert's last block may be partial).
+XS_MEGA_HD int mega_max_blocks(int cap, int experts, int block_m) { return cap / block_m + experts; }
+
+// Names for flags and JSON ("m64n256", "m128n256"); parse returns false on an unknown name.
+inline const char* mega_tile_name(MegaTile t) { return t == MegaTile::m128n256 ? "m128n256" : "m64n256"; }
+inline bool parse_mega_tile(const char* s, MegaTile* out) {
+  for (int i = 0; i < kMegaTileCount; ++i) {
+    const MegaTile t = static_cast<MegaTile>(i);
+    const char* n = mega_tile_name(t);
+    int k = 0;
+    while (n[k] != 0 && s[k] == n[k]) ++k;
+    if (n[k] == 0 && s[k] == 0) {
+      *out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace xstage::moe

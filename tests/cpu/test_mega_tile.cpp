@@ -1,0 +1,191 @@
+// The Mega-MoE tile configurations (include/xstage/mega_tile.hpp): block sizes, tile counts,
+// the Linear-1 counter target each Linear-2 tile waits for, and the tile order's
+// deadlock-freedom precondition (every Linear-2 tile after all Linear-1 tiles of its block)
+// with the blocks each configuration makes of uneven, empty and one-row experts.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "xstage/mega_tile.hpp"
+#include "xstage/moe_tile_order.hpp"
+
+using namespace xstage::moe;
+
+namespace {
+
+constexpr MegaTile kTiles[] = {MegaTile::m64n256, MegaTile::m128n256};
+
+// What the kernel's prologue builds (mega_prologue.cuh): block starts of the local experts and,
+// for expert-wave, each expert's wave bounds.
+struct Layout {
+  std::vector<int> block_start, wave_first, wave_last;
+  TileOrder order(OrderKind kind, int n1, int n2, int l1_per_l2, int lead) const {
+    TileOrder o;
+    o.kind = kind;
+    o.experts = static_cast<int>(wave_first.size());
+    o.block_start = block_start.data();
+    o.wave_first = wave_first.data();
+    o.wave_last = wave_last.data();
+    o.n1 = n1;
+    o.n2 = n2;
+    o.l1_per_l2 = l1_per_l2;
+    o.lead = lead;
+    return o;
+  }
+};
+Layout layout(const std::vector<int>& rows, int block_m, int n1, int ctas) {
+  Layout l;
+  const int E = static_cast<int>(rows.size());
+  l.block_start.assign(E + 1, 0);
+  for (int e = 0; e < E; ++e) l.block_start[e + 1] = l.block_start[e] + mega_blocks(rows[e], block_m);
+  l.wave_first.resize(E);
+  l.wave_last.resize(E);
+  for (int e = 0; e < E; ++e) wave_bounds(l.block_start.data(), E, n1, ctas, e, &l.wave_first[e], &l.wave_last[e]);
+  return l;
+}
+
+}  // namespace
+
+TEST(MegaTile, ShapesFollowTheConfiguration) {
+  const MegaTileShape a = mega_tile_shape(MegaTile::m64n256);
+  const MegaTileShape b = mega_tile_shape(MegaTile::m128n256);
+  EXPECT_EQ(a.block_m, 64);
+  EXPECT_EQ(b.block_m, 128);
+  // Both: 128 h channels per Linear-1 tile (256 gate/up rows), 256 hidden channels per Linear-2 tile.
+  for (const auto& s : {a, b}) {
+    EXPECT_EQ(s.l1_n, 128);
+    EXPECT_EQ(s.l2_n, 256);
+    EXPECT_EQ(mega_l1_tiles(s, 640), 5);
+    EXPECT_EQ(mega_l2_tiles(s, 1408), 6);  // the last one half wide
+    EXPECT_EQ(mega_l2_tiles(s, 7168), 28);
+  }
+  // One counting epilogue piece per 64-row warp-group half of a Linear-1 tile.
+  EXPECT_EQ(a.l1_pieces, 1);
+  EXPECT_EQ(b.l1_pieces, 2);
+  EXPECT_EQ(mega_l1_target(a, 5), 5u);
+  EXPECT_EQ(mega_l1_target(b, 5), 10u);
+}
+
+TEST(MegaTile, BlocksOfAnExpert) {
+  EXPECT_EQ(mega_blocks(0, 128), 0);
+  EXPECT_EQ(mega_blocks(1, 128), 1);
+  EXPECT_EQ(mega_blocks(128, 128), 1);
+  EXPECT_EQ(mega_blocks(129, 128), 2);
+  EXPECT_EQ(mega_blocks(300, 128), 3);
+  EXPECT_EQ(mega_blocks(300, 64), 5);
+}
+
+TEST(MegaTile, NamesRoundTripAndUnknownNamesAreRejected) {
+  for (MegaTile t : kTiles) {
+    MegaTile back = t == MegaTile::m64n256 ? MegaTile::m128n256 : MegaTile::m64n256;
+    ASSERT_TRUE(parse_mega_tile(mega_tile_name(t), &back)) << mega_tile_name(t);
+    EXPECT_EQ(back, t);
+  }
+  MegaTile t = MegaTile::m64n256;
+  for (const char* bad : {"", "m128", "m128n2560", "M128N256", "m128n256 ", "m192n128"})
+    EXPECT_FALSE(parse_mega_tile(bad, &t)) << bad;
+}
+
+// The scratch sized for 64-row blocks (the operator's max_blocks) holds every configuration's
+// blocks, whatever the split of the receive rows over the experts.
+TEST(MegaTile, TheScratchBoundHoldsForEveryConfiguration) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int E = 1 + static_cast<int>(rng() % 64);
+    const int cap = static_cast<int>(rng() % 5000);
+    std::vector<int> rows(E, 0);
+    for (int r = 0; r < cap; ++r) ++rows[rng() % E];
+    const int bound = mega_max_blocks(cap, E, mega_tile_shape(MegaTile::m64n256).block_m);
+    for (MegaTile t : kTiles) {
+      int blocks = 0;
+      for (int n : rows) blocks += mega_blocks(n, mega_tile_shape(t).block_m);
+      EXPECT_LE(blocks, bound) << mega_tile_name(t) << " E " << E << " cap " << cap;
+    }
+  }
+}
+
+// The kernel's Linear-1 epilogues report one piece per 64-row consumer warp group of a tile
+// (an empty half too), each counting once into the block's counter, in any completion order:
+// the counter must reach the target exactly when the last piece of the block's n1 tiles is in.
+// A target of n1 with 128-row tiles would release a Linear-2 tile while half of its inputs
+// are still missing.
+TEST(MegaTile, TheLinear1TargetIsReachedOnlyByTheBlocksLastPiece) {
+  std::mt19937 rng(11);
+  for (MegaTile t : kTiles) {
+    const MegaTileShape s = mega_tile_shape(t);
+    const int groups = s.block_m / 64;  // consumer warp groups along M, 64 rows each
+    for (int n1 : {1, 5, 16}) {
+      std::vector<int> pieces;  // tile j's pieces
+      for (int j = 0; j < n1; ++j)
+        for (int h = 0; h < groups; ++h) pieces.push_back(j);
+      for (int trial = 0; trial < 20; ++trial) {
+        std::shuffle(pieces.begin(), pieces.end(), rng);
+        unsigned counter = 0;
+        for (size_t k = 0; k < pieces.size(); ++k) {
+          ++counter;
+          const bool last = k + 1 == pieces.size();
+          EXPECT_EQ(counter >= mega_l1_target(s, n1), last) << mega_tile_name(t) << " n1 " << n1 << " piece " << k;
+        }
+      }
+    }
+  }
+}
+
+// Both orders over the blocks each configuration makes: every tile once, and every Linear-2
+// tile after all Linear-1 tiles of its block (so the lowest unfinished claimed tile always has
+// its inputs: docs/megamoe.md "Deadlock freedom"); the blocks cover each expert's rows exactly.
+TEST(MegaTile, TheOrderKeepsEveryLinear2TileAfterItsInputs) {
+  const std::vector<std::vector<int>> experts = {
+      {300, 0, 1, 128, 129, 64, 0, 1000},  // uneven, empty, one-row, exact and one-over blocks
+      {0, 0, 0, 300},                      // every row in one expert
+      {1},
+      std::vector<int>(32, 97),
+  };
+  for (MegaTile tile : kTiles) {
+    const MegaTileShape s = mega_tile_shape(tile);
+    for (const auto& rows : experts)
+      for (int ctas : {1, 3, 132})
+        for (OrderKind kind : {OrderKind::expert_wave, OrderKind::interleaved}) {
+          const int n1 = 5, n2 = 6;
+          const Layout l = layout(rows, s.block_m, n1, ctas);
+          const TileOrder o = l.order(kind, n1, n2, 1, ctas);
+          const std::string what = std::string(mega_tile_name(tile)) + (kind == OrderKind::expert_wave ? " ew" : " il") +
+                                   " ctas " + std::to_string(ctas) + " experts " + std::to_string(rows.size());
+          // Blocks cover the rows: block b of expert e holds min(block_m, rows - mb * block_m) > 0 rows.
+          int covered = 0;
+          for (int b = 0; b < o.blocks(); ++b) {
+            const int e = expert_of_block(o, b);
+            const int mb = b - l.block_start[e];
+            const int n = std::min(s.block_m, rows[e] - mb * s.block_m);
+            ASSERT_GT(n, 0) << what << " block " << b;
+            covered += n;
+          }
+          EXPECT_EQ(covered, std::accumulate(rows.begin(), rows.end(), 0)) << what;
+          std::map<std::pair<int, int>, int> seen;  // (kind, tile index) -> position
+          std::vector<int> last_l1(o.blocks(), -1);
+          for (int p = 0; p < o.total(); ++p) {
+            const OrderedTile t = tile_at(o, p);
+            ASSERT_TRUE(t.block >= 0 && t.block < o.blocks()) << what;
+            const int idx = t.block * (t.kind == 1 ? n1 : n2) + t.n_block;
+            EXPECT_TRUE(seen.emplace(std::make_pair(t.kind, idx), p).second) << what << " position " << p;
+            if (t.kind == 1) {
+              last_l1[t.block] = std::max(last_l1[t.block], p);
+            } else {
+              // All n1 Linear-1 tiles of the block came earlier.
+              int before = 0;
+              for (int j = 0; j < n1; ++j) {
+                auto it = seen.find({1, t.block * n1 + j});
+                if (it != seen.end() && it->second < p) ++before;
+              }
+              EXPECT_EQ(before, n1) << what << " Linear-2 at " << p;
+            }
+          }
+          EXPECT_EQ(static_cast<int>(seen.size()), o.blocks() * (n1 + n2)) << what;
+        }
+  }
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# scripts/megamoe-ab without a GPU: it refuses a machine without one (one FAIL line, exit 1),
+# rejects bad usage (exit 2), and its table (--table, from a bench moe JSON) gives TFLOP/s of
+# expert work and unfused / fused ratios and fails on a cell whose check did not pass.
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+fails=0
+expect() {  # WANT_RC GREP_TEXT -- command...
+  local want=$1 text=$2 out rc
+  shift 3
+  out=$("$@" 2>&1); rc=$?
+  if [ "$rc" != "$want" ] || ! grep -qF -- "$text" <<< "$out"; then
+    echo "FAILED: $* -> rc $rc (want $want), output:"; echo "$out" | sed 's/^/  /'; fails=$((fails + 1))
+  else
+    echo "ok: $* -> rc $rc"
+  fi
+}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/bin" && printf '#!/bin/sh\nexit 0\n' > "$tmp/bin/xstage" && chmod +x "$tmp/bin/xstage"
+expect 1 "FAIL: 1 GPU(s) expected, 0 visible" -- env XSTAGE_VISIBLE_GPUS=0 scripts/megamoe-ab --bin "$tmp/bin" "$tmp/o"
+expect 2 "usage" -- scripts/megamoe-ab
+expect 2 "--iters must be" -- scripts/megamoe-ab --iters 5 "$tmp/o"
+expect 2 "missing" -- env XSTAGE_VISIBLE_GPUS=1 scripts/megamoe-ab --bin "$tmp/none" "$tmp/o"
+# DSv4-Flash, 8192 tokens: 6 x 8192 x top-k x hidden x intermediate = 2.47 TFLOP (issue 37:
+# unfused 4251 us = ~580 TFLOP/s, expert-wave 5489 us = ~450).
+cat > "$tmp/ok.json" <<'J'
+{"world": 1, "results": [
+ {"model": "DSv4-Flash", "tokens_per_rank": 8192, "variant": "unfused", "median_us": 4251, "check": "ok"},
+ {"model": "DSv4-Flash", "tokens_per_rank": 8192, "variant": "expert-wave", "median_us": 5489, "check": "ok"},
+ {"model": "DSv4-Flash", "tokens_per_rank": 8192, "variant": "interleaved+m128n256", "median_us": 2125.5, "check": "ok"}]}
+J
+expect 0 "4251us   582TF" -- scripts/megamoe-ab --table "$tmp/ok.json"
+expect 0 "451TF 0.77x" -- scripts/megamoe-ab --table "$tmp/ok.json"
+expect 0 "1164TF 2.00x" -- scripts/megamoe-ab --table "$tmp/ok.json"
+sed 's/"median_us": 2125.5, "check": "ok"/"median_us": 2125.5, "check": "FAILED"/' "$tmp/ok.json" > "$tmp/bad.json"
+expect 1 "2.00x !" -- scripts/megamoe-ab --table "$tmp/bad.json"
+[ "$fails" = 0 ] && echo "all passed" || echo "$fails failed"
+[ "$fails" = 0 ]
