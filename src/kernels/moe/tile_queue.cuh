@@ -1,7 +1,7 @@
 // The Mega-MoE kernel's hand-off of tile positions from the producer thread (which claims
 // them) to the consumer warp groups: a small ring in shared memory with a full and an empty
 // mbarrier per slot. The producer may run ahead by kDepth tiles; its TMA stages bound it
-// anyway. A position < 0 ends the tile loop.
+// anyway. A position < 0 ends the tile loop (kTimedOut: the producer never handed one over).
 //
 // Why claims go through the producer: with dynamic claiming (one atomic per tile on a
 // per-call counter) the CTAs take list positions in time order, so a Linear-2 tile placed
@@ -51,7 +51,7 @@ struct TileQueue {
   // dev::kWaitTimeoutNs (the caller traps, after its tile loop). No trap in here: a trap inside
   // the consumers' tile loop made ptxas keep their register allocation near the launch bound's
   // 168 instead of setmaxnreg's 232 (the 128 x 256 tile spilled ~1 KB; docs/megamoe.md
-  // "Tile configurations").
+  // "The kernel", registers).
   static constexpr int kTimedOut = -2;
   __device__ int pop(PipeState<kDepth>& st) const {
     if (!cutlass::arch::ClusterBarrier::try_wait(&s->full[st.index], st.phase)) {
