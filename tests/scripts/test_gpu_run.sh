@@ -4,17 +4,8 @@
 # XSTAGE_VISIBLE_GPUS stands in for nvidia-smi, --dry-run and --check-log run nothing.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
-fails=0
-expect() {  # WANT_RC GREP_TEXT -- command...
-  local want=$1 text=$2 out rc
-  shift 3
-  out=$("$@" 2>&1); rc=$?
-  if [ "$rc" != "$want" ] || ! grep -qF -- "$text" <<< "$out"; then
-    echo "FAILED: $* -> rc $rc (want $want), output:"; echo "$out" | sed 's/^/  /'; fails=$((fails + 1))
-  else
-    echo "ok: $* -> rc $rc"
-  fi
-}
+# shellcheck source=tests/scripts/expect.sh
+source tests/scripts/expect.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 expect 1 "FAIL: 2 GPU(s) expected, 1 visible" -- env XSTAGE_VISIBLE_GPUS=1 scripts/gpu-run --expect-gpus 2 --dry-run "$tmp/o"

@@ -4,17 +4,8 @@
 # expert work and unfused / fused ratios and fails on a cell whose check did not pass.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
-fails=0
-expect() {  # WANT_RC GREP_TEXT -- command...
-  local want=$1 text=$2 out rc
-  shift 3
-  out=$("$@" 2>&1); rc=$?
-  if [ "$rc" != "$want" ] || ! grep -qF -- "$text" <<< "$out"; then
-    echo "FAILED: $* -> rc $rc (want $want), output:"; echo "$out" | sed 's/^/  /'; fails=$((fails + 1))
-  else
-    echo "ok: $* -> rc $rc"
-  fi
-}
+# shellcheck source=tests/scripts/expect.sh
+source tests/scripts/expect.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin" && printf '#!/bin/sh\nexit 0\n' > "$tmp/bin/xstage" && chmod +x "$tmp/bin/xstage"
