@@ -221,12 +221,15 @@ struct MegaMoeKernel {
     auto qs = Queue::consumer_start();
     int last_kind = 0;
     int pos;
+    // The tile trace's clocks of the consumers' first thread (ct == 0, the trace's writer), kept
+    // in shared memory: in registers they stay live across the mainloop and the epilogue (ptxas
+    // spilled 8 B more in the 128 x 256 kernel).
+    __shared__ uint64_t trace_c0, trace_c1;
     for (;;) {
       pos = queue.pop(qs);
       if (pos < 0) break;
-      const uint64_t c0 = m.trace != nullptr ? clock64() : 0;
+      if (m.trace != nullptr && ct == 0) trace_c0 = clock64();
       bool is_l1;
-      uint64_t c1;
       if constexpr (kDual) {
         // Warp group wg: rows [64 wg, 64 wg + 64), both pieces (gate / up, or two column halves).
         // The work tile is decoded again after the mainloop: nothing of it stays live in
@@ -240,7 +243,7 @@ struct MegaMoeKernel {
           const auto& mp = is_l1 ? p.l1 : p.l2;
           mainloop.template mma_dual<true>(mp, pipe, read, t, wt, wg, sA, sB, acc0, acc1);
         }
-        c1 = m.trace != nullptr ? clock64() : 0;
+        if (m.trace != nullptr && ct == 0) trace_c1 = clock64();
         const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
         const int kind = is_l1 ? 1 : 2;
         if (kind != last_kind) cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
@@ -255,7 +258,7 @@ struct MegaMoeKernel {
         typename L1Epilogue::RowWeights rw;
         if (is_l1 && wg == 0) rw = epi1.load_weights(p.epi1, t, wt);
         mainloop.mma(mp, pipe, read, t, mp.schedule, wt, 0, wg, sA, sB, acc);
-        c1 = m.trace != nullptr ? clock64() : 0;
+        if (m.trace != nullptr && ct == 0) trace_c1 = clock64();
         const int kind = is_l1 ? 1 : 2;
         if (kind != last_kind) cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
         last_kind = kind;
@@ -264,6 +267,7 @@ struct MegaMoeKernel {
       }
       if (m.trace != nullptr && ct == 0) {
         uint32_t* tr = m.trace + size_t(pos) * kMegaTraceWords;
+        const uint64_t c0 = trace_c0, c1 = trace_c1;
         tr[0] = blockIdx.x | (static_cast<uint32_t>(is_l1 ? 1 : 2) << 16);
         tr[1] = static_cast<uint32_t>(c0 - m.cta_clock[blockIdx.x * 4 + 0]);
         tr[2] = static_cast<uint32_t>(c1 - c0);
