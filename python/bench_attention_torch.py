@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch SDPA baselines for `xstage bench attention`, measured the same way.
 
-    python3 python/bench_attention_torch.py --json torch.json [--backends cudnn,flash] [--causal]
+    python3 python/bench_attention_torch.py --json torch.json [--backends cudnn,flash,fa4] [--causal]
 
 Same shapes (B=1, S in {1024 .. 65536}, heads {12, 24}, d {64, 128}), same layout (BSHD
 memory, handed to SDPA as the (B, H, S, D) view it expects), same timing: CUDA events
@@ -15,15 +15,39 @@ its error instead of a time. Every timed cell is checked (xsbench.verify): one m
 outputs poisoned with NaN, is compared on --check-rows seeded query rows (over batch, heads
 and sequence) against an fp32 softmax(q k^T / sqrt(d)) v reference, with a full finiteness
 scan; the cell's "correctness" record is what python/compare_attention.py gates on.
+Backend fa4 is FlashAttention-4's own kernel (flash-attn-4 from PyPI: flash_attn.cute.flash_attn_func
+on the BSHD tensors, its sm90 forward on Hopper; xsbench.fa4 finds the folder scripts/fa4-install
+unpacks), timed and checked like the SDPA backends; one untimed call before the warm-up compiles
+its kernel (CuTe DSL JIT). Where it cannot be imported it is skipped with a one-line reason (a
+"# fa4 skipped: ..." line, "skipped" in the JSON config, the "fa4" object of the document); the
+document's "fa4" object records its version where it ran.
 Exit status: 0 ok, 1 a cell failed its correctness check, 2 bad input, 3 torch/CUDA missing.
 """
 import argparse
+import contextlib
 import sys
 
+from xsbench import fa4 as fa4_pkg
 from xsbench import timing, verify
 from xsbench.results import write_json
 
 REL_TOL = 0.02  # per-row relative L2 error of the bf16/fp16 output against the fp32 reference
+SDPA_BACKENDS = ("cudnn", "flash", "efficient", "math")
+BACKENDS = SDPA_BACKENDS + ("fa4",)
+
+
+def fa4_backend(backends, site=None):
+    """(flash_attn_func or None, the document's "fa4" object or None, {backend: skip reason}):
+    flash-attn-4 loaded when `backends` names fa4 (xsbench.fa4.load), else nothing."""
+    if "fa4" not in backends:
+        return None, None, {}
+    func, info, reason = fa4_pkg.load(site)
+    return func, info, ({"fa4": reason} if func is None else {})
+
+
+def result_name(b):
+    """The "backend" field of a result: torch-<b> for SDPA, fa4 for flash-attn-4."""
+    return b if b == "fa4" else f"torch-{b}"
 
 
 def check_cell(torch, call, idx, q, k, v, causal, rows, seed):
@@ -44,7 +68,10 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
     ap.add_argument("--causal", action="store_true")
-    ap.add_argument("--backends", default="cudnn,flash", help="comma list of cudnn, flash, efficient, math")
+    ap.add_argument("--backends", default="cudnn,flash",
+                    help="comma list of cudnn, flash, efficient, math (PyTorch SDPA) and fa4 (flash-attn-4)")
+    ap.add_argument("--fa4-site", help=f"unpacked flash-attn-4 bundle (default ${fa4_pkg.SITE_ENV}, else "
+                    f"{fa4_pkg.DEFAULT_SITE}: scripts/fa4-install)")
     timing.add_timing_args(ap)   # --warmup, --iters, --rotate-mib (no --warmup-ms here)
     ap.add_argument("--layout", choices=["bshd", "bhsd"], default="bshd",
                     help="memory layout of q, k, v (bshd = xstage's; bhsd = contiguous (B, H, S, D))")
@@ -60,6 +87,11 @@ def main(argv=None):
     if args.batch < 1 or args.warmup < 0:
         print("bench_attention_torch: --batch must be >= 1 and --warmup >= 0", file=sys.stderr)
         return 2
+    backends = [b for b in args.backends.split(",") if b]
+    for b in backends:
+        if b not in BACKENDS:
+            print(f"bench_attention_torch: unknown backend {b!r} ({', '.join(BACKENDS)})", file=sys.stderr)
+            return 2
 
     torch = timing.import_torch("bench_attention_torch")
     if torch is None:
@@ -73,11 +105,10 @@ def main(argv=None):
         "efficient": SDPBackend.EFFICIENT_ATTENTION,
         "math": SDPBackend.MATH,
     }
-    backends = [b for b in args.backends.split(",") if b]
-    for b in backends:
-        if b not in names:
-            print(f"bench_attention_torch: unknown backend {b!r} ({', '.join(names)})", file=sys.stderr)
-            return 2
+    fa4_func, fa4_info, skipped = fa4_backend(backends, args.fa4_site)
+    for b, why in skipped.items():
+        print(f"# {b} skipped: {why}", flush=True)
+    run_backends = [b for b in backends if b not in skipped]
 
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
@@ -92,6 +123,9 @@ def main(argv=None):
           f"L2 {l2 / 2**20:.0f} MiB), {args.dtype}, {args.layout.upper()}, "
           f"{'causal' if args.causal else 'non-causal'}, batch {args.batch}, "
           f"median of {args.iters} runs after {args.warmup} warm-up, inputs rotate over >= {rotate / 2**20:.0f} MiB")
+    if fa4_func is not None:
+        print(f"# fa4: flash-attn-4 {fa4_info['version']} (nvidia-cutlass-dsl {fa4_info['cutlass_dsl']}), "
+              f"{fa4_pkg.ENTRY} on BSHD tensors, from {fa4_info['module']}")
     print(f"#{'backend':>8} {'seqlen':>7} {'heads':>5} {'d':>4} {'sets':>5} {'time(us)':>10} {'min(us)':>10} "
           f"{'max(us)':>10} {'TFLOP/s':>9} {'best':>9}{verify.CHECK_HEADER}")
     results, failed = [], 0
@@ -108,14 +142,23 @@ def main(argv=None):
                     return torch.empty(args.batch, h, s, d, device=dev, dtype=dtype).uniform_(-1, 1)
                 qkv = [[make() for _ in range(3)] for _ in range(sets)]
                 flops = 4.0 * args.batch * h * d * timing.visible_pairs(s, s, args.causal)
-                for b in backends:
-                    rec = {"backend": f"torch-{b}", "batch": args.batch, "seqlen": s, "heads": h, "head_dim": d,
+                for b in run_backends:
+                    rec = {"backend": result_name(b), "batch": args.batch, "seqlen": s, "heads": h, "head_dim": d,
                            "dtype": args.dtype, "causal": args.causal, "rotating_sets": sets, "iters": args.iters}
                     def call(i, qkv=qkv):
                         q, k, v = qkv[i % len(qkv)]
                         return F.scaled_dot_product_attention(q, k, v, is_causal=args.causal)
+
+                    def call_fa4(i, qkv=qkv):  # BSHD in, BSHD out, returned as the (B, H, S, D) view
+                        q, k, v = qkv[i % len(qkv)]
+                        out = fa4_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=args.causal)
+                        return (out[0] if isinstance(out, tuple) else out).transpose(1, 2)
+                    if b == "fa4":
+                        call = call_fa4
                     try:
-                        with sdpa_kernel([names[b]]):
+                        with (sdpa_kernel([names[b]]) if b in names else contextlib.nullcontext()):
+                            if b == "fa4":
+                                call(0)  # JIT compile (CuTe DSL) outside the warm-up and the timing
                             backlog.zero_()  # GPU busy while the host enqueues: no launch overhead inside a timing
                             us = timing.time_launches(torch, call, args.iters, warmup=args.warmup)
                             try:
@@ -124,7 +167,7 @@ def main(argv=None):
                                                                 args.check_rows, seed=s * 31 + h * 7 + d)
                             except RuntimeError as e:  # the reference ran out of memory: a failed check
                                 rec["correctness"] = verify.failed_record(str(e).split("\n")[0], REL_TOL, "")
-                    except RuntimeError as e:
+                    except (Exception if b == "fa4" else RuntimeError) as e:  # noqa: BLE001 - fa4 refuses with asserts
                         err = timing.record_error(results, rec, e)
                         print(f" {b:>8} {s:>7} {h:>5} {d:>4} {sets:>5}   unsupported: {err[:80]}")
                         continue
@@ -149,9 +192,12 @@ def main(argv=None):
             "config": {"batch": args.batch, "dtype": args.dtype, "causal": args.causal, "layout": args.layout.upper(),
                        "warmup": args.warmup, "iters": args.iters, "rotate_bytes": rotate,
                        "check_rows": args.check_rows, "rel_tol": REL_TOL,
-                       "backends": backends, "flops": "4*B*H*Sq*Skv*d (visible pairs if causal)"},
+                       "backends": backends, "skipped": skipped,
+                       "flops": "4*B*H*Sq*Skv*d (visible pairs if causal)"},
             "results": results,
         }
+        if fa4_info is not None:
+            doc["fa4"] = fa4_info
         write_json(args.json, doc)
     return verify.finish("bench_attention_torch", failed)
 

@@ -8,7 +8,10 @@ First the correctness gate (docs/checkers.md): every xstage cell and every torch
 correctness record and no non-finite output; each failing cell gets a `CORRECTNESS FAIL` line
 and is marked FAILED in the table. Then, matching results on (batch, seqlen, heads, head_dim,
 dtype, causal), per shape the median TFLOP/s of xstage and of every torch backend, and xstage's
-ratio to each. Exit status: 0 ok, 1 a correctness check failed, 2 bad input.
+ratio to each. The baseline's backends are its columns: torch-cudnn, torch-flash, ... and fa4
+(flash-attn-4's own kernel, with its version in the header) where the baseline ran it; fa4
+cells pass the same gate (a failed fa4 check fails the comparison), and a baseline that skipped
+fa4 says why in one line. Exit status: 0 ok, 1 a correctness check failed, 2 bad input.
 """
 import argparse
 import sys
@@ -56,8 +59,13 @@ def main(argv=None):
     backends = sorted({r["backend"] for r in theirs["results"] if "backend" in r})
     base = index(theirs["results"], _bkey, keep="last")
 
+    fa4 = theirs.get("fa4") if isinstance(theirs.get("fa4"), dict) else None
+    fa4_text = f", flash-attn-4 {fa4.get('version')}" if fa4 and fa4.get("available") else ""
     print(f"# xstage ({ours.get('device')}, commit {ours.get('commit')}) vs {theirs.get('tool')} "
-          f"(torch {theirs.get('torch')}, cuDNN {theirs.get('cudnn')}, {theirs.get('device')})")
+          f"(torch {theirs.get('torch')}, cuDNN {theirs.get('cudnn')}{fa4_text}, {theirs.get('device')})")
+    skipped = (theirs.get("config") or {}).get("skipped") or {}
+    for b, why in sorted(skipped.items()) if isinstance(skipped, dict) else []:
+        print(f"# {b} skipped by the baseline: {why}")
     print(pair_header(f"#{'seqlen':>7} {'heads':>5} {'d':>4} {'dtype':>5} {'causal':>6} {'xstage':>9}", backends, 12,
                       "   (TFLOP/s, medians; ratio = xstage / backend)"))
     rows = []
@@ -85,6 +93,7 @@ def main(argv=None):
         doc = {"schema": "xstage.compare.attention.v1",
                "xstage": {"device": ours.get("device"), "commit": ours.get("commit"), "date": ours.get("date")},
                "baseline": {"tool": theirs.get("tool"), "torch": theirs.get("torch"), "cudnn": theirs.get("cudnn"),
+                            "fa4": fa4, "skipped": skipped if isinstance(skipped, dict) else {},
                             "date": theirs.get("date")},
                "correctness": {"passed": gate.ok, "verdict": gate.verdict()}, "rows": rows}
         if checker.write_out(TOOL, args.json, lambda p: write_json(p, doc)):
