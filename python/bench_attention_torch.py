@@ -60,7 +60,28 @@ def check_cell(torch, call, idx, q, k, v, causal, rows, seed):
     return verify.attention_rows(torch, out, q, k, v, causal, rows, seed, REL_TOL)
 
 
-def main(argv=None):
+def document(args, machine, rotate, backends, skipped, fa4_info, results):
+    """The JSON document (schema xstage.bench.attention.v1): `machine` holds the fields of where
+    and when it ran (torch, cudnn, device, ...); config.skipped {backend: one-line reason} names
+    the backends that did not run, and "fa4" (when fa4 was asked for) is xsbench.fa4.load()'s
+    record: available, version, cutlass_dsl, site, entry, reason."""
+    doc = {
+        "schema": "xstage.bench.attention.v1",
+        "tool": "torch-sdpa",
+        **machine,
+        "config": {"batch": args.batch, "dtype": args.dtype, "causal": args.causal, "layout": args.layout.upper(),
+                   "warmup": args.warmup, "iters": args.iters, "rotate_bytes": rotate,
+                   "check_rows": args.check_rows, "rel_tol": REL_TOL,
+                   "backends": backends, "skipped": skipped,
+                   "flops": "4*B*H*Sq*Skv*d (visible pairs if causal)"},
+        "results": results,
+    }
+    if fa4_info is not None:
+        doc["fa4"] = fa4_info
+    return doc
+
+
+def parser():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seqlens", type=timing.ints, default=timing.ints("1024,4096,4608,8192,16384,32768,65536"))
     ap.add_argument("--heads", type=timing.ints, default=timing.ints("12,24"))
@@ -77,7 +98,11 @@ def main(argv=None):
                     help="memory layout of q, k, v (bshd = xstage's; bhsd = contiguous (B, H, S, D))")
     ap.add_argument("--check-rows", type=int, default=256, help="query rows per cell checked against fp32")
     ap.add_argument("--json", help="write results here")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
     if args.iters < timing.MIN_ITERS:
         print(f"bench_attention_torch: --iters must be >= {timing.MIN_ITERS}", file=sys.stderr)
         return 2
@@ -184,21 +209,8 @@ def main(argv=None):
                 torch.cuda.empty_cache()
 
     if args.json:
-        doc = {
-            "schema": "xstage.bench.attention.v1",
-            "tool": "torch-sdpa",
-            "cudnn": torch.backends.cudnn.version(),
-            **timing.run_fields(torch, props, l2),
-            "config": {"batch": args.batch, "dtype": args.dtype, "causal": args.causal, "layout": args.layout.upper(),
-                       "warmup": args.warmup, "iters": args.iters, "rotate_bytes": rotate,
-                       "check_rows": args.check_rows, "rel_tol": REL_TOL,
-                       "backends": backends, "skipped": skipped,
-                       "flops": "4*B*H*Sq*Skv*d (visible pairs if causal)"},
-            "results": results,
-        }
-        if fa4_info is not None:
-            doc["fa4"] = fa4_info
-        write_json(args.json, doc)
+        machine = {"cudnn": torch.backends.cudnn.version(), **timing.run_fields(torch, props, l2)}
+        write_json(args.json, document(args, machine, rotate, backends, skipped, fa4_info, results))
     return verify.finish("bench_attention_torch", failed)
 
 
