@@ -52,7 +52,7 @@ def load(explicit_site=None):
         mod = importlib.import_module("flash_attn.cute")
         func = getattr(mod, "flash_attn_func")
     except Exception as e:  # noqa: BLE001 - any import failure is a skip with its reason
-        where = f" (bundle folder {d} {'present' if info['site'] else 'absent'}: scripts/fa4-install unpacks it)"
+        where = f" (bundle folder {d} " + ("present)" if info["site"] else "absent: scripts/fa4-install unpacks it)")
         info["reason"] = f"flash_attn.cute not importable: {_why(e)}{where}"
         return None, info, info["reason"]
     # flash_attn.cute.__version__ asks importlib.metadata for "fa4", not this distribution.
