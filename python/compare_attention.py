@@ -13,7 +13,6 @@ ratio to each. The baseline's backends are its columns: torch-cudnn, torch-flash
 cells pass the same gate (a failed fa4 check fails the comparison), and a baseline that skipped
 fa4 says why in one line. Exit status: 0 ok, 1 a correctness check failed, 2 bad input.
 """
-import argparse
 import sys
 
 from xsbench import checker
@@ -45,14 +44,10 @@ def _ran(r):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("xstage_json")
-    ap.add_argument("torch_json")
-    ap.add_argument("--json", help="write the merged table here")
-    args, docs = checker.parse_and_open(TOOL, ap, argv, lambda a: [(a.xstage_json, SCHEMA), (a.torch_json, SCHEMA)])
-    if docs is None:
+    opened = checker.parse_and_open_pair(TOOL, __doc__.split("\n")[0], argv, SCHEMA, "write the merged table here")
+    if opened is None:
         return 2
-    ours, theirs = docs
+    args, ours, theirs = opened
     gate = checker.gate_files(TOOL, args, [("xstage", ours, _key, _label, _ours), ("torch", theirs, _bkey, _label, _ran)])
 
     mine = index(ours["results"], _key, keep="last", where=_ours)

@@ -12,7 +12,6 @@ ratios to cuDNN, and whether longest-first meets the acceptance: >= 1.0x cuDNN a
 >= 600 TFLOP/s (causal FLOP count) at S >= 8192, d = 128. Exit status: 0 ok (whatever the
 numbers), 1 a correctness check failed, 2 bad input.
 """
-import argparse
 import sys
 
 from xsbench import checker
@@ -59,14 +58,10 @@ def accepted(s, d, lf, cu):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("xstage_json")
-    ap.add_argument("torch_json")
-    ap.add_argument("--json", help="write the rows here")
-    args, docs = checker.parse_and_open(TOOL, ap, argv, lambda a: [(a.xstage_json, SCHEMA), (a.torch_json, SCHEMA)])
-    if docs is None:
+    opened = checker.parse_and_open_pair(TOOL, __doc__.split("\n")[0], argv, SCHEMA, "write the rows here")
+    if opened is None:
         return 2
-    ours, theirs = docs
+    args, ours, theirs = opened
     gate = checker.gate_files(TOOL, args, [("xstage", ours, _ours_key, _label, _ours),
                                            ("torch", theirs, _torch_key, _label, _cudnn)])
     mine = index(ours["results"], _ours_key, keep="last", where=_ours)

@@ -60,3 +60,16 @@ def parse_and_open(tool, ap, argv, specs):
     add_flag(ap)
     args = ap.parse_args(argv)
     return args, open_inputs(tool, specs(args))
+
+
+def parse_and_open_pair(tool, description, argv, schema, json_help):
+    """The command line of the checkers that compare an xstage JSON with a PyTorch one
+    (XSTAGE_JSON TORCH_JSON [--json OUT], both of `schema`): (args, ours, theirs), or None
+    after an unreadable input (the caller returns 2)."""
+    import argparse
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("xstage_json")
+    ap.add_argument("torch_json")
+    ap.add_argument("--json", help=json_help)
+    args, docs = parse_and_open(tool, ap, argv, lambda a: [(a.xstage_json, schema), (a.torch_json, schema)])
+    return None if docs is None else (args, *docs)
