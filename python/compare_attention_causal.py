@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""Causal A/B table of scripts/attention-causal-ab: xstage's two causal tile orders (same run,
-back to back per shape) against cuDNN SDPA (same machine call), with issue 38's causal acceptance.
+"""Causal A/B table of scripts/attention-causal-ab: xstage's causal tile orders (same run, back
+to back per shape) against cuDNN SDPA (same machine call), with issue 38's causal acceptance.
 
-    python3 python/compare_attention_causal.py XSTAGE.json TORCH.json [--json OUT.json] [--allow-missing-correctness]
+    python3 python/compare_attention_causal.py XSTAGE.json TORCH.json [--json OUT.json]
+        [--accept-order ORDER] [--allow-missing-correctness]
 
-XSTAGE.json: `xstage bench attention --causal --causal-order head-major,longest-first --json`;
-TORCH.json: `python3 python/bench_attention_torch.py --causal --backends cudnn --json`.
-First the correctness gate (docs/checkers.md) over every causal xstage cell and every cuDNN cell
-that ran; then per (d, H, S): TFLOP/s of head-major and longest-first, their ratio, cuDNN, both
-ratios to cuDNN, and whether longest-first meets the acceptance: >= 1.0x cuDNN at every point,
->= 600 TFLOP/s (causal FLOP count) at S >= 8192, d = 128. Exit status: 0 ok (whatever the
-numbers), 1 a correctness check failed, 2 bad input.
+XSTAGE.json: `xstage bench attention --causal --causal-order head-major,longest-first,grouped --json`
+(any subset of the orders); TORCH.json: `python3 python/bench_attention_torch.py --causal
+--backends cudnn --json`. First the correctness gate (docs/checkers.md) over every causal xstage
+cell and every cuDNN cell that ran; then per (d, H, S): TFLOP/s of each order that ran (grouped
+with its heads per group), each order / head-major, cuDNN, each order / cuDNN, and whether the
+accepted order (default: longest-first, the kernel's default) meets the acceptance: >= 1.0x cuDNN
+at every point, >= 600 TFLOP/s (causal FLOP count) at S >= 8192, d = 128. Exit status: 0 ok
+(whatever the numbers), 1 a correctness check failed, 2 bad input.
 """
 import sys
 
@@ -20,7 +22,8 @@ from xsbench.tables import fmt, mark
 
 SCHEMA = "xstage.bench.attention.v1"
 TOOL = "compare_attention_causal"
-ORDERS = ("head-major", "longest-first")
+ORDERS = ("head-major", "longest-first", "grouped")
+SHORT = {"head-major": "hm", "longest-first": "lf", "grouped": "grp"}
 MIN_RATIO = 1.0
 MIN_TFLOPS_D128 = 600.0  # at S >= 8192
 
@@ -58,7 +61,10 @@ def accepted(s, d, lf, cu):
 
 
 def main(argv=None):
-    opened = checker.parse_and_open_pair(TOOL, __doc__.split("\n")[0], argv, SCHEMA, "write the rows here")
+    opened = checker.parse_and_open_pair(
+        TOOL, __doc__.split("\n")[0], argv, SCHEMA, "write the rows here",
+        add_args=lambda ap: ap.add_argument("--accept-order", default="longest-first", choices=ORDERS,
+                                            help="the order judged against the acceptance (default: longest-first)"))
     if opened is None:
         return 2
     args, ours, theirs = opened
@@ -70,46 +76,71 @@ def main(argv=None):
     if not shapes:
         print(f"{TOOL}: no causal xstage results in {args.xstage_json}", file=sys.stderr)
         return 2
+    orders = [o for o in ORDERS if any(k[0] == o for k in mine)]
+    acc_order = args.accept_order
+    if acc_order not in orders:
+        print(f"{TOOL}: no '{acc_order}' rows in {args.xstage_json} (orders there: {', '.join(orders)})",
+              file=sys.stderr)
+        return 2
+    gained = [o for o in orders if o != "head-major"] if "head-major" in orders else []
 
     print(f"# causal: xstage ({ours.get('device')}, commit {ours.get('commit')}) vs cuDNN SDPA (torch "
           f"{theirs.get('torch')}, cuDNN {theirs.get('cudnn')}); TFLOP/s medians by the causal FLOP count")
-    print(f"# acceptance (issue 38): longest-first >= {MIN_RATIO:.1f}x cuDNN at every point and >= "
+    print(f"# acceptance (issue 38): {acc_order} >= {MIN_RATIO:.1f}x cuDNN at every point and >= "
           f"{MIN_TFLOPS_D128:.0f} TFLOP/s at S >= 8192, d = 128")
-    print(f"#{'d':>3} {'H':>3} {'S':>6} {'dtype':>5} {'head-major':>10} {'longest-first':>13} {'lf/hm':>6} "
-          f"{'cuDNN':>7} {'hm/cuDNN':>8} {'lf/cuDNN':>8} {'accept':>6}")
-    rows, gains, met, points = [], [], 0, 0
+    head = f"#{'d':>3} {'H':>3} {'S':>6} {'dtype':>5} " + " ".join(f"{o:>13}" for o in orders)
+    head += "".join(f" {SHORT[o] + '/hm':>7}" for o in gained)
+    head += f" {'cuDNN':>7}" + "".join(f" {SHORT[o] + '/cuDNN':>9}" for o in orders) + f" {'accept':>6}"
+    print(head)
+    rows, gains, met, points = [], {o: [] for o in gained}, 0, 0
     for k in shapes:
         s, h, d, dt = k
-        hm, lf = (mine.get((o,) + k, {}).get("tflops") for o in ORDERS)
+        tf = {o: mine.get((o,) + k, {}).get("tflops") for o in orders}
+        grp = mine.get(("grouped",) + k, {}).get("causal_group")
         cu = base.get(k, {}).get("tflops")
-        ok = all(gate.cell_ok("xstage", (o,) + k) for o in ORDERS if (o,) + k in mine)
+        ok = all(gate.cell_ok("xstage", (o,) + k) for o in orders if (o,) + k in mine)
         if k in base:
             ok = ok and gate.cell_ok("torch", ("cudnn",) + k)
-        gain = ratio(lf, hm)
-        acc = accepted(s, d, lf, cu)
-        if gain is not None:
-            gains.append(gain)
+        acc = accepted(s, d, tf[acc_order], cu)
+        for o in gained:
+            g = ratio(tf[o], tf["head-major"])
+            if g is not None:
+                gains[o].append(g)
         if acc is not None:
             points += 1
             met += acc
-        line = (f" {d:>3} {h:>3} {s:>6} {dt:>5} {fmt(hm, '.1f', 10)} {fmt(lf, '.1f', 13)} {fmt(gain, '.3f', 6)} "
-                f"{fmt(cu, '.1f', 7)} {fmt(ratio(hm, cu), '.2f', 8)} {fmt(ratio(lf, cu), '.2f', 8)} "
-                f"{'-' if acc is None else 'yes' if acc else 'NO':>6}")
+        cells = []
+        for o in orders:
+            label = fmt(tf[o], ".1f")
+            if o == "grouped" and grp:
+                label = f"{label} G{grp}"
+            cells.append(f"{label:>13}")
+        line = f" {d:>3} {h:>3} {s:>6} {dt:>5} " + " ".join(cells)
+        line += "".join(f" {fmt(ratio(tf[o], tf['head-major']), '.3f', 7)}" for o in gained)
+        line += f" {fmt(cu, '.1f', 7)}" + "".join(f" {fmt(ratio(tf[o], cu), '.2f', 9)}" for o in orders)
+        line += f" {'-' if acc is None else 'yes' if acc else 'NO':>6}"
         print(mark(line, ok))
-        rows.append({"seqlen": s, "heads": h, "head_dim": d, "dtype": dt, "head_major_tflops": hm,
-                     "longest_first_tflops": lf, "cudnn_tflops": cu, "longest_first_over_head_major": gain,
-                     "accept": acc, "correctness_ok": ok})
-    g = geomean(gains)
-    print(f"# longest-first / head-major: geomean {fmt(g, '.3f')} over {len(gains)} shapes; acceptance met at "
-          f"{met} of {points} points")
+        row = {"seqlen": s, "heads": h, "head_dim": d, "dtype": dt, "cudnn_tflops": cu, "accept": acc,
+               "correctness_ok": ok}
+        for o in orders:
+            row[o.replace("-", "_") + "_tflops"] = tf[o]
+        for o in gained:
+            row[o.replace("-", "_") + "_over_head_major"] = ratio(tf[o], tf["head-major"])
+        if grp:
+            row["grouped_heads_per_group"] = grp
+        rows.append(row)
+    geo = {o: geomean(v) for o, v in gains.items()}
+    for o in gained:
+        print(f"# {o} / head-major: geomean {fmt(geo[o], '.3f')} over {len(gains[o])} shapes")
+    print(f"# acceptance ({acc_order}) met at {met} of {points} points")
     status = gate.summary()
     if args.json:
-        doc = {"schema": "xstage.compare.attention-causal.v1",
+        doc = {"schema": "xstage.compare.attention-causal.v2",
                "xstage": {"device": ours.get("device"), "commit": ours.get("commit"), "date": ours.get("date")},
                "baseline": {"tool": theirs.get("tool"), "torch": theirs.get("torch"), "cudnn": theirs.get("cudnn")},
-               "acceptance": {"min_ratio": MIN_RATIO, "min_tflops_d128_s8192": MIN_TFLOPS_D128, "met": met,
-                              "points": points},
-               "geomean_longest_first_over_head_major": g,
+               "acceptance": {"order": acc_order, "min_ratio": MIN_RATIO, "min_tflops_d128_s8192": MIN_TFLOPS_D128,
+                              "met": met, "points": points},
+               "geomean_over_head_major": geo,
                "correctness": {"passed": gate.ok, "verdict": gate.verdict()}, "rows": rows}
         if checker.write_out(TOOL, args.json, lambda p: write_json(p, doc)):
             return 2

@@ -10,14 +10,18 @@
 // for every (batch, head), so sorting by cost needs no list (docs/attention.md §Persistent
 // scheduler):
 //
-// * head_major (the default): q tiles of one head, heaviest first, then the next head; CTA c
-//   takes positions c, c + grid, ... (round robin). Heads run one after another, so every
-//   round mixes the long tiles of one head with the short ones of the previous head.
-// * longest_first: all items by cost, descending (q tile slowest, then batch and head, so items
-//   of equal cost are the heads of one q tile), dealt out serpentine: round r gives position
-//   r*grid + c to CTA c when r is even and to CTA grid-1-c when r is odd. Over a descending
-//   list the serpentine evens out what the round robin leaves: the CTA that got the heaviest
-//   item of one round gets the lightest of the next.
+// * head_major: q tiles of one head, heaviest first, then the next head; CTA c takes
+//   positions c, c + grid, ... (round robin). Heads run one after another, so every round
+//   mixes the long tiles of one head with the short ones of the previous head.
+// * longest_first (the default): all items by cost, descending (q tile slowest, then batch and
+//   head, so items of equal cost are the heads of one q tile), dealt out serpentine: round r
+//   gives position r*grid + c to CTA c when r is even and to CTA grid-1-c when r is odd. Over a
+//   descending list the serpentine evens out what the round robin leaves: the CTA that got the
+//   heaviest item of one round gets the lightest of the next.
+// * grouped: longest_first within groups of `group` (batch, head) pairs, one group after the
+//   other, dealt out by the same serpentine. Fewer heads are in flight at once (their K/V stay
+//   in L2); the host picks the smallest group whose per-CTA load stays balanced
+//   (plan_group below).
 #pragma once
 
 #if !defined(XS_TILE_HD)
@@ -30,7 +34,7 @@
 
 namespace xstage::causal {
 
-enum class TileOrder : int { head_major = 0, longest_first = 1 };
+enum class TileOrder : int { head_major = 0, longest_first = 1, grouped = 2 };
 enum class Align : int { top_left = 0, bottom_right = 1 };
 
 // Query i sees keys j <= i + key_offset(...).
@@ -67,14 +71,22 @@ struct Item {
   int batch;
 };
 
-// The item at list position pos (0 <= pos < m_blocks * heads * batch).
-XS_TILE_HD Item item_at(TileOrder order, int m_blocks, int heads, int batch, int pos) {
+// The item at list position pos (0 <= pos < m_blocks * heads * batch). group: (batch, head)
+// pairs per group of the grouped order (<= 0 or >= all pairs: one group, i.e. longest_first);
+// ignored by head_major.
+XS_TILE_HD Item item_at(TileOrder order, int group, int m_blocks, int heads, int batch, int pos) {
   int m, bh;
-  if (order == TileOrder::longest_first) {
-    const int pairs = heads * batch;  // items per q tile, all of one cost
-    const int r = pos / pairs;
+  if (order != TileOrder::head_major) {
+    const int pairs = heads * batch;
+    const int g_pairs = (order == TileOrder::longest_first || group <= 0 || group > pairs) ? pairs : group;
+    const int per_group = g_pairs * m_blocks;  // items of a full group
+    const int g = pos / per_group;
+    const int local = pos - g * per_group;
+    const int first = g * g_pairs;                                          // first pair of the group
+    const int in_group = pairs - first < g_pairs ? pairs - first : g_pairs;  // the last may be partial
+    const int r = local / in_group;                                         // items of equal cost: one q tile
     m = m_blocks - 1 - r;
-    bh = pos - r * pairs;
+    bh = first + (local - r * in_group);
   } else {
     bh = pos / m_blocks;
     m = m_blocks - 1 - (pos - bh * m_blocks);
@@ -82,13 +94,46 @@ XS_TILE_HD Item item_at(TileOrder order, int m_blocks, int heads, int batch, int
   const int b = bh / heads;
   return Item{m, bh - b * heads, b};
 }
+XS_TILE_HD Item item_at(TileOrder order, int m_blocks, int heads, int batch, int pos) {
+  return item_at(order, 0, m_blocks, heads, batch, pos);
+}
 
 // The list position CTA `cta` of `grid` takes after `pos` (its first is position cta). Only
 // the last round can be partial, so a position >= the item count ends the CTA's work.
 XS_TILE_HD int next_position(TileOrder order, int pos, int cta, int grid) {
-  if (order != TileOrder::longest_first) return pos + grid;
+  if (order == TileOrder::head_major) return pos + grid;
   const int round = pos / grid + 1;
   return round * grid + ((round & 1) ? grid - 1 - cta : cta);
 }
+
+#if !defined(__CUDA_ARCH__)
+// Host planning of the grouped order (the kernel only reads the result). The cost model: a CTA's
+// load is the sum of its items' visible key blocks plus one block per item (Q load, epilogue).
+// Imbalance = busiest CTA / mean.
+inline double cta_imbalance(TileOrder order, int group, const TileShape& t, int pairs, int grid) {
+  const int m_blocks = t.m_blocks();
+  const int items = m_blocks * pairs;
+  if (grid <= 0 || items <= 0) return 1.0;
+  if (grid > items) grid = items;
+  double busiest = 0, total = 0;
+  for (int c = 0; c < grid; ++c) {
+    double load = 0;
+    for (int p = c; p < items; p = next_position(order, p, c, grid))
+      load += t.key_blocks(item_at(order, group, m_blocks, pairs, 1, p).m_block) + 1;
+    busiest = load > busiest ? load : busiest;
+    total += load;
+  }
+  return busiest * grid / total;
+}
+
+// The group of the grouped order: the smallest number of (batch, head) pairs per group whose
+// imbalance is within `tolerance` of perfect, else all pairs (longest_first). Cost: one
+// imbalance evaluation (items) per candidate; callers cache the answer per shape.
+inline int plan_group(const TileShape& t, int pairs, int grid, double tolerance = 0.01) {
+  for (int g = 1; g < pairs; ++g)
+    if (cta_imbalance(TileOrder::grouped, g, t, pairs, grid) <= 1.0 + tolerance) return g;
+  return pairs;
+}
+#endif
 
 }  // namespace xstage::causal

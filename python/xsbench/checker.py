@@ -62,14 +62,16 @@ def parse_and_open(tool, ap, argv, specs):
     return args, open_inputs(tool, specs(args))
 
 
-def parse_and_open_pair(tool, description, argv, schema, json_help):
+def parse_and_open_pair(tool, description, argv, schema, json_help, add_args=None):
     """The command line of the checkers that compare an xstage JSON with a PyTorch one
-    (XSTAGE_JSON TORCH_JSON [--json OUT], both of `schema`): (args, ours, theirs), or None
-    after an unreadable input (the caller returns 2)."""
+    (XSTAGE_JSON TORCH_JSON [--json OUT], both of `schema`; add_args(parser) adds a tool's own
+    options): (args, ours, theirs), or None after an unreadable input (the caller returns 2)."""
     import argparse
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("xstage_json")
     ap.add_argument("torch_json")
     ap.add_argument("--json", help=json_help)
+    if add_args is not None:
+        add_args(ap)
     args, docs = parse_and_open(tool, ap, argv, lambda a: [(a.xstage_json, schema), (a.torch_json, schema)])
     return None if docs is None else (args, *docs)

@@ -45,7 +45,7 @@ struct BenchFlags {
   std::string dtype = "bf16";
   bool causal = false;
   std::string causal_align = "top-left";          // ops::parse_causal_align
-  std::vector<std::string> causal_orders{"head-major"};  // one row per order and shape (same-run A/B)
+  std::vector<std::string> causal_orders{"longest-first"};  // one row per order and shape (same-run A/B)
   int q_len = 0;                                  // > 0: queries per cell (kv_len = S); 0: q_len = S
   int warmup = 5;
   double warmup_ms = 0;  // then untimed launches for this long (0: off; python -m xstage.bench uses it)
@@ -90,6 +90,7 @@ struct Result {
   std::string dtype;
   bool causal;
   std::string causal_align, causal_order;
+  int causal_group = 0;  // (batch, head) pairs per group of the order (ops::causal_group_for)
   std::string instantiation;
   double median_us, min_us, max_us, p10_us, p90_us;
   double tflops, tflops_best;
@@ -273,6 +274,7 @@ Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int
   r.causal = fl.causal;
   r.causal_align = fl.causal ? ops::causal_align_name(a.causal_align) : "";
   r.causal_order = fl.causal ? ops::causal_order_name(a.causal_order) : "";
+  r.causal_group = fl.causal ? ops::causal_group_for(a) : 0;
   r.instantiation = inst.name;
   r.median_us = quantile(us, 0.5);
   r.min_us = *std::min_element(us.begin(), us.end());
@@ -313,7 +315,7 @@ void run_bench(const BenchFlags& fl) {
   const causal::Align align = ops::parse_causal_align(fl.causal_align);
   if (fl.causal_orders.empty()) throw InvalidArgument("bench attention: --causal-order needs at least one order");
   for (const std::string& o : fl.causal_orders) ops::parse_causal_order(o);
-  if (!fl.causal && (align != causal::Align::top_left || fl.causal_orders != std::vector<std::string>{"head-major"}))
+  if (!fl.causal && (align != causal::Align::top_left || fl.causal_orders != std::vector<std::string>{"longest-first"}))
     throw InvalidArgument("bench attention: --causal-align and --causal-order need --causal");
   if (fl.q_len < 0) throw InvalidArgument("bench attention: --q-len must be >= 0 (0: q_len = S)");
   if (align == causal::Align::bottom_right)
@@ -407,6 +409,7 @@ void run_bench(const BenchFlags& fl) {
                     {"q_len", r.q_len},
                     {"causal_align", r.causal_align},
                     {"causal_order", r.causal_order},
+                    {"causal_group", r.causal_group},
                     {"instantiation", r.instantiation},
                     {"tile", {{"block_m", inst.block_m}, {"block_n", inst.block_n}, {"stages", inst.stages}}},
                     {"median_us", r.median_us},
@@ -451,8 +454,9 @@ void add_attention_bench_command(CLI::App& app) {
                   "top-left (query i sees keys j <= i) or bottom-right (j <= i + S - q_len; needs --q-len <= S)")
       ->capture_default_str();
   cmd->add_option("--causal-order", fl->causal_orders,
-                  "Causal persistent tile orders, one row each per shape, run back to back: head-major (the "
-                  "default) and/or longest-first (docs/attention.md)")
+                  "Causal persistent tile orders, one row each per shape, run back to back: longest-first (the "
+                  "default), head-major and/or grouped (longest-first within planned head groups; "
+                  "docs/attention.md §Persistent scheduler)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--q-len", fl->q_len, "Queries per cell (kv_len = S); 0: q_len = S")->capture_default_str();

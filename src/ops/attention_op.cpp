@@ -6,6 +6,9 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <vector>
 
 #include "kernels/attention/launch.hpp"
@@ -143,8 +146,14 @@ void check_tile_policy(AttentionTilePolicy policy) {
 void check_causal_options(const AttentionArgs& a) {
   if (a.causal_align != causal::Align::top_left && a.causal_align != causal::Align::bottom_right)
     throw InvalidArgument(fmt::format("attention: unknown causal alignment {}", static_cast<int>(a.causal_align)));
-  if (a.causal_order != causal::TileOrder::head_major && a.causal_order != causal::TileOrder::longest_first)
+  if (a.causal_order != causal::TileOrder::head_major && a.causal_order != causal::TileOrder::longest_first &&
+      a.causal_order != causal::TileOrder::grouped)
     throw InvalidArgument(fmt::format("attention: unknown causal tile order {}", static_cast<int>(a.causal_order)));
+  if (a.causal_group < 0 || a.causal_group > a.heads * a.batch)
+    throw InvalidArgument(fmt::format("attention: causal group {} must be 0 (planned) or 1..{} (heads x batch)",
+                                      a.causal_group, a.heads * a.batch));
+  if (a.causal_group != 0 && a.causal_order != causal::TileOrder::grouped)
+    throw InvalidArgument("attention: a causal group needs the grouped tile order");
   if (a.causal_align == causal::Align::bottom_right && !a.causal)
     throw InvalidArgument("attention: causal alignment bottom-right needs a causal call");
   // Bottom-right: query i sees keys j <= i + kv_len - q_len, so rows below q_len - kv_len would
@@ -207,6 +216,7 @@ const char* causal_align_name(causal::Align a) {
 const char* causal_order_name(causal::TileOrder o) {
   return o == causal::TileOrder::longest_first ? "longest-first"
          : o == causal::TileOrder::head_major  ? "head-major"
+         : o == causal::TileOrder::grouped     ? "grouped"
                                                : "unknown";
 }
 causal::Align parse_causal_align(const std::string& s) {
@@ -217,7 +227,9 @@ causal::Align parse_causal_align(const std::string& s) {
 causal::TileOrder parse_causal_order(const std::string& s) {
   if (s == "head-major") return causal::TileOrder::head_major;
   if (s == "longest-first") return causal::TileOrder::longest_first;
-  throw InvalidArgument(fmt::format("attention: causal tile order must be head-major or longest-first, got '{}'", s));
+  if (s == "grouped") return causal::TileOrder::grouped;
+  throw InvalidArgument(
+      fmt::format("attention: causal tile order must be head-major, longest-first or grouped, got '{}'", s));
 }
 int causal_key_offset(const AttentionArgs& a) {
   return a.causal ? causal::key_offset(a.causal_align, a.q_len, a.kv_len) : 0;
@@ -295,10 +307,40 @@ ka::AttentionParams to_kernel_params(const AttentionArgs& a) {
   return p;
 }
 
+namespace {
+// The grouped order's heads per group for this call (causal::plan_group on the launched tile and
+// grid), cached per shape: planning walks every work item once per candidate group.
+int planned_causal_group(const AttentionArgs& a, const Entry& e) {
+  if (a.causal_group > 0) return a.causal_group;  // forced (tests, A/B)
+  const ka::KernelInfo k = e.info();
+  ka::AttentionParams p = to_kernel_params(a);
+  int grid = 0;
+  XS_CUDA(ka::attention_grid(p, k.tile.block_m, grid), "reading the SM count");
+  const causal::TileShape t{a.q_len, a.kv_len, k.tile.block_m, k.tile.block_n, causal_key_offset(a)};
+  const int pairs = a.heads * a.batch;
+  using Key = std::tuple<int, int, int, int, int, int, int>;
+  static std::mutex mu;
+  static std::map<Key, int> cache;
+  const Key key{t.q_len, t.kv_len, t.block_m, t.block_n, t.key_offset, pairs, grid};
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (cache.size() >= 1024) cache.clear();  // bounded: shapes of one process are few
+  return cache[key] = causal::plan_group(t, pairs, grid);
+}
+}  // namespace
+
+int causal_group_for(const AttentionArgs& a) {
+  validate(a);
+  if (!a.causal || a.causal_order == causal::TileOrder::head_major) return 0;
+  if (a.causal_order == causal::TileOrder::longest_first) return a.heads * a.batch;
+  return planned_causal_group(a, entry_for(a.dtype, a.head_dim, a.causal, a.kv_len, a.tile_policy));
+}
+
 void attention_forward(const AttentionArgs& a, cudaStream_t stream) {
   validate(a);
   const Entry& e = entry_for(a.dtype, a.head_dim, a.causal, a.kv_len, a.tile_policy);
   ka::AttentionParams p = to_kernel_params(a);
+  if (a.causal && a.causal_order == causal::TileOrder::grouped) p.causal_group = planned_causal_group(a, e);
   if (e.long_kv && a.tail_split) {
     // The long-key kernel may split its last wave (kernels/attention/tile_scheduler.cuh):
     // workspace for the grid the launcher will use.

@@ -397,6 +397,21 @@ TEST(AttentionValidate, CausalOptions) {
   expect_invalid([](AttentionArgs& x) { x.causal_align = causal::Align::bottom_right; }, "needs a causal call");
   expect_invalid([](AttentionArgs& x) { x.causal_align = static_cast<causal::Align>(5); }, "causal alignment");
   expect_invalid([](AttentionArgs& x) { x.causal_order = static_cast<causal::TileOrder>(5); }, "tile order");
+  expect_invalid([](AttentionArgs& x) { x.causal_group = -1; }, "causal group");
+  expect_invalid([](AttentionArgs& x) { x.causal_group = x.heads * x.batch + 1; }, "causal group");
+  expect_invalid(
+      [](AttentionArgs& x) {
+        x.causal = true;
+        x.causal_order = causal::TileOrder::head_major;
+        x.causal_group = 1;
+      },
+      "needs the grouped tile order");
+  a.causal_order = causal::TileOrder::grouped;
+  a.causal_group = 1;
+  EXPECT_NO_THROW(ops::validate(a));
+  EXPECT_EQ(ops::parse_causal_order("grouped"), causal::TileOrder::grouped);
+  EXPECT_STREQ(ops::causal_order_name(causal::TileOrder::grouped), "grouped");
+  EXPECT_EQ(AttentionArgs{}.causal_order, causal::TileOrder::longest_first);  // the measured default
   EXPECT_EQ(ops::parse_causal_align("bottom-right"), causal::Align::bottom_right);
   EXPECT_EQ(ops::parse_causal_order("longest-first"), causal::TileOrder::longest_first);
   EXPECT_STREQ(ops::causal_order_name(causal::TileOrder::head_major), "head-major");

@@ -31,18 +31,18 @@ struct Launch {
 
 // The positions CTA c walks, exactly as the kernel's loop: first = c, then next_position while
 // the position is below the item count.
-std::vector<int> walk(TileOrder order, const Launch& l, int cta) {
+std::vector<int> walk(TileOrder order, const Launch& l, int cta) {  // the group does not change the deal
   std::vector<int> pos;
   for (int p = cta; p < l.items(); p = causal::next_position(order, p, cta, l.grid)) pos.push_back(p);
   return pos;
 }
 
 // Key blocks each CTA computes (the cost model of the order: a tile costs its visible blocks).
-std::vector<long long> cta_loads(TileOrder order, const Launch& l) {
+std::vector<long long> cta_loads(TileOrder order, const Launch& l, int group = 0) {
   std::vector<long long> load(l.grid, 0);
   for (int c = 0; c < l.grid; ++c)
     for (int p : walk(order, l, c))
-      load[c] += l.shape.key_blocks(causal::item_at(order, l.shape.m_blocks(), l.heads, l.batch, p).m_block);
+      load[c] += l.shape.key_blocks(causal::item_at(order, group, l.shape.m_blocks(), l.heads, l.batch, p).m_block);
   return load;
 }
 
@@ -69,8 +69,17 @@ const std::vector<Launch>& mixed_launches() {
 }  // namespace
 
 TEST(AttentionTileOrder, EveryItemExactlyOnce) {
-  for (TileOrder order : {TileOrder::head_major, TileOrder::longest_first})
+  struct OrderGroup {
+    TileOrder order;
+    int group;
+  };
+  // grouped: one pair per group, two (groups cross the batch boundary), five (a partial last
+  // group on most launches), all pairs.
+  for (OrderGroup og : {OrderGroup{TileOrder::head_major, 0}, OrderGroup{TileOrder::longest_first, 0},
+                        OrderGroup{TileOrder::grouped, 1}, OrderGroup{TileOrder::grouped, 2},
+                        OrderGroup{TileOrder::grouped, 5}, OrderGroup{TileOrder::grouped, 1000}})
     for (const Launch& l : mixed_launches()) {
+      const TileOrder order = og.order;
       std::vector<int> seen_pos(l.items(), 0);
       std::set<std::tuple<int, int, int>> items;
       for (int c = 0; c < l.grid; ++c)
@@ -78,18 +87,63 @@ TEST(AttentionTileOrder, EveryItemExactlyOnce) {
           ASSERT_GE(p, 0);
           ASSERT_LT(p, l.items());
           ++seen_pos[p];
-          const causal::Item it = causal::item_at(order, l.shape.m_blocks(), l.heads, l.batch, p);
+          const causal::Item it = causal::item_at(order, og.group, l.shape.m_blocks(), l.heads, l.batch, p);
           ASSERT_GE(it.m_block, 0);
           ASSERT_LT(it.m_block, l.shape.m_blocks());
           ASSERT_GE(it.head, 0);
           ASSERT_LT(it.head, l.heads);
           ASSERT_GE(it.batch, 0);
           ASSERT_LT(it.batch, l.batch);
-          EXPECT_TRUE(items.insert({it.m_block, it.head, it.batch}).second) << "item twice, position " << p;
+          EXPECT_TRUE(items.insert({it.m_block, it.head, it.batch}).second)
+              << "item twice, position " << p << " group " << og.group;
         }
       EXPECT_EQ(static_cast<int>(items.size()), l.items());
       for (int p = 0; p < l.items(); ++p) EXPECT_EQ(seen_pos[p], 1) << "position " << p << " grid " << l.grid;
     }
+}
+
+// Grouped: within a group the items run longest first and the group's pairs only; groups follow
+// one another; a group of all pairs is longest_first.
+TEST(AttentionTileOrder, GroupedRunsGroupsInTurn) {
+  const Launch l{TileShape{1000, 1000, 128, 128, 0}, 5, 2, 13};  // 8 q tiles, 10 pairs
+  const int M = l.shape.m_blocks(), G = 4;
+  int prev_group = 0, prev_m = M;
+  for (int p = 0; p < l.items(); ++p) {
+    const causal::Item it = causal::item_at(TileOrder::grouped, G, M, l.heads, l.batch, p);
+    const int group = (it.batch * l.heads + it.head) / G;
+    EXPECT_GE(group, prev_group) << "position " << p;
+    if (group == prev_group) {
+      EXPECT_LE(it.m_block, prev_m) << "position " << p;
+    }
+    prev_m = group == prev_group ? it.m_block : M;
+    prev_group = group;
+    const causal::Item all = causal::item_at(TileOrder::grouped, l.heads * l.batch, M, l.heads, l.batch, p);
+    const causal::Item lf = causal::item_at(TileOrder::longest_first, M, l.heads, l.batch, p);
+    EXPECT_EQ(std::tie(all.m_block, all.head, all.batch), std::tie(lf.m_block, lf.head, lf.batch));
+  }
+  EXPECT_EQ(prev_group, (l.heads * l.batch - 1) / G);
+}
+
+// The planner: the group it picks keeps the cost model's busiest CTA within 1 % of the mean (or
+// is all pairs), no smaller group does, and it needs fewer heads in flight than longest-first
+// on the long, many-head shapes where longest-first measured below head-major
+// (docs/attention.md §Persistent scheduler).
+TEST(AttentionTileOrder, PlannedGroupIsTheSmallestBalancedOne) {
+  for (int d : {64, 128})
+    for (int s : {2048, 8192, 32768})
+      for (int h : {8, 24, 40}) {
+        const Launch l = issue_launch(s, h, d);
+        const int g = causal::plan_group(l.shape, h, l.grid);
+        ASSERT_GE(g, 1);
+        ASSERT_LE(g, h);
+        if (g < h) {
+          EXPECT_LE(causal::cta_imbalance(TileOrder::grouped, g, l.shape, h, l.grid), 1.01);
+        }
+        for (int smaller = 1; smaller < g; ++smaller)
+          EXPECT_GT(causal::cta_imbalance(TileOrder::grouped, smaller, l.shape, h, l.grid), 1.01) << smaller;
+      }
+  EXPECT_EQ(causal::plan_group(issue_launch(32768, 40, 128).shape, 40, 132), 8);
+  EXPECT_EQ(causal::plan_group(issue_launch(16384, 40, 128).shape, 40, 132), 11);
 }
 
 TEST(AttentionTileOrder, LongestFirstIsNonIncreasingInCost) {

@@ -19,11 +19,12 @@ using xstage::test::passing_correctness;
 using xstage::test::quote;
 using xstage::test::slurp;
 
-json cell(const char* backend, int s, int d, double tflops, const char* order = nullptr) {
+json cell(const char* backend, int s, int d, double tflops, const char* order = nullptr, int group = 0) {
   json r = {{"backend", backend}, {"batch", 1},    {"seqlen", s},       {"heads", 24}, {"head_dim", d},
             {"dtype", "bf16"},     {"causal", true}, {"tflops", tflops}, {"nonfinite", 0},
             {"correctness", passing_correctness()}};
   if (order) r["causal_order"] = order;
+  if (group) r["causal_group"] = group;
   return r;
 }
 
@@ -42,11 +43,13 @@ struct Files {
   }
 };
 
-// d = 128 at S = 16384: head-major 500, longest-first 610, cuDNN 590 (accepted); d = 64 at
-// S = 8192: 400 / 450 against 480 (not accepted).
+// d = 128 at S = 16384: head-major 500, longest-first 610, grouped (11 pairs) 620, cuDNN 590
+// (accepted); d = 64 at S = 8192: 400 / 450 / 490 against 480 (longest-first not accepted,
+// grouped accepted).
 json ours() {
   return doc({cell("xstage", 16384, 128, 500, "head-major"), cell("xstage", 16384, 128, 610, "longest-first"),
-              cell("xstage", 8192, 64, 400, "head-major"), cell("xstage", 8192, 64, 450, "longest-first")});
+              cell("xstage", 8192, 64, 400, "head-major"), cell("xstage", 8192, 64, 450, "longest-first"),
+              cell("xstage", 16384, 128, 620, "grouped", 11), cell("xstage", 8192, 64, 490, "grouped", 24)});
 }
 json theirs() { return doc({cell("torch-cudnn", 16384, 128, 590), cell("torch-cudnn", 8192, 64, 480)}); }
 
@@ -60,7 +63,7 @@ TEST(CompareAttentionCausal, TableAndAcceptance) {
       quote(f.write("xs.json", ours())) + " " + quote(f.write("t.json", theirs())) + " --json " + quote(js), out);
   const std::string text = slurp(out);
   ASSERT_EQ(rc, 0) << text;
-  EXPECT_NE(text.find("acceptance met at 1 of 2 points"), std::string::npos) << text;
+  EXPECT_NE(text.find("acceptance (longest-first) met at 1 of 2 points"), std::string::npos) << text;
   EXPECT_NE(text.find(" NO"), std::string::npos) << text;
   const json j = json::parse(slurp(js));
   ASSERT_EQ(j["rows"].size(), 2u);
@@ -68,6 +71,28 @@ TEST(CompareAttentionCausal, TableAndAcceptance) {
   EXPECT_EQ(j["rows"][0]["accept"], false);
   EXPECT_EQ(j["rows"][1]["accept"], true);
   EXPECT_NEAR(j["rows"][1]["longest_first_over_head_major"].get<double>(), 610.0 / 500.0, 1e-9);
+  EXPECT_NEAR(j["rows"][1]["grouped_over_head_major"].get<double>(), 620.0 / 500.0, 1e-9);
+  EXPECT_EQ(j["rows"][1]["grouped_heads_per_group"], 11);
+  EXPECT_NE(text.find("620.0 G11"), std::string::npos) << text;
+  EXPECT_EQ(j["acceptance"]["order"], "longest-first");
+}
+
+TEST(CompareAttentionCausal, AcceptanceOfAnotherOrder) {
+  Files f;
+  const fs::path out = f.dir / "out.txt";
+  const std::string files = quote(f.write("xs.json", ours())) + " " + quote(f.write("t.json", theirs()));
+  int rc = xstage::test::run_python_tool("compare_attention_causal.py", files + " --accept-order grouped", out);
+  std::string text = slurp(out);
+  ASSERT_EQ(rc, 0) << text;
+  EXPECT_NE(text.find("acceptance (grouped) met at 2 of 2 points"), std::string::npos) << text;
+  // An order that did not run: a one-line error, exit 2.
+  json only_hm = doc({cell("xstage", 16384, 128, 500, "head-major")});
+  rc = xstage::test::run_python_tool(
+      "compare_attention_causal.py",
+      quote(f.write("hm.json", only_hm)) + " " + quote(f.write("t2.json", theirs())) + " --accept-order grouped", out);
+  text = slurp(out);
+  EXPECT_EQ(rc, 2) << text;
+  EXPECT_NE(text.find("no 'grouped' rows"), std::string::npos) << text;
 }
 
 TEST(CompareAttentionCausal, FailedCellsFailTheTable) {

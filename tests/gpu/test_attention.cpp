@@ -63,6 +63,7 @@ struct Case {
   bool tail_split = true;
   causal::Align align = causal::Align::top_left;             // causal only
   causal::TileOrder order = causal::TileOrder::head_major;  // causal only
+  int group = 0;                                            // grouped order: pairs per group (0: planned)
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -129,6 +130,7 @@ TEST_P(AttentionGpu, MatchesReference) {
   a.tail_split = c.tail_split;
   a.causal_align = c.align;
   a.causal_order = c.order;
+  a.causal_group = c.group;
 
   // Inputs. packed_qkv: one [B, S, 3, H, D] tensor (S = q_len = kv_len), Q/K/V are slices.
   const size_t e = 2;  // bytes per element
@@ -246,6 +248,18 @@ void causal_cases(std::vector<Case>& v) {
   add("br_packed_qkv_fp16_d64", fp, 64, 2, 3, 1000, 1000, br, heads, 0, 0.f, 1.f, Layout::packed_qkv);
   add("br_q500_kv1333_fp16_d64_rows128_lpt", fp, 64, 2, 3, 500, 1333, br, lpt, 0, 0.f, 1.f, dense, rows128);
   add("br_q500_kv1333_bf16_d64_rows128_ctas5", bf, 64, 1, 3, 500, 1333, br, heads, 5, 0.f, 1.f, dense, rows128);
+  // Grouped (longest-first within groups of (batch, head) pairs): groups that cross the batch
+  // boundary, a partial last group, one pair per group, and the planner's choice.
+  const auto grp = causal::TileOrder::grouped;
+  auto add_grouped = [&](std::string name, AttentionDType t, int d, int b, int h, int sq, int skv, causal::Align al,
+                         int group, int ctas) {
+    add(std::move(name), t, d, b, h, sq, skv, al, grp, ctas);
+    v.back().group = group;
+  };
+  add_grouped("grp2_b2h3_bf16_d128_ctas7", bf, 128, 2, 3, 1000, 1000, tl, 2, 7);
+  add_grouped("grp4_b2h3_fp16_d64_ctas5", fp, 64, 2, 3, 1333, 1333, tl, 4, 5);
+  add_grouped("grp1_h5_bf16_d64_br_q700_kv1500", bf, 64, 1, 5, 700, 1500, br, 1, 11);
+  add_grouped("grp_planned_h6_fp16_d128_s4680", fp, 128, 1, 6, 4680, 4680, tl, 0, 0);
 }
 
 std::vector<Case> cases() {
@@ -409,6 +423,23 @@ TEST(AttentionGpu, CausalOrdersAgreeBitwise) {
       a.causal_order = causal::TileOrder::longest_first;
       ASSERT_NO_THROW(ops::attention_forward(a, nullptr));
       XS_TEST_CUDA(cudaDeviceSynchronize());
+      if (a.causal_align == causal::Align::top_left) {
+        // The grouped order (3 pairs per group of 10) over the longest-first output: same bits.
+        a.causal_order = causal::TileOrder::grouped;
+        a.causal_group = 3;
+        XS_TEST_CUDA(cudaMemset(o2.p, 0xFF, nq * 2));  // poisoned: an unwritten tile cannot match
+        ASSERT_NO_THROW(ops::attention_forward(a, nullptr));
+        XS_TEST_CUDA(cudaDeviceSynchronize());
+        std::vector<uint16_t> h3(nq);
+        XS_TEST_CUDA(cudaMemcpy(h3.data(), o2.p, nq * 2, cudaMemcpyDeviceToHost));
+        std::vector<uint16_t> hl(nq);
+        a.causal_order = causal::TileOrder::longest_first;
+        a.causal_group = 0;
+        ASSERT_NO_THROW(ops::attention_forward(a, nullptr));
+        XS_TEST_CUDA(cudaDeviceSynchronize());
+        XS_TEST_CUDA(cudaMemcpy(hl.data(), o2.p, nq * 2, cudaMemcpyDeviceToHost));
+        EXPECT_EQ(std::memcmp(h3.data(), hl.data(), nq * 2), 0) << "grouped vs longest-first, d " << d;
+      }
       std::vector<uint16_t> h1(nq), h2(nq);
       std::vector<float> g1(nl), g2(nl);
       XS_TEST_CUDA(cudaMemcpy(h1.data(), o1.p, nq * 2, cudaMemcpyDeviceToHost));

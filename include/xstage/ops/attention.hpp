@@ -62,11 +62,14 @@ struct AttentionArgs {
   float softmax_scale = 0.f;  // 0: 1/sqrt(head_dim)
   bool causal = false;
   // Causal only. Alignment of the mask (bottom_right needs kv_len >= q_len, so that every query
-  // sees a key) and the persistent tile order (xstage/attention_tile_order.hpp; longest_first
-  // balances the triangular work over the CTAs; head_major is the measured default until the
-  // A/B of docs/attention.md §Persistent scheduler decides).
+  // sees a key) and the persistent tile order (xstage/attention_tile_order.hpp, docs/attention.md
+  // §Persistent scheduler): longest_first balances the triangular work over the CTAs (the
+  // default: measured 1.32x head_major, geomean of 40 shapes); grouped does so within planned
+  // groups of heads.
   causal::Align causal_align = causal::Align::top_left;
-  causal::TileOrder causal_order = causal::TileOrder::head_major;
+  causal::TileOrder causal_order = causal::TileOrder::longest_first;
+  // grouped only: (batch, head) pairs per group; 0: planned (causal::plan_group), else 1..heads*batch.
+  int causal_group = 0;
   int num_ctas = 0;  // persistent grid; 0: one CTA per SM
   AttentionTilePolicy tile_policy = AttentionTilePolicy::automatic;
   // Long-key tile only: when the last wave of tiles would leave most SMs idle, split those
@@ -103,13 +106,16 @@ AttentionInstantiation select_instantiation(AttentionDType dtype, int head_dim, 
                                             AttentionTilePolicy policy = AttentionTilePolicy::automatic);
 
 // Names on the command line and in JSON: "top-left" / "bottom-right", "head-major" /
-// "longest-first"; parse_* throw InvalidArgument (one line) for anything else.
+// "longest-first" / "grouped"; parse_* throw InvalidArgument (one line) for anything else.
 const char* causal_align_name(causal::Align a);
 const char* causal_order_name(causal::TileOrder o);
 causal::Align parse_causal_align(const std::string& s);
 causal::TileOrder parse_causal_order(const std::string& s);
 // Query i sees keys j <= i + this (0 unless causal bottom-right).
 int causal_key_offset(const AttentionArgs& a);
+// (batch, head) pairs per group of the call's causal tile order: 0 for head_major and non-causal
+// calls, all pairs for longest_first, the planned group for grouped (reads the SM count).
+int causal_group_for(const AttentionArgs& a);
 
 // Validates, then launches on `stream` (asynchronous; launch errors throw xstage::Error).
 void attention_forward(const AttentionArgs& a, cudaStream_t stream);

@@ -44,6 +44,7 @@ struct AttentionKernel {
     int batch;
     TailSplitPlan tail;  // set by launch_attention (whole tiles unless the epilogue splits)
     causal::TileOrder order;  // causal kernels: the persistent tile order of the launch
+    int group;                // grouped order: (batch, head) pairs per group (host-planned)
   };
 
   struct SharedStorage {
@@ -61,7 +62,7 @@ struct AttentionKernel {
 
   // Every role builds the same scheduler (same work list, same tail-split decision).
   __device__ static Scheduler make_scheduler(Params const& params) {
-    return Scheduler(params.q_len, params.heads, params.batch, &params.tail, &params.order);
+    return Scheduler(params.q_len, params.heads, params.batch, &params.tail, &params.order, &params.group);
   }
 
   // grid: the CTAs of the launch (the tail split depends on it).
@@ -70,7 +71,7 @@ struct AttentionKernel {
     if constexpr (Epilogue::kTailSplit)
       tail = tail_split_plan(attention_num_tiles(p, T::kBlockM), grid, (p.kv_len + T::kBlockN - 1) / T::kBlockN,
                              Epilogue::host_split_capacity(ep));
-    return Params{Mainloop::to_params(p), ep, p.q_len, p.heads, p.batch, tail, p.causal_order};
+    return Params{Mainloop::to_params(p), ep, p.q_len, p.heads, p.batch, tail, p.causal_order, p.causal_group};
   }
 
   static KernelInfo info() {

@@ -7,7 +7,7 @@
 // same time share the K/V of a few heads in L2. Causal: the run-time order of the launch
 // (xstage/attention_tile_order.hpp): head_major runs the q tiles of each head heaviest first,
 // round robin as above; longest_first sorts all tiles by their key blocks and deals them out
-// serpentine.
+// serpentine; grouped does the same within groups of heads.
 #pragma once
 #include <cstdint>
 
@@ -60,11 +60,17 @@ struct StaticPersistentScheduler {
   TailSplitPlan const* plan;
   // Causal only, also read from the kernel parameter where needed (one order per launch).
   causal::TileOrder const* order;
+  int const* group;  // grouped order: (batch, head) pairs per group
   int batches;
 
   __device__ StaticPersistentScheduler(int q_len, int heads_, int batch, TailSplitPlan const* plan_ = nullptr,
-                                       causal::TileOrder const* order_ = nullptr)
-      : num_m_blocks((q_len + kBlockM - 1) / kBlockM), heads(heads_), plan(plan_), order(order_), batches(batch) {
+                                       causal::TileOrder const* order_ = nullptr, int const* group_ = nullptr)
+      : num_m_blocks((q_len + kBlockM - 1) / kBlockM),
+        heads(heads_),
+        plan(plan_),
+        order(order_),
+        group(group_),
+        batches(batch) {
     total = num_m_blocks * heads_ * batch;
     if constexpr (kTailSplit && !kCausal) {
       if (plan->splits > 1) total = plan->full + (total - plan->full) * plan->splits;
@@ -98,7 +104,7 @@ struct StaticPersistentScheduler {
   // Whole tile number idx (the order described above).
   __device__ WorkTile decode_tile(int idx) const {
     if constexpr (kCausal) {
-      const causal::Item it = causal::item_at(*order, num_m_blocks, heads, batches, idx);
+      const causal::Item it = causal::item_at(*order, *group, num_m_blocks, heads, batches, idx);
       return WorkTile{it.m_block, it.head, it.batch};
     }
     const int bh = idx / num_m_blocks;
