@@ -10,7 +10,7 @@ XSTAGE.json: `xstage bench attention --causal --causal-order head-major,longest-
 --backends cudnn --json`. First the correctness gate (docs/checkers.md) over every causal xstage
 cell and every cuDNN cell that ran; then per (d, H, S): TFLOP/s of each order that ran (grouped
 with its heads per group), each order / head-major, cuDNN, each order / cuDNN, and whether the
-accepted order (default: longest-first, the kernel's default) meets the acceptance: >= 1.0x cuDNN
+accepted order (default: grouped, the kernel's default) meets the acceptance: >= 1.0x cuDNN
 at every point, >= 600 TFLOP/s (causal FLOP count) at S >= 8192, d = 128. Exit status: 0 ok
 (whatever the numbers), 1 a correctness check failed, 2 bad input.
 """
@@ -63,8 +63,8 @@ def accepted(s, d, lf, cu):
 def main(argv=None):
     opened = checker.parse_and_open_pair(
         TOOL, __doc__.split("\n")[0], argv, SCHEMA, "write the rows here",
-        add_args=lambda ap: ap.add_argument("--accept-order", default="longest-first", choices=ORDERS,
-                                            help="the order judged against the acceptance (default: longest-first)"))
+        add_args=lambda ap: ap.add_argument("--accept-order", default="grouped", choices=ORDERS,
+                                            help="the order judged against the acceptance (default: grouped)"))
     if opened is None:
         return 2
     args, ours, theirs = opened

@@ -13,12 +13,12 @@
 // * head_major: q tiles of one head, heaviest first, then the next head; CTA c takes
 //   positions c, c + grid, ... (round robin). Heads run one after another, so every round
 //   mixes the long tiles of one head with the short ones of the previous head.
-// * longest_first (the default): all items by cost, descending (q tile slowest, then batch and
+// * longest_first: all items by cost, descending (q tile slowest, then batch and
 //   head, so items of equal cost are the heads of one q tile), dealt out serpentine: round r
 //   gives position r*grid + c to CTA c when r is even and to CTA grid-1-c when r is odd. Over a
 //   descending list the serpentine evens out what the round robin leaves: the CTA that got the
 //   heaviest item of one round gets the lightest of the next.
-// * grouped: longest_first within groups of `group` (batch, head) pairs, one group after the
+// * grouped (the default): longest_first within groups of `group` (batch, head) pairs, one group after the
 //   other, dealt out by the same serpentine. Fewer heads are in flight at once (their K/V stay
 //   in L2); the host picks the smallest group whose per-CTA load stays balanced
 //   (plan_group below).

@@ -45,7 +45,7 @@ struct BenchFlags {
   std::string dtype = "bf16";
   bool causal = false;
   std::string causal_align = "top-left";          // ops::parse_causal_align
-  std::vector<std::string> causal_orders{"longest-first"};  // one row per order and shape (same-run A/B)
+  std::vector<std::string> causal_orders{"grouped"};  // one row per order and shape (same-run A/B)
   int q_len = 0;                                  // > 0: queries per cell (kv_len = S); 0: q_len = S
   int warmup = 5;
   double warmup_ms = 0;  // then untimed launches for this long (0: off; python -m xstage.bench uses it)
@@ -92,6 +92,7 @@ struct Result {
   std::string causal_align, causal_order;
   int causal_group = 0;  // (batch, head) pairs per group of the order (ops::causal_group_for)
   std::string instantiation;
+  int block_m = 0, block_n = 0, stages = 0;  // its tile
   double median_us, min_us, max_us, p10_us, p90_us;
   double tflops, tflops_best;
   int iters, rotating_sets;
@@ -260,7 +261,7 @@ Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int
   XS_CUDA(cudaMemcpy(hq.data(), q[ck]->p, q_elems * 2, cudaMemcpyDeviceToHost), "reading the inputs");
   XS_CUDA(cudaMemcpy(hk.data(), k[ck]->p, elems * 2, cudaMemcpyDeviceToHost), "reading the inputs");
   XS_CUDA(cudaMemcpy(hv.data(), v[ck]->p, elems * 2, cudaMemcpyDeviceToHost), "reading the inputs");
-  const auto inst = ops::select_instantiation(dt, d, fl.causal, s, tile_policy(fl));
+  const auto inst = ops::select_instantiation(a);  // what attention_forward launched for this shape
   set_args(ck);
   CheckRecord check = check_attention(fl, a, inst.block_m, ho, hq, hk, hv);
 
@@ -276,6 +277,9 @@ Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int
   r.causal_order = fl.causal ? ops::causal_order_name(a.causal_order) : "";
   r.causal_group = fl.causal ? ops::causal_group_for(a) : 0;
   r.instantiation = inst.name;
+  r.block_m = inst.block_m;
+  r.block_n = inst.block_n;
+  r.stages = inst.stages;
   r.median_us = quantile(us, 0.5);
   r.min_us = *std::min_element(us.begin(), us.end());
   r.max_us = *std::max_element(us.begin(), us.end());
@@ -315,7 +319,7 @@ void run_bench(const BenchFlags& fl) {
   const causal::Align align = ops::parse_causal_align(fl.causal_align);
   if (fl.causal_orders.empty()) throw InvalidArgument("bench attention: --causal-order needs at least one order");
   for (const std::string& o : fl.causal_orders) ops::parse_causal_order(o);
-  if (!fl.causal && (align != causal::Align::top_left || fl.causal_orders != std::vector<std::string>{"longest-first"}))
+  if (!fl.causal && (align != causal::Align::top_left || fl.causal_orders != std::vector<std::string>{"grouped"}))
     throw InvalidArgument("bench attention: --causal-align and --causal-order need --causal");
   if (fl.q_len < 0) throw InvalidArgument("bench attention: --q-len must be >= 0 (0: q_len = S)");
   if (align == causal::Align::bottom_right)
@@ -398,7 +402,6 @@ void run_bench(const BenchFlags& fl) {
                              "non-finite scan and seeded query rows vs an fp64 host reference, per-row tolerances"}};
     nlohmann::json rs = nlohmann::json::array();
     for (const Result& r : results) {
-      const auto inst = ops::select_instantiation(dt, r.head_dim, r.causal, r.seqlen, tile_policy(fl));
       rs.push_back({{"backend", "xstage"},
                     {"batch", r.batch},
                     {"seqlen", r.seqlen},
@@ -411,7 +414,7 @@ void run_bench(const BenchFlags& fl) {
                     {"causal_order", r.causal_order},
                     {"causal_group", r.causal_group},
                     {"instantiation", r.instantiation},
-                    {"tile", {{"block_m", inst.block_m}, {"block_n", inst.block_n}, {"stages", inst.stages}}},
+                    {"tile", {{"block_m", r.block_m}, {"block_n", r.block_n}, {"stages", r.stages}}},
                     {"median_us", r.median_us},
                     {"min_us", r.min_us},
                     {"max_us", r.max_us},
@@ -454,9 +457,9 @@ void add_attention_bench_command(CLI::App& app) {
                   "top-left (query i sees keys j <= i) or bottom-right (j <= i + S - q_len; needs --q-len <= S)")
       ->capture_default_str();
   cmd->add_option("--causal-order", fl->causal_orders,
-                  "Causal persistent tile orders, one row each per shape, run back to back: longest-first (the "
-                  "default), head-major and/or grouped (longest-first within planned head groups; "
-                  "docs/attention.md §Persistent scheduler)")
+                  "Causal persistent tile orders, one row each per shape, run back to back: grouped (the default: "
+                  "longest-first within planned head groups), longest-first and/or head-major "
+                  "(docs/attention.md §Persistent scheduler)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--q-len", fl->q_len, "Queries per cell (kv_len = S); 0: q_len = S")->capture_default_str();

@@ -242,7 +242,24 @@ const Entry& entry_for(AttentionDType dtype, int head_dim, bool causal, int kv_l
   return find_entry(dtype, head_dim, causal, long_kv, policy == AttentionTilePolicy::rows128);
 }
 AttentionInstantiation describe(const Entry& e);
+
+// What attention_forward launches for this call: entry_for plus the shape rules that need the
+// grid (automatic policy, non-causal d = 64: the 128-row tile where its waves fill the GPU
+// better, kernels/attention/launch.hpp rows128_wins).
+const Entry& entry_for_call(const AttentionArgs& a) {
+  if (a.tile_policy == AttentionTilePolicy::automatic && a.head_dim == 64 && !a.causal) {
+    int sms = 0;
+    XS_CUDA(kernels::persistent_grid(a.num_ctas, std::numeric_limits<long long>::max(), sms), "reading the SM count");
+    if (ka::rows128_wins(a.q_len, a.heads * a.batch, sms)) return find_entry(a.dtype, 64, false, false, true);
+  }
+  return entry_for(a.dtype, a.head_dim, a.causal, a.kv_len, a.tile_policy);
+}
 }  // namespace
+
+AttentionInstantiation select_instantiation(const AttentionArgs& a) {
+  check_tile_policy(a.tile_policy);
+  return describe(entry_for_call(a));
+}
 
 AttentionInstantiation select_instantiation(AttentionDType dtype, int head_dim, bool causal) {
   return describe(find_entry(dtype, head_dim, causal));
@@ -333,12 +350,12 @@ int causal_group_for(const AttentionArgs& a) {
   validate(a);
   if (!a.causal || a.causal_order == causal::TileOrder::head_major) return 0;
   if (a.causal_order == causal::TileOrder::longest_first) return a.heads * a.batch;
-  return planned_causal_group(a, entry_for(a.dtype, a.head_dim, a.causal, a.kv_len, a.tile_policy));
+  return planned_causal_group(a, entry_for_call(a));
 }
 
 void attention_forward(const AttentionArgs& a, cudaStream_t stream) {
   validate(a);
-  const Entry& e = entry_for(a.dtype, a.head_dim, a.causal, a.kv_len, a.tile_policy);
+  const Entry& e = entry_for_call(a);
   ka::AttentionParams p = to_kernel_params(a);
   if (a.causal && a.causal_order == causal::TileOrder::grouped) p.causal_group = planned_causal_group(a, e);
   if (e.long_kv && a.tail_split) {

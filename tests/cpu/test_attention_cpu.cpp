@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention/launch.hpp"
 #include "xstage/error.hpp"
 #include "xstage/ops/attention.hpp"
 
@@ -175,8 +176,9 @@ TEST(AttentionDispatch, LongKeySetsGetTheLongTileUnlessStagedIsAsked) {
   EXPECT_THROW(ops::select_instantiation(AttentionDType::bf16, 128, false, 9000, static_cast<P>(7)), InvalidArgument);
 }
 
-// The 128-row d = 64 tile: only when asked for (rows128), never chosen by the automatic policy;
-// causal and non-causal, both dtypes; other head dims are refused.
+// The 128-row d = 64 tile when asked for (rows128); the shape-less lookup never picks it (the
+// automatic rule needs the whole shape: AutomaticRows128ByWaves); causal and non-causal, both
+// dtypes; other head dims are refused.
 TEST(AttentionDispatch, Rows128IsTheD64TileOnlyWhenAskedFor) {
   using P = ops::AttentionTilePolicy;
   for (AttentionDType t : {AttentionDType::bf16, AttentionDType::fp16}) {
@@ -411,13 +413,51 @@ TEST(AttentionValidate, CausalOptions) {
   EXPECT_NO_THROW(ops::validate(a));
   EXPECT_EQ(ops::parse_causal_order("grouped"), causal::TileOrder::grouped);
   EXPECT_STREQ(ops::causal_order_name(causal::TileOrder::grouped), "grouped");
-  EXPECT_EQ(AttentionArgs{}.causal_order, causal::TileOrder::longest_first);  // the measured default
+  EXPECT_EQ(AttentionArgs{}.causal_order, causal::TileOrder::grouped);  // the measured default
   EXPECT_EQ(ops::parse_causal_align("bottom-right"), causal::Align::bottom_right);
   EXPECT_EQ(ops::parse_causal_order("longest-first"), causal::TileOrder::longest_first);
   EXPECT_STREQ(ops::causal_order_name(causal::TileOrder::head_major), "head-major");
   EXPECT_STREQ(ops::causal_align_name(causal::Align::top_left), "top-left");
   EXPECT_THROW(ops::parse_causal_align("bottom"), InvalidArgument);
   EXPECT_THROW(ops::parse_causal_order("lpt"), InvalidArgument);
+}
+
+// The automatic policy's short-sequence rule (kernels/attention/launch.hpp rows128_wins), with
+// num_ctas = 132 so no GPU is read: the 128-row tile where its waves fill the grid better by more
+// than its lower rate, the 192-row tile elsewhere; causal and d = 128 calls never get it.
+TEST(AttentionDispatch, AutomaticRows128ByWaves) {
+  namespace ka = xstage::kernels::attention;
+  EXPECT_DOUBLE_EQ(ka::wave_efficiency(132, 132), 1.0);
+  EXPECT_DOUBLE_EQ(ka::wave_efficiency(144, 132), 144.0 / 264.0);
+  AttentionArgs a = good_args();
+  a.head_dim = 64;
+  a.num_ctas = 132;
+  a.batch = 1;
+  struct Shape {
+    int s, h;
+    bool rows128;
+  };
+  // S = 1024, 24 heads: 144 tiles of 192 rows (1.09 waves) vs 192 of 128 (1.45 waves): 128 rows.
+  // S = 1024, 40 heads: 240 (0.91 of 2 waves) vs 320: 192 rows. S = 4096, 4 heads: 88 vs 128
+  // tiles (0.67 vs 0.97 of a wave): 128 rows. S = 4096, 24 heads: 528 = 4 full waves: 192 rows.
+  for (Shape sh : {Shape{1024, 24, true}, Shape{1024, 40, false}, Shape{4096, 4, true}, Shape{4096, 24, false},
+                   Shape{2048, 16, true}, Shape{2500, 8, false}, Shape{65536, 12, false}}) {
+    a.q_len = a.kv_len = sh.s;
+    a.heads = sh.h;
+    a.causal = false;
+    const std::string name = ops::select_instantiation(a).name;
+    EXPECT_EQ(name.find("rows128") != std::string::npos, sh.rows128) << "S " << sh.s << " H " << sh.h << ": " << name;
+    a.causal = true;
+    EXPECT_EQ(ops::select_instantiation(a).name.find("rows128"), std::string::npos) << "causal keeps 192 rows";
+  }
+  a.causal = false;
+  a.q_len = a.kv_len = 1024;
+  a.heads = 24;
+  a.tile_policy = ops::AttentionTilePolicy::staged;
+  EXPECT_EQ(ops::select_instantiation(a).name.find("rows128"), std::string::npos) << "staged keeps 192 rows";
+  a.tile_policy = ops::AttentionTilePolicy::automatic;
+  a.head_dim = 128;
+  EXPECT_EQ(ops::select_instantiation(a).name.find("rows128"), std::string::npos);
 }
 
 TEST(AttentionFlops, CountsBottomRightPairs) {

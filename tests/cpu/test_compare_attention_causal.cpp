@@ -60,7 +60,9 @@ TEST(CompareAttentionCausal, TableAndAcceptance) {
   const fs::path out = f.dir / "out.txt", js = f.dir / "ab.json";
   const int rc = xstage::test::run_python_tool(
       "compare_attention_causal.py",
-      quote(f.write("xs.json", ours())) + " " + quote(f.write("t.json", theirs())) + " --json " + quote(js), out);
+      quote(f.write("xs.json", ours())) + " " + quote(f.write("t.json", theirs())) + " --json " + quote(js) +
+          " --accept-order longest-first",
+      out);
   const std::string text = slurp(out);
   ASSERT_EQ(rc, 0) << text;
   EXPECT_NE(text.find("acceptance (longest-first) met at 1 of 2 points"), std::string::npos) << text;
@@ -81,7 +83,7 @@ TEST(CompareAttentionCausal, AcceptanceOfAnotherOrder) {
   Files f;
   const fs::path out = f.dir / "out.txt";
   const std::string files = quote(f.write("xs.json", ours())) + " " + quote(f.write("t.json", theirs()));
-  int rc = xstage::test::run_python_tool("compare_attention_causal.py", files + " --accept-order grouped", out);
+  int rc = xstage::test::run_python_tool("compare_attention_causal.py", files, out);  // the default: grouped
   std::string text = slurp(out);
   ASSERT_EQ(rc, 0) << text;
   EXPECT_NE(text.find("acceptance (grouped) met at 2 of 2 points"), std::string::npos) << text;

@@ -37,9 +37,24 @@ constexpr int kLongKvThreshold = 8192;
 
 // A 128-row tile for d = 64 (tile policy rows128): with 192-row tiles a short sequence leaves
 // SMs idle (S = 1024, 12 heads: 72 tiles on 132 SMs; 24 heads: 144 tiles, a second wave of 12),
-// 128 rows give 96 and 192 tiles. Served only when asked for until the same-run A/B against the
-// 192-row tile is measured (docs/attention.md §Short sequences).
+// 128 rows give 96 and 192 tiles. The automatic policy serves it to non-causal d = 64 calls
+// when rows128_wins (docs/attention.md §Short sequences).
 constexpr TileConfig rows128_d64_tile_config() { return TileConfig{128, 128, 4, 2}; }
+
+// Share of the persistent grid's CTA-slots a launch of `tiles` keeps busy: tiles / (whole waves
+// x grid).
+constexpr double wave_efficiency(long long tiles, int grid) {
+  return tiles <= 0 || grid <= 0 ? 1.0 : double(tiles) / (double((tiles + grid - 1) / grid) * grid);
+}
+// The 128-row d = 64 tile's rate relative to the 192-row tile's on full waves (measured on one
+// H200: 0.86-0.95x at S 4096-4608, docs/attention.md §Short sequences).
+constexpr double kRows128RelativeRate = 0.92;
+// Non-causal d = 64, automatic policy: the 128-row tile wins when its better-filled waves
+// outweigh its lower rate. sms: the CTAs the launch may use (one per SM, or num_ctas).
+constexpr bool rows128_wins(int q_len, int heads_x_batch, int sms) {
+  const long long t192 = (q_len + 191LL) / 192 * heads_x_batch, t128 = (q_len + 127LL) / 128 * heads_x_batch;
+  return wave_efficiency(t128, sms) * kRows128RelativeRate > wave_efficiency(t192, sms);
+}
 
 // What one instantiation is, for logs, benchmarks and tests.
 struct KernelInfo {

@@ -37,7 +37,7 @@ struct AttentionParams {
   // Causal only (xstage/attention_tile_order.hpp): query i sees keys j <= i + causal_key_offset
   // (0: top-left; kv_len - q_len: bottom-right; >= 0); the persistent tile order.
   int causal_key_offset = 0;
-  causal::TileOrder causal_order = causal::TileOrder::longest_first;
+  causal::TileOrder causal_order = causal::TileOrder::grouped;
   int causal_group = 0;       // grouped order: (batch, head) pairs per group (causal::plan_group)
   int num_ctas = 0;           // persistent grid size; 0 = one CTA per SM of the current device
 
