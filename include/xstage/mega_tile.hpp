@@ -8,6 +8,7 @@
 //   m128n256  128-row blocks (the grouped GEMM's 128 x 256 tiles, MoeTraits::kDual): each
 //             warp group 64 rows x both 128-column pieces; both warp groups count their piece
 //             into the block's counter (also an empty second half), so the target is 2 n1.
+//   automatic the host's choice per layer (choose_mega_tile): never reaches the kernel.
 #pragma once
 
 #if defined(__CUDACC__)
@@ -18,8 +19,18 @@
 
 namespace xstage::moe {
 
-enum class MegaTile : int { m64n256 = 0, m128n256 = 1 };
-inline constexpr int kMegaTileCount = 2;
+enum class MegaTile : int { m64n256 = 0, m128n256 = 1, automatic = 2 };
+inline constexpr int kMegaTileCount = 2;  // the compiled configurations (automatic is not one)
+
+// automatic: 128-row tiles once the mean routed rows per expert fill a 128-row block. Measured on
+// one H200 (docs/megamoe.md "Tile configurations"): 128 x 256 won at 160-1024 rows per expert
+// (DSv4-Flash and Qwen3.5 at 8192 tokens, DiT-MoE-G at 2048 and 8192) and lost at 40-48
+// (DSv4-Flash and Qwen3.5 at 2048), where most 128-row blocks are less than half full.
+inline constexpr int kMega128MinMeanRows = 128;
+XS_MEGA_HD MegaTile choose_mega_tile(long long routed_rows, int experts) {
+  return experts > 0 && routed_rows >= static_cast<long long>(kMega128MinMeanRows) * experts ? MegaTile::m128n256
+                                                                                            : MegaTile::m64n256;
+}
 
 struct MegaTileShape {
   int block_m;    // rows of an m-block (one Linear-1 / Linear-2 tile height)
@@ -44,10 +55,12 @@ XS_MEGA_HD unsigned mega_l1_target(const MegaTileShape& s, int n1) { return stat
 // (each expert's last block may be partial).
 XS_MEGA_HD int mega_max_blocks(int cap, int experts, int block_m) { return cap / block_m + experts; }
 
-// Names for flags and JSON ("m64n256", "m128n256"); parse returns false on an unknown name.
-inline const char* mega_tile_name(MegaTile t) { return t == MegaTile::m128n256 ? "m128n256" : "m64n256"; }
+// Names for flags and JSON ("m64n256", "m128n256", "auto"); parse returns false on an unknown name.
+inline const char* mega_tile_name(MegaTile t) {
+  return t == MegaTile::m128n256 ? "m128n256" : t == MegaTile::automatic ? "auto" : "m64n256";
+}
 inline bool parse_mega_tile(const char* s, MegaTile* out) {
-  for (int i = 0; i < kMegaTileCount; ++i) {
+  for (int i = 0; i <= kMegaTileCount; ++i) {
     const MegaTile t = static_cast<MegaTile>(i);
     const char* n = mega_tile_name(t);
     int k = 0;

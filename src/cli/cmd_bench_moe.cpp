@@ -56,7 +56,7 @@ struct Flags {
   int iters = 20;
   double timeout_s = 10;
   std::vector<std::string> variants{"unfused", "expert-wave", "interleaved"};
-  std::string mega_tile = "m64n256";  // tile of fused variants without a "+TILE" suffix
+  std::string mega_tile = "auto";  // tile of fused variants without a "+TILE" suffix
   bool spans = false;
   std::string params;
   double tile_tflops = 7.0;
@@ -305,7 +305,7 @@ void run(const Flags& fl) {
   if (fl.variants.empty()) throw InvalidArgument("bench moe: --variants is empty");
   moe::MegaTile default_tile;
   if (!moe::parse_mega_tile(fl.mega_tile.c_str(), &default_tile))
-    throw InvalidArgument(fmt::format("bench moe: unknown --mega-tile '{}' (m64n256, m128n256)", fl.mega_tile));
+    throw InvalidArgument(fmt::format("bench moe: unknown --mega-tile '{}' (auto, m64n256, m128n256)", fl.mega_tile));
   if (fl.weights.empty()) throw InvalidArgument("bench moe: --weights is empty");
   std::vector<std::pair<std::string, ops::MoeQuant>> formats;
   for (const auto& w : fl.weights) formats.emplace_back(w, parse_weights(w));
@@ -524,7 +524,7 @@ void run(const Flags& fl) {
                                {"nonfinite", rec.nonfinite}, {"check", rec.verdict()}, {"correctness", rec.to_json()}};
             std::string span_txt;
             if (is_fused(v)) {
-              row["mega_tile"] = moe::mega_tile_name(opt.tile);
+              row["mega_tile"] = moe::mega_tile_name(mega->resolved_tile(opt.tile));  // auto resolved
               nlohmann::json plan;
               to_json(plan, mega->plan());
               row["plan"] = plan;
@@ -589,7 +589,7 @@ void run(const Flags& fl) {
                      {"expert-wave-static", "as expert-wave, CTA c taking list positions c, c + K, ... (no claiming)"},
                      {"interleaved-static", "as interleaved, CTA c taking list positions c, c + K, ... (no claiming)"},
                      {"interleaved-leadR", "as interleaved with a lead of R rounds of CTAs (R x K Linear-1 tiles) instead of the plan's 1"},
-                     {"VARIANT+TILE", "a fused variant with the tile configuration TILE (m64n256, m128n256; row field mega_tile)"}};
+                     {"VARIANT+TILE", "a fused variant with the tile configuration TILE (auto, m64n256, m128n256; row field mega_tile: the one that ran)"}};
     j["model_params"] = model_used;
     j["world"] = team->world_size();
     j["team"] = team_label(*team);
@@ -645,8 +645,9 @@ void add_moe_bench_command(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--mega-tile", fl->mega_tile,
-                  "Tile configuration of the fused variants without a +TILE suffix: m64n256 (64 x 256 for both GEMMs) "
-                  "or m128n256 (128 x 256; docs/megamoe.md \"Tile configurations\")")
+                  "Tile configuration of the fused variants without a +TILE suffix: auto (128 x 256 once the mean "
+                  "routed rows per expert reach 128), m64n256 (64 x 256 for both GEMMs) or m128n256 (128 x 256; "
+                  "docs/megamoe.md \"Tile configurations\")")
       ->capture_default_str();
   cmd->add_flag("--spans", fl->spans,
                 "Record combine-store spans and the per-tile trace (fused variants; two extra calls each)");

@@ -22,6 +22,7 @@ struct MegaMoeLayer::Impl {
   EpMoeBuffers buf;
   moe::MoeSchedulePlan plan;
   int n1 = 0, n2 = 0, max_blocks = 0;
+  moe::MegaTile auto_tile = moe::MegaTile::m64n256;  // MegaTile::automatic resolves to this
   size_t max_tiles() const { return size_t(max_blocks) * (n1 + n2); }
   struct Rank {
     km::MegaMoeArgs m;
@@ -41,6 +42,7 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
   if (I.buf.epr > km::kMegaMaxLocalExperts)
     throw InvalidArgument(fmt::format("mega moe: {} experts per rank exceed the kernel's {}", I.buf.epr,
                                       km::kMegaMaxLocalExperts));
+  I.auto_tile = moe::choose_mega_tile(static_cast<long long>(cfg.tokens) * team.world_size() * cfg.top_k, cfg.experts);
   // Tiles per block are the same for every tile configuration (128 h / 256 hidden channels);
   // the scratch is sized for the smallest block (the most blocks).
   const moe::MegaTileShape smallest = moe::mega_tile_shape(moe::MegaTile::m64n256);
@@ -124,8 +126,9 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
   m.control_local = opt.control_local ? 1 : 0;
   m.dynamic_claim = opt.dynamic_claim ? 1 : 0;
   if (opt.lead_tiles >= 0) m.lead = opt.lead_tiles;
+  const moe::MegaTile tile = resolved_tile(opt.tile);
   const std::string what =
-      fmt::format("mega moe (rank {}, call {}, tile {})", m.ep.rank, m.ep.epoch, moe::mega_tile_name(opt.tile));
+      fmt::format("mega moe (rank {}, call {}, tile {})", m.ep.rank, m.ep.epoch, moe::mega_tile_name(tile));
   if (opt.record_spans) {
     XS_CUDA(cudaMemsetAsync(m.spans, 0, sizeof(uint32_t) * size_t(I.max_blocks) * I.n2 * 2, s), what);
     XS_CUDA(cudaMemsetAsync(m.cta_clock, 0, sizeof(uint64_t) * 4 * I.buf.sm_count[i], s), what);
@@ -138,7 +141,14 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
   }
   R.spans_recorded = opt.record_spans;
   km::MegaWeights w{in.w1, in.w1_scales, in.w2, in.w2_scales};
-  XS_CUDA(km::mega_moe_launch(opt.tile, m, w, I.buf.sm_count[i], s), what + ": launch");
+  XS_CUDA(km::mega_moe_launch(tile, m, w, I.buf.sm_count[i], s), what + ": launch");
+}
+
+moe::MegaTile MegaMoeLayer::resolved_tile(moe::MegaTile requested) const {
+  if (requested == moe::MegaTile::automatic) return impl_->auto_tile;
+  if (requested != moe::MegaTile::m64n256 && requested != moe::MegaTile::m128n256)
+    throw InvalidArgument(fmt::format("mega moe: unknown tile configuration {}", static_cast<int>(requested)));
+  return requested;
 }
 
 

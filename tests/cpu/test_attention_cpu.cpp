@@ -442,7 +442,8 @@ TEST(AttentionDispatch, AutomaticRows128ByWaves) {
   // tiles (0.67 vs 0.97 of a wave): 128 rows. S = 4096, 24 heads: 528 = 4 full waves: 192 rows.
   for (Shape sh : {Shape{1024, 24, true}, Shape{1024, 40, false}, Shape{4096, 4, true}, Shape{4096, 24, false},
                    Shape{2048, 16, true}, Shape{2500, 8, false}, Shape{65536, 12, false},
-                   Shape{4096, 16, false}, Shape{4608, 40, false}, Shape{2048, 40, true}}) {
+                   Shape{4096, 16, false}, Shape{4608, 40, false}, Shape{2048, 40, true}, Shape{4608, 12, false},
+                   Shape{1100, 24, true}}) {
     a.q_len = a.kv_len = sh.s;
     a.heads = sh.h;
     a.causal = false;

@@ -189,3 +189,30 @@ TEST(MegaTile, TheOrderKeepsEveryLinear2TileAfterItsInputs) {
         }
   }
 }
+
+// The automatic tile (xstage/mega_tile.hpp choose_mega_tile) on the six configurations measured
+// on one H200 (docs/megamoe.md "Tile configurations"): 128 x 256 where it won, 64 x 256 where it
+// lost; names and parsing of "auto".
+TEST(MegaTile, AutomaticChoosesTheMeasuredWinner) {
+  struct Cfg {
+    int tokens, top_k, experts;
+    xstage::moe::MegaTile want;
+  };
+  using xstage::moe::MegaTile;
+  for (Cfg c : {Cfg{2048, 6, 256, MegaTile::m64n256},    // DSv4-Flash 2048: 48 rows per expert
+                Cfg{8192, 6, 256, MegaTile::m128n256},   // DSv4-Flash 8192: 192
+                Cfg{2048, 10, 512, MegaTile::m64n256},   // Qwen3.5-397B-A17B 2048: 40
+                Cfg{8192, 10, 512, MegaTile::m128n256},  // Qwen3.5-397B-A17B 8192: 160
+                Cfg{2048, 2, 16, MegaTile::m128n256},    // DiT-MoE-G 2048: 256
+                Cfg{8192, 2, 16, MegaTile::m128n256}})   // DiT-MoE-G 8192: 1024
+    EXPECT_EQ(xstage::moe::choose_mega_tile(static_cast<long long>(c.tokens) * c.top_k, c.experts), c.want)
+        << c.tokens << " tokens, " << c.experts << " experts";
+  EXPECT_EQ(xstage::moe::choose_mega_tile(127 * 4, 4), MegaTile::m64n256);
+  EXPECT_EQ(xstage::moe::choose_mega_tile(128 * 4, 4), MegaTile::m128n256);
+  EXPECT_EQ(xstage::moe::choose_mega_tile(1 << 20, 0), MegaTile::m64n256);
+  MegaTile t = MegaTile::m64n256;
+  EXPECT_TRUE(xstage::moe::parse_mega_tile("auto", &t));
+  EXPECT_EQ(t, MegaTile::automatic);
+  EXPECT_STREQ(xstage::moe::mega_tile_name(MegaTile::automatic), "auto");
+  EXPECT_FALSE(xstage::moe::parse_mega_tile("m256n256", &t));
+}

@@ -35,9 +35,10 @@ struct MegaMoeOptions {
   // Linear-2 tile (< 0: the plan's lead_tiles, one round of CTAs).
   int lead_tiles = -1;
   // The kernel's tile configuration (xstage/mega_tile.hpp; docs/megamoe.md "Tile
-  // configurations"): 64 x 256 for both GEMMs (the default until measured otherwise), or
-  // 128 x 256 (the grouped GEMM's 128-row tiles; 128-row m-blocks, 2 counts per Linear-1 tile).
-  moe::MegaTile tile = moe::MegaTile::m64n256;
+  // configurations"): 64 x 256 for both GEMMs, 128 x 256 (the grouped GEMM's 128-row tiles;
+  // 128-row m-blocks, 2 counts per Linear-1 tile), or automatic (the default: 128 x 256 once the
+  // layer's mean routed rows per expert reach 128, moe::choose_mega_tile).
+  moe::MegaTile tile = moe::MegaTile::automatic;
 };
 
 // Where the tiles' time went in one recorded call (record_spans), over all CTAs of the rank;
@@ -85,6 +86,10 @@ class MegaMoeLayer {
 
   // After the stream of a record_spans call finished: that call's spans on local rank i.
   MegaMoeSpans last_spans(int i) const;
+
+  // The tile configuration a call with `requested` runs (automatic: this layer's choice by its
+  // mean routed rows per expert); InvalidArgument for an unknown value.
+  moe::MegaTile resolved_tile(moe::MegaTile requested) const;
 
   // The interleaved mix and the model's view of both schedules, for a balanced load.
   const moe::MoeSchedulePlan& plan() const;

@@ -46,10 +46,11 @@ constexpr TileConfig rows128_d64_tile_config() { return TileConfig{128, 128, 4, 
 constexpr double wave_efficiency(long long tiles, int grid) {
   return tiles <= 0 || grid <= 0 ? 1.0 : double(tiles) / (double((tiles + grid - 1) / grid) * grid);
 }
-// The 128-row d = 64 tile's rate relative to the 192-row tile's on full waves (measured on one
-// H200: 0.85-0.95x at S 4096-4608; at 0.92 the rule picked it on two shapes where it lost by 5-7 %,
-// docs/attention.md §Short sequences).
-constexpr double kRows128RelativeRate = 0.90;
+// The 128-row d = 64 tile's rate relative to the 192-row tile's on full waves, measured on one
+// H200 where both tiles fill their waves (S 2048 / 4096, 24 heads: 0.87-0.90x). At 0.92 the rule
+// picked the 128-row tile on S 4096 H 16 and S 4608 H 40, at 0.90 on S 4608 H 12: it lost 4-7 %
+// there (docs/attention.md §Short sequences).
+constexpr double kRows128RelativeRate = 0.87;
 // Non-causal d = 64, automatic policy: the 128-row tile wins when its better-filled waves
 // outweigh its lower rate. sms: the CTAs the launch may use (one per SM, or num_ctas).
 constexpr bool rows128_wins(int q_len, int heads_x_batch, int sms) {
