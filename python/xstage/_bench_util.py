@@ -88,6 +88,35 @@ def time_launches(torch, call, iters, warmup=0, before=None):
     return [s.elapsed_time(e) * 1e3 for s, e in ev]
 
 
+def time_paired(torch, calls, iters):
+    """us of `iters` rounds of several calls interleaved launch by launch (CUDA events around each
+    launch): round `it` runs every call once, in an order rotated by one per round (call c goes
+    at position (c - it) mod n), and the call at position j gets input index it * n + j, so
+    consecutive launches never share an input (the callers take it modulo their sets). All calls
+    thus see the same clock, power state and cache state over the loop, which separate blocks
+    of launches do not. Returns one list of per-launch us per call, round by round. The caller
+    warms up and queues a spin kernel first, as for time_launches."""
+    n = len(calls)
+    ev = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+          for _ in range(iters)]
+    for it in range(iters):
+        for j in range(n):
+            c = (j + it) % n
+            s, e = ev[it][c]
+            s.record()
+            calls[c](it * n + j)
+            e.record()
+    torch.cuda.synchronize()
+    return [[ev[it][c][0].elapsed_time(ev[it][c][1]) * 1e3 for it in range(iters)] for c in range(n)]
+
+
+def paired_ratio(a_us, b_us):
+    """The median of the per-round ratios a / b of time_paired's lists (same length)."""
+    if len(a_us) != len(b_us) or not a_us:
+        raise ValueError("paired_ratio: two non-empty lists of the same length")
+    return statistics.median(a / b for a, b in zip(a_us, b_us))
+
+
 def sustain(torch, call, ms):
     """Untimed calls call(i), i = 0, 1, ..., for about `ms` milliseconds, synchronising every
     16: the timed launches that follow see the sustained, power-capped clock, not a short

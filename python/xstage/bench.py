@@ -42,8 +42,8 @@ import sys
 import tempfile
 
 from . import _verify as verify
-from ._bench_util import MIN_ITERS, add_timing_args, cli_reference, ints as _ints, pool_rounds, record_error, \
-    rotate_bytes, run_rounds, sets_for, stamp, sustain, time_launches, visible_pairs
+from ._bench_util import MIN_ITERS, add_timing_args, cli_reference, ints as _ints, paired_ratio, pool_rounds, \
+    record_error, rotate_bytes, run_rounds, sets_for, stamp, sustain, time_launches, time_paired, visible_pairs
 
 ATTENTION_REL_TOL = 0.02   # per-row relative L2 error of the bf16/fp16 output vs fp32 (as the C++ bench)
 MOE_BF16_REL_TOL = 0.02    # grouped GEMM, bf16 rows vs the fp32 product of the dequantised operands
@@ -114,6 +114,33 @@ def _timed(torch, fn, sets, args):
     torch.cuda.synchronize()
     torch.cuda._sleep(int(args.iters * max(60.0, 2.0 * host_us + 20.0) * 1.9e3))
     return time_launches(torch, lambda i: fn(i % sets), args.iters), host_us
+
+
+def _timed_paired(torch, fns, sets, args, host_us):
+    """{name: us per launch} of the rows in `fns` interleaved launch by launch (time_paired), after
+    the sustained warm-up and the warm-up launches of _timed, alternating the rows; a spin kernel
+    covers the host's enqueue of the timed launches (host_us: the slowest row's eager host cost)."""
+    names = list(fns)
+    calls = [(lambda i, f=fns[n]: f(i % sets)) for n in names]
+    torch.cuda.synchronize()
+    sustain(torch, lambda i: calls[i % len(calls)](i), args.warmup_ms)
+    for w in range(max(args.warmup, 1) * len(calls)):
+        calls[w % len(calls)](w)
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(args.iters * len(calls) * max(60.0, 2.0 * host_us + 20.0) * 1.9e3))
+    return dict(zip(names, time_paired(torch, calls, args.iters)))
+
+
+def _op_vs_ext_paired(torch, fns, timed, errors, sets, args):
+    """The torch op's time over the extension's direct call with the two interleaved launch by
+    launch (median of per-launch-pair ratios): the op's own cost, with clock drift cancelled.
+    None when either row is missing or failed."""
+    pair = ("xstage-torch-op", "xstage-ext")
+    if any(n not in fns or n in errors or not timed.get(n) for n in pair):
+        return None
+    host = max(statistics.median(h for _, h in timed[n]) for n in pair)
+    us = _timed_paired(torch, {n: fns[n] for n in pair}, sets, args, host)
+    return paired_ratio(us[pair[0]], us[pair[1]])
 
 
 def _write_json(path, doc):
@@ -249,6 +276,7 @@ def bench_attention(argv=None) -> int:
                 timed, errors, cli_runs = run_rounds(args.rounds, list(fns),
                                                      lambda name: _timed(torch, fns[name], sets, args),
                                                      shape_cli if args.cli and not args.cli_once else None)
+                paired = _op_vs_ext_paired(torch, fns, timed, errors, sets, args)
                 if (s, h, d) in once_rows:
                     cli_runs = [once_rows[(s, h, d)]]
                 cli = cli_reference(cli_runs) if cli_runs else None
@@ -263,6 +291,8 @@ def bench_attention(argv=None) -> int:
                         continue
                     rec.update(pool_rounds([us for us, _ in timed[name]]))
                     rec["host_us"] = statistics.median(host for _, host in timed[name])
+                    if name == "xstage-torch-op" and paired is not None:
+                        rec["op_vs_ext_paired"] = paired
                     rec["correctness"] = _check_attention(torch, verify, name, fn, qkv, gouts if name ==
                                                           "xstage-torch-graph" else (outs if name == "xstage-ext"
                                                                                      else None), args, s * h + d)
@@ -281,6 +311,8 @@ def bench_attention(argv=None) -> int:
                 if cli:
                     print(f" {'xstage (C++ bench)':>19} {s:>7} {h:>5} {d:>4} {cli['rotating_sets']:>5} "
                           f"{cli['median_us']:>10.1f} {cli['min_us']:>10.1f} {cli['tflops']:>9.1f}   1.000", flush=True)
+                if paired is not None:
+                    print(f" {'op/ext (paired)':>19} {s:>7} {h:>5} {d:>4} {paired:>10.3f}", flush=True)
                 del qkv, rows, gouts
                 gouts, outs = [], []
                 torch.cuda.empty_cache()
@@ -374,9 +406,11 @@ def _attention_acceptance(results, cli_rows, how="mean of the C++ runs"):
                        "cli_medians_us": cli.get("cli_medians_us"),
                        "cli_vs_cudnn": cli["median_us"] / cudnn["median_us"] if cudnn else None,
                        "op_vs_cudnn": op["median_us"] / cudnn["median_us"] if cudnn else None,
-                       "op_vs_ext": op["median_us"] / ext["median_us"] if ext else None, "passed": ok})
+                       "op_vs_ext": op["median_us"] / ext["median_us"] if ext else None,
+                       "op_vs_ext_paired": op.get("op_vs_ext_paired"), "passed": ok})
         lines.append(f"  S={key[0]:>6} H={key[1]:>3} d={key[2]:>4}: op/C++ {shapes[-1]['vs_cli']:.3f}"
                      + (f", op/ext {shapes[-1]['op_vs_ext']:.3f}" if ext else "")
+                     + (f" (paired {op['op_vs_ext_paired']:.3f})" if op.get("op_vs_ext_paired") else "")
                      + (f", C++/cuDNN {shapes[-1]['cli_vs_cudnn']:.3f}, op/cuDNN {shapes[-1]['op_vs_cudnn']:.3f}"
                         if cudnn else "") + ("  ok" if ok else "  FAIL"))
     lines.append(f"# acceptance: {sum(x['passed'] for x in shapes)}/{len(by)} shapes pass")
@@ -461,7 +495,7 @@ def bench_moe_gemm(argv=None) -> int:
           f"(uniform fp8 codes, scales in [0.5, 1.5] / 448), median of {args.iters} x {args.rounds} after "
           f"{args.warmup} launches and {args.warmup_ms:.0f} ms of warm-up per row and round")
     print(f"#{'model':>18} {'op':>10} {'recipe':>9} {'tokens':>6} {'E':>4} {'n':>6} {'k':>6} {'sets':>4} "
-          f"{'time(us)':>10} {'TFLOP/s':>9} {'C++ TFLOP/s':>11} {'ratio':>6} {'op/ext':>6}{verify.CHECK_HEADER}")
+          f"{'time(us)':>10} {'TFLOP/s':>9} {'C++ TFLOP/s':>11} {'ratio':>6} {'op/ext':>6} {'paired':>6}{verify.CHECK_HEADER}")
     results = []
     failed = 0
     packed_one = {}
@@ -523,6 +557,7 @@ def bench_moe_gemm(argv=None) -> int:
         fns = {"xstage-torch-op": call, "xstage-ext": ext}
         timed, errors, cli_runs = run_rounds(args.rounds, list(fns), lambda name: _timed(torch, fns[name], sets, args),
                                              None if args.cli_once else cell_cli)
+        paired = _op_vs_ext_paired(torch, fns, timed, errors, sets, args)
         cli = cli_reference(cli_runs or [r])   # the first run's row where no per-cell run found the cell
         rec = {"backend": "xstage-torch-op", "model": r["model"], "op": r["op"], "recipe": recipe, "format": fmt,
                "activation_scales": act, "weights": r.get("weights", "w8a8"), "experts": E,
@@ -556,13 +591,14 @@ def bench_moe_gemm(argv=None) -> int:
                     "vs_cli_tflops": tflops / cli["tflops"], "correctness": corr,
                     "host_us": statistics.median(host for _, host in timed["xstage-torch-op"]),
                     "ext_median_us": med_ext, "ext_round_medians_us": ext_st["round_medians_us"],
-                    "op_vs_ext": med / med_ext, "ext_correctness": corr_ext})
+                    "op_vs_ext": med / med_ext, "op_vs_ext_paired": paired, "ext_correctness": corr_ext})
         rec["passed"] = moe_cell_passed(rec["vs_cli_tflops"], corr["passed"], corr_ext["passed"],
                                         (cli.get("correctness") or {}).get("passed", False))
         results.append(rec)
         print(f" {r['model']:>18} {r['op']:>10} {recipe:>9} {tokens:>6} {E:>4} {n:>6} {k:>6} {sets:>4} {med:>10.1f} "
               f"{tflops:>9.1f} "
-              f"{cli['tflops']:>11.1f} {rec['vs_cli_tflops']:>6.3f} {rec['op_vs_ext']:>6.3f}{verify.check_columns(corr)}",
+              f"{cli['tflops']:>11.1f} {rec['vs_cli_tflops']:>6.3f} {rec['op_vs_ext']:>6.3f} "
+              f"{'-' if paired is None else format(paired, '.3f'):>6}{verify.check_columns(corr)}",
               flush=True)
         del data, outs
         torch.cuda.empty_cache()

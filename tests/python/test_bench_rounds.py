@@ -4,7 +4,7 @@ median of all launches pooled; C++: mean of the runs' medians) and the pass/fail
 import pytest
 
 from xstage import bench
-from xstage._bench_util import cli_reference, pool_rounds, round_order, run_rounds
+from xstage._bench_util import cli_reference, paired_ratio, pool_rounds, round_order, run_rounds, time_paired
 
 PASSED = {"checked": True, "passed": True}
 FAILED = {"checked": True, "passed": False}
@@ -151,3 +151,53 @@ def test_attention_acceptance_uses_the_mean_of_the_cli_runs():
 ])
 def test_moe_cell_acceptance(vs_cli, checks, ok):
     assert bench.moe_cell_passed(vs_cli, *checks) is ok
+
+
+class _FakeClockTorch:
+    """Just enough of torch.cuda for time_paired: events record a shared clock; every launch
+    advances it by its call's duration."""
+
+    def __init__(self):
+        self.now = 0.0
+        fake = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                self.t = None
+
+            def record(self):
+                self.t = fake.now
+
+            def elapsed_time(self, end):   # ms
+                return end.t - self.t
+
+        class Cuda:
+            pass
+        self.cuda = Cuda()
+        self.cuda.Event = Event
+        self.cuda.synchronize = lambda: None
+
+
+def test_time_paired_interleaves_rotates_and_separates_inputs():
+    torch = _FakeClockTorch()
+    log = []
+
+    def call(name, ms):
+        def f(i):
+            log.append((name, i))
+            torch.now += ms
+        return f
+    a_us, b_us, c_us = time_paired(torch, [call("a", 0.2), call("b", 0.1), call("c", 0.05)], 4)
+    assert a_us == pytest.approx([200.0] * 4) and b_us == pytest.approx([100.0] * 4) and c_us == pytest.approx([50.0] * 4)
+    # Round 0: a b c; round 1: b c a; round 2: c a b; round 3: a b c. Inputs 0..11 in launch order.
+    assert [n for n, _ in log] == list("abc" "bca" "cab" "abc")
+    assert [i for _, i in log] == list(range(12))
+
+
+def test_paired_ratio_is_the_median_of_per_round_ratios():
+    assert paired_ratio([10.0, 20.0, 30.0], [10.0, 10.0, 10.0]) == 2.0
+    assert paired_ratio([101.0, 99.0, 100.0, 250.0], [100.0, 100.0, 100.0, 100.0]) == pytest.approx(1.005)
+    with pytest.raises(ValueError):
+        paired_ratio([1.0], [1.0, 2.0])
+    with pytest.raises(ValueError):
+        paired_ratio([], [])
