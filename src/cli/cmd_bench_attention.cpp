@@ -53,7 +53,7 @@ struct BenchFlags {
   double rotate_mib = 0;  // 0: 2 x the device's L2
   int num_ctas = 0;
   std::string json_out;
-  std::string tile = "auto";  // auto | staged (ops::AttentionTilePolicy)
+  std::string tile = "auto";  // auto | staged | rows128 | split (ops::AttentionTilePolicy)
   int check_rows = kDefaultCheckRows;  // query rows compared with the host reference per cell
   uint64_t check_seed = 20261203u;
 };
@@ -71,7 +71,13 @@ ops::AttentionTilePolicy tile_policy(const BenchFlags& fl) {
       if (d != 64) throw InvalidArgument("bench attention: --tile rows128 is a d = 64 tile (use -d 64)");
     return ops::AttentionTilePolicy::rows128;
   }
-  throw InvalidArgument("bench attention: --tile must be auto, staged or rows128, got '" + fl.tile + "'");
+  if (fl.tile == "split") {
+    for (int d : fl.head_dims)
+      if (d != 128) throw InvalidArgument("bench attention: --tile split is a d = 128 tile (use -d 128)");
+    if (fl.causal) throw InvalidArgument("bench attention: --tile split is a non-causal tile");
+    return ops::AttentionTilePolicy::split;
+  }
+  throw InvalidArgument("bench attention: --tile must be auto, staged, rows128 or split, got '" + fl.tile + "'");
 }
 
 constexpr size_t kPatternChunk = size_t(1) << 22;  // elements copied per upload
@@ -474,8 +480,10 @@ void add_attention_bench_command(CLI::App& app) {
   cmd->add_option("--num-ctas", fl->num_ctas, "Persistent grid size (0: one CTA per SM)")->capture_default_str();
   cmd->add_option("--tile", fl->tile,
                   "auto: the 128x192 register-store tile for d=128 non-causal from 8192 keys, else the staged "
-                  "tile; staged: always the staged tile (what the Ulysses kernels use); rows128: the 128-row "
-                  "d=64 tile (a study tile for short sequences, docs/attention.md)")
+                  "tile (d=64 non-causal: the 128-row tile where its waves fill the GPU better); staged: always the "
+                  "staged tile (what the Ulysses kernels use); rows128: the 128-row d=64 tile; split: d=128 "
+                  "non-causal, the staged mainloop with a key split of an under-filled last wave (a study tile, "
+                  "docs/attention.md §Short sequences)")
       ->capture_default_str();
   cmd->add_option("--check-rows", fl->check_rows,
                   "Query rows per cell compared with the fp64 host reference (seeded; always the first and last row "

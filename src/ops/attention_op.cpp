@@ -83,10 +83,11 @@ struct Entry {
   int head_dim;
   bool causal;
   bool long_kv;  // long_kv_tile_config(): served from kLongKvThreshold keys on (automatic policy)
-  bool rows128;  // rows128_d64_tile_config(): served only for AttentionTilePolicy::rows128
+  bool rows128;  // rows128_d64_tile_config(): automatic policy by whole waves, or AttentionTilePolicy::rows128
   const char* name;
   LaunchFn launch;
   ka::KernelInfo (*info)();
+  bool split = false;  // split_tile_config(): served only for AttentionTilePolicy::split
 };
 
 const Entry kEntries[] = {
@@ -118,28 +119,37 @@ const Entry kEntries[] = {
      ka::attention_fwd_fp16_d64_noncausal_rows128, ka::attention_fwd_fp16_d64_rows128_info},
     {AttentionDType::fp16, 64, true, false, true, "fp16_d64_causal_rows128", ka::attention_fwd_fp16_d64_causal_rows128,
      ka::attention_fwd_fp16_d64_rows128_info},
+    {AttentionDType::bf16, 128, false, false, false, "bf16_d128_noncausal_split", ka::attention_fwd_bf16_d128_noncausal_split,
+     ka::attention_fwd_bf16_d128_split_info, true},
+    {AttentionDType::fp16, 128, false, false, false, "fp16_d128_noncausal_split", ka::attention_fwd_fp16_d128_noncausal_split,
+     ka::attention_fwd_fp16_d128_split_info, true},
 };
 
-// The staged entry, or (long_kv / rows128) that tile's entry where one exists for the
+// The staged entry, or (long_kv / rows128 / split) that tile's entry where one exists for the
 // configuration.
-const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal, bool long_kv = false, bool rows128 = false) {
+const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal, bool long_kv = false, bool rows128 = false,
+                        bool split = false) {
   if (dtype != AttentionDType::bf16 && dtype != AttentionDType::fp16)
     throw InvalidArgument(fmt::format("attention: unsupported dtype {} (bf16 or fp16)", static_cast<int>(dtype)));
-  if (long_kv || rows128)
+  if (long_kv || rows128 || split)
     for (const Entry& e : kEntries)
-      if (e.long_kv == long_kv && e.rows128 == rows128 && e.dtype == dtype && e.head_dim == head_dim &&
-          e.causal == causal)
+      if (e.long_kv == long_kv && e.rows128 == rows128 && e.split == split && e.dtype == dtype &&
+          e.head_dim == head_dim && e.causal == causal)
         return e;
   if (rows128)
     throw InvalidArgument(fmt::format("attention: tile policy rows128 is a d = 64 tile; head dim is {}", head_dim));
+  if (split)
+    throw InvalidArgument(fmt::format("attention: tile policy split is a d = 128 non-causal tile; got head dim {}{}",
+                                      head_dim, causal ? ", causal" : ""));
   for (const Entry& e : kEntries)
-    if (!e.long_kv && !e.rows128 && e.dtype == dtype && e.head_dim == head_dim && e.causal == causal) return e;
+    if (!e.long_kv && !e.rows128 && !e.split && e.dtype == dtype && e.head_dim == head_dim && e.causal == causal)
+      return e;
   throw InvalidArgument(fmt::format("attention: head dim {} is not supported (64 or 128)", head_dim));
 }
 
 void check_tile_policy(AttentionTilePolicy policy) {
   if (policy != AttentionTilePolicy::automatic && policy != AttentionTilePolicy::staged &&
-      policy != AttentionTilePolicy::rows128)
+      policy != AttentionTilePolicy::rows128 && policy != AttentionTilePolicy::split)
     throw InvalidArgument(fmt::format("attention: unknown tile policy {}", static_cast<int>(policy)));
 }
 
@@ -239,7 +249,8 @@ namespace {
 const Entry& entry_for(AttentionDType dtype, int head_dim, bool causal, int kv_len, AttentionTilePolicy policy) {
   check_tile_policy(policy);
   const bool long_kv = policy == AttentionTilePolicy::automatic && kv_len >= ka::kLongKvThreshold;
-  return find_entry(dtype, head_dim, causal, long_kv, policy == AttentionTilePolicy::rows128);
+  return find_entry(dtype, head_dim, causal, long_kv, policy == AttentionTilePolicy::rows128,
+                    policy == AttentionTilePolicy::split);
 }
 AttentionInstantiation describe(const Entry& e);
 
@@ -358,8 +369,8 @@ void attention_forward(const AttentionArgs& a, cudaStream_t stream) {
   const Entry& e = entry_for_call(a);
   ka::AttentionParams p = to_kernel_params(a);
   if (a.causal && a.causal_order == causal::TileOrder::grouped) p.causal_group = planned_causal_group(a, e);
-  if (e.long_kv && a.tail_split) {
-    // The long-key kernel may split its last wave (kernels/attention/tile_scheduler.cuh):
+  if ((e.long_kv || e.split) && a.tail_split) {
+    // The long-key and split kernels may split their last wave (kernels/attention/tile_scheduler.cuh):
     // workspace for the grid the launcher will use.
     XS_CUDA(ka::attention_grid(p, p.num_ctas), "reading the SM count");
     const SplitWorkspace w = split_workspace_for(stream, p.num_ctas);

@@ -70,7 +70,7 @@ void prepare_workspace(const AttentionArgs& a, cudaStream_t stream) {
   if (!a.tail_split) return;
   const ops::AttentionInstantiation inst =
       ops::select_instantiation(a.dtype, a.head_dim, a.causal, a.kv_len, a.tile_policy);
-  if (inst.name.find("longkv") == std::string::npos) return;
+  if (inst.name.find("longkv") == std::string::npos && inst.name.find("_split") == std::string::npos) return;
   int dev = 0, sms = 0;
   check_cuda(cudaGetDevice(&dev), "attention: reading the current device");
   check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "attention: reading the SM count");

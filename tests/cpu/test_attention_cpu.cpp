@@ -197,6 +197,16 @@ TEST(AttentionDispatch, Rows128IsTheD64TileOnlyWhenAskedFor) {
       }
     }
     EXPECT_THROW(ops::select_instantiation(t, 128, false, 1024, P::rows128), InvalidArgument);
+    // The split tile: d = 128 non-causal only, the staged tile's shape, any key count.
+    for (int kv : {1, 1024, 65536}) {
+      const auto k = ops::select_instantiation(t, 128, false, kv, P::split);
+      EXPECT_EQ(k.name, dt + "_d128_noncausal_split") << kv;
+      EXPECT_EQ(k.block_m, 128);
+      EXPECT_EQ(k.block_n, 128);
+      EXPECT_LE(k.smem_bytes, 227 * 1024);
+    }
+    EXPECT_THROW(ops::select_instantiation(t, 64, false, 1024, P::split), InvalidArgument);
+    EXPECT_THROW(ops::select_instantiation(t, 128, true, 1024, P::split), InvalidArgument);
   }
 }
 

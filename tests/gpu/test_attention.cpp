@@ -297,6 +297,20 @@ std::vector<Case> cases() {
   v.push_back({"tailsplit4_bf16_d128_b2", bf, 128, false, 2, 1, 1250, 8193, Layout::dense, 0.f, 1.f, 9});
   v.push_back({"tailsplit_off_bf16_d128_b2", bf, 128, false, 2, 1, 1250, 8193, Layout::dense, 0.f, 1.f, 9,
                ops::AttentionTilePolicy::automatic, false});
+  // The split tile (tile policy split: the staged 128 x 128 mainloop, registers -> global, the
+  // last wave split along the keys) at short S: S = 1024 with 24 heads on all SMs (192 tiles,
+  // the last 60 in 2 parts on 132 SMs), 48 tiles on 20 CTAs (8 left, 2 parts; S = 1000, q tail),
+  // 60 tiles on 50 CTAs (10 left, 4 parts) with peaked scores, 4 tiles on 3 CTAs with the split
+  // off, and packed QKV.
+  const auto split = ops::AttentionTilePolicy::split;
+  v.push_back({"split_s1024_h24_bf16", bf, 128, false, 1, 24, 1024, 1024, Layout::dense, 0.f, 1.f, 0, split});
+  v.push_back({"split2_s1000_b2h3_fp16_ctas20", fp, 128, false, 2, 3, 1000, 1000, Layout::dense, 0.f, 1.f, 20, split});
+  v.push_back({"split4_peaked_bf16_s1500_h5_ctas50", bf, 128, false, 1, 5, 1500, 1500, Layout::dense, 1.0f, 2.5f, 50,
+               split});
+  v.push_back({"split_off_fp16_s500_h1_ctas3", fp, 128, false, 1, 1, 500, 700, Layout::dense, 0.f, 1.f, 3, split,
+               false});
+  v.push_back({"split_packed_qkv_bf16_s1100_h7", bf, 128, false, 1, 7, 1100, 1100, Layout::packed_qkv, 0.f, 1.f, 0,
+               split});
   // q_len != kv_len (joint attention), both ways, batch 2.
   v.push_back({"q1000_kv1333_bf16_d128", bf, 128, false, 2, 3, 1000, 1333});
   v.push_back({"q1000_kv1333_bf16_d128_causal", bf, 128, true, 2, 3, 1000, 1333});

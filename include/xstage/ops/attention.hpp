@@ -38,8 +38,10 @@ BSHDStrides packed_bshd(int seq, int heads, int head_dim);
 // automatic: the staged tile, or the long-key tile from kLongKvThreshold keys on (d = 128,
 // non-causal), or the 128-row tile for non-causal d = 64 where its waves fill the GPU better
 // (docs/attention.md §Short sequences); staged: always the staged tile; rows128: the 128-row
-// d = 64 tile (other head dims are refused).
-enum class AttentionTilePolicy { automatic, staged, rows128 };
+// d = 64 tile (other head dims are refused); split: d = 128 non-causal, the staged tile's
+// mainloop with the registers -> global epilogue, whose last wave splits along the keys when it
+// would leave most SMs idle (a study tile until measured; other calls are refused).
+enum class AttentionTilePolicy { automatic, staged, rows128, split };
 
 struct AttentionArgs {
   AttentionDType dtype = AttentionDType::bf16;
@@ -74,7 +76,7 @@ struct AttentionArgs {
   int causal_group = 0;
   int num_ctas = 0;  // persistent grid; 0: one CTA per SM
   AttentionTilePolicy tile_policy = AttentionTilePolicy::automatic;
-  // Long-key tile only: when the last wave of tiles would leave most SMs idle, split those
+  // Long-key and split tiles only: when the last wave of tiles would leave most SMs idle, split those
   // tiles along the keys over the idle SMs and merge the parts (uses a workspace of ~66 KiB
   // per SM, allocated once per (device, stream) on first use).
   bool tail_split = true;

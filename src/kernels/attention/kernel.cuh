@@ -236,4 +236,10 @@ using LongKvKernel = AttentionKernel<AttentionTraits<Element, 128, long_kv_tile_
                                                      /*causal=*/false, long_kv_tile_config().lazy_rescale>,
                                      DirectStoreEpilogue>;
 
+template <class Element>
+using SplitKernel = AttentionKernel<AttentionTraits<Element, 128, split_tile_config().block_m, split_tile_config().block_n,
+                                                    split_tile_config().stages, /*causal=*/false,
+                                                    split_tile_config().lazy_rescale>,
+                                    DirectStoreEpilogue>;
+
 }  // namespace xstage::kernels::attention

@@ -35,6 +35,13 @@ constexpr TileConfig tile_config(int head_dim) {
 constexpr TileConfig long_kv_tile_config() { return TileConfig{128, 192, 2, 2}; }
 constexpr int kLongKvThreshold = 8192;
 
+// Split tile (d = 128, non-causal; tile policy split, a study tile until measured): the staged
+// tile's 128 x 128 mainloop with the long-key tile's registers -> global epilogue, whose parts
+// let the last wave split along the keys (tile_scheduler.cuh tail_split_plan). For launches whose
+// last wave leaves most SMs idle at short S (S = 1024, 24 heads: 192 tiles, 1.45 waves),
+// docs/attention.md §Short sequences.
+constexpr TileConfig split_tile_config() { return TileConfig{128, 128, 2, 2}; }
+
 // A 128-row tile for d = 64 (tile policy rows128): with 192-row tiles a short sequence leaves
 // SMs idle (S = 1024, 12 heads: 72 tiles on 132 SMs; 24 heads: 144 tiles, a second wave of 12),
 // 128 rows give 96 and 192 tiles. The automatic policy serves it to non-causal d = 64 calls
@@ -89,6 +96,12 @@ KernelInfo attention_fwd_fp16_d64_rows128_info();
 // d = 128, non-causal, long_kv_tile_config() (registers -> global epilogue).
 cudaError_t attention_fwd_bf16_d128_noncausal_longkv(const AttentionParams& p, cudaStream_t stream);
 cudaError_t attention_fwd_fp16_d128_noncausal_longkv(const AttentionParams& p, cudaStream_t stream);
+
+// d = 128, non-causal, split_tile_config() (registers -> global epilogue, last-wave key split).
+cudaError_t attention_fwd_bf16_d128_noncausal_split(const AttentionParams& p, cudaStream_t stream);
+cudaError_t attention_fwd_fp16_d128_noncausal_split(const AttentionParams& p, cudaStream_t stream);
+KernelInfo attention_fwd_bf16_d128_split_info();
+KernelInfo attention_fwd_fp16_d128_split_info();
 
 KernelInfo attention_fwd_bf16_d128_longkv_info();
 KernelInfo attention_fwd_fp16_d128_longkv_info();
