@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# scripts/attention-short-ab without a GPU: bad usage (exit 2, one line) and, with a fake
+# xstage and a fake torch bench, the table step (python/compare_attention_tiles.py) on synthetic
+# JSON: tiles side by side, auto's verdict per point, and a failed cell failing the run.
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+# shellcheck source=tests/scripts/expect.sh
+source tests/scripts/expect.sh
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+expect 2 "usage" -- scripts/attention-short-ab
+expect 2 "unknown option" -- scripts/attention-short-ab --bogus "$tmp/o"
+expect 2 "missing" -- scripts/attention-short-ab --bin "$tmp/none" "$tmp/o"
+expect 2 "--test-timeout must be" -- scripts/attention-short-ab --test-timeout x "$tmp/o"
+row() {  # backend S d tflops tile_block_m
+  printf '{"backend":"%s","batch":1,"seqlen":%s,"heads":4,"head_dim":%s,"dtype":"bf16","causal":false,"tflops":%s,"nonfinite":0,"tile":{"block_m":%s},"correctness":{"checked":true,"passed":true,"rows_checked":64,"rows_failed":0}}' "$@"
+}
+doc() {  # tile rows...
+  local tile=$1; shift
+  local IFS=,
+  printf '{"schema":"xstage.bench.attention.v1","config":{"tile":"%s"},"results":[%s]}' "$tile" "$*"
+}
+doc auto "$(row xstage 1024 64 67.2 128)" "$(row xstage 4096 64 385.3 128)" > "$tmp/auto.json"
+doc staged "$(row xstage 1024 64 56.6 192)" "$(row xstage 4096 64 318.5 192)" > "$tmp/staged.json"
+doc x "$(row torch-cudnn 1024 64 36.0 0)" "$(row torch-cudnn 4096 64 411.2 0)" > "$tmp/torch.json"
+expect 0 "auto >= cuDNN at 1 of 2 points" -- python3 python/compare_attention_tiles.py "$tmp/torch.json" "$tmp/auto.json" "$tmp/staged.json"
+expect 0 "67.2(128)" -- python3 python/compare_attention_tiles.py "$tmp/torch.json" "$tmp/auto.json" "$tmp/staged.json"
+expect 2 "same tile" -- python3 python/compare_attention_tiles.py "$tmp/torch.json" "$tmp/auto.json" "$tmp/auto.json"
+sed 's/"passed":true/"passed":false/' "$tmp/staged.json" > "$tmp/bad.json"
+expect 1 "CORRECTNESS FAIL" -- python3 python/compare_attention_tiles.py "$tmp/torch.json" "$tmp/auto.json" "$tmp/bad.json"
+[ "$fails" = 0 ] && echo "all passed" || echo "$fails failed"
+[ "$fails" = 0 ]
