@@ -127,10 +127,16 @@ inline double cta_imbalance(TileOrder order, int group, const TileShape& t, int 
 }
 
 // The group of the grouped order: the smallest number of (batch, head) pairs per group whose
-// imbalance is within `tolerance` of perfect, else all pairs (longest_first). Cost: one
+// imbalance is within `tolerance` of perfect, else all pairs (longest_first). Groups above
+// kMaxPlannedGroup pairs are not tried (their K/V no longer fit L2 anyway), nor any when the
+// search would walk more than kPlanBudget items (a large batch of short sequences). Cost: one
 // imbalance evaluation (items) per candidate; callers cache the answer per shape.
+inline constexpr int kMaxPlannedGroup = 64;
+inline constexpr long long kPlanBudget = 4000000;
 inline int plan_group(const TileShape& t, int pairs, int grid, double tolerance = 0.01) {
-  for (int g = 1; g < pairs; ++g)
+  const int last = pairs - 1 < kMaxPlannedGroup ? pairs - 1 : kMaxPlannedGroup;
+  if (static_cast<long long>(t.m_blocks()) * pairs * last > kPlanBudget) return pairs;
+  for (int g = 1; g <= last; ++g)
     if (cta_imbalance(TileOrder::grouped, g, t, pairs, grid) <= 1.0 + tolerance) return g;
   return pairs;
 }

@@ -142,6 +142,8 @@ TEST(AttentionTileOrder, PlannedGroupIsTheSmallestBalancedOne) {
         for (int smaller = 1; smaller < g; ++smaller)
           EXPECT_GT(causal::cta_imbalance(TileOrder::grouped, smaller, l.shape, h, l.grid), 1.01) << smaller;
       }
+  // Bounded search: a batch of 256 short sequences (32 q tiles x 2048 pairs) is not planned.
+  EXPECT_EQ(causal::plan_group(TileShape{4096, 4096, 128, 128, 0}, 2048, 132), 2048);
   EXPECT_EQ(causal::plan_group(issue_launch(32768, 40, 128).shape, 40, 132), 8);
   EXPECT_EQ(causal::plan_group(issue_launch(16384, 40, 128).shape, 40, 132), 11);
 }
