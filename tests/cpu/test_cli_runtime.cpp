@@ -191,8 +191,11 @@ TEST(Cli, BenchUlyssesRefusesBadPointsBeforeTouchingAGpu) {
 
 #ifdef XSTAGE_HAVE_ATTENTION
 TEST(Cli, BenchAttentionRefusesBadFlagsBeforeTouchingAGpu) {
-  expect_refusals("bench attention", {{"--tile wide", "--tile must be auto, staged or rows128"},
+  expect_refusals("bench attention", {{"--tile wide", "--tile must be auto, staged, rows128 or split"},
                                       {"--tile rows128 -d 64,128", "--tile rows128 is a d = 64 tile"},
+                                      {"--tile split -d 64", "--tile split is a d = 128 tile"},
+                                      {"--tile split -d 128 --causal", "--tile split is a non-causal tile"},
+                                      {"--causal --causal-order lpt", "must be head-major, longest-first or grouped"},
                                       {"--iters 5", "must be >= 20"},
                                       {"--dtype fp8", "bf16 or fp16"},
                                       {"--batch 0", "--batch must be >= 1"},
