@@ -78,73 +78,72 @@ int64_t usable_stride(int64_t stride, int64_t extent) { return extent <= 1 ? 8 :
 
 using LaunchFn = cudaError_t (*)(const ka::AttentionParams&, cudaStream_t);
 
+enum class EntryTile { staged, long_kv, rows128, split };
+
 struct Entry {
   AttentionDType dtype;
   int head_dim;
   bool causal;
-  bool long_kv;  // long_kv_tile_config(): served from kLongKvThreshold keys on (automatic policy)
-  bool rows128;  // rows128_d64_tile_config(): automatic policy by whole waves, or AttentionTilePolicy::rows128
+  // staged: tile_config(); long_kv: long_kv_tile_config(), from kLongKvThreshold keys on (automatic
+  // policy); rows128: rows128_d64_tile_config(), automatic by whole waves or asked for; split:
+  // split_tile_config(), only when asked for.
+  EntryTile tile;
   const char* name;
   LaunchFn launch;
   ka::KernelInfo (*info)();
-  bool split = false;  // split_tile_config(): served only for AttentionTilePolicy::split
 };
+// Whether the entry's epilogue may split the last wave (a workspace is needed).
+bool splits_tail(const Entry& e) { return e.tile == EntryTile::long_kv || e.tile == EntryTile::split; }
 
 const Entry kEntries[] = {
-    {AttentionDType::bf16, 64, false, false, false, "bf16_d64_noncausal", ka::attention_fwd_bf16_d64_noncausal,
+    {AttentionDType::bf16, 64, false, EntryTile::staged, "bf16_d64_noncausal", ka::attention_fwd_bf16_d64_noncausal,
      ka::attention_fwd_bf16_d64_info},
-    {AttentionDType::bf16, 64, true, false, false, "bf16_d64_causal", ka::attention_fwd_bf16_d64_causal,
+    {AttentionDType::bf16, 64, true, EntryTile::staged, "bf16_d64_causal", ka::attention_fwd_bf16_d64_causal,
      ka::attention_fwd_bf16_d64_info},
-    {AttentionDType::bf16, 128, false, false, false, "bf16_d128_noncausal", ka::attention_fwd_bf16_d128_noncausal,
+    {AttentionDType::bf16, 128, false, EntryTile::staged, "bf16_d128_noncausal", ka::attention_fwd_bf16_d128_noncausal,
      ka::attention_fwd_bf16_d128_info},
-    {AttentionDType::bf16, 128, true, false, false, "bf16_d128_causal", ka::attention_fwd_bf16_d128_causal,
+    {AttentionDType::bf16, 128, true, EntryTile::staged, "bf16_d128_causal", ka::attention_fwd_bf16_d128_causal,
      ka::attention_fwd_bf16_d128_info},
-    {AttentionDType::fp16, 64, false, false, false, "fp16_d64_noncausal", ka::attention_fwd_fp16_d64_noncausal,
+    {AttentionDType::fp16, 64, false, EntryTile::staged, "fp16_d64_noncausal", ka::attention_fwd_fp16_d64_noncausal,
      ka::attention_fwd_fp16_d64_info},
-    {AttentionDType::fp16, 64, true, false, false, "fp16_d64_causal", ka::attention_fwd_fp16_d64_causal,
+    {AttentionDType::fp16, 64, true, EntryTile::staged, "fp16_d64_causal", ka::attention_fwd_fp16_d64_causal,
      ka::attention_fwd_fp16_d64_info},
-    {AttentionDType::fp16, 128, false, false, false, "fp16_d128_noncausal", ka::attention_fwd_fp16_d128_noncausal,
+    {AttentionDType::fp16, 128, false, EntryTile::staged, "fp16_d128_noncausal", ka::attention_fwd_fp16_d128_noncausal,
      ka::attention_fwd_fp16_d128_info},
-    {AttentionDType::fp16, 128, true, false, false, "fp16_d128_causal", ka::attention_fwd_fp16_d128_causal,
+    {AttentionDType::fp16, 128, true, EntryTile::staged, "fp16_d128_causal", ka::attention_fwd_fp16_d128_causal,
      ka::attention_fwd_fp16_d128_info},
-    {AttentionDType::bf16, 128, false, true, false, "bf16_d128_noncausal_longkv", ka::attention_fwd_bf16_d128_noncausal_longkv,
+    {AttentionDType::bf16, 128, false, EntryTile::long_kv, "bf16_d128_noncausal_longkv", ka::attention_fwd_bf16_d128_noncausal_longkv,
      ka::attention_fwd_bf16_d128_longkv_info},
-    {AttentionDType::fp16, 128, false, true, false, "fp16_d128_noncausal_longkv", ka::attention_fwd_fp16_d128_noncausal_longkv,
+    {AttentionDType::fp16, 128, false, EntryTile::long_kv, "fp16_d128_noncausal_longkv", ka::attention_fwd_fp16_d128_noncausal_longkv,
      ka::attention_fwd_fp16_d128_longkv_info},
-    {AttentionDType::bf16, 64, false, false, true, "bf16_d64_noncausal_rows128",
+    {AttentionDType::bf16, 64, false, EntryTile::rows128, "bf16_d64_noncausal_rows128",
      ka::attention_fwd_bf16_d64_noncausal_rows128, ka::attention_fwd_bf16_d64_rows128_info},
-    {AttentionDType::bf16, 64, true, false, true, "bf16_d64_causal_rows128", ka::attention_fwd_bf16_d64_causal_rows128,
+    {AttentionDType::bf16, 64, true, EntryTile::rows128, "bf16_d64_causal_rows128", ka::attention_fwd_bf16_d64_causal_rows128,
      ka::attention_fwd_bf16_d64_rows128_info},
-    {AttentionDType::fp16, 64, false, false, true, "fp16_d64_noncausal_rows128",
+    {AttentionDType::fp16, 64, false, EntryTile::rows128, "fp16_d64_noncausal_rows128",
      ka::attention_fwd_fp16_d64_noncausal_rows128, ka::attention_fwd_fp16_d64_rows128_info},
-    {AttentionDType::fp16, 64, true, false, true, "fp16_d64_causal_rows128", ka::attention_fwd_fp16_d64_causal_rows128,
+    {AttentionDType::fp16, 64, true, EntryTile::rows128, "fp16_d64_causal_rows128", ka::attention_fwd_fp16_d64_causal_rows128,
      ka::attention_fwd_fp16_d64_rows128_info},
-    {AttentionDType::bf16, 128, false, false, false, "bf16_d128_noncausal_split", ka::attention_fwd_bf16_d128_noncausal_split,
-     ka::attention_fwd_bf16_d128_split_info, true},
-    {AttentionDType::fp16, 128, false, false, false, "fp16_d128_noncausal_split", ka::attention_fwd_fp16_d128_noncausal_split,
-     ka::attention_fwd_fp16_d128_split_info, true},
+    {AttentionDType::bf16, 128, false, EntryTile::split, "bf16_d128_noncausal_split", ka::attention_fwd_bf16_d128_noncausal_split,
+     ka::attention_fwd_bf16_d128_split_info},
+    {AttentionDType::fp16, 128, false, EntryTile::split, "fp16_d128_noncausal_split", ka::attention_fwd_fp16_d128_noncausal_split,
+     ka::attention_fwd_fp16_d128_split_info},
 };
 
-// The staged entry, or (long_kv / rows128 / split) that tile's entry where one exists for the
-// configuration.
-const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal, bool long_kv = false, bool rows128 = false,
-                        bool split = false) {
+// The entry of this configuration and tile; InvalidArgument (one line) where none ships.
+const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal, EntryTile tile = EntryTile::staged) {
   if (dtype != AttentionDType::bf16 && dtype != AttentionDType::fp16)
     throw InvalidArgument(fmt::format("attention: unsupported dtype {} (bf16 or fp16)", static_cast<int>(dtype)));
-  if (long_kv || rows128 || split)
-    for (const Entry& e : kEntries)
-      if (e.long_kv == long_kv && e.rows128 == rows128 && e.split == split && e.dtype == dtype &&
-          e.head_dim == head_dim && e.causal == causal)
-        return e;
-  if (rows128)
+  for (const Entry& e : kEntries)
+    if (e.tile == tile && e.dtype == dtype && e.head_dim == head_dim && e.causal == causal) return e;
+  if (head_dim != 64 && head_dim != 128)
+    throw InvalidArgument(fmt::format("attention: head dim {} is not supported (64 or 128)", head_dim));
+  if (tile == EntryTile::rows128)
     throw InvalidArgument(fmt::format("attention: tile policy rows128 is a d = 64 tile; head dim is {}", head_dim));
-  if (split)
+  if (tile == EntryTile::split)
     throw InvalidArgument(fmt::format("attention: tile policy split is a d = 128 non-causal tile; got head dim {}{}",
                                       head_dim, causal ? ", causal" : ""));
-  for (const Entry& e : kEntries)
-    if (!e.long_kv && !e.rows128 && !e.split && e.dtype == dtype && e.head_dim == head_dim && e.causal == causal)
-      return e;
-  throw InvalidArgument(fmt::format("attention: head dim {} is not supported (64 or 128)", head_dim));
+  throw InvalidArgument(fmt::format("attention: no such tile for head dim {}{}", head_dim, causal ? ", causal" : ""));
 }
 
 void check_tile_policy(AttentionTilePolicy policy) {
@@ -248,9 +247,13 @@ int causal_key_offset(const AttentionArgs& a) {
 namespace {
 const Entry& entry_for(AttentionDType dtype, int head_dim, bool causal, int kv_len, AttentionTilePolicy policy) {
   check_tile_policy(policy);
-  const bool long_kv = policy == AttentionTilePolicy::automatic && kv_len >= ka::kLongKvThreshold;
-  return find_entry(dtype, head_dim, causal, long_kv, policy == AttentionTilePolicy::rows128,
-                    policy == AttentionTilePolicy::split);
+  EntryTile tile = EntryTile::staged;
+  if (policy == AttentionTilePolicy::rows128) tile = EntryTile::rows128;
+  if (policy == AttentionTilePolicy::split) tile = EntryTile::split;
+  // The long-key tile ships for d = 128 non-causal only; other automatic calls keep the staged tile.
+  if (policy == AttentionTilePolicy::automatic && kv_len >= ka::kLongKvThreshold && head_dim == 128 && !causal)
+    tile = EntryTile::long_kv;
+  return find_entry(dtype, head_dim, causal, tile);
 }
 AttentionInstantiation describe(const Entry& e);
 
@@ -261,14 +264,13 @@ const Entry& entry_for_call(const AttentionArgs& a) {
   if (a.tile_policy == AttentionTilePolicy::automatic && a.head_dim == 64 && !a.causal) {
     int sms = 0;
     XS_CUDA(kernels::persistent_grid(a.num_ctas, std::numeric_limits<long long>::max(), sms), "reading the SM count");
-    if (ka::rows128_wins(a.q_len, a.heads * a.batch, sms)) return find_entry(a.dtype, 64, false, false, true);
+    if (ka::rows128_wins(a.q_len, a.heads * a.batch, sms)) return find_entry(a.dtype, 64, false, EntryTile::rows128);
   }
   return entry_for(a.dtype, a.head_dim, a.causal, a.kv_len, a.tile_policy);
 }
 }  // namespace
 
 AttentionInstantiation select_instantiation(const AttentionArgs& a) {
-  check_tile_policy(a.tile_policy);
   return describe(entry_for_call(a));
 }
 
@@ -338,10 +340,9 @@ ka::AttentionParams to_kernel_params(const AttentionArgs& a) {
 namespace {
 // The grouped order's heads per group for this call (causal::plan_group on the launched tile and
 // grid), cached per shape: planning walks every work item once per candidate group.
-int planned_causal_group(const AttentionArgs& a, const Entry& e) {
+int planned_causal_group(const AttentionArgs& a, const Entry& e, const ka::AttentionParams& p) {
   if (a.causal_group > 0) return a.causal_group;  // forced (tests, A/B)
   const ka::KernelInfo k = e.info();
-  ka::AttentionParams p = to_kernel_params(a);
   int grid = 0;
   XS_CUDA(ka::attention_grid(p, k.tile.block_m, grid), "reading the SM count");
   const causal::TileShape t{a.q_len, a.kv_len, k.tile.block_m, k.tile.block_n, causal_key_offset(a)};
@@ -361,15 +362,15 @@ int causal_group_for(const AttentionArgs& a) {
   validate(a);
   if (!a.causal || a.causal_order == causal::TileOrder::head_major) return 0;
   if (a.causal_order == causal::TileOrder::longest_first) return a.heads * a.batch;
-  return planned_causal_group(a, entry_for_call(a));
+  return planned_causal_group(a, entry_for_call(a), to_kernel_params(a));
 }
 
 void attention_forward(const AttentionArgs& a, cudaStream_t stream) {
   validate(a);
   const Entry& e = entry_for_call(a);
   ka::AttentionParams p = to_kernel_params(a);
-  if (a.causal && a.causal_order == causal::TileOrder::grouped) p.causal_group = planned_causal_group(a, e);
-  if ((e.long_kv || e.split) && a.tail_split) {
+  if (a.causal && a.causal_order == causal::TileOrder::grouped) p.causal_group = planned_causal_group(a, e, p);
+  if (splits_tail(e) && a.tail_split) {
     // The long-key and split kernels may split their last wave (kernels/attention/tile_scheduler.cuh):
     // workspace for the grid the launcher will use.
     XS_CUDA(ka::attention_grid(p, p.num_ctas), "reading the SM count");
