@@ -8,7 +8,7 @@ same shapes (same machine call) against cuDNN SDPA, with issue 38's non-causal a
 TORCH.json: `python3 python/bench_attention_torch.py --backends cudnn --json`; each XS file one
 `xstage bench attention --tile T --json` (its config.tile names the column; the first is the
 judged one, normally auto). First the correctness gate (docs/checkers.md) over every xstage and
-cuDNN cell; then per (d, H, S): each tile's TFLOP/s (auto with the block_m it ran), cuDNN, each
+cuDNN cell; then per (d, H, S): each tile's TFLOP/s (auto with what it ran: split, lkv or the block_m), cuDNN, each
 tile / cuDNN, the best tile, and whether the judged tile is >= cuDNN (issue 38: >= 1.0x at every
 point). Exit status: 0 ok (whatever the numbers), 1 a correctness check failed, 2 bad input.
 """
@@ -29,6 +29,16 @@ def _shape(r):
 
 def _label(k, _rec=None):
     return f"S={k[0]} H={k[1]} d={k[2]} {k[3]} causal={k[4]}"
+
+
+def _auto_tag(r):
+    """What the automatic tile ran: split, lkv (long-key) or the block_m of the staged / 128-row tile."""
+    name = (r or {}).get("instantiation") or ""
+    if "_split" in name:
+        return "split"
+    if "longkv" in name:
+        return "lkv"
+    return ((r or {}).get("tile") or {}).get("block_m")
 
 
 def _ours(r):
@@ -75,8 +85,8 @@ def main(argv=None):
         ok = all(gate.cell_ok(t, k) for t, r in zip(tiles, recs) if r) and (k not in base or gate.cell_ok("torch", k))
         cells = []
         for t, r, x in zip(tiles, recs, tf):
-            bm = ((r or {}).get("tile") or {}).get("block_m")
-            cells.append(f"{fmt(x, '.1f') + (f'({bm})' if t == 'auto' and bm else ''):>12}")
+            tag = _auto_tag(r)
+            cells.append(f"{fmt(x, '.1f') + (f'({tag})' if t == 'auto' and tag else ''):>12}")
         have = [(x, t) for x, t in zip(tf, tiles) if x is not None]
         best = max(have)[1] if have else None
         q = ratio(tf[0], cu)

@@ -72,8 +72,6 @@ ops::AttentionTilePolicy tile_policy(const BenchFlags& fl) {
     return ops::AttentionTilePolicy::rows128;
   }
   if (fl.tile == "split") {
-    for (int d : fl.head_dims)
-      if (d != 128) throw InvalidArgument("bench attention: --tile split is a d = 128 tile (use -d 128)");
     if (fl.causal) throw InvalidArgument("bench attention: --tile split is a non-causal tile");
     return ops::AttentionTilePolicy::split;
   }
@@ -481,9 +479,10 @@ void add_attention_bench_command(CLI::App& app) {
   cmd->add_option("--tile", fl->tile,
                   "auto: the 128x192 register-store tile for d=128 non-causal from 8192 keys, else the staged "
                   "tile (d=64 non-causal: the 128-row tile where its waves fill the GPU better); staged: always the "
-                  "staged tile (what the Ulysses kernels use); rows128: the 128-row d=64 tile; split: d=128 "
-                  "non-causal, the staged mainloop with a key split of an under-filled last wave (a study tile, "
-                  "docs/attention.md §Short sequences)")
+                  "staged tile (what the Ulysses kernels use); rows128: the 128-row d=64 tile; split: "
+                  "non-causal d=64/128, a 128-row mainloop whose tiles split along the keys when the last wave or the "
+                  "whole launch is short of a wave (auto picks it for launches short of a wave; docs/attention.md "
+                  "§Short sequences)")
       ->capture_default_str();
   cmd->add_option("--check-rows", fl->check_rows,
                   "Query rows per cell compared with the fp64 host reference (seeded; always the first and last row "

@@ -86,7 +86,7 @@ struct Entry {
   bool causal;
   // staged: tile_config(); long_kv: long_kv_tile_config(), from kLongKvThreshold keys on (automatic
   // policy); rows128: rows128_d64_tile_config(), automatic by whole waves or asked for; split:
-  // split_tile_config(), only when asked for.
+  // split_tile_config(d), only when asked for.
   EntryTile tile;
   const char* name;
   LaunchFn launch;
@@ -128,6 +128,10 @@ const Entry kEntries[] = {
      ka::attention_fwd_bf16_d128_split_info},
     {AttentionDType::fp16, 128, false, EntryTile::split, "fp16_d128_noncausal_split", ka::attention_fwd_fp16_d128_noncausal_split,
      ka::attention_fwd_fp16_d128_split_info},
+    {AttentionDType::bf16, 64, false, EntryTile::split, "bf16_d64_noncausal_split", ka::attention_fwd_bf16_d64_noncausal_split,
+     ka::attention_fwd_bf16_d64_split_info},
+    {AttentionDType::fp16, 64, false, EntryTile::split, "fp16_d64_noncausal_split", ka::attention_fwd_fp16_d64_noncausal_split,
+     ka::attention_fwd_fp16_d64_split_info},
 };
 
 // The entry of this configuration and tile; InvalidArgument (one line) where none ships.
@@ -141,7 +145,7 @@ const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal, EntryTi
   if (tile == EntryTile::rows128)
     throw InvalidArgument(fmt::format("attention: tile policy rows128 is a d = 64 tile; head dim is {}", head_dim));
   if (tile == EntryTile::split)
-    throw InvalidArgument(fmt::format("attention: tile policy split is a d = 128 non-causal tile; got head dim {}{}",
+    throw InvalidArgument(fmt::format("attention: tile policy split is a non-causal tile (d = 64 or 128); got head dim {}{}",
                                       head_dim, causal ? ", causal" : ""));
   throw InvalidArgument(fmt::format("attention: no such tile for head dim {}{}", head_dim, causal ? ", causal" : ""));
 }
@@ -258,13 +262,18 @@ const Entry& entry_for(AttentionDType dtype, int head_dim, bool causal, int kv_l
 AttentionInstantiation describe(const Entry& e);
 
 // What attention_forward launches for this call: entry_for plus the shape rules that need the
-// grid (automatic policy, non-causal d = 64: the 128-row tile where its waves fill the GPU
-// better, kernels/attention/launch.hpp rows128_wins).
+// grid (automatic policy, non-causal: the split tile where the launch is short of a wave,
+// kernels/attention/launch.hpp split_fills; d = 64: the 128-row tile where its waves fill the GPU
+// better, rows128_wins).
 const Entry& entry_for_call(const AttentionArgs& a) {
-  if (a.tile_policy == AttentionTilePolicy::automatic && a.head_dim == 64 && !a.causal) {
+  if (a.tile_policy == AttentionTilePolicy::automatic && !a.causal && (a.head_dim == 64 || a.head_dim == 128)) {
     int sms = 0;
     XS_CUDA(kernels::persistent_grid(a.num_ctas, std::numeric_limits<long long>::max(), sms), "reading the SM count");
-    if (ka::rows128_wins(a.q_len, a.heads * a.batch, sms)) return find_entry(a.dtype, 64, false, EntryTile::rows128);
+    const bool long_kv = a.head_dim == 128 && a.kv_len >= ka::kLongKvThreshold;  // splits the same way
+    if (a.tail_split && !long_kv && ka::split_fills(a.q_len, a.kv_len, a.heads * a.batch, sms))
+      return find_entry(a.dtype, a.head_dim, false, EntryTile::split);
+    if (a.head_dim == 64 && ka::rows128_wins(a.q_len, a.heads * a.batch, sms))
+      return find_entry(a.dtype, 64, false, EntryTile::rows128);
   }
   return entry_for(a.dtype, a.head_dim, a.causal, a.kv_len, a.tile_policy);
 }
@@ -371,10 +380,11 @@ void attention_forward(const AttentionArgs& a, cudaStream_t stream) {
   ka::AttentionParams p = to_kernel_params(a);
   if (a.causal && a.causal_order == causal::TileOrder::grouped) p.causal_group = planned_causal_group(a, e, p);
   if (splits_tail(e) && a.tail_split) {
-    // The long-key and split kernels may split their last wave (kernels/attention/tile_scheduler.cuh):
-    // workspace for the grid the launcher will use.
-    XS_CUDA(ka::attention_grid(p, p.num_ctas), "reading the SM count");
-    const SplitWorkspace w = split_workspace_for(stream, p.num_ctas);
+    // The long-key and split kernels may split tiles along the keys (kernels/attention/tile_scheduler.cuh):
+    // workspace for as many parts as the launch has CTA slots (one per SM, or num_ctas).
+    int slots = 0;
+    XS_CUDA(kernels::persistent_grid(a.num_ctas, std::numeric_limits<long long>::max(), slots), "reading the SM count");
+    const SplitWorkspace w = split_workspace_for(stream, slots);
     p.split_workspace = w.parts;
     p.split_capacity = w.capacity;
   }

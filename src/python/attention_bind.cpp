@@ -5,7 +5,7 @@
 //                         hot path of the torch custom op (no per-call DLPack capsules);
 //   attention_fwd_dlpack  any DLPack producer (torch, CuPy, JAX): nanobind ndarrays.
 // Both launch on the given stream, never synchronise, and allocate nothing after the first
-// call on a (device, stream) (the long-key tile's tail-split workspace is sized for a full grid
+// call on a (device, stream) (the key-split workspace of the long-key and split tiles is sized for a full grid
 // up front; under CUDA-graph capture that one allocation runs in relaxed capture mode, outside
 // the graph).
 #include <nanobind/nanobind.h>
@@ -61,15 +61,14 @@ class DeviceGuard {
   int prev_ = -1;
 };
 
-// The long-key tile splits its last wave over idle SMs using a per-(device, stream) workspace
+// The long-key and split tiles split tiles over idle SMs using a per-(device, stream) workspace
 // (ops/attention_workspace.hpp). Size it for a full grid on first use, so no later call grows
 // it (growing synchronises the stream). If the stream is being captured into a CUDA graph, the
 // one-time cudaMalloc runs in relaxed capture mode: it is not a stream operation and is not
 // recorded; the buffer lives for the process (never freed), so replays stay valid.
 void prepare_workspace(const AttentionArgs& a, cudaStream_t stream) {
   if (!a.tail_split) return;
-  const ops::AttentionInstantiation inst =
-      ops::select_instantiation(a.dtype, a.head_dim, a.causal, a.kv_len, a.tile_policy);
+  const ops::AttentionInstantiation inst = ops::select_instantiation(a);  // the shape rules included
   if (inst.name.find("longkv") == std::string::npos && inst.name.find("_split") == std::string::npos) return;
   int dev = 0, sms = 0;
   check_cuda(cudaGetDevice(&dev), "attention: reading the current device");

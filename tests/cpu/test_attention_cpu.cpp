@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/attention/launch.hpp"
+#include "kernels/attention/split_plan.hpp"
 #include "xstage/error.hpp"
 #include "xstage/ops/attention.hpp"
 
@@ -197,16 +198,18 @@ TEST(AttentionDispatch, Rows128IsTheD64TileOnlyWhenAskedFor) {
       }
     }
     EXPECT_THROW(ops::select_instantiation(t, 128, false, 1024, P::rows128), InvalidArgument);
-    // The split tile: d = 128 non-causal only, the staged tile's shape, any key count.
-    for (int kv : {1, 1024, 65536}) {
-      const auto k = ops::select_instantiation(t, 128, false, kv, P::split);
-      EXPECT_EQ(k.name, dt + "_d128_noncausal_split") << kv;
-      EXPECT_EQ(k.block_m, 128);
-      EXPECT_EQ(k.block_n, 128);
-      EXPECT_LE(k.smem_bytes, 227 * 1024);
+    // The split tiles: non-causal d = 64 and 128, 128 x 128, any key count.
+    for (int d : {64, 128}) {
+      for (int kv : {1, 1024, 65536}) {
+        const auto k = ops::select_instantiation(t, d, false, kv, P::split);
+        EXPECT_EQ(k.name, dt + "_d" + std::to_string(d) + "_noncausal_split") << kv;
+        EXPECT_EQ(k.block_m, 128);
+        EXPECT_EQ(k.block_n, 128);
+        EXPECT_LE(k.smem_bytes, 227 * 1024);
+        EXPECT_LE(128 * k.producer_regs + 128 * k.consumer_warpgroups * k.consumer_regs, 65536);
+      }
+      EXPECT_THROW(ops::select_instantiation(t, d, true, 1024, P::split), InvalidArgument);
     }
-    EXPECT_THROW(ops::select_instantiation(t, 64, false, 1024, P::split), InvalidArgument);
-    EXPECT_THROW(ops::select_instantiation(t, 128, true, 1024, P::split), InvalidArgument);
   }
 }
 
@@ -434,7 +437,8 @@ TEST(AttentionValidate, CausalOptions) {
 
 // The automatic policy's short-sequence rule (kernels/attention/launch.hpp rows128_wins), with
 // num_ctas = 132 so no GPU is read: the 128-row tile where its waves fill the grid better by more
-// than its lower rate, the 192-row tile elsewhere; causal and d = 128 calls never get it.
+// than its lower rate, the 192-row tile elsewhere; causal and d = 128 calls never get it. With the
+// key split off, so that the split tile's rule (AutomaticSplitShortOfAWave) stays out of it.
 TEST(AttentionDispatch, AutomaticRows128ByWaves) {
   namespace ka = xstage::kernels::attention;
   EXPECT_DOUBLE_EQ(ka::wave_efficiency(132, 132), 1.0);
@@ -443,6 +447,7 @@ TEST(AttentionDispatch, AutomaticRows128ByWaves) {
   a.head_dim = 64;
   a.num_ctas = 132;
   a.batch = 1;
+  a.tail_split = false;
   struct Shape {
     int s, h;
     bool rows128;
@@ -470,6 +475,73 @@ TEST(AttentionDispatch, AutomaticRows128ByWaves) {
   a.tile_policy = ops::AttentionTilePolicy::automatic;
   a.head_dim = 128;
   EXPECT_EQ(ops::select_instantiation(a).name.find("rows128"), std::string::npos);
+}
+
+// The key-split plan (kernels/attention/split_plan.hpp): the last wave's tiles when they leave
+// most slots idle, every tile when the launch is short of a wave, nothing otherwise.
+TEST(AttentionSplitPlan, TailAndShortOfAWave) {
+  namespace ka = xstage::kernels::attention;
+  struct Case {
+    long long tiles;
+    int slots, kv_blocks, capacity;
+    int full, splits;
+  };
+  for (Case c : {
+           Case{192, 132, 8, 132, 132, 2},   // S 1024, 24 heads, d 128: 60 left, 2 parts each
+           Case{144, 132, 9, 132, 132, 4},   // 12 left: 4 parts (kMaxTailSplit)
+           Case{144, 132, 2, 132, 132, 2},   // ... but no more parts than key blocks
+           Case{264, 132, 8, 132, 264, 1},   // whole waves
+           Case{200, 132, 8, 132, 200, 1},   // 68 left: more than half a wave
+           Case{32, 132, 32, 132, 0, 4},     // S 4096, 4 heads, d 64: every tile in 4
+           Case{16, 132, 16, 132, 0, 8},     // 16 tiles: 8 parts (kMaxFillSplit)
+           Case{32, 132, 8, 132, 0, 4},      // 4 parts of 2 key blocks
+           Case{32, 132, 5, 132, 0, 2},      // at least 2 key blocks per part
+           Case{32, 132, 3, 132, 32, 1},     // 3 key blocks: no split
+           Case{100, 132, 8, 132, 100, 1},   // short of a wave, but under 2 parts per tile
+           Case{32, 132, 32, 131, 32, 1},    // workspace smaller than the slots
+           Case{32, 0, 32, 132, 32, 1}}) {   // no slots
+    const ka::TailSplitPlan p = ka::tail_split_plan(c.tiles, c.slots, c.kv_blocks, c.capacity);
+    EXPECT_EQ(p.full, c.full) << c.tiles << " tiles, " << c.slots << " slots, " << c.kv_blocks << " key blocks";
+    EXPECT_EQ(p.splits, c.splits) << c.tiles << " tiles, " << c.slots << " slots, " << c.kv_blocks << " key blocks";
+    EXPECT_LE(ka::split_work_items(c.tiles, p), c.tiles <= c.slots ? c.slots : c.tiles + c.slots);
+  }
+}
+
+// The automatic policy's split rule (launch.hpp split_fills): non-causal launches short of a wave
+// get the split tile, both head dims (d = 128 from 8192 keys keeps the long-key tile, whose
+// epilogue splits too); causal calls, the key split off and fuller launches do not.
+TEST(AttentionDispatch, AutomaticSplitShortOfAWave) {
+  AttentionArgs a = good_args();
+  a.num_ctas = 132;
+  a.batch = 1;
+  struct Shape {
+    int s, h;
+    bool split;
+  };
+  for (int d : {64, 128}) {
+    a.head_dim = d;
+    // 128-row tiles on 132 slots: S 1024 with 4 heads 32 tiles (4 parts each), with 8 heads 64 (2
+    // parts), S 2048 with 4 heads 64; S 4096 with 4 heads 128 tiles: nearly a wave, no split.
+    for (Shape sh : {Shape{4096, 4, false}, Shape{4096, 8, false}, Shape{1024, 4, true}, Shape{2048, 4, true},
+                     Shape{1024, 8, true}, Shape{1100, 4, true},
+                     Shape{1024, 16, false}, Shape{1024, 24, false}, Shape{4608, 24, false}, Shape{300, 4, false},
+                     Shape{8192, 1, true}}) {
+      a.q_len = a.kv_len = sh.s;
+      a.heads = sh.h;
+      a.causal = false;
+      a.tail_split = true;
+      const std::string name = ops::select_instantiation(a).name;
+      // d = 128 from 8192 keys: the long-key tile, which splits the same way.
+      const bool long_kv = d == 128 && sh.s >= 8192;
+      EXPECT_EQ(name.find("longkv") != std::string::npos, long_kv) << name;
+      EXPECT_EQ(name.find("_split") != std::string::npos, sh.split && !long_kv) << "d " << d << " S " << sh.s << " H " << sh.h << ": " << name;
+      a.tail_split = false;
+      EXPECT_EQ(ops::select_instantiation(a).name.find("_split"), std::string::npos) << "the split off";
+      a.tail_split = true;
+      a.causal = true;
+      EXPECT_EQ(ops::select_instantiation(a).name.find("_split"), std::string::npos) << "causal";
+    }
+  }
 }
 
 TEST(AttentionFlops, CountsBottomRightPairs) {

@@ -30,17 +30,14 @@ struct BSHDStrides {
 // Strides of a dense [B, S, H, D] tensor.
 BSHDStrides packed_bshd(int seq, int heads, int head_dim);
 
-// Which compiled tile serves a call. automatic: d = 128 non-causal calls with at least
-// kernels::attention::kLongKvThreshold (8192) keys get the 128 x 192 tile that stores O straight
-// from registers; everything else the staged 128-key tile. staged: always the staged tile
-// (the Ulysses harness uses it so that attention alone, serial and the fused kernels share one
-// mainloop).
-// automatic: the staged tile, or the long-key tile from kLongKvThreshold keys on (d = 128,
-// non-causal), or the 128-row tile for non-causal d = 64 where its waves fill the GPU better
-// (docs/attention.md §Short sequences); staged: always the staged tile; rows128: the 128-row
-// d = 64 tile (other head dims are refused); split: d = 128 non-causal, the staged tile's
-// mainloop with the registers -> global epilogue, whose last wave splits along the keys when it
-// would leave most SMs idle (a study tile until measured; other calls are refused).
+// Which compiled tile serves a call (staged is what the Ulysses harness uses, so that attention
+// alone, serial and the fused kernels share one mainloop). automatic: the staged tile, or the long-key tile from kLongKvThreshold keys on (d = 128,
+// non-causal), or, non-causal, the split tile where the launch is short of a wave (every tile
+// split along the keys; needs tail_split), or the 128-row tile for d = 64 where its waves fill the
+// GPU better (docs/attention.md §Short sequences); staged: always the staged tile; rows128: the
+// 128-row d = 64 tile (other head dims are refused); split: non-causal d = 64 / 128, a 128-row
+// mainloop with the registers -> global epilogue, whose tiles split along the keys when the last
+// wave would leave most SMs idle or the launch is short of a wave (causal calls are refused).
 enum class AttentionTilePolicy { automatic, staged, rows128, split };
 
 struct AttentionArgs {
@@ -77,8 +74,9 @@ struct AttentionArgs {
   int num_ctas = 0;  // persistent grid; 0: one CTA per SM
   AttentionTilePolicy tile_policy = AttentionTilePolicy::automatic;
   // Long-key and split tiles only: when the last wave of tiles would leave most SMs idle, split those
-  // tiles along the keys over the idle SMs and merge the parts (uses a workspace of ~66 KiB
-  // per SM, allocated once per (device, stream) on first use).
+  // tiles along the keys over the idle SMs, and when the launch is short of a wave, split every
+  // tile, then merge the parts (uses a workspace of ~66 KiB per SM, allocated once per (device,
+  // stream) on first use). false also keeps the automatic policy off the split tile.
   bool tail_split = true;
 };
 

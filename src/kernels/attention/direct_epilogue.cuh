@@ -8,8 +8,10 @@
 // only: destinations that need whole rows (Ulysses' remote stores) keep the staged policy.
 //
 // Tail split (kTailSplit, see tile_scheduler.cuh): a part of a split tile leaves its
-// normalised O and its LSE in the workspace, in the thread's own register order (each
-// thread writes its own 64 + 2 floats, so the layout needs no shuffles). A second, small
+// normalised O and its LSE in the workspace, in the thread's own register order (no shuffles),
+// thread index fastest: the warp's 32 float2 stores of one register pair are one 256-byte line,
+// and so are the merge's loads (in a thread-major layout every access of a warp is its own
+// sector). A second, small
 // kernel (merge_split_parts, launched after the attention kernel on the same stream) merges
 // each split tile's parts in part order and stores O and LSE as a whole tile would. The
 // merge used to run in the attention kernel (the last part to finish merged, found with
@@ -55,8 +57,9 @@ struct DirectStoreEpilogue {
   static constexpr bool kHasStepHook = false;
   static constexpr bool kHasBeforeMainloop = false;
   static constexpr bool kHasServiceThread = false;
-  // The workspace layout below is sized for d = 128, block_m = 128 (split_workspace_floats).
-  static constexpr bool kTailSplit = kHeadDim == 128 && kBlockM == 128 && !T::kCausal;
+  // The workspace layout below: 2 consumer warp groups of 64 rows (block_m = 128), d <= 128
+  // (split_workspace_floats sizes parts for d = 128; d = 64 parts are half as large).
+  static constexpr bool kTailSplit = (kHeadDim == 128 || kHeadDim == 64) && kBlockM == 128 && !T::kCausal;
   static int host_split_capacity(Params const& ep) { return ep.capacity; }
   __device__ static void kernel_start(Params const&) {}
   __device__ static void init_shared(Element*) {}
@@ -65,12 +68,14 @@ struct DirectStoreEpilogue {
   __device__ void step(Params const&, Element const*, int, bool) {}
   __device__ void finish(Params const&, Element const*) {}
 
-  // Workspace floats per thread and part: 64 O values, then the 2 row LSEs (d = 128).
-  static constexpr int kPartO = 64;
+  // Workspace floats per thread and part: d / 2 O values (2 rows x d / 4 columns), then the 2
+  // row LSEs. One warp group's block: [O pair q][thread] float2s, then [row][thread] LSEs.
+  static constexpr int kPartO = kHeadDim / 2;
   static constexpr int kPerThread = kPartO + 2;
-  // Floats of one part (2 warp groups x 128 threads): the unit split_workspace_floats counts.
-  static constexpr long long kPartFloats = 2LL * 128 * kPerThread;
-  static_assert(split_workspace_floats(1) == kPartFloats, "params.hpp sizes the workspace with this layout");
+  static constexpr int kWgFloats = 128 * kPerThread;
+  // Floats of one part (2 warp groups x 128 threads); params.hpp sizes parts for d = 128.
+  static constexpr long long kPartFloats = 2LL * kWgFloats;
+  static_assert(split_workspace_floats(1) >= kPartFloats, "params.hpp sizes the workspace for at most d = 128");
 
   // All 128 threads of each consumer warp group, with the normalised fp32 O fragment.
   template <class FrgO, int kRows>
@@ -86,14 +91,15 @@ struct DirectStoreEpilogue {
     if constexpr (kTailSplit) {
       if (tile.splits > 1) {
         // A part: its O and LSE to the workspace; merge_split_parts does the rest.
-        static_assert(kCols * kRows == kPartO && kRows == 2, "workspace sized for d = 128 (split_workspace_floats)");
-        float* mine = part_base(ep, tile.slot, ct);
+        static_assert(kCols * kRows == kPartO && kRows == 2, "workspace layout (kPartO)");
+        float* wg = wg_base(ep, tile.slot, ct);
+        const int t = ct % 128;
         CUTE_UNROLL
         for (int mi = 0; mi < kRows; ++mi) {
           CUTE_UNROLL
           for (int ni = 0; ni < kCols; ni += 2)
-            *reinterpret_cast<float2*>(mine + mi * kCols + ni) = make_float2(o(mi, ni), o(mi, ni + 1));
-          mine[kPartO + mi] = lse[mi];
+            *reinterpret_cast<float2*>(wg + pair_offset((mi * kCols + ni) / 2, t)) = make_float2(o(mi, ni), o(mi, ni + 1));
+          wg[lse_offset(mi, t)] = lse[mi];
         }
         return;
       }
@@ -136,13 +142,18 @@ struct DirectStoreEpilogue {
     t.row_end = min(t.row_begin + 64, ep.q_len);
     return t;
   }
-  __device__ static float* part_base(Params const& ep, int slot, int ct) {
-    return ep.ws + ((static_cast<long long>(slot) * 2 + ct / 128) * 128 + ct % 128) * kPerThread;
+  // The block of consumer thread ct's warp group in part `slot`.
+  __device__ static float* wg_base(Params const& ep, int slot, int ct) {
+    return ep.ws + (static_cast<long long>(slot) * 2 + ct / 128) * kWgFloats;
   }
+  // Float offsets in a warp group's block: O pair q of thread t, the LSE of row mi of thread t.
+  __device__ static constexpr int pair_offset(int q, int t) { return (q * 128 + t) * 2; }
+  __device__ static constexpr int lse_offset(int mi, int t) { return kPartO * 128 + mi * 128 + t; }
 
   // Merge kernel side (one CTA of 256 threads per split tile, thread ct = the consumer
   // thread that wrote the parts): lse = m + log(sum_s exp(lse_s - m)),
-  // O = sum_s exp(lse_s - lse) O_s, summed in part order (deterministic).
+  // O = sum_s exp(lse_s - lse) O_s, summed in part order (deterministic). A row's d / 4 column
+  // pairs are loaded together per part (independent loads in flight).
  public:
   __device__ static void merge_parts(Params const& ep, WorkTile const& tile, int first_slot, int splits, int ct) {
     const EpilogueTile t = slice_of(ep, tile, ct);
@@ -152,30 +163,50 @@ struct DirectStoreEpilogue {
     constexpr int kRows = decltype(size<0>(c))::value;
     constexpr int kCols = decltype(size<1>(c))::value;
     static_assert(kRows * kCols == kPartO);
-    const float* base = part_base(ep, first_slot, ct);
+    const int th = ct % 128;
+    const float* first = wg_base(ep, first_slot, ct);  // part s: first + s * kPartFloats
     cutlass::NumericArrayConverter<Element, float, 2, cutlass::FloatRoundStyle::round_to_nearest> cvt;
     const bool lse_owner = get<1>(c(0, 0)) == 0;
+    CUTE_UNROLL
     for (int mi = 0; mi < kRows; ++mi) {
       const int row = tile.m_block * kBlockM + get<0>(c(mi, 0));
       if (row >= t.row_end) continue;
+      float part_lse[kMaxSplitParts];
       float m = -INFINITY;
-      for (int s = 0; s < splits; ++s) m = fmaxf(m, base[s * kPartFloats + kPartO + mi]);
+      CUTE_UNROLL
+      for (int s = 0; s < kMaxSplitParts; ++s) {
+        part_lse[s] = s < splits ? first[s * kPartFloats + lse_offset(mi, th)] : -INFINITY;
+        m = fmaxf(m, part_lse[s]);
+      }
       float sum = 0.f;
-      for (int s = 0; s < splits; ++s) sum += __expf(base[s * kPartFloats + kPartO + mi] - m);
+      CUTE_UNROLL
+      for (int s = 0; s < kMaxSplitParts; ++s)
+        if (s < splits) sum += __expf(part_lse[s] - m);
       const float row_lse = m + __logf(sum);  // every part holds at least one key: m is finite
-      Element* dst = static_cast<Element*>(ep.dest.destination(t, row).ptr);
-      for (int ni = 0; ni < kCols; ni += 2) {
-        float f0 = 0.f, f1 = 0.f;
-        for (int s = 0; s < splits; ++s) {
-          const float* p = base + s * kPartFloats;
-          const float w = __expf(p[kPartO + mi] - row_lse);
-          const float2 v = *reinterpret_cast<const float2*>(p + mi * kCols + ni);
-          f0 += w * v.x;
-          f1 += w * v.y;
+      float acc[kCols];
+      CUTE_UNROLL
+      for (int ni = 0; ni < kCols; ++ni) acc[ni] = 0.f;
+      CUTE_UNROLL
+      for (int s = 0; s < kMaxSplitParts; ++s) {
+        if (s >= splits) break;
+        const float w = __expf(part_lse[s] - row_lse);
+        const float* p = first + s * kPartFloats;
+        float2 v[kCols / 2];
+        CUTE_UNROLL
+        for (int ni = 0; ni < kCols; ni += 2)
+          v[ni / 2] = *reinterpret_cast<const float2*>(p + pair_offset((mi * kCols + ni) / 2, th));
+        CUTE_UNROLL
+        for (int ni = 0; ni < kCols; ni += 2) {
+          acc[ni] += w * v[ni / 2].x;
+          acc[ni + 1] += w * v[ni / 2].y;
         }
+      }
+      Element* dst = static_cast<Element*>(ep.dest.destination(t, row).ptr);
+      CUTE_UNROLL
+      for (int ni = 0; ni < kCols; ni += 2) {
         cutlass::Array<float, 2> f;
-        f[0] = f0;
-        f[1] = f1;
+        f[0] = acc[ni];
+        f[1] = acc[ni + 1];
 #ifdef XSTAGE_TEST_CORRUPT_ONE_ROW
         if (test_corrupt_row(tile.batch, tile.head, row)) f[0] = -f[0], f[1] = -f[1];  // test-only (epilogue.cuh)
 #endif

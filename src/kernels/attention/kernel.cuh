@@ -4,6 +4,7 @@
 // Included only by the launch_<dtype>_d<dim>.cu files, which instantiate it.
 #pragma once
 #include <cstdint>
+#include <limits>
 
 #include <cuda_runtime.h>
 
@@ -65,12 +66,12 @@ struct AttentionKernel {
     return Scheduler(params.q_len, params.heads, params.batch, &params.tail, &params.order, &params.group);
   }
 
-  // grid: the CTAs of the launch (the tail split depends on it).
-  static Params to_params(AttentionParams const& p, typename Epilogue::Params const& ep, int grid) {
-    TailSplitPlan tail{0, 1};
+  // slots: the CTAs the launch may use (the split plan depends on them; tile_scheduler.cuh).
+  static Params to_params(AttentionParams const& p, typename Epilogue::Params const& ep, int slots) {
+    const long long tiles = attention_num_tiles(p, T::kBlockM);
+    TailSplitPlan tail{static_cast<int>(tiles), 1};
     if constexpr (Epilogue::kTailSplit)
-      tail = tail_split_plan(attention_num_tiles(p, T::kBlockM), grid, (p.kv_len + T::kBlockN - 1) / T::kBlockN,
-                             Epilogue::host_split_capacity(ep));
+      tail = tail_split_plan(tiles, slots, (p.kv_len + T::kBlockN - 1) / T::kBlockN, Epilogue::host_split_capacity(ep));
     return Params{Mainloop::to_params(p), ep, p.q_len, p.heads, p.batch, tail, p.causal_order, p.causal_group};
   }
 
@@ -194,10 +195,12 @@ cudaError_t launch_attention(AttentionParams const& p, typename Kernel::Epilogue
   if (p.causal && p.causal_key_offset < 0) return cudaErrorInvalidValue;  // a query row would see no key
   const long long tiles = attention_num_tiles(p, Kernel::T::kBlockM);
   if (tiles <= 0) return cudaErrorInvalidValue;
-  int ctas = 0;
-  cudaError_t e = attention_grid(p, Kernel::T::kBlockM, ctas);
+  int slots = 0;  // one CTA per SM, or the caller's num_ctas
+  cudaError_t e = persistent_grid(p.num_ctas, std::numeric_limits<long long>::max(), slots);
   if (e != cudaSuccess) return e;
-  const typename Kernel::Params kp = Kernel::to_params(p, ep, ctas);
+  const typename Kernel::Params kp = Kernel::to_params(p, ep, slots);
+  const long long items = split_work_items(tiles, kp.tail);
+  const int ctas = items < slots ? static_cast<int>(items) : slots;
   auto* fn = attention_fwd_kernel<Kernel>;
   e = launch_persistent<1>(fn, kp, ctas, Kernel::kThreads, Kernel::kSmemBytes, stream);
   if (e != cudaSuccess) return e;
@@ -236,10 +239,11 @@ using LongKvKernel = AttentionKernel<AttentionTraits<Element, 128, long_kv_tile_
                                                      /*causal=*/false, long_kv_tile_config().lazy_rescale>,
                                      DirectStoreEpilogue>;
 
-template <class Element>
-using SplitKernel = AttentionKernel<AttentionTraits<Element, 128, split_tile_config().block_m, split_tile_config().block_n,
-                                                    split_tile_config().stages, /*causal=*/false,
-                                                    split_tile_config().lazy_rescale>,
-                                    DirectStoreEpilogue>;
+template <class Element, int kHeadDim>
+using SplitKernel =
+    AttentionKernel<AttentionTraits<Element, kHeadDim, split_tile_config(kHeadDim).block_m,
+                                    split_tile_config(kHeadDim).block_n, split_tile_config(kHeadDim).stages,
+                                    /*causal=*/false, split_tile_config(kHeadDim).lazy_rescale>,
+                    DirectStoreEpilogue>;
 
 }  // namespace xstage::kernels::attention

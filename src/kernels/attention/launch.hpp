@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/attention/params.hpp"
+#include "kernels/attention/split_plan.hpp"
 #include "kernels/common/persistent_grid.hpp"
 
 namespace xstage::kernels::attention {
@@ -35,12 +36,15 @@ constexpr TileConfig tile_config(int head_dim) {
 constexpr TileConfig long_kv_tile_config() { return TileConfig{128, 192, 2, 2}; }
 constexpr int kLongKvThreshold = 8192;
 
-// Split tile (d = 128, non-causal; tile policy split, a study tile until measured): the staged
-// tile's 128 x 128 mainloop with the long-key tile's registers -> global epilogue, whose parts
-// let the last wave split along the keys (tile_scheduler.cuh tail_split_plan). For launches whose
-// last wave leaves most SMs idle at short S (S = 1024, 24 heads: 192 tiles, 1.45 waves),
-// docs/attention.md §Short sequences.
-constexpr TileConfig split_tile_config() { return TileConfig{128, 128, 2, 2}; }
+// Split tiles (non-causal; tile policy split): a 128-row mainloop with the long-key tile's
+// registers -> global epilogue, whose parts let a launch split tiles along the keys
+// (tile_scheduler.cuh tail_split_plan): the last wave when it leaves most SMs idle (S = 1024,
+// 24 heads, d = 128: 192 tiles, 1.45 waves), every tile when the launch is short of a wave
+// (S = 1024, 4 heads: 32 tiles). d = 128: the staged tile's 128 x 128 mainloop; d = 64:
+// the 128-row tile's (rows128_d64_tile_config). docs/attention.md §Short sequences.
+constexpr TileConfig split_tile_config(int head_dim) {
+  return head_dim == 64 ? TileConfig{128, 128, 4, 2} : TileConfig{128, 128, 2, 2};
+}
 
 // A 128-row tile for d = 64 (tile policy rows128): with 192-row tiles a short sequence leaves
 // SMs idle (S = 1024, 12 heads: 72 tiles on 132 SMs; 24 heads: 144 tiles, a second wave of 12),
@@ -63,6 +67,16 @@ constexpr double kRows128RelativeRate = 0.87;
 constexpr bool rows128_wins(int q_len, int heads_x_batch, int sms) {
   const long long t192 = (q_len + 191LL) / 192 * heads_x_batch, t128 = (q_len + 127LL) / 128 * heads_x_batch;
   return wave_efficiency(t128, sms) * kRows128RelativeRate > wave_efficiency(t192, sms);
+}
+
+// Non-causal, automatic policy: the split tile when the launch is short of a wave, so that every
+// tile splits along the keys (tile_scheduler.cuh tail_split_plan: at least 2 parts of at least
+// 2 key blocks each). slots: the CTAs the launch may use (one per SM, or num_ctas).
+inline bool split_fills(int q_len, int kv_len, int heads_x_batch, int slots) {
+  const TileConfig t = split_tile_config(64);  // block_m and block_n are those of both head dims
+  const long long tiles = (q_len + t.block_m - 1LL) / t.block_m * heads_x_batch;
+  const TailSplitPlan plan = tail_split_plan(tiles, slots, (kv_len + t.block_n - 1) / t.block_n, slots);
+  return plan.full == 0 && plan.splits > 1;
 }
 
 // What one instantiation is, for logs, benchmarks and tests.
@@ -97,11 +111,15 @@ KernelInfo attention_fwd_fp16_d64_rows128_info();
 cudaError_t attention_fwd_bf16_d128_noncausal_longkv(const AttentionParams& p, cudaStream_t stream);
 cudaError_t attention_fwd_fp16_d128_noncausal_longkv(const AttentionParams& p, cudaStream_t stream);
 
-// d = 128, non-causal, split_tile_config() (registers -> global epilogue, last-wave key split).
+// non-causal, split_tile_config(d) (registers -> global epilogue, key splits).
 cudaError_t attention_fwd_bf16_d128_noncausal_split(const AttentionParams& p, cudaStream_t stream);
 cudaError_t attention_fwd_fp16_d128_noncausal_split(const AttentionParams& p, cudaStream_t stream);
 KernelInfo attention_fwd_bf16_d128_split_info();
 KernelInfo attention_fwd_fp16_d128_split_info();
+cudaError_t attention_fwd_bf16_d64_noncausal_split(const AttentionParams& p, cudaStream_t stream);
+cudaError_t attention_fwd_fp16_d64_noncausal_split(const AttentionParams& p, cudaStream_t stream);
+KernelInfo attention_fwd_bf16_d64_split_info();
+KernelInfo attention_fwd_fp16_d64_split_info();
 
 KernelInfo attention_fwd_bf16_d128_longkv_info();
 KernelInfo attention_fwd_fp16_d128_longkv_info();

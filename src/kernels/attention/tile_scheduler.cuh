@@ -1,5 +1,5 @@
-// Persistent tile scheduler: grid = min(#SMs, #tiles) CTAs, each walking the tile list
-// round-robin (tile i goes to CTA i % grid), optionally splitting the last wave's tiles. A tile is one block_m-row slice of Q for one
+// Persistent tile scheduler: grid = min(#SMs, #work items) CTAs, each walking the work list
+// round-robin (item i goes to CTA i % grid), optionally splitting tiles along the keys. A tile is one block_m-row slice of Q for one
 // (head, batch). The producer and the consumer warp groups of a CTA each run their own
 // copy of the scheduler and see the same sequence, so no shared state is needed.
 //
@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/attention/split_plan.hpp"
 #include "xstage/attention_tile_order.hpp"
 
 
@@ -26,29 +27,6 @@ struct WorkTile {
   int splits = 1;
   int slot = 0;
 };
-
-// Most parts a tail tile is split into: more parts cost more merging for little gain.
-constexpr int kMaxTailSplit = 4;
-
-// kTailSplit: when the last wave would leave most CTAs idle (tiles % grid <= grid / 2), its
-// tiles are split along the keys into k = min(grid / remainder, kMaxTailSplit, key blocks)
-// parts, one per CTA, merged afterwards by a small kernel (DirectStoreEpilogue). The host decides
-// (tail_split_plan) and passes the plan as a kernel parameter, so no register holds it.
-struct TailSplitPlan {
-  int full;    // work items [0, full) are whole tiles
-  int splits;  // parts per remaining tile (1: no split)
-};
-inline TailSplitPlan tail_split_plan(long long tiles, int grid, int kv_blocks, int capacity) {
-  const TailSplitPlan none{static_cast<int>(tiles), 1};
-  if (grid <= 0 || tiles <= grid || capacity < grid) return none;
-  const int rem = static_cast<int>(tiles % grid);
-  if (rem == 0) return none;
-  int k = grid / rem;
-  if (k > kMaxTailSplit) k = kMaxTailSplit;
-  if (k > kv_blocks) k = kv_blocks;
-  if (k < 2) return none;
-  return TailSplitPlan{static_cast<int>(tiles) - rem, k};
-}
 
 template <int kBlockM, bool kCausal, bool kTailSplit = false>
 struct StaticPersistentScheduler {
