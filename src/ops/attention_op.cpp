@@ -262,15 +262,15 @@ const Entry& entry_for(AttentionDType dtype, int head_dim, bool causal, int kv_l
 AttentionInstantiation describe(const Entry& e);
 
 // What attention_forward launches for this call: entry_for plus the shape rules that need the
-// grid (automatic policy, non-causal: the split tile where the launch is short of a wave,
-// kernels/attention/launch.hpp split_fills; d = 64: the 128-row tile where its waves fill the GPU
+// grid (automatic policy, non-causal: the split tile where its key splits win,
+// kernels/attention/launch.hpp split_wins; d = 64: the 128-row tile where its waves fill the GPU
 // better, rows128_wins).
 const Entry& entry_for_call(const AttentionArgs& a) {
   if (a.tile_policy == AttentionTilePolicy::automatic && !a.causal && (a.head_dim == 64 || a.head_dim == 128)) {
     int sms = 0;
     XS_CUDA(kernels::persistent_grid(a.num_ctas, std::numeric_limits<long long>::max(), sms), "reading the SM count");
     const bool long_kv = a.head_dim == 128 && a.kv_len >= ka::kLongKvThreshold;  // splits the same way
-    if (a.tail_split && !long_kv && ka::split_fills(a.q_len, a.kv_len, a.heads * a.batch, sms))
+    if (a.tail_split && !long_kv && ka::split_wins(a.head_dim, a.q_len, a.kv_len, a.heads * a.batch, sms))
       return find_entry(a.dtype, a.head_dim, false, EntryTile::split);
     if (a.head_dim == 64 && ka::rows128_wins(a.q_len, a.heads * a.batch, sms))
       return find_entry(a.dtype, 64, false, EntryTile::rows128);

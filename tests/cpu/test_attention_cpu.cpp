@@ -492,12 +492,13 @@ TEST(AttentionSplitPlan, TailAndShortOfAWave) {
            Case{144, 132, 2, 132, 132, 2},   // ... but no more parts than key blocks
            Case{264, 132, 8, 132, 264, 1},   // whole waves
            Case{200, 132, 8, 132, 200, 1},   // 68 left: more than half a wave
-           Case{32, 132, 32, 132, 0, 4},     // S 4096, 4 heads, d 64: every tile in 4
-           Case{16, 132, 16, 132, 0, 8},     // 16 tiles: 8 parts (kMaxFillSplit)
-           Case{32, 132, 8, 132, 0, 4},      // 4 parts of 2 key blocks
-           Case{32, 132, 5, 132, 0, 2},      // at least 2 key blocks per part
-           Case{32, 132, 3, 132, 32, 1},     // 3 key blocks: no split
-           Case{100, 132, 8, 132, 100, 1},   // short of a wave, but under 2 parts per tile
+           Case{64, 132, 16, 132, 0, 2},     // S 2048, 4 heads: every tile in 2 parts of 8 key blocks
+           Case{16, 132, 64, 132, 0, 8},     // 16 tiles of 8192 keys: 8 parts (kMaxFillSplit)
+           Case{32, 132, 32, 132, 0, 4},     // 4 parts of 8 key blocks
+           Case{32, 132, 24, 132, 0, 3},     // at least kMinFillPartBlocks per part
+           Case{32, 132, 15, 132, 32, 1},    // 15 key blocks: no split
+           Case{32, 132, 8, 132, 32, 1},     // S 1024: no split
+           Case{100, 132, 64, 132, 100, 1},  // short of a wave, but under 2 parts per tile
            Case{32, 132, 32, 131, 32, 1},    // workspace smaller than the slots
            Case{32, 0, 32, 132, 32, 1}}) {   // no slots
     const ka::TailSplitPlan p = ka::tail_split_plan(c.tiles, c.slots, c.kv_blocks, c.capacity);
@@ -507,25 +508,30 @@ TEST(AttentionSplitPlan, TailAndShortOfAWave) {
   }
 }
 
-// The automatic policy's split rule (launch.hpp split_fills): non-causal launches short of a wave
-// get the split tile, both head dims (d = 128 from 8192 keys keeps the long-key tile, whose
-// epilogue splits too); causal calls, the key split off and fuller launches do not.
+// The automatic policy's split rule (launch.hpp split_wins): non-causal launches short of a wave
+// with parts of at least 8 key blocks, both head dims, and d = 128 launches whose last wave splits
+// with at least 16 key blocks get the split tile (d = 128 from 8192 keys keeps the long-key tile,
+// whose epilogue splits too); causal calls, the key split off and other launches do not.
 TEST(AttentionDispatch, AutomaticSplitShortOfAWave) {
   AttentionArgs a = good_args();
   a.num_ctas = 132;
   a.batch = 1;
   struct Shape {
     int s, h;
-    bool split;
+    bool split64, split128;
   };
   for (int d : {64, 128}) {
     a.head_dim = d;
-    // 128-row tiles on 132 slots: S 1024 with 4 heads 32 tiles (4 parts each), with 8 heads 64 (2
-    // parts), S 2048 with 4 heads 64; S 4096 with 4 heads 128 tiles: nearly a wave, no split.
-    for (Shape sh : {Shape{4096, 4, false}, Shape{4096, 8, false}, Shape{1024, 4, true}, Shape{2048, 4, true},
-                     Shape{1024, 8, true}, Shape{1100, 4, true},
-                     Shape{1024, 16, false}, Shape{1024, 24, false}, Shape{4608, 24, false}, Shape{300, 4, false},
-                     Shape{8192, 1, true}}) {
+    // 128-row tiles on 132 slots: S 2048 with 4 heads 64 tiles of 16 key blocks (2 parts each);
+    // S 1024 with 4 heads 32 tiles of 8 key blocks (parts too short); S 4096 with 4 heads 128
+    // tiles: nearly a wave. Last waves: S 4608 with 4 heads (144 tiles, 12 left, 36 key blocks),
+    // S 2500 with 8 (160, 28 left, 20 blocks), with 16 (320, 56 left); S 1024 with 24 heads (60
+    // left of 8 key blocks): no; S 4608 with 24 heads (72 left): no.
+    for (Shape sh : {Shape{4096, 4, false, false}, Shape{4096, 8, false, false}, Shape{1024, 4, false, false},
+                     Shape{2048, 4, true, true}, Shape{1024, 8, false, false}, Shape{1100, 4, false, false},
+                     Shape{1024, 16, false, false}, Shape{1024, 24, false, false}, Shape{4608, 24, false, false},
+                     Shape{300, 4, false, false}, Shape{8192, 1, true, true}, Shape{4608, 4, false, true},
+                     Shape{2500, 8, false, true}, Shape{2500, 16, false, true}, Shape{1024, 40, false, false}}) {
       a.q_len = a.kv_len = sh.s;
       a.heads = sh.h;
       a.causal = false;
@@ -534,7 +540,8 @@ TEST(AttentionDispatch, AutomaticSplitShortOfAWave) {
       // d = 128 from 8192 keys: the long-key tile, which splits the same way.
       const bool long_kv = d == 128 && sh.s >= 8192;
       EXPECT_EQ(name.find("longkv") != std::string::npos, long_kv) << name;
-      EXPECT_EQ(name.find("_split") != std::string::npos, sh.split && !long_kv) << "d " << d << " S " << sh.s << " H " << sh.h << ": " << name;
+      const bool split = d == 64 ? sh.split64 : sh.split128;
+      EXPECT_EQ(name.find("_split") != std::string::npos, split && !long_kv) << "d " << d << " S " << sh.s << " H " << sh.h << ": " << name;
       a.tail_split = false;
       EXPECT_EQ(ops::select_instantiation(a).name.find("_split"), std::string::npos) << "the split off";
       a.tail_split = true;

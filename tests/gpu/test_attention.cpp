@@ -316,17 +316,21 @@ std::vector<Case> cases() {
   v.push_back({"split_d64_s1024_h24_bf16", bf, 64, false, 1, 24, 1024, 1024, Layout::dense, 0.f, 1.f, 0, split});
   v.push_back({"split_d64_s1000_b2h3_fp16_ctas20", fp, 64, false, 2, 3, 1000, 1000, Layout::dense, 0.f, 1.f, 20,
                split});
-  // Launches short of a wave (automatic policy: the split tile, every tile split; split_plan.hpp):
-  // 16 tiles in 8 parts with peaked scores, q != kv (12 tiles of 300 rows in 8 parts of 5
-  // key blocks), 32 tiles in 4 (d = 128), packed QKV (27 tiles in 4), 12 tiles in 3 on 40 CTAs,
-  // and the same short launch with the split off (the 128-row tile, whole tiles).
-  v.push_back({"fill8_peaked_fp16_d64_s2048_h1", fp, 64, false, 1, 1, 2048, 2048, Layout::dense, 1.0f, 2.5f});
-  v.push_back({"fill8_q300_kv5000_bf16_d64_b2h2", bf, 64, false, 2, 2, 300, 5000});
-  v.push_back({"fill4_bf16_d128_s1024_h4", bf, 128, false, 1, 4, 1024, 1024});
-  v.push_back({"fill4_packed_qkv_fp16_d64_s1100_h3", fp, 64, false, 1, 3, 1100, 1100, Layout::packed_qkv});
-  v.push_back({"fill3_bf16_d64_s700_h2_ctas40", bf, 64, false, 1, 2, 700, 700, Layout::dense, 0.f, 1.f, 40});
-  v.push_back({"fill_off_bf16_d64_s1024_h4", bf, 64, false, 1, 4, 1024, 1024, Layout::dense, 0.f, 1.f, 0,
+  // Launches short of a wave (automatic policy: the split tile, every tile split into parts of at
+  // least 8 key blocks; split_plan.hpp): 16 tiles of 8192 keys in 8 parts with peaked scores,
+  // q != kv (12 tiles of 300 rows, 40 key blocks, in 5 parts), 64 tiles in 2 (d = 128), packed QKV
+  // (51 tiles in 2), 12 tiles in 3 on 40 CTAs (25 key blocks, the last one 28 keys), and a
+  // short launch with the split off (the 128-row tile, whole tiles). d = 128 last waves: S 4608
+  // with 4 heads (12 of 144 tiles in 4 parts), S 2500 with 8 (28 of 160 in 4).
+  v.push_back({"fill8_peaked_fp16_d64_q2048_kv8192", fp, 64, false, 1, 1, 2048, 8192, Layout::dense, 1.0f, 2.5f});
+  v.push_back({"fill5_q300_kv5000_bf16_d64_b2h2", bf, 64, false, 2, 2, 300, 5000});
+  v.push_back({"fill2_bf16_d128_s2048_h4", bf, 128, false, 1, 4, 2048, 2048});
+  v.push_back({"fill2_packed_qkv_fp16_d64_s2100_h3", fp, 64, false, 1, 3, 2100, 2100, Layout::packed_qkv});
+  v.push_back({"fill3_bf16_d64_q1500_kv3100_ctas40", bf, 64, false, 1, 1, 1500, 3100, Layout::dense, 0.f, 1.f, 40});
+  v.push_back({"fill_off_bf16_d64_s2048_h4", bf, 64, false, 1, 4, 2048, 2048, Layout::dense, 0.f, 1.f, 0,
                ops::AttentionTilePolicy::automatic, false});
+  v.push_back({"tailsplit4_auto_bf16_d128_s4608_h4", bf, 128, false, 1, 4, 4608, 4608});
+  v.push_back({"tailsplit4_auto_fp16_d128_s2500_h8", fp, 128, false, 1, 8, 2500, 2500});
   // q_len != kv_len (joint attention), both ways, batch 2.
   v.push_back({"q1000_kv1333_bf16_d128", bf, 128, false, 2, 3, 1000, 1333});
   v.push_back({"q1000_kv1333_bf16_d128_causal", bf, 128, true, 2, 3, 1000, 1333});

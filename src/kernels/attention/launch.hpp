@@ -69,14 +69,22 @@ constexpr bool rows128_wins(int q_len, int heads_x_batch, int sms) {
   return wave_efficiency(t128, sms) * kRows128RelativeRate > wave_efficiency(t192, sms);
 }
 
-// Non-causal, automatic policy: the split tile when the launch is short of a wave, so that every
-// tile splits along the keys (tile_scheduler.cuh tail_split_plan: at least 2 parts of at least
-// 2 key blocks each). slots: the CTAs the launch may use (one per SM, or num_ctas).
-inline bool split_fills(int q_len, int kv_len, int heads_x_batch, int slots) {
-  const TileConfig t = split_tile_config(64);  // block_m and block_n are those of both head dims
+// Non-causal, automatic policy: the split tile where its key splits won on one H200
+// (docs/attention.md §Short sequences): launches short of a wave (every tile split, parts of at
+// least kMinFillPartBlocks key blocks), and at d = 128 a split last wave from
+// kMinTailSplitKeyBlocks key blocks on (1.01-1.31x the staged tile; at 8 key blocks the split
+// tile's register-store epilogue cost more than the split gained). d = 64 keeps the 192-row
+// tile there (it beat the split 128-row tile on 5 of 6 such shapes). slots: the CTAs the launch
+// may use (one per SM, or num_ctas).
+constexpr int kMinTailSplitKeyBlocks = 16;
+inline bool split_wins(int head_dim, int q_len, int kv_len, int heads_x_batch, int slots) {
+  const TileConfig t = split_tile_config(head_dim);
   const long long tiles = (q_len + t.block_m - 1LL) / t.block_m * heads_x_batch;
-  const TailSplitPlan plan = tail_split_plan(tiles, slots, (kv_len + t.block_n - 1) / t.block_n, slots);
-  return plan.full == 0 && plan.splits > 1;
+  const int kv_blocks = (kv_len + t.block_n - 1) / t.block_n;
+  const TailSplitPlan plan = tail_split_plan(tiles, slots, kv_blocks, slots);
+  if (plan.splits < 2) return false;
+  if (plan.full == 0) return true;
+  return head_dim == 128 && kv_blocks >= kMinTailSplitKeyBlocks;
 }
 
 // What one instantiation is, for logs, benchmarks and tests.

@@ -9,6 +9,10 @@ namespace xstage::kernels::attention {
 constexpr int kMaxTailSplit = 4;
 // Most parts a tile of an under-filled launch (fewer tiles than CTA slots) is split into.
 constexpr int kMaxFillSplit = 8;
+// Fewest key blocks per part when every tile of an under-filled launch is split: on one H200 parts
+// of 2-4 key blocks lost 3-14 % to the whole tiles, parts of 8 won 7-13 % (docs/attention.md
+// §Short sequences).
+constexpr int kMinFillPartBlocks = 8;
 // The merge kernel's bound on the parts of one tile.
 constexpr int kMaxSplitParts = kMaxFillSplit > kMaxTailSplit ? kMaxFillSplit : kMaxTailSplit;
 
@@ -17,8 +21,8 @@ constexpr int kMaxSplitParts = kMaxFillSplit > kMaxTailSplit ? kMaxFillSplit : k
 // - the last wave would leave most CTA slots idle (tiles % slots <= slots / 2): its tiles are
 //   split along the keys into k = min(slots / remainder, kMaxTailSplit, key blocks) parts;
 // - the whole launch is short of a wave (tiles < slots, docs/attention.md §Short
-//   sequences): every tile is split into k = min(slots / tiles, kMaxFillSplit, key blocks / 2)
-//   parts (at least two key blocks per part, so a part's mainloop still pipelines).
+//   sequences): every tile is split into k = min(slots / tiles, kMaxFillSplit, key blocks /
+//   kMinFillPartBlocks) parts.
 // The launch then runs min(slots, work items) CTAs.
 struct TailSplitPlan {
   int full;    // work items [0, full) are whole tiles
@@ -32,7 +36,7 @@ inline TailSplitPlan tail_split_plan(long long tiles, int slots, int kv_blocks, 
   if (tiles < slots) {
     int k = static_cast<int>(slots / tiles);
     if (k > kMaxFillSplit) k = kMaxFillSplit;
-    if (k > kv_blocks / 2) k = kv_blocks / 2;
+    if (k > kv_blocks / kMinFillPartBlocks) k = kv_blocks / kMinFillPartBlocks;
     if (k < 2) return none;
     return TailSplitPlan{0, k};
   }
