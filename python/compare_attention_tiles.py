@@ -60,7 +60,9 @@ def main(argv=None):
     if docs is None:
         return 2
     theirs, ours = docs[0], docs[1:]
-    tiles = [str((d.get("config") or {}).get("tile", "?")) for d in ours]
+    # A run with --no-key-split is its own column (e.g. split and split-nokeysplit side by side).
+    tiles = [str((d.get("config") or {}).get("tile", "?")) +
+             ("-nokeysplit" if (d.get("config") or {}).get("key_split") is False else "") for d in ours]
     if len(set(tiles)) != len(tiles):
         print(f"{TOOL}: two xstage files of the same tile ({', '.join(tiles)})", file=sys.stderr)
         return 2

@@ -54,6 +54,7 @@ struct BenchFlags {
   int num_ctas = 0;
   std::string json_out;
   std::string tile = "auto";  // auto | staged | rows128 | split (ops::AttentionTilePolicy)
+  bool no_key_split = false;  // AttentionArgs::tail_split = false
   int check_rows = kDefaultCheckRows;  // query rows compared with the host reference per cell
   uint64_t check_seed = 20261203u;
 };
@@ -213,6 +214,7 @@ Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int
   a.causal_order = ops::parse_causal_order(order);
   a.num_ctas = fl.num_ctas;
   a.tile_policy = tile_policy(fl);
+  a.tail_split = !fl.no_key_split;
   a.q_strides = a.o_strides = ops::packed_bshd(sq, h, d);
   a.k_strides = a.v_strides = ops::packed_bshd(s, h, d);
   auto set_args = [&](int i) {
@@ -399,7 +401,7 @@ void run_bench(const BenchFlags& fl) {
     j["config"] = {{"batch", fl.batch},       {"dtype", fl.dtype},   {"causal", fl.causal},
                    {"causal_align", fl.causal_align}, {"causal_orders", fl.causal_orders}, {"q_len", fl.q_len},
                    {"layout", "BSHD"},        {"warmup", fl.warmup}, {"warmup_ms", fl.warmup_ms}, {"iters", fl.iters},
-                   {"rotate_bytes", rotate_bytes}, {"num_ctas", fl.num_ctas}, {"tile", fl.tile},
+                   {"rotate_bytes", rotate_bytes}, {"num_ctas", fl.num_ctas}, {"tile", fl.tile}, {"key_split", !fl.no_key_split},
                    {"flops", "4*B*H*Sq*Skv*d (visible pairs if causal)"},
                    {"check_rows", fl.check_rows}, {"check_seed", fl.check_seed},
                    {"check", "outputs NaN-poisoned before the timed launches; the last launch's output: full "
@@ -484,6 +486,9 @@ void add_attention_bench_command(CLI::App& app) {
                   "whole launch is short of a wave (auto picks it for launches short of a wave; docs/attention.md "
                   "§Short sequences)")
       ->capture_default_str();
+  cmd->add_flag("--no-key-split", fl->no_key_split,
+                "Never split tiles along the keys (the long-key and split tiles then run whole tiles, and auto does "
+                "not pick the split tile; docs/attention.md §Tail split)");
   cmd->add_option("--check-rows", fl->check_rows,
                   "Query rows per cell compared with the fp64 host reference (seeded; always the first and last row "
                   "and rows on tile borders)")

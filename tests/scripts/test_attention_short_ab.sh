@@ -27,6 +27,8 @@ expect 0 "auto >= cuDNN at 1 of 2 points" -- python3 python/compare_attention_ti
 expect 0 "67.2(128)" -- python3 python/compare_attention_tiles.py "$tmp/torch.json" "$tmp/auto.json" "$tmp/staged.json"
 sed 's/"tflops":67.2,/"tflops":67.2,"instantiation":"bf16_d64_noncausal_split",/' "$tmp/auto.json" > "$tmp/auto-split.json"
 expect 0 "67.2(split)" -- python3 python/compare_attention_tiles.py "$tmp/torch.json" "$tmp/auto-split.json" "$tmp/staged.json"
+sed 's/"tile":"staged"/"tile":"staged","key_split":false/' "$tmp/staged.json" > "$tmp/staged-nosplit.json"
+expect 0 "staged-nokeysplit" -- python3 python/compare_attention_tiles.py "$tmp/torch.json" "$tmp/auto.json" "$tmp/staged.json" "$tmp/staged-nosplit.json"
 expect 2 "same tile" -- python3 python/compare_attention_tiles.py "$tmp/torch.json" "$tmp/auto.json" "$tmp/auto.json"
 sed 's/"passed":true/"passed":false/' "$tmp/staged.json" > "$tmp/bad.json"
 expect 1 "CORRECTNESS FAIL" -- python3 python/compare_attention_tiles.py "$tmp/torch.json" "$tmp/auto.json" "$tmp/bad.json"
