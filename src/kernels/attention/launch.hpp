@@ -72,8 +72,8 @@ constexpr bool rows128_wins(int q_len, int heads_x_batch, int sms) {
 // Non-causal, automatic policy: the split tile where its key splits won on one H200
 // (docs/attention.md §Short sequences): launches short of a wave (every tile split, parts of at
 // least kMinFillPartBlocks key blocks), and at d = 128 a split last wave from
-// kMinTailSplitKeyBlocks key blocks on (1.01-1.31x the staged tile; at 8 key blocks it lost,
-// 0.88x). d = 64 keeps the 192-row
+// kMinTailSplitKeyBlocks key blocks on (1.01-1.31x the staged tile; at 8 key blocks the split
+// tile is 0.92x the staged one unsplit, and its split of 4-block parts loses another 2-6 %). d = 64 keeps the 192-row
 // tile there (it beat the split 128-row tile on 5 of 6 such shapes). slots: the CTAs the launch
 // may use (one per SM, or num_ctas).
 constexpr int kMinTailSplitKeyBlocks = 16;
