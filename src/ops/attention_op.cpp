@@ -261,21 +261,27 @@ const Entry& entry_for(AttentionDType dtype, int head_dim, bool causal, int kv_l
 }
 AttentionInstantiation describe(const Entry& e);
 
+// CTA slots of a launch: one per SM of the current device, or num_ctas.
+int launch_slots(const AttentionArgs& a) {
+  int slots = 0;
+  XS_CUDA(kernels::persistent_grid(a.num_ctas, std::numeric_limits<long long>::max(), slots), "reading the SM count");
+  return slots;
+}
+
 // What attention_forward launches for this call: entry_for plus the shape rules that need the
 // grid (automatic policy, non-causal: the split tile where its key splits win,
 // kernels/attention/launch.hpp split_wins; d = 64: the 128-row tile where its waves fill the GPU
 // better, rows128_wins).
 const Entry& entry_for_call(const AttentionArgs& a) {
-  if (a.tile_policy == AttentionTilePolicy::automatic && !a.causal && (a.head_dim == 64 || a.head_dim == 128)) {
-    int sms = 0;
-    XS_CUDA(kernels::persistent_grid(a.num_ctas, std::numeric_limits<long long>::max(), sms), "reading the SM count");
-    const bool long_kv = a.head_dim == 128 && a.kv_len >= ka::kLongKvThreshold;  // splits the same way
-    if (a.tail_split && !long_kv && ka::split_wins(a.head_dim, a.q_len, a.kv_len, a.heads * a.batch, sms))
-      return find_entry(a.dtype, a.head_dim, false, EntryTile::split);
-    if (a.head_dim == 64 && ka::rows128_wins(a.q_len, a.heads * a.batch, sms))
-      return find_entry(a.dtype, 64, false, EntryTile::rows128);
-  }
-  return entry_for(a.dtype, a.head_dim, a.causal, a.kv_len, a.tile_policy);
+  const Entry& base = entry_for(a.dtype, a.head_dim, a.causal, a.kv_len, a.tile_policy);
+  // The shape rules refine the automatic staged choice only (the long-key tile splits the same way).
+  if (a.tile_policy != AttentionTilePolicy::automatic || a.causal || base.tile != EntryTile::staged) return base;
+  const int slots = launch_slots(a);
+  if (a.tail_split && ka::split_wins(a.head_dim, a.q_len, a.kv_len, a.heads * a.batch, slots))
+    return find_entry(a.dtype, a.head_dim, false, EntryTile::split);
+  if (a.head_dim == 64 && ka::rows128_wins(a.q_len, a.heads * a.batch, slots))
+    return find_entry(a.dtype, 64, false, EntryTile::rows128);
+  return base;
 }
 }  // namespace
 
@@ -382,9 +388,7 @@ void attention_forward(const AttentionArgs& a, cudaStream_t stream) {
   if (splits_tail(e) && a.tail_split) {
     // The long-key and split kernels may split tiles along the keys (kernels/attention/tile_scheduler.cuh):
     // workspace for as many parts as the launch has CTA slots (one per SM, or num_ctas).
-    int slots = 0;
-    XS_CUDA(kernels::persistent_grid(a.num_ctas, std::numeric_limits<long long>::max(), slots), "reading the SM count");
-    const SplitWorkspace w = split_workspace_for(stream, slots);
+    const SplitWorkspace w = split_workspace_for(stream, launch_slots(a));
     p.split_workspace = w.parts;
     p.split_capacity = w.capacity;
   }

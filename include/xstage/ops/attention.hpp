@@ -31,10 +31,11 @@ struct BSHDStrides {
 BSHDStrides packed_bshd(int seq, int heads, int head_dim);
 
 // Which compiled tile serves a call (staged is what the Ulysses harness uses, so that attention
-// alone, serial and the fused kernels share one mainloop). automatic: the staged tile, or the long-key tile from kLongKvThreshold keys on (d = 128,
-// non-causal), or, non-causal, the split tile where the launch is short of a wave (every tile
-// split along the keys; needs tail_split), or the 128-row tile for d = 64 where its waves fill the
-// GPU better (docs/attention.md §Short sequences); staged: always the staged tile; rows128: the
+// alone, serial and the fused kernels share one mainloop). automatic: the staged tile, or the
+// long-key tile from kLongKvThreshold keys on (d = 128, non-causal), or, non-causal and with
+// tail_split, the split tile where its key splits won (launches short of a wave; at d = 128 also
+// split last waves from 16 key blocks; kernels/attention/launch.hpp split_wins), or the 128-row
+// tile for d = 64 where its waves fill the GPU better (docs/attention.md §Short sequences); staged: always the staged tile; rows128: the
 // 128-row d = 64 tile (other head dims are refused); split: non-causal d = 64 / 128, a 128-row
 // mainloop with the registers -> global epilogue, whose tiles split along the keys when the last
 // wave would leave most SMs idle or the launch is short of a wave (causal calls are refused).

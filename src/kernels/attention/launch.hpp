@@ -36,6 +36,12 @@ constexpr TileConfig tile_config(int head_dim) {
 constexpr TileConfig long_kv_tile_config() { return TileConfig{128, 192, 2, 2}; }
 constexpr int kLongKvThreshold = 8192;
 
+// A 128-row tile for d = 64 (tile policy rows128): with 192-row tiles a short sequence leaves
+// SMs idle (S = 1024, 12 heads: 72 tiles on 132 SMs; 24 heads: 144 tiles, a second wave of 12),
+// 128 rows give 96 and 192 tiles. The automatic policy serves it to non-causal d = 64 calls
+// when rows128_wins (docs/attention.md §Short sequences).
+constexpr TileConfig rows128_d64_tile_config() { return TileConfig{128, 128, 4, 2}; }
+
 // Split tiles (non-causal; tile policy split): a 128-row mainloop with the long-key tile's
 // registers -> global epilogue, whose parts let a launch split tiles along the keys
 // (tile_scheduler.cuh tail_split_plan): the last wave when it leaves most SMs idle (S = 1024,
@@ -43,14 +49,8 @@ constexpr int kLongKvThreshold = 8192;
 // (S = 1024, 4 heads: 32 tiles). d = 128: the staged tile's 128 x 128 mainloop; d = 64:
 // the 128-row tile's (rows128_d64_tile_config). docs/attention.md §Short sequences.
 constexpr TileConfig split_tile_config(int head_dim) {
-  return head_dim == 64 ? TileConfig{128, 128, 4, 2} : TileConfig{128, 128, 2, 2};
+  return head_dim == 64 ? rows128_d64_tile_config() : tile_config(128);
 }
-
-// A 128-row tile for d = 64 (tile policy rows128): with 192-row tiles a short sequence leaves
-// SMs idle (S = 1024, 12 heads: 72 tiles on 132 SMs; 24 heads: 144 tiles, a second wave of 12),
-// 128 rows give 96 and 192 tiles. The automatic policy serves it to non-causal d = 64 calls
-// when rows128_wins (docs/attention.md §Short sequences).
-constexpr TileConfig rows128_d64_tile_config() { return TileConfig{128, 128, 4, 2}; }
 
 // Share of the persistent grid's CTA-slots a launch of `tiles` keeps busy: tiles / (whole waves
 // x grid).
@@ -73,9 +73,9 @@ constexpr bool rows128_wins(int q_len, int heads_x_batch, int sms) {
 // (docs/attention.md §Short sequences): launches short of a wave (every tile split, parts of at
 // least kMinFillPartBlocks key blocks), and at d = 128 a split last wave from
 // kMinTailSplitKeyBlocks key blocks on (1.01-1.31x the staged tile; at 8 key blocks the split
-// tile is 0.92x the staged one unsplit, and its split of 4-block parts loses another 2-6 %). d = 64 keeps the 192-row
-// tile there (it beat the split 128-row tile on 5 of 6 such shapes). slots: the CTAs the launch
-// may use (one per SM, or num_ctas).
+// tile is 0.92x the staged one unsplit, and its split of 4-block parts loses another 2-6 %).
+// d = 64 keeps the 192-row tile there (it beat the split 128-row tile on 5 of 6 such shapes).
+// slots: the CTAs the launch may use (one per SM, or num_ctas).
 constexpr int kMinTailSplitKeyBlocks = 16;
 inline bool split_wins(int head_dim, int q_len, int kv_len, int heads_x_batch, int slots) {
   const TileConfig t = split_tile_config(head_dim);
