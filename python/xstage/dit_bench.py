@@ -27,8 +27,9 @@ inputs, relative Frobenius error in fp32. A variant passes when that error is at
 max(--tol, 2 x the error of the cudnn variant) — the second term is the spread two production
 bf16 backends already show on this model; a failing variant marks the cell failed (exit 1).
 
-Attention share: one more forward per variant in which every call of the backend's function
-(the function diffusers' dispatcher calls) is bracketed by CUDA events on the current stream;
+Attention share: in the last timed forward of a variant every call of the backend's function
+(the function diffusers' dispatcher calls) is bracketed by CUDA events on the current stream
+(two event records per call, microseconds against a step of 0.1-10 s);
 the sum of those intervals is the step's attention time (it includes the backend's own layout
 copies; host gaps inside a call would count too, but the host runs ahead of these kernels).
 share = attention time / that forward's step time. Nothing is removed from the model to get it.
@@ -287,35 +288,35 @@ def run_variant(torch, model, inputs, backend, args, ref):
         for _ in range(max(0, args.warmup - 1)):
             step()
         torch.cuda.synchronize()
-        # the step time after warm-up sets how many iterations the cell budget allows
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        step()
-        e.record()
-        torch.cuda.synchronize()
-        probe_ms = s.elapsed_time(e)
+        # with a cell budget, one timed probe step after warm-up sets how many iterations fit;
+        # without one (the acceptance runs) no forward is spent on it
         iters = args.iters
         if args.cell_budget_s > 0:
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            step()
+            e.record()
+            torch.cuda.synchronize()
+            probe_ms = s.elapsed_time(e)
             fit = int(args.cell_budget_s * 1e3 / max(probe_ms, 1e-3))
             iters = max(3, min(iters, fit))
         rec.update({"first_call_s": first_s, "iters": iters, "iters_requested": args.iters,
                     "iters_lowered_by_budget": iters < args.iters, "iters_below_default": iters < MIN_ITERS})
         ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-        for s, e in ev:
+        for s, e in ev[:-1]:
             s.record()
             step()
             e.record()
-        torch.cuda.synchronize()
-        rec.update(_ms_stats([s.elapsed_time(e) for s, e in ev]))
-        # attention share: one more forward with the backend's calls bracketed by events
+        # the last timed forward also brackets the backend's calls (attention share)
         before = xsd.calls()
         with _CallTimer(torch, backend) as ct:
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
+            ev[-1][0].record()
             step()
-            e.record()
-            attn_ms = ct.total_ms()
-        step_ms = s.elapsed_time(e)
+            ev[-1][1].record()
+        torch.cuda.synchronize()
+        rec.update(_ms_stats([s.elapsed_time(e) for s, e in ev]))
+        attn_ms = ct.total_ms()
+        step_ms = ev[-1][0].elapsed_time(ev[-1][1])
         flops = sum(4.0 * b * sq * skv * h * d for b, sq, skv, h, d in ct.shapes)
         rec.update({"attention_ms": attn_ms, "attention_step_ms": step_ms, "attention_share": attn_ms / step_ms,
                     "attention_calls": len(ct.shapes), "attention_flops": flops,
@@ -541,7 +542,7 @@ def main(argv=None) -> int:
                       "cell_budget_s": args.cell_budget_s, "tol": args.tol, "variants": variants,
                       "weights": args.weights or "random (published config)",
                       "step": "one transformer forward (one denoising step, no CFG batch), torch.no_grad",
-                      "attention_time": "CUDA events around every call of the backend function in one extra forward",
+                      "attention_time": "CUDA events around every call of the backend function in the last timed forward",
                       "check": "rel. Frobenius error vs the native output <= max(tol, 2 x cudnn's)"},
            "cells": []}
     print(f"# xstage.bench dit on {props.name}, torch {torch.__version__}, diffusers {diffusers.__version__}, bf16, "
