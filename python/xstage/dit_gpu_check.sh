@@ -18,7 +18,7 @@
 # each cell runs under `timeout` with what is left. DIT_CELL_BUDGET_S (default 60) is passed as
 # --cell-budget-s (a variant's timed forwards are cut to about that, never below 3 iterations,
 # recorded in the JSON); DIT_ITERS (default 20), DIT_WARMUP (default 2), DIT_VARIANTS (default
-# auto) are passed through; with DIT_VARIANTS set the files are dit-<cell>-<variants>.json, so a
+# auto) are passed through; with DIT_VARIANTS set the files are dit-<cell>-<v1>-<v2>.json, so a
 # huge cell can be split over calls by variant (the native reference output is recomputed in
 # each call from the same seed; `report` merges the rows). Cells that did not fit are listed at the end; call again with
 # bench=THOSE to run them (each cell's JSON is its own file, so calls accumulate).
@@ -72,7 +72,8 @@ step_test() {
 bench_cell() {   # bench_cell NAME TIMEOUT_S
   local cell=$1 limit=$2
   local tag=$cell
-  [ -n "${DIT_VARIANTS:-}" ] && tag="$cell-${DIT_VARIANTS//,/+}"
+  # variants joined by '-': the device tool does not bring back file names with '+'
+  [ -n "${DIT_VARIANTS:-}" ] && tag="$cell-${DIT_VARIANTS//,/-}"
   echo "[dit_gpu_check] bench $cell (at most ${limit}s)"
   timeout --signal=INT --kill-after=30 "$limit" \
     $PY -m xstage.bench dit --models "$cell" --iters "${DIT_ITERS:-20}" --warmup "${DIT_WARMUP:-2}" \
