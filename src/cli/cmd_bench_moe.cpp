@@ -251,6 +251,11 @@ nlohmann::json tile_kind_json(const ops::MegaMoeTileKind& k) {
           {"input_wait_us", k.input_wait_us}};
 }
 
+nlohmann::json phases_json(const ops::MegaMoePhases& p) {
+  return {{"prologue_us", p.prologue_us}, {"l1_us", p.l1_us}, {"l2_us", p.l2_us}, {"gaps_us", p.gaps_us},
+          {"combine_us", p.combine_us}, {"reduce_us", p.reduce_us}, {"ctas", p.ctas}};
+}
+
 // Median and p90 of a span sample, as JSON.
 nlohmann::json span_summary(std::vector<double> v) {
   if (v.empty()) return {{"count", 0}};
@@ -545,18 +550,21 @@ void run(const Flags& fl) {
               for (int i = 0; i < n; ++i)
                 tj.push_back({{"l1", tile_kind_json(tiles[i].l1)}, {"l2", tile_kind_json(tiles[i].l2)},
                               {"first_tile_us", tiles[i].first_tile_us}, {"busy_share", tiles[i].busy_share},
-                              {"last_tile_end_us", {tiles[i].last_tile_end_us_min, tiles[i].last_tile_end_us_max}}});
+                              {"last_tile_end_us", {tiles[i].last_tile_end_us_min, tiles[i].last_tile_end_us_max}},
+                              {"phases", phases_json(tiles[i].phases)}});
               row["tiles"] = tj;
               const ops::MegaMoeTileStats& t0 = tiles[0];
               span_txt = fmt::format(
                   "  {:.2f}/{:.2f}/{:.2f}  [rank0 busy {:.2f}, first tile {:.0f} us, last tile end {:.0f}..{:.0f} us; "
                   "L1 ml/epi(handover,staged,tail)/wait {:.2f}/{:.2f}({:.2f},{:.2f},{:.2f})/{:.2f}, L2 ml/epi(tail)/wait "
-                  "{:.2f}/{:.2f}({:.2f})/{:.2f} us]",
+                  "{:.2f}/{:.2f}({:.2f})/{:.2f} us; phases pro/L1/L2/gaps/comb/red "
+                  "{:.0f}/{:.0f}/{:.0f}/{:.0f}/{:.0f}/{:.0f} us]",
                   all_remote.empty() ? 0.0 : quantile(all_remote, 0.5), all_local.empty() ? 0.0 : quantile(all_local, 0.5),
                   pred, t0.busy_share, t0.first_tile_us, t0.last_tile_end_us_min, t0.last_tile_end_us_max,
                   t0.l1.mainloop_us, t0.l1.epilogue_us, t0.l1.handover_us, t0.l1.staged_us, t0.l1.store_tail_us,
                   t0.l1.input_wait_us, t0.l2.mainloop_us,
-                  t0.l2.epilogue_us, t0.l2.store_tail_us, t0.l2.input_wait_us);
+                  t0.l2.epilogue_us, t0.l2.store_tail_us, t0.l2.input_wait_us, t0.phases.prologue_us,
+                  t0.phases.l1_us, t0.phases.l2_us, t0.phases.gaps_us, t0.phases.combine_us, t0.phases.reduce_us);
             }
             std::printf(" %19s %10s %8s %7d %12s %10.1f %10.1f %10.1f %9lld %6lld %6llu %9.2e %6s%s\n",
                         shape.name.c_str(), wname.c_str(), std::string(moe::routing_name(kind)).c_str(), tokens,
@@ -650,7 +658,8 @@ void add_moe_bench_command(CLI::App& app) {
                   "docs/megamoe.md \"Tile configurations\")")
       ->capture_default_str();
   cmd->add_flag("--spans", fl->spans,
-                "Record combine-store spans and the per-tile trace (fused variants; two extra calls each)");
+                "Record combine-store spans, the per-tile trace and the phase breakdown (prologue, Linear-1, "
+                "Linear-2, gaps, combine, reduce; fused variants; two extra calls each)");
   cmd->add_option("--params", fl->params, "Burst-Gap parameters for the interleaved mix (default: the shipped H200 preset)");
   cmd->add_option("--tile-tflops", fl->tile_tflops, "One CTA's FP8 TFLOP/s (the schedule's tile times)")->capture_default_str();
   cmd->add_option("--check-tokens", fl->check_tokens,

@@ -380,6 +380,11 @@ int causal_group_for(const AttentionArgs& a) {
   return planned_causal_group(a, entry_for_call(a), to_kernel_params(a));
 }
 
+void reserve_split_workspace(const AttentionArgs& a, cudaStream_t stream) {
+  validate(a);
+  if (a.tail_split && splits_tail(entry_for_call(a))) split_workspace_for(stream, launch_slots(a));
+}
+
 void attention_forward(const AttentionArgs& a, cudaStream_t stream) {
   validate(a);
   const Entry& e = entry_for_call(a);

@@ -91,7 +91,7 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
     XS_CUDA(cudaMalloc(&m.h, cap * cfg.intermediate), where + ": h");
     XS_CUDA(cudaMalloc(&m.h_scales, sizeof(float) * (cfg.intermediate / 128) * cap), where + ": h scales");
     XS_CUDA(cudaMalloc(&m.spans, sizeof(uint32_t) * size_t(I.max_blocks) * I.n2 * 2), where + ": spans");
-    XS_CUDA(cudaMalloc(&m.cta_clock, sizeof(uint64_t) * 4 * I.buf.sm_count[i]), where + ": clocks");
+    XS_CUDA(cudaMalloc(&m.cta_clock, sizeof(uint64_t) * km::kMegaClockWords * I.buf.sm_count[i]), where + ": clocks");
     XS_CUDA(cudaMalloc(&m.trace, sizeof(uint32_t) * km::kMegaTraceWords * I.max_tiles()), where + ": trace");
     XS_CUDA(cudaMalloc(&m.trace_hook, sizeof(uint32_t) * 3 * I.buf.sm_count[i]), where + ": trace");
     m.l1_per_l2 = std::max(1, I.plan.l1_per_l2);
@@ -131,7 +131,7 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
       fmt::format("mega moe (rank {}, call {}, tile {})", m.ep.rank, m.ep.epoch, moe::mega_tile_name(tile));
   if (opt.record_spans) {
     XS_CUDA(cudaMemsetAsync(m.spans, 0, sizeof(uint32_t) * size_t(I.max_blocks) * I.n2 * 2, s), what);
-    XS_CUDA(cudaMemsetAsync(m.cta_clock, 0, sizeof(uint64_t) * 4 * I.buf.sm_count[i], s), what);
+    XS_CUDA(cudaMemsetAsync(m.cta_clock, 0, sizeof(uint64_t) * km::kMegaClockWords * I.buf.sm_count[i], s), what);
     XS_CUDA(cudaMemsetAsync(m.trace, 0xff, sizeof(uint32_t) * km::kMegaTraceWords * I.max_tiles(), s), what);
   } else {
     m.spans = nullptr;
@@ -158,12 +158,12 @@ MegaMoeSpans MegaMoeLayer::last_spans(int i) const {
   if (!R.spans_recorded) throw InvalidArgument("mega moe: the last call did not record spans (record_spans)");
   XS_CUDA(cudaSetDevice(I.buf.team.device(i)), "mega moe: spans");
   std::vector<uint32_t> cyc(size_t(I.max_blocks) * I.n2 * 2);
-  std::vector<uint64_t> clk(size_t(4) * I.buf.sm_count[i]);
+  std::vector<uint64_t> clk(size_t(km::kMegaClockWords) * I.buf.sm_count[i]);
   XS_CUDA(cudaMemcpy(cyc.data(), R.m.spans, cyc.size() * 4, cudaMemcpyDeviceToHost), "mega moe: spans");
   XS_CUDA(cudaMemcpy(clk.data(), R.m.cta_clock, clk.size() * 8, cudaMemcpyDeviceToHost), "mega moe: clocks");
   MegaMoeSpans out;
   std::vector<double> ghz;
-  for (size_t c = 0; c + 3 < clk.size(); c += 4) {
+  for (size_t c = 0; c + km::kMegaClockWords <= clk.size(); c += km::kMegaClockWords) {
     if (clk[c + 3] <= clk[c + 1] || clk[c + 2] <= clk[c]) continue;
     ghz.push_back(double(clk[c + 2] - clk[c]) / double(clk[c + 3] - clk[c + 1]));
     out.kernel_us = std::max(out.kernel_us, double(clk[c + 3] - clk[c + 1]) / 1e3);

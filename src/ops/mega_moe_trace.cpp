@@ -10,8 +10,9 @@ namespace km = kernels::moe;
 
 MegaMoeTileStats summarize_mega_trace(const std::vector<uint32_t>& tr, const std::vector<uint64_t>& clk, double ghz) {
   MegaMoeTileStats st;
-  const size_t ctas = clk.size() / 4;
-  std::vector<double> busy(ctas, 0), first(ctas, -1), last(ctas, 0);
+  constexpr size_t W = km::kMegaClockWords;
+  const size_t ctas = clk.size() / W;
+  std::vector<double> busy(ctas, 0), first(ctas, -1), last(ctas, 0), l1(ctas, 0), l2(ctas, 0);
   const double us_per_cycle = 1.0 / (ghz * 1e3);
   for (size_t p = 0; p + km::kMegaTraceWords <= tr.size(); p += km::kMegaTraceWords) {
     const uint32_t tag = tr[p];
@@ -28,6 +29,7 @@ MegaMoeTileStats summarize_mega_trace(const std::vector<uint32_t>& tr, const std
     k.staged_us += tr[p + 7] * us_per_cycle;
     if (tr[p + 4] != 0xffffffffu) k.input_wait_us += tr[p + 4] * us_per_cycle;
     busy[c] += ml + ep;
+    ((tag >> 16) == 1u ? l1 : l2)[c] += ml + ep;
     if (first[c] < 0 || start < first[c]) first[c] = start;
     last[c] = std::max(last[c], start + ml + ep);
   }
@@ -43,19 +45,36 @@ MegaMoeTileStats summarize_mega_trace(const std::vector<uint32_t>& tr, const std
   // CTA start offsets from the globaltimer pairs (ns), the rest in SM cycles of each CTA.
   uint64_t t0 = ~0ull;
   for (size_t c = 0; c < ctas; ++c)
-    if (clk[4 * c + 1] != 0) t0 = std::min(t0, clk[4 * c + 1]);
+    if (clk[W * c + 1] != 0) t0 = std::min(t0, clk[W * c + 1]);
   double busy_sum = 0, span_sum = 0;
   std::vector<double> firsts;
   st.last_tile_end_us_min = 1e300;
+  MegaMoePhases& ph = st.phases;
   for (size_t c = 0; c < ctas; ++c) {
-    if (clk[4 * c + 2] <= clk[4 * c]) continue;
+    const uint64_t* k = &clk[W * c];
+    if (k[2] <= k[0]) continue;
+    const double span = (k[2] - k[0]) * us_per_cycle;
     busy_sum += busy[c];
-    span_sum += (clk[4 * c + 2] - clk[4 * c]) * us_per_cycle;
+    span_sum += span;
     if (first[c] >= 0) firsts.push_back(first[c]);
-    const double off = (clk[4 * c + 1] - t0) / 1e3;
+    const double off = (k[1] - t0) / 1e3;
     st.last_tile_end_us_min = std::min(st.last_tile_end_us_min, off + last[c]);
     st.last_tile_end_us_max = std::max(st.last_tile_end_us_max, off + last[c]);
+    // Phases: start | prologue | tiles and gaps | combine wait | reduce | end (the reduce stamp
+    // between the last tile's end and the CTA's end, else the CTA is left out).
+    const double reduce_at = (k[4] - k[0]) * us_per_cycle;
+    if (first[c] < 0 || k[4] < k[0] || reduce_at < last[c] || reduce_at > span) continue;
+    ph.prologue_us += first[c];
+    ph.l1_us += l1[c];
+    ph.l2_us += l2[c];
+    ph.gaps_us += (last[c] - first[c]) - busy[c];
+    ph.combine_us += reduce_at - last[c];
+    ph.reduce_us += span - reduce_at;
+    ph.ctas += 1;
   }
+  if (ph.ctas > 0)
+    for (double* v : {&ph.prologue_us, &ph.l1_us, &ph.l2_us, &ph.gaps_us, &ph.combine_us, &ph.reduce_us})
+      *v /= ph.ctas;
   if (st.last_tile_end_us_min > st.last_tile_end_us_max) st.last_tile_end_us_min = st.last_tile_end_us_max;
   st.busy_share = span_sum > 0 ? busy_sum / span_sum : 0;
   if (!firsts.empty()) {

@@ -23,7 +23,6 @@
 #if XSTAGE_PY_HAVE_ATTENTION
 #include <cuda_runtime.h>
 
-#include "ops/attention_workspace.hpp"
 #include "xstage/ops/attention.hpp"
 #endif
 
@@ -62,28 +61,21 @@ class DeviceGuard {
 };
 
 // The long-key and split tiles split tiles over idle SMs using a per-(device, stream) workspace
-// (ops/attention_workspace.hpp). Size it for a full grid on first use, so no later call grows
-// it (growing synchronises the stream). If the stream is being captured into a CUDA graph, the
+// (ops/attention_workspace.hpp), sized by ops::reserve_split_workspace for the call's grid
+// before the launch (growing synchronises the stream). If the stream is being captured into a CUDA graph, the
 // one-time cudaMalloc runs in relaxed capture mode: it is not a stream operation and is not
 // recorded; the buffer lives for the process (never freed), so replays stay valid.
 void prepare_workspace(const AttentionArgs& a, cudaStream_t stream) {
-  if (!a.tail_split) return;
-  const ops::AttentionInstantiation inst = ops::select_instantiation(a);  // the shape rules included
-  if (inst.name.find("longkv") == std::string::npos && inst.name.find("_split") == std::string::npos) return;
-  int dev = 0, sms = 0;
-  check_cuda(cudaGetDevice(&dev), "attention: reading the current device");
-  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "attention: reading the SM count");
-  const int grid = a.num_ctas > 0 ? a.num_ctas : sms;
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   check_cuda(cudaStreamIsCapturing(stream, &st), "attention: querying the stream's capture status");
   if (st != cudaStreamCaptureStatusActive) {
-    ops::split_workspace_for(stream, grid);
+    ops::reserve_split_workspace(a, stream);
     return;
   }
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   check_cuda(cudaThreadExchangeStreamCaptureMode(&mode), "attention: entering relaxed capture mode");
   try {
-    ops::split_workspace_for(stream, grid);
+    ops::reserve_split_workspace(a, stream);
   } catch (...) {
     cudaThreadExchangeStreamCaptureMode(&mode);
     throw;

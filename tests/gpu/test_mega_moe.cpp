@@ -180,6 +180,15 @@ TEST(MegaMoe, RecordsOneSpanPerLinear2PieceAndRunsTheLocalControl) {
       EXPECT_LE(sp.tiles.l1.handover_us, sp.tiles.l1.staged_us);
       EXPECT_LE(sp.tiles.l1.staged_us, sp.tiles.l1.epilogue_us);
       EXPECT_LE(sp.tiles.l1.store_tail_us, sp.tiles.l1.epilogue_us);
+      // The phase breakdown: every CTA with a tile has a consistent record, no phase is negative,
+      // and the phases add up to no more than the longest CTA (means over CTAs).
+      const ops::MegaMoePhases& ph = sp.tiles.phases;
+      EXPECT_GT(ph.ctas, 0);
+      EXPECT_GT(ph.l1_us, 0.0);
+      EXPECT_GT(ph.l2_us, 0.0);
+      for (double v : {ph.prologue_us, ph.gaps_us, ph.combine_us, ph.reduce_us}) EXPECT_GE(v, 0.0);
+      EXPECT_LE(ph.prologue_us + ph.l1_us + ph.l2_us + ph.gaps_us + ph.combine_us + ph.reduce_us,
+                sp.kernel_us * 1.02 + 1.0);
     }
     free_rank(d);
   });

@@ -53,8 +53,20 @@ struct MegaMoeTileKind {
   double handover_us = 0, staged_us = 0;
   double input_wait_us = 0;  // producer: waiting for the tile's inputs (rows arrived / Linear-1 counter)
 };
+// One recorded call's CTA time split into consecutive phases (means over the CTAs that ran at
+// least one tile, microseconds); per CTA they add up to its start-to-end time.
+struct MegaMoePhases {
+  double prologue_us = 0;  // CTA start to its first tile: routing histogram, count exchange, push dispatch
+  double l1_us = 0;        // Linear-1 tiles (mainloop + epilogue), summed per CTA
+  double l2_us = 0;        // Linear-2 tiles (mainloop + epilogue; the combine stores are in the epilogue)
+  double gaps_us = 0;      // first tile to last tile end outside tiles: tile queue and input waits
+  double combine_us = 0;   // last tile end to the reduce: publish, wait for every combine piece
+  double reduce_us = 0;    // the top-k sums of this rank's tokens, to the CTA's end
+  int ctas = 0;            // CTAs averaged (those with a tile and all clocks)
+};
 struct MegaMoeTileStats {
   MegaMoeTileKind l1, l2;
+  MegaMoePhases phases;
   double first_tile_us = 0;   // median over CTAs: CTA start to its first tile (prologue)
   double busy_share = 0;      // sum over CTAs of tile time / sum of CTA time (start to end incl. reduce)
   double last_tile_end_us_min = 0, last_tile_end_us_max = 0;  // over CTAs, from the earliest CTA start

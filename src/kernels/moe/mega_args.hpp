@@ -13,6 +13,9 @@ namespace xstage::kernels::moe {
 inline constexpr int kMegaMaxLocalExperts = kEpMaxExperts / 2;
 
 inline constexpr int kMegaTraceWords = 8;
+// MegaMoeArgs::cta_clock words per CTA: clock64 and globaltimer ns at the start, the same at the
+// end, and clock64 when the reduce starts (every combine piece arrived; the phase breakdown).
+inline constexpr int kMegaClockWords = 5;
 
 struct MegaMoeArgs {
   EpMoeArgs ep;
@@ -43,7 +46,7 @@ struct MegaMoeArgs {
   int control_local = 0;
   uint32_t* spans = nullptr;       // [max_blocks * n2 * 2] sender-visible combine span of each
                                    // Linear-2 warp-group piece, SM cycles; null: not recorded
-  uint64_t* cta_clock = nullptr;   // [grid][4] clock64 / globaltimer at start and end, per CTA
+  uint64_t* cta_clock = nullptr;   // [grid][kMegaClockWords] per CTA, see kMegaClockWords
   // [tiles][kMegaTraceWords] per list position: CTA | kind << 16, start (SM cycles after the CTA's start
   // clock), mainloop cycles, epilogue cycles, producer input-wait cycles, the epilogue's store
   // tail (copy-out + fences + barrier, from the destination's tile_stored hook), and for

@@ -142,8 +142,8 @@ struct MegaMoeKernel {
     const EpMoeArgs& a = m.ep;
     const int tid = threadIdx.x;
     if (m.cta_clock != nullptr && tid == 0) {
-      m.cta_clock[blockIdx.x * 4 + 0] = clock64();
-      m.cta_clock[blockIdx.x * 4 + 1] = dev::global_ns();
+      m.cta_clock[blockIdx.x * kMegaClockWords + 0] = clock64();
+      m.cta_clock[blockIdx.x * kMegaClockWords + 1] = dev::global_ns();
     }
     if (tid == 0) {
       Pipeline::init(ss.pipe, T::kConsumerWarps);
@@ -269,7 +269,7 @@ struct MegaMoeKernel {
         uint32_t* tr = m.trace + size_t(pos) * kMegaTraceWords;
         const uint64_t c0 = trace_c0, c1 = trace_c1;
         tr[0] = blockIdx.x | (static_cast<uint32_t>(is_l1 ? 1 : 2) << 16);
-        tr[1] = static_cast<uint32_t>(c0 - m.cta_clock[blockIdx.x * 4 + 0]);
+        tr[1] = static_cast<uint32_t>(c0 - m.cta_clock[blockIdx.x * kMegaClockWords + 0]);
         tr[2] = static_cast<uint32_t>(c1 - c0);
         tr[3] = static_cast<uint32_t>(clock64() - c1);
         // Written by this thread's hooks during the epilogue.
@@ -309,10 +309,11 @@ struct MegaMoeKernel {
                               a.epoch * uint64_t(a.tokens) * a.top_k * uint64_t(a.hidden / 128), a.status,
                               WaitId::moe_combine, a.rank, a.timeout_ns);
     cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
+    if (m.cta_clock != nullptr && ct == 0) m.cta_clock[blockIdx.x * kMegaClockWords + 4] = clock64();
     if (comb_ok) ep_reduce_tokens(a, static_cast<long long>(blockIdx.x) * 256 + ct, static_cast<long long>(gridDim.x) * 256);
     if (m.cta_clock != nullptr && ct == 0) {
-      m.cta_clock[blockIdx.x * 4 + 2] = clock64();
-      m.cta_clock[blockIdx.x * 4 + 3] = dev::global_ns();
+      m.cta_clock[blockIdx.x * kMegaClockWords + 2] = clock64();
+      m.cta_clock[blockIdx.x * kMegaClockWords + 3] = dev::global_ns();
     }
   }
 };
