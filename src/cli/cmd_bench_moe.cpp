@@ -251,9 +251,11 @@ nlohmann::json tile_kind_json(const ops::MegaMoeTileKind& k) {
           {"input_wait_us", k.input_wait_us}};
 }
 
-nlohmann::json phases_json(const ops::MegaMoePhases& p) {
+// l1/l2_tflops: the rank's expert work of that GEMM over the mean CTA's time in its tiles.
+nlohmann::json phases_json(const ops::MegaMoePhases& p, double l1_tflops, double l2_tflops) {
   return {{"prologue_us", p.prologue_us}, {"l1_us", p.l1_us}, {"l2_us", p.l2_us}, {"gaps_us", p.gaps_us},
-          {"combine_us", p.combine_us}, {"reduce_us", p.reduce_us}, {"ctas", p.ctas}};
+          {"combine_us", p.combine_us}, {"reduce_us", p.reduce_us}, {"ctas", p.ctas},
+          {"l1_tflops", l1_tflops}, {"l2_tflops", l2_tflops}};
 }
 
 // Median and p90 of a span sample, as JSON.
@@ -438,6 +440,7 @@ void run(const Flags& fl) {
             std::vector<std::vector<double>> us(n), remote(n), local(n);
             std::vector<double> ghz(n, 0);
             std::vector<ops::MegaMoeTileStats> tiles(n);
+            std::vector<ops::EpMoePhaseTimes> unfused_phases(n);
             std::vector<RankGot> got(n);
             team->run([&](int i) {
               cudaStream_t s = team->stream(i);
@@ -492,6 +495,16 @@ void run(const Flags& fl) {
                     tiles[i] = sp.tiles;
                   }
                 }
+              } else if (fl.spans && v == "unfused") {
+                // One call with its stage boundaries recorded (the phase breakdown).
+                ops::EpMoePhaseEvents pe;
+                for (auto& e : pe.at) XS_CUDA(cudaEventCreate(&e), "bench moe: phase events");
+                XS_CUDA(kernels::launch_team_barrier(td, team->next_epoch(i), s), "bench barrier");
+                unfused->forward(i, in[i], s, pe);
+                XS_CUDA(cudaStreamSynchronize(s), "bench moe: phase call");
+                team->check_device_status(i);
+                unfused_phases[i] = ops::ep_moe_phase_times(pe);
+                for (auto& e : pe.at) cudaEventDestroy(e);
               }
             });
             double med = 0, p10 = 0, p90 = 0;
@@ -536,6 +549,26 @@ void run(const Flags& fl) {
               if (opt.schedule == moe::MoeSchedule::interleaved)
                 row["lead_tiles"] = opt.lead_tiles >= 0 ? opt.lead_tiles : mega->plan().lead_tiles;
             }
+            // Expert work of rank i: its received rows through both GEMMs (gate + up, then down).
+            auto gemm_tflops = [&](int i, bool l1, double us) {
+              const double flops = 2.0 * double(st.received[i]) * H * double(shape.intermediate) * (l1 ? 2.0 : 1.0);
+              return us > 0 ? flops / (us * 1e-6) / 1e12 : 0.0;
+            };
+            if (fl.spans && v == "unfused") {
+              nlohmann::json pj = nlohmann::json::array();
+              for (int i = 0; i < n; ++i) {
+                const ops::EpMoePhaseTimes& t = unfused_phases[i];
+                pj.push_back({{"dispatch_us", t.dispatch_us}, {"l1_us", t.l1_us}, {"l2_us", t.l2_us},
+                              {"combine_us", t.combine_us}, {"reduce_us", t.reduce_us},
+                              {"l1_tflops", gemm_tflops(i, true, t.l1_us)}, {"l2_tflops", gemm_tflops(i, false, t.l2_us)}});
+              }
+              row["phases"] = pj;
+              const ops::EpMoePhaseTimes& t0 = unfused_phases[0];
+              span_txt = fmt::format("  [rank0 phases disp/L1/L2/comb/red {:.0f}/{:.0f}/{:.0f}/{:.0f}/{:.0f} us; "
+                                     "grouped GEMM L1/L2 {:.0f}/{:.0f} TFLOP/s]",
+                                     t0.dispatch_us, t0.l1_us, t0.l2_us, t0.combine_us, t0.reduce_us,
+                                     gemm_tflops(0, true, t0.l1_us), gemm_tflops(0, false, t0.l2_us));
+            }
             if (fl.spans && is_fused(v)) {
               std::vector<double> all_remote, all_local;
               for (int i = 0; i < n; ++i) {
@@ -551,20 +584,22 @@ void run(const Flags& fl) {
                 tj.push_back({{"l1", tile_kind_json(tiles[i].l1)}, {"l2", tile_kind_json(tiles[i].l2)},
                               {"first_tile_us", tiles[i].first_tile_us}, {"busy_share", tiles[i].busy_share},
                               {"last_tile_end_us", {tiles[i].last_tile_end_us_min, tiles[i].last_tile_end_us_max}},
-                              {"phases", phases_json(tiles[i].phases)}});
+                              {"phases", phases_json(tiles[i].phases, gemm_tflops(i, true, tiles[i].phases.l1_us),
+                                                     gemm_tflops(i, false, tiles[i].phases.l2_us))}});
               row["tiles"] = tj;
               const ops::MegaMoeTileStats& t0 = tiles[0];
               span_txt = fmt::format(
                   "  {:.2f}/{:.2f}/{:.2f}  [rank0 busy {:.2f}, first tile {:.0f} us, last tile end {:.0f}..{:.0f} us; "
                   "L1 ml/epi(handover,staged,tail)/wait {:.2f}/{:.2f}({:.2f},{:.2f},{:.2f})/{:.2f}, L2 ml/epi(tail)/wait "
                   "{:.2f}/{:.2f}({:.2f})/{:.2f} us; phases pro/L1/L2/gaps/comb/red "
-                  "{:.0f}/{:.0f}/{:.0f}/{:.0f}/{:.0f}/{:.0f} us]",
+                  "{:.0f}/{:.0f}/{:.0f}/{:.0f}/{:.0f}/{:.0f} us; L1/L2 tiles {:.0f}/{:.0f} TFLOP/s]",
                   all_remote.empty() ? 0.0 : quantile(all_remote, 0.5), all_local.empty() ? 0.0 : quantile(all_local, 0.5),
                   pred, t0.busy_share, t0.first_tile_us, t0.last_tile_end_us_min, t0.last_tile_end_us_max,
                   t0.l1.mainloop_us, t0.l1.epilogue_us, t0.l1.handover_us, t0.l1.staged_us, t0.l1.store_tail_us,
                   t0.l1.input_wait_us, t0.l2.mainloop_us,
                   t0.l2.epilogue_us, t0.l2.store_tail_us, t0.l2.input_wait_us, t0.phases.prologue_us,
-                  t0.phases.l1_us, t0.phases.l2_us, t0.phases.gaps_us, t0.phases.combine_us, t0.phases.reduce_us);
+                  t0.phases.l1_us, t0.phases.l2_us, t0.phases.gaps_us, t0.phases.combine_us, t0.phases.reduce_us,
+                  gemm_tflops(0, true, t0.phases.l1_us), gemm_tflops(0, false, t0.phases.l2_us));
             }
             std::printf(" %19s %10s %8s %7d %12s %10.1f %10.1f %10.1f %9lld %6lld %6llu %9.2e %6s%s\n",
                         shape.name.c_str(), wname.c_str(), std::string(moe::routing_name(kind)).c_str(), tokens,
@@ -628,7 +663,8 @@ void add_moe_bench_command(CLI::App& app) {
       "Expert-parallel MoE layer on --gpus GPUs, per MOE.md model x routing x tokens per rank x weights, variants\n"
       "in one run: unfused (7 kernels: counts, dispatch, grouped GEMMs, combine, top-k sum) and the Mega-MoE\n"
       "persistent kernel with the expert-wave and interleaved tile orders. --spans adds each fused order's\n"
-      "per-piece combine-store span, a local-store control and the Burst-Gap prediction. Routing as `xstage\n"
+      "per-piece combine-store span, a local-store control and the Burst-Gap prediction, and the phase\n"
+      "breakdown of every variant (docs/megamoe.md \"Phase breakdown\"). Routing as `xstage\n"
       "moe-routing`; compare with python/bench_moe_torch.py via python/compare_moe.py.");
   cmd->alias("moe-layer");
   cmd->add_option("--models", fl->models, "Model names (default: all seven)")->delimiter(',');
@@ -658,8 +694,10 @@ void add_moe_bench_command(CLI::App& app) {
                   "docs/megamoe.md \"Tile configurations\")")
       ->capture_default_str();
   cmd->add_flag("--spans", fl->spans,
-                "Record combine-store spans, the per-tile trace and the phase breakdown (prologue, Linear-1, "
-                "Linear-2, gaps, combine, reduce; fused variants; two extra calls each)");
+                "Record the phase breakdown: fused variants (two extra calls each) combine-store spans, the per-tile "
+                "trace and prologue / Linear-1 / Linear-2 / gaps / combine / reduce; the unfused layer (one extra call) "
+                "dispatch / Linear-1 / Linear-2 / combine / reduce from events between its kernels; both with the "
+                "GEMM phases' TFLOP/s");
   cmd->add_option("--params", fl->params, "Burst-Gap parameters for the interleaved mix (default: the shipped H200 preset)");
   cmd->add_option("--tile-tflops", fl->tile_tflops, "One CTA's FP8 TFLOP/s (the schedule's tile times)")->capture_default_str();
   cmd->add_option("--check-tokens", fl->check_tokens,

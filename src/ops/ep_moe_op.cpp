@@ -88,16 +88,34 @@ EpMoeLayer::~EpMoeLayer() {
   }
 }
 
-void EpMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s) {
+void EpMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s) { run(i, in, s, nullptr); }
+
+void EpMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, const EpMoePhaseEvents& phases) {
+  run(i, in, s, &phases);
+}
+
+EpMoePhaseTimes ep_moe_phase_times(const EpMoePhaseEvents& ev) {
+  float ms[5] = {};
+  for (int k = 0; k < 5; ++k)
+    XS_CUDA(cudaEventElapsedTime(&ms[k], ev.at[k], ev.at[k + 1]), "ep moe: phase times (were the events recorded?)");
+  return {ms[0] * 1e3, ms[1] * 1e3, ms[2] * 1e3, ms[3] * 1e3, ms[4] * 1e3};
+}
+
+void EpMoeLayer::run(int i, const EpMoeRankInputs& in, cudaStream_t s, const EpMoePhaseEvents* ph) {
   Impl& I = *impl_;
   Impl::Rank& R = I.ranks.at(i);
   const EpMoeConfig& c = I.buf.cfg;
   const km::EpMoeArgs a = I.buf.next_call(i, in);
   const std::string what = fmt::format("ep moe (rank {}, call {})", a.rank, a.epoch);
   const int ctas = I.buf.sm_count[i];
+  auto mark = [&](int k) {
+    if (ph != nullptr) XS_CUDA(cudaEventRecord(ph->at[k], s), what + ": phase event");
+  };
+  mark(0);
   XS_CUDA(km::ep_launch_counts(a, s), what + ": counts");
   XS_CUDA(km::ep_launch_dispatch(a, ctas, s), what + ": dispatch");
   XS_CUDA(km::ep_launch_layout(a, s), what + ": layout");
+  mark(1);
 
   const int hint = std::max(1, I.buf.cap / I.buf.world / I.buf.epr);
   MoeGemmArgs l1;
@@ -120,6 +138,7 @@ void EpMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s) {
   l1.tokens_per_expert_hint = hint;
   l1.num_ctas = ctas;
   moe_gemm(l1, s);
+  mark(2);
   MoeGemmArgs l2;
   l2.quant = in.quant;
   l2.epilogue = MoeEpilogue::bf16;
@@ -138,9 +157,11 @@ void EpMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s) {
   l2.tokens_per_expert_hint = hint;
   l2.num_ctas = ctas;
   moe_gemm(l2, s);
-
+  mark(3);
   XS_CUDA(km::ep_launch_combine(a, ctas, s), what + ": combine");
+  mark(4);
   XS_CUDA(km::ep_launch_reduce(a, ctas, s), what + ": reduce");
+  mark(5);
 }
 
 }  // namespace xstage::ops

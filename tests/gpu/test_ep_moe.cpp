@@ -1,8 +1,8 @@
 // The unfused expert-parallel MoE layer on 2 GPUs (include/xstage/ops/ep_moe.hpp) against the
 // host reference of the whole layer (ops::moe_layer_reference): balanced and skewed routing,
 // uneven and empty experts, two calls per layer (epochs, counters, double-buffered counts),
-// NaN-poisoned outputs, W8A8 and W4A8 (INT4, MXFP4) weights; and a rank that never calls gives
-// the other a timeout error.
+// NaN-poisoned outputs, W8A8 and W4A8 (INT4, MXFP4) weights; the phase events; and a rank that
+// never calls gives the other a timeout error.
 #ifdef XSTAGE_HAVE_MOE
 #include <gtest/gtest.h>
 
@@ -54,6 +54,41 @@ TEST_P(EpMoeRanks, W4A8MatchesTheHostReferenceOfTheLayer) {
     run_case(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 40, moe::RoutingKind::skewed, 41, q);
     run_case(*team, moe::ModelShape{"dit-like", 1408, 640, 8, 2, 0, 0}, 70, moe::RoutingKind::balanced, 42, q);
   }
+}
+
+// The phase events (the bench's breakdown): the layer's output stays right with them recorded,
+// every phase is timed, the GEMMs take time, and the phases add up to the whole call.
+TEST_P(EpMoeRanks, PhaseEventsSplitTheCall) {
+  const int P = GetParam();
+  XS_TEAM(team, P, 10.0);
+  std::vector<ops::EpMoePhaseEvents> ev(team->local_count());
+  team->run([&](int i) {
+    for (auto& e : ev[i].at) ASSERT_EQ(cudaEventCreate(&e), cudaSuccess);
+  });
+  auto with_phases = [&ev](Team& t, const ops::EpMoeConfig& cfg) -> LayerForward {
+    auto layer = std::make_shared<ops::EpMoeLayer>(t, cfg);
+    return [layer, &ev](int i, const ops::EpMoeRankInputs& d, cudaStream_t s) { layer->forward(i, d, s, ev[i]); };
+  };
+  check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 8, 2, 0, 0}, 70, moe::RoutingKind::balanced, 16,
+              "ep moe phases", with_phases);
+  team->run([&](int i) {
+    const ops::EpMoePhaseTimes t = ops::ep_moe_phase_times(ev[i]);
+    float whole_ms = 0;
+    ASSERT_EQ(cudaEventElapsedTime(&whole_ms, ev[i].at[0], ev[i].at[5]), cudaSuccess);
+    EXPECT_GT(t.l1_us, 0.0);
+    EXPECT_GT(t.l2_us, 0.0);
+    for (double v : {t.dispatch_us, t.combine_us, t.reduce_us}) EXPECT_GE(v, 0.0);
+    EXPECT_NEAR(t.dispatch_us + t.l1_us + t.l2_us + t.combine_us + t.reduce_us, whole_ms * 1e3, 1.0);
+    for (auto& e : ev[i].at) cudaEventDestroy(e);
+  });
+}
+
+TEST(EpMoe, PhaseTimesOfUnrecordedEventsAreAnError) {
+  XS_REQUIRE_GPUS(1);
+  ops::EpMoePhaseEvents ev;
+  for (auto& e : ev.at) ASSERT_EQ(cudaEventCreate(&e), cudaSuccess);
+  EXPECT_THROW(ops::ep_moe_phase_times(ev), Error);
+  for (auto& e : ev.at) cudaEventDestroy(e);
 }
 
 TEST_P(EpMoeRanks, AnExpertIdOutOfRangeIsAClearError) {

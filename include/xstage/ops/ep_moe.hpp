@@ -47,6 +47,19 @@ struct EpMoeRankInputs {
   void* out = nullptr;                    // [T, H] bf16, 16-byte aligned
 };
 
+// The stage boundaries of one unfused call, for its phase breakdown (docs/megamoe.md "Phase
+// breakdown"): events recorded on the call's stream before the counts, after the layout
+// (dispatch: counts, dispatch, layout), after Linear-1, after Linear-2, after the combine and
+// after the reduce. The caller creates them (on the rank's device) and owns them.
+struct EpMoePhaseEvents {
+  cudaEvent_t at[6] = {};
+};
+struct EpMoePhaseTimes {
+  double dispatch_us = 0, l1_us = 0, l2_us = 0, combine_us = 0, reduce_us = 0;
+};
+// After the call's stream synchronised; throws xstage::Error if an event was never recorded.
+EpMoePhaseTimes ep_moe_phase_times(const EpMoePhaseEvents& ev);
+
 // Throws InvalidArgument naming the first problem (sizes, divisibility, world of 1..8; one rank
 // holds every expert and moves rows within its GPU).
 void validate_ep_moe(const EpMoeConfig& c, int world);
@@ -63,8 +76,11 @@ class EpMoeLayer {
   // number of times; a rank that does not makes the others' waits time out into the team's
   // DeviceStatus (Team::check_device_status turns it into an error).
   void forward(int i, const EpMoeRankInputs& in, cudaStream_t s);
+  // The same call with its stage boundaries recorded into `phases` (six event records more).
+  void forward(int i, const EpMoeRankInputs& in, cudaStream_t s, const EpMoePhaseEvents& phases);
 
  private:
+  void run(int i, const EpMoeRankInputs& in, cudaStream_t s, const EpMoePhaseEvents* phases);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
