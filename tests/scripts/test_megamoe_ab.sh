@@ -26,5 +26,16 @@ expect 0 "451TF 0.77x" -- scripts/megamoe-ab --table "$tmp/ok.json"
 expect 0 "1164TF 2.00x" -- scripts/megamoe-ab --table "$tmp/ok.json"
 sed 's/"median_us": 2125.5, "check": "ok"/"median_us": 2125.5, "check": "FAILED"/' "$tmp/ok.json" > "$tmp/bad.json"
 expect 1 "2.00x !" -- scripts/megamoe-ab --table "$tmp/bad.json"
+# The phase table (bench --spans): an unfused row's events and a fused row's trace phases.
+cat > "$tmp/ph.json" <<'J'
+{"world": 1, "results": [
+ {"model": "DSv4-Flash", "tokens_per_rank": 8192, "variant": "unfused", "median_us": 4251, "check": "ok",
+  "phases": [{"dispatch_us": 210, "l1_us": 2100, "l2_us": 1400, "combine_us": 300, "reduce_us": 240, "l1_tflops": 785, "l2_tflops": 589}]},
+ {"model": "DSv4-Flash", "tokens_per_rank": 8192, "variant": "interleaved", "median_us": 4519, "check": "ok",
+  "tiles": [{"phases": {"prologue_us": 330, "l1_us": 2400, "l2_us": 1500, "gaps_us": 120, "combine_us": 90, "reduce_us": 60, "l1_tflops": 687, "l2_tflops": 550}}]}]}
+J
+expect 0 "unfused       210     2100     1400       0      300     240     785     589" -- scripts/megamoe-ab --table "$tmp/ph.json"
+expect 0 "interleaved       330     2400     1500     120       90      60     687     550" -- scripts/megamoe-ab --table "$tmp/ph.json"
+expect 2 "unknown option" -- scripts/megamoe-ab --bogus "$tmp/o"
 [ "$fails" = 0 ] && echo "all passed" || echo "$fails failed"
 [ "$fails" = 0 ]
