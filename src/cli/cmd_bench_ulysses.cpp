@@ -65,6 +65,8 @@ struct Flags {
   std::string params;
   int comm_ctas = 0;
   int chunk_vecs = 0;
+  std::string tile = "staged";
+  bool variants_given = false;  // --variants on the command line (else the default list)
   bool spans = true;
   std::vector<std::string> variants{"attention", "serial", "fused", "fused-shaped", "comm-sm"};
   double timeout_s = 10;
@@ -247,6 +249,7 @@ nlohmann::json bench_point(Team& team, const Flags& fl, const model::Params& par
   opts.model = params;
   opts.comm_ctas = fl.comm_ctas;
   opts.chunk_vecs = fl.chunk_vecs;
+  opts.tile = fl.tile == "long-kv" ? ops::AttentionTilePolicy::long_kv : ops::AttentionTilePolicy::staged;
   ops::UlyssesAttention op(team, cfg, opts);
   const int n = team.local_count();
   const size_t elems = op.input_elems();
@@ -481,7 +484,7 @@ nlohmann::json bench_point(Team& team, const Flags& fl, const model::Params& par
   return point;
 }
 
-void run(const Flags& fl) {
+void run(Flags fl) {
   ops::AttentionDType dt;
   if (fl.dtype == "bf16")
     dt = ops::AttentionDType::bf16;
@@ -494,11 +497,25 @@ void run(const Flags& fl) {
   if (fl.warmup < 0) throw InvalidArgument("bench ulysses: --warmup must be >= 0");
   if (fl.check_rows < 2) throw InvalidArgument("bench ulysses: --check-rows must be >= 2");
   if (fl.variants.empty()) throw InvalidArgument("bench ulysses: --variants needs at least one variant");
+  if (fl.tile != "staged" && fl.tile != "long-kv")
+    throw InvalidArgument("bench ulysses: --tile must be staged or long-kv, got '" + fl.tile + "'");
+  if (fl.tile == "long-kv") {
+    auto shaped = std::find(fl.variants.begin(), fl.variants.end(), "fused-shaped");
+    if (shaped != fl.variants.end()) {
+      if (fl.variants_given)
+        throw InvalidArgument("bench ulysses: --tile long-kv runs attention, serial, fused and comm-sm (no fused-shaped)");
+      fl.variants.erase(shaped);  // the default list, on the long-key tile
+    }
+  }
   for (const auto& v : fl.variants)
     if (std::find(kRows.begin(), kRows.end(), v) == kRows.end())
       throw InvalidArgument(fmt::format("bench ulysses: unknown variant '{}' (attention, serial, fused, fused-shaped, comm-sm)", v));
   std::vector<HeadConfig> configs;
   for (const auto& c : fl.configs) configs.push_back(parse_config(c));
+  if (fl.tile == "long-kv")
+    for (const HeadConfig& hc : configs)
+      if (hc.head_dim != 128)
+        throw InvalidArgument(fmt::format("bench ulysses: --tile long-kv is a d = 128 tile, config {}x{}", hc.heads, hc.head_dim));
   // Every point must be valid before any GPU work starts.
   for (const auto& c : configs)
     for (int s : fl.seqlens) {
@@ -588,7 +605,7 @@ void run(const Flags& fl) {
     j["date"] = now_iso();
     j["sm_clock_ghz"] = ghz;
     j["model_params"] = params_used;
-    j["config"] = {{"warmup", fl.warmup}, {"iters", fl.iters}, {"rotate_bytes", rotate_bytes},
+    j["config"] = {{"warmup", fl.warmup}, {"iters", fl.iters}, {"rotate_bytes", rotate_bytes}, {"tile", fl.tile},
                    {"timing", "variants interleaved per iteration, order rotated by one each iteration; device barrier, then CUDA events around one call per rank; median per rank, max over ranks"},
                    {"check_rows", fl.check_rows}, {"check_seed", fl.check_seed},
                    {"check", "per point, correctness[variant]: the variant's untimed call on input set 0 (NaN-poisoned "
@@ -631,6 +648,10 @@ void add_ulysses_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--params", fl->params, "Burst-Gap parameters (default: the shipped H200 preset)");
   cmd->add_option("--comm-ctas", fl->comm_ctas, "comm-sm copier CTAs (0: from the model plan)")->capture_default_str();
+  cmd->add_option("--tile", fl->tile,
+                  "Attention tile of every variant: staged (128 keys, staged epilogue) or long-kv (d = 128: the "
+                  "128 x 192 tile storing O from registers to each row's owner; fused-shaped is left out)")
+      ->capture_default_str();
   cmd->add_option("--chunk-vecs", fl->chunk_vecs, "fused-shaped stores per thread per step (0: from the model plan)")
       ->capture_default_str();
   cmd->add_option("--variants", fl->variants,
@@ -646,7 +667,10 @@ void add_ulysses_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--check-seed", fl->check_seed, "Seed of the checked rows")->capture_default_str();
   cmd->add_option("--json", fl->json_out, "Write results as JSON (xstage.bench.ulysses.v1)");
-  cmd->callback([fl] { run(*fl); });
+  cmd->callback([fl, cmd] {
+    fl->variants_given = cmd->count("--variants") > 0;
+    run(*fl);
+  });
 }
 
 }  // namespace xstage::cli

@@ -147,12 +147,16 @@ const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal, EntryTi
   if (tile == EntryTile::split)
     throw InvalidArgument(fmt::format("attention: tile policy split is a non-causal tile (d = 64 or 128); got head dim {}{}",
                                       head_dim, causal ? ", causal" : ""));
+  if (tile == EntryTile::long_kv)
+    throw InvalidArgument(fmt::format("attention: tile policy long_kv is the non-causal d = 128 tile; got head dim {}{}",
+                                      head_dim, causal ? ", causal" : ""));
   throw InvalidArgument(fmt::format("attention: no such tile for head dim {}{}", head_dim, causal ? ", causal" : ""));
 }
 
 void check_tile_policy(AttentionTilePolicy policy) {
   if (policy != AttentionTilePolicy::automatic && policy != AttentionTilePolicy::staged &&
-      policy != AttentionTilePolicy::rows128 && policy != AttentionTilePolicy::split)
+      policy != AttentionTilePolicy::rows128 && policy != AttentionTilePolicy::split &&
+      policy != AttentionTilePolicy::long_kv)
     throw InvalidArgument(fmt::format("attention: unknown tile policy {}", static_cast<int>(policy)));
 }
 
@@ -254,6 +258,7 @@ const Entry& entry_for(AttentionDType dtype, int head_dim, bool causal, int kv_l
   EntryTile tile = EntryTile::staged;
   if (policy == AttentionTilePolicy::rows128) tile = EntryTile::rows128;
   if (policy == AttentionTilePolicy::split) tile = EntryTile::split;
+  if (policy == AttentionTilePolicy::long_kv) tile = EntryTile::long_kv;
   // The long-key tile ships for d = 128 non-causal only; other automatic calls keep the staged tile.
   if (policy == AttentionTilePolicy::automatic && kv_len >= ka::kLongKvThreshold && head_dim == 128 && !causal)
     tile = EntryTile::long_kv;

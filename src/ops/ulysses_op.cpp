@@ -117,8 +117,10 @@ struct UlyssesAttention::Impl {
     a.heads = heads_local;
     a.q_len = a.kv_len = cfg.seq_len;
     a.head_dim = cfg.head_dim;
-    // The same staged tile as the fused kernels: every variant runs one mainloop.
-    a.tile_policy = AttentionTilePolicy::staged;
+    // The fused kernels' tile: every variant runs one mainloop (the long-key tile unsplit, as
+    // the fused kernels run it).
+    a.tile_policy = opts.tile;
+    a.tail_split = false;
     a.q = q;
     a.k = k;
     a.v = v;
@@ -128,11 +130,14 @@ struct UlyssesAttention::Impl {
     return a;
   }
 
+  bool long_kv() const { return opts.tile == AttentionTilePolicy::long_kv; }
+
   cudaError_t launch_attention(ku::EpilogueKind kind, const ka::AttentionParams& p, const ku::UlyssesArgs& u,
                                cudaStream_t s) const {
     const bool bf = cfg.dtype == AttentionDType::bf16;
-    if (cfg.head_dim == 128) return bf ? ku::attention_bf16_d128(kind, p, u, s) : ku::attention_fp16_d128(kind, p, u, s);
-    return bf ? ku::attention_bf16_d64(kind, p, u, s) : ku::attention_fp16_d64(kind, p, u, s);
+    if (cfg.head_dim == 128)
+      return bf ? ku::attention_bf16_d128(kind, p, u, long_kv(), s) : ku::attention_fp16_d128(kind, p, u, long_kv(), s);
+    return bf ? ku::attention_bf16_d64(kind, p, u, false, s) : ku::attention_fp16_d64(kind, p, u, false, s);
   }
 };
 
@@ -144,9 +149,13 @@ UlyssesAttention::UlyssesAttention(Team& team, const UlyssesConfig& cfg, const U
   model::check_params(opts.model);
   if (opts.comm_ctas < 0) throw InvalidArgument(fmt::format("ulysses: comm_ctas {} must be >= 0", opts.comm_ctas));
   if (opts.chunk_vecs < 0) throw InvalidArgument(fmt::format("ulysses: chunk_vecs {} must be >= 0", opts.chunk_vecs));
+  if (opts.tile != AttentionTilePolicy::staged && opts.tile != AttentionTilePolicy::long_kv)
+    throw InvalidArgument("ulysses: the tile must be staged or long_kv");
+  if (opts.tile == AttentionTilePolicy::long_kv && cfg.head_dim != 128)
+    throw InvalidArgument(fmt::format("ulysses: the long_kv tile is d = 128; head dim is {}", cfg.head_dim));
   I.rows_per_rank = cfg.seq_len / I.world;
   I.heads_local = cfg.heads / I.world;
-  I.tile = ka::tile_config(cfg.head_dim);
+  I.tile = opts.tile == AttentionTilePolicy::long_kv ? ka::long_kv_tile_config() : ka::tile_config(cfg.head_dim);
   I.num_m_blocks = (cfg.seq_len + I.tile.block_m - 1) / I.tile.block_m;
   // The per-rank attention problem must be one the kernel takes (sizes, tile count).
   {
@@ -287,6 +296,8 @@ void UlyssesAttention::forward(int i, const void* q, const void* k, const void* 
   check_input("v", v);
   const std::string what = fmt::format("ulysses {} (rank {}, S {}, H {}, D {})", variant_name(variant),
                                        I.team.rank(i), I.cfg.seq_len, I.cfg.heads, I.cfg.head_dim);
+  if (variant == UlyssesVariant::fused_shaped && I.long_kv())
+    throw InvalidArgument("ulysses: fused-shaped runs the staged tile only (the long_kv tile has no staged slice)");
   if (variant == UlyssesVariant::serial) {
     attention_only(i, q, k, v, s);
     const size_t chunk = static_cast<size_t>(I.rows_per_rank) * I.heads_local * I.cfg.head_dim;  // elements

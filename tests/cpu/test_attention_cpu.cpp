@@ -551,6 +551,24 @@ TEST(AttentionDispatch, AutomaticSplitShortOfAWave) {
   }
 }
 
+// AttentionTilePolicy::long_kv: the 128 x 192 tile for non-causal d = 128 at any key count
+// (the Ulysses harness runs it at short test shapes too); other calls are one-line refusals.
+TEST(AttentionTiles, LongKvPolicyForcesTheLongKeyTile) {
+  AttentionArgs a = good_args();
+  a.tile_policy = ops::AttentionTilePolicy::long_kv;
+  a.head_dim = 128;
+  a.causal = false;
+  for (int s : {300, 1024, 8192}) {
+    a.q_len = a.kv_len = s;
+    EXPECT_NE(ops::select_instantiation(a).name.find("longkv"), std::string::npos) << "S " << s;
+  }
+  a.head_dim = 64;
+  EXPECT_THROW(ops::select_instantiation(a), InvalidArgument);
+  a.head_dim = 128;
+  a.causal = true;
+  EXPECT_THROW(ops::select_instantiation(a), InvalidArgument);
+}
+
 TEST(AttentionFlops, CountsBottomRightPairs) {
   AttentionArgs a = good_args();
   a.batch = 1;

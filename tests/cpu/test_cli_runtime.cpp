@@ -185,13 +185,18 @@ TEST(Cli, BenchUlyssesRefusesBadPointsBeforeTouchingAGpu) {
                                     {"--gpus 1", "needs 2..8 ranks"},
                                     {"--dtype fp8", "bf16 or fp16"},
                                     {"--variants fused,turbo", "unknown variant 'turbo'"},
+                                    {"--tile wide", "--tile must be staged or long-kv"},
+                                    {"--tile long-kv --configs 30x64", "--tile long-kv is a d = 128 tile"},
+                                    {"--tile long-kv --variants fused,fused-shaped", "no fused-shaped"},
                                     {"--params /nonexistent/params.json", "/nonexistent/params.json"}});
 }
 #endif
 
 #ifdef XSTAGE_HAVE_ATTENTION
 TEST(Cli, BenchAttentionRefusesBadFlagsBeforeTouchingAGpu) {
-  expect_refusals("bench attention", {{"--tile wide", "--tile must be auto, staged, rows128 or split"},
+  expect_refusals("bench attention", {{"--tile wide", "--tile must be auto, staged, rows128, split or long-kv"},
+                                      {"--tile long-kv -d 64", "--tile long-kv is a d = 128 tile"},
+                                      {"--tile long-kv -d 128 --causal", "--tile long-kv is a non-causal tile"},
                                       {"--tile rows128 -d 64,128", "--tile rows128 is a d = 64 tile"},
                                       {"--tile split -d 128 --causal", "--tile split is a non-causal tile"},
                                       {"--causal --causal-order lpt", "must be head-major, longest-first or grouped"},

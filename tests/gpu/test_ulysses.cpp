@@ -24,6 +24,7 @@
 
 using namespace xstage;
 using ops::AttentionDType;
+using ops::AttentionTilePolicy;
 using ops::UlyssesVariant;
 
 namespace {
@@ -39,6 +40,7 @@ model::Params preset() { return model::load_params(std::string(XSTAGE_SOURCE_DIR
 struct Case {
   int batch, seq, heads, d;
   int chunk_vecs = 0;  // fused-shaped: forced stores per thread per chunk (0: the model's plan)
+  AttentionTilePolicy tile = AttentionTilePolicy::staged;  // long_kv: fused-shaped is not run
 };
 
 // Per-rank device buffers of one case.
@@ -71,6 +73,7 @@ void run_case(Team& team, const Case& c, uint64_t seed) {
   ops::UlyssesOptions opts;
   opts.model = preset();
   opts.chunk_vecs = c.chunk_vecs;
+  opts.tile = c.tile;
   ops::UlyssesAttention op(team, cfg, opts);
   std::vector<RankData> data(team.local_count());
   const size_t full = size_t(c.batch) * c.seq * c.heads * c.d;
@@ -115,6 +118,10 @@ void run_case(Team& team, const Case& c, uint64_t seed) {
     cudaFree(fv);
   });
   for (auto v : {UlyssesVariant::serial, UlyssesVariant::fused, UlyssesVariant::fused_shaped, UlyssesVariant::comm_sm}) {
+    if (v == UlyssesVariant::fused_shaped && c.tile == AttentionTilePolicy::long_kv) {
+      EXPECT_THROW(op.forward(0, data[0].q, data[0].k, data[0].v, v, team.stream(0)), InvalidArgument);
+      continue;
+    }
     // Twice: the second call checks that epochs, counters and ready flags carry over.
     for (int rep = 0; rep < 2; ++rep) {
       std::vector<double> rel(team.local_count(), -1);
@@ -152,7 +159,8 @@ void run_case(Team& team, const Case& c, uint64_t seed) {
       });
       for (int i = 0; i < team.local_count(); ++i) {
         SCOPED_TRACE(::testing::Message() << ops::variant_name(v) << " rep " << rep << " rank " << team.rank(i)
-                                          << " B" << c.batch << " S" << c.seq << " H" << c.heads << " D" << c.d);
+                                          << " B" << c.batch << " S" << c.seq << " H" << c.heads << " D" << c.d
+                                          << (c.tile == AttentionTilePolicy::long_kv ? " long_kv" : ""));
         EXPECT_EQ(bad[i], 0u) << "non-finite (unwritten or NaN) output elements";
         EXPECT_GE(rel[i], 0.0);
         EXPECT_LT(rel[i], 1e-2);
@@ -180,6 +188,32 @@ TEST_P(UlyssesRanks, AllVariantsMatchFullAttentionThenAllToAll_D64) {
   XS_TEAM(team, P, 10.0);
   run_case(*team, {1, P * 385, P * 3, 64}, 21);  // 192-row tiles, empty last slices, 3 heads per rank
   run_case(*team, {2, P * 256, P * 1, 64}, 22);  // batch 2, one head per rank
+}
+
+// The long-key tile (128 x 192, O from registers to each row's owner, docs/ulysses.md "Long-key
+// tile") for serial, fused and comm-sm; fused-shaped is refused. Key counts not a multiple of
+// 192, tiles straddling shards, batch 2.
+TEST_P(UlyssesRanks, LongKeyTileMatchesFullAttentionThenAllToAll) {
+  const int P = GetParam();
+  XS_TEAM(team, P, 10.0);
+  const auto lk = AttentionTilePolicy::long_kv;
+  run_case(*team, {1, P * 512, P * 1, 128, 0, lk}, 41);  // tiles align with shards; one head per rank
+  run_case(*team, {1, P * 585, P * 3, 128, 0, lk}, 42);  // tiles straddle shards; 3 heads per rank
+  run_case(*team, {2, P * 300, P * 2, 128, 0, lk}, 43);  // batch 2
+}
+
+TEST(Ulysses, TheLongKeyTileIsD128Only) {
+  XS_TEAM(team, 2, 2.0);
+  ops::UlyssesConfig cfg;
+  cfg.seq_len = 512;
+  cfg.heads = 2;
+  cfg.head_dim = 64;
+  ops::UlyssesOptions opts;
+  opts.model = preset();
+  opts.tile = AttentionTilePolicy::long_kv;
+  EXPECT_THROW(ops::UlyssesAttention(*team, cfg, opts), InvalidArgument);
+  opts.tile = AttentionTilePolicy::rows128;
+  EXPECT_THROW(ops::UlyssesAttention(*team, cfg, opts), InvalidArgument);
 }
 
 // The model's plan is one chunk per slice for these shapes; forcing small chunks exercises

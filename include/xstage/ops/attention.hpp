@@ -38,8 +38,10 @@ BSHDStrides packed_bshd(int seq, int heads, int head_dim);
 // tile for d = 64 where its waves fill the GPU better (docs/attention.md §Short sequences); staged: always the staged tile; rows128: the
 // 128-row d = 64 tile (other head dims are refused); split: non-causal d = 64 / 128, a 128-row
 // mainloop with the registers -> global epilogue, whose tiles split along the keys when the last
-// wave would leave most SMs idle or the launch is short of a wave (causal calls are refused).
-enum class AttentionTilePolicy { automatic, staged, rows128, split };
+// wave would leave most SMs idle or the launch is short of a wave (causal calls are refused);
+// long_kv: the 128 x 192 long-key tile (non-causal d = 128, what automatic takes from
+// kLongKvThreshold keys) at any key count (other calls are refused).
+enum class AttentionTilePolicy { automatic, staged, rows128, split, long_kv };
 
 struct AttentionArgs {
   AttentionDType dtype = AttentionDType::bf16;

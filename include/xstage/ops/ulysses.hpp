@@ -52,6 +52,10 @@ struct UlyssesOptions {
   int comm_ctas = 0;        // comm_sm copier CTAs; 0: from the plan
   int chunk_vecs = 0;       // fused_shaped stores per thread per step; 0: from the plan
   bool record_spans = false;  // fused variants record each slice's store-issue cycles
+  // The attention tile of every variant: staged (the 128-key tile with the staged epilogue), or
+  // long_kv (d = 128: the 128 x 192 long-key tile storing O from registers to each row's owner;
+  // fused, comm-sm and serial; fused-shaped is refused; docs/ulysses.md "Long-key tile").
+  AttentionTilePolicy tile = AttentionTilePolicy::staged;
 };
 
 // One recorded slice (64 rows of one head) of the last fused call.

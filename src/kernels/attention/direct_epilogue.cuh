@@ -4,8 +4,15 @@
 // Why it exists: the staged TileStoreEpilogue needs block_m x (d + 8) elements of shared
 // memory, which the 128 x 192 long-key tile (2 x 48 KiB of K and of V) leaves no room for. For long
 // sequences the output is a tiny share of the traffic (32 KiB per 128-row tile against
-// ~1 GFLOP of work), so the coalescing the staging buys does not matter there. Local output
-// only: destinations that need whole rows (Ulysses' remote stores) keep the staged policy.
+// ~1 GFLOP of work), so the coalescing the staging buys does not matter there.
+//
+// Destinations (epilogue.cuh's interface): each row's address comes from destination(t, row)
+// (a row of a Ulysses slice may belong to another rank than the next). A destination with the
+// tile-stored hook gets, per 64-row slice, the warp group's barrier after its stores and then
+// tile_stored; one with a service thread also gets the handshake of epilogue.cuh: the first
+// stores wait for the receivers' readiness, and every slice is handed over for publishing
+// (three words in this policy's 16 bytes of shared memory). Only the local destination splits
+// tiles (the parts and their merge write this GPU's output).
 //
 // Tail split (kTailSplit, see tile_scheduler.cuh): a part of a split tile leaves its
 // normalised O and its LSE in the workspace, in the thread's own register order (no shuffles),
@@ -34,37 +41,50 @@ namespace xstage::kernels::attention {
 
 using namespace cute;
 
-template <class Traits>
-struct DirectStoreEpilogue {
+template <class Traits, class Destination_>
+struct DirectStoreEpilogueTo {
   using T = Traits;
   using Element = typename T::Element;
-  using Destination = LocalDestination<Element>;
+  using Destination = Destination_;
+  static constexpr bool kLocal = std::is_same_v<Destination, LocalDestination<Element>>;
   static constexpr int kBlockM = T::kBlockM;
   static constexpr int kHeadDim = T::kHeadDim;
-  static constexpr int kSmemElems = 8;  // 16 bytes: one broadcast word per consumer warp group
+  static constexpr int kSmemElems = 8;  // 16 bytes: the service thread's handshake words
 
   struct Params {
     Destination dest;
     int q_len;
-    float* ws;
-    int capacity;  // parts the workspace holds (0: no split)
+    float* ws = nullptr;
+    int capacity = 0;  // parts the workspace holds (0: no split)
   };
-  static Params to_params(AttentionParams const& p) {
+  static Params to_params(AttentionParams const& p) requires kLocal {
     return Params{Destination::from(p), p.q_len, p.split_workspace,
                   p.split_workspace != nullptr ? p.split_capacity : 0};
   }
 
   static constexpr bool kHasStepHook = false;
   static constexpr bool kHasBeforeMainloop = false;
-  static constexpr bool kHasServiceThread = false;
+  static constexpr bool kHasServiceThread = HasService<Destination>;
+  static_assert(!kHasServiceThread || Destination::kNeedsTileStoredHook, "the service thread needs slice hand-overs");
   // The workspace layout below: 2 consumer warp groups of 64 rows (block_m = 128), d <= 128
   // (split_workspace_floats sizes parts for d = 128; d = 64 parts are half as large).
-  static constexpr bool kTailSplit = (kHeadDim == 128 || kHeadDim == 64) && kBlockM == 128 && !T::kCausal;
+  static constexpr bool kTailSplit = kLocal && (kHeadDim == 128 || kHeadDim == 64) && kBlockM == 128 && !T::kCausal;
   static int host_split_capacity(Params const& ep) { return ep.capacity; }
-  __device__ static void kernel_start(Params const&) {}
-  __device__ static void init_shared(Element*) {}
+  // Handshake words (kHasServiceThread): [0] receivers ready, [1 + wg] slices handed over.
+  __device__ static uint32_t* word(Element* smem, int i) { return reinterpret_cast<uint32_t*>(smem) + i; }
+  static_assert(kSmemElems * sizeof(Element) >= (1 + kBlockM / 64) * sizeof(uint32_t), "handshake words");
+  __device__ static void kernel_start(Params const& ep) {
+    if constexpr (HasKernelStart<Destination>) ep.dest.kernel_start();
+  }
+  __device__ static void init_shared(Element* smem) {
+    if constexpr (kHasServiceThread)
+      for (int i = 0; i <= kBlockM / 64; ++i) *word(smem, i) = 0;
+  }
   template <class Scheduler>
-  __device__ static void service(Params const&, Element*, Scheduler const&) {}
+  __device__ static void service(Params const& ep, Element* smem, Scheduler const& sched) {
+    if constexpr (kHasServiceThread)
+      run_service_thread<kBlockM>(ep.dest, ep.q_len, sched, word(smem, 0), [&](int wg) { return word(smem, 1 + wg); });
+  }
   __device__ void step(Params const&, Element const*, int, bool) {}
   __device__ void finish(Params const&, Element const*) {}
 
@@ -110,6 +130,10 @@ struct DirectStoreEpilogue {
     Tensor c = make_tensor(tOcO.data(), acc_rowcol_layout(tOcO.layout()));
     cutlass::NumericArrayConverter<Element, float, 2, cutlass::FloatRoundStyle::round_to_nearest> cvt;
     const bool lse_owner = get<1>(c(0, 0)) == 0;  // the quad's column-0 thread writes the row's LSE
+    [[maybe_unused]] const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + ct / 128;
+    [[maybe_unused]] uint64_t issue_begin = 0;
+    if constexpr (kHasServiceThread) wait_service_ready(word(smem, 0), bar, ct % 128);
+    if constexpr (Destination::kNeedsTileStoredHook) issue_begin = clock64();
     CUTE_UNROLL
     for (int mi = 0; mi < kRows; ++mi) {
       const int row = tile.m_block * kBlockM + get<0>(c(mi, 0));
@@ -121,13 +145,22 @@ struct DirectStoreEpilogue {
         f[0] = o(mi, ni);
         f[1] = o(mi, ni + 1);
 #ifdef XSTAGE_TEST_CORRUPT_ONE_ROW
-        if (test_corrupt_row(tile.batch, tile.head, row)) f[0] = -f[0], f[1] = -f[1];  // test-only (epilogue.cuh)
+        if constexpr (kLocal)
+          if (test_corrupt_row(tile.batch, tile.head, row)) f[0] = -f[0], f[1] = -f[1];  // test-only (epilogue.cuh)
 #endif
         *reinterpret_cast<cutlass::Array<Element, 2>*>(dst + get<1>(c(mi, ni))) = cvt(f);
       }
       if (lse_owner) {
         float* l = ep.dest.lse_destination(t, row);
         if (l != nullptr) *l = lse[mi];
+      }
+    }
+    if constexpr (Destination::kNeedsTileStoredHook) {
+      // Every store of the slice issued: span record and (service thread) the hand-over.
+      cutlass::arch::NamedBarrier::sync(128, bar);
+      if (ct % 128 == 0) {
+        ep.dest.tile_stored(t, clock64() - issue_begin);
+        if constexpr (kHasServiceThread) hand_over_slice(word(smem, 1 + ct / 128));
       }
     }
   }
@@ -219,5 +252,8 @@ struct DirectStoreEpilogue {
     }
   }
 };
+
+template <class Traits>
+using DirectStoreEpilogue = DirectStoreEpilogueTo<Traits, LocalDestination<typename Traits::Element>>;
 
 }  // namespace xstage::kernels::attention

@@ -120,6 +120,55 @@ __device__ __forceinline__ void st_release_cta(uint32_t* p, uint32_t v) {
   asm volatile("st.release.cta.shared.u32 [%0], %1;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(p))), "r"(v) : "memory");
 }
 
+// The service thread's work (see HasService), for any epilogue of 64-row warp-group slices:
+// service_start, then `ready` set (the consumers' stores wait for it); for every slice of the
+// CTA in tile order, wait until its warp group handed it over (slices_done(wg) counts them,
+// hand_over_slice) and publish it, or publish all at the end (PublishesAtEnd); service_end.
+template <int kBlockM, class Destination, class Scheduler, class SlicesDone>
+__device__ void run_service_thread(Destination const& dest, int q_len, Scheduler const& sched, uint32_t* ready,
+                                   SlicesDone&& slices_done) {
+  dest.service_start();
+  st_release_cta(ready, 1u);
+  auto slice_of = [&](WorkTile const& tile, int wg) {
+    EpilogueTile t;
+    t.batch = tile.batch;
+    t.head = tile.head;
+    t.m_block = tile.m_block;
+    t.row_begin = tile.m_block * kBlockM + wg * 64;
+    t.row_end = min(t.row_begin + 64, q_len);
+    return t;
+  };
+  uint32_t k = 0;
+  for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx), ++k) {
+    const WorkTile tile = sched.decode(idx);
+    for (int wg = 0; wg < kBlockM / 64; ++wg) {
+      // Consumers always finish their slices (every wait they run is bounded). The
+      // back-off keeps this thread from taking issue slots from the consumers.
+      for (uint32_t ns = 32; ld_acquire_cta(slices_done(wg)) <= k; ns = min(2 * ns, 1024u)) __nanosleep(ns);
+      if constexpr (!PublishesAtEnd<Destination>) dest.publish(slice_of(tile, wg));
+    }
+  }
+  if constexpr (PublishesAtEnd<Destination>) {
+    dest.publish_all([&](auto&& visit) {
+      for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx))
+        for (int wg = 0; wg < kBlockM / 64; ++wg) visit(slice_of(sched.decode(idx), wg));
+    });
+  }
+  if constexpr (HasServiceEnd<Destination>) dest.service_end();
+}
+
+// One thread of a warp group, after the group's stores of a slice were issued and the group
+// synchronised: the slice goes to the service thread (its counter word, in shared memory).
+__device__ __forceinline__ void hand_over_slice(uint32_t* slices_done) { st_release_cta(slices_done, *slices_done + 1u); }
+
+// A consumer warp group waits (thread 0 polls, then the group's barrier) until the service
+// thread saw every receiver ready; bounded because the service thread's own wait is.
+__device__ __forceinline__ void wait_service_ready(const uint32_t* ready, uint32_t barrier_id, int tid_in_wg) {
+  if (tid_in_wg == 0)
+    while (ld_acquire_cta(ready) == 0u) __nanosleep(32);
+  cutlass::arch::NamedBarrier::sync(128, barrier_id);
+}
+
 template <class Traits, class Destination>
 struct TileStoreEpilogue {
   using T = Traits;
@@ -170,47 +219,16 @@ struct TileStoreEpilogue {
   // The service thread (see HasService): lane 0 of one otherwise idle producer warp.
   template <class Scheduler>
   __device__ static void service(Params const& ep, Element* smem_o, Scheduler const& sched) {
-    if constexpr (kHasServiceThread) {
-      ep.dest.service_start();
-      st_release_cta(ready_word(smem_o), 1u);
-      auto slice_of = [&](WorkTile const& tile, int wg) {
-        EpilogueTile t;
-        t.batch = tile.batch;
-        t.head = tile.head;
-        t.m_block = tile.m_block;
-        t.row_begin = tile.m_block * kBlockM + wg * 64;
-        t.row_end = min(t.row_begin + 64, ep.q_len);
-        return t;
-      };
-      uint32_t k = 0;
-      for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx), ++k) {
-        const WorkTile tile = sched.decode(idx);
-        for (int wg = 0; wg < kBlockM / 64; ++wg) {
-          // Consumers always finish their slices (every wait they run is bounded). The
-          // back-off keeps this thread from taking issue slots from the consumers.
-          for (uint32_t ns = 32; ld_acquire_cta(slices_done_word(smem_o, wg)) <= k; ns = min(2 * ns, 1024u))
-            __nanosleep(ns);
-          if constexpr (!PublishesAtEnd<Destination>) ep.dest.publish(slice_of(tile, wg));
-        }
-      }
-      if constexpr (PublishesAtEnd<Destination>) {
-        ep.dest.publish_all([&](auto&& visit) {
-          for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx))
-            for (int wg = 0; wg < kBlockM / 64; ++wg) visit(slice_of(sched.decode(idx), wg));
-        });
-      }
-      if constexpr (HasServiceEnd<Destination>) ep.dest.service_end();
-    }
+    if constexpr (kHasServiceThread)
+      run_service_thread<kBlockM>(ep.dest, ep.q_len, sched, ready_word(smem_o),
+                                  [&](int wg) { return slices_done_word(smem_o, wg); });
   }
 
   // One thread of the warp group, after the group's stores of slice t were issued and the
   // group synchronised: span record, and hand the slice to the service thread.
   __device__ static void slice_stored(Params const& ep, Element* smem_o, EpilogueTile const& t, uint64_t cycles) {
     ep.dest.tile_stored(t, cycles);
-    if constexpr (kHasServiceThread) {
-      uint32_t* w = slices_done_word(smem_o, (t.row_begin - t.m_block * kBlockM) / 64);
-      st_release_cta(w, *w + 1u);
-    }
+    if constexpr (kHasServiceThread) hand_over_slice(slices_done_word(smem_o, (t.row_begin - t.m_block * kBlockM) / 64));
   }
   __device__ void step(Params const&, Element const*, int, bool) {}
   __device__ void finish(Params const&, Element const*) {}

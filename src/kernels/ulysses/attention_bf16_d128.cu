@@ -4,8 +4,8 @@
 namespace xstage::kernels::ulysses {
 
 cudaError_t attention_bf16_d128(EpilogueKind kind, const attention::AttentionParams& p, const UlyssesArgs& u,
-                                cudaStream_t s) {
-  return launch_ulysses_attention<cutlass::bfloat16_t, 128>(kind, p, u, s);
+                                bool long_kv, cudaStream_t s) {
+  return launch_ulysses_attention<cutlass::bfloat16_t, 128>(kind, p, u, long_kv, s);
 }
 
 }  // namespace xstage::kernels::ulysses

@@ -4,8 +4,8 @@
 namespace xstage::kernels::ulysses {
 
 cudaError_t attention_fp16_d64(EpilogueKind kind, const attention::AttentionParams& p, const UlyssesArgs& u,
-                                cudaStream_t s) {
-  return launch_ulysses_attention<cutlass::half_t, 64>(kind, p, u, s);
+                                bool long_kv, cudaStream_t s) {
+  return launch_ulysses_attention<cutlass::half_t, 64>(kind, p, u, long_kv, s);
 }
 
 }  // namespace xstage::kernels::ulysses

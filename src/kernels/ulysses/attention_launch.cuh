@@ -1,6 +1,8 @@
 // The Ulysses attention kernels: the shipped attention mainloop (non-causal; DiT attention)
 // with a Ulysses epilogue. Included by the attention_<dtype>_d<dim>.cu files, one per
-// translation unit so they compile in parallel.
+// translation unit so they compile in parallel. d = 128 also has the long-key tile (128 x 192,
+// registers -> destination: DirectStoreEpilogueTo) for fused and comm-sm (docs/ulysses.md
+// "Long-key tile").
 #pragma once
 #include "kernels/attention/kernel.cuh"
 #include "kernels/ulysses/destinations.cuh"
@@ -17,10 +19,46 @@ template <class Traits>
 using FusedShapedEpilogue = ShapedTileEpilogue<Traits, RemoteDestination<typename Traits::Element>, /*kSpread=*/true>;
 template <class Traits>
 using FlaggedLocalEpilogue = attention::TileStoreEpilogue<Traits, FlaggedLocalDestination<typename Traits::Element>>;
+template <class Traits>
+using FusedDirectEpilogue = attention::DirectStoreEpilogueTo<Traits, RemoteDestination<typename Traits::Element>>;
+template <class Traits>
+using FlaggedLocalDirectEpilogue =
+    attention::DirectStoreEpilogueTo<Traits, FlaggedLocalDestination<typename Traits::Element>>;
+
+// The long-key tile for fused (each slice's rows to their owners from registers) and comm-sm.
+// Its 64-row slices are numbered as the staged tile's (same block_m and warp groups), so the
+// Ulysses arguments, flags and counters are the same.
+template <class Element>
+cudaError_t launch_ulysses_long_kv(EpilogueKind kind, const attention::AttentionParams& p, const UlyssesArgs& u,
+                                   cudaStream_t s) {
+  constexpr attention::TileConfig c = attention::long_kv_tile_config();
+  static_assert(c.block_m == attention::tile_config(128).block_m &&
+                    c.consumer_warpgroups == attention::tile_config(128).consumer_warpgroups,
+                "the slice numbering (UlyssesArgs::block_m, consumer_wgs) is the staged tile's");
+  using Tr = attention::AttentionTraits<Element, 128, c.block_m, c.block_n, c.stages, /*causal=*/false, c.lazy_rescale>;
+  if (p.causal || p.head_dim != 128) return cudaErrorInvalidValue;
+  if (kind == EpilogueKind::fused) {
+    UlyssesArgs now = u;
+    now.defer_slices = 0;
+    using K = attention::AttentionKernel<Tr, FusedDirectEpilogue>;
+    return attention::launch_attention<K>(p, typename K::Epilogue::Params{RemoteDestination<Element>{now}, p.q_len}, s);
+  }
+  if (kind == EpilogueKind::flagged_local) {
+    using K = attention::AttentionKernel<Tr, FlaggedLocalDirectEpilogue>;
+    return attention::launch_attention<K>(
+        p, typename K::Epilogue::Params{FlaggedLocalDestination<Element>{static_cast<Element*>(p.o), u}, p.q_len}, s);
+  }
+  return cudaErrorInvalidValue;  // fused-shaped needs a staged slice (shaped_epilogue.cuh)
+}
 
 template <class Element, int kHeadDim>
 cudaError_t launch_ulysses_attention(EpilogueKind kind, const attention::AttentionParams& p, const UlyssesArgs& u,
-                                     cudaStream_t s) {
+                                     bool long_kv, cudaStream_t s) {
+  if constexpr (kHeadDim == 128) {
+    if (long_kv) return launch_ulysses_long_kv<Element>(kind, p, u, s);
+  } else {
+    if (long_kv) return cudaErrorInvalidValue;  // the long-key tile is d = 128 only
+  }
   constexpr attention::TileConfig c = attention::tile_config(kHeadDim);
   using Tr = attention::AttentionTraits<Element, kHeadDim, c.block_m, c.block_n, c.stages, /*causal=*/false,
                                          c.lazy_rescale>;

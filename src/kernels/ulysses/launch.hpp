@@ -23,14 +23,16 @@ enum class EpilogueKind : int {
 
 // p: the attention problem of this rank (Q/K/V [B, S, H/P, D], q_len = kv_len = S,
 // heads = H/P, non-causal; p.o is the local scratch for flagged_local, unused otherwise).
+// long_kv: the 128 x 192 long-key tile (d = 128; fused and flagged_local only), else the
+// staged tile (attention::tile_config); cudaErrorInvalidValue for a combination not built.
 cudaError_t attention_bf16_d128(EpilogueKind kind, const attention::AttentionParams& p, const UlyssesArgs& u,
-                                cudaStream_t s);
+                                bool long_kv, cudaStream_t s);
 cudaError_t attention_bf16_d64(EpilogueKind kind, const attention::AttentionParams& p, const UlyssesArgs& u,
-                               cudaStream_t s);
+                               bool long_kv, cudaStream_t s);
 cudaError_t attention_fp16_d128(EpilogueKind kind, const attention::AttentionParams& p, const UlyssesArgs& u,
-                                cudaStream_t s);
+                                bool long_kv, cudaStream_t s);
 cudaError_t attention_fp16_d64(EpilogueKind kind, const attention::AttentionParams& p, const UlyssesArgs& u,
-                               cudaStream_t s);
+                               bool long_kv, cudaStream_t s);
 
 // comm-sm: `ctas` CTAs copy every finished slice of `local` ([B, S, H/P, D], 16-bit) to its
 // owner as soon as its flag shows u.epoch, then publish the rows; CTA 0 also announces ready
