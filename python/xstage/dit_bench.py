@@ -346,9 +346,11 @@ def _table_row(cell, r):
     if "error" in r:
         return f" {cell:>13} {r['variant']:>7}   error: {r['error'][:90]}"
     err = r.get("rel_err_vs_native")
+    # --ulysses rows have no attention time (nan): '-'
+    attn = f"{r['attention_ms']:>9.1f} {100 * r['attention_share']:>6.1f}% {(r['attention_tflops'] or 0):>7.0f}" \
+        if math.isfinite(r["attention_ms"]) else f"{'-':>9} {'-':>7} {'-':>7}"
     return (f" {cell:>13} {r['variant']:>7} {r['median_ms']:>10.1f} {r.get('speedup_vs_native', float('nan')):>7.3f} "
-            f"{r.get('speedup_vs_best_stock', float('nan')):>7.3f} {r['attention_ms']:>9.1f} {100 * r['attention_share']:>6.1f}% "
-            f"{(r['attention_tflops'] or 0):>7.0f} {('-' if err is None else f'{err:.2e}'):>9} "
+            f"{r.get('speedup_vs_best_stock', float('nan')):>7.3f} {attn} {('-' if err is None else f'{err:.2e}'):>9} "
             f"{'ok' if r.get('check_ok', True) else 'FAIL':>5} {r['iters']:>5}")
 
 
@@ -490,6 +492,11 @@ def main(argv=None) -> int:
     ap.add_argument("--weights", help="a local diffusers directory: real weights for a single --models cell")
     ap.add_argument("--json", help="write results here (rewritten after every cell)")
     ap.add_argument("--plot", help="a PNG of step and attention times per cell (needs matplotlib)")
+    ap.add_argument("--ulysses", type=int, default=1, metavar="P",
+                    help="P >= 2: diffusers' context parallelism (ulysses_degree=P) over P GPUs, one process each "
+                    "(variants native, cudnn, xstage; dit_cp_bench.py); 1: one GPU")
+    ap.add_argument("--anything", action="store_true",
+                    help="--ulysses: always ulysses_anything (default: only where the heads or tokens do not split evenly)")
     ap.add_argument("--plan", action="store_true", help="print the cells' token and attention counts; no GPU")
     ap.add_argument("--report", nargs="+", metavar="JSON", help="no run: one table (--json, --plot) from these "
                     "bench JSONs, rows of a cell from several runs merged")
@@ -510,6 +517,16 @@ def main(argv=None) -> int:
     if args.weights and len(names) != 1:
         print("xstage.bench dit: --weights needs exactly one --models cell", file=sys.stderr)
         return 2
+    if args.ulysses != 1:
+        from .dit_cp_bench import CP_VARIANTS, check_args
+
+        cp_variants = list(CP_VARIANTS) if args.variants == "auto" else [v for v in args.variants.split(",") if v]
+        why = check_args(args.ulysses, cp_variants)
+        if why is None and args.weights:
+            why = "--weights is for one GPU"
+        if why:
+            print(f"xstage.bench dit: {why}", file=sys.stderr)
+            return 2
     try:
         import torch
         import diffusers
@@ -523,7 +540,10 @@ def main(argv=None) -> int:
         return 3
     st = xstage.extension_status()
     xsd.register()
-    variants = available_variants() if args.variants == "auto" else [v for v in args.variants.split(",") if v]
+    if args.ulysses != 1:
+        variants = cp_variants
+    else:
+        variants = available_variants() if args.variants == "auto" else [v for v in args.variants.split(",") if v]
     unknown = [v for v in variants if v not in BACKENDS]
     if unknown:
         print(f"xstage.bench dit: unknown variants {unknown} ({', '.join(BACKENDS)})", file=sys.stderr)
@@ -540,10 +560,13 @@ def main(argv=None) -> int:
            **stamp(), "extension": st,
            "config": {"dtype": "bf16", "batch": 1, "warmup": args.warmup, "iters": args.iters,
                       "cell_budget_s": args.cell_budget_s, "tol": args.tol, "variants": variants,
+                      "ulysses": args.ulysses,
                       "weights": args.weights or "random (published config)",
                       "step": "one transformer forward (one denoising step, no CFG batch), torch.no_grad",
-                      "attention_time": "CUDA events around every call of the backend function in the last timed forward",
-                      "check": "rel. Frobenius error vs the native output <= max(tol, 2 x cudnn's)"},
+                      "attention_time": "CUDA events around every call of the backend function in the last timed forward"
+                      if args.ulysses == 1 else "not measured under --ulysses",
+                      "check": "rel. Frobenius error vs the native output <= max(tol, 2 x cudnn's)" if args.ulysses == 1
+                      else "rel. Frobenius error vs the unsharded native output, every rank, <= max(tol, 2 x cudnn's)"},
            "cells": []}
     print(f"# xstage.bench dit on {props.name}, torch {torch.__version__}, diffusers {diffusers.__version__}, bf16, "
           f"batch 1, median of {args.iters} forwards after {args.warmup} warm-up; variants {','.join(variants)}")
@@ -556,7 +579,16 @@ def main(argv=None) -> int:
                 f.write("\n")
 
     try:
-        rc = _run_cells(torch, names, variants, args, dev, dtype, doc, save)
+        if args.ulysses != 1:
+            from .dit_cp_bench import run_cp
+
+            rc = run_cp(names, variants, args.ulysses, args, doc, save)
+            for c in doc["cells"]:
+                if not finish_cell(c, args.tol):
+                    rc = 1
+            save()
+        else:
+            rc = _run_cells(torch, names, variants, args, dev, dtype, doc, save)
     except KeyboardInterrupt:   # `timeout --signal=INT`: keep what was measured
         doc["interrupted"] = True
         save()

@@ -9,6 +9,7 @@ a call (not fall back), it swaps in a float32 reference attention for the kernel
 xstage.diffusers_backend._kernel_override and says so: those tests check the plumbing around
 the kernel (layouts, masks, sharding, dispatch), not the kernel; tests/python/test_dit_gpu.py
 checks the kernel inside the same models on the GPU."""
+import json
 import os
 import subprocess
 import sys
@@ -375,3 +376,78 @@ def test_bench_cli_plan_and_bad_input():
     if not torch.cuda.is_available():
         r = _bench("--models", "flux-1024")
         assert r.returncode == 3 and "no CUDA device" in r.stderr
+    # --ulysses: bad P, a variant diffusers' CP does not take, real weights: one line, exit 2
+    for bad, says in ((("--ulysses", "9"), "2..8"), (("--ulysses", "2", "--variants", "flash3"), "flash3"),
+                      (("--ulysses", "2", "--weights", "/x"), "one GPU")):
+        r = _bench("--models", "flux-1024", *bad)
+        assert r.returncode == 2 and says in r.stderr, (bad, r.stderr)
+    if torch.cuda.device_count() < 2:
+        r = _bench("--models", "tiny-flux", "--ulysses", "2")
+        assert r.returncode == 3 and ("GPUs" in r.stderr or "no CUDA device" in r.stderr), r.stderr
+
+
+# ---- the bench's context-parallel mode (dit_cp_bench) over gloo -------------------------------
+def _cp_bench_worker(rank, world, init_file, out_dir):
+    import logging
+
+    import torch.distributed as dist
+
+    from xstage import dit_cp_bench
+
+    dist.init_process_group("cpu:gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    if torch.accelerator.device_count() == 0:   # as in _cp_worker: diffusers' rank device is then cpu:0
+        torch.accelerator.device_count = lambda: 1
+    if not hasattr(logging.Logger, "warning_once"):
+        logging.Logger.warning_once = logging.Logger.warning
+    try:
+        cfg = {"cells": ["tiny-wan", "tiny-flux"], "variants": ["native", "xstage"], "iters": 2, "warmup": 1,
+               "anything": False, "strict": True, "dtype": "bfloat16"}
+        with xsd._kernel_override(ref_kernel):
+            dit_cp_bench.run_rank(rank, world, cfg, torch.device("cpu"), out_dir)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_cp_bench_ranks_over_gloo(tmp_path):
+    """`python -m xstage.bench dit --ulysses P`'s per-rank run on 2 CPU processes (gloo; the xstage
+    kernel replaced by the fp32 reference, the only stand-in): tiny Wan and tiny
+    Flux (3 heads, 5 text tokens: ulysses_anything chosen by itself for both), native (diffusers' own Ulysses) and
+    xstage (xstage.UlyssesAttention); the merged cells carry every variant, timed, matching the
+    unsharded output, the xstage rows served by the Ulysses path without a fallback."""
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+
+    from xstage import dit_cp_bench
+
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available")
+    world = 2
+    mp.spawn(_cp_bench_worker, args=(world, str(tmp_path / "init"), str(tmp_path)), nprocs=world, join=True)
+    per_rank = [json.load(open(tmp_path / f"rank{r}.json")) for r in range(world)]
+    cells = dit_cp_bench.merge_ranks(per_rank, world, 2e-2)
+    assert [c["cell"] for c in cells] == ["tiny-wan@u2", "tiny-flux@u2"]
+    assert [c["cp"]["ulysses_anything"] for c in cells] == [True, True]   # 3 heads over 2 ranks
+    for c in cells:
+        rows = {r["variant"]: r for r in c["results"]}
+        assert set(rows) == {"native", "xstage"}, c
+        for r in rows.values():
+            assert "error" not in r, r
+            assert r["median_ms"] > 0 and len(r["rank_median_ms"]) == world and r["iters"] == 2
+            assert r["rel_err_vs_native"] < 2e-2 and not r["nonfinite_output"], r
+        assert rows["xstage"]["xstage_calls_per_forward"].get("ulysses", 0) > 0
+        assert rows["xstage"]["xstage_fallbacks"] == {}
+
+
+def test_cp_bench_refuses_bad_input():
+    from xstage import dit_cp_bench
+
+    assert "2..8" in dit_cp_bench.check_args(1, ["native"])
+    assert "2..8" in dit_cp_bench.check_args(9, ["native"])
+    assert "flash3" in dit_cp_bench.check_args(2, ["native", "flash3"])
+    assert dit_cp_bench.check_args(8, ["native", "cudnn", "xstage"]) is None
+    assert dit_cp_bench.use_anything("wan", 180, 7, 4, 2, False) is False      # Wan's text stays whole
+    assert dit_cp_bench.use_anything("wan", 180, 7, 3, 2, False) is True       # 3 heads over 2
+    assert dit_cp_bench.use_anything("flux", 384, 5, 24, 2, False) is True     # joint text of 5 over 2
+    assert dit_cp_bench.use_anything("flux", 4096, 512, 24, 8, False) is False  # FLUX 1024 at P = 8
+    assert dit_cp_bench.use_anything("flux", 384, 512, 24, 2, True) is True    # forced
+    assert dit_cp_bench.cp_cell_name("wan-480p", 8) == "wan-480p@u8"
