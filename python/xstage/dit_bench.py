@@ -16,6 +16,8 @@ guidance), random, seeded. Then per variant:
   cudnn    diffusers' "_native_cudnn" (torch SDPA forced to cuDNN)
   flash3   diffusers' "_flash_3" (only when flash_attn_interface is importable)
   xstage   the "xstage" backend of xstage.diffusers_backend, strict (no fallback to native)
+  xdit     xDiT: xfuser's subclasses of the same model classes with the same weights (dit_xdit.py;
+           only when xfuser is importable; no attention share)
 
 ``model.set_attention_backend(name)``, ``--warmup`` untimed forwards, ``--iters`` forwards each
 between CUDA events (``torch.no_grad``, bf16; median, min, p10, p90 reported). ``--cell-budget-s``
@@ -105,7 +107,8 @@ CELLS = {
     "tiny-hunyuan": dict(model="tiny-hunyuan", frames=9, height=128, width=128, text=6),
 }
 DEFAULT_CELLS = ["wan-480p", "wan-720p", "flux-1024", "flux-2048", "hunyuan-720p"]
-BACKENDS = {"native": "native", "cudnn": "_native_cudnn", "flash3": "_flash_3", "xstage": "xstage"}
+# variant -> diffusers attention backend ("xdit" is xfuser's own model classes instead: dit_xdit.py)
+BACKENDS = {"native": "native", "cudnn": "_native_cudnn", "flash3": "_flash_3", "xstage": "xstage", "xdit": None}
 
 
 # ---- models and inputs (usable without a GPU: the tests build tiny ones on the CPU) ----------
@@ -336,10 +339,51 @@ def run_variant(torch, model, inputs, backend, args, ref):
 def available_variants():
     from diffusers.models import attention_dispatch as ad
 
+    from . import dit_xdit
+
     names = ["native", "cudnn"]
     if getattr(ad, "_CAN_USE_FLASH_ATTN_3", False):
         names.append("flash3")
-    return names + ["xstage"]
+    return names + ["xstage"] + (["xdit"] if dit_xdit.unavailable() is None else [])
+
+
+def run_xdit_variant(torch, model, family, config, inputs, args, ref):
+    """The xdit variant on one GPU (xfuser at Ulysses degree 1, a one-process group): timed as
+    run_variant, without the attention share; returns (record, output fp32)."""
+    import torch.distributed as dist
+
+    from . import dit_xdit
+    from .dit_cp_bench import _free_port
+
+    if not dist.is_initialized():
+        dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+    dit_xdit.init(1, 0, torch.cuda.current_device())
+    xm = dit_xdit.wrap(model, family, config)
+    rec = {"backend": "xfuser"}
+    with torch.no_grad():
+        t0 = time.perf_counter()
+        out = xm(**inputs)[0]
+        torch.cuda.synchronize()
+        rec["first_call_s"] = time.perf_counter() - t0
+        for _ in range(max(0, args.warmup - 1)):
+            xm(**inputs)
+        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(args.iters)]
+        for s, e in ev:
+            s.record()
+            out = xm(**inputs)[0]
+            e.record()
+        torch.cuda.synchronize()
+    rec.update(_ms_stats([s.elapsed_time(e) for s, e in ev]))
+    rec.update({"iters": args.iters, "iters_requested": args.iters, "iters_lowered_by_budget": False,
+                "iters_below_default": args.iters < MIN_ITERS, "attention_ms": float("nan"),
+                "attention_share": float("nan"), "attention_tflops": None})
+    outf = out.float()
+    if not torch.isfinite(outf).all():
+        rec["nonfinite_output"] = True
+    if ref is not None:
+        rec["rel_err_vs_native"] = float((outf - ref).norm() / ref.norm().clamp_min(1e-30))
+    del xm
+    return rec, outf
 
 
 def _table_row(cell, r):
@@ -480,8 +524,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m xstage.bench dit", description=__doc__.split("\n")[0])
     ap.add_argument("--models", default=",".join(DEFAULT_CELLS),
                     help=f"comma list of cells ({', '.join(CELLS)})")
-    ap.add_argument("--variants", default="auto", help="comma list of native, cudnn, flash3, xstage; auto: "
-                    "native, cudnn, flash3 if importable, xstage")
+    ap.add_argument("--variants", default="auto", help="comma list of native, cudnn, flash3, xstage, xdit; auto: "
+                    "native, cudnn, flash3 if importable, xstage, xdit if xfuser is importable")
     ap.add_argument("--iters", type=int, default=MIN_ITERS, help=f"timed forwards per variant (default {MIN_ITERS}; "
                     "fewer is allowed and flagged in the JSON)")
     ap.add_argument("--warmup", type=int, default=2, help="untimed forwards first (>= 1)")
@@ -520,8 +564,8 @@ def main(argv=None) -> int:
     if args.ulysses != 1:
         from .dit_cp_bench import CP_VARIANTS, check_args
 
-        cp_variants = list(CP_VARIANTS) if args.variants == "auto" else [v for v in args.variants.split(",") if v]
-        why = check_args(args.ulysses, cp_variants)
+        cp_variants = None if args.variants == "auto" else [v for v in args.variants.split(",") if v]
+        why = check_args(args.ulysses, cp_variants or list(CP_VARIANTS))
         if why is None and args.weights:
             why = "--weights is for one GPU"
         if why:
@@ -541,7 +585,9 @@ def main(argv=None) -> int:
     st = xstage.extension_status()
     xsd.register()
     if args.ulysses != 1:
-        variants = cp_variants
+        from .dit_xdit import unavailable
+
+        variants = cp_variants or ["native", "cudnn", "xstage"] + (["xdit"] if unavailable() is None else [])
     else:
         variants = available_variants() if args.variants == "auto" else [v for v in args.variants.split(",") if v]
     unknown = [v for v in variants if v not in BACKENDS]
@@ -551,6 +597,12 @@ def main(argv=None) -> int:
     if "xstage" in variants and not (st["available"] and st["attention"]):
         print(f"xstage.bench dit: the xstage variant needs the extension with attention ({st['reason']})", file=sys.stderr)
         return 3
+    if "xdit" in variants:
+        from .dit_xdit import unavailable
+
+        if unavailable():
+            print(f"xstage.bench dit: the xdit variant: {unavailable()}", file=sys.stderr)
+            return 3
     xsd.set_strict(True)
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
@@ -635,7 +687,10 @@ def _run_cells(torch, names, variants, args, dev, dtype, doc, save):
                         cell["reference"] = "one native forward (native not timed)"
                         continue
                     _log(f"{name}: {v} ...")
-                    r, out = run_variant(torch, model, inputs, BACKENDS[v], args, ref)
+                    if v == "xdit":
+                        r, out = run_xdit_variant(torch, model, fam, cfg, inputs, args, ref)
+                    else:
+                        r, out = run_variant(torch, model, inputs, BACKENDS[v], args, ref)
                     rec.update(r)
                     if v == "native":
                         ref = out

@@ -6,6 +6,8 @@ over NCCL, per variant:
   cudnn    the same around ``_native_cudnn``
   xstage   the "xstage" backend, whose CP path is ``xstage.UlyssesAttention`` (the All-to-All fused
            into the attention epilogue; docs/dit.md "What each mode does"), strict
+  xdit     xDiT: xfuser's subclasses of the model classes (same weights) over xfuser's Ulysses
+           group of P ranks (dit_xdit.py), where xfuser is importable
 
 Every rank builds the same model (same seed) and inputs; first one unsharded forward with the
 native backend gives the reference output, then CP is switched on and each variant runs
@@ -15,8 +17,7 @@ the full output on every rank) is checked on every rank against the unsharded re
 (relative Frobenius error <= --tol). ``ulysses_anything`` is used when the image tokens do not
 split evenly over P (use_anything; or with --anything). The attention share is not measured here (the stock
 path's All-to-All sits outside the backend function). Rows go into the same JSON schema, as cell
-``<cell>@u<P>``, so ``--report`` merges them with the one-GPU rows. xDiT (xfuser) is not run:
-see docs/dit.md "The bench".
+``<cell>@u<P>``, so ``--report`` merges them with the one-GPU rows.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ import sys
 import tempfile
 import time
 
-CP_VARIANTS = ("native", "cudnn", "xstage")
+CP_VARIANTS = ("native", "cudnn", "xstage", "xdit")   # xdit only where xfuser is importable (auto)
 
 
 def cp_cell_name(cell: str, world: int) -> str:
@@ -96,20 +97,28 @@ def run_rank(rank, world, cfg, device, out_dir, log=None):
         with torch.no_grad():
             model.set_attention_backend("native")
             ref = model(**inputs)[0].float()
+            # xDiT's subclass shares the weights; built before diffusers' CP hooks go on the model
+            xm = None
+            if "xdit" in cfg["variants"]:
+                from . import dit_xdit
+
+                xm = dit_xdit.wrap(model, fam, mcfg)
             model.enable_parallelism(config=ContextParallelConfig(ulysses_degree=world, ulysses_anything=anything))
             for v in cfg["variants"]:
-                rec = {"variant": v, "backend": db.BACKENDS[v]}
+                rec = {"variant": v, "backend": db.BACKENDS[v] or "xfuser"}
                 try:
-                    model.set_attention_backend(db.BACKENDS[v])
+                    run = (lambda: xm(**inputs)[0]) if v == "xdit" else (lambda: model(**inputs)[0])
+                    if v != "xdit":
+                        model.set_attention_backend(db.BACKENDS[v])
                     xsd.reset_fallbacks()
                     for _ in range(cfg["warmup"]):
                         dist.barrier()
-                        model(**inputs)
+                        run()
                     ms = []
                     before = xsd.calls()
                     for _ in range(cfg["iters"]):
                         dist.barrier()
-                        t, out = clock.time(lambda: model(**inputs)[0])
+                        t, out = clock.time(run)
                         ms.append(t)
                     outf = out.float()
                     rec.update(median_ms=statistics.median(ms), min_ms=min(ms), max_ms=max(ms), iters=len(ms),
@@ -127,7 +136,7 @@ def run_rank(rank, world, cfg, device, out_dir, log=None):
                     log(f"{name} @u{world}: {v} " + (f"{rec['median_ms']:.1f} ms (rank 0), rel.err "
                                                      f"{rec['rel_err_vs_unsharded']:.2e}" if "error" not in rec
                                                      else rec["error"]))
-        del model, inputs, ref
+        del model, inputs, ref, xm
         if device.type == "cuda":
             torch.cuda.empty_cache()
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
@@ -170,8 +179,13 @@ def _worker(rank, world, port, cfg, out_dir):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.cuda.set_device(rank)
     dev = torch.device("cuda", rank)
-    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev)
+    # no device_id: xfuser's sub-groups need the host-side rendezvous (its parallel_state.py says so)
+    dist.init_process_group("nccl", rank=rank, world_size=world)
     try:
+        if "xdit" in cfg["variants"]:
+            from . import dit_xdit
+
+            dit_xdit.init(world, rank, rank)
         run_rank(rank, world, cfg, dev, out_dir, log=lambda m: print(f"[dit] {m}", file=sys.stderr, flush=True))
     finally:
         dist.destroy_process_group()

@@ -9,6 +9,7 @@ a call (not fall back), it swaps in a float32 reference attention for the kernel
 xstage.diffusers_backend._kernel_override and says so: those tests check the plumbing around
 the kernel (layouts, masks, sharding, dispatch), not the kernel; tests/python/test_dit_gpu.py
 checks the kernel inside the same models on the GPU."""
+import importlib.util
 import json
 import os
 import subprocess
@@ -451,3 +452,31 @@ def test_cp_bench_refuses_bad_input():
     assert dit_cp_bench.use_anything("flux", 4096, 512, 24, 8, False) is False  # FLUX 1024 at P = 8
     assert dit_cp_bench.use_anything("flux", 384, 512, 24, 2, True) is True    # forced
     assert dit_cp_bench.cp_cell_name("wan-480p", 8) == "wan-480p@u8"
+
+
+# ---- the xdit variant's model (dit_xdit) -------------------------------------------------------
+@pytest.mark.parametrize("family", ["wan", "flux", "hunyuan"])
+def test_xdit_wrapper_shares_the_models_weights(family):
+    """xfuser's subclass of each model class takes the bench model's parameters and buffers as
+    they are (the same tensors: no second copy of a 14B model), nothing left on the meta device."""
+    pytest.importorskip("xfuser", reason="xfuser is not installed (pip install xfuser)")
+    from xstage import dit_xdit
+
+    cls, cfg = dit_bench.TINY[family]
+    model = dit_bench.build_model(cls, cfg, "cpu", torch.bfloat16)
+    xm = dit_xdit.wrap(model, family, cfg)
+    assert type(xm).__mro__[1] is type(model)
+    ours, theirs = model.state_dict(), xm.state_dict()
+    assert ours.keys() == theirs.keys()
+    assert all(ours[k].data_ptr() == theirs[k].data_ptr() for k in ours)
+    assert not any(t.is_meta for t in list(xm.parameters()) + list(xm.buffers()))
+
+
+def test_xdit_says_why_it_cannot_run():
+    from xstage import dit_xdit
+
+    why = dit_xdit.unavailable()
+    if importlib.util.find_spec("xfuser") is None:
+        assert "xfuser" in why
+    elif not torch.cuda.is_available():
+        assert "CUDA" in why

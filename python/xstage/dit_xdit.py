@@ -1,0 +1,77 @@
+"""The xDiT variant of the DiT bench (``--variants ...,xdit``): the same model and weights run by
+xfuser's own subclasses of the diffusers classes (``xFuserWanTransformer3DWrapper``,
+``xFuserFlux1Transformer2DWrapper``, ``xFuserHunyuanVideoTransformer3DWrapper``), which shard the
+sequence over xfuser's Ulysses group themselves and gather the output (yunchang's Ulysses; the
+attention backend xfuser picks: FlashAttention-4/3 where installed, else cuDNN). One GPU:
+ulysses degree 1 (xfuser's attention path alone); ``--ulysses P``: degree P.
+
+xfuser needs CUDA and torch.distributed: ``init`` sets up its world, model-parallel groups and
+runtime state on top of the process group the bench made (a one-process group on one GPU).
+``wrap`` builds the xfuser subclass on the meta device and hands it the stock model's parameters
+and buffers (``load_state_dict(assign=True)``: the same tensors, no second copy of the weights).
+Written against xfuser 0.7.0 (docs/dit.md "The bench").
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+WRAPPERS = {
+    "wan": ("xfuser.model_executor.models.transformers.transformer_wan", "xFuserWanTransformer3DWrapper"),
+    "flux": ("xfuser.model_executor.models.transformers.transformer_flux", "xFuserFlux1Transformer2DWrapper"),
+    "hunyuan": ("xfuser.model_executor.models.transformers.transformer_hunyuan_video",
+                "xFuserHunyuanVideoTransformer3DWrapper"),
+}
+
+
+def unavailable() -> str | None:
+    """Why the xdit variant cannot run here (None: it can)."""
+    for mod in ("xfuser", "yunchang"):
+        if importlib.util.find_spec(mod) is None:
+            return f"{mod} is not installed (pip install xfuser)"
+    import torch
+
+    if not torch.cuda.is_available():
+        return "xfuser needs CUDA"
+    return None
+
+
+def init(world: int, rank: int, device_index: int) -> None:
+    """xfuser's world group, Ulysses group of `world` ranks and runtime state, on the existing
+    torch.distributed process group."""
+    from xfuser.core.distributed import init_distributed_environment, initialize_model_parallel
+    from xfuser.core.distributed import runtime_state
+
+    init_distributed_environment(world_size=world, rank=rank, local_rank=device_index)
+    initialize_model_parallel(sequence_parallel_degree=world, ulysses_degree=world, ring_degree=1)
+    if not runtime_state.runtime_state_is_initialized():
+        runtime_state.initialize_runtime_state()   # no pipeline: xfuser's ExternalRuntimeState
+
+
+def wrap(model, family: str, config: dict):
+    """The xfuser subclass of `model`'s class sharing its parameters and buffers."""
+    import torch
+
+    mod_name, cls_name = WRAPPERS[family]
+    cls = getattr(importlib.import_module(mod_name), cls_name)
+    with torch.device("meta"):
+        xm = cls(**config)
+    missing, unexpected = xm.load_state_dict(model.state_dict(), strict=False, assign=True)
+    if missing or unexpected:
+        raise RuntimeError(f"xdit: {cls_name} does not take the model's weights (missing {missing[:3]}, "
+                           f"unexpected {unexpected[:3]})")
+    # Buffers outside the state dict (rotary tables; xfuser's per-layer head permutation).
+    stock = dict(model.named_buffers())
+    dev = next(model.parameters()).device
+    for name, buf in list(xm.named_buffers()):
+        if not buf.is_meta:
+            continue
+        owner_name, _, attr = name.rpartition(".")
+        owner = xm.get_submodule(owner_name) if owner_name else xm
+        if name in stock:
+            owner._buffers[attr] = stock[name]
+        elif attr == "head_perm":   # identity: no head balancing
+            owner._buffers[attr] = torch.arange(buf.numel(), dtype=buf.dtype, device=dev)
+        else:
+            raise RuntimeError(f"xdit: buffer {name} of {cls_name} has no value")
+    return xm.eval().requires_grad_(False)
