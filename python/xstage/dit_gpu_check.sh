@@ -20,7 +20,9 @@
 # recorded in the JSON); DIT_ITERS (default 20), DIT_WARMUP (default 2), DIT_VARIANTS (default
 # auto) are passed through; with DIT_VARIANTS set the files are dit-<cell>-<v1>-<v2>.json, so a
 # huge cell can be split over calls by variant (the native reference output is recomputed in
-# each call from the same seed; `report` merges the rows). Cells that did not fit are listed at the end; call again with
+# each call from the same seed; `report` merges the rows). DIT_ULYSSES=P (default 1) runs the
+# cells under diffusers' context parallelism on P GPUs (--ulysses P; files dit-<cell>...-u<P>.json).
+# Cells that did not fit are listed at the end; call again with
 # bench=THOSE to run them (each cell's JSON is its own file, so calls accumulate).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -74,10 +76,11 @@ bench_cell() {   # bench_cell NAME TIMEOUT_S
   local tag=$cell
   # variants joined by '-': the device tool does not bring back file names with '+'
   [ -n "${DIT_VARIANTS:-}" ] && tag="$cell-${DIT_VARIANTS//,/-}"
+  [ "${DIT_ULYSSES:-1}" != 1 ] && tag="$tag-u${DIT_ULYSSES}"
   echo "[dit_gpu_check] bench $cell (at most ${limit}s)"
   timeout --signal=INT --kill-after=30 "$limit" \
     $PY -m xstage.bench dit --models "$cell" --iters "${DIT_ITERS:-20}" --warmup "${DIT_WARMUP:-2}" \
-      --cell-budget-s "${DIT_CELL_BUDGET_S:-60}" --variants "${DIT_VARIANTS:-auto}" \
+      --cell-budget-s "${DIT_CELL_BUDGET_S:-60}" --variants "${DIT_VARIANTS:-auto}" --ulysses "${DIT_ULYSSES:-1}" \
       --json "$OUT/dit-$tag.json" >"$OUT/dit-$tag.txt" 2>"$OUT/dit-$tag.log"
   local r=$?
   cat "$OUT/dit-$tag.txt"
