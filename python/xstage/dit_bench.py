@@ -539,6 +539,8 @@ def main(argv=None) -> int:
     ap.add_argument("--ulysses", type=int, default=1, metavar="P",
                     help="P >= 2: diffusers' context parallelism (ulysses_degree=P) over P GPUs, one process each "
                     "(variants native, cudnn, xstage; dit_cp_bench.py); 1: one GPU")
+    ap.add_argument("--cp-timeout-s", type=float, default=600.0,
+                    help="--ulysses: bound of every collective wait (a failed or stalled rank ends the run)")
     ap.add_argument("--anything", action="store_true",
                     help="--ulysses: always ulysses_anything (default: only where the heads or tokens do not split evenly)")
     ap.add_argument("--plan", action="store_true", help="print the cells' token and attention counts; no GPU")
@@ -568,6 +570,8 @@ def main(argv=None) -> int:
         why = check_args(args.ulysses, cp_variants or list(CP_VARIANTS))
         if why is None and args.weights:
             why = "--weights is for one GPU"
+        if why is None and not args.cp_timeout_s > 0:
+            why = f"--cp-timeout-s must be > 0, got {args.cp_timeout_s}"
         if why:
             print(f"xstage.bench dit: {why}", file=sys.stderr)
             return 2

@@ -179,8 +179,12 @@ def _worker(rank, world, port, cfg, out_dir):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.cuda.set_device(rank)
     dev = torch.device("cuda", rank)
-    # no device_id: xfuser's sub-groups need the host-side rendezvous (its parallel_state.py says so)
-    dist.init_process_group("nccl", rank=rank, world_size=world)
+    # no device_id: xfuser's sub-groups need the host-side rendezvous (its parallel_state.py says so).
+    # Every collective is bounded: a rank that fails or stalls ends the others' waits with an error.
+    import datetime
+
+    dist.init_process_group("nccl", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=cfg.get("timeout_s", 600)))
     try:
         if "xdit" in cfg["variants"]:
             from . import dit_xdit
@@ -202,9 +206,14 @@ def run_cp(names, variants, world, args, doc, save) -> int:
         return 3
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     cfg = {"cells": names, "variants": variants, "iters": args.iters, "warmup": args.warmup,
-           "anything": args.anything, "strict": True}
+           "anything": args.anything, "strict": True, "timeout_s": args.cp_timeout_s}
     with tempfile.TemporaryDirectory() as tmp:
-        mp.spawn(_worker, args=(world, _free_port(), cfg, tmp), nprocs=world, join=True)
+        try:
+            mp.spawn(_worker, args=(world, _free_port(), cfg, tmp), nprocs=world, join=True)
+        except mp.ProcessRaisedException as e:   # a rank's error (or its collective's timeout)
+            print(f"xstage.bench dit: --ulysses {world}: a rank failed: {str(e).strip().splitlines()[-1]}",
+                  file=sys.stderr)
+            return 1
         per_rank = [json.load(open(os.path.join(tmp, f"rank{r}.json"))) for r in range(world)]
     doc["cells"] = merge_ranks(per_rank, world, args.tol)
     save()

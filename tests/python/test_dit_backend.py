@@ -379,7 +379,8 @@ def test_bench_cli_plan_and_bad_input():
         assert r.returncode == 3 and "no CUDA device" in r.stderr
     # --ulysses: bad P, a variant diffusers' CP does not take, real weights: one line, exit 2
     for bad, says in ((("--ulysses", "9"), "2..8"), (("--ulysses", "2", "--variants", "flash3"), "flash3"),
-                      (("--ulysses", "2", "--weights", "/x"), "one GPU")):
+                      (("--ulysses", "2", "--weights", "/x"), "one GPU"),
+                      (("--ulysses", "2", "--cp-timeout-s", "0"), "must be > 0")):
         r = _bench("--models", "flux-1024", *bad)
         assert r.returncode == 2 and says in r.stderr, (bad, r.stderr)
     if torch.cuda.device_count() < 2:
