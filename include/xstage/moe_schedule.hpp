@@ -25,7 +25,9 @@ struct ScheduledTile {
   int n_block;  // output channel block
 };
 
-enum class MoeSchedule { expert_wave, interleaved };
+// automatic: the order choose_order picks for the layer (MegaMoeLayer resolves it); the planner
+// itself takes the two concrete orders only.
+enum class MoeSchedule { expert_wave, interleaved, automatic };
 
 struct MoeScheduleInput {
   std::vector<int> rows_per_expert;  // dispatched rows of each local expert (>= 0)
@@ -66,5 +68,31 @@ struct MoeSchedulePlan {
 MoeSchedulePlan plan_moe_schedule(const model::Params& p, const MoeScheduleInput& in, MoeSchedule which);
 
 void to_json(nlohmann::json& j, const MoeSchedulePlan& p);  // without the tile list
+
+// The order the model picks for one rank's work, and why (docs/megamoe.md "Order choice"):
+//   * a wave's weights (W1 + W2 of the experts whose Linear-1 tiles start in one round of CTAs)
+//     larger than L2: expert-wave (interleaving keeps two waves' weights in flight);
+//   * else interleaved where expert waves would be drain-bound (the plan's wave_drain_bound:
+//     K CTAs' combine stores faster than R_agg) or where Linear-2 tiles would wait on their
+//     inputs at wave ends for more than kOrderStallShare of a CTA's tile time (estimate: the
+//     wave's last block's n2 Linear-2 tiles each wait about half a Linear-1 tile);
+//   * else expert-wave (nothing to hide; a wave's tiles of one kind stay together).
+// plan: plan_moe_schedule of `in` (either order: the fields used do not depend on it);
+// l2_bytes: the GPU's L2; expert_weight_bytes: W1 + W2 of one expert. Throws InvalidArgument for
+// non-positive sizes.
+inline constexpr double kOrderStallShare = 0.05;
+struct MoeOrderChoice {
+  MoeSchedule schedule = MoeSchedule::expert_wave;
+  std::string why;
+  double experts_per_wave = 0;
+  double wave_weight_bytes = 0;
+  bool locality_bound = false;  // wave_weight_bytes > l2_bytes
+  bool drain_bound = false;     // plan.wave_drain_bound
+  double stall_share = 0;
+};
+MoeOrderChoice choose_order(const MoeSchedulePlan& plan, const MoeScheduleInput& in, double l2_bytes,
+                            double expert_weight_bytes);
+void to_json(nlohmann::json& j, const MoeOrderChoice& c);
+const char* schedule_name(MoeSchedule s);  // "expert-wave", "interleaved", "automatic"
 
 }  // namespace xstage::moe

@@ -247,7 +247,7 @@ class ExpertParallelMoE(torch.nn.Module):
     on every rank) with their top-k routing; the output ``[T, H]`` bf16 is, per token, the sum over
     its k choices of Linear-2(fp8(silu(gate) * up * weight)) (``ops::moe_layer_reference``).
     ``kind``: ``"mega"`` (one persistent kernel: dispatch, both GEMMs and the combine;
-    ``schedule`` ``"interleaved"`` or ``"expert-wave"``) or ``"unfused"`` (transport kernels around
+    ``schedule`` ``"interleaved"``, ``"expert-wave"`` or ``"auto"``, the order the model picks, docs/megamoe.md "Order choice") or ``"unfused"`` (transport kernels around
     the grouped GEMMs). The C++ layer is built per token count T on first use (collective: every
     rank calls forward with the same T, in the same order). P = 1 works (one rank holds every
     expert). Needs the team binding (``xstage._C.has_ep_moe``)."""
@@ -261,8 +261,8 @@ class ExpertParallelMoE(torch.nn.Module):
                   "(team.hpp with Team::from_unique_id, XSTAGE_BUILD_MOE=ON)")
         if kind not in ("mega", "unfused"):
             _fail(ValueError, f"kind '{kind}' (mega or unfused)")
-        if schedule not in ("interleaved", "expert-wave"):
-            _fail(ValueError, f"schedule '{schedule}' (interleaved or expert-wave)")
+        if schedule not in ("interleaved", "expert-wave", "auto"):
+            _fail(ValueError, f"schedule '{schedule}' (interleaved, expert-wave or auto: the model's pick)")
         import torch.distributed as dist
 
         if group is None:

@@ -238,11 +238,12 @@ bool is_fused(const std::string& v) {
   const std::string b = variant_base(v);
   moe::MegaTile t;
   return (b == "expert-wave" || b == "interleaved" || b == "expert-wave-static" || b == "interleaved-static" ||
-          lead_rounds(b) >= 0) &&
+          b == "model-order" || lead_rounds(b) >= 0) &&
          variant_tile(v, moe::MegaTile::m64n256, &t);
 }
 const char* kVariantList =
-    "unfused, expert-wave, interleaved, expert-wave-static, interleaved-static, interleaved-lead<rounds in [0, 64]>; "
+    "unfused, expert-wave, interleaved, model-order, expert-wave-static, interleaved-static, "
+    "interleaved-lead<rounds in [0, 64]>; "
     "a fused one may end in +m64n256 or +m128n256 (its tile)";
 
 nlohmann::json tile_kind_json(const ops::MegaMoeTileKind& k) {
@@ -429,7 +430,9 @@ void run(const Flags& fl) {
             }
             ops::MegaMoeOptions opt;
             const std::string vb = variant_base(v);
-            opt.schedule = vb.rfind("expert-wave", 0) == 0 ? moe::MoeSchedule::expert_wave : moe::MoeSchedule::interleaved;
+            opt.schedule = vb == "model-order"                ? moe::MoeSchedule::automatic
+                           : vb.rfind("expert-wave", 0) == 0 ? moe::MoeSchedule::expert_wave
+                                                              : moe::MoeSchedule::interleaved;
             opt.dynamic_claim = vb.find("-static") == std::string::npos;
             if (lead_rounds(vb) >= 0) opt.lead_tiles = static_cast<int>(std::lround(lead_rounds(vb) * mega->ctas(0)));
             variant_tile(v, default_tile, &opt.tile);
@@ -546,7 +549,11 @@ void run(const Flags& fl) {
               nlohmann::json plan;
               to_json(plan, mega->plan());
               row["plan"] = plan;
-              if (opt.schedule == moe::MoeSchedule::interleaved)
+              nlohmann::json choice;
+              to_json(choice, mega->order_choice());
+              row["order_choice"] = choice;
+              row["schedule"] = moe::schedule_name(mega->resolved_schedule(opt.schedule));
+              if (mega->resolved_schedule(opt.schedule) == moe::MoeSchedule::interleaved)
                 row["lead_tiles"] = opt.lead_tiles >= 0 ? opt.lead_tiles : mega->plan().lead_tiles;
             }
             // Expert work of rank i: its received rows through both GEMMs (gate + up, then down).
@@ -575,7 +582,8 @@ void run(const Flags& fl) {
                 all_remote.insert(all_remote.end(), remote[i].begin(), remote[i].end());
                 all_local.insert(all_local.end(), local[i].begin(), local[i].end());
               }
-              const double pred = opt.schedule == moe::MoeSchedule::expert_wave ? mega->plan().predicted_wave_span_us
+              const double pred = mega->resolved_schedule(opt.schedule) == moe::MoeSchedule::expert_wave
+                                      ? mega->plan().predicted_wave_span_us
                                                      : mega->plan().predicted_interleaved_span_us;
               row["spans"] = {{"remote", span_summary(all_remote)}, {"local", span_summary(all_local)},
                               {"predicted_us", pred}, {"sm_ghz", quantile(ghz, 0.5)}};
@@ -629,6 +637,7 @@ void run(const Flags& fl) {
     j["variants"] = {{"unfused", "counts, dispatch, layout, grouped GEMM L1 (SwiGLU fp8), L2 (bf16), combine, reduce: 7 kernels"},
                      {"expert-wave", "Mega-MoE persistent kernel, expert-wave tile order"},
                      {"interleaved", "Mega-MoE persistent kernel, interleaved tile order (mix from the Burst-Gap model)"},
+                     {"model-order", "Mega-MoE persistent kernel, the order the model picks for the layer (row fields schedule, order_choice)"},
                      {"expert-wave-static", "as expert-wave, CTA c taking list positions c, c + K, ... (no claiming)"},
                      {"interleaved-static", "as interleaved, CTA c taking list positions c, c + K, ... (no claiming)"},
                      {"interleaved-leadR", "as interleaved with a lead of R rounds of CTAs (R x K Linear-1 tiles) instead of the plan's 1"},

@@ -10,6 +10,7 @@
 #include "cli/commands.hpp"
 #include "cli/model_source.hpp"
 #include "xstage/error.hpp"
+#include "xstage/mega_tile.hpp"
 #include "xstage/moe_routing.hpp"
 #include "xstage/moe_schedule.hpp"
 
@@ -28,6 +29,7 @@ struct RoutingArgs {
   bool plan = false;
   int ctas = 132;
   double tile_tflops = 7.0;
+  double l2_mib = 60.0;  // H200 (results/info-h200x2.json: l2_bytes 62914560)
   std::string params;
 };
 
@@ -80,6 +82,15 @@ void run_routing(const RoutingArgs& a) {
     in.world = r.ranks;
     in.tile_tflops = a.tile_tflops;
     const auto p = moe::plan_moe_schedule(params, in, moe::MoeSchedule::interleaved);
+    // The order the layer's automatic schedule would take: its automatic tile's blocks (as MegaMoeLayer).
+    moe::MoeScheduleInput at = in;
+    at.block_m = moe::mega_tile_shape(moe::choose_mega_tile(static_cast<long long>(r.tokens_per_rank) * r.ranks *
+                                                                r.shape.top_k,
+                                                            r.shape.experts))
+                     .block_m;
+    const moe::MoeOrderChoice oc =
+        moe::choose_order(moe::plan_moe_schedule(params, at, moe::MoeSchedule::expert_wave), at,
+                          a.l2_mib * 1024.0 * 1024.0, 3.0 * double(r.shape.hidden) * double(r.shape.intermediate));
     std::cout << fmt::format(
         "  rank {}: {} waves, {} L1 + {} L2 tiles ({:.2f} / {:.2f} us); waves inject {:.0f} GB/s ({}), "
         "interleaved 1 L2 per {} L1 -> {:.0f} GB/s ({}); R_agg {:.0f} GB/s; predicted span per L2 tile "
@@ -87,6 +98,7 @@ void run_routing(const RoutingArgs& a) {
         rank, p.waves, p.l1_tiles, p.l2_tiles, p.l1_tile_us, p.l2_tile_us, p.wave_store_gbps,
         p.wave_drain_bound ? "drain-bound" : "absorbed", p.l1_per_l2, p.interleaved_store_gbps, p.rule,
         params.r_agg_gbps, p.predicted_wave_span_us, p.predicted_interleaved_span_us);
+    std::cout << fmt::format("  rank {}: the model's order: {} ({})\n", rank, moe::schedule_name(oc.schedule), oc.why);
   }
 }
 
@@ -109,6 +121,9 @@ void add_moe_routing_command(CLI::App& app) {
   cmd->add_flag("--list", a->list, "List the model shapes and exit");
   cmd->add_flag("--plan", a->plan, "Also print each rank's Mega-MoE tile schedules (expert-wave / interleaved)");
   cmd->add_option("--ctas", a->ctas, "--plan: persistent CTAs per rank")->capture_default_str();
+  cmd->add_option("--l2-mib", a->l2_mib, "--plan: the GPU's L2 in MiB (the order choice's locality check)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--tile-tflops", a->tile_tflops, "--plan: FP8 GEMM TFLOP/s of one CTA (tile times)")
       ->capture_default_str();
   cmd->add_option("--params", a->params, "--plan: Burst-Gap parameters (default: the shipped H200 preset)");

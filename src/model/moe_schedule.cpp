@@ -36,6 +36,8 @@ MoeSchedulePlan plan_moe_schedule(const model::Params& p, const MoeScheduleInput
   if (in.world < 1) bad(fmt::format("world must be >= 1, got {}", in.world));
   if (!(in.tile_tflops > 0) || !std::isfinite(in.tile_tflops)) bad("tile_tflops must be a positive number");
   if (in.remote_fraction > 1) bad("remote_fraction must be <= 1");
+  if (which != MoeSchedule::expert_wave && which != MoeSchedule::interleaved)
+    bad("the planner takes expert-wave or interleaved (resolve automatic with choose_order)");
 
   MoeSchedulePlan out;
   const int l1_n_blocks = in.intermediate / in.l1_n, l2_n_blocks = (in.hidden + in.l2_n - 1) / in.l2_n;
@@ -127,6 +129,63 @@ void to_json(nlohmann::json& j, const MoeSchedulePlan& p) {
                      {"rule", p.rule},
                      {"predicted_wave_span_us", p.predicted_wave_span_us},
                      {"predicted_interleaved_span_us", p.predicted_interleaved_span_us}};
+}
+
+const char* schedule_name(MoeSchedule s) {
+  switch (s) {
+    case MoeSchedule::expert_wave: return "expert-wave";
+    case MoeSchedule::interleaved: return "interleaved";
+    case MoeSchedule::automatic: return "automatic";
+  }
+  return "unknown";
+}
+
+MoeOrderChoice choose_order(const MoeSchedulePlan& plan, const MoeScheduleInput& in, double l2_bytes,
+                            double expert_weight_bytes) {
+  if (!(l2_bytes > 0) || !(expert_weight_bytes > 0) || in.ctas < 1 || in.l2_n < 1)
+    throw InvalidArgument("moe order: L2 bytes, expert weight bytes, ctas and l2_n must be positive");
+  MoeOrderChoice c;
+  int busy = 0;
+  for (int r : in.rows_per_expert) busy += r > 0;
+  const double l1_per_expert = busy > 0 ? double(plan.l1_tiles) / busy : 0;
+  c.experts_per_wave = l1_per_expert > 0 ? std::max(1.0, in.ctas / l1_per_expert) : 0;
+  c.wave_weight_bytes = c.experts_per_wave * expert_weight_bytes;
+  c.locality_bound = c.wave_weight_bytes > l2_bytes;
+  c.drain_bound = plan.wave_drain_bound;
+  const double work = plan.l1_tiles * plan.l1_tile_us + plan.l2_tiles * plan.l2_tile_us;  // all CTAs' tile time
+  const int n2 = (in.hidden + in.l2_n - 1) / in.l2_n;
+  c.stall_share = work > 0 ? plan.waves * n2 * 0.5 * plan.l1_tile_us / work : 0;
+  const double mib = 1024.0 * 1024.0;
+  if (c.locality_bound) {
+    c.schedule = MoeSchedule::expert_wave;
+    c.why = fmt::format("a wave's weights ({:.0f} experts, {:.0f} MiB of W1 + W2) exceed L2 ({:.0f} MiB): interleaving "
+                        "would keep two waves' weights in flight{}",
+                        c.experts_per_wave, c.wave_weight_bytes / mib, l2_bytes / mib,
+                        c.drain_bound ? " (the waves are drain-bound too; locality wins)" : "");
+  } else if (c.drain_bound) {
+    c.schedule = MoeSchedule::interleaved;
+    c.why = fmt::format("expert waves would inject combine stores at {:.0f} GB/s, above R_agg: interleaving spreads them",
+                        plan.wave_store_gbps);
+  } else if (c.stall_share > kOrderStallShare) {
+    c.schedule = MoeSchedule::interleaved;
+    c.why = fmt::format("expert waves would leave Linear-2 tiles waiting on their inputs for ~{:.1f} % of the tile time",
+                        100 * c.stall_share);
+  } else {
+    c.schedule = MoeSchedule::expert_wave;
+    const std::string drain = plan.l2_remote_bytes > 0
+                                  ? fmt::format("the waves' combine stores ({:.0f} GB/s) stay under R_agg", plan.wave_store_gbps)
+                                  : std::string("no remote combine stores");
+    c.why = fmt::format("{} and ~{:.1f} % input stalls at wave ends: expert-wave keeps a wave's tiles of one kind together",
+                        drain, 100 * c.stall_share);
+  }
+  return c;
+}
+
+void to_json(nlohmann::json& j, const MoeOrderChoice& c) {
+  j = nlohmann::json{{"schedule", schedule_name(c.schedule)}, {"why", c.why},
+                     {"experts_per_wave", c.experts_per_wave}, {"wave_weight_bytes", c.wave_weight_bytes},
+                     {"locality_bound", c.locality_bound}, {"drain_bound", c.drain_bound},
+                     {"stall_share", c.stall_share}};
 }
 
 }  // namespace xstage::moe

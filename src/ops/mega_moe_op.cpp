@@ -23,6 +23,7 @@ struct MegaMoeLayer::Impl {
   moe::MoeSchedulePlan plan;
   int n1 = 0, n2 = 0, max_blocks = 0;
   moe::MegaTile auto_tile = moe::MegaTile::m64n256;  // MegaTile::automatic resolves to this
+  moe::MoeOrderChoice order;                         // MoeSchedule::automatic resolves to order.schedule
   size_t max_tiles() const { return size_t(max_blocks) * (n1 + n2); }
   struct Rank {
     km::MegaMoeArgs m;
@@ -68,6 +69,17 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
   in.tile_tflops = tile_tflops;
   I.plan = moe::plan_moe_schedule(model, in, moe::MoeSchedule::interleaved);
   I.plan.tiles.clear();
+  {
+    // The order for MoeSchedule::automatic: the model's choice for the automatic tile's blocks,
+    // the GPU's L2 and W8A8 weights (W1 + W2 = 3 H I bytes per expert).
+    moe::MoeScheduleInput at = in;
+    at.block_m = moe::mega_tile_shape(I.auto_tile).block_m;
+    moe::MoeSchedulePlan p = moe::plan_moe_schedule(model, at, moe::MoeSchedule::expert_wave);
+    int l2 = 0;
+    XS_CUDA(cudaSetDevice(team.device(0)), "mega moe: reading the L2 size");
+    XS_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, team.device(0)), "mega moe: reading the L2 size");
+    I.order = moe::choose_order(p, at, double(l2), 3.0 * double(cfg.hidden) * double(cfg.intermediate));
+  }
 
   I.ranks.resize(team.local_count());
   const size_t cap = I.buf.cap;
@@ -122,7 +134,7 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
     throw InvalidArgument("mega moe: the fused kernel takes W8A8 weights only (W4A8: the unfused EpMoeLayer)");
   km::MegaMoeArgs m = R.m;
   m.ep = I.buf.next_call(i, in);
-  m.order = opt.schedule == moe::MoeSchedule::expert_wave ? 0 : 1;
+  m.order = resolved_schedule(opt.schedule) == moe::MoeSchedule::expert_wave ? 0 : 1;
   m.control_local = opt.control_local ? 1 : 0;
   m.dynamic_claim = opt.dynamic_claim ? 1 : 0;
   if (opt.lead_tiles >= 0) m.lead = opt.lead_tiles;
@@ -143,6 +155,14 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
   km::MegaWeights w{in.w1, in.w1_scales, in.w2, in.w2_scales};
   XS_CUDA(km::mega_moe_launch(tile, m, w, I.buf.sm_count[i], s), what + ": launch");
 }
+
+moe::MoeSchedule MegaMoeLayer::resolved_schedule(moe::MoeSchedule requested) const {
+  if (requested == moe::MoeSchedule::automatic) return impl_->order.schedule;
+  if (requested != moe::MoeSchedule::expert_wave && requested != moe::MoeSchedule::interleaved)
+    throw InvalidArgument(fmt::format("mega moe: unknown schedule {}", static_cast<int>(requested)));
+  return requested;
+}
+const moe::MoeOrderChoice& MegaMoeLayer::order_choice() const { return impl_->order; }
 
 moe::MegaTile MegaMoeLayer::resolved_tile(moe::MegaTile requested) const {
   if (requested == moe::MegaTile::automatic) return impl_->auto_tile;

@@ -157,7 +157,8 @@ void ep_moe_forward(PyEpMoe& u, uintptr_t topk_experts, uintptr_t topk_weights, 
   ops::MegaMoeOptions opt;
   if (schedule == "interleaved") opt.schedule = moe::MoeSchedule::interleaved;
   else if (schedule == "expert-wave") opt.schedule = moe::MoeSchedule::expert_wave;
-  else throw InvalidArgument("ep moe: schedule '" + schedule + "' (interleaved or expert-wave)");
+  else if (schedule == "auto") opt.schedule = moe::MoeSchedule::automatic;
+  else throw InvalidArgument("ep moe: schedule '" + schedule + "' (interleaved, expert-wave or auto)");
   u.mega->forward(0, in, s, opt);
 }
 #endif

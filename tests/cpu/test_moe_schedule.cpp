@@ -214,3 +214,87 @@ TEST(MoeSchedule, DecodedOrdersHoldOnRandomLoads) {
     }
   }
 }
+
+// ---- the order the model picks (moe::choose_order, docs/megamoe.md "Order choice") ----------
+namespace {
+
+constexpr double kL2 = 60.0 * 1024 * 1024;  // H200
+
+// One GPU, balanced: rows per expert for `tokens` x top_k over `experts`, 128-row blocks.
+moe::MoeScheduleInput layer(int hidden, int intermediate, int experts, int top_k, int tokens) {
+  moe::MoeScheduleInput in;
+  in.rows_per_expert.assign(experts, tokens * top_k / experts);
+  in.hidden = hidden;
+  in.intermediate = intermediate;
+  in.block_m = 128;
+  in.ctas = 132;
+  in.world = 1;
+  in.tile_tflops = 7.0;
+  return in;
+}
+
+moe::MoeOrderChoice choose(const moe::MoeScheduleInput& in, double r_agg = 370) {
+  const auto plan = moe::plan_moe_schedule(params(r_agg), in, moe::MoeSchedule::expert_wave);
+  return moe::choose_order(plan, in, kL2, 3.0 * in.hidden * in.intermediate);
+}
+
+}  // namespace
+
+// The six one-GPU layers of issue 37's table: the wave weight sets of DSv4-Flash and Qwen3.5 are
+// far above L2 (expert-wave, whatever the stall estimate); DiT-MoE-G's one expert per wave fits
+// and its estimated stalls are small (expert-wave too).
+TEST(MoeOrderChoice, TheOneGpuLayersOfTheIssueTableGetExpertWave) {
+  struct L {
+    int h, i, e, k, t;
+    bool locality;
+  };
+  for (L l : {L{4096, 2048, 256, 6, 2048, true}, L{4096, 2048, 256, 6, 8192, true}, L{4096, 1024, 512, 10, 2048, true},
+              L{4096, 1024, 512, 10, 8192, true}, L{1408, 5632, 16, 2, 2048, false}, L{1408, 5632, 16, 2, 8192, false}}) {
+    const moe::MoeOrderChoice c = choose(layer(l.h, l.i, l.e, l.k, l.t));
+    EXPECT_EQ(c.schedule, moe::MoeSchedule::expert_wave) << l.h << "x" << l.i << " T" << l.t << ": " << c.why;
+    EXPECT_EQ(c.locality_bound, l.locality) << c.why;
+    EXPECT_FALSE(c.drain_bound);  // one GPU: nothing remote
+    EXPECT_LT(c.stall_share, moe::kOrderStallShare) << c.why;
+    EXPECT_FALSE(c.why.empty());
+  }
+  // DSv4-Flash at 8192 tokens: 192 rows = 2 blocks x 16 Linear-1 tiles per expert, ~4 experts
+  // per round of 132 CTAs, 24 MiB of W1 + W2 each.
+  const moe::MoeOrderChoice c = choose(layer(4096, 2048, 256, 6, 8192));
+  EXPECT_NEAR(c.experts_per_wave, 132.0 / 32.0, 1e-9);
+  EXPECT_NEAR(c.wave_weight_bytes, 132.0 / 32.0 * 3 * 4096.0 * 2048, 1.0);
+}
+
+// Interleaved where the estimated Linear-2 stalls are large: many one-tile experts (n1 = 1) with
+// 16 Linear-2 tiles each, 8 CTAs: 8 waves, each ending with 16 tiles waiting half a Linear-1 tile.
+TEST(MoeOrderChoice, LargeInputStallsGetInterleaved) {
+  moe::MoeScheduleInput in = layer(4096, 128, 64, 1, 128 * 64);
+  in.ctas = 8;
+  const moe::MoeOrderChoice c = choose(in);
+  EXPECT_EQ(c.schedule, moe::MoeSchedule::interleaved) << c.why;
+  EXPECT_FALSE(c.locality_bound);
+  EXPECT_GT(c.stall_share, moe::kOrderStallShare);
+}
+
+// Interleaved where the waves would be drain-bound (two ranks, a tiny R_agg), unless the waves'
+// weights exceed L2 (locality wins).
+TEST(MoeOrderChoice, DrainBoundWavesGetInterleavedUnlessLocalityBound) {
+  moe::MoeScheduleInput in = layer(1408, 5632, 16, 2, 8192);
+  in.world = 2;
+  const moe::MoeOrderChoice drain = choose(in, 1.0);
+  EXPECT_TRUE(drain.drain_bound);
+  EXPECT_EQ(drain.schedule, moe::MoeSchedule::interleaved) << drain.why;
+  moe::MoeScheduleInput big = layer(4096, 2048, 256, 6, 8192);
+  big.world = 2;
+  const moe::MoeOrderChoice both = choose(big, 1.0);
+  EXPECT_TRUE(both.drain_bound && both.locality_bound);
+  EXPECT_EQ(both.schedule, moe::MoeSchedule::expert_wave) << both.why;
+}
+
+TEST(MoeOrderChoice, BadInputAndTheAutomaticValueAreClearErrors) {
+  const moe::MoeScheduleInput in = layer(1408, 5632, 16, 2, 2048);
+  const auto plan = moe::plan_moe_schedule(params(370), in, moe::MoeSchedule::expert_wave);
+  EXPECT_THROW(moe::choose_order(plan, in, 0.0, 1.0), InvalidArgument);
+  EXPECT_THROW(moe::choose_order(plan, in, kL2, -1.0), InvalidArgument);
+  EXPECT_THROW(moe::plan_moe_schedule(params(370), in, moe::MoeSchedule::automatic), InvalidArgument);
+  EXPECT_STREQ(moe::schedule_name(moe::MoeSchedule::automatic), "automatic");
+}

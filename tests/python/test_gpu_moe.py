@@ -104,7 +104,7 @@ def _ep_reference(x, ids, wts, w1_ref, w2_ref, I):
 
 
 @pytest.mark.parametrize("kind,schedule", [("unfused", "interleaved"), ("mega", "interleaved"),
-                                           ("mega", "expert-wave")])
+                                           ("mega", "expert-wave"), ("mega", "auto")])
 def test_expert_parallel_layer_on_one_rank(tmp_path, kind, schedule):
     import torch.distributed as dist
 

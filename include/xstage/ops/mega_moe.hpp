@@ -23,6 +23,8 @@
 namespace xstage::ops {
 
 struct MegaMoeOptions {
+  // interleaved, expert_wave, or automatic (the layer's order_choice(): the model's pick,
+  // moe::choose_order; docs/megamoe.md "Order choice").
   moe::MoeSchedule schedule = moe::MoeSchedule::interleaved;
   // Timing control: every combine row is stored into this rank's own buffer instead of its
   // owner's (local stores only); the layer's output is then meaningless.
@@ -102,6 +104,11 @@ class MegaMoeLayer {
   // The tile configuration a call with `requested` runs (automatic: this layer's choice by its
   // mean routed rows per expert); InvalidArgument for an unknown value.
   moe::MegaTile resolved_tile(moe::MegaTile requested) const;
+  // The order a call with `requested` runs (automatic: order_choice().schedule); InvalidArgument
+  // for an unknown value. order_choice: the model's pick for this layer (balanced load, the
+  // automatic tile, this GPU's L2) and why.
+  moe::MoeSchedule resolved_schedule(moe::MoeSchedule requested) const;
+  const moe::MoeOrderChoice& order_choice() const;
 
   // The interleaved mix and the model's view of both schedules, for a balanced load.
   const moe::MoeSchedulePlan& plan() const;
