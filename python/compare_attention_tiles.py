@@ -5,7 +5,8 @@ same shapes (same machine call) against cuDNN SDPA, with issue 38's non-causal a
     python3 python/compare_attention_tiles.py TORCH.json XS_AUTO.json [XS_TILE.json ...]
         [--json OUT.json] [--allow-missing-correctness]
 
-TORCH.json: `python3 python/bench_attention_torch.py --backends cudnn --json`; each XS file one
+TORCH.json: `python3 python/bench_attention_torch.py --backends cudnn[,fa4] --json` (with fa4 rows:
+a FlashAttention-4 column and the judged tile / FA4, its cells gated like cuDNN's); each XS file one
 `xstage bench attention --tile T --json` (its config.tile names the column; the first is the
 judged one, normally auto). First the correctness gate (docs/checkers.md) over every xstage and
 cuDNN cell; then per (d, H, S): each tile's TFLOP/s (auto with what it ran: split, lkv or the block_m), cuDNN, each
@@ -49,6 +50,10 @@ def _cudnn(r):
     return r.get("backend") == "torch-cudnn" and "error" not in r
 
 
+def _fa4(r):
+    return r.get("backend") == "fa4" and "error" not in r
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("torch_json")
@@ -66,7 +71,9 @@ def main(argv=None):
     if len(set(tiles)) != len(tiles):
         print(f"{TOOL}: two xstage files of the same tile ({', '.join(tiles)})", file=sys.stderr)
         return 2
+    fa4 = index(theirs["results"], _shape, keep="last", where=_fa4)
     gate = checker.gate_files(TOOL, args, [("torch", theirs, _shape, _label, _cudnn)] +
+                              ([("fa4", theirs, _shape, _label, _fa4)] if fa4 else []) +
                               [(t, d, _shape, _label, _ours) for t, d in zip(tiles, ours)])
     base = index(theirs["results"], _shape, keep="last", where=_cudnn)
     mine = [index(d["results"], _shape, keep="last", where=_ours) for d in ours]
@@ -74,17 +81,21 @@ def main(argv=None):
     if not shapes:
         print(f"{TOOL}: no xstage results", file=sys.stderr)
         return 2
+    fa4_note = f"; FlashAttention-4 {(theirs.get('fa4') or {}).get('version', '?')}" if fa4 else ""
     print(f"# tiles {', '.join(tiles)} (judged: {tiles[0]}) vs cuDNN SDPA (torch {theirs.get('torch')}, cuDNN "
-          f"{theirs.get('cudnn')}); TFLOP/s medians; ratio = tile / cuDNN")
+          f"{theirs.get('cudnn')}){fa4_note}; TFLOP/s medians; ratio = tile / cuDNN")
     print(f"#{'d':>3} {'H':>3} {'S':>6} " + " ".join(f"{t:>12}" for t in tiles) + f" {'cuDNN':>7} " +
-          " ".join(f"{t + '/cu':>10}" for t in tiles) + f" {'best':>8} {'>=cuDNN':>7}")
+          " ".join(f"{t + '/cu':>10}" for t in tiles) + f" {'best':>8} {'>=cuDNN':>7}" +
+          (f" {'FA4':>7} {tiles[0] + '/FA4':>10}" if fa4 else ""))
     rows, met, points = [], 0, 0
     for k in shapes:
         s, h, d = k[:3]
         recs = [m.get(k) for m in mine]
         tf = [r.get("tflops") if r else None for r in recs]
         cu = base.get(k, {}).get("tflops")
-        ok = all(gate.cell_ok(t, k) for t, r in zip(tiles, recs) if r) and (k not in base or gate.cell_ok("torch", k))
+        ok = all(gate.cell_ok(t, k) for t, r in zip(tiles, recs) if r) and (k not in base or gate.cell_ok("torch", k)) \
+            and (k not in fa4 or gate.cell_ok("fa4", k))
+        f4 = fa4.get(k, {}).get("tflops")
         cells = []
         for t, r, x in zip(tiles, recs, tf):
             tag = _auto_tag(r)
@@ -97,16 +108,18 @@ def main(argv=None):
             met += q >= 1.0
         line = (f" {d:>3} {h:>3} {s:>6} " + " ".join(cells) + f" {fmt(cu, '.1f', 7)} " +
                 " ".join(f"{fmt(ratio(x, cu), '.2f', 10)}" for x in tf) + f" {best or '-':>8} "
-                f"{'-' if q is None else 'yes' if q >= 1.0 else 'NO':>7}")
+                f"{'-' if q is None else 'yes' if q >= 1.0 else 'NO':>7}" +
+                (f" {fmt(f4, '.1f', 7)} {fmt(ratio(tf[0], f4), '.2f', 10)}" if fa4 else ""))
         print(mark(line, ok))
         rows.append({"seqlen": s, "heads": h, "head_dim": d, "dtype": k[3], "causal": k[4], "cudnn_tflops": cu,
                      "tflops": dict(zip(tiles, tf)), "best": best, "judged_ge_cudnn": None if q is None else q >= 1.0,
-                     "correctness_ok": ok})
+                     "fa4_tflops": f4, "correctness_ok": ok})
     print(f"# {tiles[0]} >= cuDNN at {met} of {points} points")
     status = gate.summary()
     if args.json:
         doc = {"schema": "xstage.compare.attention-tiles.v1", "tiles": tiles, "judged": tiles[0],
-               "baseline": {"tool": theirs.get("tool"), "torch": theirs.get("torch"), "cudnn": theirs.get("cudnn")},
+               "baseline": {"tool": theirs.get("tool"), "torch": theirs.get("torch"), "cudnn": theirs.get("cudnn"),
+                            "fa4": theirs.get("fa4")},
                "met": met, "points": points, "correctness": {"passed": gate.ok, "verdict": gate.verdict()},
                "rows": rows}
         if checker.write_out(TOOL, args.json, lambda p: write_json(p, doc)):

@@ -12,6 +12,7 @@ expect 2 "usage" -- scripts/attention-short-ab
 expect 2 "unknown option" -- scripts/attention-short-ab --bogus "$tmp/o"
 expect 2 "missing" -- scripts/attention-short-ab --bin "$tmp/none" "$tmp/o"
 expect 2 "--test-timeout must be" -- scripts/attention-short-ab --test-timeout x "$tmp/o"
+expect 0 "FlashAttention-4" -- scripts/attention-short-ab --help
 row() {  # backend S d tflops tile_block_m
   printf '{"backend":"%s","batch":1,"seqlen":%s,"heads":4,"head_dim":%s,"dtype":"bf16","causal":false,"tflops":%s,"nonfinite":0,"tile":{"block_m":%s},"correctness":{"checked":true,"passed":true,"rows_checked":64,"rows_failed":0}}' "$@"
 }
@@ -30,6 +31,12 @@ expect 0 "67.2(split)" -- python3 python/compare_attention_tiles.py "$tmp/torch.
 sed 's/"tile":"staged"/"tile":"staged","key_split":false/' "$tmp/staged.json" > "$tmp/staged-nosplit.json"
 expect 0 "staged-nokeysplit" -- python3 python/compare_attention_tiles.py "$tmp/torch.json" "$tmp/auto.json" "$tmp/staged.json" "$tmp/staged-nosplit.json"
 expect 2 "same tile" -- python3 python/compare_attention_tiles.py "$tmp/torch.json" "$tmp/auto.json" "$tmp/auto.json"
+# FlashAttention-4 rows in the torch file: a column and the judged tile over it; a failed fa4 cell fails
+doc x "$(row torch-cudnn 1024 64 36.0 0)" "$(row torch-cudnn 4096 64 411.2 0)" "$(row fa4 1024 64 33.6 0)" "$(row fa4 4096 64 428.0 0)" > "$tmp/torch-fa4.json"
+expect 0 "FA4" -- python3 python/compare_attention_tiles.py "$tmp/torch-fa4.json" "$tmp/auto.json"
+expect 0 "428.0       0.90" -- python3 python/compare_attention_tiles.py "$tmp/torch-fa4.json" "$tmp/auto.json"
+sed 's/"backend":"fa4","batch":1,"seqlen":4096,\(.*\)"passed":true/"backend":"fa4","batch":1,"seqlen":4096,\1"passed":false/' "$tmp/torch-fa4.json" > "$tmp/torch-fa4-bad.json"
+expect 1 "CORRECTNESS FAIL" -- python3 python/compare_attention_tiles.py "$tmp/torch-fa4-bad.json" "$tmp/auto.json"
 sed 's/"passed":true/"passed":false/' "$tmp/staged.json" > "$tmp/bad.json"
 expect 1 "CORRECTNESS FAIL" -- python3 python/compare_attention_tiles.py "$tmp/torch.json" "$tmp/auto.json" "$tmp/bad.json"
 [ "$fails" = 0 ] && echo "all passed" || echo "$fails failed"
