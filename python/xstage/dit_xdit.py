@@ -41,7 +41,10 @@ def init(world: int, rank: int, device_index: int) -> None:
     torch.distributed process group."""
     from xfuser.core.distributed import init_distributed_environment, initialize_model_parallel
     from xfuser.core.distributed import runtime_state
+    from xfuser.core.distributed.parallel_state import model_parallel_is_initialized
 
+    if model_parallel_is_initialized():   # once per process (every cell of a run shares it)
+        return
     init_distributed_environment(world_size=world, rank=rank, local_rank=device_index)
     initialize_model_parallel(sequence_parallel_degree=world, ulysses_degree=world, ring_degree=1)
     if not runtime_state.runtime_state_is_initialized():
