@@ -167,3 +167,18 @@ def test_context_parallel_two_gpus(tmp_path):
         for line in open(tmp_path / f"cp.{r}").read().splitlines():
             family, err, n, fb = line.split()
             assert float(err) < 2e-2 and int(n) > 0 and fb == "0", (r, line)
+
+
+def test_xdit_variant_on_one_gpu(tmp_path):
+    """The xdit variant (xfuser's model classes, Ulysses degree 1, the bench model's weights) on
+    the tiny cells: it runs, and its output matches the stock model's at bf16 level."""
+    pytest.importorskip("xfuser", reason="xfuser is not installed (scripts/dit-wheels --xdit, carried)")
+    path = tmp_path / "xdit.json"
+    env = {**os.environ, "PYTHONPATH": os.path.join(REPO, "python") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    r = subprocess.run([sys.executable, "-m", "xstage.bench", "dit", "--models", "tiny-wan,tiny-flux,tiny-hunyuan",
+                        "--variants", "native,cudnn,xdit", "--iters", "3", "--warmup", "1", "--json", str(path)],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    for cell in json.loads(path.read_text())["cells"]:
+        x = {row["variant"]: row for row in cell["results"]}["xdit"]
+        assert "error" not in x and x["check_ok"] and x["median_ms"] > 0, x
