@@ -7,7 +7,8 @@ to back per shape) against cuDNN SDPA (same machine call), with issue 38's causa
 
 XSTAGE.json: `xstage bench attention --causal --causal-order head-major,longest-first,grouped --json`
 (any subset of the orders); TORCH.json: `python3 python/bench_attention_torch.py --causal
---backends cudnn --json`. First the correctness gate (docs/checkers.md) over every causal xstage
+--backends cudnn[,fa4] --json`; with fa4 rows the table adds FlashAttention-4's TFLOP/s and the
+accepted order / FA4, its cells gated like cuDNN's). First the correctness gate (docs/checkers.md) over every causal xstage
 cell and every cuDNN cell that ran; then per (d, H, S): TFLOP/s of each order that ran (grouped
 with its heads per group), each order / head-major, cuDNN, each order / cuDNN, and whether the
 accepted order (default: grouped, the kernel's default) meets the acceptance: >= 1.0x cuDNN
@@ -52,6 +53,14 @@ def _cudnn(r):
     return r.get("backend") == "torch-cudnn" and bool(r.get("causal")) and "error" not in r
 
 
+def _fa4(r):
+    return r.get("backend") == "fa4" and bool(r.get("causal")) and "error" not in r
+
+
+def _fa4_key(r):
+    return ("fa4",) + _shape(r)
+
+
 def accepted(s, d, lf, cu):
     """Issue 38's causal acceptance at one point (None without both numbers)."""
     q = ratio(lf, cu)
@@ -68,8 +77,10 @@ def main(argv=None):
     if opened is None:
         return 2
     args, ours, theirs = opened
+    fa4 = index(theirs["results"], _shape, keep="last", where=_fa4)
     gate = checker.gate_files(TOOL, args, [("xstage", ours, _ours_key, _label, _ours),
-                                           ("torch", theirs, _torch_key, _label, _cudnn)])
+                                           ("torch", theirs, _torch_key, _label, _cudnn)] +
+                              ([("fa4", theirs, _fa4_key, _label, _fa4)] if fa4 else []))
     mine = index(ours["results"], _ours_key, keep="last", where=_ours)
     base = index(theirs["results"], _shape, keep="last", where=_cudnn)
     shapes = sorted({k[1:] for k in mine}, key=lambda k: (k[2], k[1], k[0]))
@@ -84,13 +95,16 @@ def main(argv=None):
         return 2
     gained = [o for o in orders if o != "head-major"] if "head-major" in orders else []
 
+    fa4_note = f", FlashAttention-4 {(theirs.get('fa4') or {}).get('version', '?')}" if fa4 else ""
     print(f"# causal: xstage ({ours.get('device')}, commit {ours.get('commit')}) vs cuDNN SDPA (torch "
-          f"{theirs.get('torch')}, cuDNN {theirs.get('cudnn')}); TFLOP/s medians by the causal FLOP count")
+          f"{theirs.get('torch')}, cuDNN {theirs.get('cudnn')}){fa4_note}; TFLOP/s medians by the causal FLOP count")
     print(f"# acceptance (issue 38): {acc_order} >= {MIN_RATIO:.1f}x cuDNN at every point and >= "
           f"{MIN_TFLOPS_D128:.0f} TFLOP/s at S >= 8192, d = 128")
     head = f"#{'d':>3} {'H':>3} {'S':>6} {'dtype':>5} " + " ".join(f"{o:>13}" for o in orders)
     head += "".join(f" {SHORT[o] + '/hm':>7}" for o in gained)
     head += f" {'cuDNN':>7}" + "".join(f" {SHORT[o] + '/cuDNN':>9}" for o in orders) + f" {'accept':>6}"
+    if fa4:
+        head += f" {'FA4':>7} {SHORT[acc_order] + '/FA4':>9}"
     print(head)
     rows, gains, met, points = [], {o: [] for o in gained}, 0, 0
     for k in shapes:
@@ -101,6 +115,9 @@ def main(argv=None):
         ok = all(gate.cell_ok("xstage", (o,) + k) for o in orders if (o,) + k in mine)
         if k in base:
             ok = ok and gate.cell_ok("torch", ("cudnn",) + k)
+        f4 = fa4.get(k, {}).get("tflops")
+        if k in fa4:
+            ok = ok and gate.cell_ok("fa4", ("fa4",) + k)
         acc = accepted(s, d, tf[acc_order], cu)
         for o in gained:
             g = ratio(tf[o], tf["head-major"])
@@ -119,9 +136,11 @@ def main(argv=None):
         line += "".join(f" {fmt(ratio(tf[o], tf['head-major']), '.3f', 7)}" for o in gained)
         line += f" {fmt(cu, '.1f', 7)}" + "".join(f" {fmt(ratio(tf[o], cu), '.2f', 9)}" for o in orders)
         line += f" {'-' if acc is None else 'yes' if acc else 'NO':>6}"
+        if fa4:
+            line += f" {fmt(f4, '.1f', 7)} {fmt(ratio(tf[acc_order], f4), '.2f', 9)}"
         print(mark(line, ok))
         row = {"seqlen": s, "heads": h, "head_dim": d, "dtype": dt, "cudnn_tflops": cu, "accept": acc,
-               "correctness_ok": ok}
+               "fa4_tflops": f4, "correctness_ok": ok}
         for o in orders:
             row[o.replace("-", "_") + "_tflops"] = tf[o]
         for o in gained:
@@ -137,7 +156,8 @@ def main(argv=None):
     if args.json:
         doc = {"schema": "xstage.compare.attention-causal.v2",
                "xstage": {"device": ours.get("device"), "commit": ours.get("commit"), "date": ours.get("date")},
-               "baseline": {"tool": theirs.get("tool"), "torch": theirs.get("torch"), "cudnn": theirs.get("cudnn")},
+               "baseline": {"tool": theirs.get("tool"), "torch": theirs.get("torch"), "cudnn": theirs.get("cudnn"),
+                            "fa4": theirs.get("fa4")},
                "acceptance": {"order": acc_order, "min_ratio": MIN_RATIO, "min_tflops_d128_s8192": MIN_TFLOPS_D128,
                               "met": met, "points": points},
                "geomean_over_head_major": geo,

@@ -113,3 +113,30 @@ TEST(CompareAttentionCausal, FailedCellsFailTheTable) {
     EXPECT_NE(text.find("CORRECTNESS FAIL"), std::string::npos) << text;
   }
 }
+
+// FlashAttention-4 rows in the torch file: a column and the accepted order over it; a failed
+// fa4 cell fails the table like a cuDNN one.
+TEST(CompareAttentionCausal, FlashAttention4Column) {
+  Files f;
+  json t = theirs();
+  t["results"].push_back(cell("fa4", 16384, 128, 640));
+  t["results"].push_back(cell("fa4", 8192, 64, 470));
+  t["fa4"] = {{"available", true}, {"version", "4.0.0b40"}};
+  const fs::path out = f.dir / "out.txt", js = f.dir / "ab.json";
+  int rc = xstage::test::run_python_tool(
+      "compare_attention_causal.py",
+      quote(f.write("xs.json", ours())) + " " + quote(f.write("t.json", t)) + " --json " + quote(js), out);
+  std::string text = slurp(out);
+  ASSERT_EQ(rc, 0) << text;
+  EXPECT_NE(text.find("FlashAttention-4 4.0.0b40"), std::string::npos) << text;
+  EXPECT_NE(text.find("grp/FA4"), std::string::npos) << text;
+  const json j = json::parse(slurp(js));
+  EXPECT_EQ(j["rows"][1]["fa4_tflops"], 640.0);
+  EXPECT_NE(text.find("640.0      0.97"), std::string::npos) << text;  // grouped 620 / FA4 640
+  t["results"][2]["correctness"]["passed"] = false;
+  rc = xstage::test::run_python_tool(
+      "compare_attention_causal.py", quote(f.write("xs2.json", ours())) + " " + quote(f.write("t2.json", t)), out);
+  text = slurp(out);
+  EXPECT_EQ(rc, 1) << text;
+  EXPECT_NE(text.find("CORRECTNESS FAIL"), std::string::npos) << text;
+}
