@@ -34,8 +34,8 @@ cat > "$tmp/ph.json" <<'J'
  {"model": "DSv4-Flash", "tokens_per_rank": 8192, "variant": "interleaved", "median_us": 4519, "check": "ok",
   "tiles": [{"phases": {"prologue_us": 330, "l1_us": 2400, "l2_us": 1500, "gaps_us": 120, "combine_us": 90, "reduce_us": 60, "l1_tflops": 687, "l2_tflops": 550}}]}]}
 J
-expect 0 "unfused       210     2100     1400       0      300     240     785     589" -- scripts/megamoe-ab --table "$tmp/ph.json"
-expect 0 "interleaved       330     2400     1500     120       90      60     687     550" -- scripts/megamoe-ab --table "$tmp/ph.json"
+expect 0 "unfused       210     2100     1400       0      300     240     785     589     0.82" -- scripts/megamoe-ab --table "$tmp/ph.json"
+expect 0 "interleaved       330     2400     1500     120       90      60     687     550     0.77" -- scripts/megamoe-ab --table "$tmp/ph.json"
 expect 2 "unknown option" -- scripts/megamoe-ab --bogus "$tmp/o"
 [ "$fails" = 0 ] && echo "all passed" || echo "$fails failed"
 [ "$fails" = 0 ]
