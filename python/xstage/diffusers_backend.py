@@ -67,6 +67,7 @@ _strict = os.environ.get("XSTAGE_DIFFUSERS_STRICT", "0") not in ("", "0")
 _calls = collections.Counter()   # "local", "ulysses", "ring": calls the xstage kernel served
 _ulysses: dict = {}              # id(process group) -> (group, UlyssesAttention)
 _ulysses_variant = os.environ.get("XSTAGE_DIFFUSERS_ULYSSES_VARIANT", "auto")
+_ulysses_tile = os.environ.get("XSTAGE_DIFFUSERS_ULYSSES_TILE", "staged")
 
 
 class _Kernel:
@@ -133,6 +134,18 @@ def set_ulysses_variant(variant: str) -> None:
     if variant not in VARIANTS:
         raise ValueError(f"xstage.diffusers_backend: unknown Ulysses variant '{variant}' ({', '.join(VARIANTS)})")
     _ulysses_variant = variant
+    _ulysses.clear()
+
+
+def set_ulysses_tile(tile: str) -> None:
+    """The attention tile of the fused Ulysses calls: "staged" (default) or "long_kv" (head dim 128;
+    xstage.UlyssesAttention's tile)."""
+    global _ulysses_tile
+    from .ulysses import TILES
+
+    if tile not in TILES:
+        raise ValueError(f"xstage.diffusers_backend: unknown Ulysses tile '{tile}' ({', '.join(TILES)})")
+    _ulysses_tile = tile
     _ulysses.clear()
 
 
@@ -232,7 +245,8 @@ def _ulysses_module(group):
     ent = _ulysses.get(id(group))
     if ent is None or ent[0] is not group:
         mod = UlyssesAttention(group, variant=_ulysses_variant if _Kernel.fn is None else "torch-a2a",
-                               attention_fn=lambda q, k, v, causal, scale: _kernel(q, k, v, causal, scale, False))
+                               attention_fn=lambda q, k, v, causal, scale: _kernel(q, k, v, causal, scale, False),
+                               tile=_ulysses_tile)
         ent = (group, mod)
         _ulysses[id(group)] = ent
     return ent[1]

@@ -40,6 +40,7 @@ __all__ = ["UlyssesAttention", "head_split", "VARIANTS"]
 
 VARIANTS = ("auto", "torch-a2a", "fused-shaped", "fused", "comm-sm", "serial")
 _FUSED = ("fused-shaped", "fused", "comm-sm", "serial")
+TILES = ("staged", "long_kv")
 
 
 def head_split(heads: int, world: int) -> list[int]:
@@ -66,12 +67,19 @@ def _default_attention(q, k, v, causal, softmax_scale):
 
 class UlyssesAttention(torch.nn.Module):
     def __init__(self, group=None, scatter_idx: int = 2, gather_idx: int = 1, *, variant: str = "auto",
-                 attention_fn: Optional[Callable] = None):
+                 attention_fn: Optional[Callable] = None, tile: str = "staged"):
         """group: a torch.distributed ProcessGroup (None: the default group if initialised,
         else a single rank). scatter_idx/gather_idx: the BSHD convention (scatter heads, gather
         the sequence), the only one supported. attention_fn(q, k, v, causal, softmax_scale):
-        replaces xstage.attention (tests, or another kernel)."""
+        replaces xstage.attention (tests, or another kernel). tile: the fused variants' attention
+        tile, "staged" or "long_kv" (head dim 128: the 128 x 192 long-key tile storing O from
+        registers to each row's owner; fused, comm-sm and serial; docs/ulysses.md "Long-key tile")."""
         super().__init__()
+        if tile not in TILES:
+            _fail(ValueError, f"unknown tile '{tile}' ({', '.join(TILES)})")
+        if tile == "long_kv" and variant == "fused-shaped":
+            _fail(ValueError, "variant 'fused-shaped' runs the staged tile only (tile='long_kv' takes fused, comm-sm "
+                  "or serial)")
         if (scatter_idx, gather_idx) != (2, 1):
             _fail(NotImplementedError, f"scatter_idx={scatter_idx}, gather_idx={gather_idx}: only the BSHD layout "
                   "(scatter_idx=2: heads, gather_idx=1: sequence) is supported")
@@ -81,7 +89,7 @@ class UlyssesAttention(torch.nn.Module):
             _fail(NotImplementedError, f"variant '{variant}' needs the C++ Ulysses operator bound to a team built from "
                   "the process group, which this build of the extension does not have; use variant='torch-a2a'")
         if variant == "auto":
-            variant = "fused-shaped" if _fused_available() else "torch-a2a"
+            variant = ("fused" if tile == "long_kv" else "fused-shaped") if _fused_available() else "torch-a2a"
         import torch.distributed as dist
 
         if group is None and dist.is_available() and dist.is_initialized():
@@ -91,6 +99,7 @@ class UlyssesAttention(torch.nn.Module):
         self.rank = dist.get_rank(group) if group is not None else 0
         self.variant = variant if self.world > 1 else "local"
         self.attention_fn = attention_fn or _default_attention
+        self.tile = tile
         self._seq_lens_cache: dict[int, list[int]] = {}
         self._ops: dict[tuple, object] = {}
         self.fallbacks = 0  # calls a fused variant handed to torch-a2a (shapes the C++ operator does not take)
@@ -100,7 +109,7 @@ class UlyssesAttention(torch.nn.Module):
         self._ops.clear()
 
     def extra_repr(self) -> str:
-        return f"world={self.world}, rank={self.rank}, variant={self.variant}"
+        return f"world={self.world}, rank={self.rank}, variant={self.variant}, tile={self.tile}"
 
     # ---- helpers --------------------------------------------------------------------------
     def _gather_seq_lens(self, local: int, device) -> list[int]:
@@ -197,8 +206,9 @@ class UlyssesAttention(torch.nn.Module):
         """Whether ops::UlyssesAttention takes the call: even shards and head groups, no joint
         tokens, non-causal, bf16/fp16, D 64/128, at most 8 ranks. Otherwise the torch-a2a path
         runs (every rank decides alike: the inputs' shapes agree across ranks)."""
+        dims = (128,) if self.tile == "long_kv" else (64, 128)
         return (len(set(seq_lens)) == 1 and H % self.world == 0 and not joint and not causal
-                and q.dtype in _DTYPE_CODES and q.shape[3] in (64, 128) and self.world <= 8 and q.is_cuda)
+                and q.dtype in _DTYPE_CODES and q.shape[3] in dims and self.world <= 8 and q.is_cuda)
 
     def _fused(self, q, k, v, seq_lens, softmax_scale):
         from . import model, team
@@ -211,7 +221,7 @@ class UlyssesAttention(torch.nn.Module):
             C = _ext.load()
             t = team.team_for(self.group)
             op = C.UlyssesOp(t, _DTYPE_CODES[q.dtype], B, S, H, D, float(softmax_scale or 0.0),
-                             model.preset().to_json(indent=None))
+                             model.preset().to_json(indent=None), self.tile)
             self._ops[key] = op
         hp = H // P
         full = []

@@ -70,7 +70,7 @@ struct PyUlysses {
 };
 
 PyUlysses* ulysses_create(PyTeam& team, int dtype, int batch, int seq_len, int heads, int head_dim,
-                          float softmax_scale, const std::string& params_json) {
+                          float softmax_scale, const std::string& params_json, const std::string& tile) {
   Team& t = team.get();
   auto u = std::make_unique<PyUlysses>(team);
   u->cfg.dtype = dtype == 1 ? ops::AttentionDType::fp16 : ops::AttentionDType::bf16;
@@ -83,6 +83,8 @@ PyUlysses* ulysses_create(PyTeam& team, int dtype, int batch, int seq_len, int h
   u->device = t.device(0);
   ops::validate_ulysses(u->cfg, u->world);
   ops::UlyssesOptions opts;
+  if (tile == "long_kv") opts.tile = ops::AttentionTilePolicy::long_kv;
+  else if (tile != "staged") throw InvalidArgument("ulysses: tile '" + tile + "' (staged or long_kv)");
   try {
     opts.model = nlohmann::json::parse(params_json).get<model::Params>();
   } catch (const nlohmann::json::exception& e) {
@@ -202,11 +204,12 @@ void bind_team(nb::module_& m) {
   m.attr("has_ulysses") = true;
   nb::class_<PyUlysses>(m, "UlyssesOp", "ops::UlyssesAttention of one rank (its team must outlive it).")
       .def(nb::new_([](PyTeam& team, int dtype, int batch, int seq_len, int heads, int head_dim, float scale,
-                       const std::string& params_json) {
-             return ulysses_create(team, dtype, batch, seq_len, heads, head_dim, scale, params_json);
+                       const std::string& params_json, const std::string& tile) {
+             return ulysses_create(team, dtype, batch, seq_len, heads, head_dim, scale, params_json, tile);
            }),
            nb::arg("team"), nb::arg("dtype"), nb::arg("batch"), nb::arg("seq_len"), nb::arg("heads"),
-           nb::arg("head_dim"), nb::arg("softmax_scale"), nb::arg("params_json"), nb::keep_alive<1, 2>(),
+           nb::arg("head_dim"), nb::arg("softmax_scale"), nb::arg("params_json"), nb::arg("tile") = "staged",
+           nb::keep_alive<1, 2>(),
            "Collective: every rank of the team constructs it with the same shape.")
       .def("forward", [](PyUlysses& u, uintptr_t q, uintptr_t k, uintptr_t v, const std::string& variant,
                          uintptr_t stream) {

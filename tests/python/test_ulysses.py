@@ -103,6 +103,11 @@ def test_bad_arguments():
             UlyssesAttention(None, variant="fused-shaped")
     with pytest.raises(ValueError):
         UlyssesAttention(None, variant="nope")
+    with pytest.raises(ValueError, match="unknown tile"):
+        UlyssesAttention(None, tile="wide")
+    with pytest.raises(ValueError, match="staged tile only"):
+        UlyssesAttention(None, variant="fused-shaped", tile="long_kv")
+    assert "tile=long_kv" in repr(UlyssesAttention(None, attention_fn=ref_attention, tile="long_kv"))
     attn = UlyssesAttention(None, attention_fn=ref_attention)
     q = torch.zeros(1, 8, 2, 16)
     with pytest.raises(ValueError):
@@ -118,7 +123,7 @@ def test_p1_on_gpu_is_xstage_attention():
     assert torch.equal(attn(q, q, q), xstage.attention(q, q, q))
 
 
-def _gpu_worker(rank, world, init_file, variant, S, H, result_file):
+def _gpu_worker(rank, world, init_file, variant, S, H, result_file, tile="staged"):
     import torch.distributed as dist
 
     torch.cuda.set_device(rank)
@@ -129,7 +134,7 @@ def _gpu_worker(rank, world, init_file, variant, S, H, result_file):
         q, k, v = (torch.randn(B, S, H, D, device="cuda", generator=g).to(torch.bfloat16) for _ in range(3))
         lens = [S // world + (r < S % world) for r in range(world)]
         s0 = sum(lens[:rank])
-        attn = xstage.UlyssesAttention(variant=variant)
+        attn = xstage.UlyssesAttention(variant=variant, tile=tile)
         o = attn(*(t[:, s0:s0 + lens[rank]].contiguous() for t in (q, k, v)))
         o = attn(*(t[:, s0:s0 + lens[rank]].contiguous() for t in (q, k, v)))   # second call: planned path
         expect = xstage.attention(q, k, v)[:, s0:s0 + lens[rank]]
@@ -145,9 +150,10 @@ def _gpu_worker(rank, world, init_file, variant, S, H, result_file):
 
 
 @pytest.mark.gpu(feature="attention")
-@pytest.mark.parametrize("variant,S,H", [("torch-a2a", 1001, 6), ("fused-shaped", 4096, 8), ("fused", 4096, 8),
-                                         ("serial", 2048, 8)])
-def test_two_gpus(tmp_path, variant, S, H):
+@pytest.mark.parametrize("variant,S,H,tile", [("torch-a2a", 1001, 6, "staged"), ("fused-shaped", 4096, 8, "staged"),
+                                              ("fused", 4096, 8, "staged"), ("serial", 2048, 8, "staged"),
+                                              ("fused", 4096, 8, "long_kv"), ("comm-sm", 2048, 8, "long_kv")])
+def test_two_gpus(tmp_path, variant, S, H, tile):
     import torch.multiprocessing as mp
 
     from conftest import ext_has
@@ -156,7 +162,7 @@ def test_two_gpus(tmp_path, variant, S, H):
         pytest.skip("needs 2 GPUs (the 2-GPU run)")
     if variant != "torch-a2a" and not ext_has("ulysses"):
         pytest.skip("the extension has no Ulysses operator binding")
-    mp.spawn(_gpu_worker, args=(2, str(tmp_path / "init"), variant, S, H, str(tmp_path / "res")), nprocs=2,
+    mp.spawn(_gpu_worker, args=(2, str(tmp_path / "init"), variant, S, H, str(tmp_path / "res"), tile), nprocs=2,
              join=True)
     for r in range(2):
         err, var, fallbacks = open(tmp_path / f"res.{r}").read().split()
