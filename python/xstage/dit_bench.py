@@ -108,7 +108,8 @@ CELLS = {
 }
 DEFAULT_CELLS = ["wan-480p", "wan-720p", "flux-1024", "flux-2048", "hunyuan-720p"]
 # variant -> diffusers attention backend ("xdit" is xfuser's own model classes instead: dit_xdit.py)
-BACKENDS = {"native": "native", "cudnn": "_native_cudnn", "flash3": "_flash_3", "xstage": "xstage", "xdit": None}
+BACKENDS = {"native": "native", "cudnn": "_native_cudnn", "flash3": "_flash_3", "xstage": "xstage",
+            "xstage-lkv": "xstage", "xdit": None}   # xstage-lkv: --ulysses only (the long-key Ulysses tile)
 
 
 # ---- models and inputs (usable without a GPU: the tests build tiny ones on the CPU) ----------
@@ -562,6 +563,10 @@ def main(argv=None) -> int:
         return 2
     if args.weights and len(names) != 1:
         print("xstage.bench dit: --weights needs exactly one --models cell", file=sys.stderr)
+        return 2
+    if args.ulysses == 1 and "xstage-lkv" in args.variants.split(","):
+        print("xstage.bench dit: xstage-lkv is a --ulysses variant (the long-key tile of the fused Ulysses)",
+              file=sys.stderr)
         return 2
     if args.ulysses != 1:
         from .dit_cp_bench import CP_VARIANTS, check_args

@@ -6,6 +6,7 @@ over NCCL, per variant:
   cudnn    the same around ``_native_cudnn``
   xstage   the "xstage" backend, whose CP path is ``xstage.UlyssesAttention`` (the All-to-All fused
            into the attention epilogue; docs/dit.md "What each mode does"), strict
+  xstage-lkv  the same on the long-key Ulysses tile (head dim 128; docs/ulysses.md "Long-key tile")
   xdit     xDiT: xfuser's subclasses of the model classes (same weights) over xfuser's Ulysses
            group of P ranks (dit_xdit.py), where xfuser is importable
 
@@ -29,7 +30,7 @@ import sys
 import tempfile
 import time
 
-CP_VARIANTS = ("native", "cudnn", "xstage", "xdit")   # xdit only where xfuser is importable (auto)
+CP_VARIANTS = ("native", "cudnn", "xstage", "xstage-lkv", "xdit")   # auto: native, cudnn, xstage (+ xdit)
 
 
 def cp_cell_name(cell: str, world: int) -> str:
@@ -110,6 +111,7 @@ def run_rank(rank, world, cfg, device, out_dir, log=None):
                     run = (lambda: xm(**inputs)[0]) if v == "xdit" else (lambda: model(**inputs)[0])
                     if v != "xdit":
                         model.set_attention_backend(db.BACKENDS[v])
+                    xsd.set_ulysses_tile("long_kv" if v == "xstage-lkv" else "staged")
                     xsd.reset_fallbacks()
                     for _ in range(cfg["warmup"]):
                         dist.barrier()
@@ -124,7 +126,7 @@ def run_rank(rank, world, cfg, device, out_dir, log=None):
                     rec.update(median_ms=statistics.median(ms), min_ms=min(ms), max_ms=max(ms), iters=len(ms),
                                rel_err_vs_unsharded=float((outf - ref).norm() / ref.norm().clamp_min(1e-30)),
                                nonfinite_output=bool(not torch.isfinite(outf).all()))
-                    if v == "xstage":
+                    if v in ("xstage", "xstage-lkv"):
                         rec["xstage_calls_per_forward"] = {k: (n - before.get(k, 0)) / len(ms)
                                                            for k, n in xsd.calls().items() if n - before.get(k, 0)}
                         rec["xstage_fallbacks"] = xsd.fallbacks()

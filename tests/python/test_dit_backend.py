@@ -380,7 +380,8 @@ def test_bench_cli_plan_and_bad_input():
     # --ulysses: bad P, a variant diffusers' CP does not take, real weights: one line, exit 2
     for bad, says in ((("--ulysses", "9"), "2..8"), (("--ulysses", "2", "--variants", "flash3"), "flash3"),
                       (("--ulysses", "2", "--weights", "/x"), "one GPU"),
-                      (("--ulysses", "2", "--cp-timeout-s", "0"), "must be > 0")):
+                      (("--ulysses", "2", "--cp-timeout-s", "0"), "must be > 0"),
+                      (("--variants", "native,xstage-lkv"), "--ulysses variant")):
         r = _bench("--models", "flux-1024", *bad)
         assert r.returncode == 2 and says in r.stderr, (bad, r.stderr)
     if torch.cuda.device_count() < 2:
@@ -402,7 +403,7 @@ def _cp_bench_worker(rank, world, init_file, out_dir):
     if not hasattr(logging.Logger, "warning_once"):
         logging.Logger.warning_once = logging.Logger.warning
     try:
-        cfg = {"cells": ["tiny-wan", "tiny-flux"], "variants": ["native", "xstage"], "iters": 2, "warmup": 1,
+        cfg = {"cells": ["tiny-wan", "tiny-flux"], "variants": ["native", "xstage", "xstage-lkv"], "iters": 2, "warmup": 1,
                "anything": False, "strict": True, "dtype": "bfloat16"}
         with xsd._kernel_override(ref_kernel):
             dit_cp_bench.run_rank(rank, world, cfg, torch.device("cpu"), out_dir)
@@ -431,13 +432,14 @@ def test_cp_bench_ranks_over_gloo(tmp_path):
     assert [c["cp"]["ulysses_anything"] for c in cells] == [True, True]   # 3 heads over 2 ranks
     for c in cells:
         rows = {r["variant"]: r for r in c["results"]}
-        assert set(rows) == {"native", "xstage"}, c
+        assert set(rows) == {"native", "xstage", "xstage-lkv"}, c
         for r in rows.values():
             assert "error" not in r, r
             assert r["median_ms"] > 0 and len(r["rank_median_ms"]) == world and r["iters"] == 2
             assert r["rel_err_vs_native"] < 2e-2 and not r["nonfinite_output"], r
-        assert rows["xstage"]["xstage_calls_per_forward"].get("ulysses", 0) > 0
-        assert rows["xstage"]["xstage_fallbacks"] == {}
+        for v in ("xstage", "xstage-lkv"):
+            assert rows[v]["xstage_calls_per_forward"].get("ulysses", 0) > 0
+            assert rows[v]["xstage_fallbacks"] == {}
 
 
 def test_cp_bench_refuses_bad_input():
