@@ -264,6 +264,11 @@ class _CallTimer:
         return sum(s.elapsed_time(e) for s, e in self.events)
 
 
+def rel_err(out, ref) -> float:
+    """Relative Frobenius error of an fp32 output against the reference (the bench's check)."""
+    return float((out - ref).norm() / ref.norm().clamp_min(1e-30))
+
+
 def _ms_stats(ms):
     return {"median_ms": statistics.median(ms), "min_ms": min(ms), "max_ms": max(ms),
             "p10_ms": quantile(ms, 0.1), "p90_ms": quantile(ms, 0.9)}
@@ -274,11 +279,14 @@ def _log(msg):
 
 
 def run_variant(torch, model, inputs, backend, args, ref):
-    """One variant of one cell: returns (record, output fp32)."""
+    """One variant of one cell: returns (record, output fp32). backend: the diffusers attention
+    backend to set on `model` (its calls are timed for the attention share), or None for a model
+    that runs its own attention (xdit: no attention share)."""
     import xstage.diffusers_backend as xsd
 
-    rec = {"backend": backend}
-    model.set_attention_backend(backend)
+    rec = {"backend": backend or "xfuser"}
+    if backend is not None:
+        model.set_attention_backend(backend)
     xsd.reset_fallbacks()
 
     def step():
@@ -313,24 +321,33 @@ def run_variant(torch, model, inputs, backend, args, ref):
             e.record()
         # the last timed forward also brackets the backend's calls (attention share)
         before = xsd.calls()
-        with _CallTimer(torch, backend) as ct:
+        if backend is None:
             ev[-1][0].record()
             step()
             ev[-1][1].record()
+        else:
+            with _CallTimer(torch, backend) as ct:
+                ev[-1][0].record()
+                step()
+                ev[-1][1].record()
         torch.cuda.synchronize()
         rec.update(_ms_stats([s.elapsed_time(e) for s, e in ev]))
-        attn_ms = ct.total_ms()
-        step_ms = ev[-1][0].elapsed_time(ev[-1][1])
-        flops = sum(4.0 * b * sq * skv * h * d for b, sq, skv, h, d in ct.shapes)
-        rec.update({"attention_ms": attn_ms, "attention_step_ms": step_ms, "attention_share": attn_ms / step_ms,
-                    "attention_calls": len(ct.shapes), "attention_flops": flops,
-                    "attention_tflops": flops / (attn_ms * 1e-3) / 1e12 if attn_ms > 0 else None,
-                    "attention_shapes": sorted({f"B{b} Sq{sq} Skv{skv} H{h} D{d}" for b, sq, skv, h, d in ct.shapes})})
+        if backend is None:
+            rec.update({"attention_ms": float("nan"), "attention_share": float("nan"), "attention_tflops": None})
+        else:
+            attn_ms = ct.total_ms()
+            step_ms = ev[-1][0].elapsed_time(ev[-1][1])
+            flops = sum(4.0 * b * sq * skv * h * d for b, sq, skv, h, d in ct.shapes)
+            rec.update({"attention_ms": attn_ms, "attention_step_ms": step_ms, "attention_share": attn_ms / step_ms,
+                        "attention_calls": len(ct.shapes), "attention_flops": flops,
+                        "attention_tflops": flops / (attn_ms * 1e-3) / 1e12 if attn_ms > 0 else None,
+                        "attention_shapes": sorted({f"B{b} Sq{sq} Skv{skv} H{h} D{d}"
+                                                    for b, sq, skv, h, d in ct.shapes})})
     outf = out.float()
     if not torch.isfinite(outf).all():
         rec["nonfinite_output"] = True
     if ref is not None:
-        rec["rel_err_vs_native"] = float((outf - ref).norm() / ref.norm().clamp_min(1e-30))
+        rec["rel_err_vs_native"] = rel_err(outf, ref)
     if backend == "xstage":   # kernel calls of one forward (the last), and fallbacks over all of them
         rec["xstage_calls"] = {k: n - before.get(k, 0) for k, n in xsd.calls().items() if n - before.get(k, 0)}
         rec["xstage_fallbacks"] = xsd.fallbacks()
@@ -349,8 +366,8 @@ def available_variants():
 
 
 def run_xdit_variant(torch, model, family, config, inputs, args, ref):
-    """The xdit variant on one GPU (xfuser at Ulysses degree 1, a one-process group): timed as
-    run_variant, without the attention share; returns (record, output fp32)."""
+    """The xdit variant on one GPU: xfuser's subclass of the model (Ulysses degree 1, a
+    one-process group, the same weights) through run_variant, without the attention share."""
     import torch.distributed as dist
 
     from . import dit_xdit
@@ -359,32 +376,7 @@ def run_xdit_variant(torch, model, family, config, inputs, args, ref):
     if not dist.is_initialized():
         dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
     dit_xdit.init(1, 0, torch.cuda.current_device())
-    xm = dit_xdit.wrap(model, family, config)
-    rec = {"backend": "xfuser"}
-    with torch.no_grad():
-        t0 = time.perf_counter()
-        out = xm(**inputs)[0]
-        torch.cuda.synchronize()
-        rec["first_call_s"] = time.perf_counter() - t0
-        for _ in range(max(0, args.warmup - 1)):
-            xm(**inputs)
-        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(args.iters)]
-        for s, e in ev:
-            s.record()
-            out = xm(**inputs)[0]
-            e.record()
-        torch.cuda.synchronize()
-    rec.update(_ms_stats([s.elapsed_time(e) for s, e in ev]))
-    rec.update({"iters": args.iters, "iters_requested": args.iters, "iters_lowered_by_budget": False,
-                "iters_below_default": args.iters < MIN_ITERS, "attention_ms": float("nan"),
-                "attention_share": float("nan"), "attention_tflops": None})
-    outf = out.float()
-    if not torch.isfinite(outf).all():
-        rec["nonfinite_output"] = True
-    if ref is not None:
-        rec["rel_err_vs_native"] = float((outf - ref).norm() / ref.norm().clamp_min(1e-30))
-    del xm
-    return rec, outf
+    return run_variant(torch, dit_xdit.wrap(model, family, config), inputs, None, args, ref)
 
 
 def _table_row(cell, r):
@@ -593,10 +585,11 @@ def main(argv=None) -> int:
         return 3
     st = xstage.extension_status()
     xsd.register()
-    if args.ulysses != 1:
-        from .dit_xdit import unavailable
+    from .dit_xdit import unavailable
 
-        variants = cp_variants or ["native", "cudnn", "xstage"] + (["xdit"] if unavailable() is None else [])
+    xdit_why = unavailable()
+    if args.ulysses != 1:
+        variants = cp_variants or ["native", "cudnn", "xstage"] + (["xdit"] if xdit_why is None else [])
     else:
         variants = available_variants() if args.variants == "auto" else [v for v in args.variants.split(",") if v]
     unknown = [v for v in variants if v not in BACKENDS]
@@ -606,12 +599,9 @@ def main(argv=None) -> int:
     if "xstage" in variants and not (st["available"] and st["attention"]):
         print(f"xstage.bench dit: the xstage variant needs the extension with attention ({st['reason']})", file=sys.stderr)
         return 3
-    if "xdit" in variants:
-        from .dit_xdit import unavailable
-
-        if unavailable():
-            print(f"xstage.bench dit: the xdit variant: {unavailable()}", file=sys.stderr)
-            return 3
+    if "xdit" in variants and xdit_why:
+        print(f"xstage.bench dit: the xdit variant: {xdit_why}", file=sys.stderr)
+        return 3
     xsd.set_strict(True)
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
