@@ -92,6 +92,10 @@ struct MoeOrderChoice {
 };
 MoeOrderChoice choose_order(const MoeSchedulePlan& plan, const MoeScheduleInput& in, double l2_bytes,
                             double expert_weight_bytes);
+// The order a Mega-MoE layer's automatic schedule takes (MegaMoeLayer, `moe-routing --plan`):
+// choose_order on the expert-wave plan of `in` with blocks of `block_m` rows (the layer's
+// tile) and W8A8 weights (W1 + W2 = 3 H I bytes per expert).
+MoeOrderChoice choose_layer_order(const model::Params& p, MoeScheduleInput in, int block_m, double l2_bytes);
 void to_json(nlohmann::json& j, const MoeOrderChoice& c);
 const char* schedule_name(MoeSchedule s);  // "expert-wave", "interleaved", "automatic"
 

@@ -544,6 +544,8 @@ void run(const Flags& fl) {
                                {"p90_us", p90}, {"rank_median_us", rank_med}, {"rows_received", st.received},
                                {"nonfinite", rec.nonfinite}, {"check", rec.verdict()}, {"correctness", rec.to_json()}};
             std::string span_txt;
+            // the order a fused variant ran (model-order: the layer's pick)
+            const moe::MoeSchedule sched = is_fused(v) ? mega->resolved_schedule(opt.schedule) : opt.schedule;
             if (is_fused(v)) {
               row["mega_tile"] = moe::mega_tile_name(mega->resolved_tile(opt.tile));  // auto resolved
               nlohmann::json plan;
@@ -552,8 +554,8 @@ void run(const Flags& fl) {
               nlohmann::json choice;
               to_json(choice, mega->order_choice());
               row["order_choice"] = choice;
-              row["schedule"] = moe::schedule_name(mega->resolved_schedule(opt.schedule));
-              if (mega->resolved_schedule(opt.schedule) == moe::MoeSchedule::interleaved)
+              row["schedule"] = moe::schedule_name(sched);
+              if (sched == moe::MoeSchedule::interleaved)
                 row["lead_tiles"] = opt.lead_tiles >= 0 ? opt.lead_tiles : mega->plan().lead_tiles;
             }
             // Expert work of rank i: its received rows through both GEMMs (gate + up, then down).
@@ -582,9 +584,8 @@ void run(const Flags& fl) {
                 all_remote.insert(all_remote.end(), remote[i].begin(), remote[i].end());
                 all_local.insert(all_local.end(), local[i].begin(), local[i].end());
               }
-              const double pred = mega->resolved_schedule(opt.schedule) == moe::MoeSchedule::expert_wave
-                                      ? mega->plan().predicted_wave_span_us
-                                                     : mega->plan().predicted_interleaved_span_us;
+              const double pred = sched == moe::MoeSchedule::expert_wave ? mega->plan().predicted_wave_span_us
+                                                                         : mega->plan().predicted_interleaved_span_us;
               row["spans"] = {{"remote", span_summary(all_remote)}, {"local", span_summary(all_local)},
                               {"predicted_us", pred}, {"sm_ghz", quantile(ghz, 0.5)}};
               nlohmann::json tj = nlohmann::json::array();

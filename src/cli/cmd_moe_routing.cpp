@@ -82,15 +82,11 @@ void run_routing(const RoutingArgs& a) {
     in.world = r.ranks;
     in.tile_tflops = a.tile_tflops;
     const auto p = moe::plan_moe_schedule(params, in, moe::MoeSchedule::interleaved);
-    // The order the layer's automatic schedule would take: its automatic tile's blocks (as MegaMoeLayer).
-    moe::MoeScheduleInput at = in;
-    at.block_m = moe::mega_tile_shape(moe::choose_mega_tile(static_cast<long long>(r.tokens_per_rank) * r.ranks *
-                                                                r.shape.top_k,
-                                                            r.shape.experts))
-                     .block_m;
+    // The order the layer's automatic schedule would take (its automatic tile's blocks, as MegaMoeLayer).
+    const moe::MegaTile tile =
+        moe::choose_mega_tile(static_cast<long long>(r.tokens_per_rank) * r.ranks * r.shape.top_k, r.shape.experts);
     const moe::MoeOrderChoice oc =
-        moe::choose_order(moe::plan_moe_schedule(params, at, moe::MoeSchedule::expert_wave), at,
-                          a.l2_mib * 1024.0 * 1024.0, 3.0 * double(r.shape.hidden) * double(r.shape.intermediate));
+        moe::choose_layer_order(params, in, moe::mega_tile_shape(tile).block_m, a.l2_mib * 1024.0 * 1024.0);
     std::cout << fmt::format(
         "  rank {}: {} waves, {} L1 + {} L2 tiles ({:.2f} / {:.2f} us); waves inject {:.0f} GB/s ({}), "
         "interleaved 1 L2 per {} L1 -> {:.0f} GB/s ({}); R_agg {:.0f} GB/s; predicted span per L2 tile "

@@ -181,6 +181,12 @@ MoeOrderChoice choose_order(const MoeSchedulePlan& plan, const MoeScheduleInput&
   return c;
 }
 
+MoeOrderChoice choose_layer_order(const model::Params& p, MoeScheduleInput in, int block_m, double l2_bytes) {
+  in.block_m = block_m;
+  return choose_order(plan_moe_schedule(p, in, MoeSchedule::expert_wave), in, l2_bytes,
+                      3.0 * double(in.hidden) * double(in.intermediate));
+}
+
 void to_json(nlohmann::json& j, const MoeOrderChoice& c) {
   j = nlohmann::json{{"schedule", schedule_name(c.schedule)}, {"why", c.why},
                      {"experts_per_wave", c.experts_per_wave}, {"wave_weight_bytes", c.wave_weight_bytes},

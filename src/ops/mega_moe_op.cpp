@@ -70,15 +70,11 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
   I.plan = moe::plan_moe_schedule(model, in, moe::MoeSchedule::interleaved);
   I.plan.tiles.clear();
   {
-    // The order for MoeSchedule::automatic: the model's choice for the automatic tile's blocks,
-    // the GPU's L2 and W8A8 weights (W1 + W2 = 3 H I bytes per expert).
-    moe::MoeScheduleInput at = in;
-    at.block_m = moe::mega_tile_shape(I.auto_tile).block_m;
-    moe::MoeSchedulePlan p = moe::plan_moe_schedule(model, at, moe::MoeSchedule::expert_wave);
+    // The order for MoeSchedule::automatic: the model's choice for the automatic tile's blocks and the GPU's L2.
     int l2 = 0;
     XS_CUDA(cudaSetDevice(team.device(0)), "mega moe: reading the L2 size");
     XS_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, team.device(0)), "mega moe: reading the L2 size");
-    I.order = moe::choose_order(p, at, double(l2), 3.0 * double(cfg.hidden) * double(cfg.intermediate));
+    I.order = moe::choose_layer_order(model, in, moe::mega_tile_shape(I.auto_tile).block_m, double(l2));
   }
 
   I.ranks.resize(team.local_count());

@@ -233,9 +233,10 @@ moe::MoeScheduleInput layer(int hidden, int intermediate, int experts, int top_k
   return in;
 }
 
+// The layer's choice (choose_layer_order: the expert-wave plan, W8A8 weights), checked below
+// against choose_order on that plan once.
 moe::MoeOrderChoice choose(const moe::MoeScheduleInput& in, double r_agg = 370) {
-  const auto plan = moe::plan_moe_schedule(params(r_agg), in, moe::MoeSchedule::expert_wave);
-  return moe::choose_order(plan, in, kL2, 3.0 * in.hidden * in.intermediate);
+  return moe::choose_layer_order(params(r_agg), in, in.block_m, kL2);
 }
 
 }  // namespace
@@ -262,6 +263,10 @@ TEST(MoeOrderChoice, TheOneGpuLayersOfTheIssueTableGetExpertWave) {
   const moe::MoeOrderChoice c = choose(layer(4096, 2048, 256, 6, 8192));
   EXPECT_NEAR(c.experts_per_wave, 132.0 / 32.0, 1e-9);
   EXPECT_NEAR(c.wave_weight_bytes, 132.0 / 32.0 * 3 * 4096.0 * 2048, 1.0);
+  const moe::MoeScheduleInput in = layer(4096, 2048, 256, 6, 8192);
+  const moe::MoeOrderChoice direct = moe::choose_order(
+      moe::plan_moe_schedule(params(370), in, moe::MoeSchedule::expert_wave), in, kL2, 3.0 * 4096 * 2048);
+  EXPECT_EQ(direct.why, c.why);
 }
 
 // Interleaved where the estimated Linear-2 stalls are large: many one-tile experts (n1 = 1) with
