@@ -25,6 +25,24 @@ template <class Traits>
 using FlaggedLocalDirectEpilogue =
     attention::DirectStoreEpilogueTo<Traits, FlaggedLocalDestination<typename Traits::Element>>;
 
+// One launch with a remote-row epilogue (fused; defer_slices: UlyssesArgs, shaped_epilogue.cuh)
+// or the local flagged one (comm-sm), for tile traits Tr and epilogue policy Ep.
+template <class Tr, template <class> class Ep>
+cudaError_t launch_remote(const attention::AttentionParams& p, const UlyssesArgs& u, int defer_slices, cudaStream_t s) {
+  using Element = typename Tr::Element;
+  UlyssesArgs a = u;
+  a.defer_slices = defer_slices;
+  using K = attention::AttentionKernel<Tr, Ep>;
+  return attention::launch_attention<K>(p, typename K::Epilogue::Params{RemoteDestination<Element>{a}, p.q_len}, s);
+}
+template <class Tr, template <class> class Ep>
+cudaError_t launch_flagged(const attention::AttentionParams& p, const UlyssesArgs& u, cudaStream_t s) {
+  using Element = typename Tr::Element;
+  using K = attention::AttentionKernel<Tr, Ep>;
+  return attention::launch_attention<K>(
+      p, typename K::Epilogue::Params{FlaggedLocalDestination<Element>{static_cast<Element*>(p.o), u}, p.q_len}, s);
+}
+
 // The long-key tile for fused (each slice's rows to their owners from registers) and comm-sm.
 // Its 64-row slices are numbered as the staged tile's (same block_m and warp groups), so the
 // Ulysses arguments, flags and counters are the same.
@@ -37,17 +55,8 @@ cudaError_t launch_ulysses_long_kv(EpilogueKind kind, const attention::Attention
                 "the slice numbering (UlyssesArgs::block_m, consumer_wgs) is the staged tile's");
   using Tr = attention::AttentionTraits<Element, 128, c.block_m, c.block_n, c.stages, /*causal=*/false, c.lazy_rescale>;
   if (p.causal || p.head_dim != 128) return cudaErrorInvalidValue;
-  if (kind == EpilogueKind::fused) {
-    UlyssesArgs now = u;
-    now.defer_slices = 0;
-    using K = attention::AttentionKernel<Tr, FusedDirectEpilogue>;
-    return attention::launch_attention<K>(p, typename K::Epilogue::Params{RemoteDestination<Element>{now}, p.q_len}, s);
-  }
-  if (kind == EpilogueKind::flagged_local) {
-    using K = attention::AttentionKernel<Tr, FlaggedLocalDirectEpilogue>;
-    return attention::launch_attention<K>(
-        p, typename K::Epilogue::Params{FlaggedLocalDestination<Element>{static_cast<Element*>(p.o), u}, p.q_len}, s);
-  }
+  if (kind == EpilogueKind::fused) return launch_remote<Tr, FusedDirectEpilogue>(p, u, 0, s);
+  if (kind == EpilogueKind::flagged_local) return launch_flagged<Tr, FlaggedLocalDirectEpilogue>(p, u, s);
   return cudaErrorInvalidValue;  // fused-shaped needs a staged slice (shaped_epilogue.cuh)
 }
 
@@ -64,28 +73,14 @@ cudaError_t launch_ulysses_attention(EpilogueKind kind, const attention::Attenti
                                          c.lazy_rescale>;
   if (p.causal) return cudaErrorInvalidValue;
   switch (kind) {
-    case EpilogueKind::fused: {
-      UlyssesArgs now = u;
-      now.defer_slices = 0;
-      using K = attention::AttentionKernel<Tr, FusedEpilogue>;
-      return attention::launch_attention<K>(p, typename K::Epilogue::Params{RemoteDestination<Element>{now}, p.q_len}, s);
-    }
-    case EpilogueKind::fused_shaped: {
+    case EpilogueKind::fused:
+      return launch_remote<Tr, FusedEpilogue>(p, u, 0, s);
+    case EpilogueKind::fused_shaped:
       // A plan of one chunk per slice (chunk_calls == 1) needs no mainloop hook.
-      if (u.chunk_calls <= 1) {
-        UlyssesArgs later = u;
-        later.defer_slices = 1;
-        using K = attention::AttentionKernel<Tr, FusedEpilogue>;
-        return attention::launch_attention<K>(p, typename K::Epilogue::Params{RemoteDestination<Element>{later}, p.q_len}, s);
-      }
-      using K = attention::AttentionKernel<Tr, FusedShapedEpilogue>;
-      return attention::launch_attention<K>(p, typename K::Epilogue::Params{RemoteDestination<Element>{u}, p.q_len}, s);
-    }
-    case EpilogueKind::flagged_local: {
-      using K = attention::AttentionKernel<Tr, FlaggedLocalEpilogue>;
-      return attention::launch_attention<K>(
-          p, typename K::Epilogue::Params{FlaggedLocalDestination<Element>{static_cast<Element*>(p.o), u}, p.q_len}, s);
-    }
+      if (u.chunk_calls <= 1) return launch_remote<Tr, FusedEpilogue>(p, u, 1, s);
+      return launch_remote<Tr, FusedShapedEpilogue>(p, u, u.defer_slices, s);
+    case EpilogueKind::flagged_local:
+      return launch_flagged<Tr, FlaggedLocalEpilogue>(p, u, s);
   }
   return cudaErrorInvalidValue;
 }
