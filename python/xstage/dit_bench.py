@@ -42,6 +42,8 @@ its check or errored, 2 bad input, 3 no torch / diffusers / CUDA / extension.
 """
 from __future__ import annotations
 
+import atexit
+
 import argparse
 import gc
 import json
@@ -365,7 +367,7 @@ def available_variants():
     return names + ["xstage"] + (["xdit"] if dit_xdit.unavailable() is None else [])
 
 
-def run_xdit_variant(torch, model, family, config, inputs, args, ref):
+def run_xdit_variant(torch, model, family, config, cell, inputs, args, ref):
     """The xdit variant on one GPU: xfuser's subclass of the model (Ulysses degree 1, a
     one-process group, the same weights) through run_variant, without the attention share."""
     import torch.distributed as dist
@@ -375,8 +377,11 @@ def run_xdit_variant(torch, model, family, config, inputs, args, ref):
 
     if not dist.is_initialized():
         dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+        atexit.register(dist.destroy_process_group)   # torch warns about a group left at exit
     dit_xdit.init(1, 0, torch.cuda.current_device())
-    return run_variant(torch, dit_xdit.wrap(model, family, config), inputs, None, args, ref)
+    xm = dit_xdit.wrap(model, family, config)
+    dit_xdit.set_cell(xm, family, cell, inputs)
+    return run_variant(torch, xm, inputs, None, args, ref)
 
 
 def _table_row(cell, r):
@@ -687,7 +692,7 @@ def _run_cells(torch, names, variants, args, dev, dtype, doc, save):
                         continue
                     _log(f"{name}: {v} ...")
                     if v == "xdit":
-                        r, out = run_xdit_variant(torch, model, fam, cfg, inputs, args, ref)
+                        r, out = run_xdit_variant(torch, model, fam, cfg, c, inputs, args, ref)
                     else:
                         r, out = run_variant(torch, model, inputs, BACKENDS[v], args, ref)
                     rec.update(r)

@@ -104,6 +104,7 @@ def run_rank(rank, world, cfg, device, out_dir, log=None):
                 from . import dit_xdit
 
                 xm = dit_xdit.wrap(model, fam, mcfg)
+                dit_xdit.set_cell(xm, fam, c, inputs, world)
             model.enable_parallelism(config=ContextParallelConfig(ulysses_degree=world, ulysses_anything=anything))
             for v in cfg["variants"]:
                 rec = {"variant": v, "backend": db.BACKENDS[v] or "xfuser"}

@@ -37,8 +37,9 @@ using ops::AttentionArgs;
 using ops::AttentionDType;
 
 void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw Error(format_error(what, std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")"));
+  if (e == cudaSuccess) return;
+  (void)cudaGetLastError();   // reported here: not again at PyTorch's next launch check
+  throw Error(format_error(what, std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")"));
 }
 
 // Makes `device` (where the caller's tensors live) current for the launch and restores the

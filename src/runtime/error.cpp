@@ -24,6 +24,10 @@ static std::string where(const char* file, int line) {
 }
 
 void throw_cuda(cudaError_t e, const char* call, const std::string& what, const char* file, int line) {
+  // A failed runtime call also leaves its error as the thread's last error; once reported here
+  // it must not resurface at the next unrelated launch check (cudaGetLastError after a kernel).
+  // Sticky errors stay regardless: the context is lost and every later call says so.
+  (void)cudaGetLastError();
   throw Error(format_error(what, std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) +
                                      ") from " + call + " at " + where(file, line)));
 }

@@ -88,6 +88,9 @@ TEST(EpMoe, PhaseTimesOfUnrecordedEventsAreAnError) {
   ops::EpMoePhaseEvents ev;
   for (auto& e : ev.at) ASSERT_EQ(cudaEventCreate(&e), cudaSuccess);
   EXPECT_THROW(ops::ep_moe_phase_times(ev), Error);
+  // The reported error is consumed: the next launch check must not see it (it once failed the
+  // next test's symmetric-buffer allocation with this error).
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   for (auto& e : ev.at) cudaEventDestroy(e);
 }
 

@@ -475,6 +475,40 @@ def test_xdit_wrapper_shares_the_models_weights(family):
     assert not any(t.is_meta for t in list(xm.parameters()) + list(xm.buffers()))
 
 
+@pytest.mark.parametrize("family", ["wan", "flux", "hunyuan"])
+def test_xdit_runtime_state_carries_the_cell(family, monkeypatch):
+    """set_cell gives xfuser a DiT runtime state (not the bare external one, which lacks the step
+    counter and the text length its transformers read) with the cell's text length. xfuser's
+    process groups need CUDA, so this CPU test stands in for them; the GPU test runs the real ones."""
+    pytest.importorskip("xfuser", reason="xfuser is not installed (pip install xfuser)")
+    import types
+
+    import torch.distributed as dist
+    from xfuser.core.distributed import runtime_state as rs
+
+    from xstage import dit_cp_bench, dit_xdit
+
+    if not dist.is_initialized():
+        monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+        monkeypatch.setenv("MASTER_PORT", str(dit_cp_bench._free_port()))
+        dist.init_process_group("gloo", rank=0, world_size=1)
+    monkeypatch.setattr(rs, "model_parallel_is_initialized", lambda: True)
+    monkeypatch.setattr(rs, "get_sequence_parallel_world_size", lambda: 1)
+    monkeypatch.setattr(rs, "get_sequence_parallel_rank", lambda: 0)
+    monkeypatch.setattr(rs, "get_pp_group", lambda: types.SimpleNamespace(reset_buffer=lambda: None,
+                                                                          set_config=lambda **k: None))
+    cls, cfg = dit_bench.TINY[family]
+    model = dit_bench.build_model(cls, cfg, "cpu", torch.float32)
+    cell = {"frames": 5 if family != "flux" else 1, "height": 128, "width": 160}
+    inputs = dit_bench.make_inputs(family, cfg, cell["frames"], cell["height"], cell["width"], 7, "cpu",
+                                   torch.float32, text_valid=[4] if family == "hunyuan" else None)
+    dit_xdit.set_cell(model, family, cell, inputs)
+    state = rs.get_runtime_state()
+    assert type(state).__name__ == "DiTRuntimeState"
+    assert state.max_condition_sequence_length == (4 if family == "hunyuan" else 7)
+    state.increment_step_counter()   # what the external state could not do
+
+
 def test_xdit_says_why_it_cannot_run():
     from xstage import dit_xdit
 
