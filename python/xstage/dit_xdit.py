@@ -45,8 +45,20 @@ def init(world: int, rank: int, device_index: int) -> None:
 
     if model_parallel_is_initialized():   # once per process (every cell of a run shares it)
         return
+    _log_to_stderr()
     init_distributed_environment(world_size=world, rank=rank, local_rank=device_index)
     initialize_model_parallel(sequence_parallel_degree=world, ulysses_degree=world, ring_degree=1)
+
+
+def _log_to_stderr() -> None:
+    """xfuser logs to stdout; the bench's stdout is its result table."""
+    import logging
+    import sys
+
+    for h in logging.getLogger("xfuser").handlers:
+        if isinstance(h, logging.StreamHandler) and getattr(h, "stream", None) is sys.stdout:
+            h.setStream(sys.stderr)
+            h.flush = sys.stderr.flush
 
 
 # The pipeline class xfuser's DiT runtime state keys its set-up on (it reads the class name, the
