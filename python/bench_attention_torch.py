@@ -6,9 +6,11 @@
 Same shapes (B=1, S in {1024 .. 65536}, heads {12, 24}, d {64, 128}), same layout (BSHD
 memory, handed to SDPA as the (B, H, S, D) view it expects), same timing: CUDA events
 around every launch, warm-up first, median of >= 20 launches, inputs rotating over enough
-buffer sets to exceed 2 x L2, a 4 GiB memset queued before the timed launches so the GPU is
-busy while the host enqueues them. TFLOP/s = 4*B*H*S^2*d / t (visible pairs only when causal;
-causal is top-left aligned in both). Writes JSON in the shape `xstage bench attention
+buffer sets to exceed 2 x L2, a 4 GiB memset and a GPU busy-wait of 1.5x the backend's measured
+host enqueue time per launch ("host_us" in the result) queued before the timed launches, so the
+GPU is busy while the host enqueues them (flash-attn-4's Python call path costs more per call
+than SDPA's). TFLOP/s = 4*B*H*S^2*d / t (visible pairs only when causal; causal is top-left
+aligned in both). Writes JSON in the shape `xstage bench attention
 --json` writes (schema xstage.bench.attention.v1, one result per backend and shape), so
 python/compare_attention.py can merge them. A backend that refuses a shape is recorded with
 its error instead of a time. Every timed cell is checked (xsbench.verify): one more call, on
@@ -143,6 +145,7 @@ def main(argv=None):
     torch.manual_seed(20261130)
     free_b, _ = torch.cuda.mem_get_info()
     backlog = torch.empty(min(4 << 30, free_b // 8), dtype=torch.uint8, device=dev)
+    sleep_cycles = timing.sleep_rate(torch)   # GPU cover sized to a backend's host cost (below)
 
     print(f"# PyTorch {torch.__version__} SDPA on {props.name} ({props.multi_processor_count} SMs, "
           f"L2 {l2 / 2**20:.0f} MiB), {args.dtype}, {args.layout.upper()}, "
@@ -184,7 +187,14 @@ def main(argv=None):
                         with (sdpa_kernel([names[b]]) if b in names else contextlib.nullcontext()):
                             if b == "fa4":
                                 call(0)  # JIT compile (CuTe DSL) outside the warm-up and the timing
-                            backlog.zero_()  # GPU busy while the host enqueues: no launch overhead inside a timing
+                            # GPU busy while the host enqueues: no launch overhead inside a timing. A zeroed
+                            # backlog covers SDPA's enqueue; flash-attn-4's Python call path costs more per
+                            # call, so the cover also spans 1.5x the measured host time of every launch.
+                            host_us = timing.host_enqueue_us(torch, call, sleep_cycles)
+                            backlog.zero_()
+                            if host_us is not None:
+                                rec["host_us"] = host_us
+                                timing.busy_wait(torch, sleep_cycles, 1.5 * host_us * (args.warmup + args.iters))
                             us = timing.time_launches(torch, call, args.iters, warmup=args.warmup)
                             try:
                                 idx = (args.warmup + args.iters - 1) % sets

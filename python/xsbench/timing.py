@@ -48,6 +48,23 @@ def busy_wait(torch, cycles_per_us, us):
         torch.cuda._sleep(int(us * cycles_per_us))
 
 
+def host_enqueue_us(torch, call, cycles_per_us, n=3):
+    """Host microseconds one eager call(i) costs to enqueue, measured over `n` calls queued
+    behind a GPU busy-wait (so the GPU never stalls the host); None without a calibration."""
+    import time
+
+    if not cycles_per_us:
+        return None
+    torch.cuda.synchronize()
+    busy_wait(torch, cycles_per_us, 2000.0 * n)
+    t0 = time.perf_counter()
+    for i in range(n):
+        call(i)
+    host = (time.perf_counter() - t0) * 1e6 / n
+    torch.cuda.synchronize()
+    return host
+
+
 def nccl_version(torch):
     """NCCL's version as text ('unknown (...)' if torch cannot say)."""
     try:
