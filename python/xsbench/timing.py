@@ -50,11 +50,14 @@ def busy_wait(torch, cycles_per_us, us):
 
 def host_enqueue_us(torch, call, cycles_per_us, n=3):
     """Host microseconds one eager call(i) costs to enqueue, measured over `n` calls queued
-    behind a GPU busy-wait (so the GPU never stalls the host); None without a calibration."""
+    behind a GPU busy-wait (so the GPU never stalls the host), after one untimed call (a
+    backend's first call at a shape builds its plan: cuDNN's graph, a JIT); None without a
+    calibration."""
     import time
 
     if not cycles_per_us:
         return None
+    call(0)
     torch.cuda.synchronize()
     busy_wait(torch, cycles_per_us, 2000.0 * n)
     t0 = time.perf_counter()
