@@ -23,3 +23,8 @@ def moe_gemm_cell(r):
 def moe_gemm_label(r):
     """A cell's name in reports, with the kernel where the record names it."""
     return " ".join(str(x) for x in moe_gemm_cell(r)) + (f" {r['instantiation']}" if r.get("instantiation") else "")
+
+
+def moe_layer_cell(r):
+    """(model, weights, routing, tokens per rank, variant): one cell of `xstage bench moe`."""
+    return (r["model"], r.get("weights", "w8a8"), r["routing"], r["tokens_per_rank"], r["variant"])

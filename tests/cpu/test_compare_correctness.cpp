@@ -144,6 +144,14 @@ std::vector<Script> scripts() {
        },
        [](const std::vector<fs::path>& p) { return "--base " + quote(p[1]) + " --new " + quote(p[0]); }, 0, 1,
        "M l1_bf16 1024 w8a8 w8a8_k", "M l1_bf16 1024 w8a8 w8a8_k", false},
+      // The same script on `xstage bench moe` sets (the expert-parallel layer's A/B).
+      {"compare_moe_ab.py",
+       [] {
+         return std::vector<json>{doc("xstage.bench.moe.v1", {moe_row("expert-wave", 100.0)}),
+                                  doc("xstage.bench.moe.v1", {moe_row("expert-wave", 110.0)})};
+       },
+       [](const std::vector<fs::path>& p) { return "--base " + quote(p[1]) + " --new " + quote(p[0]); }, 0, 1,
+       "DSv4-Flash w8a8 balanced 2048 expert-wave", "DSv4-Flash w8a8 balanced 2048 expert-wave", false},
   };
 }
 
