@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Sourced by scripts/gpu-run and scripts/ab-run: the GPU machine's environment and GPU count.
+# Sourced by scripts/gpu-run, scripts/ab-run and the one-call scripts: the GPU machine's
+# environment, its GPU count, and the compressed xstage binary's unpacking.
 
 # NVLink multicast stays off on this workplace's machines; NCCL from PyTorch's nvidia-nccl package.
 gpu_env_setup() {
@@ -36,4 +37,15 @@ gpu_count_check() {
   if [ "$gpu_visible" -lt "$gpu_expected" ]; then
     echo "$script: FAIL: $gpu_expected GPU(s) expected, $gpu_visible visible ($gpu_visible_how)"; return 1
   fi
+}
+
+# unpack_run_xz: the xstage binary carried compressed (scripts/run-bin --xz: .run-xz/xstage.xz and
+# BUILT_FROM, for calls that also carry a large bundle) back into .run-bin, where the one-call
+# scripts look for it. Run from the repository root; returns 2 with one line when it cannot.
+unpack_run_xz() {
+  [ -f .run-xz/xstage.xz ] || { echo "unpack_run_xz: .run-xz/xstage.xz missing (scripts/run-bin --xz here, carry .run-xz)" >&2; return 2; }
+  mkdir -p .run-bin || return 2
+  xz -dc .run-xz/xstage.xz > .run-bin/xstage.part || { echo "unpack_run_xz: .run-xz/xstage.xz does not decompress" >&2; rm -f .run-bin/xstage.part; return 2; }
+  mv .run-bin/xstage.part .run-bin/xstage && chmod +x .run-bin/xstage
+  cp .run-xz/BUILT_FROM .run-bin/BUILT_FROM 2>/dev/null || echo unknown > .run-bin/BUILT_FROM
 }
