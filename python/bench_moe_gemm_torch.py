@@ -12,8 +12,9 @@ what xstage uses; cuBLASLt supports them on sm_90 from CUDA 12.9 and torch expos
 recent releases), then per-row/per-column scales, then one scale per tensor; the JSON records
 which one ran. Timing: CUDA events around every launch, warm-up (a few launches, then --warmup-ms
 of sustained launches so the clock is the power-capped one), median of >= 20 launches,
-inputs rotating over enough buffer sets to exceed 2 x L2, a large memset queued first so the
-GPU is busy while the host enqueues. TFLOP/s = 2*M*N*K / t. Every cell is checked
+inputs rotating over enough buffer sets to exceed 2 x L2, a large memset and a GPU busy-wait
+sized to 1.5x the measured host time per launch ("host_us") queued first so the GPU is busy
+while the host enqueues. TFLOP/s = 2*M*N*K / t. Every cell is checked
 (xsbench.verify): after the timed launches one more launch, on outputs poisoned with NaN, is
 compared row by row against an fp32 reference (A and B dequantised with the same scales) on
 --check-rows seeded rows (all rows if fewer), with a full finiteness scan; the cell's
@@ -69,17 +70,29 @@ def check_cell(torch, mm, idx, a, b, sa, sb, rows, seed):
                         "fp32: A and B dequantised with the same scales, A rows seeded")
 
 
+_SLEEP_CYCLES = []   # GPU cycles per us of torch.cuda._sleep, calibrated once (timing.sleep_rate)
+
+
 def timed(torch, mm, args, backlog, flops):
     """Warm-up (args.warmup launches, then args.warmup_ms of sustained launches, so the timed
-    ones see the power-capped clock), a large memset queued first, then the median of
-    args.iters launches: the stats and TFLOP/s fields of a record."""
+    ones see the power-capped clock), a large memset and a GPU busy-wait of 1.5x the measured
+    host time of the timed launches queued first (so no timed launch waits for the host), then
+    the median of args.iters launches: the stats, TFLOP/s and host_us fields of a record."""
     for w in range(args.warmup):
         mm(w)
     timing.sustain(torch, mm, args.warmup_ms)
+    if not _SLEEP_CYCLES:
+        _SLEEP_CYCLES.append(timing.sleep_rate(torch))
+    host_us = timing.host_enqueue_us(torch, mm, _SLEEP_CYCLES[0])
     backlog.zero_()
+    if host_us is not None:
+        timing.busy_wait(torch, _SLEEP_CYCLES[0], 1.5 * host_us * args.iters)
     st = timing.stats_us(timing.time_launches(torch, mm, args.iters))
-    return {**st, "tflops": flops / (st["median_us"] * 1e-6) / 1e12,
-            "tflops_best": flops / (st["min_us"] * 1e-6) / 1e12}
+    rec = {**st, "tflops": flops / (st["median_us"] * 1e-6) / 1e12,
+           "tflops_best": flops / (st["min_us"] * 1e-6) / 1e12}
+    if host_us is not None:
+        rec["host_us"] = host_us
+    return rec
 
 
 def bench_experts(hidden, inter, experts, tokens, weight_bytes=256 * 2**20):

@@ -488,7 +488,8 @@ def test_xdit_runtime_state_carries_the_cell(family, monkeypatch):
 
     from xstage import dit_cp_bench, dit_xdit
 
-    if not dist.is_initialized():
+    made_group = not dist.is_initialized()
+    if made_group:   # xfuser's config reads the world size from torch.distributed
         monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
         monkeypatch.setenv("MASTER_PORT", str(dit_cp_bench._free_port()))
         dist.init_process_group("gloo", rank=0, world_size=1)
@@ -502,11 +503,15 @@ def test_xdit_runtime_state_carries_the_cell(family, monkeypatch):
     cell = {"frames": 5 if family != "flux" else 1, "height": 128, "width": 160}
     inputs = dit_bench.make_inputs(family, cfg, cell["frames"], cell["height"], cell["width"], 7, "cpu",
                                    torch.float32, text_valid=[4] if family == "hunyuan" else None)
-    dit_xdit.set_cell(model, family, cell, inputs)
-    state = rs.get_runtime_state()
-    assert type(state).__name__ == "DiTRuntimeState"
-    assert state.max_condition_sequence_length == (4 if family == "hunyuan" else 7)
-    state.increment_step_counter()   # what the external state could not do
+    try:
+        dit_xdit.set_cell(model, family, cell, inputs)
+        state = rs.get_runtime_state()
+        assert type(state).__name__ == "DiTRuntimeState"
+        assert state.max_condition_sequence_length == (4 if family == "hunyuan" else 7)
+        state.increment_step_counter()   # what the external state could not do
+    finally:
+        if made_group:   # later tests may make their own group in this process
+            dist.destroy_process_group()
 
 
 def test_xdit_says_why_it_cannot_run():
