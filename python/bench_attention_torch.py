@@ -187,14 +187,12 @@ def main(argv=None):
                         with (sdpa_kernel([names[b]]) if b in names else contextlib.nullcontext()):
                             if b == "fa4":
                                 call(0)  # JIT compile (CuTe DSL) outside the warm-up and the timing
-                            # GPU busy while the host enqueues: no launch overhead inside a timing. A zeroed
-                            # backlog covers SDPA's enqueue; flash-attn-4's Python call path costs more per
-                            # call, so the cover also spans 1.5x the measured host time of every launch.
-                            host_us = timing.host_enqueue_us(torch, call, sleep_cycles)
-                            backlog.zero_()
+                            # GPU busy while the host enqueues: no launch overhead inside a timing
+                            # (flash-attn-4's Python call path, and SDPA's at short shapes, cost the host
+                            # more than the kernel takes).
+                            host_us = timing.cover_launches(torch, call, sleep_cycles, args.warmup + args.iters, backlog)
                             if host_us is not None:
                                 rec["host_us"] = host_us
-                                timing.busy_wait(torch, sleep_cycles, 1.5 * host_us * (args.warmup + args.iters))
                             us = timing.time_launches(torch, call, args.iters, warmup=args.warmup)
                             try:
                                 idx = (args.warmup + args.iters - 1) % sets

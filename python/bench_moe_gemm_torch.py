@@ -70,9 +70,6 @@ def check_cell(torch, mm, idx, a, b, sa, sb, rows, seed):
                         "fp32: A and B dequantised with the same scales, A rows seeded")
 
 
-_SLEEP_CYCLES = []   # GPU cycles per us of torch.cuda._sleep, calibrated once (timing.sleep_rate)
-
-
 def timed(torch, mm, args, backlog, flops):
     """Warm-up (args.warmup launches, then args.warmup_ms of sustained launches, so the timed
     ones see the power-capped clock), a large memset and a GPU busy-wait of 1.5x the measured
@@ -81,12 +78,7 @@ def timed(torch, mm, args, backlog, flops):
     for w in range(args.warmup):
         mm(w)
     timing.sustain(torch, mm, args.warmup_ms)
-    if not _SLEEP_CYCLES:
-        _SLEEP_CYCLES.append(timing.sleep_rate(torch))
-    host_us = timing.host_enqueue_us(torch, mm, _SLEEP_CYCLES[0])
-    backlog.zero_()
-    if host_us is not None:
-        timing.busy_wait(torch, _SLEEP_CYCLES[0], 1.5 * host_us * args.iters)
+    host_us = timing.cover_launches(torch, mm, args.sleep_cycles, args.iters, backlog)
     st = timing.stats_us(timing.time_launches(torch, mm, args.iters))
     rec = {**st, "tflops": flops / (st["median_us"] * 1e-6) / 1e12,
            "tflops_best": flops / (st["min_us"] * 1e-6) / 1e12}
@@ -231,6 +223,7 @@ def main(argv=None):
     torch.manual_seed(20261130)
     free_b, _ = torch.cuda.mem_get_info()
     backlog = torch.empty(min(2 << 30, free_b // 16), dtype=torch.uint8, device=dev)
+    args.sleep_cycles = timing.sleep_rate(torch)   # the GPU cover's calibration, read by timed()
     fp8 = torch.float8_e4m3fn
 
     print(f"# PyTorch {torch.__version__} torch._scaled_mm (cuBLASLt) on {props.name} "

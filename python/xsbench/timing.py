@@ -68,6 +68,19 @@ def host_enqueue_us(torch, call, cycles_per_us, n=3):
     return host
 
 
+def cover_launches(torch, call, cycles_per_us, launches, backlog=None):
+    """Queues the GPU work that keeps `launches` eager calls of `call` from waiting on the host:
+    `backlog` zeroed (a large buffer, if given), then a busy-wait of 1.5x their measured host
+    time (host_enqueue_us). Returns that host time per call (None without a calibration: then
+    only the backlog covers)."""
+    host = host_enqueue_us(torch, call, cycles_per_us)
+    if backlog is not None:
+        backlog.zero_()
+    if host is not None:
+        busy_wait(torch, cycles_per_us, 1.5 * host * launches)
+    return host
+
+
 def nccl_version(torch):
     """NCCL's version as text ('unknown (...)' if torch cannot say)."""
     try:
