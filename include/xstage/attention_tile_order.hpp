@@ -107,23 +107,35 @@ XS_TILE_HD int next_position(TileOrder order, int pos, int cta, int grid) {
 }
 
 #if !defined(__CUDA_ARCH__)
-// Host planning of the grouped order (the kernel only reads the result). The cost model: a CTA's
-// load is the sum of its items' visible key blocks plus one block per item (Q load, epilogue).
-// Imbalance = busiest CTA / mean.
-inline double cta_imbalance(TileOrder order, int group, const TileShape& t, int pairs, int grid) {
+// Host planning of the grouped order and of the causal tile (the kernel only reads the result).
+// The cost model: a CTA's load is the sum of its items' visible key blocks plus one block per
+// item (Q load, epilogue). grid: the CTA slots (a launch never has more CTAs than items).
+struct CtaLoads {
+  double busiest = 0;  // key blocks of the busiest CTA
+  double total = 0;    // key blocks of all CTAs
+};
+inline CtaLoads cta_loads(TileOrder order, int group, const TileShape& t, int pairs, int grid) {
   const int m_blocks = t.m_blocks();
   const int items = m_blocks * pairs;
-  if (grid <= 0 || items <= 0) return 1.0;
+  CtaLoads r;
+  if (grid <= 0 || items <= 0) return r;
   if (grid > items) grid = items;
-  double busiest = 0, total = 0;
   for (int c = 0; c < grid; ++c) {
     double load = 0;
     for (int p = c; p < items; p = next_position(order, p, c, grid))
       load += t.key_blocks(item_at(order, group, m_blocks, pairs, 1, p).m_block) + 1;
-    busiest = load > busiest ? load : busiest;
-    total += load;
+    r.busiest = load > r.busiest ? load : r.busiest;
+    r.total += load;
   }
-  return busiest * grid / total;
+  return r;
+}
+// Imbalance = busiest CTA / mean.
+inline double cta_imbalance(TileOrder order, int group, const TileShape& t, int pairs, int grid) {
+  const int items = t.m_blocks() * pairs;
+  if (grid <= 0 || items <= 0) return 1.0;
+  if (grid > items) grid = items;
+  const CtaLoads l = cta_loads(order, group, t, pairs, grid);
+  return l.busiest * grid / l.total;
 }
 
 // The group of the grouped order: the smallest number of (batch, head) pairs per group whose

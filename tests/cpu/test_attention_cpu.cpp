@@ -153,7 +153,7 @@ TEST(AttentionDispatch, PicksTheShippedInstantiation) {
   EXPECT_THROW(ops::select_instantiation(static_cast<AttentionDType>(5), 128, false), InvalidArgument);
 }
 
-// The operator's tile choice: the 128 x 192 long-key tile only for d = 128, non-causal,
+// The operator's tile choice: the 128 x 192 long-key tile only for d = 128 (causal or not),
 // kv_len >= 8192 under the automatic policy; the staged tile otherwise.
 TEST(AttentionDispatch, LongKeySetsGetTheLongTileUnlessStagedIsAsked) {
   using P = ops::AttentionTilePolicy;
@@ -169,8 +169,9 @@ TEST(AttentionDispatch, LongKeySetsGetTheLongTileUnlessStagedIsAsked) {
       EXPECT_LE(k.smem_bytes, 227 * 1024) << "fits an sm_90 SM";
       EXPECT_LE(128 * k.producer_regs + 128 * k.consumer_warpgroups * k.consumer_regs, 65536);
       EXPECT_EQ(ops::select_instantiation(t, 128, false, kv, P::staged).name, dt + "_d128_noncausal") << kv;
-      // No long tile for causal or d = 64.
-      EXPECT_EQ(ops::select_instantiation(t, 128, true, kv).name, dt + "_d128_causal");
+      // Causal: the same threshold; no long tile for d = 64.
+      EXPECT_EQ(ops::select_instantiation(t, 128, true, kv).name, dt + (long_kv ? "_d128_causal_longkv" : "_d128_causal"));
+      EXPECT_EQ(ops::select_instantiation(t, 128, true, kv, P::staged).name, dt + "_d128_causal") << kv;
       EXPECT_EQ(ops::select_instantiation(t, 64, false, kv).name, dt + "_d64_noncausal");
     }
   }
@@ -437,7 +438,8 @@ TEST(AttentionValidate, CausalOptions) {
 
 // The automatic policy's short-sequence rule (kernels/attention/launch.hpp rows128_wins), with
 // num_ctas = 132 so no GPU is read: the 128-row tile where its waves fill the grid better by more
-// than its lower rate, the 192-row tile elsewhere; causal and d = 128 calls never get it. With the
+// than its lower rate, the 192-row tile elsewhere; d = 128 calls never get it (causal calls:
+// AutomaticCausalRows128ByBusiestCta). With the
 // key split off, so that the split tile's rule (AutomaticSplitShortOfAWave) stays out of it.
 TEST(AttentionDispatch, AutomaticRows128ByWaves) {
   namespace ka = xstage::kernels::attention;
@@ -464,12 +466,40 @@ TEST(AttentionDispatch, AutomaticRows128ByWaves) {
     a.causal = false;
     const std::string name = ops::select_instantiation(a).name;
     EXPECT_EQ(name.find("rows128") != std::string::npos, sh.rows128) << "S " << sh.s << " H " << sh.h << ": " << name;
-    a.causal = true;
-    EXPECT_EQ(ops::select_instantiation(a).name.find("rows128"), std::string::npos) << "causal keeps 192 rows";
   }
   a.causal = false;
   a.q_len = a.kv_len = 1024;
   a.heads = 24;
+  a.tile_policy = ops::AttentionTilePolicy::staged;
+  EXPECT_EQ(ops::select_instantiation(a).name.find("rows128"), std::string::npos) << "staged keeps 192 rows";
+  a.tile_policy = ops::AttentionTilePolicy::automatic;
+  a.head_dim = 128;
+  EXPECT_EQ(ops::select_instantiation(a).name.find("rows128"), std::string::npos);
+}
+
+// The causal d = 64 rule (kernels/attention/launch.hpp causal_rows128_wins), num_ctas = 132: the
+// 128-row tile where the modelled busiest CTA finishes first with it. S = 2048, 8 heads: 88
+// 192-row tiles, the busiest CTA holds one tile of 16 key blocks + 1 (x 192 = 3264) against one
+// 128-row tile of 16 + 1 (x 128 / 0.87 = 2501): 128 rows, in every order. S = 32768 with 8 heads
+// (1368 tiles, > 4 waves) and S = 8192 with 40 heads keep 192 rows without the walk; the model
+// itself is checked against hand counts in test_attention_tile_order.
+TEST(AttentionDispatch, AutomaticCausalRows128ByBusiestCta) {
+  namespace ka = xstage::kernels::attention;
+  AttentionArgs a = good_args();
+  a.head_dim = 64;
+  a.num_ctas = 132;
+  a.batch = 1;
+  a.causal = true;
+  a.q_len = a.kv_len = 2048;
+  a.heads = 8;
+  for (auto o : {causal::TileOrder::grouped, causal::TileOrder::longest_first, causal::TileOrder::head_major}) {
+    a.causal_order = o;
+    EXPECT_NE(ops::select_instantiation(a).name.find("_causal_rows128"), std::string::npos) << static_cast<int>(o);
+  }
+  a.causal_order = causal::TileOrder::grouped;
+  EXPECT_TRUE(ka::causal_rows128_wins(2048, 2048, 0, 8, 132, causal::TileOrder::grouped));
+  EXPECT_FALSE(ka::causal_rows128_wins(32768, 32768, 0, 8, 132, causal::TileOrder::grouped));
+  EXPECT_FALSE(ka::causal_rows128_wins(8192, 8192, 0, 40, 132, causal::TileOrder::grouped));
   a.tile_policy = ops::AttentionTilePolicy::staged;
   EXPECT_EQ(ops::select_instantiation(a).name.find("rows128"), std::string::npos) << "staged keeps 192 rows";
   a.tile_policy = ops::AttentionTilePolicy::automatic;
@@ -551,21 +581,23 @@ TEST(AttentionDispatch, AutomaticSplitShortOfAWave) {
   }
 }
 
-// AttentionTilePolicy::long_kv: the 128 x 192 tile for non-causal d = 128 at any key count
-// (the Ulysses harness runs it at short test shapes too); other calls are one-line refusals.
+// AttentionTilePolicy::long_kv: the 128 x 192 tile for d = 128 at any key count, causal or not
+// (the Ulysses harness runs it at short test shapes too); d = 64 is a one-line refusal.
 TEST(AttentionTiles, LongKvPolicyForcesTheLongKeyTile) {
   AttentionArgs a = good_args();
   a.tile_policy = ops::AttentionTilePolicy::long_kv;
   a.head_dim = 128;
-  a.causal = false;
-  for (int s : {300, 1024, 8192}) {
-    a.q_len = a.kv_len = s;
-    EXPECT_NE(ops::select_instantiation(a).name.find("longkv"), std::string::npos) << "S " << s;
+  for (bool causal : {false, true}) {
+    a.causal = causal;
+    for (int s : {300, 1024, 8192}) {
+      a.q_len = a.kv_len = s;
+      const auto k = ops::select_instantiation(a);
+      EXPECT_NE(k.name.find("longkv"), std::string::npos) << "S " << s;
+      EXPECT_EQ(k.name.find("_causal") != std::string::npos, causal) << k.name;
+      EXPECT_EQ(k.block_n, 192) << k.name;
+    }
   }
   a.head_dim = 64;
-  EXPECT_THROW(ops::select_instantiation(a), InvalidArgument);
-  a.head_dim = 128;
-  a.causal = true;
   EXPECT_THROW(ops::select_instantiation(a), InvalidArgument);
 }
 

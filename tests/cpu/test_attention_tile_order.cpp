@@ -259,3 +259,20 @@ TEST(AttentionTileOrder, KeyOffsetOfTheAlignments) {
   EXPECT_EQ(causal::key_offset(Align::bottom_right, 100, 300), 200);
   EXPECT_EQ(causal::key_offset(Align::bottom_right, 300, 300), 0);
 }
+
+// cta_loads against a hand count (the causal d = 64 tile rule weighs the busiest CTA): S = 2048,
+// 192-row tiles of 128-key blocks, 8 heads on 132 slots: 88 tiles, one per CTA; tile m sees
+// ceil(min(192 (m + 1), 2048) / 128) key blocks = 2 3 5 6 8 9 11 12 14 15 16 (sum 101), + 1 each.
+TEST(AttentionTileOrder, CtaLoadsHandCount) {
+  const causal::TileShape t{2048, 2048, 192, 128, 0};
+  for (TileOrder o : {TileOrder::head_major, TileOrder::longest_first, TileOrder::grouped}) {
+    const causal::CtaLoads l = causal::cta_loads(o, 8, t, 8, 132);
+    EXPECT_DOUBLE_EQ(l.busiest, 17.0) << static_cast<int>(o);
+    EXPECT_DOUBLE_EQ(l.total, 8.0 * (101 + 11)) << static_cast<int>(o);
+  }
+  // Two CTAs, one head: longest-first serpentine deals 16+1, 15+1 | 14+1, 12+1 (reversed) | ...
+  const causal::CtaLoads two = causal::cta_loads(TileOrder::longest_first, 1, t, 1, 2);
+  EXPECT_DOUBLE_EQ(two.total, 101.0 + 11.0);
+  EXPECT_GE(two.busiest, two.total / 2);
+  EXPECT_LE(two.busiest, two.total / 2 + 17.0);
+}

@@ -233,10 +233,11 @@ using Rows128Kernel =
                                     rows128_d64_tile_config().stages, kCausal, rows128_d64_tile_config().lazy_rescale>,
                     LocalStoreEpilogue>;
 
-template <class Element>
+// The long-key tile, non-causal or causal (causal: whole tiles, no tail split; DirectStoreEpilogue).
+template <class Element, bool kCausal = false>
 using LongKvKernel = AttentionKernel<AttentionTraits<Element, 128, long_kv_tile_config().block_m,
                                                      long_kv_tile_config().block_n, long_kv_tile_config().stages,
-                                                     /*causal=*/false, long_kv_tile_config().lazy_rescale>,
+                                                     kCausal, long_kv_tile_config().lazy_rescale>,
                                      DirectStoreEpilogue>;
 
 template <class Element, int kHeadDim>

@@ -29,7 +29,7 @@ constexpr TileConfig tile_config(int head_dim) {
   return head_dim == 64 ? TileConfig{192, 128, 4, 3} : TileConfig{128, 128, 2, 2};
 }
 
-// Long key sets (d = 128, non-causal, local output): 192 keys per step, O stored straight
+// Long key sets (d = 128, local output; causal too, whole tiles): 192 keys per step, O stored straight
 // from registers (no room for the staging buffer next to 2 x 48 KiB K/V stages). Chosen by
 // the operator from kLongKvThreshold keys on: 1.02-1.04x the staged tile at 8192-65536 keys,
 // 0.90x at 1024 (tools/attn_study; docs/attention.md §Measured).
@@ -68,6 +68,28 @@ constexpr bool rows128_wins(int q_len, int heads_x_batch, int sms) {
   const long long t192 = (q_len + 191LL) / 192 * heads_x_batch, t128 = (q_len + 127LL) / 128 * heads_x_batch;
   return wave_efficiency(t128, sms) * kRows128RelativeRate > wave_efficiency(t192, sms);
 }
+
+// Causal d = 64, automatic policy: the 128-row tile when the modelled busiest CTA finishes
+// first with it. A causal launch lasts as long as its busiest CTA (at least its longest tile:
+// S = 2048 with 8 heads gives 88 192-row tiles for 132 SMs, and the last one sees every key);
+// the model (causal::cta_loads: visible key blocks + 1 per tile, the launch's order, grouped
+// taken as longest-first) weighs a 128-row tile's key block at 128 / kRows128RelativeRate
+// against the 192-row tile's 192. Launches of more than kCausalRows128MaxWaves waves of 192-row
+// tiles keep that tile without the walk (their rounds balance; the walk costs one step per tile).
+constexpr int kCausalRows128MaxWaves = 4;
+#if !defined(__CUDA_ARCH__)
+inline bool causal_rows128_wins(int q_len, int kv_len, int key_offset, int heads_x_batch, int slots,
+                                causal::TileOrder order) {
+  const causal::TileShape t192{q_len, kv_len, 192, 128, key_offset}, t128{q_len, kv_len, 128, 128, key_offset};
+  if (slots <= 0 || static_cast<long long>(t192.m_blocks()) * heads_x_batch > kCausalRows128MaxWaves * 1LL * slots)
+    return false;
+  const causal::TileOrder o = order == causal::TileOrder::head_major ? order : causal::TileOrder::longest_first;
+  const double c192 = causal::cta_loads(o, heads_x_batch, t192, heads_x_batch, slots).busiest * 192.0;
+  const double c128 = causal::cta_loads(o, heads_x_batch, t128, heads_x_batch, slots).busiest * 128.0 /
+                      kRows128RelativeRate;
+  return c128 < c192;
+}
+#endif
 
 // Non-causal, automatic policy: the split tile where its key splits won on one H200
 // (docs/attention.md §Short sequences): launches short of a wave (every tile split, parts of at
@@ -131,6 +153,12 @@ KernelInfo attention_fwd_fp16_d64_split_info();
 
 KernelInfo attention_fwd_bf16_d128_longkv_info();
 KernelInfo attention_fwd_fp16_d128_longkv_info();
+
+// d = 128, causal, long_kv_tile_config() (registers -> global epilogue, whole tiles).
+cudaError_t attention_fwd_bf16_d128_causal_longkv(const AttentionParams& p, cudaStream_t stream);
+cudaError_t attention_fwd_fp16_d128_causal_longkv(const AttentionParams& p, cudaStream_t stream);
+KernelInfo attention_fwd_bf16_d128_causal_longkv_info();
+KernelInfo attention_fwd_fp16_d128_causal_longkv_info();
 KernelInfo attention_fwd_bf16_d64_info();
 KernelInfo attention_fwd_bf16_d128_info();
 KernelInfo attention_fwd_fp16_d64_info();
