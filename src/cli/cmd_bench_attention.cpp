@@ -79,6 +79,7 @@ ops::AttentionTilePolicy tile_policy(const BenchFlags& fl) {
   if (fl.tile == "long-kv") {
     for (int d : fl.head_dims)
       if (d != 128) throw InvalidArgument("bench attention: --tile long-kv is a d = 128 tile (use -d 128)");
+    if (fl.causal) throw InvalidArgument("bench attention: --tile long-kv is a non-causal tile");
     return ops::AttentionTilePolicy::long_kv;
   }
   throw InvalidArgument("bench attention: --tile must be auto, staged, rows128, split or long-kv, got '" + fl.tile + "'");
@@ -490,7 +491,7 @@ void add_attention_bench_command(CLI::App& app) {
                   "non-causal d=64/128, a 128-row mainloop whose tiles split along the keys when the last wave or the "
                   "whole launch is short of a wave (auto picks it for launches short of a wave; docs/attention.md "
                   "§Short sequences; causal d=64: the 128-row tile where the busiest CTA finishes first with it); long-kv: "
-                  "the 128x192 register-store tile at any key count (d=128, causal or not)")
+                  "the 128x192 register-store tile at any key count (d=128 non-causal)")
       ->capture_default_str();
   cmd->add_flag("--no-key-split", fl->no_key_split,
                 "Never split tiles along the keys (the long-key and split tiles then run whole tiles, and auto does "

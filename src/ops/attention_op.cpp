@@ -85,7 +85,7 @@ struct Entry {
   int head_dim;
   bool causal;
   // staged: tile_config(); long_kv: long_kv_tile_config(), from kLongKvThreshold keys on (automatic
-  // policy, causal or not); rows128: rows128_d64_tile_config(), automatic by whole waves or asked for; split:
+  // policy); rows128: rows128_d64_tile_config(), automatic by whole waves or asked for; split:
   // split_tile_config(d), only when asked for.
   EntryTile tile;
   const char* name;
@@ -93,7 +93,7 @@ struct Entry {
   ka::KernelInfo (*info)();
 };
 // Whether the entry's epilogue may split the last wave (a workspace is needed).
-bool splits_tail(const Entry& e) { return !e.causal && (e.tile == EntryTile::long_kv || e.tile == EntryTile::split); }
+bool splits_tail(const Entry& e) { return e.tile == EntryTile::long_kv || e.tile == EntryTile::split; }
 
 const Entry kEntries[] = {
     {AttentionDType::bf16, 64, false, EntryTile::staged, "bf16_d64_noncausal", ka::attention_fwd_bf16_d64_noncausal,
@@ -116,10 +116,6 @@ const Entry kEntries[] = {
      ka::attention_fwd_bf16_d128_longkv_info},
     {AttentionDType::fp16, 128, false, EntryTile::long_kv, "fp16_d128_noncausal_longkv", ka::attention_fwd_fp16_d128_noncausal_longkv,
      ka::attention_fwd_fp16_d128_longkv_info},
-    {AttentionDType::bf16, 128, true, EntryTile::long_kv, "bf16_d128_causal_longkv", ka::attention_fwd_bf16_d128_causal_longkv,
-     ka::attention_fwd_bf16_d128_causal_longkv_info},
-    {AttentionDType::fp16, 128, true, EntryTile::long_kv, "fp16_d128_causal_longkv", ka::attention_fwd_fp16_d128_causal_longkv,
-     ka::attention_fwd_fp16_d128_causal_longkv_info},
     {AttentionDType::bf16, 64, false, EntryTile::rows128, "bf16_d64_noncausal_rows128",
      ka::attention_fwd_bf16_d64_noncausal_rows128, ka::attention_fwd_bf16_d64_rows128_info},
     {AttentionDType::bf16, 64, true, EntryTile::rows128, "bf16_d64_causal_rows128", ka::attention_fwd_bf16_d64_causal_rows128,
@@ -152,7 +148,8 @@ const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal, EntryTi
     throw InvalidArgument(fmt::format("attention: tile policy split is a non-causal tile (d = 64 or 128); got head dim {}{}",
                                       head_dim, causal ? ", causal" : ""));
   if (tile == EntryTile::long_kv)
-    throw InvalidArgument(fmt::format("attention: tile policy long_kv is a d = 128 tile; got head dim {}", head_dim));
+    throw InvalidArgument(fmt::format("attention: tile policy long_kv is the non-causal d = 128 tile; got head dim {}{}",
+                                      head_dim, causal ? ", causal" : ""));
   throw InvalidArgument(fmt::format("attention: no such tile for head dim {}{}", head_dim, causal ? ", causal" : ""));
 }
 
@@ -262,9 +259,9 @@ const Entry& entry_for(AttentionDType dtype, int head_dim, bool causal, int kv_l
   if (policy == AttentionTilePolicy::rows128) tile = EntryTile::rows128;
   if (policy == AttentionTilePolicy::split) tile = EntryTile::split;
   if (policy == AttentionTilePolicy::long_kv) tile = EntryTile::long_kv;
-  // The long-key tile (d = 128, causal or not) from kLongKvThreshold keys; other automatic calls
-  // keep the staged tile (docs/attention.md §Causal long-key tile).
-  if (policy == AttentionTilePolicy::automatic && kv_len >= ka::kLongKvThreshold && head_dim == 128)
+  // The long-key tile ships for d = 128 non-causal only (a causal build of it ran 0.93-0.97x the
+  // staged tile: docs/perf-log.md §Session 31); other automatic calls keep the staged tile.
+  if (policy == AttentionTilePolicy::automatic && kv_len >= ka::kLongKvThreshold && head_dim == 128 && !causal)
     tile = EntryTile::long_kv;
   return find_entry(dtype, head_dim, causal, tile);
 }

@@ -153,7 +153,7 @@ TEST(AttentionDispatch, PicksTheShippedInstantiation) {
   EXPECT_THROW(ops::select_instantiation(static_cast<AttentionDType>(5), 128, false), InvalidArgument);
 }
 
-// The operator's tile choice: the 128 x 192 long-key tile only for d = 128 (causal or not),
+// The operator's tile choice: the 128 x 192 long-key tile only for d = 128, non-causal,
 // kv_len >= 8192 under the automatic policy; the staged tile otherwise.
 TEST(AttentionDispatch, LongKeySetsGetTheLongTileUnlessStagedIsAsked) {
   using P = ops::AttentionTilePolicy;
@@ -169,9 +169,8 @@ TEST(AttentionDispatch, LongKeySetsGetTheLongTileUnlessStagedIsAsked) {
       EXPECT_LE(k.smem_bytes, 227 * 1024) << "fits an sm_90 SM";
       EXPECT_LE(128 * k.producer_regs + 128 * k.consumer_warpgroups * k.consumer_regs, 65536);
       EXPECT_EQ(ops::select_instantiation(t, 128, false, kv, P::staged).name, dt + "_d128_noncausal") << kv;
-      // Causal: the same threshold; no long tile for d = 64.
-      EXPECT_EQ(ops::select_instantiation(t, 128, true, kv).name, dt + (long_kv ? "_d128_causal_longkv" : "_d128_causal"));
-      EXPECT_EQ(ops::select_instantiation(t, 128, true, kv, P::staged).name, dt + "_d128_causal") << kv;
+      // No long tile for causal or d = 64.
+      EXPECT_EQ(ops::select_instantiation(t, 128, true, kv).name, dt + "_d128_causal");
       EXPECT_EQ(ops::select_instantiation(t, 64, false, kv).name, dt + "_d64_noncausal");
     }
   }
@@ -581,23 +580,21 @@ TEST(AttentionDispatch, AutomaticSplitShortOfAWave) {
   }
 }
 
-// AttentionTilePolicy::long_kv: the 128 x 192 tile for d = 128 at any key count, causal or not
-// (the Ulysses harness runs it at short test shapes too); d = 64 is a one-line refusal.
+// AttentionTilePolicy::long_kv: the 128 x 192 tile for non-causal d = 128 at any key count
+// (the Ulysses harness runs it at short test shapes too); other calls are one-line refusals.
 TEST(AttentionTiles, LongKvPolicyForcesTheLongKeyTile) {
   AttentionArgs a = good_args();
   a.tile_policy = ops::AttentionTilePolicy::long_kv;
   a.head_dim = 128;
-  for (bool causal : {false, true}) {
-    a.causal = causal;
-    for (int s : {300, 1024, 8192}) {
-      a.q_len = a.kv_len = s;
-      const auto k = ops::select_instantiation(a);
-      EXPECT_NE(k.name.find("longkv"), std::string::npos) << "S " << s;
-      EXPECT_EQ(k.name.find("_causal") != std::string::npos, causal) << k.name;
-      EXPECT_EQ(k.block_n, 192) << k.name;
-    }
+  a.causal = false;
+  for (int s : {300, 1024, 8192}) {
+    a.q_len = a.kv_len = s;
+    EXPECT_NE(ops::select_instantiation(a).name.find("longkv"), std::string::npos) << "S " << s;
   }
   a.head_dim = 64;
+  EXPECT_THROW(ops::select_instantiation(a), InvalidArgument);
+  a.head_dim = 128;
+  a.causal = true;
   EXPECT_THROW(ops::select_instantiation(a), InvalidArgument);
 }
 

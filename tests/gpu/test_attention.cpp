@@ -248,20 +248,9 @@ void causal_cases(std::vector<Case>& v) {
   add("br_packed_qkv_fp16_d64", fp, 64, 2, 3, 1000, 1000, br, heads, 0, 0.f, 1.f, Layout::packed_qkv);
   add("br_q500_kv1333_fp16_d64_rows128_lpt", fp, 64, 2, 3, 500, 1333, br, lpt, 0, 0.f, 1.f, dense, rows128);
   add("br_q500_kv1333_bf16_d64_rows128_ctas5", bf, 64, 1, 3, 500, 1333, br, heads, 5, 0.f, 1.f, dense, rows128);
-  // The causal long-key tile (128 x 192, registers -> global): key blocks that end off the
-  // diagonal (192 keys against 128-row tiles), key tails, q != kv both alignments, few CTAs,
-  // peaked scores, packed inputs, both orders.
-  const auto lkv = ops::AttentionTilePolicy::long_kv;
-  add("lpt_s4680_bf16_d128_h3_longkv", bf, 128, 1, 3, 4680, 4680, tl, lpt, 0, 0.f, 1.f, dense, lkv);
-  add("lpt_s77_fp16_d128_longkv", fp, 128, 2, 3, 77, 77, tl, lpt, 0, 0.f, 1.f, dense, lkv);
-  add("lpt_q1000_kv1333_fp16_d128_b2_longkv", fp, 128, 2, 3, 1000, 1333, tl, lpt, 0, 0.f, 1.f, dense, lkv);
-  add("lpt_q1333_kv1000_bf16_d128_b2_longkv", bf, 128, 2, 3, 1333, 1000, tl, lpt, 0, 0.f, 1.f, dense, lkv);
-  add("br_q1000_kv1333_bf16_d128_b2_longkv", bf, 128, 2, 3, 1000, 1333, br, heads, 0, 0.f, 1.f, dense, lkv);
-  add("br_q129_kv4000_fp16_d128_ctas5_longkv", fp, 128, 2, 2, 129, 4000, br, lpt, 5, 0.f, 1.f, dense, lkv);
-  add("br_q1_kv777_bf16_d128_longkv", bf, 128, 2, 3, 1, 777, br, heads, 0, 0.f, 1.f, dense, lkv);
-  add("lpt_peaked_fp16_d128_longkv", fp, 128, 1, 4, 1333, 1333, tl, lpt, 0, 1.0f, 2.5f, dense, lkv);
-  add("lpt_packed_qkv_bf16_d128_longkv", bf, 128, 2, 3, 1000, 1000, tl, lpt, 0, 0.f, 1.f, Layout::packed_qkv, lkv);
-  add("lpt_s17776_bf16_d128_h1_longkv", bf, 128, 1, 1, 17776, 17776, tl, lpt, 0, 0.f, 1.f, dense, lkv);
+  // The automatic policy's causal 128-row choice (S = 2048 with 8 heads on a full H200: 128-row
+  // tiles by the busiest-CTA model, kernels/attention/launch.hpp causal_rows128_wins).
+  add("auto_s2048_bf16_d64_h8_grouped", bf, 64, 1, 8, 2048, 2048, tl, causal::TileOrder::grouped);
   // Grouped (longest-first within groups of (batch, head) pairs): groups that cross the batch
   // boundary, a partial last group, one pair per group, and the planner's choice.
   const auto grp = causal::TileOrder::grouped;
@@ -274,10 +263,6 @@ void causal_cases(std::vector<Case>& v) {
   add_grouped("grp4_b2h3_fp16_d64_ctas5", fp, 64, 2, 3, 1333, 1333, tl, 4, 5);
   add_grouped("grp1_h5_bf16_d64_br_q700_kv1500", bf, 64, 1, 5, 700, 1500, br, 1, 11);
   add_grouped("grp_planned_h6_fp16_d128_s4680", fp, 128, 1, 6, 4680, 4680, tl, 0, 0);
-  add_grouped("grp_planned_h6_bf16_d128_s4680_longkv", bf, 128, 1, 6, 4680, 4680, tl, 0, 0);
-  v.back().policy = lkv;
-  add_grouped("grp2_b2h3_fp16_d128_ctas7_longkv", fp, 128, 2, 3, 1000, 1000, tl, 2, 7);
-  v.back().policy = lkv;
 }
 
 std::vector<Case> cases() {

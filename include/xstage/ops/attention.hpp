@@ -39,8 +39,8 @@ BSHDStrides packed_bshd(int seq, int heads, int head_dim);
 // 128-row d = 64 tile (other head dims are refused); split: non-causal d = 64 / 128, a 128-row
 // mainloop with the registers -> global epilogue, whose tiles split along the keys when the last
 // wave would leave most SMs idle or the launch is short of a wave (causal calls are refused);
-// long_kv: the 128 x 192 long-key tile (d = 128; what automatic takes from kLongKvThreshold keys
-// non-causal) at any key count, causal or not (d = 64 is refused). Causal d = 64, automatic: the
+// long_kv: the 128 x 192 long-key tile (non-causal d = 128, what automatic takes from
+// kLongKvThreshold keys) at any key count (other calls are refused). Causal d = 64, automatic: the
 // 128-row tile where the modelled busiest CTA finishes first with it (causal_rows128_wins).
 enum class AttentionTilePolicy { automatic, staged, rows128, split, long_kv };
 

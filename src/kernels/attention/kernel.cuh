@@ -233,11 +233,10 @@ using Rows128Kernel =
                                     rows128_d64_tile_config().stages, kCausal, rows128_d64_tile_config().lazy_rescale>,
                     LocalStoreEpilogue>;
 
-// The long-key tile, non-causal or causal (causal: whole tiles, no tail split; DirectStoreEpilogue).
-template <class Element, bool kCausal = false>
+template <class Element>
 using LongKvKernel = AttentionKernel<AttentionTraits<Element, 128, long_kv_tile_config().block_m,
                                                      long_kv_tile_config().block_n, long_kv_tile_config().stages,
-                                                     kCausal, long_kv_tile_config().lazy_rescale>,
+                                                     /*causal=*/false, long_kv_tile_config().lazy_rescale>,
                                      DirectStoreEpilogue>;
 
 template <class Element, int kHeadDim>

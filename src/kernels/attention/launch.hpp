@@ -29,7 +29,7 @@ constexpr TileConfig tile_config(int head_dim) {
   return head_dim == 64 ? TileConfig{192, 128, 4, 3} : TileConfig{128, 128, 2, 2};
 }
 
-// Long key sets (d = 128, local output; causal too, whole tiles): 192 keys per step, O stored straight
+// Long key sets (d = 128, non-causal, local output): 192 keys per step, O stored straight
 // from registers (no room for the staging buffer next to 2 x 48 KiB K/V stages). Chosen by
 // the operator from kLongKvThreshold keys on: 1.02-1.04x the staged tile at 8192-65536 keys,
 // 0.90x at 1024 (tools/attn_study; docs/attention.md §Measured).
@@ -153,12 +153,6 @@ KernelInfo attention_fwd_fp16_d64_split_info();
 
 KernelInfo attention_fwd_bf16_d128_longkv_info();
 KernelInfo attention_fwd_fp16_d128_longkv_info();
-
-// d = 128, causal, long_kv_tile_config() (registers -> global epilogue, whole tiles).
-cudaError_t attention_fwd_bf16_d128_causal_longkv(const AttentionParams& p, cudaStream_t stream);
-cudaError_t attention_fwd_fp16_d128_causal_longkv(const AttentionParams& p, cudaStream_t stream);
-KernelInfo attention_fwd_bf16_d128_causal_longkv_info();
-KernelInfo attention_fwd_fp16_d128_causal_longkv_info();
 KernelInfo attention_fwd_bf16_d64_info();
 KernelInfo attention_fwd_bf16_d128_info();
 KernelInfo attention_fwd_fp16_d64_info();

@@ -401,9 +401,7 @@ struct AttentionMainloop {
     --n;
 
     if constexpr (T::kIntraWGOverlap) {
-      // Always inlined: left to itself, nvcc kept the masked step of the causal 128 x 192 tile as
-      // a call (accumulators through a 1200-byte stack frame, every wgmma serialised: C7520).
-      auto step = [&](int nb, auto masked, auto hooked) __attribute__((always_inline)) {
+      auto step = [&](int nb, auto masked, auto hooked) {
         constexpr bool kMasked = decltype(masked)::value;
         State read_v = read;
         read.advance();

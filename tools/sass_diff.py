@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Which kernels two builds compiled differently: `cuobjdump -sass` of both binaries, per kernel
+the instruction count and whether the instruction sequence (opcodes and operands, addresses
+stripped) is identical. Used to show that a shared-header change leaves other kernels alone.
+
+    python3 tools/sass_diff.py OLD_BINARY NEW_BINARY [--match REGEX] [--json OUT]
+
+Needs cuobjdump (the GPU machine has it). Exit: 0 done, 2 bad input or cuobjdump failed.
+"""
+import argparse
+import hashlib
+import json
+import re
+import subprocess
+import sys
+
+_FUNC = re.compile(r"^\s*Function : (\S+)")
+_INSN = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
+
+
+def kernels(binary, match):
+    try:
+        text = subprocess.run(["cuobjdump", "-sass", binary], check=True, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        sys.exit(f"sass_diff: cuobjdump -sass {binary} failed: {e}")
+    out, name, body = {}, None, []
+    for line in text.splitlines() + ["Function : <end>"]:
+        m = _FUNC.match(line)
+        if m:
+            if name is not None and re.search(match, name):
+                out[name] = body
+            name, body = m.group(1), []
+            continue
+        i = _INSN.search(line)
+        if i and name is not None:
+            body.append(i.group(1))
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("old")
+    ap.add_argument("new")
+    ap.add_argument("--match", default=".", help="regex on the mangled kernel name")
+    ap.add_argument("--json")
+    a = ap.parse_args(argv)
+    old, new = kernels(a.old, a.match), kernels(a.new, a.match)
+    rows = []
+    for name in sorted(set(old) | set(new)):
+        o, n = old.get(name), new.get(name)
+        h = lambda b: hashlib.sha1("\n".join(b).encode()).hexdigest()[:12] if b is not None else None
+        rows.append({"kernel": name, "old": len(o) if o is not None else None, "new": len(n) if n is not None else None,
+                     "same": o is not None and n is not None and h(o) == h(n)})
+    for r in rows:
+        state = "same" if r["same"] else ("new only" if r["old"] is None else "old only" if r["new"] is None else "DIFFERS")
+        print(f"{state:9s} {r['old'] or '-':>6} {r['new'] or '-':>6}  {r['kernel'][:150]}")
+    print(f"# {sum(r['same'] for r in rows)} of {len(rows)} kernels identical")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
