@@ -69,9 +69,9 @@ struct IssueToken {
 // loads its 1/kClusterN slice of the A chunk and 1/kClusterM slice of the B chunks and
 // multicasts it to its partners, which cuts the L2 -> shared memory traffic per CTA.
 // kInKernelScales: the A scales may be written while the kernel runs (the Mega-MoE kernel's h
-// scales, written by other CTAs' Linear-1 epilogues): read them through L2 (ld.global.cg), never
-// the non-coherent read-only path; the caller guarantees they are complete when it hands the
-// tile to the consumers, so they are read one K block ahead.
+// scales, written by other CTAs' Linear-1 epilogues): its scale warp reads them through L2
+// (ld.global.cg, copy_scales_in_kernel), never the non-coherent read-only path; the caller
+// guarantees they are complete when it hands the tile over.
 template <int kBlockM_, int kBlockN_, int kStages_, bool kGateUp_, int kClusterM_ = 1, int kClusterN_ = 1,
           bool kInKernelScales_ = false>
 struct MoeTraits {
@@ -86,7 +86,7 @@ struct MoeTraits {
   // stage (cp.async, arriving on the stage's full barrier), so a consumer reads them from
   // shared memory after its stage wait instead of waiting on L2 (profiled: the consumers'
   // scale products stalled on ld.global for ~10 % of their time; docs/moe-gemm.md §Design).
-  static constexpr bool kSmemScales = !kInKernelScales_;
+  static constexpr bool kSmemScales = !kInKernelScales_;  // the Mega-MoE traits set it too (MegaSmemScales)
   static constexpr int kWgM = kBlockM / 64;   // consumer warp groups along M
   // Columns per consumer warp group: 128, or 192 for the 128 x 192 tile (m64n192 wgmmas; its
   // 96 + 96 accumulator registers leave no room for the overlap schedule's second block).
@@ -319,6 +319,43 @@ struct MoeMainloop {
   }
 
   // ---------------------------------------------------------------------------------
+  // Scale warp for scales written while the kernel runs (kInKernelScales with kSmemScales: the
+  // Mega-MoE 128 x 256 tile, docs/megamoe.md "Tile configurations"). The same stages, order and
+  // zero fill as copy_scales, but through registers: each lane reads its A scales through L2
+  // (ld.global.cg: other SMs wrote them during the kernel; the caller hands the tile over only
+  // after the producer's acquire of its inputs) one K block ahead, stores them into the stage
+  // once it is free and arrives on its full barrier (mbarrier arrive: release at CTA scope).
+  // The weights' B scales never change during the kernel (read-only path).
+  __device__ void copy_scales_in_kernel(Params const& mp, Pipeline const& pipe, State& write, WorkTile const& t,
+                                        typename T::ScaleStorage& sc) const {
+    static_assert(T::kSmemScales && T::kInKernelScales && T::kPieceN == 128 && T::kWgN <= 4);
+    constexpr int kA = T::kBlockM / 32;  // A scales per lane
+    const int lane = static_cast<int>(threadIdx.x) & 31;
+    bool b_ok;
+    const float* sb = b_scales_of(mp, t, b_row(mp, t, lane < T::kWgN ? lane : 0), b_ok);
+    b_ok = b_ok && lane < T::kWgN;
+    const float* sa = mp.a_scales + t.row_begin + lane;
+    float a[kA], b = 0.f;
+    auto fetch = [&](int kb) {
+      const float* s = sa + static_cast<int64_t>(kb) * mp.m_total;
+      CUTE_UNROLL
+      for (int i = 0; i < kA; ++i) a[i] = lane + 32 * i < t.rows ? __ldcg(s + 32 * i) : 0.f;
+      b = b_ok ? __ldg(sb + kb) : 0.f;
+    };
+    fetch(0);
+    for (int kb = 0; kb < mp.k_blocks; ++kb) {
+      pipe.producer_wait_empty(write);
+      typename T::StageScales& st = sc.stage[write.index];
+      CUTE_UNROLL
+      for (int i = 0; i < kA; ++i) st.a[lane + 32 * i] = a[i];
+      if (lane < T::kWgN) st.b[lane] = b;
+      cutlass::arch::ClusterBarrier::arrive(&pipe.full_barrier(write));
+      if (kb + 1 < mp.k_blocks) fetch(kb + 1);
+      write.advance();
+    }
+  }
+
+  // ---------------------------------------------------------------------------------
   // Consumer side. Schedules (MoeGemmParams::schedule, uniform over the launch):
   //   kScheduleOverlap: two per-K-block accumulators; the wgmmas of block kb+1 are issued
   //     before block kb is promoted (wait_group 1), so a warp group keeps the tensor core
@@ -418,46 +455,28 @@ struct MoeMainloop {
   };
 
   // One warp group's 64 x 128 piece of the tile, fp32 result (scales applied) in `acc`, one K
-  // block at a time, for scales written while the kernel runs (the Mega-MoE kernel); the
-  // standalone kernels (scales in the stages) run mma_tiles or mma_tiles_serial below.
-  // wt: thread index inside the warp group; (wm, wn): the piece.
+  // block at a time, for scales written while the kernel runs (the Mega-MoE 64 x 256 tile): the
+  // scale warp put each K block's scales into its stage (copy_scales_in_kernel); the standalone
+  // kernels run mma_tiles or mma_tiles_serial below. wt: thread index inside the warp group;
+  // (wm, wn): the piece.
   template <class SmemA, class SmemB, class Frg>
   __device__ __forceinline__ void mma(Params const& mp, Pipeline const& pipe, State& read, WorkTile const& t, int schedule, int wt,
-                      int wm, int wn, SmemA const& sA, SmemB const& sB, Frg& acc) const {
-    static_assert(T::kInKernelScales, "scales read from global memory");
+                      int wm, int wn, SmemA const& sA, SmemB const& sB, Frg& acc,
+                      typename T::ScaleStorage const* sc) const {
+    static_assert(T::kInKernelScales && T::kSmemScales, "scales written while the kernel runs, in the stages");
     WarpGroupMma<SmemA, SmemB> g(sA, sB, wt, wm, wn, schedule);
     clear(acc);
-    const int kbs = mp.k_blocks;
     Tensor p0 = partition_fragment_C(g.tiled_mma, typename T::PieceShape{});  // one K block, unscaled
     static_assert(decltype(size(p0))::value == T::kPieceN / 2);
-    // The scales may be written during the kernel (h by other CTAs, x pushed by peers); the
-    // caller hands out a tile only after its inputs are complete (Mega-MoE: the producer's
-    // acquire precedes the tile queue's hand-off), so they may be read ahead: block kb + 1's
-    // while block kb's wgmmas run, hiding the L2 latency of ld.cg.
-    const int r0 = g.r0;
-    const bool ok0 = r0 < t.rows;
-    const bool ok1 = r0 + 8 < t.rows;
-    const float* sa0 = mp.a_scales + t.row_begin + r0;
-    bool b_ok;
-    const float* sb = b_scales_of(mp, t, b_row(mp, t, wn), b_ok);
-    auto load_scales = [&](int kb, float& c0, float& c1) {
-      const float* sa = sa0 + static_cast<int64_t>(kb) * mp.m_total;
-      const float s_b = b_ok ? __ldg(sb + kb) : 0.f;
-      c0 = (ok0 ? __ldcg(sa) : 0.f) * s_b;
-      c1 = (ok1 ? __ldcg(sa + 8) : 0.f) * s_b;
-    };
-    float c0, c1;
-    load_scales(0, c0, c1);
-    for (int kb = 0; kb < kbs; ++kb) {
+    for (int kb = 0; kb < mp.k_blocks; ++kb) {
       g.issue(pipe, p0, read);
-      float n0 = 0.f, n1 = 0.f;
-      if (kb + 1 < kbs) load_scales(kb + 1, n0, n1);
+      typename T::StageScales const& ss = sc->stage[read.index];
+      const float b = ss.b[wn];
+      const float c0 = ss.a[g.r0] * b, c1 = ss.a[g.r0 + 8] * b;
       warpgroup_wait<0>();
       pipe.consumer_release(read);
       read.advance();
       g.promote(acc, p0, c0, c1);
-      c0 = n0;
-      c1 = n1;
     }
   }
 
@@ -465,51 +484,35 @@ struct MoeMainloop {
   // kernel's 128-row tiles, docs/megamoe.md "Tile configurations"): warp group wm owns rows
   // [64 wm, 64 wm + 64) and both N pieces; per K block it issues piece 0, promotes it into acc0,
   // then piece 1 of the same stage into acc1 (mma_tiles_dual's order: one per-K-block
-  // accumulator, 64 + 64 + 64 registers), with the scales read one K block ahead as in mma.
+  // accumulator, 64 + 64 + 64 registers), with the scales from the stages (the scale warp's
+  // copy_scales_in_kernel, sc).
   // Piece 0 / 1 are the gate / up rows for gate/up parameters, else columns [0, 128) / [128, 256).
   // The ping-pong token is fixed at compile time (kPingPong), as in mma_tiles_dual.
   template <bool kPingPong, class SmemA, class SmemB, class Frg>
   __device__ __forceinline__ void mma_dual(Params const& mp, Pipeline const& pipe, State& read, WorkTile const& t,
                                            int wt, int wm, SmemA const& sA, SmemB const& sB, Frg& acc0,
-                                           Frg& acc1) const {
-    static_assert(T::kInKernelScales && T::kDual, "the 128 x 256 tile, scales read from global memory");
+                                           Frg& acc1, typename T::ScaleStorage const* sc) const {
+    static_assert(T::kInKernelScales && T::kSmemScales && T::kDual, "the 128 x 256 tile, in-kernel scales in the stages");
     constexpr int kPP = kPingPong ? 1 : 0;
     WarpGroupMma<SmemA, SmemB> g(sA, sB, wt, wm, 0, kPingPong ? kSchedulePingPong : 0);
     clear(acc0);
     clear(acc1);
     const int kbs = mp.k_blocks;
     Tensor p0 = partition_fragment_C(g.tiled_mma, typename T::PieceShape{});  // one K block, unscaled
-    const int r0 = g.r0;
-    const bool ok0 = r0 < t.rows;
-    const bool ok1 = r0 + 8 < t.rows;
-    const float* sa0 = mp.a_scales + t.row_begin + r0;
-    bool b0_ok, b1_ok;
-    const float* sb0 = b_scales_of(mp, t, b_row(mp, t, 0), b0_ok);
-    const float* sb1 = b_scales_of(mp, t, b_row(mp, t, 1), b1_ok);
-    auto load_scales = [&](int kb, float& a0, float& a1, float& s0, float& s1) {
-      const float* sa = sa0 + static_cast<int64_t>(kb) * mp.m_total;
-      s0 = b0_ok ? __ldg(sb0 + kb) : 0.f;
-      s1 = b1_ok ? __ldg(sb1 + kb) : 0.f;
-      a0 = ok0 ? __ldcg(sa) : 0.f;
-      a1 = ok1 ? __ldcg(sa + 8) : 0.f;
-    };
-    float a0, a1, s0, s1;
-    load_scales(0, a0, a1, s0, s1);
+    // The scale warp put each K block's scales into its stage (copy_scales_in_kernel):
+    // mma_tiles_dual's loop for one tile.
     for (int kb = 0; kb < kbs; ++kb) {
       g.template issue<kPP>(pipe, p0, read, 0);
-      float na0 = 0.f, na1 = 0.f, ns0 = 0.f, ns1 = 0.f;
-      if (kb + 1 < kbs) load_scales(kb + 1, na0, na1, ns0, ns1);
+      typename T::StageScales const& ss = sc->stage[read.index];
+      const float a0 = ss.a[g.r0], a1 = ss.a[g.r0 + 8];
+      const float b0 = ss.b[0], b1 = ss.b[1];
       warpgroup_wait<0>();
-      g.promote(acc0, p0, a0 * s0, a1 * s0);
+      g.promote(acc0, p0, a0 * b0, a1 * b0);
       g.template issue<kPP, false>(pipe, p0, read, 1);
       warpgroup_wait<0>();
       pipe.consumer_release(read);
       read.advance();
-      g.promote(acc1, p0, a0 * s1, a1 * s1);
-      a0 = na0;
-      a1 = na1;
-      s0 = ns0;
-      s1 = ns1;
+      g.promote(acc1, p0, a0 * b1, a1 * b1);
     }
   }
 

@@ -38,18 +38,31 @@
 
 namespace xstage::kernels::moe {
 
+// The Mega-MoE tiles carry their scales in the stages as the grouped GEMM does: warp 1 of the
+// producer warp group copies each K block's scales (MoeMainloop::copy_scales_in_kernel) instead
+// of each consumer thread reading them from L2 per K block (profiled on one H200: the consumers'
+// scale products waited on those loads for ~11 % of the kernel's warp samples; docs/megamoe.md
+// "The kernel").
+template <class Base>
+struct MegaSmemScales : Base {
+  static constexpr bool kSmemScales = true;
+  static constexpr int kFullArrivals = 1 + 32;  // the TMA thread and the scale warp's lanes
+  struct ScaleStorage {
+    typename Base::StageScales stage[Base::kStages];
+  };
+};
 // 64 x 256 tiles, 4 stages, gate/up capable, h scales written while the kernel runs; without
 // the overlap schedule's second per-K-block accumulator (64 registers), which the extra state
 // of the tile loop cannot afford next to it (ptxas spilled ~1.4 KB with it; and schedule 0 was
 // the grouped GEMM's fastest in most cells anyway, docs/moe-gemm.md).
-struct MegaTraits64 : MoeTraits<64, 256, 4, true, 1, 1, true> {
+struct MegaTraits64 : MegaSmemScales<MoeTraits<64, 256, 4, true, 1, 1, true>> {
   static constexpr bool kOverlapAllowed = false;
   static constexpr ::xstage::moe::MegaTile kTile = ::xstage::moe::MegaTile::m64n256;
 };
 // 128 x 256 tiles (each warp group 64 rows x gate and up, or x two 128-column pieces): per FLOP
 // the operand traffic of a 128-row tile. 3 stages of 48 KiB: a fourth does not fit next to the
 // Linear-2 staging (2 x 17 KiB) and the tile layout (10 KiB).
-struct MegaTraits128 : MoeTraits<128, 256, 3, true, 1, 1, true> {
+struct MegaTraits128 : MegaSmemScales<MoeTraits<128, 256, 3, true, 1, 1, true>> {
   static constexpr ::xstage::moe::MegaTile kTile = ::xstage::moe::MegaTile::m128n256;
 };
 
@@ -94,6 +107,7 @@ struct MegaMoeKernel {
       MegaPrologueSmem prologue;
     } stage;
     cute::array_aligned<uint8_t, kEpiSmem, 128> epi;
+    typename T::ScaleStorage scales;  // each stage's scales (copy_scales_in_kernel)
     typename Pipeline::Storage pipe;
     typename Queue::Storage queue;
     MegaLayoutSmem layout;
@@ -146,8 +160,9 @@ struct MegaMoeKernel {
       m.cta_clock[blockIdx.x * kMegaClockWords + 1] = dev::global_ns();
     }
     if (tid == 0) {
-      Pipeline::init(ss.pipe, T::kConsumerWarps);
-      Queue::init(ss.queue, T::kConsumerWGs * 128);
+      Pipeline::init(ss.pipe, T::kConsumerWarps, T::kFullArrivals);
+      // Every consumer thread reads each queued position, and so does the scale warp.
+      Queue::init(ss.queue, T::kConsumerWGs * 128 + 32);
       Mainloop::prefetch_descriptors(p.l1);
       Mainloop::prefetch_descriptors(p.l2);
     }
@@ -204,6 +219,17 @@ struct MegaMoeKernel {
           queue.push(qs, pos);
           mainloop.load(is_l1 ? p.l1 : p.l2, pipe, write, t, 0, sA, sB);
         }
+      } else if (tid / 32 == 1) {
+        // The scale warp: the tiles in the queue's order, each K block's scales into its stage.
+        State write = Pipeline::producer_start();
+        auto qs = Queue::consumer_start();
+        for (;;) {
+          const int pos = queue.pop(qs);
+          if (pos < 0) break;  // the end, or kTimedOut (the consumers trap on it)
+          bool is_l1;
+          const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
+          mainloop.copy_scales_in_kernel(is_l1 ? p.l1 : p.l2, pipe, write, t, ss.scales);
+        }
       }
       return;  // a timed-out wait above still loads (garbage) so the consumers never hang
     }
@@ -241,7 +267,7 @@ struct MegaMoeKernel {
           const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
           if (is_l1) rw = epi1.load_weights(p.epi1, t, wt, wg);
           const auto& mp = is_l1 ? p.l1 : p.l2;
-          mainloop.template mma_dual<true>(mp, pipe, read, t, wt, wg, sA, sB, acc0, acc1);
+          mainloop.template mma_dual<true>(mp, pipe, read, t, wt, wg, sA, sB, acc0, acc1, &ss.scales);
         }
         if (m.trace != nullptr && ct == 0) trace_c1 = clock64();
         const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
@@ -257,7 +283,7 @@ struct MegaMoeKernel {
         // The gate group's router weights, loaded now so their latency hides behind the mainloop.
         typename L1Epilogue::RowWeights rw;
         if (is_l1 && wg == 0) rw = epi1.load_weights(p.epi1, t, wt);
-        mainloop.mma(mp, pipe, read, t, mp.schedule, wt, 0, wg, sA, sB, acc);
+        mainloop.mma(mp, pipe, read, t, mp.schedule, wt, 0, wg, sA, sB, acc, &ss.scales);
         if (m.trace != nullptr && ct == 0) trace_c1 = clock64();
         const int kind = is_l1 ? 1 : 2;
         if (kind != last_kind) cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
