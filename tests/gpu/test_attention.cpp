@@ -250,7 +250,7 @@ void causal_cases(std::vector<Case>& v) {
   add("br_q500_kv1333_bf16_d64_rows128_ctas5", bf, 64, 1, 3, 500, 1333, br, heads, 5, 0.f, 1.f, dense, rows128);
   // The automatic policy's causal 128-row choice (S = 2048 with 8 heads on a full H200: 128-row
   // tiles by the busiest-CTA model, kernels/attention/launch.hpp causal_rows128_wins).
-  add("auto_s2048_bf16_d64_h8_grouped", bf, 64, 1, 8, 2048, 2048, tl, causal::TileOrder::grouped);
+  add("auto_s2048_bf16_d64_causal_h8_grouped", bf, 64, 1, 8, 2048, 2048, tl, causal::TileOrder::grouped);
   // Grouped (longest-first within groups of (batch, head) pairs): groups that cross the batch
   // boundary, a partial last group, one pair per group, and the planner's choice.
   const auto grp = causal::TileOrder::grouped;
