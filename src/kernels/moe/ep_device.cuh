@@ -64,7 +64,20 @@ __device__ __forceinline__ void ep_push_row(const EpMoeArgs& a, int i, int dst, 
   const int t = i / a.top_k;
   const uint4* src_row = reinterpret_cast<const uint4*>(a.x + size_t(t) * a.hidden);
   uint4* dst_row = reinterpret_cast<uint4*>(a.recv_x_at[dst] + size_t(pos) * a.hidden);
-  for (int v = lane; v < a.hidden / 16; v += 32) dst_row[v] = src_row[v];
+  // kU loads in flight per lane before their stores: the compiler may not move a load above a
+  // store that could alias it, so a plain copy loop waits one load latency per 16 bytes (profiled
+  // in the Mega-MoE prologue, where 12 warps per SM push the rows; docs/megamoe.md "The kernel").
+  constexpr int kU = 8;
+  const int n = a.hidden / 16;
+  for (int v0 = lane; v0 < n; v0 += 32 * kU) {
+    uint4 r[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u)
+      if (v0 + 32 * u < n) r[u] = src_row[v0 + 32 * u];
+#pragma unroll
+    for (int u = 0; u < kU; ++u)
+      if (v0 + 32 * u < n) dst_row[v0 + 32 * u] = r[u];
+  }
   for (int b = lane; b < a.hidden / 128; b += 32)
     a.recv_xs_at[dst][size_t(b) * a.cap + pos] = a.x_scales[size_t(b) * a.tokens + t];
   if (lane == 0) {
@@ -84,13 +97,24 @@ __device__ __forceinline__ void ep_reduce_tokens(const EpMoeArgs& a, long long f
     const long long tkn = idx / vec_per_row;
     const int v = static_cast<int>(idx - tkn * vec_per_row);
     float s[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    for (int j = 0; j < a.top_k; ++j) {
-      const uint4 w = __ldcg(reinterpret_cast<const uint4*>(comb + (tkn * a.top_k + j) * a.hidden) + v);
-      const __nv_bfloat162* h2 = reinterpret_cast<const __nv_bfloat162*>(&w);
-      for (int q = 0; q < 4; ++q) {
-        const float2 f = __bfloat1622float2(h2[q]);
-        s[2 * q] += f.x;
-        s[2 * q + 1] += f.y;
+    // kU of the k rows' loads in flight before the sums (summed in row order, as before).
+    constexpr int kU = 4;
+    const uint4* rows = reinterpret_cast<const uint4*>(comb + tkn * a.top_k * a.hidden) + v;
+    for (int j0 = 0; j0 < a.top_k; j0 += kU) {
+      uint4 w[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u)
+        if (j0 + u < a.top_k) w[u] = __ldcg(rows + static_cast<size_t>(j0 + u) * (a.hidden / 8));
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        if (j0 + u >= a.top_k) break;
+        const __nv_bfloat162* h2 = reinterpret_cast<const __nv_bfloat162*>(&w[u]);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const float2 f = __bfloat1622float2(h2[q]);
+          s[2 * q] += f.x;
+          s[2 * q + 1] += f.y;
+        }
       }
     }
     uint4 outv;
