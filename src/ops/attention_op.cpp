@@ -274,6 +274,21 @@ int launch_slots(const AttentionArgs& a) {
   return slots;
 }
 
+// kernels/attention/launch.hpp causal_rows128_wins, cached per shape: it walks up to four waves of
+// tiles twice (a few microseconds of host time per call otherwise).
+bool causal_rows128_for(const AttentionArgs& a, int slots) {
+  using Key = std::tuple<int, int, int, int, int, int>;
+  static std::mutex mu;
+  static std::map<Key, bool> cache;
+  const int offset = causal_key_offset(a);
+  const Key key{a.q_len, a.kv_len, offset, a.heads * a.batch, slots, static_cast<int>(a.causal_order)};
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (cache.size() >= 1024) cache.clear();  // bounded: shapes of one process are few
+  return cache[key] =
+             ka::causal_rows128_wins(a.q_len, a.kv_len, offset, a.heads * a.batch, slots, a.causal_order);
+}
+
 // What attention_forward launches for this call: entry_for plus the shape rules that need the
 // grid (automatic policy, non-causal: the split tile where its key splits win,
 // kernels/attention/launch.hpp split_wins; d = 64: the 128-row tile where its waves fill the GPU
@@ -284,9 +299,7 @@ const Entry& entry_for_call(const AttentionArgs& a) {
   if (a.tile_policy != AttentionTilePolicy::automatic || base.tile != EntryTile::staged) return base;
   const int slots = launch_slots(a);
   if (a.causal) {
-    if (a.head_dim == 64 &&
-        ka::causal_rows128_wins(a.q_len, a.kv_len, causal_key_offset(a), a.heads * a.batch, slots, a.causal_order))
-      return find_entry(a.dtype, 64, true, EntryTile::rows128);
+    if (a.head_dim == 64 && causal_rows128_for(a, slots)) return find_entry(a.dtype, 64, true, EntryTile::rows128);
     return base;
   }
   if (a.tail_split && ka::split_wins(a.head_dim, a.q_len, a.kv_len, a.heads * a.batch, slots))
