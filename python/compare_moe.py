@@ -10,7 +10,9 @@ Per configuration: medians in us ('-' where missing or skipped), il/ew = expert-
 interleaved (> 1: interleaved faster), torch/ew, torch/il, and where the bench recorded spans,
 the median remote combine-store span, the local control span and the predicted span of each
 fused schedule. Summary: il/ew over configurations with both fused schedules (count, geomean,
-median, max, worst), and how often each fused schedule beats torch. Torch configurations with
+median, max, worst), the better fused order against the unfused layer (issue 37: in how many
+configurations it is at least as fast; a configuration that failed a check never counts), and
+how often each fused schedule beats torch. Torch configurations with
 no xstage counterpart (e.g. w4a8) are counted, not compared.
 --json writes the rows and the summary (xstage.compare.moe.v1); --png a 2-panel figure if
 matplotlib imports (otherwise a note on stderr).
@@ -87,9 +89,11 @@ def build_rows(xs, th, gate):
         un, ew, il = t("unfused"), t("expert-wave"), t("interleaved")
         tt = num(torch[k].get("median_us")) if k in torch else None
         ok = all(gate.cell_ok("xstage", k + (v,)) for v in per) and (k not in torch or gate.cell_ok("torch", k))
+        fused = [x for x in (ew, il) if x is not None and x > 0]
         row = {"model": k[0], "weights": k[1], "routing": k[2], "tokens_per_rank": k[3], "correctness_ok": ok,
                "unfused_us": un, "expert_wave_us": ew, "interleaved_us": il, "torch_us": tt,
-               "il_over_ew": ratio(ew, il), "torch_over_ew": ratio(tt, ew), "torch_over_il": ratio(tt, il)}
+               "il_over_ew": ratio(ew, il), "torch_over_ew": ratio(tt, ew), "torch_over_il": ratio(tt, il),
+               "unfused_over_fused": ratio(un, min(fused)) if fused else None}
         for v, s in FUSED.items():
             r = per.get(v, {})
             row[f"remote_span_{s}_us"] = span(r, "remote")
@@ -105,6 +109,15 @@ def summarise(rows, have_torch, torch_only):
     s = {"il_over_ew": {"count": len(sp), "geomean": geomean(sp),
                         "median": statistics.median(sp) if sp else None,
                         "max": max(sp) if sp else None, "worst": min(sp) if sp else None}}
+    # Issue 37: the better fused order against the unfused layer; a configuration whose cells did
+    # not pass their checks is compared but never counts as meeting the bar.
+    uf = [r for r in rows if r["unfused_over_fused"] is not None]
+    worst = min(uf, key=lambda r: r["unfused_over_fused"]) if uf else None
+    s["fused_vs_unfused"] = {
+        "compared": len(uf), "fused_at_least_unfused": sum(r["unfused_over_fused"] >= 1.0 and r["correctness_ok"] for r in uf),
+        "geomean_unfused_over_fused": geomean([r["unfused_over_fused"] for r in uf]),
+        "worst": worst["unfused_over_fused"] if worst else None,
+        "worst_config": " ".join(str(worst[c]) for c in ("model", "weights", "routing", "tokens_per_rank")) if worst else None}
     if have_torch:
         te = [r["torch_over_ew"] for r in rows if r["torch_over_ew"] is not None]
         ti = [r["torch_over_il"] for r in rows if r["torch_over_il"] is not None]
@@ -155,6 +168,11 @@ def print_table(xs, th, rows, summary, torch_only, bad):
               f"geomean {s['geomean']:.2f}, median {s['median']:.2f}, max {s['max']:.2f}, worst {s['worst']:.2f}")
     else:
         print("# il/ew: no configuration has both expert-wave and interleaved")
+    f = summary["fused_vs_unfused"]
+    if f["compared"]:
+        print(f"# fused (the better order) >= unfused in {f['fused_at_least_unfused']}/{f['compared']} configurations "
+              f"(issue 37; checked cells only); geomean unfused/fused {f['geomean_unfused_over_fused']:.2f}, "
+              f"worst {f['worst']:.2f} ({f['worst_config']})")
     if "torch" in summary:
         t = summary["torch"]
         g = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731

@@ -276,3 +276,36 @@ TEST_F(CompareMoe, PngIsWrittenOrExplained) {
     EXPECT_GT(fs::file_size(png), 1000u);
   }
 }
+
+// Issue 37's comparison: the better fused order against the unfused layer per configuration.
+// (100; ew 90, il 120): 1.11, meets; (100; ew 110, il 105): 0.95; (100; ew 100 only): 1.00, meets;
+// (100; ew 50) whose interleaved cell failed its check: 2.00, compared but never counted.
+TEST_F(CompareMoe, CountsWhereTheBetterFusedOrderMeetsTheUnfusedLayer) {
+  nlohmann::json bad_il = xrow("D", "balanced", 512, "interleaved", 60.0);
+  bad_il["correctness"] = xstage::test::passing_correctness();
+  bad_il["correctness"]["passed"] = false;
+  bad_il["correctness"]["rel_err"] = 0.5;
+  nlohmann::json xs = {{"schema", "xstage.bench.moe.v1"},
+                       {"world", 1},
+                       {"results",
+                        {xrow("A", "balanced", 512, "unfused", 100.0), xrow("A", "balanced", 512, "expert-wave", 90.0),
+                         xrow("A", "balanced", 512, "interleaved", 120.0), xrow("B", "balanced", 512, "unfused", 100.0),
+                         xrow("B", "balanced", 512, "expert-wave", 110.0), xrow("B", "balanced", 512, "interleaved", 105.0),
+                         xrow("C", "balanced", 512, "unfused", 100.0), xrow("C", "balanced", 512, "expert-wave", 100.0),
+                         xrow("D", "balanced", 512, "unfused", 100.0), xrow("D", "balanced", 512, "expert-wave", 50.0),
+                         bad_il}}};
+  std::ofstream(dir_ / "f.json") << xs.dump();
+  const fs::path js = dir_ / "f-out.json";
+  EXPECT_EQ(compare(quote(dir_ / "f.json") + " --json " + quote(js)), 1) << slurp(out_);  // D failed a check
+  const std::string text = slurp(out_);
+  EXPECT_NE(text.find("# fused (the better order) >= unfused in 2/4 configurations"), std::string::npos) << text;
+  EXPECT_NE(text.find("worst 0.95 (B w8a8 balanced 512)"), std::string::npos) << text;
+  nlohmann::json d;
+  ASSERT_NO_THROW(d = nlohmann::json::parse(slurp(js))) << slurp(js);
+  const auto& f = d["summary"]["fused_vs_unfused"];
+  EXPECT_EQ(f.value("compared", 0), 4);
+  EXPECT_EQ(f.value("fused_at_least_unfused", -1), 2);
+  EXPECT_NEAR(f.value("geomean_unfused_over_fused", 0.0), std::pow((100.0 / 90) * (100.0 / 105) * 1.0 * (100.0 / 50), 0.25),
+              1e-9);
+  EXPECT_NEAR(d["rows"][1].value("unfused_over_fused", 0.0), 100.0 / 105, 1e-9);
+}
