@@ -274,19 +274,32 @@ int launch_slots(const AttentionArgs& a) {
   return slots;
 }
 
+// A host decision that walks a launch's work items, remembered per shape (thread-safe; bounded:
+// the shapes of one process are few). One instance per decision.
+template <class Key, class Value>
+class ShapeCache {
+ public:
+  template <class Compute>
+  Value get(const Key& key, Compute&& compute) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+    if (cache_.size() >= 1024) cache_.clear();
+    return cache_[key] = compute();
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<Key, Value> cache_;
+};
+
 // kernels/attention/launch.hpp causal_rows128_wins, cached per shape: it walks up to four waves of
 // tiles twice (a few microseconds of host time per call otherwise).
 bool causal_rows128_for(const AttentionArgs& a, int slots) {
-  using Key = std::tuple<int, int, int, int, int, int>;
-  static std::mutex mu;
-  static std::map<Key, bool> cache;
-  const int offset = causal_key_offset(a);
-  const Key key{a.q_len, a.kv_len, offset, a.heads * a.batch, slots, static_cast<int>(a.causal_order)};
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
-  if (cache.size() >= 1024) cache.clear();  // bounded: shapes of one process are few
-  return cache[key] =
-             ka::causal_rows128_wins(a.q_len, a.kv_len, offset, a.heads * a.batch, slots, a.causal_order);
+  static ShapeCache<std::tuple<int, int, int, int, int, int>, bool> cache;
+  const int offset = causal_key_offset(a), pairs = a.heads * a.batch;
+  return cache.get({a.q_len, a.kv_len, offset, pairs, slots, static_cast<int>(a.causal_order)}, [&] {
+    return ka::causal_rows128_wins(a.q_len, a.kv_len, offset, pairs, slots, a.causal_order);
+  });
 }
 
 // What attention_forward launches for this call: entry_for plus the shape rules that need the
@@ -387,14 +400,9 @@ int planned_causal_group(const AttentionArgs& a, const Entry& e, const ka::Atten
   XS_CUDA(ka::attention_grid(p, k.tile.block_m, grid), "reading the SM count");
   const causal::TileShape t{a.q_len, a.kv_len, k.tile.block_m, k.tile.block_n, causal_key_offset(a)};
   const int pairs = a.heads * a.batch;
-  using Key = std::tuple<int, int, int, int, int, int, int>;
-  static std::mutex mu;
-  static std::map<Key, int> cache;
-  const Key key{t.q_len, t.kv_len, t.block_m, t.block_n, t.key_offset, pairs, grid};
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
-  if (cache.size() >= 1024) cache.clear();  // bounded: shapes of one process are few
-  return cache[key] = causal::plan_group(t, pairs, grid);
+  static ShapeCache<std::tuple<int, int, int, int, int, int, int>, int> cache;
+  return cache.get({t.q_len, t.kv_len, t.block_m, t.block_n, t.key_offset, pairs, grid},
+                   [&] { return causal::plan_group(t, pairs, grid); });
 }
 }  // namespace
 

@@ -460,7 +460,7 @@ struct MoeMainloop {
   // kernels run mma_tiles or mma_tiles_serial below. wt: thread index inside the warp group;
   // (wm, wn): the piece.
   template <class SmemA, class SmemB, class Frg>
-  __device__ __forceinline__ void mma(Params const& mp, Pipeline const& pipe, State& read, WorkTile const& t, int schedule, int wt,
+  __device__ __forceinline__ void mma(Params const& mp, Pipeline const& pipe, State& read, int schedule, int wt,
                       int wm, int wn, SmemA const& sA, SmemB const& sB, Frg& acc,
                       typename T::ScaleStorage const* sc) const {
     static_assert(T::kInKernelScales && T::kSmemScales, "scales written while the kernel runs, in the stages");
@@ -489,7 +489,7 @@ struct MoeMainloop {
   // Piece 0 / 1 are the gate / up rows for gate/up parameters, else columns [0, 128) / [128, 256).
   // The ping-pong token is fixed at compile time (kPingPong), as in mma_tiles_dual.
   template <bool kPingPong, class SmemA, class SmemB, class Frg>
-  __device__ __forceinline__ void mma_dual(Params const& mp, Pipeline const& pipe, State& read, WorkTile const& t,
+  __device__ __forceinline__ void mma_dual(Params const& mp, Pipeline const& pipe, State& read,
                                            int wt, int wm, SmemA const& sA, SmemB const& sB, Frg& acc0,
                                            Frg& acc1, typename T::ScaleStorage const* sc) const {
     static_assert(T::kInKernelScales && T::kSmemScales && T::kDual, "the 128 x 256 tile, in-kernel scales in the stages");

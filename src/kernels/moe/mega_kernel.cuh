@@ -267,7 +267,7 @@ struct MegaMoeKernel {
           const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
           if (is_l1) rw = epi1.load_weights(p.epi1, t, wt, wg);
           const auto& mp = is_l1 ? p.l1 : p.l2;
-          mainloop.template mma_dual<true>(mp, pipe, read, t, wt, wg, sA, sB, acc0, acc1, &ss.scales);
+          mainloop.template mma_dual<true>(mp, pipe, read, wt, wg, sA, sB, acc0, acc1, &ss.scales);
         }
         if (m.trace != nullptr && ct == 0) trace_c1 = clock64();
         const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
@@ -283,7 +283,7 @@ struct MegaMoeKernel {
         // The gate group's router weights, loaded now so their latency hides behind the mainloop.
         typename L1Epilogue::RowWeights rw;
         if (is_l1 && wg == 0) rw = epi1.load_weights(p.epi1, t, wt);
-        mainloop.mma(mp, pipe, read, t, mp.schedule, wt, 0, wg, sA, sB, acc, &ss.scales);
+        mainloop.mma(mp, pipe, read, mp.schedule, wt, 0, wg, sA, sB, acc, &ss.scales);
         if (m.trace != nullptr && ct == 0) trace_c1 = clock64();
         const int kind = is_l1 ? 1 : 2;
         if (kind != last_kind) cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
