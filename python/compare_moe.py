@@ -4,7 +4,7 @@ three variants (unfused, expert-wave, interleaved) per configuration (model, wei
 tokens per rank), optionally against python/bench_moe_torch.py (xstage.bench.moe_torch.v1).
 
     python3 python/compare_moe.py XSTAGE_JSON [TORCH_JSON] [--png OUT.png] [--json OUT.json]
-        [--allow-missing-correctness]
+        [--order-check PICKS.tsv [--order-tol 0.01]] [--allow-missing-correctness]
 
 Per configuration: medians in us ('-' where missing or skipped), il/ew = expert-wave /
 interleaved (> 1: interleaved faster), torch/ew, torch/il, and where the bench recorded spans,
@@ -16,6 +16,12 @@ how often each fused schedule beats torch. Torch configurations with
 no xstage counterpart (e.g. w4a8) are counted, not compared.
 --json writes the rows and the summary (xstage.compare.moe.v1); --png a 2-panel figure if
 matplotlib imports (otherwise a note on stderr).
+--order-check PICKS: the order rule's picks (docs/megamoe.md "Order choice") against the measured
+orders: a tab-separated file of `model tokens routing schedule why` lines (scripts/moe-order-check
+writes it from `xstage moe-routing --plan`, so the picks are those of the binary, not the
+`order_choice` the bench recorded). Per configuration with both fused orders, a pick is right
+when its order is the faster one or within --order-tol (default 1 %) of it; the summary gives
+that count, the strict count and the same two for expert-wave everywhere, then the misses.
 The correctness gate comes first (docs/checkers.md): every row that is not skipped, in both
 files, must carry a passing correctness record and no non-finite output, and the torch file's
 own checks must pass; a failing row gets a `CORRECTNESS FAIL` line and its configuration is
@@ -25,7 +31,7 @@ import statistics
 import sys
 
 from xsbench import checker, correctness
-from xsbench.results import geomean, num, ratio, safe_key, write_json
+from xsbench.results import InputError, geomean, num, ratio, safe_key, write_json
 from xsbench.tables import fmt, mark
 
 XSTAGE_SCHEMA = "xstage.bench.moe.v1"
@@ -131,6 +137,72 @@ def summarise(rows, have_torch, torch_only):
 SPAN_COLS = [("rem.ew", "remote_span_ew_us"), ("rem.il", "remote_span_il_us"),
              ("loc.ew", "local_span_ew_us"), ("loc.il", "local_span_il_us"),
              ("pred.ew", "predicted_span_ew_us"), ("pred.il", "predicted_span_il_us")]
+
+
+ORDERS = ("expert-wave", "interleaved")
+
+
+def read_picks(path):
+    """{(model, routing, tokens): (schedule, why)} from a `model tokens routing schedule why`
+    tab-separated file ('#' lines and blank lines skipped); InputError on a malformed line."""
+    picks = {}
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise InputError(f"cannot read {path}: {e}")
+    for n, line in enumerate(lines, 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        f = line.split("\t")
+        if len(f) < 4 or f[3] not in ORDERS or not f[1].isdigit():
+            raise InputError(f"{path}:{n}: want 'model<TAB>tokens<TAB>routing<TAB>expert-wave|interleaved[<TAB>why]'")
+        picks[(f[0], f[2], int(f[1]))] = (f[3], f[4] if len(f) > 4 else "")
+    return picks
+
+
+def order_check(rows, picks, tol=0.01):
+    """The picks against the measured orders. A configuration counts when it has both fused
+    orders and a pick; the pick is `right` when its order is at most (1 + tol) x the faster
+    order's time, `faster` when it is the faster one (a tie counts for both orders). The same
+    two counts for expert-wave everywhere (the rule before the reuse term), the misses (with
+    how much slower the picked order ran) and the configurations without a pick."""
+    out = {"tol": tol, "compared": 0, "right": 0, "faster": 0, "expert_wave_right": 0,
+           "expert_wave_faster": 0, "misses": [], "no_pick": []}
+    for r in rows:
+        ew, il = r["expert_wave_us"], r["interleaved_us"]
+        if ew is None or il is None or ew <= 0 or il <= 0:
+            continue
+        name = f"{r['model']} {r['routing']} {r['tokens_per_rank']}"
+        pick = picks.get((r["model"], r["routing"], r["tokens_per_rank"]))
+        if pick is None:
+            out["no_pick"].append(name)
+            continue
+        us = {"expert-wave": ew, "interleaved": il}
+        best = min(ew, il)
+        out["compared"] += 1
+        got = us[pick[0]]
+        out["right"] += got <= best * (1 + tol)
+        out["faster"] += got == best
+        out["expert_wave_right"] += ew <= best * (1 + tol)
+        out["expert_wave_faster"] += ew == best
+        if got > best * (1 + tol):
+            other = ORDERS[1 - ORDERS.index(pick[0])]
+            out["misses"].append({"config": name, "picked": pick[0], "slower_pct": 100 * (got / best - 1),
+                                  "faster": other, "why": pick[1]})
+    return out
+
+
+def print_order_check(c, path):
+    n = c["compared"]
+    print(f"# order check ({path}, within {100 * c['tol']:g} %): the picks are right at {c['right']}/{n} "
+          f"(the faster order at {c['faster']}/{n}); expert-wave everywhere: {c['expert_wave_right']}/{n} "
+          f"({c['expert_wave_faster']}/{n})")
+    for m in c["misses"]:
+        print(f"#   miss: {m['config']}: picked {m['picked']}, {m['slower_pct']:.1f} % slower than {m['faster']}"
+              + (f" ({m['why']})" if m["why"] else ""))
+    if c["no_pick"]:
+        print(f"#   no pick for {len(c['no_pick'])}: {', '.join(c['no_pick'])}")
 
 
 def print_table(xs, th, rows, summary, torch_only, bad):
@@ -240,6 +312,10 @@ def main(argv=None):
     ap.add_argument("torch_json", nargs="?")
     ap.add_argument("--png", help="write a 2-panel figure here (needs matplotlib)")
     ap.add_argument("--json", help="write rows and summary here (xstage.compare.moe.v1)")
+    ap.add_argument("--order-check", metavar="PICKS", help="the order rule's picks (model tokens routing schedule "
+                    "why, tab-separated; scripts/moe-order-check) against the measured orders")
+    ap.add_argument("--order-tol", type=float, default=0.01, help="--order-check: a pick within this share of "
+                    "the faster order counts as right (default 0.01)")
     correctness.add_flag(ap)
     args = ap.parse_args(argv)  # no argument: usage on stderr, exit 2
     docs = checker.open_inputs(TOOL, [(args.xstage_json, XSTAGE_SCHEMA), (args.torch_json, TORCH_SCHEMA)])
@@ -249,7 +325,17 @@ def main(argv=None):
     gate = checker.gate_files(TOOL, args, [("xstage", xs, xkey, label, ran), ("torch", th, key, label, ran)])
     rows, torch_only, bad = build_rows(xs, th, gate)
     summary = summarise(rows, th is not None, torch_only)
+    picks = None
+    if args.order_check:
+        try:
+            picks = read_picks(args.order_check)
+        except InputError as e:
+            print(f"{TOOL}: {e}", file=sys.stderr)
+            return 2
     print_table(xs, th, rows, summary, torch_only, bad)
+    if picks is not None:
+        summary["order_check"] = order_check(rows, picks, args.order_tol)
+        print_order_check(summary["order_check"], args.order_check)
     status = gate.summary()
     if args.json:
         doc = {"schema": OUT_SCHEMA, "xstage_commit": xs.get("commit"), "xstage_date": xs.get("date"),

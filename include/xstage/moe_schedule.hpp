@@ -71,22 +71,35 @@ void to_json(nlohmann::json& j, const MoeSchedulePlan& p);  // without the tile 
 
 // The order the model picks for one rank's work, and why (docs/megamoe.md "Order choice"):
 //   * a wave's weights (W1 + W2 of the experts whose Linear-1 tiles start in one round of CTAs)
-//     larger than L2: expert-wave (interleaving keeps two waves' weights in flight);
+//     larger than L2 and weight reuse (reuse_share >= kOrderMinReuseShare): expert-wave
+//     (interleaving keeps two waves' weights in flight);
 //   * else interleaved where expert waves would be drain-bound (the plan's wave_drain_bound:
-//     K CTAs' combine stores faster than R_agg) or where Linear-2 tiles would wait on their
-//     inputs at wave ends for more than kOrderStallShare of a CTA's tile time (estimate: the
-//     wave's last block's n2 Linear-2 tiles each wait about half a Linear-1 tile);
+//     K CTAs' combine stores faster than R_agg);
+//   * else interleaved without weight reuse (reuse_share < kOrderMinReuseShare: most m-blocks
+//     are their expert's only block, so most weight tiles are read once whatever the order and
+//     there is no locality to lose; interleaving's lead hides the Linear-2 input waits);
+//   * else interleaved where Linear-2 tiles would wait on their inputs at wave ends for more
+//     than kOrderStallShare of a CTA's tile time (estimate: the wave's last block's n2 Linear-2
+//     tiles each wait about half a Linear-1 tile);
 //   * else expert-wave (nothing to hide; a wave's tiles of one kind stay together).
+// reuse_share: the share of the rank's m-blocks (of in.block_m rows) that belong to experts with
+// >= 2 blocks. Every block reads all of its expert's W1 + W2 once, so this is the share of the
+// weight reads whose tiles another block reads too: the only reads an order can turn into L2
+// hits. kOrderMinReuseShare = 1/2: locality decides the order only where it can affect most of
+// the layer's weight reads (and tiles).
 // plan: plan_moe_schedule of `in` (either order: the fields used do not depend on it);
 // l2_bytes: the GPU's L2; expert_weight_bytes: W1 + W2 of one expert. Throws InvalidArgument for
 // non-positive sizes.
 inline constexpr double kOrderStallShare = 0.05;
+inline constexpr double kOrderMinReuseShare = 0.5;
 struct MoeOrderChoice {
   MoeSchedule schedule = MoeSchedule::expert_wave;
   std::string why;
   double experts_per_wave = 0;
   double wave_weight_bytes = 0;
   bool locality_bound = false;  // wave_weight_bytes > l2_bytes
+  double reuse_share = 0;       // m-blocks of experts with >= 2 blocks / all m-blocks (0 without blocks)
+  bool weight_reuse = false;    // reuse_share >= kOrderMinReuseShare
   bool drain_bound = false;     // plan.wave_drain_bound
   double stall_share = 0;
 };

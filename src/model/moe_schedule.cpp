@@ -142,30 +142,49 @@ const char* schedule_name(MoeSchedule s) {
 
 MoeOrderChoice choose_order(const MoeSchedulePlan& plan, const MoeScheduleInput& in, double l2_bytes,
                             double expert_weight_bytes) {
-  if (!(l2_bytes > 0) || !(expert_weight_bytes > 0) || in.ctas < 1 || in.l2_n < 1)
-    throw InvalidArgument("moe order: L2 bytes, expert weight bytes, ctas and l2_n must be positive");
+  if (!(l2_bytes > 0) || !(expert_weight_bytes > 0) || in.ctas < 1 || in.l2_n < 1 || in.block_m < 1)
+    throw InvalidArgument("moe order: L2 bytes, expert weight bytes, ctas, l2_n and block_m must be positive");
   MoeOrderChoice c;
   int busy = 0;
-  for (int r : in.rows_per_expert) busy += r > 0;
+  long long blocks = 0, shared_blocks = 0;  // shared: blocks of experts with >= 2 blocks
+  for (int r : in.rows_per_expert) {
+    busy += r > 0;
+    const long long b = r > 0 ? (r + in.block_m - 1) / in.block_m : 0;
+    blocks += b;
+    if (b >= 2) shared_blocks += b;
+  }
   const double l1_per_expert = busy > 0 ? double(plan.l1_tiles) / busy : 0;
   c.experts_per_wave = l1_per_expert > 0 ? std::max(1.0, in.ctas / l1_per_expert) : 0;
   c.wave_weight_bytes = c.experts_per_wave * expert_weight_bytes;
   c.locality_bound = c.wave_weight_bytes > l2_bytes;
+  // Every block reads its expert's W1 + W2 once; only the reads of experts with several blocks
+  // can hit L2 through the order (docs/megamoe.md "Order choice").
+  c.reuse_share = blocks > 0 ? double(shared_blocks) / blocks : 0;
+  c.weight_reuse = c.reuse_share >= kOrderMinReuseShare;
   c.drain_bound = plan.wave_drain_bound;
   const double work = plan.l1_tiles * plan.l1_tile_us + plan.l2_tiles * plan.l2_tile_us;  // all CTAs' tile time
   const int n2 = (in.hidden + in.l2_n - 1) / in.l2_n;
   c.stall_share = work > 0 ? plan.waves * n2 * 0.5 * plan.l1_tile_us / work : 0;
   const double mib = 1024.0 * 1024.0;
-  if (c.locality_bound) {
+  const std::string reuse = fmt::format("{:.1f} % of the {}-row blocks share their expert's weight tiles with another block",
+                                        100 * c.reuse_share, in.block_m);
+  if (c.locality_bound && c.weight_reuse) {
     c.schedule = MoeSchedule::expert_wave;
-    c.why = fmt::format("a wave's weights ({:.0f} experts, {:.0f} MiB of W1 + W2) exceed L2 ({:.0f} MiB): interleaving "
-                        "would keep two waves' weights in flight{}",
-                        c.experts_per_wave, c.wave_weight_bytes / mib, l2_bytes / mib,
+    c.why = fmt::format("a wave's weights ({:.0f} experts, {:.0f} MiB of W1 + W2) exceed L2 ({:.0f} MiB) and {}: "
+                        "interleaving would keep two waves' weights in flight{}",
+                        c.experts_per_wave, c.wave_weight_bytes / mib, l2_bytes / mib, reuse,
                         c.drain_bound ? " (the waves are drain-bound too; locality wins)" : "");
   } else if (c.drain_bound) {
     c.schedule = MoeSchedule::interleaved;
     c.why = fmt::format("expert waves would inject combine stores at {:.0f} GB/s, above R_agg: interleaving spreads them",
                         plan.wave_store_gbps);
+  } else if (!c.weight_reuse) {
+    c.schedule = MoeSchedule::interleaved;
+    c.why = fmt::format("only {} (< {:.0f} %): most weight tiles are read once whatever the order, so there is no L2 "
+                        "locality to lose{}; interleaving's lead hides the Linear-2 input waits",
+                        reuse, 100 * kOrderMinReuseShare,
+                        c.locality_bound ? fmt::format(" although a wave's weights ({:.0f} MiB) exceed L2", c.wave_weight_bytes / mib)
+                                         : std::string());
   } else if (c.stall_share > kOrderStallShare) {
     c.schedule = MoeSchedule::interleaved;
     c.why = fmt::format("expert waves would leave Linear-2 tiles waiting on their inputs for ~{:.1f} % of the tile time",
@@ -190,7 +209,8 @@ MoeOrderChoice choose_layer_order(const model::Params& p, MoeScheduleInput in, i
 void to_json(nlohmann::json& j, const MoeOrderChoice& c) {
   j = nlohmann::json{{"schedule", schedule_name(c.schedule)}, {"why", c.why},
                      {"experts_per_wave", c.experts_per_wave}, {"wave_weight_bytes", c.wave_weight_bytes},
-                     {"locality_bound", c.locality_bound}, {"drain_bound", c.drain_bound},
+                     {"locality_bound", c.locality_bound}, {"reuse_share", c.reuse_share},
+                     {"weight_reuse", c.weight_reuse}, {"drain_bound", c.drain_bound},
                      {"stall_share", c.stall_share}};
 }
 

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "xstage/error.hpp"
+#include "xstage/mega_tile.hpp"
 #include "xstage/model.hpp"
 #include "xstage/moe_schedule.hpp"
 
@@ -220,13 +221,14 @@ namespace {
 
 constexpr double kL2 = 60.0 * 1024 * 1024;  // H200
 
-// One GPU, balanced: rows per expert for `tokens` x top_k over `experts`, 128-row blocks.
+// One GPU, balanced: rows per expert for `tokens` x top_k over `experts`, blocks of the
+// automatic tile's height (choose_mega_tile, as MegaMoeLayer).
 moe::MoeScheduleInput layer(int hidden, int intermediate, int experts, int top_k, int tokens) {
   moe::MoeScheduleInput in;
   in.rows_per_expert.assign(experts, tokens * top_k / experts);
   in.hidden = hidden;
   in.intermediate = intermediate;
-  in.block_m = 128;
+  in.block_m = moe::mega_tile_shape(moe::choose_mega_tile(static_cast<long long>(tokens) * top_k, experts)).block_m;
   in.ctas = 132;
   in.world = 1;
   in.tile_tflops = 7.0;
@@ -241,19 +243,27 @@ moe::MoeOrderChoice choose(const moe::MoeScheduleInput& in, double r_agg = 370) 
 
 }  // namespace
 
-// The six one-GPU layers of issue 37's table: the wave weight sets of DSv4-Flash and Qwen3.5 are
-// far above L2 (expert-wave, whatever the stall estimate); DiT-MoE-G's one expert per wave fits
-// and its estimated stalls are small (expert-wave too).
-TEST(MoeOrderChoice, TheOneGpuLayersOfTheIssueTableGetExpertWave) {
+// The six one-GPU layers of issue 37's table. Every wave weight set except DiT-MoE-G's is far
+// above L2, but at 2048 tokens DSv4-Flash (48 rows per expert) and Qwen3.5 (40) have one 64-row
+// block per expert: no weight tile is read twice, so the reuse term picks interleaved (these two
+// expected expert-wave before the term; the W8A8 sweep measured interleaved 3.2 % and 1.1 %
+// faster there). At 8192 tokens every expert has two 128-row blocks: expert-wave for locality.
+// DiT-MoE-G's one or two experts per wave fit in L2 and its estimated stalls are small.
+TEST(MoeOrderChoice, TheOneGpuLayersOfTheIssueTable) {
   struct L {
     int h, i, e, k, t;
-    bool locality;
+    bool locality, reuse;
+    moe::MoeSchedule order;
   };
-  for (L l : {L{4096, 2048, 256, 6, 2048, true}, L{4096, 2048, 256, 6, 8192, true}, L{4096, 1024, 512, 10, 2048, true},
-              L{4096, 1024, 512, 10, 8192, true}, L{1408, 5632, 16, 2, 2048, false}, L{1408, 5632, 16, 2, 8192, false}}) {
+  const auto ew = moe::MoeSchedule::expert_wave, il = moe::MoeSchedule::interleaved;
+  for (L l : {L{4096, 2048, 256, 6, 2048, true, false, il}, L{4096, 2048, 256, 6, 8192, true, true, ew},
+              L{4096, 1024, 512, 10, 2048, true, false, il}, L{4096, 1024, 512, 10, 8192, true, true, ew},
+              L{1408, 5632, 16, 2, 2048, false, true, ew}, L{1408, 5632, 16, 2, 8192, false, true, ew}}) {
     const moe::MoeOrderChoice c = choose(layer(l.h, l.i, l.e, l.k, l.t));
-    EXPECT_EQ(c.schedule, moe::MoeSchedule::expert_wave) << l.h << "x" << l.i << " T" << l.t << ": " << c.why;
+    EXPECT_EQ(c.schedule, l.order) << l.h << "x" << l.i << " T" << l.t << ": " << c.why;
     EXPECT_EQ(c.locality_bound, l.locality) << c.why;
+    EXPECT_EQ(c.weight_reuse, l.reuse) << c.why;
+    EXPECT_DOUBLE_EQ(c.reuse_share, l.reuse ? 1.0 : 0.0);  // uniform rows: all blocks alike
     EXPECT_FALSE(c.drain_bound);  // one GPU: nothing remote
     EXPECT_LT(c.stall_share, moe::kOrderStallShare) << c.why;
     EXPECT_FALSE(c.why.empty());
@@ -269,15 +279,74 @@ TEST(MoeOrderChoice, TheOneGpuLayersOfTheIssueTableGetExpertWave) {
   EXPECT_EQ(direct.why, c.why);
 }
 
+// The reuse term (docs/megamoe.md "Order choice"): few rows per expert (DSv4-Flash at 512 tokens:
+// 12 rows, one 64-row block each) read every weight tile once, so although a wave's weights are
+// far above L2 the order is interleaved, for that reason; the same shape with three 128-row
+// blocks per expert (2.75 experts per wave, 66 MiB of W1 + W2) stays expert-wave for locality.
+TEST(MoeOrderChoice, FewRowsPerExpertGetInterleavedManyBlocksKeepLocality) {
+  const moe::MoeOrderChoice few = choose(layer(4096, 2048, 256, 6, 512));
+  EXPECT_EQ(few.schedule, moe::MoeSchedule::interleaved) << few.why;
+  EXPECT_TRUE(few.locality_bound);
+  EXPECT_FALSE(few.weight_reuse);
+  EXPECT_DOUBLE_EQ(few.reuse_share, 0.0);
+  EXPECT_NE(few.why.find("no L2 locality to lose"), std::string::npos) << few.why;
+  EXPECT_NE(few.why.find("exceed L2"), std::string::npos) << few.why;
+
+  moe::MoeScheduleInput many = layer(4096, 2048, 256, 6, 512);
+  many.block_m = 128;
+  many.rows_per_expert.assign(256, 3 * 128);
+  const moe::MoeOrderChoice c = choose(many);
+  EXPECT_NEAR(c.wave_weight_bytes, 132.0 / 48.0 * 3 * 4096.0 * 2048, 1.0);
+  EXPECT_EQ(c.schedule, moe::MoeSchedule::expert_wave) << c.why;
+  EXPECT_TRUE(c.locality_bound && c.weight_reuse);
+  EXPECT_NE(c.why.find("two waves' weights in flight"), std::string::npos) << c.why;
+}
+
+// The share counts blocks (each block reads its expert's weights once), not experts, from the
+// per-expert rows (skewed loads); empty experts count for nothing. One hot expert with two
+// 128-row blocks next to two one-row experts: half of the blocks (2 of 4) share weight tiles,
+// the threshold itself: expert-wave (by experts it would be 1 of 3). A third one-row expert
+// drops the share to 2 / 5: interleaved.
+TEST(MoeOrderChoice, ReuseShareCountsBlocksOfExpertsWithSeveralBlocks) {
+  moe::MoeScheduleInput in = layer(4096, 2048, 256, 6, 8192);
+  in.rows_per_expert = {129, 0, 1, 1};
+  const moe::MoeOrderChoice half = choose(in);
+  EXPECT_DOUBLE_EQ(half.reuse_share, moe::kOrderMinReuseShare);
+  EXPECT_TRUE(half.weight_reuse && half.locality_bound);
+  EXPECT_EQ(half.schedule, moe::MoeSchedule::expert_wave) << half.why;
+  in.rows_per_expert.push_back(1);
+  const moe::MoeOrderChoice less = choose(in);
+  EXPECT_DOUBLE_EQ(less.reuse_share, 2.0 / 5.0);
+  EXPECT_FALSE(less.weight_reuse);
+  EXPECT_EQ(less.schedule, moe::MoeSchedule::interleaved) << less.why;
+  // Skewed: 200 of the 204 busy experts have one 64-row block, but four hot ones of 64 blocks
+  // hold 256 of the 456 blocks, so most weight reads are of shared tiles: expert-wave.
+  in.block_m = 64;
+  in.rows_per_expert.assign(256, 0);
+  for (int e = 0; e < 200; ++e) in.rows_per_expert[e] = 30;
+  for (int e = 200; e < 204; ++e) in.rows_per_expert[e] = 64 * 64;
+  const moe::MoeOrderChoice skew = choose(in);
+  EXPECT_NEAR(skew.reuse_share, 256.0 / 456.0, 1e-12);
+  EXPECT_EQ(skew.schedule, moe::MoeSchedule::expert_wave) << skew.why;
+  nlohmann::json j;
+  to_json(j, skew);
+  EXPECT_EQ(j.at("weight_reuse"), true);
+  EXPECT_NEAR(j.at("reuse_share").get<double>(), 256.0 / 456.0, 1e-12);
+}
+
 // Interleaved where the estimated Linear-2 stalls are large: many one-tile experts (n1 = 1) with
-// 16 Linear-2 tiles each, 8 CTAs: 8 waves, each ending with 16 tiles waiting half a Linear-1 tile.
+// 16 Linear-2 tiles each, 8 CTAs: 16 waves, each ending with 16 tiles waiting half a Linear-1
+// tile. Two 128-row blocks per expert (before the reuse term one block each; with one block the
+// reuse term would pick interleaved first and this case would not reach the stall estimate).
 TEST(MoeOrderChoice, LargeInputStallsGetInterleaved) {
-  moe::MoeScheduleInput in = layer(4096, 128, 64, 1, 128 * 64);
+  moe::MoeScheduleInput in = layer(4096, 128, 64, 1, 256 * 64);
   in.ctas = 8;
   const moe::MoeOrderChoice c = choose(in);
   EXPECT_EQ(c.schedule, moe::MoeSchedule::interleaved) << c.why;
   EXPECT_FALSE(c.locality_bound);
+  EXPECT_TRUE(c.weight_reuse);
   EXPECT_GT(c.stall_share, moe::kOrderStallShare);
+  EXPECT_NE(c.why.find("waiting on their inputs"), std::string::npos) << c.why;
 }
 
 // Interleaved where the waves would be drain-bound (two ranks, a tiny R_agg), unless the waves'
@@ -293,6 +362,12 @@ TEST(MoeOrderChoice, DrainBoundWavesGetInterleavedUnlessLocalityBound) {
   const moe::MoeOrderChoice both = choose(big, 1.0);
   EXPECT_TRUE(both.drain_bound && both.locality_bound);
   EXPECT_EQ(both.schedule, moe::MoeSchedule::expert_wave) << both.why;
+  // Without weight reuse (one block per expert) locality does not hold the order: the drain does.
+  big.rows_per_expert.assign(256, 48);
+  const moe::MoeOrderChoice one = choose(big, 1.0);
+  EXPECT_TRUE(one.drain_bound && one.locality_bound && !one.weight_reuse);
+  EXPECT_EQ(one.schedule, moe::MoeSchedule::interleaved) << one.why;
+  EXPECT_NE(one.why.find("R_agg"), std::string::npos) << one.why;
 }
 
 TEST(MoeOrderChoice, BadInputAndTheAutomaticValueAreClearErrors) {
@@ -300,6 +375,9 @@ TEST(MoeOrderChoice, BadInputAndTheAutomaticValueAreClearErrors) {
   const auto plan = moe::plan_moe_schedule(params(370), in, moe::MoeSchedule::expert_wave);
   EXPECT_THROW(moe::choose_order(plan, in, 0.0, 1.0), InvalidArgument);
   EXPECT_THROW(moe::choose_order(plan, in, kL2, -1.0), InvalidArgument);
+  moe::MoeScheduleInput no_block = in;
+  no_block.block_m = 0;
+  EXPECT_THROW(moe::choose_order(plan, no_block, kL2, 1.0), InvalidArgument);
   EXPECT_THROW(moe::plan_moe_schedule(params(370), in, moe::MoeSchedule::automatic), InvalidArgument);
   EXPECT_STREQ(moe::schedule_name(moe::MoeSchedule::automatic), "automatic");
 }

@@ -1,0 +1,92 @@
+"""python/compare_moe.py --order-check (docs/megamoe.md "Order choice"): the order rule's picks
+(scripts/moe-order-check writes them from `xstage moe-routing --plan`) against the measured
+expert-wave / interleaved times of `xstage bench moe`. CPU only, no torch."""
+import importlib
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _compare_moe():
+    sys.path.insert(0, str(REPO / "python"))
+    try:
+        return importlib.import_module("compare_moe")
+    finally:
+        sys.path.pop(0)
+
+
+def _corr():
+    return {"checked": True, "passed": True, "rows_checked": 16, "rel_err": 0.005, "max_abs_err": 0.01,
+            "rel_tol": 0.02, "nonfinite": 0}
+
+
+def _row(model, routing, tokens, variant, us):
+    return {"model": model, "weights": "w8a8", "routing": routing, "tokens_per_rank": tokens,
+            "variant": variant, "median_us": us, "nonfinite": 0, "correctness": _corr()}
+
+
+# (model, routing, tokens): expert-wave us, interleaved us
+TIMES = {("A", "balanced", 512): (104.0, 100.0),    # interleaved 4 % faster
+         ("A", "balanced", 8192): (100.0, 110.0),   # expert-wave 10 % faster
+         ("B", "skewed", 2048): (100.5, 100.0),     # interleaved 0.5 % faster: either order within 1 %
+         ("B", "skewed", 8192): (100.0, 103.0),     # expert-wave 3 % faster
+         ("C", "balanced", 512): (100.0, 95.0)}     # no pick for it
+
+
+def _bench(tmp):
+    rows = []
+    for (m, r, t), (ew, il) in TIMES.items():
+        rows += [_row(m, r, t, "unfused", 120.0), _row(m, r, t, "expert-wave", ew), _row(m, r, t, "interleaved", il)]
+    p = tmp / "bench.json"
+    p.write_text(json.dumps({"schema": "xstage.bench.moe.v1", "world": 1, "results": rows}))
+    return p
+
+
+PICKS = ("# model tokens routing schedule why\n"
+         "A\t512\tbalanced\tinterleaved\tfew rows\n"
+         "A\t8192\tbalanced\texpert-wave\tlocality\n"
+         "B\t2048\tskewed\texpert-wave\tlocality\n"
+         "B\t8192\tskewed\tinterleaved\tfew rows\n")
+
+
+def test_order_check_counts_right_within_the_tolerance_and_lists_misses(tmp_path):
+    cm = _compare_moe()
+    picks_path = tmp_path / "picks.tsv"
+    picks_path.write_text(PICKS)
+    picks = cm.read_picks(str(picks_path))
+    assert picks[("B", "skewed", 8192)] == ("interleaved", "few rows")
+    rows = [{"model": m, "routing": r, "tokens_per_rank": t, "expert_wave_us": ew, "interleaved_us": il}
+            for (m, r, t), (ew, il) in TIMES.items()]
+    c = cm.order_check(rows, picks)
+    # right: A 512 (faster), A 8192 (faster), B 2048 (0.5 % slower, within 1 %); B 8192 misses by 3 %.
+    assert (c["compared"], c["right"], c["faster"]) == (4, 3, 2)
+    # expert-wave everywhere: A 8192, B 2048 (within 1 %), B 8192 right; A 512 (4 %) not.
+    assert (c["expert_wave_right"], c["expert_wave_faster"]) == (3, 2)
+    assert [m["config"] for m in c["misses"]] == ["B skewed 8192"]
+    assert c["misses"][0]["picked"] == "interleaved" and c["misses"][0]["faster"] == "expert-wave"
+    assert c["misses"][0]["slower_pct"] == pytest.approx(3.0)
+    assert c["no_pick"] == ["C balanced 512"]
+    # A tighter tolerance turns B 2048 into a miss.
+    assert cm.order_check(rows, picks, tol=0.001)["right"] == 2
+
+
+def test_order_check_from_the_command_line_and_bad_picks(tmp_path):
+    bench = _bench(tmp_path)
+    picks = tmp_path / "picks.tsv"
+    picks.write_text(PICKS)
+    out = tmp_path / "out.json"
+    r = subprocess.run([sys.executable, str(REPO / "python" / "compare_moe.py"), str(bench), "--order-check",
+                        str(picks), "--json", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "the picks are right at 3/4 (the faster order at 2/4); expert-wave everywhere: 3/4 (2/4)" in r.stdout
+    assert "miss: B skewed 8192: picked interleaved, 3.0 % slower than expert-wave (few rows)" in r.stdout
+    assert json.loads(out.read_text())["summary"]["order_check"]["right"] == 3
+    picks.write_text("A\t512\tbalanced\tsideways\n")
+    r = subprocess.run([sys.executable, str(REPO / "python" / "compare_moe.py"), str(bench), "--order-check",
+                        str(picks)], capture_output=True, text=True)
+    assert r.returncode == 2 and "picks.tsv:1" in r.stderr
