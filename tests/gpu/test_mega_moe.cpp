@@ -146,9 +146,9 @@ TEST(MegaMoe, RecordsOneSpanPerLinear2PieceAndRunsTheLocalControl) {
     const ops::EpMoeRankInputs d = upload_rank(r, w, in, rank, 2);
     for (auto tile : kTiles)
     for (bool control : {false, true}) {
-      // Pieces: blocks of each local expert x 1408 / 128 = 11 column pieces (the two 64-row
-      // halves of a 128-row block share one span slot); tiles per block: 640 / 128 = 5 Linear-1
-      // (128 h channels = 256 gate/up columns), ceil(1408 / 256) = 6 Linear-2.
+      // Pieces: blocks of each local expert x 1408 / 128 = 11 column pieces (a 128-row block's
+      // piece is one span: its store warps copy all 128 rows); tiles per block: 640 / 128 = 5
+      // Linear-1 (128 h channels = 256 gate/up columns), ceil(1408 / 256) = 6 Linear-2.
       const int bm = moe::mega_tile_shape(tile).block_m;
       size_t blocks = 0;
       for (int le = 0; le < 2; ++le) blocks += size_t(moe::mega_blocks(stats.expert_rows[rank * 2 + le], bm));
@@ -171,6 +171,8 @@ TEST(MegaMoe, RecordsOneSpanPerLinear2PieceAndRunsTheLocalControl) {
       EXPECT_EQ(sp.tiles.l2.tiles, static_cast<long long>(blocks * 6)) << "control " << control;
       EXPECT_GT(sp.tiles.l1.mainloop_us, 0.0);
       EXPECT_GT(sp.tiles.l2.epilogue_us, 0.0);
+      // The Linear-2 store tail (the 128 x 256 tile: written by its store warps).
+      EXPECT_GT(sp.tiles.l2.store_tail_us, 0.0) << moe::mega_tile_name(tile);
       EXPECT_GE(sp.tiles.l2.input_wait_us, 0.0);
       EXPECT_GT(sp.tiles.busy_share, 0.0);
       EXPECT_LE(sp.tiles.busy_share, 1.0);

@@ -32,6 +32,7 @@
 #include "kernels/moe/mainloop.cuh"
 #include "kernels/moe/mega_epilogue.cuh"
 #include "kernels/moe/mega_prologue.cuh"
+#include "kernels/moe/mega_store.cuh"
 #include "kernels/moe/tile_queue.cuh"
 #include "xstage/mega_tile.hpp"
 #include "xstage/moe_tile_order.hpp"
@@ -74,6 +75,8 @@ struct MegaMoeKernel {
   using L1Epilogue = cute::conditional_t<kDual, SwiGluDualQuantEpilogue<T, HDestination>,
                                          SwiGluQuantEpilogue<T, HDestination>>;
   using L2Epilogue = Bf16TileEpilogue<T, CombineDestination>;
+  // The 128 x 256 tile hands its Linear-2 copy-out to two store warps (mega_store.cuh).
+  static constexpr bool kStoreWarps = kDual;
   static_assert(::xstage::moe::mega_tile_shape(T::kTile).block_m == T::kBlockM &&
                     ::xstage::moe::mega_tile_shape(T::kTile).l2_n == T::kBlockN &&
                     ::xstage::moe::mega_tile_shape(T::kTile).l1_pieces == T::kWgM,
@@ -82,12 +85,21 @@ struct MegaMoeKernel {
   using State = typename Mainloop::State;
   using Queue = TileQueue<4>;
   static constexpr int kThreads = T::kThreads;
-  static constexpr int kEpiSmem =
-      L1Epilogue::kSmemBytes > L2Epilogue::kSmemBytes ? L1Epilogue::kSmemBytes : L2Epilogue::kSmemBytes;
+  static constexpr int kL2Smem = kStoreWarps ? MegaL2Store::kSmemBytes : L2Epilogue::kSmemBytes;
+  static constexpr int kEpiSmem = L1Epilogue::kSmemBytes > kL2Smem ? L1Epilogue::kSmemBytes : kL2Smem;
   // Both consumer warp groups, between epilogues of different kinds (their staging overlaps).
   // User barrier 7: the grouped GEMM's ping-pong tokens use 5 + warp group (two groups here).
   static constexpr uint32_t kConsumersBarrier = 7;
   static_assert(T::kConsumerWGs == 2, "ping-pong ids 5, 6 and the consumers' barrier 7");
+  // setmaxnreg moves registers inside the CTA's launch allocation (168 per thread at 384 threads,
+  // a multiple of 8): a consumer warp group's increase past it would block forever.
+  static_assert(128 * T::kProducerRegs + T::kConsumerThreads * T::kConsumerRegs <= (65536 / kThreads) / 8 * 8 * kThreads,
+                "setmaxnreg budget");
+  // The store warps' own barrier and the publish barrier (consumers + store warps): ids that
+  // only the 64 x 256 tile's epilogues use (a third consumer group's, the up hand-over's).
+  static constexpr uint32_t kStoreBarrier = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + 2;
+  static constexpr uint32_t kPublishBarrier = static_cast<uint32_t>(NamedBarrierId::swiglu_full);
+  static constexpr int kPublishThreads = 256 + (kStoreWarps ? MegaL2Store::kStoreThreads : 0);
 
   struct Params {
     typename Mainloop::Params l1;  // A = received x [cap, H], B = W1 [E/P, 2I, H]
@@ -111,6 +123,7 @@ struct MegaMoeKernel {
     typename Pipeline::Storage pipe;
     typename Queue::Storage queue;
     MegaLayoutSmem layout;
+    MegaL2Store::Storage l2s;  // used with kStoreWarps
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage)) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
@@ -149,6 +162,29 @@ struct MegaMoeKernel {
     return t;
   }
 
+  // The store warps (warps 2, 3 of the producer warp group, thread st = 0..63): each staged
+  // Linear-2 tile to the combine buffers (mega_store.cuh), until the consumers stage "no more".
+  __device__ __forceinline__ static void store_warps(Params const& p, SharedStorage& ss, int st) {
+    const MegaMoeArgs& m = p.m;
+    uint32_t full_phase = 0;
+    for (;;) {
+      MegaL2Store::wait(&ss.l2s.full, full_phase);
+      full_phase ^= 1u;
+      const int pos = ss.l2s.pos;
+      if (pos < 0) break;
+      bool is_l1;
+      const WorkTile w = work_tile(p, ss.layout, pos, is_l1);
+      const EpilogueTile t{w.expert, w.m_block, w.n_block, w.row_begin, w.rows, w.n_block * T::kBlockN, w.tag};
+      const uint32_t cycles = MegaL2Store::copy_out(p.epi2.dest, t, p.epi2.n, ss.epi.data(), ss.l2s, st, kStoreBarrier);
+      // The store tail of the trace: the whole copy-out, by the thread that timed it.
+      if (m.trace != nullptr && st == 0) m.trace[size_t(pos) * kMegaTraceWords + 5] = static_cast<uint32_t>(cycles);
+      MegaL2Store::arrive(&ss.l2s.free);
+    }
+    // Publish (operator()) counts this CTA done only after these stores.
+    asm volatile("" ::: "memory");
+    cutlass::arch::NamedBarrier::sync(kPublishThreads, kPublishBarrier);
+  }
+
   __device__ void operator()(Params const& p, char* smem_buf) const {
     const uint32_t base = cute::cast_smem_ptr_to_uint(smem_buf);
     SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_buf + ((1024u - (base & 1023u)) & 1023u));
@@ -163,6 +199,7 @@ struct MegaMoeKernel {
       Pipeline::init(ss.pipe, T::kConsumerWarps, T::kFullArrivals);
       // Every consumer thread reads each queued position, and so does the scale warp.
       Queue::init(ss.queue, T::kConsumerWGs * 128 + 32);
+      if constexpr (kStoreWarps) MegaL2Store::init(ss.l2s);
       Mainloop::prefetch_descriptors(p.l1);
       Mainloop::prefetch_descriptors(p.l2);
     }
@@ -230,6 +267,8 @@ struct MegaMoeKernel {
           const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
           mainloop.copy_scales_in_kernel(is_l1 ? p.l1 : p.l2, pipe, write, t, ss.scales);
         }
+      } else if (kStoreWarps && tid / 32 >= 2) {
+        store_warps(p, ss, tid - 64);
       }
       return;  // a timed-out wait above still loads (garbage) so the consumers never hang
     }
@@ -245,7 +284,10 @@ struct MegaMoeKernel {
     const L2Epilogue epi2{};
     State read{};
     auto qs = Queue::consumer_start();
-    int last_kind = 0;
+    // The previous tile's kind (bits 0-1) and, with store warps, the parity of their `free`
+    // barrier to wait for (bit 2; a fresh barrier passes at parity 1). One register: the 128 x 256
+    // consumer is at ptxas's 168-register limit (a second one cost 16 B more spills).
+    int last_kind = kStoreWarps ? 4 : 0;
     int pos;
     // The tile trace's clocks of the consumers' first thread (ct == 0, the trace's writer), kept
     // in shared memory: in registers they stay live across the mainloop and the epilogue (ptxas
@@ -272,10 +314,19 @@ struct MegaMoeKernel {
         if (m.trace != nullptr && ct == 0) trace_c1 = clock64();
         const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
         const int kind = is_l1 ? 1 : 2;
-        if (kind != last_kind) cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
-        last_kind = kind;
-        if (is_l1) epi1.store_dual_with(p.epi1, ss.epi.data(), acc0, acc1, t, wt, wg, rw);
-        else epi2.store_dual(p.epi2, ss.epi.data(), acc0, acc1, t, wt, wg);
+        if (kind != (last_kind & 3)) cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
+        last_kind = (last_kind & 4) | kind;
+        // The store warps have read the last staged Linear-2 tile (both epilogues use the memory).
+        MegaL2Store::wait(&ss.l2s.free, static_cast<uint32_t>(last_kind >> 2));
+        if (is_l1) {
+          epi1.store_dual_with(p.epi1, ss.epi.data(), acc0, acc1, t, wt, wg, rw);
+        } else {
+          MegaL2Store::stage(ss.epi.data(), acc0, wt, wg, 0);
+          MegaL2Store::stage(ss.epi.data(), acc1, wt, wg, 1);
+          if (ct == 0) ss.l2s.pos = pos;
+          MegaL2Store::arrive(&ss.l2s.full);
+          last_kind ^= 4;
+        }
       } else {
         const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
         const auto& mp = is_l1 ? p.l1 : p.l2;
@@ -298,18 +349,27 @@ struct MegaMoeKernel {
         tr[1] = static_cast<uint32_t>(c0 - m.cta_clock[blockIdx.x * kMegaClockWords + 0]);
         tr[2] = static_cast<uint32_t>(c1 - c0);
         tr[3] = static_cast<uint32_t>(clock64() - c1);
-        // Written by this thread's hooks during the epilogue.
-        tr[5] = m.trace_hook[blockIdx.x];
+        // Written by this thread's hooks during the epilogue (a Linear-2 tile's store tail, with
+        // the store warps: by them).
+        if (is_l1 || !kStoreWarps) tr[5] = m.trace_hook[blockIdx.x];
         tr[6] = is_l1 ? m.trace_hook[gridDim.x + blockIdx.x] - static_cast<uint32_t>(c1) : 0u;
         tr[7] = is_l1 ? m.trace_hook[2 * gridDim.x + blockIdx.x] - static_cast<uint32_t>(c1) : 0u;
       }
     }
 
+    if constexpr (kStoreWarps) {
+      // No more tiles: the store warps leave once they read the last staged one.
+      MegaL2Store::wait_cold(&ss.l2s.free, static_cast<uint32_t>(last_kind >> 2));
+      if (ct == 0) ss.l2s.pos = -1;
+      MegaL2Store::arrive(&ss.l2s.full);
+    }
     if (pos == Queue::kTimedOut) __trap();  // the producer never handed a tile over: a bug (pipeline.cuh)
 
-    // Publish: this CTA's combine stores are done; the rank's last CTA tells each owner how
-    // many (row, 128-column) pieces it sent there (the whole rank's, from the counts).
-    cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
+    // Publish: this CTA's combine stores (the store warps' too) are done; the rank's last CTA
+    // tells each owner how many (row, 128-column) pieces it sent there (the whole rank's, from
+    // the counts).
+    asm volatile("" ::: "memory");
+    cutlass::arch::NamedBarrier::sync(kPublishThreads, kStoreWarps ? kPublishBarrier : kConsumersBarrier);
     __shared__ int last_cta;
     if (ct == 0) {
       dev::fence_sys();

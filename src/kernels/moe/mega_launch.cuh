@@ -45,7 +45,9 @@ cudaError_t mega_moe_launch_with(const MegaMoeArgs& m, const MegaWeights& w, int
   cd.recv_src = a.recv_src_at[a.rank];
   cd.hidden = a.hidden;
   cd.spans = m.spans;
-  cd.hook = traced ? m.trace_hook : nullptr;
+  // With store warps the Linear-2 store tail goes into the trace directly (the hook word is the
+  // consumers' Linear-1 one, written while the store warps run).
+  cd.hook = traced && !K::kStoreWarps ? m.trace_hook : nullptr;
   kp.epi2.dest = cd;
   kp.epi2.n = a.hidden;
   kp.m = m;
