@@ -99,16 +99,51 @@ struct MoeOrderChoice {
   double wave_weight_bytes = 0;
   bool locality_bound = false;  // wave_weight_bytes > l2_bytes
   double reuse_share = 0;       // m-blocks of experts with >= 2 blocks / all m-blocks (0 without blocks)
+  bool reuse_expected = false;  // reuse_share modelled (expected_reuse_share), not counted from the rows
   bool weight_reuse = false;    // reuse_share >= kOrderMinReuseShare
   bool drain_bound = false;     // plan.wave_drain_bound
   double stall_share = 0;
 };
 MoeOrderChoice choose_order(const MoeSchedulePlan& plan, const MoeScheduleInput& in, double l2_bytes,
                             double expert_weight_bytes);
-// The order a Mega-MoE layer's automatic schedule takes (MegaMoeLayer, `moe-routing --plan`):
-// choose_order on the expert-wave plan of `in` with blocks of `block_m` rows (the layer's
-// tile) and W8A8 weights (W1 + W2 = 3 H I bytes per expert).
+// The same rule with a modelled reuse share (expected_reuse_share; reuse_expected is set and the
+// reason calls the share expected) instead of the one counted from in.rows_per_expert, which then
+// only feed the wave size. Throws InvalidArgument as above and for a share outside [0, 1].
+MoeOrderChoice choose_order(const MoeSchedulePlan& plan, const MoeScheduleInput& in, double l2_bytes,
+                            double expert_weight_bytes, double reuse_share);
+// The order for one rank's routed rows (`moe-routing --plan`): choose_order on the expert-wave
+// plan of `in` with blocks of `block_m` rows (the layer's automatic tile) and W8A8 weights
+// (W1 + W2 = 3 H I bytes per expert).
 MoeOrderChoice choose_layer_order(const model::Params& p, MoeScheduleInput in, int block_m, double l2_bytes);
+
+// The expected reuse_share of one rank's work under balanced random routing: `routed_tokens`
+// tokens (tokens per rank x ranks), each sent to top_k distinct experts of `experts` uniformly at
+// random (moe::make_routing's balanced routing), so an expert's rows are Binomial(routed_tokens,
+// top_k / experts). With b(r) = ceil(r / block_m) blocks for r rows:
+//   sum_r P(r) b(r) [b(r) >= 2]  /  sum_r P(r) b(r)
+// (expected blocks of experts with >= 2 blocks over expected blocks: the share of a rank with
+// many experts). Exact: every r, each P(r) from lgamma in log space (terms below e^-700 skipped),
+// O(routed_tokens). 0 when no expert can have two blocks. Throws InvalidArgument for
+// routed_tokens < 1, experts < 1, top_k outside [1, experts], block_m < 1.
+double expected_reuse_share(long long routed_tokens, int experts, int top_k, int block_m);
+
+// What a Mega-MoE layer knows at construction (no routing yet): the shape, tokens per rank,
+// ranks, persistent CTAs per rank and one CTA's FP8 TFLOP/s.
+struct MoeLayerConfig {
+  int hidden = 0, intermediate = 0, experts = 0, top_k = 0;
+  int tokens = 0;  // per rank
+  int world = 1;
+  int ctas = 0;
+  double tile_tflops = 0;
+};
+// The order a Mega-MoE layer's automatic schedule takes (MegaMoeLayer::order_choice(), bench
+// `model-order`, `moe-routing --plan`'s layer line), for a balanced load: the automatic tile's
+// block height (choose_mega_tile), the wave size from every local expert at the mean rows
+// (tokens x top_k x world / experts, at least 1) as MegaMoeLayer plans them, and the reuse share
+// expected under balanced random routing (expected_reuse_share), W8A8 weights. A skewed routing
+// is not modelled: its routed rows (choose_layer_order) may pick the other order. Throws
+// InvalidArgument for a config the planner or the share refuse (world not dividing experts).
+MoeOrderChoice choose_balanced_layer_order(const model::Params& p, const MoeLayerConfig& c, double l2_bytes);
 void to_json(nlohmann::json& j, const MoeOrderChoice& c);
 const char* schedule_name(MoeSchedule s);  // "expert-wave", "interleaved", "automatic"
 

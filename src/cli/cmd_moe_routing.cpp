@@ -94,8 +94,24 @@ void run_routing(const RoutingArgs& a) {
         rank, p.waves, p.l1_tiles, p.l2_tiles, p.l1_tile_us, p.l2_tile_us, p.wave_store_gbps,
         p.wave_drain_bound ? "drain-bound" : "absorbed", p.l1_per_l2, p.interleaved_store_gbps, p.rule,
         params.r_agg_gbps, p.predicted_wave_span_us, p.predicted_interleaved_span_us);
-    std::cout << fmt::format("  rank {}: the model's order: {} ({})\n", rank, moe::schedule_name(oc.schedule), oc.why);
+    std::cout << fmt::format("  rank {}: the model's order (routed rows): {} ({})\n", rank,
+                             moe::schedule_name(oc.schedule), oc.why);
   }
+  // The layer's own pick (MegaMoeLayer::order_choice(), bench `model-order`, schedule automatic):
+  // no routing at construction, so a balanced load with the reuse share expected under balanced
+  // random routing; one order for every rank.
+  moe::MoeLayerConfig lc;
+  lc.hidden = r.shape.hidden;
+  lc.intermediate = r.shape.intermediate;
+  lc.experts = r.shape.experts;
+  lc.top_k = r.shape.top_k;
+  lc.tokens = r.tokens_per_rank;
+  lc.world = r.ranks;
+  lc.ctas = a.ctas;
+  lc.tile_tflops = a.tile_tflops;
+  const moe::MoeOrderChoice lo = moe::choose_balanced_layer_order(params, lc, a.l2_mib * 1024.0 * 1024.0);
+  std::cout << fmt::format("  layer: the model's order (expected rows, balanced routing): {} ({})\n",
+                           moe::schedule_name(lo.schedule), lo.why);
 }
 
 }  // namespace
@@ -115,7 +131,9 @@ void add_moe_routing_command(CLI::App& app) {
   cmd->add_option("--seed", a->seed, "Seed")->capture_default_str();
   cmd->add_option("--out,-o", a->out, "Write the routing as JSON (xstage.moe.routing.v1)");
   cmd->add_flag("--list", a->list, "List the model shapes and exit");
-  cmd->add_flag("--plan", a->plan, "Also print each rank's Mega-MoE tile schedules (expert-wave / interleaved)");
+  cmd->add_flag("--plan", a->plan,
+               "Also print each rank's Mega-MoE tile schedules (expert-wave / interleaved) with the model's order\n"
+               "for its routed rows, and the order the layer itself picks (a balanced load's expected rows)");
   cmd->add_option("--ctas", a->ctas, "--plan: persistent CTAs per rank")->capture_default_str();
   cmd->add_option("--l2-mib", a->l2_mib, "--plan: the GPU's L2 in MiB (the order choice's locality check)")
       ->check(CLI::PositiveNumber)

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "xstage/error.hpp"
+#include "xstage/mega_tile.hpp"
 #include "xstage/moe_tile_order.hpp"
 
 namespace xstage::moe {
@@ -140,8 +141,11 @@ const char* schedule_name(MoeSchedule s) {
   return "unknown";
 }
 
-MoeOrderChoice choose_order(const MoeSchedulePlan& plan, const MoeScheduleInput& in, double l2_bytes,
-                            double expert_weight_bytes) {
+namespace {
+
+// choose_order with the share counted from the rows (modelled_share < 0) or the modelled one.
+MoeOrderChoice choose_order_with(const MoeSchedulePlan& plan, const MoeScheduleInput& in, double l2_bytes,
+                                 double expert_weight_bytes, double modelled_share) {
   if (!(l2_bytes > 0) || !(expert_weight_bytes > 0) || in.ctas < 1 || in.l2_n < 1 || in.block_m < 1)
     throw InvalidArgument("moe order: L2 bytes, expert weight bytes, ctas, l2_n and block_m must be positive");
   MoeOrderChoice c;
@@ -159,15 +163,18 @@ MoeOrderChoice choose_order(const MoeSchedulePlan& plan, const MoeScheduleInput&
   c.locality_bound = c.wave_weight_bytes > l2_bytes;
   // Every block reads its expert's W1 + W2 once; only the reads of experts with several blocks
   // can hit L2 through the order (docs/megamoe.md "Order choice").
-  c.reuse_share = blocks > 0 ? double(shared_blocks) / blocks : 0;
+  c.reuse_expected = modelled_share >= 0;
+  c.reuse_share = c.reuse_expected ? modelled_share : blocks > 0 ? double(shared_blocks) / blocks : 0;
   c.weight_reuse = c.reuse_share >= kOrderMinReuseShare;
   c.drain_bound = plan.wave_drain_bound;
   const double work = plan.l1_tiles * plan.l1_tile_us + plan.l2_tiles * plan.l2_tile_us;  // all CTAs' tile time
   const int n2 = (in.hidden + in.l2_n - 1) / in.l2_n;
   c.stall_share = work > 0 ? plan.waves * n2 * 0.5 * plan.l1_tile_us / work : 0;
   const double mib = 1024.0 * 1024.0;
-  const std::string reuse = fmt::format("{:.1f} % of the {}-row blocks share their expert's weight tiles with another block",
-                                        100 * c.reuse_share, in.block_m);
+  const std::string reuse =
+      fmt::format("{}{:.1f} % of the {}-row blocks{} share their expert's weight tiles with another block",
+                  c.reuse_expected ? "an expected " : "", 100 * c.reuse_share, in.block_m,
+                  c.reuse_expected ? " (balanced random routing)" : "");
   if (c.locality_bound && c.weight_reuse) {
     c.schedule = MoeSchedule::expert_wave;
     c.why = fmt::format("a wave's weights ({:.0f} experts, {:.0f} MiB of W1 + W2) exceed L2 ({:.0f} MiB) and {}: "
@@ -200,18 +207,80 @@ MoeOrderChoice choose_order(const MoeSchedulePlan& plan, const MoeScheduleInput&
   return c;
 }
 
+}  // namespace
+
+MoeOrderChoice choose_order(const MoeSchedulePlan& plan, const MoeScheduleInput& in, double l2_bytes,
+                            double expert_weight_bytes) {
+  return choose_order_with(plan, in, l2_bytes, expert_weight_bytes, -1.0);
+}
+
+MoeOrderChoice choose_order(const MoeSchedulePlan& plan, const MoeScheduleInput& in, double l2_bytes,
+                            double expert_weight_bytes, double reuse_share) {
+  if (!(reuse_share >= 0 && reuse_share <= 1))
+    throw InvalidArgument(fmt::format("moe order: reuse share {} must be in [0, 1]", reuse_share));
+  return choose_order_with(plan, in, l2_bytes, expert_weight_bytes, reuse_share);
+}
+
 MoeOrderChoice choose_layer_order(const model::Params& p, MoeScheduleInput in, int block_m, double l2_bytes) {
   in.block_m = block_m;
   return choose_order(plan_moe_schedule(p, in, MoeSchedule::expert_wave), in, l2_bytes,
                       3.0 * double(in.hidden) * double(in.intermediate));
 }
 
+double expected_reuse_share(long long routed_tokens, int experts, int top_k, int block_m) {
+  if (routed_tokens < 1 || experts < 1 || top_k < 1 || top_k > experts || block_m < 1)
+    throw InvalidArgument(fmt::format("moe order: expected reuse share needs tokens >= 1, experts >= 1, "
+                                      "1 <= top_k <= experts and block_m >= 1 (got {}, {}, {}, {})",
+                                      routed_tokens, experts, top_k, block_m));
+  const long long n = routed_tokens;
+  auto blocks = [block_m](long long r) { return (r + block_m - 1) / block_m; };
+  if (top_k == experts) return blocks(n) >= 2 ? 1.0 : 0.0;  // every expert gets every token
+  // rows of one expert ~ Binomial(n, q): P(r) = C(n, r) q^r (1 - q)^(n - r), in log space.
+  const double q = double(top_k) / experts;
+  const double log_q = std::log(q), log_1q = std::log1p(-q), log_n = std::lgamma(double(n) + 1);
+  double all = 0, shared = 0;  // expected blocks of one expert; of those with >= 2 blocks
+  for (long long r = 1; r <= n; ++r) {
+    const double lp = log_n - std::lgamma(double(r) + 1) - std::lgamma(double(n - r) + 1) + double(r) * log_q +
+                      double(n - r) * log_1q;
+    if (lp < -700) continue;  // < 1e-304: nothing to add
+    const double b = double(blocks(r)) * std::exp(lp);
+    all += b;
+    if (blocks(r) >= 2) shared += b;
+  }
+  return all > 0 ? std::min(1.0, shared / all) : 0.0;
+}
+
+MoeOrderChoice choose_balanced_layer_order(const model::Params& p, const MoeLayerConfig& c, double l2_bytes) {
+  if (c.world < 1 || c.experts < 1 || c.experts % c.world != 0 || c.tokens < 1 || c.top_k < 1)
+    throw InvalidArgument(fmt::format("moe order: layer needs tokens, top_k >= 1 and world dividing experts "
+                                      "(tokens {}, top_k {}, experts {}, world {})",
+                                      c.tokens, c.top_k, c.experts, c.world));
+  // As MegaMoeLayer plans the balanced load: every local expert at the mean rows.
+  const long long routed_rows = static_cast<long long>(c.tokens) * c.world * c.top_k;
+  const int epr = c.experts / c.world;
+  MoeScheduleInput in;
+  in.rows_per_expert.assign(epr, static_cast<int>(std::max(1LL, routed_rows / c.world / epr)));
+  in.hidden = c.hidden;
+  in.intermediate = c.intermediate;
+  const MegaTileShape tile = mega_tile_shape(choose_mega_tile(routed_rows, c.experts));
+  in.block_m = tile.block_m;
+  in.l1_n = tile.l1_n;
+  in.l2_n = tile.l2_n;
+  in.ctas = c.ctas;
+  in.world = c.world;
+  in.tile_tflops = c.tile_tflops;
+  const double share =
+      expected_reuse_share(static_cast<long long>(c.tokens) * c.world, c.experts, c.top_k, tile.block_m);
+  return choose_order(plan_moe_schedule(p, in, MoeSchedule::expert_wave), in, l2_bytes,
+                      3.0 * double(in.hidden) * double(in.intermediate), share);
+}
+
 void to_json(nlohmann::json& j, const MoeOrderChoice& c) {
   j = nlohmann::json{{"schedule", schedule_name(c.schedule)}, {"why", c.why},
                      {"experts_per_wave", c.experts_per_wave}, {"wave_weight_bytes", c.wave_weight_bytes},
                      {"locality_bound", c.locality_bound}, {"reuse_share", c.reuse_share},
-                     {"weight_reuse", c.weight_reuse}, {"drain_bound", c.drain_bound},
-                     {"stall_share", c.stall_share}};
+                     {"reuse_expected", c.reuse_expected}, {"weight_reuse", c.weight_reuse},
+                     {"drain_bound", c.drain_bound}, {"stall_share", c.stall_share}};
 }
 
 }  // namespace xstage::moe

@@ -70,11 +70,21 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
   I.plan = moe::plan_moe_schedule(model, in, moe::MoeSchedule::interleaved);
   I.plan.tiles.clear();
   {
-    // The order for MoeSchedule::automatic: the model's choice for the automatic tile's blocks and the GPU's L2.
+    // The order for MoeSchedule::automatic: the model's choice for a balanced load (the reuse share
+    // expected under balanced random routing), the automatic tile's blocks and the GPU's L2.
     int l2 = 0;
     XS_CUDA(cudaSetDevice(team.device(0)), "mega moe: reading the L2 size");
     XS_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, team.device(0)), "mega moe: reading the L2 size");
-    I.order = moe::choose_layer_order(model, in, moe::mega_tile_shape(I.auto_tile).block_m, double(l2));
+    moe::MoeLayerConfig lc;
+    lc.hidden = cfg.hidden;
+    lc.intermediate = cfg.intermediate;
+    lc.experts = cfg.experts;
+    lc.top_k = cfg.top_k;
+    lc.tokens = cfg.tokens;
+    lc.world = I.buf.world;
+    lc.ctas = in.ctas;
+    lc.tile_tflops = tile_tflops;
+    I.order = moe::choose_balanced_layer_order(model, lc, double(l2));
   }
 
   I.ranks.resize(team.local_count());

@@ -11,6 +11,7 @@
 #include "xstage/error.hpp"
 #include "xstage/mega_tile.hpp"
 #include "xstage/model.hpp"
+#include "xstage/moe_routing.hpp"
 #include "xstage/moe_schedule.hpp"
 
 using namespace xstage;
@@ -380,4 +381,135 @@ TEST(MoeOrderChoice, BadInputAndTheAutomaticValueAreClearErrors) {
   EXPECT_THROW(moe::choose_order(plan, no_block, kL2, 1.0), InvalidArgument);
   EXPECT_THROW(moe::plan_moe_schedule(params(370), in, moe::MoeSchedule::automatic), InvalidArgument);
   EXPECT_STREQ(moe::schedule_name(moe::MoeSchedule::automatic), "automatic");
+}
+
+// ---- the layer's own pick: the reuse share expected under balanced random routing ----------
+namespace {
+
+// The realized reuse share of balanced routings (moe::make_routing), pooled over `seeds` seeds
+// and every rank: blocks of experts with >= 2 blocks / all blocks.
+double monte_carlo_share(const char* model, int ranks, int tokens, int block_m, int seeds) {
+  long long blocks = 0, shared = 0;
+  for (int s = 0; s < seeds; ++s) {
+    moe::RoutingConfig cfg;
+    cfg.seed = 1000 + s;
+    const moe::RoutingStats st = moe::routing_stats(moe::make_routing(moe::find_model(model), ranks, tokens, cfg));
+    for (int64_t r : st.expert_rows) {
+      const long long b = (r + block_m - 1) / block_m;
+      blocks += b;
+      if (b >= 2) shared += b;
+    }
+  }
+  return double(shared) / double(blocks);
+}
+
+moe::MoeLayerConfig layer_config(const char* model, int tokens, int world = 1) {
+  const moe::ModelShape& m = moe::find_model(model);
+  moe::MoeLayerConfig c;
+  c.hidden = m.hidden;
+  c.intermediate = m.intermediate;
+  c.experts = m.experts;
+  c.top_k = m.top_k;
+  c.tokens = tokens;
+  c.world = world;
+  c.ctas = 132;
+  c.tile_tflops = 7.0;
+  return c;
+}
+
+}  // namespace
+
+// The binomial model against the routing generator: GLM-5.2 at 2048 tokens (64 rows per expert
+// on average, exactly one 64-row block: uniform rows say 0 %, random routing ~60 %), DiT-MoE-G
+// at 512 tokens (64 rows, 16 experts), DSv4-Pro at 4096 tokens on each of two ranks (128 rows:
+// one 128-row block on average), and DSv4-Flash at 2048 (48 rows: mostly one block, a ~2 % share).
+// Measured when written: 0.637 / 0.637, 0.636 / 0.631, 0.646 / 0.649, 0.021 / 0.018 (model / 8 seeds).
+TEST(MoeExpectedReuseShare, MatchesMonteCarloOverBalancedRouting) {
+  struct S {
+    const char* model;
+    int ranks, tokens, block_m;
+  };
+  for (S s : {S{"GLM-5.2", 1, 2048, 64}, S{"DiT-MoE-G", 1, 512, 64}, S{"DSv4-Pro", 2, 4096, 128},
+              S{"DSv4-Flash", 1, 2048, 64}}) {
+    const moe::ModelShape& m = moe::find_model(s.model);
+    const double expected =
+        moe::expected_reuse_share(static_cast<long long>(s.tokens) * s.ranks, m.experts, m.top_k, s.block_m);
+    const double mc = monte_carlo_share(s.model, s.ranks, s.tokens, s.block_m, 8);
+    EXPECT_NEAR(expected, mc, 0.03) << s.model << " T" << s.tokens << " P" << s.ranks;  // a few points
+    EXPECT_NEAR(expected, mc, 0.05 * mc + 0.005) << s.model << " T" << s.tokens << " P" << s.ranks;
+  }
+}
+
+// Hand-checked values and the edges: 2 tokens, 2 experts, top-1, 1-row blocks: rows 0 / 1 / 2 with
+// 1/4, 1/2, 1/4; blocks = rows, expected 1 block, 1/2 of it from the 2-row expert.
+TEST(MoeExpectedReuseShare, SmallCasesEdgesAndBadInput) {
+  EXPECT_NEAR(moe::expected_reuse_share(2, 2, 1, 1), 0.5, 1e-12);
+  // 3 tokens, top-1 of 3 experts, 2-row blocks: P(r = 3) = 1/27 (2 blocks), P(1) = 12/27, P(2) = 6/27.
+  EXPECT_NEAR(moe::expected_reuse_share(3, 3, 1, 2), (2.0 / 27) / (12.0 / 27 + 6.0 / 27 + 2.0 / 27), 1e-12);
+  EXPECT_DOUBLE_EQ(moe::expected_reuse_share(64, 8, 8, 64), 0.0);   // every expert: 64 rows, one block
+  EXPECT_DOUBLE_EQ(moe::expected_reuse_share(65, 8, 8, 64), 1.0);   // every expert: two blocks
+  EXPECT_DOUBLE_EQ(moe::expected_reuse_share(100, 16, 2, 128), 0.0);  // at most 100 rows
+  EXPECT_GT(moe::expected_reuse_share(8 * 8192, 256, 8, 128), 0.999);  // 2048 rows: 16 blocks each
+  // More rows per expert, more reuse.
+  double last = 0;
+  for (int t : {256, 1024, 2048, 4096, 8192}) {
+    const double s = moe::expected_reuse_share(t, 256, 8, 64);
+    EXPECT_GE(s, last) << t;
+    last = s;
+  }
+  EXPECT_THROW(moe::expected_reuse_share(0, 8, 2, 64), InvalidArgument);
+  EXPECT_THROW(moe::expected_reuse_share(64, 8, 9, 64), InvalidArgument);
+  EXPECT_THROW(moe::expected_reuse_share(64, 8, 0, 64), InvalidArgument);
+  EXPECT_THROW(moe::expected_reuse_share(64, 8, 2, 0), InvalidArgument);
+}
+
+// The layer's pick (MegaMoeLayer::order_choice()): the wave size from the uniform mean rows and
+// the share expected under random routing. Where the mean is exactly one block (GLM-5.2 and
+// MiMo-V2.5 at 2048 tokens, DiT-MoE-G at 512, DSv4-Pro at 8192) the uniform rows have no reuse
+// but random routing puts most blocks in experts with two: expert-wave, as the routed rows pick.
+// Where the mean is well under one block (DSv4-Flash at 2048: 48 rows) the share stays low:
+// interleaved.
+TEST(MoeOrderChoice, TheLayerPicksFromTheExpectedShareUnderRandomRouting) {
+  struct L {
+    const char* model;
+    int tokens;
+    moe::MoeSchedule order;
+  };
+  const auto ew = moe::MoeSchedule::expert_wave, il = moe::MoeSchedule::interleaved;
+  for (L l : {L{"GLM-5.2", 2048, ew}, L{"MiMo-V2.5", 2048, ew}, L{"DiT-MoE-G", 512, ew}, L{"DSv4-Pro", 8192, ew},
+              L{"DSv4-Flash", 2048, il}, L{"Qwen3.5-397B-A17B", 512, il}, L{"DSv4-Flash", 8192, ew}}) {
+    const moe::MoeLayerConfig c = layer_config(l.model, l.tokens);
+    const moe::MoeOrderChoice got = moe::choose_balanced_layer_order(params(370), c, kL2);
+    EXPECT_EQ(got.schedule, l.order) << l.model << " T" << l.tokens << ": " << got.why;
+    EXPECT_TRUE(got.reuse_expected);
+    const int block_m =
+        moe::mega_tile_shape(moe::choose_mega_tile(static_cast<long long>(l.tokens) * c.top_k, c.experts)).block_m;
+    EXPECT_DOUBLE_EQ(got.reuse_share, moe::expected_reuse_share(l.tokens, c.experts, c.top_k, block_m));
+    EXPECT_NE(got.why.find("an expected"), std::string::npos) << got.why;
+    // The same rule on the uniform rows (what the layer used before): the wave size is theirs.
+    const moe::MoeOrderChoice uniform = choose(layer(c.hidden, c.intermediate, c.experts, c.top_k, l.tokens));
+    EXPECT_DOUBLE_EQ(got.experts_per_wave, uniform.experts_per_wave) << l.model;
+    EXPECT_FALSE(uniform.reuse_expected);
+  }
+  // The four mean-one-block layers: the uniform rows see no reuse at all; the model ~55-65 %.
+  for (L l : {L{"GLM-5.2", 2048, ew}, L{"MiMo-V2.5", 2048, ew}, L{"DiT-MoE-G", 512, ew}, L{"DSv4-Pro", 8192, ew}}) {
+    const moe::MoeLayerConfig c = layer_config(l.model, l.tokens);
+    EXPECT_DOUBLE_EQ(choose(layer(c.hidden, c.intermediate, c.experts, c.top_k, l.tokens)).reuse_share, 0.0);
+    const double s = moe::choose_balanced_layer_order(params(370), c, kL2).reuse_share;
+    EXPECT_GT(s, 0.5) << l.model;
+    EXPECT_LT(s, 0.7) << l.model;
+  }
+  // Two ranks: the share depends on the routed tokens of all ranks (tokens x world), as random
+  // routing's rows per expert do. DSv4-Pro at 4096 tokens x 2 ranks = 8192 tokens at P = 1.
+  const moe::MoeOrderChoice two = moe::choose_balanced_layer_order(params(370), layer_config("DSv4-Pro", 4096, 2), kL2);
+  EXPECT_DOUBLE_EQ(two.reuse_share, moe::expected_reuse_share(8192, 384, 6, 128));
+  nlohmann::json j;
+  to_json(j, two);
+  EXPECT_EQ(j.at("reuse_expected"), true);
+  // A modelled share outside [0, 1] and a world not dividing the experts are errors.
+  const moe::MoeScheduleInput in = layer(1408, 5632, 16, 2, 2048);
+  const auto plan = moe::plan_moe_schedule(params(370), in, moe::MoeSchedule::expert_wave);
+  EXPECT_THROW(moe::choose_order(plan, in, kL2, 1.0, 1.5), InvalidArgument);
+  EXPECT_THROW(moe::choose_order(plan, in, kL2, 1.0, -0.1), InvalidArgument);
+  EXPECT_THROW(moe::choose_balanced_layer_order(params(370), layer_config("DSv4-Pro", 512, 5), kL2), InvalidArgument);
 }
