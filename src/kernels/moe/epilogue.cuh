@@ -494,9 +494,12 @@ struct SwiGluDualQuantEpilogue : SwiGluRowsEpilogueBase<Destination> {
     store_dual_with(ep, smem, gate, up, tile, wt, wm, load_weights(ep, tile, wt, wm));
   }
 
+  // stage_stride: bytes between the two warp groups' staging (the Mega-MoE store-warp kernel puts
+  // each group's rows in the half of its shared staging that only that group writes).
   template <class Frg>
   __device__ __forceinline__ void store_dual_with(Params const& ep, uint8_t* smem, Frg const& gate, Frg const& up,
-                                                  WorkTile const& tile, int wt, int wm, RowWeights rw) const {
+                                                  WorkTile const& tile, int wt, int wm, RowWeights rw,
+                                                  int stage_stride = 64 * kPitch) const {
     static_assert(decltype(size(gate))::value == kVals);
     const EpilogueTile t{tile.expert, tile.m_block, tile.n_block, tile.row_begin + 64 * wm,
                          min(64, tile.rows - 64 * wm), tile.n_block * 128, tile.tag};
@@ -508,7 +511,7 @@ struct SwiGluDualQuantEpilogue : SwiGluRowsEpilogueBase<Destination> {
     if constexpr (Destination::kNeedsTileStoredHook)
       if (wm == 0) ep.dest.mark(0, wt);  // no up hand-over in this tile: mark 0 = the epilogue's start
     float h[kVals];
-    swiglu_quant_rows<kPitch>(ep.dest, rw.w0, rw.w1, t, smem + wm * 64 * kPitch,
+    swiglu_quant_rows<kPitch>(ep.dest, rw.w0, rw.w1, t, smem + wm * stage_stride,
                               static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + wm, wt,
                               [&](int i) { return gate(i); }, [&](int i) { return up(i); }, h, wm == 0);
   }

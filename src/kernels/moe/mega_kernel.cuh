@@ -62,7 +62,7 @@ struct MegaTraits64 : MegaSmemScales<MoeTraits<64, 256, 4, true, 1, 1, true>> {
 };
 // 128 x 256 tiles (each warp group 64 rows x gate and up, or x two 128-column pieces): per FLOP
 // the operand traffic of a 128-row tile. 3 stages of 48 KiB: a fourth does not fit next to the
-// Linear-2 staging (2 x 17 KiB) and the tile layout (10 KiB).
+// Linear-2 staging (64 KiB: the whole tile, for the store warps) and the tile layout (10 KiB).
 struct MegaTraits128 : MegaSmemScales<MoeTraits<128, 256, 3, true, 1, 1, true>> {
   static constexpr ::xstage::moe::MegaTile kTile = ::xstage::moe::MegaTile::m128n256;
 };
@@ -85,9 +85,10 @@ struct MegaMoeKernel {
   using State = typename Mainloop::State;
   using Queue = TileQueue<4>;
   static constexpr int kThreads = T::kThreads;
-  static constexpr int kL2Smem = kStoreWarps ? MegaL2Store::kSmemBytes : L2Epilogue::kSmemBytes;
+  static constexpr int kL2Smem = kStoreWarps ? MegaStoreWarps::kSmemBytes : L2Epilogue::kSmemBytes;
   static constexpr int kEpiSmem = L1Epilogue::kSmemBytes > kL2Smem ? L1Epilogue::kSmemBytes : kL2Smem;
-  // Both consumer warp groups, between epilogues of different kinds (their staging overlaps).
+  // Both consumer warp groups: between epilogues of different kinds in the 64 x 256 tile (their
+  // staging overlaps), and before the publish and the reduce.
   // User barrier 7: the grouped GEMM's ping-pong tokens use 5 + warp group (two groups here).
   static constexpr uint32_t kConsumersBarrier = 7;
   static_assert(T::kConsumerWGs == 2, "ping-pong ids 5, 6 and the consumers' barrier 7");
@@ -99,7 +100,7 @@ struct MegaMoeKernel {
   // only the 64 x 256 tile's epilogues use (a third consumer group's, the up hand-over's).
   static constexpr uint32_t kStoreBarrier = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + 2;
   static constexpr uint32_t kPublishBarrier = static_cast<uint32_t>(NamedBarrierId::swiglu_full);
-  static constexpr int kPublishThreads = 256 + (kStoreWarps ? MegaL2Store::kStoreThreads : 0);
+  static constexpr int kPublishThreads = 256 + (kStoreWarps ? MegaStoreWarps::kStoreThreads : 0);
 
   struct Params {
     typename Mainloop::Params l1;  // A = received x [cap, H], B = W1 [E/P, 2I, H]
@@ -123,7 +124,7 @@ struct MegaMoeKernel {
     typename Pipeline::Storage pipe;
     typename Queue::Storage queue;
     MegaLayoutSmem layout;
-    MegaL2Store::Storage l2s;  // used with kStoreWarps
+    MegaStoreWarps::Storage sw;  // used with kStoreWarps
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage)) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
@@ -168,17 +169,17 @@ struct MegaMoeKernel {
     const MegaMoeArgs& m = p.m;
     uint32_t full_phase = 0;
     for (;;) {
-      MegaL2Store::wait(&ss.l2s.full, full_phase);
+      MegaStoreWarps::wait(&ss.sw.full, full_phase);
       full_phase ^= 1u;
-      const int pos = ss.l2s.pos;
+      const int pos = ss.sw.pos;
       if (pos < 0) break;
       bool is_l1;
       const WorkTile w = work_tile(p, ss.layout, pos, is_l1);
       const EpilogueTile t{w.expert, w.m_block, w.n_block, w.row_begin, w.rows, w.n_block * T::kBlockN, w.tag};
-      const uint32_t cycles = MegaL2Store::copy_out(p.epi2.dest, t, p.epi2.n, ss.epi.data(), ss.l2s, st, kStoreBarrier);
+      const uint32_t cycles = MegaStoreWarps::copy_out(p.epi2.dest, t, p.epi2.n, ss.epi.data(), ss.sw, st, kStoreBarrier);
       // The store tail of the trace: the whole copy-out, by the thread that timed it.
       if (m.trace != nullptr && st == 0) m.trace[size_t(pos) * kMegaTraceWords + 5] = static_cast<uint32_t>(cycles);
-      MegaL2Store::arrive(&ss.l2s.free);
+      MegaStoreWarps::arrive(&ss.sw.free);
     }
     // Publish (operator()) counts this CTA done only after these stores.
     asm volatile("" ::: "memory");
@@ -199,7 +200,7 @@ struct MegaMoeKernel {
       Pipeline::init(ss.pipe, T::kConsumerWarps, T::kFullArrivals);
       // Every consumer thread reads each queued position, and so does the scale warp.
       Queue::init(ss.queue, T::kConsumerWGs * 128 + 32);
-      if constexpr (kStoreWarps) MegaL2Store::init(ss.l2s);
+      if constexpr (kStoreWarps) MegaStoreWarps::init(ss.sw);
       Mainloop::prefetch_descriptors(p.l1);
       Mainloop::prefetch_descriptors(p.l2);
     }
@@ -284,9 +285,8 @@ struct MegaMoeKernel {
     const L2Epilogue epi2{};
     State read{};
     auto qs = Queue::consumer_start();
-    // The previous tile's kind (bits 0-1) and, with store warps, the parity of their `free`
-    // barrier to wait for (bit 2; a fresh barrier passes at parity 1). One register: the 128 x 256
-    // consumer is at ptxas's 168-register limit (a second one cost 16 B more spills).
+    // The previous tile's kind (64 x 256 tile) or, with store warps, the parity of their `free`
+    // barrier to wait for (bit 2; a fresh barrier passes at parity 1).
     int last_kind = kStoreWarps ? 4 : 0;
     int pos;
     // The tile trace's clocks of the consumers' first thread (ct == 0, the trace's writer), kept
@@ -313,18 +313,17 @@ struct MegaMoeKernel {
         }
         if (m.trace != nullptr && ct == 0) trace_c1 = clock64();
         const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
-        const int kind = is_l1 ? 1 : 2;
-        if (kind != (last_kind & 3)) cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
-        last_kind = (last_kind & 4) | kind;
-        // The store warps have read the last staged Linear-2 tile (both epilogues use the memory).
-        MegaL2Store::wait(&ss.l2s.free, static_cast<uint32_t>(last_kind >> 2));
+        // A warp group stages only in its own half of the staging (Linear-1 rows at 32 KiB x wg,
+        // Linear-2 rows 64 wg ..), so the groups need not meet between tile kinds; the store
+        // warps must have read the last staged Linear-2 tile.
+        MegaStoreWarps::wait(&ss.sw.free, static_cast<uint32_t>(last_kind >> 2));
         if (is_l1) {
-          epi1.store_dual_with(p.epi1, ss.epi.data(), acc0, acc1, t, wt, wg, rw);
+          epi1.store_dual_with(p.epi1, ss.epi.data(), acc0, acc1, t, wt, wg, rw, MegaStoreWarps::kHalfBytes);
         } else {
-          MegaL2Store::stage(ss.epi.data(), acc0, wt, wg, 0);
-          MegaL2Store::stage(ss.epi.data(), acc1, wt, wg, 1);
-          if (ct == 0) ss.l2s.pos = pos;
-          MegaL2Store::arrive(&ss.l2s.full);
+          MegaStoreWarps::stage(ss.epi.data(), acc0, wt, wg, 0);
+          MegaStoreWarps::stage(ss.epi.data(), acc1, wt, wg, 1);
+          if (ct == 0) ss.sw.pos = pos;
+          MegaStoreWarps::arrive(&ss.sw.full);
           last_kind ^= 4;
         }
       } else {
@@ -359,9 +358,9 @@ struct MegaMoeKernel {
 
     if constexpr (kStoreWarps) {
       // No more tiles: the store warps leave once they read the last staged one.
-      MegaL2Store::wait_cold(&ss.l2s.free, static_cast<uint32_t>(last_kind >> 2));
-      if (ct == 0) ss.l2s.pos = -1;
-      MegaL2Store::arrive(&ss.l2s.full);
+      MegaStoreWarps::wait_cold(&ss.sw.free, static_cast<uint32_t>(last_kind >> 2));
+      if (ct == 0) ss.sw.pos = -1;
+      MegaStoreWarps::arrive(&ss.sw.full);
     }
     if (pos == Queue::kTimedOut) __trap();  // the producer never handed a tile over: a bug (pipeline.cuh)
 

@@ -1,11 +1,12 @@
-// The Mega-MoE 128 x 256 tile's Linear-2 copy-out by two store warps (docs/megamoe.md "Linear-2
-// store warps"). The consumers stage the whole bf16 tile in shared memory, arrive on `full` and
-// go on to their next tile's wgmmas; warps 2 and 3 of the producer warp group (otherwise idle)
-// copy the staged rows to the token owners' combine buffers, record the pieces' spans and
-// arrive on `free`. Before the consumers write the staging again (the next Linear-2 tile, or a
-// Linear-1 epilogue, which shares the memory) they wait on `free`. Measured before the change
-// (one H200, DSv4-Flash 8192 tokens): the consumers spent 7.0 us per Linear-2 tile in the
-// epilogue against a 16 us main loop, with the tensor cores idle.
+// The Mega-MoE 128 x 256 tile's Linear-2 copy-out by two store warps (docs/megamoe.md "Store
+// warps"). The consumers stage the whole bf16 tile in shared memory, arrive on `full` and go on
+// to their next tile's wgmmas; warps 2 and 3 of the producer warp group (otherwise idle) copy the
+// staged rows to the token owners' combine buffers, record the pieces' spans and arrive on
+// `free`. Before the consumers write the staging again (the next Linear-2 tile, or a Linear-1
+// epilogue, which stages its rows in the same memory) they wait on `free`. Measured before (one
+// H200, DSv4-Flash 8192 tokens): the consumers spent 7.0 us per Linear-2 tile in the epilogue
+// against a 16 us main loop, with the tensor cores idle. The Linear-1 copy-out stays with the
+// consumers: in the store warps it delayed each block's Linear-1 count (docs/perf-log.md).
 #pragma once
 #include <cstdint>
 
@@ -17,13 +18,18 @@
 
 namespace xstage::kernels::moe {
 
-struct MegaL2Store {
+struct MegaStoreWarps {
   static constexpr int kRows = 128;
   static constexpr int kRowBytes = 256 * 2;  // 256 bf16 columns
   static constexpr int kSmemBytes = kRows * kRowBytes;
   static constexpr int kStoreThreads = 64;  // warps 2 and 3 of the producer warp group
   static constexpr int kConsumerThreads = 256;
   static constexpr int kBatch = 2;  // rows loaded before their stores (store warps run at 40 registers)
+
+  // A Linear-1 epilogue stages warp group g's fp8 rows at byte 32 KiB x g, inside the half its
+  // Linear-2 rows use, so a warp group never writes where the other one stages.
+  static constexpr int kHalfBytes = kSmemBytes / 2;
+  static_assert(64 * SwiGluRowsEpilogueBase<LocalQuantDestination>::kPitch <= kHalfBytes);
 
   struct Storage {
     uint64_t full;             // every consumer thread staged its values (256 arrivals)
@@ -127,6 +133,7 @@ struct MegaL2Store {
     }
     return static_cast<uint32_t>(clock()) - c_start;
   }
+
 };
 
 }  // namespace xstage::kernels::moe
