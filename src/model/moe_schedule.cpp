@@ -237,10 +237,16 @@ double expected_reuse_share(long long routed_tokens, int experts, int top_k, int
   if (top_k == experts) return blocks(n) >= 2 ? 1.0 : 0.0;  // every expert gets every token
   // rows of one expert ~ Binomial(n, q): P(r) = C(n, r) q^r (1 - q)^(n - r), in log space.
   const double q = double(top_k) / experts;
-  const double log_q = std::log(q), log_1q = std::log1p(-q), log_n = std::lgamma(double(n) + 1);
+  // log(x!) by lgamma_r: lgamma writes the global signgam (a data race when layers are
+  // constructed on several threads).
+  auto log_fact = [](double x) {
+    int sign;
+    return ::lgamma_r(x + 1, &sign);
+  };
+  const double log_q = std::log(q), log_1q = std::log1p(-q), log_n = log_fact(double(n));
   double all = 0, shared = 0;  // expected blocks of one expert; of those with >= 2 blocks
   for (long long r = 1; r <= n; ++r) {
-    const double lp = log_n - std::lgamma(double(r) + 1) - std::lgamma(double(n - r) + 1) + double(r) * log_q +
+    const double lp = log_n - log_fact(double(r)) - log_fact(double(n - r)) + double(r) * log_q +
                       double(n - r) * log_1q;
     if (lp < -700) continue;  // < 1e-304: nothing to add
     const double b = double(blocks(r)) * std::exp(lp);

@@ -24,7 +24,7 @@ namespace xstage::ops {
 
 struct MegaMoeOptions {
   // interleaved, expert_wave, or automatic (the layer's order_choice(): the model's pick,
-  // moe::choose_order; docs/megamoe.md "Order choice").
+  // moe::choose_balanced_layer_order; docs/megamoe.md "Order choice").
   moe::MoeSchedule schedule = moe::MoeSchedule::interleaved;
   // Timing control: every combine row is stored into this rank's own buffer instead of its
   // owner's (local stores only); the layer's output is then meaningless.
@@ -48,8 +48,10 @@ struct MegaMoeOptions {
 struct MegaMoeTileKind {
   long long tiles = 0;
   double mainloop_us = 0;    // consumer: from taking the tile to its accumulators (includes waiting for TMA data)
-  double epilogue_us = 0;    // consumer: the epilogue (h + counter, or combine stores)
-  double store_tail_us = 0;  // of which the store tail: copy-out, fences, group barrier, counter release
+  double epilogue_us = 0;    // consumer: the epilogue (h + counter, or combine stores; 128 x 256
+                             // Linear-2: staging the tile for the store warps)
+  double store_tail_us = 0;  // the store tail: copy-out, fences, group barrier, counter release (part of
+                             // the epilogue, except 128 x 256 Linear-2: the store warps' copy-out)
   // Linear-1 only: from the gate group's mainloop end to the up group's values being handed
   // over, and to the fp8 rows being staged (before the store tail).
   double handover_us = 0, staged_us = 0;

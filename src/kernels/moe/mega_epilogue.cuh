@@ -54,7 +54,8 @@ struct CombineDestination {
     return at[ep_origin_rank(origin)] + static_cast<int64_t>(ep_origin_row(origin)) * hidden + t.col_begin;
   }
   __device__ void writer_fence() const {}
-  // cycles < 0: not recorded (the second 64-row half of a 128-row tile: one span per slot).
+  // cycles < 0: not recorded. (The 128 x 256 tile's pieces are stored and recorded by its store
+  // warps, one span per (128-row block, 128 columns), mega_store.cuh.)
   __device__ void tile_stored(EpilogueTile const& t, long long cycles) const {
     if (cycles < 0) return;
     if (spans != nullptr) spans[t.tag * 2 + ((t.col_begin / 128) & 1)] = static_cast<uint32_t>(cycles);

@@ -88,7 +88,7 @@ struct MegaMoeKernel {
   static constexpr int kL2Smem = kStoreWarps ? MegaStoreWarps::kSmemBytes : L2Epilogue::kSmemBytes;
   static constexpr int kEpiSmem = L1Epilogue::kSmemBytes > kL2Smem ? L1Epilogue::kSmemBytes : kL2Smem;
   // Both consumer warp groups: between epilogues of different kinds in the 64 x 256 tile (their
-  // staging overlaps), and before the publish and the reduce.
+  // staging overlaps), before its publish, and before the reduce (both tiles).
   // User barrier 7: the grouped GEMM's ping-pong tokens use 5 + warp group (two groups here).
   static constexpr uint32_t kConsumersBarrier = 7;
   static_assert(T::kConsumerWGs == 2, "ping-pong ids 5, 6 and the consumers' barrier 7");
@@ -96,10 +96,18 @@ struct MegaMoeKernel {
   // a multiple of 8): a consumer warp group's increase past it would block forever.
   static_assert(128 * T::kProducerRegs + T::kConsumerThreads * T::kConsumerRegs <= (65536 / kThreads) / 8 * 8 * kThreads,
                 "setmaxnreg budget");
-  // The store warps' own barrier and the publish barrier (consumers + store warps): ids that
-  // only the 64 x 256 tile's epilogues use (a third consumer group's, the up hand-over's).
+  // The store warps' own barrier and the publish barrier (consumers + store warps): ids no
+  // 128 x 256 epilogue uses (a third consumer group's, none here; the 64 x 256 tile's up hand-over).
+  // User ids 0..7 are hardware barriers 8..15, all 16 then taken (CUTLASS reserves 0..7).
   static constexpr uint32_t kStoreBarrier = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + 2;
   static constexpr uint32_t kPublishBarrier = static_cast<uint32_t>(NamedBarrierId::swiglu_full);
+  static_assert(kStoreBarrier + cutlass::arch::NamedBarrier::ReservedNamedBarrierCount < 16 &&
+                    kPublishBarrier + cutlass::arch::NamedBarrier::ReservedNamedBarrierCount < 16 &&
+                    kConsumersBarrier + cutlass::arch::NamedBarrier::ReservedNamedBarrierCount < 16,
+                "16 hardware named barriers");
+  static_assert(!kStoreWarps || (MegaStoreWarps::kConsumerThreads == T::kConsumerThreads &&
+                                 MegaStoreWarps::kRows == T::kBlockM && T::kBlockN == 256),
+                "mega_store.cuh stages whole 128 x 256 tiles of two consumer warp groups");
   static constexpr int kPublishThreads = 256 + (kStoreWarps ? MegaStoreWarps::kStoreThreads : 0);
 
   struct Params {

@@ -25,6 +25,8 @@ struct MegaStoreWarps {
   static constexpr int kStoreThreads = 64;  // warps 2 and 3 of the producer warp group
   static constexpr int kConsumerThreads = 256;
   static constexpr int kBatch = 2;  // rows loaded before their stores (store warps run at 40 registers)
+  // copy_out's rows r0 + 4 (k + q), k a multiple of kBatch, stay below kRows.
+  static_assert((kRows / 4) % kBatch == 0, "copy_out row steps");
 
   // A Linear-1 epilogue stages warp group g's fp8 rows at byte 32 KiB x g, inside the half its
   // Linear-2 rows use, so a warp group never writes where the other one stages.
@@ -106,8 +108,8 @@ struct MegaStoreWarps {
       if (t.col_begin + 128 * piece >= n) break;
       const uint32_t c0 = static_cast<uint32_t>(clock());
       const int j = 16 * piece + (lane & 15);
-      // Four rows' loads in flight before their stores (a store may alias a later load for
-      // the compiler, so it would otherwise wait one shared-memory round trip per store).
+      // kBatch rows' loads per thread in flight before their stores (a store may alias a later
+      // load for the compiler, so it would otherwise wait one shared-memory round trip per store).
       for (int k = 0; 4 * k + r0 < t.rows; k += kBatch) {
         uint4 v[kBatch];
         uint8_t* d[kBatch];
