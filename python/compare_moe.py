@@ -157,7 +157,10 @@ def read_picks(path):
         f = line.split("\t")
         if len(f) < 4 or f[3] not in ORDERS or not f[1].isdigit():
             raise InputError(f"{path}:{n}: want 'model<TAB>tokens<TAB>routing<TAB>expert-wave|interleaved[<TAB>why]'")
-        picks[(f[0], f[2], int(f[1]))] = (f[3], f[4] if len(f) > 4 else "")
+        key = (f[0], f[2], int(f[1]))
+        if key in picks:
+            raise InputError(f"{path}:{n}: a second pick for {f[0]} {f[2]} {f[1]}")
+        picks[key] = (f[3], f[4] if len(f) > 4 else "")
     return picks
 
 
@@ -166,10 +169,17 @@ def order_check(rows, picks, tol=0.01):
     orders and a pick; the pick is `right` when its order is at most (1 + tol) x the faster
     order's time, `faster` when it is the faster one (a tie counts for both orders). The same
     two counts for expert-wave everywhere (the rule before the reuse term), the misses (with
-    how much slower the picked order ran) and the configurations without a pick."""
+    how much slower the picked order ran) and the configurations without a pick. The picks are
+    the W8A8 rule's (`xstage moe-routing --plan`): rows of other weight formats are left out
+    (`other_weights`)."""
+    if not (tol >= 0 and tol < 1):
+        raise InputError(f"--order-tol must be in [0, 1) (got {tol})")
     out = {"tol": tol, "compared": 0, "right": 0, "faster": 0, "expert_wave_right": 0,
-           "expert_wave_faster": 0, "misses": [], "no_pick": []}
+           "expert_wave_faster": 0, "misses": [], "no_pick": [], "other_weights": 0}
     for r in rows:
+        if r.get("weights", "w8a8") != "w8a8":
+            out["other_weights"] += 1
+            continue
         ew, il = r["expert_wave_us"], r["interleaved_us"]
         if ew is None or il is None or ew <= 0 or il <= 0:
             continue
@@ -334,7 +344,11 @@ def main(argv=None):
             return 2
     print_table(xs, th, rows, summary, torch_only, bad)
     if picks is not None:
-        summary["order_check"] = order_check(rows, picks, args.order_tol)
+        try:
+            summary["order_check"] = order_check(rows, picks, args.order_tol)
+        except InputError as e:
+            print(f"{TOOL}: {e}", file=sys.stderr)
+            return 2
         print_order_check(summary["order_check"], args.order_check)
     status = gate.summary()
     if args.json:

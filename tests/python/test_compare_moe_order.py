@@ -90,3 +90,22 @@ def test_order_check_from_the_command_line_and_bad_picks(tmp_path):
     r = subprocess.run([sys.executable, str(REPO / "python" / "compare_moe.py"), str(bench), "--order-check",
                         str(picks)], capture_output=True, text=True)
     assert r.returncode == 2 and "picks.tsv:1" in r.stderr
+
+
+def test_order_check_rejects_duplicate_picks_bad_tolerances_and_skips_other_weights(tmp_path):
+    cm = _compare_moe()
+    picks_path = tmp_path / "picks.tsv"
+    picks_path.write_text(PICKS + "A\t512\tbalanced\texpert-wave\tagain\n")
+    with pytest.raises(cm.InputError, match="picks.tsv:6: a second pick for A balanced 512"):
+        cm.read_picks(str(picks_path))
+    picks_path.write_text(PICKS)
+    picks = cm.read_picks(str(picks_path))
+    rows = [{"model": m, "weights": "w8a8", "routing": r, "tokens_per_rank": t, "expert_wave_us": ew,
+             "interleaved_us": il} for (m, r, t), (ew, il) in TIMES.items()]
+    for bad in (-0.01, 1.0, float("nan")):
+        with pytest.raises(cm.InputError, match="--order-tol"):
+            cm.order_check(rows, picks, tol=bad)
+    # A W4A8 row of a picked configuration is not judged by the W8A8 picks.
+    w4 = dict(rows[-2], weights="w4a8-int4", expert_wave_us=200.0)
+    c = cm.order_check(rows + [w4], picks)
+    assert (c["compared"], c["right"], c["other_weights"]) == (4, 3, 1)
