@@ -7,8 +7,9 @@
 //     position (tile_queue.cuh: dynamic, one atomic per tile; or statically c, c + K, ...);
 //   publish: the last CTA of the rank tells every owner how many row pieces it sent;
 //   reduce: once all pieces for this rank's tokens arrived, out[t] = sum of its k rows.
-// Roles in the tile loop as in the grouped GEMM (kernel.cuh): warp group 0 produces (TMA),
-// warp groups 1 and 2 compute the tile: 64 x 128 halves of a 64 x 256 tile (MegaTraits64), or
+// Roles in the tile loop as in the grouped GEMM (kernel.cuh): warp group 0 produces (thread 0:
+// TMA; warp 1: the stages' scales; warps 2-3 with 128 x 256 tiles: the Linear-2 copy-out,
+// mega_store.cuh), warp groups 1 and 2 compute the tile: 64 x 128 halves of a 64 x 256 tile (MegaTraits64), or
 // 64 rows x both 128-column pieces of a 128 x 256 tile (MegaTraits128, the grouped GEMM's
 // kDual tile; xstage/mega_tile.hpp, docs/megamoe.md "Tile configurations"). The producer gates each
 // tile on its inputs: a Linear-1 tile on this call's rows having arrived (cross-rank), a
