@@ -153,7 +153,7 @@ MoeOrderChoice choose_order_with(const MoeSchedulePlan& plan, const MoeScheduleI
   long long blocks = 0, shared_blocks = 0;  // shared: blocks of experts with >= 2 blocks
   for (int r : in.rows_per_expert) {
     busy += r > 0;
-    const long long b = r > 0 ? (r + in.block_m - 1) / in.block_m : 0;
+    const long long b = r > 0 ? mega_blocks(r, in.block_m) : 0;
     blocks += b;
     if (b >= 2) shared_blocks += b;
   }
@@ -207,6 +207,9 @@ MoeOrderChoice choose_order_with(const MoeSchedulePlan& plan, const MoeScheduleI
   return c;
 }
 
+// W1 + W2 of one expert in W8A8 (fp8: 2 I x H + H x I bytes), the weights the order rule assumes.
+double w8a8_expert_weight_bytes(const MoeScheduleInput& in) { return 3.0 * double(in.hidden) * double(in.intermediate); }
+
 }  // namespace
 
 MoeOrderChoice choose_order(const MoeSchedulePlan& plan, const MoeScheduleInput& in, double l2_bytes,
@@ -224,7 +227,7 @@ MoeOrderChoice choose_order(const MoeSchedulePlan& plan, const MoeScheduleInput&
 MoeOrderChoice choose_layer_order(const model::Params& p, MoeScheduleInput in, int block_m, double l2_bytes) {
   in.block_m = block_m;
   return choose_order(plan_moe_schedule(p, in, MoeSchedule::expert_wave), in, l2_bytes,
-                      3.0 * double(in.hidden) * double(in.intermediate));
+                      w8a8_expert_weight_bytes(in));
 }
 
 double expected_reuse_share(long long routed_tokens, int experts, int top_k, int block_m) {
@@ -278,7 +281,7 @@ MoeOrderChoice choose_balanced_layer_order(const model::Params& p, const MoeLaye
   const double share =
       expected_reuse_share(static_cast<long long>(c.tokens) * c.world, c.experts, c.top_k, tile.block_m);
   return choose_order(plan_moe_schedule(p, in, MoeSchedule::expert_wave), in, l2_bytes,
-                      3.0 * double(in.hidden) * double(in.intermediate), share);
+                      w8a8_expert_weight_bytes(in), share);
 }
 
 void to_json(nlohmann::json& j, const MoeOrderChoice& c) {

@@ -44,22 +44,17 @@ struct MegaStoreWarps {
     cutlass::arch::ClusterBarrier::init(&s.full, kConsumerThreads);
     cutlass::arch::ClusterBarrier::init(&s.free, kStoreThreads);
   }
-  // The CUTLASS mbarrier calls carry no memory clobber: the shared-memory accesses around them
-  // are pinned by these (the hardware ordering is the arrive's release, the wait's acquire).
-  __device__ static void arrive(uint64_t* bar) {
-    asm volatile("" ::: "memory");
-    cutlass::arch::ClusterBarrier::arrive(bar);
-  }
-  __device__ static void wait(uint64_t const* bar, uint32_t phase) {
-    dev::bounded_wait(bar, phase);
-    asm volatile("" ::: "memory");
-  }
+  // The barrier waits and arrivals pin the shared-memory accesses around them (pipeline.cuh).
+  __device__ static void arrive(uint64_t* bar) { write_then_arrive(bar); }
+  __device__ static void wait(uint64_t const* bar, uint32_t phase) { wait_then_read(bar, phase); }
+  // The consumers' wait after their tile loop, not inlined: inlined, its clock-bounded poll cost
+  // the 128 x 256 consumers ~700 B of spills.
   __device__ __noinline__ static void wait_cold(uint64_t const* bar, uint32_t phase) { wait(bar, phase); }
   // The store threads meet (named barrier `bar`), their shared-memory accesses pinned around it.
   __device__ static void sync_store_threads(uint32_t bar) {
-    asm volatile("" ::: "memory");
+    compiler_fence();
     cutlass::arch::NamedBarrier::sync(kStoreThreads, bar);
-    asm volatile("" ::: "memory");
+    compiler_fence();
   }
 
   // Byte offset of row r's 16-byte chunk j: chunks XOR-swizzled by r % 8, so both the

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include <cute/arch/util.hpp>
+#include <cutlass/arch/barrier.h>
 
 #include "kernels/common/pipeline.cuh"
 
@@ -25,6 +26,19 @@ __device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, uint32
 __device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(cute::cast_smem_ptr_to_uint(bar))
                : "memory");
+}
+
+// The CUTLASS mbarrier wrappers carry no "memory" clobber: ordinary shared-memory accesses
+// around them are pinned with a compiler barrier (the hardware ordering is the arrive's release
+// and the wait's acquire).
+__device__ __forceinline__ void compiler_fence() { asm volatile("" ::: "memory"); }
+__device__ __forceinline__ void wait_then_read(uint64_t const* bar, uint32_t phase) {
+  bounded_wait(bar, phase);
+  compiler_fence();
+}
+__device__ __forceinline__ void write_then_arrive(uint64_t* bar) {
+  compiler_fence();
+  cutlass::arch::ClusterBarrier::arrive(bar);
 }
 
 }  // namespace xstage::kernels::moe

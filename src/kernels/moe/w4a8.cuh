@@ -122,15 +122,6 @@ struct W4Traits : MoeTraits<kBlockM_, kBlockN_, kDecoupled_ ? 3 : 4, kGateUp_, 1
                                        take<0, 2>(SmemLayoutBq{}), Shape<_128, _64>{}, Int<1>{}));
 };
 
-// The CUTLASS mbarrier wrappers carry no "memory" clobber: ordinary shared-memory accesses
-// around them are pinned with a compiler barrier (the hardware ordering is the arrive's release
-// and the wait's acquire).
-__device__ __forceinline__ void compiler_fence() { asm volatile("" ::: "memory"); }
-__device__ __forceinline__ void wait_then_read(uint64_t const* bar, uint32_t phase) {
-  bounded_wait(bar, phase);
-  compiler_fence();
-}
-
 // ---------------------------------------------------------------------------------------------
 template <class Traits, template <class> class EpiloguePolicy>
 struct MoeW4A8Kernel {
