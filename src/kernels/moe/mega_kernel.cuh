@@ -68,19 +68,15 @@ struct MegaTraits128 : MegaSmemScales<MoeTraits<128, 256, 3, true, 1, 1, true>> 
   static constexpr ::xstage::moe::MegaTile kTile = ::xstage::moe::MegaTile::m128n256;
 };
 
-#ifdef XSTAGE_MEGA_TILE_SLOTS
-// Tile slots (build option XSTAGE_MEGA_TILE_SLOTS, off by default: an experiment not yet measured;
-// docs/megamoe.md "Next steps"). The producer, which decodes every claimed position anyway, leaves
-// the decoded tile in a ring of 8 slots; the consumers and the scale warp read it instead of
-// decoding the position again (binary searches and integer divisions: 1.4-2.8 us per tile between
-// a main loop and its epilogue in the trace). Slot k % 8 of push k is rewritten only by push
-// k + 8, which needs every queue reader to have popped k + 4, i.e. finished tile k + 3. The
-// default build's code is untouched (preprocessor, so its kernels stay the measured ones).
+// Tile slots (docs/megamoe.md "Tile slots"). The producer, which decodes every claimed position
+// anyway, leaves the decoded tile in a ring of 8 slots; the consumers and the scale warp read it
+// instead of decoding the position again (binary searches and integer divisions). Slot k % 8 of
+// push k is rewritten only by push k + 8, which needs every queue reader to have popped k + 4
+// (a 4-deep queue), i.e. finished tile k + 3.
 struct MegaTileSlot {
   WorkTile t;
   int is_l1;
 };
-#endif
 
 template <class Traits>
 struct MegaMoeKernel {
@@ -99,6 +95,9 @@ struct MegaMoeKernel {
   using Pipeline = typename Mainloop::Pipeline;
   using State = typename Mainloop::State;
   using Queue = TileQueue<4>;
+  // Tile slots: a slot is reused 8 pushes later, past the queue's depth (see MegaTileSlot).
+  static constexpr int kTileSlots = 8;
+  static_assert(kTileSlots >= 2 * 4, "a slot outlives every reader of its tile");
   static constexpr int kThreads = T::kThreads;
   static constexpr int kL2Smem = kStoreWarps ? MegaStoreWarps::kSmemBytes : L2Epilogue::kSmemBytes;
   static constexpr int kEpiSmem = L1Epilogue::kSmemBytes > kL2Smem ? L1Epilogue::kSmemBytes : kL2Smem;
@@ -148,9 +147,7 @@ struct MegaMoeKernel {
     typename Queue::Storage queue;
     MegaLayoutSmem layout;
     MegaStoreWarps::Storage sw;  // used with kStoreWarps
-#ifdef XSTAGE_MEGA_TILE_SLOTS
-    MegaTileSlot slots[8];
-#endif
+    MegaTileSlot slots[kTileSlots];
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage)) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
@@ -278,9 +275,7 @@ struct MegaMoeKernel {
             dev::fence_proxy_async_global();
           }
           if (m.trace != nullptr) m.trace[size_t(pos) * kMegaTraceWords + 4] = static_cast<uint32_t>(clock64() - w0);
-#ifdef XSTAGE_MEGA_TILE_SLOTS
-          ss.slots[i & 7] = MegaTileSlot{t, is_l1 ? 1 : 0};  // before the push that publishes it
-#endif
+          ss.slots[i & (kTileSlots - 1)] = MegaTileSlot{t, is_l1 ? 1 : 0};  // before the push that publishes it
           // Handed over only now: the consumers may read the tile's in-kernel-written scales
           // (x pushed by peers, h by other CTAs) as soon as they have the position.
           queue.push(qs, pos);
@@ -290,23 +285,13 @@ struct MegaMoeKernel {
         // The scale warp: the tiles in the queue's order, each K block's scales into its stage.
         State write = Pipeline::producer_start();
         auto qs = Queue::consumer_start();
-#ifdef XSTAGE_MEGA_TILE_SLOTS
         for (int k = 0;; ++k) {
           const int pos = queue.pop(qs);
           if (pos < 0) break;  // the end, or kTimedOut (the consumers trap on it)
-          const WorkTile t = ss.slots[k & 7].t;
-          const bool is_l1 = ss.slots[k & 7].is_l1 != 0;
+          const WorkTile t = ss.slots[k & (kTileSlots - 1)].t;
+          const bool is_l1 = ss.slots[k & (kTileSlots - 1)].is_l1 != 0;
           mainloop.copy_scales_in_kernel(is_l1 ? p.l1 : p.l2, pipe, write, t, ss.scales);
         }
-#else
-        for (;;) {
-          const int pos = queue.pop(qs);
-          if (pos < 0) break;  // the end, or kTimedOut (the consumers trap on it)
-          bool is_l1;
-          const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
-          mainloop.copy_scales_in_kernel(is_l1 ? p.l1 : p.l2, pipe, write, t, ss.scales);
-        }
-#endif
       } else if (kStoreWarps && tid / 32 >= 2) {
         store_warps(p, ss, tid - 64);
       }
@@ -328,20 +313,15 @@ struct MegaMoeKernel {
     // barrier to wait for (bit 2; a fresh barrier passes at parity 1).
     int last_kind = kStoreWarps ? 4 : 0;
     int pos;
-#ifdef XSTAGE_MEGA_TILE_SLOTS
     // This thread's pops so far mod 8, in bits 3-5 of last_kind (one register): the slot of the
-    // current tile. The kind and the `free` parity below read bits 0-2 only.
+    // current tile. The kind and the `free` parity read bits 0-2 only (kind_bits).
+    static_assert(kTileSlots == 8, "three bits of last_kind");
     auto current_tile = [&](bool& l1) -> WorkTile {
       const MegaTileSlot& sl = ss.slots[(last_kind >> 3) & 7];
       l1 = sl.is_l1 != 0;
       return sl.t;
     };
-#define XSTAGE_MEGA_CURRENT_TILE(l1) current_tile(l1)
-#define XSTAGE_MEGA_KIND(v) ((v) & 7)
-#else
-#define XSTAGE_MEGA_CURRENT_TILE(l1) work_tile(p, ss.layout, pos, l1)
-#define XSTAGE_MEGA_KIND(v) (v)
-#endif
+    auto kind_bits = [](int v) { return v & 7; };
     // The tile trace's clocks of the consumers' first thread (ct == 0, the trace's writer), kept
     // in shared memory: in registers they stay live across the mainloop and the epilogue (ptxas
     // spilled 8 B more in the 128 x 256 kernel).
@@ -359,17 +339,17 @@ struct MegaMoeKernel {
         Tensor acc1 = partition_fragment_C(typename T::TiledMma{}, Shape<_64, _128>{});
         typename L1Epilogue::RowWeights rw;  // loaded now: the latency hides behind the mainloop
         {
-          const WorkTile t = XSTAGE_MEGA_CURRENT_TILE(is_l1);
+          const WorkTile t = current_tile(is_l1);
           if (is_l1) rw = epi1.load_weights(p.epi1, t, wt, wg);
           const auto& mp = is_l1 ? p.l1 : p.l2;
           mainloop.template mma_dual<true>(mp, pipe, read, wt, wg, sA, sB, acc0, acc1, &ss.scales);
         }
         if (m.trace != nullptr && ct == 0) trace_c1 = clock64();
-        const WorkTile t = XSTAGE_MEGA_CURRENT_TILE(is_l1);
+        const WorkTile t = current_tile(is_l1);
         // A warp group stages only in its own half of the staging (Linear-1 rows at 32 KiB x wg,
         // Linear-2 rows 64 wg ..), so the groups need not meet between tile kinds; the store
         // warps must have read the last staged Linear-2 tile.
-        MegaStoreWarps::wait(&ss.sw.free, static_cast<uint32_t>(XSTAGE_MEGA_KIND(last_kind) >> 2));
+        MegaStoreWarps::wait(&ss.sw.free, static_cast<uint32_t>(kind_bits(last_kind) >> 2));
         if (is_l1) {
           epi1.store_dual_with(p.epi1, ss.epi.data(), acc0, acc1, t, wt, wg, rw, MegaStoreWarps::kHalfBytes);
         } else {
@@ -380,7 +360,7 @@ struct MegaMoeKernel {
           last_kind ^= 4;
         }
       } else {
-        const WorkTile t = XSTAGE_MEGA_CURRENT_TILE(is_l1);
+        const WorkTile t = current_tile(is_l1);
         const auto& mp = is_l1 ? p.l1 : p.l2;
         Tensor acc = partition_fragment_C(typename T::TiledMma{}, Shape<_64, _128>{});
         // The gate group's router weights, loaded now so their latency hides behind the mainloop.
@@ -389,13 +369,8 @@ struct MegaMoeKernel {
         mainloop.mma(mp, pipe, read, mp.schedule, wt, 0, wg, sA, sB, acc, &ss.scales);
         if (m.trace != nullptr && ct == 0) trace_c1 = clock64();
         const int kind = is_l1 ? 1 : 2;
-#ifdef XSTAGE_MEGA_TILE_SLOTS
         if (kind != (last_kind & 3)) cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
         last_kind = (last_kind & ~3) | kind;
-#else
-        if (kind != last_kind) cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
-        last_kind = kind;
-#endif
         if (is_l1) epi1.store_with(p.epi1, ss.epi.data(), acc, t, wt, 0, wg, rw);
         else epi2.store(p.epi2, ss.epi.data(), acc, t, wt, 0, wg);
       }
@@ -412,19 +387,15 @@ struct MegaMoeKernel {
         tr[6] = is_l1 ? m.trace_hook[gridDim.x + blockIdx.x] - static_cast<uint32_t>(c1) : 0u;
         tr[7] = is_l1 ? m.trace_hook[2 * gridDim.x + blockIdx.x] - static_cast<uint32_t>(c1) : 0u;
       }
-#ifdef XSTAGE_MEGA_TILE_SLOTS
       last_kind = (last_kind & 7) | ((last_kind + 8) & (7 << 3));  // the next tile's slot
-#endif
     }
 
     if constexpr (kStoreWarps) {
       // No more tiles: the store warps leave once they read the last staged one.
-      MegaStoreWarps::wait_cold(&ss.sw.free, static_cast<uint32_t>(XSTAGE_MEGA_KIND(last_kind) >> 2));
+      MegaStoreWarps::wait_cold(&ss.sw.free, static_cast<uint32_t>(kind_bits(last_kind) >> 2));
       if (ct == 0) ss.sw.pos = -1;
       MegaStoreWarps::arrive(&ss.sw.full);
     }
-#undef XSTAGE_MEGA_CURRENT_TILE
-#undef XSTAGE_MEGA_KIND
     if (pos == Queue::kTimedOut) __trap();  // the producer never handed a tile over: a bug (pipeline.cuh)
 
     // Publish: this CTA's combine stores (the store warps' too) are done; the rank's last CTA
