@@ -411,15 +411,21 @@ void run(const Flags& fl) {
           std::unique_ptr<ops::MegaMoeLayer> mega;
           for (const auto& v : fl.variants) {
             if (v == "unfused" && !unfused) unfused = std::make_unique<ops::EpMoeLayer>(*team, cfg);
-            if (is_fused(v) && !mega && quant == ops::MoeQuant::w8a8)
-              mega = std::make_unique<ops::MegaMoeLayer>(*team, cfg, model, fl.tile_tflops);
+            if (is_fused(v) && !mega) mega = std::make_unique<ops::MegaMoeLayer>(*team, cfg, model, fl.tile_tflops);
           }
           // The host reference of the checked rows, once per configuration (before the first variant).
           std::vector<RankCheck> check;
           bool check_ready = false;
           std::string check_error;
           for (const auto& v : fl.variants) {
-            if (is_fused(v) && quant != ops::MoeQuant::w8a8) continue;  // the fused kernel is W8A8 only
+            moe::MegaTile tile_asked = moe::MegaTile::automatic;
+            variant_tile(v, default_tile, &tile_asked);
+            if (is_fused(v) && quant != ops::MoeQuant::w8a8 && tile_asked == moe::MegaTile::m128n256) {
+              // W4A8 runs the 64 x 256 tile only: an explicit 128 x 256 cell is skipped, and said so.
+              std::fprintf(stderr, "bench moe: %s skipped for %s weights (W4A8 runs the 64 x 256 tile only)\n",
+                           v.c_str(), wname.c_str());
+              continue;
+            }
             if (!check_ready) {
               check_ready = true;
               try {
@@ -435,7 +441,7 @@ void run(const Flags& fl) {
                                                               : moe::MoeSchedule::interleaved;
             opt.dynamic_claim = vb.find("-static") == std::string::npos;
             if (lead_rounds(vb) >= 0) opt.lead_tiles = static_cast<int>(std::lround(lead_rounds(vb) * mega->ctas(0)));
-            variant_tile(v, default_tile, &opt.tile);
+            opt.tile = tile_asked;
             auto call = [&](int i, const ops::MegaMoeOptions& o) {
               if (v == "unfused") unfused->forward(i, in[i], team->stream(i));
               else mega->forward(i, in[i], team->stream(i), o);
@@ -547,7 +553,7 @@ void run(const Flags& fl) {
             // the order a fused variant ran (model-order: the layer's pick)
             const moe::MoeSchedule sched = is_fused(v) ? mega->resolved_schedule(opt.schedule) : opt.schedule;
             if (is_fused(v)) {
-              row["mega_tile"] = moe::mega_tile_name(mega->resolved_tile(opt.tile));  // auto resolved
+              row["mega_tile"] = moe::mega_tile_name(mega->resolved_tile(opt.tile, quant));  // auto resolved
               nlohmann::json plan;
               to_json(plan, mega->plan());
               row["plan"] = plan;
@@ -681,7 +687,7 @@ void add_moe_bench_command(CLI::App& app) {
   cmd->add_option("--tokens,-t", fl->tokens, "Tokens per rank")->delimiter(',')->capture_default_str();
   cmd->add_option("--routings", fl->routings, "balanced, skewed")->delimiter(',')->capture_default_str();
   cmd->add_option("--weights", fl->weights,
-                  "w8a8, w4a8-int4, w4a8-mxfp4 (W4A8: the unfused layer only; the fused kernel is W8A8)")
+                  "w8a8, w4a8-int4, w4a8-mxfp4 (W4A8 fused: the 64 x 256 tile; an explicit +m128n256 cell is skipped)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--gpus", fl->gpus, "Ranks (GPUs); 1 runs the layer with every expert local")->capture_default_str();

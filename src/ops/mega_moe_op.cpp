@@ -136,15 +136,14 @@ MegaMoeLayer::~MegaMoeLayer() {
 void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, const MegaMoeOptions& opt) {
   Impl& I = *impl_;
   Impl::Rank& R = I.ranks.at(i);
-  if (in.quant != MoeQuant::w8a8)
-    throw InvalidArgument("mega moe: the fused kernel takes W8A8 weights only (W4A8: the unfused EpMoeLayer)");
+  // Checked before next_call, which counts the call.
+  const moe::MegaTile tile = resolved_tile(opt.tile, in.quant);
   km::MegaMoeArgs m = R.m;
   m.ep = I.buf.next_call(i, in);
   m.order = resolved_schedule(opt.schedule) == moe::MoeSchedule::expert_wave ? 0 : 1;
   m.control_local = opt.control_local ? 1 : 0;
   m.dynamic_claim = opt.dynamic_claim ? 1 : 0;
   if (opt.lead_tiles >= 0) m.lead = opt.lead_tiles;
-  const moe::MegaTile tile = resolved_tile(opt.tile);
   const std::string what =
       fmt::format("mega moe (rank {}, call {}, tile {})", m.ep.rank, m.ep.epoch, moe::mega_tile_name(tile));
   if (opt.record_spans) {
@@ -158,7 +157,16 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
     m.trace_hook = nullptr;
   }
   R.spans_recorded = opt.record_spans;
-  km::MegaWeights w{in.w1, in.w1_scales, in.w2, in.w2_scales};
+  km::MegaWeights w;
+  w.format = in.quant == MoeQuant::w4a8_int4    ? km::MegaWeightFormat::w4a8_int4
+             : in.quant == MoeQuant::w4a8_mxfp4 ? km::MegaWeightFormat::w4a8_mxfp4
+                                                : km::MegaWeightFormat::w8a8;
+  w.w1 = in.w1;
+  w.w1_scales = in.w1_scales;
+  w.w2 = in.w2;
+  w.w2_scales = in.w2_scales;
+  w.w1_e8m0 = in.w1_e8m0;
+  w.w2_e8m0 = in.w2_e8m0;
   XS_CUDA(km::mega_moe_launch(tile, m, w, I.buf.sm_count[i], s), what + ": launch");
 }
 
@@ -170,10 +178,16 @@ moe::MoeSchedule MegaMoeLayer::resolved_schedule(moe::MoeSchedule requested) con
 }
 const moe::MoeOrderChoice& MegaMoeLayer::order_choice() const { return impl_->order; }
 
-moe::MegaTile MegaMoeLayer::resolved_tile(moe::MegaTile requested) const {
-  if (requested == moe::MegaTile::automatic) return impl_->auto_tile;
+moe::MegaTile MegaMoeLayer::resolved_tile(moe::MegaTile requested, MoeQuant quant) const {
+  if (quant != MoeQuant::w8a8 && !moe_is_w4a8(quant))
+    throw InvalidArgument(fmt::format("mega moe: unknown weight format {}", static_cast<int>(quant)));
+  const bool w4 = quant != MoeQuant::w8a8;
+  if (requested == moe::MegaTile::automatic) return w4 ? moe::MegaTile::m64n256 : impl_->auto_tile;
   if (requested != moe::MegaTile::m64n256 && requested != moe::MegaTile::m128n256)
     throw InvalidArgument(fmt::format("mega moe: unknown tile configuration {}", static_cast<int>(requested)));
+  if (w4 && requested != moe::MegaTile::m64n256)
+    throw InvalidArgument(fmt::format("mega moe: W4A8 weights run the 64 x 256 tile only (asked for {})",
+                                      moe::mega_tile_name(requested)));
   return requested;
 }
 

@@ -3,7 +3,8 @@
 // and empty experts, a hidden size that leaves half-width Linear-2 tiles (1408), many waves,
 // two calls per layer (parity-buffered scratch, monotonic counters); the span recording and the
 // local-store control; a bad expert id and a rank that never calls end in clear errors. Every
-// case runs with both tile configurations (xstage/mega_tile.hpp: 64 x 256 and 128 x 256).
+// W8A8 case runs with both tile configurations (xstage/mega_tile.hpp: 64 x 256 and 128 x 256);
+// W4A8 weights (INT4, MXFP4) with the 64 x 256 tile, their only one.
 #ifdef XSTAGE_HAVE_MOE
 #include <gtest/gtest.h>
 
@@ -203,15 +204,79 @@ TEST(MegaMoe, BadConfigsAreClearErrors) {
   EXPECT_THROW(ops::MegaMoeLayer(*team, {256, 200, 8, 2, 8}, preset()), InvalidArgument);   // intermediate
 }
 
-// The fused kernel is W8A8 only: W4A8 weights are refused before anything is launched.
-TEST(MegaMoe, W4A8WeightsAreAClearError) {
-  XS_REQUIRE_GPUS(1);
-  auto team = gpu_team(1, 10);
-  ops::MegaMoeLayer layer(*team, {256, 256, 4, 2, 8}, preset());
-  ops::EpMoeRankInputs d;
-  d.quant = ops::MoeQuant::w4a8_int4;
-  EXPECT_THROW(layer.forward(0, d, team->stream(0)), InvalidArgument);
+// W4A8 weights (INT4 group-128, MXFP4) in the fused kernel (mega_w4a8_kernel.cuh, 64 x 256 tiles
+// only): both orders against the reference on the weights the kernels compute with; skewed
+// routing, a hidden size with a half-width Linear-2 tile (1408), many waves, one expert taking
+// every row (empty experts).
+std::string w4_label(ops::MoeQuant q, moe::MoeSchedule s) {
+  return std::string(q == ops::MoeQuant::w4a8_int4 ? "int4 " : "mxfp4 ") + name(s, moe::MegaTile::m64n256);
 }
 
+TEST(MegaMoe, OneGpuW4A8MatchesTheHostReferenceOfTheLayer) {
+  XS_REQUIRE_GPUS(1);
+  auto team = gpu_team(1, 10);
+  for (auto q : {ops::MoeQuant::w4a8_int4, ops::MoeQuant::w4a8_mxfp4})
+    for (auto which : {moe::MoeSchedule::expert_wave, moe::MoeSchedule::interleaved}) {
+      // automatic resolves to 64 x 256 for W4A8 weights
+      const auto f = mega(which, moe::MegaTile::automatic);
+      const std::string n = w4_label(q, which);
+      check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 51, n, f, q);
+      check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 4, 2, 0, 0}, 140, moe::RoutingKind::balanced, 52, n, f, q);
+      check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 300, moe::RoutingKind::skewed, 53, n, f, q);
+      check_layer(*team, moe::ModelShape{"hot", 512, 256, 8, 1, 0, 0}, 300, moe::RoutingKind::balanced, 54, n + " one expert",
+                  f, q, route_all_to_expert0);
+      // Few CTAs: many tiles per CTA, the conversion stream running across tiles of both GEMMs.
+      check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 55, n + " ctas 3",
+                  mega(which, moe::MegaTile::m64n256, 3), q);
+    }
+}
+
+// P ranks (virtual on one GPU): the W4A8 kernels with remote dispatch and combine, empty ranks.
+class MegaMoeW4A8Ranks : public ::testing::TestWithParam<int> {};
+
+TEST_P(MegaMoeW4A8Ranks, MatchesTheHostReferenceOfTheLayer) {
+  const int P = GetParam();
+  XS_TEAM(team, P, 10.0);
+  for (auto q : {ops::MoeQuant::w4a8_int4, ops::MoeQuant::w4a8_mxfp4})
+    for (auto which : {moe::MoeSchedule::expert_wave, moe::MoeSchedule::interleaved}) {
+      const auto f = mega(which, moe::MegaTile::m64n256);
+      const std::string n = w4_label(q, which);
+      check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 40, moe::RoutingKind::skewed, 61, n, f, q);
+      check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 8, 2, 0, 0}, 70, moe::RoutingKind::balanced, 62, n, f, q);
+      check_layer(*team, moe::ModelShape{"small", 256, 384, 2 * P, 2, 0, 0}, 24, moe::RoutingKind::balanced, 63,
+                  n + " empty ranks", f, q, route_to_first_half);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(P, MegaMoeW4A8Ranks, ::testing::Values(2, 4, 8),
+                         [](const ::testing::TestParamInfo<int>& i) { return std::to_string(i.param); });
+
+// W4A8 runs the 64 x 256 tile only: asking for 128 x 256 is refused before the call counts, so
+// the next call of the same layer still runs (and matches the reference).
+TEST(MegaMoe, W4A8WithThe128RowTileIsAClearError) {
+  XS_REQUIRE_GPUS(1);
+  auto team = gpu_team(1, 10);
+  const moe::ModelShape shape{"small", 256, 384, 8, 3, 0, 0};
+  auto layer = std::make_shared<ops::MegaMoeLayer>(*team, ops::EpMoeConfig{256, 384, 8, 3, 40}, preset());
+  EXPECT_EQ(layer->resolved_tile(moe::MegaTile::automatic, ops::MoeQuant::w4a8_int4), moe::MegaTile::m64n256);
+  EXPECT_THROW(layer->resolved_tile(moe::MegaTile::m128n256, ops::MoeQuant::w4a8_mxfp4), InvalidArgument);
+  const moe::Routing r = moe::make_routing(shape, 1, 40, {});
+  const auto w = ops::make_moe_layer_weights(8, 256, 384, 3, ops::MoeQuant::w4a8_int4);
+  const auto in = ops::make_moe_layer_inputs(r, 4);
+  const ops::EpMoeRankInputs d = upload_rank(r, w, in, 0, 8);
+  ops::MegaMoeOptions opt;
+  opt.tile = moe::MegaTile::m128n256;
+  EXPECT_THROW(layer->forward(0, d, team->stream(0), opt), InvalidArgument);
+  free_rank(d);
+  check_layer(*team, shape, 40, moe::RoutingKind::balanced, 3, "int4 after a refused call",
+              [layer](Team&, const ops::EpMoeConfig&) -> LayerForward {
+                return [layer](int i, const ops::EpMoeRankInputs& dd, cudaStream_t s) {
+                  ops::MegaMoeOptions o;
+                  o.tile = moe::MegaTile::automatic;
+                  layer->forward(i, dd, s, o);
+                };
+              },
+              ops::MoeQuant::w4a8_int4);
+}
 
 #endif

@@ -9,7 +9,7 @@
 // [T * k]; this rank's experts e in [rank * E/P, (rank + 1) * E/P): W1 fp8 [E/P, 2I, H] (gate rows
 // then up rows) with 128 x 128 block scales [E/P, 2I/128, H/128], W2 fp8 [E/P, H, I] with scales
 // [E/P, H/128, I/128]; or W4A8 weights (quant, formats of moe_gemm.hpp: packed 4-bit with INT4
-// group-128 scales or MXFP4 E8M0 exponents; the unfused layer only). Output bf16 [T, H] = sum
+// group-128 scales or MXFP4 E8M0 exponents; the fused MegaMoeLayer takes them too). Output bf16 [T, H] = sum
 // over the token's k choices of
 // bf16(Linear-2(fp8(silu(gate) * up * weight))) — ops::moe_layer_reference's math.
 #pragma once

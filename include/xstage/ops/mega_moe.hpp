@@ -103,9 +103,10 @@ class MegaMoeLayer {
   // After the stream of a record_spans call finished: that call's spans on local rank i.
   MegaMoeSpans last_spans(int i) const;
 
-  // The tile configuration a call with `requested` runs (automatic: this layer's choice by its
-  // mean routed rows per expert); InvalidArgument for an unknown value.
-  moe::MegaTile resolved_tile(moe::MegaTile requested) const;
+  // The tile configuration a call with `requested` and weights `quant` runs (automatic: this
+  // layer's choice by its mean routed rows per expert for W8A8; 64 x 256 for W4A8, its only
+  // tile); InvalidArgument for an unknown value or 128 x 256 with W4A8 weights.
+  moe::MegaTile resolved_tile(moe::MegaTile requested, MoeQuant quant = MoeQuant::w8a8) const;
   // The order a call with `requested` runs (automatic: order_choice().schedule); InvalidArgument
   // for an unknown value. order_choice: the model's pick for this layer (balanced load, the
   // automatic tile, this GPU's L2) and why.

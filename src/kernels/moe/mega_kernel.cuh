@@ -31,6 +31,7 @@
 #include "kernels/moe/ep_device.cuh"
 #include "kernels/moe/epilogue.cuh"
 #include "kernels/moe/mainloop.cuh"
+#include "kernels/moe/mega_common.cuh"
 #include "kernels/moe/mega_epilogue.cuh"
 #include "kernels/moe/mega_prologue.cuh"
 #include "kernels/moe/mega_store.cuh"
@@ -68,15 +69,6 @@ struct MegaTraits128 : MegaSmemScales<MoeTraits<128, 256, 3, true, 1, 1, true>> 
   static constexpr ::xstage::moe::MegaTile kTile = ::xstage::moe::MegaTile::m128n256;
 };
 
-// Tile slots (docs/megamoe.md "Tile slots"). The producer, which decodes every claimed position
-// anyway, leaves the decoded tile in a ring of 8 slots; the consumers and the scale warp read it
-// instead of decoding the position again (binary searches and integer divisions). Slot k % 8 of
-// push k is rewritten only by push k + 8, which needs every queue reader to have popped k + 4
-// (a 4-deep queue), i.e. finished tile k + 3.
-struct MegaTileSlot {
-  WorkTile t;
-  int is_l1;
-};
 
 template <class Traits>
 struct MegaMoeKernel {
@@ -94,10 +86,8 @@ struct MegaMoeKernel {
                 "xstage/mega_tile.hpp describes this tile");
   using Pipeline = typename Mainloop::Pipeline;
   using State = typename Mainloop::State;
-  using Queue = TileQueue<4>;
-  // Tile slots: a slot is reused 8 pushes later, past the queue's depth (see MegaTileSlot).
-  static constexpr int kTileSlots = 8;
-  static_assert(kTileSlots >= 2 * 4, "a slot outlives every reader of its tile");
+  using Queue = TileQueue<kMegaQueueDepth>;
+  static constexpr int kTileSlots = kMegaTileSlots;  // mega_common.cuh
   static constexpr int kThreads = T::kThreads;
   static constexpr int kL2Smem = kStoreWarps ? MegaStoreWarps::kSmemBytes : L2Epilogue::kSmemBytes;
   static constexpr int kEpiSmem = L1Epilogue::kSmemBytes > kL2Smem ? L1Epilogue::kSmemBytes : kL2Smem;
@@ -152,38 +142,10 @@ struct MegaMoeKernel {
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage)) + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
 
-  __device__ __forceinline__ static ::xstage::moe::TileOrder order(Params const& p, MegaLayoutSmem const& ly) {
-    ::xstage::moe::TileOrder o;
-    o.kind = static_cast<::xstage::moe::OrderKind>(p.m.order);
-    o.experts = p.m.ep.experts_per_rank;
-    o.block_start = ly.block_start;
-    o.wave_first = ly.wave_first;
-    o.wave_last = ly.wave_last;
-    o.n1 = p.n1;
-    o.n2 = p.n2;
-    o.l1_per_l2 = p.m.l1_per_l2;
-    o.lead = p.m.lead;
-    return o;
-  }
-
-  // List position -> the GEMM's work tile (tag: the block for Linear-1, the Linear-2 index).
-  // The order is rebuilt from the parameters and shared memory at every call so that nothing
-  // of it stays live in registers across the mainloop.
+  // List position -> the GEMM's work tile (mega_common.cuh).
   __device__ __forceinline__ static WorkTile work_tile(Params const& p, MegaLayoutSmem const& ly, int pos,
                                                        bool& is_l1) {
-    const ::xstage::moe::TileOrder o = order(p, ly);
-    const ::xstage::moe::OrderedTile ot = ::xstage::moe::tile_at(o, pos);
-    const int e = ::xstage::moe::expert_of_block(o, ot.block);
-    const int mb = ot.block - ly.block_start[e];
-    WorkTile t;
-    t.expert = e;
-    t.m_block = mb;
-    t.n_block = ot.n_block;
-    t.row_begin = ly.offset[e] + mb * T::kBlockM;
-    t.rows = min(T::kBlockM, ly.rows[e] - mb * T::kBlockM);
-    is_l1 = ot.kind == 1;
-    t.tag = is_l1 ? ot.block : ot.block * o.n2 + ot.n_block;
-    return t;
+    return mega_work_tile<T::kBlockM>(p.m, p.n1, p.n2, ly, pos, is_l1);
   }
 
   // The store warps (warps 2, 3 of the producer warp group, thread st = 0..63): each staged
@@ -260,20 +222,8 @@ struct MegaMoeKernel {
           bool is_l1;
           const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
           const uint64_t w0 = m.trace != nullptr ? clock64() : 0;
-          if (is_l1) {
-            if (!rows_here) {
-              // Every row this rank computes arrived (remote pushes, released per CTA).
-              dev::wait_geq(a.rows_flag_at[a.rank], ss.layout.rows_expected, a.status, WaitId::moe_rows, a.rank,
-                            a.timeout_ns);
-              dev::fence_proxy_async_global();
-              rows_here = true;
-            }
-          } else {
-            // All n1 Linear-1 tiles of the block, every epilogue piece of each (mega_tile.hpp).
-            const uint32_t target = ::xstage::moe::mega_l1_target(::xstage::moe::mega_tile_shape(T::kTile), p.n1);
-            dev::wait_geq_gpu(l1_done + t.tag / p.n2, target, a.status, WaitId::moe_linear1, a.rank, a.timeout_ns);
-            dev::fence_proxy_async_global();
-          }
+          mega_wait_inputs(m, ss.layout, l1_done, is_l1, t.tag, p.n2,
+                           ::xstage::moe::mega_l1_target(::xstage::moe::mega_tile_shape(T::kTile), p.n1), rows_here);
           if (m.trace != nullptr) m.trace[size_t(pos) * kMegaTraceWords + 4] = static_cast<uint32_t>(clock64() - w0);
           ss.slots[i & (kTileSlots - 1)] = MegaTileSlot{t, is_l1 ? 1 : 0};  // before the push that publishes it
           // Handed over only now: the consumers may read the tile's in-kernel-written scales
@@ -374,19 +324,7 @@ struct MegaMoeKernel {
         if (is_l1) epi1.store_with(p.epi1, ss.epi.data(), acc, t, wt, 0, wg, rw);
         else epi2.store(p.epi2, ss.epi.data(), acc, t, wt, 0, wg);
       }
-      if (m.trace != nullptr && ct == 0) {
-        uint32_t* tr = m.trace + size_t(pos) * kMegaTraceWords;
-        const uint64_t c0 = trace_c0, c1 = trace_c1;
-        tr[0] = blockIdx.x | (static_cast<uint32_t>(is_l1 ? 1 : 2) << 16);
-        tr[1] = static_cast<uint32_t>(c0 - m.cta_clock[blockIdx.x * kMegaClockWords + 0]);
-        tr[2] = static_cast<uint32_t>(c1 - c0);
-        tr[3] = static_cast<uint32_t>(clock64() - c1);
-        // Written by this thread's hooks during the epilogue (a Linear-2 tile's store tail, with
-        // the store warps: by them).
-        if (is_l1 || !kStoreWarps) tr[5] = m.trace_hook[blockIdx.x];
-        tr[6] = is_l1 ? m.trace_hook[gridDim.x + blockIdx.x] - static_cast<uint32_t>(c1) : 0u;
-        tr[7] = is_l1 ? m.trace_hook[2 * gridDim.x + blockIdx.x] - static_cast<uint32_t>(c1) : 0u;
-      }
+      if (m.trace != nullptr && ct == 0) mega_trace_tile(m, pos, is_l1, trace_c0, trace_c1, is_l1 || !kStoreWarps);
       last_kind = (last_kind & 7) | ((last_kind + 8) & (7 << 3));  // the next tile's slot
     }
 
@@ -398,42 +336,9 @@ struct MegaMoeKernel {
     }
     if (pos == Queue::kTimedOut) __trap();  // the producer never handed a tile over: a bug (pipeline.cuh)
 
-    // Publish: this CTA's combine stores (the store warps' too) are done; the rank's last CTA
-    // tells each owner how many (row, 128-column) pieces it sent there (the whole rank's, from
-    // the counts).
-    asm volatile("" ::: "memory");
-    cutlass::arch::NamedBarrier::sync(kPublishThreads, kStoreWarps ? kPublishBarrier : kConsumersBarrier);
-    __shared__ int last_cta;
-    if (ct == 0) {
-      dev::fence_sys();
-      const uint32_t before = atomicAdd(m.ctas_done, 1u);
-      last_cta = before + 1u == static_cast<uint32_t>(a.epoch) * gridDim.x;
-      if (last_cta) {
-        __threadfence();
-        const int E = a.experts, epr = a.experts_per_rank;
-        const int32_t* cnt = ep_call_counts(a);
-        for (int s = 0; s < a.world; ++s) {
-          uint64_t rows = 0;
-          if (ok)
-            for (int le = 0; le < epr; ++le) rows += uint64_t(__ldcg(cnt + s * E + a.rank * epr + le));
-          dev::flag_add_release(a.combine_flag_at[s], rows * uint64_t(a.hidden / 128));
-        }
-      }
-    }
-
-    // Reduce: wait for all (row, 128-column) pieces of this rank's T * k rows.
-    __shared__ int comb_ok;
-    if (ct == 0)
-      comb_ok = dev::wait_geq(a.combine_flag_at[a.rank],
-                              a.epoch * uint64_t(a.tokens) * a.top_k * uint64_t(a.hidden / 128), a.status,
-                              WaitId::moe_combine, a.rank, a.timeout_ns);
-    cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
-    if (m.cta_clock != nullptr && ct == 0) m.cta_clock[blockIdx.x * kMegaClockWords + 4] = clock64();
-    if (comb_ok) ep_reduce_tokens(a, static_cast<long long>(blockIdx.x) * 256 + ct, static_cast<long long>(gridDim.x) * 256);
-    if (m.cta_clock != nullptr && ct == 0) {
-      m.cta_clock[blockIdx.x * kMegaClockWords + 2] = clock64();
-      m.cta_clock[blockIdx.x * kMegaClockWords + 3] = dev::global_ns();
-    }
+    // Publish and reduce (mega_common.cuh); the store warps join the publish barrier.
+    mega_publish_and_reduce(m, ok, ct, kPublishThreads, kStoreWarps ? kPublishBarrier : kConsumersBarrier,
+                            kConsumersBarrier);
   }
 };
 

@@ -4,27 +4,47 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "kernels/moe/mega_args.hpp"
 #include "xstage/mega_tile.hpp"
 
 namespace xstage::kernels::moe {
 
+enum class MegaWeightFormat : int { w8a8 = 0, w4a8_int4 = 1, w4a8_mxfp4 = 2 };
+
 struct MegaWeights {
-  const void* w1 = nullptr;         // fp8 [E/P, 2I, H]
-  const float* w1_scales = nullptr;  // [E/P, 2I/128, H/128]
-  const void* w2 = nullptr;         // fp8 [E/P, H, I]
-  const float* w2_scales = nullptr;  // [E/P, H/128, I/128]
+  MegaWeightFormat format = MegaWeightFormat::w8a8;
+  // W8A8: fp8 [E/P, 2I, H] with block scales [E/P, 2I/128, H/128]; W4A8: packed 4-bit
+  // [E/P, 2I, H/2] with INT4 group scales [E/P, H/128, 2I] or MXFP4 exponents w1_e8m0
+  // [E/P, H/32, 2I] (kernels/moe/params_w4a8.hpp). W2 likewise with (H, I).
+  const void* w1 = nullptr;
+  const float* w1_scales = nullptr;
+  const void* w2 = nullptr;
+  const float* w2_scales = nullptr;
+  const uint8_t* w1_e8m0 = nullptr;
+  const uint8_t* w2_e8m0 = nullptr;
 };
 
 // One call: `ctas` co-resident CTAs (cooperative launch; at most one per SM), one function per
-// tile configuration (xstage/mega_tile.hpp), each in its own translation unit.
+// tile configuration (xstage/mega_tile.hpp) and W4A8 format, each in its own translation unit.
+// W4A8 runs the 64 x 256 tile only. cudaErrorInvalidValue: arguments the kernel cannot take.
 cudaError_t mega_moe_launch_m64n256(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s);
 cudaError_t mega_moe_launch_m128n256(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s);
+cudaError_t mega_moe_launch_w4a8_int4(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s);
+cudaError_t mega_moe_launch_w4a8_mxfp4(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s);
 
 inline cudaError_t mega_moe_launch(::xstage::moe::MegaTile tile, const MegaMoeArgs& m, const MegaWeights& w, int ctas,
                                    cudaStream_t s) {
-  return tile == ::xstage::moe::MegaTile::m128n256 ? mega_moe_launch_m128n256(m, w, ctas, s)
-                                                   : mega_moe_launch_m64n256(m, w, ctas, s);
+  switch (w.format) {
+    case MegaWeightFormat::w4a8_int4:
+      return tile == ::xstage::moe::MegaTile::m64n256 ? mega_moe_launch_w4a8_int4(m, w, ctas, s) : cudaErrorInvalidValue;
+    case MegaWeightFormat::w4a8_mxfp4:
+      return tile == ::xstage::moe::MegaTile::m64n256 ? mega_moe_launch_w4a8_mxfp4(m, w, ctas, s) : cudaErrorInvalidValue;
+    default:
+      return tile == ::xstage::moe::MegaTile::m128n256 ? mega_moe_launch_m128n256(m, w, ctas, s)
+                                                       : mega_moe_launch_m64n256(m, w, ctas, s);
+  }
 }
 
 }  // namespace xstage::kernels::moe

@@ -74,9 +74,11 @@ using namespace cute;
 //     share two stages ahead (a warp group never waits for the others' conversion of the next
 //     stage) and load the token scales a stage ahead. With three consumer warp groups (160
 //     registers would spill in the K loop) warp group 0 converts everything, at 56 registers.
-template <int kBlockM_, int kBlockN_, bool kGateUp_, bool kDecoupled_>
-struct W4Traits : MoeTraits<kBlockM_, kBlockN_, kDecoupled_ ? 3 : 4, kGateUp_, 1, 1> {
-  using Base = MoeTraits<kBlockM_, kBlockN_, kDecoupled_ ? 3 : 4, kGateUp_, 1, 1>;
+// kInKernelScales: the token scales may be written while the kernel runs (the Mega-MoE kernel,
+// mega_w4a8_kernel.cuh): the consumers read them through L2, never the read-only path.
+template <int kBlockM_, int kBlockN_, bool kGateUp_, bool kDecoupled_, bool kInKernelScales_ = false>
+struct W4Traits : MoeTraits<kBlockM_, kBlockN_, kDecoupled_ ? 3 : 4, kGateUp_, 1, 1, kInKernelScales_> {
+  using Base = MoeTraits<kBlockM_, kBlockN_, kDecoupled_ ? 3 : 4, kGateUp_, 1, 1, kInKernelScales_>;
   using Base::kConsumerThreads;
   using Base::kConsumerWGs;
   using Base::kStages;
@@ -244,57 +246,71 @@ struct MoeW4A8Kernel {
   __device__ void produce(Params const& p, SharedStorage& ss, SmemA& sA, SmemBq& sBq) const {
     Scheduler sched(p.counts, p.offsets, p.experts, p.n_blocks, 0);
     State write = Pipeline::producer_start();
+    WorkTile t;
+    [[maybe_unused]] uint32_t it = 0;  // stages written (trace only)
+    while (sched.next(t)) {
+      int brow[kWgN];
+      CUTE_UNROLL
+      for (int c = 0; c < kWgN; ++c) brow[c] = b_row(p, t, c);
+      produce_tile(p, ss, sA, sBq, t, brow, write, it);
+    }
+    produce_end(ss, write);
+  }
+
+  // Every K block of tile t into the TMA ring: A chunks, packed B chunks of weight rows
+  // brow[c], raw weight scales; `write` and `it` advance by the tile's K blocks. (The Mega-MoE
+  // kernel calls it per claimed tile with its own storage, SS.)
+  template <class SS, class SmemA, class SmemBq>
+  __device__ __forceinline__ void produce_tile(Params const& p, SS& ss, SmemA& sA, SmemBq& sBq, WorkTile const& t,
+                                               const int (&brow)[kWgN], State& write, uint32_t& it) const {
     Tensor mA = p.tma_a.get_tma_tensor(p.shape_a);      // (m_total, k)
     Tensor mBall = p.tma_b.get_tma_tensor(p.shape_b);  // (n, k/2, experts)
     auto cta_a = p.tma_a.get_slice(0);
     auto cta_b = p.tma_b.get_slice(0);
     Tensor tAsA = group_modes<0, 3>(cta_a.partition_D(sA));   // (TMA, chunk slot)
     Tensor tBsB = group_modes<0, 3>(cta_b.partition_D(sBq));  // (TMA, chunk slot)
-    WorkTile t;
-    [[maybe_unused]] uint32_t it = 0;  // stages written (trace only)
-    while (sched.next(t)) {
-      Tensor gB = local_tile(mBall(_, _, t.expert), Shape<_128, _64>{}, make_coord(_, _));  // (128, 64, n/128, kb)
-      Tensor tBgB = group_modes<0, 3>(cta_b.partition_S(gB));                             // (TMA, n/128, kb)
-      int brow[kWgN];
+    Tensor gB = local_tile(mBall(_, _, t.expert), Shape<_128, _64>{}, make_coord(_, _));  // (128, 64, n/128, kb)
+    Tensor tBgB = group_modes<0, 3>(cta_b.partition_S(gB));                             // (TMA, n/128, kb)
+    for (int kb = 0; kb < p.k_blocks; ++kb) {
+      bounded_wait(&ss.pipe.empty[write.index], write.phase);
+      W4_TRACE(p.trace, it, kTrProducerIssue);
+      *reinterpret_cast<volatile int*>(&ss.header[write.index]) = 0;
+      compiler_fence();
+      uint64_t& full = ss.pipe.full[write.index];
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&full, T::kStageBytes);
       CUTE_UNROLL
-      for (int c = 0; c < kWgN; ++c) brow[c] = b_row(p, t, c);
-      for (int kb = 0; kb < p.k_blocks; ++kb) {
-        bounded_wait(&ss.pipe.empty[write.index], write.phase);
-        W4_TRACE(p.trace, it, kTrProducerIssue);
-        *reinterpret_cast<volatile int*>(&ss.header[write.index]) = 0;
-        compiler_fence();
-        uint64_t& full = ss.pipe.full[write.index];
-        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&full, T::kStageBytes);
-        CUTE_UNROLL
-        for (int c = 0; c < kWgM; ++c) {
-          Tensor gA = local_tile(domain_offset(make_coord(t.row_begin + 64 * c, 0), mA), Shape<_64, _128>{},
-                                 make_coord(_0{}, kb));
-          copy(p.tma_a.with(full), group_modes<0, 3>(cta_a.partition_S(gA)), tAsA(_, write.index * kWgM + c));
-        }
-        CUTE_UNROLL
-        for (int c = 0; c < kWgN; ++c) {
-          const int slot = write.index * kWgN + c;
-          copy(p.tma_b.with(full, 0, TMA::CacheHintSm90::EVICT_LAST), tBgB(_, brow[c] / 128, kb), tBsB(_, slot));
-          // A chunk past n (64 x 256 tiles over an odd number of 128-row blocks) loads zero
-          // weights (TMA out-of-bounds fill) and is never stored; its scales come from rows
-          // [0, 128) so the bulk copies stay inside the tensors.
-          const int srow = brow[c] < p.n ? brow[c] : 0;
-          uint8_t* dst = ss.raw.data() + slot * T::kScaleBytes;
-          if (p.mxfp4) {
-            const uint8_t* src = p.b_e8m0 + (static_cast<int64_t>(t.expert) * p.k_blocks * 4 + kb * 4) * p.n + srow;
-            CUTE_UNROLL
-            for (int i = 0; i < 4; ++i)
-              SM90_BULK_COPY_G2S::copy(src + static_cast<int64_t>(i) * p.n, &full, dst + i * 128, 128);
-          } else {
-            const float* src = p.b_scales + (static_cast<int64_t>(t.expert) * p.k_blocks + kb) * p.n + srow;
-            SM90_BULK_COPY_G2S::copy(src, &full, dst, 512);
-          }
-        }
-        write.advance();
-        ++it;
+      for (int c = 0; c < kWgM; ++c) {
+        Tensor gA = local_tile(domain_offset(make_coord(t.row_begin + 64 * c, 0), mA), Shape<_64, _128>{},
+                               make_coord(_0{}, kb));
+        copy(p.tma_a.with(full), group_modes<0, 3>(cta_a.partition_S(gA)), tAsA(_, write.index * kWgM + c));
       }
+      CUTE_UNROLL
+      for (int c = 0; c < kWgN; ++c) {
+        const int slot = write.index * kWgN + c;
+        copy(p.tma_b.with(full, 0, TMA::CacheHintSm90::EVICT_LAST), tBgB(_, brow[c] / 128, kb), tBsB(_, slot));
+        // A chunk past n (64 x 256 tiles over an odd number of 128-row blocks) loads zero
+        // weights (TMA out-of-bounds fill) and is never stored; its scales come from rows
+        // [0, 128) so the bulk copies stay inside the tensors.
+        const int srow = brow[c] < p.n ? brow[c] : 0;
+        uint8_t* dst = ss.raw.data() + slot * T::kScaleBytes;
+        if (p.mxfp4) {
+          const uint8_t* src = p.b_e8m0 + (static_cast<int64_t>(t.expert) * p.k_blocks * 4 + kb * 4) * p.n + srow;
+          CUTE_UNROLL
+          for (int i = 0; i < 4; ++i)
+            SM90_BULK_COPY_G2S::copy(src + static_cast<int64_t>(i) * p.n, &full, dst + i * 128, 128);
+        } else {
+          const float* src = p.b_scales + (static_cast<int64_t>(t.expert) * p.k_blocks + kb) * p.n + srow;
+          SM90_BULK_COPY_G2S::copy(src, &full, dst, 512);
+        }
+      }
+      write.advance();
+      ++it;
     }
-    // End of the stream: the converting threads stop when they see this stage's header.
+  }
+
+  // End of the stream: the converting threads stop when they see this stage's header.
+  template <class SS>
+  __device__ __forceinline__ static void produce_end(SS& ss, State write) {
     bounded_wait(&ss.pipe.empty[write.index], write.phase);
     *reinterpret_cast<volatile int*>(&ss.header[write.index]) = 1;
     compiler_fence();
@@ -309,7 +325,8 @@ struct MoeW4A8Kernel {
   // at the end of the tile stream.
   // it: the stage's position in the stream (trace only).
   // g: the thread's converting index (0..95 converter warps, 96.. consumers).
-  __device__ bool convert_stage(Params const& p, SharedStorage& ss, State t, CState c, int g,
+  template <class SS>
+  __device__ bool convert_stage(Params const& p, SS& ss, State t, CState c, int g,
                                 [[maybe_unused]] uint32_t it) const {
     wait_then_read(&ss.pipe.full[t.index], t.phase);
     if (g == 0) W4_TRACE(p.trace, it, kTrConvFull);
@@ -351,8 +368,8 @@ struct MoeW4A8Kernel {
 
   // Lock step: converting thread g's units x = g, g + kConvThreads, ... of stage t_index
   // into buffer c_index; unit x = (chunk x / 512, weight row (x / 4) % 128, sub-block x % 4).
-  template <bool kMx>
-  __device__ void convert_units_lockstep(SharedStorage& ss, int t_index, int c_index, int g) const {
+  template <bool kMx, class SS>
+  __device__ void convert_units_lockstep(SS& ss, int t_index, int c_index, int g) const {
     const uint32_t bq_base = cute::cast_smem_ptr_to_uint(ss.bq.data());
     const uint32_t b_base = cute::cast_smem_ptr_to_uint(ss.b.data());
     for (int x = g; x < kWgN * 512; x += kConvThreads) {
@@ -390,8 +407,8 @@ struct MoeW4A8Kernel {
   // 2u and 2u + 1, swizzled with xr % 8), the int4 scale at float xr of the stage's raw
   // scales and the converted scale at float xr of the buffer's. Several units at a time: all
   // loads before the conversions, so their shared-memory latency overlaps.
-  template <bool kMx>
-  __device__ void convert_units(SharedStorage& ss, int t_index, int c_index, int x0, int step, int xend) const {
+  template <bool kMx, class SS>
+  __device__ void convert_units(SS& ss, int t_index, int c_index, int x0, int step, int xend) const {
     static_assert(T::kConverterThreads % 4 == 0 && T::kConsumerThreads % 4 == 0, "steps keep u fixed");
     static_assert(T::kScaleBytes == 128 * 4 && T::kPackedBytes == 128 * 64, "unit addressing");
     const uint32_t u = static_cast<uint32_t>(x0) & 3u;
@@ -453,12 +470,18 @@ struct MoeW4A8Kernel {
   }
 
   // ---- consumers ------------------------------------------------------------------------------
+  // A token scale: written before the launch (read-only path), or while the kernel runs
+  // (through L2; W4Traits::kInKernelScales).
+  __device__ __forceinline__ static float load_a_scale(const float* p) {
+    if constexpr (T::kInKernelScales) return __ldcg(p);
+    else return __ldg(p);
+  }
   // Per K block: wait for A (full) and the converted B (cfull), issue the wgmmas, convert this
   // thread's share of the next stage while they run, wait, promote, release both buffers.
   // it: stages this thread has consumed; more: whether stage it + 1 may still hold data (false
   // once the end marker was seen). Stage it was converted (by every converting thread) before.
-  template <class SmemA, class SmemB, class Frg>
-  __device__ void mma(Params const& p, SharedStorage& ss, uint32_t& it, bool& more, int g, WorkTile const& t, int wt,
+  template <class SS, class SmemA, class SmemB, class Frg>
+  __device__ void mma(Params const& p, SS& ss, uint32_t& it, bool& more, int g, WorkTile const& t, int wt,
                       int wm, int wn, SmemA const& sA, SmemB const& sB, Frg& acc) const {
     typename T::TiledMma tiled_mma;
     auto thr = tiled_mma.get_slice(wt);
@@ -483,8 +506,8 @@ struct MoeW4A8Kernel {
     const float* sa0 = p.a_scales + t.row_begin + r0;
     float c0 = 0.f, c1 = 0.f;
     if constexpr (T::kPrefetchScales) {
-      c0 = ok0 ? __ldg(sa0) : 0.f;
-      c1 = ok1 ? __ldg(sa0 + 8) : 0.f;
+      c0 = ok0 ? load_a_scale(sa0) : 0.f;
+      c1 = ok1 ? load_a_scale(sa0 + 8) : 0.f;
     }
     for (int kb = 0; kb < p.k_blocks; ++kb) {
       const State read = tma_state(it);
@@ -512,13 +535,13 @@ struct MoeW4A8Kernel {
       if constexpr (T::kPrefetchScales) {
         if (kb + 1 < p.k_blocks) {
           const float* sa = sa0 + static_cast<int64_t>(kb + 1) * p.m_total;
-          n0 = ok0 ? __ldg(sa) : 0.f;
-          n1 = ok1 ? __ldg(sa + 8) : 0.f;
+          n0 = ok0 ? load_a_scale(sa) : 0.f;
+          n1 = ok1 ? load_a_scale(sa + 8) : 0.f;
         }
       } else {
         const float* sa = sa0 + static_cast<int64_t>(kb) * p.m_total;
-        c0 = ok0 ? __ldg(sa) : 0.f;
-        c1 = ok1 ? __ldg(sa + 8) : 0.f;
+        c0 = ok0 ? load_a_scale(sa) : 0.f;
+        c1 = ok1 ? load_a_scale(sa + 8) : 0.f;
       }
       warpgroup_wait<0>();
       warpgroup_fence_operand(part);

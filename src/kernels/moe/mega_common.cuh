@@ -1,0 +1,146 @@
+// What the Mega-MoE kernels of both weight formats share around their GEMM roles
+// (docs/megamoe.md "The kernel"): decoding a list position into a work tile, the producer's
+// tile slots, the per-tile trace record, and the publish + reduce after the tile loop.
+// Included by mega_kernel.cuh (W8A8) and mega_w4a8_kernel.cuh (W4A8).
+#pragma once
+#include <cstdint>
+
+#include <cutlass/arch/barrier.h>
+
+#include "kernels/common/clock.cuh"
+#include "kernels/moe/ep_device.cuh"
+#include "kernels/moe/mega_args.hpp"
+#include "kernels/moe/mega_prologue.cuh"
+#include "kernels/moe/tile_scheduler.cuh"
+#include "xstage/moe_tile_order.hpp"
+
+namespace xstage::kernels::moe {
+
+// Tile slots (docs/megamoe.md "The kernel"). The producer, which decodes every claimed
+// position anyway, leaves the decoded tile in a ring of kMegaTileSlots slots; the consumers
+// (and the W8A8 scale warp) read it instead of decoding the position again (binary searches and
+// integer divisions). Slot k % 8 of push k is rewritten only by push k + 8, which needs every
+// queue reader to have popped k + 4 (a 4-deep queue), i.e. finished tile k + 3.
+struct MegaTileSlot {
+  WorkTile t;
+  int is_l1;
+};
+inline constexpr int kMegaTileSlots = 8;
+inline constexpr int kMegaQueueDepth = 4;
+static_assert(kMegaTileSlots >= 2 * kMegaQueueDepth, "a slot outlives every reader of its tile");
+
+// The tile order of this call (moe_tile_order.hpp), from the parameters and the layout.
+__device__ __forceinline__ ::xstage::moe::TileOrder mega_order(const MegaMoeArgs& m, int n1, int n2,
+                                                             MegaLayoutSmem const& ly) {
+  ::xstage::moe::TileOrder o;
+  o.kind = static_cast<::xstage::moe::OrderKind>(m.order);
+  o.experts = m.ep.experts_per_rank;
+  o.block_start = ly.block_start;
+  o.wave_first = ly.wave_first;
+  o.wave_last = ly.wave_last;
+  o.n1 = n1;
+  o.n2 = n2;
+  o.l1_per_l2 = m.l1_per_l2;
+  o.lead = m.lead;
+  return o;
+}
+
+// List position -> the GEMM's work tile (tag: the block for Linear-1, the Linear-2 index).
+// The order is rebuilt from the parameters and shared memory at every call so that nothing
+// of it stays live in registers across the mainloop.
+template <int kBlockM>
+__device__ __forceinline__ WorkTile mega_work_tile(const MegaMoeArgs& m, int n1, int n2, MegaLayoutSmem const& ly,
+                                                   int pos, bool& is_l1) {
+  const ::xstage::moe::TileOrder o = mega_order(m, n1, n2, ly);
+  const ::xstage::moe::OrderedTile ot = ::xstage::moe::tile_at(o, pos);
+  const int e = ::xstage::moe::expert_of_block(o, ot.block);
+  const int mb = ot.block - ly.block_start[e];
+  WorkTile t;
+  t.expert = e;
+  t.m_block = mb;
+  t.n_block = ot.n_block;
+  t.row_begin = ly.offset[e] + mb * kBlockM;
+  t.rows = min(kBlockM, ly.rows[e] - mb * kBlockM);
+  is_l1 = ot.kind == 1;
+  t.tag = is_l1 ? ot.block : ot.block * o.n2 + ot.n_block;
+  return t;
+}
+
+// The producer's gate before it hands a tile over (both waits bounded): a Linear-1 tile waits
+// until every row this rank computes arrived (once per call, rows_here), a Linear-2 tile until
+// its block's Linear-1 count reached l1_target; then fence.proxy.async so TMA sees the data.
+__device__ __forceinline__ void mega_wait_inputs(const MegaMoeArgs& m, MegaLayoutSmem const& ly, uint32_t* l1_done,
+                                                 bool is_l1, int tag, int n2, uint32_t l1_target, bool& rows_here) {
+  const EpMoeArgs& a = m.ep;
+  if (is_l1) {
+    if (!rows_here) {
+      // Every row this rank computes arrived (remote pushes, released per CTA).
+      dev::wait_geq(a.rows_flag_at[a.rank], ly.rows_expected, a.status, WaitId::moe_rows, a.rank, a.timeout_ns);
+      dev::fence_proxy_async_global();
+      rows_here = true;
+    }
+  } else {
+    // All n1 Linear-1 tiles of the block, every epilogue piece of each (mega_tile.hpp).
+    dev::wait_geq_gpu(l1_done + tag / n2, l1_target, a.status, WaitId::moe_linear1, a.rank, a.timeout_ns);
+    dev::fence_proxy_async_global();
+  }
+}
+
+// The tile trace record of list position pos (consumers' first thread): words 0-3 and 6-7,
+// and word 5 unless the store warps write it (with_tail false).
+__device__ __forceinline__ void mega_trace_tile(const MegaMoeArgs& m, int pos, bool is_l1, uint64_t c0, uint64_t c1,
+                                                bool with_tail) {
+  uint32_t* tr = m.trace + size_t(pos) * kMegaTraceWords;
+  tr[0] = blockIdx.x | (static_cast<uint32_t>(is_l1 ? 1 : 2) << 16);
+  tr[1] = static_cast<uint32_t>(c0 - m.cta_clock[blockIdx.x * kMegaClockWords + 0]);
+  tr[2] = static_cast<uint32_t>(c1 - c0);
+  tr[3] = static_cast<uint32_t>(clock64() - c1);
+  // Written by this thread's hooks during the epilogue (a Linear-2 tile's store tail, with
+  // the store warps: by them).
+  if (with_tail) tr[5] = m.trace_hook[blockIdx.x];
+  tr[6] = is_l1 ? m.trace_hook[gridDim.x + blockIdx.x] - static_cast<uint32_t>(c1) : 0u;
+  tr[7] = is_l1 ? m.trace_hook[2 * gridDim.x + blockIdx.x] - static_cast<uint32_t>(c1) : 0u;
+}
+
+// After the tile loop, the 256 consumer threads (ct) and, through the publish barrier, any
+// other thread that stored combine rows (publish_threads in all):
+// Publish: this CTA's combine stores are done; the rank's last CTA tells each owner how many
+// (row, 128-column) pieces it sent there (the whole rank's, from the counts).
+// Reduce: wait for all (row, 128-column) pieces of this rank's T * k rows, then sum them.
+__device__ __forceinline__ void mega_publish_and_reduce(const MegaMoeArgs& m, bool ok, int ct, int publish_threads,
+                                                        uint32_t publish_barrier, uint32_t consumers_barrier) {
+  const EpMoeArgs& a = m.ep;
+  asm volatile("" ::: "memory");
+  cutlass::arch::NamedBarrier::sync(publish_threads, publish_barrier);
+  __shared__ int last_cta;
+  if (ct == 0) {
+    dev::fence_sys();
+    const uint32_t before = atomicAdd(m.ctas_done, 1u);
+    last_cta = before + 1u == static_cast<uint32_t>(a.epoch) * gridDim.x;
+    if (last_cta) {
+      __threadfence();
+      const int E = a.experts, epr = a.experts_per_rank;
+      const int32_t* cnt = ep_call_counts(a);
+      for (int s = 0; s < a.world; ++s) {
+        uint64_t rows = 0;
+        if (ok)
+          for (int le = 0; le < epr; ++le) rows += uint64_t(__ldcg(cnt + s * E + a.rank * epr + le));
+        dev::flag_add_release(a.combine_flag_at[s], rows * uint64_t(a.hidden / 128));
+      }
+    }
+  }
+
+  __shared__ int comb_ok;
+  if (ct == 0)
+    comb_ok = dev::wait_geq(a.combine_flag_at[a.rank], a.epoch * uint64_t(a.tokens) * a.top_k * uint64_t(a.hidden / 128),
+                            a.status, WaitId::moe_combine, a.rank, a.timeout_ns);
+  cutlass::arch::NamedBarrier::sync(256, consumers_barrier);
+  if (m.cta_clock != nullptr && ct == 0) m.cta_clock[blockIdx.x * kMegaClockWords + 4] = clock64();
+  if (comb_ok) ep_reduce_tokens(a, static_cast<long long>(blockIdx.x) * 256 + ct, static_cast<long long>(gridDim.x) * 256);
+  if (m.cta_clock != nullptr && ct == 0) {
+    m.cta_clock[blockIdx.x * kMegaClockWords + 2] = clock64();
+    m.cta_clock[blockIdx.x * kMegaClockWords + 3] = dev::global_ns();
+  }
+}
+
+}  // namespace xstage::kernels::moe
