@@ -26,6 +26,9 @@ struct MegaTileSlot {
   int is_l1;
 };
 inline constexpr int kMegaTileSlots = 8;
+// Static shared variables the Mega-MoE kernels may declare (trace clocks, publish and reduce
+// flags, the prologue's): the dynamic request must leave them room.
+inline constexpr int kMegaStaticSmem = 256;
 inline constexpr int kMegaQueueDepth = 4;
 static_assert(kMegaTileSlots >= 2 * kMegaQueueDepth, "a slot outlives every reader of its tile");
 

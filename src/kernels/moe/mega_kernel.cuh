@@ -140,7 +140,7 @@ struct MegaMoeKernel {
     MegaTileSlot slots[kTileSlots];
   };
   static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage)) + 1024;
-  static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
+  static_assert(kSmemBytes + kMegaStaticSmem <= 227 * 1024, "shared memory per CTA on sm_90 (static variables too)");
 
   // List position -> the GEMM's work tile (mega_common.cuh).
   __device__ __forceinline__ static WorkTile work_tile(Params const& p, MegaLayoutSmem const& ly, int pos,

@@ -22,6 +22,7 @@
 // INT4 runs the decoupled conversion design (3 TMA stages, 3 converted buffers), MXFP4 the
 // lock-step one (4 + 2), as in the grouped GEMM.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include <cuda_runtime.h>
@@ -100,11 +101,15 @@ struct MegaW4A8Kernel {
     uint32_t lut[2 * 2];
     typename Queue::Storage queue;
     MegaLayoutSmem layout;
-    MegaTileSlot slots[kMegaTileSlots];
+    MegaTileSlot slots[kMegaTileSlots];  // the last member (kSmemBytes)
   };
   static_assert(sizeof(MegaPrologueSmem) <= T::kChunkSlots * T::kPackedBytes, "the prologue's scratch fits in bq");
-  static constexpr int kSmemBytes = static_cast<int>(sizeof(SharedStorage)) + 1024;
-  static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
+  // The storage up to its last member's end (sizeof rounds up to the 1024-byte alignment: INT4's
+  // storage then reached the limit exactly and the kernel's static shared variables did not fit)
+  // plus the alignment slack; room left for kMegaStaticSmem bytes of static shared variables.
+  static constexpr int kSmemBytes =
+      static_cast<int>(offsetof(SharedStorage, slots) + sizeof(MegaTileSlot) * kMegaTileSlots) + 1024;
+  static_assert(kSmemBytes + kMegaStaticSmem <= 227 * 1024, "shared memory per CTA on sm_90");
 
   // B rows of chunk c: Linear-1 gate rows then up rows of the tile's 128 h channels (n = 2I),
   // Linear-2 the tile's two 128-column pieces.
