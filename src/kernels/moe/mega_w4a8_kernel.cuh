@@ -14,7 +14,9 @@
 //   warps 1-3 (96 threads): convert every stage of the TMA ring into the converted ring (their
 //     units; the stream of stages does not care which tile or GEMM it belongs to);
 //   warp groups 1, 2: per tile, the W4A8 consumer loop (MoeW4A8Kernel::mma: wgmmas on converted
-//     B, their share of a later stage's conversion while the wgmmas run, promotion with the
+//     B, their share of a later stage's conversion while the wgmmas run, within the tile only
+//     (a tile's end must not wait for the next tile, whose inputs may need this one's count),
+//     promotion with the
 //     token scale x the weight row's scale), then the W8A8 kernel's epilogues: SwiGLU + fp8 into
 //     h and the block's Linear-1 count, or bf16 rows into the token owners' combine buffers.
 // The token scales (x pushed by peers, h by other CTAs) are read through L2 (kInKernelScales);
@@ -211,11 +213,9 @@ struct MegaW4A8Kernel {
     L1Epilogue::consumer_init(wg);
     const L1Epilogue epi1{};
     const L2Epilogue epi2{};
-    // The first kConvBufs - 1 stages now; every later one while the wgmmas of the stage
-    // kConvBufs - 1 before it run (MoeW4A8Kernel::mma).
-    bool more = T::kConsumersConvert;
-    for (int s = 0; s < kConvBufs - 1 && more; ++s)
-      more = w4.convert_stage(p.l1, ss, W4::tma_state(s), W4::conv_state(s), g, static_cast<uint32_t>(s));
+    // The consumers convert their share of each tile's stages within the tile only
+    // (MoeW4A8Kernel::mma<true>): a tile's end must not wait for the next tile's inputs.
+    bool more = true;  // unused by the tile-bounded loop
     uint32_t it = 0;
     auto qs = Queue::consumer_start();
     int last_kind = 0;  // the previous tile's kind (1: Linear-1, 2: Linear-2)
@@ -232,7 +232,7 @@ struct MegaW4A8Kernel {
       // The gate group's router weights, loaded now so their latency hides behind the mainloop.
       typename L1Epilogue::RowWeights rw;
       if (is_l1 && wg == 0) rw = epi1.load_weights(p.epi1, t, wt);
-      w4.mma(is_l1 ? p.l1 : p.l2, ss, it, more, g, t, wt, 0, wg, sA, sB, acc);
+      w4.template mma<true>(is_l1 ? p.l1 : p.l2, ss, it, more, g, t, wt, 0, wg, sA, sB, acc);
       if (m.trace != nullptr && ct == 0) trace_c1 = clock64();
       const int kind = is_l1 ? 1 : 2;
       if (kind != last_kind) cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);

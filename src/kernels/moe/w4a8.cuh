@@ -480,7 +480,12 @@ struct MoeW4A8Kernel {
   // thread's share of the next stage while they run, wait, promote, release both buffers.
   // it: stages this thread has consumed; more: whether stage it + 1 may still hold data (false
   // once the end marker was seen). Stage it was converted (by every converting thread) before.
-  template <class SS, class SmemA, class SmemB, class Frg>
+  // kTileBounded (the Mega-MoE kernel): the consumer converts only stages of this tile, its
+  // share of the tile's first kConvBufs - 1 stages before the first wgmma. Its tiles depend on
+  // each other (a Linear-2 tile's producer waits for Linear-1 counts that this CTA's current
+  // tile may still have to release), so finishing a tile must never wait for the next tile's
+  // stages; the converter warps still run ahead across tiles.
+  template <bool kTileBounded = false, class SS, class SmemA, class SmemB, class Frg>
   __device__ void mma(Params const& p, SS& ss, uint32_t& it, bool& more, int g, WorkTile const& t, int wt,
                       int wm, int wn, SmemA const& sA, SmemB const& sB, Frg& acc) const {
     typename T::TiledMma tiled_mma;
@@ -498,6 +503,9 @@ struct MoeW4A8Kernel {
     Tensor part = partition_fragment_C(tiled_mma, Shape<_64, _128>{});
     static_assert(decltype(size(part))::value == 64);
     clear(acc);
+    if constexpr (kTileBounded && T::kConsumersConvert)
+      for (int s = 0; s < kConvBufs - 1 && s < p.k_blocks; ++s)
+        convert_stage(p, ss, tma_state(it + s), conv_state(it + s), g, it + s);
     // Token scales of the next K block are loaded after this block's conversion (whose proxy
     // fence would otherwise wait for the loads), a whole stage before the promotion uses them.
     // (Lock step: loaded after the conversion, used after the wgmmas.)
@@ -528,8 +536,13 @@ struct MoeW4A8Kernel {
       if (pingpong) IssueToken<T::kConsumerWGs>::pass(wg);
       if (wt == 0) W4_TRACE(p.trace, it, tr_base + 1);
       // This thread's share of stage it + kConvBufs - 1, while the tensor cores work.
-      if (T::kConsumersConvert && more) more = convert_stage(p, ss, tma_state(it + kConvBufs - 1), conv_state(it + kConvBufs - 1), g,
-                                     it + kConvBufs - 1);
+      if constexpr (kTileBounded) {
+        if (T::kConsumersConvert && kb + kConvBufs - 1 < p.k_blocks)
+          convert_stage(p, ss, tma_state(it + kConvBufs - 1), conv_state(it + kConvBufs - 1), g, it + kConvBufs - 1);
+      } else if (T::kConsumersConvert && more) {
+        more = convert_stage(p, ss, tma_state(it + kConvBufs - 1), conv_state(it + kConvBufs - 1), g,
+                             it + kConvBufs - 1);
+      }
       if (wt == 0) W4_TRACE(p.trace, it, tr_base + 2);
       float n0 = 0.f, n1 = 0.f;
       if constexpr (T::kPrefetchScales) {
