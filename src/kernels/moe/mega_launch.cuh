@@ -109,9 +109,13 @@ cudaError_t mega_moe_w4a8_launch_with(const MegaMoeArgs& m, const MegaWeights& w
   g1.format = g2.format = kMx ? W4Format::mxfp4 : W4Format::int4_g128;
   g1.b_e8m0 = w.w1_e8m0;
   g2.b_e8m0 = w.w2_e8m0;
+  // Schedule 0: no ping-pong issue token (the fused kernel never hands the token out; with
+  // MoeGemmParams' default of 3 its consumers waited for it forever).
+  g1.schedule = g2.schedule = 0;
   typename K::Params kp{};
   kp.l1 = K::W4::to_params(g1);
   kp.l2 = K::W4::to_params(g2);
+  if (kp.l1.pingpong != 0 || kp.l2.pingpong != 0) return cudaErrorInvalidValue;
   mega_common_params<K>(m, false, kp);
   return mega_cooperative_launch(mega_moe_w4a8_kernel<kMx>, kp, ctas, K::kThreads, K::kSmemBytes, s);
 }
