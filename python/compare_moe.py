@@ -3,8 +3,8 @@
 three variants (unfused, expert-wave, interleaved) per configuration (model, weights, routing,
 tokens per rank), optionally against python/bench_moe_torch.py (xstage.bench.moe_torch.v1).
 
-    python3 python/compare_moe.py XSTAGE_JSON [TORCH_JSON] [--png OUT.png] [--json OUT.json]
-        [--order-check PICKS.tsv [--order-tol 0.01]] [--allow-missing-correctness]
+    python3 python/compare_moe.py XSTAGE_JSON [TORCH_JSON] [--also XSTAGE_JSON ...] [--png OUT.png]
+        [--json OUT.json] [--order-check PICKS.tsv [--order-tol 0.01]] [--allow-missing-correctness]
 
 Per configuration: medians in us ('-' where missing or skipped), il/ew = expert-wave /
 interleaved (> 1: interleaved faster), torch/ew, torch/il, and where the bench recorded spans,
@@ -12,7 +12,8 @@ the median remote combine-store span, the local control span and the predicted s
 fused schedule. Summary: il/ew over configurations with both fused schedules (count, geomean,
 median, max, worst), the better fused order against the unfused layer (issue 37: in how many
 configurations it is at least as fast; a configuration that failed a check never counts), and
-how often each fused schedule beats torch. Torch configurations with
+how often each fused schedule beats torch, and per W4A8 format the better fused order against
+the same configuration's W8A8 one (issue 37's 0.9 bar). Torch configurations with
 no xstage counterpart (e.g. w4a8) are counted, not compared.
 --json writes the rows and the summary (xstage.compare.moe.v1); --png a 2-panel figure if
 matplotlib imports (otherwise a note on stderr).
@@ -124,6 +125,7 @@ def summarise(rows, have_torch, torch_only):
         "geomean_unfused_over_fused": geomean([r["unfused_over_fused"] for r in uf]),
         "worst": worst["unfused_over_fused"] if worst else None,
         "worst_config": " ".join(str(worst[c]) for c in ("model", "weights", "routing", "tokens_per_rank")) if worst else None}
+    s["w4a8_vs_w8a8"] = format_ratios(rows)
     if have_torch:
         te = [r["torch_over_ew"] for r in rows if r["torch_over_ew"] is not None]
         ti = [r["torch_over_il"] for r in rows if r["torch_over_il"] is not None]
@@ -132,6 +134,31 @@ def summarise(rows, have_torch, torch_only):
                       "geomean_torch_over_ew": geomean(te), "geomean_torch_over_il": geomean(ti)}
         s["torch_only"] = len(torch_only)
     return s
+
+
+def format_ratios(rows, bar=0.9):
+    """Issue 37's W4A8 bar: per W4A8 format, the better fused order's time with W8A8 weights over
+    its time with the format's, for every (model, routing, tokens) that has both (>= bar: met; a
+    configuration whose checks failed never counts). {} when the file holds one format only."""
+    best = {}
+    for r in rows:
+        f = [x for x in (r["expert_wave_us"], r["interleaved_us"]) if x is not None and x > 0]
+        if f:
+            best[(r["weights"], r["model"], r["routing"], r["tokens_per_rank"])] = (min(f), r["correctness_ok"])
+    out = {}
+    for (w, m, ro, t), (us, ok) in sorted(best.items()):
+        ref = best.get(("w8a8", m, ro, t))
+        if w == "w8a8" or ref is None:
+            continue
+        d = out.setdefault(w, {"compared": 0, "at_least_bar": 0, "bar": bar, "ratios": []})
+        x = ref[0] / us
+        d["compared"] += 1
+        d["at_least_bar"] += x >= bar and ok and ref[1]
+        d["ratios"].append(x)
+    for d in out.values():
+        rs = d.pop("ratios")
+        d.update({"geomean": geomean(rs), "worst": min(rs), "best": max(rs)})
+    return out
 
 
 SPAN_COLS = [("rem.ew", "remote_span_ew_us"), ("rem.il", "remote_span_il_us"),
@@ -255,6 +282,9 @@ def print_table(xs, th, rows, summary, torch_only, bad):
         print(f"# fused (the better order) >= unfused in {f['fused_at_least_unfused']}/{f['compared']} configurations "
               f"(issue 37; checked cells only); geomean unfused/fused {f['geomean_unfused_over_fused']:.2f}, "
               f"worst {f['worst']:.2f} ({f['worst_config']})")
+    for w, d in summary.get("w4a8_vs_w8a8", {}).items():
+        print(f"# {w} fused >= {d['bar']:g} x W8A8 fused (better orders, W8A8 us / {w} us) in {d['at_least_bar']}/"
+              f"{d['compared']} configurations; geomean {d['geomean']:.2f}, worst {d['worst']:.2f}, best {d['best']:.2f}")
     if "torch" in summary:
         t = summary["torch"]
         g = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
@@ -326,12 +356,26 @@ def main(argv=None):
                     "why, tab-separated; scripts/moe-order-check) against the measured orders")
     ap.add_argument("--order-tol", type=float, default=0.01, help="--order-check: a pick within this share of "
                     "the faster order counts as right (default 0.01)")
+    ap.add_argument("--also", action="append", default=[], metavar="XSTAGE_JSON",
+                    help="more `xstage bench moe` files of the same build (e.g. one per model or weight format), "
+                    "their results added to the first's")
     correctness.add_flag(ap)
     args = ap.parse_args(argv)  # no argument: usage on stderr, exit 2
-    docs = checker.open_inputs(TOOL, [(args.xstage_json, XSTAGE_SCHEMA), (args.torch_json, TORCH_SCHEMA)])
+    docs = checker.open_inputs(TOOL, [(args.xstage_json, XSTAGE_SCHEMA), (args.torch_json, TORCH_SCHEMA)]
+                               + [(p, XSTAGE_SCHEMA) for p in args.also])
     if docs is None:
         return 2
-    xs, th = docs
+    xs, th = docs[0], docs[1]
+    for p, more in zip(args.also, docs[2:]):
+        if more.get("commit") != xs.get("commit") or more.get("world") != xs.get("world"):
+            print(f"{TOOL}: {p}: commit / world differ from {args.xstage_json}'s", file=sys.stderr)
+            return 2
+        probs = correctness.file_problems(more)
+        for q in probs:
+            print(f"CORRECTNESS FAIL xstage file {p}: {q}")
+        if probs:
+            return 1
+        xs = dict(xs, results=list(xs["results"]) + list(more["results"]))
     gate = checker.gate_files(TOOL, args, [("xstage", xs, xkey, label, ran), ("torch", th, key, label, ran)])
     rows, torch_only, bad = build_rows(xs, th, gate)
     summary = summarise(rows, th is not None, torch_only)

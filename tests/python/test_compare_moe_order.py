@@ -109,3 +109,24 @@ def test_order_check_rejects_duplicate_picks_bad_tolerances_and_skips_other_weig
     w4 = dict(rows[-2], weights="w4a8-int4", expert_wave_us=200.0)
     c = cm.order_check(rows + [w4], picks)
     assert (c["compared"], c["right"], c["other_weights"]) == (4, 3, 1)
+
+
+def test_format_ratios_compare_each_w4a8_format_with_w8a8_on_the_better_orders():
+    cm = _compare_moe()
+
+    def row(w, ew, il, ok=True, tokens=512):
+        return {"weights": w, "model": "A", "routing": "balanced", "tokens_per_rank": tokens,
+                "expert_wave_us": ew, "interleaved_us": il, "correctness_ok": ok}
+
+    rows = [row("w8a8", 100.0, 90.0), row("w4a8-int4", 120.0, 95.0),   # 90 / 95 = 0.947: met
+            row("w8a8", 100.0, 110.0, tokens=2048), row("w4a8-int4", 200.0, 250.0, tokens=2048),  # 0.5
+            row("w4a8-mxfp4", 99.0, None, ok=False),                    # 90 / 99 = 0.91, but a failed check
+            row("w4a8-int4", 50.0, 50.0, tokens=8192)]                  # no W8A8 counterpart: not compared
+    out = cm.format_ratios(rows)
+    assert set(out) == {"w4a8-int4", "w4a8-mxfp4"}
+    i = out["w4a8-int4"]
+    assert i["compared"] == 2 and i["at_least_bar"] == 1
+    assert i["worst"] == pytest.approx(0.5) and i["best"] == pytest.approx(90 / 95)
+    m = out["w4a8-mxfp4"]
+    assert m["compared"] == 1 and m["at_least_bar"] == 0 and m["best"] == pytest.approx(90 / 99)
+    assert cm.format_ratios([row("w8a8", 1.0, 1.0)]) == {}
