@@ -551,14 +551,14 @@ void run(const Flags& fl) {
                                {"nonfinite", rec.nonfinite}, {"check", rec.verdict()}, {"correctness", rec.to_json()}};
             std::string span_txt;
             // the order a fused variant ran (model-order: the layer's pick)
-            const moe::MoeSchedule sched = is_fused(v) ? mega->resolved_schedule(opt.schedule) : opt.schedule;
+            const moe::MoeSchedule sched = is_fused(v) ? mega->resolved_schedule(opt.schedule, quant) : opt.schedule;
             if (is_fused(v)) {
               row["mega_tile"] = moe::mega_tile_name(mega->resolved_tile(opt.tile, quant));  // auto resolved
               nlohmann::json plan;
               to_json(plan, mega->plan());
               row["plan"] = plan;
               nlohmann::json choice;
-              to_json(choice, mega->order_choice());
+              to_json(choice, mega->order_choice(quant));
               row["order_choice"] = choice;
               row["schedule"] = moe::schedule_name(sched);
               if (sched == moe::MoeSchedule::interleaved)

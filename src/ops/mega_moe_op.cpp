@@ -24,6 +24,7 @@ struct MegaMoeLayer::Impl {
   int n1 = 0, n2 = 0, max_blocks = 0;
   moe::MegaTile auto_tile = moe::MegaTile::m64n256;  // MegaTile::automatic resolves to this
   moe::MoeOrderChoice order;                         // MoeSchedule::automatic resolves to order.schedule
+  moe::MoeOrderChoice order_w4a8;                    // the same with W4A8 weights (interleaved)
   size_t max_tiles() const { return size_t(max_blocks) * (n1 + n2); }
   struct Rank {
     km::MegaMoeArgs m;
@@ -85,6 +86,14 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
     lc.ctas = in.ctas;
     lc.tile_tflops = tile_tflops;
     I.order = moe::choose_balanced_layer_order(model, lc, double(l2));
+    // W4A8 weights: interleaved. The fused W4A8 tiles convert 4-bit weights in shared memory and
+    // are bound by that, not by weight reads (half the bytes of W8A8), so expert-wave's L2
+    // locality buys little while its wave-end Linear-2 waits remain: interleaved ran faster at
+    // all 60 measured W4A8 configurations (results/megamoe-tiles-h200/sweep-w4a8/).
+    I.order_w4a8 = I.order;
+    I.order_w4a8.schedule = moe::MoeSchedule::interleaved;
+    I.order_w4a8.why = "W4A8 weights: conversion-bound tiles, little to gain from weight locality; interleaving's lead "
+                       "hides the Linear-2 input waits";
   }
 
   I.ranks.resize(team.local_count());
@@ -138,9 +147,10 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
   Impl::Rank& R = I.ranks.at(i);
   // Checked before next_call, which counts the call.
   const moe::MegaTile tile = resolved_tile(opt.tile, in.quant);
+  const moe::MoeSchedule order = resolved_schedule(opt.schedule, in.quant);
   km::MegaMoeArgs m = R.m;
   m.ep = I.buf.next_call(i, in);
-  m.order = resolved_schedule(opt.schedule) == moe::MoeSchedule::expert_wave ? 0 : 1;
+  m.order = order == moe::MoeSchedule::expert_wave ? 0 : 1;
   m.control_local = opt.control_local ? 1 : 0;
   m.dynamic_claim = opt.dynamic_claim ? 1 : 0;
   if (opt.lead_tiles >= 0) m.lead = opt.lead_tiles;
@@ -170,13 +180,15 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
   XS_CUDA(km::mega_moe_launch(tile, m, w, I.buf.sm_count[i], s), what + ": launch");
 }
 
-moe::MoeSchedule MegaMoeLayer::resolved_schedule(moe::MoeSchedule requested) const {
-  if (requested == moe::MoeSchedule::automatic) return impl_->order.schedule;
+moe::MoeSchedule MegaMoeLayer::resolved_schedule(moe::MoeSchedule requested, MoeQuant quant) const {
+  if (requested == moe::MoeSchedule::automatic) return order_choice(quant).schedule;
   if (requested != moe::MoeSchedule::expert_wave && requested != moe::MoeSchedule::interleaved)
     throw InvalidArgument(fmt::format("mega moe: unknown schedule {}", static_cast<int>(requested)));
   return requested;
 }
-const moe::MoeOrderChoice& MegaMoeLayer::order_choice() const { return impl_->order; }
+const moe::MoeOrderChoice& MegaMoeLayer::order_choice(MoeQuant quant) const {
+  return quant == MoeQuant::w8a8 ? impl_->order : impl_->order_w4a8;
+}
 
 moe::MegaTile MegaMoeLayer::resolved_tile(moe::MegaTile requested, MoeQuant quant) const {
   if (quant != MoeQuant::w8a8 && !moe_is_w4a8(quant))

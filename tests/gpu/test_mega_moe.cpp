@@ -260,6 +260,10 @@ TEST(MegaMoe, W4A8WithThe128RowTileIsAClearError) {
   auto layer = std::make_shared<ops::MegaMoeLayer>(*team, ops::EpMoeConfig{256, 384, 8, 3, 40}, preset());
   EXPECT_EQ(layer->resolved_tile(moe::MegaTile::automatic, ops::MoeQuant::w4a8_int4), moe::MegaTile::m64n256);
   EXPECT_THROW(layer->resolved_tile(moe::MegaTile::m128n256, ops::MoeQuant::w4a8_mxfp4), InvalidArgument);
+  // The automatic order with W4A8 weights is interleaved, whatever the W8A8 pick.
+  EXPECT_EQ(layer->resolved_schedule(moe::MoeSchedule::automatic, ops::MoeQuant::w4a8_int4), moe::MoeSchedule::interleaved);
+  EXPECT_EQ(layer->order_choice(ops::MoeQuant::w4a8_mxfp4).schedule, moe::MoeSchedule::interleaved);
+  EXPECT_EQ(layer->resolved_schedule(moe::MoeSchedule::automatic), layer->order_choice().schedule);
   const moe::Routing r = moe::make_routing(shape, 1, 40, {});
   const auto w = ops::make_moe_layer_weights(8, 256, 384, 3, ops::MoeQuant::w4a8_int4);
   const auto in = ops::make_moe_layer_inputs(r, 4);

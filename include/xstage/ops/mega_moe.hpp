@@ -107,11 +107,13 @@ class MegaMoeLayer {
   // layer's choice by its mean routed rows per expert for W8A8; 64 x 256 for W4A8, its only
   // tile); InvalidArgument for an unknown value or 128 x 256 with W4A8 weights.
   moe::MegaTile resolved_tile(moe::MegaTile requested, MoeQuant quant = MoeQuant::w8a8) const;
-  // The order a call with `requested` runs (automatic: order_choice().schedule); InvalidArgument
-  // for an unknown value. order_choice: the model's pick for this layer (balanced load, the
-  // automatic tile, this GPU's L2) and why.
-  moe::MoeSchedule resolved_schedule(moe::MoeSchedule requested) const;
-  const moe::MoeOrderChoice& order_choice() const;
+  // The order a call with `requested` and weights `quant` runs (automatic:
+  // order_choice(quant).schedule); InvalidArgument for an unknown value. order_choice: the
+  // model's pick for this layer (balanced load, the automatic tile, this GPU's L2) and why; with
+  // W4A8 weights always interleaved (docs/megamoe.md "Order choice": measured faster at every
+  // W4A8 configuration).
+  moe::MoeSchedule resolved_schedule(moe::MoeSchedule requested, MoeQuant quant = MoeQuant::w8a8) const;
+  const moe::MoeOrderChoice& order_choice(MoeQuant quant = MoeQuant::w8a8) const;
 
   // The interleaved mix and the model's view of both schedules, for a balanced load.
   const moe::MoeSchedulePlan& plan() const;
