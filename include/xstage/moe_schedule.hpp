@@ -144,6 +144,11 @@ struct MoeLayerConfig {
 // is not modelled: its routed rows (choose_layer_order) may pick the other order. Throws
 // InvalidArgument for a config the planner or the share refuse (world not dividing experts).
 MoeOrderChoice choose_balanced_layer_order(const model::Params& p, const MoeLayerConfig& c, double l2_bytes);
+// The same layer with W4A8 weights (docs/megamoe.md "Order choice"): interleaved, whatever the
+// W8A8 pick (w8a8), whose measures it keeps. The fused W4A8 tiles are bound by converting 4-bit
+// weights in shared memory, not by weight reads, so expert-wave's L2 locality buys little while
+// its wave-end Linear-2 input waits remain.
+MoeOrderChoice w4a8_layer_order(const MoeOrderChoice& w8a8);
 void to_json(nlohmann::json& j, const MoeOrderChoice& c);
 const char* schedule_name(MoeSchedule s);  // "expert-wave", "interleaved", "automatic"
 

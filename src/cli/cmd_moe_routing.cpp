@@ -112,6 +112,8 @@ void run_routing(const RoutingArgs& a) {
   const moe::MoeOrderChoice lo = moe::choose_balanced_layer_order(params, lc, a.l2_mib * 1024.0 * 1024.0);
   std::cout << fmt::format("  layer: the model's order (expected rows, balanced routing): {} ({})\n",
                            moe::schedule_name(lo.schedule), lo.why);
+  const moe::MoeOrderChoice l4 = moe::w4a8_layer_order(lo);
+  std::cout << fmt::format("  layer, W4A8 weights: {} ({})\n", moe::schedule_name(l4.schedule), l4.why);
 }
 
 }  // namespace

@@ -284,6 +284,14 @@ MoeOrderChoice choose_balanced_layer_order(const model::Params& p, const MoeLaye
                       w8a8_expert_weight_bytes(in), share);
 }
 
+MoeOrderChoice w4a8_layer_order(const MoeOrderChoice& w8a8) {
+  MoeOrderChoice c = w8a8;
+  c.schedule = MoeSchedule::interleaved;
+  c.why = "W4A8 weights: the tiles are bound by the 4-bit conversion, not by weight reads, so there is little L2 "
+          "locality to gain; interleaving's lead hides the Linear-2 input waits";
+  return c;
+}
+
 void to_json(nlohmann::json& j, const MoeOrderChoice& c) {
   j = nlohmann::json{{"schedule", schedule_name(c.schedule)}, {"why", c.why},
                      {"experts_per_wave", c.experts_per_wave}, {"wave_weight_bytes", c.wave_weight_bytes},

@@ -513,3 +513,18 @@ TEST(MoeOrderChoice, TheLayerPicksFromTheExpectedShareUnderRandomRouting) {
   EXPECT_THROW(moe::choose_order(plan, in, kL2, 1.0, -0.1), InvalidArgument);
   EXPECT_THROW(moe::choose_balanced_layer_order(params(370), layer_config("DSv4-Pro", 512, 5), kL2), InvalidArgument);
 }
+
+// W4A8 weights: interleaved whatever the W8A8 pick (expert-wave for Hy3 2048 here), the W8A8
+// choice's measures kept, a reason given.
+TEST(MoeOrderChoice, W4A8WeightsInterleave) {
+  const moe::MoeOrderChoice w8 = moe::choose_balanced_layer_order(params(370), layer_config("Hy3", 2048), kL2);
+  ASSERT_EQ(w8.schedule, moe::MoeSchedule::expert_wave);
+  const moe::MoeOrderChoice w4 = moe::w4a8_layer_order(w8);
+  EXPECT_EQ(w4.schedule, moe::MoeSchedule::interleaved);
+  EXPECT_DOUBLE_EQ(w4.reuse_share, w8.reuse_share);
+  EXPECT_DOUBLE_EQ(w4.wave_weight_bytes, w8.wave_weight_bytes);
+  EXPECT_NE(w4.why.find("W4A8"), std::string::npos);
+  moe::MoeOrderChoice il = w8;
+  il.schedule = moe::MoeSchedule::interleaved;
+  EXPECT_EQ(moe::w4a8_layer_order(il).schedule, moe::MoeSchedule::interleaved);
+}
