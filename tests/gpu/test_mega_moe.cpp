@@ -208,7 +208,7 @@ TEST(MegaMoe, BadConfigsAreClearErrors) {
 // only): both orders against the reference on the weights the kernels compute with; skewed
 // routing, a hidden size with a half-width Linear-2 tile (1408), many waves, one expert taking
 // every row (empty experts).
-std::string w4_label(ops::MoeQuant q, moe::MoeSchedule s) {
+static std::string w4_label(ops::MoeQuant q, moe::MoeSchedule s) {
   return std::string(q == ops::MoeQuant::w4a8_int4 ? "int4 " : "mxfp4 ") + name(s, moe::MegaTile::m64n256);
 }
 
