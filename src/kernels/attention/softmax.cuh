@@ -14,6 +14,9 @@
 #include <cmath>
 
 #include <cute/tensor.hpp>
+#include <cutlass/numeric_conversion.h>
+
+#include "kernels/attention/poly_exp2.hpp"
 
 namespace xstage::kernels::attention {
 
@@ -128,7 +131,9 @@ struct OnlineSoftmax {
   }
 
   // Scores -> unnormalised probabilities in place; adds them to the (thread-local) row sums.
-  template <bool kFirst, bool kCheckInf, class Frg>
+  // kEmuEvery > 0: every kEmuEvery-th column of a thread's row goes through poly_exp2 (FMA
+  // pipe) instead of the SFU; a compile-time pattern, so no thread diverges.
+  template <bool kFirst, bool kCheckInf, int kEmuEvery = 0, class Frg>
   __device__ __forceinline__ void exponentiate(Frg& acc_s) {
     Tensor s = make_tensor(acc_s.data(), acc_rowcol_layout(acc_s.layout()));
     CUTE_UNROLL
@@ -137,7 +142,11 @@ struct OnlineSoftmax {
       float sum = 0.f;
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(s); ++ni) {
-        s(mi, ni) = fast_exp2(s(mi, ni) * scale_log2 - max_scaled);
+        const float x = s(mi, ni) * scale_log2 - max_scaled;
+        if constexpr (kEmuEvery > 0)
+          s(mi, ni) = ni % kEmuEvery == kEmuEvery - 1 ? poly_exp2(x) : fast_exp2(x);
+        else
+          s(mi, ni) = fast_exp2(x);
         sum += s(mi, ni);
       }
       row_sum[mi] = kFirst ? sum : row_sum[mi] + sum;
