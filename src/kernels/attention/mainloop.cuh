@@ -45,9 +45,6 @@
 #ifndef XSTAGE_ATTN_PINGPONG
 #define XSTAGE_ATTN_PINGPONG 1
 #endif
-#ifndef XSTAGE_ATTN_EXP_EMU_D64
-#define XSTAGE_ATTN_EXP_EMU_D64 0
-#endif
 
 namespace xstage::kernels::attention {
 
@@ -81,11 +78,6 @@ struct AttentionTraits {
   static constexpr bool kIntraWGOverlap = XSTAGE_ATTN_INTRA_WG_OVERLAP != 0;
   static constexpr int kConsumerWGs = kBlockM / 64;
   static constexpr bool kPingPong = XSTAGE_ATTN_PINGPONG != 0 && kConsumerWGs >= 2;
-  // Every kExpEmuEvery-th exponential of a block on the FMA pipe instead of the SFU (0: none).
-  // d = 64 only: there the SFU's 16 exponentials per clock per SM take as long as the two GEMMs
-  // (docs/attention.md §Exponentials off the SFU); at d = 128 the GEMMs take twice as long.
-  static constexpr int kExpEmuEvery = kHeadDim == 64 ? XSTAGE_ATTN_EXP_EMU_D64 : 0;
-  static_assert(kExpEmuEvery >= 0);
   static constexpr int kConsumerThreads = kConsumerWGs * 128;
   static constexpr int kConsumerWarps = kConsumerThreads / 32;
   static constexpr int kThreads = kConsumerThreads + 128;
@@ -404,7 +396,7 @@ struct AttentionMainloop {
     pk.consumer_release(read);
     mask_all(tSrS, n);
     softmax.template update_max<true, true>(tSrS, rescale);
-    softmax.template exponentiate<true, true, T::kExpEmuEvery>(tSrS);
+    softmax.template exponentiate<true, true>(tSrS);
     convert_fragment<Element>(tSrS_as_a, tOrP);
     --n;
 
@@ -424,7 +416,7 @@ struct AttentionMainloop {
         pk.consumer_release(read);
         if constexpr (kMasked) mask_all(tSrS, nb);
         softmax.template update_max<false, kMasked, T::kLazyRescale == 2>(tSrS, rescale);
-        softmax.template exponentiate<false, kMasked, T::kExpEmuEvery>(tSrS);
+        softmax.template exponentiate<false, kMasked>(tSrS);
         pin_before_wait(pin_slot, softmax.row_sum[0] + softmax.row_sum[kRows - 1]);
         warpgroup_wait<0>();  // P V done: V buffer and the P registers are free
         warpgroup_fence_operand(tOrO);
@@ -489,7 +481,7 @@ struct AttentionMainloop {
         pk.consumer_release(read);
         if constexpr (kMasked) mask_all(tSrS, nb);
         softmax.template update_max<false, kMasked, T::kLazyRescale == 2>(tSrS, rescale);
-        softmax.template exponentiate<false, kMasked, T::kExpEmuEvery>(tSrS);
+        softmax.template exponentiate<false, kMasked>(tSrS);
         convert_fragment<Element>(tSrS_as_a, tOrP);
         if (T::kLazyRescale == 0 || any_rescale(rescale)) softmax.rescale_o(tOrO, rescale);
         if constexpr (decltype(hooked)::value) step_hook(kv.end - 1 - nb, nb == n_first);

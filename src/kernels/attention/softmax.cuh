@@ -16,7 +16,9 @@
 #include <cute/tensor.hpp>
 #include <cutlass/numeric_conversion.h>
 
-#include "kernels/attention/poly_exp2.hpp"
+#ifndef XSTAGE_ATTN_ROW_REDUCE_WAYS
+#define XSTAGE_ATTN_ROW_REDUCE_WAYS 1
+#endif
 
 namespace xstage::kernels::attention {
 
@@ -90,7 +92,9 @@ __device__ __forceinline__ bool any_rescale(float const (&factor)[kRows]) {
   return __any_sync(0xffffffffu, need);
 }
 
-template <int kRows>
+// kWays: independent partial max / sum chains per row in update_max and exponentiate (1: one
+// chain; docs/attention.md §Softmax instruction budget).
+template <int kRows, int kWays = XSTAGE_ATTN_ROW_REDUCE_WAYS>
 struct OnlineSoftmax {
   float row_max[kRows];
   float row_sum[kRows];
@@ -110,9 +114,17 @@ struct OnlineSoftmax {
     static_assert(decltype(size<0>(s))::value == kRows);
     CUTE_UNROLL
     for (int mi = 0; mi < kRows; ++mi) {
-      float m = s(mi, 0);
+      // kWays independent chains, joined at the end: the same max, a shorter dependency chain.
+      constexpr int kCols = decltype(size<1>(s))::value;
+      static_assert(kCols % kWays == 0);
+      float part[kWays];
       CUTE_UNROLL
-      for (int ni = 1; ni < size<1>(s); ++ni) m = fmaxf(m, s(mi, ni));
+      for (int w = 0; w < kWays; ++w) part[w] = s(mi, w);
+      CUTE_UNROLL
+      for (int ni = kWays; ni < kCols; ++ni) part[ni % kWays] = fmaxf(part[ni % kWays], s(mi, ni));
+      float m = part[0];
+      CUTE_UNROLL
+      for (int w = 1; w < kWays; ++w) m = fmaxf(m, part[w]);
       m = quad_max(m);
       if constexpr (kFirst) {
         row_max[mi] = m;
@@ -131,24 +143,23 @@ struct OnlineSoftmax {
   }
 
   // Scores -> unnormalised probabilities in place; adds them to the (thread-local) row sums.
-  // kEmuEvery > 0: every kEmuEvery-th column of a thread's row goes through poly_exp2 (FMA
-  // pipe) instead of the SFU; a compile-time pattern, so no thread diverges.
-  template <bool kFirst, bool kCheckInf, int kEmuEvery = 0, class Frg>
+  template <bool kFirst, bool kCheckInf, class Frg>
   __device__ __forceinline__ void exponentiate(Frg& acc_s) {
     Tensor s = make_tensor(acc_s.data(), acc_rowcol_layout(acc_s.layout()));
     CUTE_UNROLL
     for (int mi = 0; mi < kRows; ++mi) {
       const float max_scaled = (kCheckInf && row_max[mi] == -INFINITY) ? 0.f : row_max[mi] * scale_log2;
-      float sum = 0.f;
+      float part[kWays];
+      CUTE_UNROLL
+      for (int w = 0; w < kWays; ++w) part[w] = 0.f;
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(s); ++ni) {
-        const float x = s(mi, ni) * scale_log2 - max_scaled;
-        if constexpr (kEmuEvery > 0)
-          s(mi, ni) = ni % kEmuEvery == kEmuEvery - 1 ? poly_exp2(x) : fast_exp2(x);
-        else
-          s(mi, ni) = fast_exp2(x);
-        sum += s(mi, ni);
+        s(mi, ni) = fast_exp2(s(mi, ni) * scale_log2 - max_scaled);
+        part[ni % kWays] += s(mi, ni);
       }
+      float sum = part[0];
+      CUTE_UNROLL
+      for (int w = 1; w < kWays; ++w) sum += part[w];
       row_sum[mi] = kFirst ? sum : row_sum[mi] + sum;
     }
   }
