@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "cli/run_stamp.hpp"
 #include "xstage/error.hpp"
 
 namespace xstage::cli {
@@ -70,6 +72,23 @@ inline void write_json_file(const nlohmann::json& j, const std::string& path) {
   if (!f) throw Error("cannot write " + path);
   f << j.dump(2) << "\n";
   if (!f) throw Error("error writing " + path);
+}
+
+// The closing line of a bench's output check: "N cells checked, all pass" or "F of N cells
+// FAILED their output check" (unit: what a row of that bench is called).
+inline std::string correctness_summary(size_t failed, size_t total, const char* unit = "cells") {
+  return failed ? fmt::format("{} of {} {} FAILED their output check", failed, total, unit)
+                : fmt::format("{} {} checked, all pass", total, unit);
+}
+
+// The fields a bench JSON file of one device opens with: schema, tool, the device (name, SMs,
+// L2 bytes), commit and date. Prop: cudaDeviceProp (kept generic so this header needs no CUDA).
+template <class Prop>
+nlohmann::json bench_json_header(const char* schema, Prop const& prop) {
+  return nlohmann::json{{"schema", schema},         {"tool", "xstage"},
+                        {"device", prop.name},      {"sm_count", prop.multiProcessorCount},
+                        {"l2_bytes", prop.l2CacheSize}, {"commit", commit_id()},
+                        {"date", now_iso()}};
 }
 
 }  // namespace xstage::cli

@@ -391,19 +391,10 @@ void run_bench(const BenchFlags& fl) {
   cudaStreamDestroy(stream);
   int failed = 0;
   for (const Result& r : results) failed += !r.check.passed;
-  std::printf("# correctness: %s\n", failed ? fmt::format("{} of {} cells FAILED their output check", failed,
-                                                          results.size()).c_str()
-                                             : fmt::format("{} cells checked, all pass", results.size()).c_str());
+  std::printf("# correctness: %s\n", correctness_summary(failed, results.size()).c_str());
 
   if (!fl.json_out.empty()) {
-    nlohmann::json j;
-    j["schema"] = "xstage.bench.attention.v1";
-    j["tool"] = "xstage";
-    j["device"] = prop.name;
-    j["sm_count"] = prop.multiProcessorCount;
-    j["l2_bytes"] = prop.l2CacheSize;
-    j["commit"] = commit_id();
-    j["date"] = now_iso();
+    nlohmann::json j = bench_json_header("xstage.bench.attention.v1", prop);
     j["config"] = {{"batch", fl.batch},       {"dtype", fl.dtype},   {"causal", fl.causal},
                    {"causal_align", fl.causal_align}, {"causal_orders", fl.causal_orders}, {"q_len", fl.q_len},
                    {"layout", "BSHD"},        {"warmup", fl.warmup}, {"warmup_ms", fl.warmup_ms}, {"iters", fl.iters},

@@ -651,19 +651,10 @@ void run_bench(const BenchFlags& fl) {
   cudaStreamDestroy(stream);
   int failed = 0;
   for (const Result& r : results) failed += !r.check.passed;
-  std::printf("# correctness: %s\n", failed ? fmt::format("{} of {} cells FAILED their output check", failed,
-                                                          results.size()).c_str()
-                                             : fmt::format("{} cells checked, all pass", results.size()).c_str());
+  std::printf("# correctness: %s\n", correctness_summary(failed, results.size()).c_str());
 
   if (!fl.json_out.empty()) {
-    nlohmann::json j;
-    j["schema"] = "xstage.bench.moe_gemm.v1";
-    j["tool"] = "xstage";
-    j["device"] = prop.name;
-    j["sm_count"] = prop.multiProcessorCount;
-    j["l2_bytes"] = prop.l2CacheSize;
-    j["commit"] = commit_id();
-    j["date"] = now_iso();
+    nlohmann::json j = bench_json_header("xstage.bench.moe_gemm.v1", prop);
     j["config"] = {{"quant",
                     "a: fp8 e4m3 with 1x128 scales; b: w8a8 fp8 e4m3 with 128x128 scales, w4a8_int4 int4 with "
                     "1x128 fp32 scales, w4a8_mxfp4 e2m1 with 1x32 e8m0 scales (exponents 120..130)"},

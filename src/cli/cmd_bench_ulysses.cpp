@@ -589,20 +589,13 @@ void run(Flags fl) {
     }
   int failed = 0;
   for (const auto& p : results) failed += p["check"] != "ok";
-  std::printf("# correctness: %s\n", failed ? fmt::format("{} of {} points FAILED their output check", failed,
-                                                          results.size()).c_str()
-                                             : fmt::format("{} points checked, all pass", results.size()).c_str());
+  std::printf("# correctness: %s\n", correctness_summary(failed, results.size(), "points").c_str());
   if (!fl.json_out.empty()) {
-    nlohmann::json j;
-    j["schema"] = "xstage.bench.ulysses.v1";
-    j["device"] = prop.name;
-    j["sm_count"] = prop.multiProcessorCount;
+    nlohmann::json j = bench_json_header("xstage.bench.ulysses.v1", prop);
     j["world"] = team->world_size();
     j["team"] = team_label(*team);
     j["batch"] = fl.batch;
     j["dtype"] = fl.dtype;
-    j["commit"] = commit_id();
-    j["date"] = now_iso();
     j["sm_clock_ghz"] = ghz;
     j["model_params"] = params_used;
     j["config"] = {{"warmup", fl.warmup}, {"iters", fl.iters}, {"rotate_bytes", rotate_bytes}, {"tile", fl.tile},
