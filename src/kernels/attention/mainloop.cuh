@@ -415,7 +415,7 @@ struct AttentionMainloop {
         warpgroup_fence_operand(tSrS);
         pk.consumer_release(read);
         if constexpr (kMasked) mask_all(tSrS, nb);
-        softmax.template update_max<false, kMasked, T::kLazyRescale == 2>(tSrS, rescale);
+        const bool moved = softmax.template update_max<false, kMasked, T::kLazyRescale == 2>(tSrS, rescale);
         softmax.template exponentiate<false, kMasked>(tSrS);
         pin_before_wait(pin_slot, softmax.row_sum[0] + softmax.row_sum[kRows - 1]);
         warpgroup_wait<0>();  // P V done: V buffer and the P registers are free
@@ -423,7 +423,7 @@ struct AttentionMainloop {
         warpgroup_fence_operand(tOrP);
         pv.consumer_release(read_v);
         convert_fragment<Element>(tSrS_as_a, tOrP);
-        if (T::kLazyRescale == 0 || any_rescale(rescale)) softmax.rescale_o(tOrO, rescale);
+        if (T::kLazyRescale == 0 || (moved && any_rescale(rescale))) softmax.rescale_o(tOrO, rescale);
         // Fewest live registers here: S is already packed into P.
         if constexpr (decltype(hooked)::value) step_hook(kv.end - 1 - nb, nb == n_first);
       };

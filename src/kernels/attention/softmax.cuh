@@ -19,6 +19,9 @@
 #ifndef XSTAGE_ATTN_ROW_REDUCE_WAYS
 #define XSTAGE_ATTN_ROW_REDUCE_WAYS 1
 #endif
+#ifndef XSTAGE_ATTN_LAZY_MAX_VOTE
+#define XSTAGE_ATTN_LAZY_MAX_VOTE 0
+#endif
 
 namespace xstage::kernels::attention {
 
@@ -94,7 +97,10 @@ __device__ __forceinline__ bool any_rescale(float const (&factor)[kRows]) {
 
 // kWays: independent partial max / sum chains per row in update_max and exponentiate (1: one
 // chain; docs/attention.md §Softmax instruction budget).
-template <int kRows, int kWays = XSTAGE_ATTN_ROW_REDUCE_WAYS>
+// kVoteLazyMax: unmasked lazy steps first vote on the threads' maxima and skip the quad
+// reduction when no row of the warp raises its reference (docs/attention.md §Softmax
+// instruction budget; the same results bit for bit).
+template <int kRows, int kWays = XSTAGE_ATTN_ROW_REDUCE_WAYS, bool kVoteLazyMax = XSTAGE_ATTN_LAZY_MAX_VOTE != 0>
 struct OnlineSoftmax {
   float row_max[kRows];
   float row_sum[kRows];
@@ -108,37 +114,71 @@ struct OnlineSoftmax {
   // kLazyMaxLog2 (in exp2 units), so the factor is usually exactly 1 and O needs no rescale.
   static constexpr float kLazyMaxLog2 = 8.f;
 
+  // Returns false only when every factor of the warp is exactly 1 (warp-uniform: O needs no
+  // rescale, any_rescale need not be asked), else true.
   template <bool kFirst, bool kCheckInf, bool kLazyMax = false, class Frg>
-  __device__ __forceinline__ void update_max(Frg const& acc_s, float (&rescale)[kRows]) {
+  __device__ __forceinline__ bool update_max(Frg const& acc_s, float (&rescale)[kRows]) {
     Tensor s = make_tensor(acc_s.data(), acc_rowcol_layout(acc_s.layout()));
     static_assert(decltype(size<0>(s))::value == kRows);
-    CUTE_UNROLL
-    for (int mi = 0; mi < kRows; ++mi) {
-      // kWays independent chains, joined at the end: the same max, a shorter dependency chain.
-      constexpr int kCols = decltype(size<1>(s))::value;
-      static_assert(kCols % kWays == 0);
-      float part[kWays];
+    if constexpr (kVoteLazyMax && kLazyMax && !kFirst && !kCheckInf) {
+      // A row's quad max exceeds the reference by more than kLazyMaxLog2 exactly when one of
+      // its four threads' maxima does (the test is monotone in the max), so one vote over the
+      // warp's thread maxima replaces the quad shuffles when no row of the warp moves; the
+      // reference then stays and every factor is exp2(0) = 1, as the full path computes.
+      float m_thread[kRows];
+      bool raise = false;
       CUTE_UNROLL
-      for (int w = 0; w < kWays; ++w) part[w] = s(mi, w);
-      CUTE_UNROLL
-      for (int ni = kWays; ni < kCols; ++ni) part[ni % kWays] = fmaxf(part[ni % kWays], s(mi, ni));
-      float m = part[0];
-      CUTE_UNROLL
-      for (int w = 1; w < kWays; ++w) m = fmaxf(m, part[w]);
-      m = quad_max(m);
-      if constexpr (kFirst) {
-        row_max[mi] = m;
-        rescale[mi] = 1.f;
-      } else {
-        // Lazy: a NaN difference (both -inf: nothing seen yet) keeps the old max.
-        const float m_new = !kLazyMax ? fmaxf(row_max[mi], m)
-                                      : ((m - row_max[mi]) * scale_log2 > kLazyMaxLog2 ? m : row_max[mi]);
-        // m_new == -inf only if every score of this row so far is masked: nothing to rescale.
-        const float m_ref = (kCheckInf && m_new == -INFINITY) ? 0.f : m_new;
-        rescale[mi] = fast_exp2((row_max[mi] - m_ref) * scale_log2);
-        row_max[mi] = m_new;
-        row_sum[mi] *= rescale[mi];
+      for (int mi = 0; mi < kRows; ++mi) {
+        m_thread[mi] = thread_max(s, mi);
+        raise |= (m_thread[mi] - row_max[mi]) * scale_log2 > kLazyMaxLog2;
       }
+      if (!__any_sync(0xffffffffu, raise)) {
+        CUTE_UNROLL
+        for (int mi = 0; mi < kRows; ++mi) rescale[mi] = 1.f;
+        return false;
+      }
+      CUTE_UNROLL
+      for (int mi = 0; mi < kRows; ++mi) move_max<kFirst, kCheckInf, kLazyMax>(mi, quad_max(m_thread[mi]), rescale);
+    } else {
+      CUTE_UNROLL
+      for (int mi = 0; mi < kRows; ++mi) move_max<kFirst, kCheckInf, kLazyMax>(mi, quad_max(thread_max(s, mi)), rescale);
+    }
+    return true;
+  }
+
+  // This thread's max of row mi of the scores (rows x cols view): kWays independent chains,
+  // joined at the end (the same max, a shorter dependency chain).
+  template <class Rows>
+  __device__ __forceinline__ static float thread_max(Rows const& s, int mi) {
+    constexpr int kCols = decltype(size<1>(s))::value;
+    static_assert(kCols % kWays == 0);
+    float part[kWays];
+    CUTE_UNROLL
+    for (int w = 0; w < kWays; ++w) part[w] = s(mi, w);
+    CUTE_UNROLL
+    for (int ni = kWays; ni < kCols; ++ni) part[ni % kWays] = fmaxf(part[ni % kWays], s(mi, ni));
+    float m = part[0];
+    CUTE_UNROLL
+    for (int w = 1; w < kWays; ++w) m = fmaxf(m, part[w]);
+    return m;
+  }
+
+  // Row mi's new reference from its block max m (quad-reduced), the factor for what was
+  // accumulated against the old one, and the row sum rescaled by it.
+  template <bool kFirst, bool kCheckInf, bool kLazyMax>
+  __device__ __forceinline__ void move_max(int mi, float m, float (&rescale)[kRows]) {
+    if constexpr (kFirst) {
+      row_max[mi] = m;
+      rescale[mi] = 1.f;
+    } else {
+      // Lazy: a NaN difference (both -inf: nothing seen yet) keeps the old max.
+      const float m_new = !kLazyMax ? fmaxf(row_max[mi], m)
+                                    : ((m - row_max[mi]) * scale_log2 > kLazyMaxLog2 ? m : row_max[mi]);
+      // m_new == -inf only if every score of this row so far is masked: nothing to rescale.
+      const float m_ref = (kCheckInf && m_new == -INFINITY) ? 0.f : m_new;
+      rescale[mi] = fast_exp2((row_max[mi] - m_ref) * scale_log2);
+      row_max[mi] = m_new;
+      row_sum[mi] *= rescale[mi];
     }
   }
 
