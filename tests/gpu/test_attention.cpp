@@ -11,6 +11,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -64,6 +65,10 @@ struct Case {
   causal::Align align = causal::Align::top_left;             // causal only
   causal::TileOrder order = causal::TileOrder::head_major;  // causal only
   int group = 0;                                            // grouped order: pairs per group (0: planned)
+  // > 0: batch 0's first key block (the one the kernel processes last) drawn in [-amp, amp)
+  // instead: its scores lie far above every earlier block's, so the lazy reference must rise
+  // at the end (and with a large amp the exponent against the old reference overflows).
+  float key_block0_amplitude = 0.f;
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -160,6 +165,9 @@ TEST_P(AttentionGpu, MatchesReference) {
     ASSERT_TRUE(qb.p && kb.p && vb.p);
     gputest::fill_random_16bit(qb.p, nq, c.dtype, seed_of(c.name, 0), c.amplitude, s);
     gputest::fill_random_16bit(kb.p, nkv, c.dtype, seed_of(c.name, 1), c.amplitude, s);
+    if (c.key_block0_amplitude > 0.f)
+      gputest::fill_random_16bit(kb.p, size_t(std::min(c.kv_len, 128)) * c.heads * c.d, c.dtype, seed_of(c.name, 3),
+                                 c.key_block0_amplitude, s);
     gputest::fill_random_16bit(vb.p, nkv, c.dtype, seed_of(c.name, 2), 1.f, s);
     a.q = qb.p;
     a.k = kb.p;
@@ -367,6 +375,19 @@ std::vector<Case> cases() {
                rows128});
   v.push_back({"ctas5_bf16_d64_rows128", bf, 64, false, 2, 3, 1000, 777, Layout::dense, 0.f, 1.f, 5, rows128});
   v.push_back({"peaked_bf16_d64_rows128", bf, 64, false, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f, 0, rows128});
+  // A last-processed key block far above the rest: the reference rises at the last block
+  // (amplitude 40) or the exponent against the old one overflows first (400); the 128-row
+  // tile, the 192-row tile, causal, d = 128 (docs/attention.md §Softmax instruction budget).
+  auto rising = [&](const char* name, ops::AttentionDType t, int d, bool causal, float amp, ops::AttentionTilePolicy pol) {
+    Case c{name, t, d, causal, 1, 3, 1100, 1100, Layout::dense, 0.f, 1.f, 0, pol};
+    c.key_block0_amplitude = amp;
+    v.push_back(c);
+  };
+  rising("rising_bf16_d64_rows128", bf, 64, false, 40.f, rows128);
+  rising("overflow_fp16_d64_rows128", fp, 64, false, 400.f, rows128);
+  rising("rising_bf16_d64_causal_rows128", bf, 64, true, 40.f, rows128);
+  rising("overflow_bf16_d64_staged", bf, 64, false, 400.f, ops::AttentionTilePolicy::staged);
+  rising("overflow_bf16_d128", bf, 128, false, 400.f, ops::AttentionTilePolicy::automatic);
   // Peaked softmax (large scores): stresses the running-max rescaling.
   v.push_back({"peaked_bf16_d128", bf, 128, false, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f});
   v.push_back({"peaked_fp16_d64_causal", fp, 64, true, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f});

@@ -45,6 +45,9 @@
 #ifndef XSTAGE_ATTN_PINGPONG
 #define XSTAGE_ATTN_PINGPONG 1
 #endif
+#ifndef XSTAGE_ATTN_LAZY_MAX_SKIP
+#define XSTAGE_ATTN_LAZY_MAX_SKIP 0
+#endif
 
 namespace xstage::kernels::attention {
 
@@ -78,6 +81,11 @@ struct AttentionTraits {
   static constexpr bool kIntraWGOverlap = XSTAGE_ATTN_INTRA_WG_OVERLAP != 0;
   static constexpr int kConsumerWGs = kBlockM / 64;
   static constexpr bool kPingPong = XSTAGE_ATTN_PINGPONG != 0 && kConsumerWGs >= 2;
+  // Unmasked lazy steps exponentiate against the reference first and take the row max only when
+  // a probability could exceed 2^8 (OnlineSoftmax::exponentiate_at_reference). Needs 64 more
+  // registers per consumer thread for the probabilities next to the scores: 128-row d = 64
+  // tiles only (docs/attention.md §Softmax instruction budget; experimental, off by default).
+  static constexpr bool kSkipMax = XSTAGE_ATTN_LAZY_MAX_SKIP != 0 && kHeadDim == 64 && kConsumerWGs == 2;
   static constexpr int kConsumerThreads = kConsumerWGs * 128;
   static constexpr int kConsumerWarps = kConsumerThreads / 32;
   static constexpr int kThreads = kConsumerThreads + 128;
@@ -373,6 +381,9 @@ struct AttentionMainloop {
     Tensor tSrS_as_a = make_tensor(tSrS.data(), acc_to_operand_a_layout(tSrS.layout()));
     Tensor tOrP = make_tensor<Element>(tSrS_as_a.layout());
     static_assert(decltype(size(tScS))::value == decltype(size(tSrS))::value);
+    // kSkipMax: the probabilities of unmasked steps, next to the scores they came from.
+    Tensor tSrPf = make_fragment_like(tSrS);
+    Tensor tSrPf_as_a = make_tensor(tSrPf.data(), acc_to_operand_a_layout(tSrPf.layout()));
 
     const int m_block = tile.m_block;
     const int kv_len = mp.kv_len;
@@ -415,14 +426,22 @@ struct AttentionMainloop {
         warpgroup_fence_operand(tSrS);
         pk.consumer_release(read);
         if constexpr (kMasked) mask_all(tSrS, nb);
-        const bool moved = softmax.template update_max<false, kMasked, T::kLazyRescale == 2>(tSrS, rescale);
-        softmax.template exponentiate<false, kMasked>(tSrS);
+        constexpr bool kSkip = T::kSkipMax && !kMasked && T::kLazyRescale == 2;
+        bool moved = false;
+        if (!kSkip || !softmax.exponentiate_at_reference(tSrS, tSrPf)) {
+          moved = softmax.template update_max<false, kMasked, T::kLazyRescale == 2>(tSrS, rescale);
+          softmax.template exponentiate<false, kMasked>(tSrS);
+          if constexpr (kSkip) copy(tSrS, tSrPf);
+        }
         pin_before_wait(pin_slot, softmax.row_sum[0] + softmax.row_sum[kRows - 1]);
         warpgroup_wait<0>();  // P V done: V buffer and the P registers are free
         warpgroup_fence_operand(tOrO);
         warpgroup_fence_operand(tOrP);
         pv.consumer_release(read_v);
-        convert_fragment<Element>(tSrS_as_a, tOrP);
+        if constexpr (kSkip)
+          convert_fragment<Element>(tSrPf_as_a, tOrP);
+        else
+          convert_fragment<Element>(tSrS_as_a, tOrP);
         if (T::kLazyRescale == 0 || (moved && any_rescale(rescale))) softmax.rescale_o(tOrO, rescale);
         // Fewest live registers here: S is already packed into P.
         if constexpr (decltype(hooked)::value) step_hook(kv.end - 1 - nb, nb == n_first);

@@ -204,6 +204,44 @@ struct OnlineSoftmax {
     }
   }
 
+  // An unmasked lazy step without the row max (AttentionTraits::kSkipMax): p = exp2(s*c -
+  // ref*c) into acc_p, and the block's row sums. If every thread of the warp finds both sums
+  // <= 2^kLazyMaxLog2, no probability exceeds it (each is at most its row's sum), the lazy
+  // reference may stay, and the sums are added: the row max was not needed. Else (a score
+  // beyond the reference, an inf or a NaN) nothing is changed and the call returns false
+  // (warp-uniform): the caller takes the full path on s. Against the full path this differs
+  // only where a block's max lands within rounding of the 2^8 bound (the full path tests
+  // (m - ref)*c, this one the probabilities); both keep every probability bounded.
+  template <class FrgS, class FrgP>
+  __device__ __forceinline__ bool exponentiate_at_reference(FrgS const& acc_s, FrgP& acc_p) {
+    Tensor s = make_tensor(acc_s.data(), acc_rowcol_layout(acc_s.layout()));
+    Tensor p = make_tensor(acc_p.data(), acc_rowcol_layout(acc_p.layout()));
+    constexpr float kBound = 256.f;  // 2^kLazyMaxLog2
+    static_assert(kLazyMaxLog2 == 8.f);
+    float block_sum[kRows];
+    bool ok = true;
+    CUTE_UNROLL
+    for (int mi = 0; mi < kRows; ++mi) {
+      const float max_scaled = row_max[mi] * scale_log2;
+      float part[kWays];
+      CUTE_UNROLL
+      for (int w = 0; w < kWays; ++w) part[w] = 0.f;
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(s); ++ni) {
+        p(mi, ni) = fast_exp2(s(mi, ni) * scale_log2 - max_scaled);
+        part[ni % kWays] += p(mi, ni);
+      }
+      block_sum[mi] = part[0];
+      CUTE_UNROLL
+      for (int w = 1; w < kWays; ++w) block_sum[mi] += part[w];
+      ok &= block_sum[mi] <= kBound;  // false for inf and NaN
+    }
+    if (!__all_sync(0xffffffffu, ok)) return false;
+    CUTE_UNROLL
+    for (int mi = 0; mi < kRows; ++mi) row_sum[mi] += block_sum[mi];
+    return true;
+  }
+
   // End of a tile: reduces the row sums over the quad. Returns the factor that normalises O
   // (1/sum, 0 for an empty row) and leaves the natural-log LSE of each row in lse.
   __device__ __forceinline__ void finalize(float (&normalize)[kRows], float (&lse)[kRows]) {
