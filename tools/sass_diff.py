@@ -5,12 +5,15 @@ stripped) is identical. Used to show that a shared-header change leaves other ke
 
     python3 tools/sass_diff.py OLD_BINARY NEW_BINARY [--match REGEX] [--json OUT]
 
-Needs cuobjdump (the GPU machine has it). Exit: 0 done, 2 bad input or cuobjdump failed.
+Needs cuobjdump: on PATH, or in .sass-tools/bin (scripts/sass-tools fetches it from PyPI; no GPU
+needed). Exit: 0 done, 2 bad input or cuobjdump failed.
 """
 import argparse
 import hashlib
 import json
+import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -18,9 +21,15 @@ _FUNC = re.compile(r"^\s*Function : (\S+)")
 _INSN = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
 
 
+def cuobjdump():
+    """cuobjdump on PATH, else the one scripts/sass-tools unpacked."""
+    local = pathlib.Path(__file__).resolve().parents[1] / ".sass-tools" / "bin" / "cuobjdump"
+    return shutil.which("cuobjdump") or (str(local) if local.exists() else "cuobjdump")
+
+
 def kernels(binary, match):
     try:
-        text = subprocess.run(["cuobjdump", "-sass", binary], check=True, capture_output=True, text=True).stdout
+        text = subprocess.run([cuobjdump(), "-sass", binary], check=True, capture_output=True, text=True).stdout
     except (OSError, subprocess.CalledProcessError) as e:
         sys.exit(f"sass_diff: cuobjdump -sass {binary} failed: {e}")
     out, name, body = {}, None, []
