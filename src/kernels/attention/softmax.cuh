@@ -189,19 +189,27 @@ struct OnlineSoftmax {
     CUTE_UNROLL
     for (int mi = 0; mi < kRows; ++mi) {
       const float max_scaled = (kCheckInf && row_max[mi] == -INFINITY) ? 0.f : row_max[mi] * scale_log2;
-      float part[kWays];
-      CUTE_UNROLL
-      for (int w = 0; w < kWays; ++w) part[w] = 0.f;
-      CUTE_UNROLL
-      for (int ni = 0; ni < size<1>(s); ++ni) {
-        s(mi, ni) = fast_exp2(s(mi, ni) * scale_log2 - max_scaled);
-        part[ni % kWays] += s(mi, ni);
-      }
-      float sum = part[0];
-      CUTE_UNROLL
-      for (int w = 1; w < kWays; ++w) sum += part[w];
+      const float sum = exp_row(s, s, mi, max_scaled);
       row_sum[mi] = kFirst ? sum : row_sum[mi] + sum;
     }
+  }
+
+  // Row mi: p = exp2(s * c - max_scaled) (p may be s itself); returns this thread's sum of the
+  // row's p, added in kWays partial chains.
+  template <class RowsIn, class RowsOut>
+  __device__ __forceinline__ float exp_row(RowsIn const& s, RowsOut& p, int mi, float max_scaled) const {
+    float part[kWays];
+    CUTE_UNROLL
+    for (int w = 0; w < kWays; ++w) part[w] = 0.f;
+    CUTE_UNROLL
+    for (int ni = 0; ni < size<1>(s); ++ni) {
+      p(mi, ni) = fast_exp2(s(mi, ni) * scale_log2 - max_scaled);
+      part[ni % kWays] += p(mi, ni);
+    }
+    float sum = part[0];
+    CUTE_UNROLL
+    for (int w = 1; w < kWays; ++w) sum += part[w];
+    return sum;
   }
 
   // An unmasked lazy step without the row max (AttentionTraits::kSkipMax): p = exp2(s*c -
@@ -222,18 +230,7 @@ struct OnlineSoftmax {
     bool ok = true;
     CUTE_UNROLL
     for (int mi = 0; mi < kRows; ++mi) {
-      const float max_scaled = row_max[mi] * scale_log2;
-      float part[kWays];
-      CUTE_UNROLL
-      for (int w = 0; w < kWays; ++w) part[w] = 0.f;
-      CUTE_UNROLL
-      for (int ni = 0; ni < size<1>(s); ++ni) {
-        p(mi, ni) = fast_exp2(s(mi, ni) * scale_log2 - max_scaled);
-        part[ni % kWays] += p(mi, ni);
-      }
-      block_sum[mi] = part[0];
-      CUTE_UNROLL
-      for (int w = 1; w < kWays; ++w) block_sum[mi] += part[w];
+      block_sum[mi] = exp_row(s, p, mi, row_max[mi] * scale_log2);
       ok &= block_sum[mi] <= kBound;  // false for inf and NaN
     }
     if (!__all_sync(0xffffffffu, ok)) return false;
