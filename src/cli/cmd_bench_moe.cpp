@@ -635,7 +635,8 @@ void run(const Flags& fl) {
           });
         }
   team->run([&](int i) { cudaFree(pat_dev[i]); });
-  std::printf("# correctness: %s\n", correctness_summary(static_cast<size_t>(cells_failed), static_cast<size_t>(cells)).c_str());
+  std::printf("# correctness: %s\n",
+              correctness_summary(static_cast<size_t>(cells_failed), static_cast<size_t>(cells)).c_str());
   if (!fl.json_out.empty()) {
     nlohmann::json j;
     j["schema"] = "xstage.bench.moe.v1";

@@ -85,7 +85,8 @@ struct AttentionTraits {
   // a probability could exceed 2^8 (OnlineSoftmax::exponentiate_at_reference). Needs 64 more
   // registers per consumer thread for the probabilities next to the scores: 128-row d = 64
   // tiles only (docs/attention.md §Softmax instruction budget; experimental, off by default).
-  static constexpr bool kSkipMax = XSTAGE_ATTN_LAZY_MAX_SKIP != 0 && kHeadDim == 64 && kConsumerWGs == 2;
+  static constexpr bool kSkipMax =
+      XSTAGE_ATTN_LAZY_MAX_SKIP != 0 && kHeadDim == 64 && kConsumerWGs == 2 && kLazyRescale == 2;
   static constexpr int kConsumerThreads = kConsumerWGs * 128;
   static constexpr int kConsumerWarps = kConsumerThreads / 32;
   static constexpr int kThreads = kConsumerThreads + 128;
@@ -426,7 +427,7 @@ struct AttentionMainloop {
         warpgroup_fence_operand(tSrS);
         pk.consumer_release(read);
         if constexpr (kMasked) mask_all(tSrS, nb);
-        constexpr bool kSkip = T::kSkipMax && !kMasked && T::kLazyRescale == 2;
+        constexpr bool kSkip = T::kSkipMax && !kMasked;
         bool moved = false;
         if (!kSkip || !softmax.exponentiate_at_reference(tSrS, tSrPf)) {
           moved = softmax.template update_max<false, kMasked, T::kLazyRescale == 2>(tSrS, rescale);
