@@ -1,11 +1,10 @@
 // Device pieces of the expert-parallel MoE transport shared by the unfused kernels
 // (ep_transport.cu) and the Mega-MoE kernel (mega_prologue.cuh, mega_kernel.cuh): routing-entry
 // check, the call's count matrix and per-expert totals, the push of one row to its expert's
-// owner, the origin encoding of received rows, and the top-k sum. Protocol in docs/megamoe.md.
+// owner and the origin encoding of received rows (the top-k sum: ep_reduce.cuh). Protocol in
+// docs/megamoe.md.
 #pragma once
 #include <cstdint>
-
-#include <cuda_bf16.h>
 
 #include "kernels/common/flags.cuh"
 #include "kernels/moe/ep_args.hpp"
@@ -83,44 +82,6 @@ __device__ __forceinline__ void ep_push_row(const EpMoeArgs& a, int i, int dst, 
   if (lane == 0) {
     a.recv_w_at[dst][pos] = a.topk_weights[i];
     a.recv_src_at[dst][pos] = ep_origin(a.rank, i);
-  }
-}
-
-// out[t] = sum of the token's k combined rows (fp32, rounded to bf16), 8 channels per step;
-// steps first, first + stride, ... of T * H / 8. The combine buffer was filled by peers: read
-// through L2 after the combine counter's acquire.
-__device__ __forceinline__ void ep_reduce_tokens(const EpMoeArgs& a, long long first, long long stride) {
-  const uint16_t* comb = a.combine_at[a.rank];
-  const int vec_per_row = a.hidden / 8;
-  const long long n = static_cast<long long>(a.tokens) * vec_per_row;
-  for (long long idx = first; idx < n; idx += stride) {
-    const long long tkn = idx / vec_per_row;
-    const int v = static_cast<int>(idx - tkn * vec_per_row);
-    float s[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    // kU of the k rows' loads in flight before the sums (summed in row order, as before).
-    constexpr int kU = 4;
-    const uint4* rows = reinterpret_cast<const uint4*>(comb + tkn * a.top_k * a.hidden) + v;
-    for (int j0 = 0; j0 < a.top_k; j0 += kU) {
-      uint4 w[kU];
-#pragma unroll
-      for (int u = 0; u < kU; ++u)
-        if (j0 + u < a.top_k) w[u] = __ldcg(rows + static_cast<size_t>(j0 + u) * (a.hidden / 8));
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        if (j0 + u >= a.top_k) break;
-        const __nv_bfloat162* h2 = reinterpret_cast<const __nv_bfloat162*>(&w[u]);
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const float2 f = __bfloat1622float2(h2[q]);
-          s[2 * q] += f.x;
-          s[2 * q + 1] += f.y;
-        }
-      }
-    }
-    uint4 outv;
-    __nv_bfloat162* o2 = reinterpret_cast<__nv_bfloat162*>(&outv);
-    for (int q = 0; q < 4; ++q) o2[q] = __floats2bfloat162_rn(s[2 * q], s[2 * q + 1]);
-    reinterpret_cast<uint4*>(a.out + tkn * a.hidden)[v] = outv;
   }
 }
 

@@ -6,6 +6,7 @@
 #include "kernels/common/flags.cuh"
 #include "kernels/common/store.cuh"
 #include "kernels/moe/ep_device.cuh"
+#include "kernels/moe/ep_reduce.cuh"
 #include "kernels/moe/ep_transport.hpp"
 
 namespace xstage::kernels::moe {
@@ -142,7 +143,7 @@ __global__ void __launch_bounds__(256) ep_reduce_kernel(EpMoeArgs a) {
                        WaitId::moe_combine, a.rank, a.timeout_ns);
   __syncthreads();
   if (!ok) return;
-  ep_reduce_tokens(a, blockIdx.x * (long long)blockDim.x + threadIdx.x, (long long)gridDim.x * blockDim.x);
+  ep_reduce(a, blockIdx.x * (long long)blockDim.x + threadIdx.x, (long long)gridDim.x * blockDim.x);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "kernels/common/clock.cuh"
 #include "kernels/moe/ep_device.cuh"
+#include "kernels/moe/ep_reduce.cuh"
 #include "kernels/moe/mega_args.hpp"
 #include "kernels/moe/mega_prologue.cuh"
 #include "kernels/moe/tile_scheduler.cuh"
@@ -139,7 +140,7 @@ __device__ __forceinline__ void mega_publish_and_reduce(const MegaMoeArgs& m, bo
                             a.status, WaitId::moe_combine, a.rank, a.timeout_ns);
   cutlass::arch::NamedBarrier::sync(256, consumers_barrier);
   if (m.cta_clock != nullptr && ct == 0) m.cta_clock[blockIdx.x * kMegaClockWords + 4] = clock64();
-  if (comb_ok) ep_reduce_tokens(a, static_cast<long long>(blockIdx.x) * 256 + ct, static_cast<long long>(gridDim.x) * 256);
+  if (comb_ok) ep_reduce(a, static_cast<long long>(blockIdx.x) * 256 + ct, static_cast<long long>(gridDim.x) * 256);
   if (m.cta_clock != nullptr && ct == 0) {
     m.cta_clock[blockIdx.x * kMegaClockWords + 2] = clock64();
     m.cta_clock[blockIdx.x * kMegaClockWords + 3] = dev::global_ns();
