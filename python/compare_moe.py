@@ -12,9 +12,10 @@ the median remote combine-store span, the local control span and the predicted s
 fused schedule. Summary: il/ew over configurations with both fused schedules (count, geomean,
 median, max, worst), the better fused order against the unfused layer (issue 37: in how many
 configurations it is at least as fast; a configuration that failed a check never counts), and
-how often each fused schedule beats torch, and per W4A8 format the better fused order against
-the same configuration's W8A8 one (issue 37's 0.9 bar). Torch configurations with
-no xstage counterpart (e.g. w4a8) are counted, not compared.
+how often each fused schedule and the better of the two beat torch, and per W4A8 format the better fused order against
+the same configuration's W8A8 one (issue 37's 0.9 bar). xstage's W4A8 formats (w4a8-int4,
+w4a8-mxfp4) are compared with torch's `w4a8` row (the same layer on FP8 pre-converted weights);
+torch configurations with no xstage counterpart are counted, not compared.
 --json writes the rows and the summary (xstage.compare.moe.v1); --png a 2-panel figure if
 matplotlib imports (otherwise a note on stderr).
 --order-check PICKS: the order rule's picks (docs/megamoe.md "Order choice") against the measured
@@ -90,12 +91,15 @@ def build_rows(xs, th, gate):
             if k is not None and not r.get("skipped") and num(r.get("median_us")) is not None:
                 torch.setdefault(k, r)
     rows = []
+    used = set()
     for k in sorted(cfg):
         per = cfg[k]
         t = lambda v: num(per[v].get("median_us")) if v in per else None  # noqa: E731
         un, ew, il = t("unfused"), t("expert-wave"), t("interleaved")
-        tt = num(torch[k].get("median_us")) if k in torch else None
-        ok = all(gate.cell_ok("xstage", k + (v,)) for v in per) and (k not in torch or gate.cell_ok("torch", k))
+        tk = torch_key(k, torch)
+        used.add(tk)
+        tt = num(torch[tk].get("median_us")) if tk in torch else None
+        ok = all(gate.cell_ok("xstage", k + (v,)) for v in per) and (tk not in torch or gate.cell_ok("torch", tk))
         fused = [x for x in (ew, il) if x is not None and x > 0]
         row = {"model": k[0], "weights": k[1], "routing": k[2], "tokens_per_rank": k[3], "correctness_ok": ok,
                "unfused_us": un, "expert_wave_us": ew, "interleaved_us": il, "torch_us": tt,
@@ -107,8 +111,18 @@ def build_rows(xs, th, gate):
             row[f"local_span_{s}_us"] = span(r, "local")
             row[f"predicted_span_{s}_us"] = span(r, "predicted")
         rows.append(row)
-    torch_only = sorted(set(torch) - set(cfg))
+    torch_only = sorted(set(torch) - used)
     return rows, torch_only, bad
+
+
+def torch_key(k, torch):
+    """The torch configuration an xstage one is compared with: the same key, or for a W4A8
+    format (w4a8-int4, w4a8-mxfp4) torch's `w4a8` row, which runs the same layer with the
+    weights pre-converted to FP8 (PyTorch has no 4-bit MMA): the PyTorch path of every W4A8
+    configuration (issue 37: fused faster than the PyTorch path on all of them)."""
+    if k in torch or not k[1].startswith("w4a8-"):
+        return k
+    return (k[0], "w4a8", k[2], k[3])
 
 
 def summarise(rows, have_torch, torch_only):
@@ -124,13 +138,21 @@ def summarise(rows, have_torch, torch_only):
         "compared": len(uf), "fused_at_least_unfused": sum(r["unfused_over_fused"] >= 1.0 and r["correctness_ok"] for r in uf),
         "geomean_unfused_over_fused": geomean([r["unfused_over_fused"] for r in uf]),
         "worst": worst["unfused_over_fused"] if worst else None,
-        "worst_config": " ".join(str(worst[c]) for c in ("model", "weights", "routing", "tokens_per_rank")) if worst else None}
+        "worst_config": " ".join(str(worst[c]) for c in ("model", "weights", "routing", "tokens_per_rank")) if worst else None,
+        "by_weights": {w: {"compared": sum(r["weights"] == w for r in uf),
+                           "fused_at_least_unfused": sum(r["weights"] == w and r["unfused_over_fused"] >= 1.0
+                                                         and r["correctness_ok"] for r in uf)}
+                       for w in sorted({r["weights"] for r in uf})}}
     s["w4a8_vs_w8a8"] = format_ratios(rows)
     if have_torch:
         te = [r["torch_over_ew"] for r in rows if r["torch_over_ew"] is not None]
         ti = [r["torch_over_il"] for r in rows if r["torch_over_il"] is not None]
+        # The better fused order against torch, checked configurations only (issue 37's bar).
+        tb = [(r["torch_us"] / min(f), r["correctness_ok"]) for r in rows if r["torch_us"] is not None
+              for f in [[x for x in (r["expert_wave_us"], r["interleaved_us"]) if x is not None and x > 0]] if f]
         s["torch"] = {"compared_ew": len(te), "ew_faster": sum(x > 1 for x in te),
                       "compared_il": len(ti), "il_faster": sum(x > 1 for x in ti),
+                      "compared_best": len(tb), "best_faster": sum(x > 1 and ok for x, ok in tb),
                       "geomean_torch_over_ew": geomean(te), "geomean_torch_over_il": geomean(ti)}
         s["torch_only"] = len(torch_only)
     return s
@@ -282,6 +304,9 @@ def print_table(xs, th, rows, summary, torch_only, bad):
         print(f"# fused (the better order) >= unfused in {f['fused_at_least_unfused']}/{f['compared']} configurations "
               f"(issue 37; checked cells only); geomean unfused/fused {f['geomean_unfused_over_fused']:.2f}, "
               f"worst {f['worst']:.2f} ({f['worst_config']})")
+        if len(f["by_weights"]) > 1:
+            print("#   per weights: " + ", ".join(f"{w} {d['fused_at_least_unfused']}/{d['compared']}"
+                                                   for w, d in f["by_weights"].items()))
     for w, d in summary.get("w4a8_vs_w8a8", {}).items():
         print(f"# {w} fused >= {d['bar']:g} x W8A8 fused (better orders, W8A8 us / {w} us) in {d['at_least_bar']}/"
               f"{d['compared']} configurations; geomean {d['geomean']:.2f}, worst {d['worst']:.2f}, best {d['best']:.2f}")
@@ -291,6 +316,8 @@ def print_table(xs, th, rows, summary, torch_only, bad):
         print(f"# vs torch: expert-wave faster in {t['ew_faster']}/{t['compared_ew']}, interleaved faster in "
               f"{t['il_faster']}/{t['compared_il']}; geomean torch/ew {g(t['geomean_torch_over_ew'])}, "
               f"torch/il {g(t['geomean_torch_over_il'])}")
+        print(f"# vs torch: the better fused order faster in {t['best_faster']}/{t['compared_best']} configurations "
+              "(issue 37; checked cells only; W4A8 formats against torch's w4a8 row)")
         weights = sorted({k[1] for k in torch_only})
         print(f"# torch-only configurations: {len(torch_only)} (not compared"
               + (f"; weights {', '.join(weights)})" if weights else ")"))

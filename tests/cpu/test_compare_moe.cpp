@@ -309,3 +309,49 @@ TEST_F(CompareMoe, CountsWhereTheBetterFusedOrderMeetsTheUnfusedLayer) {
               1e-9);
   EXPECT_NEAR(d["rows"][1].value("unfused_over_fused", 0.0), 100.0 / 105, 1e-9);
 }
+
+// W4A8 formats against torch's `w4a8` row (the same layer on FP8 pre-converted weights): both
+// formats of a configuration take it, it is no longer torch-only, and the better fused order
+// against torch is counted per configuration (a failed check never counts).
+TEST_F(CompareMoe, W4A8FormatsAreComparedWithTorchsW4A8Row) {
+  auto w = [](nlohmann::json r, const char* weights) {
+    r["weights"] = weights;
+    return r;
+  };
+  nlohmann::json bad = w(xrow("M", "balanced", 512, "interleaved", 50.0), "w4a8-mxfp4");
+  bad["correctness"]["passed"] = false;
+  bad["correctness"]["rel_err"] = 0.5;
+  nlohmann::json xs = {{"schema", "xstage.bench.moe.v1"},
+                       {"world", 1},
+                       {"results",
+                        {xrow("M", "balanced", 512, "unfused", 100.0), xrow("M", "balanced", 512, "expert-wave", 80.0),
+                         w(xrow("M", "balanced", 512, "unfused", 150.0), "w4a8-int4"),
+                         w(xrow("M", "balanced", 512, "expert-wave", 140.0), "w4a8-int4"),
+                         w(xrow("M", "balanced", 512, "unfused", 150.0), "w4a8-mxfp4"),
+                         w(xrow("M", "balanced", 512, "expert-wave", 160.0), "w4a8-mxfp4"), bad}}};
+  nlohmann::json th = {{"schema", "xstage.bench.moe_torch.v1"},
+                       {"world", 1},
+                       {"results",
+                        {trow("M", "w8a8", "balanced", 512, 200.0), trow("M", "w4a8", "balanced", 512, 145.0)}}};
+  std::ofstream(dir_ / "w.json") << xs.dump();
+  std::ofstream(dir_ / "wt.json") << th.dump();
+  const fs::path js = dir_ / "w-out.json";
+  EXPECT_EQ(compare(quote(dir_ / "w.json") + " " + quote(dir_ / "wt.json") + " --json " + quote(js)), 1)
+      << slurp(out_);  // the mxfp4 interleaved cell failed its check
+  const std::string text = slurp(out_);
+  // w8a8 80 < 200, int4 140 < 145, mxfp4 50 < 145 but failed: 2 of 3.
+  EXPECT_NE(text.find("the better fused order faster in 2/3 configurations"), std::string::npos) << text;
+  EXPECT_NE(text.find("torch-only configurations: 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("per weights: w4a8-int4 1/1, w4a8-mxfp4 0/1, w8a8 1/1"), std::string::npos) << text;
+  nlohmann::json d;
+  ASSERT_NO_THROW(d = nlohmann::json::parse(slurp(js))) << slurp(js);
+  int seen = 0;
+  for (const auto& r : d["rows"])
+    if (r.value("weights", "").rfind("w4a8-", 0) == 0) {
+      EXPECT_NEAR(r.value("torch_us", 0.0), 145.0, 1e-9) << r.dump();
+      ++seen;
+    }
+  EXPECT_EQ(seen, 2);
+  EXPECT_EQ(d["summary"]["torch"].value("best_faster", -1), 2);
+  EXPECT_EQ(d["summary"]["torch"].value("compared_best", -1), 3);
+}

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Issue 37's bars, read from python/compare_moe.py's --json output (xstage.compare.moe.v1) of a
+one-GPU run (scripts/moe-acceptance):
+
+    python3 python/moe_acceptance.py COMPARE_JSON [--models-json bench/moe-models.json]
+
+One line per bar, each `met` or `NOT met` with its count:
+  1. the better fused order >= the unfused layer in every configuration, per weight format;
+  2. >= 900 TFLOP/s of expert work (6 x tokens x top_k x hidden x intermediate at one rank) for
+     DSv4-Flash at 8192 tokens with W8A8 weights, per routing (the better fused order);
+  3. per W4A8 format, fused >= 0.9 x the same configuration's W8A8 fused;
+  4. the better fused order faster than the PyTorch path in every configuration;
+and how many configurations each bar saw against the study's 7 models x 3 token counts x 2
+routings per weight format (a missing configuration leaves its bar NOT met). A configuration
+whose cells failed their checks never counts as meeting a bar (compare_moe.py's rule). The "85 %
+of the grouped GEMM's rate" part of bar 2 is in the bench's phase table (`--spans`), not here.
+Exit status: 0 every bar met, 1 some bar not met, 2 bad input."""
+import argparse
+import json
+import sys
+
+from xsbench import moe_models
+
+TOOL = "moe_acceptance"
+SCHEMA = "xstage.compare.moe.v1"
+STUDY_CONFIGS = 7 * 3 * 2  # per weight format
+TFLOPS_BAR = 900.0
+
+
+def best_fused(r):
+    f = [x for x in (r.get("expert_wave_us"), r.get("interleaved_us")) if isinstance(x, (int, float)) and x > 0]
+    return min(f) if f else None
+
+
+def report(doc, shapes):
+    """(lines, all_met)."""
+    rows, s = doc.get("rows", []), doc.get("summary", {})
+    lines, met = [], True
+
+    def bar(ok, text):
+        nonlocal met
+        met &= ok
+        lines.append(f"{'met    ' if ok else 'NOT met'}  {text}")
+
+    fu = s.get("fused_vs_unfused", {}).get("by_weights", {})
+    if not fu:
+        bar(False, "fused >= unfused: no configuration with both")
+    for w, d in sorted(fu.items()):
+        n, k = d.get("compared", 0), d.get("fused_at_least_unfused", 0)
+        bar(k == n and n >= STUDY_CONFIGS, f"fused >= unfused, {w}: {k}/{n} (study: {STUDY_CONFIGS})")
+
+    flash = shapes.get("DSv4-Flash")
+    seen = False
+    for r in rows:
+        if r.get("model") != "DSv4-Flash" or r.get("weights") != "w8a8" or r.get("tokens_per_rank") != 8192:
+            continue
+        us = best_fused(r)
+        if us is None or flash is None:
+            continue
+        seen = True
+        flops = 6.0 * 8192 * flash["top_k"] * flash["hidden"] * flash["intermediate"]
+        tf = flops / (us * 1e-6) / 1e12
+        bar(tf >= TFLOPS_BAR and r.get("correctness_ok", False),
+            f"DSv4-Flash 8192 w8a8 {r.get('routing')}: {tf:.0f} TFLOP/s of expert work (bar {TFLOPS_BAR:.0f}; {us:.1f} us)")
+    if not seen:
+        bar(False, "DSv4-Flash 8192 w8a8: not in this run")
+
+    fr = s.get("w4a8_vs_w8a8", {})
+    if not fr:
+        bar(False, "W4A8 fused / W8A8 fused: no configuration with both")
+    for w, d in sorted(fr.items()):
+        n, k = d.get("compared", 0), d.get("at_least_bar", 0)
+        bar(k == n and n >= STUDY_CONFIGS,
+            f"{w} fused >= {d.get('bar', 0.9):g} x W8A8 fused: {k}/{n} (geomean {d.get('geomean', 0):.2f}, "
+            f"worst {d.get('worst', 0):.2f})")
+
+    t = s.get("torch")
+    if t is None:
+        bar(False, "faster than the PyTorch path: no torch file in this comparison")
+    else:
+        n, k = t.get("compared_best", 0), t.get("best_faster", 0)
+        want = STUDY_CONFIGS * max(1, len(fu))
+        bar(k == n and n >= want, f"faster than the PyTorch path: {k}/{n} (configurations: {want})")
+    return lines, met
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="moe_acceptance.py", description=__doc__.split("\n")[0])
+    ap.add_argument("compare_json")
+    ap.add_argument("--models-json", default=moe_models.PATH)
+    args = ap.parse_args(argv)
+    try:
+        with open(args.compare_json, encoding="utf-8") as f:
+            doc = json.load(f)
+        shapes = {r["name"]: r for r in moe_models.shapes(args.models_json)}
+    except (OSError, ValueError) as e:
+        print(f"{TOOL}: {e}", file=sys.stderr)
+        return 2
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        print(f"{TOOL}: {args.compare_json}: not a {SCHEMA} file", file=sys.stderr)
+        return 2
+    lines, met = report(doc, shapes)
+    print(f"# issue 37 acceptance (one GPU, world {doc.get('world')}, commit {doc.get('xstage_commit')})")
+    for line in lines:
+        print(line)
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
