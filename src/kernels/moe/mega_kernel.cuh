@@ -1,6 +1,7 @@
 // The Mega-MoE persistent kernel (issue 8; docs/megamoe.md "The kernel"): one launch per MoE
 // layer and rank, one CTA per SM (co-resident: cooperative launch), doing
-//   prologue (mega_prologue.cuh): routing histogram, count exchange, push dispatch;
+//   prologue (mega_prologue.cuh): routing histogram, count exchange, push dispatch (or, with
+//     the overlapped dispatch, the push order for producer warps 2-3: mega_dispatch.cuh);
 //   tile loop: Linear-1 (gate/up, SwiGLU x router weight, fp8 h) and Linear-2 (bf16 rows
 //     stored straight into the token owners' combine buffers) tiles in the order of
 //     moe_tile_order.hpp (expert-wave or interleaved); each CTA's producer claims the next list
@@ -32,6 +33,7 @@
 #include "kernels/moe/epilogue.cuh"
 #include "kernels/moe/mainloop.cuh"
 #include "kernels/moe/mega_common.cuh"
+#include "kernels/moe/mega_dispatch.cuh"
 #include "kernels/moe/mega_epilogue.cuh"
 #include "kernels/moe/mega_prologue.cuh"
 #include "kernels/moe/mega_store.cuh"
@@ -80,6 +82,9 @@ struct MegaMoeKernel {
   using L2Epilogue = Bf16TileEpilogue<T, CombineDestination>;
   // The 128 x 256 tile hands its Linear-2 copy-out to two store warps (mega_store.cuh).
   static constexpr bool kStoreWarps = kDual;
+  // The 64 x 256 tile's idle producer warps 2-3 push the rows during the tile loop and Linear-1
+  // tiles wait per expert (mega_dispatch.cuh; build option, experimental).
+  static constexpr bool kOverlapDispatch = !kStoreWarps && XSTAGE_MEGA_OVERLAP_DISPATCH != 0;
   static_assert(::xstage::moe::mega_tile_shape(T::kTile).block_m == T::kBlockM &&
                     ::xstage::moe::mega_tile_shape(T::kTile).l2_n == T::kBlockN &&
                     ::xstage::moe::mega_tile_shape(T::kTile).l1_pieces == T::kWgM,
@@ -192,7 +197,13 @@ struct MegaMoeKernel {
     cutlass::arch::fence_barrier_init();
     __syncthreads();
 
-    mega_prologue(m, ss.stage.prologue, ss.layout, p.n1, T::kBlockM);
+    // kOverlapDispatch: the push warps' state, a static shared variable of this kernel only.
+    MegaPushSmem* push = nullptr;
+    if constexpr (kOverlapDispatch) {
+      __shared__ MegaPushSmem push_smem;
+      push = &push_smem;
+    }
+    mega_prologue<kOverlapDispatch>(m, ss.stage.prologue, ss.layout, p.n1, T::kBlockM, push);
     const bool ok = ss.layout.ok != 0;
     const int total = ok ? ss.layout.block_start[m.ep.experts_per_rank] * (p.n1 + p.n2) : 0;
     const int parity = static_cast<int>(a.epoch & 1u);
@@ -211,6 +222,7 @@ struct MegaMoeKernel {
         State write = Pipeline::producer_start();
         auto qs = Queue::producer_start();
         bool rows_here = false;
+        int ready_le = -1;  // kOverlapDispatch: the expert whose rows this CTA last waited for
         for (int i = 0;; ++i) {
           // Claim the next list position (tile_queue.cuh: dynamic = in time order).
           int pos = m.dynamic_claim ? static_cast<int>(atomicAdd(m.tile_next + parity, 1u))
@@ -222,8 +234,11 @@ struct MegaMoeKernel {
           bool is_l1;
           const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
           const uint64_t w0 = m.trace != nullptr ? clock64() : 0;
-          mega_wait_inputs(m, ss.layout, l1_done, is_l1, t.tag, p.n2,
-                           ::xstage::moe::mega_l1_target(::xstage::moe::mega_tile_shape(T::kTile), p.n1), rows_here);
+          if (kOverlapDispatch && is_l1)
+            mega_wait_expert_rows(m, ss.layout, t.expert, ready_le);
+          else
+            mega_wait_inputs(m, ss.layout, l1_done, is_l1, t.tag, p.n2,
+                             ::xstage::moe::mega_l1_target(::xstage::moe::mega_tile_shape(T::kTile), p.n1), rows_here);
           if (m.trace != nullptr) m.trace[size_t(pos) * kMegaTraceWords + 4] = static_cast<uint32_t>(clock64() - w0);
           ss.slots[i & (kTileSlots - 1)] = MegaTileSlot{t, is_l1 ? 1 : 0};  // before the push that publishes it
           // Handed over only now: the consumers may read the tile's in-kernel-written scales
@@ -244,6 +259,9 @@ struct MegaMoeKernel {
         }
       } else if (kStoreWarps && tid / 32 >= 2) {
         store_warps(p, ss, tid - 64);
+      } else if (kOverlapDispatch && tid / 32 >= 2) {
+        // Warps 2-3: this CTA's rows, on the store warps' barrier (unused by this tile).
+        mega_push_rows<4>(m, ok, *push, tid / 32 - 2, 2, tid % 32, 64, kStoreBarrier);
       }
       return;  // a timed-out wait above still loads (garbage) so the consumers never hang
     }
