@@ -82,9 +82,12 @@ struct MegaMoeKernel {
   using L2Epilogue = Bf16TileEpilogue<T, CombineDestination>;
   // The 128 x 256 tile hands its Linear-2 copy-out to two store warps (mega_store.cuh).
   static constexpr bool kStoreWarps = kDual;
-  // The 64 x 256 tile's idle producer warps 2-3 push the rows during the tile loop and Linear-1
-  // tiles wait per expert (mega_dispatch.cuh; build option, experimental).
-  static constexpr bool kOverlapDispatch = !kStoreWarps && XSTAGE_MEGA_OVERLAP_DISPATCH != 0;
+  // Producer warps 2-3 push the rows during the tile loop (the 64 x 256 tile's are idle; the
+  // 128 x 256 tile's store warps push between copy-outs) and Linear-1 tiles wait per expert
+  // (mega_dispatch.cuh; build option, experimental).
+  // XSTAGE_MEGA_OVERLAP_DISPATCH: 1 the 64 x 256 kernel, 2 both tile configurations.
+  static constexpr bool kOverlapDispatch =
+      XSTAGE_MEGA_OVERLAP_DISPATCH >= 2 || (XSTAGE_MEGA_OVERLAP_DISPATCH == 1 && !kStoreWarps);
   static_assert(::xstage::moe::mega_tile_shape(T::kTile).block_m == T::kBlockM &&
                     ::xstage::moe::mega_tile_shape(T::kTile).l2_n == T::kBlockN &&
                     ::xstage::moe::mega_tile_shape(T::kTile).l1_pieces == T::kWgM,
@@ -155,14 +158,45 @@ struct MegaMoeKernel {
 
   // The store warps (warps 2, 3 of the producer warp group, thread st = 0..63): each staged
   // Linear-2 tile to the combine buffers (mega_store.cuh), until the consumers stage "no more".
-  __device__ __forceinline__ static void store_warps(Params const& p, SharedStorage& ss, int st) {
+  // kOverlapDispatch: while rows are left to push, the two warps agree before each row whether a
+  // staged tile waits (it goes first: the consumers wait for its staging) and push one row each
+  // otherwise; rows still left when "no more" comes are pushed before they leave.
+  __device__ __forceinline__ static void store_warps(Params const& p, SharedStorage& ss, int st, MegaPushSmem* push) {
     const MegaMoeArgs& m = p.m;
     uint32_t full_phase = 0;
+    // 2 loads in flight per lane: with 4 the copy-out's loop reloaded spilled values per row.
+    [[maybe_unused]] const MegaPusher<2> pu{m, push, st / 32, st % 32};
+    bool pushing = kOverlapDispatch;
+    // The prologue's verdict, read from shared memory when needed (registers are short here).
+    [[maybe_unused]] auto ok = [&ss] { return *static_cast<volatile int*>(&ss.layout.ok) != 0; };
     for (;;) {
+      if constexpr (kOverlapDispatch) {
+        while (pushing) {
+          const bool staged = cutlass::arch::ClusterBarrier::test_wait(&ss.sw.full, full_phase, 1u);
+          const bool any_staged = named_barrier_or(kStoreBarrier, 64, staged);
+          if (!named_barrier_or(kStoreBarrier, 64, pu.more(ok()))) {
+            pu.finish(ok(), kStoreBarrier);
+            pushing = false;
+          } else if (any_staged) {
+            pu.release();  // the rows pushed so far count now, not after the copy-out
+            break;
+          } else if (pu.more(ok())) {
+            pu.push_one();
+          }
+        }
+      }
       MegaStoreWarps::wait(&ss.sw.full, full_phase);
       full_phase ^= 1u;
       const int pos = ss.sw.pos;
-      if (pos < 0) break;
+      if (pos < 0) {
+        if constexpr (kOverlapDispatch) {
+          if (pushing) {  // no tile will be staged any more: the rest of the rows, then finish
+            while (pu.more(ok())) pu.push_one();
+            pu.finish(ok(), kStoreBarrier);
+          }
+        }
+        break;
+      }
       bool is_l1;
       const WorkTile w = work_tile(p, ss.layout, pos, is_l1);
       const EpilogueTile t{w.expert, w.m_block, w.n_block, w.row_begin, w.rows, w.n_block * T::kBlockN, w.tag};
@@ -258,10 +292,10 @@ struct MegaMoeKernel {
           mainloop.copy_scales_in_kernel(is_l1 ? p.l1 : p.l2, pipe, write, t, ss.scales);
         }
       } else if (kStoreWarps && tid / 32 >= 2) {
-        store_warps(p, ss, tid - 64);
+        store_warps(p, ss, tid - 64, push);
       } else if (kOverlapDispatch && tid / 32 >= 2) {
         // Warps 2-3: this CTA's rows, on the store warps' barrier (unused by this tile).
-        mega_push_rows<4>(m, ok, *push, tid / 32 - 2, 2, tid % 32, 64, kStoreBarrier);
+        mega_push_rows<4>(m, ok, *push, tid / 32 - 2, tid % 32, kStoreBarrier);
       }
       return;  // a timed-out wait above still loads (garbage) so the consumers never hang
     }

@@ -32,10 +32,15 @@ struct MegaPrologueSmem {
 
 // The push warps' state (deferred push, mega_dispatch.cuh), in the overlapped kernel's shared
 // memory through its tile loop: its rows are push_order[first, first + rows); sent[p] counts
-// those pushed to rank p.
+// those pushed to rank p; per push warp w the next row, the expert of its unreleased rows and
+// their count (in shared memory so that nothing of it stays in registers across the 128 x 256
+// store warps' copy-outs, which run at 40 registers).
+inline constexpr int kMegaPushWarps = 2;
 struct MegaPushSmem {
   int first, rows;
   unsigned sent[kEpMaxRanks];
+  int next[kMegaPushWarps], cur[kMegaPushWarps];
+  unsigned pending[kMegaPushWarps];
 };
 
 // This rank's tile layout; lives through the tile loop.
@@ -191,6 +196,11 @@ __device__ __forceinline__ void mega_prologue(MegaMoeArgs const& m, MegaPrologue
       push->rows = ps.order[E];
     }
     if (tid < kEpMaxRanks) push->sent[tid] = 0u;
+    if (tid < kMegaPushWarps) {
+      push->next[tid] = tid;
+      push->cur[tid] = -1;
+      push->pending[tid] = 0u;
+    }
   } else {
     // 4. Dispatch: a warp per row, to the owner's receive row pos0[e] + slot.
     const int lane = tid % 32, warps = nthr / 32;
