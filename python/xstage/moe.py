@@ -17,6 +17,11 @@ Weight formats (``format=``):
   ``mxfp4``         MXFP4 (E2M1 + E8M0 per 32) in the register-operand layout; bf16 epilogue,
                     per-token activations.
   ``mxfp4_glu``     the same on gate/up-interleaved rows: Linear-1 SwiGLU, per-token only.
+  ``w4a8_int4``     INT4 (symmetric, fp32 scale per row per 128 K) in the row layout: packed
+                    ``[E, n, k/2]``, scales ``[E, k/128, n]``; per-128 activations; bf16 or
+                    SwiGLU. The expert-parallel layers' W4A8 format (:class:`ExpertParallelMoE`).
+  ``w4a8_mxfp4``    MXFP4 in the row layout: packed ``[E, n, k/2]``, E8M0 exponents uint8
+                    ``[E, k/32, n]`` (as ``b_scales``); per-128 activations; bf16 or SwiGLU.
 The kernel (tile, cluster) is planned from the sizes and ``tokens_per_expert_hint``.
 
 Epilogues: ``"bf16"`` -> out bf16 ``[m, n]`` (Linear-2); ``"swiglu"`` (weights = [gate; up],
@@ -32,10 +37,12 @@ import torch
 
 from . import _ext
 
-__all__ = ["FORMATS", "PackedWeights", "prepack", "quantize_activations", "grouped_gemm", "dequantize_output",
+__all__ = ["FORMATS", "LAYER_FORMATS", "PackedWeights", "prepack", "quantize_activations", "grouped_gemm", "dequantize_output",
            "ExpertParallelMoE"]
 
-FORMATS = ("w8a8", "int4_lut", "int4_lut_glu", "mxfp4", "mxfp4_glu")
+FORMATS = ("w8a8", "int4_lut", "int4_lut_glu", "mxfp4", "mxfp4_glu", "w4a8_int4", "w4a8_mxfp4")
+# The expert-parallel layer's weight formats (ExpertParallelMoE(weights=...)).
+LAYER_FORMATS = ("w8a8", "w4a8_int4", "w4a8_mxfp4")
 _FP8 = torch.float8_e4m3fn
 _FP8_MAX = 448.0
 _AMAX_FLOOR = 1e-4
@@ -236,10 +243,11 @@ def dequantize_output(h: torch.Tensor, h_scales: torch.Tensor) -> torch.Tensor:
 
 
 class ExpertParallelMoE(torch.nn.Module):
-    """The expert-parallel MoE layer over a torch.distributed group, W8A8 (docs/megamoe.md).
+    """The expert-parallel MoE layer over a torch.distributed group, W8A8 or W4A8 (docs/megamoe.md).
 
         layer = xstage.moe.ExpertParallelMoE(group, hidden=4096, intermediate=2048, experts=256,
-                                             top_k=8, kind="mega", schedule="interleaved")
+                                             top_k=8, kind="mega", schedule="interleaved",
+                                             weights="w8a8")   # or "w4a8_int4", "w4a8_mxfp4"
         layer.load_weights(w1_local, w2_local)   # this rank's experts: [E/P, 2I, H], [E/P, H, I]
         y = layer(x, topk_ids, topk_weights)     # x [T, H] (float) or (x_fp8, x_scales); ids int32 [T, k]
 
@@ -250,10 +258,13 @@ class ExpertParallelMoE(torch.nn.Module):
     ``schedule`` ``"interleaved"``, ``"expert-wave"`` or ``"auto"``, the order the model picks, docs/megamoe.md "Order choice") or ``"unfused"`` (transport kernels around
     the grouped GEMMs). The C++ layer is built per token count T on first use (collective: every
     rank calls forward with the same T, in the same order). P = 1 works (one rank holds every
-    expert). Needs the team binding (``xstage._C.has_ep_moe``)."""
+    expert). ``weights``: the experts' format (``LAYER_FORMATS``): W8A8, or W4A8 with INT4 or MXFP4
+    weights in the row layout (activations stay fp8 per 128 channels). Needs the team binding
+    (``xstage._C.has_ep_moe``)."""
 
     def __init__(self, group=None, *, hidden: int, intermediate: int, experts: int, top_k: int,
-                 kind: str = "mega", schedule: str = "interleaved", wait_timeout_s: float = 5.0):
+                 kind: str = "mega", schedule: str = "interleaved", weights: str = "w8a8",
+                 wait_timeout_s: float = 5.0):
         super().__init__()
         C = _ext.load()
         if not getattr(C, "has_ep_moe", False):
@@ -263,6 +274,8 @@ class ExpertParallelMoE(torch.nn.Module):
             _fail(ValueError, f"kind '{kind}' (mega or unfused)")
         if schedule not in ("interleaved", "expert-wave", "auto"):
             _fail(ValueError, f"schedule '{schedule}' (interleaved, expert-wave or auto: the model's pick)")
+        if weights not in LAYER_FORMATS:
+            _fail(ValueError, f"weights '{weights}' ({', '.join(LAYER_FORMATS)})")
         import torch.distributed as dist
 
         if group is None:
@@ -278,18 +291,19 @@ class ExpertParallelMoE(torch.nn.Module):
             _fail(ValueError, f"hidden {hidden} and intermediate {intermediate} must be multiples of 128")
         self.hidden, self.intermediate, self.experts, self.top_k = hidden, intermediate, experts, top_k
         self.local_experts = experts // self.world
-        self.kind, self.schedule, self.wait_timeout_s = kind, schedule, wait_timeout_s
+        self.kind, self.schedule, self.weights, self.wait_timeout_s = kind, schedule, weights, wait_timeout_s
         self.w1: Optional[PackedWeights] = None
         self.w2: Optional[PackedWeights] = None
         self._ops: dict = {}
 
     def extra_repr(self) -> str:
         return (f"hidden={self.hidden}, intermediate={self.intermediate}, experts={self.experts}, top_k={self.top_k}, "
-                f"world={self.world}, kind={self.kind}, schedule={self.schedule}")
+                f"world={self.world}, kind={self.kind}, schedule={self.schedule}, weights={self.weights}")
 
     def load_weights(self, w1, w2, *, reference: bool = False) -> None:
         """This rank's experts: w1 ``[E/P, 2I, H]`` (gate rows, then up rows), w2 ``[E/P, H, I]``
-        (any float dtype; quantised to W8A8 on the host), or PackedWeights from prepack(..., "w8a8")."""
+        (any float dtype; quantised on the host to the layer's ``weights`` format), or
+        PackedWeights from prepack(..., that format)."""
         E, H, I = self.local_experts, self.hidden, self.intermediate
         dev = torch.device("cuda", torch.cuda.current_device())
         pw = []
@@ -298,9 +312,9 @@ class ExpertParallelMoE(torch.nn.Module):
                 if not isinstance(w, torch.Tensor) or tuple(w.shape) != shape:
                     _fail(ValueError, f"{name} must be [{shape[0]}, {shape[1]}, {shape[2]}], got "
                           f"{tuple(w.shape) if isinstance(w, torch.Tensor) else type(w).__name__}")
-                w = prepack(w, "w8a8", reference=reference, device=dev)
-            if w.format != "w8a8" or (w.experts, w.n, w.k) != shape:
-                _fail(ValueError, f"{name}: packed weights must be w8a8 {shape}, got {w.format} "
+                w = prepack(w, self.weights, reference=reference, device=dev)
+            if w.format != self.weights or (w.experts, w.n, w.k) != shape:
+                _fail(ValueError, f"{name}: packed weights must be {self.weights} {shape}, got {w.format} "
                       f"({w.experts}, {w.n}, {w.k})")
             pw.append(w)
         self.w1, self.w2 = pw
@@ -345,5 +359,5 @@ class ExpertParallelMoE(torch.nn.Module):
         out = torch.empty((T, self.hidden), dtype=torch.bfloat16, device=xq.device)
         op.forward(ids.data_ptr(), wts.data_ptr(), xq.data_ptr(), xs.data_ptr(), self.w1.b.data_ptr(),
                    self.w1.b_scales.data_ptr(), self.w2.b.data_ptr(), self.w2.b_scales.data_ptr(), out.data_ptr(),
-                   self.schedule, torch.cuda.current_stream(xq.device).cuda_stream)
+                   self.schedule, torch.cuda.current_stream(xq.device).cuda_stream, self.weights)
         return out

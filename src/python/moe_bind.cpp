@@ -52,16 +52,20 @@ using HostF32 = nb::ndarray<const float, nb::ndim<3>, nb::c_contig, nb::device::
 //   int4_lut_glu    the same on gate/up-interleaved rows (Linear-1 SwiGLU, per-token activations)
 //   mxfp4           MXFP4, register-operand layout (mxfp4_rs), fp32 block scales [E, k/128, n]
 //   mxfp4_glu       the same on gate/up-interleaved rows
-enum class Format { w8a8, int4_lut, int4_lut_glu, mxfp4, mxfp4_glu };
+// w4a8_int4 / w4a8_mxfp4: the row layout of the expert-parallel layers' W4A8 weights (packed 4-bit
+// [E, n, k/2]; INT4 fp32 group scales [E, k/128, n] or MXFP4 E8M0 exponents [E, k/32, n]).
+enum class Format { w8a8, int4_lut, int4_lut_glu, mxfp4, mxfp4_glu, w4a8_int4, w4a8_mxfp4 };
 
 Format format_from(const std::string& s) {
   if (s == "w8a8") return Format::w8a8;
+  if (s == "w4a8_int4") return Format::w4a8_int4;
+  if (s == "w4a8_mxfp4") return Format::w4a8_mxfp4;
   if (s == "int4_lut") return Format::int4_lut;
   if (s == "int4_lut_glu") return Format::int4_lut_glu;
   if (s == "mxfp4") return Format::mxfp4;
   if (s == "mxfp4_glu") return Format::mxfp4_glu;
   throw InvalidArgument("moe prepack: unknown weight format '" + s +
-                        "' (w8a8, int4_lut, int4_lut_glu, mxfp4, mxfp4_glu)");
+                        "' (w8a8, int4_lut, int4_lut_glu, mxfp4, mxfp4_glu, w4a8_int4, w4a8_mxfp4)");
 }
 
 // (B bytes, b_scales, zeroed MXFP4 sub-blocks, reference or an empty array)
@@ -96,6 +100,26 @@ std::tuple<nb::ndarray<>, nb::ndarray<>, long long, nb::ndarray<>> prepack(const
     }
     return {owned(std::move(b), {experts, n, k}), owned(std::move(s), {experts, n / 128, k / 128}), 0,
             owned(std::move(ref), {reference ? experts : 0, n, k})};
+  }
+  if (f == Format::w4a8_int4 || f == Format::w4a8_mxfp4) {
+    // Row layout: what ops::moe_layer_reference quantises, and its dequantisation as the reference.
+    const bool mx = f == Format::w4a8_mxfp4;
+    const size_t groups = k / (mx ? ops::kMxfp4Block : ops::kInt4Group);
+    std::vector<uint8_t> b(experts * per / 2);
+    std::vector<float> s(mx ? 0 : experts * groups * n);
+    std::vector<uint8_t> e8(mx ? experts * groups * n : 0);
+    for (size_t e = 0; e < experts; ++e) {
+      uint8_t* pk = b.data() + e * per / 2;
+      if (mx) {
+        ops::quantize_mxfp4(src + e * per, rows, cols, pk, e8.data() + e * groups * n);
+        if (reference) ops::dequantize_mxfp4_w4a8(pk, e8.data() + e * groups * n, rows, cols, ref.data() + e * per);
+      } else {
+        ops::quantize_int4_g128(src + e * per, rows, cols, pk, s.data() + e * groups * n);
+        if (reference) ops::dequantize_int4_g128(pk, s.data() + e * groups * n, rows, cols, ref.data() + e * per);
+      }
+    }
+    nb::ndarray<> scales = mx ? owned(std::move(e8), {experts, groups, n}) : owned(std::move(s), {experts, groups, n});
+    return {owned(std::move(b), {experts, n, k / 2}), scales, 0, owned(std::move(ref), {reference ? experts : 0, n, k})};
   }
   if (f == Format::int4_lut || f == Format::int4_lut_glu) {
     const size_t chunk = static_cast<size_t>(ops::prepacked_int4_lut_rs_bytes(rows, cols));
@@ -164,12 +188,14 @@ ops::MoeWeightLayout layout_of(Format f) {
     case Format::int4_lut_glu: return ops::MoeWeightLayout::int4_rs_lut_glu;
     case Format::mxfp4: return ops::MoeWeightLayout::mxfp4_rs;
     case Format::mxfp4_glu: return ops::MoeWeightLayout::mxfp4_rs_glu;
+    case Format::w4a8_int4:
+    case Format::w4a8_mxfp4: return ops::MoeWeightLayout::rows;
   }
   return ops::MoeWeightLayout::rows;
 }
 ops::MoeQuant quant_of(Format f) {
   if (f == Format::w8a8) return ops::MoeQuant::w8a8;
-  if (f == Format::mxfp4 || f == Format::mxfp4_glu) return ops::MoeQuant::w4a8_mxfp4;
+  if (f == Format::mxfp4 || f == Format::mxfp4_glu || f == Format::w4a8_mxfp4) return ops::MoeQuant::w4a8_mxfp4;
   return ops::MoeQuant::w4a8_int4;
 }
 
@@ -194,7 +220,9 @@ ops::MoeGemmArgs gemm_args(const std::string& format, const std::string& epilogu
   g.a = reinterpret_cast<const void*>(a);
   g.a_scales = reinterpret_cast<const float*>(a_scales);
   g.b = reinterpret_cast<const void*>(b);
-  g.b_scales = reinterpret_cast<const float*>(b_scales);
+  // The MXFP4 row layout's b_scales tensor holds its E8M0 exponents.
+  if (f == Format::w4a8_mxfp4) g.b_e8m0 = reinterpret_cast<const uint8_t*>(b_scales);
+  else g.b_scales = reinterpret_cast<const float*>(b_scales);
   g.counts = reinterpret_cast<const int*>(counts);
   g.offsets = reinterpret_cast<const int*>(offsets);
   g.out = reinterpret_cast<void*>(out);

@@ -99,8 +99,9 @@ PyUlysses* ulysses_create(PyTeam& team, int dtype, int batch, int seq_len, int h
 #endif
 
 #if XSTAGE_PY_HAVE_MOE
-// The expert-parallel MoE layer of one rank (W8A8): "unfused" (ops::EpMoeLayer, five kernels) or
-// "mega" (ops::MegaMoeLayer, one persistent kernel; schedule expert-wave or interleaved).
+// The expert-parallel MoE layer of one rank (W8A8, or W4A8 in the row layout: w4a8_int4,
+// w4a8_mxfp4): "unfused" (ops::EpMoeLayer, five kernels) or "mega" (ops::MegaMoeLayer, one
+// persistent kernel; schedule expert-wave or interleaved).
 struct PyEpMoe {
   explicit PyEpMoe(PyTeam& t) : use(t) {}
   TeamUse use;  // first member: released after the layers
@@ -139,17 +140,27 @@ PyEpMoe* ep_moe_create(PyTeam& team, int hidden, int intermediate, int experts, 
 
 void ep_moe_forward(PyEpMoe& u, uintptr_t topk_experts, uintptr_t topk_weights, uintptr_t x, uintptr_t x_scales,
                     uintptr_t w1, uintptr_t w1_scales, uintptr_t w2, uintptr_t w2_scales, uintptr_t out,
-                    const std::string& schedule, uintptr_t stream) {
+                    const std::string& schedule, uintptr_t stream, const std::string& weights) {
   ops::EpMoeRankInputs in;
+  // w*_scales: W8A8 block scales, INT4 group scales, or (w4a8_mxfp4) the E8M0 exponents.
+  if (weights == "w8a8") in.quant = ops::MoeQuant::w8a8;
+  else if (weights == "w4a8_int4") in.quant = ops::MoeQuant::w4a8_int4;
+  else if (weights == "w4a8_mxfp4") in.quant = ops::MoeQuant::w4a8_mxfp4;
+  else throw InvalidArgument("ep moe: weights '" + weights + "' (w8a8, w4a8_int4 or w4a8_mxfp4)");
+  const bool e8m0 = in.quant == ops::MoeQuant::w4a8_mxfp4;
   in.topk_experts = reinterpret_cast<const int32_t*>(topk_experts);
   in.topk_weights = reinterpret_cast<const float*>(topk_weights);
   in.x = reinterpret_cast<const void*>(x);
   in.x_scales = reinterpret_cast<const float*>(x_scales);
-  in.quant = ops::MoeQuant::w8a8;
   in.w1 = reinterpret_cast<const void*>(w1);
-  in.w1_scales = reinterpret_cast<const float*>(w1_scales);
   in.w2 = reinterpret_cast<const void*>(w2);
-  in.w2_scales = reinterpret_cast<const float*>(w2_scales);
+  if (e8m0) {
+    in.w1_e8m0 = reinterpret_cast<const uint8_t*>(w1_scales);
+    in.w2_e8m0 = reinterpret_cast<const uint8_t*>(w2_scales);
+  } else {
+    in.w1_scales = reinterpret_cast<const float*>(w1_scales);
+    in.w2_scales = reinterpret_cast<const float*>(w2_scales);
+  }
   in.out = reinterpret_cast<void*>(out);
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   if (u.unfused) {
@@ -234,14 +245,15 @@ void bind_team(nb::module_& m) {
 #endif
 #if XSTAGE_PY_HAVE_MOE
   m.attr("has_ep_moe") = true;
-  nb::class_<PyEpMoe>(m, "EpMoeOp", "The expert-parallel MoE layer of one rank, W8A8 (its team must outlive it).")
+  nb::class_<PyEpMoe>(m, "EpMoeOp",
+                      "The expert-parallel MoE layer of one rank, W8A8 or W4A8 (its team must outlive it).")
       .def(nb::new_(&ep_moe_create), nb::arg("team"), nb::arg("hidden"), nb::arg("intermediate"),
            nb::arg("experts"), nb::arg("top_k"), nb::arg("tokens"), nb::arg("kind"), nb::arg("params_json"),
            nb::arg("ctas") = 0, nb::keep_alive<1, 2>(),
            "Collective: every rank constructs it with the same configuration (tokens per rank).")
       .def("forward", &ep_moe_forward, nb::arg("topk_experts"), nb::arg("topk_weights"), nb::arg("x"),
            nb::arg("x_scales"), nb::arg("w1"), nb::arg("w1_scales"), nb::arg("w2"), nb::arg("w2_scales"),
-           nb::arg("out"), nb::arg("schedule"), nb::arg("stream"),
+           nb::arg("out"), nb::arg("schedule"), nb::arg("stream"), nb::arg("weights") = "w8a8",
            "One call on raw device pointers (every rank the same calls in the same order), asynchronous.");
 #else
   m.attr("has_ep_moe") = false;

@@ -103,9 +103,11 @@ def _ep_reference(x, ids, wts, w1_ref, w2_ref, I):
     return out
 
 
-@pytest.mark.parametrize("kind,schedule", [("unfused", "interleaved"), ("mega", "interleaved"),
-                                           ("mega", "expert-wave"), ("mega", "auto")])
-def test_expert_parallel_layer_on_one_rank(tmp_path, kind, schedule):
+@pytest.mark.parametrize("kind,schedule,weights", [
+    ("unfused", "interleaved", "w8a8"), ("mega", "interleaved", "w8a8"), ("mega", "expert-wave", "w8a8"),
+    ("mega", "auto", "w8a8"), ("unfused", "interleaved", "w4a8_int4"), ("mega", "interleaved", "w4a8_int4"),
+    ("unfused", "interleaved", "w4a8_mxfp4"), ("mega", "expert-wave", "w4a8_mxfp4")])
+def test_expert_parallel_layer_on_one_rank(tmp_path, kind, schedule, weights):
     import torch.distributed as dist
 
     from xstage import _ext, team
@@ -116,7 +118,8 @@ def test_expert_parallel_layer_on_one_rank(tmp_path, kind, schedule):
     try:
         torch.manual_seed(3)
         E, H, I, k, T = 8, 256, 256, 2, 96
-        layer = moe.ExpertParallelMoE(hidden=H, intermediate=I, experts=E, top_k=k, kind=kind, schedule=schedule)
+        layer = moe.ExpertParallelMoE(hidden=H, intermediate=I, experts=E, top_k=k, kind=kind, schedule=schedule,
+                                      weights=weights)
         layer.load_weights(torch.randn(E, 2 * I, H) * 0.05, torch.randn(E, H, I) * 0.05, reference=True)
         x = torch.randn(T, H, device="cuda")
         ids = torch.stack([torch.randperm(E, device="cuda")[:k] for _ in range(T)]).to(torch.int32)

@@ -36,6 +36,45 @@ def test_prepack_formats(fmt):
         assert p.b_scales.shape == (3, 2, 256)
 
 
+def _nibbles(b):
+    """Packed 4-bit codes [E, n, k/2] -> [E, n, k] (element 2i in the low nibble, as the kernels read)."""
+    lo, hi = (b & 0x0F).to(torch.int32), (b >> 4).to(torch.int32)
+    return torch.stack((lo, hi), dim=-1).flatten(-2)
+
+
+@needs_ext
+@pytest.mark.parametrize("fmt", ["w4a8_int4", "w4a8_mxfp4"])
+def test_prepack_row_layout_w4a8(fmt):
+    """The expert-parallel layer's W4A8 formats: shapes, and the reference (the weights the
+    kernels compute with, ops::dequantize_*) equals decoding the packed bytes here in torch."""
+    torch.manual_seed(1)
+    E, n, k = 2, 256, 384
+    # Rows of different magnitude, so the per-row scales matter.
+    w = torch.randn(E, n, k) * torch.logspace(-2, 1, n).view(1, n, 1)
+    p = moe.prepack(w, fmt, reference=True)
+    assert p.format == fmt and (p.experts, p.n, p.k) == (E, n, k)
+    assert p.b.dtype == torch.uint8 and tuple(p.b.shape) == (E, n, k // 2)
+    codes = _nibbles(p.b)
+    if fmt == "w4a8_int4":
+        assert p.b_scales.dtype == torch.float32 and tuple(p.b_scales.shape) == (E, k // 128, n)
+        q = torch.where(codes >= 8, codes - 16, codes).float()            # two's complement nibbles
+        s = p.b_scales.transpose(1, 2).repeat_interleave(128, dim=2)      # [E, n, k]
+        assert int(q.abs().max()) <= 7                                    # symmetric INT4
+        dec = q * s
+    else:
+        assert p.b_scales.dtype == torch.uint8 and tuple(p.b_scales.shape) == (E, k // 32, n)
+        e2m1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+        mag = e2m1[codes & 7]
+        val = torch.where(codes >= 8, -mag, mag)
+        s = torch.exp2(p.b_scales.float() - 127).transpose(1, 2).repeat_interleave(32, dim=2)
+        dec = val * s
+    # ops::dequantize_mxfp4_w4a8 flushes sub-blocks more than 14 binades below the row's largest:
+    # none here (rows span 3 decades), so the decoding is exact.
+    assert torch.equal(dec, p.reference), (dec - p.reference).abs().max()
+    rel = (p.reference - w).norm() / w.norm()
+    assert rel < {"w4a8_int4": 0.15, "w4a8_mxfp4": 0.2}[fmt], rel
+
+
 @needs_ext
 def test_prepack_bad_inputs():
     with pytest.raises(ValueError):
@@ -107,3 +146,13 @@ def test_expert_parallel_needs_a_group_or_the_binding():
     with pytest.raises((NotImplementedError, ValueError)) as e:
         moe.ExpertParallelMoE(None, hidden=256, intermediate=256, experts=8, top_k=2)
     assert "\n" not in str(e.value)
+
+
+@needs_ext
+def test_expert_parallel_refuses_an_unknown_weight_format():
+    from xstage import _ext
+
+    if not getattr(_ext.load(), "has_ep_moe", False):
+        pytest.skip("the extension has no EP MoE binding")
+    with pytest.raises(ValueError, match="weights 'int4_lut'"):
+        moe.ExpertParallelMoE(None, hidden=256, intermediate=256, experts=8, top_k=2, weights="int4_lut")
