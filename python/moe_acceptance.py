@@ -2,7 +2,7 @@
 """Issue 37's bars, read from python/compare_moe.py's --json output (xstage.compare.moe.v1) of a
 one-GPU run (scripts/moe-acceptance):
 
-    python3 python/moe_acceptance.py COMPARE_JSON [--models-json bench/moe-models.json]
+    python3 python/moe_acceptance.py COMPARE_JSON [--gpu-tests-log LOG] [--models-json bench/moe-models.json]
 
 One line per bar, each `met` or `NOT met` with its count:
   1. the better fused order >= the unfused layer in every configuration, per weight format;
@@ -10,6 +10,8 @@ One line per bar, each `met` or `NOT met` with its count:
      DSv4-Flash at 8192 tokens with W8A8 weights, per routing (the better fused order);
   3. per W4A8 format, fused >= 0.9 x the same configuration's W8A8 fused;
   4. the better fused order faster than the PyTorch path in every configuration;
+  5. with --gpu-tests-log (scripts/moe-acceptance --part tests): the correctness tests passed,
+     none failed or skipped (gtest's summary lines of that log);
 and how many configurations each bar saw against the study's 7 models x 3 token counts x 2
 routings per weight format (a missing configuration leaves its bar NOT met). A configuration
 whose cells failed their checks never counts as meeting a bar (compare_moe.py's rule). The "85 %
@@ -32,8 +34,21 @@ def best_fused(r):
     return min(f) if f else None
 
 
-def report(doc, shapes):
-    """(lines, all_met)."""
+def gtest_counts(text):
+    """(passed, failed, skipped) from gtest's summary lines ('[  PASSED  ] 12 tests.'); a log
+    without a PASSED line (a crash or a hang) counts as one failure."""
+    import re
+    got = {}
+    for kind in ("PASSED", "FAILED", "SKIPPED"):
+        m = re.search(r"^\[\s+" + kind + r"\s+\]\s+(\d+) tests?", text, re.M)
+        got[kind] = int(m.group(1)) if m else 0
+    if not re.search(r"^\[\s+PASSED\s+\]", text, re.M):
+        got["FAILED"] = max(got["FAILED"], 1)
+    return got["PASSED"], got["FAILED"], got["SKIPPED"]
+
+
+def report(doc, shapes, tests_log=None):
+    """(lines, all_met). tests_log: the text of the GPU tests' log, or None (not in this run)."""
     rows, s = doc.get("rows", []), doc.get("summary", {})
     lines, met = [], True
 
@@ -81,6 +96,13 @@ def report(doc, shapes):
         n, k = t.get("compared_best", 0), t.get("best_faster", 0)
         want = STUDY_CONFIGS * max(1, len(fu))
         bar(k == n and n >= want, f"faster than the PyTorch path: {k}/{n} (configurations: {want})")
+
+    if tests_log is None:
+        bar(False, "correctness tests (P = 1, virtual P = 2, 4, 8): no GPU tests log in this run")
+    else:
+        p, f, sk = gtest_counts(tests_log)
+        bar(p > 0 and f == 0 and sk == 0,
+            f"correctness tests (P = 1, virtual P = 2, 4, 8): {p} passed, {f} failed, {sk} skipped")
     return lines, met
 
 
@@ -88,18 +110,23 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="moe_acceptance.py", description=__doc__.split("\n")[0])
     ap.add_argument("compare_json")
     ap.add_argument("--models-json", default=moe_models.PATH)
+    ap.add_argument("--gpu-tests-log", help="the log of the Mega-MoE / EP layer GPU tests (moe-acceptance --part tests)")
     args = ap.parse_args(argv)
     try:
         with open(args.compare_json, encoding="utf-8") as f:
             doc = json.load(f)
         shapes = {r["name"]: r for r in moe_models.shapes(args.models_json)}
+        tests_log = None
+        if args.gpu_tests_log:
+            with open(args.gpu_tests_log, encoding="utf-8", errors="replace") as f:
+                tests_log = f.read()
     except (OSError, ValueError) as e:
         print(f"{TOOL}: {e}", file=sys.stderr)
         return 2
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         print(f"{TOOL}: {args.compare_json}: not a {SCHEMA} file", file=sys.stderr)
         return 2
-    lines, met = report(doc, shapes)
+    lines, met = report(doc, shapes, tests_log)
     print(f"# issue 37 acceptance (one GPU, world {doc.get('world')}, commit {doc.get('xstage_commit')})")
     for line in lines:
         print(line)

@@ -52,8 +52,25 @@ expect 1 "met      fused >= unfused, w4a8-int4: 42/42 (study: 42)" -- $A --part 
 expect 0 "NOT met  faster than the PyTorch path: no torch file" -- cat "$tmp/a/acceptance.txt"
 expect 0 "met      w4a8-mxfp4 fused >= 0.9 x W8A8 fused: 42/42" -- cat "$tmp/a/acceptance.txt"
 expect 0 "met      DSv4-Flash 8192 w8a8 skewed" -- cat "$tmp/a/acceptance.txt"
-# With the PyTorch path (torch.json: w8a8 and w4a8 rows, 200 us) every bar is met: exit 0; the
-# W4A8 formats are compared with torch's w4a8 rows (126 configurations).
+# The tests part: a stand-in test binary that passes (and one that fails, one that hangs).
+mkdir -p "$tmp/bin/tests"
+printf '#!/bin/sh\necho "[==========] 3 tests ran."\necho "[  PASSED  ] 3 tests."\n' > "$tmp/bin/tests/xstage_gpu_tests"
+chmod +x "$tmp/bin/tests/xstage_gpu_tests"
+expect 0 "PASSED" -- $A --part tests "$tmp/a"
+expect 0 "met      correctness tests (P = 1, virtual P = 2, 4, 8): 3 passed, 0 failed, 0 skipped" -- \
+  sh -c "$A --part table $tmp/a; cat $tmp/a/acceptance.txt"  # torch missing: exit 1, text checked
+mkdir -p "$tmp/fb/tests"
+printf '#!/bin/sh\necho "[  PASSED  ] 2 tests."\necho "[  FAILED  ] 1 test, listed below:"\nexit 1\n' > "$tmp/fb/tests/xstage_gpu_tests"
+chmod +x "$tmp/fb/tests/xstage_gpu_tests"
+expect 1 "GPU tests exit 1" -- scripts/moe-acceptance --bin "$tmp/fb" --part tests "$tmp/t1"
+cp "$tmp/a"/xs-*.json "$tmp/t1/"
+expect 1 "NOT met  correctness tests (P = 1, virtual P = 2, 4, 8): 2 passed, 1 failed, 0 skipped" -- \
+  sh -c "$A --part table $tmp/t1; r=\$?; cat $tmp/t1/acceptance.txt; exit \$r"
+printf '#!/bin/sh\nsleep 30\n' > "$tmp/fb/tests/xstage_gpu_tests"
+expect 1 "ran past --test-timeout 1 s" -- \
+  sh -c "scripts/moe-acceptance --bin $tmp/fb --part tests --test-timeout 1 $tmp/t2; r=\$?; cat $tmp/t2/gpu-tests.log; exit \$r"
+# With the PyTorch path (torch.json: w8a8 and w4a8 rows, 200 us) and the tests every bar is met:
+# exit 0; the W4A8 formats are compared with torch's w4a8 rows (126 configurations).
 python3 - "$tmp/a/torch.json" <<'T'
 import json, sys
 sys.path.insert(0, "python")
