@@ -1,7 +1,8 @@
 // The Mega-MoE persistent kernel on 2 GPUs (include/xstage/ops/mega_moe.hpp), both tile
 // orders, against the host reference of the whole layer: balanced and skewed routing, uneven
 // and empty experts, a hidden size that leaves half-width Linear-2 tiles (1408), many waves,
-// two calls per layer (parity-buffered scratch, monotonic counters); the span recording and the
+// two calls per layer (parity-buffered scratch, monotonic counters; also with the other tile
+// configuration in the second call); the span recording and the
 // local-store control; a bad expert id and a rank that never calls end in clear errors. Every
 // W8A8 case runs with both tile configurations (xstage/mega_tile.hpp: 64 x 256 and 128 x 256);
 // W4A8 weights (INT4, MXFP4) with the 64 x 256 tile, their only one.
@@ -42,6 +43,23 @@ LayerFactory mega(moe::MoeSchedule which, moe::MegaTile tile, int ctas = 0, bool
   };
 }
 
+// One layer whose calls alternate between the two tile configurations, starting with `first`:
+// the layer's scratch and counters (parity halves, the rows flag, with the overlapped dispatch the
+// per-expert arrival counters) must stay consistent whichever kernel ran the call before.
+LayerFactory mega_alternating(moe::MoeSchedule which, moe::MegaTile first) {
+  return [which, first](Team& t, const ops::EpMoeConfig& cfg) {
+    auto layer = std::make_shared<ops::MegaMoeLayer>(t, cfg, preset(), 7.0, 0);
+    auto calls = std::make_shared<std::vector<int>>(t.local_count(), 0);  // per rank: one thread each
+    return LayerForward([layer, calls, which, first](int i, const ops::EpMoeRankInputs& d, cudaStream_t s) {
+      ops::MegaMoeOptions opt;
+      opt.schedule = which;
+      const bool other = ((*calls)[i]++ & 1) != 0;
+      opt.tile = other ? (first == moe::MegaTile::m64n256 ? moe::MegaTile::m128n256 : moe::MegaTile::m64n256) : first;
+      layer->forward(i, d, s, opt);
+    });
+  };
+}
+
 std::string name(moe::MoeSchedule s, moe::MegaTile tile) {
   return std::string(s == moe::MoeSchedule::expert_wave ? "mega expert-wave " : "mega interleaved ") +
          moe::mega_tile_name(tile);
@@ -79,6 +97,9 @@ TEST_P(MegaMoeRanks, MatchesTheHostReferenceOfTheLayer) {
                 mega(which, tile, 0, false));
     check_layer(*team, moe::ModelShape{"small", 256, 384, 2 * P, 2, 0, 0}, 24, moe::RoutingKind::balanced, 17,
                 n + " empty ranks", mega(which, tile), ops::MoeQuant::w8a8, route_to_first_half);
+    // The second call runs the other tile configuration on the same layer.
+    check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 40, moe::RoutingKind::skewed, 18,
+                n + " then the other tile", mega_alternating(which, tile));
   }
 }
 
@@ -113,6 +134,8 @@ TEST(MegaMoe, OneGpuMatchesTheHostReferenceOfTheLayer) {
       // else the block's Linear-2 tiles wait until the timeout).
       check_layer(*team, moe::ModelShape{"hot", 512, 256, 8, 1, 0, 0}, 300, moe::RoutingKind::balanced, 25, n + " one expert",
                   mega(which, tile), ops::MoeQuant::w8a8, route_all_to_expert0);
+      check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 300, moe::RoutingKind::skewed, 26,
+                  n + " then the other tile", mega_alternating(which, tile));
     }
 }
 
