@@ -484,12 +484,13 @@ void attention_forward(const AttentionArgs& a, cudaStream_t stream) {
   if (splits_tail(e) && a.tail_split) {
     // The long-key and split kernels may split tiles along the keys (kernels/attention/tile_scheduler.cuh):
     // workspace for as many parts as the launch has CTA slots (one per SM, or num_ctas).
-    const SplitWorkspace w = split_workspace_for(stream, launch_slots(a));
+    const int slots = launch_slots(a);
+    const SplitWorkspace w = split_workspace_for(stream, slots);
     p.split_workspace = w.parts;
     p.split_capacity = w.capacity;
 #if XSTAGE_ATTN_CAUSAL_SPLIT
     if (e.causal) {  // the causal split tile cuts by the host's plan
-      const DeviceSplitPlan d = causal_split_plan_for(a, e.info().tile, launch_slots(a), w.capacity);
+      const DeviceSplitPlan d = causal_split_plan_for(a, e.info().tile, slots, w.capacity);
       p.causal_split_items = d.items;
       p.causal_split_item_count = d.item_count;
       p.causal_split_tiles = d.tiles;
