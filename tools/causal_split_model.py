@@ -2,8 +2,7 @@
 """What a causal key split could gain, by the launch-length model of causal_rows128_wins
 (docs/attention.md "Short sequences": a CTA's time ~ its visible key blocks + 1 per work item),
 before anyone builds it (issue 38: causal d = 64 at S = 2048 with 8 heads is the shape where
-every CTA holds one tile and the call lasts as long as the longest). A model, not a measurement;
-the same rule as the launch's planner, include/xstage/attention_causal_split.hpp (CPU-tested).
+every CTA holds one tile and the call lasts as long as the longest). A model, not a measurement.
 
     python3 tools/causal_split_model.py [--seqs 2048,4096,8192] [--heads 8,16,24,40]
         [--block-m 128] [--block-n 128] [--slots 132] [--min-part 4] [--max-parts 4]

@@ -34,11 +34,6 @@
 #include "xstage/error.hpp"
 #include "xstage/ops/attention.hpp"
 
-
-// The causal key split's tile (build option; CMakeLists.txt sets it for the CLI).
-#ifndef XSTAGE_ATTN_CAUSAL_SPLIT
-#define XSTAGE_ATTN_CAUSAL_SPLIT 0
-#endif
 namespace xstage::cli {
 namespace {
 
@@ -78,8 +73,7 @@ ops::AttentionTilePolicy tile_policy(const BenchFlags& fl) {
     return ops::AttentionTilePolicy::rows128;
   }
   if (fl.tile == "split") {
-    if (fl.causal && !XSTAGE_ATTN_CAUSAL_SPLIT)
-      throw InvalidArgument("bench attention: --tile split is a non-causal tile (causal: a build with XSTAGE_ATTN_CAUSAL_SPLIT)");
+    if (fl.causal) throw InvalidArgument("bench attention: --tile split is a non-causal tile");
     return ops::AttentionTilePolicy::split;
   }
   if (fl.tile == "long-kv") {
@@ -485,11 +479,9 @@ void add_attention_bench_command(CLI::App& app) {
                   "auto: the 128x192 register-store tile for d=128 non-causal from 8192 keys, else the staged "
                   "tile (d=64 non-causal: the 128-row tile where its waves fill the GPU better); staged: always the "
                   "staged tile (what the Ulysses kernels use); rows128: the 128-row d=64 tile; split: "
-                  "d=64/128, a 128-row mainloop whose tiles split along the keys when the last wave or the "
-                  "whole launch is short of a wave (auto picks it for non-causal launches short of a wave; docs/attention.md "
-                  "§Short sequences; causal d=64: the 128-row tile where the busiest CTA finishes first with it; "
-                  "causal calls only in a build with XSTAGE_ATTN_CAUSAL_SPLIT: the longest tiles cut by a host plan, "
-                  "§Causal key split); long-kv: "
+                  "non-causal d=64/128, a 128-row mainloop whose tiles split along the keys when the last wave or the "
+                  "whole launch is short of a wave (auto picks it for launches short of a wave; docs/attention.md "
+                  "§Short sequences; causal d=64: the 128-row tile where the busiest CTA finishes first with it); long-kv: "
                   "the 128x192 register-store tile at any key count (d=128 non-causal)")
       ->capture_default_str();
   cmd->add_flag("--no-key-split", fl->no_key_split,

@@ -18,11 +18,6 @@
 #include "xstage/error.hpp"
 #include "xstage/ops/attention.hpp"
 
-// The causal key split's entries (build option; CMakeLists.txt sets it for this file).
-#ifndef XSTAGE_ATTN_CAUSAL_SPLIT
-#define XSTAGE_ATTN_CAUSAL_SPLIT 0
-#endif
-
 namespace xstage::ops {
 
 namespace ka = kernels::attention;
@@ -137,17 +132,6 @@ const Entry kEntries[] = {
      ka::attention_fwd_bf16_d64_split_info},
     {AttentionDType::fp16, 64, false, EntryTile::split, "fp16_d64_noncausal_split", ka::attention_fwd_fp16_d64_noncausal_split,
      ka::attention_fwd_fp16_d64_split_info},
-#if XSTAGE_ATTN_CAUSAL_SPLIT
-    // The causal key split (tile policy split with a causal call; xstage/attention_causal_split.hpp).
-    {AttentionDType::bf16, 64, true, EntryTile::split, "bf16_d64_causal_split", ka::attention_fwd_bf16_d64_causal_split,
-     ka::attention_fwd_bf16_d64_causal_split_info},
-    {AttentionDType::fp16, 64, true, EntryTile::split, "fp16_d64_causal_split", ka::attention_fwd_fp16_d64_causal_split,
-     ka::attention_fwd_fp16_d64_causal_split_info},
-    {AttentionDType::bf16, 128, true, EntryTile::split, "bf16_d128_causal_split", ka::attention_fwd_bf16_d128_causal_split,
-     ka::attention_fwd_bf16_d128_causal_split_info},
-    {AttentionDType::fp16, 128, true, EntryTile::split, "fp16_d128_causal_split", ka::attention_fwd_fp16_d128_causal_split,
-     ka::attention_fwd_fp16_d128_causal_split_info},
-#endif
 };
 
 // The entry of this configuration and tile; InvalidArgument (one line) where none ships.
@@ -161,8 +145,7 @@ const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal, EntryTi
   if (tile == EntryTile::rows128)
     throw InvalidArgument(fmt::format("attention: tile policy rows128 is a d = 64 tile; head dim is {}", head_dim));
   if (tile == EntryTile::split)
-    throw InvalidArgument(fmt::format("attention: tile policy split is a d = 64 or 128 tile{}; got head dim {}{}",
-                                      XSTAGE_ATTN_CAUSAL_SPLIT ? "" : ", non-causal (causal: a build with XSTAGE_ATTN_CAUSAL_SPLIT)",
+    throw InvalidArgument(fmt::format("attention: tile policy split is a non-causal tile (d = 64 or 128); got head dim {}{}",
                                       head_dim, causal ? ", causal" : ""));
   if (tile == EntryTile::long_kv)
     throw InvalidArgument(fmt::format("attention: tile policy long_kv is the non-causal d = 128 tile; got head dim {}{}",
@@ -435,47 +418,6 @@ void reserve_split_workspace(const AttentionArgs& a, cudaStream_t stream) {
   if (a.tail_split && splits_tail(entry_for_call(a))) split_workspace_for(stream, launch_slots(a));
 }
 
-namespace {
-#if XSTAGE_ATTN_CAUSAL_SPLIT
-// The causal key split's plan (xstage/attention_causal_split.hpp) in device memory, per device,
-// shape, CTA slots and workspace capacity: planned and uploaded by the first call of a shape
-// (synchronously, so not inside a CUDA graph capture) and kept for the process. Null tables:
-// the plan cuts nothing and the launch runs whole tiles.
-struct DeviceSplitPlan {
-  const causal::SplitItem* items = nullptr;
-  int item_count = 0;
-  const causal::SplitTile* tiles = nullptr;
-  int tile_count = 0;
-  int grid = 0;
-};
-DeviceSplitPlan causal_split_plan_for(const AttentionArgs& a, const ka::TileConfig& tile, int slots, int capacity) {
-  int dev = 0;
-  XS_CUDA(cudaGetDevice(&dev), "attention: causal split plan");
-  static ShapeCache<std::tuple<int, int, int, int, int, int, int, int>, DeviceSplitPlan> cache;
-  const int offset = causal_key_offset(a), pairs = a.heads * a.batch;
-  return cache.get({dev, a.q_len, a.kv_len, offset, pairs, slots, capacity, tile.block_m}, [&] {
-    const causal::TileShape t{a.q_len, a.kv_len, tile.block_m, tile.block_n, offset};
-    const causal::SplitPlan plan = causal::plan_causal_split(t, pairs, slots, capacity);
-    DeviceSplitPlan d;
-    if (plan.parts == 0) return d;
-    void* items = nullptr;
-    void* tiles = nullptr;
-    const size_t ib = sizeof(causal::SplitItem) * plan.items.size(), tb = sizeof(causal::SplitTile) * plan.tiles.size();
-    XS_CUDA(cudaMalloc(&items, ib), "attention: causal split plan");
-    XS_CUDA(cudaMalloc(&tiles, tb), "attention: causal split plan");
-    XS_CUDA(cudaMemcpy(items, plan.items.data(), ib, cudaMemcpyHostToDevice), "attention: causal split plan");
-    XS_CUDA(cudaMemcpy(tiles, plan.tiles.data(), tb, cudaMemcpyHostToDevice), "attention: causal split plan");
-    d.items = static_cast<const causal::SplitItem*>(items);
-    d.item_count = static_cast<int>(plan.items.size());
-    d.tiles = static_cast<const causal::SplitTile*>(tiles);
-    d.tile_count = static_cast<int>(plan.tiles.size());
-    d.grid = plan.grid;
-    return d;
-  });
-}
-#endif
-}  // namespace
-
 void attention_forward(const AttentionArgs& a, cudaStream_t stream) {
   validate(a);
   const Entry& e = entry_for_call(a);
@@ -484,20 +426,9 @@ void attention_forward(const AttentionArgs& a, cudaStream_t stream) {
   if (splits_tail(e) && a.tail_split) {
     // The long-key and split kernels may split tiles along the keys (kernels/attention/tile_scheduler.cuh):
     // workspace for as many parts as the launch has CTA slots (one per SM, or num_ctas).
-    const int slots = launch_slots(a);
-    const SplitWorkspace w = split_workspace_for(stream, slots);
+    const SplitWorkspace w = split_workspace_for(stream, launch_slots(a));
     p.split_workspace = w.parts;
     p.split_capacity = w.capacity;
-#if XSTAGE_ATTN_CAUSAL_SPLIT
-    if (e.causal) {  // the causal split tile cuts by the host's plan
-      const DeviceSplitPlan d = causal_split_plan_for(a, e.info().tile, slots, w.capacity);
-      p.causal_split_items = d.items;
-      p.causal_split_item_count = d.item_count;
-      p.causal_split_tiles = d.tiles;
-      p.causal_split_tile_count = d.tile_count;
-      p.causal_split_grid = d.grid;
-    }
-#endif
   }
   const cudaError_t err = e.launch(p, stream);
   if (err != cudaSuccess)

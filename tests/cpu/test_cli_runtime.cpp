@@ -194,13 +194,11 @@ TEST(Cli, BenchUlyssesRefusesBadPointsBeforeTouchingAGpu) {
 
 #ifdef XSTAGE_HAVE_ATTENTION
 TEST(Cli, BenchAttentionRefusesBadFlagsBeforeTouchingAGpu) {
-#if !XSTAGE_ATTN_CAUSAL_SPLIT  // with the causal key split built, --tile split takes causal calls
-  expect_refusals("bench attention", {{"--tile split -d 128 --causal", "--tile split is a non-causal tile"}});
-#endif
   expect_refusals("bench attention", {{"--tile wide", "--tile must be auto, staged, rows128, split or long-kv"},
                                       {"--tile long-kv -d 64", "--tile long-kv is a d = 128 tile"},
                                       {"--tile long-kv -d 128 --causal", "--tile long-kv is a non-causal tile"},
                                       {"--tile rows128 -d 64,128", "--tile rows128 is a d = 64 tile"},
+                                      {"--tile split -d 128 --causal", "--tile split is a non-causal tile"},
                                       {"--causal --causal-order lpt", "must be head-major, longest-first or grouped"},
                                       {"--iters 5", "must be >= 20"},
                                       {"--dtype fp8", "bf16 or fp16"},

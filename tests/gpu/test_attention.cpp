@@ -256,27 +256,6 @@ void causal_cases(std::vector<Case>& v) {
   add("br_packed_qkv_fp16_d64", fp, 64, 2, 3, 1000, 1000, br, heads, 0, 0.f, 1.f, Layout::packed_qkv);
   add("br_q500_kv1333_fp16_d64_rows128_lpt", fp, 64, 2, 3, 500, 1333, br, lpt, 0, 0.f, 1.f, dense, rows128);
   add("br_q500_kv1333_bf16_d64_rows128_ctas5", bf, 64, 1, 3, 500, 1333, br, heads, 5, 0.f, 1.f, dense, rows128);
-#if XSTAGE_ATTN_CAUSAL_SPLIT
-  // The causal key split (tile policy split with causal calls; xstage/attention_causal_split.hpp):
-  // the launch where every CTA holds one tile (S = 2048, 8 heads: 40 tiles in 2 parts) in both
-  // dtypes and head dims, peaked scores (the merge's weights), bottom-right q < kv and top-left
-  // q > kv (rows past kv_len see every key), few CTAs (many items per CTA), batch 2, packed QKV,
-  // and the same launch with the split off (whole tiles through the split kernel).
-  {
-    const auto split = ops::AttentionTilePolicy::split;
-    add("csplit_s2048_h8_bf16_d64", bf, 64, 1, 8, 2048, 2048, tl, lpt, 0, 0.f, 1.f, dense, split);
-    add("csplit_s2048_h8_fp16_d128", fp, 128, 1, 8, 2048, 2048, tl, lpt, 0, 0.f, 1.f, dense, split);
-    add("csplit_peaked_bf16_d128_s2048_h8", bf, 128, 1, 8, 2048, 2048, tl, lpt, 0, 1.0f, 2.5f, dense, split);
-    add("csplit_br_q1000_kv3000_fp16_d64_h4", fp, 64, 1, 4, 1000, 3000, br, lpt, 0, 0.f, 1.f, dense, split);
-    add("csplit_tl_q3000_kv1000_bf16_d64_b2h2", bf, 64, 2, 2, 3000, 1000, tl, lpt, 0, 0.f, 1.f, dense, split);
-    add("csplit_ctas7_fp16_d128_s1777_h3", fp, 128, 1, 3, 1777, 1777, tl, lpt, 7, 0.f, 1.f, dense, split);
-    add("csplit_packed_qkv_bf16_d64_s1500_b2h3", bf, 64, 2, 3, 1500, 1500, tl, lpt, 0, 0.f, 1.f, Layout::packed_qkv,
-        split);
-    Case off{"csplit_off_bf16_d64_s2048_h8", bf, 64, true, 1, 8, 2048, 2048, dense, 0.f, 1.f, 0, split, false};
-    off.order = lpt;
-    v.push_back(off);
-  }
-#endif
   // The automatic policy's causal 128-row choice (S = 2048 with 8 heads on a full H200: 128-row
   // tiles by the busiest-CTA model, kernels/attention/launch.hpp causal_rows128_wins).
   add("auto_s2048_bf16_d64_causal_h8_grouped", bf, 64, 1, 8, 2048, 2048, tl, causal::TileOrder::grouped);

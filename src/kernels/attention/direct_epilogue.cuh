@@ -67,9 +67,8 @@ struct DirectStoreEpilogueTo {
   static constexpr bool kHasServiceThread = HasService<Destination>;
   static_assert(!kHasServiceThread || Destination::kNeedsTileStoredHook, "the service thread needs slice hand-overs");
   // The workspace layout below: 2 consumer warp groups of 64 rows (block_m = 128), d <= 128
-  // (split_workspace_floats sizes parts for d = 128; d = 64 parts are half as large). Causal
-  // kernels split by the host's plan (the causal key split, tile_scheduler.cuh).
-  static constexpr bool kTailSplit = kLocal && (kHeadDim == 128 || kHeadDim == 64) && kBlockM == 128;
+  // (split_workspace_floats sizes parts for d = 128; d = 64 parts are half as large).
+  static constexpr bool kTailSplit = kLocal && (kHeadDim == 128 || kHeadDim == 64) && kBlockM == 128 && !T::kCausal;
   static int host_split_capacity(Params const& ep) { return ep.capacity; }
   // Handshake words (kHasServiceThread): [0] receivers ready, [1 + wg] slices handed over.
   __device__ static uint32_t* word(Element* smem, int i) { return reinterpret_cast<uint32_t*>(smem) + i; }

@@ -46,10 +46,6 @@ struct AttentionKernel {
     TailSplitPlan tail;  // set by launch_attention (whole tiles unless the epilogue splits)
     causal::TileOrder order;  // causal kernels: the persistent tile order of the launch
     int group;                // grouped order: (batch, head) pairs per group (host-planned)
-    // Causal split kernels: the host-planned items and cut tiles (params.hpp); null otherwise.
-    causal::SplitItem const* split_items;
-    int split_item_count;
-    causal::SplitTile const* split_tiles;
   };
 
   struct SharedStorage {
@@ -67,21 +63,16 @@ struct AttentionKernel {
 
   // Every role builds the same scheduler (same work list, same tail-split decision).
   __device__ static Scheduler make_scheduler(Params const& params) {
-    return Scheduler(params.q_len, params.heads, params.batch, &params.tail, &params.order, &params.group,
-                     params.split_items, params.split_item_count);
+    return Scheduler(params.q_len, params.heads, params.batch, &params.tail, &params.order, &params.group);
   }
 
   // slots: the CTAs the launch may use (the split plan depends on them; tile_scheduler.cuh).
   static Params to_params(AttentionParams const& p, typename Epilogue::Params const& ep, int slots) {
     const long long tiles = attention_num_tiles(p, T::kBlockM);
     TailSplitPlan tail{static_cast<int>(tiles), 1};
-    // Causal kernels split by the host's table (p.causal_split_*), never by the tail rule.
-    if constexpr (Epilogue::kTailSplit && !T::kCausal)
+    if constexpr (Epilogue::kTailSplit)
       tail = tail_split_plan(tiles, slots, (p.kv_len + T::kBlockN - 1) / T::kBlockN, Epilogue::host_split_capacity(ep));
-    const bool table = T::kCausal && Epilogue::kTailSplit && p.causal_split_items != nullptr;
-    return Params{Mainloop::to_params(p), ep, p.q_len, p.heads, p.batch, tail, p.causal_order, p.causal_group,
-                  table ? p.causal_split_items : nullptr, table ? p.causal_split_item_count : 0,
-                  table ? p.causal_split_tiles : nullptr};
+    return Params{Mainloop::to_params(p), ep, p.q_len, p.heads, p.batch, tail, p.causal_order, p.causal_group};
   }
 
   static KernelInfo info() {
@@ -184,13 +175,7 @@ __global__ void __launch_bounds__(Kernel::kThreads, 1)
 template <class Kernel>
 __global__ void __launch_bounds__(256, 1) attention_merge_split_parts_kernel(CUTE_GRID_CONSTANT typename Kernel::Params const params) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (Kernel::Epilogue::kTailSplit && Kernel::T::kCausal) {
-    // The causal key split: tile g of the plan's cut tiles.
-    const causal::SplitTile st = params.split_tiles[blockIdx.x];
-    const int b = st.pair / params.heads;
-    const WorkTile tile{st.m_block, st.pair - b * params.heads, b};
-    Kernel::Epilogue::merge_parts(params.epilogue, tile, st.first_slot, st.parts, static_cast<int>(threadIdx.x));
-  } else if constexpr (Kernel::Epilogue::kTailSplit) {
+  if constexpr (Kernel::Epilogue::kTailSplit) {
     const typename Kernel::Scheduler sched = Kernel::make_scheduler(params);
     const int g = static_cast<int>(blockIdx.x);  // split tile g: whole tile full + g
     const WorkTile tile = sched.decode_tile(params.tail.full + g);
@@ -215,25 +200,13 @@ cudaError_t launch_attention(AttentionParams const& p, typename Kernel::Epilogue
   if (e != cudaSuccess) return e;
   const typename Kernel::Params kp = Kernel::to_params(p, ep, slots);
   const long long items = split_work_items(tiles, kp.tail);
-  int ctas = items < slots ? static_cast<int>(items) : slots;
-  if (kp.split_items != nullptr) {
-    // The causal key split: the plan's grid, at most the slots it was planned for.
-    if (p.causal_split_grid <= 0 || p.causal_split_grid > slots || p.causal_split_tiles == nullptr ||
-        p.causal_split_tile_count <= 0 || p.split_workspace == nullptr)
-      return cudaErrorInvalidValue;
-    ctas = p.causal_split_grid;
-  }
+  const int ctas = items < slots ? static_cast<int>(items) : slots;
   auto* fn = attention_fwd_kernel<Kernel>;
   e = launch_persistent<1>(fn, kp, ctas, Kernel::kThreads, Kernel::kSmemBytes, stream);
   if (e != cudaSuccess) return e;
   e = cudaGetLastError();
   if (e != cudaSuccess) return e;
-  if constexpr (Kernel::Epilogue::kTailSplit && Kernel::T::kCausal) {
-    if (kp.split_items != nullptr) {
-      attention_merge_split_parts_kernel<Kernel><<<p.causal_split_tile_count, 256, 0, stream>>>(kp);
-      e = cudaGetLastError();
-    }
-  } else if constexpr (Kernel::Epilogue::kTailSplit) {
+  if constexpr (Kernel::Epilogue::kTailSplit) {
     if (kp.tail.splits > 1) {
       const int split_tiles = static_cast<int>(tiles - kp.tail.full);
       attention_merge_split_parts_kernel<Kernel><<<split_tiles, 256, 0, stream>>>(kp);
@@ -266,11 +239,11 @@ using LongKvKernel = AttentionKernel<AttentionTraits<Element, 128, long_kv_tile_
                                                      /*causal=*/false, long_kv_tile_config().lazy_rescale>,
                                      DirectStoreEpilogue>;
 
-template <class Element, int kHeadDim, bool kCausal = false>
+template <class Element, int kHeadDim>
 using SplitKernel =
     AttentionKernel<AttentionTraits<Element, kHeadDim, split_tile_config(kHeadDim).block_m,
-                                    split_tile_config(kHeadDim).block_n, split_tile_config(kHeadDim).stages, kCausal,
-                                    split_tile_config(kHeadDim).lazy_rescale>,
+                                    split_tile_config(kHeadDim).block_n, split_tile_config(kHeadDim).stages,
+                                    /*causal=*/false, split_tile_config(kHeadDim).lazy_rescale>,
                     DirectStoreEpilogue>;
 
 }  // namespace xstage::kernels::attention

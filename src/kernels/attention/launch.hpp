@@ -151,17 +151,6 @@ cudaError_t attention_fwd_fp16_d64_noncausal_split(const AttentionParams& p, cud
 KernelInfo attention_fwd_bf16_d64_split_info();
 KernelInfo attention_fwd_fp16_d64_split_info();
 
-// causal, split_tile_config(d), tiles cut along the keys by the host's plan (the causal key split,
-// xstage/attention_causal_split.hpp; built with XSTAGE_ATTN_CAUSAL_SPLIT only).
-cudaError_t attention_fwd_bf16_d64_causal_split(const AttentionParams& p, cudaStream_t stream);
-cudaError_t attention_fwd_fp16_d64_causal_split(const AttentionParams& p, cudaStream_t stream);
-cudaError_t attention_fwd_bf16_d128_causal_split(const AttentionParams& p, cudaStream_t stream);
-cudaError_t attention_fwd_fp16_d128_causal_split(const AttentionParams& p, cudaStream_t stream);
-KernelInfo attention_fwd_bf16_d64_causal_split_info();
-KernelInfo attention_fwd_fp16_d64_causal_split_info();
-KernelInfo attention_fwd_bf16_d128_causal_split_info();
-KernelInfo attention_fwd_fp16_d128_causal_split_info();
-
 KernelInfo attention_fwd_bf16_d128_longkv_info();
 KernelInfo attention_fwd_fp16_d128_longkv_info();
 KernelInfo attention_fwd_bf16_d64_info();

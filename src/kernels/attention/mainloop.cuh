@@ -246,7 +246,7 @@ struct AttentionMainloop {
     return (mp.kv_len + kBlockN - 1) / kBlockN;
   }
   // Key blocks of one work item, [first, end): all of the tile's, or one part of a split
-  // tile (parts differ by at most one block; causal: of the tile's visible blocks).
+  // tile (non-causal only; parts differ by at most one block).
   struct KvRange {
     int first;
     int end;
@@ -448,9 +448,7 @@ struct AttentionMainloop {
         if constexpr (decltype(hooked)::value) step_hook(kv.end - 1 - nb, nb == n_first);
       };
       if constexpr (T::kCausal) {
-        // A part of a split tile (the causal key split) masks only its own blocks.
-        const int n_mask_min = kSplit ? max(n_block_causal_mask_min(mp, m_block), n_first)
-                                      : n_block_causal_mask_min(mp, m_block);
+        const int n_mask_min = n_block_causal_mask_min(mp, m_block);
         for (; n >= n_mask_min; --n) step(n, cute::true_type{}, cute::bool_constant<kHasHook>{});
       }
       if constexpr (kHasHook) {
@@ -509,9 +507,7 @@ struct AttentionMainloop {
         if constexpr (decltype(hooked)::value) step_hook(kv.end - 1 - nb, nb == n_first);
       };
       if constexpr (T::kCausal) {
-        // A part of a split tile (the causal key split) masks only its own blocks.
-        const int n_mask_min = kSplit ? max(n_block_causal_mask_min(mp, m_block), n_first)
-                                      : n_block_causal_mask_min(mp, m_block);
+        const int n_mask_min = n_block_causal_mask_min(mp, m_block);
         for (; n >= n_mask_min; --n) step(n, cute::true_type{}, cute::bool_constant<kHasHook>{});
       }
       for (; n >= n_first; --n) step(n, cute::false_type{}, cute::bool_constant<kHasHook>{});

@@ -7,7 +7,6 @@
 #pragma once
 #include <cstdint>
 
-#include "xstage/attention_causal_split.hpp"
 #include "xstage/attention_tile_order.hpp"
 
 namespace xstage::kernels::attention {
@@ -46,15 +45,6 @@ struct AttentionParams {
   // room for split_capacity parts (>= the grid, or nothing is split).
   float* split_workspace = nullptr;  // split_workspace_floats(grid) floats
   int split_capacity = 0;
-
-  // Causal key split (build option XSTAGE_ATTN_CAUSAL_SPLIT; xstage/attention_causal_split.hpp):
-  // the planned work items (CTA c: entries c, c + grid, ...) and the cut tiles, in device memory,
-  // for a grid of causal_split_grid CTAs; null: whole tiles in the causal order.
-  const causal::SplitItem* causal_split_items = nullptr;
-  int causal_split_item_count = 0;
-  const causal::SplitTile* causal_split_tiles = nullptr;
-  int causal_split_tile_count = 0;
-  int causal_split_grid = 0;
 };
 
 // Workspace of the tail split for a grid of `grid` CTAs: per part, 128 threads x 2 warp

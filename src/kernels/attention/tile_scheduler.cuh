@@ -12,7 +12,6 @@
 #include <cstdint>
 
 #include "kernels/attention/split_plan.hpp"
-#include "xstage/attention_causal_split.hpp"
 #include "xstage/attention_tile_order.hpp"
 
 
@@ -41,59 +40,30 @@ struct StaticPersistentScheduler {
   causal::TileOrder const* order;
   int const* group;  // grouped order: (batch, head) pairs per group
   int batches;
-  // Causal key split (kCausal && kTailSplit): the host-planned table (xstage/attention_causal_split.hpp),
-  // CTA c walking entries c, c + grid, ... and skipping empty ones; null: whole tiles as above.
-  causal::SplitItem const* table;
-  int table_len;
 
   __device__ StaticPersistentScheduler(int q_len, int heads_, int batch, TailSplitPlan const* plan_ = nullptr,
-                                       causal::TileOrder const* order_ = nullptr, int const* group_ = nullptr,
-                                       causal::SplitItem const* table_ = nullptr, int table_len_ = 0)
+                                       causal::TileOrder const* order_ = nullptr, int const* group_ = nullptr)
       : num_m_blocks((q_len + kBlockM - 1) / kBlockM),
         heads(heads_),
         plan(plan_),
         order(order_),
         group(group_),
-        batches(batch),
-        table(table_),
-        table_len(table_len_) {
+        batches(batch) {
     total = num_m_blocks * heads_ * batch;
     if constexpr (kTailSplit && !kCausal) {
       if (plan->splits > 1) total = plan->full + (total - plan->full) * plan->splits;
     }
   }
 
-  // The first non-empty table entry at or after idx, CTA-strided.
-  __device__ int skip_empty(int idx) const {
-    while (idx < table_len && table[idx].splits == 0) idx += static_cast<int>(gridDim.x);
-    return idx;
-  }
-  __device__ int first() const {
-    if constexpr (kCausal && kTailSplit)
-      if (table != nullptr) return skip_empty(static_cast<int>(blockIdx.x));
-    return static_cast<int>(blockIdx.x);
-  }
+  __device__ int first() const { return static_cast<int>(blockIdx.x); }
   __device__ int next(int idx) const {
-    if constexpr (kCausal && kTailSplit)
-      if (table != nullptr) return skip_empty(idx + static_cast<int>(gridDim.x));
     if constexpr (kCausal)
       return causal::next_position(*order, idx, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
     return idx + static_cast<int>(gridDim.x);
   }
-  __device__ bool valid(int idx) const {
-    if constexpr (kCausal && kTailSplit)
-      if (table != nullptr) return idx < table_len;
-    return idx < total;
-  }
+  __device__ bool valid(int idx) const { return idx < total; }
 
   __device__ WorkTile decode(int idx) const {
-    if constexpr (kCausal && kTailSplit) {
-      if (table != nullptr) {
-        const causal::SplitItem e = table[idx];
-        const int b = e.pair / heads;
-        return WorkTile{e.m_block, e.pair - b * heads, b, e.split, e.splits, e.slot > 0 ? e.slot : 0};
-      }
-    }
     if constexpr (kTailSplit && !kCausal) {
       const int full = plan->full;
       if (plan->splits > 1 && idx >= full) {
