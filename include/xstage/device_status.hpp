@@ -23,7 +23,6 @@ enum class WaitId : uint32_t {
   moe_bad_expert = 12,  // expert-parallel MoE: a routing entry outside [0, experts) (bad input, code 2)
   moe_histogram = 13,   // Mega-MoE kernel: CTA 0 waits for every CTA's share of the routing histogram
   moe_linear1 = 14,     // Mega-MoE kernel: a Linear-2 tile waits for its block's Linear-1 tiles
-  moe_expert_rows = 15,  // Mega-MoE kernel (overlapped dispatch): a Linear-1 tile waits for its expert's rows
 };
 const char* wait_name(WaitId id);
 

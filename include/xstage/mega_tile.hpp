@@ -55,13 +55,6 @@ XS_MEGA_HD unsigned mega_l1_target(const MegaTileShape& s, int n1) { return stat
 // (each expert's last block may be partial).
 XS_MEGA_HD int mega_max_blocks(int cap, int experts, int block_m) { return cap / block_m + experts; }
 
-// The order in which a CTA pushes its rows with the overlapped dispatch (docs/megamoe.md
-// "Overlapped dispatch"): local expert index first, then the owner, so that every rank's first
-// experts, the ones its first Linear-1 tiles wait for, fill first. A permutation of [0, E).
-XS_MEGA_HD int mega_push_key(int e, int experts_per_rank, int world) {
-  return (e % experts_per_rank) * world + e / experts_per_rank;
-}
-
 // Names for flags and JSON ("m64n256", "m128n256", "auto"); parse returns false on an unknown name.
 inline const char* mega_tile_name(MegaTile t) {
   return t == MegaTile::m128n256 ? "m128n256" : t == MegaTile::automatic ? "auto" : "m64n256";

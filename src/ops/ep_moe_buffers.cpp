@@ -1,6 +1,5 @@
 // Expert-parallel MoE buffers (ep_moe_buffers.hpp): one symmetric allocation holding, per rank,
-// the count matrix, receive rows (fp8 x, scales, router weight, origin), the combine buffer and
-// the per-expert arrival counters;
+// the count matrix, receive rows (fp8 x, scales, router weight, origin) and the combine buffer;
 // control flags ready[P], counts, rows, combine in the team's control window.
 #include "ops/ep_moe_buffers.hpp"
 
@@ -37,8 +36,6 @@ EpMoeBuffers::EpMoeBuffers(Team& t, const EpMoeConfig& c, const char* what) : te
   o = align_up(o + sizeof(int32_t) * capz);
   const size_t off_comb = o;
   o = align_up(o + 2 * H * size_t(cfg.tokens) * cfg.top_k);
-  const size_t off_arrived = o;
-  o = align_up(o + sizeof(uint32_t) * 2 * epr);
   sym_ = &team.alloc_symmetric(o);
   // ctrl: ready[P], counts flag, rows flag, combine flag.
   const size_t ctrl_offset = team.reserve_ctrl(sizeof(uint64_t) * (world + 3));
@@ -46,7 +43,6 @@ EpMoeBuffers::EpMoeBuffers(Team& t, const EpMoeConfig& c, const char* what) : te
   args.resize(team.local_count());
   sm_count.assign(team.local_count(), 0);
   row_slot_.assign(team.local_count(), nullptr);
-  arrived_.assign(team.local_count(), {});
   for (int i = 0; i < team.local_count(); ++i) {
     const int rank = team.rank(i);
     const std::string where = fmt::format("{}: setting up rank {}", what_, rank);
@@ -71,7 +67,6 @@ EpMoeBuffers::EpMoeBuffers(Team& t, const EpMoeConfig& c, const char* what) : te
       a.recv_w_at[p] = reinterpret_cast<float*>(b + off_w);
       a.recv_src_at[p] = reinterpret_cast<int32_t*>(b + off_src);
       a.combine_at[p] = reinterpret_cast<uint16_t*>(b + off_comb);
-      arrived_[i][p] = reinterpret_cast<uint32_t*>(b + off_arrived);
       uint64_t* f = static_cast<uint64_t*>(ctrl_w.at(p, ctrl_offset));
       a.ready_at_peer[p] = static_cast<uint64_t*>(ctrl_w.at(p, ctrl_offset + sizeof(uint64_t) * rank));
       a.counts_flag_at[p] = f + world;
@@ -79,8 +74,6 @@ EpMoeBuffers::EpMoeBuffers(Team& t, const EpMoeConfig& c, const char* what) : te
       a.combine_flag_at[p] = f + world + 2;
     }
     a.ready = static_cast<const uint64_t*>(ctrl_w.at(rank, ctrl_offset));
-    // Both parity halves start at zero; a peer adds only after this rank announced a call.
-    XS_CUDA(cudaMemset(arrived_[i][rank], 0, sizeof(uint32_t) * 2 * epr), where);
     a.row_slot = row_slot_[i];
     const TeamDevice td = team.device_view(i);
     a.status = td.status;

@@ -3,7 +3,6 @@
 // flags, resolved into every rank's EpMoeArgs, plus the per-rank row-slot scratch. Collective
 // to create and destroy, like the layers that own it.
 #pragma once
-#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -30,14 +29,9 @@ struct EpMoeBuffers {
   // i's args; throws InvalidArgument naming the input.
   kernels::moe::EpMoeArgs next_call(int i, const EpMoeRankInputs& in);
 
-  // Rank p's per-expert arrival counters [2][E/P] as local index i maps them (symmetric,
-  // zeroed here; the Mega-MoE kernel's overlapped dispatch).
-  uint32_t* arrived_at(int i, int p) const { return arrived_[i][p]; }
-
  private:
   SymmetricBuffer* sym_ = nullptr;
   std::vector<int32_t*> row_slot_;
-  std::vector<std::array<uint32_t*, kernels::moe::kEpMaxRanks>> arrived_;
   const char* what_;
 };
 

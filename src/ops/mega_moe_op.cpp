@@ -110,8 +110,6 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
     m.tile_next = m.hist_done + 2;
     XS_CUDA(cudaMalloc(&m.rows_base, sizeof(uint64_t) * 2), where);
     XS_CUDA(cudaMemset(m.rows_base, 0, sizeof(uint64_t) * 2), where);
-    for (int p = 0; p < I.buf.world; ++p) m.arrived_at[p] = I.buf.arrived_at(i, p);
-    XS_CUDA(cudaMalloc(&m.push_order, sizeof(int32_t) * size_t(cfg.tokens) * cfg.top_k), where + ": push order");
     XS_CUDA(cudaMalloc(&m.h, cap * cfg.intermediate), where + ": h");
     XS_CUDA(cudaMalloc(&m.h_scales, sizeof(float) * (cfg.intermediate / 128) * cap), where + ": h scales");
     XS_CUDA(cudaMalloc(&m.spans, sizeof(uint32_t) * size_t(I.max_blocks) * I.n2 * 2), where + ": spans");
@@ -134,7 +132,7 @@ MegaMoeLayer::~MegaMoeLayer() {
     for (void* p : {static_cast<void*>(m.hist), static_cast<void*>(m.l1_done), static_cast<void*>(m.hist_done),
                     static_cast<void*>(m.rows_base), static_cast<void*>(m.h), static_cast<void*>(m.h_scales),
                     static_cast<void*>(m.spans), static_cast<void*>(m.cta_clock), static_cast<void*>(m.trace),
-                    static_cast<void*>(m.trace_hook), static_cast<void*>(m.push_order)})
+                    static_cast<void*>(m.trace_hook)})
       cudaFree(p);
   }
 }

@@ -216,22 +216,3 @@ TEST(MegaTile, AutomaticChoosesTheMeasuredWinner) {
   EXPECT_STREQ(xstage::moe::mega_tile_name(MegaTile::automatic), "auto");
   EXPECT_FALSE(xstage::moe::parse_mega_tile("m256n256", &t));
 }
-
-// The overlapped dispatch's push order (mega_push_key): a permutation of the experts that puts
-// every owner's local expert 0 first, then every owner's expert 1, ..., owners in rank order.
-TEST(MegaPushKey, LocalExpertFirstThenOwnerAPermutation) {
-  for (int world : {1, 2, 4, 8})
-    for (int epr : {1, 2, 16, 48, 128}) {
-      const int E = world * epr;
-      std::vector<int> seen(E, 0);
-      for (int e = 0; e < E; ++e) {
-        const int k = mega_push_key(e, epr, world);
-        ASSERT_GE(k, 0);
-        ASSERT_LT(k, E);
-        ++seen[k];
-        EXPECT_EQ(k / world, e % epr) << "local expert first";
-        EXPECT_EQ(k % world, e / epr) << "then the owner";
-      }
-      EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), E) << "world " << world << " epr " << epr;
-    }
-}

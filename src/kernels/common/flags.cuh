@@ -89,19 +89,6 @@ __device__ __forceinline__ uint32_t load_acquire_gpu(const uint32_t* p) {
 __device__ __forceinline__ void add_release_gpu(uint32_t* p, uint32_t v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
-// A 32-bit counter that other GPUs bump (system scope).
-__device__ __forceinline__ uint32_t load_acquire_sys(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void add_relaxed_sys(uint32_t* p, uint32_t v) {
-  asm volatile("red.relaxed.sys.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ bool wait_geq_sys(const uint32_t* p, uint32_t target, DeviceStatus* st, WaitId id, int rank,
-                                            uint64_t timeout_ns) {
-  return bounded_wait_geq([p] { return load_acquire_sys(p); }, target, st, id, rank, timeout_ns);
-}
 __device__ __forceinline__ bool wait_geq_gpu(const uint32_t* p, uint32_t target, DeviceStatus* st, WaitId id, int rank,
                                             uint64_t timeout_ns) {
   return bounded_wait_geq([p] { return load_acquire_gpu(p); }, target, st, id, rank, timeout_ns);

@@ -58,9 +58,7 @@ __device__ __forceinline__ int ep_expert_rows(const EpMoeArgs& a, const int32_t*
 }
 
 // One warp pushes routing entry i (token i / k) to receive row `pos` of rank `dst`: the fp8 row,
-// its per-128 scales, the router weight and the origin. kU: 16-byte loads in flight per lane (4
-// in the Mega-MoE push warps, whose warp group has 40 registers).
-template <int kU = 8>
+// its per-128 scales, the router weight and the origin.
 __device__ __forceinline__ void ep_push_row(const EpMoeArgs& a, int i, int dst, int pos, int lane) {
   const int t = i / a.top_k;
   const uint4* src_row = reinterpret_cast<const uint4*>(a.x + size_t(t) * a.hidden);
@@ -68,6 +66,7 @@ __device__ __forceinline__ void ep_push_row(const EpMoeArgs& a, int i, int dst, 
   // kU loads in flight per lane before their stores: the compiler may not move a load above a
   // store that could alias it, so a plain copy loop waits one load latency per 16 bytes (profiled
   // in the Mega-MoE prologue, where 12 warps per SM push the rows; docs/megamoe.md "The kernel").
+  constexpr int kU = 8;
   const int n = a.hidden / 16;
   for (int v0 = lane; v0 < n; v0 += 32 * kU) {
     uint4 r[kU];

@@ -54,12 +54,6 @@ struct MegaMoeArgs {
   // rows being staged; null: not recorded (needs cta_clock and trace_hook).
   uint32_t* trace = nullptr;
   uint32_t* trace_hook = nullptr;  // [3][grid] per CTA's first consumer thread: last store tail, mark 0, mark 1
-
-  // Overlapped dispatch (mega_dispatch.cuh), last so that the other fields keep their offsets in
-  // kernel parameters: [T * k] the rows of each CTA's slice in push order; every rank's [2][E/P]
-  // rows of each local expert arrived in this call, by parity (symmetric, zero-initialised).
-  int32_t* push_order = nullptr;
-  uint32_t* arrived_at[kEpMaxRanks] = {};
 };
 
 }  // namespace xstage::kernels::moe

@@ -1,7 +1,6 @@
 // The Mega-MoE persistent kernel (issue 8; docs/megamoe.md "The kernel"): one launch per MoE
 // layer and rank, one CTA per SM (co-resident: cooperative launch), doing
-//   prologue (mega_prologue.cuh): routing histogram, count exchange, push dispatch (or, with
-//     the overlapped dispatch, the push order for producer warps 2-3: mega_dispatch.cuh);
+//   prologue (mega_prologue.cuh): routing histogram, count exchange, push dispatch;
 //   tile loop: Linear-1 (gate/up, SwiGLU x router weight, fp8 h) and Linear-2 (bf16 rows
 //     stored straight into the token owners' combine buffers) tiles in the order of
 //     moe_tile_order.hpp (expert-wave or interleaved); each CTA's producer claims the next list
@@ -33,7 +32,6 @@
 #include "kernels/moe/epilogue.cuh"
 #include "kernels/moe/mainloop.cuh"
 #include "kernels/moe/mega_common.cuh"
-#include "kernels/moe/mega_dispatch.cuh"
 #include "kernels/moe/mega_epilogue.cuh"
 #include "kernels/moe/mega_prologue.cuh"
 #include "kernels/moe/mega_store.cuh"
@@ -82,12 +80,6 @@ struct MegaMoeKernel {
   using L2Epilogue = Bf16TileEpilogue<T, CombineDestination>;
   // The 128 x 256 tile hands its Linear-2 copy-out to two store warps (mega_store.cuh).
   static constexpr bool kStoreWarps = kDual;
-  // Producer warps 2-3 push the rows during the tile loop (the 64 x 256 tile's are idle; the
-  // 128 x 256 tile's store warps push between copy-outs) and Linear-1 tiles wait per expert
-  // (mega_dispatch.cuh; build option, experimental).
-  // XSTAGE_MEGA_OVERLAP_DISPATCH: 1 the 64 x 256 kernel, 2 both tile configurations.
-  static constexpr bool kOverlapDispatch =
-      XSTAGE_MEGA_OVERLAP_DISPATCH >= 2 || (XSTAGE_MEGA_OVERLAP_DISPATCH == 1 && !kStoreWarps);
   static_assert(::xstage::moe::mega_tile_shape(T::kTile).block_m == T::kBlockM &&
                     ::xstage::moe::mega_tile_shape(T::kTile).l2_n == T::kBlockN &&
                     ::xstage::moe::mega_tile_shape(T::kTile).l1_pieces == T::kWgM,
@@ -158,45 +150,14 @@ struct MegaMoeKernel {
 
   // The store warps (warps 2, 3 of the producer warp group, thread st = 0..63): each staged
   // Linear-2 tile to the combine buffers (mega_store.cuh), until the consumers stage "no more".
-  // kOverlapDispatch: while rows are left to push, the two warps agree before each row whether a
-  // staged tile waits (it goes first: the consumers wait for its staging) and push one row each
-  // otherwise; rows still left when "no more" comes are pushed before they leave.
-  __device__ __forceinline__ static void store_warps(Params const& p, SharedStorage& ss, int st, MegaPushSmem* push) {
+  __device__ __forceinline__ static void store_warps(Params const& p, SharedStorage& ss, int st) {
     const MegaMoeArgs& m = p.m;
     uint32_t full_phase = 0;
-    // 2 loads in flight per lane: with 4 the copy-out's loop reloaded spilled values per row.
-    [[maybe_unused]] const MegaPusher<2> pu{m, push, st / 32, st % 32};
-    bool pushing = kOverlapDispatch;
-    // The prologue's verdict, read from shared memory when needed (registers are short here).
-    [[maybe_unused]] auto ok = [&ss] { return *static_cast<volatile int*>(&ss.layout.ok) != 0; };
     for (;;) {
-      if constexpr (kOverlapDispatch) {
-        while (pushing) {
-          const bool staged = cutlass::arch::ClusterBarrier::test_wait(&ss.sw.full, full_phase, 1u);
-          const bool any_staged = named_barrier_or(kStoreBarrier, 64, staged);
-          if (!named_barrier_or(kStoreBarrier, 64, pu.more(ok()))) {
-            pu.finish(ok(), kStoreBarrier);
-            pushing = false;
-          } else if (any_staged) {
-            pu.release();  // the rows pushed so far count now, not after the copy-out
-            break;
-          } else if (pu.more(ok())) {
-            pu.push_one();
-          }
-        }
-      }
       MegaStoreWarps::wait(&ss.sw.full, full_phase);
       full_phase ^= 1u;
       const int pos = ss.sw.pos;
-      if (pos < 0) {
-        if constexpr (kOverlapDispatch) {
-          if (pushing) {  // no tile will be staged any more: the rest of the rows, then finish
-            while (pu.more(ok())) pu.push_one();
-            pu.finish(ok(), kStoreBarrier);
-          }
-        }
-        break;
-      }
+      if (pos < 0) break;
       bool is_l1;
       const WorkTile w = work_tile(p, ss.layout, pos, is_l1);
       const EpilogueTile t{w.expert, w.m_block, w.n_block, w.row_begin, w.rows, w.n_block * T::kBlockN, w.tag};
@@ -231,13 +192,7 @@ struct MegaMoeKernel {
     cutlass::arch::fence_barrier_init();
     __syncthreads();
 
-    // kOverlapDispatch: the push warps' state, a static shared variable of this kernel only.
-    MegaPushSmem* push = nullptr;
-    if constexpr (kOverlapDispatch) {
-      __shared__ MegaPushSmem push_smem;
-      push = &push_smem;
-    }
-    mega_prologue<kOverlapDispatch>(m, ss.stage.prologue, ss.layout, p.n1, T::kBlockM, push);
+    mega_prologue(m, ss.stage.prologue, ss.layout, p.n1, T::kBlockM);
     const bool ok = ss.layout.ok != 0;
     const int total = ok ? ss.layout.block_start[m.ep.experts_per_rank] * (p.n1 + p.n2) : 0;
     const int parity = static_cast<int>(a.epoch & 1u);
@@ -256,7 +211,6 @@ struct MegaMoeKernel {
         State write = Pipeline::producer_start();
         auto qs = Queue::producer_start();
         bool rows_here = false;
-        int ready_le = -1;  // kOverlapDispatch: the expert whose rows this CTA last waited for
         for (int i = 0;; ++i) {
           // Claim the next list position (tile_queue.cuh: dynamic = in time order).
           int pos = m.dynamic_claim ? static_cast<int>(atomicAdd(m.tile_next + parity, 1u))
@@ -268,11 +222,8 @@ struct MegaMoeKernel {
           bool is_l1;
           const WorkTile t = work_tile(p, ss.layout, pos, is_l1);
           const uint64_t w0 = m.trace != nullptr ? clock64() : 0;
-          if (kOverlapDispatch && is_l1)
-            mega_wait_expert_rows(m, ss.layout, t.expert, ready_le);
-          else
-            mega_wait_inputs(m, ss.layout, l1_done, is_l1, t.tag, p.n2,
-                             ::xstage::moe::mega_l1_target(::xstage::moe::mega_tile_shape(T::kTile), p.n1), rows_here);
+          mega_wait_inputs(m, ss.layout, l1_done, is_l1, t.tag, p.n2,
+                           ::xstage::moe::mega_l1_target(::xstage::moe::mega_tile_shape(T::kTile), p.n1), rows_here);
           if (m.trace != nullptr) m.trace[size_t(pos) * kMegaTraceWords + 4] = static_cast<uint32_t>(clock64() - w0);
           ss.slots[i & (kTileSlots - 1)] = MegaTileSlot{t, is_l1 ? 1 : 0};  // before the push that publishes it
           // Handed over only now: the consumers may read the tile's in-kernel-written scales
@@ -292,10 +243,7 @@ struct MegaMoeKernel {
           mainloop.copy_scales_in_kernel(is_l1 ? p.l1 : p.l2, pipe, write, t, ss.scales);
         }
       } else if (kStoreWarps && tid / 32 >= 2) {
-        store_warps(p, ss, tid - 64, push);
-      } else if (kOverlapDispatch && tid / 32 >= 2) {
-        // Warps 2-3: this CTA's rows, on the store warps' barrier (unused by this tile).
-        mega_push_rows<4>(m, ok, *push, tid / 32 - 2, tid % 32, kStoreBarrier);
+        store_warps(p, ss, tid - 64);
       }
       return;  // a timed-out wait above still loads (garbage) so the consumers never hang
     }

@@ -1,9 +1,8 @@
 // The Mega-MoE kernel's prologue, run by every CTA with all its threads before the GEMM roles
 // split (docs/megamoe.md, "The kernel"): the routing histogram (each CTA its slice of the
 // rows, CTA 0 sends the rank's counts to every rank), the count exchange, the receive layout,
-// the push dispatch of this CTA's rows to the experts' owners (or, deferred, their order for
-// the push warps of mega_dispatch.cuh), and this rank's tile layout (blocks and waves of its
-// local experts) for the tile loop.
+// the push dispatch of this CTA's rows to the experts' owners, and this rank's tile layout
+// (blocks and waves of its local experts) for the tile loop.
 #pragma once
 #include <cstdint>
 
@@ -14,10 +13,6 @@
 #include "xstage/mega_tile.hpp"
 #include "xstage/moe_tile_order.hpp"
 
-#ifndef XSTAGE_MEGA_OVERLAP_DISPATCH
-#define XSTAGE_MEGA_OVERLAP_DISPATCH 0
-#endif
-
 namespace xstage::kernels::moe {
 
 // Scratch of the prologue only (shares shared memory with the GEMM's stage buffers).
@@ -27,20 +22,6 @@ struct MegaPrologueSmem {
   int excl[kEpMaxExperts + 1];  // exclusive prefix over experts of the rows all ranks send
   int before[kEpMaxExperts];    // rows of e from ranks below this one
   unsigned sent[kEpMaxRanks];
-  int order[kEpMaxExperts + 1];  // deferred push: this CTA's rows per push key, then their prefix
-};
-
-// The push warps' state (deferred push, mega_dispatch.cuh), in the overlapped kernel's shared
-// memory through its tile loop: its rows are push_order[first, first + rows); sent[p] counts
-// those pushed to rank p; per push warp w the next row, the expert of its unreleased rows and
-// their count (in shared memory so that nothing of it stays in registers across the 128 x 256
-// store warps' copy-outs, which run at 40 registers).
-inline constexpr int kMegaPushWarps = 2;
-struct MegaPushSmem {
-  int first, rows;
-  unsigned sent[kEpMaxRanks];
-  int next[kMegaPushWarps], cur[kMegaPushWarps];
-  unsigned pending[kMegaPushWarps];
 };
 
 // This rank's tile layout; lives through the tile loop.
@@ -78,12 +59,9 @@ __device__ __forceinline__ void warp0_exclusive_scan(const int* in, int* out, in
 }
 
 // Returns with ly filled (ly.ok = 0 if a cross-rank wait gave up). All threads of the CTA.
-// block_m: rows of an m-block (the tile height, xstage/mega_tile.hpp). kDeferPush: instead of
-// pushing the rows (step 4), leave each row's receive position in a.row_slot and the CTA's rows
-// in push order in m.push_order and its range in *push for the push warps (mega_dispatch.cuh).
-template <bool kDeferPush = false>
+// block_m: rows of an m-block (the tile height, xstage/mega_tile.hpp).
 __device__ __forceinline__ void mega_prologue(MegaMoeArgs const& m, MegaPrologueSmem& ps, MegaLayoutSmem& ly,
-                                              int n1, int block_m, MegaPushSmem* push = nullptr) {
+                                              int n1, int block_m) {
   const EpMoeArgs& a = m.ep;
   const int tid = threadIdx.x, nthr = blockDim.x, cta = blockIdx.x, grid = gridDim.x;
   const int parity = static_cast<int>(a.epoch & 1u);
@@ -99,11 +77,6 @@ __device__ __forceinline__ void mega_prologue(MegaMoeArgs const& m, MegaPrologue
   for (int i = cta * nthr + tid; i < E; i += grid * nthr) m.hist[(1 - parity) * E + i] = 0;
   for (int i = cta * nthr + tid; i < m.max_blocks; i += grid * nthr) m.l1_done[(1 - parity) * m.max_blocks + i] = 0u;
   if (cta == 0 && tid == 0) m.tile_next[1 - parity] = 0u;
-#if XSTAGE_MEGA_OVERLAP_DISPATCH
-  // In a build with the overlapped dispatch every kernel zeroes the next call's arrival counters,
-  // whichever kernel that call runs (without it nothing reads them).
-  for (int i = cta * nthr + tid; i < epr; i += grid * nthr) m.arrived_at[a.rank][(1 - parity) * epr + i] = 0u;
-#endif
   for (int e = tid; e < E; e += nthr) ps.hist[e] = 0;
   if (tid < kEpMaxRanks) ps.sent[tid] = 0u;
   __syncthreads();
@@ -115,11 +88,8 @@ __device__ __forceinline__ void mega_prologue(MegaMoeArgs const& m, MegaPrologue
   }
   __syncthreads();
   // The CTA's first slot among the rank's rows of e.
-  for (int e = tid; e < E; e += nthr) {
-    const int c = ps.hist[e];
-    if constexpr (kDeferPush) ps.order[::xstage::moe::mega_push_key(e, epr, a.world)] = c;
-    if (c > 0) ps.hist[e] = atomicAdd(&m.hist[parity * E + e], c);
-  }
+  for (int e = tid; e < E; e += nthr)
+    if (ps.hist[e] > 0) ps.hist[e] = atomicAdd(&m.hist[parity * E + e], ps.hist[e]);
   __syncthreads();
   if (tid == 0) {
     __threadfence();
@@ -178,46 +148,21 @@ __device__ __forceinline__ void mega_prologue(MegaMoeArgs const& m, MegaPrologue
     if (cta == 0) m.rows_base[1 - parity] = base + uint64_t(my_rows);
   }
 
-  if constexpr (kDeferPush) {
-    // 4'. The push warps' work: each row's receive row at its owner, and this CTA's rows sorted
-    // by push key (a row's place among the CTA's rows of its expert is its slot).
-    __syncthreads();
-    warp0_exclusive_scan(ps.order, ps.order, E);
-    __syncthreads();
-    for (int i = r0 + tid; i < r1; i += nthr) {
-      const int slot = a.row_slot[i];
-      if (slot < 0) continue;
-      const int e = a.topk_experts[i];
-      a.row_slot[i] = ps.pos0[e] + ps.hist[e] + slot;
-      m.push_order[r0 + ps.order[::xstage::moe::mega_push_key(e, epr, a.world)] + slot] = i;
-    }
-    if (tid == 0) {
-      push->first = r0;
-      push->rows = ps.order[E];
-    }
-    if (tid < kEpMaxRanks) push->sent[tid] = 0u;
-    if (tid < kMegaPushWarps) {
-      push->next[tid] = tid;
-      push->cur[tid] = -1;
-      push->pending[tid] = 0u;
-    }
-  } else {
-    // 4. Dispatch: a warp per row, to the owner's receive row pos0[e] + slot.
-    const int lane = tid % 32, warps = nthr / 32;
-    for (int i = r0 + tid / 32; i < r1; i += warps) {
-      const int slot = a.row_slot[i];
-      if (slot < 0) continue;
-      const int e = a.topk_experts[i];
-      const int dst = e / epr;
-      ep_push_row(a, i, dst, ps.pos0[e] + ps.hist[e] + slot, lane);
-      if (lane == 0) atomicAdd(&ps.sent[dst], 1u);
-    }
-    __syncthreads();
-    if (tid == 0) {
-      dev::fence_sys();
-      for (int p = 0; p < a.world; ++p)
-        if (ps.sent[p] != 0u) dev::flag_add_release(a.rows_flag_at[p], ps.sent[p]);
-    }
+  // 4. Dispatch: a warp per row, to the owner's receive row pos0[e] + slot.
+  const int lane = tid % 32, warps = nthr / 32;
+  for (int i = r0 + tid / 32; i < r1; i += warps) {
+    const int slot = a.row_slot[i];
+    if (slot < 0) continue;
+    const int e = a.topk_experts[i];
+    const int dst = e / epr;
+    ep_push_row(a, i, dst, ps.pos0[e] + ps.hist[e] + slot, lane);
+    if (lane == 0) atomicAdd(&ps.sent[dst], 1u);
+  }
+  __syncthreads();
+  if (tid == 0) {
+    dev::fence_sys();
+    for (int p = 0; p < a.world; ++p)
+      if (ps.sent[p] != 0u) dev::flag_add_release(a.rows_flag_at[p], ps.sent[p]);
   }
   // The prologue scratch is the GEMM's stage memory from here on, written by TMA (the async
   // proxy): order this thread's generic writes to it first.
