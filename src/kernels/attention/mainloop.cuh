@@ -46,7 +46,7 @@
 #define XSTAGE_ATTN_PINGPONG 1
 #endif
 #ifndef XSTAGE_ATTN_LAZY_MAX_SKIP
-#define XSTAGE_ATTN_LAZY_MAX_SKIP 0
+#define XSTAGE_ATTN_LAZY_MAX_SKIP 1
 #endif
 
 namespace xstage::kernels::attention {

@@ -17,10 +17,7 @@
 #include <cutlass/numeric_conversion.h>
 
 #ifndef XSTAGE_ATTN_ROW_REDUCE_WAYS
-#define XSTAGE_ATTN_ROW_REDUCE_WAYS 1
-#endif
-#ifndef XSTAGE_ATTN_LAZY_MAX_VOTE
-#define XSTAGE_ATTN_LAZY_MAX_VOTE 0
+#define XSTAGE_ATTN_ROW_REDUCE_WAYS 2
 #endif
 
 namespace xstage::kernels::attention {
@@ -97,10 +94,7 @@ __device__ __forceinline__ bool any_rescale(float const (&factor)[kRows]) {
 
 // kWays: independent partial max / sum chains per row in update_max and exponentiate (1: one
 // chain; docs/attention.md §Softmax instruction budget).
-// kVoteLazyMax: unmasked lazy steps first vote on the threads' maxima and skip the quad
-// reduction when no row of the warp raises its reference (docs/attention.md §Softmax
-// instruction budget; the same results bit for bit).
-template <int kRows, int kWays = XSTAGE_ATTN_ROW_REDUCE_WAYS, bool kVoteLazyMax = XSTAGE_ATTN_LAZY_MAX_VOTE != 0>
+template <int kRows, int kWays = XSTAGE_ATTN_ROW_REDUCE_WAYS>
 struct OnlineSoftmax {
   float row_max[kRows];
   float row_sum[kRows];
@@ -114,35 +108,14 @@ struct OnlineSoftmax {
   // kLazyMaxLog2 (in exp2 units), so the factor is usually exactly 1 and O needs no rescale.
   static constexpr float kLazyMaxLog2 = 8.f;
 
-  // Returns false only when every factor of the warp is exactly 1 (warp-uniform: O needs no
-  // rescale, any_rescale need not be asked), else true.
+  // Returns true: the factors were computed (a step that skipped the row max leaves them unset;
+  // the caller then asks any_rescale only after this call).
   template <bool kFirst, bool kCheckInf, bool kLazyMax = false, class Frg>
   __device__ __forceinline__ bool update_max(Frg const& acc_s, float (&rescale)[kRows]) {
     Tensor s = make_tensor(acc_s.data(), acc_rowcol_layout(acc_s.layout()));
     static_assert(decltype(size<0>(s))::value == kRows);
-    if constexpr (kVoteLazyMax && kLazyMax && !kFirst && !kCheckInf) {
-      // A row's quad max exceeds the reference by more than kLazyMaxLog2 exactly when one of
-      // its four threads' maxima does (the test is monotone in the max), so one vote over the
-      // warp's thread maxima replaces the quad shuffles when no row of the warp moves; the
-      // reference then stays and every factor is exp2(0) = 1, as the full path computes.
-      float m_thread[kRows];
-      bool raise = false;
-      CUTE_UNROLL
-      for (int mi = 0; mi < kRows; ++mi) {
-        m_thread[mi] = thread_max(s, mi);
-        raise |= (m_thread[mi] - row_max[mi]) * scale_log2 > kLazyMaxLog2;
-      }
-      if (!__any_sync(0xffffffffu, raise)) {
-        CUTE_UNROLL
-        for (int mi = 0; mi < kRows; ++mi) rescale[mi] = 1.f;
-        return false;
-      }
-      CUTE_UNROLL
-      for (int mi = 0; mi < kRows; ++mi) move_max<kFirst, kCheckInf, kLazyMax>(mi, quad_max(m_thread[mi]), rescale);
-    } else {
-      CUTE_UNROLL
-      for (int mi = 0; mi < kRows; ++mi) move_max<kFirst, kCheckInf, kLazyMax>(mi, quad_max(thread_max(s, mi)), rescale);
-    }
+    CUTE_UNROLL
+    for (int mi = 0; mi < kRows; ++mi) move_max<kFirst, kCheckInf, kLazyMax>(mi, quad_max(thread_max(s, mi)), rescale);
     return true;
   }
 

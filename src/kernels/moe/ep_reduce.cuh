@@ -6,7 +6,7 @@
 // and its speed is the bytes each SM keeps in flight. ep_reduce_tokens (one 16-byte vector of
 // one token per thread and step, a 64-bit division per step) keeps at most 4 loads in flight per
 // thread; measured, the phase moves about half of what HBM can (docs/megamoe.md §Top-k sum). The
-// wide form (build option XSTAGE_MOE_REDUCE_WIDE, experimental) gives each warp units of
+// wide form (the default, docs/megamoe.md §Top-k sum; build option XSTAGE_MOE_REDUCE_WIDE) gives each warp units of
 // 32 * kU vectors of one token (ep_reduce_cursor.hpp) and loads all k rows of them before summing
 // (12-20 loads in flight per thread for k >= 2, no division in the loop). Both sum a token's rows
 // in the same order: their results are bit for bit the same.
@@ -20,7 +20,7 @@
 #include "kernels/moe/ep_reduce_cursor.hpp"
 
 #ifndef XSTAGE_MOE_REDUCE_WIDE
-#define XSTAGE_MOE_REDUCE_WIDE 0
+#define XSTAGE_MOE_REDUCE_WIDE 1
 #endif
 
 namespace xstage::kernels::moe {
