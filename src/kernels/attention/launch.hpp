@@ -58,10 +58,13 @@ constexpr double wave_efficiency(long long tiles, int grid) {
   return tiles <= 0 || grid <= 0 ? 1.0 : double(tiles) / (double((tiles + grid - 1) / grid) * grid);
 }
 // The 128-row d = 64 tile's rate relative to the 192-row tile's on full waves, measured on one
-// H200 where both tiles fill their waves (S 2048 / 4096, 24 heads: 0.87-0.90x). At 0.92 the rule
-// picked the 128-row tile on S 4096 H 16 and S 4608 H 40, at 0.90 on S 4608 H 12: it lost 4-7 %
-// there (docs/attention.md §Short sequences).
-constexpr double kRows128RelativeRate = 0.87;
+// H200 where both tiles fill their waves. Non-causal: 0.93-0.96x at S 2048 / 4096 with 24 heads
+// since the 128-row tile skips the row max (0.87-0.90x before); at 0.92 the rule takes the
+// 128-row tile on S 4096 H 16 (+1.7 %) and S 4608 H 40 (-1.3 %), the only shapes of the short grid
+// whose pick moves between 0.87 and 0.95 (also S 4608 H 12, not in that grid; docs/attention.md
+// §Short sequences). Causal keeps the value its rule was measured with.
+constexpr double kRows128RelativeRate = 0.92;
+constexpr double kCausalRows128RelativeRate = 0.87;
 // Non-causal d = 64, automatic policy: the 128-row tile wins when its better-filled waves
 // outweigh its lower rate. sms: the CTAs the launch may use (one per SM, or num_ctas).
 constexpr bool rows128_wins(int q_len, int heads_x_batch, int sms) {
@@ -73,7 +76,7 @@ constexpr bool rows128_wins(int q_len, int heads_x_batch, int sms) {
 // first with it. A causal launch lasts as long as its busiest CTA (at least its longest tile:
 // S = 2048 with 8 heads gives 88 192-row tiles for 132 SMs, and the last one sees every key);
 // the model (causal::cta_loads: visible key blocks + 1 per tile, the launch's order, grouped
-// taken as longest-first) weighs a 128-row tile's key block at 128 / kRows128RelativeRate
+// taken as longest-first) weighs a 128-row tile's key block at 128 / kCausalRows128RelativeRate
 // against the 192-row tile's 192. Launches of more than kCausalRows128MaxWaves waves of 192-row
 // tiles keep that tile without the walk (their rounds balance; the walk costs one step per tile).
 constexpr int kCausalRows128MaxWaves = 4;
@@ -86,7 +89,7 @@ inline bool causal_rows128_wins(int q_len, int kv_len, int key_offset, int heads
   const causal::TileOrder o = order == causal::TileOrder::head_major ? order : causal::TileOrder::longest_first;
   const double c192 = causal::cta_loads(o, heads_x_batch, t192, heads_x_batch, slots).busiest * 192.0;
   const double c128 = causal::cta_loads(o, heads_x_batch, t128, heads_x_batch, slots).busiest * 128.0 /
-                      kRows128RelativeRate;
+                      kCausalRows128RelativeRate;
   return c128 < c192;
 }
 #endif
