@@ -136,7 +136,7 @@ struct AttentionKernel {
       for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx)) {
         const WorkTile tile = sched.decode(idx);
         Tensor tOrO = partition_fragment_C(typename T::TiledMmaPV{}, Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{});
-        OnlineSoftmax<kRows> softmax(params.mainloop.scale_log2);
+        OnlineSoftmax<kRows, T::kSoftmaxWays> softmax(params.mainloop.scale_log2);
         float lse[kRows];
         // Once per key block, while that block's GEMMs run: the epilogue's step hook (a
         // policy that spreads the previous tile's stores over this mainloop issues a chunk).

@@ -87,6 +87,9 @@ struct AttentionTraits {
   // tiles only (docs/attention.md §Softmax instruction budget; experimental, off by default).
   static constexpr bool kSkipMax =
       XSTAGE_ATTN_LAZY_MAX_SKIP != 0 && kHeadDim == 64 && kConsumerWGs == 2 && kLazyRescale == 2;
+  // Partial max / sum chains per softmax row: d = 64 only; at d = 128 two chains made the long
+  // tiles 2-8 % slower (docs/attention.md §Softmax instruction budget).
+  static constexpr int kSoftmaxWays = kHeadDim == 64 ? XSTAGE_ATTN_ROW_REDUCE_WAYS : 1;
   static constexpr int kConsumerThreads = kConsumerWGs * 128;
   static constexpr int kConsumerWarps = kConsumerThreads / 32;
   static constexpr int kThreads = kConsumerThreads + 128;
@@ -364,7 +367,7 @@ struct AttentionMainloop {
   template <bool kHasHook = true, bool kSplit = false, class SmemQ, class SmemK, class SmemVt, class FrgO, int kRows, class StepHook>
   __device__ void mma(Params const& mp, Pipeline const& pk, Pipeline const& pv, uint64_t const& q_full,
                       uint32_t q_phase, State& read, WorkTile const& tile, int ct, SmemQ const& sQ, SmemK const& sK,
-                      SmemVt const& sVt, FrgO& tOrO, OnlineSoftmax<kRows>& softmax, float (&lse)[kRows],
+                      SmemVt const& sVt, FrgO& tOrO, OnlineSoftmax<kRows, T::kSoftmaxWays>& softmax, float (&lse)[kRows],
                       float* pin_slot, StepHook&& step_hook, int hook_calls = 0) const {
     const int wg = ct / 128;
     typename T::TiledMmaQK mma_qk;
