@@ -44,8 +44,8 @@ LayerFactory mega(moe::MoeSchedule which, moe::MegaTile tile, int ctas = 0, bool
 }
 
 // One layer whose calls alternate between the two tile configurations, starting with `first`:
-// the layer's scratch and counters (parity halves, the rows flag, with the overlapped dispatch the
-// per-expert arrival counters) must stay consistent whichever kernel ran the call before.
+// the layer's scratch and counters (parity halves, the rows flag) must stay consistent whichever
+// kernel ran the call before.
 LayerFactory mega_alternating(moe::MoeSchedule which, moe::MegaTile first) {
   return [which, first](Team& t, const ops::EpMoeConfig& cfg) {
     auto layer = std::make_shared<ops::MegaMoeLayer>(t, cfg, preset(), 7.0, 0);
