@@ -28,6 +28,7 @@
 #include "xstage/moe_schedule.hpp"
 #include "xstage/ops/ep_moe.hpp"
 #include "xstage/ops/mega_moe.hpp"
+#include "xstage/ops/moe_gemm.hpp"
 #endif
 
 namespace nb = nanobind;
@@ -143,10 +144,10 @@ void ep_moe_forward(PyEpMoe& u, uintptr_t topk_experts, uintptr_t topk_weights, 
                     const std::string& schedule, uintptr_t stream, const std::string& weights) {
   ops::EpMoeRankInputs in;
   // w*_scales: W8A8 block scales, INT4 group scales, or (w4a8_mxfp4) the E8M0 exponents.
-  if (weights == "w8a8") in.quant = ops::MoeQuant::w8a8;
-  else if (weights == "w4a8_int4") in.quant = ops::MoeQuant::w4a8_int4;
-  else if (weights == "w4a8_mxfp4") in.quant = ops::MoeQuant::w4a8_mxfp4;
-  else throw InvalidArgument("ep moe: weights '" + weights + "' (w8a8, w4a8_int4 or w4a8_mxfp4)");
+  bool known = false;
+  for (ops::MoeQuant q : {ops::MoeQuant::w8a8, ops::MoeQuant::w4a8_int4, ops::MoeQuant::w4a8_mxfp4})
+    if (weights == ops::moe_quant_name(q)) in.quant = q, known = true;
+  if (!known) throw InvalidArgument("ep moe: weights '" + weights + "' (w8a8, w4a8_int4 or w4a8_mxfp4)");
   const bool e8m0 = in.quant == ops::MoeQuant::w4a8_mxfp4;
   in.topk_experts = reinterpret_cast<const int32_t*>(topk_experts);
   in.topk_weights = reinterpret_cast<const float*>(topk_weights);

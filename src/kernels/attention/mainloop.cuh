@@ -84,7 +84,7 @@ struct AttentionTraits {
   // Unmasked lazy steps exponentiate against the reference first and take the row max only when
   // a probability could exceed 2^8 (OnlineSoftmax::exponentiate_at_reference). Needs 64 more
   // registers per consumer thread for the probabilities next to the scores: 128-row d = 64
-  // tiles only (docs/attention.md §Softmax instruction budget; experimental, off by default).
+  // tiles only (docs/attention.md §Softmax instruction budget; on by default).
   static constexpr bool kSkipMax =
       XSTAGE_ATTN_LAZY_MAX_SKIP != 0 && kHeadDim == 64 && kConsumerWGs == 2 && kLazyRescale == 2;
   // Partial max / sum chains per softmax row: d = 64 only; at d = 128 two chains made the long
@@ -431,9 +431,10 @@ struct AttentionMainloop {
         pk.consumer_release(read);
         if constexpr (kMasked) mask_all(tSrS, nb);
         constexpr bool kSkip = T::kSkipMax && !kMasked;
-        bool moved = false;
+        bool moved = false;  // the row max was taken (a skipped step keeps every factor at 1)
         if (!kSkip || !softmax.exponentiate_at_reference(tSrS, tSrPf)) {
-          moved = softmax.template update_max<false, kMasked, T::kLazyRescale == 2>(tSrS, rescale);
+          softmax.template update_max<false, kMasked, T::kLazyRescale == 2>(tSrS, rescale);
+          moved = true;
           softmax.template exponentiate<false, kMasked>(tSrS);
           if constexpr (kSkip) copy(tSrS, tSrPf);
         }

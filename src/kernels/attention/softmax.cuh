@@ -108,15 +108,12 @@ struct OnlineSoftmax {
   // kLazyMaxLog2 (in exp2 units), so the factor is usually exactly 1 and O needs no rescale.
   static constexpr float kLazyMaxLog2 = 8.f;
 
-  // Returns true: the factors were computed (a step that skipped the row max leaves them unset;
-  // the caller then asks any_rescale only after this call).
   template <bool kFirst, bool kCheckInf, bool kLazyMax = false, class Frg>
-  __device__ __forceinline__ bool update_max(Frg const& acc_s, float (&rescale)[kRows]) {
+  __device__ __forceinline__ void update_max(Frg const& acc_s, float (&rescale)[kRows]) {
     Tensor s = make_tensor(acc_s.data(), acc_rowcol_layout(acc_s.layout()));
     static_assert(decltype(size<0>(s))::value == kRows);
     CUTE_UNROLL
     for (int mi = 0; mi < kRows; ++mi) move_max<kFirst, kCheckInf, kLazyMax>(mi, quad_max(thread_max(s, mi)), rescale);
-    return true;
   }
 
   // This thread's max of row mi of the scores (rows x cols view): kWays independent chains,
