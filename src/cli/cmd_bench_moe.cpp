@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "cli/bench_check.hpp"
+#include "cli/bench_moe_rs_weights.hpp"
 #include "cli/bench_util.hpp"
 #include "cli/commands.hpp"
 #include "cli/run_stamp.hpp"
@@ -120,8 +121,9 @@ struct RankCheck {
   std::vector<double> ref;
 };
 
+// rs: the register-operand weight pool the cell uploaded (null: the pattern's bytes).
 std::vector<RankCheck> moe_layer_check_ref(Team& team, const Flags& fl, const moe::Routing& r, ops::MoeQuant quant,
-                                           const std::vector<uint8_t>& pat) {
+                                           const std::vector<uint8_t>& pat, const RsWeightPool* rs) {
   const int T = r.tokens_per_rank, H = r.shape.hidden, I = r.shape.intermediate, k = r.shape.top_k;
   const int epr = r.experts_per_rank;
   std::vector<RankCheck> out(team.local_count());
@@ -155,7 +157,9 @@ std::vector<RankCheck> moe_layer_check_ref(Team& team, const Flags& fl, const mo
   const std::vector<float> xs(H / 128, kXScale);
   // Few threads: each holds one expert's weights, dequantised once to fp64 for all its rows.
   parallel_for(groups.size(), [&](size_t g) {
-    const ops::MoeExpertReference ref(bench_expert_weights(pat, quant, H, I, groups[g].first), 0);
+    const int le = groups[g].first;
+    const ops::MoeExpertReference ref(rs != nullptr ? rs->expert(H, I, le) : bench_expert_weights(pat, quant, H, I, le),
+                                      0);
     std::vector<uint8_t> x(H);
     for (size_t t : groups[g].second) {
       const Task& tk = tasks[t];
@@ -282,12 +286,21 @@ uint8_t* const_bytes(size_t n, uint8_t v) {
   XS_CUDA(cudaMemset(d, v, n), "bench moe: scales");
   return d;
 }
-// Weight formats by name (the PyTorch baseline names W4A8 rows "w4a8": it runs them in FP8).
-ops::MoeQuant parse_weights(const std::string& w) {
-  if (w == "w8a8") return ops::MoeQuant::w8a8;
-  if (w == "w4a8-int4") return ops::MoeQuant::w4a8_int4;
-  if (w == "w4a8-mxfp4") return ops::MoeQuant::w4a8_mxfp4;
-  throw InvalidArgument(fmt::format("bench moe: unknown weights '{}' (w8a8, w4a8-int4, w4a8-mxfp4)", w));
+// Weight formats by name (the PyTorch baseline names W4A8 rows "w4a8": it runs them in FP8); the
+// *-rs names are the register-operand layouts (bench_moe_rs_weights.hpp).
+struct WeightFormat {
+  std::string name;
+  ops::MoeQuant quant;
+  ops::MoeWeightLayout layout = ops::MoeWeightLayout::rows;
+};
+constexpr const char* kWeightList = "w8a8, w4a8-int4, w4a8-mxfp4, w4a8-int4-lut-rs, w4a8-mxfp4-rs";
+WeightFormat parse_weights(const std::string& w) {
+  if (w == "w8a8") return {w, ops::MoeQuant::w8a8};
+  if (w == "w4a8-int4") return {w, ops::MoeQuant::w4a8_int4};
+  if (w == "w4a8-mxfp4") return {w, ops::MoeQuant::w4a8_mxfp4};
+  if (w == "w4a8-int4-lut-rs") return {w, ops::MoeQuant::w4a8_int4, ops::MoeWeightLayout::int4_rs_lut};
+  if (w == "w4a8-mxfp4-rs") return {w, ops::MoeQuant::w4a8_mxfp4, ops::MoeWeightLayout::mxfp4_rs};
+  throw InvalidArgument(fmt::format("bench moe: unknown weights '{}' ({})", w, kWeightList));
 }
 float* const_floats(size_t n, float v) {
   std::vector<float> h(n, v);
@@ -315,8 +328,8 @@ void run(const Flags& fl) {
   if (!moe::parse_mega_tile(fl.mega_tile.c_str(), &default_tile))
     throw InvalidArgument(fmt::format("bench moe: unknown --mega-tile '{}' (auto, m64n256, m128n256)", fl.mega_tile));
   if (fl.weights.empty()) throw InvalidArgument("bench moe: --weights is empty");
-  std::vector<std::pair<std::string, ops::MoeQuant>> formats;
-  for (const auto& w : fl.weights) formats.emplace_back(w, parse_weights(w));
+  std::vector<WeightFormat> formats;
+  for (const auto& w : fl.weights) formats.push_back(parse_weights(w));
   std::string model_used;
   const model::Params model = load_model_params(fl.params, &model_used);
   std::vector<moe::ModelShape> shapes;
@@ -364,7 +377,11 @@ void run(const Flags& fl) {
   for (const auto& shape : shapes)
     for (auto kind : kinds)
       for (int tokens : fl.tokens)
-        for (const auto& [wname, quant] : formats) {
+        for (const WeightFormat& wf : formats) {
+          const std::string& wname = wf.name;
+          const ops::MoeQuant quant = wf.quant;
+          std::unique_ptr<RsWeightPool> rs;
+          if (wf.layout != ops::MoeWeightLayout::rows) rs = std::make_unique<RsWeightPool>(wf.layout);
           std::fprintf(stderr, "bench moe: %s %s %s T=%d ...\n", shape.name.c_str(), wname.c_str(),
                        std::string(moe::routing_name(kind)).c_str(), tokens);
           moe::RoutingConfig rc;
@@ -385,7 +402,13 @@ void run(const Flags& fl) {
                              pat_bytes - fl.x_offset, s);
             d.x_scales = const_floats((H / 128) * tokens, 1.f / 16);
             d.quant = quant;
-            if (quant == ops::MoeQuant::w8a8) {
+            if (rs) {
+              d.w_layout = rs->layout();
+              d.w1 = rs->upload_weights(epr, int(2 * I), int(H), s);
+              d.w1_scales = rs->upload_scales(epr, int(2 * I), int(H), s);
+              d.w2 = rs->upload_weights(epr, int(H), int(I), s);
+              d.w2_scales = rs->upload_scales(epr, int(H), int(I), s);
+            } else if (quant == ops::MoeQuant::w8a8) {
               d.w1 = random_fp8(size_t(epr) * 2 * I * H, pat_dev[i], pat_bytes, s);
               d.w1_scales = const_floats(size_t(epr) * (2 * I / 128) * (H / 128), 1.f / 256);
               d.w2 = random_fp8(size_t(epr) * H * I, pat_dev[i], pat_bytes, s);
@@ -420,6 +443,18 @@ void run(const Flags& fl) {
           for (const auto& v : fl.variants) {
             moe::MegaTile tile_asked = moe::MegaTile::automatic;
             variant_tile(v, default_tile, &tile_asked);
+            // The register-operand layouts: the fused kernel only in builds that have it; the unfused
+            // layer only for INT4 two-level (no per-128 register-operand MXFP4 grouped GEMM ships).
+            if (rs && is_fused(v) && !ops::MegaMoeLayer::register_operand_w4a8_built()) {
+              std::fprintf(stderr, "bench moe: %s skipped for %s weights (this build leaves out the register-operand "
+                           "W4A8 kernel: configure with -DXSTAGE_MEGA_W4A8_RS=ON)\n", v.c_str(), wname.c_str());
+              continue;
+            }
+            if (rs && v == "unfused" && rs->layout() == ops::MoeWeightLayout::mxfp4_rs) {
+              std::fprintf(stderr, "bench moe: unfused skipped for %s weights (no per-128 register-operand MXFP4 "
+                           "grouped GEMM ships)\n", wname.c_str());
+              continue;
+            }
             if (is_fused(v) && quant != ops::MoeQuant::w8a8 && tile_asked == moe::MegaTile::m128n256) {
               // W4A8 runs the 64 x 256 tile only: an explicit 128 x 256 cell is skipped, and said so.
               std::fprintf(stderr, "bench moe: %s skipped for %s weights (W4A8 runs the 64 x 256 tile only)\n",
@@ -429,7 +464,7 @@ void run(const Flags& fl) {
             if (!check_ready) {
               check_ready = true;
               try {
-                check = moe_layer_check_ref(*team, fl, r, quant, pat);
+                check = moe_layer_check_ref(*team, fl, r, quant, pat, rs.get());
               } catch (const std::exception& e) {
                 check_error = std::string("host reference failed: ") + e.what();
               }
@@ -686,7 +721,9 @@ void add_moe_bench_command(CLI::App& app) {
   cmd->add_option("--tokens,-t", fl->tokens, "Tokens per rank")->delimiter(',')->capture_default_str();
   cmd->add_option("--routings", fl->routings, "balanced, skewed")->delimiter(',')->capture_default_str();
   cmd->add_option("--weights", fl->weights,
-                  "w8a8, w4a8-int4, w4a8-mxfp4 (W4A8 fused: the 64 x 256 tile; an explicit +m128n256 cell is skipped)")
+                  "w8a8, w4a8-int4, w4a8-mxfp4 (W4A8 fused: the 64 x 256 tile; an explicit +m128n256 cell is "
+                  "skipped); w4a8-int4-lut-rs (INT4 two-level) and w4a8-mxfp4-rs: weights prepacked for the "
+                  "register-operand kernels (fused: builds with XSTAGE_MEGA_W4A8_RS; unfused: INT4 only)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--gpus", fl->gpus, "Ranks (GPUs); 1 runs the layer with every expert local")->capture_default_str();

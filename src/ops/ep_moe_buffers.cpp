@@ -107,11 +107,18 @@ km::EpMoeArgs EpMoeBuffers::next_call(int i, const EpMoeRankInputs& in) {
   need(in.w2, 16, "w2");
   if (in.quant != MoeQuant::w8a8 && !moe_is_w4a8(in.quant))
     throw InvalidArgument(fmt::format("{}: unknown weight format {}", what_, static_cast<int>(in.quant)));
-  if (in.quant == MoeQuant::w4a8_mxfp4) {  // E8M0 exponents instead of fp32 scales (bulk-copied)
+  const bool rs = in.w_layout != MoeWeightLayout::rows;
+  if (rs && !((in.w_layout == MoeWeightLayout::int4_rs_lut && in.quant == MoeQuant::w4a8_int4) ||
+              (in.w_layout == MoeWeightLayout::mxfp4_rs && in.quant == MoeQuant::w4a8_mxfp4)))
+    throw InvalidArgument(fmt::format("{}: weight layout {} with {} weights (int4_rs_lut takes w4a8_int4, mxfp4_rs "
+                                      "w4a8_mxfp4; the glu layouts are not layer layouts)",
+                                      what_, moe_weight_layout_name(in.w_layout), moe_quant_name(in.quant)));
+  if (in.quant == MoeQuant::w4a8_mxfp4 && !rs) {  // E8M0 exponents instead of fp32 scales (bulk-copied)
     need(in.w1_e8m0, 16, "w1_e8m0");
     need(in.w2_e8m0, 16, "w2_e8m0");
   } else {
-    const size_t sa = in.quant == MoeQuant::w8a8 ? 4 : 16;  // INT4 group scales are bulk-copied
+    // INT4 group scales and register-operand MXFP4 block scales are bulk-copied.
+    const size_t sa = in.quant == MoeQuant::w8a8 || in.w_layout == MoeWeightLayout::int4_rs_lut ? 4 : 16;
     need(in.w1_scales, sa, "w1_scales");
     need(in.w2_scales, sa, "w2_scales");
   }

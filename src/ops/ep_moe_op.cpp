@@ -130,6 +130,7 @@ void EpMoeLayer::run(int i, const EpMoeRankInputs& in, cudaStream_t s, const EpM
   l1.b = in.w1;
   l1.b_scales = in.w1_scales;
   l1.b_e8m0 = in.w1_e8m0;
+  l1.b_layout = in.w_layout;
   l1.counts = R.expert_counts;
   l1.offsets = R.expert_offsets;
   l1.out = R.h;
@@ -151,6 +152,7 @@ void EpMoeLayer::run(int i, const EpMoeRankInputs& in, cudaStream_t s, const EpM
   l2.b = in.w2;
   l2.b_scales = in.w2_scales;
   l2.b_e8m0 = in.w2_e8m0;
+  l2.b_layout = in.w_layout;
   l2.counts = R.expert_counts;
   l2.offsets = R.expert_offsets;
   l2.out = R.y;

@@ -141,6 +141,10 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
   Impl& I = *impl_;
   Impl::Rank& R = I.ranks.at(i);
   // Checked before next_call, which counts the call.
+  if (in.w_layout != MoeWeightLayout::rows && !km::mega_moe_w4a8_rs_built())
+    throw InvalidArgument(fmt::format("mega moe: weight layout {} runs the register-operand W4A8 kernel, which this "
+                                      "build leaves out (configure with -DXSTAGE_MEGA_W4A8_RS=ON)",
+                                      moe_weight_layout_name(in.w_layout)));
   const moe::MegaTile tile = resolved_tile(opt.tile, in.quant);
   const moe::MoeSchedule order = resolved_schedule(opt.schedule, in.quant);
   km::MegaMoeArgs m = R.m;
@@ -166,6 +170,9 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
   w.format = in.quant == MoeQuant::w4a8_int4    ? km::MegaWeightFormat::w4a8_int4
              : in.quant == MoeQuant::w4a8_mxfp4 ? km::MegaWeightFormat::w4a8_mxfp4
                                                 : km::MegaWeightFormat::w8a8;
+  // The register-operand layouts (checked against the format by next_call): their own kernel.
+  if (in.w_layout == MoeWeightLayout::int4_rs_lut) w.format = km::MegaWeightFormat::w4a8_int4_lut;
+  if (in.w_layout == MoeWeightLayout::mxfp4_rs) w.format = km::MegaWeightFormat::w4a8_mxfp4_rs;
   w.w1 = in.w1;
   w.w1_scales = in.w1_scales;
   w.w2 = in.w2;
@@ -174,6 +181,8 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
   w.w2_e8m0 = in.w2_e8m0;
   XS_CUDA(km::mega_moe_launch(tile, m, w, I.buf.sm_count[i], s), what + ": launch");
 }
+
+bool MegaMoeLayer::register_operand_w4a8_built() { return km::mega_moe_w4a8_rs_built(); }
 
 moe::MoeSchedule MegaMoeLayer::resolved_schedule(moe::MoeSchedule requested, MoeQuant quant) const {
   if (requested == moe::MoeSchedule::automatic) return order_choice(quant).schedule;

@@ -26,7 +26,8 @@ float bf16_round(float x) {
   return y;
 }
 
-MoeLayerWeights make_moe_layer_weights(int experts, int hidden, int intermediate, uint64_t seed, MoeQuant quant) {
+MoeLayerWeights make_moe_layer_weights(int experts, int hidden, int intermediate, uint64_t seed, MoeQuant quant,
+                                       bool int4_two_level) {
   if (experts < 1 || hidden < 128 || hidden % 128 || intermediate < 128 || intermediate % 128)
     throw InvalidArgument(fmt::format("moe layer: experts {} >= 1, hidden {} and intermediate {} multiples of 128",
                                       experts, hidden, intermediate));
@@ -35,13 +36,14 @@ MoeLayerWeights make_moe_layer_weights(int experts, int hidden, int intermediate
   w.hidden = hidden;
   w.intermediate = intermediate;
   w.quant = quant;
+  w.int4_two_level = int4_two_level && quant == MoeQuant::w4a8_int4;
   std::mt19937_64 g(seed);
   std::normal_distribution<float> n(0.f, 1.f);
   const int H = hidden, I = intermediate;
   std::vector<float> tmp;
   // One matrix [rows, cols] per expert, in the format of `quant`.
   auto fill = [&](int rows, int cols, std::vector<uint8_t>& q, std::vector<float>& s, std::vector<uint8_t>& e8,
-                  float sd) {
+                  std::vector<uint8_t>& groups, float sd) {
     const size_t per = size_t(rows) * cols;
     tmp.resize(per);
     if (quant == MoeQuant::w8a8) {
@@ -55,7 +57,16 @@ MoeLayerWeights make_moe_layer_weights(int experts, int hidden, int intermediate
       return;
     }
     q.resize(per / 2 * experts);
-    if (quant == MoeQuant::w4a8_int4) {
+    if (w.int4_two_level) {
+      const size_t per_g = size_t(cols / 128) * rows;
+      s.resize(size_t(rows) * experts);
+      groups.resize(per_g * experts);
+      for (int e = 0; e < experts; ++e) {
+        for (auto& v : tmp) v = n(g) * sd;
+        quantize_int4_lut(tmp.data(), rows, cols, q.data() + e * per / 2, groups.data() + e * per_g,
+                          s.data() + size_t(e) * rows);
+      }
+    } else if (quant == MoeQuant::w4a8_int4) {
       const size_t per_s = size_t(cols / kInt4Group) * rows;
       s.resize(per_s * experts);
       for (int e = 0; e < experts; ++e) {
@@ -71,8 +82,8 @@ MoeLayerWeights make_moe_layer_weights(int experts, int hidden, int intermediate
       }
     }
   };
-  fill(2 * I, H, w.w1, w.w1_scales, w.w1_e8m0, 1.f / std::sqrt(float(H)));
-  fill(H, I, w.w2, w.w2_scales, w.w2_e8m0, 1.f / std::sqrt(float(I)));
+  fill(2 * I, H, w.w1, w.w1_scales, w.w1_e8m0, w.w1_groups, 1.f / std::sqrt(float(H)));
+  fill(H, I, w.w2, w.w2_scales, w.w2_e8m0, w.w2_groups, 1.f / std::sqrt(float(I)));
   return w;
 }
 
@@ -100,7 +111,8 @@ struct ExpertMatrices {
 
 // Matrix [rows, cols] of expert e in the layer's format, dequantised into out (doubles).
 void expert_matrix(const MoeLayerWeights& w, int e, int rows, int cols, const std::vector<uint8_t>& q,
-                   const std::vector<float>& s, const std::vector<uint8_t>& e8, std::vector<double>& out) {
+                   const std::vector<float>& s, const std::vector<uint8_t>& e8, const std::vector<uint8_t>& groups,
+                   std::vector<double>& out) {
   const size_t per = size_t(rows) * cols;
   out.resize(per);
   if (w.quant == MoeQuant::w8a8) {
@@ -113,19 +125,22 @@ void expert_matrix(const MoeLayerWeights& w, int e, int rows, int cols, const st
     return;
   }
   std::vector<float> f(per);
-  if (w.quant == MoeQuant::w4a8_int4)
+  if (w.int4_two_level)
+    dequantize_int4_lut(q.data() + e * per / 2, groups.data() + size_t(e) * (cols / 128) * rows,
+                        s.data() + size_t(e) * rows, rows, cols, f.data());
+  else if (w.quant == MoeQuant::w4a8_int4)
     dequantize_int4_g128(q.data() + e * per / 2, s.data() + size_t(e) * (cols / kInt4Group) * rows, rows, cols,
                          f.data());
   else
     dequantize_mxfp4_w4a8(q.data() + e * per / 2, e8.data() + size_t(e) * (cols / kMxfp4Block) * rows, rows, cols,
-                          f.data());
+                          f.data(), w.mxfp4_max_gap);
   for (size_t i = 0; i < per; ++i) out[i] = f[i];
 }
 
 ExpertMatrices expert_matrices(const MoeLayerWeights& w, int e) {
   ExpertMatrices m;
-  expert_matrix(w, e, 2 * w.intermediate, w.hidden, w.w1, w.w1_scales, w.w1_e8m0, m.w1);
-  expert_matrix(w, e, w.hidden, w.intermediate, w.w2, w.w2_scales, w.w2_e8m0, m.w2);
+  expert_matrix(w, e, 2 * w.intermediate, w.hidden, w.w1, w.w1_scales, w.w1_e8m0, w.w1_groups, m.w1);
+  expert_matrix(w, e, w.hidden, w.intermediate, w.w2, w.w2_scales, w.w2_e8m0, w.w2_groups, m.w2);
   return m;
 }
 
@@ -167,6 +182,9 @@ void check_weights(const MoeLayerWeights& w) {
   if (w.quant == MoeQuant::w8a8)
     ok = w.w1.size() == E * m1 && w.w2.size() == E * m2 && w.w1_scales.size() == E * m1 / (128 * 128) &&
          w.w2_scales.size() == E * m2 / (128 * 128);
+  else if (w.int4_two_level)
+    ok = w.w1.size() == E * m1 / 2 && w.w2.size() == E * m2 / 2 && w.w1_scales.size() == E * 2 * I &&
+         w.w2_scales.size() == E * H && w.w1_groups.size() == E * m1 / 128 && w.w2_groups.size() == E * m2 / 128;
   else if (w.quant == MoeQuant::w4a8_int4)
     ok = w.w1.size() == E * m1 / 2 && w.w2.size() == E * m2 / 2 && w.w1_scales.size() == E * m1 / kInt4Group &&
          w.w2_scales.size() == E * m2 / kInt4Group;

@@ -407,4 +407,83 @@ TEST(MoeLayerRef, ExpertReferenceRowsEqualMoeExpertRow) {
     EXPECT_THROW(xstage::ops::MoeExpertReference(w, 3), xstage::InvalidArgument);
   }
 }
+
+// Two-level INT4 weights (the register-operand kernels' int4_rs_lut format): the reference row
+// equals one recomputed here from dequantize_int4_lut's weights (fp8 activations, SwiGLU x
+// router weight, per-128 fp8 requantisation, bf16 rows), and the MXFP4 flush bound is the
+// weights' own (mxfp4_max_gap).
+TEST(MoeLayerRef, TwoLevelInt4RowsRecomputedFromDequantizeInt4Lut) {
+  namespace ops = xstage::ops;
+  const int H = 256, I = 128, E = 2, e = 1;
+  const auto w = ops::make_moe_layer_weights(E, H, I, 9, ops::MoeQuant::w4a8_int4, true);
+  ASSERT_TRUE(w.int4_two_level);
+  EXPECT_EQ(w.w1_scales.size(), size_t(E) * 2 * I);
+  EXPECT_EQ(w.w1_groups.size(), size_t(E) * (H / 128) * 2 * I);
+  EXPECT_EQ(w.w2_scales.size(), size_t(E) * H);
+  EXPECT_EQ(w.w2_groups.size(), size_t(E) * (I / 128) * H);
+  std::vector<float> w1(size_t(2 * I) * H), w2(size_t(H) * I);
+  ops::dequantize_int4_lut(w.w1.data() + size_t(e) * 2 * I * H / 2, w.w1_groups.data() + size_t(e) * (H / 128) * 2 * I,
+                           w.w1_scales.data() + size_t(e) * 2 * I, 2 * I, H, w1.data());
+  ops::dequantize_int4_lut(w.w2.data() + size_t(e) * H * I / 2, w.w2_groups.data() + size_t(e) * (I / 128) * H,
+                           w.w2_scales.data() + size_t(e) * H, H, I, w2.data());
+  std::vector<uint8_t> x(H);
+  for (int c = 0; c < H; ++c) x[c] = static_cast<uint8_t>((c * 29 + 5) % 0x7E);
+  const std::vector<float> xs{0.05f, 0.03f};
+  const float rw = 0.75f;
+  std::vector<float> got(H);
+  ops::moe_expert_row(w, e, rw, x.data(), xs.data(), got.data());
+  std::vector<double> a(H);
+  for (int k = 0; k < H; ++k) a[k] = double(ops::fp8_e4m3_decode(x[k])) * xs[k / 128];
+  std::vector<float> h(I);
+  for (int c = 0; c < I; ++c) {
+    double g = 0, u = 0;
+    for (int k = 0; k < H; ++k) {
+      g += a[k] * w1[size_t(c) * H + k];
+      u += a[k] * w1[size_t(I + c) * H + k];
+    }
+    h[c] = static_cast<float>(g / (1.0 + std::exp(-g)) * u * rw);
+  }
+  float amax = 0;
+  for (float v : h) amax = std::max(amax, std::fabs(v));
+  const ops::Fp8Scale q = ops::fp8_scale_for_amax(amax);
+  double mag = 0;
+  for (int n = 0; n < H; ++n) {
+    double y = 0;
+    for (int c = 0; c < I; ++c) y += double(ops::fp8_e4m3_decode(ops::fp8_e4m3_encode(h[c] * q.inv)) * q.scale) * w2[size_t(n) * I + c];
+    EXPECT_NEAR(got[n], ops::bf16_round(static_cast<float>(y)), 1e-6f + 1e-2f * std::fabs(got[n])) << n;
+    mag += std::fabs(got[n]);
+  }
+  EXPECT_GT(mag, 0.0);
+  // The same codes read as group-128 INT4 would be another layer: the flag decides.
+  ops::MoeLayerWeights g128 = w;
+  g128.int4_two_level = false;
+  EXPECT_THROW(ops::moe_expert_row(g128, e, rw, x.data(), xs.data(), got.data()), xstage::InvalidArgument);
+}
+
+TEST(MoeLayerRef, Mxfp4FlushBoundIsTheWeights) {
+  namespace ops = xstage::ops;
+  const int H = 128, I = 128;
+  auto w = ops::make_moe_layer_weights(1, H, I, 3, ops::MoeQuant::w4a8_mxfp4);
+  // Every W1 row: sub-block 1 at 2^-12, the others at 2^0 (gap 12: kept with 14, flushed with 11).
+  for (int kb = 0; kb < H / 32; ++kb)
+    for (int r = 0; r < 2 * I; ++r) w.w1_e8m0[size_t(kb) * 2 * I + r] = kb == 1 ? 115 : 127;
+  std::vector<float> d14(size_t(2 * I) * H), d11(d14.size());
+  ops::dequantize_mxfp4_w4a8(w.w1.data(), w.w1_e8m0.data(), 2 * I, H, d14.data(), 14);
+  ops::dequantize_mxfp4_w4a8(w.w1.data(), w.w1_e8m0.data(), 2 * I, H, d11.data(), ops::kMxfp4RsMaxExponentGap);
+  ASSERT_NE(d14, d11) << "the pattern must put a sub-block between the two bounds";
+  std::vector<uint8_t> x(H, 0);
+  const std::vector<float> xs{1.f};
+  for (int k = 32; k < 64; ++k) x[k] = 0x38;  // 1.0: only sub-block 1 of each row contributes
+  std::vector<float> y14(H), y11(H);
+  ops::moe_expert_row(w, 0, 1.f, x.data(), xs.data(), y14.data());
+  w.mxfp4_max_gap = ops::kMxfp4RsMaxExponentGap;
+  ops::moe_expert_row(w, 0, 1.f, x.data(), xs.data(), y11.data());
+  double m14 = 0, m11 = 0;
+  for (int n = 0; n < H; ++n) {
+    m14 += std::fabs(y14[n]);
+    m11 += std::fabs(y11[n]);
+  }
+  EXPECT_GT(m14, 0.0) << "gap 12 kept under the row-layout bound";
+  EXPECT_EQ(m11, 0.0) << "gap 12 flushed under the register-operand bound: nothing else reaches the output";
+}
 #endif  // XSTAGE_HAVE_MOE

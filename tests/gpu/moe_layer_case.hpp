@@ -19,6 +19,7 @@
 #include "xstage/moe_routing.hpp"
 #include "xstage/ops/ep_moe.hpp"
 #include "xstage/ops/moe_layer_ref.hpp"
+#include "xstage/ops/moe_quant4.hpp"
 #include "xstage/team.hpp"
 
 namespace xstage::moe_test {
@@ -57,10 +58,49 @@ T* upload_experts(const std::vector<T>& v, int experts, size_t e0, int epr) {
   return upload(std::vector<T>(v.begin() + e0 * per, v.begin() + (e0 + epr) * per));
 }
 
+// The layer's weights in a register-operand layout (ep_moe.hpp, EpMoeRankInputs::w_layout), per
+// expert as the kernels read them: int4_rs_lut from two-level INT4 weights (codes and tables,
+// channel scales as they are), mxfp4_rs from MXFP4 weights (codes and exponent gaps, fp32 block
+// scales). Empty for the rows layout.
+struct RsWeights {
+  std::vector<uint8_t> w1, w2;
+  std::vector<float> s1, s2;
+};
+inline RsWeights prepack_rs(const ops::MoeLayerWeights& w, ops::MoeWeightLayout layout) {
+  RsWeights p;
+  if (layout == ops::MoeWeightLayout::rows) return p;
+  const int E = w.experts;
+  auto one = [&](int rows, int cols, const std::vector<uint8_t>& q, const std::vector<float>& s,
+                 const std::vector<uint8_t>& groups, const std::vector<uint8_t>& e8, std::vector<uint8_t>& out,
+                 std::vector<float>& scales) {
+    const size_t codes = size_t(rows) * cols / 2;
+    if (layout == ops::MoeWeightLayout::int4_rs_lut) {
+      const size_t bytes = size_t(ops::prepacked_int4_lut_rs_bytes(rows, cols)), groups_per = size_t(cols / 128) * rows;
+      out.resize(bytes * E);
+      for (int e = 0; e < E; ++e)
+        ops::prepack_int4_lut_rs(q.data() + e * codes, groups.data() + e * groups_per, rows, cols, out.data() + e * bytes);
+      scales = s;  // the channel scales [E, rows]
+    } else {
+      const size_t bytes = size_t(ops::prepacked_mxfp4_rs_bytes(rows, cols)), e8_per = size_t(cols / 32) * rows,
+                   bs_per = size_t(cols / 128) * rows;
+      out.resize(bytes * E);
+      scales.resize(bs_per * E);
+      for (int e = 0; e < E; ++e)
+        ops::prepack_mxfp4_rs(q.data() + e * codes, e8.data() + e * e8_per, rows, cols, out.data() + e * bytes,
+                              scales.data() + e * bs_per);
+    }
+  };
+  one(2 * w.intermediate, w.hidden, w.w1, w.w1_scales, w.w1_groups, w.w1_e8m0, p.w1, p.s1);
+  one(w.hidden, w.intermediate, w.w2, w.w2_scales, w.w2_groups, w.w2_e8m0, p.w2, p.s2);
+  return p;
+}
+
 // Rank `rank`'s device inputs: its routing and activations, its slice of the experts' weights
-// (any format of MoeLayerWeights).
+// (any format of MoeLayerWeights; with `rs` non-empty, those prepacked weights in `layout`).
 inline ops::EpMoeRankInputs upload_rank(const moe::Routing& r, const ops::MoeLayerWeights& w,
-                                        const std::vector<ops::MoeLayerRankInput>& in, int rank, int experts_per_rank) {
+                                        const std::vector<ops::MoeLayerRankInput>& in, int rank, int experts_per_rank,
+                                        const RsWeights* rs = nullptr,
+                                        ops::MoeWeightLayout layout = ops::MoeWeightLayout::rows) {
   const int epr = experts_per_rank, E = w.experts;
   const size_t e0 = size_t(rank) * epr;
   ops::EpMoeRankInputs d;
@@ -75,6 +115,17 @@ inline ops::EpMoeRankInputs upload_rank(const moe::Routing& r, const ops::MoeLay
   d.w2_scales = upload_experts(w.w2_scales, E, e0, epr);
   d.w1_e8m0 = upload_experts(w.w1_e8m0, E, e0, epr);
   d.w2_e8m0 = upload_experts(w.w2_e8m0, E, e0, epr);
+  if (rs != nullptr && layout != ops::MoeWeightLayout::rows) {
+    for (const void* p : {d.w1, static_cast<const void*>(d.w1_scales), d.w2, static_cast<const void*>(d.w2_scales),
+                          static_cast<const void*>(d.w1_e8m0), static_cast<const void*>(d.w2_e8m0)})
+      if (p != nullptr) cudaFree(const_cast<void*>(p));
+    d.w_layout = layout;
+    d.w1 = upload_experts(rs->w1, E, e0, epr);
+    d.w1_scales = upload_experts(rs->s1, E, e0, epr);
+    d.w2 = upload_experts(rs->w2, E, e0, epr);
+    d.w2_scales = upload_experts(rs->s2, E, e0, epr);
+    d.w1_e8m0 = d.w2_e8m0 = nullptr;
+  }
   void* out = nullptr;
   if (cudaMalloc(&out, size_t(r.tokens_per_rank) * w.hidden * 2) == cudaSuccess) d.out = out;
   return d;
@@ -105,17 +156,21 @@ inline void route_to_first_half(moe::Routing& r) {
       for (int j = 0; j < k; ++j) rr.experts[size_t(t) * k + j] = (t + j) % h;
 }
 
+// layout: the weights in a register-operand layout (int4_rs_lut with w4a8_int4: two-level INT4
+// weights; mxfp4_rs with w4a8_mxfp4: the reference with that layout's exponent-gap flush).
 inline void check_layer(Team& team, const moe::ModelShape& shape, int tokens, moe::RoutingKind kind, uint64_t seed,
                         const std::string& label, const LayerFactory& make, ops::MoeQuant quant = ops::MoeQuant::w8a8,
-                        const RoutingEdit& edit = {}) {
+                        const RoutingEdit& edit = {}, ops::MoeWeightLayout layout = ops::MoeWeightLayout::rows) {
   const int P = team.world_size();
   moe::RoutingConfig rc;
   rc.kind = kind;
   rc.seed = seed;
   moe::Routing r = moe::make_routing(shape, P, tokens, rc);
   if (edit) edit(r);
-  const ops::MoeLayerWeights w =
-      ops::make_moe_layer_weights(shape.experts, shape.hidden, shape.intermediate, seed + 1, quant);
+  ops::MoeLayerWeights w = ops::make_moe_layer_weights(shape.experts, shape.hidden, shape.intermediate, seed + 1, quant,
+                                                       layout == ops::MoeWeightLayout::int4_rs_lut);
+  if (layout == ops::MoeWeightLayout::mxfp4_rs) w.mxfp4_max_gap = ops::kMxfp4RsMaxExponentGap;
+  const RsWeights rs = prepack_rs(w, layout);
   const auto in = ops::make_moe_layer_inputs(r, seed + 2);
   const auto ref = ops::moe_layer_reference(r, w, in);
   const ops::EpMoeConfig cfg{shape.hidden, shape.intermediate, shape.experts, shape.top_k, tokens};
@@ -123,7 +178,7 @@ inline void check_layer(Team& team, const moe::ModelShape& shape, int tokens, mo
   const int H = shape.hidden;
   std::vector<ops::EpMoeRankInputs> dev(team.local_count());
   team.run([&](int i) {
-    dev[i] = upload_rank(r, w, in, team.rank(i), shape.experts / P);
+    dev[i] = upload_rank(r, w, in, team.rank(i), shape.experts / P, &rs, layout);
     ASSERT_NE(dev[i].out, nullptr);
   });
   for (int call = 0; call < 2; ++call) {

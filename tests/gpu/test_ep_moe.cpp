@@ -56,6 +56,20 @@ TEST_P(EpMoeRanks, W4A8MatchesTheHostReferenceOfTheLayer) {
   }
 }
 
+// INT4 two-level weights prepacked for the register-operand grouped GEMMs (int4_rs_lut: the
+// per-128 kernels w4a8rs_lut_swiglu_* and w4a8rs_lut_bf16_*): the unfused counterpart of the
+// fused register-operand kernel, on the same weights and activation scales.
+TEST_P(EpMoeRanks, W4A8RegisterOperandMatchesTheHostReferenceOfTheLayer) {
+  const int P = GetParam();
+  XS_TEAM(team, P, 10.0);
+  const auto lut = ops::MoeWeightLayout::int4_rs_lut;
+  const auto q = ops::MoeQuant::w4a8_int4;
+  check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 40, moe::RoutingKind::skewed, 43,
+              "ep moe int4 lut rs", unfused, q, {}, lut);
+  check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 8, 2, 0, 0}, 70, moe::RoutingKind::balanced, 44,
+              "ep moe int4 lut rs", unfused, q, {}, lut);
+}
+
 // The phase events (the bench's breakdown): the layer's output stays right with them recorded,
 // every phase is timed, the GEMMs take time, and the phases add up to the whole call.
 TEST_P(EpMoeRanks, PhaseEventsSplitTheCall) {

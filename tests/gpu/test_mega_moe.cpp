@@ -274,6 +274,94 @@ TEST_P(MegaMoeW4A8Ranks, MatchesTheHostReferenceOfTheLayer) {
 INSTANTIATE_TEST_SUITE_P(P, MegaMoeW4A8Ranks, ::testing::Values(2, 4, 8),
                          [](const ::testing::TestParamInfo<int>& i) { return std::to_string(i.param); });
 
+// The register-operand W4A8 kernel (mega_w4a8_rs_kernel.cuh; builds with XSTAGE_MEGA_W4A8_RS):
+// INT4 two-level (int4_rs_lut) and MXFP4 (mxfp4_rs) prepacked weights, both orders, the cases of
+// the row-layout test (skewed, a half-width Linear-2 tile at H 1408, many waves, one expert with
+// every row, 3 CTAs).
+static std::string rs_label(ops::MoeWeightLayout l, moe::MoeSchedule s) {
+  return std::string(l == ops::MoeWeightLayout::int4_rs_lut ? "int4 lut rs " : "mxfp4 rs ") +
+         name(s, moe::MegaTile::m64n256);
+}
+static ops::MoeQuant rs_quant(ops::MoeWeightLayout l) {
+  return l == ops::MoeWeightLayout::int4_rs_lut ? ops::MoeQuant::w4a8_int4 : ops::MoeQuant::w4a8_mxfp4;
+}
+
+TEST(MegaMoe, OneGpuW4A8RegisterOperandMatchesTheHostReferenceOfTheLayer) {
+  XS_REQUIRE_GPUS(1);
+  if (!ops::MegaMoeLayer::register_operand_w4a8_built()) GTEST_SKIP() << "built without XSTAGE_MEGA_W4A8_RS";
+  auto team = gpu_team(1, 10);
+  for (auto l : {ops::MoeWeightLayout::int4_rs_lut, ops::MoeWeightLayout::mxfp4_rs})
+    for (auto which : {moe::MoeSchedule::expert_wave, moe::MoeSchedule::interleaved}) {
+      const auto f = mega(which, moe::MegaTile::automatic);
+      const std::string n = rs_label(l, which);
+      const ops::MoeQuant q = rs_quant(l);
+      check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 71, n, f, q, {}, l);
+      check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 4, 2, 0, 0}, 140, moe::RoutingKind::balanced, 72, n, f, q,
+                  {}, l);
+      check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 300, moe::RoutingKind::skewed, 73, n, f, q, {},
+                  l);
+      check_layer(*team, moe::ModelShape{"hot", 512, 256, 8, 1, 0, 0}, 300, moe::RoutingKind::balanced, 74,
+                  n + " one expert", f, q, route_all_to_expert0, l);
+      check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 75, n + " ctas 3",
+                  mega(which, moe::MegaTile::m64n256, 3), q, {}, l);
+    }
+}
+
+// P ranks (virtual on one GPU): remote dispatch and combine with the register-operand kernel.
+class MegaMoeW4A8RsRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(MegaMoeW4A8RsRanks, MatchesTheHostReferenceOfTheLayer) {
+  const int P = GetParam();
+  XS_TEAM(team, P, 10.0);
+  if (!ops::MegaMoeLayer::register_operand_w4a8_built()) GTEST_SKIP() << "built without XSTAGE_MEGA_W4A8_RS";
+  for (auto l : {ops::MoeWeightLayout::int4_rs_lut, ops::MoeWeightLayout::mxfp4_rs})
+    for (auto which : {moe::MoeSchedule::expert_wave, moe::MoeSchedule::interleaved}) {
+      const auto f = mega(which, moe::MegaTile::m64n256);
+      const std::string n = rs_label(l, which);
+      const ops::MoeQuant q = rs_quant(l);
+      check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 40, moe::RoutingKind::skewed, 81, n, f, q, {}, l);
+      check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 8, 2, 0, 0}, 70, moe::RoutingKind::balanced, 82, n, f, q,
+                  {}, l);
+      check_layer(*team, moe::ModelShape{"small", 256, 384, 2 * P, 2, 0, 0}, 24, moe::RoutingKind::balanced, 83,
+                  n + " empty ranks", f, q, route_to_first_half, l);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(P, MegaMoeW4A8RsRanks, ::testing::Values(2, 4, 8),
+                         [](const ::testing::TestParamInfo<int>& i) { return std::to_string(i.param); });
+
+// A build without the register-operand kernel refuses its layouts before the call counts; a
+// layout that does not match the weight format is refused either way.
+TEST(MegaMoe, RegisterOperandLayoutsAreClearErrors) {
+  XS_REQUIRE_GPUS(1);
+  auto team = gpu_team(1, 10);
+  const moe::ModelShape shape{"small", 256, 256, 4, 2, 0, 0};
+  const moe::Routing r = moe::make_routing(shape, 1, 8, {});
+  const auto w = ops::make_moe_layer_weights(4, 256, 256, 1, ops::MoeQuant::w4a8_int4, true);
+  const auto in = ops::make_moe_layer_inputs(r, 2);
+  const RsWeights rs = prepack_rs(w, ops::MoeWeightLayout::int4_rs_lut);
+  ops::MegaMoeLayer layer(*team, {256, 256, 4, 2, 8}, preset());
+  EP_T(cudaSetDevice(team->device(0)));
+  ops::EpMoeRankInputs d = upload_rank(r, w, in, 0, 4, &rs, ops::MoeWeightLayout::int4_rs_lut);
+  d.quant = ops::MoeQuant::w4a8_mxfp4;  // int4_rs_lut with MXFP4: refused whatever the build
+  try {
+    layer.forward(0, d, team->stream(0));
+    ADD_FAILURE() << "no error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("int4_rs_lut"), std::string::npos) << e.what();
+  }
+  d.quant = ops::MoeQuant::w4a8_int4;
+  if (!ops::MegaMoeLayer::register_operand_w4a8_built()) {
+    try {
+      layer.forward(0, d, team->stream(0));
+      ADD_FAILURE() << "no error";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("XSTAGE_MEGA_W4A8_RS"), std::string::npos) << e.what();
+    }
+  }
+  free_rank(d);
+}
+
 // W4A8 runs the 64 x 256 tile only: asking for 128 x 256 is refused before the call counts, so
 // the next call of the same layer still runs (and matches the reference).
 TEST(MegaMoe, W4A8WithThe128RowTileIsAClearError) {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "xstage/ops/moe_gemm.hpp"
 #include "xstage/ops/moe_quant_kind.hpp"
 #include "xstage/team.hpp"
 
@@ -44,6 +45,14 @@ struct EpMoeRankInputs {
   const float* w2_scales = nullptr;
   const uint8_t* w1_e8m0 = nullptr;       // w4a8_mxfp4 only
   const uint8_t* w2_e8m0 = nullptr;
+  // W4A8 weights prepacked for the register-operand kernels (moe_gemm.hpp, moe_quant4.hpp), W1 and
+  // W2 alike: int4_rs_lut (w4a8_int4 in the two-level format: w1/w2 the prepacked chunks,
+  // w1_scales/w2_scales the fp32 channel scales [E/P, 2I] / [E/P, H]) or mxfp4_rs (w4a8_mxfp4:
+  // the prepacked chunks, w1_scales/w2_scales the fp32 block scales [E/P, H/128, 2I] /
+  // [E/P, I/128, H]; no e8m0 arrays). The unfused layer runs the per-128 register-operand grouped
+  // GEMMs on them (INT4 two-level only), the fused layer its register-operand kernel (built with
+  // XSTAGE_MEGA_W4A8_RS). rows: the formats above.
+  MoeWeightLayout w_layout = MoeWeightLayout::rows;
   void* out = nullptr;                    // [T, H] bf16, 16-byte aligned
 };
 

@@ -115,6 +115,12 @@ class MegaMoeLayer {
   moe::MoeSchedule resolved_schedule(moe::MoeSchedule requested, MoeQuant quant = MoeQuant::w8a8) const;
   const moe::MoeOrderChoice& order_choice(MoeQuant quant = MoeQuant::w8a8) const;
 
+  // Whether this build has the register-operand W4A8 kernel that runs weights in the int4_rs_lut /
+  // mxfp4_rs layouts (EpMoeRankInputs::w_layout; CMake option XSTAGE_MEGA_W4A8_RS, off by default
+  // until its GPU tests pass; docs/megamoe.md "W4A8 on the register-operand GEMM"). Without it a
+  // call with those layouts is an InvalidArgument.
+  static bool register_operand_w4a8_built();
+
   // The interleaved mix and the model's view of both schedules, for a balanced load.
   const moe::MoeSchedulePlan& plan() const;
   int ctas(int i) const;

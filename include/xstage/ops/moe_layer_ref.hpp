@@ -13,7 +13,9 @@
 //   out_r[t, n] = sum_j y_n        (fp32 sum of the bf16 rows)
 // W4A8 weights (INT4 group-128 or MXFP4, moe_quant4.hpp) enter as the fp32 weights the W4A8
 // kernels compute with: dequantize_int4_g128 / dequantize_mxfp4_w4a8 (sub-blocks more than 14
-// exponents below their 128-K block's largest flushed to zero), in place of W1 x s1 / W2 x s2.
+// exponents below their 128-K block's largest flushed to zero), in place of W1 x s1 / W2 x s2;
+// INT4 in the two-level format (int4_two_level) as dequantize_int4_lut, MXFP4 for the
+// register-operand kernels (mxfp4_max_gap = kMxfp4RsMaxExponentGap) with that flush bound.
 // Plain host code, O(rows * 3 * H * I): meant for test-sized shapes.
 #pragma once
 #include <cstdint>
@@ -37,6 +39,15 @@ struct MoeLayerWeights {
   std::vector<float> w1_scales, w2_scales;
   // w4a8_mxfp4 only: E8M0 exponents [E, H/32, 2I] and [E, I/32, H].
   std::vector<uint8_t> w1_e8m0, w2_e8m0;
+  // w4a8_int4 in the two-level format (ops::quantize_int4_lut; the register-operand kernels'
+  // int4_rs_lut layout prepacks it): w1/w2 hold the codes as above, w1_scales/w2_scales the fp32
+  // channel scales [E, 2I] and [E, H], w1_groups/w2_groups the e4m3 group scales [E, H/128, 2I]
+  // and [E, I/128, H].
+  bool int4_two_level = false;
+  std::vector<uint8_t> w1_groups, w2_groups;
+  // w4a8_mxfp4: sub-blocks more than this many exponents below their 128-K block's largest are
+  // zero (14: the row-layout kernels; kMxfp4RsMaxExponentGap = 11: the register-operand ones).
+  int mxfp4_max_gap = 14;
 };
 
 struct MoeLayerRankInput {
@@ -45,8 +56,10 @@ struct MoeLayerRankInput {
 };
 
 // Random weights (normal, sd 1/sqrt(K), quantised to `quant`) and inputs of the right sizes.
+// int4_two_level: w4a8_int4 weights in the two-level format (quantize_int4_lut) instead of
+// quantize_int4_g128's.
 MoeLayerWeights make_moe_layer_weights(int experts, int hidden, int intermediate, uint64_t seed,
-                                       MoeQuant quant = MoeQuant::w8a8);
+                                       MoeQuant quant = MoeQuant::w8a8, bool int4_two_level = false);
 std::vector<MoeLayerRankInput> make_moe_layer_inputs(const moe::Routing& r, uint64_t seed);
 
 // One (token, expert) row: a = x[t] (fp8 + scales), output y (bf16-rounded, as floats) of
