@@ -13,6 +13,7 @@
 #include <string>
 #include <tuple>
 #include <vector>
+#include <utility>
 
 #include "gpu/moe_layer_case.hpp"
 #include "xstage/error.hpp"
@@ -163,13 +164,23 @@ TEST(MegaMoe, RecordsOneSpanPerLinear2PieceAndRunsTheLocalControl) {
   const moe::Routing r = moe::make_routing(shape, 2, tokens, {});
   const auto w = ops::make_moe_layer_weights(4, 1408, 640, 3);
   const auto in = ops::make_moe_layer_inputs(r, 4);
+  // The register-operand W4A8 kernel too, where this build has it (64 x 256 blocks).
+  const bool rs_built = ops::MegaMoeLayer::register_operand_w4a8_built();
+  const auto w_rs = ops::make_moe_layer_weights(4, 1408, 640, 3, ops::MoeQuant::w4a8_int4, true);
+  const RsWeights rs = prepack_rs(w_rs, ops::MoeWeightLayout::int4_rs_lut);
   ops::MegaMoeLayer layer(*team, {1408, 640, 4, 2, tokens}, preset());
   const auto stats = moe::routing_stats(r);
   team->run([&](int i) {
     const int rank = team->rank(i);
     const ops::EpMoeRankInputs d = upload_rank(r, w, in, rank, 2);
-    for (auto tile : kTiles)
+    const ops::EpMoeRankInputs d_rs = upload_rank(r, w_rs, in, rank, 2, &rs, ops::MoeWeightLayout::int4_rs_lut);
+    std::vector<std::pair<moe::MegaTile, bool>> runs;  // (tile, register-operand weights)
+    for (auto tile : kTiles) runs.push_back({tile, false});
+    if (rs_built) runs.push_back({moe::MegaTile::m64n256, true});
+    for (const auto& [tile, with_rs] : runs)
     for (bool control : {false, true}) {
+      const ops::EpMoeRankInputs& dd = with_rs ? d_rs : d;
+      SCOPED_TRACE(with_rs ? "int4 lut rs" : "w8a8");
       // Pieces: blocks of each local expert x 1408 / 128 = 11 column pieces (a 128-row block's
       // piece is one span: its store warps copy all 128 rows); tiles per block: 640 / 128 = 5
       // Linear-1 (128 h channels = 256 gate/up columns), ceil(1408 / 256) = 6 Linear-2.
@@ -181,7 +192,7 @@ TEST(MegaMoe, RecordsOneSpanPerLinear2PieceAndRunsTheLocalControl) {
       opt.tile = tile;
       opt.record_spans = true;
       opt.control_local = control;
-      layer.forward(i, d, team->stream(i), opt);
+      layer.forward(i, dd, team->stream(i), opt);
       team->synchronize(i, "the Mega-MoE call");
       team->check_device_status(i);
       const ops::MegaMoeSpans sp = layer.last_spans(i);
@@ -217,6 +228,7 @@ TEST(MegaMoe, RecordsOneSpanPerLinear2PieceAndRunsTheLocalControl) {
                 sp.kernel_us * 1.02 + 1.0);
     }
     free_rank(d);
+    free_rank(d_rs);
   });
 }
 

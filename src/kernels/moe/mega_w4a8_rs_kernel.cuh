@@ -73,7 +73,8 @@ struct MegaW4A8RsKernel {
                     Rs::kAccs == 2 && !T::kTok && T::kScaleLanes == 32,
                 "64-token tiles of two 128-row weight chunks, per-128 token scales copied by one warp");
   // Both consumer warp groups: the Linear-2 epilogue's staging, the Linear-1 count, publish and
-  // reduce. User barrier 7 (the SwiGLU epilogue uses swiglu_full, 256 threads).
+  // reduce. User barrier 7 (the SwiGLU epilogue uses swiglu_full, 256 threads); taken through
+  // W4RsEpilogue::named_sync, whose memory clobber keeps the shared reads after it.
   static constexpr uint32_t kConsumersBarrier = 7;
   static_assert(128 * T::kProducerRegs + 256 * T::kConsumerRegs <= (65536 / kThreads) / 8 * 8 * kThreads,
                 "setmaxnreg budget");
@@ -203,7 +204,7 @@ struct MegaW4A8RsKernel {
     asm volatile("cp.async.wait_all;\n" ::: "memory");
     // Every thread's channel scales have landed; the previous Linear-2 tile's copy-out is done
     // with the staging.
-    cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
+    Epi::named_sync(256, kConsumersBarrier);
     const int m = lane / 8, r = lane % 8;
     const uint32_t base = cute::cast_smem_ptr_to_uint(ss.out.data()) + (8 * (m >> 1) + r) * kOutPitch;
     CUTE_UNROLL
@@ -216,7 +217,7 @@ struct MegaW4A8RsKernel {
       }
       Epi::template stage_bf16_piece<kOutPitch>(acc[b], base + (col + 8 * (m & 1)) * 2, cs0, cs1, nullptr, q);
     }
-    cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
+    Epi::named_sync(256, kConsumersBarrier);
     const long long c0 = clock64();
     const int c = ct % 32;  // 16-byte column: hidden columns 256 n + 8 c .. + 7
     const EpilogueTile et{t.expert, t.m_block, t.n_block, t.row_begin, t.rows, t.n_block * 256, t.tag};
@@ -347,7 +348,7 @@ struct MegaW4A8RsKernel {
         p.epi1.dest.mark(1, ct);
         const long long c0 = clock64();
         p.epi1.dest.writer_fence();  // h is read next by TMA in other CTAs
-        cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
+        Epi::named_sync(256, kConsumersBarrier);
         tail = clock64() - c0;
         const EpilogueTile et{t.expert, t.m_block, t.n_block, t.row_begin, t.rows, t.n_block * 128, t.tag};
         if (ct == 0) p.epi1.dest.tile_stored(et, tail);
@@ -356,10 +357,11 @@ struct MegaW4A8RsKernel {
         if (m.spans != nullptr || m.trace != nullptr) {
           // The sender-visible span of the tile's stores: until both groups' stores are done.
           const long long c0 = clock64() - tail;
-          cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
+          Epi::named_sync(256, kConsumersBarrier);
           tail = clock64() - c0;
           if (ct == 0) {
             for (int piece = 0; piece < 2; ++piece) {
+              if (t.n_block * 256 + 128 * piece >= p.epi2.n) continue;  // a piece past H has no span (as W8A8)
               const EpilogueTile et{t.expert, t.m_block, t.n_block, t.row_begin, t.rows, t.n_block * 256 + 128 * piece,
                                     t.tag};
               p.epi2.dest.tile_stored(et, tail);
