@@ -41,8 +41,9 @@ __all__ = ["FORMATS", "LAYER_FORMATS", "PackedWeights", "prepack", "quantize_act
            "ExpertParallelMoE"]
 
 FORMATS = ("w8a8", "int4_lut", "int4_lut_glu", "mxfp4", "mxfp4_glu", "w4a8_int4", "w4a8_mxfp4")
-# The expert-parallel layer's weight formats (ExpertParallelMoE(weights=...)).
-LAYER_FORMATS = ("w8a8", "w4a8_int4", "w4a8_mxfp4")
+# The expert-parallel layer's weight formats (ExpertParallelMoE(weights=...)): the row-layout ones,
+# and the register-operand INT4 two-level / MXFP4 layouts (per-128 activations there too).
+LAYER_FORMATS = ("w8a8", "w4a8_int4", "w4a8_mxfp4", "int4_lut", "mxfp4")
 _FP8 = torch.float8_e4m3fn
 _FP8_MAX = 448.0
 _AMAX_FLOOR = 1e-4
@@ -259,8 +260,11 @@ class ExpertParallelMoE(torch.nn.Module):
     the grouped GEMMs). The C++ layer is built per token count T on first use (collective: every
     rank calls forward with the same T, in the same order). P = 1 works (one rank holds every
     expert). ``weights``: the experts' format (``LAYER_FORMATS``): W8A8, or W4A8 with INT4 or MXFP4
-    weights in the row layout (activations stay fp8 per 128 channels). Needs the team binding
-    (``xstage._C.has_ep_moe``)."""
+    weights in the row layout, or in the register-operand layouts ``int4_lut`` (INT4 two-level;
+    unfused: the per-128 register-operand grouped GEMMs) and ``mxfp4`` (``kind="mega"`` only); the
+    fused layer runs these two with its register-operand kernel, in extensions built with
+    ``XSTAGE_MEGA_W4A8_RS`` (``xstage._C.has_mega_w4a8_rs``). Activations stay fp8 per 128
+    channels. Needs the team binding (``xstage._C.has_ep_moe``)."""
 
     def __init__(self, group=None, *, hidden: int, intermediate: int, experts: int, top_k: int,
                  kind: str = "mega", schedule: str = "interleaved", weights: str = "w8a8",
@@ -276,6 +280,12 @@ class ExpertParallelMoE(torch.nn.Module):
             _fail(ValueError, f"schedule '{schedule}' (interleaved, expert-wave or auto: the model's pick)")
         if weights not in LAYER_FORMATS:
             _fail(ValueError, f"weights '{weights}' ({', '.join(LAYER_FORMATS)})")
+        if weights in ("int4_lut", "mxfp4") and kind == "mega" and not getattr(C, "has_mega_w4a8_rs", False):
+            _fail(NotImplementedError, f"weights '{weights}' with kind 'mega' need the fused register-operand W4A8 "
+                  "kernel, which this extension leaves out (build with -DXSTAGE_MEGA_W4A8_RS=ON)")
+        if weights == "mxfp4" and kind == "unfused":
+            _fail(ValueError, "weights 'mxfp4' run fused only (kind='mega'): no per-128 register-operand MXFP4 "
+                  "grouped GEMM ships")
         import torch.distributed as dist
 
         if group is None:

@@ -143,12 +143,17 @@ void ep_moe_forward(PyEpMoe& u, uintptr_t topk_experts, uintptr_t topk_weights, 
                     uintptr_t w1, uintptr_t w1_scales, uintptr_t w2, uintptr_t w2_scales, uintptr_t out,
                     const std::string& schedule, uintptr_t stream, const std::string& weights) {
   ops::EpMoeRankInputs in;
-  // w*_scales: W8A8 block scales, INT4 group scales, or (w4a8_mxfp4) the E8M0 exponents.
+  // w*_scales: W8A8 block scales, INT4 group scales, or (w4a8_mxfp4) the E8M0 exponents; the
+  // register-operand layouts (int4_lut: channel scales, mxfp4: block scales, as moe.prepack
+  // makes them).
   bool known = false;
   for (ops::MoeQuant q : {ops::MoeQuant::w8a8, ops::MoeQuant::w4a8_int4, ops::MoeQuant::w4a8_mxfp4})
     if (weights == ops::moe_quant_name(q)) in.quant = q, known = true;
-  if (!known) throw InvalidArgument("ep moe: weights '" + weights + "' (w8a8, w4a8_int4 or w4a8_mxfp4)");
-  const bool e8m0 = in.quant == ops::MoeQuant::w4a8_mxfp4;
+  if (weights == "int4_lut") in.quant = ops::MoeQuant::w4a8_int4, in.w_layout = ops::MoeWeightLayout::int4_rs_lut, known = true;
+  if (weights == "mxfp4") in.quant = ops::MoeQuant::w4a8_mxfp4, in.w_layout = ops::MoeWeightLayout::mxfp4_rs, known = true;
+  if (!known)
+    throw InvalidArgument("ep moe: weights '" + weights + "' (w8a8, w4a8_int4, w4a8_mxfp4, int4_lut or mxfp4)");
+  const bool e8m0 = in.quant == ops::MoeQuant::w4a8_mxfp4 && in.w_layout == ops::MoeWeightLayout::rows;
   in.topk_experts = reinterpret_cast<const int32_t*>(topk_experts);
   in.topk_weights = reinterpret_cast<const float*>(topk_weights);
   in.x = reinterpret_cast<const void*>(x);
@@ -246,6 +251,9 @@ void bind_team(nb::module_& m) {
 #endif
 #if XSTAGE_PY_HAVE_MOE
   m.attr("has_ep_moe") = true;
+  // The fused layer's register-operand W4A8 kernel (weights "int4_lut" / "mxfp4" with kind "mega";
+  // CMake option XSTAGE_MEGA_W4A8_RS).
+  m.attr("has_mega_w4a8_rs") = ops::MegaMoeLayer::register_operand_w4a8_built();
   nb::class_<PyEpMoe>(m, "EpMoeOp",
                       "The expert-parallel MoE layer of one rank, W8A8 or W4A8 (its team must outlive it).")
       .def(nb::new_(&ep_moe_create), nb::arg("team"), nb::arg("hidden"), nb::arg("intermediate"),
@@ -258,6 +266,7 @@ void bind_team(nb::module_& m) {
            "One call on raw device pointers (every rank the same calls in the same order), asynchronous.");
 #else
   m.attr("has_ep_moe") = false;
+  m.attr("has_mega_w4a8_rs") = false;
 #endif
 }
 #else
@@ -265,6 +274,7 @@ void bind_team(nb::module_& m) {
   m.attr("has_team") = false;
   m.attr("has_ulysses") = false;
   m.attr("has_ep_moe") = false;
+  m.attr("has_mega_w4a8_rs") = false;
 }
 #endif
 

@@ -154,5 +154,7 @@ def test_expert_parallel_refuses_an_unknown_weight_format():
 
     if not getattr(_ext.load(), "has_ep_moe", False):
         pytest.skip("the extension has no EP MoE binding")
-    with pytest.raises(ValueError, match="weights 'int4_lut'"):
-        moe.ExpertParallelMoE(None, hidden=256, intermediate=256, experts=8, top_k=2, weights="int4_lut")
+    with pytest.raises(ValueError, match="weights 'int4_lut_glu'"):
+        moe.ExpertParallelMoE(None, hidden=256, intermediate=256, experts=8, top_k=2, weights="int4_lut_glu")
+    with pytest.raises(ValueError, match="weights 'mxfp4' run fused only"):
+        moe.ExpertParallelMoE(None, hidden=256, intermediate=256, experts=8, top_k=2, kind="unfused", weights="mxfp4")
