@@ -36,6 +36,15 @@ cat > "$tmp/ph.json" <<'J'
 J
 expect 0 "unfused       210     2100     1400       0      300     240     785     589     0.82" -- scripts/megamoe-ab --table "$tmp/ph.json"
 expect 0 "interleaved       330     2400     1500     120       90      60     687     550     0.77" -- scripts/megamoe-ab --table "$tmp/ph.json"
+# Several weight formats (--weights): one row per model, format and tokens.
+cat > "$tmp/w.json" <<'J'
+{"world": 1, "results": [
+ {"model": "DSv4-Flash", "weights": "w8a8", "tokens_per_rank": 8192, "variant": "unfused", "median_us": 4251, "check": "ok"},
+ {"model": "DSv4-Flash", "weights": "w4a8-int4-lut-rs", "tokens_per_rank": 8192, "variant": "unfused", "median_us": 4000, "check": "ok"},
+ {"model": "DSv4-Flash", "weights": "w4a8-int4-lut-rs", "tokens_per_rank": 8192, "variant": "interleaved", "median_us": 2000, "check": "ok"}]}
+J
+expect 0 "DSv4-Flash w4a8-int4-lut-rs   8192" -- scripts/megamoe-ab --table "$tmp/w.json"
+expect 0 "2000us  1237TF 2.00x" -- scripts/megamoe-ab --table "$tmp/w.json"
 expect 2 "unknown option" -- scripts/megamoe-ab --bogus "$tmp/o"
 [ "$fails" = 0 ] && echo "all passed" || echo "$fails failed"
 [ "$fails" = 0 ]

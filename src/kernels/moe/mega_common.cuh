@@ -1,7 +1,8 @@
 // What the Mega-MoE kernels of both weight formats share around their GEMM roles
 // (docs/megamoe.md "The kernel"): decoding a list position into a work tile, the producer's
 // tile slots, the per-tile trace record, and the publish + reduce after the tile loop.
-// Included by mega_kernel.cuh (W8A8) and mega_w4a8_kernel.cuh (W4A8).
+// Included by mega_kernel.cuh (W8A8), mega_w4a8_kernel.cuh (W4A8, row layout) and
+// mega_w4a8_rs_kernel.cuh (W4A8, register operand).
 #pragma once
 #include <cstdint>
 
@@ -12,6 +13,7 @@
 #include "kernels/moe/ep_reduce.cuh"
 #include "kernels/moe/mega_args.hpp"
 #include "kernels/moe/mega_prologue.cuh"
+#include "kernels/moe/tile_queue.cuh"
 #include "kernels/moe/tile_scheduler.cuh"
 #include "xstage/moe_tile_order.hpp"
 
@@ -88,6 +90,42 @@ __device__ __forceinline__ void mega_wait_inputs(const MegaMoeArgs& m, MegaLayou
     dev::wait_geq_gpu(l1_done + tag / n2, l1_target, a.status, WaitId::moe_linear1, a.rank, a.timeout_ns);
     dev::fence_proxy_async_global();
   }
+}
+
+// The CTA's start stamp (clock64 and globaltimer) for the phase breakdown, when asked for.
+__device__ __forceinline__ void mega_stamp_start(const MegaMoeArgs& m) {
+  if (m.cta_clock != nullptr && threadIdx.x == 0) {
+    m.cta_clock[blockIdx.x * kMegaClockWords + 0] = clock64();
+    m.cta_clock[blockIdx.x * kMegaClockWords + 1] = dev::global_ns();
+  }
+}
+
+// The producer thread's i-th claim (docs/megamoe.md "Tile claiming"): the next list position
+// (dynamic: one atomic, in time order; static: c, c + K, ...), decoded, gated on its inputs
+// (mega_wait_inputs; the wait goes into trace word 4), left in tile slot i, then handed over to
+// the queue's readers — only now, so they may read the tile's in-kernel-written scales (x pushed
+// by peers, h by other CTAs) as soon as they have the position. False, after pushing the end
+// (-1), once the list is exhausted. The register-operand kernel calls it; the W8A8 and row-layout
+// W4A8 kernels keep the same steps inline: calling this instead moved ptxas's instruction
+// schedule of those measured kernels, their K loops included (tools/sass_diff.py, session 38).
+template <int kBlockM, class Queue, class QueueState>
+__device__ __forceinline__ bool mega_claim_tile(const MegaMoeArgs& m, MegaLayoutSmem const& ly, int n1, int n2,
+                                                int total, int parity, uint32_t* l1_done, uint32_t l1_target, int i,
+                                                bool& rows_here, MegaTileSlot* slots, Queue const& queue,
+                                                QueueState& qs, WorkTile& t, bool& is_l1) {
+  const int pos = m.dynamic_claim ? static_cast<int>(atomicAdd(m.tile_next + parity, 1u))
+                                  : static_cast<int>(blockIdx.x) + i * static_cast<int>(gridDim.x);
+  if (pos >= total) {
+    queue.push(qs, -1);
+    return false;
+  }
+  t = mega_work_tile<kBlockM>(m, n1, n2, ly, pos, is_l1);
+  const uint64_t w0 = m.trace != nullptr ? clock64() : 0;
+  mega_wait_inputs(m, ly, l1_done, is_l1, t.tag, n2, l1_target, rows_here);
+  if (m.trace != nullptr) m.trace[size_t(pos) * kMegaTraceWords + 4] = static_cast<uint32_t>(clock64() - w0);
+  slots[i & (kMegaTileSlots - 1)] = MegaTileSlot{t, is_l1 ? 1 : 0};  // before the push that publishes it
+  queue.push(qs, pos);
+  return true;
 }
 
 // The tile trace record of list position pos (consumers' first thread): words 0-3 and 6-7,

@@ -244,10 +244,7 @@ struct MegaW4A8RsKernel {
     const MegaMoeArgs& m = p.m;
     const EpMoeArgs& a = m.ep;
     const int tid = threadIdx.x;
-    if (m.cta_clock != nullptr && tid == 0) {
-      m.cta_clock[blockIdx.x * kMegaClockWords + 0] = clock64();
-      m.cta_clock[blockIdx.x * kMegaClockWords + 1] = dev::global_ns();
-    }
+    mega_stamp_start(m);
     if (tid == 0) {
       for (int i = 0; i < kStages; ++i) {
         cutlass::arch::ClusterTransactionBarrier::init(&ss.rs.full[i], 1 + T::kScaleLanes);
@@ -284,22 +281,11 @@ struct MegaW4A8RsKernel {
         bool rows_here = false;
         const uint32_t l1_target = ::xstage::moe::mega_l1_target(::xstage::moe::mega_tile_shape(T::kTile), p.n1);
         for (int i = 0;; ++i) {
-          // Claim the next list position (tile_queue.cuh: dynamic = in time order).
-          const int pos = m.dynamic_claim ? static_cast<int>(atomicAdd(m.tile_next + parity, 1u))
-                                          : static_cast<int>(blockIdx.x) + i * static_cast<int>(gridDim.x);
-          if (pos >= total) {
-            queue.push(qs, -1);
-            break;
-          }
+          WorkTile t;
           bool is_l1;
-          const WorkTile t = mega_work_tile<kBlockM>(m, p.n1, p.n2, ss.layout, pos, is_l1);
-          const uint64_t w0 = m.trace != nullptr ? clock64() : 0;
-          mega_wait_inputs(m, ss.layout, l1_done, is_l1, t.tag, p.n2, l1_target, rows_here);
-          if (m.trace != nullptr) m.trace[size_t(pos) * kMegaTraceWords + 4] = static_cast<uint32_t>(clock64() - w0);
-          ss.slots[i & (kMegaTileSlots - 1)] = MegaTileSlot{t, is_l1 ? 1 : 0};  // before the push that publishes it
-          // Handed over only now: the scale warp reads the tile's in-kernel-written scales as
-          // soon as it has the position.
-          queue.push(qs, pos);
+          if (!mega_claim_tile<kBlockM>(m, ss.layout, p.n1, p.n2, total, parity, l1_done, l1_target, i, rows_here,
+                                        ss.slots, queue, qs, t, is_l1))
+            break;
           produce_tile(is_l1 ? p.l1 : p.l2, is_l1, ss, sX, t, write);
         }
       } else if (warp == 1) {
