@@ -113,6 +113,11 @@ km::EpMoeArgs EpMoeBuffers::next_call(int i, const EpMoeRankInputs& in) {
     throw InvalidArgument(fmt::format("{}: weight layout {} with {} weights (int4_rs_lut takes w4a8_int4, mxfp4_rs "
                                       "w4a8_mxfp4; the glu layouts are not layer layouts)",
                                       what_, moe_weight_layout_name(in.w_layout), moe_quant_name(in.quant)));
+  if (in.act != MoeActScales::per_128 && in.act != MoeActScales::per_token)
+    throw InvalidArgument(fmt::format("{}: unknown activation scales {}", what_, static_cast<int>(in.act)));
+  if (in.act == MoeActScales::per_token && !rs)
+    throw InvalidArgument(fmt::format("{}: per-token activation scales run the register-operand kernels: weights in "
+                                      "the int4_rs_lut or mxfp4_rs layout (got rows)", what_));
   if (in.quant == MoeQuant::w4a8_mxfp4 && !rs) {  // E8M0 exponents instead of fp32 scales (bulk-copied)
     need(in.w1_e8m0, 16, "w1_e8m0");
     need(in.w2_e8m0, 16, "w2_e8m0");

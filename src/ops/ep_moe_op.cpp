@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/moe/ep_per_token.hpp"
 #include "kernels/moe/ep_transport.hpp"
 #include "ops/ep_moe_buffers.hpp"
 #include "runtime/check.hpp"
@@ -44,6 +45,10 @@ struct EpMoeLayer::Impl {
     void* h = nullptr;          // [cap, I] fp8
     float* h_scales = nullptr;  // [I/128, cap]
     void* y = nullptr;          // [cap, H] bf16
+    // Per-token activations (EpMoeRankInputs::act), allocated at the first such call: x's scales
+    // in the dispatch's per-128 layout [H/128, T], and h's per-token scales [cap].
+    float* x_scales_128 = nullptr;
+    float* h_tok = nullptr;
   };
   std::vector<Rank> ranks;
   Impl(Team& t, const EpMoeConfig& c) : buf(t, c, "ep moe") {}
@@ -83,8 +88,9 @@ EpMoeLayer::~EpMoeLayer() {
     cudaSetDevice(I.buf.team.device(static_cast<int>(i)));
     cudaDeviceSynchronize();
     for (void* p : {static_cast<void*>(R.expert_counts), static_cast<void*>(R.expert_offsets),
-                    static_cast<void*>(R.rows_expected), R.h, static_cast<void*>(R.h_scales), R.y})
-      cudaFree(p);
+                    static_cast<void*>(R.rows_expected), R.h, static_cast<void*>(R.h_scales), R.y,
+                    static_cast<void*>(R.x_scales_128), static_cast<void*>(R.h_tok)})
+      if (p != nullptr) cudaFree(p);
   }
 }
 
@@ -105,13 +111,23 @@ void EpMoeLayer::run(int i, const EpMoeRankInputs& in, cudaStream_t s, const EpM
   Impl& I = *impl_;
   Impl::Rank& R = I.ranks.at(i);
   const EpMoeConfig& c = I.buf.cfg;
-  const km::EpMoeArgs a = I.buf.next_call(i, in);
+  km::EpMoeArgs a = I.buf.next_call(i, in);
   const std::string what = fmt::format("ep moe (rank {}, call {})", a.rank, a.epoch);
   const int ctas = I.buf.sm_count[i];
   auto mark = [&](int k) {
     if (ph != nullptr) XS_CUDA(cudaEventRecord(ph->at[k], s), what + ": phase event");
   };
+  const bool per_token = in.act == MoeActScales::per_token;
+  if (per_token && R.h_tok == nullptr) {
+    XS_CUDA(cudaMalloc(&R.x_scales_128, sizeof(float) * (c.hidden / 128) * size_t(c.tokens)), what + ": x scales");
+    XS_CUDA(cudaMalloc(&R.h_tok, sizeof(float) * size_t(I.buf.cap)), what + ": h token scales");
+  }
   mark(0);
+  if (per_token) {  // the dispatch moves per-128 scales with each row: every group the token's
+    XS_CUDA(km::ep_launch_broadcast_scales(in.x_scales, R.x_scales_128, c.tokens, c.hidden / 128, s),
+            what + ": x scales");
+    a.x_scales = R.x_scales_128;
+  }
   XS_CUDA(km::ep_launch_counts(a, s), what + ": counts");
   XS_CUDA(km::ep_launch_dispatch(a, ctas, s), what + ": dispatch");
   XS_CUDA(km::ep_launch_layout(a, s), what + ": layout");
@@ -131,6 +147,12 @@ void EpMoeLayer::run(int i, const EpMoeRankInputs& in, cudaStream_t s, const EpM
   l1.b_scales = in.w1_scales;
   l1.b_e8m0 = in.w1_e8m0;
   l1.b_layout = in.w_layout;
+  if (per_token) {
+    // The per-token Linear-1: gate/up-interleaved W1; a row's scale is its first 128-column one.
+    l1.b_layout = in.w_layout == MoeWeightLayout::int4_rs_lut ? MoeWeightLayout::int4_rs_lut_glu
+                                                               : MoeWeightLayout::mxfp4_rs_glu;
+    l1.a_scale_granularity = MoeActScales::per_token;
+  }
   l1.counts = R.expert_counts;
   l1.offsets = R.expert_offsets;
   l1.out = R.h;
@@ -139,6 +161,10 @@ void EpMoeLayer::run(int i, const EpMoeRankInputs& in, cudaStream_t s, const EpM
   l1.tokens_per_expert_hint = hint;
   l1.num_ctas = ctas;
   moe_gemm(l1, s);
+  if (per_token)
+    XS_CUDA(km::ep_launch_requant_per_token(static_cast<uint8_t*>(R.h), R.h_scales, R.h_tok, R.expert_counts,
+                                            R.expert_offsets, I.buf.epr, I.buf.cap, c.intermediate, s),
+            what + ": h per-token requantisation");
   mark(2);
   MoeGemmArgs l2;
   l2.quant = in.quant;
@@ -153,6 +179,10 @@ void EpMoeLayer::run(int i, const EpMoeRankInputs& in, cudaStream_t s, const EpM
   l2.b_scales = in.w2_scales;
   l2.b_e8m0 = in.w2_e8m0;
   l2.b_layout = in.w_layout;
+  if (per_token) {
+    l2.a_scales = R.h_tok;
+    l2.a_scale_granularity = MoeActScales::per_token;
+  }
   l2.counts = R.expert_counts;
   l2.offsets = R.expert_offsets;
   l2.out = R.y;

@@ -141,6 +141,9 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
   Impl& I = *impl_;
   Impl::Rank& R = I.ranks.at(i);
   // Checked before next_call, which counts the call.
+  if (in.act != MoeActScales::per_128)
+    throw InvalidArgument("mega moe: per-token activation scales are not built into the fused kernel (the unfused "
+                          "EpMoeLayer takes them; docs/megamoe.md \"Next steps\" 4)");
   if (in.w_layout != MoeWeightLayout::rows && !km::mega_moe_w4a8_rs_built())
     throw InvalidArgument(fmt::format("mega moe: weight layout {} runs the register-operand W4A8 kernel, which this "
                                       "build leaves out (configure with -DXSTAGE_MEGA_W4A8_RS=ON)",

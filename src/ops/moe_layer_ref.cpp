@@ -87,7 +87,7 @@ MoeLayerWeights make_moe_layer_weights(int experts, int hidden, int intermediate
   return w;
 }
 
-std::vector<MoeLayerRankInput> make_moe_layer_inputs(const moe::Routing& r, uint64_t seed) {
+std::vector<MoeLayerRankInput> make_moe_layer_inputs(const moe::Routing& r, uint64_t seed, bool per_token) {
   std::vector<MoeLayerRankInput> in(r.ranks);
   std::mt19937_64 g(seed);
   std::normal_distribution<float> n(0.f, 1.f);
@@ -97,16 +97,24 @@ std::vector<MoeLayerRankInput> make_moe_layer_inputs(const moe::Routing& r, uint
     for (auto& v : x) v = n(g);
     ri.x.resize(x.size());
     ri.x_scales.resize(size_t(H / 128) * T);
-    quantize_per_token_128(x.data(), T, H, ri.x.data(), ri.x_scales.data());
+    if (per_token) {
+      quantize_fp8_per_token(x.data(), T, H, ri.x.data(), ri.x_scales.data());  // [T] first
+      for (int g = H / 128 - 1; g >= 0; --g)
+        for (int t = 0; t < T; ++t) ri.x_scales[size_t(g) * T + t] = ri.x_scales[t];
+    } else {
+      quantize_per_token_128(x.data(), T, H, ri.x.data(), ri.x_scales.data());
+    }
   }
   return in;
 }
 
 namespace {
 
-// One expert's weights as the kernels compute with them (scales applied): W1 [2I, H], W2 [H, I].
+// One expert's weights as the kernels compute with them (scales applied): W1 [2I, H], W2 [H, I];
+// per_token: the per-token activation recipe (MoeLayerWeights::per_token_activations).
 struct ExpertMatrices {
   std::vector<double> w1, w2;
+  bool per_token = false;
 };
 
 // Matrix [rows, cols] of expert e in the layer's format, dequantised into out (doubles).
@@ -141,6 +149,7 @@ ExpertMatrices expert_matrices(const MoeLayerWeights& w, int e) {
   ExpertMatrices m;
   expert_matrix(w, e, 2 * w.intermediate, w.hidden, w.w1, w.w1_scales, w.w1_e8m0, w.w1_groups, m.w1);
   expert_matrix(w, e, w.hidden, w.intermediate, w.w2, w.w2_scales, w.w2_e8m0, w.w2_groups, m.w2);
+  m.per_token = w.per_token_activations;
   return m;
 }
 
@@ -160,11 +169,21 @@ void expert_row(const ExpertMatrices& m, int H, int I, float router_weight, cons
     h[c] = static_cast<float>(gate / (1.0 + std::exp(-gate)) * up * router_weight);
   }
   // fp8 requantisation per 128 channels, then dequantised: what Linear-2 reads.
+  std::vector<uint8_t> q(I);
+  std::vector<float> s128(I / 128);
   for (int c0 = 0; c0 < I; c0 += 128) {
     float amax = 0;
     for (int c = c0; c < c0 + 128; ++c) amax = std::max(amax, std::fabs(h[c]));
     const Fp8Scale s = fp8_scale_for_amax(amax);
-    for (int c = c0; c < c0 + 128; ++c) hd[c] = fp8_e4m3_decode(fp8_e4m3_encode(h[c] * s.inv)) * s.scale;
+    s128[c0 / 128] = s.scale;
+    for (int c = c0; c < c0 + 128; ++c) {
+      q[c] = fp8_e4m3_encode(h[c] * s.inv);
+      hd[c] = fp8_e4m3_decode(q[c]) * s.scale;
+    }
+  }
+  if (m.per_token) {  // one scale per token: each block's codes rescaled by s / S
+    const float S = *std::max_element(s128.begin(), s128.end());
+    for (int c = 0; c < I; ++c) hd[c] = fp8_e4m3_decode(fp8_e4m3_encode(fp8_e4m3_decode(q[c]) * (s128[c / 128] / S))) * S;
   }
   for (int n = 0; n < H; ++n) {
     const double* wr = m.w2.data() + size_t(n) * I;

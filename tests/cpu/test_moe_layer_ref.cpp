@@ -460,6 +460,67 @@ TEST(MoeLayerRef, TwoLevelInt4RowsRecomputedFromDequantizeInt4Lut) {
   EXPECT_THROW(ops::moe_expert_row(g128, e, rw, x.data(), xs.data(), got.data()), xstage::InvalidArgument);
 }
 
+// The per-token activation recipe: h quantised per 128 channels, then its codes requantised to
+// the row's largest scale (the layer's requantisation kernel), recomputed here by hand; and the
+// per-token inputs hold one scale per token in every 128-column group.
+TEST(MoeLayerRef, PerTokenActivationsRequantiseHToOneScalePerToken) {
+  namespace ops = xstage::ops;
+  const int H = 256, I = 384;
+  auto w = ops::make_moe_layer_weights(1, H, I, 17);  // W8A8: the recipe is about activations
+  std::vector<uint8_t> x(H);
+  for (int c = 0; c < H; ++c) x[c] = static_cast<uint8_t>((c * 41 + 3) % 0x7E);
+  const std::vector<float> xs{0.04f, 0.04f};  // one scale per token
+  const float rw = 0.5f;
+  std::vector<float> per128(H), per_token(H);
+  ops::moe_expert_row(w, 0, rw, x.data(), xs.data(), per128.data());
+  w.per_token_activations = true;
+  ops::moe_expert_row(w, 0, rw, x.data(), xs.data(), per_token.data());
+  EXPECT_NE(per128, per_token) << "the three 128-channel blocks of h have different scales";
+  // By hand: W8A8 weights are fp8 codes x 128 x 128 block scales.
+  auto w1 = [&](int r, int c) {
+    return double(ops::fp8_e4m3_decode(w.w1[size_t(r) * H + c])) * w.w1_scales[(r / 128) * (H / 128) + c / 128];
+  };
+  auto w2 = [&](int r, int c) {
+    return double(ops::fp8_e4m3_decode(w.w2[size_t(r) * I + c])) * w.w2_scales[(r / 128) * (I / 128) + c / 128];
+  };
+  std::vector<float> h(I);
+  for (int c = 0; c < I; ++c) {
+    double g = 0, u = 0;
+    for (int k = 0; k < H; ++k) {
+      const double a = double(ops::fp8_e4m3_decode(x[k])) * xs[k / 128];
+      g += a * w1(c, k);
+      u += a * w1(I + c, k);
+    }
+    h[c] = static_cast<float>(g / (1.0 + std::exp(-g)) * u * rw);
+  }
+  std::vector<uint8_t> q(I);
+  std::vector<float> sc(I / 128);
+  for (int b = 0; b < I / 128; ++b) {
+    float amax = 0;
+    for (int c = 128 * b; c < 128 * b + 128; ++c) amax = std::max(amax, std::fabs(h[c]));
+    const ops::Fp8Scale f = ops::fp8_scale_for_amax(amax);
+    sc[b] = f.scale;
+    for (int c = 128 * b; c < 128 * b + 128; ++c) q[c] = ops::fp8_e4m3_encode(h[c] * f.inv);
+  }
+  const float S = *std::max_element(sc.begin(), sc.end());
+  ASSERT_NE(*std::min_element(sc.begin(), sc.end()), S);
+  std::vector<double> hd(I);
+  for (int c = 0; c < I; ++c)
+    hd[c] = double(ops::fp8_e4m3_decode(ops::fp8_e4m3_encode(ops::fp8_e4m3_decode(q[c]) * (sc[c / 128] / S)))) * S;
+  for (int n = 0; n < H; ++n) {
+    double y = 0;
+    for (int c = 0; c < I; ++c) y += hd[c] * w2(n, c);
+    EXPECT_NEAR(per_token[n], ops::bf16_round(static_cast<float>(y)), 1e-6f + 1e-2f * std::fabs(per_token[n])) << n;
+  }
+  // Per-token inputs: every 128-column group of a token carries its one scale.
+  const moe::Routing r = moe::make_routing(moe::ModelShape{"t", H, I, 2, 1, 0, 0}, 1, 5, {});
+  const auto in = ops::make_moe_layer_inputs(r, 3, true);
+  for (int t = 0; t < 5; ++t) {
+    EXPECT_GT(in[0].x_scales[t], 0.f);
+    EXPECT_EQ(in[0].x_scales[size_t(H / 128 - 1) * 5 + t], in[0].x_scales[t]) << t;
+  }
+}
+
 TEST(MoeLayerRef, Mxfp4FlushBoundIsTheWeights) {
   namespace ops = xstage::ops;
   const int H = 128, I = 128;

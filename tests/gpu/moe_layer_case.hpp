@@ -61,37 +61,49 @@ T* upload_experts(const std::vector<T>& v, int experts, size_t e0, int epr) {
 // The layer's weights in a register-operand layout (ep_moe.hpp, EpMoeRankInputs::w_layout), per
 // expert as the kernels read them: int4_rs_lut from two-level INT4 weights (codes and tables,
 // channel scales as they are), mxfp4_rs from MXFP4 weights (codes and exponent gaps, fp32 block
-// scales). Empty for the rows layout.
+// scales). Empty for the rows layout. glu_w1: W1 in the layout's gate/up-interleaved form (the
+// per-token Linear-1: prepack_*_rs_glu, permuted channel scales / their block scales).
 struct RsWeights {
   std::vector<uint8_t> w1, w2;
   std::vector<float> s1, s2;
 };
-inline RsWeights prepack_rs(const ops::MoeLayerWeights& w, ops::MoeWeightLayout layout) {
+inline RsWeights prepack_rs(const ops::MoeLayerWeights& w, ops::MoeWeightLayout layout, bool glu_w1 = false) {
   RsWeights p;
   if (layout == ops::MoeWeightLayout::rows) return p;
   const int E = w.experts;
   auto one = [&](int rows, int cols, const std::vector<uint8_t>& q, const std::vector<float>& s,
-                 const std::vector<uint8_t>& groups, const std::vector<uint8_t>& e8, std::vector<uint8_t>& out,
+                 const std::vector<uint8_t>& groups, const std::vector<uint8_t>& e8, bool glu, std::vector<uint8_t>& out,
                  std::vector<float>& scales) {
     const size_t codes = size_t(rows) * cols / 2;
     if (layout == ops::MoeWeightLayout::int4_rs_lut) {
       const size_t bytes = size_t(ops::prepacked_int4_lut_rs_bytes(rows, cols)), groups_per = size_t(cols / 128) * rows;
       out.resize(bytes * E);
-      for (int e = 0; e < E; ++e)
-        ops::prepack_int4_lut_rs(q.data() + e * codes, groups.data() + e * groups_per, rows, cols, out.data() + e * bytes);
-      scales = s;  // the channel scales [E, rows]
+      scales = s;  // the channel scales [E, rows] (glu: permuted below)
+      for (int e = 0; e < E; ++e) {
+        if (glu)
+          ops::prepack_int4_lut_rs_glu(q.data() + e * codes, groups.data() + e * groups_per, s.data() + size_t(e) * rows,
+                                       rows, cols, out.data() + e * bytes, scales.data() + size_t(e) * rows);
+        else
+          ops::prepack_int4_lut_rs(q.data() + e * codes, groups.data() + e * groups_per, rows, cols,
+                                   out.data() + e * bytes);
+      }
     } else {
       const size_t bytes = size_t(ops::prepacked_mxfp4_rs_bytes(rows, cols)), e8_per = size_t(cols / 32) * rows,
                    bs_per = size_t(cols / 128) * rows;
       out.resize(bytes * E);
       scales.resize(bs_per * E);
-      for (int e = 0; e < E; ++e)
-        ops::prepack_mxfp4_rs(q.data() + e * codes, e8.data() + e * e8_per, rows, cols, out.data() + e * bytes,
-                              scales.data() + e * bs_per);
+      for (int e = 0; e < E; ++e) {
+        if (glu)
+          ops::prepack_mxfp4_rs_glu(q.data() + e * codes, e8.data() + e * e8_per, rows, cols, out.data() + e * bytes,
+                                    scales.data() + e * bs_per);
+        else
+          ops::prepack_mxfp4_rs(q.data() + e * codes, e8.data() + e * e8_per, rows, cols, out.data() + e * bytes,
+                                scales.data() + e * bs_per);
+      }
     }
   };
-  one(2 * w.intermediate, w.hidden, w.w1, w.w1_scales, w.w1_groups, w.w1_e8m0, p.w1, p.s1);
-  one(w.hidden, w.intermediate, w.w2, w.w2_scales, w.w2_groups, w.w2_e8m0, p.w2, p.s2);
+  one(2 * w.intermediate, w.hidden, w.w1, w.w1_scales, w.w1_groups, w.w1_e8m0, glu_w1, p.w1, p.s1);
+  one(w.hidden, w.intermediate, w.w2, w.w2_scales, w.w2_groups, w.w2_e8m0, false, p.w2, p.s2);
   return p;
 }
 
@@ -100,14 +112,19 @@ inline RsWeights prepack_rs(const ops::MoeLayerWeights& w, ops::MoeWeightLayout 
 inline ops::EpMoeRankInputs upload_rank(const moe::Routing& r, const ops::MoeLayerWeights& w,
                                         const std::vector<ops::MoeLayerRankInput>& in, int rank, int experts_per_rank,
                                         const RsWeights* rs = nullptr,
-                                        ops::MoeWeightLayout layout = ops::MoeWeightLayout::rows) {
+                                        ops::MoeWeightLayout layout = ops::MoeWeightLayout::rows,
+                                        ops::MoeActScales act = ops::MoeActScales::per_128) {
   const int epr = experts_per_rank, E = w.experts;
   const size_t e0 = size_t(rank) * epr;
   ops::EpMoeRankInputs d;
   d.topk_experts = upload(r.per_rank[rank].experts);
   d.topk_weights = upload(r.per_rank[rank].weights);
   d.x = upload(in[rank].x);
-  d.x_scales = upload(in[rank].x_scales);
+  // per_token: one scale per token [T] (the reference's per-128 copies are all equal).
+  d.x_scales = act == ops::MoeActScales::per_token
+                   ? upload(std::vector<float>(in[rank].x_scales.begin(), in[rank].x_scales.begin() + r.tokens_per_rank))
+                   : upload(in[rank].x_scales);
+  d.act = act;
   d.quant = w.quant;
   d.w1 = upload_experts(w.w1, E, e0, epr);
   d.w1_scales = upload_experts(w.w1_scales, E, e0, epr);
@@ -160,7 +177,8 @@ inline void route_to_first_half(moe::Routing& r) {
 // weights; mxfp4_rs with w4a8_mxfp4: the reference with that layout's exponent-gap flush).
 inline void check_layer(Team& team, const moe::ModelShape& shape, int tokens, moe::RoutingKind kind, uint64_t seed,
                         const std::string& label, const LayerFactory& make, ops::MoeQuant quant = ops::MoeQuant::w8a8,
-                        const RoutingEdit& edit = {}, ops::MoeWeightLayout layout = ops::MoeWeightLayout::rows) {
+                        const RoutingEdit& edit = {}, ops::MoeWeightLayout layout = ops::MoeWeightLayout::rows,
+                        ops::MoeActScales act = ops::MoeActScales::per_128) {
   const int P = team.world_size();
   moe::RoutingConfig rc;
   rc.kind = kind;
@@ -170,15 +188,17 @@ inline void check_layer(Team& team, const moe::ModelShape& shape, int tokens, mo
   ops::MoeLayerWeights w = ops::make_moe_layer_weights(shape.experts, shape.hidden, shape.intermediate, seed + 1, quant,
                                                        layout == ops::MoeWeightLayout::int4_rs_lut);
   if (layout == ops::MoeWeightLayout::mxfp4_rs) w.mxfp4_max_gap = ops::kMxfp4RsMaxExponentGap;
-  const RsWeights rs = prepack_rs(w, layout);
-  const auto in = ops::make_moe_layer_inputs(r, seed + 2);
+  const bool per_token = act == ops::MoeActScales::per_token;
+  w.per_token_activations = per_token;
+  const RsWeights rs = prepack_rs(w, layout, per_token);
+  const auto in = ops::make_moe_layer_inputs(r, seed + 2, per_token);
   const auto ref = ops::moe_layer_reference(r, w, in);
   const ops::EpMoeConfig cfg{shape.hidden, shape.intermediate, shape.experts, shape.top_k, tokens};
   const LayerForward forward = make(team, cfg);
   const int H = shape.hidden;
   std::vector<ops::EpMoeRankInputs> dev(team.local_count());
   team.run([&](int i) {
-    dev[i] = upload_rank(r, w, in, team.rank(i), shape.experts / P, &rs, layout);
+    dev[i] = upload_rank(r, w, in, team.rank(i), shape.experts / P, &rs, layout, act);
     ASSERT_NE(dev[i].out, nullptr);
   });
   for (int call = 0; call < 2; ++call) {

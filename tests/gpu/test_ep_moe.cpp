@@ -70,6 +70,23 @@ TEST_P(EpMoeRanks, W4A8RegisterOperandMatchesTheHostReferenceOfTheLayer) {
               "ep moe int4 lut rs", unfused, q, {}, lut);
 }
 
+// Per-token activations (EpMoeRankInputs::act): x with one scale per token, the per-token
+// register-operand grouped GEMMs (gate/up-interleaved Linear-1, 256-token tiles), h requantised
+// to one scale per token between them; INT4 two-level and MXFP4, skewed routing, H 1408.
+TEST_P(EpMoeRanks, W4A8PerTokenMatchesTheHostReferenceOfTheLayer) {
+  const int P = GetParam();
+  XS_TEAM(team, P, 10.0);
+  const auto tok = ops::MoeActScales::per_token;
+  for (auto l : {ops::MoeWeightLayout::int4_rs_lut, ops::MoeWeightLayout::mxfp4_rs}) {
+    const auto q = l == ops::MoeWeightLayout::int4_rs_lut ? ops::MoeQuant::w4a8_int4 : ops::MoeQuant::w4a8_mxfp4;
+    const std::string n = l == ops::MoeWeightLayout::int4_rs_lut ? "ep moe int4 lut per-token" : "ep moe mxfp4 per-token";
+    check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 40, moe::RoutingKind::skewed, 45, n, unfused, q,
+                {}, l, tok);
+    check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 8, 2, 0, 0}, 70, moe::RoutingKind::balanced, 46, n,
+                unfused, q, {}, l, tok);
+  }
+}
+
 // The phase events (the bench's breakdown): the layer's output stays right with them recorded,
 // every phase is timed, the GEMMs take time, and the phases add up to the whole call.
 TEST_P(EpMoeRanks, PhaseEventsSplitTheCall) {

@@ -5,7 +5,7 @@
 // kernels per call; it is the correctness reference for that kernel on the GPU and a third
 // baseline next to it.
 //
-// Per rank: T tokens, x fp8 [T, H] with scales [H/128, T]; routing topk_experts / topk_weights
+// Per rank: T tokens, x fp8 [T, H] with scales [H/128, T] (per-token: [T], EpMoeRankInputs::act); routing topk_experts / topk_weights
 // [T * k]; this rank's experts e in [rank * E/P, (rank + 1) * E/P): W1 fp8 [E/P, 2I, H] (gate rows
 // then up rows) with 128 x 128 block scales [E/P, 2I/128, H/128], W2 fp8 [E/P, H, I] with scales
 // [E/P, H/128, I/128]; or W4A8 weights (quant, formats of moe_gemm.hpp: packed 4-bit with INT4
@@ -53,6 +53,13 @@ struct EpMoeRankInputs {
   // GEMMs on them (INT4 two-level only), the fused layer its register-operand kernel (built with
   // XSTAGE_MEGA_W4A8_RS). rows: the formats above.
   MoeWeightLayout w_layout = MoeWeightLayout::rows;
+  // Activation scales. per_128 (default): x_scales [H/128, T]. per_token (the unfused layer, with
+  // w_layout int4_rs_lut or mxfp4_rs; docs/megamoe.md "Per-token activations in the unfused
+  // layer"): x_scales [T], one per token (quantize_fp8_per_token); W1 then comes in that layout's
+  // gate/up-interleaved form (int4_rs_lut_glu: prepack_int4_lut_rs_glu and its permuted channel
+  // scales; mxfp4_rs_glu: prepack_mxfp4_rs_glu and its block scales); h is requantised to one
+  // scale per token between the GEMMs, which run their per-token kernels.
+  MoeActScales act = MoeActScales::per_128;
   void* out = nullptr;                    // [T, H] bf16, 16-byte aligned
 };
 

@@ -48,6 +48,12 @@ struct MoeLayerWeights {
   // w4a8_mxfp4: sub-blocks more than this many exponents below their 128-K block's largest are
   // zero (14: the row-layout kernels; kMxfp4RsMaxExponentGap = 11: the register-operand ones).
   int mxfp4_max_gap = 14;
+  // The per-token activation recipe of the register-operand kernels (EpMoeRankInputs::act): x with
+  // one scale per token (its per-128 scales all equal, as make_moe_layer_inputs(..., true) makes
+  // them), and h quantised per 128 channels as Linear-1's epilogue does, then requantised to one
+  // scale per token S = max over the row's 128-channel scales s: q' = e4m3(e4m3^-1(q) * (s / S)),
+  // the arithmetic of the layer's requantisation kernel (kernels/moe/ep_per_token.hpp).
+  bool per_token_activations = false;
 };
 
 struct MoeLayerRankInput {
@@ -60,7 +66,9 @@ struct MoeLayerRankInput {
 // quantize_int4_g128's.
 MoeLayerWeights make_moe_layer_weights(int experts, int hidden, int intermediate, uint64_t seed,
                                        MoeQuant quant = MoeQuant::w8a8, bool int4_two_level = false);
-std::vector<MoeLayerRankInput> make_moe_layer_inputs(const moe::Routing& r, uint64_t seed);
+// per_token: x quantised with one scale per token (quantize_fp8_per_token), written [H/128, T]
+// with every 128-column group of a token holding that scale.
+std::vector<MoeLayerRankInput> make_moe_layer_inputs(const moe::Routing& r, uint64_t seed, bool per_token = false);
 
 // One (token, expert) row: a = x[t] (fp8 + scales), output y (bf16-rounded, as floats) of
 // length hidden. Exposed so tests can recompute the layer token by token.
