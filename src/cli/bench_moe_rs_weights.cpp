@@ -101,36 +101,37 @@ float* RsWeightPool::upload_scales(int experts, int rows, int cols, cudaStream_t
   return d;
 }
 
-void RsWeightPool::expert_matrix(int rows, int cols, int le, std::vector<uint8_t>& codes, std::vector<float>& scales,
-                                 std::vector<uint8_t>& groups, std::vector<uint8_t>& e8m0) const {
+void RsWeightPool::expert_matrix(int rows, int cols, int le, bool glu, std::vector<uint8_t>& codes,
+                                 std::vector<float>& scales, std::vector<uint8_t>& groups,
+                                 std::vector<uint8_t>& e8m0) const {
   constexpr size_t kSrcRowBytes = size_t(kChunks) * 128 / 2;
   codes.assign(size_t(rows) * cols / 2, 0);
-  for (int r = 0; r < rows; ++r)
+  const bool lut = layout_ == ops::MoeWeightLayout::int4_rs_lut;
+  if (lut) {
+    scales.resize(rows);
+    groups.resize(size_t(cols / 128) * rows);
+  } else {
+    e8m0.resize(size_t(cols / 32) * rows);
+  }
+  // Prepacked row r (pool source row r mod 128 of its chunks) is natural row R.
+  for (int r = 0; r < rows; ++r) {
+    const int R = glu ? ops::glu_source_row(r, rows) : r;
     for (int kb = 0; kb < cols / 128; ++kb) {
       const int j = chunk_of(le, rows, cols, r / 128, kb);
       // 64 code bytes of source row r mod 128, columns [128 j, 128 j + 128): whole bytes.
       const uint8_t* src = codes_.data() + size_t(r % 128) * kSrcRowBytes + size_t(j) * 64;
-      std::copy(src, src + 64, codes.begin() + size_t(r) * cols / 2 + size_t(kb) * 64);
-    }
-  if (layout_ == ops::MoeWeightLayout::int4_rs_lut) {
-    scales.resize(rows);
-    groups.resize(size_t(cols / 128) * rows);
-    for (int r = 0; r < rows; ++r) {
-      scales[r] = channel_[r % 128];
-      for (int kb = 0; kb < cols / 128; ++kb)
-        groups[size_t(kb) * rows + r] = groups_[size_t(chunk_of(le, rows, cols, r / 128, kb)) * 128 + r % 128];
-    }
-  } else {
-    e8m0.resize(size_t(cols / 32) * rows);
-    for (int r = 0; r < rows; ++r)
-      for (int sb = 0; sb < cols / 32; ++sb) {
-        const int j = chunk_of(le, rows, cols, r / 128, sb / 4);
-        e8m0[size_t(sb) * rows + r] = e8m0_[size_t(4 * j + sb % 4) * 128 + r % 128];
+      std::copy(src, src + 64, codes.begin() + size_t(R) * cols / 2 + size_t(kb) * 64);
+      if (lut) {
+        groups[size_t(kb) * rows + R] = groups_[size_t(j) * 128 + r % 128];
+      } else {
+        for (int sb = 4 * kb; sb < 4 * kb + 4; ++sb) e8m0[size_t(sb) * rows + R] = e8m0_[size_t(4 * j + sb % 4) * 128 + r % 128];
       }
+    }
+    if (lut) scales[R] = channel_[r % 128];
   }
 }
 
-ops::MoeLayerWeights RsWeightPool::expert(int hidden, int intermediate, int le) const {
+ops::MoeLayerWeights RsWeightPool::expert(int hidden, int intermediate, int le, bool per_token) const {
   ops::MoeLayerWeights w;
   w.experts = 1;
   w.hidden = hidden;
@@ -138,8 +139,9 @@ ops::MoeLayerWeights RsWeightPool::expert(int hidden, int intermediate, int le) 
   w.quant = quant();
   w.int4_two_level = layout_ == ops::MoeWeightLayout::int4_rs_lut;
   w.mxfp4_max_gap = ops::kMxfp4RsMaxExponentGap;
-  expert_matrix(2 * intermediate, hidden, le, w.w1, w.w1_scales, w.w1_groups, w.w1_e8m0);
-  expert_matrix(hidden, intermediate, le, w.w2, w.w2_scales, w.w2_groups, w.w2_e8m0);
+  w.per_token_activations = per_token;
+  expert_matrix(2 * intermediate, hidden, le, per_token, w.w1, w.w1_scales, w.w1_groups, w.w1_e8m0);
+  expert_matrix(hidden, intermediate, le, false, w.w2, w.w2_scales, w.w2_groups, w.w2_e8m0);
   return w;
 }
 

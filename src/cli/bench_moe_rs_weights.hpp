@@ -36,7 +36,10 @@ class RsWeightPool {
 
   // Local expert `le` of the layer as uploaded (every rank the same), as the one-expert weights
   // of the host reference (two-level INT4, or MXFP4 with the register-operand flush bound).
-  ops::MoeLayerWeights expert(int hidden, int intermediate, int le) const;
+  // per_token: the per-token recipe, whose Linear-1 reads W1's bytes as gate/up-interleaved rows
+  // (prepacked row r is natural row ops::glu_source_row(r, 2I)); the uploaded bytes and scales are
+  // the same, the reference's W1 is their natural order.
+  ops::MoeLayerWeights expert(int hidden, int intermediate, int le, bool per_token = false) const;
 
  private:
   static constexpr int kChunks = 64;
@@ -45,7 +48,8 @@ class RsWeightPool {
     const long long per = static_cast<long long>(rows / 128) * (cols / 128);
     return static_cast<int>((le * per + static_cast<long long>(rb) * (cols / 128) + kb) % kChunks);
   }
-  void expert_matrix(int rows, int cols, int le, std::vector<uint8_t>& codes, std::vector<float>& scales,
+  // glu: natural row R is prepacked row r with glu_source_row(r, rows) = R.
+  void expert_matrix(int rows, int cols, int le, bool glu, std::vector<uint8_t>& codes, std::vector<float>& scales,
                      std::vector<uint8_t>& groups, std::vector<uint8_t>& e8m0) const;
 
   ops::MoeWeightLayout layout_;

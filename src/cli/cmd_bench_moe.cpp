@@ -121,9 +121,10 @@ struct RankCheck {
   std::vector<double> ref;
 };
 
-// rs: the register-operand weight pool the cell uploaded (null: the pattern's bytes).
+// rs: the register-operand weight pool the cell uploaded (null: the pattern's bytes); per_token:
+// the per-token activation recipe.
 std::vector<RankCheck> moe_layer_check_ref(Team& team, const Flags& fl, const moe::Routing& r, ops::MoeQuant quant,
-                                           const std::vector<uint8_t>& pat, const RsWeightPool* rs) {
+                                           const std::vector<uint8_t>& pat, const RsWeightPool* rs, bool per_token) {
   const int T = r.tokens_per_rank, H = r.shape.hidden, I = r.shape.intermediate, k = r.shape.top_k;
   const int epr = r.experts_per_rank;
   std::vector<RankCheck> out(team.local_count());
@@ -158,8 +159,8 @@ std::vector<RankCheck> moe_layer_check_ref(Team& team, const Flags& fl, const mo
   // Few threads: each holds one expert's weights, dequantised once to fp64 for all its rows.
   parallel_for(groups.size(), [&](size_t g) {
     const int le = groups[g].first;
-    const ops::MoeExpertReference ref(rs != nullptr ? rs->expert(H, I, le) : bench_expert_weights(pat, quant, H, I, le),
-                                      0);
+    const ops::MoeExpertReference ref(
+        rs != nullptr ? rs->expert(H, I, le, per_token) : bench_expert_weights(pat, quant, H, I, le), 0);
     std::vector<uint8_t> x(H);
     for (size_t t : groups[g].second) {
       const Task& tk = tasks[t];
@@ -292,14 +293,18 @@ struct WeightFormat {
   std::string name;
   ops::MoeQuant quant;
   ops::MoeWeightLayout layout = ops::MoeWeightLayout::rows;
+  bool per_token = false;  // per-token activations (EpMoeRankInputs::act; the unfused layer only)
 };
-constexpr const char* kWeightList = "w8a8, w4a8-int4, w4a8-mxfp4, w4a8-int4-lut-rs, w4a8-mxfp4-rs";
+constexpr const char* kWeightList =
+    "w8a8, w4a8-int4, w4a8-mxfp4, w4a8-int4-lut-rs, w4a8-mxfp4-rs, w4a8-int4-lut-rs-tok, w4a8-mxfp4-rs-tok";
 WeightFormat parse_weights(const std::string& w) {
   if (w == "w8a8") return {w, ops::MoeQuant::w8a8};
   if (w == "w4a8-int4") return {w, ops::MoeQuant::w4a8_int4};
   if (w == "w4a8-mxfp4") return {w, ops::MoeQuant::w4a8_mxfp4};
   if (w == "w4a8-int4-lut-rs") return {w, ops::MoeQuant::w4a8_int4, ops::MoeWeightLayout::int4_rs_lut};
   if (w == "w4a8-mxfp4-rs") return {w, ops::MoeQuant::w4a8_mxfp4, ops::MoeWeightLayout::mxfp4_rs};
+  if (w == "w4a8-int4-lut-rs-tok") return {w, ops::MoeQuant::w4a8_int4, ops::MoeWeightLayout::int4_rs_lut, true};
+  if (w == "w4a8-mxfp4-rs-tok") return {w, ops::MoeQuant::w4a8_mxfp4, ops::MoeWeightLayout::mxfp4_rs, true};
   throw InvalidArgument(fmt::format("bench moe: unknown weights '{}' ({})", w, kWeightList));
 }
 float* const_floats(size_t n, float v) {
@@ -400,7 +405,9 @@ void run(const Flags& fl) {
             d.topk_weights = upload(r.per_rank[rank].weights);
             d.x = random_fp8(size_t(tokens) * H, static_cast<const char*>(pat_dev[i]) + fl.x_offset,
                              pat_bytes - fl.x_offset, s);
-            d.x_scales = const_floats((H / 128) * tokens, 1.f / 16);
+            // Per-token activations: one scale per token (the same constant).
+            d.x_scales = const_floats(wf.per_token ? size_t(tokens) : (H / 128) * tokens, 1.f / 16);
+            d.act = wf.per_token ? ops::MoeActScales::per_token : ops::MoeActScales::per_128;
             d.quant = quant;
             if (rs) {
               d.w_layout = rs->layout();
@@ -445,12 +452,17 @@ void run(const Flags& fl) {
             variant_tile(v, default_tile, &tile_asked);
             // The register-operand layouts: the fused kernel only in builds that have it; the unfused
             // layer only for INT4 two-level (no per-128 register-operand MXFP4 grouped GEMM ships).
+            if (wf.per_token && is_fused(v)) {
+              std::fprintf(stderr, "bench moe: %s skipped for %s weights (per-token activations run in the unfused "
+                           "layer only)\n", v.c_str(), wname.c_str());
+              continue;
+            }
             if (rs && is_fused(v) && !ops::MegaMoeLayer::register_operand_w4a8_built()) {
               std::fprintf(stderr, "bench moe: %s skipped for %s weights (this build leaves out the register-operand "
                            "W4A8 kernel: configure with -DXSTAGE_MEGA_W4A8_RS=ON)\n", v.c_str(), wname.c_str());
               continue;
             }
-            if (rs && v == "unfused" && rs->layout() == ops::MoeWeightLayout::mxfp4_rs) {
+            if (rs && v == "unfused" && rs->layout() == ops::MoeWeightLayout::mxfp4_rs && !wf.per_token) {
               std::fprintf(stderr, "bench moe: unfused skipped for %s weights (no per-128 register-operand MXFP4 "
                            "grouped GEMM ships)\n", wname.c_str());
               continue;
@@ -464,7 +476,7 @@ void run(const Flags& fl) {
             if (!check_ready) {
               check_ready = true;
               try {
-                check = moe_layer_check_ref(*team, fl, r, quant, pat, rs.get());
+                check = moe_layer_check_ref(*team, fl, r, quant, pat, rs.get(), wf.per_token);
               } catch (const std::exception& e) {
                 check_error = std::string("host reference failed: ") + e.what();
               }
@@ -723,7 +735,9 @@ void add_moe_bench_command(CLI::App& app) {
   cmd->add_option("--weights", fl->weights,
                   "w8a8, w4a8-int4, w4a8-mxfp4 (W4A8 fused: the 64 x 256 tile; an explicit +m128n256 cell is "
                   "skipped); w4a8-int4-lut-rs (INT4 two-level) and w4a8-mxfp4-rs: weights prepacked for the "
-                  "register-operand kernels (fused: builds with XSTAGE_MEGA_W4A8_RS; unfused: INT4 only)")
+                  "register-operand kernels (fused: builds with XSTAGE_MEGA_W4A8_RS; unfused: INT4 only); "
+                  "w4a8-int4-lut-rs-tok and w4a8-mxfp4-rs-tok: the same with per-token activations (unfused only: "
+                  "the per-token grouped GEMMs, h requantised per token)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--gpus", fl->gpus, "Ranks (GPUs); 1 runs the layer with every expert local")->capture_default_str();
