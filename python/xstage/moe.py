@@ -42,8 +42,11 @@ __all__ = ["FORMATS", "LAYER_FORMATS", "PackedWeights", "prepack", "quantize_act
 
 FORMATS = ("w8a8", "int4_lut", "int4_lut_glu", "mxfp4", "mxfp4_glu", "w4a8_int4", "w4a8_mxfp4")
 # The expert-parallel layer's weight formats (ExpertParallelMoE(weights=...)): the row-layout ones,
-# and the register-operand INT4 two-level / MXFP4 layouts (per-128 activations there too).
-LAYER_FORMATS = ("w8a8", "w4a8_int4", "w4a8_mxfp4", "int4_lut", "mxfp4")
+# the register-operand INT4 two-level / MXFP4 layouts (per-128 activations there too), and those
+# with per-token activations ("_tok": W1 gate/up-interleaved; the unfused layer only).
+LAYER_FORMATS = ("w8a8", "w4a8_int4", "w4a8_mxfp4", "int4_lut", "mxfp4", "int4_lut_tok", "mxfp4_tok")
+# Per layer format: the prepack formats of W1 and W2.
+_LAYER_PREPACK = {"int4_lut_tok": ("int4_lut_glu", "int4_lut"), "mxfp4_tok": ("mxfp4_glu", "mxfp4")}
 _FP8 = torch.float8_e4m3fn
 _FP8_MAX = 448.0
 _AMAX_FLOOR = 1e-4
@@ -263,8 +266,11 @@ class ExpertParallelMoE(torch.nn.Module):
     weights in the row layout, or in the register-operand layouts ``int4_lut`` (INT4 two-level;
     unfused: the per-128 register-operand grouped GEMMs) and ``mxfp4`` (``kind="mega"`` only); the
     fused layer runs these two with its register-operand kernel, in extensions built with
-    ``XSTAGE_MEGA_W4A8_RS`` (``xstage._C.has_mega_w4a8_rs``). Activations stay fp8 per 128
-    channels. Needs the team binding (``xstage._C.has_ep_moe``)."""
+    ``XSTAGE_MEGA_W4A8_RS`` (``xstage._C.has_mega_w4a8_rs``). Activations are fp8 per 128
+    channels, except with ``int4_lut_tok`` / ``mxfp4_tok`` (``kind="unfused"``): one scale per
+    token for x and h, the per-token register-operand GEMMs (W1 prepacked gate/up-interleaved:
+    ``int4_lut_glu`` / ``mxfp4_glu``; docs/megamoe.md "Per-token activations in the unfused
+    layer"). Needs the team binding (``xstage._C.has_ep_moe``)."""
 
     def __init__(self, group=None, *, hidden: int, intermediate: int, experts: int, top_k: int,
                  kind: str = "mega", schedule: str = "interleaved", weights: str = "w8a8",
@@ -283,6 +289,8 @@ class ExpertParallelMoE(torch.nn.Module):
         if weights in ("int4_lut", "mxfp4") and kind == "mega" and not getattr(C, "has_mega_w4a8_rs", False):
             _fail(NotImplementedError, f"weights '{weights}' with kind 'mega' need the fused register-operand W4A8 "
                   "kernel, which this extension leaves out (build with -DXSTAGE_MEGA_W4A8_RS=ON)")
+        if weights in _LAYER_PREPACK and kind != "unfused":
+            _fail(ValueError, f"weights '{weights}' (per-token activations) run in kind='unfused' only")
         if weights == "mxfp4" and kind == "unfused":
             _fail(ValueError, "weights 'mxfp4' run fused only (kind='mega'): no per-128 register-operand MXFP4 "
                   "grouped GEMM ships")
@@ -317,14 +325,15 @@ class ExpertParallelMoE(torch.nn.Module):
         E, H, I = self.local_experts, self.hidden, self.intermediate
         dev = torch.device("cuda", torch.cuda.current_device())
         pw = []
-        for name, w, shape in (("w1", w1, (E, 2 * I, H)), ("w2", w2, (E, H, I))):
+        formats = _LAYER_PREPACK.get(self.weights, (self.weights, self.weights))
+        for name, w, shape, fmt in (("w1", w1, (E, 2 * I, H), formats[0]), ("w2", w2, (E, H, I), formats[1])):
             if not isinstance(w, PackedWeights):
                 if not isinstance(w, torch.Tensor) or tuple(w.shape) != shape:
                     _fail(ValueError, f"{name} must be [{shape[0]}, {shape[1]}, {shape[2]}], got "
                           f"{tuple(w.shape) if isinstance(w, torch.Tensor) else type(w).__name__}")
-                w = prepack(w, self.weights, reference=reference, device=dev)
-            if w.format != self.weights or (w.experts, w.n, w.k) != shape:
-                _fail(ValueError, f"{name}: packed weights must be {self.weights} {shape}, got {w.format} "
+                w = prepack(w, fmt, reference=reference, device=dev)
+            if w.format != fmt or (w.experts, w.n, w.k) != shape:
+                _fail(ValueError, f"{name}: packed weights must be {fmt} {shape}, got {w.format} "
                       f"({w.experts}, {w.n}, {w.k})")
             pw.append(w)
         self.w1, self.w2 = pw
@@ -352,9 +361,12 @@ class ExpertParallelMoE(torch.nn.Module):
         else:
             if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] != self.hidden:
                 _fail(ValueError, f"x must be [T, {self.hidden}]")
-            xq, xs = quantize_activations(x, "per_128")
+            xq, xs = quantize_activations(x, "per_token" if self.weights in _LAYER_PREPACK else "per_128")
         T = xq.shape[0]
-        if xq.dtype != _FP8 or tuple(xq.shape) != (T, self.hidden) or tuple(xs.shape) != (self.hidden // 128, T):
+        if self.weights in _LAYER_PREPACK:
+            if xq.dtype != _FP8 or tuple(xq.shape) != (T, self.hidden) or tuple(xs.shape) != (T,):
+                _fail(ValueError, f"x must be fp8 [T, {self.hidden}] with per-token scales [T]")
+        elif xq.dtype != _FP8 or tuple(xq.shape) != (T, self.hidden) or tuple(xs.shape) != (self.hidden // 128, T):
             _fail(ValueError, f"x must be fp8 [T, {self.hidden}] with scales [{self.hidden // 128}, T]")
         for name, t, dt in (("topk_ids", topk_ids, torch.int32), ("topk_weights", topk_weights, torch.float32)):
             if not isinstance(t, torch.Tensor) or t.dtype != dt or tuple(t.shape) != (T, self.top_k):

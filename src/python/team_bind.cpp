@@ -151,8 +151,16 @@ void ep_moe_forward(PyEpMoe& u, uintptr_t topk_experts, uintptr_t topk_weights, 
     if (weights == ops::moe_quant_name(q)) in.quant = q, known = true;
   if (weights == "int4_lut") in.quant = ops::MoeQuant::w4a8_int4, in.w_layout = ops::MoeWeightLayout::int4_rs_lut, known = true;
   if (weights == "mxfp4") in.quant = ops::MoeQuant::w4a8_mxfp4, in.w_layout = ops::MoeWeightLayout::mxfp4_rs, known = true;
+  // Per-token activations: x_scales [T], W1 gate/up-interleaved (the unfused layer).
+  if (weights == "int4_lut_tok")
+    in.quant = ops::MoeQuant::w4a8_int4, in.w_layout = ops::MoeWeightLayout::int4_rs_lut,
+    in.act = ops::MoeActScales::per_token, known = true;
+  if (weights == "mxfp4_tok")
+    in.quant = ops::MoeQuant::w4a8_mxfp4, in.w_layout = ops::MoeWeightLayout::mxfp4_rs,
+    in.act = ops::MoeActScales::per_token, known = true;
   if (!known)
-    throw InvalidArgument("ep moe: weights '" + weights + "' (w8a8, w4a8_int4, w4a8_mxfp4, int4_lut or mxfp4)");
+    throw InvalidArgument("ep moe: weights '" + weights +
+                          "' (w8a8, w4a8_int4, w4a8_mxfp4, int4_lut, mxfp4, int4_lut_tok or mxfp4_tok)");
   const bool e8m0 = in.quant == ops::MoeQuant::w4a8_mxfp4 && in.w_layout == ops::MoeWeightLayout::rows;
   in.topk_experts = reinterpret_cast<const int32_t*>(topk_experts);
   in.topk_weights = reinterpret_cast<const float*>(topk_weights);

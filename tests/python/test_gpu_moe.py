@@ -84,11 +84,16 @@ def test_bad_routing_is_an_error_not_a_crash():
         moe.grouped_gemm(a, a_s, pw, c, c, epilogue="nope")
 
 
-def _ep_reference(x, ids, wts, w1_ref, w2_ref, I):
+def _ep_reference(x, ids, wts, w1_ref, w2_ref, I, per_token=False):
     """ops::moe_layer_reference's math in torch: per token, the sum over its k choices of
-    bf16(Linear-2(fp8(silu(gate) * up * weight)))."""
-    xq, xs = moe.quantize_activations(x)
-    xd = dequant_act(xq, xs)
+    bf16(Linear-2(fp8(silu(gate) * up * weight))). per_token: x with one scale per token, and h's
+    per-128 codes requantised to the row's largest scale (the layer's per-token recipe)."""
+    if per_token:
+        xq, xs = moe.quantize_activations(x, "per_token")
+        xd = xq.float() * xs[:, None]
+    else:
+        xq, xs = moe.quantize_activations(x)
+        xd = dequant_act(xq, xs)
     T, H = x.shape
     out = torch.zeros(T, H, device=x.device)
     for e in range(w1_ref.shape[0]):
@@ -98,7 +103,14 @@ def _ep_reference(x, ids, wts, w1_ref, w2_ref, I):
         gu = xd[t] @ w1_ref[e].t()
         h = F.silu(gu[:, :I]) * gu[:, I:] * wts[t, j][:, None]
         hq, hs = moe.quantize_activations(h)
-        y = (dequant_act(hq, hs) @ w2_ref[e].t()).to(torch.bfloat16).float()
+        if per_token:  # codes of each 128-channel block rescaled by s / S, S = the row's largest s
+            S = hs.amax(dim=0)                                               # [m]
+            f = (hs / S).t().unsqueeze(2)                                    # [m, I/128, 1]
+            q2 = (hq.float().view(-1, I // 128, 128) * f).to(torch.float8_e4m3fn).view(-1, I)
+            hd = q2.float() * S[:, None]
+        else:
+            hd = dequant_act(hq, hs)
+        y = (hd @ w2_ref[e].t()).to(torch.bfloat16).float()
         out.index_add_(0, t, y)
     return out
 
@@ -107,7 +119,8 @@ def _ep_reference(x, ids, wts, w1_ref, w2_ref, I):
     ("unfused", "interleaved", "w8a8"), ("mega", "interleaved", "w8a8"), ("mega", "expert-wave", "w8a8"),
     ("mega", "auto", "w8a8"), ("unfused", "interleaved", "w4a8_int4"), ("mega", "interleaved", "w4a8_int4"),
     ("unfused", "interleaved", "w4a8_mxfp4"), ("mega", "expert-wave", "w4a8_mxfp4"),
-    ("unfused", "interleaved", "int4_lut"), ("mega", "interleaved", "int4_lut"), ("mega", "expert-wave", "mxfp4")])
+    ("unfused", "interleaved", "int4_lut"), ("mega", "interleaved", "int4_lut"), ("mega", "expert-wave", "mxfp4"),
+    ("unfused", "interleaved", "int4_lut_tok"), ("unfused", "interleaved", "mxfp4_tok")])
 def test_expert_parallel_layer_on_one_rank(tmp_path, kind, schedule, weights):
     import torch.distributed as dist
 
@@ -130,7 +143,7 @@ def test_expert_parallel_layer_on_one_rank(tmp_path, kind, schedule, weights):
         y = layer(x, ids, wts)
         torch.cuda.synchronize()
         team.team_for().check_device_status()
-        ref = _ep_reference(x, ids, wts, layer.w1.reference, layer.w2.reference, I)
+        ref = _ep_reference(x, ids, wts, layer.w1.reference, layer.w2.reference, I, per_token=weights.endswith("_tok"))
         rel = ((y.float() - ref).norm() / ref.norm()).item()
         assert y.shape == (T, H) and y.dtype == torch.bfloat16 and rel < 0.03, rel
         assert torch.equal(layer(x, ids, wts), y)          # a second call (the layer is cached per T)

@@ -158,3 +158,5 @@ def test_expert_parallel_refuses_an_unknown_weight_format():
         moe.ExpertParallelMoE(None, hidden=256, intermediate=256, experts=8, top_k=2, weights="int4_lut_glu")
     with pytest.raises(ValueError, match="weights 'mxfp4' run fused only"):
         moe.ExpertParallelMoE(None, hidden=256, intermediate=256, experts=8, top_k=2, kind="unfused", weights="mxfp4")
+    with pytest.raises(ValueError, match="run in kind='unfused' only"):
+        moe.ExpertParallelMoE(None, hidden=256, intermediate=256, experts=8, top_k=2, kind="mega", weights="int4_lut_tok")
