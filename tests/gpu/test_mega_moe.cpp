@@ -343,7 +343,7 @@ INSTANTIATE_TEST_SUITE_P(P, MegaMoeW4A8RsRanks, ::testing::Values(2, 4, 8),
                          [](const ::testing::TestParamInfo<int>& i) { return std::to_string(i.param); });
 
 // A build without the register-operand kernel refuses its layouts before the call counts; a
-// layout that does not match the weight format is refused either way.
+// layout that does not match the weight format, and per-token activations, are refused either way.
 TEST(MegaMoe, RegisterOperandLayoutsAreClearErrors) {
   XS_REQUIRE_GPUS(1);
   auto team = gpu_team(1, 10);
@@ -363,6 +363,14 @@ TEST(MegaMoe, RegisterOperandLayoutsAreClearErrors) {
     EXPECT_NE(std::string(e.what()).find("int4_rs_lut"), std::string::npos) << e.what();
   }
   d.quant = ops::MoeQuant::w4a8_int4;
+  d.act = ops::MoeActScales::per_token;  // the unfused layer's recipe only
+  try {
+    layer.forward(0, d, team->stream(0));
+    ADD_FAILURE() << "no error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("per-token"), std::string::npos) << e.what();
+  }
+  d.act = ops::MoeActScales::per_128;
   if (!ops::MegaMoeLayer::register_operand_w4a8_built()) {
     try {
       layer.forward(0, d, team->stream(0));
