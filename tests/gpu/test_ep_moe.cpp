@@ -148,4 +148,36 @@ TEST(EpMoe, BadConfigsAreClearErrors) {
   EXPECT_NO_THROW(ops::validate_ep_moe({256, 256, 8, 2, 8}, 1));                // one GPU: all experts local
   EXPECT_NO_THROW(ops::validate_ep_moe({256, 256, 8, 2, 8}, 8));
 }
+
+// Per-token activations need a register-operand layout; a layout that does not match the weight
+// format is refused; both before the call counts, so the next call still runs.
+TEST(EpMoe, ActivationAndLayoutMismatchesAreClearErrors) {
+  XS_REQUIRE_GPUS(1);
+  auto team = gpu_team(1, 10);
+  const moe::ModelShape shape{"small", 256, 256, 4, 2, 0, 0};
+  const moe::Routing r = moe::make_routing(shape, 1, 8, {});
+  const auto w = ops::make_moe_layer_weights(4, 256, 256, 1);
+  const auto in = ops::make_moe_layer_inputs(r, 2);
+  ops::EpMoeLayer layer(*team, {256, 256, 4, 2, 8});
+  EP_T(cudaSetDevice(team->device(0)));
+  ops::EpMoeRankInputs d = upload_rank(r, w, in, 0, 4);
+  auto refused = [&](const char* what) {
+    try {
+      layer.forward(0, d, team->stream(0));
+      ADD_FAILURE() << "no error for " << what;
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  d.act = ops::MoeActScales::per_token;  // W8A8 rows weights
+  refused("per-token");
+  d.act = ops::MoeActScales::per_128;
+  d.w_layout = ops::MoeWeightLayout::int4_rs_lut;  // with W8A8 weights
+  refused("int4_rs_lut");
+  d.w_layout = ops::MoeWeightLayout::rows;
+  layer.forward(0, d, team->stream(0));  // the refused calls did not count
+  team->synchronize(0, "the layer's call");
+  team->check_device_status(0);
+  free_rank(d);
+}
 #endif
