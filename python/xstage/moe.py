@@ -363,6 +363,8 @@ class ExpertParallelMoE(torch.nn.Module):
                 _fail(ValueError, f"x must be [T, {self.hidden}]")
             xq, xs = quantize_activations(x, "per_token" if self.weights in _LAYER_PREPACK else "per_128")
         T = xq.shape[0]
+        if not isinstance(xs, torch.Tensor) or xs.dtype != torch.float32 or xs.device != xq.device:
+            _fail(ValueError, "x scales must be a float32 tensor on x's device")
         if self.weights in _LAYER_PREPACK:
             if xq.dtype != _FP8 or tuple(xq.shape) != (T, self.hidden) or tuple(xs.shape) != (T,):
                 _fail(ValueError, f"x must be fp8 [T, {self.hidden}] with per-token scales [T]")

@@ -45,8 +45,8 @@ struct EpMoeLayer::Impl {
     void* h = nullptr;          // [cap, I] fp8
     float* h_scales = nullptr;  // [I/128, cap]
     void* y = nullptr;          // [cap, H] bf16
-    // Per-token activations (EpMoeRankInputs::act), allocated at the first such call: x's scales
-    // in the dispatch's per-128 layout [H/128, T], and h's per-token scales [cap].
+    // Per-token activations (EpMoeRankInputs::act): x's scales in the dispatch's per-128 layout
+    // [H/128, T], and h's per-token scales [cap] (small; allocated with the rest, not in a call).
     float* x_scales_128 = nullptr;
     float* h_tok = nullptr;
   };
@@ -73,6 +73,8 @@ EpMoeLayer::EpMoeLayer(Team& team, const EpMoeConfig& cfg) : impl_(std::make_uni
     XS_CUDA(cudaMalloc(&R.h, cap * cfg.intermediate), where + ": h");
     XS_CUDA(cudaMalloc(&R.h_scales, sizeof(float) * (cfg.intermediate / 128) * cap), where + ": h scales");
     XS_CUDA(cudaMalloc(&R.y, 2 * cap * H), where + ": y");
+    XS_CUDA(cudaMalloc(&R.x_scales_128, sizeof(float) * (H / 128) * size_t(cfg.tokens)), where + ": x scales");
+    XS_CUDA(cudaMalloc(&R.h_tok, sizeof(float) * cap), where + ": h token scales");
     km::EpMoeArgs& a = I.buf.args[i];
     a.expert_counts = R.expert_counts;
     a.expert_offsets = R.expert_offsets;
@@ -111,29 +113,13 @@ void EpMoeLayer::run(int i, const EpMoeRankInputs& in, cudaStream_t s, const EpM
   Impl& I = *impl_;
   Impl::Rank& R = I.ranks.at(i);
   const EpMoeConfig& c = I.buf.cfg;
-  km::EpMoeArgs a = I.buf.next_call(i, in);
-  const std::string what = fmt::format("ep moe (rank {}, call {})", a.rank, a.epoch);
-  const int ctas = I.buf.sm_count[i];
-  auto mark = [&](int k) {
-    if (ph != nullptr) XS_CUDA(cudaEventRecord(ph->at[k], s), what + ": phase event");
-  };
+  const km::EpMoeArgs& fixed = I.buf.args.at(i);  // this rank's buffers (the call's fields come below)
   const bool per_token = in.act == MoeActScales::per_token;
-  if (per_token && R.h_tok == nullptr) {
-    XS_CUDA(cudaMalloc(&R.x_scales_128, sizeof(float) * (c.hidden / 128) * size_t(c.tokens)), what + ": x scales");
-    XS_CUDA(cudaMalloc(&R.h_tok, sizeof(float) * size_t(I.buf.cap)), what + ": h token scales");
-  }
-  mark(0);
-  if (per_token) {  // the dispatch moves per-128 scales with each row: every group the token's
-    XS_CUDA(km::ep_launch_broadcast_scales(in.x_scales, R.x_scales_128, c.tokens, c.hidden / 128, s),
-            what + ": x scales");
-    a.x_scales = R.x_scales_128;
-  }
-  XS_CUDA(km::ep_launch_counts(a, s), what + ": counts");
-  XS_CUDA(km::ep_launch_dispatch(a, ctas, s), what + ": dispatch");
-  XS_CUDA(km::ep_launch_layout(a, s), what + ": layout");
-  mark(1);
-
+  const int ctas = I.buf.sm_count[i];
   const int hint = std::max(1, I.buf.cap / I.buf.world / I.buf.epr);
+  // Both GEMMs' arguments first: a format, layout or activation-scale combination no grouped GEMM
+  // serves is refused here, before next_call counts the call (a call refused after its dispatch
+  // would leave the combine counter short for every later call).
   MoeGemmArgs l1;
   l1.quant = in.quant;
   l1.epilogue = MoeEpilogue::swiglu_fp8;
@@ -141,8 +127,8 @@ void EpMoeLayer::run(int i, const EpMoeRankInputs& in, cudaStream_t s, const EpM
   l1.m_total = I.buf.cap;
   l1.n = 2 * c.intermediate;
   l1.k = c.hidden;
-  l1.a = a.recv_x_at[a.rank];
-  l1.a_scales = a.recv_xs_at[a.rank];
+  l1.a = fixed.recv_x_at[fixed.rank];
+  l1.a_scales = fixed.recv_xs_at[fixed.rank];
   l1.b = in.w1;
   l1.b_scales = in.w1_scales;
   l1.b_e8m0 = in.w1_e8m0;
@@ -157,15 +143,9 @@ void EpMoeLayer::run(int i, const EpMoeRankInputs& in, cudaStream_t s, const EpM
   l1.offsets = R.expert_offsets;
   l1.out = R.h;
   l1.out_scales = R.h_scales;
-  l1.row_weights = a.recv_w_at[a.rank];
+  l1.row_weights = fixed.recv_w_at[fixed.rank];
   l1.tokens_per_expert_hint = hint;
   l1.num_ctas = ctas;
-  moe_gemm(l1, s);
-  if (per_token)
-    XS_CUDA(km::ep_launch_requant_per_token(static_cast<uint8_t*>(R.h), R.h_scales, R.h_tok, R.expert_counts,
-                                            R.expert_offsets, I.buf.epr, I.buf.cap, c.intermediate, s),
-            what + ": h per-token requantisation");
-  mark(2);
   MoeGemmArgs l2;
   l2.quant = in.quant;
   l2.epilogue = MoeEpilogue::bf16;
@@ -188,6 +168,41 @@ void EpMoeLayer::run(int i, const EpMoeRankInputs& in, cudaStream_t s, const EpM
   l2.out = R.y;
   l2.tokens_per_expert_hint = hint;
   l2.num_ctas = ctas;
+  if (in.w1 != nullptr && in.w2 != nullptr) {  // null weights: next_call's error names them
+    try {
+      for (const MoeGemmArgs* g : {&l1, &l2}) {
+        validate(*g);
+        select_moe_instantiation(*g);  // the kernel that serves the call
+      }
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(fmt::format("ep moe: {}{}", e.what(),
+                                        in.w_layout == MoeWeightLayout::mxfp4_rs && !per_token
+                                            ? " (mxfp4_rs weights run with per-token activations in the unfused layer)"
+                                            : ""));
+    }
+  }
+
+  km::EpMoeArgs a = I.buf.next_call(i, in);
+  const std::string what = fmt::format("ep moe (rank {}, call {})", a.rank, a.epoch);
+  auto mark = [&](int k) {
+    if (ph != nullptr) XS_CUDA(cudaEventRecord(ph->at[k], s), what + ": phase event");
+  };
+  mark(0);
+  if (per_token) {  // the dispatch moves per-128 scales with each row: every group the token's
+    XS_CUDA(km::ep_launch_broadcast_scales(in.x_scales, R.x_scales_128, c.tokens, c.hidden / 128, s),
+            what + ": x scales");
+    a.x_scales = R.x_scales_128;
+  }
+  XS_CUDA(km::ep_launch_counts(a, s), what + ": counts");
+  XS_CUDA(km::ep_launch_dispatch(a, ctas, s), what + ": dispatch");
+  XS_CUDA(km::ep_launch_layout(a, s), what + ": layout");
+  mark(1);
+  moe_gemm(l1, s);
+  if (per_token)
+    XS_CUDA(km::ep_launch_requant_per_token(static_cast<uint8_t*>(R.h), R.h_scales, R.h_tok, R.expert_counts,
+                                            R.expert_offsets, I.buf.epr, I.buf.cap, c.intermediate, s),
+            what + ": h per-token requantisation");
+  mark(2);
   moe_gemm(l2, s);
   mark(3);
   XS_CUDA(km::ep_launch_combine(a, ctas, s), what + ": combine");

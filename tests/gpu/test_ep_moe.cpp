@@ -175,6 +175,14 @@ TEST(EpMoe, ActivationAndLayoutMismatchesAreClearErrors) {
   d.w_layout = ops::MoeWeightLayout::int4_rs_lut;  // with W8A8 weights
   refused("int4_rs_lut");
   d.w_layout = ops::MoeWeightLayout::rows;
+  // mxfp4_rs with per-128 activations: no grouped GEMM serves it, refused before the dispatch.
+  const auto w_mx = ops::make_moe_layer_weights(4, 256, 256, 1, ops::MoeQuant::w4a8_mxfp4);
+  const RsWeights rs_mx = prepack_rs(w_mx, ops::MoeWeightLayout::mxfp4_rs);
+  ops::EpMoeRankInputs d_mx = upload_rank(r, w_mx, in, 0, 4, &rs_mx, ops::MoeWeightLayout::mxfp4_rs);
+  std::swap(d, d_mx);
+  refused("per-token activations in the unfused layer");
+  std::swap(d, d_mx);
+  free_rank(d_mx);
   layer.forward(0, d, team->stream(0));  // the refused calls did not count
   team->synchronize(0, "the layer's call");
   team->check_device_status(0);
