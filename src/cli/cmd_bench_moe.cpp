@@ -335,6 +335,14 @@ void run(const Flags& fl) {
   if (fl.weights.empty()) throw InvalidArgument("bench moe: --weights is empty");
   std::vector<WeightFormat> formats;
   for (const auto& w : fl.weights) formats.push_back(parse_weights(w));
+  // One register-operand weight pool per layout (quantised and prepacked once, on the host).
+  std::map<ops::MoeWeightLayout, std::unique_ptr<RsWeightPool>> pools;
+  for (const WeightFormat& wf : formats)
+    if (wf.layout != ops::MoeWeightLayout::rows && !pools.count(wf.layout))
+      pools[wf.layout] = std::make_unique<RsWeightPool>(wf.layout);
+  auto rs_pool = [&](ops::MoeWeightLayout l) -> const RsWeightPool* {
+    return l == ops::MoeWeightLayout::rows ? nullptr : pools.at(l).get();
+  };
   std::string model_used;
   const model::Params model = load_model_params(fl.params, &model_used);
   std::vector<moe::ModelShape> shapes;
@@ -385,8 +393,7 @@ void run(const Flags& fl) {
         for (const WeightFormat& wf : formats) {
           const std::string& wname = wf.name;
           const ops::MoeQuant quant = wf.quant;
-          std::unique_ptr<RsWeightPool> rs;
-          if (wf.layout != ops::MoeWeightLayout::rows) rs = std::make_unique<RsWeightPool>(wf.layout);
+          const RsWeightPool* rs = rs_pool(wf.layout);
           std::fprintf(stderr, "bench moe: %s %s %s T=%d ...\n", shape.name.c_str(), wname.c_str(),
                        std::string(moe::routing_name(kind)).c_str(), tokens);
           moe::RoutingConfig rc;
@@ -476,7 +483,7 @@ void run(const Flags& fl) {
             if (!check_ready) {
               check_ready = true;
               try {
-                check = moe_layer_check_ref(*team, fl, r, quant, pat, rs.get(), wf.per_token);
+                check = moe_layer_check_ref(*team, fl, r, quant, pat, rs, wf.per_token);
               } catch (const std::exception& e) {
                 check_error = std::string("host reference failed: ") + e.what();
               }

@@ -92,7 +92,7 @@ EpMoeLayer::~EpMoeLayer() {
     for (void* p : {static_cast<void*>(R.expert_counts), static_cast<void*>(R.expert_offsets),
                     static_cast<void*>(R.rows_expected), R.h, static_cast<void*>(R.h_scales), R.y,
                     static_cast<void*>(R.x_scales_128), static_cast<void*>(R.h_tok)})
-      if (p != nullptr) cudaFree(p);
+      cudaFree(p);
   }
 }
 

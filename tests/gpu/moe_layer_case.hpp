@@ -126,22 +126,19 @@ inline ops::EpMoeRankInputs upload_rank(const moe::Routing& r, const ops::MoeLay
                    : upload(in[rank].x_scales);
   d.act = act;
   d.quant = w.quant;
-  d.w1 = upload_experts(w.w1, E, e0, epr);
-  d.w1_scales = upload_experts(w.w1_scales, E, e0, epr);
-  d.w2 = upload_experts(w.w2, E, e0, epr);
-  d.w2_scales = upload_experts(w.w2_scales, E, e0, epr);
-  d.w1_e8m0 = upload_experts(w.w1_e8m0, E, e0, epr);
-  d.w2_e8m0 = upload_experts(w.w2_e8m0, E, e0, epr);
-  if (rs != nullptr && layout != ops::MoeWeightLayout::rows) {
-    for (const void* p : {d.w1, static_cast<const void*>(d.w1_scales), d.w2, static_cast<const void*>(d.w2_scales),
-                          static_cast<const void*>(d.w1_e8m0), static_cast<const void*>(d.w2_e8m0)})
-      if (p != nullptr) cudaFree(const_cast<void*>(p));
+  if (rs != nullptr && layout != ops::MoeWeightLayout::rows) {  // prepacked: fp32 scales, no E8M0 arrays
     d.w_layout = layout;
     d.w1 = upload_experts(rs->w1, E, e0, epr);
     d.w1_scales = upload_experts(rs->s1, E, e0, epr);
     d.w2 = upload_experts(rs->w2, E, e0, epr);
     d.w2_scales = upload_experts(rs->s2, E, e0, epr);
-    d.w1_e8m0 = d.w2_e8m0 = nullptr;
+  } else {
+    d.w1 = upload_experts(w.w1, E, e0, epr);
+    d.w1_scales = upload_experts(w.w1_scales, E, e0, epr);
+    d.w2 = upload_experts(w.w2, E, e0, epr);
+    d.w2_scales = upload_experts(w.w2_scales, E, e0, epr);
+    d.w1_e8m0 = upload_experts(w.w1_e8m0, E, e0, epr);
+    d.w2_e8m0 = upload_experts(w.w2_e8m0, E, e0, epr);
   }
   void* out = nullptr;
   if (cudaMalloc(&out, size_t(r.tokens_per_rank) * w.hidden * 2) == cudaSuccess) d.out = out;
