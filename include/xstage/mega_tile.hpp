@@ -9,6 +9,9 @@
 //             warp group 64 rows x both 128-column pieces; both warp groups count their piece
 //             into the block's counter (also an empty second half), so the target is 2 n1.
 //   automatic the host's choice per layer (choose_mega_tile): never reaches the kernel.
+//   m256n128_tok  the per-token W4A8 kernel's own tile (mega_w4a8_tok_kernel.cuh): 256-row
+//             blocks, Linear-1 tiles of 64 h channels (128 gate/up-interleaved rows), Linear-2
+//             tiles of 128 hidden channels; not a choice of the W8A8 kernels (kMegaTileCount).
 #pragma once
 
 #if defined(__CUDACC__)
@@ -19,8 +22,8 @@
 
 namespace xstage::moe {
 
-enum class MegaTile : int { m64n256 = 0, m128n256 = 1, automatic = 2 };
-inline constexpr int kMegaTileCount = 2;  // the compiled configurations (automatic is not one)
+enum class MegaTile : int { m64n256 = 0, m128n256 = 1, automatic = 2, m256n128_tok = 3 };
+inline constexpr int kMegaTileCount = 2;  // the W8A8 configurations (automatic is not one; nor is m256n128_tok)
 
 // automatic: 128-row tiles once the mean routed rows per expert fill a 128-row block. Measured on
 // one H200 (docs/megamoe.md "Tile configurations"): 128 x 256 won at 160-1024 rows per expert
@@ -40,7 +43,9 @@ struct MegaTileShape {
 };
 
 XS_MEGA_HD MegaTileShape mega_tile_shape(MegaTile t) {
-  return t == MegaTile::m128n256 ? MegaTileShape{128, 128, 256, 2} : MegaTileShape{64, 128, 256, 1};
+  return t == MegaTile::m128n256       ? MegaTileShape{128, 128, 256, 2}
+         : t == MegaTile::m256n128_tok ? MegaTileShape{256, 64, 128, 1}
+                                       : MegaTileShape{64, 128, 256, 1};
 }
 
 // m-blocks of an expert with `rows` rows.
@@ -57,7 +62,10 @@ XS_MEGA_HD int mega_max_blocks(int cap, int experts, int block_m) { return cap /
 
 // Names for flags and JSON ("m64n256", "m128n256", "auto"); parse returns false on an unknown name.
 inline const char* mega_tile_name(MegaTile t) {
-  return t == MegaTile::m128n256 ? "m128n256" : t == MegaTile::automatic ? "auto" : "m64n256";
+  return t == MegaTile::m128n256       ? "m128n256"
+         : t == MegaTile::automatic    ? "auto"
+         : t == MegaTile::m256n128_tok ? "m256n128_tok"
+                                       : "m64n256";
 }
 inline bool parse_mega_tile(const char* s, MegaTile* out) {
   for (int i = 0; i <= kMegaTileCount; ++i) {

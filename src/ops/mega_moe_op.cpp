@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/moe/ep_per_token.hpp"
 #include "kernels/moe/mega_launch.hpp"
 #include "ops/ep_moe_buffers.hpp"
 #include "ops/mega_moe_trace.hpp"
@@ -25,9 +26,15 @@ struct MegaMoeLayer::Impl {
   moe::MegaTile auto_tile = moe::MegaTile::m64n256;  // MegaTile::automatic resolves to this
   moe::MoeOrderChoice order;                         // MoeSchedule::automatic resolves to order.schedule
   moe::MoeOrderChoice order_w4a8;                    // the same with W4A8 weights (interleaved)
-  size_t max_tiles() const { return size_t(max_blocks) * (n1 + n2); }
+  int tok_tiles_per_block = 0;  // Linear-1 + Linear-2 tiles of a per-token block (MegaTile::m256n128_tok)
+  int tok_max_blocks = 0;
+  // The trace holds a record per list position of any configuration's call.
+  size_t max_tiles() const {
+    return std::max(size_t(max_blocks) * (n1 + n2), size_t(tok_max_blocks) * tok_tiles_per_block);
+  }
   struct Rank {
     km::MegaMoeArgs m;
+    float* x_scales_128 = nullptr;  // per-token calls: x's scales broadcast to [H/128, T] for the dispatch
     bool spans_recorded = false;
   };
   std::vector<Rank> ranks;
@@ -57,6 +64,13 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
       throw Error("mega moe: the tile configurations disagree on the scratch layout");
   }
   I.max_blocks = moe::mega_max_blocks(I.buf.cap, I.buf.epr, smallest.block_m);
+  {
+    // The per-token kernel's blocks hold more rows (fewer blocks, so its counters and spans fit
+    // the 64-row layout's) and more tiles each (the trace is sized for both).
+    const moe::MegaTileShape tok = moe::mega_tile_shape(moe::MegaTile::m256n128_tok);
+    I.tok_max_blocks = moe::mega_max_blocks(I.buf.cap, I.buf.epr, tok.block_m);
+    I.tok_tiles_per_block = moe::mega_l1_tiles(tok, cfg.intermediate) + moe::mega_l2_tiles(tok, cfg.hidden);
+  }
   // The interleaved mix depends only on the shape and the model; plan it for a balanced load.
   moe::MoeScheduleInput in;
   in.rows_per_expert.assign(I.buf.epr, std::max(1, I.buf.cap / I.buf.world / I.buf.epr));
@@ -118,6 +132,13 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
     XS_CUDA(cudaMalloc(&m.trace_hook, sizeof(uint32_t) * 3 * I.buf.sm_count[i]), where + ": trace");
     m.l1_per_l2 = std::max(1, I.plan.l1_per_l2);
     m.lead = I.plan.lead_tiles;
+    if (km::mega_moe_w4a8_tok_built()) {  // per-token W4A8 calls: bf16 h, per-token maxima (zero), x scales
+      XS_CUDA(cudaMalloc(&m.h16, sizeof(uint16_t) * cap * cfg.intermediate), where + ": bf16 h");
+      XS_CUDA(cudaMalloc(&m.h_amax, sizeof(uint32_t) * cap), where + ": h maxima");
+      XS_CUDA(cudaMemset(m.h_amax, 0, sizeof(uint32_t) * cap), where + ": h maxima");
+      XS_CUDA(cudaMalloc(&I.ranks[i].x_scales_128, sizeof(float) * (cfg.hidden / 128) * size_t(cfg.tokens)),
+              where + ": x scales");
+    }
     // The zeroed scratch must be in place before the first call's kernel on any stream.
     XS_CUDA(cudaDeviceSynchronize(), where);
   }
@@ -132,7 +153,8 @@ MegaMoeLayer::~MegaMoeLayer() {
     for (void* p : {static_cast<void*>(m.hist), static_cast<void*>(m.l1_done), static_cast<void*>(m.hist_done),
                     static_cast<void*>(m.rows_base), static_cast<void*>(m.h), static_cast<void*>(m.h_scales),
                     static_cast<void*>(m.spans), static_cast<void*>(m.cta_clock), static_cast<void*>(m.trace),
-                    static_cast<void*>(m.trace_hook)})
+                    static_cast<void*>(m.trace_hook), static_cast<void*>(m.h16), static_cast<void*>(m.h_amax),
+                    static_cast<void*>(I.ranks[i].x_scales_128)})
       cudaFree(p);
   }
 }
@@ -141,14 +163,17 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
   Impl& I = *impl_;
   Impl::Rank& R = I.ranks.at(i);
   // Checked before next_call, which counts the call.
-  if (in.act != MoeActScales::per_128)
-    throw InvalidArgument("mega moe: per-token activation scales are not built into the fused kernel (the unfused "
-                          "EpMoeLayer takes them; docs/megamoe.md \"Next steps\" 4)");
-  if (in.w_layout != MoeWeightLayout::rows && !km::mega_moe_w4a8_rs_built())
+  const bool per_token = in.act == MoeActScales::per_token;
+  if (per_token && !km::mega_moe_w4a8_tok_built())
+    throw InvalidArgument("mega moe: per-token activation scales run the per-token W4A8 kernel, which this build "
+                          "leaves out (configure with -DXSTAGE_MEGA_W4A8_TOK=ON; the unfused EpMoeLayer takes them)");
+  if (in.act != MoeActScales::per_128 && !per_token)
+    throw InvalidArgument(fmt::format("mega moe: unknown activation scales {}", static_cast<int>(in.act)));
+  if (!per_token && in.w_layout != MoeWeightLayout::rows && !km::mega_moe_w4a8_rs_built())
     throw InvalidArgument(fmt::format("mega moe: weight layout {} runs the register-operand W4A8 kernel, which this "
                                       "build leaves out (configure with -DXSTAGE_MEGA_W4A8_RS=ON)",
                                       moe_weight_layout_name(in.w_layout)));
-  const moe::MegaTile tile = resolved_tile(opt.tile, in.quant);
+  const moe::MegaTile tile = resolved_tile(opt.tile, in.quant, in.act);
   const moe::MoeSchedule order = resolved_schedule(opt.schedule, in.quant);
   km::MegaMoeArgs m = R.m;
   m.ep = I.buf.next_call(i, in);
@@ -173,9 +198,18 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
   w.format = in.quant == MoeQuant::w4a8_int4    ? km::MegaWeightFormat::w4a8_int4
              : in.quant == MoeQuant::w4a8_mxfp4 ? km::MegaWeightFormat::w4a8_mxfp4
                                                 : km::MegaWeightFormat::w8a8;
-  // The register-operand layouts (checked against the format by next_call): their own kernel.
-  if (in.w_layout == MoeWeightLayout::int4_rs_lut) w.format = km::MegaWeightFormat::w4a8_int4_lut;
-  if (in.w_layout == MoeWeightLayout::mxfp4_rs) w.format = km::MegaWeightFormat::w4a8_mxfp4_rs;
+  // The register-operand layouts (checked against the format by next_call): their own kernel;
+  // with per-token activations the per-token kernel (W1 in the layout's glu form, as the unfused
+  // layer takes it).
+  if (in.w_layout == MoeWeightLayout::int4_rs_lut)
+    w.format = per_token ? km::MegaWeightFormat::w4a8_int4_lut_tok : km::MegaWeightFormat::w4a8_int4_lut;
+  if (in.w_layout == MoeWeightLayout::mxfp4_rs)
+    w.format = per_token ? km::MegaWeightFormat::w4a8_mxfp4_tok : km::MegaWeightFormat::w4a8_mxfp4_rs;
+  if (per_token) {  // the dispatch moves per-128 scales with each row: every group the token's
+    XS_CUDA(km::ep_launch_broadcast_scales(in.x_scales, R.x_scales_128, I.buf.cfg.tokens, I.buf.cfg.hidden / 128, s),
+            what + ": x scales");
+    m.ep.x_scales = R.x_scales_128;
+  }
   w.w1 = in.w1;
   w.w1_scales = in.w1_scales;
   w.w2 = in.w2;
@@ -186,6 +220,7 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
 }
 
 bool MegaMoeLayer::register_operand_w4a8_built() { return km::mega_moe_w4a8_rs_built(); }
+bool MegaMoeLayer::per_token_w4a8_built() { return km::mega_moe_w4a8_tok_built(); }
 
 moe::MoeSchedule MegaMoeLayer::resolved_schedule(moe::MoeSchedule requested, MoeQuant quant) const {
   if (requested == moe::MoeSchedule::automatic) return order_choice(quant).schedule;
@@ -197,9 +232,16 @@ const moe::MoeOrderChoice& MegaMoeLayer::order_choice(MoeQuant quant) const {
   return quant == MoeQuant::w8a8 ? impl_->order : impl_->order_w4a8;
 }
 
-moe::MegaTile MegaMoeLayer::resolved_tile(moe::MegaTile requested, MoeQuant quant) const {
+moe::MegaTile MegaMoeLayer::resolved_tile(moe::MegaTile requested, MoeQuant quant, MoeActScales act) const {
   if (quant != MoeQuant::w8a8 && !moe_is_w4a8(quant))
     throw InvalidArgument(fmt::format("mega moe: unknown weight format {}", static_cast<int>(quant)));
+  if (act == MoeActScales::per_token) {
+    if (requested != moe::MegaTile::automatic && requested != moe::MegaTile::m256n128_tok)
+      throw InvalidArgument(fmt::format("mega moe: per-token activations run the 256 x 128 per-token tile only "
+                                        "(asked for {})",
+                                        moe::mega_tile_name(requested)));
+    return moe::MegaTile::m256n128_tok;
+  }
   const bool w4 = quant != MoeQuant::w8a8;
   if (requested == moe::MegaTile::automatic) return w4 ? moe::MegaTile::m64n256 : impl_->auto_tile;
   if (requested != moe::MegaTile::m64n256 && requested != moe::MegaTile::m128n256)

@@ -115,6 +115,7 @@ namespace {
 struct ExpertMatrices {
   std::vector<double> w1, w2;
   bool per_token = false;
+  bool h_from_bf16 = false;  // MoeLayerWeights::per_token_h_from_bf16
 };
 
 // Matrix [rows, cols] of expert e in the layer's format, dequantised into out (doubles).
@@ -150,6 +151,7 @@ ExpertMatrices expert_matrices(const MoeLayerWeights& w, int e) {
   expert_matrix(w, e, 2 * w.intermediate, w.hidden, w.w1, w.w1_scales, w.w1_e8m0, w.w1_groups, m.w1);
   expert_matrix(w, e, w.hidden, w.intermediate, w.w2, w.w2_scales, w.w2_e8m0, w.w2_groups, m.w2);
   m.per_token = w.per_token_activations;
+  m.h_from_bf16 = w.per_token_activations && w.per_token_h_from_bf16;
   return m;
 }
 
@@ -168,10 +170,19 @@ void expert_row(const ExpertMatrices& m, int H, int I, float router_weight, cons
     const double gate = dot1(c), up = dot1(I + c);
     h[c] = static_cast<float>(gate / (1.0 + std::exp(-gate)) * up * router_weight);
   }
+  if (m.h_from_bf16) {  // the fused per-token kernel: bf16 h, one scale per token over the row
+    float amax = 0;
+    for (int c = 0; c < I; ++c) {
+      h[c] = bf16_round(h[c]);
+      amax = std::max(amax, std::fabs(h[c]));
+    }
+    const Fp8Scale s = fp8_scale_for_amax(amax);
+    for (int c = 0; c < I; ++c) hd[c] = fp8_e4m3_decode(fp8_e4m3_encode(h[c] * s.inv)) * s.scale;
+  }
   // fp8 requantisation per 128 channels, then dequantised: what Linear-2 reads.
   std::vector<uint8_t> q(I);
   std::vector<float> s128(I / 128);
-  for (int c0 = 0; c0 < I; c0 += 128) {
+  for (int c0 = 0; c0 < I && !m.h_from_bf16; c0 += 128) {
     float amax = 0;
     for (int c = c0; c < c0 + 128; ++c) amax = std::max(amax, std::fabs(h[c]));
     const Fp8Scale s = fp8_scale_for_amax(amax);
@@ -181,7 +192,7 @@ void expert_row(const ExpertMatrices& m, int H, int I, float router_weight, cons
       hd[c] = fp8_e4m3_decode(q[c]) * s.scale;
     }
   }
-  if (m.per_token) {  // one scale per token: each block's codes rescaled by s / S
+  if (m.per_token && !m.h_from_bf16) {  // one scale per token: each block's codes rescaled by s / S
     const float S = *std::max_element(s128.begin(), s128.end());
     for (int c = 0; c < I; ++c) hd[c] = fp8_e4m3_decode(fp8_e4m3_encode(fp8_e4m3_decode(q[c]) * (s128[c / 128] / S))) * S;
   }

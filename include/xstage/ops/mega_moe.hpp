@@ -103,10 +103,13 @@ class MegaMoeLayer {
   // After the stream of a record_spans call finished: that call's spans on local rank i.
   MegaMoeSpans last_spans(int i) const;
 
-  // The tile configuration a call with `requested` and weights `quant` runs (automatic: this
-  // layer's choice by its mean routed rows per expert for W8A8; 64 x 256 for W4A8, its only
-  // tile); InvalidArgument for an unknown value or 128 x 256 with W4A8 weights.
-  moe::MegaTile resolved_tile(moe::MegaTile requested, MoeQuant quant = MoeQuant::w8a8) const;
+  // The tile configuration a call with `requested`, weights `quant` and activation scales `act`
+  // runs (automatic: this layer's choice by its mean routed rows per expert for W8A8; 64 x 256 for
+  // W4A8 with per-128 activations; m256n128_tok with per-token ones, their only tile);
+  // InvalidArgument for an unknown value, 128 x 256 with W4A8 weights, or another tile than
+  // m256n128_tok with per-token activations.
+  moe::MegaTile resolved_tile(moe::MegaTile requested, MoeQuant quant = MoeQuant::w8a8,
+                              MoeActScales act = MoeActScales::per_128) const;
   // The order a call with `requested` and weights `quant` runs (automatic:
   // order_choice(quant).schedule); InvalidArgument for an unknown value. order_choice: the
   // model's pick for this layer (balanced load, the automatic tile, this GPU's L2) and why; with
@@ -120,6 +123,12 @@ class MegaMoeLayer {
   // until its GPU tests pass; docs/megamoe.md "W4A8 on the register-operand GEMM"). Without it a
   // call with those layouts is an InvalidArgument.
   static bool register_operand_w4a8_built();
+  // Whether this build has the per-token W4A8 kernel (EpMoeRankInputs::act = per_token, W1 in the
+  // int4_rs_lut_glu / mxfp4_rs_glu form as the unfused layer takes it; CMake option
+  // XSTAGE_MEGA_W4A8_TOK, off until its GPU tests pass; docs/megamoe.md "Per-token activations in
+  // the fused kernel"). Without it a per-token call is an InvalidArgument. With it the layer keeps
+  // a bf16 copy of h ([cap, I]) for those calls.
+  static bool per_token_w4a8_built();
 
   // The interleaved mix and the model's view of both schedules, for a balanced load.
   const moe::MoeSchedulePlan& plan() const;

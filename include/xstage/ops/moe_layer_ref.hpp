@@ -54,6 +54,10 @@ struct MoeLayerWeights {
   // scale per token S = max over the row's 128-channel scales s: q' = e4m3(e4m3^-1(q) * (s / S)),
   // the arithmetic of the layer's requantisation kernel (kernels/moe/ep_per_token.hpp).
   bool per_token_activations = false;
+  // With per_token_activations, h as the fused per-token kernel makes it
+  // (kernels/moe/mega_w4a8_tok_kernel.cuh) instead: rounded to bf16, then quantised once with one
+  // scale per token from the bf16 row's |h| maximum: q = e4m3(bf16(h) / S), S = max|bf16(h)| / 448.
+  bool per_token_h_from_bf16 = false;
 };
 
 struct MoeLayerRankInput {

@@ -54,6 +54,12 @@ struct MegaMoeArgs {
   // rows being staged; null: not recorded (needs cta_clock and trace_hook).
   uint32_t* trace = nullptr;
   uint32_t* trace_hook = nullptr;  // [3][grid] per CTA's first consumer thread: last store tail, mark 0, mark 1
+
+  // Per-token W4A8 (mega_w4a8_tok_kernel.cuh): h in bf16 before its per-token quantisation, and
+  // each token's |h| maximum (float bits; zero between calls: the quantisation resets it).
+  // h_scales then holds one scale per token ([cap]).
+  uint16_t* h16 = nullptr;     // [cap, I]
+  uint32_t* h_amax = nullptr;  // [cap]
 };
 
 }  // namespace xstage::kernels::moe

@@ -13,7 +13,17 @@ namespace xstage::kernels::moe {
 
 // w4a8_int4_lut / w4a8_mxfp4_rs: the register-operand W4A8 kernel (mega_w4a8_rs_kernel.cuh), built
 // with XSTAGE_MEGA_W4A8_RS only (mega_moe_w4a8_rs_built()).
-enum class MegaWeightFormat : int { w8a8 = 0, w4a8_int4 = 1, w4a8_mxfp4 = 2, w4a8_int4_lut = 3, w4a8_mxfp4_rs = 4 };
+// w4a8_int4_lut_tok / w4a8_mxfp4_tok: the per-token W4A8 kernel (mega_w4a8_tok_kernel.cuh; W1 in the
+// gate/up-interleaved glu layouts), built with XSTAGE_MEGA_W4A8_TOK only (mega_moe_w4a8_tok_built()).
+enum class MegaWeightFormat : int {
+  w8a8 = 0,
+  w4a8_int4 = 1,
+  w4a8_mxfp4 = 2,
+  w4a8_int4_lut = 3,
+  w4a8_mxfp4_rs = 4,
+  w4a8_int4_lut_tok = 5,
+  w4a8_mxfp4_tok = 6
+};
 
 struct MegaWeights {
   MegaWeightFormat format = MegaWeightFormat::w8a8;
@@ -32,7 +42,7 @@ struct MegaWeights {
 
 // One call: `ctas` co-resident CTAs (cooperative launch; at most one per SM), one function per
 // tile configuration (xstage/mega_tile.hpp) and W4A8 format, each in its own translation unit.
-// W4A8 runs the 64 x 256 tile only. cudaErrorInvalidValue: arguments the kernel cannot take.
+// W4A8 runs the 64 x 256 tile (per-token: m256n128_tok). cudaErrorInvalidValue: arguments the kernel cannot take.
 cudaError_t mega_moe_launch_m64n256(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s);
 cudaError_t mega_moe_launch_m128n256(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s);
 cudaError_t mega_moe_launch_w4a8_int4(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s);
@@ -42,6 +52,10 @@ cudaError_t mega_moe_launch_w4a8_mxfp4(const MegaMoeArgs& m, const MegaWeights& 
 cudaError_t mega_moe_launch_w4a8_rs(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s);
 // Whether this build has that kernel (XSTAGE_MEGA_W4A8_RS; mega_moe_w4a8_rs.cu or its stub).
 bool mega_moe_w4a8_rs_built();
+// Both per-token formats (w4a8_int4_lut_tok, w4a8_mxfp4_tok) on MegaTile::m256n128_tok; needs
+// MegaMoeArgs::h16 and h_amax; cudaErrorNotSupported in a build without XSTAGE_MEGA_W4A8_TOK.
+cudaError_t mega_moe_launch_w4a8_tok(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s);
+bool mega_moe_w4a8_tok_built();
 
 inline cudaError_t mega_moe_launch(::xstage::moe::MegaTile tile, const MegaMoeArgs& m, const MegaWeights& w, int ctas,
                                    cudaStream_t s) {
@@ -53,6 +67,10 @@ inline cudaError_t mega_moe_launch(::xstage::moe::MegaTile tile, const MegaMoeAr
     case MegaWeightFormat::w4a8_int4_lut:
     case MegaWeightFormat::w4a8_mxfp4_rs:
       return tile == ::xstage::moe::MegaTile::m64n256 ? mega_moe_launch_w4a8_rs(m, w, ctas, s) : cudaErrorInvalidValue;
+    case MegaWeightFormat::w4a8_int4_lut_tok:
+    case MegaWeightFormat::w4a8_mxfp4_tok:
+      return tile == ::xstage::moe::MegaTile::m256n128_tok ? mega_moe_launch_w4a8_tok(m, w, ctas, s)
+                                                           : cudaErrorInvalidValue;
     default:
       return tile == ::xstage::moe::MegaTile::m128n256 ? mega_moe_launch_m128n256(m, w, ctas, s)
                                                        : mega_moe_launch_m64n256(m, w, ctas, s);

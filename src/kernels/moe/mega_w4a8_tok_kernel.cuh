@@ -1,0 +1,477 @@
+// The Mega-MoE persistent kernel with per-token W4A8 activations (issue 37; docs/megamoe.md
+// "Per-token activations in the fused kernel"): the fused call structure of the register-operand
+// kernel (prologue and push dispatch, claimed tiles in the list order gated on their inputs, tile
+// slots, publish, reduce; mega_common.cuh) around the per-token main loop of w4a8_rs.cuh (256
+// tokens as two 128-token pieces, one 128-row weight chunk per K block, no token scale in the K
+// loop: the promotion is a plain add for INT4 two-level, one FMA by the block scale for MXFP4).
+//
+// Tile shape MegaTile::m256n128_tok (xstage/mega_tile.hpp): 256-row blocks;
+//   Linear-1: one chunk of W1 in the gate/up-interleaved layout (int4_rs_lut_glu / mxfp4_rs_glu:
+//     each 16-row slab holds 8 gate rows then the 8 up rows of the same channels), i.e. 64 h
+//     channels; warp group g owns channels [32 g, 32 g + 32). Epilogue per group: h = silu(gate)
+//     * up * router weight in bf16 to h16 [cap, I], and each token's |h| maximum over the group's
+//     32 channels into h_amax [cap] (one atomic max per token and group); then the tile counts into
+//     its block's Linear-1 counter. The block's last Linear-1 tile to count (its add returns
+//     n1 - 1) quantises the block's h once: one scale per token from h_amax (h_scales[row]), fp8 h
+//     rows from h16, h_amax reset to zero for the next call, then one more count (target n1 + 1)
+//     releases the block's Linear-2 tiles. No CTA waits for another's Linear-1 tile, so any
+//     number of tiles per block runs on any number of CTAs.
+//   Linear-2: 128 hidden columns of W2 (int4_rs_lut / mxfp4_rs); warp group g owns columns
+//     [64 g, 64 g + 64): bf16, times the channel (INT4) and token scales, staged token-major one
+//     128-token piece at a time, stored in 16-byte pieces straight into the token owners' combine
+//     buffers (CombineDestination).
+// x's token scale is the first of the dispatched per-128 row scales (the operator broadcasts the
+// per-token scales before the call); epilogue inputs written during the call (token scales,
+// router weights) are read through L2.
+//
+// Roles (384 threads): thread 0 claims list positions, waits for each tile's inputs, fills the
+// tile slot, hands the position over, then per K block the two token pieces (TMA) and the
+// prepacked weight chunk (bulk copy; MXFP4 also its block scales); warp groups 1, 2:
+// MoeW4A8RsKernel::mma, then the epilogue of the tile's kind. Each warp group's epilogue works in
+// its own staging region, so the groups only meet at the Linear-1 count (and the quantisation).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+
+#include "kernels/common/clock.cuh"
+#include "kernels/common/kernel_entry.cuh"
+#include "kernels/moe/mega_common.cuh"
+#include "kernels/moe/mega_epilogue.cuh"
+#include "kernels/moe/mega_prologue.cuh"
+#include "kernels/moe/tile_queue.cuh"
+#include "kernels/moe/w4a8_rs.cuh"
+#include "xstage/mega_tile.hpp"
+
+namespace xstage::kernels::moe {
+
+// The per-token register-operand tile (configs.def w4a8rs_*_tok_bf16_m256n128's main loop: two
+// 128-token pieces, kTok), with kMegaTokStages stages (a fourth does not fit next to the fused kernel's layout and tile slots).
+inline constexpr int kMegaTokStages = 3;
+template <bool kMx>
+struct MegaW4TokTraits : W4RsTraits<kMegaTokStages, false, 0, kMx, 2, !kMx, true> {
+  static constexpr ::xstage::moe::MegaTile kTile = ::xstage::moe::MegaTile::m256n128_tok;
+};
+
+template <bool kMx>
+struct MegaW4A8TokKernel {
+  using T = MegaW4TokTraits<kMx>;
+  using Rs = MoeW4A8RsKernel<T>;
+  using Epi = W4RsEpilogue<Rs>;
+  using Acc = typename Rs::Acc;
+  using State = typename Rs::State;
+  using Queue = TileQueue<kMegaQueueDepth>;
+  static constexpr int kThreads = T::kThreads;
+  static constexpr int kStages = T::kStages;
+  static constexpr int kBlockM = T::kBlockT;  // 256 tokens = rows of an m-block
+  static constexpr int kPieceT = T::kPieceT;  // 128
+  static constexpr ::xstage::moe::MegaTileShape kShape = ::xstage::moe::mega_tile_shape(T::kTile);
+  static_assert(kBlockM == kShape.block_m && kShape.l1_n == 64 && kShape.l2_n == 128 && kShape.l1_pieces == 1 &&
+                    Rs::kAccs == 2 && T::kTok && T::kScaleLanes == 0 && kPieceT == 128,
+                "256-token tiles of one 128-row weight chunk, per-token scales");
+  static constexpr uint32_t kConsumersBarrier = 7;  // the 256 consumer threads (user barrier 7)
+  static_assert(128 * T::kProducerRegs + 256 * T::kConsumerRegs <= (65536 / kThreads) / 8 * 8 * kThreads,
+                "setmaxnreg budget");
+  // Each warp group's epilogue region inside the grouped kernel's staging (rs.epi, 2 x 18432
+  // bytes): Linear-1 256 tokens x 32 bf16 channels (64-byte rows, the 16-byte piece index
+  // swizzled by (token / 2) % 4: stmatrix's 8 rows and the copy-out's reads fall in distinct
+  // banks); Linear-2 one 128-token piece x 64 bf16 columns (144-byte rows, as store_bf16).
+  static constexpr int kGroupBytes = Rs::kEpiBytes / 2;
+  static constexpr int kHRow = 64;
+  static constexpr int kOutPitch = Rs::kPitch;  // 144
+  static_assert(Rs::kEpiBytes == 2 * kPieceT * kOutPitch && kBlockM * kHRow <= kGroupBytes, "staging regions");
+  static_assert(sizeof(MegaPrologueSmem) <= Rs::kEpiBytes, "the prologue's scratch fits in the staging");
+
+  struct Params {
+    typename Rs::Params l1;  // x = received rows [cap, H] (per-token scales), W1 prepacked glu (n = 2I)
+    typename Rs::Params l2;  // x = h [cap, I] (per-token scales h_scales), W2 prepacked (n = H)
+    struct {
+      HDestination dest;  // the Linear-1 counter (and the trace hooks); h itself below
+      const float* row_weights;
+    } epi1;
+    struct {
+      CombineDestination dest;
+      int n;  // hidden
+    } epi2;
+    MegaMoeArgs m;
+    int n1, n2;  // Linear-1 / Linear-2 tiles per block
+    __nv_bfloat16* h16;  // [cap, I]
+    uint32_t* h_amax;    // [cap] float bits, zero between calls
+    uint8_t* h;          // [cap, I] fp8
+    float* h_scales;     // [cap] one scale per token
+    int intermediate;
+    int n2_pairs;        // ceil(hidden / 256): the span index's Linear-2 tiles per block (as m64n256)
+  };
+
+  struct SharedStorage {
+    typename Rs::SharedStorage rs;  // stages, epilogue inputs, the staging (the prologue's scratch before)
+    float rw[2][kBlockM];           // each group's copy of the tile's router weights (Linear-1)
+    float part[2][4][kBlockM];      // per warp: each token's |h| maximum over its 8 channels
+    float inv[kBlockM];             // the quantisation: 1 / scale per token of the block
+    int last;                       // this CTA's Linear-1 tile was its block's last to count
+    typename Queue::Storage queue;
+    MegaLayoutSmem layout;
+    MegaTileSlot slots[kMegaTileSlots];  // the last member (kSmemBytes)
+  };
+  static constexpr int kSmemBytes =
+      static_cast<int>(offsetof(SharedStorage, slots) + sizeof(MegaTileSlot) * kMegaTileSlots) + 1024;
+  static_assert(kSmemBytes + kMegaStaticSmem <= 227 * 1024, "shared memory per CTA on sm_90");
+
+  // Thread 0: the tile's K blocks into the ring: two 128-token pieces and one weight chunk (the
+  // tile's 128 rows: 64 interleaved gate/up channels of W1, or 128 hidden columns of W2).
+  template <class SmemX>
+  __device__ static void produce_tile(typename Rs::Params const& gp, SharedStorage& ss, SmemX& sX, WorkTile const& t,
+                                      State& write) {
+    Tensor mX = gp.tma_x.get_tma_tensor(gp.shape_x);
+    auto cta_x = gp.tma_x.get_slice(0);
+    Tensor tXsX = group_modes<0, 3>(cta_x.partition_D(sX));  // (TMA, stage * 2 + piece)
+    const uint8_t* wsrc = gp.w + (static_cast<int64_t>(t.expert) * (gp.n / 128) + t.n_block) * gp.k_blocks * T::kChunkBytes;
+    [[maybe_unused]] const float* ssrc = gp.w_scales + static_cast<int64_t>(t.expert) * gp.k_blocks * gp.n + t.n_block * 128;
+    for (int kb = 0; kb < gp.k_blocks; ++kb) {
+      uint64_t* full = &ss.rs.full[write.index];
+      bounded_wait(&ss.rs.empty[write.index], write.phase);
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(full, T::kTxBytes);
+      CUTE_UNROLL
+      for (int pc = 0; pc < 2; ++pc) {
+        Tensor gX = local_tile(domain_offset(make_coord(t.row_begin + pc * kPieceT, 0), mX),
+                               Shape<Int<kPieceT>, Int<T::kBlockK>>{}, make_coord(_0{}, kb));
+        copy(gp.tma_x.with(*full), group_modes<0, 3>(cta_x.partition_S(gX)), tXsX(_, write.index * 2 + pc));
+      }
+      SM90_BULK_COPY_G2S::copy(wsrc + static_cast<int64_t>(kb) * T::kChunkBytes, full,
+                               ss.rs.w.data() + write.index * T::kChunkBytes, T::kChunkBytes);
+      if constexpr (kMx)
+        SM90_BULK_COPY_G2S::copy(ssrc + static_cast<int64_t>(kb) * gp.n, full, ss.rs.ws.data() + write.index * 128, 512);
+      write.advance();
+    }
+  }
+
+  // Epilogue inputs of one tile for consumer thread (g, wt), issued at the tile's start so their
+  // latency hides under the K loop: INT4 two-level channel scales of the group's 64 rows (weights:
+  // cp.async, waited for in the epilogue); the token scales and, for Linear-1, router weights of
+  // tokens wt and wt + 128 (written during the call by peers' pushes or other CTAs: read through L2
+  // into registers, parked in shared memory when the epilogue starts). Past the block's rows: 0.
+  struct TileInputs {
+    float ts[2];
+    float rw[2];
+  };
+  __device__ static TileInputs prefetch_epilogue(Params const& p, SharedStorage& ss, WorkTile const& t, bool is_l1,
+                                                 int g, int wt) {
+    const auto& gp = is_l1 ? p.l1 : p.l2;
+    if constexpr (T::kLut) {
+      if (wt < 64)
+        cp_async_4(cute::cast_smem_ptr_to_uint(ss.rs.epi_cs.data() + 64 * g + wt),
+                   gp.w_scales + static_cast<int64_t>(t.expert) * gp.n + t.n_block * 128 + 64 * g + wt, 4u);
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    TileInputs in{};
+    CUTE_UNROLL
+    for (int j = 0; j < 2; ++j) {
+      const int r = wt + 128 * j;
+      const bool ok = r < t.rows;
+      in.ts[j] = ok ? __ldcg(gp.a_scales + t.row_begin + r) : 0.f;
+      in.rw[j] = ok && is_l1 ? __ldcg(p.epi1.row_weights + t.row_begin + r) : 0.f;
+    }
+    return in;
+  }
+
+  // The group's inputs into shared memory and the group's barrier: its channel scales have
+  // landed, its previous epilogue has finished with the staging and these arrays.
+  __device__ static void epilogue_start(SharedStorage& ss, TileInputs const& in, bool is_l1, int g, int wt) {
+    float* ts = ss.rs.epi_ts.data() + g * kBlockM;
+    ts[wt] = in.ts[0];
+    ts[wt + 128] = in.ts[1];
+    if (is_l1) {
+      ss.rw[g][wt] = in.rw[0];
+      ss.rw[g][wt + 128] = in.rw[1];
+    }
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    Epi::named_sync(128, static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + g);
+  }
+
+  // Linear-1, warp group g: thread (w, lane) holds gate (chunk row 64 g + 16 w + lane / 4) and up
+  // (+ 8) of channel c = 32 g + 8 w + lane / 4 of the tile's 64, tokens 2 q + (i & 1) + 8 (i / 4) of
+  // each piece (C layout of m64n128k32). h = silu(gate * cs_g * ts) * (up * cs_u * ts) * rw, rounded
+  // to bf16 (the value h_amax and the quantisation see), staged token-major by stmatrix.trans (one
+  // 8 x 8 matrix = 8 channels x 8 tokens), copied out to h16; the per-token maximum goes through
+  // the lanes of a quad column (xor 4, 8, 16), the 4 warps (shared memory) and one atomic max.
+  __device__ static void store_h(Params const& p, SharedStorage& ss, Acc const* acc, WorkTile const& t, int g,
+                                 int wt) {
+    const int w = wt / 32, lane = wt % 32, q = lane % 4;
+    const int grow = 64 * g + 16 * w + lane / 4;
+    const float cg = T::kLut ? ss.rs.epi_cs[grow] : 1.f, cu = T::kLut ? ss.rs.epi_cs[grow + 8] : 1.f;
+    const float* ts = ss.rs.epi_ts.data() + g * kBlockM;
+    const float* rw = ss.rw[g];
+    uint8_t* region = ss.rs.epi.data() + g * kGroupBytes;
+    const int m = lane / 8, r = lane % 8;
+    CUTE_UNROLL
+    for (int pc = 0; pc < 2; ++pc) {
+      CUTE_UNROLL
+      for (int s = 0; s < 4; ++s) {  // 4 x 8-token groups per stmatrix.x4
+        uint32_t packed[4];
+        CUTE_UNROLL
+        for (int mm = 0; mm < 4; ++mm) {
+          const int jj = 4 * s + mm;  // 8-token group of the piece
+          const int i = 4 * jj;       // gate values i, i + 1 (tokens tok, tok + 1); up i + 2, i + 3
+          const int tok = pc * kPieceT + 8 * jj + 2 * q;
+          const float2 t2 = *reinterpret_cast<const float2*>(ts + tok);
+          const float2 r2 = *reinterpret_cast<const float2*>(rw + tok);
+          const float h0 = swiglu(acc[pc](i) * (cg * t2.x), acc[pc](i + 2) * (cu * t2.x)) * r2.x;
+          const float h1 = swiglu(acc[pc](i + 1) * (cg * t2.y), acc[pc](i + 3) * (cu * t2.y)) * r2.y;
+          const __nv_bfloat162 b2 = __floats2bfloat162_rn(h0, h1);
+          packed[mm] = *reinterpret_cast<const uint32_t*>(&b2);
+          // |h| of both tokens, then the maximum over the 8 channels of the warp (lanes q + 4 k).
+          float a0 = fabsf(__low2float(b2)), a1 = fabsf(__high2float(b2));
+          CUTE_UNROLL
+          for (int x = 4; x < 32; x <<= 1) {
+            a0 = fmaxf(a0, __shfl_xor_sync(0xffffffffu, a0, x));
+            a1 = fmaxf(a1, __shfl_xor_sync(0xffffffffu, a1, x));
+          }
+          if (lane < 4) *reinterpret_cast<float2*>(&ss.part[g][w][tok]) = make_float2(a0, a1);
+        }
+        // Lane 8 mm + r: row r (token) of matrix mm: token group 4 s + mm; channels 8 w .. 8 w + 7
+        // of the group's 32 = 16-byte piece w of the row, swizzled.
+        const int tok = pc * kPieceT + 8 * (4 * s + m) + r;
+        const uint32_t addr =
+            cute::cast_smem_ptr_to_uint(region + tok * kHRow + 16 * (w ^ ((tok >> 1) & 3)));
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+                     "r"(packed[0]), "r"(packed[1]), "r"(packed[2]), "r"(packed[3])
+                     : "memory");
+      }
+    }
+    Epi::named_sync(128, static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + g);
+    // Copy-out: 256 rows x 4 pieces of 16 bytes (the group's 32 channels), 8 per thread.
+    const int64_t I = p.intermediate;
+    CUTE_UNROLL
+    for (int it = 0; it < kBlockM * 4 / 128; ++it) {
+      const int idx = wt + 128 * it;
+      const int tok = idx / 4, c = idx % 4;
+      if (tok < t.rows)
+        *reinterpret_cast<uint4*>(p.h16 + (t.row_begin + tok) * I + t.n_block * 64 + 32 * g + 8 * c) =
+            *reinterpret_cast<const uint4*>(region + tok * kHRow + 16 * (c ^ ((tok >> 1) & 3)));
+    }
+    CUTE_UNROLL
+    for (int j = 0; j < 2; ++j) {
+      const int tok = wt + 128 * j;
+      if (tok < t.rows) {
+        const float a = fmaxf(fmaxf(ss.part[g][0][tok], ss.part[g][1][tok]), fmaxf(ss.part[g][2][tok], ss.part[g][3][tok]));
+        atomicMax(p.h_amax + t.row_begin + tok, __float_as_uint(a));  // |h| >= 0: ordered as its bits
+      }
+    }
+  }
+
+  // The block's h quantised once all its Linear-1 tiles counted (the 256 consumer threads of the
+  // CTA whose tile was last): one scale per token from h_amax (reset to zero), fp8 rows from h16
+  // (one warp per row, 16-byte loads), then the block's extra count releases its Linear-2 tiles.
+  __device__ static void quantize_block(Params const& p, SharedStorage& ss, WorkTile const& t, int ct) {
+    __threadfence();  // with the counter's acquire: every Linear-1 tile's h16 and maxima are visible
+    if (ct < t.rows) {
+      const int row = t.row_begin + ct;
+      const QuantScale qs = quant_scale(__uint_as_float(__ldcg(p.h_amax + row)));
+      p.h_amax[row] = 0u;
+      p.h_scales[row] = qs.scale;
+      ss.inv[ct] = qs.inv;
+    }
+    Epi::named_sync(256, kConsumersBarrier);
+    const int warp = ct / 32, lane = ct % 32;
+    const int pieces = p.intermediate / 8;  // 8 values per 16-byte bf16 load
+    for (int tok = warp; tok < t.rows; tok += 8) {
+      const int64_t row = t.row_begin + tok;
+      const float inv = ss.inv[tok];
+      const uint4* src = reinterpret_cast<const uint4*>(p.h16 + row * p.intermediate);
+      uint2* dst = reinterpret_cast<uint2*>(p.h + row * p.intermediate);
+      for (int c = lane; c < pieces; c += 32) {
+        const uint4 v = __ldcg(src + c);
+        const uint32_t wv[4] = {v.x, v.y, v.z, v.w};
+        uint32_t o[2];
+        CUTE_UNROLL
+        for (int k = 0; k < 2; ++k) {
+          const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&wv[2 * k]));
+          const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&wv[2 * k + 1]));
+          o[k] = static_cast<uint32_t>(fp8x2_e4m3(a.x * inv, a.y * inv)) |
+                 (static_cast<uint32_t>(fp8x2_e4m3(b.x * inv, b.y * inv)) << 16);
+        }
+        dst[c] = make_uint2(o[0], o[1]);
+      }
+    }
+    dev::fence_proxy_async_global();  // h is read next by TMA (the async proxy) in other CTAs
+    Epi::named_sync(256, kConsumersBarrier);
+    if (ct == 0) dev::add_release_gpu(p.epi1.dest.l1_done + t.tag, 1u);
+  }
+
+  // Linear-1 count: after both groups stored; the count that returns n1 - 1 is the block's last.
+  __device__ static bool count_l1(Params const& p, SharedStorage& ss, WorkTile const& t, int ct) {
+    Epi::named_sync(256, kConsumersBarrier);  // both groups' h16 stores and maxima are issued
+    if (ct == 0) {
+      uint32_t before;
+      asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(p.epi1.dest.l1_done + t.tag) : "memory");
+      ss.last = before + 1u == static_cast<uint32_t>(p.n1);
+    }
+    Epi::named_sync(256, kConsumersBarrier);
+    return ss.last != 0;
+  }
+
+  // Linear-2, warp group g: its 64 columns of each 128-token piece, bf16 times the channel and
+  // token scales, staged token-major (stmatrix) in the group's region, then 16-byte pieces straight
+  // into the token owners' combine buffers (each thread 8 rows of one piece, the rows' addresses
+  // taken before the stores). Returns the SM cycles of the stores.
+  __device__ static long long store_l2(Params const& p, SharedStorage& ss, Acc const* acc, WorkTile const& t, int g,
+                                       int wt) {
+    const int lane = wt % 32, w = wt / 32, q = lane % 4;
+    const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + g;
+    uint8_t* region = ss.rs.epi.data() + g * kGroupBytes;
+    float cs0 = 1.f, cs1 = 1.f;
+    if constexpr (T::kLut) {
+      cs0 = ss.rs.epi_cs[64 * g + 16 * w + lane / 4];
+      cs1 = ss.rs.epi_cs[64 * g + 16 * w + lane / 4 + 8];
+    }
+    const int m = lane / 8, r = lane % 8;
+    const uint32_t row_addr =
+        cute::cast_smem_ptr_to_uint(region + (8 * (m >> 1) + r) * kOutPitch + (16 * w + 8 * (m & 1)) * 2);
+    const EpilogueTile et{t.expert, t.m_block, t.n_block, t.row_begin, t.rows, t.n_block * 128 + 64 * g, t.tag};
+    long long cycles = 0;
+    CUTE_UNROLL
+    for (int pc = 0; pc < 2; ++pc) {
+      if (pc * kPieceT >= t.rows) break;
+      if (pc > 0) Epi::named_sync(128, bar);  // piece 0's copy-out is done with the staging
+      Epi::template stage_bf16_piece<kOutPitch>(acc[pc], row_addr, cs0, cs1,
+                                                ss.rs.epi_ts.data() + g * kBlockM + pc * kPieceT, q);
+      Epi::named_sync(128, bar);
+      const long long c0 = clock64();
+      constexpr int kRowsPerThread = kPieceT * 8 / 128;  // 8 pieces of 16 bytes per row
+      const int c = wt % 8;
+      uint16_t* dst[kRowsPerThread];
+      CUTE_UNROLL
+      for (int i = 0; i < kRowsPerThread; ++i) {
+        const int tok = pc * kPieceT + wt / 8 + 16 * i;
+        dst[i] = tok < t.rows ? static_cast<uint16_t*>(p.epi2.dest.row_ptr(et, t.row_begin + tok)) + 8 * c : nullptr;
+      }
+      CUTE_UNROLL
+      for (int i = 0; i < kRowsPerThread; ++i) {
+        const int tok = wt / 8 + 16 * i;
+        if (dst[i] != nullptr)
+          *reinterpret_cast<uint4*>(dst[i]) = *reinterpret_cast<const uint4*>(region + tok * kOutPitch + 16 * c);
+      }
+      cycles += clock64() - c0;
+    }
+    return cycles;
+  }
+
+  __device__ void operator()(Params const& p, char* smem_buf) const {
+    const uint32_t base = cute::cast_smem_ptr_to_uint(smem_buf);
+    SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_buf + ((1024u - (base & 1023u)) & 1023u));
+    const MegaMoeArgs& m = p.m;
+    const EpMoeArgs& a = m.ep;
+    const int tid = threadIdx.x;
+    mega_stamp_start(m);
+    if (tid == 0) {
+      for (int i = 0; i < kStages; ++i) {
+        cutlass::arch::ClusterTransactionBarrier::init(&ss.rs.full[i], 1);
+        cutlass::arch::ClusterBarrier::init(&ss.rs.empty[i], T::kConsumerWarps);
+      }
+      const W4Lut l = int4_lut();
+      ss.rs.lut[0] = ss.rs.lut[2] = kMx ? 0x6C686000u : l.p0;
+      ss.rs.lut[1] = ss.rs.lut[3] = kMx ? 0x7C787470u : l.p1;
+      Queue::init(ss.queue, 256);  // every consumer thread reads each position
+      cute::prefetch_tma_descriptor(p.l1.tma_x.get_tma_descriptor());
+      cute::prefetch_tma_descriptor(p.l2.tma_x.get_tma_descriptor());
+    }
+    cutlass::arch::fence_barrier_init();
+    __syncthreads();
+
+    mega_prologue(m, *reinterpret_cast<MegaPrologueSmem*>(ss.rs.epi.data()), ss.layout, p.n1, kBlockM);
+    const bool ok = ss.layout.ok != 0;
+    const int total = ok ? ss.layout.block_start[m.ep.experts_per_rank] * (p.n1 + p.n2) : 0;
+    const int parity = static_cast<int>(a.epoch & 1u);
+    uint32_t* l1_done = m.l1_done + parity * m.max_blocks;
+    __syncthreads();  // the prologue's scratch (the staging) is read before any epilogue writes it
+
+    Tensor sX = make_tensor(make_smem_ptr(ss.rs.x.data()), typename T::SmemLayoutX{});
+    const int warp = __shfl_sync(0xffffffffu, tid / 32, 0);
+    const Queue queue{&ss.queue};
+
+    if (warp < 4) {
+      cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
+      if (tid == 0) {
+        State write{0, 1u};  // every buffer starts empty
+        auto qs = Queue::producer_start();
+        bool rows_here = false;
+        // Every Linear-1 tile, then the quantisation's count (quantize_block).
+        const uint32_t l1_target = ::xstage::moe::mega_l1_target(::xstage::moe::mega_tile_shape(T::kTile), p.n1) + 1u;
+        for (int i = 0;; ++i) {
+          WorkTile t;
+          bool is_l1;
+          if (!mega_claim_tile<kBlockM>(m, ss.layout, p.n1, p.n2, total, parity, l1_done, l1_target, i, rows_here,
+                                        ss.slots, queue, qs, t, is_l1))
+            break;
+          produce_tile(is_l1 ? p.l1 : p.l2, ss, sX, t, write);
+        }
+      }
+      return;
+    }
+
+    cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
+    const int ct = tid - 128;
+    const int g = ct / 128;
+    const int wt = ct % 128;
+    const Rs rs{};
+    State read{};
+    uint32_t it = 0;  // K blocks consumed (MoeW4A8RsKernel's trace, measurement builds only)
+    auto qs = Queue::consumer_start();
+    int pos;
+    __shared__ uint64_t trace_c0, trace_c1;
+    for (int k = 0;; ++k) {
+      pos = queue.pop(qs);
+      if (pos < 0) break;
+      if (m.trace != nullptr && ct == 0) trace_c0 = clock64();
+      const MegaTileSlot& sl = ss.slots[k & (kMegaTileSlots - 1)];
+      const WorkTile t = sl.t;
+      const bool is_l1 = sl.is_l1 != 0;
+      const TileInputs in = prefetch_epilogue(p, ss, t, is_l1, g, wt);
+      Acc acc[2];
+      rs.mma(is_l1 ? p.l1 : p.l2, ss.rs, sX, read, g, wt, acc, it);
+      if (m.trace != nullptr && ct == 0) trace_c1 = clock64();
+      epilogue_start(ss, in, is_l1, g, wt);
+      if (is_l1) {
+        p.epi1.dest.mark(0, ct);
+        store_h(p, ss, acc, t, g, wt);
+        p.epi1.dest.mark(1, ct);
+        const long long c0 = clock64();
+        const bool last = count_l1(p, ss, t, ct);
+        if (last) quantize_block(p, ss, t, ct);
+        if (ct == 0 && p.epi1.dest.hook != nullptr) p.epi1.dest.hook[blockIdx.x] = static_cast<uint32_t>(clock64() - c0);
+      } else {
+        long long tail = store_l2(p, ss, acc, t, g, wt);
+        if (m.spans != nullptr || m.trace != nullptr) {
+          // The sender-visible span of the tile's stores: until both groups' stores are done,
+          // recorded where the 64 x 256 tile's two 128-column pieces would be (mega_epilogue.cuh).
+          const long long c0 = clock64() - tail;
+          Epi::named_sync(256, kConsumersBarrier);
+          tail = clock64() - c0;
+          if (ct == 0) {
+            const int block = t.tag / p.n2;
+            const EpilogueTile et{t.expert, t.m_block, t.n_block, t.row_begin, t.rows, t.n_block * 128,
+                                  block * p.n2_pairs + t.n_block / 2};
+            p.epi2.dest.tile_stored(et, tail);
+          }
+        }
+      }
+      if (m.trace != nullptr && ct == 0) mega_trace_tile(m, pos, is_l1, trace_c0, trace_c1, true);
+    }
+    if (pos == Queue::kTimedOut) __trap();  // the producer never handed a tile over: a bug (pipeline.cuh)
+    mega_publish_and_reduce(m, ok, ct, 256, kConsumersBarrier, kConsumersBarrier);
+  }
+};
+
+template <bool kMx>
+__global__ void __launch_bounds__(MegaW4A8TokKernel<kMx>::kThreads, 1)
+    mega_moe_w4a8_tok_kernel(CUTE_GRID_CONSTANT typename MegaW4A8TokKernel<kMx>::Params const params) {
+  XSTAGE_RUN_KERNEL(MegaW4A8TokKernel<kMx>, params);
+}
+
+}  // namespace xstage::kernels::moe
