@@ -172,10 +172,13 @@ inline void route_to_first_half(moe::Routing& r) {
 
 // layout: the weights in a register-operand layout (int4_rs_lut with w4a8_int4: two-level INT4
 // weights; mxfp4_rs with w4a8_mxfp4: the reference with that layout's exponent-gap flush).
+// fused_per_token_h: with per-token activations, the reference makes h as the fused per-token
+// kernel does (MoeLayerWeights::per_token_h_from_bf16) instead of the unfused layer's
+// requantisation.
 inline void check_layer(Team& team, const moe::ModelShape& shape, int tokens, moe::RoutingKind kind, uint64_t seed,
                         const std::string& label, const LayerFactory& make, ops::MoeQuant quant = ops::MoeQuant::w8a8,
                         const RoutingEdit& edit = {}, ops::MoeWeightLayout layout = ops::MoeWeightLayout::rows,
-                        ops::MoeActScales act = ops::MoeActScales::per_128) {
+                        ops::MoeActScales act = ops::MoeActScales::per_128, bool fused_per_token_h = false) {
   const int P = team.world_size();
   moe::RoutingConfig rc;
   rc.kind = kind;
@@ -186,7 +189,10 @@ inline void check_layer(Team& team, const moe::ModelShape& shape, int tokens, mo
                                                        layout == ops::MoeWeightLayout::int4_rs_lut);
   if (layout == ops::MoeWeightLayout::mxfp4_rs) w.mxfp4_max_gap = ops::kMxfp4RsMaxExponentGap;
   const bool per_token = act == ops::MoeActScales::per_token;
+  // The from-bf16 recipe only exists with per-token activations: asking for it otherwise is a test bug.
+  ASSERT_TRUE(per_token || !fused_per_token_h) << label << ": fused_per_token_h needs per-token activations";
   w.per_token_activations = per_token;
+  w.per_token_h_from_bf16 = fused_per_token_h;
   const RsWeights rs = prepack_rs(w, layout, per_token);
   const auto in = ops::make_moe_layer_inputs(r, seed + 2, per_token);
   const auto ref = ops::moe_layer_reference(r, w, in);

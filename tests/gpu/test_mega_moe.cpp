@@ -5,7 +5,8 @@
 // configuration in the second call); the span recording and the
 // local-store control; a bad expert id and a rank that never calls end in clear errors. Every
 // W8A8 case runs with both tile configurations (xstage/mega_tile.hpp: 64 x 256 and 128 x 256);
-// W4A8 weights (INT4, MXFP4) with the 64 x 256 tile, their only one.
+// W4A8 weights (INT4, MXFP4) with the 64 x 256 tile, their only one; per-token W4A8 activations
+// (builds with XSTAGE_MEGA_W4A8_TOK) with the 256 x 128 per-token tile, theirs.
 #ifdef XSTAGE_HAVE_MOE
 #include <gtest/gtest.h>
 
@@ -73,6 +74,7 @@ void route_all_to_expert0(moe::Routing& r) {
 }
 
 constexpr moe::MegaTile kTiles[] = {moe::MegaTile::m64n256, moe::MegaTile::m128n256};
+constexpr ops::MoeActScales kPerToken = ops::MoeActScales::per_token;
 
 }  // namespace
 
@@ -164,32 +166,46 @@ TEST(MegaMoe, RecordsOneSpanPerLinear2PieceAndRunsTheLocalControl) {
   const moe::Routing r = moe::make_routing(shape, 2, tokens, {});
   const auto w = ops::make_moe_layer_weights(4, 1408, 640, 3);
   const auto in = ops::make_moe_layer_inputs(r, 4);
-  // The register-operand W4A8 kernel too, where this build has it (64 x 256 blocks).
+  // The register-operand W4A8 kernel too, where this build has it (64 x 256 blocks), and the
+  // per-token kernel (256-row blocks; W1 gate/up-interleaved, one x scale per token).
   const bool rs_built = ops::MegaMoeLayer::register_operand_w4a8_built();
+  const bool tok_built = ops::MegaMoeLayer::per_token_w4a8_built();
   const auto w_rs = ops::make_moe_layer_weights(4, 1408, 640, 3, ops::MoeQuant::w4a8_int4, true);
   const RsWeights rs = prepack_rs(w_rs, ops::MoeWeightLayout::int4_rs_lut);
+  const RsWeights rs_glu = prepack_rs(w_rs, ops::MoeWeightLayout::int4_rs_lut, true);
+  const auto in_tok = ops::make_moe_layer_inputs(r, 4, true);
   ops::MegaMoeLayer layer(*team, {1408, 640, 4, 2, tokens}, preset());
   const auto stats = moe::routing_stats(r);
+  enum class Kernel { w8a8, rs, tok };
   team->run([&](int i) {
     const int rank = team->rank(i);
     const ops::EpMoeRankInputs d = upload_rank(r, w, in, rank, 2);
     const ops::EpMoeRankInputs d_rs = upload_rank(r, w_rs, in, rank, 2, &rs, ops::MoeWeightLayout::int4_rs_lut);
-    std::vector<std::pair<moe::MegaTile, bool>> runs;  // (tile, register-operand weights)
-    for (auto tile : kTiles) runs.push_back({tile, false});
-    if (rs_built) runs.push_back({moe::MegaTile::m64n256, true});
-    for (const auto& [tile, with_rs] : runs)
+    const ops::EpMoeRankInputs d_tok =
+        upload_rank(r, w_rs, in_tok, rank, 2, &rs_glu, ops::MoeWeightLayout::int4_rs_lut, kPerToken);
+    std::vector<std::pair<moe::MegaTile, Kernel>> runs;  // (tile asked for, kernel)
+    for (auto tile : kTiles) runs.push_back({tile, Kernel::w8a8});
+    if (rs_built) runs.push_back({moe::MegaTile::m64n256, Kernel::rs});
+    if (tok_built) runs.push_back({moe::MegaTile::automatic, Kernel::tok});
+    for (const auto& [tile_asked, kernel] : runs)
     for (bool control : {false, true}) {
-      const ops::EpMoeRankInputs& dd = with_rs ? d_rs : d;
-      SCOPED_TRACE(with_rs ? "int4 lut rs" : "w8a8");
+      const bool tok = kernel == Kernel::tok;
+      const ops::EpMoeRankInputs& dd = tok ? d_tok : kernel == Kernel::rs ? d_rs : d;
+      SCOPED_TRACE(tok ? "int4 lut tok" : kernel == Kernel::rs ? "int4 lut rs" : "w8a8");
+      const moe::MegaTile tile = tok ? moe::MegaTile::m256n128_tok : tile_asked;
+      EXPECT_EQ(layer.resolved_tile(tile_asked, dd.quant, dd.act), tile);
       // Pieces: blocks of each local expert x 1408 / 128 = 11 column pieces (a 128-row block's
       // piece is one span: its store warps copy all 128 rows); tiles per block: 640 / 128 = 5
-      // Linear-1 (128 h channels = 256 gate/up columns), ceil(1408 / 256) = 6 Linear-2.
-      const int bm = moe::mega_tile_shape(tile).block_m;
+      // Linear-1 (128 h channels = 256 gate/up columns), ceil(1408 / 256) = 6 Linear-2. The
+      // per-token kernel: 256-row blocks, 640 / 64 = 10 Linear-1 tiles (64 h channels each) and
+      // 1408 / 128 = 11 Linear-2 tiles, one span each.
+      const int bm = tok ? 256 : moe::mega_tile_shape(tile).block_m;
+      const size_t l1_per_block = tok ? 10 : 5, l2_per_block = tok ? 11 : 6;
       size_t blocks = 0;
       for (int le = 0; le < 2; ++le) blocks += size_t(moe::mega_blocks(stats.expert_rows[rank * 2 + le], bm));
       const size_t pieces = blocks * 11;
       ops::MegaMoeOptions opt;
-      opt.tile = tile;
+      opt.tile = tile_asked;
       opt.record_spans = true;
       opt.control_local = control;
       layer.forward(i, dd, team->stream(i), opt);
@@ -202,8 +218,8 @@ TEST(MegaMoe, RecordsOneSpanPerLinear2PieceAndRunsTheLocalControl) {
       EXPECT_GT(sp.kernel_us, 0.0);
       for (double u : sp.us) EXPECT_TRUE(u > 0 && u < sp.kernel_us) << u;
       // The tile trace: every tile once, plausible times.
-      EXPECT_EQ(sp.tiles.l1.tiles, static_cast<long long>(blocks * 5)) << "control " << control;
-      EXPECT_EQ(sp.tiles.l2.tiles, static_cast<long long>(blocks * 6)) << "control " << control;
+      EXPECT_EQ(sp.tiles.l1.tiles, static_cast<long long>(blocks * l1_per_block)) << "control " << control;
+      EXPECT_EQ(sp.tiles.l2.tiles, static_cast<long long>(blocks * l2_per_block)) << "control " << control;
       EXPECT_GT(sp.tiles.l1.mainloop_us, 0.0);
       EXPECT_GT(sp.tiles.l2.epilogue_us, 0.0);
       // The Linear-2 store tail (the 128 x 256 tile: written by its store warps).
@@ -229,6 +245,7 @@ TEST(MegaMoe, RecordsOneSpanPerLinear2PieceAndRunsTheLocalControl) {
     }
     free_rank(d);
     free_rank(d_rs);
+    free_rank(d_tok);
   });
 }
 
@@ -342,8 +359,70 @@ TEST_P(MegaMoeW4A8RsRanks, MatchesTheHostReferenceOfTheLayer) {
 INSTANTIATE_TEST_SUITE_P(P, MegaMoeW4A8RsRanks, ::testing::Values(2, 4, 8),
                          [](const ::testing::TestParamInfo<int>& i) { return std::to_string(i.param); });
 
+// The per-token W4A8 kernel (mega_w4a8_tok_kernel.cuh; builds with XSTAGE_MEGA_W4A8_TOK): INT4
+// two-level and MXFP4 weights, W1 prepacked gate/up-interleaved, x with one scale per token, h made
+// as the kernel makes it (bf16, one scale per token: MoeLayerWeights::per_token_h_from_bf16); the
+// tile is always m256n128_tok (256-row blocks, I / 64 Linear-1 and H / 128 Linear-2 tiles each).
+static std::string tok_label(ops::MoeWeightLayout l, moe::MoeSchedule s) {
+  return std::string(l == ops::MoeWeightLayout::int4_rs_lut ? "int4 lut tok " : "mxfp4 tok ") +
+         name(s, moe::MegaTile::m256n128_tok);
+}
+TEST(MegaMoe, OneGpuW4A8PerTokenMatchesTheHostReferenceOfTheLayer) {
+  XS_REQUIRE_GPUS(1);
+  if (!ops::MegaMoeLayer::per_token_w4a8_built()) GTEST_SKIP() << "built without XSTAGE_MEGA_W4A8_TOK";
+  auto team = gpu_team(1, 10);
+  for (auto l : {ops::MoeWeightLayout::int4_rs_lut, ops::MoeWeightLayout::mxfp4_rs})
+    for (auto which : {moe::MoeSchedule::expert_wave, moe::MoeSchedule::interleaved}) {
+      const auto f = mega(which, moe::MegaTile::automatic);  // automatic resolves to m256n128_tok
+      const std::string n = tok_label(l, which);
+      const ops::MoeQuant q = rs_quant(l);
+      check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 91, n, f, q, {}, l,
+                  kPerToken, true);
+      // H 1408: 11 Linear-2 tiles of 128 columns per block.
+      check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 4, 2, 0, 0}, 140, moe::RoutingKind::balanced, 92, n, f, q,
+                  {}, l, kPerToken, true);
+      check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 300, moe::RoutingKind::skewed, 93, n, f, q, {},
+                  l, kPerToken, true);
+      // One expert takes all 600 rows: blocks of 256, 256 and 88 rows (a partial last block, whose
+      // quantisation and Linear-2 tiles cover only its rows), the other experts empty.
+      check_layer(*team, moe::ModelShape{"hot", 512, 256, 8, 1, 0, 0}, 600, moe::RoutingKind::balanced, 94,
+                  n + " one expert", f, q, route_all_to_expert0, l, kPerToken, true);
+      // 3 CTAs: more Linear-1 tiles per block (6) than CTAs, so a block's quantisation is done by
+      // whichever CTA counts its last Linear-1 tile.
+      check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 95, n + " ctas 3",
+                  mega(which, moe::MegaTile::automatic, 3), q, {}, l, kPerToken, true);
+    }
+}
+
+// P ranks (virtual on one GPU): remote dispatch and combine with the per-token kernel.
+class MegaMoeW4A8TokRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(MegaMoeW4A8TokRanks, MatchesTheHostReferenceOfTheLayer) {
+  const int P = GetParam();
+  XS_TEAM(team, P, 10.0);
+  if (!ops::MegaMoeLayer::per_token_w4a8_built()) GTEST_SKIP() << "built without XSTAGE_MEGA_W4A8_TOK";
+  for (auto l : {ops::MoeWeightLayout::int4_rs_lut, ops::MoeWeightLayout::mxfp4_rs})
+    for (auto which : {moe::MoeSchedule::expert_wave, moe::MoeSchedule::interleaved}) {
+      const auto f = mega(which, moe::MegaTile::automatic);
+      const std::string n = tok_label(l, which);
+      const ops::MoeQuant q = rs_quant(l);
+      check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 40, moe::RoutingKind::skewed, 101, n, f, q, {},
+                  l, kPerToken, true);
+      check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 8, 2, 0, 0}, 70, moe::RoutingKind::balanced, 102, n, f, q,
+                  {}, l, kPerToken, true);
+      check_layer(*team, moe::ModelShape{"small", 256, 384, 2 * P, 2, 0, 0}, 24, moe::RoutingKind::balanced, 103,
+                  n + " empty ranks", f, q, route_to_first_half, l, kPerToken, true);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(P, MegaMoeW4A8TokRanks, ::testing::Values(2, 4, 8),
+                         [](const ::testing::TestParamInfo<int>& i) { return std::to_string(i.param); });
+
 // A build without the register-operand kernel refuses its layouts before the call counts; a
-// layout that does not match the weight format, and per-token activations, are refused either way.
+// layout that does not match the weight format is refused either way. Per-token activations: a
+// build without the per-token kernel refuses them naming its option; a build with it refuses a
+// tile other than the per-token one, before the call counts (the next per-token call of the same
+// layer runs and matches the reference).
 TEST(MegaMoe, RegisterOperandLayoutsAreClearErrors) {
   XS_REQUIRE_GPUS(1);
   auto team = gpu_team(1, 10);
@@ -352,34 +431,54 @@ TEST(MegaMoe, RegisterOperandLayoutsAreClearErrors) {
   const auto w = ops::make_moe_layer_weights(4, 256, 256, 1, ops::MoeQuant::w4a8_int4, true);
   const auto in = ops::make_moe_layer_inputs(r, 2);
   const RsWeights rs = prepack_rs(w, ops::MoeWeightLayout::int4_rs_lut);
-  ops::MegaMoeLayer layer(*team, {256, 256, 4, 2, 8}, preset());
+  auto layer = std::make_shared<ops::MegaMoeLayer>(*team, ops::EpMoeConfig{256, 256, 4, 2, 8}, preset());
   EP_T(cudaSetDevice(team->device(0)));
   ops::EpMoeRankInputs d = upload_rank(r, w, in, 0, 4, &rs, ops::MoeWeightLayout::int4_rs_lut);
   d.quant = ops::MoeQuant::w4a8_mxfp4;  // int4_rs_lut with MXFP4: refused whatever the build
   try {
-    layer.forward(0, d, team->stream(0));
+    layer->forward(0, d, team->stream(0));
     ADD_FAILURE() << "no error";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("int4_rs_lut"), std::string::npos) << e.what();
   }
   d.quant = ops::MoeQuant::w4a8_int4;
-  d.act = ops::MoeActScales::per_token;  // the unfused layer's recipe only
-  try {
-    layer.forward(0, d, team->stream(0));
-    ADD_FAILURE() << "no error";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("per-token"), std::string::npos) << e.what();
+  const bool tok_built = ops::MegaMoeLayer::per_token_w4a8_built();
+  {
+    const ops::EpMoeRankInputs dt =
+        upload_rank(r, w, ops::make_moe_layer_inputs(r, 2, true), 0, 4, &rs, ops::MoeWeightLayout::int4_rs_lut, kPerToken);
+    ops::MegaMoeOptions opt;
+    // With the kernel: a 64 x 256 tile asked for per-token activations; without it any tile.
+    if (tok_built) opt.tile = moe::MegaTile::m64n256;
+    try {
+      layer->forward(0, dt, team->stream(0), opt);
+      ADD_FAILURE() << "no error";
+    } catch (const InvalidArgument& e) {
+      const std::string want = tok_built ? "per-token tile" : "XSTAGE_MEGA_W4A8_TOK";
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+    free_rank(dt);
   }
-  d.act = ops::MoeActScales::per_128;
   if (!ops::MegaMoeLayer::register_operand_w4a8_built()) {
     try {
-      layer.forward(0, d, team->stream(0));
+      layer->forward(0, d, team->stream(0));
       ADD_FAILURE() << "no error";
     } catch (const InvalidArgument& e) {
       EXPECT_NE(std::string(e.what()).find("XSTAGE_MEGA_W4A8_RS"), std::string::npos) << e.what();
     }
   }
   free_rank(d);
+  // Every call above was refused before it counted: a per-token call (the layer's own tile)
+  // still runs on this layer.
+  if (tok_built)
+    check_layer(*team, shape, 8, moe::RoutingKind::balanced, 5, "int4 lut tok after refused calls",
+                [layer](Team&, const ops::EpMoeConfig&) -> LayerForward {
+                  return [layer](int i, const ops::EpMoeRankInputs& dd, cudaStream_t s) {
+                    ops::MegaMoeOptions o;
+                    o.tile = moe::MegaTile::m256n128_tok;
+                    layer->forward(i, dd, s, o);
+                  };
+                },
+                ops::MoeQuant::w4a8_int4, {}, ops::MoeWeightLayout::int4_rs_lut, kPerToken, true);
 }
 
 // W4A8 runs the 64 x 256 tile only: asking for 128 x 256 is refused before the call counts, so
@@ -391,6 +490,18 @@ TEST(MegaMoe, W4A8WithThe128RowTileIsAClearError) {
   auto layer = std::make_shared<ops::MegaMoeLayer>(*team, ops::EpMoeConfig{256, 384, 8, 3, 40}, preset());
   EXPECT_EQ(layer->resolved_tile(moe::MegaTile::automatic, ops::MoeQuant::w4a8_int4), moe::MegaTile::m64n256);
   EXPECT_THROW(layer->resolved_tile(moe::MegaTile::m128n256, ops::MoeQuant::w4a8_mxfp4), InvalidArgument);
+  // Per-token activations run their own tile whatever the build (the kernel's presence is the
+  // call's check): automatic and m256n128_tok resolve to it, the W8A8 tiles are refused; the
+  // per-token tile with per-128 activations is refused too.
+  for (auto q : {ops::MoeQuant::w4a8_int4, ops::MoeQuant::w4a8_mxfp4}) {
+    EXPECT_EQ(layer->resolved_tile(moe::MegaTile::automatic, q, ops::MoeActScales::per_token), moe::MegaTile::m256n128_tok);
+    EXPECT_EQ(layer->resolved_tile(moe::MegaTile::m256n128_tok, q, ops::MoeActScales::per_token),
+              moe::MegaTile::m256n128_tok);
+    EXPECT_THROW(layer->resolved_tile(moe::MegaTile::m64n256, q, ops::MoeActScales::per_token), InvalidArgument);
+    EXPECT_THROW(layer->resolved_tile(moe::MegaTile::m128n256, q, ops::MoeActScales::per_token), InvalidArgument);
+    EXPECT_THROW(layer->resolved_tile(moe::MegaTile::m256n128_tok, q), InvalidArgument);
+  }
+  EXPECT_EQ(std::string(moe::mega_tile_name(moe::MegaTile::m256n128_tok)), "m256n128_tok");
   // The automatic order with W4A8 weights is interleaved, whatever the W8A8 pick.
   EXPECT_EQ(layer->resolved_schedule(moe::MoeSchedule::automatic, ops::MoeQuant::w4a8_int4), moe::MoeSchedule::interleaved);
   EXPECT_EQ(layer->order_choice(ops::MoeQuant::w4a8_mxfp4).schedule, moe::MoeSchedule::interleaved);
