@@ -3,7 +3,11 @@
 the instruction count and whether the instruction sequence (opcodes and operands, addresses
 stripped) is identical. Used to show that a shared-header change leaves other kernels alone.
 
-    python3 tools/sass_diff.py OLD_BINARY NEW_BINARY [--match REGEX] [--json OUT]
+    python3 tools/sass_diff.py OLD_BINARY NEW_BINARY [--match REGEX] [--params-moved] [--json OUT]
+
+--params-moved compares with the kernel parameters' constant-bank offsets masked (c[0x0][...]):
+a parameter struct that grew in front of the fields a kernel reads moves only those offsets, so
+"same" there means the same instruction schedule with the parameters elsewhere.
 
 Needs cuobjdump: on PATH, or in .sass-tools/bin (scripts/sass-tools fetches it from PyPI; no GPU
 needed). Exit: 0 done, 2 bad input or cuobjdump failed.
@@ -27,7 +31,10 @@ def cuobjdump():
     return shutil.which("cuobjdump") or (str(local) if local.exists() else "cuobjdump")
 
 
-def kernels(binary, match):
+_PARAM = re.compile(r"c\[0x0\]\[0x[0-9a-f]+\]")
+
+
+def kernels(binary, match, params_moved=False):
     try:
         text = subprocess.run([cuobjdump(), "-sass", binary], check=True, capture_output=True, text=True).stdout
     except (OSError, subprocess.CalledProcessError) as e:
@@ -42,7 +49,7 @@ def kernels(binary, match):
             continue
         i = _INSN.search(line)
         if i and name is not None:
-            body.append(i.group(1))
+            body.append(_PARAM.sub("c[0x0][param]", i.group(1)) if params_moved else i.group(1))
     return out
 
 
@@ -51,9 +58,10 @@ def main(argv=None):
     ap.add_argument("old")
     ap.add_argument("new")
     ap.add_argument("--match", default=".", help="regex on the mangled kernel name")
+    ap.add_argument("--params-moved", action="store_true", help="mask the parameters' constant-bank offsets")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
-    old, new = kernels(a.old, a.match), kernels(a.new, a.match)
+    old, new = kernels(a.old, a.match, a.params_moved), kernels(a.new, a.match, a.params_moved)
     rows = []
     for name in sorted(set(old) | set(new)):
         o, n = old.get(name), new.get(name)
