@@ -4,14 +4,15 @@
 // shape validation, and (issue 33) tiny experts whose outputs are written out as literal
 // numbers computed by hand: SwiGLU (silu(gate) * up), the router weighting and the top-k sum,
 // the per-128-channel fp8 e4m3 requantisation (scale = amax / 448, round to nearest even, ties
-// included) and the MXFP4 flush rule -- none of them through the library's own expert_row or
-// quantisation helpers.
+// included), the MXFP4 flush rule and the fused per-token kernel's h (bf16, then one scale per
+// row) -- none of them through the library's own expert_row or quantisation helpers.
 #ifdef XSTAGE_HAVE_MOE
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "xstage/error.hpp"
@@ -546,5 +547,132 @@ TEST(MoeLayerRef, Mxfp4FlushBoundIsTheWeights) {
   }
   EXPECT_GT(m14, 0.0) << "gap 12 kept under the row-layout bound";
   EXPECT_EQ(m11, 0.0) << "gap 12 flushed under the register-operand bound: nothing else reaches the output";
+}
+
+// The fused per-token kernel's h (MoeLayerWeights::per_token_h_from_bf16), by hand: h rounded to
+// bf16, one scale per token from the bf16 row's |h| maximum, one e4m3 rounding. x = 1 in columns
+// 0..3, weight 1, gates of 64 or more (silu(g) = g), up weights' block scale 1/64 (as above); the
+// unfused layer's requantisation recipe (per-128 scales, then codes rescaled to the row's largest)
+// on the same layer, and Linear-2 copying channel c to output c (c < 3) and 128 + i to 3 + i:
+//   c0: 223.75 * 2 = 447.5 = the row's amax; bf16 448 -> scale exactly 1 (requantisation: block
+//       0's scale s0 = 447.5 / 448, the row's S) -> both 448 (bf16(447.5) = 448).
+//   c1: 68 * 0.25 = 17 (a bf16 value): 17 * 1 -> 16 (tie 16|18 to even). Requantisation:
+//       17 * 448 / 447.5 = 17.019 -> 18 -> 18 * s0 = 17.98 -> bf16 18.
+//   c2: 68.25 * 0.25 = 17.0625 -> bf16 17 (tie to even) -> 16. Without the bf16 rounding 18;
+//       requantisation 18 as c1.
+//   c128: 96 / 16 = 6 (block 1's amax) -> 6; requantisation 448 in block 1, rescaled
+//       448 * (6 / 448) / s0 = 6.0067 -> 6 -> 5.9933 -> bf16 6.
+//   c129: 68 / 64 = 1.0625 -> 1 (tie 1|1.125 to even). Requantisation: 1.0625 / (6 / 448) = 79.33
+//       -> 80, rescaled 80 * (6 / 448) / s0 = 1.0726 -> 1.125 -> 1.1237 -> bf16 1.125. (With a
+//       per-128 scale instead of the row's: 80 * 6 / 448 = 1.0714 -> bf16 1.0703125.)
+TEST(MoeLayerRefByHand, FusedPerTokenHIsBf16ThenOneScalePerRow) {
+  HandLayer L(1, 128, 256, {1.f});
+  L.w.w1_scales = {1.f, 1.f, 1.f / 64, 1.f / 64};  // [2I / 128 = 4 row blocks][H / 128 = 1]
+  struct Ch {
+    int c;
+    std::vector<float> gate;
+    float up_code;
+  };
+  const Ch chans[] = {{0, {192, 32, -0.25f}, 128}, {1, {64, 4}, 16}, {2, {64, 4, 0.25f}, 16},
+                      {128, {96}, 4},               {129, {64, 4}, 1}};
+  for (const Ch& ch : chans) {
+    for (size_t i = 0; i < ch.gate.size(); ++i) L.w1(0, ch.c, static_cast<int>(i), ch.gate[i]);
+    L.w1(0, 256 + ch.c, 0, ch.up_code);
+    L.w2(0, ch.c < 128 ? ch.c : 3 + (ch.c - 128), ch.c, 1.f);
+  }
+  for (int k = 0; k < 4; ++k) L.in[0].x[k] = e4m3_code(1.f);
+  L.w.per_token_activations = true;
+  L.w.per_token_h_from_bf16 = true;
+  const std::vector<float> fused = L.run();
+  L.w.per_token_h_from_bf16 = false;
+  const std::vector<float> requant = L.run();
+  const std::vector<float> want_fused = {448.f, 16.f, 16.f, 6.f, 1.f};
+  const std::vector<float> want_requant = {448.f, 18.f, 18.f, 6.f, 1.125f};
+  ASSERT_EQ(fused.size(), 128u);
+  ASSERT_EQ(requant.size(), 128u);
+  for (int n = 0; n < 128; ++n) {
+    EXPECT_EQ(fused[n], n < 5 ? want_fused[n] : 0.f) << "from bf16, output " << n;
+    EXPECT_EQ(requant[n], n < 5 ? want_requant[n] : 0.f) << "requantised, output " << n;
+  }
+}
+
+namespace {
+
+// bf16 and e4m3 rounding from the formats' definitions (nearest, ties to even; e4m3 saturating at
+// 448): written here, not the library's.
+float bf16_nearest_even(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  const uint32_t low = u & 0xFFFFu, keep = u & 0xFFFF0000u;
+  const bool up = low > 0x8000u || (low == 0x8000u && (keep & 0x10000u));
+  const uint32_t r = keep + (up ? 0x10000u : 0u);
+  float y;
+  std::memcpy(&y, &r, 4);
+  return y;
+}
+float e4m3_nearest_even(float x) {
+  const float a = std::fmin(std::fabs(x), 448.f);
+  float best = 0.f;
+  int best_code = 0;
+  for (int v = 1; v < 0x7F; ++v) {  // the positive codes (0x7F is NaN)
+    const float d = std::fabs(e4m3_value(static_cast<uint8_t>(v)) - a), bd = std::fabs(best - a);
+    if (d < bd || (d == bd && (v & 1) == 0 && (best_code & 1) != 0)) {
+      best = e4m3_value(static_cast<uint8_t>(v));
+      best_code = v;
+    }
+  }
+  return x < 0 ? -best : best;
+}
+
+}  // namespace
+
+// The same recipe on random W8A8 weights (H 128, I 256) and several tokens, recomputed here with
+// the same order of fp64 sums: bit for bit the reference's rows; and on some row the
+// requantisation recipe gives another output, so the two references cannot stand in for each other.
+TEST(MoeLayerRef, FusedPerTokenHRowsRecomputedByHand) {
+  const int H = 128, I = 256;
+  auto w = ops::make_moe_layer_weights(1, H, I, 29);
+  w.per_token_activations = true;
+  auto w_requant = w;
+  w.per_token_h_from_bf16 = true;
+  auto w1 = [&](int r, int c) {
+    return double(e4m3_value(w.w1[size_t(r) * H + c])) * w.w1_scales[(r / 128) * (H / 128) + c / 128];
+  };
+  auto w2 = [&](int r, int c) {
+    return double(e4m3_value(w.w2[size_t(r) * I + c])) * w.w2_scales[(r / 128) * (I / 128) + c / 128];
+  };
+  std::mt19937 rng(7);
+  int rows_that_differ = 0;
+  for (int t = 0; t < 8; ++t) {
+    std::vector<uint8_t> x(H);
+    for (auto& b : x) b = static_cast<uint8_t>((rng() & 0x80u) | (rng() % 0x78u));  // finite, |v| < 448
+    const std::vector<float> xs{0.03f + 0.01f * t};                                  // one scale per token
+    const float rw = 0.25f + 0.125f * t;
+    std::vector<float> got(H), other(H);
+    ops::moe_expert_row(w, 0, rw, x.data(), xs.data(), got.data());
+    ops::moe_expert_row(w_requant, 0, rw, x.data(), xs.data(), other.data());
+    std::vector<float> h(I);
+    float amax = 0.f;
+    for (int c = 0; c < I; ++c) {
+      double g = 0, u = 0;
+      for (int k = 0; k < H; ++k) {
+        const double a = double(e4m3_value(x[k])) * xs[0];
+        g += a * w1(c, k);
+        u += a * w1(I + c, k);
+      }
+      h[c] = bf16_nearest_even(static_cast<float>(g / (1.0 + std::exp(-g)) * u * rw));
+      amax = std::max(amax, std::fabs(h[c]));
+    }
+    const float a = std::max(amax, 1e-4f), scale = a / 448.f, inv = 448.f / a;
+    std::vector<float> want(H);
+    for (int n = 0; n < H; ++n) {
+      double y = 0;
+      for (int c = 0; c < I; ++c) y += double(e4m3_nearest_even(h[c] * inv) * scale) * w2(n, c);
+      want[n] = bf16_nearest_even(static_cast<float>(y));
+    }
+    EXPECT_EQ(got, want) << "token " << t;
+    rows_that_differ += other != want;
+  }
+  EXPECT_GT(rows_that_differ, 0) << "the requantisation recipe gave the from-bf16 rows on every token";
 }
 #endif  // XSTAGE_HAVE_MOE
