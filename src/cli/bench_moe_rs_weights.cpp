@@ -131,7 +131,9 @@ void RsWeightPool::expert_matrix(int rows, int cols, int le, bool glu, std::vect
   }
 }
 
-ops::MoeLayerWeights RsWeightPool::expert(int hidden, int intermediate, int le, bool per_token) const {
+ops::MoeLayerWeights RsWeightPool::expert(int hidden, int intermediate, int le, bool per_token, bool h_from_bf16) const {
+  if (h_from_bf16 && !per_token)
+    throw InvalidArgument("bench moe: the from-bf16 h recipe needs per-token activations");
   ops::MoeLayerWeights w;
   w.experts = 1;
   w.hidden = hidden;
@@ -140,6 +142,7 @@ ops::MoeLayerWeights RsWeightPool::expert(int hidden, int intermediate, int le, 
   w.int4_two_level = layout_ == ops::MoeWeightLayout::int4_rs_lut;
   w.mxfp4_max_gap = ops::kMxfp4RsMaxExponentGap;
   w.per_token_activations = per_token;
+  w.per_token_h_from_bf16 = h_from_bf16;
   expert_matrix(2 * intermediate, hidden, le, per_token, w.w1, w.w1_scales, w.w1_groups, w.w1_e8m0);
   expert_matrix(hidden, intermediate, le, false, w.w2, w.w2_scales, w.w2_groups, w.w2_e8m0);
   return w;

@@ -38,8 +38,11 @@ class RsWeightPool {
   // of the host reference (two-level INT4, or MXFP4 with the register-operand flush bound).
   // per_token: the per-token recipe, whose Linear-1 reads W1's bytes as gate/up-interleaved rows
   // (prepacked row r is natural row ops::glu_source_row(r, 2I)); the uploaded bytes and scales are
-  // the same, the reference's W1 is their natural order.
-  ops::MoeLayerWeights expert(int hidden, int intermediate, int le, bool per_token = false) const;
+  // the same, the reference's W1 is their natural order. h_from_bf16 (with per_token): h as the
+  // fused per-token kernel makes it (MoeLayerWeights::per_token_h_from_bf16), else the unfused
+  // layer's requantisation.
+  ops::MoeLayerWeights expert(int hidden, int intermediate, int le, bool per_token = false,
+                              bool h_from_bf16 = false) const;
 
  private:
   static constexpr int kChunks = 64;

@@ -11,9 +11,11 @@
 // span calls) every rank's output [T, H] bf16 is scanned in full for non-finite values and
 // --check-tokens seeded token rows per rank are compared with the host reference of the layer
 // (ops::moe_expert_row, the rows of ops::moe_layer_reference, for each of the token's top-k
-// experts, summed), computed once per configuration from the same bytes the bench uploaded. A
-// row out of tolerance fails the cell (FAILED in the table and the JSON); the command exits 1
-// after the sweep.
+// experts, summed), computed once per configuration from the same bytes the bench uploaded (per-token
+// weights: once per h recipe, the unfused layer's requantisation and, when a fused cell runs, the
+// fused kernel's bf16 h with one scale per token). A row out of tolerance fails the cell (FAILED in
+// the table and the JSON); the command exits 1 after the sweep. Which cells a build runs:
+// cli/bench_moe_cells.hpp (a skipped cell is one stderr line).
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -28,6 +30,7 @@
 #include <vector>
 
 #include "cli/bench_check.hpp"
+#include "cli/bench_moe_cells.hpp"
 #include "cli/bench_moe_rs_weights.hpp"
 #include "cli/bench_util.hpp"
 #include "cli/commands.hpp"
@@ -122,9 +125,11 @@ struct RankCheck {
 };
 
 // rs: the register-operand weight pool the cell uploaded (null: the pattern's bytes); per_token:
-// the per-token activation recipe.
+// the per-token activation recipe, h_from_bf16: with h as the fused per-token kernel makes it
+// (else the unfused layer's requantisation).
 std::vector<RankCheck> moe_layer_check_ref(Team& team, const Flags& fl, const moe::Routing& r, ops::MoeQuant quant,
-                                           const std::vector<uint8_t>& pat, const RsWeightPool* rs, bool per_token) {
+                                           const std::vector<uint8_t>& pat, const RsWeightPool* rs, bool per_token,
+                                           bool h_from_bf16) {
   const int T = r.tokens_per_rank, H = r.shape.hidden, I = r.shape.intermediate, k = r.shape.top_k;
   const int epr = r.experts_per_rank;
   std::vector<RankCheck> out(team.local_count());
@@ -160,7 +165,7 @@ std::vector<RankCheck> moe_layer_check_ref(Team& team, const Flags& fl, const mo
   parallel_for(groups.size(), [&](size_t g) {
     const int le = groups[g].first;
     const ops::MoeExpertReference ref(
-        rs != nullptr ? rs->expert(H, I, le, per_token) : bench_expert_weights(pat, quant, H, I, le), 0);
+        rs != nullptr ? rs->expert(H, I, le, per_token, h_from_bf16) : bench_expert_weights(pat, quant, H, I, le), 0);
     std::vector<uint8_t> x(H);
     for (size_t t : groups[g].second) {
       const Task& tk = tasks[t];
@@ -287,26 +292,6 @@ uint8_t* const_bytes(size_t n, uint8_t v) {
   XS_CUDA(cudaMemset(d, v, n), "bench moe: scales");
   return d;
 }
-// Weight formats by name (the PyTorch baseline names W4A8 rows "w4a8": it runs them in FP8); the
-// *-rs names are the register-operand layouts (bench_moe_rs_weights.hpp).
-struct WeightFormat {
-  std::string name;
-  ops::MoeQuant quant;
-  ops::MoeWeightLayout layout = ops::MoeWeightLayout::rows;
-  bool per_token = false;  // per-token activations (EpMoeRankInputs::act; the unfused layer only)
-};
-constexpr const char* kWeightList =
-    "w8a8, w4a8-int4, w4a8-mxfp4, w4a8-int4-lut-rs, w4a8-mxfp4-rs, w4a8-int4-lut-rs-tok, w4a8-mxfp4-rs-tok";
-WeightFormat parse_weights(const std::string& w) {
-  if (w == "w8a8") return {w, ops::MoeQuant::w8a8};
-  if (w == "w4a8-int4") return {w, ops::MoeQuant::w4a8_int4};
-  if (w == "w4a8-mxfp4") return {w, ops::MoeQuant::w4a8_mxfp4};
-  if (w == "w4a8-int4-lut-rs") return {w, ops::MoeQuant::w4a8_int4, ops::MoeWeightLayout::int4_rs_lut};
-  if (w == "w4a8-mxfp4-rs") return {w, ops::MoeQuant::w4a8_mxfp4, ops::MoeWeightLayout::mxfp4_rs};
-  if (w == "w4a8-int4-lut-rs-tok") return {w, ops::MoeQuant::w4a8_int4, ops::MoeWeightLayout::int4_rs_lut, true};
-  if (w == "w4a8-mxfp4-rs-tok") return {w, ops::MoeQuant::w4a8_mxfp4, ops::MoeWeightLayout::mxfp4_rs, true};
-  throw InvalidArgument(fmt::format("bench moe: unknown weights '{}' ({})", w, kWeightList));
-}
 float* const_floats(size_t n, float v) {
   std::vector<float> h(n, v);
   float* d = nullptr;
@@ -333,11 +318,11 @@ void run(const Flags& fl) {
   if (!moe::parse_mega_tile(fl.mega_tile.c_str(), &default_tile))
     throw InvalidArgument(fmt::format("bench moe: unknown --mega-tile '{}' (auto, m64n256, m128n256)", fl.mega_tile));
   if (fl.weights.empty()) throw InvalidArgument("bench moe: --weights is empty");
-  std::vector<WeightFormat> formats;
-  for (const auto& w : fl.weights) formats.push_back(parse_weights(w));
+  std::vector<MoeBenchWeights> formats;
+  for (const auto& w : fl.weights) formats.push_back(parse_moe_bench_weights(w));
   // One register-operand weight pool per layout (quantised and prepacked once, on the host).
   std::map<ops::MoeWeightLayout, std::unique_ptr<RsWeightPool>> pools;
-  for (const WeightFormat& wf : formats)
+  for (const MoeBenchWeights& wf : formats)
     if (wf.layout != ops::MoeWeightLayout::rows && !pools.count(wf.layout))
       pools[wf.layout] = std::make_unique<RsWeightPool>(wf.layout);
   auto rs_pool = [&](ops::MoeWeightLayout l) -> const RsWeightPool* {
@@ -390,7 +375,7 @@ void run(const Flags& fl) {
   for (const auto& shape : shapes)
     for (auto kind : kinds)
       for (int tokens : fl.tokens)
-        for (const WeightFormat& wf : formats) {
+        for (const MoeBenchWeights& wf : formats) {
           const std::string& wname = wf.name;
           const ops::MoeQuant quant = wf.quant;
           const RsWeightPool* rs = rs_pool(wf.layout);
@@ -414,7 +399,7 @@ void run(const Flags& fl) {
                              pat_bytes - fl.x_offset, s);
             // Per-token activations: one scale per token (the same constant).
             d.x_scales = const_floats(wf.per_token ? size_t(tokens) : (H / 128) * tokens, 1.f / 16);
-            d.act = wf.per_token ? ops::MoeActScales::per_token : ops::MoeActScales::per_128;
+            d.act = wf.act();
             d.quant = quant;
             if (rs) {
               d.w_layout = rs->layout();
@@ -450,44 +435,37 @@ void run(const Flags& fl) {
             if (v == "unfused" && !unfused) unfused = std::make_unique<ops::EpMoeLayer>(*team, cfg);
             if (is_fused(v) && !mega) mega = std::make_unique<ops::MegaMoeLayer>(*team, cfg, model, fl.tile_tflops);
           }
-          // The host reference of the checked rows, once per configuration (before the first variant).
-          std::vector<RankCheck> check;
-          bool check_ready = false;
-          std::string check_error;
+          // The host reference of the checked rows, once per configuration and h recipe, when the
+          // first cell that needs it runs: per-token weights check the fused kernel against h as it
+          // makes it (bf16, one scale per token) and the unfused layer against its requantisation.
+          struct CheckRef {
+            bool ready = false;
+            std::vector<RankCheck> rows;
+            std::string error;
+          };
+          CheckRef check_requant, check_fused_tok;
+          const bool rs_built = ops::MegaMoeLayer::register_operand_w4a8_built();
+          const bool tok_built = ops::MegaMoeLayer::per_token_w4a8_built();
           for (const auto& v : fl.variants) {
             moe::MegaTile tile_asked = moe::MegaTile::automatic;
             variant_tile(v, default_tile, &tile_asked);
-            // The register-operand layouts: the fused kernel only in builds that have it; the unfused
-            // layer only for INT4 two-level (no per-128 register-operand MXFP4 grouped GEMM ships).
-            if (wf.per_token && is_fused(v)) {
-              std::fprintf(stderr, "bench moe: %s skipped for %s weights (per-token activations run in the unfused "
-                           "layer only)\n", v.c_str(), wname.c_str());
+            const std::string skip = moe_bench_skip_reason(wf, is_fused(v), tile_asked, rs_built, tok_built);
+            if (!skip.empty()) {
+              std::fprintf(stderr, "bench moe: %s skipped for %s weights (%s)\n", v.c_str(), wname.c_str(), skip.c_str());
               continue;
             }
-            if (rs && is_fused(v) && !ops::MegaMoeLayer::register_operand_w4a8_built()) {
-              std::fprintf(stderr, "bench moe: %s skipped for %s weights (this build leaves out the register-operand "
-                           "W4A8 kernel: configure with -DXSTAGE_MEGA_W4A8_RS=ON)\n", v.c_str(), wname.c_str());
-              continue;
-            }
-            if (rs && v == "unfused" && rs->layout() == ops::MoeWeightLayout::mxfp4_rs && !wf.per_token) {
-              std::fprintf(stderr, "bench moe: unfused skipped for %s weights (no per-128 register-operand MXFP4 "
-                           "grouped GEMM ships)\n", wname.c_str());
-              continue;
-            }
-            if (is_fused(v) && quant != ops::MoeQuant::w8a8 && tile_asked == moe::MegaTile::m128n256) {
-              // W4A8 runs the 64 x 256 tile only: an explicit 128 x 256 cell is skipped, and said so.
-              std::fprintf(stderr, "bench moe: %s skipped for %s weights (W4A8 runs the 64 x 256 tile only)\n",
-                           v.c_str(), wname.c_str());
-              continue;
-            }
-            if (!check_ready) {
-              check_ready = true;
+            const bool fused_tok = wf.per_token && is_fused(v);
+            CheckRef& cref = fused_tok ? check_fused_tok : check_requant;
+            if (!cref.ready) {
+              cref.ready = true;
               try {
-                check = moe_layer_check_ref(*team, fl, r, quant, pat, rs, wf.per_token);
+                cref.rows = moe_layer_check_ref(*team, fl, r, quant, pat, rs, wf.per_token, fused_tok);
               } catch (const std::exception& e) {
-                check_error = std::string("host reference failed: ") + e.what();
+                cref.error = std::string("host reference failed: ") + e.what();
               }
             }
+            const std::vector<RankCheck>& check = cref.rows;
+            const std::string& check_error = cref.error;
             ops::MegaMoeOptions opt;
             const std::string vb = variant_base(v);
             opt.schedule = vb == "model-order"                ? moe::MoeSchedule::automatic
@@ -591,9 +569,14 @@ void run(const Flags& fl) {
                 for (size_t j = 0; j < check[i].tokens.size(); ++j)
                   rc.add_row(static_cast<long long>(size_t(check[i].rank) * tokens + check[i].tokens[j]),
                              got[i].rows.data() + j * H, check[i].ref.data() + j * H, H);
+              const char* h_recipe = !wf.per_token ? ""
+                                     : fused_tok   ? "; h in bf16, then one scale per token (the fused kernel's recipe)"
+                                                   : "; h requantised to one scale per token (the unfused layer's recipe)";
               rec = rc.finish(nonfinite,
-                              "host layer reference (ops::moe_expert_row per top-k choice, fp64 sum of the bf16 rows) "
-                              "of the uploaded bytes; seeded token rows of every rank (row = rank * tokens + token)");
+                              std::string("host layer reference (ops::moe_expert_row per top-k choice, fp64 sum of the "
+                                          "bf16 rows) of the uploaded bytes; seeded token rows of every rank (row = rank "
+                                          "* tokens + token)") +
+                                  h_recipe);
             }
             if (!fl.dump_rows.empty() && check_error.empty())
               dump_rows(dumped, shape.name, std::string(moe::routing_name(kind)), v, r, check, got, tokens, H);
@@ -607,7 +590,7 @@ void run(const Flags& fl) {
             // the order a fused variant ran (model-order: the layer's pick)
             const moe::MoeSchedule sched = is_fused(v) ? mega->resolved_schedule(opt.schedule, quant) : opt.schedule;
             if (is_fused(v)) {
-              row["mega_tile"] = moe::mega_tile_name(mega->resolved_tile(opt.tile, quant));  // auto resolved
+              row["mega_tile"] = moe::mega_tile_name(mega->resolved_tile(opt.tile, quant, wf.act()));  // auto resolved
               nlohmann::json plan;
               to_json(plan, mega->plan());
               row["plan"] = plan;
@@ -743,8 +726,9 @@ void add_moe_bench_command(CLI::App& app) {
                   "w8a8, w4a8-int4, w4a8-mxfp4 (W4A8 fused: the 64 x 256 tile; an explicit +m128n256 cell is "
                   "skipped); w4a8-int4-lut-rs (INT4 two-level) and w4a8-mxfp4-rs: weights prepacked for the "
                   "register-operand kernels (fused: builds with XSTAGE_MEGA_W4A8_RS; unfused: INT4 only); "
-                  "w4a8-int4-lut-rs-tok and w4a8-mxfp4-rs-tok: the same with per-token activations (unfused only: "
-                  "the per-token grouped GEMMs, h requantised per token)")
+                  "w4a8-int4-lut-rs-tok and w4a8-mxfp4-rs-tok: the same with per-token activations (unfused: the "
+                  "per-token grouped GEMMs, h requantised per token; fused: the per-token kernel, builds with "
+                  "XSTAGE_MEGA_W4A8_TOK, its 256 x 128 tile only: a cell with another tile is skipped)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--gpus", fl->gpus, "Ranks (GPUs); 1 runs the layer with every expert local")->capture_default_str();
@@ -764,7 +748,8 @@ void add_moe_bench_command(CLI::App& app) {
   cmd->add_option("--mega-tile", fl->mega_tile,
                   "Tile configuration of the fused variants without a +TILE suffix: auto (128 x 256 once the mean "
                   "routed rows per expert reach 128), m64n256 (64 x 256 for both GEMMs) or m128n256 (128 x 256; "
-                  "docs/megamoe.md \"Tile configurations\")")
+                  "docs/megamoe.md \"Tile configurations\"); per-token weights run fused with auto only (their "
+                  "256 x 128 tile)")
       ->capture_default_str();
   cmd->add_flag("--spans", fl->spans,
                 "Record the phase breakdown: fused variants (two extra calls each) combine-store spans, the per-tile "

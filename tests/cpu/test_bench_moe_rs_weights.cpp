@@ -74,4 +74,17 @@ TEST(BenchMoeRsWeights, ReferenceExpertsPrepackToTheUploadedBytes) {
   }
   EXPECT_THROW(cli::RsWeightPool(ops::MoeWeightLayout::rows), InvalidArgument);
 }
+
+// The fused per-token cells' reference: the same weights, h as the fused kernel makes it; the
+// recipe needs per-token activations.
+TEST(BenchMoeRsWeights, FusedPerTokenReferenceIsTheFromBf16Recipe) {
+  const cli::RsWeightPool pool(ops::MoeWeightLayout::int4_rs_lut);
+  const ops::MoeLayerWeights requant = pool.expert(256, 128, 1, true), fused = pool.expert(256, 128, 1, true, true);
+  EXPECT_FALSE(requant.per_token_h_from_bf16);
+  EXPECT_TRUE(fused.per_token_h_from_bf16);
+  EXPECT_TRUE(fused.per_token_activations);
+  EXPECT_EQ(fused.w1, requant.w1);
+  EXPECT_EQ(fused.w2, requant.w2);
+  EXPECT_THROW(pool.expert(256, 128, 1, false, true), InvalidArgument);
+}
 #endif  // XSTAGE_HAVE_MOE
