@@ -267,10 +267,13 @@ class ExpertParallelMoE(torch.nn.Module):
     unfused: the per-128 register-operand grouped GEMMs) and ``mxfp4`` (``kind="mega"`` only); the
     fused layer runs these two with its register-operand kernel, in extensions built with
     ``XSTAGE_MEGA_W4A8_RS`` (``xstage._C.has_mega_w4a8_rs``). Activations are fp8 per 128
-    channels, except with ``int4_lut_tok`` / ``mxfp4_tok`` (``kind="unfused"``): one scale per
-    token for x and h, the per-token register-operand GEMMs (W1 prepacked gate/up-interleaved:
-    ``int4_lut_glu`` / ``mxfp4_glu``; docs/megamoe.md "Per-token activations in the unfused
-    layer"). Needs the team binding (``xstage._C.has_ep_moe``)."""
+    channels, except with ``int4_lut_tok`` / ``mxfp4_tok``: one scale per token for x and h, W1
+    prepacked gate/up-interleaved (``int4_lut_glu`` / ``mxfp4_glu``); ``kind="unfused"`` runs the
+    per-token register-operand GEMMs, h requantised to one scale per token (docs/megamoe.md
+    "Per-token activations in the unfused layer"), ``kind="mega"`` the fused per-token kernel, h
+    rounded to bf16 and quantised once per token, in extensions built with
+    ``XSTAGE_MEGA_W4A8_TOK`` (``xstage._C.has_mega_w4a8_tok``). Needs the team binding
+    (``xstage._C.has_ep_moe``)."""
 
     def __init__(self, group=None, *, hidden: int, intermediate: int, experts: int, top_k: int,
                  kind: str = "mega", schedule: str = "interleaved", weights: str = "w8a8",
@@ -289,8 +292,9 @@ class ExpertParallelMoE(torch.nn.Module):
         if weights in ("int4_lut", "mxfp4") and kind == "mega" and not getattr(C, "has_mega_w4a8_rs", False):
             _fail(NotImplementedError, f"weights '{weights}' with kind 'mega' need the fused register-operand W4A8 "
                   "kernel, which this extension leaves out (build with -DXSTAGE_MEGA_W4A8_RS=ON)")
-        if weights in _LAYER_PREPACK and kind != "unfused":
-            _fail(ValueError, f"weights '{weights}' (per-token activations) run in kind='unfused' only")
+        if weights in _LAYER_PREPACK and kind == "mega" and not getattr(C, "has_mega_w4a8_tok", False):
+            _fail(NotImplementedError, f"weights '{weights}' with kind 'mega' need the fused per-token W4A8 kernel, "
+                  "which this extension leaves out (build with -DXSTAGE_MEGA_W4A8_TOK=ON; kind='unfused' runs them)")
         if weights == "mxfp4" and kind == "unfused":
             _fail(ValueError, "weights 'mxfp4' run fused only (kind='mega'): no per-128 register-operand MXFP4 "
                   "grouped GEMM ships")

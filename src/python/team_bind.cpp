@@ -151,7 +151,8 @@ void ep_moe_forward(PyEpMoe& u, uintptr_t topk_experts, uintptr_t topk_weights, 
     if (weights == ops::moe_quant_name(q)) in.quant = q, known = true;
   if (weights == "int4_lut") in.quant = ops::MoeQuant::w4a8_int4, in.w_layout = ops::MoeWeightLayout::int4_rs_lut, known = true;
   if (weights == "mxfp4") in.quant = ops::MoeQuant::w4a8_mxfp4, in.w_layout = ops::MoeWeightLayout::mxfp4_rs, known = true;
-  // Per-token activations: x_scales [T], W1 gate/up-interleaved (the unfused layer).
+  // Per-token activations: x_scales [T], W1 gate/up-interleaved (the unfused layer; the fused one
+  // where the build has its per-token kernel).
   if (weights == "int4_lut_tok")
     in.quant = ops::MoeQuant::w4a8_int4, in.w_layout = ops::MoeWeightLayout::int4_rs_lut,
     in.act = ops::MoeActScales::per_token, known = true;
@@ -262,6 +263,9 @@ void bind_team(nb::module_& m) {
   // The fused layer's register-operand W4A8 kernel (weights "int4_lut" / "mxfp4" with kind "mega";
   // CMake option XSTAGE_MEGA_W4A8_RS).
   m.attr("has_mega_w4a8_rs") = ops::MegaMoeLayer::register_operand_w4a8_built();
+  // The fused layer's per-token W4A8 kernel (weights "int4_lut_tok" / "mxfp4_tok" with kind "mega";
+  // CMake option XSTAGE_MEGA_W4A8_TOK).
+  m.attr("has_mega_w4a8_tok") = ops::MegaMoeLayer::per_token_w4a8_built();
   nb::class_<PyEpMoe>(m, "EpMoeOp",
                       "The expert-parallel MoE layer of one rank, W8A8 or W4A8 (its team must outlive it).")
       .def(nb::new_(&ep_moe_create), nb::arg("team"), nb::arg("hidden"), nb::arg("intermediate"),
@@ -275,6 +279,7 @@ void bind_team(nb::module_& m) {
 #else
   m.attr("has_ep_moe") = false;
   m.attr("has_mega_w4a8_rs") = false;
+  m.attr("has_mega_w4a8_tok") = false;
 #endif
 }
 #else
@@ -283,6 +288,7 @@ void bind_team(nb::module_& m) {
   m.attr("has_ulysses") = false;
   m.attr("has_ep_moe") = false;
   m.attr("has_mega_w4a8_rs") = false;
+  m.attr("has_mega_w4a8_tok") = false;
 }
 #endif
 

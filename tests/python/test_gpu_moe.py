@@ -84,10 +84,12 @@ def test_bad_routing_is_an_error_not_a_crash():
         moe.grouped_gemm(a, a_s, pw, c, c, epilogue="nope")
 
 
-def _ep_reference(x, ids, wts, w1_ref, w2_ref, I, per_token=False):
+def _ep_reference(x, ids, wts, w1_ref, w2_ref, I, per_token=False, fused=False):
     """ops::moe_layer_reference's math in torch: per token, the sum over its k choices of
     bf16(Linear-2(fp8(silu(gate) * up * weight))). per_token: x with one scale per token, and h's
-    per-128 codes requantised to the row's largest scale (the layer's per-token recipe)."""
+    per-128 codes requantised to the row's largest scale (the unfused layer's per-token recipe);
+    with fused, h rounded to bf16 and quantised once with one scale per token (the fused kernel's,
+    MoeLayerWeights::per_token_h_from_bf16)."""
     if per_token:
         xq, xs = moe.quantize_activations(x, "per_token")
         xd = xq.float() * xs[:, None]
@@ -102,14 +104,17 @@ def _ep_reference(x, ids, wts, w1_ref, w2_ref, I, per_token=False):
             continue
         gu = xd[t] @ w1_ref[e].t()
         h = F.silu(gu[:, :I]) * gu[:, I:] * wts[t, j][:, None]
-        hq, hs = moe.quantize_activations(h)
-        if per_token:  # codes of each 128-channel block rescaled by s / S, S = the row's largest s
+        if per_token and fused:  # bf16 h, one scale per token from the bf16 row's |h| maximum
+            hq, hs = moe.quantize_activations(h.to(torch.bfloat16).float(), "per_token")
+            hd = hq.float() * hs[:, None]
+        elif per_token:  # codes of each 128-channel block rescaled by s / S, S = the row's largest s
+            hq, hs = moe.quantize_activations(h)
             S = hs.amax(dim=0)                                               # [m]
             f = (hs / S).t().unsqueeze(2)                                    # [m, I/128, 1]
             q2 = (hq.float().view(-1, I // 128, 128) * f).to(torch.float8_e4m3fn).view(-1, I)
             hd = q2.float() * S[:, None]
         else:
-            hd = dequant_act(hq, hs)
+            hd = dequant_act(*moe.quantize_activations(h))
         y = (hd @ w2_ref[e].t()).to(torch.bfloat16).float()
         out.index_add_(0, t, y)
     return out
@@ -120,7 +125,8 @@ def _ep_reference(x, ids, wts, w1_ref, w2_ref, I, per_token=False):
     ("mega", "auto", "w8a8"), ("unfused", "interleaved", "w4a8_int4"), ("mega", "interleaved", "w4a8_int4"),
     ("unfused", "interleaved", "w4a8_mxfp4"), ("mega", "expert-wave", "w4a8_mxfp4"),
     ("unfused", "interleaved", "int4_lut"), ("mega", "interleaved", "int4_lut"), ("mega", "expert-wave", "mxfp4"),
-    ("unfused", "interleaved", "int4_lut_tok"), ("unfused", "interleaved", "mxfp4_tok")])
+    ("unfused", "interleaved", "int4_lut_tok"), ("unfused", "interleaved", "mxfp4_tok"),
+    ("mega", "interleaved", "int4_lut_tok"), ("mega", "expert-wave", "mxfp4_tok")])
 def test_expert_parallel_layer_on_one_rank(tmp_path, kind, schedule, weights):
     import torch.distributed as dist
 
@@ -130,6 +136,8 @@ def test_expert_parallel_layer_on_one_rank(tmp_path, kind, schedule, weights):
         pytest.skip("the extension has no EP MoE binding (team.hpp without Team::from_unique_id)")
     if kind == "mega" and weights in ("int4_lut", "mxfp4") and not getattr(_ext.load(), "has_mega_w4a8_rs", False):
         pytest.skip("the extension leaves out the fused register-operand W4A8 kernel (XSTAGE_MEGA_W4A8_RS)")
+    if kind == "mega" and weights.endswith("_tok") and not getattr(_ext.load(), "has_mega_w4a8_tok", False):
+        pytest.skip("the extension leaves out the fused per-token W4A8 kernel (XSTAGE_MEGA_W4A8_TOK)")
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'init'}", rank=0, world_size=1)
     try:
         torch.manual_seed(3)
@@ -143,7 +151,8 @@ def test_expert_parallel_layer_on_one_rank(tmp_path, kind, schedule, weights):
         y = layer(x, ids, wts)
         torch.cuda.synchronize()
         team.team_for().check_device_status()
-        ref = _ep_reference(x, ids, wts, layer.w1.reference, layer.w2.reference, I, per_token=weights.endswith("_tok"))
+        ref = _ep_reference(x, ids, wts, layer.w1.reference, layer.w2.reference, I, per_token=weights.endswith("_tok"),
+                            fused=kind == "mega")
         rel = ((y.float() - ref).norm() / ref.norm()).item()
         assert y.shape == (T, H) and y.dtype == torch.bfloat16 and rel < 0.03, rel
         assert torch.equal(layer(x, ids, wts), y)          # a second call (the layer is cached per T)

@@ -158,5 +158,28 @@ def test_expert_parallel_refuses_an_unknown_weight_format():
         moe.ExpertParallelMoE(None, hidden=256, intermediate=256, experts=8, top_k=2, weights="int4_lut_glu")
     with pytest.raises(ValueError, match="weights 'mxfp4' run fused only"):
         moe.ExpertParallelMoE(None, hidden=256, intermediate=256, experts=8, top_k=2, kind="unfused", weights="mxfp4")
-    with pytest.raises(ValueError, match="run in kind='unfused' only"):
-        moe.ExpertParallelMoE(None, hidden=256, intermediate=256, experts=8, top_k=2, kind="mega", weights="int4_lut_tok")
+
+
+@needs_ext
+@pytest.mark.parametrize("weights", ["int4_lut_tok", "mxfp4_tok"])
+def test_fused_per_token_weights_need_the_per_token_kernel(weights, monkeypatch):
+    """kind='mega' with per-token weights: refused naming XSTAGE_MEGA_W4A8_TOK where the extension
+    leaves the kernel out, accepted (up to the missing process group) where it has it."""
+    import torch.distributed as dist
+
+    from xstage import _ext
+
+    C = _ext.load()
+    if not getattr(C, "has_ep_moe", False):
+        pytest.skip("the extension has no EP MoE binding")
+    if dist.is_available() and dist.is_initialized():
+        pytest.skip("a process group is already initialised in this process")
+    monkeypatch.setattr(C, "has_mega_w4a8_tok", False)
+    with pytest.raises(NotImplementedError, match="XSTAGE_MEGA_W4A8_TOK") as e:
+        moe.ExpertParallelMoE(None, hidden=256, intermediate=256, experts=8, top_k=2, kind="mega", weights=weights)
+    assert "\n" not in str(e.value)
+    monkeypatch.setattr(C, "has_mega_w4a8_tok", True)
+    with pytest.raises(ValueError, match="torch.distributed is not initialised"):  # past the format checks
+        moe.ExpertParallelMoE(None, hidden=256, intermediate=256, experts=8, top_k=2, kind="mega", weights=weights)
+    with pytest.raises(ValueError, match="torch.distributed is not initialised"):  # the unfused layer in any build
+        moe.ExpertParallelMoE(None, hidden=256, intermediate=256, experts=8, top_k=2, kind="unfused", weights=weights)
