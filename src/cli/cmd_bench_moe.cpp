@@ -692,7 +692,7 @@ void run(const Flags& fl) {
     j["date"] = now_iso();
     j["config"] = {{"warmup", fl.warmup}, {"iters", fl.iters}, {"tile_tflops", fl.tile_tflops}, {"mega_tile", fl.mega_tile},
                    {"timing", "team barrier, then CUDA events around one call per rank; median per rank, max over ranks"},
-                   {"spans", "per Linear-2 warp-group piece (64 x 128 bf16): SM cycles from before its first combine store to after its last store and the group's barrier, over the measured SM clock; local = same call with every combine row stored to this rank's own buffer"},
+                   {"spans", "per Linear-2 warp-group piece (64 x 128 bf16; the per-token kernel: per 256 x 128 Linear-2 tile, both groups): SM cycles from before its first combine store to after its last store and the group's barrier, over the measured SM clock; local = same call with every combine row stored to this rank's own buffer"},
                    {"check_tokens", fl.check_tokens}, {"check_seed", fl.check_seed},
                    {"check", "output NaN-poisoned before the timed calls; the last timed call's output: full non-finite "
                              "scan and seeded token rows of every rank vs the host layer reference, per-row tolerances"}};
