@@ -132,13 +132,6 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
     XS_CUDA(cudaMalloc(&m.trace_hook, sizeof(uint32_t) * 3 * I.buf.sm_count[i]), where + ": trace");
     m.l1_per_l2 = std::max(1, I.plan.l1_per_l2);
     m.lead = I.plan.lead_tiles;
-    if (km::mega_moe_w4a8_tok_built()) {  // per-token W4A8 calls: bf16 h, per-token maxima (zero), x scales
-      XS_CUDA(cudaMalloc(&m.h16, sizeof(uint16_t) * cap * cfg.intermediate), where + ": bf16 h");
-      XS_CUDA(cudaMalloc(&m.h_amax, sizeof(uint32_t) * cap), where + ": h maxima");
-      XS_CUDA(cudaMemset(m.h_amax, 0, sizeof(uint32_t) * cap), where + ": h maxima");
-      XS_CUDA(cudaMalloc(&I.ranks[i].x_scales_128, sizeof(float) * (cfg.hidden / 128) * size_t(cfg.tokens)),
-              where + ": x scales");
-    }
     // The zeroed scratch must be in place before the first call's kernel on any stream.
     XS_CUDA(cudaDeviceSynchronize(), where);
   }
@@ -174,6 +167,19 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
                                       "build leaves out (configure with -DXSTAGE_MEGA_W4A8_RS=ON)",
                                       moe_weight_layout_name(in.w_layout)));
   const moe::MegaTile tile = resolved_tile(opt.tile, in.quant, in.act);
+  if (per_token && R.m.h16 == nullptr) {
+    // The per-token kernel's scratch, on the first per-token call of this rank (a layer that never
+    // makes one does not hold a bf16 copy of h): bf16 h, the per-token maxima (zero; the kernel
+    // leaves them zero), x's broadcast scales.
+    const EpMoeConfig& c = I.buf.cfg;
+    const size_t cap = I.buf.cap;
+    const std::string where = fmt::format("mega moe: per-token scratch of rank {}", I.buf.team.rank(i));
+    XS_CUDA(cudaSetDevice(I.buf.team.device(i)), where);
+    XS_CUDA(cudaMalloc(&R.m.h16, sizeof(uint16_t) * cap * c.intermediate), where + " (bf16 h)");
+    XS_CUDA(cudaMalloc(&R.m.h_amax, sizeof(uint32_t) * cap), where + " (h maxima)");
+    XS_CUDA(cudaMemsetAsync(R.m.h_amax, 0, sizeof(uint32_t) * cap, s), where + " (h maxima)");
+    XS_CUDA(cudaMalloc(&R.x_scales_128, sizeof(float) * (c.hidden / 128) * size_t(c.tokens)), where + " (x scales)");
+  }
   const moe::MoeSchedule order = resolved_schedule(opt.schedule, in.quant);
   km::MegaMoeArgs m = R.m;
   m.ep = I.buf.next_call(i, in);
@@ -236,6 +242,9 @@ moe::MegaTile MegaMoeLayer::resolved_tile(moe::MegaTile requested, MoeQuant quan
   if (quant != MoeQuant::w8a8 && !moe_is_w4a8(quant))
     throw InvalidArgument(fmt::format("mega moe: unknown weight format {}", static_cast<int>(quant)));
   if (act == MoeActScales::per_token) {
+    if (quant == MoeQuant::w8a8)
+      throw InvalidArgument("mega moe: per-token activations run W4A8 weights only (w4a8_int4 or w4a8_mxfp4 in a "
+                            "register-operand layout)");
     if (requested != moe::MegaTile::automatic && requested != moe::MegaTile::m256n128_tok)
       throw InvalidArgument(fmt::format("mega moe: per-token activations run the 256 x 128 per-token tile only "
                                         "(asked for {})",

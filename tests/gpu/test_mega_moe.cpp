@@ -62,6 +62,32 @@ LayerFactory mega_alternating(moe::MoeSchedule which, moe::MegaTile first) {
   };
 }
 
+// Every checked call preceded by a call whose router weights are 4096 times larger (so |h| and the
+// per-token maxima are too): the per-token kernel's maxima must not leak into the next call (the
+// quantisation resets them). A leaked maximum makes that call's h scale 4096 times too coarse:
+// everything below ~14 % of a row's largest value falls into e4m3's subnormals or to zero, an
+// error of order 1 (a smaller factor would hide it: e4m3's relative precision is the same over
+// its normal range).
+LayerFactory mega_after_larger_h(moe::MoeSchedule which, int ctas = 0) {
+  return [which, ctas](Team& t, const ops::EpMoeConfig& cfg) {
+    auto layer = std::make_shared<ops::MegaMoeLayer>(t, cfg, preset(), 7.0, ctas);
+    const size_t n = size_t(cfg.tokens) * cfg.top_k;
+    return LayerForward([layer, which, n](int i, const ops::EpMoeRankInputs& d, cudaStream_t s) {
+      ops::MegaMoeOptions opt;
+      opt.schedule = which;
+      std::vector<float> wts(n);
+      EP_T(cudaMemcpy(wts.data(), d.topk_weights, n * 4, cudaMemcpyDeviceToHost));
+      for (float& w : wts) w *= 4096.f;
+      ops::EpMoeRankInputs big = d;
+      big.topk_weights = upload(wts);
+      layer->forward(i, big, s, opt);
+      layer->forward(i, d, s, opt);
+      EP_T(cudaStreamSynchronize(s));
+      cudaFree(const_cast<float*>(big.topk_weights));
+    });
+  };
+}
+
 std::string name(moe::MoeSchedule s, moe::MegaTile tile) {
   return std::string(s == moe::MoeSchedule::expert_wave ? "mega expert-wave " : "mega interleaved ") +
          moe::mega_tile_name(tile);
@@ -391,6 +417,9 @@ TEST(MegaMoe, OneGpuW4A8PerTokenMatchesTheHostReferenceOfTheLayer) {
       // whichever CTA counts its last Linear-1 tile.
       check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 95, n + " ctas 3",
                   mega(which, moe::MegaTile::automatic, 3), q, {}, l, kPerToken, true);
+      // Each checked call right after one with 4096x larger |h|: the per-token maxima start from zero.
+      check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 96,
+                  n + " after larger h", mega_after_larger_h(which), q, {}, l, kPerToken, true);
     }
 }
 
@@ -501,6 +530,9 @@ TEST(MegaMoe, W4A8WithThe128RowTileIsAClearError) {
     EXPECT_THROW(layer->resolved_tile(moe::MegaTile::m128n256, q, ops::MoeActScales::per_token), InvalidArgument);
     EXPECT_THROW(layer->resolved_tile(moe::MegaTile::m256n128_tok, q), InvalidArgument);
   }
+  // Per-token activations with W8A8 weights: no tile runs them.
+  EXPECT_THROW(layer->resolved_tile(moe::MegaTile::automatic, ops::MoeQuant::w8a8, ops::MoeActScales::per_token),
+               InvalidArgument);
   EXPECT_EQ(std::string(moe::mega_tile_name(moe::MegaTile::m256n128_tok)), "m256n128_tok");
   // The automatic order with W4A8 weights is interleaved, whatever the W8A8 pick.
   EXPECT_EQ(layer->resolved_schedule(moe::MoeSchedule::automatic, ops::MoeQuant::w4a8_int4), moe::MoeSchedule::interleaved);

@@ -107,7 +107,7 @@ class MegaMoeLayer {
   // runs (automatic: this layer's choice by its mean routed rows per expert for W8A8; 64 x 256 for
   // W4A8 with per-128 activations; m256n128_tok with per-token ones, their only tile);
   // InvalidArgument for an unknown value, 128 x 256 with W4A8 weights, or another tile than
-  // m256n128_tok with per-token activations.
+  // m256n128_tok or W8A8 weights with per-token activations.
   moe::MegaTile resolved_tile(moe::MegaTile requested, MoeQuant quant = MoeQuant::w8a8,
                               MoeActScales act = MoeActScales::per_128) const;
   // The order a call with `requested` and weights `quant` runs (automatic:
@@ -126,8 +126,9 @@ class MegaMoeLayer {
   // Whether this build has the per-token W4A8 kernel (EpMoeRankInputs::act = per_token, W1 in the
   // int4_rs_lut_glu / mxfp4_rs_glu form as the unfused layer takes it; CMake option
   // XSTAGE_MEGA_W4A8_TOK, off until its GPU tests pass; docs/megamoe.md "Per-token activations in
-  // the fused kernel"). Without it a per-token call is an InvalidArgument. With it the layer keeps
-  // a bf16 copy of h ([cap, I]) for those calls.
+  // the fused kernel"). Without it a per-token call is an InvalidArgument. The first per-token
+  // call of a rank allocates that kernel's scratch (a bf16 copy of h, [cap, I]; outside any CUDA
+  // graph capture, as every allocation).
   static bool per_token_w4a8_built();
 
   // The interleaved mix and the model's view of both schedules, for a balanced load.

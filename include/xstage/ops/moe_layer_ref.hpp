@@ -56,7 +56,8 @@ struct MoeLayerWeights {
   bool per_token_activations = false;
   // With per_token_activations, h as the fused per-token kernel makes it
   // (kernels/moe/mega_w4a8_tok_kernel.cuh) instead: rounded to bf16, then quantised once with one
-  // scale per token from the bf16 row's |h| maximum: q = e4m3(bf16(h) / S), S = max|bf16(h)| / 448.
+  // scale per token from the bf16 row's |h| maximum a: q = e4m3(bf16(h) * (448 / a)), scale a / 448
+  // (fp8_scale_for_amax; the kernel multiplies by the same float).
   bool per_token_h_from_bf16 = false;
 };
 

@@ -211,6 +211,7 @@ struct MegaW4A8TokKernel {
     const int m = lane / 8, r = lane % 8;
     CUTE_UNROLL
     for (int pc = 0; pc < 2; ++pc) {
+      if (pc * kPieceT >= t.rows) break;  // a block of <= 128 rows: piece 1 holds no token of it
       CUTE_UNROLL
       for (int s = 0; s < 4; ++s) {  // 4 x 8-token groups per stmatrix.x4
         uint32_t packed[4];
@@ -225,14 +226,15 @@ struct MegaW4A8TokKernel {
           const float h1 = swiglu(acc[pc](i + 1) * (cg * t2.y), acc[pc](i + 3) * (cu * t2.y)) * r2.y;
           const __nv_bfloat162 b2 = __floats2bfloat162_rn(h0, h1);
           packed[mm] = *reinterpret_cast<const uint32_t*>(&b2);
-          // |h| of both tokens, then the maximum over the 8 channels of the warp (lanes q + 4 k).
-          float a0 = fabsf(__low2float(b2)), a1 = fabsf(__high2float(b2));
+          // |h| of both tokens (bf16, exact), then the maximum over the 8 channels of the warp
+          // (lanes q + 4 k): one shuffle of the packed pair per step.
+          __nv_bfloat162 a2 = __habs2(b2);
           CUTE_UNROLL
           for (int x = 4; x < 32; x <<= 1) {
-            a0 = fmaxf(a0, __shfl_xor_sync(0xffffffffu, a0, x));
-            a1 = fmaxf(a1, __shfl_xor_sync(0xffffffffu, a1, x));
+            const uint32_t o = __shfl_xor_sync(0xffffffffu, *reinterpret_cast<const uint32_t*>(&a2), x);
+            a2 = __hmax2(a2, *reinterpret_cast<const __nv_bfloat162*>(&o));
           }
-          if (lane < 4) *reinterpret_cast<float2*>(&ss.part[g][w][tok]) = make_float2(a0, a1);
+          if (lane < 4) *reinterpret_cast<float2*>(&ss.part[g][w][tok]) = __bfloat1622float2(a2);
         }
         // Lane 8 mm + r: row r (token) of matrix mm: token group 4 s + mm; channels 8 w .. 8 w + 7
         // of the group's 32 = 16-byte piece w of the row, swizzled.
@@ -267,9 +269,11 @@ struct MegaW4A8TokKernel {
 
   // The block's h quantised once all its Linear-1 tiles counted (the 256 consumer threads of the
   // CTA whose tile was last): one scale per token from h_amax (reset to zero), fp8 rows from h16
-  // (one warp per row, 16-byte loads), then the block's extra count releases its Linear-2 tiles.
+  // (16-byte loads, kInFlight per thread), then the block's extra count releases its Linear-2 tiles.
   __device__ static void quantize_block(Params const& p, SharedStorage& ss, WorkTile const& t, int ct) {
-    __threadfence();  // with the counter's acquire: every Linear-1 tile's h16 and maxima are visible
+    // Every Linear-1 tile's h16 rows and maxima are visible: each was released with its count
+    // (red.max and stores, barrier, acq_rel add), thread 0 acquired the last, the barrier after it
+    // orders the other threads; all reads below go through L2.
     if (ct < t.rows) {
       const int row = t.row_begin + ct;
       const QuantScale qs = quant_scale(__uint_as_float(__ldcg(p.h_amax + row)));
@@ -278,25 +282,36 @@ struct MegaW4A8TokKernel {
       ss.inv[ct] = qs.inv;
     }
     Epi::named_sync(256, kConsumersBarrier);
-    const int warp = ct / 32, lane = ct % 32;
-    const int pieces = p.intermediate / 8;  // 8 values per 16-byte bf16 load
-    for (int tok = warp; tok < t.rows; tok += 8) {
-      const int64_t row = t.row_begin + tok;
-      const float inv = ss.inv[tok];
-      const uint4* src = reinterpret_cast<const uint4*>(p.h16 + row * p.intermediate);
-      uint2* dst = reinterpret_cast<uint2*>(p.h + row * p.intermediate);
-      for (int c = lane; c < pieces; c += 32) {
-        const uint4 v = __ldcg(src + c);
-        const uint32_t wv[4] = {v.x, v.y, v.z, v.w};
+    // The block's rows are contiguous in h16 and h: piece j (16 bytes of bf16, 8 values) of the
+    // block is row j / (I / 8). kInFlight loads per thread before any conversion, so the pass runs
+    // at L2 bandwidth rather than one latency per piece.
+    constexpr int kInFlight = 8;
+    const int per_row = p.intermediate / 8;
+    const int pieces = t.rows * per_row;
+    const uint4* src = reinterpret_cast<const uint4*>(p.h16 + static_cast<int64_t>(t.row_begin) * p.intermediate);
+    uint2* dst = reinterpret_cast<uint2*>(p.h + static_cast<int64_t>(t.row_begin) * p.intermediate);
+    for (int j0 = ct; j0 < pieces; j0 += 256 * kInFlight) {
+      uint4 v[kInFlight];
+      CUTE_UNROLL
+      for (int k = 0; k < kInFlight; ++k) {
+        const int j = j0 + 256 * k;
+        v[k] = j < pieces ? __ldcg(src + j) : make_uint4(0u, 0u, 0u, 0u);
+      }
+      CUTE_UNROLL
+      for (int k = 0; k < kInFlight; ++k) {
+        const int j = j0 + 256 * k;
+        if (j >= pieces) break;
+        const float inv = ss.inv[j / per_row];
+        const uint32_t wv[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
         uint32_t o[2];
         CUTE_UNROLL
-        for (int k = 0; k < 2; ++k) {
-          const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&wv[2 * k]));
-          const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&wv[2 * k + 1]));
-          o[k] = static_cast<uint32_t>(fp8x2_e4m3(a.x * inv, a.y * inv)) |
+        for (int e = 0; e < 2; ++e) {
+          const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&wv[2 * e]));
+          const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&wv[2 * e + 1]));
+          o[e] = static_cast<uint32_t>(fp8x2_e4m3(a.x * inv, a.y * inv)) |
                  (static_cast<uint32_t>(fp8x2_e4m3(b.x * inv, b.y * inv)) << 16);
         }
-        dst[c] = make_uint2(o[0], o[1]);
+        dst[j] = make_uint2(o[0], o[1]);
       }
     }
     dev::fence_proxy_async_global();  // h is read next by TMA (the async proxy) in other CTAs
