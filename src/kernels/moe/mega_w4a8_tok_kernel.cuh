@@ -125,9 +125,12 @@ struct MegaW4A8TokKernel {
 
   // Thread 0: the tile's K blocks into the ring: two 128-token pieces and one weight chunk (the
   // tile's 128 rows: 64 interleaved gate/up channels of W1, or 128 hidden columns of W2).
+  // A block of <= 128 rows loads piece 0 only (the consumers skip piece 1: mma's second_piece).
   template <class SmemX>
   __device__ static void produce_tile(typename Rs::Params const& gp, SharedStorage& ss, SmemX& sX, WorkTile const& t,
                                       State& write) {
+    const bool two = t.rows > kPieceT;
+    const uint32_t tx = two ? T::kTxBytes : T::kTxBytes - kPieceT * T::kBlockK;
     Tensor mX = gp.tma_x.get_tma_tensor(gp.shape_x);
     auto cta_x = gp.tma_x.get_slice(0);
     Tensor tXsX = group_modes<0, 3>(cta_x.partition_D(sX));  // (TMA, stage * 2 + piece)
@@ -136,9 +139,10 @@ struct MegaW4A8TokKernel {
     for (int kb = 0; kb < gp.k_blocks; ++kb) {
       uint64_t* full = &ss.rs.full[write.index];
       bounded_wait(&ss.rs.empty[write.index], write.phase);
-      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(full, T::kTxBytes);
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(full, tx);
       CUTE_UNROLL
       for (int pc = 0; pc < 2; ++pc) {
+        if (pc == 1 && !two) break;
         Tensor gX = local_tile(domain_offset(make_coord(t.row_begin + pc * kPieceT, 0), mX),
                                Shape<Int<kPieceT>, Int<T::kBlockK>>{}, make_coord(_0{}, kb));
         copy(gp.tma_x.with(*full), group_modes<0, 3>(cta_x.partition_S(gX)), tXsX(_, write.index * 2 + pc));
@@ -449,7 +453,7 @@ struct MegaW4A8TokKernel {
       const bool is_l1 = sl.is_l1 != 0;
       const TileInputs in = prefetch_epilogue(p, ss, t, is_l1, g, wt);
       Acc acc[2];
-      rs.mma(is_l1 ? p.l1 : p.l2, ss.rs, sX, read, g, wt, acc, it);
+      rs.mma(is_l1 ? p.l1 : p.l2, ss.rs, sX, read, g, wt, acc, it, t.rows > kPieceT);
       if (m.trace != nullptr && ct == 0) trace_c1 = clock64();
       epilogue_start(ss, in, is_l1, g, wt);
       if (is_l1) {

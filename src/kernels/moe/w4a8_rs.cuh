@@ -439,9 +439,12 @@ struct MoeW4A8RsKernel {
   }
 
   template <class SmemX>
-  // it: K blocks consumed by this CTA so far (trace only).
+  // it: K blocks consumed by this CTA so far (trace only). second_piece (kPieces == 2): false runs
+  // piece 0 only (the fused kernel's blocks of <= kPieceT rows, whose producer loads no piece 1);
+  // acc[kBlocks..] are then left unset. The grouped kernels leave it at its constant default.
   __device__ __forceinline__ void mma(Params const& p, SharedStorage& ss, SmemX const& sX, State& read, int g, int wt,
-                                      Acc (&acc)[kAccs], [[maybe_unused]] uint32_t& it) const {
+                                      Acc (&acc)[kAccs], [[maybe_unused]] uint32_t& it,
+                                      [[maybe_unused]] bool second_piece = true) const {
     typename T::TiledMma tiled_mma;
     auto thr = tiled_mma.get_slice(wt);
     Tensor tCrB = thr.partition_fragment_B(sX);  // (MMA, 1, 4, stage) descriptors
@@ -519,13 +522,22 @@ struct MoeW4A8RsKernel {
         stamp(1);
         promote(part, s, Int<0>{});
         stamp(2);
-        issue(tiled_mma, f, tCrB, s * kPieces + 1, part);
-        stamp(3);
-        warpgroup_wait<0>();
-        stamp(4);
-        CUTE_UNROLL
-        for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(f[b]);
-        promote(part, s, Int<1>{});
+        if (second_piece) {
+          issue(tiled_mma, f, tCrB, s * kPieces + 1, part);
+          stamp(3);
+          warpgroup_wait<0>();
+          stamp(4);
+          CUTE_UNROLL
+          for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(f[b]);
+          promote(part, s, Int<1>{});
+        } else {
+          // promote's release of the stage, without piece 1 (the fragments are not read again)
+          CUTE_UNROLL
+          for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(f[b]);
+          asm volatile("" ::: "memory");
+          __syncwarp();
+          if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
+        }
         stamp(5);
         read.advance();
         if (kb + 1 < kbs) {
