@@ -19,6 +19,9 @@ using namespace xstage::moe;
 namespace {
 
 constexpr MegaTile kTiles[] = {MegaTile::m64n256, MegaTile::m128n256};
+// With the per-token W4A8 kernel's own tile (not a W8A8 choice), for what all configurations share:
+// the scratch bound and the order's precondition.
+constexpr MegaTile kAllTiles[] = {MegaTile::m64n256, MegaTile::m128n256, MegaTile::m256n128_tok};
 
 // What the kernel's prologue builds (mega_prologue.cuh): block starts of the local experts and,
 // for expert-wave, each expert's wave bounds.
@@ -69,6 +72,38 @@ TEST(MegaTile, ShapesFollowTheConfiguration) {
   EXPECT_EQ(b.l1_pieces, 2);
   EXPECT_EQ(mega_l1_target(a, 5), 5u);
   EXPECT_EQ(mega_l1_target(b, 5), 10u);
+  // The per-token tile: 256-row blocks, 64 h channels (128 interleaved gate/up rows) per Linear-1
+  // tile, 128 hidden channels per Linear-2 tile, one count per Linear-1 tile.
+  const MegaTileShape t = mega_tile_shape(MegaTile::m256n128_tok);
+  EXPECT_EQ(t.block_m, 256);
+  EXPECT_EQ(t.l1_n, 64);
+  EXPECT_EQ(t.l2_n, 128);
+  EXPECT_EQ(t.l1_pieces, 1);
+  EXPECT_EQ(mega_l1_tiles(t, 640), 10);
+  EXPECT_EQ(mega_l2_tiles(t, 1408), 11);
+  EXPECT_EQ(mega_l1_target(t, 10), 10u);
+  EXPECT_EQ(std::string(mega_tile_name(MegaTile::m256n128_tok)), "m256n128_tok");
+}
+
+// The per-token kernel's protocol (mega_w4a8_tok_kernel.cuh): each of a block's n1 Linear-1 tiles
+// adds one to the counter and reads the value before its add; the one that reads n1 - 1 (exactly
+// one, whatever the completion order) quantises h and adds one more, and the block's Linear-2
+// tiles wait for n1 + 1 — which no count of Linear-1 tiles alone reaches.
+TEST(MegaTile, ThePerTokenBlockIsReleasedOnlyAfterItsQuantisation) {
+  const MegaTileShape s = mega_tile_shape(MegaTile::m256n128_tok);
+  for (int n1 : {1, 6, 32}) {
+    const unsigned target = mega_l1_target(s, n1) + 1;  // the kernel's Linear-2 gate
+    unsigned counter = 0;
+    int last = 0;
+    for (int j = 0; j < n1; ++j) {
+      const unsigned before = counter++;
+      EXPECT_LT(counter, target) << "released before the quantisation, n1 " << n1;
+      if (before + 1 == static_cast<unsigned>(n1)) ++last;
+    }
+    EXPECT_EQ(last, 1) << n1;
+    ++counter;  // the quantising CTA's count
+    EXPECT_EQ(counter, target) << n1;
+  }
 }
 
 TEST(MegaTile, BlocksOfAnExpert) {
@@ -101,7 +136,7 @@ TEST(MegaTile, TheScratchBoundHoldsForEveryConfiguration) {
     std::vector<int> rows(E, 0);
     for (int r = 0; r < cap; ++r) ++rows[rng() % E];
     const int bound = mega_max_blocks(cap, E, mega_tile_shape(MegaTile::m64n256).block_m);
-    for (MegaTile t : kTiles) {
+    for (MegaTile t : kAllTiles) {
       int blocks = 0;
       for (int n : rows) blocks += mega_blocks(n, mega_tile_shape(t).block_m);
       EXPECT_LE(blocks, bound) << mega_tile_name(t) << " E " << E << " cap " << cap;
@@ -146,7 +181,7 @@ TEST(MegaTile, TheOrderKeepsEveryLinear2TileAfterItsInputs) {
       {1},
       std::vector<int>(32, 97),
   };
-  for (MegaTile tile : kTiles) {
+  for (MegaTile tile : kAllTiles) {
     const MegaTileShape s = mega_tile_shape(tile);
     for (const auto& rows : experts)
       for (int ctas : {1, 3, 132})
