@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <string>
 
-#include "kernels/moe/ep_per_token.hpp"
 #include "kernels/moe/mega_launch.hpp"
 #include "ops/ep_moe_buffers.hpp"
 #include "ops/mega_moe_trace.hpp"
@@ -34,7 +33,6 @@ struct MegaMoeLayer::Impl {
   }
   struct Rank {
     km::MegaMoeArgs m;
-    float* x_scales_128 = nullptr;  // per-token calls: x's scales broadcast to [H/128, T] for the dispatch
     bool spans_recorded = false;
   };
   std::vector<Rank> ranks;
@@ -146,8 +144,7 @@ MegaMoeLayer::~MegaMoeLayer() {
     for (void* p : {static_cast<void*>(m.hist), static_cast<void*>(m.l1_done), static_cast<void*>(m.hist_done),
                     static_cast<void*>(m.rows_base), static_cast<void*>(m.h), static_cast<void*>(m.h_scales),
                     static_cast<void*>(m.spans), static_cast<void*>(m.cta_clock), static_cast<void*>(m.trace),
-                    static_cast<void*>(m.trace_hook), static_cast<void*>(m.h16), static_cast<void*>(m.h_amax),
-                    static_cast<void*>(I.ranks[i].x_scales_128)})
+                    static_cast<void*>(m.trace_hook), static_cast<void*>(m.h16), static_cast<void*>(m.h_amax)})
       cudaFree(p);
   }
 }
@@ -169,8 +166,8 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
   const moe::MegaTile tile = resolved_tile(opt.tile, in.quant, in.act);
   if (per_token && R.m.h16 == nullptr) {
     // The per-token kernel's scratch, on the first per-token call of this rank (a layer that never
-    // makes one does not hold a bf16 copy of h): bf16 h, the per-token maxima (zero; the kernel
-    // leaves them zero), x's broadcast scales.
+    // makes one does not hold a bf16 copy of h): bf16 h and the per-token maxima (zero; the kernel
+    // leaves them zero).
     const EpMoeConfig& c = I.buf.cfg;
     const size_t cap = I.buf.cap;
     const std::string where = fmt::format("mega moe: per-token scratch of rank {}", I.buf.team.rank(i));
@@ -178,7 +175,6 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
     XS_CUDA(cudaMalloc(&R.m.h16, sizeof(uint16_t) * cap * c.intermediate), where + " (bf16 h)");
     XS_CUDA(cudaMalloc(&R.m.h_amax, sizeof(uint32_t) * cap), where + " (h maxima)");
     XS_CUDA(cudaMemsetAsync(R.m.h_amax, 0, sizeof(uint32_t) * cap, s), where + " (h maxima)");
-    XS_CUDA(cudaMalloc(&R.x_scales_128, sizeof(float) * (c.hidden / 128) * size_t(c.tokens)), where + " (x scales)");
   }
   const moe::MoeSchedule order = resolved_schedule(opt.schedule, in.quant);
   km::MegaMoeArgs m = R.m;
@@ -211,11 +207,7 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
     w.format = per_token ? km::MegaWeightFormat::w4a8_int4_lut_tok : km::MegaWeightFormat::w4a8_int4_lut;
   if (in.w_layout == MoeWeightLayout::mxfp4_rs)
     w.format = per_token ? km::MegaWeightFormat::w4a8_mxfp4_tok : km::MegaWeightFormat::w4a8_mxfp4_rs;
-  if (per_token) {  // the dispatch moves per-128 scales with each row: every group the token's
-    XS_CUDA(km::ep_launch_broadcast_scales(in.x_scales, R.x_scales_128, I.buf.cfg.tokens, I.buf.cfg.hidden / 128, s),
-            what + ": x scales");
-    m.ep.x_scales = R.x_scales_128;
-  }
+  // Per-token: x_scales [T] as given; the kernel's dispatch moves each row's one scale (ep_push_row).
   w.w1 = in.w1;
   w.w1_scales = in.w1_scales;
   w.w2 = in.w2;

@@ -59,6 +59,9 @@ __device__ __forceinline__ int ep_expert_rows(const EpMoeArgs& a, const int32_t*
 
 // One warp pushes routing entry i (token i / k) to receive row `pos` of rank `dst`: the fp8 row,
 // its per-128 scales, the router weight and the origin.
+// kTokScales: a.x_scales holds one scale per token [T] (the per-token W4A8 fused kernel); only
+// the first group of the receive scales ([H/128, cap], the one that kernel reads) is written.
+template <bool kTokScales = false>
 __device__ __forceinline__ void ep_push_row(const EpMoeArgs& a, int i, int dst, int pos, int lane) {
   const int t = i / a.top_k;
   const uint4* src_row = reinterpret_cast<const uint4*>(a.x + size_t(t) * a.hidden);
@@ -77,8 +80,12 @@ __device__ __forceinline__ void ep_push_row(const EpMoeArgs& a, int i, int dst, 
     for (int u = 0; u < kU; ++u)
       if (v0 + 32 * u < n) dst_row[v0 + 32 * u] = r[u];
   }
-  for (int b = lane; b < a.hidden / 128; b += 32)
-    a.recv_xs_at[dst][size_t(b) * a.cap + pos] = a.x_scales[size_t(b) * a.tokens + t];
+  if constexpr (kTokScales) {
+    if (lane == 0) a.recv_xs_at[dst][pos] = a.x_scales[t];
+  } else {
+    for (int b = lane; b < a.hidden / 128; b += 32)
+      a.recv_xs_at[dst][size_t(b) * a.cap + pos] = a.x_scales[size_t(b) * a.tokens + t];
+  }
   if (lane == 0) {
     a.recv_w_at[dst][pos] = a.topk_weights[i];
     a.recv_src_at[dst][pos] = ep_origin(a.rank, i);

@@ -18,8 +18,9 @@ cudaError_t launch_tok(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cud
     return cudaErrorInvalidValue;
   MoeW4A8Params g1, g2;
   mega_gemm_params(m, w, g1, g2);
-  // Linear-1 reads x's per-token scale as the first of the dispatched per-128 ones (group 0 of
-  // [H/128, cap]); Linear-2 the per-token h scales the quantisation writes ([cap]).
+  // Linear-1 reads x's per-token scales from the first group of the receive scales (the dispatch
+  // writes only that one: mega_prologue<true>); Linear-2 the per-token h scales the quantisation
+  // writes ([cap]).
   g1.format = g2.format = kMx ? W4Format::mxfp4 : W4Format::int4_g128;
   typename K::Params kp{};
   kp.l1 = K::Rs::to_params(g1);

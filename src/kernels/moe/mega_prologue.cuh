@@ -60,6 +60,8 @@ __device__ __forceinline__ void warp0_exclusive_scan(const int* in, int* out, in
 
 // Returns with ly filled (ly.ok = 0 if a cross-rank wait gave up). All threads of the CTA.
 // block_m: rows of an m-block (the tile height, xstage/mega_tile.hpp).
+// kTokScales: x's scales are per token (ep_push_row).
+template <bool kTokScales = false>
 __device__ __forceinline__ void mega_prologue(MegaMoeArgs const& m, MegaPrologueSmem& ps, MegaLayoutSmem& ly,
                                               int n1, int block_m) {
   const EpMoeArgs& a = m.ep;
@@ -155,7 +157,7 @@ __device__ __forceinline__ void mega_prologue(MegaMoeArgs const& m, MegaPrologue
     if (slot < 0) continue;
     const int e = a.topk_experts[i];
     const int dst = e / epr;
-    ep_push_row(a, i, dst, ps.pos0[e] + ps.hist[e] + slot, lane);
+    ep_push_row<kTokScales>(a, i, dst, ps.pos0[e] + ps.hist[e] + slot, lane);
     if (lane == 0) atomicAdd(&ps.sent[dst], 1u);
   }
   __syncthreads();

@@ -20,8 +20,8 @@
 //     [64 g, 64 g + 64): bf16, times the channel (INT4) and token scales, staged token-major one
 //     128-token piece at a time, stored in 16-byte pieces straight into the token owners' combine
 //     buffers (CombineDestination).
-// x's token scale is the first of the dispatched per-128 row scales (the operator broadcasts the
-// per-token scales before the call); epilogue inputs written during the call (token scales,
+// x's token scales ([T], one per token) travel with the rows into the first group of the receive
+// scales (mega_prologue<true>: one float per row); epilogue inputs written during the call (token scales,
 // router weights) are read through L2.
 //
 // Roles (384 threads): thread 0 claims list positions, waits for each tile's inputs, fills the
@@ -403,7 +403,7 @@ struct MegaW4A8TokKernel {
     cutlass::arch::fence_barrier_init();
     __syncthreads();
 
-    mega_prologue(m, *reinterpret_cast<MegaPrologueSmem*>(ss.rs.epi.data()), ss.layout, p.n1, kBlockM);
+    mega_prologue<true>(m, *reinterpret_cast<MegaPrologueSmem*>(ss.rs.epi.data()), ss.layout, p.n1, kBlockM);
     const bool ok = ss.layout.ok != 0;
     const int total = ok ? ss.layout.block_start[m.ep.experts_per_rank] * (p.n1 + p.n2) : 0;
     const int parity = static_cast<int>(a.epoch & 1u);
