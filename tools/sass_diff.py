@@ -32,6 +32,7 @@ def cuobjdump():
 
 
 _PARAM = re.compile(r"c\[0x0\]\[0x[0-9a-f]+\]")
+_ANON = re.compile(r"_GLOBAL__N__[0-9a-f]+_")
 
 
 def kernels(binary, match, params_moved=False):
@@ -45,7 +46,9 @@ def kernels(binary, match, params_moved=False):
         if m:
             if name is not None and re.search(match, name):
                 out[name] = body
-            name, body = m.group(1), []
+            # An anonymous namespace's mangled name carries a hash of the source path: two
+            # checkouts of one file compile to different names for the same kernel.
+            name, body = _ANON.sub("_GLOBAL__N__", m.group(1)), []
             continue
         i = _INSN.search(line)
         if i and name is not None:

@@ -45,9 +45,8 @@ struct EpMoeLayer::Impl {
     void* h = nullptr;          // [cap, I] fp8
     float* h_scales = nullptr;  // [I/128, cap]
     void* y = nullptr;          // [cap, H] bf16
-    // Per-token activations (EpMoeRankInputs::act): x's scales in the dispatch's per-128 layout
-    // [H/128, T], and h's per-token scales [cap] (small; allocated with the rest, not in a call).
-    float* x_scales_128 = nullptr;
+    // Per-token activations (EpMoeRankInputs::act): h's per-token scales [cap] (small; allocated
+    // with the rest, not in a call).
     float* h_tok = nullptr;
   };
   std::vector<Rank> ranks;
@@ -73,7 +72,6 @@ EpMoeLayer::EpMoeLayer(Team& team, const EpMoeConfig& cfg) : impl_(std::make_uni
     XS_CUDA(cudaMalloc(&R.h, cap * cfg.intermediate), where + ": h");
     XS_CUDA(cudaMalloc(&R.h_scales, sizeof(float) * (cfg.intermediate / 128) * cap), where + ": h scales");
     XS_CUDA(cudaMalloc(&R.y, 2 * cap * H), where + ": y");
-    XS_CUDA(cudaMalloc(&R.x_scales_128, sizeof(float) * (H / 128) * size_t(cfg.tokens)), where + ": x scales");
     XS_CUDA(cudaMalloc(&R.h_tok, sizeof(float) * cap), where + ": h token scales");
     km::EpMoeArgs& a = I.buf.args[i];
     a.expert_counts = R.expert_counts;
@@ -91,7 +89,7 @@ EpMoeLayer::~EpMoeLayer() {
     cudaDeviceSynchronize();
     for (void* p : {static_cast<void*>(R.expert_counts), static_cast<void*>(R.expert_offsets),
                     static_cast<void*>(R.rows_expected), R.h, static_cast<void*>(R.h_scales), R.y,
-                    static_cast<void*>(R.x_scales_128), static_cast<void*>(R.h_tok)})
+                    static_cast<void*>(R.h_tok)})
       cudaFree(p);
   }
 }
@@ -188,13 +186,10 @@ void EpMoeLayer::run(int i, const EpMoeRankInputs& in, cudaStream_t s, const EpM
     if (ph != nullptr) XS_CUDA(cudaEventRecord(ph->at[k], s), what + ": phase event");
   };
   mark(0);
-  if (per_token) {  // the dispatch moves per-128 scales with each row: every group the token's
-    XS_CUDA(km::ep_launch_broadcast_scales(in.x_scales, R.x_scales_128, c.tokens, c.hidden / 128, s),
-            what + ": x scales");
-    a.x_scales = R.x_scales_128;
-  }
   XS_CUDA(km::ep_launch_counts(a, s), what + ": counts");
-  XS_CUDA(km::ep_launch_dispatch(a, ctas, s), what + ": dispatch");
+  // Per-token: x_scales [T] as given; the dispatch moves each row's one scale into the first group
+  // of the receive scales, which the per-token Linear-1 reads.
+  XS_CUDA(km::ep_launch_dispatch(a, ctas, s, per_token), what + ": dispatch");
   XS_CUDA(km::ep_launch_layout(a, s), what + ": layout");
   mark(1);
   moe_gemm(l1, s);

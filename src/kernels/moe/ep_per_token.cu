@@ -1,20 +1,12 @@
-// The unfused layer's per-token activation steps (ep_per_token.hpp): the token scales broadcast
-// into the dispatch's per-128 layout, and h requantised from per-128 to per-token scales between
-// the two grouped GEMMs (docs/megamoe.md "Per-token activations in the unfused layer").
+// The unfused layer's per-token activation step (ep_per_token.hpp): h requantised from per-128 to
+// per-token scales between the two grouped GEMMs (docs/megamoe.md "Per-token activations in the
+// unfused layer"). x's token scales travel with the dispatch (ep_launch_dispatch, token_scales).
 #include "kernels/moe/ep_per_token.hpp"
 
 #include <cuda_fp8.h>
 
 namespace xstage::kernels::moe {
 namespace {
-
-__global__ void broadcast_scales_kernel(const float* __restrict__ per_token, float* __restrict__ out, int tokens,
-                                        int groups) {
-  const long long n = static_cast<long long>(tokens) * groups;
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x)
-    out[i] = per_token[i % tokens];
-}
 
 // One warp per row: the row's scales, their maximum S, then 16 codes per lane and step.
 __global__ void requant_per_token_kernel(uint8_t* __restrict__ h, const float* __restrict__ h_scales,
@@ -52,14 +44,6 @@ __global__ void requant_per_token_kernel(uint8_t* __restrict__ h, const float* _
 }
 
 }  // namespace
-
-cudaError_t ep_launch_broadcast_scales(const float* per_token, float* out, int tokens, int groups, cudaStream_t s) {
-  if (per_token == nullptr || out == nullptr || tokens <= 0 || groups <= 0) return cudaErrorInvalidValue;
-  const long long n = static_cast<long long>(tokens) * groups;
-  const int blocks = static_cast<int>((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
-  broadcast_scales_kernel<<<blocks, 256, 0, s>>>(per_token, out, tokens, groups);
-  return cudaGetLastError();
-}
 
 cudaError_t ep_launch_requant_per_token(uint8_t* h, const float* h_scales, float* tok_scales, const int* counts,
                                         const int* offsets, int experts, int cap, int intermediate, cudaStream_t s) {

@@ -1,4 +1,4 @@
-// Host launchers of the unfused layer's per-token activation steps (ep_per_token.cu; the recipe in
+// Host launcher of the unfused layer's per-token activation step (ep_per_token.cu; the recipe in
 // docs/megamoe.md "Per-token activations in the unfused layer"). No device code here.
 #pragma once
 #include <cuda_runtime.h>
@@ -6,10 +6,6 @@
 #include <cstdint>
 
 namespace xstage::kernels::moe {
-
-// out[g, t] = per_token[t] for g < groups, t < tokens: one scale per token in the per-128
-// layout [groups, tokens] the dispatch moves with each row.
-cudaError_t ep_launch_broadcast_scales(const float* per_token, float* out, int tokens, int groups, cudaStream_t s);
 
 // h fp8 [rows, I] with per-128 scales [I/128, cap] (Linear-1's SwiGLU epilogue) -> the same codes
 // requantised in place to one scale per row, tok_scales[row] = S = the row's largest 128-channel

@@ -39,8 +39,10 @@ __global__ void __launch_bounds__(1024) ep_counts_kernel(EpMoeArgs a) {
   }
 }
 
-// K2: rows to their experts' owners, a warp per row.
-__global__ void __launch_bounds__(256) ep_dispatch_kernel(EpMoeArgs a) {
+// K2: rows to their experts' owners, a warp per row. kTokScales: x's scales are per token [T]
+// (per-token activations): one float per row goes into the first group of the receive scales.
+template <bool kTokScales>
+__device__ __forceinline__ void ep_dispatch(const EpMoeArgs& a) {
   __shared__ int pos0[kEpMaxExperts];   // where this rank's rows of expert e start at its owner
   __shared__ int total[kEpMaxExperts];  // rows of expert e over all source ranks
   __shared__ unsigned sent[kEpMaxRanks];
@@ -73,7 +75,7 @@ __global__ void __launch_bounds__(256) ep_dispatch_kernel(EpMoeArgs a) {
     if (slot < 0) continue;  // a bad expert id (reported by the counts kernel)
     const int e = a.topk_experts[i];
     const int dst = e / a.experts_per_rank;
-    ep_push_row(a, i, dst, pos0[e] + slot, lane);
+    ep_push_row<kTokScales>(a, i, dst, pos0[e] + slot, lane);
     if (lane == 0) atomicAdd(&sent[dst], 1u);
   }
   __syncthreads();
@@ -83,6 +85,8 @@ __global__ void __launch_bounds__(256) ep_dispatch_kernel(EpMoeArgs a) {
       if (sent[p] != 0u) dev::flag_add_release(a.rows_flag_at[p], sent[p]);
   }
 }
+__global__ void __launch_bounds__(256) ep_dispatch_kernel(EpMoeArgs a) { ep_dispatch<false>(a); }
+__global__ void __launch_bounds__(256) ep_dispatch_tok_kernel(EpMoeArgs a) { ep_dispatch<true>(a); }
 
 // K3, one block: local experts' counts and offsets, then wait for all of this call's rows.
 __global__ void __launch_bounds__(256) ep_layout_kernel(EpMoeArgs a) {
@@ -153,8 +157,9 @@ cudaError_t ep_launch_counts(const EpMoeArgs& a, cudaStream_t s) {
   ep_counts_kernel<<<1, 1024, 0, s>>>(a);
   return cudaGetLastError();
 }
-cudaError_t ep_launch_dispatch(const EpMoeArgs& a, int ctas, cudaStream_t s) {
-  ep_dispatch_kernel<<<ctas, 256, 0, s>>>(a);
+cudaError_t ep_launch_dispatch(const EpMoeArgs& a, int ctas, cudaStream_t s, bool token_scales) {
+  if (token_scales) ep_dispatch_tok_kernel<<<ctas, 256, 0, s>>>(a);
+  else ep_dispatch_kernel<<<ctas, 256, 0, s>>>(a);
   return cudaGetLastError();
 }
 cudaError_t ep_launch_layout(const EpMoeArgs& a, cudaStream_t s) {

@@ -12,7 +12,9 @@ namespace xstage::kernels::moe {
 cudaError_t ep_launch_counts(const EpMoeArgs& a, cudaStream_t s);
 // Waits for every rank's counts and announcement, then pushes each (token, choice) row to its
 // expert's owner (fp8 row, scales, router weight, origin) and publishes the rows per owner.
-cudaError_t ep_launch_dispatch(const EpMoeArgs& a, int ctas, cudaStream_t s);
+// token_scales: a.x_scales holds one scale per token [T] (per-token activations), moved into the
+// first group of the receive scales (the one the per-token Linear-1 reads); else [H/128, T].
+cudaError_t ep_launch_dispatch(const EpMoeArgs& a, int ctas, cudaStream_t s, bool token_scales = false);
 // Owner side: this rank's experts' counts/offsets for the grouped GEMMs, then waits until all
 // rows it must receive have arrived.
 cudaError_t ep_launch_layout(const EpMoeArgs& a, cudaStream_t s);
