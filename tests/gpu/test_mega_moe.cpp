@@ -413,6 +413,11 @@ TEST(MegaMoe, OneGpuW4A8PerTokenMatchesTheHostReferenceOfTheLayer) {
       // quantisation and Linear-2 tiles cover only its rows), the other experts empty.
       check_layer(*team, moe::ModelShape{"hot", 512, 256, 8, 1, 0, 0}, 600, moe::RoutingKind::balanced, 94,
                   n + " one expert", f, q, route_all_to_expert0, l, kPerToken, true);
+      // One block of 150 / 190 rows: piece 1 holds 22 / 62 tokens, loaded by the 32- / 64-row boxes
+      // (and piece 0 of the 30-row experts above by the 32-row one, 37-row ones by the 64-row one).
+      for (int rows : {150, 190})
+        check_layer(*team, moe::ModelShape{"hot", 512, 256, 8, 1, 0, 0}, rows, moe::RoutingKind::balanced, 97,
+                    n + " one block of " + std::to_string(rows), f, q, route_all_to_expert0, l, kPerToken, true);
       // 3 CTAs: more Linear-1 tiles per block (6) than CTAs, so a block's quantisation is done by
       // whichever CTA counts its last Linear-1 tile.
       check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 95, n + " ctas 3",
