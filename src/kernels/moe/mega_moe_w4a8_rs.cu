@@ -27,6 +27,8 @@ cudaError_t launch_rs(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cuda
   kp.l1 = K::Rs::to_params(g1);
   kp.l2 = K::Rs::to_params(g2);
   mega_common_params<K>(m, false, kp);
+  kp.b1 = MegaTokenBoxes<typename K::T>::make(g1);
+  kp.b2 = MegaTokenBoxes<typename K::T>::make(g2);
   return mega_cooperative_launch(mega_moe_w4a8_rs_kernel<kMx>, kp, ctas, K::kThreads, K::kSmemBytes, s);
 }
 

@@ -32,8 +32,8 @@ cudaError_t launch_tok(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cud
   kp.h_scales = m.h_scales;
   kp.intermediate = m.intermediate;
   kp.n2_pairs = (m.ep.hidden + 255) / 256;
-  kp.b1 = K::small_boxes(g1);
-  kp.b2 = K::small_boxes(g2);
+  kp.b1 = K::Boxes::make(g1);
+  kp.b2 = K::Boxes::make(g2);
   return mega_cooperative_launch(mega_moe_w4a8_tok_kernel<kMx>, kp, ctas, K::kThreads, K::kSmemBytes, s);
 }
 

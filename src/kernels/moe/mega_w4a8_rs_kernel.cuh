@@ -45,6 +45,7 @@
 #include "kernels/moe/mega_common.cuh"
 #include "kernels/moe/mega_epilogue.cuh"
 #include "kernels/moe/mega_prologue.cuh"
+#include "kernels/moe/mega_token_boxes.cuh"
 #include "kernels/moe/tile_queue.cuh"
 #include "kernels/moe/w4a8_rs.cuh"
 #include "xstage/mega_tile.hpp"
@@ -97,6 +98,7 @@ struct MegaW4A8RsKernel {
     } epi2;
     MegaMoeArgs m;
     int n1, n2;  // Linear-1 / Linear-2 tiles per block
+    MegaTokenBoxes<T> b1, b2;  // x's and h's 32-row boxes (a block of <= 32 rows loads only those)
   };
 
   struct SharedStorage {
@@ -119,10 +121,13 @@ struct MegaW4A8RsKernel {
     return r < gp.n ? r : n_block * 256;
   }
 
-  // Thread 0: the tile's K blocks into the ring (the scale warp adds the token scales).
+  // Thread 0: the tile's K blocks into the ring (the scale warp adds the token scales). A block
+  // of <= 32 rows loads a 32-row token box (MegaTokenBoxes).
   template <class SmemX>
-  __device__ static void produce_tile(typename Rs::Params const& gp, bool is_l1, SharedStorage& ss, SmemX& sX,
-                                      WorkTile const& t, State& write) {
+  __device__ static void produce_tile(typename Rs::Params const& gp, MegaTokenBoxes<T> const& bx, bool is_l1,
+                                      SharedStorage& ss, SmemX& sX, WorkTile const& t, State& write) {
+    const int box = MegaTokenBoxes<T>::rows_for(t.rows);
+    const uint32_t tx = T::kTxBytes - static_cast<uint32_t>(kBlockM - box) * T::kBlockK;
     Tensor mX = gp.tma_x.get_tma_tensor(gp.shape_x);
     auto cta_x = gp.tma_x.get_slice(0);
     Tensor tXsX = group_modes<0, 3>(cta_x.partition_D(sX));  // (TMA, stage)
@@ -137,10 +142,12 @@ struct MegaW4A8RsKernel {
     for (int kb = 0; kb < gp.k_blocks; ++kb) {
       uint64_t* full = &ss.rs.full[write.index];
       bounded_wait(&ss.rs.empty[write.index], write.phase);
-      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(full, T::kTxBytes);
-      Tensor gX = local_tile(domain_offset(make_coord(t.row_begin, 0), mX), Shape<Int<kBlockM>, Int<T::kBlockK>>{},
-                             make_coord(_0{}, kb));
-      copy(gp.tma_x.with(*full), group_modes<0, 3>(cta_x.partition_S(gX)), tXsX(_, write.index));
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(full, tx);
+      if (!bx.load_small(gp.shape_x, box, ss.rs.x.data() + write.index * kBlockM * T::kBlockK, full, t.row_begin, kb)) {
+        Tensor gX = local_tile(domain_offset(make_coord(t.row_begin, 0), mX), Shape<Int<kBlockM>, Int<T::kBlockK>>{},
+                               make_coord(_0{}, kb));
+        copy(gp.tma_x.with(*full), group_modes<0, 3>(cta_x.partition_S(gX)), tXsX(_, write.index));
+      }
       CUTE_UNROLL
       for (int c = 0; c < 2; ++c) {
         SM90_BULK_COPY_G2S::copy(wsrc[c] + static_cast<int64_t>(kb) * T::kChunkBytes, full,
@@ -286,7 +293,7 @@ struct MegaW4A8RsKernel {
           if (!mega_claim_tile<kBlockM>(m, ss.layout, p.n1, p.n2, total, parity, l1_done, l1_target, i, rows_here,
                                         ss.slots, queue, qs, t, is_l1))
             break;
-          produce_tile(is_l1 ? p.l1 : p.l2, is_l1, ss, sX, t, write);
+          produce_tile(is_l1 ? p.l1 : p.l2, is_l1 ? p.b1 : p.b2, is_l1, ss, sX, t, write);
         }
       } else if (warp == 1) {
         State write{0, 1u};

@@ -45,6 +45,7 @@
 #include "kernels/moe/mega_common.cuh"
 #include "kernels/moe/mega_epilogue.cuh"
 #include "kernels/moe/mega_prologue.cuh"
+#include "kernels/moe/mega_token_boxes.cuh"
 #include "kernels/moe/tile_queue.cuh"
 #include "kernels/moe/w4a8_rs.cuh"
 #include "xstage/mega_tile.hpp"
@@ -88,33 +89,7 @@ struct MegaW4A8TokKernel {
   static_assert(Rs::kEpiBytes == 2 * kPieceT * kOutPitch && kBlockM * kHRow <= kGroupBytes, "staging regions");
   static_assert(sizeof(MegaPrologueSmem) <= Rs::kEpiBytes, "the prologue's scratch fits in the staging");
 
-  // Token pieces with few rows load only those rows, rounded up to 32 or 64 (TMA boxes of that
-  // height into the start of the piece's slot: the 128-byte swizzle is by address, so the rows land
-  // where the 128-row box puts them; the slot's other rows are stale, and their token columns of
-  // the products are never stored). In a layer with few rows per expert every block is such a
-  // piece, and a full 16 KiB token box per K block would move more bytes than the 10 KiB weight
-  // chunk it multiplies.
-  template <int kRows>
-  using SmemLayoutRows =
-      decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<typename T::Element>{}, Shape<Int<kRows>, Int<T::kBlockK>>{}));
-  template <int kRows>
-  using TmaRows = decltype(make_tma_copy(
-      SM90_TMA_LOAD{},
-      make_tensor(make_gmem_ptr(static_cast<typename T::Element const*>(nullptr)), typename T::ShapeX{},
-                  typename T::StrideX{}),
-      SmemLayoutRows<kRows>{}, Shape<Int<kRows>, Int<T::kBlockK>>{}, Int<1>{}));
-  struct SmallBoxes {
-    TmaRows<32> x32;
-    TmaRows<64> x64;
-  };
-  static SmallBoxes small_boxes(MoeW4A8Params const& g) {
-    Tensor mX = make_tensor(make_gmem_ptr(static_cast<typename T::Element const*>(g.a)), make_shape(g.m_total, g.k),
-                            make_stride(static_cast<int64_t>(g.k), _1{}));
-    return SmallBoxes{make_tma_copy(SM90_TMA_LOAD{}, mX, SmemLayoutRows<32>{}, Shape<_32, Int<T::kBlockK>>{}, Int<1>{}),
-                      make_tma_copy(SM90_TMA_LOAD{}, mX, SmemLayoutRows<64>{}, Shape<_64, Int<T::kBlockK>>{}, Int<1>{})};
-  }
-  // The box height for a piece of `rows` (1..128) tokens.
-  __device__ static int box_rows(int rows) { return rows <= 32 ? 32 : rows <= 64 ? 64 : kPieceT; }
+  using Boxes = MegaTokenBoxes<T>;  // pieces of <= 32 / 64 tokens: smaller TMA boxes
 
   struct Params {
     typename Rs::Params l1;  // x = received rows [cap, H] (per-token scales), W1 prepacked glu (n = 2I)
@@ -135,7 +110,7 @@ struct MegaW4A8TokKernel {
     float* h_scales;     // [cap] one scale per token
     int intermediate;
     int n2_pairs;        // ceil(hidden / 256): the span index's Linear-2 tiles per block (as m64n256)
-    SmallBoxes b1, b2;   // x's and h's 32- and 64-row boxes
+    Boxes b1, b2;        // x's and h's 32- and 64-row boxes
   };
   static_assert(sizeof(Params) <= 4096, "kernel parameters");
 
@@ -156,12 +131,12 @@ struct MegaW4A8TokKernel {
   // Thread 0: the tile's K blocks into the ring: two 128-token pieces and one weight chunk (the
   // tile's 128 rows: 64 interleaved gate/up channels of W1, or 128 hidden columns of W2).
   // A block of <= 128 rows loads piece 0 only (the consumers skip piece 1: mma's second_piece), a
-  // piece of few rows a smaller box (SmallBoxes).
+  // piece of few rows a smaller box (MegaTokenBoxes).
   template <class SmemX>
-  __device__ static void produce_tile(typename Rs::Params const& gp, SmallBoxes const& bx, SharedStorage& ss, SmemX& sX,
+  __device__ static void produce_tile(typename Rs::Params const& gp, Boxes const& bx, SharedStorage& ss, SmemX& sX,
                                       WorkTile const& t, State& write) {
     const bool two = t.rows > kPieceT;
-    const int box0 = box_rows(min(t.rows, kPieceT)), box1 = two ? box_rows(t.rows - kPieceT) : 0;
+    const int box0 = Boxes::rows_for(min(t.rows, kPieceT)), box1 = two ? Boxes::rows_for(t.rows - kPieceT) : 0;
     const uint32_t tx = T::kTxBytes - static_cast<uint32_t>(2 * kPieceT - box0 - box1) * T::kBlockK;
     Tensor mX = gp.tma_x.get_tma_tensor(gp.shape_x);
     auto cta_x = gp.tma_x.get_slice(0);
@@ -177,14 +152,11 @@ struct MegaW4A8TokKernel {
         const int box = pc == 0 ? box0 : box1;
         if (box == 0) break;
         const int slot = write.index * 2 + pc;
-        if (box == kPieceT) {
+        if (!bx.load_small(gp.shape_x, box, ss.rs.x.data() + slot * kPieceT * T::kBlockK, full,
+                           t.row_begin + pc * kPieceT, kb)) {
           Tensor gX = local_tile(domain_offset(make_coord(t.row_begin + pc * kPieceT, 0), mX),
                                  Shape<Int<kPieceT>, Int<T::kBlockK>>{}, make_coord(_0{}, kb));
           copy(gp.tma_x.with(*full), group_modes<0, 3>(cta_x.partition_S(gX)), tXsX(_, slot));
-        } else if (box == 64) {
-          load_box<64>(bx.x64, gp, ss, full, t.row_begin + pc * kPieceT, kb, slot);
-        } else {
-          load_box<32>(bx.x32, gp, ss, full, t.row_begin + pc * kPieceT, kb, slot);
         }
       }
       SM90_BULK_COPY_G2S::copy(wsrc + static_cast<int64_t>(kb) * T::kChunkBytes, full,
@@ -193,18 +165,6 @@ struct MegaW4A8TokKernel {
         SM90_BULK_COPY_G2S::copy(ssrc + static_cast<int64_t>(kb) * gp.n, full, ss.rs.ws.data() + write.index * 128, 512);
       write.advance();
     }
-  }
-
-  // A kRows x 128 box of x (rows row0.., K block kb) into the start of token slot `slot`.
-  template <int kRows, class Tma>
-  __device__ static void load_box(Tma const& tma, typename Rs::Params const& gp, SharedStorage& ss, uint64_t* full,
-                                  int row0, int kb, int slot) {
-    Tensor mX = tma.get_tma_tensor(gp.shape_x);
-    Tensor gX = local_tile(domain_offset(make_coord(row0, 0), mX), Shape<Int<kRows>, Int<T::kBlockK>>{},
-                           make_coord(_0{}, kb));
-    Tensor sX = make_tensor(make_smem_ptr(ss.rs.x.data() + slot * kPieceT * T::kBlockK), SmemLayoutRows<kRows>{});
-    auto cta = tma.get_slice(0);
-    copy(tma.with(*full), cta.partition_S(gX), cta.partition_D(sX));
   }
 
   // Epilogue inputs of one tile for consumer thread (g, wt), issued at the tile's start so their

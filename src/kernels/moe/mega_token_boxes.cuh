@@ -1,0 +1,68 @@
+// Token boxes sized to the rows a tile holds, for the register-operand Mega-MoE kernels
+// (mega_w4a8_rs_kernel.cuh, mega_w4a8_tok_kernel.cuh; docs/megamoe.md "Per-token activations in
+// the fused kernel"): a token piece of few rows is loaded by a 32- or 64-row TMA box of its own
+// descriptor into the start of the piece's slot instead of the full kPieceT-row box. The
+// 128-byte swizzle is by address, so its rows land where the full box puts them; the slot's other
+// rows are stale, and their token columns of the products are never stored. With few rows per
+// expert every block is such a piece, and a full token box per K block would move as many bytes
+// through L2 as the weights it multiplies, or more.
+#pragma once
+#include <cstdint>
+
+#include <cute/tensor.hpp>
+
+#include "kernels/moe/params_w4a8.hpp"
+
+namespace xstage::kernels::moe {
+
+// T: the kernel's W4RsTraits (Element, kBlockK, kPieceT, ShapeX, StrideX).
+template <class T>
+struct MegaTokenBoxes {
+  template <int kRows>
+  using SmemLayoutRows = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<typename T::Element>{},
+                                                      cute::Shape<cute::Int<kRows>, cute::Int<T::kBlockK>>{}));
+  template <int kRows>
+  using TmaRows = decltype(cute::make_tma_copy(
+      cute::SM90_TMA_LOAD{},
+      cute::make_tensor(cute::make_gmem_ptr(static_cast<typename T::Element const*>(nullptr)), typename T::ShapeX{},
+                        typename T::StrideX{}),
+      SmemLayoutRows<kRows>{}, cute::Shape<cute::Int<kRows>, cute::Int<T::kBlockK>>{}, cute::Int<1>{}));
+
+  TmaRows<32> x32;
+  TmaRows<64> x64;  // used where kPieceT > 64
+
+  // Host: both boxes over the GEMM's token matrix g.a [m_total, k].
+  static MegaTokenBoxes make(MoeW4A8Params const& g) {
+    using namespace cute;
+    Tensor mX = make_tensor(make_gmem_ptr(static_cast<typename T::Element const*>(g.a)), make_shape(g.m_total, g.k),
+                            make_stride(static_cast<int64_t>(g.k), _1{}));
+    return MegaTokenBoxes{make_tma_copy(SM90_TMA_LOAD{}, mX, SmemLayoutRows<32>{}, Shape<_32, Int<T::kBlockK>>{}, Int<1>{}),
+                          make_tma_copy(SM90_TMA_LOAD{}, mX, SmemLayoutRows<64>{}, Shape<_64, Int<T::kBlockK>>{}, Int<1>{})};
+  }
+
+  // The box height for a piece of `rows` (1..kPieceT) tokens.
+  __device__ static int rows_for(int rows) { return rows <= 32 ? 32 : rows <= 64 || T::kPieceT <= 64 ? 64 : T::kPieceT; }
+
+  // A box of kRows x kBlockK of the token matrix (rows row0.., K block kb) into the slot at `slot`
+  // (shared memory, 1024-byte aligned), completing on barrier `full`.
+  template <int kRows, class Tma, class ShapeX>
+  __device__ static void load(Tma const& tma, ShapeX const& shape_x, void* slot, uint64_t* full, int row0, int kb) {
+    using namespace cute;
+    Tensor mX = tma.get_tma_tensor(shape_x);
+    Tensor gX = local_tile(domain_offset(make_coord(row0, 0), mX), Shape<Int<kRows>, Int<T::kBlockK>>{},
+                           make_coord(_0{}, kb));
+    Tensor sX = make_tensor(make_smem_ptr(reinterpret_cast<typename T::Element*>(slot)), SmemLayoutRows<kRows>{});
+    auto cta = tma.get_slice(0);
+    copy(tma.with(*full), cta.partition_S(gX), cta.partition_D(sX));
+  }
+  // The piece's box: 32 or 64 rows through load, else false (the caller's full box).
+  template <class ShapeX>
+  __device__ bool load_small(ShapeX const& shape_x, int box, void* slot, uint64_t* full, int row0, int kb) const {
+    if (box == 32) load<32>(x32, shape_x, slot, full, row0, kb);
+    else if (box == 64 && T::kPieceT > 64) load<64>(x64, shape_x, slot, full, row0, kb);
+    else return false;
+    return true;
+  }
+};
+
+}  // namespace xstage::kernels::moe
