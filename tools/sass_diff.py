@@ -40,6 +40,13 @@ def kernels(binary, match, params_moved=False):
         text = subprocess.run([cuobjdump(), "-sass", binary], check=True, capture_output=True, text=True).stdout
     except (OSError, subprocess.CalledProcessError) as e:
         sys.exit(f"sass_diff: cuobjdump -sass {binary} failed: {e}")
+    return parse_sass(text, match, params_moved)
+
+
+def parse_sass(text, match=".", params_moved=False):
+    """`cuobjdump -sass` text -> {kernel name: [instruction text]} (addresses and encodings
+    stripped; anonymous-namespace hashes removed from names; with params_moved the parameters'
+    constant-bank offsets masked)."""
     out, name, body = {}, None, []
     for line in text.splitlines() + ["Function : <end>"]:
         m = _FUNC.match(line)
