@@ -128,6 +128,42 @@ __device__ __forceinline__ bool mega_claim_tile(const MegaMoeArgs& m, MegaLayout
   return true;
 }
 
+// This call's tile list once the prologue is done: total positions (0 when a cross-rank wait gave
+// up: nothing to compute), the call's parity and its half of the Linear-1 counters.
+struct MegaCallTiles {
+  bool ok;
+  int total;
+  int parity;
+  uint32_t* l1_done;
+};
+__device__ __forceinline__ MegaCallTiles mega_call_tiles(const MegaMoeArgs& m, MegaLayoutSmem const& ly, int n1,
+                                                         int n2) {
+  MegaCallTiles c;
+  c.ok = ly.ok != 0;
+  c.total = c.ok ? ly.block_start[m.ep.experts_per_rank] * (n1 + n2) : 0;
+  c.parity = static_cast<int>(m.ep.epoch & 1u);
+  c.l1_done = m.l1_done + c.parity * m.max_blocks;
+  return c;
+}
+
+// The producer thread's whole list (the register-operand kernels): every claim of
+// mega_claim_tile in turn, produce(t, is_l1) loading each tile's K blocks, until the end is pushed.
+template <int kBlockM, class Queue, class Produce>
+__device__ __forceinline__ void mega_produce_all(const MegaMoeArgs& m, MegaLayoutSmem const& ly, int n1, int n2,
+                                                 MegaCallTiles const& c, uint32_t l1_target, MegaTileSlot* slots,
+                                                 Queue const& queue, Produce&& produce) {
+  auto qs = Queue::producer_start();
+  bool rows_here = false;
+  for (int i = 0;; ++i) {
+    WorkTile t;
+    bool is_l1;
+    if (!mega_claim_tile<kBlockM>(m, ly, n1, n2, c.total, c.parity, c.l1_done, l1_target, i, rows_here, slots, queue,
+                                  qs, t, is_l1))
+      break;
+    produce(t, is_l1);
+  }
+}
+
 // The tile trace record of list position pos (consumers' first thread): words 0-3 and 6-7,
 // and word 5 unless the store warps write it (with_tail false).
 __device__ __forceinline__ void mega_trace_tile(const MegaMoeArgs& m, int pos, bool is_l1, uint64_t c0, uint64_t c1,

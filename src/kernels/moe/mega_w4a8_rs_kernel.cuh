@@ -45,7 +45,7 @@
 #include "kernels/moe/mega_common.cuh"
 #include "kernels/moe/mega_epilogue.cuh"
 #include "kernels/moe/mega_prologue.cuh"
-#include "kernels/moe/mega_token_boxes.cuh"
+#include "kernels/moe/mega_rs_common.cuh"
 #include "kernels/moe/tile_queue.cuh"
 #include "kernels/moe/w4a8_rs.cuh"
 #include "xstage/mega_tile.hpp"
@@ -249,31 +249,18 @@ struct MegaW4A8RsKernel {
     const uint32_t base = cute::cast_smem_ptr_to_uint(smem_buf);
     SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_buf + ((1024u - (base & 1023u)) & 1023u));
     const MegaMoeArgs& m = p.m;
-    const EpMoeArgs& a = m.ep;
     const int tid = threadIdx.x;
     mega_stamp_start(m);
-    if (tid == 0) {
-      for (int i = 0; i < kStages; ++i) {
-        cutlass::arch::ClusterTransactionBarrier::init(&ss.rs.full[i], 1 + T::kScaleLanes);
-        cutlass::arch::ClusterBarrier::init(&ss.rs.empty[i], T::kConsumerWarps);
-      }
-      // INT4 two-level: each row's table comes with its chunk (this one is unused); MXFP4:
-      // e4m3({0, 1/2, 1, 3/2, 2, 3, 4, 6} * 2^6), shifted per sub-block (w4a8_rs.cuh).
-      const W4Lut l = int4_lut();
-      ss.rs.lut[0] = ss.rs.lut[2] = kMx ? 0x6C686000u : l.p0;
-      ss.rs.lut[1] = ss.rs.lut[3] = kMx ? 0x7C787470u : l.p1;
-      Queue::init(ss.queue, 256 + 32);  // every consumer thread and the scale warp read each position
-      cute::prefetch_tma_descriptor(p.l1.tma_x.get_tma_descriptor());
-      cute::prefetch_tma_descriptor(p.l2.tma_x.get_tma_descriptor());
-    }
+    // Full barriers: the TMA thread and the scale warp's 32 lanes; queue readers: every consumer
+    // thread and the scale warp.
+    if (tid == 0)
+      mega_rs_setup<kMx, typename Rs::SharedStorage, Queue>(ss.rs, kStages, 1 + T::kScaleLanes, T::kConsumerWarps,
+                                                            ss.queue, 256 + 32, p.l1, p.l2);
     cutlass::arch::fence_barrier_init();
     __syncthreads();
 
     mega_prologue(m, *reinterpret_cast<MegaPrologueSmem*>(ss.out.data()), ss.layout, p.n1, kBlockM);
-    const bool ok = ss.layout.ok != 0;
-    const int total = ok ? ss.layout.block_start[m.ep.experts_per_rank] * (p.n1 + p.n2) : 0;
-    const int parity = static_cast<int>(a.epoch & 1u);
-    uint32_t* l1_done = m.l1_done + parity * m.max_blocks;
+    const MegaCallTiles call = mega_call_tiles(m, ss.layout, p.n1, p.n2);
     __syncthreads();  // the prologue's scratch (the Linear-2 staging) is read before any epilogue writes it
 
     Tensor sX = make_tensor(make_smem_ptr(ss.rs.x.data()), typename T::SmemLayoutX{});
@@ -284,17 +271,11 @@ struct MegaW4A8RsKernel {
       cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
       if (tid == 0) {
         State write{0, 1u};  // every buffer starts empty
-        auto qs = Queue::producer_start();
-        bool rows_here = false;
         const uint32_t l1_target = ::xstage::moe::mega_l1_target(::xstage::moe::mega_tile_shape(T::kTile), p.n1);
-        for (int i = 0;; ++i) {
-          WorkTile t;
-          bool is_l1;
-          if (!mega_claim_tile<kBlockM>(m, ss.layout, p.n1, p.n2, total, parity, l1_done, l1_target, i, rows_here,
-                                        ss.slots, queue, qs, t, is_l1))
-            break;
-          produce_tile(is_l1 ? p.l1 : p.l2, is_l1 ? p.b1 : p.b2, is_l1, ss, sX, t, write);
-        }
+        mega_produce_all<kBlockM>(m, ss.layout, p.n1, p.n2, call, l1_target, ss.slots, queue,
+                                  [&](WorkTile const& t, bool is_l1) {
+                                    produce_tile(is_l1 ? p.l1 : p.l2, is_l1 ? p.b1 : p.b2, is_l1, ss, sX, t, write);
+                                  });
       } else if (warp == 1) {
         State write{0, 1u};
         auto qs = Queue::consumer_start();
@@ -365,7 +346,7 @@ struct MegaW4A8RsKernel {
       if (m.trace != nullptr && ct == 0) mega_trace_tile(m, pos, is_l1, trace_c0, trace_c1, true);
     }
     if (pos == Queue::kTimedOut) __trap();  // the producer never handed a tile over: a bug (pipeline.cuh)
-    mega_publish_and_reduce(m, ok, ct, 256, kConsumersBarrier, kConsumersBarrier);
+    mega_publish_and_reduce(m, call.ok, ct, 256, kConsumersBarrier, kConsumersBarrier);
   }
 };
 

@@ -1,6 +1,7 @@
-// Token boxes sized to the rows a tile holds, for the register-operand Mega-MoE kernels
-// (mega_w4a8_rs_kernel.cuh, mega_w4a8_tok_kernel.cuh; docs/megamoe.md "Per-token activations in
-// the fused kernel"): a token piece of few rows is loaded by a 32- or 64-row TMA box of its own
+// What the register-operand Mega-MoE kernels (mega_w4a8_rs_kernel.cuh, mega_w4a8_tok_kernel.cuh)
+// share beyond mega_common.cuh: their start (stage barriers, conversion table, tile queue) and
+// token boxes sized to the rows a tile holds (docs/megamoe.md "Per-token activations in the fused
+// kernel"): a token piece of few rows is loaded by a 32- or 64-row TMA box of its own
 // descriptor into the start of the piece's slot instead of the full kPieceT-row box. The
 // 128-byte swizzle is by address, so its rows land where the full box puts them; the slot's other
 // rows are stale, and their token columns of the products are never stored. With few rows per
@@ -10,8 +11,10 @@
 #include <cstdint>
 
 #include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
 
 #include "kernels/moe/params_w4a8.hpp"
+#include "kernels/moe/w4a8_convert.cuh"
 
 namespace xstage::kernels::moe {
 
@@ -64,5 +67,26 @@ struct MegaTokenBoxes {
     return true;
   }
 };
+
+// Thread 0 at the kernel's start: each stage's full barrier (full_arrivals: the TMA thread plus
+// any scale lanes) and empty barrier (one arrival per consumer warp), the conversion table (INT4:
+// e4m3(0..7), unused by the two-level format whose rows bring their own; MXFP4:
+// e4m3({0, 1/2, 1, 3/2, 2, 3, 4, 6} * 2^6), shifted per sub-block: w4a8_rs.cuh), the tile queue
+// with `readers` reading every position, both GEMMs' token descriptors prefetched.
+template <bool kMx, class RsStorage, class Queue, class GemmParams>
+__device__ __forceinline__ void mega_rs_setup(RsStorage& rs, int stages, uint32_t full_arrivals, uint32_t consumer_warps,
+                                              typename Queue::Storage& queue, uint32_t readers, GemmParams const& l1,
+                                              GemmParams const& l2) {
+  for (int i = 0; i < stages; ++i) {
+    cutlass::arch::ClusterTransactionBarrier::init(&rs.full[i], full_arrivals);
+    cutlass::arch::ClusterBarrier::init(&rs.empty[i], consumer_warps);
+  }
+  const W4Lut l = int4_lut();
+  rs.lut[0] = rs.lut[2] = kMx ? 0x6C686000u : l.p0;
+  rs.lut[1] = rs.lut[3] = kMx ? 0x7C787470u : l.p1;
+  Queue::init(queue, readers);
+  cute::prefetch_tma_descriptor(l1.tma_x.get_tma_descriptor());
+  cute::prefetch_tma_descriptor(l2.tma_x.get_tma_descriptor());
+}
 
 }  // namespace xstage::kernels::moe
