@@ -221,4 +221,33 @@ __device__ __forceinline__ void mega_publish_and_reduce(const MegaMoeArgs& m, bo
   }
 }
 
+// The consumers' whole list (the register-operand kernels; the 256 consumer threads, ct): each
+// handed-over position's tile, copied from its slot, through tile(t, is_l1, mainloop_done) —
+// which calls mainloop_done() when its main loop ends (the trace's clock) —, the tile's trace
+// record, then after the end the publish and reduce (mega_publish_and_reduce, barrier for both).
+// A hand-over that timed out traps: the producer never handed a tile over, a bug (pipeline.cuh).
+template <class Queue, class Tile>
+__device__ __forceinline__ void mega_consume_all(const MegaMoeArgs& m, MegaTileSlot const* slots, Queue const& queue,
+                                                 int ct, bool ok, uint32_t barrier, Tile&& tile) {
+  auto qs = Queue::consumer_start();
+  int pos;
+  // The trace's clocks of the consumers' first thread, in shared memory (not live in registers
+  // across the main loop).
+  __shared__ uint64_t trace_c0, trace_c1;
+  for (int k = 0;; ++k) {
+    pos = queue.pop(qs);
+    if (pos < 0) break;
+    if (m.trace != nullptr && ct == 0) trace_c0 = clock64();
+    const MegaTileSlot& sl = slots[k & (kMegaTileSlots - 1)];
+    const WorkTile t = sl.t;
+    const bool is_l1 = sl.is_l1 != 0;
+    tile(t, is_l1, [&] {
+      if (m.trace != nullptr && ct == 0) trace_c1 = clock64();
+    });
+    if (m.trace != nullptr && ct == 0) mega_trace_tile(m, pos, is_l1, trace_c0, trace_c1, true);
+  }
+  if (pos == Queue::kTimedOut) __trap();
+  mega_publish_and_reduce(m, ok, ct, 256, barrier, barrier);
+}
+
 }  // namespace xstage::kernels::moe

@@ -296,22 +296,12 @@ struct MegaW4A8RsKernel {
     const Rs rs{};
     State read{};
     uint32_t it = 0;  // K blocks consumed (MoeW4A8RsKernel's trace, measurement builds only)
-    auto qs = Queue::consumer_start();
-    int pos;
-    // The tile trace's clocks of the consumers' first thread, in shared memory (not live in
-    // registers across the main loop).
-    __shared__ uint64_t trace_c0, trace_c1;
-    for (int k = 0;; ++k) {
-      pos = queue.pop(qs);
-      if (pos < 0) break;
-      if (m.trace != nullptr && ct == 0) trace_c0 = clock64();
-      const MegaTileSlot& sl = ss.slots[k & (kMegaTileSlots - 1)];
-      const WorkTile t = sl.t;
-      const bool is_l1 = sl.is_l1 != 0;
+    mega_consume_all(m, ss.slots, queue, ct, call.ok, kConsumersBarrier, [&](WorkTile const& t, bool is_l1,
+                                                                             auto mainloop_done) {
       const float rw = prefetch_epilogue(p, ss, t, is_l1, ct);
       Acc acc[2];
       rs.mma(is_l1 ? p.l1 : p.l2, ss.rs, sX, read, g, wt, acc, it);
-      if (m.trace != nullptr && ct == 0) trace_c1 = clock64();
+      mainloop_done();
       long long tail;
       if (is_l1) {
         // The SwiGLU epilogue reads the router weights from rs.epi_rw after its first barrier;
@@ -343,10 +333,7 @@ struct MegaW4A8RsKernel {
           }
         }
       }
-      if (m.trace != nullptr && ct == 0) mega_trace_tile(m, pos, is_l1, trace_c0, trace_c1, true);
-    }
-    if (pos == Queue::kTimedOut) __trap();  // the producer never handed a tile over: a bug (pipeline.cuh)
-    mega_publish_and_reduce(m, call.ok, ct, 256, kConsumersBarrier, kConsumersBarrier);
+    });
   }
 };
 

@@ -436,20 +436,12 @@ struct MegaW4A8TokKernel {
     const Rs rs{};
     State read{};
     uint32_t it = 0;  // K blocks consumed (MoeW4A8RsKernel's trace, measurement builds only)
-    auto qs = Queue::consumer_start();
-    int pos;
-    __shared__ uint64_t trace_c0, trace_c1;
-    for (int k = 0;; ++k) {
-      pos = queue.pop(qs);
-      if (pos < 0) break;
-      if (m.trace != nullptr && ct == 0) trace_c0 = clock64();
-      const MegaTileSlot& sl = ss.slots[k & (kMegaTileSlots - 1)];
-      const WorkTile t = sl.t;
-      const bool is_l1 = sl.is_l1 != 0;
+    mega_consume_all(m, ss.slots, queue, ct, call.ok, kConsumersBarrier, [&](WorkTile const& t, bool is_l1,
+                                                                             auto mainloop_done) {
       const TileInputs in = prefetch_epilogue(p, ss, t, is_l1, g, wt);
       Acc acc[2];
       rs.mma(is_l1 ? p.l1 : p.l2, ss.rs, sX, read, g, wt, acc, it, t.rows > kPieceT);
-      if (m.trace != nullptr && ct == 0) trace_c1 = clock64();
+      mainloop_done();
       epilogue_start(ss, in, is_l1, g, wt);
       if (is_l1) {
         p.epi1.dest.mark(0, ct);
@@ -475,10 +467,7 @@ struct MegaW4A8TokKernel {
           }
         }
       }
-      if (m.trace != nullptr && ct == 0) mega_trace_tile(m, pos, is_l1, trace_c0, trace_c1, true);
-    }
-    if (pos == Queue::kTimedOut) __trap();  // the producer never handed a tile over: a bug (pipeline.cuh)
-    mega_publish_and_reduce(m, call.ok, ct, 256, kConsumersBarrier, kConsumersBarrier);
+    });
   }
 };
 
