@@ -60,7 +60,8 @@ XS_MEGA_HD unsigned mega_l1_target(const MegaTileShape& s, int n1) { return stat
 // (each expert's last block may be partial).
 XS_MEGA_HD int mega_max_blocks(int cap, int experts, int block_m) { return cap / block_m + experts; }
 
-// Names for flags and JSON ("m64n256", "m128n256", "auto"); parse returns false on an unknown name.
+// Names for flags and JSON ("m64n256", "m128n256", "auto"; "m256n128_tok" is printed, not parsed:
+// per-token calls reach it through automatic); parse returns false on an unknown name.
 inline const char* mega_tile_name(MegaTile t) {
   return t == MegaTile::m128n256       ? "m128n256"
          : t == MegaTile::automatic    ? "auto"

@@ -43,7 +43,8 @@ __all__ = ["FORMATS", "LAYER_FORMATS", "PackedWeights", "prepack", "quantize_act
 FORMATS = ("w8a8", "int4_lut", "int4_lut_glu", "mxfp4", "mxfp4_glu", "w4a8_int4", "w4a8_mxfp4")
 # The expert-parallel layer's weight formats (ExpertParallelMoE(weights=...)): the row-layout ones,
 # the register-operand INT4 two-level / MXFP4 layouts (per-128 activations there too), and those
-# with per-token activations ("_tok": W1 gate/up-interleaved; the unfused layer only).
+# with per-token activations ("_tok": W1 gate/up-interleaved; kind="unfused", or kind="mega" where
+# xstage._C.has_mega_w4a8_tok).
 LAYER_FORMATS = ("w8a8", "w4a8_int4", "w4a8_mxfp4", "int4_lut", "mxfp4", "int4_lut_tok", "mxfp4_tok")
 # Per layer format: the prepack formats of W1 and W2.
 _LAYER_PREPACK = {"int4_lut_tok": ("int4_lut_glu", "int4_lut"), "mxfp4_tok": ("mxfp4_glu", "mxfp4")}

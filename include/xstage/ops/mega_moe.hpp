@@ -39,7 +39,8 @@ struct MegaMoeOptions {
   // The kernel's tile configuration (xstage/mega_tile.hpp; docs/megamoe.md "Tile
   // configurations"): 64 x 256 for both GEMMs, 128 x 256 (the grouped GEMM's 128-row tiles;
   // 128-row m-blocks, 2 counts per Linear-1 tile), or automatic (the default: 128 x 256 once the
-  // layer's mean routed rows per expert reach 128, moe::choose_mega_tile).
+  // layer's mean routed rows per expert reach 128, moe::choose_mega_tile; per-token activations:
+  // m256n128_tok, their only tile).
   moe::MegaTile tile = moe::MegaTile::automatic;
 };
 
@@ -106,8 +107,8 @@ class MegaMoeLayer {
   // The tile configuration a call with `requested`, weights `quant` and activation scales `act`
   // runs (automatic: this layer's choice by its mean routed rows per expert for W8A8; 64 x 256 for
   // W4A8 with per-128 activations; m256n128_tok with per-token ones, their only tile);
-  // InvalidArgument for an unknown value, 128 x 256 with W4A8 weights, or another tile than
-  // m256n128_tok or W8A8 weights with per-token activations.
+  // InvalidArgument for an unknown value, 128 x 256 with W4A8 weights, m256n128_tok with per-128
+  // activations, or another tile than m256n128_tok or W8A8 weights with per-token activations.
   moe::MegaTile resolved_tile(moe::MegaTile requested, MoeQuant quant = MoeQuant::w8a8,
                               MoeActScales act = MoeActScales::per_128) const;
   // The order a call with `requested` and weights `quant` runs (automatic:
@@ -127,8 +128,8 @@ class MegaMoeLayer {
   // int4_rs_lut_glu / mxfp4_rs_glu form as the unfused layer takes it; CMake option
   // XSTAGE_MEGA_W4A8_TOK, off until its GPU tests pass; docs/megamoe.md "Per-token activations in
   // the fused kernel"). Without it a per-token call is an InvalidArgument. The first per-token
-  // call of a rank allocates that kernel's scratch (a bf16 copy of h, [cap, I]; outside any CUDA
-  // graph capture, as every allocation).
+  // call of a rank allocates that kernel's scratch (a bf16 copy of h, [cap, I], and the per-token
+  // maxima, [cap], zeroed; outside any CUDA graph capture, as every allocation).
   static bool per_token_w4a8_built();
 
   // The interleaved mix and the model's view of both schedules, for a balanced load.

@@ -1,5 +1,5 @@
 // Device pieces of the expert-parallel MoE transport shared by the unfused kernels
-// (ep_transport.cu) and the Mega-MoE kernel (mega_prologue.cuh, mega_kernel.cuh): routing-entry
+// (ep_transport.cu) and the Mega-MoE kernels (mega_prologue.cuh, mega_common.cuh): routing-entry
 // check, the call's count matrix and per-expert totals, the push of one row to its expert's
 // owner and the origin encoding of received rows (the top-k sum: ep_reduce.cuh). Protocol in
 // docs/megamoe.md.
@@ -59,8 +59,9 @@ __device__ __forceinline__ int ep_expert_rows(const EpMoeArgs& a, const int32_t*
 
 // One warp pushes routing entry i (token i / k) to receive row `pos` of rank `dst`: the fp8 row,
 // its per-128 scales, the router weight and the origin.
-// kTokScales: a.x_scales holds one scale per token [T] (the per-token W4A8 fused kernel); only
-// the first group of the receive scales ([H/128, cap], the one that kernel reads) is written.
+// kTokScales: a.x_scales holds one scale per token [T] (per-token W4A8: the fused kernel's
+// prologue and the unfused layer's dispatch); only the first group of the receive scales
+// ([H/128, cap], the one the per-token Linear-1 reads) is written.
 template <bool kTokScales = false>
 __device__ __forceinline__ void ep_push_row(const EpMoeArgs& a, int i, int dst, int pos, int lane) {
   const int t = i / a.top_k;

@@ -2,7 +2,7 @@
 // (docs/megamoe.md "The kernel"): decoding a list position into a work tile, the producer's
 // tile slots, the per-tile trace record, and the publish + reduce after the tile loop.
 // Included by mega_kernel.cuh (W8A8), mega_w4a8_kernel.cuh (W4A8, row layout) and
-// mega_w4a8_rs_kernel.cuh (W4A8, register operand).
+// mega_w4a8_rs_kernel.cuh and mega_w4a8_tok_kernel.cuh (W4A8, register operand).
 #pragma once
 #include <cstdint>
 
@@ -105,7 +105,7 @@ __device__ __forceinline__ void mega_stamp_start(const MegaMoeArgs& m) {
 // (mega_wait_inputs; the wait goes into trace word 4), left in tile slot i, then handed over to
 // the queue's readers — only now, so they may read the tile's in-kernel-written scales (x pushed
 // by peers, h by other CTAs) as soon as they have the position. False, after pushing the end
-// (-1), once the list is exhausted. The register-operand kernel calls it; the W8A8 and row-layout
+// (-1), once the list is exhausted. The register-operand kernels call it; the W8A8 and row-layout
 // W4A8 kernels keep the same steps inline: calling this instead moved ptxas's instruction
 // schedule of those measured kernels, their K loops included (tools/sass_diff.py, session 38).
 template <int kBlockM, class Queue, class QueueState>

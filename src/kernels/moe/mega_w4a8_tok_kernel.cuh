@@ -53,8 +53,9 @@
 namespace xstage::kernels::moe {
 
 // The per-token register-operand tile (configs.def w4a8rs_*_tok_bf16_m256n128's main loop: two
-// 128-token pieces, kTok), with kMegaTokStages stages (a fourth does not fit next to the fused kernel's layout and tile slots).
-inline constexpr int kMegaTokStages = 3;
+// 128-token pieces, kTok) with 4 stages of 41 KiB (the grouped tile has 3 next to its 68 KiB
+// staging; here the staging is 36 KiB and the shared memory holds a fourth, ~226 of 227 KiB).
+inline constexpr int kMegaTokStages = 4;
 template <bool kMx>
 struct MegaW4TokTraits : W4RsTraits<kMegaTokStages, false, 0, kMx, 2, !kMx, true> {
   static constexpr ::xstage::moe::MegaTile kTile = ::xstage::moe::MegaTile::m256n128_tok;
