@@ -72,7 +72,8 @@ LayerFactory mega_after_larger_h(moe::MoeSchedule which, int ctas = 0) {
   return [which, ctas](Team& t, const ops::EpMoeConfig& cfg) {
     auto layer = std::make_shared<ops::MegaMoeLayer>(t, cfg, preset(), 7.0, ctas);
     const size_t n = size_t(cfg.tokens) * cfg.top_k;
-    return LayerForward([layer, which, n](int i, const ops::EpMoeRankInputs& d, cudaStream_t s) {
+    Team* team = &t;
+    return LayerForward([layer, which, n, team](int i, const ops::EpMoeRankInputs& d, cudaStream_t s) {
       ops::MegaMoeOptions opt;
       opt.schedule = which;
       std::vector<float> wts(n);
@@ -82,7 +83,7 @@ LayerFactory mega_after_larger_h(moe::MoeSchedule which, int ctas = 0) {
       big.topk_weights = upload(wts);
       layer->forward(i, big, s, opt);
       layer->forward(i, d, s, opt);
-      EP_T(cudaStreamSynchronize(s));
+      team->synchronize(i, "the calls around larger router weights");  // bounded, unlike a bare stream sync
       cudaFree(const_cast<float*>(big.topk_weights));
     });
   };
