@@ -353,8 +353,10 @@ class ExpertParallelMoE(torch.nn.Module):
             from . import model, team
 
             t = team.team_for(self.group, wait_timeout_s=self.wait_timeout_s)
+            # Per-token weights: the fused layer holds that kernel's scratch (allocated with it).
             op = _ext.load().EpMoeOp(t, self.hidden, self.intermediate, self.experts, self.top_k, tokens, self.kind,
-                                     model.preset().to_json(indent=None))
+                                     model.preset().to_json(indent=None), 0,
+                                     self.kind == "mega" and self.weights in _LAYER_PREPACK)
             self._ops[tokens] = op
         return op
 

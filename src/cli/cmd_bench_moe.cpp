@@ -433,7 +433,10 @@ void run(const Flags& fl) {
           std::unique_ptr<ops::MegaMoeLayer> mega;
           for (const auto& v : fl.variants) {
             if (v == "unfused" && !unfused) unfused = std::make_unique<ops::EpMoeLayer>(*team, cfg);
-            if (is_fused(v) && !mega) mega = std::make_unique<ops::MegaMoeLayer>(*team, cfg, model, fl.tile_tflops);
+            // Per-token weights run fused only on a layer holding that kernel's scratch.
+            if (is_fused(v) && !mega)
+              mega = std::make_unique<ops::MegaMoeLayer>(*team, cfg, model, fl.tile_tflops, 0,
+                                                         wf.per_token && ops::MegaMoeLayer::per_token_w4a8_built());
           }
           // The host reference of the checked rows, once per configuration and h recipe, when the
           // first cell that needs it runs: per-token weights check the fused kernel against h as it

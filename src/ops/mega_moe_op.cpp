@@ -40,10 +40,13 @@ struct MegaMoeLayer::Impl {
 };
 
 MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Params& model, double tile_tflops,
-                           int ctas)
+                           int ctas, bool per_token_scratch)
     : impl_(std::make_unique<Impl>(team, cfg)) {
   Impl& I = *impl_;
   if (ctas < 0) throw InvalidArgument(fmt::format("mega moe: ctas {} must be >= 0", ctas));
+  if (per_token_scratch && !km::mega_moe_w4a8_tok_built())
+    throw InvalidArgument("mega moe: per_token_scratch asks for the per-token W4A8 kernel, which this build leaves "
+                          "out (configure with -DXSTAGE_MEGA_W4A8_TOK=ON)");
   if (ctas > 0)
     for (int& s : I.buf.sm_count) s = std::min(s, ctas);
   if (I.buf.epr > km::kMegaMaxLocalExperts)
@@ -130,6 +133,11 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
     XS_CUDA(cudaMalloc(&m.trace_hook, sizeof(uint32_t) * 3 * I.buf.sm_count[i]), where + ": trace");
     m.l1_per_l2 = std::max(1, I.plan.l1_per_l2);
     m.lead = I.plan.lead_tiles;
+    if (per_token_scratch) {  // the per-token kernel's bf16 h and per-token maxima (zero; the kernel leaves them zero)
+      XS_CUDA(cudaMalloc(&m.h16, sizeof(uint16_t) * cap * cfg.intermediate), where + ": bf16 h");
+      XS_CUDA(cudaMalloc(&m.h_amax, sizeof(uint32_t) * cap), where + ": h maxima");
+      XS_CUDA(cudaMemset(m.h_amax, 0, sizeof(uint32_t) * cap), where + ": h maxima");
+    }
     // The zeroed scratch must be in place before the first call's kernel on any stream.
     XS_CUDA(cudaDeviceSynchronize(), where);
   }
@@ -164,18 +172,9 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
                                       "build leaves out (configure with -DXSTAGE_MEGA_W4A8_RS=ON)",
                                       moe_weight_layout_name(in.w_layout)));
   const moe::MegaTile tile = resolved_tile(opt.tile, in.quant, in.act);
-  if (per_token && R.m.h16 == nullptr) {
-    // The per-token kernel's scratch, on the first per-token call of this rank (a layer that never
-    // makes one does not hold a bf16 copy of h): bf16 h and the per-token maxima (zero; the kernel
-    // leaves them zero).
-    const EpMoeConfig& c = I.buf.cfg;
-    const size_t cap = I.buf.cap;
-    const std::string where = fmt::format("mega moe: per-token scratch of rank {}", I.buf.team.rank(i));
-    XS_CUDA(cudaSetDevice(I.buf.team.device(i)), where);
-    XS_CUDA(cudaMalloc(&R.m.h16, sizeof(uint16_t) * cap * c.intermediate), where + " (bf16 h)");
-    XS_CUDA(cudaMalloc(&R.m.h_amax, sizeof(uint32_t) * cap), where + " (h maxima)");
-    XS_CUDA(cudaMemsetAsync(R.m.h_amax, 0, sizeof(uint32_t) * cap, s), where + " (h maxima)");
-  }
+  if (per_token && (R.m.h16 == nullptr || R.m.h_amax == nullptr))
+    throw InvalidArgument("mega moe: a per-token call on a layer constructed without per_token_scratch (the "
+                          "per-token kernel's bf16 copy of h is allocated with the layer)");
   const moe::MoeSchedule order = resolved_schedule(opt.schedule, in.quant);
   km::MegaMoeArgs m = R.m;
   m.ep = I.buf.next_call(i, in);

@@ -112,7 +112,7 @@ struct PyEpMoe {
 };
 
 PyEpMoe* ep_moe_create(PyTeam& team, int hidden, int intermediate, int experts, int top_k, int tokens,
-                       const std::string& kind, const std::string& params_json, int ctas) {
+                       const std::string& kind, const std::string& params_json, int ctas, bool per_token) {
   Team& t = team.get();
   auto u = std::make_unique<PyEpMoe>(team);
   u->cfg.hidden = hidden;
@@ -132,7 +132,8 @@ PyEpMoe* ep_moe_create(PyTeam& team, int hidden, int intermediate, int experts, 
       throw InvalidArgument(std::string("ep moe: model params: ") + e.what());
     }
     nb::gil_scoped_release release;
-    u->mega = std::make_unique<ops::MegaMoeLayer>(t, u->cfg, params, 7.0, ctas);
+    // per_token: the layer takes per-token W4A8 calls (the fused kernel's scratch with the layer).
+    u->mega = std::make_unique<ops::MegaMoeLayer>(t, u->cfg, params, 7.0, ctas, per_token);
   } else {
     throw InvalidArgument("ep moe: kind '" + kind + "' (unfused or mega)");
   }
@@ -270,7 +271,7 @@ void bind_team(nb::module_& m) {
                       "The expert-parallel MoE layer of one rank, W8A8 or W4A8 (its team must outlive it).")
       .def(nb::new_(&ep_moe_create), nb::arg("team"), nb::arg("hidden"), nb::arg("intermediate"),
            nb::arg("experts"), nb::arg("top_k"), nb::arg("tokens"), nb::arg("kind"), nb::arg("params_json"),
-           nb::arg("ctas") = 0, nb::keep_alive<1, 2>(),
+           nb::arg("ctas") = 0, nb::arg("per_token") = false, nb::keep_alive<1, 2>(),
            "Collective: every rank constructs it with the same configuration (tokens per rank).")
       .def("forward", &ep_moe_forward, nb::arg("topk_experts"), nb::arg("topk_weights"), nb::arg("x"),
            nb::arg("x_scales"), nb::arg("w1"), nb::arg("w1_scales"), nb::arg("w2"), nb::arg("w2_scales"),

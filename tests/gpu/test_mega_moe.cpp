@@ -34,9 +34,12 @@ model::Params preset() {
   return model::load_params(root + "/presets/h200-nvlink.json");
 }
 
+// The layers of the tests hold the per-token kernel's scratch wherever the build has that kernel.
+bool tok_scratch() { return ops::MegaMoeLayer::per_token_w4a8_built(); }
+
 LayerFactory mega(moe::MoeSchedule which, moe::MegaTile tile, int ctas = 0, bool dynamic_claim = true) {
   return [which, tile, ctas, dynamic_claim](Team& t, const ops::EpMoeConfig& cfg) {
-    auto layer = std::make_shared<ops::MegaMoeLayer>(t, cfg, preset(), 7.0, ctas);
+    auto layer = std::make_shared<ops::MegaMoeLayer>(t, cfg, preset(), 7.0, ctas, tok_scratch());
     ops::MegaMoeOptions opt;
     opt.schedule = which;
     opt.dynamic_claim = dynamic_claim;
@@ -70,7 +73,7 @@ LayerFactory mega_alternating(moe::MoeSchedule which, moe::MegaTile first) {
 // its normal range).
 LayerFactory mega_after_larger_h(moe::MoeSchedule which, int ctas = 0) {
   return [which, ctas](Team& t, const ops::EpMoeConfig& cfg) {
-    auto layer = std::make_shared<ops::MegaMoeLayer>(t, cfg, preset(), 7.0, ctas);
+    auto layer = std::make_shared<ops::MegaMoeLayer>(t, cfg, preset(), 7.0, ctas, tok_scratch());
     const size_t n = size_t(cfg.tokens) * cfg.top_k;
     Team* team = &t;
     return LayerForward([layer, which, n, team](int i, const ops::EpMoeRankInputs& d, cudaStream_t s) {
@@ -201,7 +204,7 @@ TEST(MegaMoe, RecordsOneSpanPerLinear2PieceAndRunsTheLocalControl) {
   const RsWeights rs = prepack_rs(w_rs, ops::MoeWeightLayout::int4_rs_lut);
   const RsWeights rs_glu = prepack_rs(w_rs, ops::MoeWeightLayout::int4_rs_lut, true);
   const auto in_tok = ops::make_moe_layer_inputs(r, 4, true);
-  ops::MegaMoeLayer layer(*team, {1408, 640, 4, 2, tokens}, preset());
+  ops::MegaMoeLayer layer(*team, {1408, 640, 4, 2, tokens}, preset(), 7.0, 0, tok_scratch());
   const auto stats = moe::routing_stats(r);
   enum class Kernel { w8a8, rs, tok };
   team->run([&](int i) {
@@ -466,7 +469,8 @@ TEST(MegaMoe, RegisterOperandLayoutsAreClearErrors) {
   const auto w = ops::make_moe_layer_weights(4, 256, 256, 1, ops::MoeQuant::w4a8_int4, true);
   const auto in = ops::make_moe_layer_inputs(r, 2);
   const RsWeights rs = prepack_rs(w, ops::MoeWeightLayout::int4_rs_lut);
-  auto layer = std::make_shared<ops::MegaMoeLayer>(*team, ops::EpMoeConfig{256, 256, 4, 2, 8}, preset());
+  auto layer = std::make_shared<ops::MegaMoeLayer>(*team, ops::EpMoeConfig{256, 256, 4, 2, 8}, preset(), 7.0, 0,
+                                                   tok_scratch());
   EP_T(cudaSetDevice(team->device(0)));
   ops::EpMoeRankInputs d = upload_rank(r, w, in, 0, 4, &rs, ops::MoeWeightLayout::int4_rs_lut);
   d.quant = ops::MoeQuant::w4a8_mxfp4;  // int4_rs_lut with MXFP4: refused whatever the build
@@ -492,6 +496,28 @@ TEST(MegaMoe, RegisterOperandLayoutsAreClearErrors) {
       EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
     }
     free_rank(dt);
+  }
+  // The per-token kernel's scratch is the layer's (MegaMoeLayer's per_token_scratch): a layer built
+  // without it refuses per-token calls before they count; without the kernel, asking for it is
+  // refused at construction.
+  if (tok_built) {
+    ops::MegaMoeLayer plain(*team, ops::EpMoeConfig{256, 256, 4, 2, 8}, preset());
+    const ops::EpMoeRankInputs dt =
+        upload_rank(r, w, ops::make_moe_layer_inputs(r, 2, true), 0, 4, &rs, ops::MoeWeightLayout::int4_rs_lut, kPerToken);
+    try {
+      plain.forward(0, dt, team->stream(0));
+      ADD_FAILURE() << "no error";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("per_token_scratch"), std::string::npos) << e.what();
+    }
+    free_rank(dt);
+  } else {
+    try {
+      ops::MegaMoeLayer scratch(*team, ops::EpMoeConfig{256, 256, 4, 2, 8}, preset(), 7.0, 0, true);
+      ADD_FAILURE() << "no error";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("XSTAGE_MEGA_W4A8_TOK"), std::string::npos) << e.what();
+    }
   }
   if (!ops::MegaMoeLayer::register_operand_w4a8_built()) {
     try {

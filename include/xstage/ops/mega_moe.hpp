@@ -91,8 +91,13 @@ class MegaMoeLayer {
   // Collective (symmetric buffers). `model` gives the interleaved mix (its R_agg); tile_tflops
   // is one CTA's FP8 throughput used for tile times (the schedule's inputs).
   // ctas: persistent CTAs per rank (0: one per SM; fewer is for tests: more tiles per CTA).
+  // per_token_scratch: the layer will take per-token W4A8 calls (EpMoeRankInputs::act =
+  // per_token): it then holds that kernel's scratch, a bf16 copy of h [cap, I] and per-token
+  // maxima [cap] per rank, allocated here (never during calls: an allocation while another
+  // virtual rank's kernel waits on this one could serialise them). InvalidArgument in a build
+  // without the per-token kernel (per_token_w4a8_built()).
   MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Params& model, double tile_tflops = 7.0,
-               int ctas = 0);
+               int ctas = 0, bool per_token_scratch = false);
   ~MegaMoeLayer();
   MegaMoeLayer(const MegaMoeLayer&) = delete;
   MegaMoeLayer& operator=(const MegaMoeLayer&) = delete;
@@ -127,9 +132,8 @@ class MegaMoeLayer {
   // Whether this build has the per-token W4A8 kernel (EpMoeRankInputs::act = per_token, W1 in the
   // int4_rs_lut_glu / mxfp4_rs_glu form as the unfused layer takes it; CMake option
   // XSTAGE_MEGA_W4A8_TOK, off until its GPU tests pass; docs/megamoe.md "Per-token activations in
-  // the fused kernel"). Without it a per-token call is an InvalidArgument. The first per-token
-  // call of a rank allocates that kernel's scratch (a bf16 copy of h, [cap, I], and the per-token
-  // maxima, [cap], zeroed; outside any CUDA graph capture, as every allocation).
+  // the fused kernel"). Without it, or on a layer constructed without per_token_scratch, a
+  // per-token call is an InvalidArgument (before the call counts).
   static bool per_token_w4a8_built();
 
   // The interleaved mix and the model's view of both schedules, for a balanced load.
