@@ -31,8 +31,9 @@ struct MegaTokenBoxes {
                         typename T::StrideX{}),
       SmemLayoutRows<kRows>{}, cute::Shape<cute::Int<kRows>, cute::Int<T::kBlockK>>{}, cute::Int<1>{}));
 
+  static constexpr bool kSmall64 = T::kPieceT > 64;  // a 64-row box is smaller than the piece
   TmaRows<32> x32;
-  TmaRows<64> x64;  // used where kPieceT > 64
+  TmaRows<64> x64;  // used where kSmall64 (else never read: the piece's own box serves)
 
   // Host: both boxes over the GEMM's token matrix g.a [m_total, k].
   static MegaTokenBoxes make(MoeW4A8Params const& g) {
@@ -44,7 +45,7 @@ struct MegaTokenBoxes {
   }
 
   // The box height for a piece of `rows` (1..kPieceT) tokens.
-  __device__ static int rows_for(int rows) { return rows <= 32 ? 32 : rows <= 64 || T::kPieceT <= 64 ? 64 : T::kPieceT; }
+  __device__ static int rows_for(int rows) { return rows <= 32 ? 32 : (rows <= 64 || T::kPieceT <= 64) ? 64 : T::kPieceT; }
 
   // A box of kRows x kBlockK of the token matrix (rows row0.., K block kb) into the slot at `slot`
   // (shared memory, 1024-byte aligned), completing on barrier `full`.
@@ -72,11 +73,12 @@ struct MegaTokenBoxes {
 // any scale lanes) and empty barrier (one arrival per consumer warp), the conversion table (INT4:
 // e4m3(0..7), unused by the two-level format whose rows bring their own; MXFP4:
 // e4m3({0, 1/2, 1, 3/2, 2, 3, 4, 6} * 2^6), shifted per sub-block: w4a8_rs.cuh), the tile queue
-// with `readers` reading every position, both GEMMs' token descriptors prefetched.
-template <bool kMx, class RsStorage, class Queue, class GemmParams>
+// with `readers` reading every position, both GEMMs' token descriptors (full and small boxes)
+// prefetched.
+template <bool kMx, class RsStorage, class Queue, class GemmParams, class Boxes>
 __device__ __forceinline__ void mega_rs_setup(RsStorage& rs, int stages, uint32_t full_arrivals, uint32_t consumer_warps,
                                               typename Queue::Storage& queue, uint32_t readers, GemmParams const& l1,
-                                              GemmParams const& l2) {
+                                              GemmParams const& l2, Boxes const& b1, Boxes const& b2) {
   for (int i = 0; i < stages; ++i) {
     cutlass::arch::ClusterTransactionBarrier::init(&rs.full[i], full_arrivals);
     cutlass::arch::ClusterBarrier::init(&rs.empty[i], consumer_warps);
@@ -87,6 +89,10 @@ __device__ __forceinline__ void mega_rs_setup(RsStorage& rs, int stages, uint32_
   Queue::init(queue, readers);
   cute::prefetch_tma_descriptor(l1.tma_x.get_tma_descriptor());
   cute::prefetch_tma_descriptor(l2.tma_x.get_tma_descriptor());
+  for (Boxes const* b : {&b1, &b2}) {
+    cute::prefetch_tma_descriptor(b->x32.get_tma_descriptor());
+    if constexpr (Boxes::kSmall64) cute::prefetch_tma_descriptor(b->x64.get_tma_descriptor());
+  }
 }
 
 }  // namespace xstage::kernels::moe

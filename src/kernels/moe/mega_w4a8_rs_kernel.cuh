@@ -255,7 +255,7 @@ struct MegaW4A8RsKernel {
     // thread and the scale warp.
     if (tid == 0)
       mega_rs_setup<kMx, typename Rs::SharedStorage, Queue>(ss.rs, kStages, 1 + T::kScaleLanes, T::kConsumerWarps,
-                                                            ss.queue, 256 + 32, p.l1, p.l2);
+                                                            ss.queue, 256 + 32, p.l1, p.l2, p.b1, p.b2);
     cutlass::arch::fence_barrier_init();
     __syncthreads();
 

@@ -404,7 +404,7 @@ struct MegaW4A8TokKernel {
     // consumer thread.
     if (tid == 0)
       mega_rs_setup<kMx, typename Rs::SharedStorage, Queue>(ss.rs, kStages, 1, T::kConsumerWarps, ss.queue, 256, p.l1,
-                                                            p.l2);
+                                                            p.l2, p.b1, p.b2);
     cutlass::arch::fence_barrier_init();
     __syncthreads();
 

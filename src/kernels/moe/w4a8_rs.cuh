@@ -441,7 +441,7 @@ struct MoeW4A8RsKernel {
   template <class SmemX>
   // it: K blocks consumed by this CTA so far (trace only). second_piece (kPieces == 2): false runs
   // piece 0 only (the fused kernel's blocks of <= kPieceT rows, whose producer loads no piece 1);
-  // acc[kBlocks..] are then left unset. The grouped kernels leave it at its constant default.
+  // acc[kBlocks..] then stay cleared. The grouped kernels leave it at its constant default.
   __device__ __forceinline__ void mma(Params const& p, SharedStorage& ss, SmemX const& sX, State& read, int g, int wt,
                                       Acc (&acc)[kAccs], [[maybe_unused]] uint32_t& it,
                                       [[maybe_unused]] bool second_piece = true) const {
