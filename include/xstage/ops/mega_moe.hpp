@@ -125,13 +125,13 @@ class MegaMoeLayer {
   const moe::MoeOrderChoice& order_choice(MoeQuant quant = MoeQuant::w8a8) const;
 
   // Whether this build has the register-operand W4A8 kernel that runs weights in the int4_rs_lut /
-  // mxfp4_rs layouts (EpMoeRankInputs::w_layout; CMake option XSTAGE_MEGA_W4A8_RS, off by default
-  // until its GPU tests pass; docs/megamoe.md "W4A8 on the register-operand GEMM"). Without it a
+  // mxfp4_rs layouts (EpMoeRankInputs::w_layout; CMake option XSTAGE_MEGA_W4A8_RS, on by default;
+  // docs/megamoe.md "W4A8 on the register-operand GEMM"). Without it a
   // call with those layouts is an InvalidArgument.
   static bool register_operand_w4a8_built();
   // Whether this build has the per-token W4A8 kernel (EpMoeRankInputs::act = per_token, W1 in the
   // int4_rs_lut_glu / mxfp4_rs_glu form as the unfused layer takes it; CMake option
-  // XSTAGE_MEGA_W4A8_TOK, off until its GPU tests pass; docs/megamoe.md "Per-token activations in
+  // XSTAGE_MEGA_W4A8_TOK, on by default; docs/megamoe.md "Per-token activations in
   // the fused kernel"). Without it, or on a layer constructed without per_token_scratch, a
   // per-token call is an InvalidArgument (before the call counts).
   static bool per_token_w4a8_built();
