@@ -93,18 +93,7 @@ EpMoeBuffers::~EpMoeBuffers() {
   }
 }
 
-km::EpMoeArgs EpMoeBuffers::next_call(int i, const EpMoeRankInputs& in) {
-  auto need = [&](const void* p, size_t align, const char* name) {
-    if (p == nullptr) throw InvalidArgument(fmt::format("{}: {} is null", what_, name));
-    if (reinterpret_cast<uintptr_t>(p) % align)
-      throw InvalidArgument(fmt::format("{}: {} must be {}-byte aligned", what_, name, align));
-  };
-  need(in.topk_experts, 4, "topk_experts");
-  need(in.topk_weights, 4, "topk_weights");
-  need(in.x, 16, "x");
-  need(in.x_scales, 4, "x_scales");
-  need(in.w1, 16, "w1");
-  need(in.w2, 16, "w2");
+void EpMoeBuffers::check_formats(const EpMoeRankInputs& in) const {
   if (in.quant != MoeQuant::w8a8 && !moe_is_w4a8(in.quant))
     throw InvalidArgument(fmt::format("{}: unknown weight format {}", what_, static_cast<int>(in.quant)));
   const bool rs = in.w_layout != MoeWeightLayout::rows;
@@ -118,6 +107,22 @@ km::EpMoeArgs EpMoeBuffers::next_call(int i, const EpMoeRankInputs& in) {
   if (in.act == MoeActScales::per_token && !rs)
     throw InvalidArgument(fmt::format("{}: per-token activation scales run the register-operand kernels: weights in "
                                       "the int4_rs_lut or mxfp4_rs layout (got rows)", what_));
+}
+
+km::EpMoeArgs EpMoeBuffers::next_call(int i, const EpMoeRankInputs& in) {
+  auto need = [&](const void* p, size_t align, const char* name) {
+    if (p == nullptr) throw InvalidArgument(fmt::format("{}: {} is null", what_, name));
+    if (reinterpret_cast<uintptr_t>(p) % align)
+      throw InvalidArgument(fmt::format("{}: {} must be {}-byte aligned", what_, name, align));
+  };
+  need(in.topk_experts, 4, "topk_experts");
+  need(in.topk_weights, 4, "topk_weights");
+  need(in.x, 16, "x");
+  need(in.x_scales, 4, "x_scales");
+  need(in.w1, 16, "w1");
+  need(in.w2, 16, "w2");
+  check_formats(in);
+  const bool rs = in.w_layout != MoeWeightLayout::rows;
   if (in.quant == MoeQuant::w4a8_mxfp4 && !rs) {  // E8M0 exponents instead of fp32 scales (bulk-copied)
     need(in.w1_e8m0, 16, "w1_e8m0");
     need(in.w2_e8m0, 16, "w2_e8m0");

@@ -28,6 +28,9 @@ struct EpMoeBuffers {
   // Checks a call's inputs (null, alignment), sets them and the next epoch in a copy of rank
   // i's args; throws InvalidArgument naming the input.
   kernels::moe::EpMoeArgs next_call(int i, const EpMoeRankInputs& in);
+  // The weight format, layout and activation scales of a call and their combination (part of
+  // next_call; also for a layer that must check them before its own argument checks).
+  void check_formats(const EpMoeRankInputs& in) const;
 
  private:
   SymmetricBuffer* sym_ = nullptr;

@@ -113,11 +113,9 @@ void EpMoeLayer::run(int i, const EpMoeRankInputs& in, cudaStream_t s, const EpM
   const EpMoeConfig& c = I.buf.cfg;
   const km::EpMoeArgs& fixed = I.buf.args.at(i);  // this rank's buffers (the call's fields come below)
   const bool per_token = in.act == MoeActScales::per_token;
-  // Named before the GEMMs' checks below, whose message would be about the glu layout the
-  // per-token Linear-1 would need.
-  if (per_token && in.w_layout == MoeWeightLayout::rows)
-    throw InvalidArgument("ep moe: per-token activation scales run the register-operand kernels: weights in the "
-                          "int4_rs_lut or mxfp4_rs layout (got rows)");
+  // The layer's own format checks first: the GEMMs' below would name what a wrong combination
+  // maps to (e.g. the glu layout the per-token Linear-1 would need), not the combination.
+  I.buf.check_formats(in);
   const int ctas = I.buf.sm_count[i];
   const int hint = std::max(1, I.buf.cap / I.buf.world / I.buf.epr);
   // Both GEMMs' arguments first: a format, layout or activation-scale combination no grouped GEMM
