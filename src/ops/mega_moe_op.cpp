@@ -133,10 +133,13 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
     XS_CUDA(cudaMalloc(&m.trace_hook, sizeof(uint32_t) * 3 * I.buf.sm_count[i]), where + ": trace");
     m.l1_per_l2 = std::max(1, I.plan.l1_per_l2);
     m.lead = I.plan.lead_tiles;
-    if (per_token_scratch) {  // the per-token kernel's bf16 h and per-token maxima (zero; the kernel leaves them zero)
+    if (per_token_scratch) {  // the per-token kernel's bf16 h, per-token maxima (zero; the kernel leaves them
+                              // zero) and quantisation claims (by parity, as l1_done)
       XS_CUDA(cudaMalloc(&m.h16, sizeof(uint16_t) * cap * cfg.intermediate), where + ": bf16 h");
       XS_CUDA(cudaMalloc(&m.h_amax, sizeof(uint32_t) * cap), where + ": h maxima");
       XS_CUDA(cudaMemset(m.h_amax, 0, sizeof(uint32_t) * cap), where + ": h maxima");
+      XS_CUDA(cudaMalloc(&m.h_qclaim, sizeof(uint32_t) * 2 * I.max_blocks), where + ": quantisation claims");
+      XS_CUDA(cudaMemset(m.h_qclaim, 0, sizeof(uint32_t) * 2 * I.max_blocks), where + ": quantisation claims");
     }
     // The zeroed scratch must be in place before the first call's kernel on any stream.
     XS_CUDA(cudaDeviceSynchronize(), where);
@@ -152,7 +155,8 @@ MegaMoeLayer::~MegaMoeLayer() {
     for (void* p : {static_cast<void*>(m.hist), static_cast<void*>(m.l1_done), static_cast<void*>(m.hist_done),
                     static_cast<void*>(m.rows_base), static_cast<void*>(m.h), static_cast<void*>(m.h_scales),
                     static_cast<void*>(m.spans), static_cast<void*>(m.cta_clock), static_cast<void*>(m.trace),
-                    static_cast<void*>(m.trace_hook), static_cast<void*>(m.h16), static_cast<void*>(m.h_amax)})
+                    static_cast<void*>(m.trace_hook), static_cast<void*>(m.h16), static_cast<void*>(m.h_amax),
+                    static_cast<void*>(m.h_qclaim)})
       cudaFree(p);
   }
 }

@@ -20,7 +20,7 @@ const char* wait_name(WaitId id) {
     case WaitId::moe_combine: return "expert-parallel MoE: expert outputs for this rank's tokens never all arrived";
     case WaitId::moe_bad_expert: return "expert-parallel MoE: the routing names an expert outside [0, experts)";
     case WaitId::moe_histogram: return "Mega-MoE: CTA 0 waiting for every CTA's share of the routing histogram";
-    case WaitId::moe_linear1: return "Mega-MoE: a Linear-2 tile waiting for its block's Linear-1 tiles";
+    case WaitId::moe_linear1: return "Mega-MoE: a Linear-2 tile waiting for its block's Linear-1 tiles (or their quantisation)";
   }
   return "unknown wait";
 }

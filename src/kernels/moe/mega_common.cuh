@@ -112,8 +112,8 @@ template <int kBlockM, class Queue, class QueueState>
 __device__ __forceinline__ bool mega_claim_tile(const MegaMoeArgs& m, MegaLayoutSmem const& ly, int n1, int n2,
                                                 int total, int parity, uint32_t* l1_done, uint32_t l1_target, int i,
                                                 bool& rows_here, MegaTileSlot* slots, Queue const& queue,
-                                                QueueState& qs, WorkTile& t, bool& is_l1) {
-  const int pos = m.dynamic_claim ? static_cast<int>(atomicAdd(m.tile_next + parity, 1u))
+                                                QueueState& qs, WorkTile& t, bool& is_l1, int& pos) {
+  pos = m.dynamic_claim ? static_cast<int>(atomicAdd(m.tile_next + parity, 1u))
                                   : static_cast<int>(blockIdx.x) + i * static_cast<int>(gridDim.x);
   if (pos >= total) {
     queue.push(qs, -1);
@@ -147,7 +147,8 @@ __device__ __forceinline__ MegaCallTiles mega_call_tiles(const MegaMoeArgs& m, M
 }
 
 // The producer thread's whole list (the register-operand kernels): every claim of
-// mega_claim_tile in turn, produce(t, is_l1) loading each tile's K blocks, until the end is pushed.
+// mega_claim_tile in turn, produce(t, is_l1, pos) loading each tile's K blocks, until the end is
+// pushed.
 template <int kBlockM, class Queue, class Produce>
 __device__ __forceinline__ void mega_produce_all(const MegaMoeArgs& m, MegaLayoutSmem const& ly, int n1, int n2,
                                                  MegaCallTiles const& c, uint32_t l1_target, MegaTileSlot* slots,
@@ -157,10 +158,11 @@ __device__ __forceinline__ void mega_produce_all(const MegaMoeArgs& m, MegaLayou
   for (int i = 0;; ++i) {
     WorkTile t;
     bool is_l1;
+    int pos;
     if (!mega_claim_tile<kBlockM>(m, ly, n1, n2, c.total, c.parity, c.l1_done, l1_target, i, rows_here, slots, queue,
-                                  qs, t, is_l1))
+                                  qs, t, is_l1, pos))
       break;
-    produce(t, is_l1);
+    produce(t, is_l1, pos);
   }
 }
 

@@ -11,11 +11,15 @@
 //     channels; warp group g owns channels [32 g, 32 g + 32). Epilogue per group: h = silu(gate)
 //     * up * router weight in bf16 to h16 [cap, I], and each token's |h| maximum over the group's
 //     32 channels into h_amax [cap] (one atomic max per token and group); then the tile counts into
-//     its block's Linear-1 counter. The block's last Linear-1 tile to count (its add returns
-//     n1 - 1) quantises the block's h once: one scale per token from h_amax (h_scales[row]), fp8 h
-//     rows from h16, h_amax reset to zero for the next call, then one more count (target n1 + 1)
-//     releases the block's Linear-2 tiles. No CTA waits for another's Linear-1 tile, so any
-//     number of tiles per block runs on any number of CTAs.
+//     its block's Linear-1 counter. Once the count reaches n1 (the CTA whose add returns n1 - 1
+//     knows) the maxima are final and the block's h is quantised in chunks of kQuantRows tokens:
+//     one scale per token from h_amax (h_scales[row]), fp8 h rows from h16, h_amax reset to zero
+//     for the next call, one more count per chunk. Chunks are claimed one at a time (h_qclaim) by
+//     that CTA's consumers and by those of any CTA that starts one of the block's Linear-2 tiles
+//     while chunks are left, so a block's quantisation runs on several SMs. The block's Linear-2
+//     tiles are handed over at count n1 and load h at n1 + chunks. No CTA waits for another's
+//     Linear-1 tile or for an unclaimed chunk, so any number of tiles per block runs on any
+//     number of CTAs.
 //   Linear-2: 128 hidden columns of W2 (int4_rs_lut / mxfp4_rs); warp group g owns columns
 //     [64 g, 64 g + 64): bf16, times the channel (INT4) and token scales, staged token-major one
 //     128-token piece at a time, stored in 16-byte pieces straight into the token owners' combine
@@ -28,7 +32,7 @@
 // tile slot, hands the position over, then per K block the two token pieces (TMA) and the
 // prepacked weight chunk (bulk copy; MXFP4 also its block scales); warp groups 1, 2:
 // MoeW4A8RsKernel::mma, then the epilogue of the tile's kind. Each warp group's epilogue works in
-// its own staging region, so the groups only meet at the Linear-1 count (and the quantisation).
+// its own staging region, so the groups only meet at the Linear-1 count and the quantisation.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -119,8 +123,10 @@ struct MegaW4A8TokKernel {
     typename Rs::SharedStorage rs;  // stages, epilogue inputs, the staging (the prologue's scratch before)
     float rw[2][kBlockM];           // each group's copy of the tile's router weights (Linear-1)
     float part[2][4][kBlockM];      // per warp: each token's |h| maximum over its 8 channels
-    float inv[kBlockM];             // the quantisation: 1 / scale per token of the block
+    float inv[kBlockM];             // the quantisation: 1 / scale per token of the chunk
     int last;                       // this CTA's Linear-1 tile was its block's last to count
+    int chunk;                      // the quantisation chunk this CTA claimed
+    int quantised;                  // the Linear-2 tile's block is quantised
     typename Queue::Storage queue;
     MegaLayoutSmem layout;
     MegaTileSlot slots[kMegaTileSlots];  // the last member (kSmemBytes)
@@ -284,56 +290,94 @@ struct MegaW4A8TokKernel {
     }
   }
 
-  // The block's h quantised once all its Linear-1 tiles counted (the 256 consumer threads of the
-  // CTA whose tile was last): one scale per token from h_amax (reset to zero), fp8 rows from h16
-  // (16-byte loads, kInFlight per thread), then the block's extra count releases its Linear-2 tiles.
-  __device__ static void quantize_block(Params const& p, SharedStorage& ss, WorkTile const& t, int ct) {
-    // Every Linear-1 tile's h16 rows and maxima are visible: each was released with its count
-    // (red.max and stores, barrier, acq_rel add), thread 0 acquired the last, the barrier after it
-    // orders the other threads; all reads below go through L2.
-    if (ct < t.rows) {
-      const int row = t.row_begin + ct;
-      const QuantScale qs = quant_scale(__uint_as_float(__ldcg(p.h_amax + row)));
-      p.h_amax[row] = 0u;
-      p.h_scales[row] = qs.scale;
-      ss.inv[ct] = qs.inv;
-    }
-    Epi::named_sync(256, kConsumersBarrier);
-    // The block's rows are contiguous in h16 and h: piece j (16 bytes of bf16, 8 values) of the
-    // block is row j / (I / 8). kInFlight loads per thread before any conversion, so the pass runs
-    // at L2 bandwidth rather than one latency per piece.
+  // Quantisation chunks: kQuantRows tokens each; the block's Linear-2 tiles load h once its
+  // Linear-1 counter reached quant_target (n1 tiles, then one count per chunk).
+  static constexpr int kQuantRows = 16;
+  __device__ static uint32_t quant_target(Params const& p, int rows) {
+    return static_cast<uint32_t>(p.n1 + (rows + kQuantRows - 1) / kQuantRows);
+  }
+  __device__ static int block_of(Params const& p, WorkTile const& t, bool is_l1) { return is_l1 ? t.tag : t.tag / p.n2; }
+
+  // The 256 consumer threads claim the block's chunks until none is left (the block's Linear-1
+  // count is at least n1: its maxima are final, every h16 row and maximum visible — released with
+  // the counts, acquired by thread 0 before the barrier that orders the other threads; all reads
+  // below go through L2). Per chunk: the tokens' scales from h_amax (reset to zero), fp8 rows
+  // from h16 (16-byte loads, kInFlight per thread, so the pass runs at L2 bandwidth rather than
+  // one latency per piece), then one count, released after the proxy fence (h is read next by
+  // TMA, the async proxy, in other CTAs).
+  __device__ static void quantize_chunks(Params const& p, SharedStorage& ss, WorkTile const& t, int block, int ct) {
+    const int chunks = (t.rows + kQuantRows - 1) / kQuantRows;
+    uint32_t* claim = p.m.h_qclaim + static_cast<int>(p.m.ep.epoch & 1u) * p.m.max_blocks + block;
     constexpr int kInFlight = 8;
     const int per_row = p.intermediate / 8;
-    const int pieces = t.rows * per_row;
-    const uint4* src = reinterpret_cast<const uint4*>(p.h16 + static_cast<int64_t>(t.row_begin) * p.intermediate);
-    uint2* dst = reinterpret_cast<uint2*>(p.h + static_cast<int64_t>(t.row_begin) * p.intermediate);
-    for (int j0 = ct; j0 < pieces; j0 += 256 * kInFlight) {
-      uint4 v[kInFlight];
-      CUTE_UNROLL
-      for (int k = 0; k < kInFlight; ++k) {
-        const int j = j0 + 256 * k;
-        v[k] = j < pieces ? __ldcg(src + j) : make_uint4(0u, 0u, 0u, 0u);
+    for (int it = 0; it < kBlockM / kQuantRows; ++it) {  // a bounded loop: at most this many chunks
+                                                         // (unbounded, ptxas moved the K loop's
+                                                         // stage indices out of uniform registers)
+      if (ct == 0) ss.chunk = static_cast<int>(atomicAdd(claim, 1u));
+      Epi::named_sync(256, kConsumersBarrier);
+      const int c = __shfl_sync(0xffffffffu, ss.chunk, 0);  // warp-uniform to the compiler too
+      Epi::named_sync(256, kConsumersBarrier);  // every thread has read it before the next claim
+      if (c >= chunks) break;
+      const int r0 = t.row_begin + c * kQuantRows, n = min(kQuantRows, t.rows - c * kQuantRows);
+      if (ct < n) {
+        const QuantScale qs = quant_scale(__uint_as_float(__ldcg(p.h_amax + r0 + ct)));
+        p.h_amax[r0 + ct] = 0u;
+        p.h_scales[r0 + ct] = qs.scale;
+        ss.inv[ct] = qs.inv;
       }
-      CUTE_UNROLL
-      for (int k = 0; k < kInFlight; ++k) {
-        const int j = j0 + 256 * k;
-        if (j >= pieces) break;
-        const float inv = ss.inv[j / per_row];
-        const uint32_t wv[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
-        uint32_t o[2];
+      Epi::named_sync(256, kConsumersBarrier);
+      // The chunk's rows are contiguous in h16 and h: piece j (16 bytes of bf16, 8 values) is row
+      // j / (I / 8) of the chunk.
+      const int pieces = n * per_row;
+      const uint4* src = reinterpret_cast<const uint4*>(p.h16 + static_cast<int64_t>(r0) * p.intermediate);
+      uint2* dst = reinterpret_cast<uint2*>(p.h + static_cast<int64_t>(r0) * p.intermediate);
+      for (int j0 = ct; j0 < pieces; j0 += 256 * kInFlight) {
+        uint4 v[kInFlight];
         CUTE_UNROLL
-        for (int e = 0; e < 2; ++e) {
-          const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&wv[2 * e]));
-          const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&wv[2 * e + 1]));
-          o[e] = static_cast<uint32_t>(fp8x2_e4m3(a.x * inv, a.y * inv)) |
-                 (static_cast<uint32_t>(fp8x2_e4m3(b.x * inv, b.y * inv)) << 16);
+        for (int k = 0; k < kInFlight; ++k) {
+          const int j = j0 + 256 * k;
+          v[k] = j < pieces ? __ldcg(src + j) : make_uint4(0u, 0u, 0u, 0u);
         }
-        dst[j] = make_uint2(o[0], o[1]);
+        CUTE_UNROLL
+        for (int k = 0; k < kInFlight; ++k) {
+          const int j = j0 + 256 * k;
+          if (j >= pieces) break;
+          const float inv = ss.inv[j / per_row];
+          const uint32_t wv[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
+          uint32_t o[2];
+          CUTE_UNROLL
+          for (int e = 0; e < 2; ++e) {
+            const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&wv[2 * e]));
+            const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&wv[2 * e + 1]));
+            o[e] = static_cast<uint32_t>(fp8x2_e4m3(a.x * inv, a.y * inv)) |
+                   (static_cast<uint32_t>(fp8x2_e4m3(b.x * inv, b.y * inv)) << 16);
+          }
+          dst[j] = make_uint2(o[0], o[1]);
+        }
       }
+      dev::fence_proxy_async_global();
+      Epi::named_sync(256, kConsumersBarrier);  // the chunk's rows and ss.inv are done with
+      if (ct == 0) dev::add_release_gpu(p.epi1.dest.l1_done + block, 1u);
     }
-    dev::fence_proxy_async_global();  // h is read next by TMA (the async proxy) in other CTAs
+  }
+
+  // A Linear-2 tile's consumers before its epilogue inputs (h_scales) are read: help quantise the
+  // block if chunks are left, then wait until every chunk is counted (a chunk claimed elsewhere
+  // never waits, so the wait is bounded by its work).
+  __device__ static void await_quantised(Params const& p, SharedStorage& ss, WorkTile const& t, int ct) {
+    const int block = block_of(p, t, false);
+    const uint32_t target = quant_target(p, t.rows);
+    const uint32_t* done = p.epi1.dest.l1_done + block;
+    if (ct == 0) ss.quantised = dev::load_acquire_gpu(done) >= target;
     Epi::named_sync(256, kConsumersBarrier);
-    if (ct == 0) dev::add_release_gpu(p.epi1.dest.l1_done + t.tag, 1u);
+    const bool quantised = __shfl_sync(0xffffffffu, ss.quantised, 0) != 0;  // warp-uniform (the K loop's
+                                                                             // uniform registers)
+    Epi::named_sync(256, kConsumersBarrier);  // read by all before a later tile writes it
+    if (quantised) return;
+    quantize_chunks(p, ss, t, block, ct);
+    if (ct == 0)
+      dev::wait_geq_gpu(done, target, p.m.ep.status, WaitId::moe_linear1, p.m.ep.rank, p.m.ep.timeout_ns);
+    Epi::named_sync(256, kConsumersBarrier);
   }
 
   // Linear-1 count: after both groups stored; the count that returns n1 - 1 is the block's last.
@@ -420,12 +464,20 @@ struct MegaW4A8TokKernel {
       cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
       if (tid == 0) {
         State write{0, 1u};  // every buffer starts empty
-        // Every Linear-1 tile, then the quantisation's count (quantize_block).
-        const uint32_t l1_target = ::xstage::moe::mega_l1_target(::xstage::moe::mega_tile_shape(T::kTile), p.n1) + 1u;
-        mega_produce_all<kBlockM>(m, ss.layout, p.n1, p.n2, call, l1_target, ss.slots, queue,
-                                  [&](WorkTile const& t, bool is_l1) {
-                                    produce_tile(is_l1 ? p.l1 : p.l2, is_l1 ? p.b1 : p.b2, ss, sX, t, write);
-                                  });
+        // A Linear-2 tile is handed over once every Linear-1 tile of its block counted (its
+        // consumers may then help quantise), and loads h once every chunk counted.
+        const uint32_t l1_target = ::xstage::moe::mega_l1_target(::xstage::moe::mega_tile_shape(T::kTile), p.n1);
+        mega_produce_all<kBlockM>(
+            m, ss.layout, p.n1, p.n2, call, l1_target, ss.slots, queue, [&](WorkTile const& t, bool is_l1, int pos) {
+              if (!is_l1) {
+                const uint64_t w0 = m.trace != nullptr ? clock64() : 0;
+                dev::wait_geq_gpu(call.l1_done + block_of(p, t, false), quant_target(p, t.rows), m.ep.status,
+                                  WaitId::moe_linear1, m.ep.rank, m.ep.timeout_ns);
+                dev::fence_proxy_async_global();
+                if (m.trace != nullptr) m.trace[size_t(pos) * kMegaTraceWords + 4] += static_cast<uint32_t>(clock64() - w0);
+              }
+              produce_tile(is_l1 ? p.l1 : p.l2, is_l1 ? p.b1 : p.b2, ss, sX, t, write);
+            });
       }
       return;
     }
@@ -439,6 +491,7 @@ struct MegaW4A8TokKernel {
     uint32_t it = 0;  // K blocks consumed (MoeW4A8RsKernel's trace, measurement builds only)
     mega_consume_all(m, ss.slots, queue, ct, call.ok, kConsumersBarrier, [&](WorkTile const& t, bool is_l1,
                                                                              auto mainloop_done) {
+      if (!is_l1) await_quantised(p, ss, t, ct);  // before its token scales (h_scales) are read
       const TileInputs in = prefetch_epilogue(p, ss, t, is_l1, g, wt);
       Acc acc[2];
       rs.mma(is_l1 ? p.l1 : p.l2, ss.rs, sX, read, g, wt, acc, it, t.rows > kPieceT);
@@ -450,7 +503,7 @@ struct MegaW4A8TokKernel {
         p.epi1.dest.mark(1, ct);
         const long long c0 = clock64();
         const bool last = count_l1(p, ss, t, ct);
-        if (last) quantize_block(p, ss, t, ct);
+        if (last) quantize_chunks(p, ss, t, block_of(p, t, true), ct);
         if (ct == 0 && p.epi1.dest.hook != nullptr) p.epi1.dest.hook[blockIdx.x] = static_cast<uint32_t>(clock64() - c0);
       } else {
         long long tail = store_l2(p, ss, acc, t, g, wt);
