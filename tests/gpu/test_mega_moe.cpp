@@ -92,6 +92,41 @@ LayerFactory mega_after_larger_h(moe::MoeSchedule which, int ctas = 0) {
   };
 }
 
+// Each checked per-token call preceded by a per-token call and a W8A8 call (zero weights, unit
+// scales: another kernel, whose output is not checked) on the same layer: the per-token kernel's
+// quantisation claims must start at zero whichever kernel ran the call before (a claim counter
+// zeroed "for the next call" by the per-token kernel alone would be stale after the W8A8 call:
+// every chunk taken, no block quantised, the Linear-2 tiles' waits timing out).
+LayerFactory mega_after_other_kernel(moe::MoeSchedule which) {
+  return [which](Team& t, const ops::EpMoeConfig& cfg) {
+    auto layer = std::make_shared<ops::MegaMoeLayer>(t, cfg, preset(), 7.0, 0, tok_scratch());
+    Team* team = &t;
+    const int epr = cfg.experts / t.world_size();
+    return LayerForward([layer, which, team, cfg, epr](int i, const ops::EpMoeRankInputs& d, cudaStream_t s) {
+      ops::MegaMoeOptions opt;
+      opt.schedule = which;
+      const size_t H = cfg.hidden, I = cfg.intermediate;
+      ops::EpMoeRankInputs w8 = d;
+      w8.quant = ops::MoeQuant::w8a8;
+      w8.w_layout = ops::MoeWeightLayout::rows;
+      w8.act = ops::MoeActScales::per_128;
+      w8.x_scales = upload(std::vector<float>(H / 128 * size_t(cfg.tokens), 1.f));
+      w8.w1 = upload(std::vector<uint8_t>(size_t(epr) * 2 * I * H, 0));
+      w8.w2 = upload(std::vector<uint8_t>(size_t(epr) * H * I, 0));
+      w8.w1_scales = upload(std::vector<float>(size_t(epr) * (2 * I / 128) * (H / 128), 1.f));
+      w8.w2_scales = upload(std::vector<float>(size_t(epr) * (H / 128) * (I / 128), 1.f));
+      w8.w1_e8m0 = w8.w2_e8m0 = nullptr;
+      layer->forward(i, d, s, opt);
+      layer->forward(i, w8, s, ops::MegaMoeOptions{});
+      layer->forward(i, d, s, opt);
+      team->synchronize(i, "the calls around a W8A8 call");
+      for (const void* p : {static_cast<const void*>(w8.x_scales), w8.w1, w8.w2, static_cast<const void*>(w8.w1_scales),
+                            static_cast<const void*>(w8.w2_scales)})
+        cudaFree(const_cast<void*>(p));
+    });
+  };
+}
+
 std::string name(moe::MoeSchedule s, moe::MegaTile tile) {
   return std::string(s == moe::MoeSchedule::expert_wave ? "mega expert-wave " : "mega interleaved ") +
          moe::mega_tile_name(tile);
@@ -429,6 +464,9 @@ TEST(MegaMoe, OneGpuW4A8PerTokenMatchesTheHostReferenceOfTheLayer) {
       // Each checked call right after one with 4096x larger |h|: the per-token maxima start from zero.
       check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 96,
                   n + " after larger h", mega_after_larger_h(which), q, {}, l, kPerToken, true);
+      // Per-token, W8A8, per-token on one layer: the quantisation claims start at zero each call.
+      check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 98,
+                  n + " after a W8A8 call", mega_after_other_kernel(which), q, {}, l, kPerToken, true);
     }
 }
 

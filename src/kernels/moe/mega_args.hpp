@@ -58,11 +58,11 @@ struct MegaMoeArgs {
   // Per-token W4A8 (mega_w4a8_tok_kernel.cuh): h in bf16 before its per-token quantisation, and
   // each token's |h| maximum (float bits; zero between calls: the quantisation resets it).
   // h_scales then holds one scale per token ([cap]).
-  // h_qclaim: each block's quantisation chunks claimed so far (docs/megamoe.md "Per-token
-  // activations in the fused kernel"), by parity.
+  // h_qclaim: each block's quantisation chunks claimed so far in this call (docs/megamoe.md
+  // "Per-token activations in the fused kernel"; zeroed by the call's prologue).
   uint16_t* h16 = nullptr;       // [cap, I]
   uint32_t* h_amax = nullptr;    // [cap]
-  uint32_t* h_qclaim = nullptr;  // [2][max_blocks]
+  uint32_t* h_qclaim = nullptr;  // [max_blocks]
 };
 
 }  // namespace xstage::kernels::moe

@@ -79,8 +79,11 @@ __device__ __forceinline__ void mega_prologue(MegaMoeArgs const& m, MegaPrologue
   for (int i = cta * nthr + tid; i < E; i += grid * nthr) m.hist[(1 - parity) * E + i] = 0;
   for (int i = cta * nthr + tid; i < m.max_blocks; i += grid * nthr) m.l1_done[(1 - parity) * m.max_blocks + i] = 0u;
   if (cta == 0 && tid == 0) m.tile_next[1 - parity] = 0u;
+  // This call's quantisation claims (per-token kernel only) start at zero: zeroed here, before
+  // this CTA's histogram share is released, so before any CTA has the layout and its tiles; not
+  // "the other half for the next call", since the next call on the layer may be another kernel's.
   if constexpr (kTokScales)
-    for (int i = cta * nthr + tid; i < m.max_blocks; i += grid * nthr) m.h_qclaim[(1 - parity) * m.max_blocks + i] = 0u;
+    for (int i = cta * nthr + tid; i < m.max_blocks; i += grid * nthr) m.h_qclaim[i] = 0u;
   for (int e = tid; e < E; e += nthr) ps.hist[e] = 0;
   if (tid < kEpMaxRanks) ps.sent[tid] = 0u;
   __syncthreads();

@@ -307,7 +307,7 @@ struct MegaW4A8TokKernel {
   // TMA, the async proxy, in other CTAs).
   __device__ static void quantize_chunks(Params const& p, SharedStorage& ss, WorkTile const& t, int block, int ct) {
     const int chunks = (t.rows + kQuantRows - 1) / kQuantRows;
-    uint32_t* claim = p.m.h_qclaim + static_cast<int>(p.m.ep.epoch & 1u) * p.m.max_blocks + block;
+    uint32_t* claim = p.m.h_qclaim + block;
     constexpr int kInFlight = 8;
     const int per_row = p.intermediate / 8;
     for (int it = 0; it < kBlockM / kQuantRows; ++it) {  // a bounded loop: at most this many chunks
