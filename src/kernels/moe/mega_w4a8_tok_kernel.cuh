@@ -224,7 +224,8 @@ struct MegaW4A8TokKernel {
   // 8 x 8 matrix = 8 channels x 8 tokens), copied out to h16; the per-token maximum goes through
   // the lanes of a quad column (xor 4, 8, 16), the 4 warps (shared memory) and one atomic max.
   __device__ static void store_h(Params const& p, SharedStorage& ss, Acc const* acc, WorkTile const& t, int g,
-                                 int wt) {
+                                 int wt_in) {
+    const int wt = opaque(wt_in);  // the epilogue's addresses are computed here, not before the K loop
     const int w = wt / 32, lane = wt % 32, q = lane % 4;
     const int grow = 64 * g + 16 * w + lane / 4;
     const float cg = T::kLut ? ss.rs.epi_cs[grow] : 1.f, cu = T::kLut ? ss.rs.epi_cs[grow + 8] : 1.f;
@@ -272,12 +273,13 @@ struct MegaW4A8TokKernel {
     Epi::named_sync(128, static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + g);
     // Copy-out: 256 rows x 4 pieces of 16 bytes (the group's 32 channels), 8 per thread.
     const int64_t I = p.intermediate;
+    const int rows = opaque(t.rows), row_begin = opaque(t.row_begin), col0 = opaque(t.n_block * 64 + 32 * g);
     CUTE_UNROLL
     for (int it = 0; it < kBlockM * 4 / 128; ++it) {
       const int idx = wt + 128 * it;
       const int tok = idx / 4, c = idx % 4;
-      if (tok < t.rows)
-        *reinterpret_cast<uint4*>(p.h16 + (t.row_begin + tok) * I + t.n_block * 64 + 32 * g + 8 * c) =
+      if (tok < rows)
+        *reinterpret_cast<uint4*>(p.h16 + (row_begin + tok) * I + col0 + 8 * c) =
             *reinterpret_cast<const uint4*>(region + tok * kHRow + 16 * (c ^ ((tok >> 1) & 3)));
     }
     CUTE_UNROLL
@@ -288,6 +290,15 @@ struct MegaW4A8TokKernel {
         atomicMax(p.h_amax + t.row_begin + tok, __float_as_uint(a));  // |h| >= 0: ordered as its bits
       }
     }
+  }
+
+  // A value the compiler cannot see through: what derives from it is computed where it is used.
+  // Without it ptxas computed the epilogue's stmatrix and copy-out addresses before the K loop
+  // and spilled them (240 registers there), and the epilogue reloaded each from local memory,
+  // which the ~29 KiB of L1 left next to 226 KiB of shared memory hardly caches.
+  __device__ static int opaque(int v) {
+    asm volatile("" : "+r"(v));
+    return v;
   }
 
   // Quantisation chunks: kQuantRows tokens each; the block's Linear-2 tiles load h once its
@@ -397,7 +408,8 @@ struct MegaW4A8TokKernel {
   // into the token owners' combine buffers (each thread 8 rows of one piece, the rows' addresses
   // taken before the stores). Returns the SM cycles of the stores.
   __device__ static long long store_l2(Params const& p, SharedStorage& ss, Acc const* acc, WorkTile const& t, int g,
-                                       int wt) {
+                                       int wt_in) {
+    const int wt = opaque(wt_in);  // as store_h
     const int lane = wt % 32, w = wt / 32, q = lane % 4;
     const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + g;
     uint8_t* region = ss.rs.epi.data() + g * kGroupBytes;
