@@ -313,13 +313,13 @@ struct MegaW4A8TokKernel {
   // count is at least n1: its maxima are final, every h16 row and maximum visible — released with
   // the counts, acquired by thread 0 before the barrier that orders the other threads; all reads
   // below go through L2). Per chunk: the tokens' scales from h_amax (reset to zero), fp8 rows
-  // from h16 (16-byte loads, kInFlight per thread, so the pass runs at L2 bandwidth rather than
-  // one latency per piece), then one count, released after the proxy fence (h is read next by
+  // from h16 (16-byte loads, kInFlight per thread: one SM's rate is about its bytes in flight
+  // over the L2 latency, 64 KiB here), then one count, released after the proxy fence (h is read next by
   // TMA, the async proxy, in other CTAs).
   __device__ static void quantize_chunks(Params const& p, SharedStorage& ss, WorkTile const& t, int block, int ct) {
     const int chunks = (t.rows + kQuantRows - 1) / kQuantRows;
     uint32_t* claim = p.m.h_qclaim + block;
-    constexpr int kInFlight = 8;
+    constexpr int kInFlight = 16;
     const int per_row = p.intermediate / 8;
     for (int it = 0; it < kBlockM / kQuantRows; ++it) {  // a bounded loop: at most this many chunks
                                                          // (unbounded, ptxas moved the K loop's
