@@ -506,7 +506,9 @@ struct MegaW4A8TokKernel {
       if (!is_l1) await_quantised(p, ss, t, ct);  // before its token scales (h_scales) are read
       const TileInputs in = prefetch_epilogue(p, ss, t, is_l1, g, wt);
       Acc acc[2];
-      rs.mma(is_l1 ? p.l1 : p.l2, ss.rs, sX, read, g, wt, acc, it, t.rows > kPieceT);
+      // A block of <= 32 / <= 64 rows: the narrow wgmmas (the producer's box has that many rows).
+      const int narrow = Boxes::rows_for(min(t.rows, kPieceT));
+      rs.mma(is_l1 ? p.l1 : p.l2, ss.rs, sX, read, g, wt, acc, it, t.rows > kPieceT, narrow < kPieceT ? narrow : 0);
       mainloop_done();
       epilogue_start(ss, in, is_l1, g, wt);
       if (is_l1) {

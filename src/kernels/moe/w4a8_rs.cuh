@@ -438,13 +438,75 @@ struct MoeW4A8RsKernel {
     warpgroup_commit_batch();
   }
 
+  // Piece 0 only, through an m64 x kN wgmma (kN = 32 or 64) on the first kN token rows of each
+  // stage's slot (per-token tiles of the fused kernel whose block has <= kN rows; its producer
+  // loads them with the kN-row box, and the 128-byte swizzle is by address, so a kN-row tile at the
+  // slot's base reads those bytes). In the C layout above the kN / 8 column groups of the narrow
+  // accumulator are the first values of the 128-token one: they are added into acc[0]'s first
+  // values, the rest stay cleared. A wgmma's time scales with its N: a block of 16 rows no longer
+  // multiplies 128.
+  template <int kN>
+  __device__ __forceinline__ void mma_narrow(Params const& p, SharedStorage& ss, State& read, int g, int wt,
+                                             Acc (&acc)[kAccs], uint32_t t0, uint32_t t1, int wrow0) const {
+    static_assert(T::kTok && kPieces == 2 && kBlocks == 1 && (kN == 32 || kN == 64), "per-token tiles only");
+    using Atom = cute::conditional_t<kN == 32, SM90_64x32x32_F32E4M3E4M3_RS_TN<>, SM90_64x64x32_F32E4M3E4M3_RS_TN<>>;
+    using MmaN = decltype(make_tiled_mma(Atom{}));
+    using LayoutN = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kN>, Int<T::kBlockK>>{}));
+    using PartN = decltype(partition_fragment_C(MmaN{}, Shape<_64, Int<kN>>{}));
+    static_assert(decltype(size(PartN{}))::value == kN / 2, "kN / 8 column groups of 4 values");
+    MmaN mma;
+    auto thr = mma.get_slice(wt);
+    const int kbs = p.k_blocks;
+    Frags f;
+    convert_stage(ss, read.index, g, wt, t0, t1, f);
+    for (int kb = 0; kb < kbs; ++kb) {
+      const int s = read.index;
+      Tensor tCrB = thr.partition_fragment_B(
+          make_tensor(make_smem_ptr(ss.x.data() + s * kPieces * kPieceT * T::kBlockK), LayoutN{}));  // (MMA, 1, 4)
+      PartN part;
+      warpgroup_fence_operand(f[0]);
+      warpgroup_fence_operand(part);
+      warpgroup_arrive();
+      mma.accumulate_ = GMMA::ScaleOut::Zero;
+      CUTE_UNROLL
+      for (int k = 0; k < size<2>(f[0]); ++k) {
+        cute::gemm(mma, f[0](_, _, k), tCrB(_, _, k), part);
+        mma.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(part);
+      warpgroup_fence_operand(f[0]);
+      [[maybe_unused]] float w0 = 1.f, w1 = 1.f;  // MXFP4: the K block's weight scales (as promote)
+      if constexpr (!T::kLut) {
+        w0 = ss.ws[s * 128 + wrow0];
+        w1 = ss.ws[s * 128 + wrow0 + 8];
+      }
+      CUTE_UNROLL
+      for (int i = 0; i < kN / 2; ++i) {
+        if constexpr (T::kLut) acc[0](i) += part(i);
+        else acc[0](i) = fmaf(part(i), (i & 2) ? w1 : w0, acc[0](i));
+      }
+      asm volatile("" ::: "memory");  // the shared reads above stay before the release
+      __syncwarp();
+      if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
+      read.advance();
+      if (kb + 1 < kbs) {
+        bounded_wait(&ss.full[read.index], read.phase);
+        convert_stage(ss, read.index, g, wt, t0, t1, f);
+      }
+    }
+  }
+
   template <class SmemX>
   // it: K blocks consumed by this CTA so far (trace only). second_piece (kPieces == 2): false runs
   // piece 0 only (the fused kernel's blocks of <= kPieceT rows, whose producer loads no piece 1);
-  // acc[kBlocks..] then stay cleared. The grouped kernels leave it at its constant default.
+  // acc[kBlocks..] then stay cleared. narrow (per-token tiles): 32 or 64 runs piece 0 through
+  // mma_narrow (a block of <= 32 / <= 64 rows), 0 the 128-token wgmmas. The grouped kernels leave
+  // both at their constant defaults.
   __device__ __forceinline__ void mma(Params const& p, SharedStorage& ss, SmemX const& sX, State& read, int g, int wt,
                                       Acc (&acc)[kAccs], [[maybe_unused]] uint32_t& it,
-                                      [[maybe_unused]] bool second_piece = true) const {
+                                      [[maybe_unused]] bool second_piece = true, [[maybe_unused]] int narrow = 0) const {
     typename T::TiledMma tiled_mma;
     auto thr = tiled_mma.get_slice(wt);
     Tensor tCrB = thr.partition_fragment_B(sX);  // (MMA, 1, 4, stage) descriptors
@@ -506,6 +568,10 @@ struct MoeW4A8RsKernel {
     };
 
     bounded_wait(&ss.full[read.index], read.phase);
+    if constexpr (T::kTok && kBlocks == 1) {
+      if (narrow == 32) return mma_narrow<32>(p, ss, read, g, wt, acc, t0, t1, wrow0);
+      if (narrow == 64) return mma_narrow<64>(p, ss, read, g, wt, acc, t0, t1, wrow0);
+    }
     Acc part[kBlocks];
     if constexpr (kPieces == 2) {
       // Two token pieces: one fragment buffer (the registers hold two fp32 accumulators). Per K
