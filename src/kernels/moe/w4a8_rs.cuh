@@ -447,7 +447,8 @@ struct MoeW4A8RsKernel {
   // multiplies 128.
   template <int kN>
   __device__ __forceinline__ void mma_narrow(Params const& p, SharedStorage& ss, State& read, int g, int wt,
-                                             Acc (&acc)[kAccs], uint32_t t0, uint32_t t1, int wrow0) const {
+                                             Acc (&acc)[kAccs], uint32_t& it, uint32_t t0, uint32_t t1,
+                                             int wrow0) const {
     static_assert(T::kTok && kPieces == 2 && kBlocks == 1 && (kN == 32 || kN == 64), "per-token tiles only");
     using Atom = cute::conditional_t<kN == 32, SM90_64x32x32_F32E4M3E4M3_RS_TN<>, SM90_64x64x32_F32E4M3E4M3_RS_TN<>>;
     using MmaN = decltype(make_tiled_mma(Atom{}));
@@ -459,7 +460,7 @@ struct MoeW4A8RsKernel {
     const int kbs = p.k_blocks;
     Frags f;
     convert_stage(ss, read.index, g, wt, t0, t1, f);
-    for (int kb = 0; kb < kbs; ++kb) {
+    for (int kb = 0; kb < kbs; ++kb, ++it) {
       const int s = read.index;
       Tensor tCrB = thr.partition_fragment_B(
           make_tensor(make_smem_ptr(ss.x.data() + s * kPieces * kPieceT * T::kBlockK), LayoutN{}));  // (MMA, 1, 4)
@@ -569,8 +570,8 @@ struct MoeW4A8RsKernel {
 
     bounded_wait(&ss.full[read.index], read.phase);
     if constexpr (T::kTok && kBlocks == 1) {
-      if (narrow == 32) return mma_narrow<32>(p, ss, read, g, wt, acc, t0, t1, wrow0);
-      if (narrow == 64) return mma_narrow<64>(p, ss, read, g, wt, acc, t0, t1, wrow0);
+      if (narrow == 32) return mma_narrow<32>(p, ss, read, g, wt, acc, it, t0, t1, wrow0);
+      if (narrow == 64) return mma_narrow<64>(p, ss, read, g, wt, acc, it, t0, t1, wrow0);
     }
     Acc part[kBlocks];
     if constexpr (kPieces == 2) {
