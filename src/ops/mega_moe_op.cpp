@@ -175,7 +175,7 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
                                       "build leaves out (configure with -DXSTAGE_MEGA_W4A8_RS=ON)",
                                       moe_weight_layout_name(in.w_layout)));
   const moe::MegaTile tile = resolved_tile(opt.tile, in.quant, in.act);
-  if (per_token && (R.m.h16 == nullptr || R.m.h_amax == nullptr))
+  if (per_token && (R.m.h16 == nullptr || R.m.h_amax == nullptr || R.m.h_qclaim == nullptr))
     throw InvalidArgument("mega moe: a per-token call on a layer constructed without per_token_scratch (the "
                           "per-token kernel's bf16 copy of h is allocated with the layer)");
   const moe::MoeSchedule order = resolved_schedule(opt.schedule, in.quant);

@@ -14,7 +14,7 @@ cudaError_t launch_tok(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cud
   using K = MegaW4A8TokKernel<kMx>;
   const MegaWeightFormat want = kMx ? MegaWeightFormat::w4a8_mxfp4_tok : MegaWeightFormat::w4a8_int4_lut_tok;
   if (!mega_args_fit(m, ctas) || w.format != want || m.intermediate % 128 != 0 || m.ep.hidden % 128 != 0 ||
-      m.h16 == nullptr || m.h_amax == nullptr || m.h == nullptr || m.h_scales == nullptr)
+      m.h16 == nullptr || m.h_amax == nullptr || m.h_qclaim == nullptr || m.h == nullptr || m.h_scales == nullptr)
     return cudaErrorInvalidValue;
   MoeW4A8Params g1, g2;
   mega_gemm_params(m, w, g1, g2);

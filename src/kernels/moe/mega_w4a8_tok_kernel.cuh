@@ -123,7 +123,7 @@ struct MegaW4A8TokKernel {
     typename Rs::SharedStorage rs;  // stages, epilogue inputs, the staging (the prologue's scratch before)
     float rw[2][kBlockM];           // each group's copy of the tile's router weights (Linear-1)
     float part[2][4][kBlockM];      // per warp: each token's |h| maximum over its 8 channels
-    float inv[kBlockM];             // the quantisation: 1 / scale per token of the chunk
+    float inv[16];                  // the quantisation: 1 / scale per token of the chunk (kQuantRows)
     int last;                       // this CTA's Linear-1 tile was its block's last to count
     int chunk;                      // the quantisation chunk this CTA claimed
     int quantised;                  // the Linear-2 tile's block is quantised
@@ -138,7 +138,8 @@ struct MegaW4A8TokKernel {
   // Thread 0: the tile's K blocks into the ring: two 128-token pieces and one weight chunk (the
   // tile's 128 rows: 64 interleaved gate/up channels of W1, or 128 hidden columns of W2).
   // A block of <= 128 rows loads piece 0 only (the consumers skip piece 1: mma's second_piece), a
-  // piece of few rows a smaller box (MegaTokenBoxes).
+  // piece of few rows a smaller box (MegaTokenBoxes). A box reads past its block's rows (the next
+  // block's h, which that block's quantisation may be writing): bytes of tokens never stored.
   template <class SmemX>
   __device__ static void produce_tile(typename Rs::Params const& gp, Boxes const& bx, SharedStorage& ss, SmemX& sX,
                                       WorkTile const& t, State& write) {
@@ -304,6 +305,7 @@ struct MegaW4A8TokKernel {
   // Quantisation chunks: kQuantRows tokens each; the block's Linear-2 tiles load h once its
   // Linear-1 counter reached quant_target (n1 tiles, then one count per chunk).
   static constexpr int kQuantRows = 16;
+  static_assert(sizeof(SharedStorage::inv) == kQuantRows * sizeof(float), "one inverse scale per chunk token");
   __device__ static uint32_t quant_target(Params const& p, int rows) {
     return static_cast<uint32_t>(p.n1 + (rows + kQuantRows - 1) / kQuantRows);
   }
