@@ -95,6 +95,7 @@ struct MegaW4A8TokKernel {
   static_assert(sizeof(MegaPrologueSmem) <= Rs::kEpiBytes, "the prologue's scratch fits in the staging");
 
   using Boxes = MegaTokenBoxes<T>;  // pieces of <= 32 / 64 tokens: smaller TMA boxes
+  static constexpr int kQuantRows = 16;  // tokens per quantisation chunk (quantize_chunks)
 
   struct Params {
     typename Rs::Params l1;  // x = received rows [cap, H] (per-token scales), W1 prepacked glu (n = 2I)
@@ -123,7 +124,7 @@ struct MegaW4A8TokKernel {
     typename Rs::SharedStorage rs;  // stages, epilogue inputs, the staging (the prologue's scratch before)
     float rw[2][kBlockM];           // each group's copy of the tile's router weights (Linear-1)
     float part[2][4][kBlockM];      // per warp: each token's |h| maximum over its 8 channels
-    float inv[16];                  // the quantisation: 1 / scale per token of the chunk (kQuantRows)
+    float inv[kQuantRows];          // the quantisation: 1 / scale per token of the chunk
     int last;                       // this CTA's Linear-1 tile was its block's last to count
     int chunk;                      // the quantisation chunk this CTA claimed
     int quantised;                  // the Linear-2 tile's block is quantised
@@ -302,10 +303,8 @@ struct MegaW4A8TokKernel {
     return v;
   }
 
-  // Quantisation chunks: kQuantRows tokens each; the block's Linear-2 tiles load h once its
+  // Quantisation chunks (kQuantRows tokens each): the block's Linear-2 tiles load h once its
   // Linear-1 counter reached quant_target (n1 tiles, then one count per chunk).
-  static constexpr int kQuantRows = 16;
-  static_assert(sizeof(SharedStorage::inv) == kQuantRows * sizeof(float), "one inverse scale per chunk token");
   __device__ static uint32_t quant_target(Params const& p, int rows) {
     return static_cast<uint32_t>(p.n1 + (rows + kQuantRows - 1) / kQuantRows);
   }
