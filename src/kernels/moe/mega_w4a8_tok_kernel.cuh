@@ -123,7 +123,6 @@ struct MegaW4A8TokKernel {
   struct SharedStorage {
     typename Rs::SharedStorage rs;  // stages, epilogue inputs, the staging (the prologue's scratch before)
     float rw[2][kBlockM];           // each group's copy of the tile's router weights (Linear-1)
-    float part[2][4][kBlockM];      // per warp: each token's |h| maximum over its 8 channels
     float inv[kQuantRows];          // the quantisation: 1 / scale per token of the chunk
     int last;                       // this CTA's Linear-1 tile was its block's last to count
     int chunk;                      // the quantisation chunk this CTA claimed
@@ -252,15 +251,6 @@ struct MegaW4A8TokKernel {
           const float h1 = swiglu(acc[pc](i + 1) * (cg * t2.y), acc[pc](i + 3) * (cu * t2.y)) * r2.y;
           const __nv_bfloat162 b2 = __floats2bfloat162_rn(h0, h1);
           packed[mm] = *reinterpret_cast<const uint32_t*>(&b2);
-          // |h| of both tokens (bf16, exact), then the maximum over the 8 channels of the warp
-          // (lanes q + 4 k): one shuffle of the packed pair per step.
-          __nv_bfloat162 a2 = __habs2(b2);
-          CUTE_UNROLL
-          for (int x = 4; x < 32; x <<= 1) {
-            const uint32_t o = __shfl_xor_sync(0xffffffffu, *reinterpret_cast<const uint32_t*>(&a2), x);
-            a2 = __hmax2(a2, *reinterpret_cast<const __nv_bfloat162*>(&o));
-          }
-          if (lane < 4) *reinterpret_cast<float2*>(&ss.part[g][w][tok]) = __bfloat1622float2(a2);
         }
         // Lane 8 mm + r: row r (token) of matrix mm: token group 4 s + mm; channels 8 w .. 8 w + 7
         // of the group's 32 = 16-byte piece w of the row, swizzled.
@@ -273,23 +263,31 @@ struct MegaW4A8TokKernel {
       }
     }
     Epi::named_sync(128, static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + g);
-    // Copy-out: 256 rows x 4 pieces of 16 bytes (the group's 32 channels), 8 per thread.
+    // Copy-out: 256 rows x 4 pieces of 16 bytes (the group's 32 channels), 8 per thread; the 4
+    // lanes of a row (consecutive: c = lane % 4) also take its |h| maximum over the group's 32
+    // channels (bf16, exact: 3 max over the piece, 2 shuffles), one atomic max per token and
+    // group (|h| >= 0: ordered as its float bits). Here, not per value in the conversion above:
+    // there 3 dependent shuffles per token pair made the epilogue latency-bound.
     const int64_t I = p.intermediate;
     const int rows = opaque(t.rows), row_begin = opaque(t.row_begin), col0 = opaque(t.n_block * 64 + 32 * g);
     CUTE_UNROLL
     for (int it = 0; it < kBlockM * 4 / 128; ++it) {
       const int idx = wt + 128 * it;
       const int tok = idx / 4, c = idx % 4;
-      if (tok < rows)
-        *reinterpret_cast<uint4*>(p.h16 + (row_begin + tok) * I + col0 + 8 * c) =
-            *reinterpret_cast<const uint4*>(region + tok * kHRow + 16 * (c ^ ((tok >> 1) & 3)));
-    }
-    CUTE_UNROLL
-    for (int j = 0; j < 2; ++j) {
-      const int tok = wt + 128 * j;
-      if (tok < t.rows) {
-        const float a = fmaxf(fmaxf(ss.part[g][0][tok], ss.part[g][1][tok]), fmaxf(ss.part[g][2][tok], ss.part[g][3][tok]));
-        atomicMax(p.h_amax + t.row_begin + tok, __float_as_uint(a));  // |h| >= 0: ordered as its bits
+      const uint4 v = *reinterpret_cast<const uint4*>(region + tok * kHRow + 16 * (c ^ ((tok >> 1) & 3)));
+      if (tok < rows) *reinterpret_cast<uint4*>(p.h16 + (row_begin + tok) * I + col0 + 8 * c) = v;
+      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+      __nv_bfloat162 a2 = __habs2(*reinterpret_cast<const __nv_bfloat162*>(&words[0]));
+      CUTE_UNROLL
+      for (int e = 1; e < 4; ++e) a2 = __hmax2(a2, __habs2(*reinterpret_cast<const __nv_bfloat162*>(&words[e])));
+      CUTE_UNROLL
+      for (int x = 1; x < 4; x <<= 1) {
+        const uint32_t o = __shfl_xor_sync(0xffffffffu, *reinterpret_cast<const uint32_t*>(&a2), x);
+        a2 = __hmax2(a2, *reinterpret_cast<const __nv_bfloat162*>(&o));
+      }
+      if (c == 0 && tok < rows) {
+        const float2 f2 = __bfloat1622float2(a2);
+        atomicMax(p.h_amax + row_begin + tok, __float_as_uint(fmaxf(f2.x, f2.y)));
       }
     }
   }
