@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "cli/bench_check.hpp"
+#include "cli/bench_moe_scale_alts.hpp"
 #include "cli/bench_moe_cells.hpp"
 #include "cli/bench_moe_rs_weights.hpp"
 #include "cli/bench_util.hpp"
@@ -122,6 +123,7 @@ struct RankCheck {
   int rank = 0;
   std::vector<size_t> tokens;
   std::vector<double> ref;
+  std::vector<std::vector<ScaleAlternatives>> alts;  // per token: its expert rows' other scales
 };
 
 // rs: the register-operand weight pool the cell uploaded (null: the pattern's bytes); per_token:
@@ -150,6 +152,7 @@ std::vector<RankCheck> moe_layer_check_ref(Team& team, const Flags& fl, const mo
                                 (uint64_t(r.shape.experts) << 4) ^ uint64_t(static_cast<int>(r.config.kind)),
                             {size_t(T / 2)});
     rc.ref.assign(rc.tokens.size() * H, 0.0);
+    rc.alts.assign(rc.tokens.size(), {});
     for (size_t j = 0; j < rc.tokens.size(); ++j)
       for (int c = 0; c < k; ++c) {
         const int e = r.per_rank[rc.rank].experts[rc.tokens[j] * k + c];
@@ -160,6 +163,7 @@ std::vector<RankCheck> moe_layer_check_ref(Team& team, const Flags& fl, const mo
   }
   std::vector<std::pair<int, std::vector<size_t>>> groups(by_expert.begin(), by_expert.end());
   std::vector<float> ys(tasks.size() * H);
+  std::vector<std::vector<std::vector<float>>> alt_rows(tasks.size());  // the fused recipe's other scales
   const std::vector<float> xs(H / 128, kXScale);
   // Few threads: each holds one expert's weights, dequantised once to fp64 for all its rows.
   parallel_for(groups.size(), [&](size_t g) {
@@ -173,12 +177,19 @@ std::vector<RankCheck> moe_layer_check_ref(Team& team, const Flags& fl, const mo
       const size_t tok = rc.tokens[tk.row];
       for (int c = 0; c < H; ++c) x[c] = pat[fl.x_offset + (tok * H + c) % (pat.size() - fl.x_offset)];
       const float wgt = r.per_rank[rc.rank].weights[tok * k + tk.choice];
-      ref.row(wgt, x.data(), xs.data(), ys.data() + t * H);
+      ref.row(wgt, x.data(), xs.data(), ys.data() + t * H, h_from_bf16 ? &alt_rows[t] : nullptr);
     }
   }, 16);
   for (size_t t = 0; t < tasks.size(); ++t) {
     double* o = out[tasks[t].i].ref.data() + tasks[t].row * H;
     for (int c = 0; c < H; ++c) o[c] += ys[t * H + c];
+    if (alt_rows[t].empty()) continue;
+    ScaleAlternatives sa;
+    for (const auto& a : alt_rows[t]) {
+      sa.deltas.emplace_back(H);
+      for (int c = 0; c < H; ++c) sa.deltas.back()[c] = double(a[c]) - double(ys[t * H + c]);
+    }
+    out[tasks[t].i].alts[tasks[t].row].push_back(std::move(sa));
   }
   return out;
 }
@@ -563,15 +574,27 @@ void run(const Flags& fl) {
             unsigned long long nonfinite = 0;
             for (int i = 0; i < n; ++i) nonfinite += got[i].nonfinite;
             CheckRecord rec;
+            // Fused per-token rows with an ambiguous scale (bench_moe_scale_alts.hpp), and of them
+            // those checked against an alternate.
+            long long rows_ambiguous = 0, rows_alternate = 0;
             if (!check_error.empty()) {
               rec = failed_check(check_error, kMoeLayerTolerance, "");
               rec.nonfinite = nonfinite;
             } else {
               RowChecker rc(kMoeLayerTolerance);
               for (int i = 0; i < n; ++i)
-                for (size_t j = 0; j < check[i].tokens.size(); ++j)
-                  rc.add_row(static_cast<long long>(size_t(check[i].rank) * tokens + check[i].tokens[j]),
-                             got[i].rows.data() + j * H, check[i].ref.data() + j * H, H);
+                for (size_t j = 0; j < check[i].tokens.size(); ++j) {
+                  const float* g = got[i].rows.data() + j * H;
+                  const long long row = static_cast<long long>(size_t(check[i].rank) * tokens + check[i].tokens[j]);
+                  if (check[i].alts[j].empty()) {
+                    rc.add_row(row, g, check[i].ref.data() + j * H, H);
+                    continue;
+                  }
+                  ++rows_ambiguous;
+                  const ClosestRef cr = closest_reference(check[i].ref.data() + j * H, check[i].alts[j], g, H);
+                  rows_alternate += cr.used_alternate;
+                  rc.add_row(row, g, cr.ref.data(), H);
+                }
               const char* h_recipe = !wf.per_token ? ""
                                      : fused_tok   ? "; h in bf16, then one scale per token (the fused kernel's recipe)"
                                                    : "; h requantised to one scale per token (the unfused layer's recipe)";
@@ -589,6 +612,10 @@ void run(const Flags& fl) {
                                {"tokens_per_rank", tokens}, {"variant", v}, {"median_us", med}, {"p10_us", p10},
                                {"p90_us", p90}, {"rank_median_us", rank_med}, {"rows_received", st.received},
                                {"nonfinite", rec.nonfinite}, {"check", rec.verdict()}, {"correctness", rec.to_json()}};
+            if (fused_tok) {
+              row["correctness"]["rows_scale_ambiguous"] = rows_ambiguous;
+              row["correctness"]["rows_alternate_scale"] = rows_alternate;
+            }
             std::string span_txt;
             // the order a fused variant ran (model-order: the layer's pick)
             const moe::MoeSchedule sched = is_fused(v) ? mega->resolved_schedule(opt.schedule, quant) : opt.schedule;

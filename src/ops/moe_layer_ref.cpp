@@ -155,8 +155,19 @@ ExpertMatrices expert_matrices(const MoeLayerWeights& w, int e) {
   return m;
 }
 
+// The bf16 values v with lo <= v <= hi other than `except` (both bounds bf16 values, >= 0).
+std::vector<float> bf16_values_between(float lo, float hi, float except) {
+  std::vector<float> out;
+  uint32_t u;
+  std::memcpy(&u, &lo, 4);
+  for (float v = lo; v <= hi && out.size() < 8; u += 0x10000u, std::memcpy(&v, &u, 4))
+    if (v != except) out.push_back(v);
+  return out;
+}
+
 void expert_row(const ExpertMatrices& m, int H, int I, float router_weight, const uint8_t* x_row,
-                const float* x_row_scales, float* y) {
+                const float* x_row_scales, float* y, std::vector<std::vector<float>>* alternates) {
+  if (alternates != nullptr) alternates->clear();
   std::vector<double> a(H);
   std::vector<float> h(I), hd(I);
   for (int k = 0; k < H; ++k) a[k] = double(fp8_e4m3_decode(x_row[k])) * x_row_scales[k / 128];
@@ -170,14 +181,23 @@ void expert_row(const ExpertMatrices& m, int H, int I, float router_weight, cons
     const double gate = dot1(c), up = dot1(I + c);
     h[c] = static_cast<float>(gate / (1.0 + std::exp(-gate)) * up * router_weight);
   }
-  if (m.h_from_bf16) {  // the fused per-token kernel: bf16 h, one scale per token over the row
-    float amax = 0;
+  // The fused per-token kernel: bf16 h, one scale per token over the row. Its scale is the largest
+  // bf16 |h|; the kernel's h is within kPerTokenHSlack of this one, so where the largest lies that
+  // close to a bf16 rounding midpoint the kernel may round it to the neighbour: those scales are
+  // the alternates.
+  std::vector<float> alt_amax;
+  if (m.h_from_bf16) {
+    float amax = 0, lo = 0, hi = 0;
     for (int c = 0; c < I; ++c) {
+      const double a = std::fabs(double(h[c]));
+      lo = std::max(lo, bf16_round(static_cast<float>(a * (1.0 - kPerTokenHSlack))));
+      hi = std::max(hi, bf16_round(static_cast<float>(a * (1.0 + kPerTokenHSlack))));
       h[c] = bf16_round(h[c]);
       amax = std::max(amax, std::fabs(h[c]));
     }
     const Fp8Scale s = fp8_scale_for_amax(amax);
     for (int c = 0; c < I; ++c) hd[c] = fp8_e4m3_decode(fp8_e4m3_encode(h[c] * s.inv)) * s.scale;
+    if (alternates != nullptr && lo != hi) alt_amax = bf16_values_between(lo, hi, amax);
   }
   // fp8 requantisation per 128 channels, then dequantised: what Linear-2 reads.
   std::vector<uint8_t> q(I);
@@ -196,11 +216,20 @@ void expert_row(const ExpertMatrices& m, int H, int I, float router_weight, cons
     const float S = *std::max_element(s128.begin(), s128.end());
     for (int c = 0; c < I; ++c) hd[c] = fp8_e4m3_decode(fp8_e4m3_encode(fp8_e4m3_decode(q[c]) * (s128[c / 128] / S))) * S;
   }
-  for (int n = 0; n < H; ++n) {
-    const double* wr = m.w2.data() + size_t(n) * I;
-    double acc = 0;
-    for (int c = 0; c < I; ++c) acc += double(hd[c]) * wr[c];
-    y[n] = bf16_round(static_cast<float>(acc));
+  auto linear2 = [&](const std::vector<float>& hq, float* out) {
+    for (int n = 0; n < H; ++n) {
+      const double* wr = m.w2.data() + size_t(n) * I;
+      double acc = 0;
+      for (int c = 0; c < I; ++c) acc += double(hq[c]) * wr[c];
+      out[n] = bf16_round(static_cast<float>(acc));
+    }
+  };
+  linear2(hd, y);
+  for (const float a : alt_amax) {
+    const Fp8Scale s = fp8_scale_for_amax(a);
+    for (int c = 0; c < I; ++c) hd[c] = fp8_e4m3_decode(fp8_e4m3_encode(h[c] * s.inv)) * s.scale;
+    alternates->emplace_back(H);
+    linear2(hd, alternates->back().data());
   }
 }
 
@@ -240,8 +269,9 @@ MoeExpertReference::MoeExpertReference(const MoeLayerWeights& w, int e)
 
 MoeExpertReference::~MoeExpertReference() = default;
 
-void MoeExpertReference::row(float router_weight, const uint8_t* x_row, const float* x_row_scales, float* y) const {
-  expert_row(*m_, hidden_, intermediate_, router_weight, x_row, x_row_scales, y);
+void MoeExpertReference::row(float router_weight, const uint8_t* x_row, const float* x_row_scales, float* y,
+                             std::vector<std::vector<float>>* alternates) const {
+  expert_row(*m_, hidden_, intermediate_, router_weight, x_row, x_row_scales, y, alternates);
 }
 
 void moe_expert_row(const MoeLayerWeights& w, int e, float router_weight, const uint8_t* x_row,
@@ -299,7 +329,7 @@ std::vector<std::vector<float>> moe_layer_reference(const moe::Routing& r, const
           for (int b = 0; b < H / 128; ++b) xs[b] = ri.x_scales[size_t(b) * T + row.token];
           const float wgt = r.per_rank[row.src].weights[size_t(row.token) * k + row.choice];
           expert_row(m, H, w.intermediate, wgt, ri.x.data() + size_t(row.token) * H, xs.data(),
-                     ys.data() + (first_slot[e] + j) * H);
+                     ys.data() + (first_slot[e] + j) * H, nullptr);
         }
       },
       cap);

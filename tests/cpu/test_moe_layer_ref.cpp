@@ -675,4 +675,70 @@ TEST(MoeLayerRef, FusedPerTokenHRowsRecomputedByHand) {
   }
   EXPECT_GT(rows_that_differ, 0) << "the requantisation recipe gave the from-bf16 rows on every token";
 }
+// The alternates of the fused per-token recipe (MoeExpertReference::row, ops::kPerTokenHSlack),
+// recomputed here: the bf16 values between the largest bf16 |h| of h * (1 - slack) and of h *
+// (1 + slack), other than the row's own amax, each giving the row under its scale. Over 64 tokens
+// some rows have alternates and most have none; the requantisation recipe never has any.
+TEST(MoeLayerRef, FusedPerTokenAlternateScalesRecomputedByHand) {
+  const int H = 128, I = 256;
+  auto w = ops::make_moe_layer_weights(1, H, I, 31);
+  w.per_token_activations = true;
+  auto w_requant = w;
+  w.per_token_h_from_bf16 = true;
+  const ops::MoeExpertReference ref(w, 0), ref_requant(w_requant, 0);
+  auto w1 = [&](int r, int c) {
+    return double(e4m3_value(w.w1[size_t(r) * H + c])) * w.w1_scales[(r / 128) * (H / 128) + c / 128];
+  };
+  auto w2 = [&](int r, int c) {
+    return double(e4m3_value(w.w2[size_t(r) * I + c])) * w.w2_scales[(r / 128) * (I / 128) + c / 128];
+  };
+  std::mt19937 rng(11);
+  int with_alternates = 0;
+  const int tokens = 64;
+  for (int t = 0; t < tokens; ++t) {
+    std::vector<uint8_t> x(H);
+    for (auto& b : x) b = static_cast<uint8_t>((rng() & 0x80u) | (rng() % 0x78u));
+    const std::vector<float> xs{0.02f + 0.001f * t};
+    const float rw = 0.5f + 0.01f * t;
+    std::vector<float> got(H);
+    std::vector<std::vector<float>> alts{{1.f}}, alts_requant{{1.f}};
+    ref.row(rw, x.data(), xs.data(), got.data(), &alts);
+    ref_requant.row(rw, x.data(), xs.data(), got.data(), &alts_requant);
+    EXPECT_TRUE(alts_requant.empty()) << "token " << t;
+    std::vector<float> hb(I);
+    float amax = 0.f, lo = 0.f, hi = 0.f;
+    for (int c = 0; c < I; ++c) {
+      double g = 0, u = 0;
+      for (int k = 0; k < H; ++k) {
+        const double a = double(e4m3_value(x[k])) * xs[0];
+        g += a * w1(c, k);
+        u += a * w1(I + c, k);
+      }
+      const float h = static_cast<float>(g / (1.0 + std::exp(-g)) * u * rw);
+      hb[c] = bf16_nearest_even(h);
+      amax = std::max(amax, std::fabs(hb[c]));
+      lo = std::max(lo, bf16_nearest_even(static_cast<float>(std::fabs(double(h)) * (1 - ops::kPerTokenHSlack))));
+      hi = std::max(hi, bf16_nearest_even(static_cast<float>(std::fabs(double(h)) * (1 + ops::kPerTokenHSlack))));
+    }
+    std::vector<std::vector<float>> want;
+    for (float v = lo; v <= hi; v = std::nextafter(v, 1e30f)) {
+      if (v != bf16_nearest_even(v) || v == amax) continue;
+      const float a = std::max(v, 1e-4f), scale = a / 448.f, inv = 448.f / a;
+      want.emplace_back(H);
+      for (int n = 0; n < H; ++n) {
+        double y = 0;
+        for (int c = 0; c < I; ++c) y += double(e4m3_nearest_even(hb[c] * inv) * scale) * w2(n, c);
+        want.back()[n] = bf16_nearest_even(static_cast<float>(y));
+      }
+    }
+    ASSERT_EQ(alts.size(), want.size()) << "token " << t;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(alts[i], want[i]) << "token " << t << " alternate " << i;
+      EXPECT_NE(alts[i], got) << "token " << t << ": an alternate scale that changes nothing";
+    }
+    with_alternates += !alts.empty();
+  }
+  EXPECT_GT(with_alternates, 0) << "no token's largest |h| near a bf16 midpoint in " << tokens;
+  EXPECT_LT(with_alternates, tokens / 2);
+}
 #endif  // XSTAGE_HAVE_MOE

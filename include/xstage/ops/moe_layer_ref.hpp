@@ -61,6 +61,14 @@ struct MoeLayerWeights {
   bool per_token_h_from_bf16 = false;
 };
 
+// How far (relative) the fused per-token kernel's fp32 h may lie from the reference's fp64 h:
+// fp8 tensor-core accumulation keeps ~14 bits per partial sum (DeepSeek-V3 report §3.3.2), the
+// rest (scales, silu to ~1e-7) is fp32. Where a token's largest |h| lies within this of a bf16
+// rounding midpoint, the kernel's bf16 value, and so the token's scale, may be the neighbour's:
+// one scale step re-rounds a few % of the token's e4m3 codes, ~1-3 % of the output row
+// (docs/megamoe.md §Per-token activations in the fused kernel, "Checking it").
+inline constexpr double kPerTokenHSlack = 1.0 / 2048;
+
 struct MoeLayerRankInput {
   std::vector<uint8_t> x;       // [T, H] fp8 e4m3
   std::vector<float> x_scales;  // [H/128, T] (token-contiguous, as the GEMM's a_scales)
@@ -88,7 +96,10 @@ class MoeExpertReference {
   ~MoeExpertReference();
   MoeExpertReference(const MoeExpertReference&) = delete;
   MoeExpertReference& operator=(const MoeExpertReference&) = delete;
-  void row(float router_weight, const uint8_t* x_row, const float* x_row_scales, float* y) const;
+  // alternates (optional; cleared): with per_token_h_from_bf16, the row under each other
+  // per-token scale the fused kernel may take (kPerTokenHSlack); usually none.
+  void row(float router_weight, const uint8_t* x_row, const float* x_row_scales, float* y,
+           std::vector<std::vector<float>>* alternates = nullptr) const;
 
  private:
   struct Matrices;
