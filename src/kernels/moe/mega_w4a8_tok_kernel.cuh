@@ -307,7 +307,15 @@ struct MegaW4A8TokKernel {
   // in 8 (per expert), and a scale one step off re-rounds a few % of the token's e4m3 codes,
   // ~1.5-3 % of the output row against the reference of the recipe (DiT-MoE-G 2048 tokens: 3 of
   // 256 checked rows over the 2 % bound, the session-39 kernel too; docs/megamoe.md).
-  __device__ static float swiglu_close(float gate, float up) { return __fdividef(gate, 1.f + __expf(-gate)) * up; }
+  // The .ftz forms: without them ptxas wraps each MUFU in range-scaling FMULs and compares (about
+  // ten instructions per value instead of five). e^-gate overflows to +inf below gate ~ -88, and
+  // gate * rcp(inf) = -0, silu's limit.
+  __device__ static float swiglu_close(float gate, float up) {
+    float e, r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(gate * -1.4426950408889634f));
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.f + e));
+    return gate * r * up;
+  }
 
   // Quantisation chunks (kQuantRows tokens each): the block's Linear-2 tiles load h once its
   // Linear-1 counter reached quant_target (n1 tiles, then one count per chunk).
