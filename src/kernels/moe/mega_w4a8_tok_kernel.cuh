@@ -11,12 +11,12 @@
 //     channels; warp group g owns channels [32 g, 32 g + 32). Epilogue per group: h = silu(gate)
 //     * up * router weight in bf16 to h16 [cap, I], and each token's |h| maximum over the group's
 //     32 channels into h_amax [cap] (one atomic max per token and group); then the tile counts into
-//     its block's Linear-1 counter. Once the count reaches n1 (the CTA whose add returns n1 - 1
-//     knows) the maxima are final and the block's h is quantised in chunks of kQuantRows tokens:
-//     one scale per token from h_amax (h_scales[row]), fp8 h rows from h16, h_amax reset to zero
-//     for the next call, one more count per chunk. Chunks are claimed one at a time (h_qclaim) by
-//     that CTA's consumers and by those of any CTA that starts one of the block's Linear-2 tiles
-//     while chunks are left, so a block's quantisation runs on several SMs. The block's Linear-2
+//     its block's Linear-1 counter (a reduction: no CTA learns it counted last). Once the count
+//     reaches n1 the maxima are final and the block's h is quantised in chunks of kQuantRows
+//     tokens: one scale per token from h_amax (h_scales[row]), fp8 h rows from h16, h_amax reset
+//     to zero for the next call, one more count per chunk. Chunks are claimed one at a time
+//     (h_qclaim) by the consumers of every CTA that starts one of the block's Linear-2 tiles while
+//     chunks are left, so a block's quantisation runs on several SMs. The block's Linear-2
 //     tiles are handed over at count n1 and load h at n1 + chunks. No CTA waits for another's
 //     Linear-1 tile or for an unclaimed chunk, so any number of tiles per block runs on any
 //     number of CTAs.
@@ -124,7 +124,6 @@ struct MegaW4A8TokKernel {
     typename Rs::SharedStorage rs;  // stages, epilogue inputs, the staging (the prologue's scratch before)
     float rw[2][kBlockM];           // each group's copy of the tile's router weights (Linear-1)
     float inv[kQuantRows];          // the quantisation: 1 / scale per token of the chunk
-    int last;                       // this CTA's Linear-1 tile was its block's last to count
     int chunk;                      // the quantisation chunk this CTA claimed
     int quantised;                  // the Linear-2 tile's block is quantised
     typename Queue::Storage queue;
@@ -406,16 +405,13 @@ struct MegaW4A8TokKernel {
     Epi::named_sync(256, kConsumersBarrier);
   }
 
-  // Linear-1 count: after both groups stored; the count that returns n1 - 1 is the block's last.
-  __device__ static bool count_l1(Params const& p, SharedStorage& ss, WorkTile const& t, int ct) {
-    Epi::named_sync(256, kConsumersBarrier);  // both groups' h16 stores and maxima are issued
-    if (ct == 0) {
-      uint32_t before;
-      asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(p.epi1.dest.l1_done + t.tag) : "memory");
-      ss.last = before + 1u == static_cast<uint32_t>(p.n1);
-    }
+  // Linear-1 count: after both groups stored (the barrier orders every thread's h16 stores and
+  // maxima before thread 0's release). A reduction, not an atomic that returns: nothing here waits
+  // for its round trip (~1 us under load, per Linear-1 tile), and the block's quantisation is left
+  // to the CTAs of its Linear-2 tiles, which are handed over at count n1 (await_quantised).
+  __device__ static void count_l1(Params const& p, WorkTile const& t, int ct) {
     Epi::named_sync(256, kConsumersBarrier);
-    return ss.last != 0;
+    if (ct == 0) dev::add_release_gpu(p.epi1.dest.l1_done + t.tag, 1u);
   }
 
   // Linear-2, warp group g: its 64 columns of each 128-token piece, bf16 times the channel and
@@ -531,8 +527,7 @@ struct MegaW4A8TokKernel {
         store_h(p, ss, acc, t, g, wt);
         p.epi1.dest.mark(1, ct);
         const long long c0 = clock64();
-        const bool last = count_l1(p, ss, t, ct);
-        if (last) quantize_chunks(p, ss, t, block_of(p, t, true), ct);
+        count_l1(p, t, ct);
         if (ct == 0 && p.epi1.dest.hook != nullptr) p.epi1.dest.hook[blockIdx.x] = static_cast<uint32_t>(clock64() - c0);
       } else {
         long long tail = store_l2(p, ss, acc, t, g, wt);
