@@ -624,113 +624,117 @@ float e4m3_nearest_even(float x) {
   return x < 0 ? -best : best;
 }
 
-}  // namespace
 
-// The same recipe on random W8A8 weights (H 128, I 256) and several tokens, recomputed here with
-// the same order of fp64 sums: bit for bit the reference's rows; and on some row the
-// requantisation recipe gives another output, so the two references cannot stand in for each other.
-TEST(MoeLayerRef, FusedPerTokenHRowsRecomputedByHand) {
-  const int H = 128, I = 256;
-  auto w = ops::make_moe_layer_weights(1, H, I, 29);
-  w.per_token_activations = true;
-  auto w_requant = w;
-  w.per_token_h_from_bf16 = true;
-  auto w1 = [&](int r, int c) {
+// The fused per-token recipe by hand on one random W8A8 expert (H 128, I 256), with the same
+// order of fp64 sums as the reference: h before its bf16 rounding, and a row from bf16 h under
+// the scale of a given largest |h|.
+struct FusedPerTokenByHand {
+  static constexpr int H = 128, I = 256;
+  ops::MoeLayerWeights w;
+  explicit FusedPerTokenByHand(uint64_t seed) : w(ops::make_moe_layer_weights(1, H, I, seed)) {
+    w.per_token_activations = true;
+    w.per_token_h_from_bf16 = true;
+  }
+  double w1(int r, int c) const {
     return double(e4m3_value(w.w1[size_t(r) * H + c])) * w.w1_scales[(r / 128) * (H / 128) + c / 128];
-  };
-  auto w2 = [&](int r, int c) {
+  }
+  double w2(int r, int c) const {
     return double(e4m3_value(w.w2[size_t(r) * I + c])) * w.w2_scales[(r / 128) * (I / 128) + c / 128];
-  };
-  std::mt19937 rng(7);
-  int rows_that_differ = 0;
-  for (int t = 0; t < 8; ++t) {
-    std::vector<uint8_t> x(H);
-    for (auto& b : x) b = static_cast<uint8_t>((rng() & 0x80u) | (rng() % 0x78u));  // finite, |v| < 448
-    const std::vector<float> xs{0.03f + 0.01f * t};                                  // one scale per token
-    const float rw = 0.25f + 0.125f * t;
-    std::vector<float> got(H), other(H);
-    ops::moe_expert_row(w, 0, rw, x.data(), xs.data(), got.data());
-    ops::moe_expert_row(w_requant, 0, rw, x.data(), xs.data(), other.data());
-    std::vector<float> h(I);
-    float amax = 0.f;
+  }
+  std::vector<float> h(const std::vector<uint8_t>& x, float xs, float rw) const {
+    std::vector<float> out(I);
     for (int c = 0; c < I; ++c) {
       double g = 0, u = 0;
       for (int k = 0; k < H; ++k) {
-        const double a = double(e4m3_value(x[k])) * xs[0];
+        const double a = double(e4m3_value(x[k])) * xs;
         g += a * w1(c, k);
         u += a * w1(I + c, k);
       }
-      h[c] = bf16_nearest_even(static_cast<float>(g / (1.0 + std::exp(-g)) * u * rw));
-      amax = std::max(amax, std::fabs(h[c]));
+      out[c] = static_cast<float>(g / (1.0 + std::exp(-g)) * u * rw);
     }
+    return out;
+  }
+  std::vector<float> row(const std::vector<float>& hb, float amax) const {
     const float a = std::max(amax, 1e-4f), scale = a / 448.f, inv = 448.f / a;
-    std::vector<float> want(H);
+    std::vector<float> y(H);
     for (int n = 0; n < H; ++n) {
-      double y = 0;
-      for (int c = 0; c < I; ++c) y += double(e4m3_nearest_even(h[c] * inv) * scale) * w2(n, c);
-      want[n] = bf16_nearest_even(static_cast<float>(y));
+      double acc = 0;
+      for (int c = 0; c < I; ++c) acc += double(e4m3_nearest_even(hb[c] * inv) * scale) * w2(n, c);
+      y[n] = bf16_nearest_even(static_cast<float>(acc));
     }
+    return y;
+  }
+  // A random token: finite e4m3 codes (|v| < 448).
+  static std::vector<uint8_t> token(std::mt19937& rng) {
+    std::vector<uint8_t> x(H);
+    for (auto& b : x) b = static_cast<uint8_t>((rng() & 0x80u) | (rng() % 0x78u));
+    return x;
+  }
+};
+
+}  // namespace
+
+// Several tokens: bit for bit the reference's rows; and on some row the requantisation recipe
+// gives another output, so the two references cannot stand in for each other.
+TEST(MoeLayerRef, FusedPerTokenHRowsRecomputedByHand) {
+  const FusedPerTokenByHand L(29);
+  auto w_requant = L.w;
+  w_requant.per_token_h_from_bf16 = false;
+  std::mt19937 rng(7);
+  int rows_that_differ = 0;
+  for (int t = 0; t < 8; ++t) {
+    const std::vector<uint8_t> x = FusedPerTokenByHand::token(rng);
+    const std::vector<float> xs{0.03f + 0.01f * t};  // one scale per token
+    const float rw = 0.25f + 0.125f * t;
+    std::vector<float> got(L.H), other(L.H);
+    ops::moe_expert_row(L.w, 0, rw, x.data(), xs.data(), got.data());
+    ops::moe_expert_row(w_requant, 0, rw, x.data(), xs.data(), other.data());
+    std::vector<float> hb = L.h(x, xs[0], rw);
+    float amax = 0.f;
+    for (float& v : hb) {
+      v = bf16_nearest_even(v);
+      amax = std::max(amax, std::fabs(v));
+    }
+    const std::vector<float> want = L.row(hb, amax);
     EXPECT_EQ(got, want) << "token " << t;
     rows_that_differ += other != want;
   }
   EXPECT_GT(rows_that_differ, 0) << "the requantisation recipe gave the from-bf16 rows on every token";
 }
+
 // The alternates of the fused per-token recipe (MoeExpertReference::row, ops::kPerTokenHSlack),
 // recomputed here: the bf16 values between the largest bf16 |h| of h * (1 - slack) and of h *
 // (1 + slack), other than the row's own amax, each giving the row under its scale. Over 64 tokens
 // some rows have alternates and most have none; the requantisation recipe never has any.
 TEST(MoeLayerRef, FusedPerTokenAlternateScalesRecomputedByHand) {
-  const int H = 128, I = 256;
-  auto w = ops::make_moe_layer_weights(1, H, I, 31);
-  w.per_token_activations = true;
-  auto w_requant = w;
-  w.per_token_h_from_bf16 = true;
-  const ops::MoeExpertReference ref(w, 0), ref_requant(w_requant, 0);
-  auto w1 = [&](int r, int c) {
-    return double(e4m3_value(w.w1[size_t(r) * H + c])) * w.w1_scales[(r / 128) * (H / 128) + c / 128];
-  };
-  auto w2 = [&](int r, int c) {
-    return double(e4m3_value(w.w2[size_t(r) * I + c])) * w.w2_scales[(r / 128) * (I / 128) + c / 128];
-  };
+  const FusedPerTokenByHand L(31);
+  auto w_requant = L.w;
+  w_requant.per_token_h_from_bf16 = false;
+  const ops::MoeExpertReference ref(L.w, 0), ref_requant(w_requant, 0);
   std::mt19937 rng(11);
   int with_alternates = 0;
   const int tokens = 64;
   for (int t = 0; t < tokens; ++t) {
-    std::vector<uint8_t> x(H);
-    for (auto& b : x) b = static_cast<uint8_t>((rng() & 0x80u) | (rng() % 0x78u));
+    const std::vector<uint8_t> x = FusedPerTokenByHand::token(rng);
     const std::vector<float> xs{0.02f + 0.001f * t};
     const float rw = 0.5f + 0.01f * t;
-    std::vector<float> got(H);
+    std::vector<float> got(L.H);
     std::vector<std::vector<float>> alts{{1.f}}, alts_requant{{1.f}};
     ref.row(rw, x.data(), xs.data(), got.data(), &alts);
     ref_requant.row(rw, x.data(), xs.data(), got.data(), &alts_requant);
     EXPECT_TRUE(alts_requant.empty()) << "token " << t;
-    std::vector<float> hb(I);
+    const std::vector<float> h = L.h(x, xs[0], rw);
+    std::vector<float> hb(L.I);
     float amax = 0.f, lo = 0.f, hi = 0.f;
-    for (int c = 0; c < I; ++c) {
-      double g = 0, u = 0;
-      for (int k = 0; k < H; ++k) {
-        const double a = double(e4m3_value(x[k])) * xs[0];
-        g += a * w1(c, k);
-        u += a * w1(I + c, k);
-      }
-      const float h = static_cast<float>(g / (1.0 + std::exp(-g)) * u * rw);
-      hb[c] = bf16_nearest_even(h);
+    for (int c = 0; c < L.I; ++c) {
+      hb[c] = bf16_nearest_even(h[c]);
       amax = std::max(amax, std::fabs(hb[c]));
-      lo = std::max(lo, bf16_nearest_even(static_cast<float>(std::fabs(double(h)) * (1 - ops::kPerTokenHSlack))));
-      hi = std::max(hi, bf16_nearest_even(static_cast<float>(std::fabs(double(h)) * (1 + ops::kPerTokenHSlack))));
+      lo = std::max(lo, bf16_nearest_even(static_cast<float>(std::fabs(double(h[c])) * (1 - ops::kPerTokenHSlack))));
+      hi = std::max(hi, bf16_nearest_even(static_cast<float>(std::fabs(double(h[c])) * (1 + ops::kPerTokenHSlack))));
     }
     std::vector<std::vector<float>> want;
-    for (float v = lo; v <= hi; v = std::nextafter(v, 1e30f)) {
-      if (v != bf16_nearest_even(v) || v == amax) continue;
-      const float a = std::max(v, 1e-4f), scale = a / 448.f, inv = 448.f / a;
-      want.emplace_back(H);
-      for (int n = 0; n < H; ++n) {
-        double y = 0;
-        for (int c = 0; c < I; ++c) y += double(e4m3_nearest_even(hb[c] * inv) * scale) * w2(n, c);
-        want.back()[n] = bf16_nearest_even(static_cast<float>(y));
-      }
-    }
+    for (float v = lo; v <= hi; v = std::nextafter(v, 1e30f))
+      if (v == bf16_nearest_even(v) && v != amax) want.push_back(L.row(hb, v));
     ASSERT_EQ(alts.size(), want.size()) << "token " << t;
     for (size_t i = 0; i < want.size(); ++i) {
       EXPECT_EQ(alts[i], want[i]) << "token " << t << " alternate " << i;
