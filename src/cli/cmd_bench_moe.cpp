@@ -201,16 +201,17 @@ struct RankGot {
 };
 
 // --dump-rows: every checked row whose relative L2 error exceeds half the row bound (at most 16
-// per cell), with its routing and both value vectors, to locate an error inside a row.
+// per cell), with its routing and both value vectors, to locate an error inside a row. used_ref:
+// per rank, the reference rows the check compared with (alternate scales applied).
 void dump_rows(nlohmann::json& out, const std::string& model, const std::string& routing, const std::string& variant,
-               const moe::Routing& r, const std::vector<RankCheck>& check, const std::vector<RankGot>& got, int tokens,
-               int H) {
+               const moe::Routing& r, const std::vector<RankCheck>& check,
+               const std::vector<std::vector<double>>& used_ref, const std::vector<RankGot>& got, int tokens, int H) {
   const int k = r.shape.top_k;
   int n_dumped = 0;
   for (size_t i = 0; i < check.size(); ++i)
     for (size_t j = 0; j < check[i].tokens.size() && n_dumped < 16; ++j) {
       const float* g = got[i].rows.data() + j * H;
-      const double* f = check[i].ref.data() + j * H;
+      const double* f = used_ref[i].data() + j * H;
       double err = 0, ref = 0;
       for (int c = 0; c < H; ++c) {
         err += (g[c] - f[c]) * (g[c] - f[c]);
@@ -577,24 +578,26 @@ void run(const Flags& fl) {
             // Fused per-token rows with an ambiguous scale (bench_moe_scale_alts.hpp), and of them
             // those checked against an alternate.
             long long rows_ambiguous = 0, rows_alternate = 0;
+            std::vector<std::vector<double>> used_ref(n);  // the reference rows each rank's check used
             if (!check_error.empty()) {
               rec = failed_check(check_error, kMoeLayerTolerance, "");
               rec.nonfinite = nonfinite;
             } else {
               RowChecker rc(kMoeLayerTolerance);
-              for (int i = 0; i < n; ++i)
+              for (int i = 0; i < n; ++i) {
+                used_ref[i] = check[i].ref;
                 for (size_t j = 0; j < check[i].tokens.size(); ++j) {
                   const float* g = got[i].rows.data() + j * H;
-                  const long long row = static_cast<long long>(size_t(check[i].rank) * tokens + check[i].tokens[j]);
-                  if (check[i].alts[j].empty()) {
-                    rc.add_row(row, g, check[i].ref.data() + j * H, H);
-                    continue;
+                  double* ref = used_ref[i].data() + j * H;
+                  if (!check[i].alts[j].empty()) {
+                    ++rows_ambiguous;
+                    const ClosestRef cr = closest_reference(ref, check[i].alts[j], g, H);
+                    rows_alternate += cr.used_alternate;
+                    std::copy(cr.ref.begin(), cr.ref.end(), ref);
                   }
-                  ++rows_ambiguous;
-                  const ClosestRef cr = closest_reference(check[i].ref.data() + j * H, check[i].alts[j], g, H);
-                  rows_alternate += cr.used_alternate;
-                  rc.add_row(row, g, cr.ref.data(), H);
+                  rc.add_row(static_cast<long long>(size_t(check[i].rank) * tokens + check[i].tokens[j]), g, ref, H);
                 }
+              }
               const char* h_recipe = !wf.per_token ? ""
                                      : fused_tok   ? "; h in bf16, then one scale per token (the fused kernel's recipe)"
                                                    : "; h requantised to one scale per token (the unfused layer's recipe)";
@@ -605,14 +608,14 @@ void run(const Flags& fl) {
                                   h_recipe);
             }
             if (!fl.dump_rows.empty() && check_error.empty())
-              dump_rows(dumped, shape.name, std::string(moe::routing_name(kind)), v, r, check, got, tokens, H);
+              dump_rows(dumped, shape.name, std::string(moe::routing_name(kind)), v, r, check, used_ref, got, tokens, H);
             if (!rec.passed) ++cells_failed;
             ++cells;
             nlohmann::json row{{"model", shape.name}, {"weights", wname}, {"routing", std::string(moe::routing_name(kind))},
                                {"tokens_per_rank", tokens}, {"variant", v}, {"median_us", med}, {"p10_us", p10},
                                {"p90_us", p90}, {"rank_median_us", rank_med}, {"rows_received", st.received},
                                {"nonfinite", rec.nonfinite}, {"check", rec.verdict()}, {"correctness", rec.to_json()}};
-            if (fused_tok) {
+            if (fused_tok && check_error.empty()) {
               row["correctness"]["rows_scale_ambiguous"] = rows_ambiguous;
               row["correctness"]["rows_alternate_scale"] = rows_alternate;
             }

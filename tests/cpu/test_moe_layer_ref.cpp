@@ -718,10 +718,10 @@ TEST(MoeLayerRef, FusedPerTokenAlternateScalesRecomputedByHand) {
     const std::vector<uint8_t> x = FusedPerTokenByHand::token(rng);
     const std::vector<float> xs{0.02f + 0.001f * t};
     const float rw = 0.5f + 0.01f * t;
-    std::vector<float> got(L.H);
+    std::vector<float> got(L.H), got_requant(L.H);
     std::vector<std::vector<float>> alts{{1.f}}, alts_requant{{1.f}};
     ref.row(rw, x.data(), xs.data(), got.data(), &alts);
-    ref_requant.row(rw, x.data(), xs.data(), got.data(), &alts_requant);
+    ref_requant.row(rw, x.data(), xs.data(), got_requant.data(), &alts_requant);
     EXPECT_TRUE(alts_requant.empty()) << "token " << t;
     const std::vector<float> h = L.h(x, xs[0], rw);
     std::vector<float> hb(L.I);
@@ -732,6 +732,7 @@ TEST(MoeLayerRef, FusedPerTokenAlternateScalesRecomputedByHand) {
       lo = std::max(lo, bf16_nearest_even(static_cast<float>(std::fabs(double(h[c])) * (1 - ops::kPerTokenHSlack))));
       hi = std::max(hi, bf16_nearest_even(static_cast<float>(std::fabs(double(h[c])) * (1 + ops::kPerTokenHSlack))));
     }
+    ASSERT_EQ(got, L.row(hb, amax)) << "token " << t << ": the primary row";
     std::vector<std::vector<float>> want;
     for (float v = lo; v <= hi; v = std::nextafter(v, 1e30f))
       if (v == bf16_nearest_even(v) && v != amax) want.push_back(L.row(hb, v));

@@ -65,7 +65,7 @@ struct MoeLayerWeights {
 // fp8 tensor-core accumulation keeps ~14 bits per partial sum (DeepSeek-V3 report §3.3.2), the
 // rest (scales, silu to ~1e-7) is fp32. Where a token's largest |h| lies within this of a bf16
 // rounding midpoint, the kernel's bf16 value, and so the token's scale, may be the neighbour's:
-// one scale step re-rounds a few % of the token's e4m3 codes, ~1-3 % of the output row
+// one scale step re-rounds a few % of the token's e4m3 codes, ~1-4 % of the expert row
 // (docs/megamoe.md §Per-token activations in the fused kernel, "Checking it").
 inline constexpr double kPerTokenHSlack = 1.0 / 2048;
 

@@ -221,8 +221,8 @@ struct MegaW4A8TokKernel {
   // (+ 8) of channel c = 32 g + 8 w + lane / 4 of the tile's 64, tokens 2 q + (i & 1) + 8 (i / 4) of
   // each piece (C layout of m64n128k32). h = silu(gate * cs_g * ts) * (up * cs_u * ts) * rw, rounded
   // to bf16 (the value h_amax and the quantisation see), staged token-major by stmatrix.trans (one
-  // 8 x 8 matrix = 8 channels x 8 tokens), copied out to h16; the per-token maximum goes through
-  // the lanes of a quad column (xor 4, 8, 16), the 4 warps (shared memory) and one atomic max.
+  // 8 x 8 matrix = 8 channels x 8 tokens), copied out to h16; each token's maximum is taken in
+  // the copy-out (below) and goes out by one atomic max per token and group.
   __device__ static void store_h(Params const& p, SharedStorage& ss, Acc const* acc, WorkTile const& t, int g,
                                  int wt_in) {
     const int wt = opaque(wt_in);  // the epilogue's addresses are computed here, not before the K loop
@@ -300,15 +300,15 @@ struct MegaW4A8TokKernel {
     return v;
   }
 
-  // SwiGLU with silu to ~1e-7 (an exponential and a reciprocal: two MUFU operations, where
-  // quant.cuh's swiglu takes one tanh.approx, ~2^-11). h is rounded to bf16 and each token's
-  // scale is its largest bf16 |h|: a 2^-11 error moves that bf16 value by one step for ~1 token
-  // in 8 (per expert), and a scale one step off re-rounds a few % of the token's e4m3 codes,
-  // ~1.5-3 % of the output row against the reference of the recipe (DiT-MoE-G 2048 tokens: 3 of
-  // 256 checked rows over the 2 % bound, the session-39 kernel too; docs/megamoe.md).
-  // The .ftz forms: without them ptxas wraps each MUFU in range-scaling FMULs and compares (about
-  // ten instructions per value instead of five). e^-gate overflows to +inf below gate ~ -88, and
-  // gate * rcp(inf) = -0, silu's limit.
+  // SwiGLU with silu from an exponential and a reciprocal (two MUFU operations; quant.cuh's
+  // swiglu takes one tanh.approx, ~2^-11): ~1e-7 relative where |h| is large (gate > 0; near
+  // gate = -20 the rounding of gate * log2(e) gives ~1e-6, on values far below the token's
+  // maximum). h is rounded to bf16 and each token's scale is its largest bf16 |h|: a 2^-11 error
+  // moves that value by one bf16 step for ~1 token in 8 per expert, re-rounding a few % of the
+  // token's e4m3 codes (docs/megamoe.md §Per-token activations in the fused kernel, "Checking
+  // it"). The .ftz forms: without them ptxas wraps each MUFU in range-scaling FMULs and compares
+  // (about ten instructions per value instead of five). e^-gate overflows to +inf below gate ~
+  // -88, and gate * rcp(inf) = -0, silu's limit to within 1e-37.
   __device__ static float swiglu_close(float gate, float up) {
     float e, r;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(gate * -1.4426950408889634f));
