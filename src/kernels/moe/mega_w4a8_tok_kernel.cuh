@@ -11,12 +11,13 @@
 //     channels; warp group g owns channels [32 g, 32 g + 32). Epilogue per group: h = silu(gate)
 //     * up * router weight in bf16 to h16 [cap, I], and each token's |h| maximum over the group's
 //     32 channels into h_amax [cap] (one atomic max per token and group); then the tile counts into
-//     its block's Linear-1 counter (a reduction: no CTA learns it counted last). Once the count
-//     reaches n1 the maxima are final and the block's h is quantised in chunks of kQuantRows
-//     tokens: one scale per token from h_amax (h_scales[row]), fp8 h rows from h16, h_amax reset
-//     to zero for the next call, one more count per chunk. Chunks are claimed one at a time
-//     (h_qclaim) by the consumers of every CTA that starts one of the block's Linear-2 tiles while
-//     chunks are left, so a block's quantisation runs on several SMs. The block's Linear-2
+//     its block's Linear-1 counter. Once the count reaches n1 the maxima are final and the
+//     block's h is quantised in chunks of kQuantRows tokens: one scale per token from h_amax
+//     (h_scales[row]), fp8 h rows from h16, h_amax reset to zero for the next call, one more count
+//     per chunk. Chunks are claimed one at a time (h_qclaim) by the consumers of every CTA that
+//     starts one of the block's Linear-2 tiles while chunks are left, and, in a block of <= 128
+//     rows, of the CTA whose count returned n1 - 1 (count_l1), so a block's quantisation runs on
+//     several SMs. The block's Linear-2
 //     tiles are handed over at count n1 and load h at n1 + chunks. No CTA waits for another's
 //     Linear-1 tile or for an unclaimed chunk, so any number of tiles per block runs on any
 //     number of CTAs.
@@ -124,6 +125,7 @@ struct MegaW4A8TokKernel {
     typename Rs::SharedStorage rs;  // stages, epilogue inputs, the staging (the prologue's scratch before)
     float rw[2][kBlockM];           // each group's copy of the tile's router weights (Linear-1)
     float inv[kQuantRows];          // the quantisation: 1 / scale per token of the chunk
+    int last;                       // this CTA counted its small block's last Linear-1 tile
     int chunk;                      // the quantisation chunk this CTA claimed
     int quantised;                  // the Linear-2 tile's block is quantised
     typename Queue::Storage queue;
@@ -246,8 +248,8 @@ struct MegaW4A8TokKernel {
           const int tok = pc * kPieceT + 8 * jj + 2 * q;
           const float2 t2 = *reinterpret_cast<const float2*>(ts + tok);
           const float2 r2 = *reinterpret_cast<const float2*>(rw + tok);
-          const float h0 = swiglu_close(acc[pc](i) * (cg * t2.x), acc[pc](i + 2) * (cu * t2.x)) * r2.x;
-          const float h1 = swiglu_close(acc[pc](i + 1) * (cg * t2.y), acc[pc](i + 3) * (cu * t2.y)) * r2.y;
+          const float h0 = swiglu(acc[pc](i) * (cg * t2.x), acc[pc](i + 2) * (cu * t2.x)) * r2.x;
+          const float h1 = swiglu(acc[pc](i + 1) * (cg * t2.y), acc[pc](i + 3) * (cu * t2.y)) * r2.y;
           const __nv_bfloat162 b2 = __floats2bfloat162_rn(h0, h1);
           packed[mm] = *reinterpret_cast<const uint32_t*>(&b2);
         }
@@ -298,22 +300,6 @@ struct MegaW4A8TokKernel {
   __device__ static int opaque(int v) {
     asm volatile("" : "+r"(v));
     return v;
-  }
-
-  // SwiGLU with silu from an exponential and a reciprocal (two MUFU operations; quant.cuh's
-  // swiglu takes one tanh.approx, ~2^-11): ~1e-7 relative where |h| is large (gate > 0; near
-  // gate = -20 the rounding of gate * log2(e) gives ~1e-6, on values far below the token's
-  // maximum). h is rounded to bf16 and each token's scale is its largest bf16 |h|: a 2^-11 error
-  // moves that value by one bf16 step for ~1 token in 8 per expert, re-rounding a few % of the
-  // token's e4m3 codes (docs/megamoe.md §Per-token activations in the fused kernel, "Checking
-  // it"). The .ftz forms: without them ptxas wraps each MUFU in range-scaling FMULs and compares
-  // (about ten instructions per value instead of five). e^-gate overflows to +inf below gate ~
-  // -88, and gate * rcp(inf) = -0, silu's limit to within 1e-37.
-  __device__ static float swiglu_close(float gate, float up) {
-    float e, r;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(gate * -1.4426950408889634f));
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.f + e));
-    return gate * r * up;
   }
 
   // Quantisation chunks (kQuantRows tokens each): the block's Linear-2 tiles load h once its
@@ -406,12 +392,28 @@ struct MegaW4A8TokKernel {
   }
 
   // Linear-1 count: after both groups stored (the barrier orders every thread's h16 stores and
-  // maxima before thread 0's release). A reduction, not an atomic that returns: nothing here waits
-  // for its round trip (~1 us under load, per Linear-1 tile), and the block's quantisation is left
-  // to the CTAs of its Linear-2 tiles, which are handed over at count n1 (await_quantised).
-  __device__ static void count_l1(Params const& p, WorkTile const& t, int ct) {
+  // maxima before thread 0's release). A block of more than kLastQuantRows rows counts by a
+  // reduction: nothing waits for the round trip of an atomic that returns (~0.7 us per Linear-1
+  // tile under load), and its quantisation is left to the CTAs of its Linear-2 tiles, handed over
+  // at count n1 (await_quantised). A smaller block's count returns, and the CTA that counted last
+  // quantises at once: its few chunks are short, its Linear-2 tiles many (hidden / 128), and
+  // waiting for their hand-over cost more than the round trip (docs/megamoe.md §Per-token
+  // activations in the fused kernel). Returns whether this CTA is to quantise the block now.
+  static constexpr int kLastQuantRows = 128;
+  __device__ static bool count_l1(Params const& p, SharedStorage& ss, WorkTile const& t, int ct) {
     Epi::named_sync(256, kConsumersBarrier);
-    if (ct == 0) dev::add_release_gpu(p.epi1.dest.l1_done + t.tag, 1u);
+    uint32_t* done = p.epi1.dest.l1_done + t.tag;
+    if (t.rows > kLastQuantRows) {
+      if (ct == 0) dev::add_release_gpu(done, 1u);
+      return false;
+    }
+    if (ct == 0) {
+      uint32_t before;
+      asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(done) : "memory");
+      ss.last = before + 1u == static_cast<uint32_t>(p.n1);
+    }
+    Epi::named_sync(256, kConsumersBarrier);
+    return ss.last != 0;
   }
 
   // Linear-2, warp group g: its 64 columns of each 128-token piece, bf16 times the channel and
@@ -527,7 +529,7 @@ struct MegaW4A8TokKernel {
         store_h(p, ss, acc, t, g, wt);
         p.epi1.dest.mark(1, ct);
         const long long c0 = clock64();
-        count_l1(p, t, ct);
+        if (count_l1(p, ss, t, ct)) quantize_chunks(p, ss, t, block_of(p, t, true), ct);
         if (ct == 0 && p.epi1.dest.hook != nullptr) p.epi1.dest.hook[blockIdx.x] = static_cast<uint32_t>(clock64() - c0);
       } else {
         long long tail = store_l2(p, ss, acc, t, g, wt);
