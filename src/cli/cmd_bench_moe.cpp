@@ -70,6 +70,7 @@ struct Flags {
   size_t x_offset = 1000003;  // byte of the input pattern the activations start at (odd, see below)
   int check_tokens = 16;  // token rows per rank compared with the host reference
   uint64_t check_seed = 20261203u;
+  double per_token_slack = ops::kPerTokenHSlack;  // fused per-token rows: the scale slack (diagnostic)
 };
 
 // Per checked token row: relative L2 error <= 2e-2 (the layer GPU tests' tolerance,
@@ -177,7 +178,7 @@ std::vector<RankCheck> moe_layer_check_ref(Team& team, const Flags& fl, const mo
       const size_t tok = rc.tokens[tk.row];
       for (int c = 0; c < H; ++c) x[c] = pat[fl.x_offset + (tok * H + c) % (pat.size() - fl.x_offset)];
       const float wgt = r.per_rank[rc.rank].weights[tok * k + tk.choice];
-      ref.row(wgt, x.data(), xs.data(), ys.data() + t * H, h_from_bf16 ? &alt_rows[t] : nullptr);
+      ref.row(wgt, x.data(), xs.data(), ys.data() + t * H, h_from_bf16 ? &alt_rows[t] : nullptr, fl.per_token_slack);
     }
   }, 16);
   for (size_t t = 0; t < tasks.size(); ++t) {
@@ -726,7 +727,7 @@ void run(const Flags& fl) {
     j["config"] = {{"warmup", fl.warmup}, {"iters", fl.iters}, {"tile_tflops", fl.tile_tflops}, {"mega_tile", fl.mega_tile},
                    {"timing", "team barrier, then CUDA events around one call per rank; median per rank, max over ranks"},
                    {"spans", "per Linear-2 warp-group piece (64 x 128 bf16; the per-token kernel: per 256 x 128 Linear-2 tile, both groups): SM cycles from before its first combine store to after its last store and the group's barrier, over the measured SM clock; local = same call with every combine row stored to this rank's own buffer"},
-                   {"check_tokens", fl.check_tokens}, {"check_seed", fl.check_seed},
+                   {"check_tokens", fl.check_tokens}, {"check_seed", fl.check_seed}, {"per_token_slack", fl.per_token_slack},
                    {"check", "output NaN-poisoned before the timed calls; the last timed call's output: full non-finite "
                              "scan and seeded token rows of every rank vs the host layer reference, per-row tolerances"}};
     j["results"] = results;
@@ -796,6 +797,12 @@ void add_moe_bench_command(CLI::App& app) {
                   "last token; costs about top_k x 3 x hidden x intermediate host operations per token)")
       ->capture_default_str();
   cmd->add_option("--check-seed", fl->check_seed, "Seed of the checked tokens")->capture_default_str();
+  cmd->add_option("--per-token-slack", fl->per_token_slack,
+                  "Fused per-token cells: how far (relative) the kernel's h may lie from the reference's when the "
+                  "check names a token's alternate scales (docs/megamoe.md, 'Checking it'); a diagnostic, the "
+                  "default is the documented bound")
+      ->check(CLI::Range(0.0, 1.0 / 64))
+      ->capture_default_str();
   cmd->add_option("--json", fl->json_out, "Write results as JSON (xstage.bench.moe.v1)");
   cmd->add_option("--x-offset", fl->x_offset,
                   "Byte of the 16 MiB input pattern the activations start at (odd: no token's x equals a weight "

@@ -166,7 +166,7 @@ std::vector<float> bf16_values_between(float lo, float hi, float except) {
 }
 
 void expert_row(const ExpertMatrices& m, int H, int I, float router_weight, const uint8_t* x_row,
-                const float* x_row_scales, float* y, std::vector<std::vector<float>>* alternates) {
+                const float* x_row_scales, float* y, std::vector<std::vector<float>>* alternates, double slack) {
   if (alternates != nullptr) alternates->clear();
   std::vector<double> a(H);
   std::vector<float> h(I), hd(I);
@@ -182,7 +182,7 @@ void expert_row(const ExpertMatrices& m, int H, int I, float router_weight, cons
     h[c] = static_cast<float>(gate / (1.0 + std::exp(-gate)) * up * router_weight);
   }
   // The fused per-token kernel: bf16 h, one scale per token over the row. Its scale is the largest
-  // bf16 |h|; the kernel's h is within kPerTokenHSlack of this one, so where the largest lies that
+  // bf16 |h|; the kernel's h is within `slack` (kPerTokenHSlack) of this one, so where the largest lies that
   // close to a bf16 rounding midpoint the kernel may round it to the neighbour: those scales are
   // the alternates.
   std::vector<float> alt_amax;
@@ -190,8 +190,8 @@ void expert_row(const ExpertMatrices& m, int H, int I, float router_weight, cons
     float amax = 0, lo = 0, hi = 0;
     for (int c = 0; c < I; ++c) {
       const double a = std::fabs(double(h[c]));
-      lo = std::max(lo, bf16_round(static_cast<float>(a * (1.0 - kPerTokenHSlack))));
-      hi = std::max(hi, bf16_round(static_cast<float>(a * (1.0 + kPerTokenHSlack))));
+      lo = std::max(lo, bf16_round(static_cast<float>(a * (1.0 - slack))));
+      hi = std::max(hi, bf16_round(static_cast<float>(a * (1.0 + slack))));
       h[c] = bf16_round(h[c]);
       amax = std::max(amax, std::fabs(h[c]));
     }
@@ -270,8 +270,10 @@ MoeExpertReference::MoeExpertReference(const MoeLayerWeights& w, int e)
 MoeExpertReference::~MoeExpertReference() = default;
 
 void MoeExpertReference::row(float router_weight, const uint8_t* x_row, const float* x_row_scales, float* y,
-                             std::vector<std::vector<float>>* alternates) const {
-  expert_row(*m_, hidden_, intermediate_, router_weight, x_row, x_row_scales, y, alternates);
+                             std::vector<std::vector<float>>* alternates, double slack) const {
+  if (!(slack >= 0 && slack <= 1.0 / 64))
+    throw InvalidArgument(fmt::format("moe layer reference: per-token slack {} outside [0, 1/64]", slack));
+  expert_row(*m_, hidden_, intermediate_, router_weight, x_row, x_row_scales, y, alternates, slack);
 }
 
 void moe_expert_row(const MoeLayerWeights& w, int e, float router_weight, const uint8_t* x_row,
@@ -329,7 +331,7 @@ std::vector<std::vector<float>> moe_layer_reference(const moe::Routing& r, const
           for (int b = 0; b < H / 128; ++b) xs[b] = ri.x_scales[size_t(b) * T + row.token];
           const float wgt = r.per_rank[row.src].weights[size_t(row.token) * k + row.choice];
           expert_row(m, H, w.intermediate, wgt, ri.x.data() + size_t(row.token) * H, xs.data(),
-                     ys.data() + (first_slot[e] + j) * H, nullptr);
+                     ys.data() + (first_slot[e] + j) * H, nullptr, kPerTokenHSlack);
         }
       },
       cap);

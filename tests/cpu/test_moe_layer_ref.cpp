@@ -9,6 +9,7 @@
 #ifdef XSTAGE_HAVE_MOE
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include <cstdint>
@@ -745,5 +746,34 @@ TEST(MoeLayerRef, FusedPerTokenAlternateScalesRecomputedByHand) {
   }
   EXPECT_GT(with_alternates, 0) << "no token's largest |h| near a bf16 midpoint in " << tokens;
   EXPECT_LT(with_alternates, tokens / 2);
+}
+
+// The slack is the reference's parameter: none gives no alternates, a wider one at least as many
+// (each set holding the default's), one out of range is an error.
+TEST(MoeLayerRef, FusedPerTokenSlackWidensTheAlternates) {
+  const FusedPerTokenByHand L(31);
+  const ops::MoeExpertReference ref(L.w, 0);
+  std::mt19937 rng(11);
+  int n_default = 0, n_wide = 0;
+  for (int t = 0; t < 64; ++t) {
+    const std::vector<uint8_t> x = FusedPerTokenByHand::token(rng);
+    const std::vector<float> xs{0.02f + 0.001f * t};
+    const float rw = 0.5f + 0.01f * t;
+    std::vector<float> y(L.H);
+    std::vector<std::vector<float>> none, def, wide;
+    ref.row(rw, x.data(), xs.data(), y.data(), &none, 0.0);
+    ref.row(rw, x.data(), xs.data(), y.data(), &def);
+    ref.row(rw, x.data(), xs.data(), y.data(), &wide, 1.0 / 256);
+    EXPECT_TRUE(none.empty()) << "token " << t;
+    for (const auto& a : def) EXPECT_NE(std::find(wide.begin(), wide.end(), a), wide.end()) << "token " << t;
+    n_default += static_cast<int>(def.size());
+    n_wide += static_cast<int>(wide.size());
+  }
+  EXPECT_GT(n_wide, n_default);
+  std::vector<float> y(L.H);
+  std::vector<uint8_t> x(L.H, 0x38);
+  const std::vector<float> xs{0.02f};
+  EXPECT_THROW(ref.row(1.f, x.data(), xs.data(), y.data(), nullptr, 0.1), xstage::InvalidArgument);
+  EXPECT_THROW(ref.row(1.f, x.data(), xs.data(), y.data(), nullptr, -1e-3), xstage::InvalidArgument);
 }
 #endif  // XSTAGE_HAVE_MOE

@@ -97,9 +97,10 @@ class MoeExpertReference {
   MoeExpertReference(const MoeExpertReference&) = delete;
   MoeExpertReference& operator=(const MoeExpertReference&) = delete;
   // alternates (optional; cleared): with per_token_h_from_bf16, the row under each other
-  // per-token scale the fused kernel may take (kPerTokenHSlack); usually none.
+  // per-token scale the fused kernel may take, its h within `slack` of this one (relative; default
+  // kPerTokenHSlack, at most 1/64: InvalidArgument otherwise); usually none.
   void row(float router_weight, const uint8_t* x_row, const float* x_row_scales, float* y,
-           std::vector<std::vector<float>>* alternates = nullptr) const;
+           std::vector<std::vector<float>>* alternates = nullptr, double slack = kPerTokenHSlack) const;
 
  private:
   struct Matrices;
