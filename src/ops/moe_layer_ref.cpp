@@ -155,12 +155,13 @@ ExpertMatrices expert_matrices(const MoeLayerWeights& w, int e) {
   return m;
 }
 
-// The bf16 values v with lo <= v <= hi other than `except` (both bounds bf16 values, >= 0).
+// The bf16 values v with lo <= v <= hi other than `except` (both bounds bf16 values, >= 0; with
+// the slack at most 1/64 a handful; an infinite hi ends at inf, whose successor is NaN).
 std::vector<float> bf16_values_between(float lo, float hi, float except) {
   std::vector<float> out;
   uint32_t u;
   std::memcpy(&u, &lo, 4);
-  for (float v = lo; v <= hi && out.size() < 8; u += 0x10000u, std::memcpy(&v, &u, 4))
+  for (float v = lo; v <= hi; u += 0x10000u, std::memcpy(&v, &u, 4))
     if (v != except) out.push_back(v);
   return out;
 }
@@ -182,9 +183,9 @@ void expert_row(const ExpertMatrices& m, int H, int I, float router_weight, cons
     h[c] = static_cast<float>(gate / (1.0 + std::exp(-gate)) * up * router_weight);
   }
   // The fused per-token kernel: bf16 h, one scale per token over the row. Its scale is the largest
-  // bf16 |h|; the kernel's h is within `slack` (kPerTokenHSlack) of this one, so where the largest lies that
-  // close to a bf16 rounding midpoint the kernel may round it to the neighbour: those scales are
-  // the alternates.
+  // bf16 |h|; the kernel's h is within `slack` (kPerTokenHSlack) of this one, so where the
+  // largest lies that close to a bf16 rounding midpoint the kernel may round it to the
+  // neighbour: those scales are the alternates.
   std::vector<float> alt_amax;
   if (m.h_from_bf16) {
     float amax = 0, lo = 0, hi = 0;
