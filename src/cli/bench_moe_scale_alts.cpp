@@ -38,20 +38,39 @@ ClosestRef closest_reference(const double* ref, const std::vector<ScaleAlternati
       if (d < best_d) best_d = d, best = choice;
     }
   } else {
-    for (int pass = 0; pass < 4; ++pass) {
+    // Residual got - (ref + chosen deltas), kept up to date: a step costs O(cols), not O(cols x choices).
+    std::vector<double> res(cols);
+    for (size_t c = 0; c < cols; ++c) res[c] = double(got[c]) - ref[c];
+    for (int pass = 0; pass < 8; ++pass) {
       bool changed = false;
       for (size_t a = 0; a < alts.size(); ++a) {
-        std::vector<size_t> choice = best;
+        // Undo this choice's delta, then take the option with the smallest ||res - delta||^2;
+        // the current one unless another is strictly closer (no endless flipping on ties).
+        if (best[a] > 0)
+          for (size_t c = 0; c < cols; ++c) res[c] += alts[a].deltas[best[a] - 1][c];
+        auto dist = [&](size_t o) {
+          double d = 0;
+          for (size_t c = 0; c < cols; ++c) {
+            const double e = o > 0 ? res[c] - alts[a].deltas[o - 1][c] : res[c];
+            d += e * e;
+          }
+          return d;
+        };
+        size_t pick = best[a];
+        double pick_d = dist(pick);
         for (size_t o = 0; o <= alts[a].deltas.size(); ++o) {
-          choice[a] = o;
-          const double d = distance(ref, alts, choice, got, cols);
-          if (d < best_d) best_d = d, best = choice, changed = true;
+          const double d = o == best[a] ? pick_d : dist(o);
+          if (d < pick_d) pick_d = d, pick = o;
         }
+        if (pick != best[a]) best[a] = pick, changed = true;
+        if (best[a] > 0)
+          for (size_t c = 0; c < cols; ++c) res[c] -= alts[a].deltas[best[a] - 1][c];
       }
       if (!changed) break;
     }
   }
   ClosestRef out;
+  out.choice = best;
   out.ref.assign(ref, ref + cols);
   for (size_t a = 0; a < alts.size(); ++a)
     if (best[a] > 0) {

@@ -10,20 +10,22 @@
 
 namespace xstage::cli {
 
-// One ambiguous (token, expert) row: each alternate's difference from the reference's own row
-// (alternate - primary, both bf16-rounded, as fp64), `cols` values each.
+// One ambiguous choice of a token row: an (token, expert) row's other per-token scales, or one
+// of its h elements' other e4m3 codes (ops::HCodeAlternatives); each alternative's difference
+// from the reference's own row, as fp64, `cols` values each. At most one per choice is taken.
 struct ScaleAlternatives {
   std::vector<std::vector<double>> deltas;
 };
 
 struct ClosestRef {
-  std::vector<double> ref;  // the reference row the check uses
+  std::vector<double> ref;     // the reference row the check uses
   bool used_alternate = false;
+  std::vector<size_t> choice;  // per choice: 0 the primary, else 1 + the delta taken
 };
 
-// The reference row (ref + at most one delta per ambiguous expert row) with the smallest L2
-// distance to got: every combination while there are at most kMaxCombinations, else one
-// coordinate pass per expert row in turn, repeated until none changes (at most 4 passes).
+// The reference row (ref + at most one delta per choice) with the smallest L2 distance to got:
+// every combination while there are at most kMaxCombinations, else one coordinate pass per
+// choice in turn, repeated until none changes (at most 8 passes; each step O(cols)).
 inline constexpr size_t kMaxCombinations = 1024;
 ClosestRef closest_reference(const double* ref, const std::vector<ScaleAlternatives>& alts, const float* got,
                              size_t cols);

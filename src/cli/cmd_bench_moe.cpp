@@ -124,7 +124,8 @@ struct RankCheck {
   int rank = 0;
   std::vector<size_t> tokens;
   std::vector<double> ref;
-  std::vector<std::vector<ScaleAlternatives>> alts;  // per token: its expert rows' other scales
+  std::vector<std::vector<ScaleAlternatives>> alts;   // per token: its expert rows' other scales
+  std::vector<std::vector<ScaleAlternatives>> codes;  // per token: its expert rows' ambiguous h codes
 };
 
 // rs: the register-operand weight pool the cell uploaded (null: the pattern's bytes); per_token:
@@ -154,6 +155,7 @@ std::vector<RankCheck> moe_layer_check_ref(Team& team, const Flags& fl, const mo
                             {size_t(T / 2)});
     rc.ref.assign(rc.tokens.size() * H, 0.0);
     rc.alts.assign(rc.tokens.size(), {});
+    rc.codes.assign(rc.tokens.size(), {});
     for (size_t j = 0; j < rc.tokens.size(); ++j)
       for (int c = 0; c < k; ++c) {
         const int e = r.per_rank[rc.rank].experts[rc.tokens[j] * k + c];
@@ -165,6 +167,7 @@ std::vector<RankCheck> moe_layer_check_ref(Team& team, const Flags& fl, const mo
   std::vector<std::pair<int, std::vector<size_t>>> groups(by_expert.begin(), by_expert.end());
   std::vector<float> ys(tasks.size() * H);
   std::vector<std::vector<std::vector<float>>> alt_rows(tasks.size());  // the fused recipe's other scales
+  std::vector<std::vector<ops::HCodeAlternatives>> code_alts(tasks.size());  // and its ambiguous h codes
   const std::vector<float> xs(H / 128, kXScale);
   // Few threads: each holds one expert's weights, dequantised once to fp64 for all its rows.
   parallel_for(groups.size(), [&](size_t g) {
@@ -178,12 +181,18 @@ std::vector<RankCheck> moe_layer_check_ref(Team& team, const Flags& fl, const mo
       const size_t tok = rc.tokens[tk.row];
       for (int c = 0; c < H; ++c) x[c] = pat[fl.x_offset + (tok * H + c) % (pat.size() - fl.x_offset)];
       const float wgt = r.per_rank[rc.rank].weights[tok * k + tk.choice];
-      ref.row(wgt, x.data(), xs.data(), ys.data() + t * H, h_from_bf16 ? &alt_rows[t] : nullptr, fl.per_token_slack);
+      ref.row(wgt, x.data(), xs.data(), ys.data() + t * H, h_from_bf16 ? &alt_rows[t] : nullptr, fl.per_token_slack,
+              h_from_bf16 ? &code_alts[t] : nullptr);
     }
   }, 16);
   for (size_t t = 0; t < tasks.size(); ++t) {
     double* o = out[tasks[t].i].ref.data() + tasks[t].row * H;
     for (int c = 0; c < H; ++c) o[c] += ys[t * H + c];
+    for (const ops::HCodeAlternatives& ca : code_alts[t]) {
+      ScaleAlternatives sa;
+      for (const auto& d : ca.deltas) sa.deltas.emplace_back(d.begin(), d.end());
+      out[tasks[t].i].codes[tasks[t].row].push_back(std::move(sa));
+    }
     if (alt_rows[t].empty()) continue;
     ScaleAlternatives sa;
     for (const auto& a : alt_rows[t]) {
@@ -579,6 +588,8 @@ void run(const Flags& fl) {
             // Fused per-token rows with an ambiguous scale (bench_moe_scale_alts.hpp), and of them
             // those checked against an alternate.
             long long rows_ambiguous = 0, rows_alternate = 0;
+            // ... and the rows' ambiguous h codes: choices offered, rows that took one, codes taken.
+            long long code_choices = 0, rows_code = 0, codes_taken = 0;
             std::vector<std::vector<double>> used_ref(n);  // the reference rows each rank's check used
             if (!check_error.empty()) {
               rec = failed_check(check_error, kMoeLayerTolerance, "");
@@ -590,10 +601,20 @@ void run(const Flags& fl) {
                 for (size_t j = 0; j < check[i].tokens.size(); ++j) {
                   const float* g = got[i].rows.data() + j * H;
                   double* ref = used_ref[i].data() + j * H;
-                  if (!check[i].alts[j].empty()) {
-                    ++rows_ambiguous;
-                    const ClosestRef cr = closest_reference(ref, check[i].alts[j], g, H);
-                    rows_alternate += cr.used_alternate;
+                  const auto& sc = check[i].alts[j];
+                  const auto& cc = check[i].codes[j];
+                  if (!sc.empty() || !cc.empty()) {
+                    rows_ambiguous += !sc.empty();
+                    code_choices += static_cast<long long>(cc.size());
+                    std::vector<ScaleAlternatives> all(sc);
+                    all.insert(all.end(), cc.begin(), cc.end());
+                    const ClosestRef cr = closest_reference(ref, all, g, H);
+                    long long scale_taken = 0, code_taken = 0;
+                    for (size_t a = 0; a < all.size(); ++a)
+                      if (cr.choice[a] > 0) ++(a < sc.size() ? scale_taken : code_taken);
+                    rows_alternate += scale_taken > 0;
+                    rows_code += code_taken > 0;
+                    codes_taken += code_taken;
                     std::copy(cr.ref.begin(), cr.ref.end(), ref);
                   }
                   rc.add_row(static_cast<long long>(size_t(check[i].rank) * tokens + check[i].tokens[j]), g, ref, H);
@@ -619,6 +640,9 @@ void run(const Flags& fl) {
             if (fused_tok && check_error.empty()) {
               row["correctness"]["rows_scale_ambiguous"] = rows_ambiguous;
               row["correctness"]["rows_alternate_scale"] = rows_alternate;
+              row["correctness"]["h_code_choices"] = code_choices;
+              row["correctness"]["rows_h_code_alternate"] = rows_code;
+              row["correctness"]["h_codes_taken"] = codes_taken;
             }
             std::string span_txt;
             // the order a fused variant ran (model-order: the layer's pick)

@@ -166,9 +166,42 @@ std::vector<float> bf16_values_between(float lo, float hi, float except) {
   return out;
 }
 
+// The fused per-token recipe's ambiguous h codes (MoeExpertReference::row, code_alternates): h0
+// the fp32 h before its bf16 rounding, hd the dequantised codes under scale s, y the row.
+void h_code_alternates(const ExpertMatrices& m, int H, int I, const std::vector<float>& h0,
+                       const std::vector<float>& hd, const Fp8Scale& s, const float* y, double slack,
+                       std::vector<HCodeAlternatives>& out) {
+  double y2 = 0;
+  for (int n = 0; n < H; ++n) y2 += double(y[n]) * y[n];
+  const double min2 = y2 * kHCodeMinShare * kHCodeMinShare;
+  for (int c = 0; c < I; ++c) {
+    const double v = h0[c], d = std::fabs(v) * slack;
+    HCodeAlternatives alt;
+    alt.channel = c;
+    float last = hd[c];
+    for (const double end : {v - d, v + d}) {
+      const float q = fp8_e4m3_decode(fp8_e4m3_encode(bf16_round(static_cast<float>(end)) * s.inv)) * s.scale;
+      if (q == hd[c] || q == last) continue;
+      last = q;
+      const double dh = double(q) - double(hd[c]);
+      std::vector<float> delta(H);
+      double n2 = 0;
+      for (int n = 0; n < H; ++n) {
+        const double e = dh * m.w2[size_t(n) * I + c];
+        delta[n] = static_cast<float>(e);
+        n2 += e * e;
+      }
+      if (n2 >= min2) alt.deltas.push_back(std::move(delta));
+    }
+    if (!alt.deltas.empty()) out.push_back(std::move(alt));
+  }
+}
+
 void expert_row(const ExpertMatrices& m, int H, int I, float router_weight, const uint8_t* x_row,
-                const float* x_row_scales, float* y, std::vector<std::vector<float>>* alternates, double slack) {
+                const float* x_row_scales, float* y, std::vector<std::vector<float>>* alternates, double slack,
+                std::vector<HCodeAlternatives>* code_alternates) {
   if (alternates != nullptr) alternates->clear();
+  if (code_alternates != nullptr) code_alternates->clear();
   std::vector<double> a(H);
   std::vector<float> h(I), hd(I);
   for (int k = 0; k < H; ++k) a[k] = double(fp8_e4m3_decode(x_row[k])) * x_row_scales[k / 128];
@@ -186,8 +219,10 @@ void expert_row(const ExpertMatrices& m, int H, int I, float router_weight, cons
   // bf16 |h|; the kernel's h is within `slack` (kPerTokenHSlack) of this one, so where the
   // largest lies that close to a bf16 rounding midpoint the kernel may round it to the
   // neighbour: those scales are the alternates.
-  std::vector<float> alt_amax;
+  std::vector<float> alt_amax, h0;
+  Fp8Scale primary{};
   if (m.h_from_bf16) {
+    if (code_alternates != nullptr) h0 = h;
     float amax = 0, lo = 0, hi = 0;
     for (int c = 0; c < I; ++c) {
       const double a = std::fabs(double(h[c]));
@@ -197,6 +232,7 @@ void expert_row(const ExpertMatrices& m, int H, int I, float router_weight, cons
       amax = std::max(amax, std::fabs(h[c]));
     }
     const Fp8Scale s = fp8_scale_for_amax(amax);
+    primary = s;
     for (int c = 0; c < I; ++c) hd[c] = fp8_e4m3_decode(fp8_e4m3_encode(h[c] * s.inv)) * s.scale;
     if (alternates != nullptr && lo != hi) alt_amax = bf16_values_between(lo, hi, amax);
   }
@@ -226,6 +262,7 @@ void expert_row(const ExpertMatrices& m, int H, int I, float router_weight, cons
     }
   };
   linear2(hd, y);
+  if (m.h_from_bf16 && code_alternates != nullptr) h_code_alternates(m, H, I, h0, hd, primary, y, slack, *code_alternates);
   for (const float a : alt_amax) {
     const Fp8Scale s = fp8_scale_for_amax(a);
     for (int c = 0; c < I; ++c) hd[c] = fp8_e4m3_decode(fp8_e4m3_encode(h[c] * s.inv)) * s.scale;
@@ -271,10 +308,11 @@ MoeExpertReference::MoeExpertReference(const MoeLayerWeights& w, int e)
 MoeExpertReference::~MoeExpertReference() = default;
 
 void MoeExpertReference::row(float router_weight, const uint8_t* x_row, const float* x_row_scales, float* y,
-                             std::vector<std::vector<float>>* alternates, double slack) const {
+                             std::vector<std::vector<float>>* alternates, double slack,
+                             std::vector<HCodeAlternatives>* code_alternates) const {
   if (!(slack >= 0 && slack <= 1.0 / 64))
     throw InvalidArgument(fmt::format("moe layer reference: per-token slack {} outside [0, 1/64]", slack));
-  expert_row(*m_, hidden_, intermediate_, router_weight, x_row, x_row_scales, y, alternates, slack);
+  expert_row(*m_, hidden_, intermediate_, router_weight, x_row, x_row_scales, y, alternates, slack, code_alternates);
 }
 
 void moe_expert_row(const MoeLayerWeights& w, int e, float router_weight, const uint8_t* x_row,
@@ -332,7 +370,7 @@ std::vector<std::vector<float>> moe_layer_reference(const moe::Routing& r, const
           for (int b = 0; b < H / 128; ++b) xs[b] = ri.x_scales[size_t(b) * T + row.token];
           const float wgt = r.per_rank[row.src].weights[size_t(row.token) * k + row.choice];
           expert_row(m, H, w.intermediate, wgt, ri.x.data() + size_t(row.token) * H, xs.data(),
-                     ys.data() + (first_slot[e] + j) * H, nullptr, kPerTokenHSlack);
+                     ys.data() + (first_slot[e] + j) * H, nullptr, kPerTokenHSlack, nullptr);
         }
       },
       cap);

@@ -86,6 +86,18 @@ TEST(BenchMoeScaleAlts, FindsTheCombinationByCoordinatePasses) {
   expect_near(r.ref, k.expect(choice));
 }
 
+// Many independent one-delta choices (the ambiguous h codes of a row): the passes find the
+// subset the kernel took, and report each choice.
+TEST(BenchMoeScaleAlts, FindsManyCodeChoicesByCoordinatePasses) {
+  const Case k(1408, 60, 1, 9);
+  std::vector<size_t> choice(60, 0);
+  for (size_t a : {2u, 7u, 19u, 33u, 41u, 58u}) choice[a] = 1;
+  const auto r = closest_reference(k.ref.data(), k.alts, k.got(choice, 1e-4, 10).data(), 1408);
+  EXPECT_TRUE(r.used_alternate);
+  EXPECT_EQ(r.choice, choice);
+  expect_near(r.ref, k.expect(choice));
+}
+
 // A wrong row stays wrong: no combination of ~1 % deltas brings a row off by 10 % near.
 TEST(BenchMoeScaleAlts, NoCombinationRescuesAWrongRow) {
   const Case k(512, 4, 2, 7);

@@ -748,6 +748,70 @@ TEST(MoeLayerRef, FusedPerTokenAlternateScalesRecomputedByHand) {
   EXPECT_LT(with_alternates, tokens / 2);
 }
 
+// The ambiguous h codes (HCodeAlternatives), recomputed by hand: every element whose h within the
+// slack rounds (through bf16, under the token's primary scale) to another e4m3 code, with the row
+// change that code makes, where it reaches kHCodeMinShare of the row; none without slack.
+TEST(MoeLayerRef, FusedPerTokenCodeAlternatesRecomputedByHand) {
+  const FusedPerTokenByHand L(37);
+  const ops::MoeExpertReference ref(L.w, 0);
+  std::mt19937 rng(13);
+  int total = 0, rows_with = 0;
+  const int tokens = 48;
+  for (int t = 0; t < tokens; ++t) {
+    const std::vector<uint8_t> x = FusedPerTokenByHand::token(rng);
+    const std::vector<float> xs{0.02f + 0.001f * t};
+    const float rw = 0.5f + 0.01f * t;
+    std::vector<float> y(L.H);
+    std::vector<ops::HCodeAlternatives> got, none;
+    ref.row(rw, x.data(), xs.data(), y.data(), nullptr, ops::kPerTokenHSlack, &got);
+    std::vector<float> y0(L.H);
+    ref.row(rw, x.data(), xs.data(), y0.data(), nullptr, 0.0, &none);
+    EXPECT_TRUE(none.empty()) << "token " << t;
+    const std::vector<float> h = L.h(x, xs[0], rw);
+    std::vector<float> hb(L.I);
+    float amax = 0.f;
+    for (int c = 0; c < L.I; ++c) {
+      hb[c] = bf16_nearest_even(h[c]);
+      amax = std::max(amax, std::fabs(hb[c]));
+    }
+    ASSERT_EQ(y, L.row(hb, amax)) << "token " << t;
+    const float a = std::max(amax, 1e-4f), scale = a / 448.f, inv = 448.f / a;
+    double y2 = 0;
+    for (float v : y) y2 += double(v) * v;
+    std::vector<std::pair<int, std::vector<double>>> want;  // (channel, delta) in order
+    for (int c = 0; c < L.I; ++c) {
+      const float hd = e4m3_nearest_even(hb[c] * inv) * scale;
+      float last = hd;
+      const double v = h[c], d = std::fabs(v) * ops::kPerTokenHSlack;
+      for (double end : {v - d, v + d}) {
+        const float q = e4m3_nearest_even(bf16_nearest_even(static_cast<float>(end)) * inv) * scale;
+        if (q == hd || q == last) continue;
+        last = q;
+        std::vector<double> delta(L.H);
+        double n2 = 0;
+        for (int n = 0; n < L.H; ++n) {
+          delta[n] = (double(q) - double(hd)) * L.w2(n, c);
+          n2 += delta[n] * delta[n];
+        }
+        if (n2 >= y2 * ops::kHCodeMinShare * ops::kHCodeMinShare) want.emplace_back(c, delta);
+      }
+    }
+    size_t k = 0;
+    for (const auto& g : got)
+      for (const auto& d : g.deltas) {
+        ASSERT_LT(k, want.size()) << "token " << t << ": an alternate code the hand count lacks";
+        EXPECT_EQ(g.channel, want[k].first) << "token " << t;
+        for (int n = 0; n < L.H; ++n) ASSERT_NEAR(d[n], want[k].second[n], 1e-6 * std::fabs(want[k].second[n]) + 1e-12);
+        ++k;
+      }
+    EXPECT_EQ(k, want.size()) << "token " << t;
+    total += static_cast<int>(k);
+    rows_with += !got.empty();
+  }
+  EXPECT_GT(rows_with, 0) << "no ambiguous h code in " << tokens << " tokens";
+  EXPECT_LT(total, tokens * L.I / 16) << "most codes ambiguous: the slack or the filter is wrong";
+}
+
 // The slack is the reference's parameter: none gives no alternates, a wider one at least as many
 // (each set holding the default's), one out of range is an error.
 TEST(MoeLayerRef, FusedPerTokenSlackWidensTheAlternates) {
