@@ -128,7 +128,6 @@ struct MegaW4A8TokKernel {
     int last;                       // this CTA counted its small block's last Linear-1 tile
     int chunk;                      // the quantisation chunk this CTA claimed
     int quantised;                  // the Linear-2 tile's block is quantised
-    int help;                       // a Linear-1 tile's CTA helps quantise the block before its own
     typename Queue::Storage queue;
     MegaLayoutSmem layout;
     MegaTileSlot slots[kMegaTileSlots];  // the last member (kSmemBytes)
@@ -317,14 +316,12 @@ struct MegaW4A8TokKernel {
   // from h16 (16-byte loads, kInFlight per thread: one SM's rate is about its bytes in flight
   // over the L2 latency, 64 KiB here), then one count, released after the proxy fence (h is read next by
   // TMA, the async proxy, in other CTAs).
-  // kMaxClaims: the chunks one call may claim (a Linear-1 tile's help: 1).
-  template <int kMaxClaims = kBlockM / kQuantRows>
   __device__ static void quantize_chunks(Params const& p, SharedStorage& ss, WorkTile const& t, int block, int ct) {
     const int chunks = (t.rows + kQuantRows - 1) / kQuantRows;
     uint32_t* claim = p.m.h_qclaim + block;
     constexpr int kInFlight = 16;
     const int per_row = p.intermediate / 8;
-    for (int it = 0; it < kMaxClaims; ++it) {  // a bounded loop: at most this many chunks
+    for (int it = 0; it < kBlockM / kQuantRows; ++it) {  // a bounded loop: at most this many chunks
                                                          // (unbounded, ptxas moved the K loop's
                                                          // stage indices out of uniform registers)
       if (ct == 0) ss.chunk = static_cast<int>(atomicAdd(claim, 1u));
@@ -373,51 +370,6 @@ struct MegaW4A8TokKernel {
       Epi::named_sync(256, kConsumersBarrier);  // the chunk's rows and ss.inv are done with
       if (ct == 0) dev::add_release_gpu(p.epi1.dest.l1_done + block, 1u);
     }
-  }
-
-  // The help of Linear-1 tiles with the previous block's quantisation (a block of more than
-  // kLastQuantRows rows, whose quantisation is otherwise left to its Linear-2 tiles' CTAs: they
-  // arrive one by one and each waits for every chunk; docs/megamoe.md §Per-token activations in
-  // the fused kernel). Tiles of block b run while block b - 1's last Linear-1 tiles finish, so once
-  // b - 1 counted n1, each of them claims at most one chunk of it after its own count. Thread 0
-  // reads b - 1's counter and claims (relaxed) right after the main loop, so their latency hides
-  // under the tile's own epilogue; an acquire fence after a count of n1 orders the maxima and h16
-  // rows before the chunk's reads (the barrier in quantize_chunks orders the other threads).
-  struct HelpProbe {
-    uint32_t done, claimed;
-  };
-  __device__ static HelpProbe probe_previous(Params const& p, WorkTile const& t, int ct) {
-    HelpProbe h{0u, 0u};
-    const int b = t.tag - 1;
-    if (ct == 0 && b >= 0) {
-      asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(h.done) : "l"(p.epi1.dest.l1_done + b) : "memory");
-      asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(h.claimed) : "l"(p.m.h_qclaim + b) : "memory");
-    }
-    return h;
-  }
-  __device__ static void help_previous(Params const& p, SharedStorage& ss, WorkTile const& t, HelpProbe const& h,
-                                       int ct) {
-    const int b = t.tag - 1;
-    if (b < 0) return;
-    // Block b - 1 as a work tile (global block numbering: its expert by the layout's block starts).
-    const MegaLayoutSmem& ly = ss.layout;
-    const int e = ::xstage::moe::upper_index(ly.block_start, p.m.ep.experts_per_rank, b);
-    WorkTile pb = t;
-    pb.expert = e;
-    pb.m_block = b - ly.block_start[e];
-    pb.row_begin = ly.offset[e] + pb.m_block * kBlockM;
-    pb.rows = min(kBlockM, ly.rows[e] - pb.m_block * kBlockM);
-    if (pb.rows <= kLastQuantRows) return;  // its last Linear-1 tile's CTA quantises it
-    if (ct == 0) {
-      const bool go = h.done >= static_cast<uint32_t>(p.n1) &&
-                      h.claimed < static_cast<uint32_t>((pb.rows + kQuantRows - 1) / kQuantRows);
-      if (go) asm volatile("fence.acq_rel.gpu;" ::: "memory");
-      ss.help = go ? 1 : 0;
-    }
-    Epi::named_sync(256, kConsumersBarrier);
-    const bool go = __shfl_sync(0xffffffffu, ss.help, 0) != 0;
-    Epi::named_sync(256, kConsumersBarrier);  // read by all before a later tile writes it
-    if (go) quantize_chunks<1>(p, ss, pb, b, ct);
   }
 
   // A Linear-2 tile's consumers before its epilogue inputs (h_scales) are read: help quantise the
@@ -571,7 +523,6 @@ struct MegaW4A8TokKernel {
       const int narrow = Boxes::rows_for(min(t.rows, kPieceT));
       rs.mma(is_l1 ? p.l1 : p.l2, ss.rs, sX, read, g, wt, acc, it, t.rows > kPieceT, narrow < kPieceT ? narrow : 0);
       mainloop_done();
-      const HelpProbe hp = is_l1 ? probe_previous(p, t, ct) : HelpProbe{0u, 0u};
       epilogue_start(ss, in, is_l1, g, wt);
       if (is_l1) {
         p.epi1.dest.mark(0, ct);
@@ -579,7 +530,6 @@ struct MegaW4A8TokKernel {
         p.epi1.dest.mark(1, ct);
         const long long c0 = clock64();
         if (count_l1(p, ss, t, ct)) quantize_chunks(p, ss, t, block_of(p, t, true), ct);
-        help_previous(p, ss, t, hp, ct);
         if (ct == 0 && p.epi1.dest.hook != nullptr) p.epi1.dest.hook[blockIdx.x] = static_cast<uint32_t>(clock64() - c0);
       } else {
         long long tail = store_l2(p, ss, acc, t, g, wt);
