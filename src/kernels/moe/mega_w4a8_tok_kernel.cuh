@@ -315,38 +315,21 @@ struct MegaW4A8TokKernel {
   // below go through L2). Per chunk: the tokens' scales from h_amax (reset to zero), fp8 rows
   // from h16 (16-byte loads, kInFlight per thread: one SM's rate is about its bytes in flight
   // over the L2 latency, 64 KiB here), then one count, released after the proxy fence (h is read next by
-  // TMA, the async proxy, in other CTAs). A chunk is a chain of L2 round trips, so two are
-  // overlapped with others: the next chunk's claim is in flight while this one is converted, and
-  // the chunk's first loads are issued before its scales are read.
+  // TMA, the async proxy, in other CTAs).
   __device__ static void quantize_chunks(Params const& p, SharedStorage& ss, WorkTile const& t, int block, int ct) {
     const int chunks = (t.rows + kQuantRows - 1) / kQuantRows;
     uint32_t* claim = p.m.h_qclaim + block;
     constexpr int kInFlight = 16;
     const int per_row = p.intermediate / 8;
-    if (ct == 0) ss.chunk = static_cast<int>(atomicAdd(claim, 1u));
-    Epi::named_sync(256, kConsumersBarrier);
-    int c = __shfl_sync(0xffffffffu, ss.chunk, 0);  // warp-uniform to the compiler too
-    Epi::named_sync(256, kConsumersBarrier);        // every thread has read it before it is rewritten
     for (int it = 0; it < kBlockM / kQuantRows; ++it) {  // a bounded loop: at most this many chunks
                                                          // (unbounded, ptxas moved the K loop's
                                                          // stage indices out of uniform registers)
+      if (ct == 0) ss.chunk = static_cast<int>(atomicAdd(claim, 1u));
+      Epi::named_sync(256, kConsumersBarrier);
+      const int c = __shfl_sync(0xffffffffu, ss.chunk, 0);  // warp-uniform to the compiler too
+      Epi::named_sync(256, kConsumersBarrier);  // every thread has read it before the next claim
       if (c >= chunks) break;
-      // The next claim, read after this chunk's last barrier (a claimed chunk never waits, so
-      // holding two claims cannot deadlock).
-      uint32_t next = 0u;
-      if (ct == 0) next = atomicAdd(claim, 1u);
       const int r0 = t.row_begin + c * kQuantRows, n = min(kQuantRows, t.rows - c * kQuantRows);
-      // The chunk's rows are contiguous in h16 and h: piece j (16 bytes of bf16, 8 values) is row
-      // j / (I / 8) of the chunk.
-      const int pieces = n * per_row;
-      const uint4* src = reinterpret_cast<const uint4*>(p.h16 + static_cast<int64_t>(r0) * p.intermediate);
-      uint2* dst = reinterpret_cast<uint2*>(p.h + static_cast<int64_t>(r0) * p.intermediate);
-      uint4 v[kInFlight];
-      CUTE_UNROLL
-      for (int k = 0; k < kInFlight; ++k) {
-        const int j = ct + 256 * k;
-        v[k] = j < pieces ? __ldcg(src + j) : make_uint4(0u, 0u, 0u, 0u);
-      }
       if (ct < n) {
         const QuantScale qs = quant_scale(__uint_as_float(__ldcg(p.h_amax + r0 + ct)));
         p.h_amax[r0 + ct] = 0u;
@@ -354,7 +337,18 @@ struct MegaW4A8TokKernel {
         ss.inv[ct] = qs.inv;
       }
       Epi::named_sync(256, kConsumersBarrier);
-      for (int j0 = ct;;) {
+      // The chunk's rows are contiguous in h16 and h: piece j (16 bytes of bf16, 8 values) is row
+      // j / (I / 8) of the chunk.
+      const int pieces = n * per_row;
+      const uint4* src = reinterpret_cast<const uint4*>(p.h16 + static_cast<int64_t>(r0) * p.intermediate);
+      uint2* dst = reinterpret_cast<uint2*>(p.h + static_cast<int64_t>(r0) * p.intermediate);
+      for (int j0 = ct; j0 < pieces; j0 += 256 * kInFlight) {
+        uint4 v[kInFlight];
+        CUTE_UNROLL
+        for (int k = 0; k < kInFlight; ++k) {
+          const int j = j0 + 256 * k;
+          v[k] = j < pieces ? __ldcg(src + j) : make_uint4(0u, 0u, 0u, 0u);
+        }
         CUTE_UNROLL
         for (int k = 0; k < kInFlight; ++k) {
           const int j = j0 + 256 * k;
@@ -371,20 +365,10 @@ struct MegaW4A8TokKernel {
           }
           dst[j] = make_uint2(o[0], o[1]);
         }
-        j0 += 256 * kInFlight;
-        if (j0 >= pieces) break;
-        CUTE_UNROLL
-        for (int k = 0; k < kInFlight; ++k) {
-          const int j = j0 + 256 * k;
-          v[k] = j < pieces ? __ldcg(src + j) : make_uint4(0u, 0u, 0u, 0u);
-        }
       }
       dev::fence_proxy_async_global();
-      if (ct == 0) ss.chunk = static_cast<int>(next);
-      Epi::named_sync(256, kConsumersBarrier);  // the chunk's rows and ss.inv are done with; the next claim
+      Epi::named_sync(256, kConsumersBarrier);  // the chunk's rows and ss.inv are done with
       if (ct == 0) dev::add_release_gpu(p.epi1.dest.l1_done + block, 1u);
-      c = __shfl_sync(0xffffffffu, ss.chunk, 0);
-      Epi::named_sync(256, kConsumersBarrier);  // every thread has read it before the next claim is stored
     }
   }
 
