@@ -182,7 +182,7 @@ std::vector<RankCheck> moe_layer_check_ref(Team& team, const Flags& fl, const mo
       for (int c = 0; c < H; ++c) x[c] = pat[fl.x_offset + (tok * H + c) % (pat.size() - fl.x_offset)];
       const float wgt = r.per_rank[rc.rank].weights[tok * k + tk.choice];
       ref.row(wgt, x.data(), xs.data(), ys.data() + t * H, h_from_bf16 ? &alt_rows[t] : nullptr, fl.per_token_slack,
-              h_from_bf16 ? &code_alts[t] : nullptr);
+              per_token ? &code_alts[t] : nullptr);
     }
   }, 16);
   for (size_t t = 0; t < tasks.size(); ++t) {
@@ -640,6 +640,8 @@ void run(const Flags& fl) {
             if (fused_tok && check_error.empty()) {
               row["correctness"]["rows_scale_ambiguous"] = rows_ambiguous;
               row["correctness"]["rows_alternate_scale"] = rows_alternate;
+            }
+            if (wf.per_token && check_error.empty()) {
               row["correctness"]["h_code_choices"] = code_choices;
               row["correctness"]["rows_h_code_alternate"] = rows_code;
               row["correctness"]["h_codes_taken"] = codes_taken;

@@ -166,10 +166,12 @@ std::vector<float> bf16_values_between(float lo, float hi, float except) {
   return out;
 }
 
-// The fused per-token recipe's ambiguous h codes (MoeExpertReference::row, code_alternates): h0
-// the fp32 h before its bf16 rounding, hd the dequantised codes under scale s, y the row.
+// The ambiguous h codes (MoeExpertReference::row, code_alternates): h0 the fp32 h before any
+// rounding, hd what Linear-2 reads, read_as(c, v) what it would read for channel c had h been v
+// (the row's recipe, its scales fixed), y the row.
+template <class ReadAs>
 void h_code_alternates(const ExpertMatrices& m, int H, int I, const std::vector<float>& h0,
-                       const std::vector<float>& hd, const Fp8Scale& s, const float* y, double slack,
+                       const std::vector<float>& hd, ReadAs&& read_as, const float* y, double slack,
                        std::vector<HCodeAlternatives>& out) {
   double y2 = 0;
   for (int n = 0; n < H; ++n) y2 += double(y[n]) * y[n];
@@ -180,7 +182,7 @@ void h_code_alternates(const ExpertMatrices& m, int H, int I, const std::vector<
     alt.channel = c;
     float last = hd[c];
     for (const double end : {v - d, v + d}) {
-      const float q = fp8_e4m3_decode(fp8_e4m3_encode(bf16_round(static_cast<float>(end)) * s.inv)) * s.scale;
+      const float q = read_as(c, static_cast<float>(end));
       if (q == hd[c] || q == last) continue;
       last = q;
       const double dh = double(q) - double(hd[c]);
@@ -219,10 +221,10 @@ void expert_row(const ExpertMatrices& m, int H, int I, float router_weight, cons
   // bf16 |h|; the kernel's h is within `slack` (kPerTokenHSlack) of this one, so where the
   // largest lies that close to a bf16 rounding midpoint the kernel may round it to the
   // neighbour: those scales are the alternates.
-  std::vector<float> alt_amax, h0;
+  std::vector<float> alt_amax;
+  const std::vector<float> h0 = code_alternates != nullptr ? h : std::vector<float>{};
   Fp8Scale primary{};
   if (m.h_from_bf16) {
-    if (code_alternates != nullptr) h0 = h;
     float amax = 0, lo = 0, hi = 0;
     for (int c = 0; c < I; ++c) {
       const double a = std::fabs(double(h[c]));
@@ -239,20 +241,25 @@ void expert_row(const ExpertMatrices& m, int H, int I, float router_weight, cons
   // fp8 requantisation per 128 channels, then dequantised: what Linear-2 reads.
   std::vector<uint8_t> q(I);
   std::vector<float> s128(I / 128);
+  std::vector<Fp8Scale> sc128(I / 128);
   for (int c0 = 0; c0 < I && !m.h_from_bf16; c0 += 128) {
     float amax = 0;
     for (int c = c0; c < c0 + 128; ++c) amax = std::max(amax, std::fabs(h[c]));
     const Fp8Scale s = fp8_scale_for_amax(amax);
     s128[c0 / 128] = s.scale;
+    sc128[c0 / 128] = s;
     for (int c = c0; c < c0 + 128; ++c) {
       q[c] = fp8_e4m3_encode(h[c] * s.inv);
       hd[c] = fp8_e4m3_decode(q[c]) * s.scale;
     }
   }
-  if (m.per_token && !m.h_from_bf16) {  // one scale per token: each block's codes rescaled by s / S
-    const float S = *std::max_element(s128.begin(), s128.end());
-    for (int c = 0; c < I; ++c) hd[c] = fp8_e4m3_decode(fp8_e4m3_encode(fp8_e4m3_decode(q[c]) * (s128[c / 128] / S))) * S;
-  }
+  const float S = m.per_token && !m.h_from_bf16 ? *std::max_element(s128.begin(), s128.end()) : 0.f;
+  // Requantised to one scale per token: each block's codes rescaled by s / S.
+  auto requant = [&](int c, uint8_t code) {
+    return fp8_e4m3_decode(fp8_e4m3_encode(fp8_e4m3_decode(code) * (s128[c / 128] / S))) * S;
+  };
+  if (m.per_token && !m.h_from_bf16)
+    for (int c = 0; c < I; ++c) hd[c] = requant(c, q[c]);
   auto linear2 = [&](const std::vector<float>& hq, float* out) {
     for (int n = 0; n < H; ++n) {
       const double* wr = m.w2.data() + size_t(n) * I;
@@ -262,7 +269,20 @@ void expert_row(const ExpertMatrices& m, int H, int I, float router_weight, cons
     }
   };
   linear2(hd, y);
-  if (m.h_from_bf16 && code_alternates != nullptr) h_code_alternates(m, H, I, h0, hd, primary, y, slack, *code_alternates);
+  if (code_alternates != nullptr) {
+    if (m.h_from_bf16)
+      h_code_alternates(m, H, I, h0, hd, [&](int, float v) {
+        return fp8_e4m3_decode(fp8_e4m3_encode(bf16_round(v) * primary.inv)) * primary.scale;
+      }, y, slack, *code_alternates);
+    else if (m.per_token)
+      h_code_alternates(m, H, I, h0, hd, [&](int c, float v) {
+        return requant(c, fp8_e4m3_encode(v * sc128[c / 128].inv));
+      }, y, slack, *code_alternates);
+    else
+      h_code_alternates(m, H, I, h0, hd, [&](int c, float v) {
+        return fp8_e4m3_decode(fp8_e4m3_encode(v * sc128[c / 128].inv)) * sc128[c / 128].scale;
+      }, y, slack, *code_alternates);
+  }
   for (const float a : alt_amax) {
     const Fp8Scale s = fp8_scale_for_amax(a);
     for (int c = 0; c < I; ++c) hd[c] = fp8_e4m3_decode(fp8_e4m3_encode(h[c] * s.inv)) * s.scale;

@@ -812,6 +812,82 @@ TEST(MoeLayerRef, FusedPerTokenCodeAlternatesRecomputedByHand) {
   EXPECT_LT(total, tokens * L.I / 16) << "most codes ambiguous: the slack or the filter is wrong";
 }
 
+// The same for the unfused layer's recipe (h quantised per 128 channels, then requantised to
+// the token's scale S = the largest 128-channel scale): an element's other codes under its
+// block's scale, then rescaled, by hand.
+TEST(MoeLayerRef, RequantPerTokenCodeAlternatesRecomputedByHand) {
+  FusedPerTokenByHand L(41);
+  L.w.per_token_h_from_bf16 = false;
+  const ops::MoeExpertReference ref(L.w, 0);
+  std::mt19937 rng(17);
+  int total = 0, rows_with = 0;
+  const int tokens = 48;
+  for (int t = 0; t < tokens; ++t) {
+    const std::vector<uint8_t> x = FusedPerTokenByHand::token(rng);
+    const std::vector<float> xs{0.02f + 0.001f * t};
+    const float rw = 0.5f + 0.01f * t;
+    std::vector<float> y(L.H);
+    std::vector<ops::HCodeAlternatives> got;
+    std::vector<std::vector<float>> scale_alts{{1.f}};
+    ref.row(rw, x.data(), xs.data(), y.data(), &scale_alts, ops::kPerTokenHSlack, &got);
+    EXPECT_TRUE(scale_alts.empty()) << "token " << t << ": the requantisation recipe has no scale alternates";
+    const std::vector<float> h = L.h(x, xs[0], rw);
+    float s[L.I / 128], inv[L.I / 128], S = 0.f;
+    for (int b = 0; b < L.I / 128; ++b) {
+      float amax = 0.f;
+      for (int c = 128 * b; c < 128 * b + 128; ++c) amax = std::max(amax, std::fabs(h[c]));
+      const float a = std::max(amax, 1e-4f);
+      s[b] = a / 448.f;
+      inv[b] = 448.f / a;
+      S = std::max(S, s[b]);
+    }
+    auto read_as = [&](int c, float v) {
+      return e4m3_nearest_even(e4m3_nearest_even(v * inv[c / 128]) * (s[c / 128] / S)) * S;
+    };
+    std::vector<float> hd(L.I);
+    for (int c = 0; c < L.I; ++c) hd[c] = read_as(c, h[c]);
+    std::vector<float> want_y(L.H);
+    double y2 = 0;
+    for (int n = 0; n < L.H; ++n) {
+      double acc = 0;
+      for (int c = 0; c < L.I; ++c) acc += double(hd[c]) * L.w2(n, c);
+      want_y[n] = bf16_nearest_even(static_cast<float>(acc));
+      y2 += double(want_y[n]) * want_y[n];
+    }
+    ASSERT_EQ(y, want_y) << "token " << t << ": the primary row";
+    std::vector<std::pair<int, std::vector<double>>> want;
+    for (int c = 0; c < L.I; ++c) {
+      float last = hd[c];
+      const double v = h[c], d = std::fabs(v) * ops::kPerTokenHSlack;
+      for (double end : {v - d, v + d}) {
+        const float q = read_as(c, static_cast<float>(end));
+        if (q == hd[c] || q == last) continue;
+        last = q;
+        std::vector<double> delta(L.H);
+        double n2 = 0;
+        for (int n = 0; n < L.H; ++n) {
+          delta[n] = (double(q) - double(hd[c])) * L.w2(n, c);
+          n2 += delta[n] * delta[n];
+        }
+        if (n2 >= y2 * ops::kHCodeMinShare * ops::kHCodeMinShare) want.emplace_back(c, delta);
+      }
+    }
+    size_t k = 0;
+    for (const auto& g : got)
+      for (const auto& d : g.deltas) {
+        ASSERT_LT(k, want.size()) << "token " << t << ": an alternate code the hand count lacks";
+        EXPECT_EQ(g.channel, want[k].first) << "token " << t;
+        for (int n = 0; n < L.H; ++n) ASSERT_NEAR(d[n], want[k].second[n], 1e-6 * std::fabs(want[k].second[n]) + 1e-12);
+        ++k;
+      }
+    EXPECT_EQ(k, want.size()) << "token " << t;
+    total += static_cast<int>(k);
+    rows_with += !got.empty();
+  }
+  EXPECT_GT(rows_with, 0) << "no ambiguous h code in " << tokens << " tokens";
+  EXPECT_LT(total, tokens * L.I / 16);
+}
+
 // The slack is the reference's parameter: none gives no alternates, a wider one at least as many
 // (each set holding the default's), one out of range is an error.
 TEST(MoeLayerRef, FusedPerTokenSlackWidensTheAlternates) {

@@ -90,8 +90,10 @@ void moe_expert_row(const MoeLayerWeights& w, int expert, float router_weight, c
 
 // The same rows for one expert, its weights dequantised once (moe_expert_row dequantises them
 // at every call): for references that check many rows of one expert.
-// One h element of the fused per-token recipe whose e4m3 code is ambiguous: h within `slack`
-// (relative) of its value rounds, through bf16, to another code under the token's scale. Each
+// One h element whose e4m3 code is ambiguous: h within `slack` (relative) of its value takes
+// another code in the row's recipe, its scales fixed (the fused per-token recipe: through bf16
+// under the token's scale; the requantisation recipes: under the block's 128-channel scale, then
+// rescaled to the token's). Each
 // delta is what one other code adds to the expert row (fp32; the row's bf16 rounding is not
 // redone, the check's tolerance covers it). Only deltas of at least kHCodeMinShare of the row
 // (L2) are kept: smaller ones are within the check's noise.
@@ -110,8 +112,8 @@ class MoeExpertReference {
   // alternates (optional; cleared): with per_token_h_from_bf16, the row under each other
   // per-token scale the fused kernel may take, its h within `slack` of this one (relative; default
   // kPerTokenHSlack, at most 1/64: InvalidArgument otherwise); usually none.
-  // code_alternates (optional; cleared): with per_token_h_from_bf16, the h elements whose e4m3
-  // code the same slack makes ambiguous (under the primary scale); a few per row.
+  // code_alternates (optional; cleared): the h elements whose e4m3 code the same slack makes
+  // ambiguous (under the primary scales), in any recipe; a few per row.
   void row(float router_weight, const uint8_t* x_row, const float* x_row_scales, float* y,
            std::vector<std::vector<float>>* alternates = nullptr, double slack = kPerTokenHSlack,
            std::vector<HCodeAlternatives>* code_alternates = nullptr) const;
