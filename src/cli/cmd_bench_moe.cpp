@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "cli/bench_check.hpp"
+#include "cli/bench_moe_inputs.hpp"
 #include "cli/bench_moe_scale_alts.hpp"
 #include "cli/bench_moe_cells.hpp"
 #include "cli/bench_moe_rs_weights.hpp"
@@ -67,7 +68,7 @@ struct Flags {
   double tile_tflops = 7.0;
   std::string json_out;
   std::string dump_rows;  // checked rows above half the row bound: got, ref, experts, weights
-  size_t x_offset = 1000003;  // byte of the input pattern the activations start at (odd, see below)
+  size_t x_offset = kBenchXOffset;  // byte of the input pattern the activations start at (bench_moe_inputs.hpp)
   int check_tokens = 16;  // token rows per rank compared with the host reference
   uint64_t check_seed = 20261203u;
   double per_token_slack = ops::kPerTokenHSlack;  // fused per-token rows: the scale slack (diagnostic)
@@ -80,14 +81,7 @@ struct Flags {
 // absolute floor is far below them.
 constexpr RowTolerance kMoeLayerTolerance{2e-2, 5e-2, 1e-12};
 
-// The bench's input values (random_fp8 below): every fp8 / packed 4-bit tensor of every rank
-// holds the pattern's bytes from its start, repeated; the scales are constants. The activations
-// start --x-offset bytes in (default 1000003, odd; every weight row starts at a multiple
-// of 128 bytes of the pattern): from the same start a token's x would equal row t of an expert's
-// W1, making that Linear-1 channel a sum of squares that dominates the token's output row
-// (docs/megamoe.md §Benchmark; --x-offset 0 reproduces that layout).
-constexpr float kXScale = 1.f / 16, kW8Scale = 1.f / 256, kInt4Scale = 1.f / 64;
-constexpr uint8_t kMxE8m0 = 121;  // 2^-6
+// The bench's input values: bench_moe_inputs.hpp (random_fp8 below uploads them).
 
 // One expert of the layer as the bench uploaded it: local expert `le` of any rank (every rank
 // uploads the same bytes), as a one-expert ops::MoeLayerWeights.
@@ -179,7 +173,7 @@ std::vector<RankCheck> moe_layer_check_ref(Team& team, const Flags& fl, const mo
       const Task& tk = tasks[t];
       const RankCheck& rc = out[tk.i];
       const size_t tok = rc.tokens[tk.row];
-      for (int c = 0; c < H; ++c) x[c] = pat[fl.x_offset + (tok * H + c) % (pat.size() - fl.x_offset)];
+      bench_x_row(pat, fl.x_offset, tok, H, x.data());
       const float wgt = r.per_rank[rc.rank].weights[tok * k + tk.choice];
       ref.row(wgt, x.data(), xs.data(), ys.data() + t * H, h_from_bf16 ? &alt_rows[t] : nullptr, fl.per_token_slack,
               per_token ? &code_alts[t] : nullptr);
@@ -369,11 +363,8 @@ void run(const Flags& fl) {
   to.wait_timeout_s = fl.timeout_s;
   auto team = make_team(to, fl.virtual_ranks);
   const int n = team->local_count();
-  // Pattern: random finite e4m3 codes with |v| <= 2 (exponent field <= 8).
-  const size_t pat_bytes = size_t(16) << 20;
-  std::vector<uint8_t> pat(pat_bytes);
-  std::mt19937 rng(20261130u);
-  for (auto& b : pat) b = static_cast<uint8_t>((rng() & 0x80u) | (rng() % 0x40u));
+  const std::vector<uint8_t> pat = bench_pattern();
+  const size_t pat_bytes = pat.size();
   std::vector<void*> pat_dev(n);
   team->run([&](int i) {
     XS_CUDA(cudaMalloc(&pat_dev[i], pat_bytes), "bench moe: pattern");
