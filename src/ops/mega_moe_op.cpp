@@ -139,6 +139,10 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
       XS_CUDA(cudaMalloc(&m.h_amax, sizeof(uint32_t) * cap), where + ": h maxima");
       XS_CUDA(cudaMemset(m.h_amax, 0, sizeof(uint32_t) * cap), where + ": h maxima");
       XS_CUDA(cudaMalloc(&m.h_qclaim, sizeof(uint32_t) * I.max_blocks), where + ": quantisation claims");
+#if XSTAGE_MEGA_TOK_COLUMN_CHUNKS
+      XS_CUDA(cudaMalloc(&m.h_qdone, sizeof(uint32_t) * I.max_blocks * km::kMegaTokMaxChunks),
+              where + ": quantisation chunks done");
+#endif
     }
     // The zeroed scratch must be in place before the first call's kernel on any stream.
     XS_CUDA(cudaDeviceSynchronize(), where);
@@ -155,7 +159,7 @@ MegaMoeLayer::~MegaMoeLayer() {
                     static_cast<void*>(m.rows_base), static_cast<void*>(m.h), static_cast<void*>(m.h_scales),
                     static_cast<void*>(m.spans), static_cast<void*>(m.cta_clock), static_cast<void*>(m.trace),
                     static_cast<void*>(m.trace_hook), static_cast<void*>(m.h16), static_cast<void*>(m.h_amax),
-                    static_cast<void*>(m.h_qclaim)})
+                    static_cast<void*>(m.h_qclaim), static_cast<void*>(m.h_qdone)})
       cudaFree(p);
   }
 }
