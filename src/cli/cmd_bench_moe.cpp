@@ -204,9 +204,11 @@ struct RankGot {
   std::vector<float> rows;  // tokens x H
 };
 
-// --dump-rows: every checked row whose relative L2 error exceeds half the row bound (at most 16
-// per cell), with its routing and both value vectors, to locate an error inside a row. used_ref:
-// per rank, the reference rows the check compared with (alternate scales applied).
+// --dump-rows: every checked row whose relative L2 error exceeds half the row bound, against the
+// reference the check used or against the plain one (at most 16 per cell), with its routing and
+// both value vectors, to locate an error inside a row. used_ref: per rank, the reference rows the
+// check compared with (the closest combination of alternate scales and h codes applied);
+// rel_err_primary: the error against the plain reference (check[i].ref).
 void dump_rows(nlohmann::json& out, const std::string& model, const std::string& routing, const std::string& variant,
                const moe::Routing& r, const std::vector<RankCheck>& check,
                const std::vector<std::vector<double>>& used_ref, const std::vector<RankGot>& got, int tokens, int H) {
@@ -222,11 +224,19 @@ void dump_rows(nlohmann::json& out, const std::string& model, const std::string&
         ref += f[c] * f[c];
       }
       const double rel = std::sqrt(err / std::max(ref, 1e-300));
-      if (!(rel > 0.5 * kMoeLayerTolerance.rel_tol)) continue;
+      const double* p0 = check[i].ref.data() + j * H;
+      double err0 = 0, ref0 = 0;
+      for (int c = 0; c < H; ++c) {
+        err0 += (g[c] - p0[c]) * (g[c] - p0[c]);
+        ref0 += p0[c] * p0[c];
+      }
+      const double rel0 = std::sqrt(err0 / std::max(ref0, 1e-300));
+      if (!(rel > 0.5 * kMoeLayerTolerance.rel_tol) && !(rel0 > kMoeLayerTolerance.rel_tol)) continue;
       const size_t tok = check[i].tokens[j];
       const auto& pr = r.per_rank[check[i].rank];
       out.push_back({{"model", model}, {"routing", routing}, {"variant", variant}, {"rank", check[i].rank},
                      {"token", tok}, {"row", size_t(check[i].rank) * tokens + tok}, {"rel_err", rel},
+                     {"rel_err_primary", rel0},
                      {"experts", std::vector<int>(pr.experts.begin() + tok * k, pr.experts.begin() + (tok + 1) * k)},
                      {"weights", std::vector<float>(pr.weights.begin() + tok * k, pr.weights.begin() + (tok + 1) * k)},
                      {"got", std::vector<float>(g, g + H)}, {"ref", std::vector<double>(f, f + H)}});

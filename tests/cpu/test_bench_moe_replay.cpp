@@ -41,8 +41,8 @@ double rel_err(const std::vector<float>& got, const std::vector<double>& ref) {
   return std::sqrt(e / n);
 }
 
-// One dumped token row's reference as moe_layer_check_ref builds it (a single rank: local expert =
-// expert id modulo the experts, as every rank uploads the same bytes).
+// One dumped token row's reference as moe_layer_check_ref builds it (the file's world size and
+// --x-offset; the rows' token ids are per rank).
 Replayed replay(const nlohmann::json& doc, const nlohmann::json& row, const cli::RsWeightPool& pool,
                 const std::vector<uint8_t>& pat) {
   const std::string model = doc["model"];
@@ -52,15 +52,17 @@ Replayed replay(const nlohmann::json& doc, const nlohmann::json& row, const cli:
   if (shape == nullptr) throw std::runtime_error("unknown model " + model);
   const int H = shape->hidden, I = shape->intermediate;
   const bool fused = doc["h_recipe"] == "fused";
+  // The bench's local expert: expert id mod experts per rank (every rank uploads the same bytes).
+  const int epr = shape->experts / doc.value("world", 1);
   std::vector<uint8_t> x(H);
-  cli::bench_x_row(pat, cli::kBenchXOffset, row["token"].get<size_t>(), H, x.data());
+  cli::bench_x_row(pat, doc.value("x_offset", cli::kBenchXOffset), row["token"].get<size_t>(), H, x.data());
   const std::vector<float> xs(H / 128, cli::kXScale);
   const std::vector<int> experts = row["experts"];
   const std::vector<float> rw = row["router_weights"];
   Replayed out;
   out.ref.assign(H, 0.0);
   for (size_t j = 0; j < experts.size(); ++j) {
-    const ops::MoeExpertReference ref(pool.expert(H, I, experts[j] % shape->experts, true, fused), 0);
+    const ops::MoeExpertReference ref(pool.expert(H, I, experts[j] % epr, true, fused), 0);
     std::vector<float> y(H);
     std::vector<std::vector<float>> scales;
     std::vector<ops::HCodeAlternatives> codes;

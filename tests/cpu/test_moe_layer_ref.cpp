@@ -673,6 +673,51 @@ struct FusedPerTokenByHand {
   }
 };
 
+// The ambiguous h codes by hand (MoeExpertReference::row's code_alternates): per channel, the ends
+// h (1 -/+ kPerTokenHSlack) as Linear-2 would read them (read_as(c, v)), each other value's row
+// change where it reaches kHCodeMinShare of the row (y2: the row's squared L2 norm).
+using CodeDeltas = std::vector<std::pair<int, std::vector<double>>>;
+template <class ReadAs>
+CodeDeltas hand_code_alternates(const FusedPerTokenByHand& L, const std::vector<float>& h, const std::vector<float>& hd,
+                                double y2, ReadAs&& read_as) {
+  CodeDeltas want;
+  for (int c = 0; c < L.I; ++c) {
+    float last = hd[c];
+    const double v = h[c], d = std::fabs(v) * ops::kPerTokenHSlack;
+    for (double end : {v - d, v + d}) {
+      const float q = read_as(c, static_cast<float>(end));
+      if (q == hd[c] || q == last) continue;
+      last = q;
+      std::vector<double> delta(L.H);
+      double n2 = 0;
+      for (int n = 0; n < L.H; ++n) {
+        delta[n] = (double(q) - double(hd[c])) * L.w2(n, c);
+        n2 += delta[n] * delta[n];
+      }
+      if (n2 >= y2 * ops::kHCodeMinShare * ops::kHCodeMinShare) want.emplace_back(c, delta);
+    }
+  }
+  return want;
+}
+
+// The reference's code alternates are the hand count's, in order; returns how many.
+int expect_code_alternates(const std::vector<ops::HCodeAlternatives>& got, const CodeDeltas& want, int t) {
+  size_t k = 0;
+  for (const auto& g : got)
+    for (const auto& d : g.deltas) {
+      if (k >= want.size()) {
+        ADD_FAILURE() << "token " << t << ": an alternate code the hand count lacks";
+        return static_cast<int>(k);
+      }
+      EXPECT_EQ(g.channel, want[k].first) << "token " << t;
+      for (size_t n = 0; n < d.size(); ++n)
+        EXPECT_NEAR(d[n], want[k].second[n], 1e-6 * std::fabs(want[k].second[n]) + 1e-12) << "token " << t;
+      ++k;
+    }
+  EXPECT_EQ(k, want.size()) << "token " << t;
+  return static_cast<int>(k);
+}
+
 }  // namespace
 
 // Several tokens: bit for bit the reference's rows; and on some row the requantisation recipe
@@ -778,34 +823,13 @@ TEST(MoeLayerRef, FusedPerTokenCodeAlternatesRecomputedByHand) {
     const float a = std::max(amax, 1e-4f), scale = a / 448.f, inv = 448.f / a;
     double y2 = 0;
     for (float v : y) y2 += double(v) * v;
-    std::vector<std::pair<int, std::vector<double>>> want;  // (channel, delta) in order
-    for (int c = 0; c < L.I; ++c) {
-      const float hd = e4m3_nearest_even(hb[c] * inv) * scale;
-      float last = hd;
-      const double v = h[c], d = std::fabs(v) * ops::kPerTokenHSlack;
-      for (double end : {v - d, v + d}) {
-        const float q = e4m3_nearest_even(bf16_nearest_even(static_cast<float>(end)) * inv) * scale;
-        if (q == hd || q == last) continue;
-        last = q;
-        std::vector<double> delta(L.H);
-        double n2 = 0;
-        for (int n = 0; n < L.H; ++n) {
-          delta[n] = (double(q) - double(hd)) * L.w2(n, c);
-          n2 += delta[n] * delta[n];
-        }
-        if (n2 >= y2 * ops::kHCodeMinShare * ops::kHCodeMinShare) want.emplace_back(c, delta);
-      }
-    }
-    size_t k = 0;
-    for (const auto& g : got)
-      for (const auto& d : g.deltas) {
-        ASSERT_LT(k, want.size()) << "token " << t << ": an alternate code the hand count lacks";
-        EXPECT_EQ(g.channel, want[k].first) << "token " << t;
-        for (int n = 0; n < L.H; ++n) ASSERT_NEAR(d[n], want[k].second[n], 1e-6 * std::fabs(want[k].second[n]) + 1e-12);
-        ++k;
-      }
-    EXPECT_EQ(k, want.size()) << "token " << t;
-    total += static_cast<int>(k);
+    std::vector<float> hd(L.I);
+    for (int c = 0; c < L.I; ++c) hd[c] = e4m3_nearest_even(hb[c] * inv) * scale;
+    const CodeDeltas want = hand_code_alternates(L, h, hd, y2, [&](int, float v) {
+      return e4m3_nearest_even(bf16_nearest_even(v) * inv) * scale;
+    });
+    const int k = expect_code_alternates(got, want, t);
+    total += k;
     rows_with += !got.empty();
   }
   EXPECT_GT(rows_with, 0) << "no ambiguous h code in " << tokens << " tokens";
@@ -855,33 +879,56 @@ TEST(MoeLayerRef, RequantPerTokenCodeAlternatesRecomputedByHand) {
       y2 += double(want_y[n]) * want_y[n];
     }
     ASSERT_EQ(y, want_y) << "token " << t << ": the primary row";
-    std::vector<std::pair<int, std::vector<double>>> want;
-    for (int c = 0; c < L.I; ++c) {
-      float last = hd[c];
-      const double v = h[c], d = std::fabs(v) * ops::kPerTokenHSlack;
-      for (double end : {v - d, v + d}) {
-        const float q = read_as(c, static_cast<float>(end));
-        if (q == hd[c] || q == last) continue;
-        last = q;
-        std::vector<double> delta(L.H);
-        double n2 = 0;
-        for (int n = 0; n < L.H; ++n) {
-          delta[n] = (double(q) - double(hd[c])) * L.w2(n, c);
-          n2 += delta[n] * delta[n];
-        }
-        if (n2 >= y2 * ops::kHCodeMinShare * ops::kHCodeMinShare) want.emplace_back(c, delta);
-      }
+    const int k = expect_code_alternates(got, hand_code_alternates(L, h, hd, y2, read_as), t);
+    total += k;
+    rows_with += !got.empty();
+  }
+  EXPECT_GT(rows_with, 0) << "no ambiguous h code in " << tokens << " tokens";
+  EXPECT_LT(total, tokens * L.I / 16);
+}
+
+// And for the plain per-128 recipe (the W8A8 layers' h): an element's other code under its
+// block's scale, by hand; none without slack.
+TEST(MoeLayerRef, Per128CodeAlternatesRecomputedByHand) {
+  FusedPerTokenByHand L(43);
+  L.w.per_token_activations = false;
+  L.w.per_token_h_from_bf16 = false;
+  const ops::MoeExpertReference ref(L.w, 0);
+  std::mt19937 rng(19);
+  int total = 0, rows_with = 0;
+  const int tokens = 48;
+  for (int t = 0; t < tokens; ++t) {
+    const std::vector<uint8_t> x = FusedPerTokenByHand::token(rng);
+    const std::vector<float> xs{0.02f + 0.001f * t};
+    const float rw = 0.5f + 0.01f * t;
+    std::vector<float> y(L.H);
+    std::vector<ops::HCodeAlternatives> got, none;
+    ref.row(rw, x.data(), xs.data(), y.data(), nullptr, ops::kPerTokenHSlack, &got);
+    ref.row(rw, x.data(), xs.data(), y.data(), nullptr, 0.0, &none);
+    EXPECT_TRUE(none.empty()) << "token " << t;
+    const std::vector<float> h = L.h(x, xs[0], rw);
+    float s[L.I / 128], inv[L.I / 128];
+    for (int b = 0; b < L.I / 128; ++b) {
+      float amax = 0.f;
+      for (int c = 128 * b; c < 128 * b + 128; ++c) amax = std::max(amax, std::fabs(h[c]));
+      const float a = std::max(amax, 1e-4f);
+      s[b] = a / 448.f;
+      inv[b] = 448.f / a;
     }
-    size_t k = 0;
-    for (const auto& g : got)
-      for (const auto& d : g.deltas) {
-        ASSERT_LT(k, want.size()) << "token " << t << ": an alternate code the hand count lacks";
-        EXPECT_EQ(g.channel, want[k].first) << "token " << t;
-        for (int n = 0; n < L.H; ++n) ASSERT_NEAR(d[n], want[k].second[n], 1e-6 * std::fabs(want[k].second[n]) + 1e-12);
-        ++k;
-      }
-    EXPECT_EQ(k, want.size()) << "token " << t;
-    total += static_cast<int>(k);
+    auto read_as = [&](int c, float v) { return e4m3_nearest_even(v * inv[c / 128]) * s[c / 128]; };
+    std::vector<float> hd(L.I);
+    for (int c = 0; c < L.I; ++c) hd[c] = read_as(c, h[c]);
+    std::vector<float> want_y(L.H);
+    double y2 = 0;
+    for (int n = 0; n < L.H; ++n) {
+      double acc = 0;
+      for (int c = 0; c < L.I; ++c) acc += double(hd[c]) * L.w2(n, c);
+      want_y[n] = bf16_nearest_even(static_cast<float>(acc));
+      y2 += double(want_y[n]) * want_y[n];
+    }
+    ASSERT_EQ(y, want_y) << "token " << t << ": the primary row";
+    const int k = expect_code_alternates(got, hand_code_alternates(L, h, hd, y2, read_as), t);
+    total += k;
     rows_with += !got.empty();
   }
   EXPECT_GT(rows_with, 0) << "no ambiguous h code in " << tokens << " tokens";

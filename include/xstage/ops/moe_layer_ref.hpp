@@ -88,8 +88,6 @@ std::vector<MoeLayerRankInput> make_moe_layer_inputs(const moe::Routing& r, uint
 void moe_expert_row(const MoeLayerWeights& w, int expert, float router_weight, const uint8_t* x_row,
                     const float* x_row_scales /* [H/128], this token's */, float* y);
 
-// The same rows for one expert, its weights dequantised once (moe_expert_row dequantises them
-// at every call): for references that check many rows of one expert.
 // One h element whose e4m3 code is ambiguous: h within `slack` (relative) of its value takes
 // another code in the row's recipe, its scales fixed (the fused per-token recipe: through bf16
 // under the token's scale; the requantisation recipes: under the block's 128-channel scale, then
@@ -103,6 +101,8 @@ struct HCodeAlternatives {
 };
 inline constexpr double kHCodeMinShare = 1.0 / 512;
 
+// The same rows for one expert, its weights dequantised once (moe_expert_row dequantises them
+// at every call): for references that check many rows of one expert.
 class MoeExpertReference {
  public:
   MoeExpertReference(const MoeLayerWeights& w, int expert);

@@ -123,7 +123,7 @@ struct MegaW4A8TokKernel {
     MegaMoeArgs m;
     int n1, n2;  // Linear-1 / Linear-2 tiles per block
     __nv_bfloat16* h16;  // [cap, I]
-    uint32_t* h_amax;    // [cap] float bits, zero between calls
+    uint32_t* h_amax;    // [cap] float bits, zero between calls (column chunks: zeroed by each call's prologue)
     uint8_t* h;          // [cap, I] fp8
     float* h_scales;     // [cap] one scale per token
     uint32_t* h_qdone;   // column chunks: [max_blocks, kMegaTokMaxChunks] chunks done (zeroed by the prologue)
@@ -461,7 +461,8 @@ struct MegaW4A8TokKernel {
 
   // A Linear-2 tile's consumers before its epilogue inputs (h_scales) are read: help quantise the
   // block if chunks are left, then wait until every chunk is counted (a chunk claimed elsewhere
-  // never waits, so the wait is bounded by its work).
+  // never waits, so the wait is bounded by its work). Column chunks: help, no wait (the producer
+  // waits per K block; the epilogue takes the token scales from h_amax).
   __device__ static void await_quantised(Params const& p, SharedStorage& ss, WorkTile const& t, int ct) {
     const int block = block_of(p, t, false);
     if constexpr (kColumnChunks) {
@@ -621,7 +622,7 @@ struct MegaW4A8TokKernel {
     uint32_t it = 0;  // K blocks consumed (MoeW4A8RsKernel's trace, measurement builds only)
     mega_consume_all(m, ss.slots, queue, ct, call.ok, kConsumersBarrier, [&](WorkTile const& t, bool is_l1,
                                                                              auto mainloop_done) {
-      if (!is_l1) await_quantised(p, ss, t, ct);  // before its token scales (h_scales) are read
+      if (!is_l1) await_quantised(p, ss, t, ct);  // before its token scales are read
       const TileInputs in = prefetch_epilogue(p, ss, t, is_l1, g, wt);
       Acc acc[2];
       // A block of <= 32 / <= 64 rows: the narrow wgmmas (the producer's box has that many rows).
