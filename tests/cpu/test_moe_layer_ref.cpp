@@ -836,14 +836,15 @@ TEST(MoeLayerRef, FusedPerTokenCodeAlternatesRecomputedByHand) {
   EXPECT_LT(total, tokens * L.I / 16) << "most codes ambiguous: the slack or the filter is wrong";
 }
 
-// The same for the unfused layer's recipe (h quantised per 128 channels, then requantised to
-// the token's scale S = the largest 128-channel scale): an element's other codes under its
-// block's scale, then rescaled, by hand.
-TEST(MoeLayerRef, RequantPerTokenCodeAlternatesRecomputedByHand) {
-  FusedPerTokenByHand L(41);
+// The requantisation recipes by hand: h quantised per 128 channels; per_token: then requantised
+// to the token's scale S = the largest 128-channel scale (the unfused per-token layer), else
+// read as is (the W8A8 layers). Each element's other codes under its block's scale (rescaled).
+void requant_code_alternates_by_hand(uint64_t seed, unsigned rng_seed, bool per_token) {
+  FusedPerTokenByHand L(seed);
+  L.w.per_token_activations = per_token;
   L.w.per_token_h_from_bf16 = false;
   const ops::MoeExpertReference ref(L.w, 0);
-  std::mt19937 rng(17);
+  std::mt19937 rng(rng_seed);
   int total = 0, rows_with = 0;
   const int tokens = 48;
   for (int t = 0; t < tokens; ++t) {
@@ -851,12 +852,14 @@ TEST(MoeLayerRef, RequantPerTokenCodeAlternatesRecomputedByHand) {
     const std::vector<float> xs{0.02f + 0.001f * t};
     const float rw = 0.5f + 0.01f * t;
     std::vector<float> y(L.H);
-    std::vector<ops::HCodeAlternatives> got;
+    std::vector<ops::HCodeAlternatives> got, none;
     std::vector<std::vector<float>> scale_alts{{1.f}};
     ref.row(rw, x.data(), xs.data(), y.data(), &scale_alts, ops::kPerTokenHSlack, &got);
-    EXPECT_TRUE(scale_alts.empty()) << "token " << t << ": the requantisation recipe has no scale alternates";
+    EXPECT_TRUE(scale_alts.empty()) << "token " << t << ": a requantisation recipe has no scale alternates";
+    ref.row(rw, x.data(), xs.data(), y.data(), nullptr, 0.0, &none);
+    EXPECT_TRUE(none.empty()) << "token " << t;
     const std::vector<float> h = L.h(x, xs[0], rw);
-    float s[L.I / 128], inv[L.I / 128], S = 0.f;
+    float s[FusedPerTokenByHand::I / 128], inv[FusedPerTokenByHand::I / 128], S = 0.f;
     for (int b = 0; b < L.I / 128; ++b) {
       float amax = 0.f;
       for (int c = 128 * b; c < 128 * b + 128; ++c) amax = std::max(amax, std::fabs(h[c]));
@@ -866,7 +869,8 @@ TEST(MoeLayerRef, RequantPerTokenCodeAlternatesRecomputedByHand) {
       S = std::max(S, s[b]);
     }
     auto read_as = [&](int c, float v) {
-      return e4m3_nearest_even(e4m3_nearest_even(v * inv[c / 128]) * (s[c / 128] / S)) * S;
+      const float q = e4m3_nearest_even(v * inv[c / 128]);
+      return per_token ? e4m3_nearest_even(q * (s[c / 128] / S)) * S : q * s[c / 128];
     };
     std::vector<float> hd(L.I);
     for (int c = 0; c < L.I; ++c) hd[c] = read_as(c, h[c]);
@@ -879,61 +883,15 @@ TEST(MoeLayerRef, RequantPerTokenCodeAlternatesRecomputedByHand) {
       y2 += double(want_y[n]) * want_y[n];
     }
     ASSERT_EQ(y, want_y) << "token " << t << ": the primary row";
-    const int k = expect_code_alternates(got, hand_code_alternates(L, h, hd, y2, read_as), t);
-    total += k;
+    total += expect_code_alternates(got, hand_code_alternates(L, h, hd, y2, read_as), t);
     rows_with += !got.empty();
   }
   EXPECT_GT(rows_with, 0) << "no ambiguous h code in " << tokens << " tokens";
   EXPECT_LT(total, tokens * L.I / 16);
 }
 
-// And for the plain per-128 recipe (the W8A8 layers' h): an element's other code under its
-// block's scale, by hand; none without slack.
-TEST(MoeLayerRef, Per128CodeAlternatesRecomputedByHand) {
-  FusedPerTokenByHand L(43);
-  L.w.per_token_activations = false;
-  L.w.per_token_h_from_bf16 = false;
-  const ops::MoeExpertReference ref(L.w, 0);
-  std::mt19937 rng(19);
-  int total = 0, rows_with = 0;
-  const int tokens = 48;
-  for (int t = 0; t < tokens; ++t) {
-    const std::vector<uint8_t> x = FusedPerTokenByHand::token(rng);
-    const std::vector<float> xs{0.02f + 0.001f * t};
-    const float rw = 0.5f + 0.01f * t;
-    std::vector<float> y(L.H);
-    std::vector<ops::HCodeAlternatives> got, none;
-    ref.row(rw, x.data(), xs.data(), y.data(), nullptr, ops::kPerTokenHSlack, &got);
-    ref.row(rw, x.data(), xs.data(), y.data(), nullptr, 0.0, &none);
-    EXPECT_TRUE(none.empty()) << "token " << t;
-    const std::vector<float> h = L.h(x, xs[0], rw);
-    float s[L.I / 128], inv[L.I / 128];
-    for (int b = 0; b < L.I / 128; ++b) {
-      float amax = 0.f;
-      for (int c = 128 * b; c < 128 * b + 128; ++c) amax = std::max(amax, std::fabs(h[c]));
-      const float a = std::max(amax, 1e-4f);
-      s[b] = a / 448.f;
-      inv[b] = 448.f / a;
-    }
-    auto read_as = [&](int c, float v) { return e4m3_nearest_even(v * inv[c / 128]) * s[c / 128]; };
-    std::vector<float> hd(L.I);
-    for (int c = 0; c < L.I; ++c) hd[c] = read_as(c, h[c]);
-    std::vector<float> want_y(L.H);
-    double y2 = 0;
-    for (int n = 0; n < L.H; ++n) {
-      double acc = 0;
-      for (int c = 0; c < L.I; ++c) acc += double(hd[c]) * L.w2(n, c);
-      want_y[n] = bf16_nearest_even(static_cast<float>(acc));
-      y2 += double(want_y[n]) * want_y[n];
-    }
-    ASSERT_EQ(y, want_y) << "token " << t << ": the primary row";
-    const int k = expect_code_alternates(got, hand_code_alternates(L, h, hd, y2, read_as), t);
-    total += k;
-    rows_with += !got.empty();
-  }
-  EXPECT_GT(rows_with, 0) << "no ambiguous h code in " << tokens << " tokens";
-  EXPECT_LT(total, tokens * L.I / 16);
-}
+TEST(MoeLayerRef, RequantPerTokenCodeAlternatesRecomputedByHand) { requant_code_alternates_by_hand(41, 17, true); }
+TEST(MoeLayerRef, Per128CodeAlternatesRecomputedByHand) { requant_code_alternates_by_hand(43, 19, false); }
 
 // The slack is the reference's parameter: none gives no alternates, a wider one at least as many
 // (each set holding the default's), one out of range is an error.
