@@ -838,8 +838,9 @@ void add_moe_bench_command(CLI::App& app) {
       ->check(CLI::Range(size_t(0), size_t(8) << 20))
       ->capture_default_str();
   cmd->add_option("--dump-rows", fl->dump_rows,
-                  "Write every checked row above half the row bound (got and reference values, its experts and "
-                  "weights; at most 16 per cell) as JSON, to locate an error inside a row");
+                  "Write every checked row above half the row bound, or above the bound before its ambiguous h "
+                  "codes and scales (got and reference values, the error against the plain reference, its "
+                  "experts and router weights; at most 16 per cell) as JSON, to locate an error inside a row");
   cmd->callback([fl] { run(*fl); });
 }
 
