@@ -825,9 +825,9 @@ void add_moe_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--check-seed", fl->check_seed, "Seed of the checked tokens")->capture_default_str();
   cmd->add_option("--per-token-slack", fl->per_token_slack,
-                  "Fused per-token cells: how far (relative) the kernel's h may lie from the reference's when the "
-                  "check names a token's alternate scales (docs/megamoe.md, 'Checking it'); a diagnostic, the "
-                  "default is the documented bound")
+                  "Per-token cells: how far (relative) the kernel's h may lie from the reference's when the check "
+                  "names the ambiguous h codes and (fused) a token's alternate scales (docs/megamoe.md, "
+                  "'Checking it'); a diagnostic, the default is the documented bound")
       ->check(CLI::Range(0.0, 1.0 / 64))
       ->capture_default_str();
   cmd->add_option("--json", fl->json_out, "Write results as JSON (xstage.bench.moe.v1)");
