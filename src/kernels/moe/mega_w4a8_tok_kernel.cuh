@@ -107,10 +107,6 @@ struct MegaW4A8TokKernel {
   // one in h_qdone, so a Linear-2 tile's producer waits for the chunk of each K block it loads.
   static constexpr bool kColumnChunks = XSTAGE_MEGA_TOK_COLUMN_CHUNKS != 0;
   static constexpr int kQuantCols = 512;
-  // Only blocks of more than kLastQuantRows rows, whose Linear-2 tiles' CTAs quantise them (the
-  // wait this shortens); a smaller block keeps the row chunks its last Linear-1 tile's CTA runs
-  // at once (few rows: one chunk, where column chunks would be I / 512 of them in a row).
-  __device__ static bool column_block(WorkTile const& t) { return kColumnChunks && t.rows > kLastQuantRows; }
   static_assert(kQuantCols % T::kBlockK == 0 && kBlockM == 256, "a K block inside one column chunk; 32 rows per warp");
 
   struct Params {
@@ -227,10 +223,12 @@ struct MegaW4A8TokKernel {
     for (int j = 0; j < 2; ++j) {
       const int r = wt + 128 * j;
       const bool ok = r < t.rows;
-      if (!is_l1 && column_block(t)) {
-        // Linear-2 of a column-chunk block: from the token's maximum (final at the hand-over), as
-        // the quantisation takes it: h_scales may not be written yet (chunk 0's CTA writes them).
-        in.ts[j] = ok ? quant_scale(__uint_as_float(__ldcg(p.h_amax + t.row_begin + r))).scale : 0.f;
+      if constexpr (kColumnChunks) {
+        // Linear-2: from the token's maximum (final at the hand-over), as the quantisation takes
+        // it: h_scales may not be written yet (chunk 0's CTA writes them).
+        in.ts[j] = !ok       ? 0.f
+                   : is_l1   ? __ldcg(gp.a_scales + t.row_begin + r)
+                             : quant_scale(__uint_as_float(__ldcg(p.h_amax + t.row_begin + r))).scale;
       } else {
         in.ts[j] = ok ? __ldcg(gp.a_scales + t.row_begin + r) : 0.f;
       }
@@ -467,7 +465,7 @@ struct MegaW4A8TokKernel {
   // waits per K block; the epilogue takes the token scales from h_amax).
   __device__ static void await_quantised(Params const& p, SharedStorage& ss, WorkTile const& t, int ct) {
     const int block = block_of(p, t, false);
-    if (column_block(t)) {
+    if constexpr (kColumnChunks) {
       // Help while chunks are left, no wait: the producer waits for each K block's chunk. The
       // block counted n1 before the hand-over (thread 0 acquires it again for this CTA's reads).
       if (ct == 0)
@@ -594,11 +592,12 @@ struct MegaW4A8TokKernel {
         const uint32_t l1_target = ::xstage::moe::mega_l1_target(::xstage::moe::mega_tile_shape(T::kTile), p.n1);
         mega_produce_all<kBlockM>(
             m, ss.layout, p.n1, p.n2, call, l1_target, ss.slots, queue, [&](WorkTile const& t, bool is_l1, int pos) {
-              if (!is_l1 && column_block(t)) {
-                // Each K block waits for its column chunk (produce_tile).
-                const uint32_t* qdone = p.h_qdone + static_cast<int64_t>(block_of(p, t, false)) * kMegaTokMaxChunks;
-                uint32_t* waited = m.trace != nullptr ? m.trace + size_t(pos) * kMegaTraceWords + 4 : nullptr;
-                produce_tile(p.l2, p.b2, ss, sX, t, write, qdone, &m, waited);
+              if constexpr (kColumnChunks) {
+                // Linear-2: each K block waits for its column chunk (produce_tile).
+                const uint32_t* qdone =
+                    is_l1 ? nullptr : p.h_qdone + static_cast<int64_t>(block_of(p, t, false)) * kMegaTokMaxChunks;
+                uint32_t* waited = m.trace != nullptr && !is_l1 ? m.trace + size_t(pos) * kMegaTraceWords + 4 : nullptr;
+                produce_tile(is_l1 ? p.l1 : p.l2, is_l1 ? p.b1 : p.b2, ss, sX, t, write, qdone, &m, waited);
                 return;
               }
               if (!is_l1) {
@@ -636,7 +635,10 @@ struct MegaW4A8TokKernel {
         store_h(p, ss, acc, t, g, wt);
         p.epi1.dest.mark(1, ct);
         const long long c0 = clock64();
-        if (count_l1(p, ss, t, ct)) quantize_chunks(p, ss, t, block_of(p, t, true), ct);
+        if (count_l1(p, ss, t, ct)) {
+          if constexpr (kColumnChunks) quantize_columns(p, ss, t, block_of(p, t, true), ct);
+          else quantize_chunks(p, ss, t, block_of(p, t, true), ct);
+        }
         if (ct == 0 && p.epi1.dest.hook != nullptr) p.epi1.dest.hook[blockIdx.x] = static_cast<uint32_t>(clock64() - c0);
       } else {
         long long tail = store_l2(p, ss, acc, t, g, wt);
