@@ -12,9 +12,10 @@ namespace xstage::cli {
 
 // One ambiguous choice of a token row: an (token, expert) row's other per-token scales, or one
 // of its h elements' other e4m3 codes (ops::HCodeAlternatives); each alternative's difference
-// from the reference's own row, as fp64, `cols` values each. At most one per choice is taken.
+// from the reference's own row, `cols` values each (fp32: a few per row are kept for every
+// checked row; the search sums in fp64). At most one per choice is taken.
 struct ScaleAlternatives {
-  std::vector<std::vector<double>> deltas;
+  std::vector<std::vector<float>> deltas;
 };
 
 struct ClosestRef {

@@ -182,16 +182,16 @@ std::vector<RankCheck> moe_layer_check_ref(Team& team, const Flags& fl, const mo
   for (size_t t = 0; t < tasks.size(); ++t) {
     double* o = out[tasks[t].i].ref.data() + tasks[t].row * H;
     for (int c = 0; c < H; ++c) o[c] += ys[t * H + c];
-    for (const ops::HCodeAlternatives& ca : code_alts[t]) {
+    for (ops::HCodeAlternatives& ca : code_alts[t]) {
       ScaleAlternatives sa;
-      for (const auto& d : ca.deltas) sa.deltas.emplace_back(d.begin(), d.end());
+      sa.deltas = std::move(ca.deltas);
       out[tasks[t].i].codes[tasks[t].row].push_back(std::move(sa));
     }
     if (alt_rows[t].empty()) continue;
     ScaleAlternatives sa;
     for (const auto& a : alt_rows[t]) {
       sa.deltas.emplace_back(H);
-      for (int c = 0; c < H; ++c) sa.deltas.back()[c] = double(a[c]) - double(ys[t * H + c]);
+      for (int c = 0; c < H; ++c) sa.deltas.back()[c] = static_cast<float>(double(a[c]) - double(ys[t * H + c]));
     }
     out[tasks[t].i].alts[tasks[t].row].push_back(std::move(sa));
   }

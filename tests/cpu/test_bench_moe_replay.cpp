@@ -72,13 +72,13 @@ Replayed replay(const nlohmann::json& doc, const nlohmann::json& row, const cli:
       cli::ScaleAlternatives sa;
       for (const auto& a : scales) {
         sa.deltas.emplace_back(H);
-        for (int c = 0; c < H; ++c) sa.deltas.back()[c] = double(a[c]) - double(y[c]);
+        for (int c = 0; c < H; ++c) sa.deltas.back()[c] = static_cast<float>(double(a[c]) - double(y[c]));
       }
       out.alts.push_back(std::move(sa));
     }
-    for (const auto& ca : codes) {
+    for (auto& ca : codes) {
       cli::ScaleAlternatives sa;
-      for (const auto& d : ca.deltas) sa.deltas.emplace_back(d.begin(), d.end());
+      sa.deltas = std::move(ca.deltas);
       out.alts.push_back(std::move(sa));
     }
   }

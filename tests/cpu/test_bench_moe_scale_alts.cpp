@@ -27,7 +27,7 @@ struct Case {
     for (auto& a : alts)
       for (size_t i = 0; i < per; ++i) {
         a.deltas.emplace_back(cols);
-        for (auto& v : a.deltas.back()) v = 1e-2 * n(g);
+        for (auto& v : a.deltas.back()) v = static_cast<float>(1e-2 * n(g));
       }
   }
   // ref + the chosen deltas (0: none, else 1 + index) + noise of sd `noise`
