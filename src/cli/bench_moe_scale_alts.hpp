@@ -16,6 +16,7 @@ namespace xstage::cli {
 // checked row; the search sums in fp64). At most one per choice is taken.
 struct ScaleAlternatives {
   std::vector<std::vector<float>> deltas;
+  bool code = false;  // an h element's codes (else an expert row's scales)
 };
 
 struct ClosestRef {

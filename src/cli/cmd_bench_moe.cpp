@@ -118,8 +118,8 @@ struct RankCheck {
   int rank = 0;
   std::vector<size_t> tokens;
   std::vector<double> ref;
-  std::vector<std::vector<ScaleAlternatives>> alts;   // per token: its expert rows' other scales
-  std::vector<std::vector<ScaleAlternatives>> codes;  // per token: its expert rows' ambiguous h codes
+  // per token: its expert rows' other scales and ambiguous h codes (ScaleAlternatives::code)
+  std::vector<std::vector<ScaleAlternatives>> alts;
 };
 
 // rs: the register-operand weight pool the cell uploaded (null: the pattern's bytes); per_token:
@@ -149,7 +149,6 @@ std::vector<RankCheck> moe_layer_check_ref(Team& team, const Flags& fl, const mo
                             {size_t(T / 2)});
     rc.ref.assign(rc.tokens.size() * H, 0.0);
     rc.alts.assign(rc.tokens.size(), {});
-    rc.codes.assign(rc.tokens.size(), {});
     for (size_t j = 0; j < rc.tokens.size(); ++j)
       for (int c = 0; c < k; ++c) {
         const int e = r.per_rank[rc.rank].experts[rc.tokens[j] * k + c];
@@ -185,7 +184,8 @@ std::vector<RankCheck> moe_layer_check_ref(Team& team, const Flags& fl, const mo
     for (ops::HCodeAlternatives& ca : code_alts[t]) {
       ScaleAlternatives sa;
       sa.deltas = std::move(ca.deltas);
-      out[tasks[t].i].codes[tasks[t].row].push_back(std::move(sa));
+      sa.code = true;
+      out[tasks[t].i].alts[tasks[t].row].push_back(std::move(sa));
     }
     if (alt_rows[t].empty()) continue;
     ScaleAlternatives sa;
@@ -213,24 +213,20 @@ void dump_rows(nlohmann::json& out, const std::string& model, const std::string&
                const moe::Routing& r, const std::vector<RankCheck>& check,
                const std::vector<std::vector<double>>& used_ref, const std::vector<RankGot>& got, int tokens, int H) {
   const int k = r.shape.top_k;
+  auto rel_err = [H](const float* g, const double* f) {
+    double err = 0, ref = 0;
+    for (int c = 0; c < H; ++c) {
+      err += (g[c] - f[c]) * (g[c] - f[c]);
+      ref += f[c] * f[c];
+    }
+    return std::sqrt(err / std::max(ref, 1e-300));
+  };
   int n_dumped = 0;
   for (size_t i = 0; i < check.size(); ++i)
     for (size_t j = 0; j < check[i].tokens.size() && n_dumped < 16; ++j) {
       const float* g = got[i].rows.data() + j * H;
       const double* f = used_ref[i].data() + j * H;
-      double err = 0, ref = 0;
-      for (int c = 0; c < H; ++c) {
-        err += (g[c] - f[c]) * (g[c] - f[c]);
-        ref += f[c] * f[c];
-      }
-      const double rel = std::sqrt(err / std::max(ref, 1e-300));
-      const double* p0 = check[i].ref.data() + j * H;
-      double err0 = 0, ref0 = 0;
-      for (int c = 0; c < H; ++c) {
-        err0 += (g[c] - p0[c]) * (g[c] - p0[c]);
-        ref0 += p0[c] * p0[c];
-      }
-      const double rel0 = std::sqrt(err0 / std::max(ref0, 1e-300));
+      const double rel = rel_err(g, f), rel0 = rel_err(g, check[i].ref.data() + j * H);
       if (!(rel > 0.5 * kMoeLayerTolerance.rel_tol) && !(rel0 > kMoeLayerTolerance.rel_tol)) continue;
       const size_t tok = check[i].tokens[j];
       const auto& pr = r.per_rank[check[i].rank];
@@ -602,17 +598,15 @@ void run(const Flags& fl) {
                 for (size_t j = 0; j < check[i].tokens.size(); ++j) {
                   const float* g = got[i].rows.data() + j * H;
                   double* ref = used_ref[i].data() + j * H;
-                  const auto& sc = check[i].alts[j];
-                  const auto& cc = check[i].codes[j];
-                  if (!sc.empty() || !cc.empty()) {
-                    rows_ambiguous += !sc.empty();
-                    code_choices += static_cast<long long>(cc.size());
-                    std::vector<ScaleAlternatives> all(sc);
-                    all.insert(all.end(), cc.begin(), cc.end());
+                  const auto& all = check[i].alts[j];
+                  if (!all.empty()) {
+                    long long scale_choices = 0, scale_taken = 0, code_taken = 0;
                     const ClosestRef cr = closest_reference(ref, all, g, H);
-                    long long scale_taken = 0, code_taken = 0;
-                    for (size_t a = 0; a < all.size(); ++a)
-                      if (cr.choice[a] > 0) ++(a < sc.size() ? scale_taken : code_taken);
+                    for (size_t a = 0; a < all.size(); ++a) {
+                      (all[a].code ? code_choices : scale_choices) += 1;
+                      if (cr.choice[a] > 0) ++(all[a].code ? code_taken : scale_taken);
+                    }
+                    rows_ambiguous += scale_choices > 0;
                     rows_alternate += scale_taken > 0;
                     rows_code += code_taken > 0;
                     codes_taken += code_taken;

@@ -217,49 +217,43 @@ void expert_row(const ExpertMatrices& m, int H, int I, float router_weight, cons
     const double gate = dot1(c), up = dot1(I + c);
     h[c] = static_cast<float>(gate / (1.0 + std::exp(-gate)) * up * router_weight);
   }
-  // The fused per-token kernel: bf16 h, one scale per token over the row. Its scale is the largest
-  // bf16 |h|; the kernel's h is within `slack` (kPerTokenHSlack) of this one, so where the
-  // largest lies that close to a bf16 rounding midpoint the kernel may round it to the
-  // neighbour: those scales are the alternates.
+  // What Linear-2 reads for channel c had h been v, in the row's recipe, its scales fixed:
+  // * fused per-token (h_from_bf16): bf16 h, one scale per token from the largest bf16 |h|. The
+  //   kernel's h is within `slack` (kPerTokenHSlack) of this one, so where the largest lies that
+  //   close to a bf16 rounding midpoint the kernel may round it to the neighbour: those scales are
+  //   the alternates;
+  // * otherwise fp8 per 128 channels, and with per-token activations those codes rescaled to one
+  //   scale per token (S, the largest 128-channel scale): each block's codes times s / S.
   std::vector<float> alt_amax;
-  const std::vector<float> h0 = code_alternates != nullptr ? h : std::vector<float>{};
-  Fp8Scale primary{};
+  Fp8Scale tok{};
+  std::vector<Fp8Scale> sc128(I / 128);
+  float S = 0.f;
   if (m.h_from_bf16) {
     float amax = 0, lo = 0, hi = 0;
     for (int c = 0; c < I; ++c) {
       const double a = std::fabs(double(h[c]));
       lo = std::max(lo, bf16_round(static_cast<float>(a * (1.0 - slack))));
       hi = std::max(hi, bf16_round(static_cast<float>(a * (1.0 + slack))));
-      h[c] = bf16_round(h[c]);
-      amax = std::max(amax, std::fabs(h[c]));
+      amax = std::max(amax, std::fabs(bf16_round(h[c])));
     }
-    const Fp8Scale s = fp8_scale_for_amax(amax);
-    primary = s;
-    for (int c = 0; c < I; ++c) hd[c] = fp8_e4m3_decode(fp8_e4m3_encode(h[c] * s.inv)) * s.scale;
+    tok = fp8_scale_for_amax(amax);
     if (alternates != nullptr && lo != hi) alt_amax = bf16_values_between(lo, hi, amax);
-  }
-  // fp8 requantisation per 128 channels, then dequantised: what Linear-2 reads.
-  std::vector<uint8_t> q(I);
-  std::vector<float> s128(I / 128);
-  std::vector<Fp8Scale> sc128(I / 128);
-  for (int c0 = 0; c0 < I && !m.h_from_bf16; c0 += 128) {
-    float amax = 0;
-    for (int c = c0; c < c0 + 128; ++c) amax = std::max(amax, std::fabs(h[c]));
-    const Fp8Scale s = fp8_scale_for_amax(amax);
-    s128[c0 / 128] = s.scale;
-    sc128[c0 / 128] = s;
-    for (int c = c0; c < c0 + 128; ++c) {
-      q[c] = fp8_e4m3_encode(h[c] * s.inv);
-      hd[c] = fp8_e4m3_decode(q[c]) * s.scale;
+  } else {
+    for (int c0 = 0; c0 < I; c0 += 128) {
+      float amax = 0;
+      for (int c = c0; c < c0 + 128; ++c) amax = std::max(amax, std::fabs(h[c]));
+      sc128[c0 / 128] = fp8_scale_for_amax(amax);
+      S = std::max(S, sc128[c0 / 128].scale);
     }
   }
-  const float S = m.per_token && !m.h_from_bf16 ? *std::max_element(s128.begin(), s128.end()) : 0.f;
-  // Requantised to one scale per token: each block's codes rescaled by s / S.
-  auto requant = [&](int c, uint8_t code) {
-    return fp8_e4m3_decode(fp8_e4m3_encode(fp8_e4m3_decode(code) * (s128[c / 128] / S))) * S;
+  auto read_as = [&](int c, float v) {
+    if (m.h_from_bf16) return fp8_e4m3_decode(fp8_e4m3_encode(bf16_round(v) * tok.inv)) * tok.scale;
+    const Fp8Scale& b = sc128[c / 128];
+    const uint8_t code = fp8_e4m3_encode(v * b.inv);
+    return m.per_token ? fp8_e4m3_decode(fp8_e4m3_encode(fp8_e4m3_decode(code) * (b.scale / S))) * S
+                       : fp8_e4m3_decode(code) * b.scale;
   };
-  if (m.per_token && !m.h_from_bf16)
-    for (int c = 0; c < I; ++c) hd[c] = requant(c, q[c]);
+  for (int c = 0; c < I; ++c) hd[c] = read_as(c, h[c]);
   auto linear2 = [&](const std::vector<float>& hq, float* out) {
     for (int n = 0; n < H; ++n) {
       const double* wr = m.w2.data() + size_t(n) * I;
@@ -269,23 +263,10 @@ void expert_row(const ExpertMatrices& m, int H, int I, float router_weight, cons
     }
   };
   linear2(hd, y);
-  if (code_alternates != nullptr) {
-    if (m.h_from_bf16)
-      h_code_alternates(m, H, I, h0, hd, [&](int, float v) {
-        return fp8_e4m3_decode(fp8_e4m3_encode(bf16_round(v) * primary.inv)) * primary.scale;
-      }, y, slack, *code_alternates);
-    else if (m.per_token)
-      h_code_alternates(m, H, I, h0, hd, [&](int c, float v) {
-        return requant(c, fp8_e4m3_encode(v * sc128[c / 128].inv));
-      }, y, slack, *code_alternates);
-    else
-      h_code_alternates(m, H, I, h0, hd, [&](int c, float v) {
-        return fp8_e4m3_decode(fp8_e4m3_encode(v * sc128[c / 128].inv)) * sc128[c / 128].scale;
-      }, y, slack, *code_alternates);
-  }
+  if (code_alternates != nullptr) h_code_alternates(m, H, I, h, hd, read_as, y, slack, *code_alternates);
   for (const float a : alt_amax) {
-    const Fp8Scale s = fp8_scale_for_amax(a);
-    for (int c = 0; c < I; ++c) hd[c] = fp8_e4m3_decode(fp8_e4m3_encode(h[c] * s.inv)) * s.scale;
+    tok = fp8_scale_for_amax(a);  // read_as now reads under this scale
+    for (int c = 0; c < I; ++c) hd[c] = read_as(c, h[c]);
     alternates->emplace_back(H);
     linear2(hd, alternates->back().data());
   }

@@ -79,6 +79,7 @@ Replayed replay(const nlohmann::json& doc, const nlohmann::json& row, const cli:
     for (auto& ca : codes) {
       cli::ScaleAlternatives sa;
       sa.deltas = std::move(ca.deltas);
+      sa.code = true;
       out.alts.push_back(std::move(sa));
     }
   }
