@@ -134,16 +134,12 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
     m.l1_per_l2 = std::max(1, I.plan.l1_per_l2);
     m.lead = I.plan.lead_tiles;
     if (per_token_scratch) {  // the per-token kernel's bf16 h, per-token maxima (zero; the kernel leaves them
-                              // zero, or with column chunks each call's prologue zeroes them) and
+                              // zero) and
                               // quantisation claims (zeroed by each call's prologue)
       XS_CUDA(cudaMalloc(&m.h16, sizeof(uint16_t) * cap * cfg.intermediate), where + ": bf16 h");
       XS_CUDA(cudaMalloc(&m.h_amax, sizeof(uint32_t) * cap), where + ": h maxima");
       XS_CUDA(cudaMemset(m.h_amax, 0, sizeof(uint32_t) * cap), where + ": h maxima");
       XS_CUDA(cudaMalloc(&m.h_qclaim, sizeof(uint32_t) * I.max_blocks), where + ": quantisation claims");
-#if XSTAGE_MEGA_TOK_COLUMN_CHUNKS
-      XS_CUDA(cudaMalloc(&m.h_qdone, sizeof(uint32_t) * I.max_blocks * km::kMegaTokMaxChunks),
-              where + ": quantisation chunks done");
-#endif
     }
     // The zeroed scratch must be in place before the first call's kernel on any stream.
     XS_CUDA(cudaDeviceSynchronize(), where);
@@ -160,7 +156,7 @@ MegaMoeLayer::~MegaMoeLayer() {
                     static_cast<void*>(m.rows_base), static_cast<void*>(m.h), static_cast<void*>(m.h_scales),
                     static_cast<void*>(m.spans), static_cast<void*>(m.cta_clock), static_cast<void*>(m.trace),
                     static_cast<void*>(m.trace_hook), static_cast<void*>(m.h16), static_cast<void*>(m.h_amax),
-                    static_cast<void*>(m.h_qclaim), static_cast<void*>(m.h_qdone)})
+                    static_cast<void*>(m.h_qclaim)})
       cudaFree(p);
   }
 }

@@ -63,11 +63,6 @@ struct MegaMoeArgs {
   uint16_t* h16 = nullptr;       // [cap, I]
   uint32_t* h_amax = nullptr;    // [cap]
   uint32_t* h_qclaim = nullptr;  // [max_blocks]
-  // Column chunks (build option XSTAGE_MEGA_TOK_COLUMN_CHUNKS): each block's chunks done, one
-  // flag per kQuantCols channels ([max_blocks, kMegaTokMaxChunks]); the prologue zeroes it and
-  // h_amax for the call.
-  uint32_t* h_qdone = nullptr;
 };
-inline constexpr int kMegaTokMaxChunks = 32;  // column chunks per block: intermediate <= 32 x 512
 
 }  // namespace xstage::kernels::moe

@@ -14,8 +14,7 @@ cudaError_t launch_tok(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cud
   using K = MegaW4A8TokKernel<kMx>;
   const MegaWeightFormat want = kMx ? MegaWeightFormat::w4a8_mxfp4_tok : MegaWeightFormat::w4a8_int4_lut_tok;
   if (!mega_args_fit(m, ctas) || w.format != want || m.intermediate % 128 != 0 || m.ep.hidden % 128 != 0 ||
-      m.h16 == nullptr || m.h_amax == nullptr || m.h_qclaim == nullptr || m.h == nullptr || m.h_scales == nullptr ||
-      (K::kColumnChunks && (m.h_qdone == nullptr || m.intermediate > kMegaTokMaxChunks * K::kQuantCols)))
+      m.h16 == nullptr || m.h_amax == nullptr || m.h_qclaim == nullptr || m.h == nullptr || m.h_scales == nullptr)
     return cudaErrorInvalidValue;
   MoeW4A8Params g1, g2;
   mega_gemm_params(m, w, g1, g2);
@@ -31,7 +30,6 @@ cudaError_t launch_tok(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cud
   kp.h_amax = m.h_amax;
   kp.h = m.h;
   kp.h_scales = m.h_scales;
-  kp.h_qdone = m.h_qdone;
   kp.intermediate = m.intermediate;
   kp.n2_pairs = (m.ep.hidden + 255) / 256;
   kp.b1 = K::Boxes::make(g1);

@@ -84,12 +84,6 @@ __device__ __forceinline__ void mega_prologue(MegaMoeArgs const& m, MegaPrologue
   // "the other half for the next call", since the next call on the layer may be another kernel's.
   if constexpr (kTokScales) {
     for (int i = cta * nthr + tid; i < m.max_blocks; i += grid * nthr) m.h_qclaim[i] = 0u;
-#if XSTAGE_MEGA_TOK_COLUMN_CHUNKS
-    // Column chunks: the chunk flags, and the maxima (the chunks of a block read them until the
-    // last, so none resets them), zeroed the same way.
-    for (int i = cta * nthr + tid; i < m.max_blocks * kMegaTokMaxChunks; i += grid * nthr) m.h_qdone[i] = 0u;
-    for (int i = cta * nthr + tid; i < a.cap; i += grid * nthr) m.h_amax[i] = 0u;
-#endif
   }
   for (int e = tid; e < E; e += nthr) ps.hist[e] = 0;
   if (tid < kEpMaxRanks) ps.sent[tid] = 0u;

@@ -55,12 +55,6 @@
 #include "kernels/moe/w4a8_rs.cuh"
 #include "xstage/mega_tile.hpp"
 
-// Column chunks (build option XSTAGE_MEGA_TOK_COLUMN_CHUNKS, off by default until measured;
-// docs/megamoe.md §Per-token activations in the fused kernel, "Column chunks").
-#ifndef XSTAGE_MEGA_TOK_COLUMN_CHUNKS
-#define XSTAGE_MEGA_TOK_COLUMN_CHUNKS 0
-#endif
-
 namespace xstage::kernels::moe {
 
 // The per-token register-operand tile (configs.def w4a8rs_*_tok_bf16_m256n128's main loop: two
@@ -103,11 +97,6 @@ struct MegaW4A8TokKernel {
 
   using Boxes = MegaTokenBoxes<T>;  // pieces of <= 32 / 64 tokens: smaller TMA boxes
   static constexpr int kQuantRows = 16;  // tokens per quantisation chunk (quantize_chunks)
-  // Column chunks: a chunk is every row of the block over kQuantCols channels, counted done one by
-  // one in h_qdone, so a Linear-2 tile's producer waits for the chunk of each K block it loads.
-  static constexpr bool kColumnChunks = XSTAGE_MEGA_TOK_COLUMN_CHUNKS != 0;
-  static constexpr int kQuantCols = 512;
-  static_assert(kQuantCols % T::kBlockK == 0 && kBlockM == 256, "a K block inside one column chunk; 32 rows per warp");
 
   struct Params {
     typename Rs::Params l1;  // x = received rows [cap, H] (per-token scales), W1 prepacked glu (n = 2I)
@@ -123,10 +112,9 @@ struct MegaW4A8TokKernel {
     MegaMoeArgs m;
     int n1, n2;  // Linear-1 / Linear-2 tiles per block
     __nv_bfloat16* h16;  // [cap, I]
-    uint32_t* h_amax;    // [cap] float bits, zero between calls (column chunks: zeroed by each call's prologue)
+    uint32_t* h_amax;    // [cap] float bits, zero between calls
     uint8_t* h;          // [cap, I] fp8
     float* h_scales;     // [cap] one scale per token
-    uint32_t* h_qdone;   // column chunks: [max_blocks, kMegaTokMaxChunks] chunks done (zeroed by the prologue)
     int intermediate;
     int n2_pairs;        // ceil(hidden / 256): the span index's Linear-2 tiles per block (as m64n256)
     Boxes b1, b2;        // x's and h's 32- and 64-row boxes
@@ -153,12 +141,9 @@ struct MegaW4A8TokKernel {
   // A block of <= 128 rows loads piece 0 only (the consumers skip piece 1: mma's second_piece), a
   // piece of few rows a smaller box (MegaTokenBoxes). A box reads past its block's rows (the next
   // block's h, which that block's quantisation may be writing): bytes of tokens never stored.
-  // qdone (column chunks, Linear-2 tiles; else null): the block's chunk-done flags; each K block
-  // waits for its chunk (bounded; the cycles go to *waited when the trace is on).
   template <class SmemX>
   __device__ static void produce_tile(typename Rs::Params const& gp, Boxes const& bx, SharedStorage& ss, SmemX& sX,
-                                      WorkTile const& t, State& write, const uint32_t* qdone = nullptr,
-                                      const MegaMoeArgs* m = nullptr, uint32_t* waited = nullptr) {
+                                      WorkTile const& t, State& write) {
     const bool two = t.rows > kPieceT;
     const int box0 = Boxes::rows_for(min(t.rows, kPieceT)), box1 = two ? Boxes::rows_for(t.rows - kPieceT) : 0;
     const uint32_t tx = T::kTxBytes - static_cast<uint32_t>(2 * kPieceT - box0 - box1) * T::kBlockK;
@@ -168,15 +153,6 @@ struct MegaW4A8TokKernel {
     const uint8_t* wsrc = gp.w + (static_cast<int64_t>(t.expert) * (gp.n / 128) + t.n_block) * gp.k_blocks * T::kChunkBytes;
     [[maybe_unused]] const float* ssrc = gp.w_scales + static_cast<int64_t>(t.expert) * gp.k_blocks * gp.n + t.n_block * 128;
     for (int kb = 0; kb < gp.k_blocks; ++kb) {
-      if constexpr (kColumnChunks) {
-        constexpr int kPer = kQuantCols / T::kBlockK;
-        if (qdone != nullptr && kb % kPer == 0) {
-          const uint64_t w0 = waited != nullptr ? clock64() : 0;
-          dev::wait_geq_gpu(qdone + kb / kPer, 1u, m->ep.status, WaitId::moe_linear1, m->ep.rank, m->ep.timeout_ns);
-          dev::fence_proxy_async_global();
-          if (waited != nullptr) *waited += static_cast<uint32_t>(clock64() - w0);
-        }
-      }
       uint64_t* full = &ss.rs.full[write.index];
       bounded_wait(&ss.rs.empty[write.index], write.phase);
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(full, tx);
@@ -223,15 +199,7 @@ struct MegaW4A8TokKernel {
     for (int j = 0; j < 2; ++j) {
       const int r = wt + 128 * j;
       const bool ok = r < t.rows;
-      if constexpr (kColumnChunks) {
-        // Linear-2: from the token's maximum (final at the hand-over), as the quantisation takes
-        // it: h_scales may not be written yet (chunk 0's CTA writes them).
-        in.ts[j] = !ok       ? 0.f
-                   : is_l1   ? __ldcg(gp.a_scales + t.row_begin + r)
-                             : quant_scale(__uint_as_float(__ldcg(p.h_amax + t.row_begin + r))).scale;
-      } else {
-        in.ts[j] = ok ? __ldcg(gp.a_scales + t.row_begin + r) : 0.f;
-      }
+      in.ts[j] = ok ? __ldcg(gp.a_scales + t.row_begin + r) : 0.f;
       in.rw[j] = ok && is_l1 ? __ldcg(p.epi1.row_weights + t.row_begin + r) : 0.f;
     }
     return in;
@@ -408,73 +376,11 @@ struct MegaW4A8TokKernel {
     }
   }
 
-  // Column chunks: the 256 consumer threads claim the block's chunks (every row, kQuantCols
-  // channels) until none is left, as quantize_chunks (same ordering: the block counted n1,
-  // acquired by the caller's thread 0 before a barrier). Warp w takes rows w + 8 j (j < 32), its
-  // lane j holding row w + 8 j's scale; per row the 32 lanes take 16-byte pieces lane and lane + 32
-  // of the chunk's columns, 8 rows (16 loads per thread) in flight. Chunk 0's CTA writes the
-  // token scales; each chunk done is one release add to its h_qdone flag. h_amax is not reset
-  // here: the prologue zeroes it for the call (the chunks of a block read it until the last).
-  __device__ static void quantize_columns(Params const& p, SharedStorage& ss, WorkTile const& t, int block, int ct) {
-    const int I = p.intermediate;
-    const int chunks = (I + kQuantCols - 1) / kQuantCols;
-    uint32_t* claim = p.m.h_qclaim + block;
-    const int warp = ct / 32, lane = ct % 32;
-    const int myrow = warp + 8 * lane;
-    QuantScale mine{0.f, 0.f};
-    bool have_scale = false;
-    for (int it = 0; it < kMegaTokMaxChunks; ++it) {  // bounded, as quantize_chunks
-      if (ct == 0) ss.chunk = static_cast<int>(atomicAdd(claim, 1u));
-      Epi::named_sync(256, kConsumersBarrier);
-      const int c = __shfl_sync(0xffffffffu, ss.chunk, 0);
-      Epi::named_sync(256, kConsumersBarrier);
-      if (c >= chunks) break;
-      if (!have_scale) {
-        if (myrow < t.rows) mine = quant_scale(__uint_as_float(__ldcg(p.h_amax + t.row_begin + myrow)));
-        have_scale = true;
-      }
-      if (c == 0 && myrow < t.rows) p.h_scales[t.row_begin + myrow] = mine.scale;
-      const int col0 = c * kQuantCols, pieces = min(kQuantCols, I - col0) / 8;
-      for (int j0 = 0; j0 < 32; j0 += 8) {
-        if (warp + 8 * j0 >= t.rows) break;  // warp-uniform
-        uint4 v[16];
-        CUTE_UNROLL
-        for (int k = 0; k < 16; ++k) {
-          const int row = warp + 8 * (j0 + k / 2), pc = lane + 32 * (k % 2);
-          v[k] = row < t.rows && pc < pieces
-                     ? __ldcg(reinterpret_cast<const uint4*>(p.h16 + (static_cast<int64_t>(t.row_begin) + row) * I + col0) + pc)
-                     : make_uint4(0u, 0u, 0u, 0u);
-        }
-        CUTE_UNROLL
-        for (int k = 0; k < 16; ++k) {
-          const int row = warp + 8 * (j0 + k / 2), pc = lane + 32 * (k % 2);
-          const float inv = __shfl_sync(0xffffffffu, mine.inv, j0 + k / 2);
-          if (row >= t.rows || pc >= pieces) continue;
-          reinterpret_cast<uint2*>(p.h + (static_cast<int64_t>(t.row_begin) + row) * I + col0)[pc] = to_fp8x8(v[k], inv);
-        }
-      }
-      dev::fence_proxy_async_global();
-      Epi::named_sync(256, kConsumersBarrier);  // every row of the chunk stored and fenced
-      if (ct == 0) dev::add_release_gpu(p.h_qdone + static_cast<int64_t>(block) * kMegaTokMaxChunks + c, 1u);
-    }
-  }
-
   // A Linear-2 tile's consumers before its epilogue inputs (h_scales) are read: help quantise the
   // block if chunks are left, then wait until every chunk is counted (a chunk claimed elsewhere
-  // never waits, so the wait is bounded by its work). Column chunks: help, no wait (the producer
-  // waits per K block; the epilogue takes the token scales from h_amax).
+  // never waits, so the wait is bounded by its work).
   __device__ static void await_quantised(Params const& p, SharedStorage& ss, WorkTile const& t, int ct) {
     const int block = block_of(p, t, false);
-    if constexpr (kColumnChunks) {
-      // Help while chunks are left, no wait: the producer waits for each K block's chunk. The
-      // block counted n1 before the hand-over (thread 0 acquires it again for this CTA's reads).
-      if (ct == 0)
-        dev::wait_geq_gpu(p.epi1.dest.l1_done + block, static_cast<uint32_t>(p.n1), p.m.ep.status, WaitId::moe_linear1,
-                          p.m.ep.rank, p.m.ep.timeout_ns);
-      Epi::named_sync(256, kConsumersBarrier);
-      quantize_columns(p, ss, t, block, ct);
-      return;
-    }
     const uint32_t target = quant_target(p, t.rows);
     const uint32_t* done = p.epi1.dest.l1_done + block;
     if (ct == 0) ss.quantised = dev::load_acquire_gpu(done) >= target;
@@ -592,14 +498,6 @@ struct MegaW4A8TokKernel {
         const uint32_t l1_target = ::xstage::moe::mega_l1_target(::xstage::moe::mega_tile_shape(T::kTile), p.n1);
         mega_produce_all<kBlockM>(
             m, ss.layout, p.n1, p.n2, call, l1_target, ss.slots, queue, [&](WorkTile const& t, bool is_l1, int pos) {
-              if constexpr (kColumnChunks) {
-                // Linear-2: each K block waits for its column chunk (produce_tile).
-                const uint32_t* qdone =
-                    is_l1 ? nullptr : p.h_qdone + static_cast<int64_t>(block_of(p, t, false)) * kMegaTokMaxChunks;
-                uint32_t* waited = m.trace != nullptr && !is_l1 ? m.trace + size_t(pos) * kMegaTraceWords + 4 : nullptr;
-                produce_tile(is_l1 ? p.l1 : p.l2, is_l1 ? p.b1 : p.b2, ss, sX, t, write, qdone, &m, waited);
-                return;
-              }
               if (!is_l1) {
                 const uint64_t w0 = m.trace != nullptr ? clock64() : 0;
                 dev::wait_geq_gpu(call.l1_done + block_of(p, t, false), quant_target(p, t.rows), m.ep.status,
@@ -636,8 +534,7 @@ struct MegaW4A8TokKernel {
         p.epi1.dest.mark(1, ct);
         const long long c0 = clock64();
         if (count_l1(p, ss, t, ct)) {
-          if constexpr (kColumnChunks) quantize_columns(p, ss, t, block_of(p, t, true), ct);
-          else quantize_chunks(p, ss, t, block_of(p, t, true), ct);
+          quantize_chunks(p, ss, t, block_of(p, t, true), ct);
         }
         if (ct == 0 && p.epi1.dest.hook != nullptr) p.epi1.dest.hook[blockIdx.x] = static_cast<uint32_t>(clock64() - c0);
       } else {
