@@ -48,9 +48,9 @@ expect 3 "left for another call: --models DSv4-Flash,DiT-MoE-G,Hy3" -- $A --part
 # unfused 100; DSv4-Flash 8192 at 90 us is far above 900 TFLOP/s; W4A8 / W8A8 = 1 / 1.05 >= 0.9; no
 # torch file: that bar is NOT met, so the run exits 1.
 expect 0 "" -- $A --part xstage "$tmp/a"
-expect 1 "met      fused >= unfused, w4a8-int4: 42/42 (study: 42)" -- $A --part table "$tmp/a"
+expect 1 "met      fused >= unfused, w4a8-int4-lut-rs-tok: 42/42 (study: 42)" -- $A --part table "$tmp/a"
 expect 0 "NOT met  faster than the PyTorch path: no torch file" -- cat "$tmp/a/acceptance.txt"
-expect 0 "met      w4a8-mxfp4 fused >= 0.9 x W8A8 fused: 42/42" -- cat "$tmp/a/acceptance.txt"
+expect 0 "met      w4a8-mxfp4-rs-tok fused >= 0.9 x W8A8 fused: 42/42" -- cat "$tmp/a/acceptance.txt"
 expect 0 "met      DSv4-Flash 8192 w8a8 skewed" -- cat "$tmp/a/acceptance.txt"
 # The tests part: a stand-in test binary that passes (and one that fails, one that hangs).
 mkdir -p "$tmp/bin/tests"
