@@ -18,7 +18,11 @@
 //   Linear-1 tiles after the last input of its block); those with a(q) >= the Linear-1 count
 //   form the tail. Because u is linear in the block, the recursion has the closed form
 //       a(q) = n1 + lead + q r + max(0, block(q) (n1 - n2 r)),
-//   so a position decodes with one binary search and no list.
+//   so a position decodes with one binary search and no list. With tail_blocks > 0 the
+//   Linear-2 tiles of the last tail_blocks blocks (set_tail_blocks) join the tail whatever their anchor (a(q) =
+//   the Linear-1 count): the list then ends in about one Linear-2 tile per CTA instead of a few
+//   long ones that the other CTAs wait for (docs/megamoe.md §Tile claiming, "The end of the
+//   list"). Positions still grow with q, so the same search decodes them.
 #pragma once
 
 #if defined(__CUDACC__)
@@ -41,6 +45,8 @@ struct TileOrder {
   int n1 = 1, n2 = 1;   // Linear-1 / Linear-2 tiles per block
   int l1_per_l2 = 1;    // interleaved: r >= 1
   int lead = 0;         // interleaved: Linear-1 tiles between a block's inputs and its first Linear-2 tile
+  // Interleaved: Linear-2 tiles q >= tail_l2_from follow every Linear-1 tile (set_tail_blocks).
+  int tail_l2_from = 0x7fffffff;
 
   XS_TILE_HD int blocks() const { return block_start[experts]; }
   XS_TILE_HD int total() const { return blocks() * (n1 + n2); }
@@ -83,6 +89,12 @@ XS_TILE_HD void wave_bounds(const int* block_start, int experts, int n1, int cta
   *last = block_start[first_with_wave_at_least(w + 1)];
 }
 
+// The Linear-2 tiles of the last `tail_blocks` blocks (all blocks if more) join the tail.
+XS_TILE_HD void set_tail_blocks(TileOrder& o, int tail_blocks) {
+  const int first = o.blocks() - tail_blocks;
+  o.tail_l2_from = tail_blocks <= 0 ? 0x7fffffff : (first > 0 ? first : 0) * o.n2;
+}
+
 // Interleaved: the Linear-1 index Linear-2 tile q precedes (before clamping to the tail).
 XS_TILE_HD long long interleaved_anchor(const TileOrder& o, int q) {
   const long long b = q / o.n2;
@@ -92,7 +104,7 @@ XS_TILE_HD long long interleaved_anchor(const TileOrder& o, int q) {
 
 // Position of Linear-2 tile q in the interleaved list.
 XS_TILE_HD long long interleaved_position(const TileOrder& o, int q, long long l1_total) {
-  const long long a = interleaved_anchor(o, q);
+  const long long a = q >= o.tail_l2_from ? l1_total : interleaved_anchor(o, q);
   return (a < l1_total ? a : l1_total) + q;
 }
 

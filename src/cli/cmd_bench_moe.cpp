@@ -270,12 +270,12 @@ bool is_fused(const std::string& v) {
   const std::string b = variant_base(v);
   moe::MegaTile t;
   return (b == "expert-wave" || b == "interleaved" || b == "expert-wave-static" || b == "interleaved-static" ||
-          b == "model-order" || lead_rounds(b) >= 0) &&
+          b == "model-order" || b == "interleaved-tail" || lead_rounds(b) >= 0) &&
          variant_tile(v, moe::MegaTile::m64n256, &t);
 }
 const char* kVariantList =
     "unfused, expert-wave, interleaved, model-order, expert-wave-static, interleaved-static, "
-    "interleaved-lead<rounds in [0, 64]>; "
+    "interleaved-lead<rounds in [0, 64]>, interleaved-tail; "
     "a fused one may end in +m64n256 or +m128n256 (its tile)";
 
 nlohmann::json tile_kind_json(const ops::MegaMoeTileKind& k) {
@@ -495,6 +495,7 @@ void run(const Flags& fl) {
                                                               : moe::MoeSchedule::interleaved;
             opt.dynamic_claim = vb.find("-static") == std::string::npos;
             if (lead_rounds(vb) >= 0) opt.lead_tiles = static_cast<int>(std::lround(lead_rounds(vb) * mega->ctas(0)));
+            if (vb == "interleaved-tail") opt.tail_l2_tiles = -1;  // one Linear-2 tile per CTA at the end
             opt.tile = tile_asked;
             auto call = [&](int i, const ops::MegaMoeOptions& o) {
               if (v == "unfused") unfused->forward(i, in[i], team->stream(i));
@@ -653,8 +654,10 @@ void run(const Flags& fl) {
               to_json(choice, mega->order_choice(quant));
               row["order_choice"] = choice;
               row["schedule"] = moe::schedule_name(sched);
-              if (sched == moe::MoeSchedule::interleaved)
+              if (sched == moe::MoeSchedule::interleaved) {
                 row["lead_tiles"] = opt.lead_tiles >= 0 ? opt.lead_tiles : mega->plan().lead_tiles;
+                row["tail_l2_tiles"] = opt.tail_l2_tiles < 0 ? mega->ctas(0) : opt.tail_l2_tiles;
+              }
             }
             // Expert work of rank i: its received rows through both GEMMs (gate + up, then down).
             auto gemm_tflops = [&](int i, bool l1, double us) {
@@ -739,6 +742,7 @@ void run(const Flags& fl) {
                      {"expert-wave-static", "as expert-wave, CTA c taking list positions c, c + K, ... (no claiming)"},
                      {"interleaved-static", "as interleaved, CTA c taking list positions c, c + K, ... (no claiming)"},
                      {"interleaved-leadR", "as interleaved with a lead of R rounds of CTAs (R x K Linear-1 tiles) instead of the plan's 1"},
+                     {"interleaved-tail", "as interleaved with the last blocks' Linear-2 tiles (about one per CTA) after every Linear-1 tile"},
                      {"VARIANT+TILE", "a fused variant with the tile configuration TILE (auto, m64n256, m128n256; row field mega_tile: the one that ran)"}};
     j["model_params"] = model_used;
     j["world"] = team->world_size();
@@ -797,6 +801,7 @@ void add_moe_bench_command(CLI::App& app) {
   cmd->add_option("--variants", fl->variants,
                   "unfused, expert-wave, interleaved (dynamic tile claiming); expert-wave-static, interleaved-static "
                   "(static c, c + K, ... split); interleaved-leadR (lead of R rounds of CTAs, e.g. interleaved-lead0.25); "
+                  "interleaved-tail (the list ends in about one Linear-2 tile per CTA); "
                   "a fused variant may end in +TILE (e.g. interleaved+m128n256) to run that tile configuration")
       ->delimiter(',')
       ->capture_default_str();

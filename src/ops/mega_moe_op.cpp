@@ -186,6 +186,7 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
   m.control_local = opt.control_local ? 1 : 0;
   m.dynamic_claim = opt.dynamic_claim ? 1 : 0;
   if (opt.lead_tiles >= 0) m.lead = opt.lead_tiles;
+  m.tail_l2 = opt.tail_l2_tiles < 0 ? ctas(i) : opt.tail_l2_tiles;
   const std::string what =
       fmt::format("mega moe (rank {}, call {}, tile {})", m.ep.rank, m.ep.epoch, moe::mega_tile_name(tile));
   if (opt.record_spans) {

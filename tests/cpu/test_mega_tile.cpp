@@ -27,7 +27,7 @@ constexpr MegaTile kAllTiles[] = {MegaTile::m64n256, MegaTile::m128n256, MegaTil
 // for expert-wave, each expert's wave bounds.
 struct Layout {
   std::vector<int> block_start, wave_first, wave_last;
-  TileOrder order(OrderKind kind, int n1, int n2, int l1_per_l2, int lead) const {
+  TileOrder order(OrderKind kind, int n1, int n2, int l1_per_l2, int lead, int tail_blocks = 0) const {
     TileOrder o;
     o.kind = kind;
     o.experts = static_cast<int>(wave_first.size());
@@ -38,6 +38,7 @@ struct Layout {
     o.n2 = n2;
     o.l1_per_l2 = l1_per_l2;
     o.lead = lead;
+    set_tail_blocks(o, tail_blocks);
     return o;
   }
 };
@@ -185,12 +186,17 @@ TEST(MegaTile, TheOrderKeepsEveryLinear2TileAfterItsInputs) {
     const MegaTileShape s = mega_tile_shape(tile);
     for (const auto& rows : experts)
       for (int ctas : {1, 3, 132})
-        for (OrderKind kind : {OrderKind::expert_wave, OrderKind::interleaved}) {
+        for (int variant = 0; variant < 4; ++variant) {
+          // expert-wave; interleaved; interleaved with the last 2 blocks' / every block's Linear-2
+          // tiles at the end (tail_blocks; more than the blocks there are: all of them).
+          const OrderKind kind = variant == 0 ? OrderKind::expert_wave : OrderKind::interleaved;
+          const int tail = variant == 2 ? 2 : variant == 3 ? 1000 : 0;
           const int n1 = 5, n2 = 6;
           const Layout l = layout(rows, s.block_m, n1, ctas);
-          const TileOrder o = l.order(kind, n1, n2, 1, ctas);
+          const TileOrder o = l.order(kind, n1, n2, 1, ctas, tail);
           const std::string what = std::string(mega_tile_name(tile)) + (kind == OrderKind::expert_wave ? " ew" : " il") +
-                                   " ctas " + std::to_string(ctas) + " experts " + std::to_string(rows.size());
+                                   " tail " + std::to_string(tail) + " ctas " + std::to_string(ctas) + " experts " +
+                                   std::to_string(rows.size());
           // Blocks cover the rows: block b of expert e holds min(block_m, rows - mb * block_m) > 0 rows.
           int covered = 0;
           for (int b = 0; b < o.blocks(); ++b) {
@@ -223,6 +229,42 @@ TEST(MegaTile, TheOrderKeepsEveryLinear2TileAfterItsInputs) {
           EXPECT_EQ(static_cast<int>(seen.size()), o.blocks() * (n1 + n2)) << what;
         }
   }
+}
+
+// The end of the interleaved list (set_tail_blocks): the last tail_blocks blocks' Linear-2
+// tiles come after every Linear-1 tile, in tile order, and end the list; the other blocks' tiles
+// keep the positions of the plain order relative to each other; tail_blocks = 0 is the plain order.
+TEST(MegaTile, TheTailPutsTheLastBlocksLinear2TilesAtTheEnd) {
+  const std::vector<int> rows = {300, 0, 1, 128, 129, 64, 0, 1000, 256, 256};
+  for (int n2 : {1, 6, 11})
+    for (int tail : {0, 1, 3, 1000}) {
+      const int n1 = 7;
+      const Layout l = layout(rows, 64, n1, 132);
+      const TileOrder plain = l.order(OrderKind::interleaved, n1, n2, 2, 20);
+      const TileOrder o = l.order(OrderKind::interleaved, n1, n2, 2, 20, tail);
+      const int blocks = o.blocks(), first_tail = std::max(0, blocks - tail);
+      const std::string what = "n2 " + std::to_string(n2) + " tail " + std::to_string(tail);
+      std::vector<OrderedTile> got, rest;
+      for (int p = 0; p < o.total(); ++p) got.push_back(tile_at(o, p));
+      for (int p = 0; p < plain.total(); ++p) {
+        const OrderedTile t = tile_at(plain, p);
+        if (t.kind == 1 || t.block < first_tail) rest.push_back(t);
+      }
+      const int tail_tiles = (blocks - first_tail) * n2;
+      ASSERT_EQ(static_cast<int>(got.size()), static_cast<int>(rest.size()) + tail_tiles) << what;
+      // The last tail_tiles positions: the tail blocks' Linear-2 tiles in tile order.
+      for (int i = 0; i < tail_tiles; ++i) {
+        const OrderedTile t = got[got.size() - tail_tiles + i];
+        EXPECT_EQ(t.kind, 2) << what << " tail " << i;
+        EXPECT_EQ(t.block * n2 + t.n_block, first_tail * n2 + i) << what << " tail " << i;
+      }
+      // Before them: the plain order without the tail blocks' Linear-2 tiles.
+      for (size_t i = 0; i < rest.size(); ++i) {
+        EXPECT_EQ(got[i].kind, rest[i].kind) << what << " position " << i;
+        EXPECT_EQ(got[i].block, rest[i].block) << what << " position " << i;
+        EXPECT_EQ(got[i].n_block, rest[i].n_block) << what << " position " << i;
+      }
+    }
 }
 
 // The automatic tile (xstage/mega_tile.hpp choose_mega_tile) on the six configurations measured

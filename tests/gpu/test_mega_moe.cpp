@@ -37,13 +37,15 @@ model::Params preset() {
 // The layers of the tests hold the per-token kernel's scratch wherever the build has that kernel.
 bool tok_scratch() { return ops::MegaMoeLayer::per_token_w4a8_built(); }
 
-LayerFactory mega(moe::MoeSchedule which, moe::MegaTile tile, int ctas = 0, bool dynamic_claim = true) {
-  return [which, tile, ctas, dynamic_claim](Team& t, const ops::EpMoeConfig& cfg) {
+// tail_l2: MegaMoeOptions::tail_l2_tiles (interleaved: Linear-2 tiles kept for the list's end).
+LayerFactory mega(moe::MoeSchedule which, moe::MegaTile tile, int ctas = 0, bool dynamic_claim = true, int tail_l2 = 0) {
+  return [which, tile, ctas, dynamic_claim, tail_l2](Team& t, const ops::EpMoeConfig& cfg) {
     auto layer = std::make_shared<ops::MegaMoeLayer>(t, cfg, preset(), 7.0, ctas, tok_scratch());
     ops::MegaMoeOptions opt;
     opt.schedule = which;
     opt.dynamic_claim = dynamic_claim;
     opt.tile = tile;
+    opt.tail_l2_tiles = tail_l2;
     return LayerForward([layer, opt](int i, const ops::EpMoeRankInputs& d, cudaStream_t s) { layer->forward(i, d, s, opt); });
   };
 }
@@ -169,6 +171,9 @@ TEST_P(MegaMoeRanks, MatchesTheHostReferenceOfTheLayer) {
     check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 40, moe::RoutingKind::skewed, 18,
                 n + " then the other tile", mega_alternating(which, tile));
   }
+  // The interleaved list ending in about one Linear-2 tile per CTA (MegaMoeOptions::tail_l2_tiles).
+  check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 150, moe::RoutingKind::skewed, 19,
+              name(moe::MoeSchedule::interleaved, tile) + " tail", mega(moe::MoeSchedule::interleaved, tile, 0, true, -1));
 }
 
 TEST_P(MegaMoeRanks, AnExpertIdOutOfRangeIsAClearError) {
@@ -468,6 +473,35 @@ TEST(MegaMoe, OneGpuW4A8PerTokenMatchesTheHostReferenceOfTheLayer) {
       check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 98,
                   n + " after a W8A8 call", mega_after_other_kernel(which), q, {}, l, kPerToken, true);
     }
+}
+
+// The interleaved list with the last blocks' Linear-2 tiles after every Linear-1 tile
+// (MegaMoeOptions::tail_l2_tiles; docs/megamoe.md §Tile claiming, "The end of the list"): one per
+// CTA, one tile (the last block's), every block's; on few CTAs; per-token W4A8 too.
+TEST(MegaMoe, OneGpuListEndingInLinear2TilesMatchesTheHostReference) {
+  XS_REQUIRE_GPUS(1);
+  auto team = gpu_team(1, 10);
+  const auto il = moe::MoeSchedule::interleaved;
+  for (auto tile : kTiles)
+    for (int tail : {-1, 1, 100000}) {
+      const std::string n = name(il, tile) + " tail " + std::to_string(tail);
+      check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 300, moe::RoutingKind::skewed, 27, n,
+                  mega(il, tile, 0, true, tail));
+      check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 4, 2, 0, 0}, 140, moe::RoutingKind::balanced, 28, n,
+                  mega(il, tile, 0, true, tail));
+      check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 29, n + " ctas 3",
+                  mega(il, tile, 3, true, tail));
+    }
+  if (!ops::MegaMoeLayer::per_token_w4a8_built()) return;
+  for (int tail : {-1, 100000}) {
+    const auto f = mega(il, moe::MegaTile::automatic, 0, true, tail);
+    const auto l = ops::MoeWeightLayout::int4_rs_lut;
+    const std::string n = tok_label(l, il) + " tail " + std::to_string(tail);
+    check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 4, 2, 0, 0}, 140, moe::RoutingKind::balanced, 92, n, f,
+                rs_quant(l), {}, l, kPerToken, true);
+    check_layer(*team, moe::ModelShape{"hot", 512, 256, 8, 1, 0, 0}, 600, moe::RoutingKind::balanced, 94,
+                n + " one expert", f, rs_quant(l), route_all_to_expert0, l, kPerToken, true);
+  }
 }
 
 // P ranks (virtual on one GPU): remote dispatch and combine with the per-token kernel.
