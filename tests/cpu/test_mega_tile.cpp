@@ -234,14 +234,17 @@ TEST(MegaTile, TheOrderKeepsEveryLinear2TileAfterItsInputs) {
 // The end of the interleaved list (set_tail_blocks): the last tail_blocks blocks' Linear-2
 // tiles come after every Linear-1 tile, in tile order, and end the list; the other blocks' tiles
 // keep the positions of the plain order relative to each other; tail_blocks = 0 is the plain order.
+// Lead 0, one Linear-1 tile per Linear-2 tile and n1 > n2: the plain order puts each block's
+// Linear-2 tiles right after its Linear-1 tiles (its own end holds the last block's only), so a
+// tail of 2 or more blocks moves tiles.
 TEST(MegaTile, TheTailPutsTheLastBlocksLinear2TilesAtTheEnd) {
   const std::vector<int> rows = {300, 0, 1, 128, 129, 64, 0, 1000, 256, 256};
   for (int n2 : {1, 6, 11})
     for (int tail : {0, 1, 3, 1000}) {
-      const int n1 = 7;
+      const int n1 = 24;
       const Layout l = layout(rows, 64, n1, 132);
-      const TileOrder plain = l.order(OrderKind::interleaved, n1, n2, 2, 20);
-      const TileOrder o = l.order(OrderKind::interleaved, n1, n2, 2, 20, tail);
+      const TileOrder plain = l.order(OrderKind::interleaved, n1, n2, 1, 0);
+      const TileOrder o = l.order(OrderKind::interleaved, n1, n2, 1, 0, tail);
       const int blocks = o.blocks(), first_tail = std::max(0, blocks - tail);
       const std::string what = "n2 " + std::to_string(n2) + " tail " + std::to_string(tail);
       std::vector<OrderedTile> got, rest;
@@ -252,6 +255,13 @@ TEST(MegaTile, TheTailPutsTheLastBlocksLinear2TilesAtTheEnd) {
       }
       const int tail_tiles = (blocks - first_tail) * n2;
       ASSERT_EQ(static_cast<int>(got.size()), static_cast<int>(rest.size()) + tail_tiles) << what;
+      // A tail of 2 or more blocks changes the order (else the test would pass a no-op).
+      bool moved = false;
+      for (int p = 0; p < o.total(); ++p) {
+        const OrderedTile a = tile_at(plain, p);
+        moved |= a.kind != got[p].kind || a.block != got[p].block || a.n_block != got[p].n_block;
+      }
+      EXPECT_EQ(moved, tail >= 2) << what;
       // The last tail_tiles positions: the tail blocks' Linear-2 tiles in tile order.
       for (int i = 0; i < tail_tiles; ++i) {
         const OrderedTile t = got[got.size() - tail_tiles + i];

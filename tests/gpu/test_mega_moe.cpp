@@ -37,15 +37,13 @@ model::Params preset() {
 // The layers of the tests hold the per-token kernel's scratch wherever the build has that kernel.
 bool tok_scratch() { return ops::MegaMoeLayer::per_token_w4a8_built(); }
 
-// tail_l2: MegaMoeOptions::tail_l2_tiles (interleaved: Linear-2 tiles kept for the list's end).
-LayerFactory mega(moe::MoeSchedule which, moe::MegaTile tile, int ctas = 0, bool dynamic_claim = true, int tail_l2 = 0) {
-  return [which, tile, ctas, dynamic_claim, tail_l2](Team& t, const ops::EpMoeConfig& cfg) {
+LayerFactory mega(moe::MoeSchedule which, moe::MegaTile tile, int ctas = 0, bool dynamic_claim = true) {
+  return [which, tile, ctas, dynamic_claim](Team& t, const ops::EpMoeConfig& cfg) {
     auto layer = std::make_shared<ops::MegaMoeLayer>(t, cfg, preset(), 7.0, ctas, tok_scratch());
     ops::MegaMoeOptions opt;
     opt.schedule = which;
     opt.dynamic_claim = dynamic_claim;
     opt.tile = tile;
-    opt.tail_l2_tiles = tail_l2;
     return LayerForward([layer, opt](int i, const ops::EpMoeRankInputs& d, cudaStream_t s) { layer->forward(i, d, s, opt); });
   };
 }
@@ -134,6 +132,21 @@ std::string name(moe::MoeSchedule s, moe::MegaTile tile) {
          moe::mega_tile_name(tile);
 }
 
+// Interleaved with lead 0 (each block's Linear-2 tiles right after its inputs, so the plain order's
+// end holds few of them) and tail_l2 Linear-2 tiles kept for the end (MegaMoeOptions::tail_l2_tiles):
+// the tail blocks' tiles move.
+LayerFactory mega_tail(moe::MegaTile tile, int ctas, int tail_l2) {
+  return [tile, ctas, tail_l2](Team& t, const ops::EpMoeConfig& cfg) {
+    auto layer = std::make_shared<ops::MegaMoeLayer>(t, cfg, preset(), 7.0, ctas, tok_scratch());
+    ops::MegaMoeOptions opt;
+    opt.schedule = moe::MoeSchedule::interleaved;
+    opt.tile = tile;
+    opt.lead_tiles = 0;
+    opt.tail_l2_tiles = tail_l2;
+    return LayerForward([layer, opt](int i, const ops::EpMoeRankInputs& d, cudaStream_t s) { layer->forward(i, d, s, opt); });
+  };
+}
+
 // Every (token, choice) row to expert 0 (top-1 shapes: no duplicate expert per token).
 void route_all_to_expert0(moe::Routing& r) {
   for (auto& rr : r.per_rank)
@@ -173,7 +186,7 @@ TEST_P(MegaMoeRanks, MatchesTheHostReferenceOfTheLayer) {
   }
   // The interleaved list ending in about one Linear-2 tile per CTA (MegaMoeOptions::tail_l2_tiles).
   check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 150, moe::RoutingKind::skewed, 19,
-              name(moe::MoeSchedule::interleaved, tile) + " tail", mega(moe::MoeSchedule::interleaved, tile, 0, true, -1));
+              name(moe::MoeSchedule::interleaved, tile) + " tail", mega_tail(tile, 0, -1));
 }
 
 TEST_P(MegaMoeRanks, AnExpertIdOutOfRangeIsAClearError) {
@@ -476,32 +489,34 @@ TEST(MegaMoe, OneGpuW4A8PerTokenMatchesTheHostReferenceOfTheLayer) {
 }
 
 // The interleaved list with the last blocks' Linear-2 tiles after every Linear-1 tile
-// (MegaMoeOptions::tail_l2_tiles; docs/megamoe.md §Tile claiming, "The end of the list"): one per
-// CTA, one tile (the last block's), every block's; on few CTAs; per-token W4A8 too.
+// (MegaMoeOptions::tail_l2_tiles; docs/megamoe.md §Tile claiming, "The end of the list"), with
+// lead 0 so the tail blocks' tiles move: one per CTA, the last block's (1 tile), every block's;
+// on 3 CTAs; per-token W4A8 too.
 TEST(MegaMoe, OneGpuListEndingInLinear2TilesMatchesTheHostReference) {
   XS_REQUIRE_GPUS(1);
   auto team = gpu_team(1, 10);
   const auto il = moe::MoeSchedule::interleaved;
   for (auto tile : kTiles)
     for (int tail : {-1, 1, 100000}) {
-      const std::string n = name(il, tile) + " tail " + std::to_string(tail);
+      const std::string n = name(il, tile) + " lead 0 tail " + std::to_string(tail);
       check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 300, moe::RoutingKind::skewed, 27, n,
-                  mega(il, tile, 0, true, tail));
+                  mega_tail(tile, 0, tail));
       check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 4, 2, 0, 0}, 140, moe::RoutingKind::balanced, 28, n,
-                  mega(il, tile, 0, true, tail));
+                  mega_tail(tile, 0, tail));
       check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 29, n + " ctas 3",
-                  mega(il, tile, 3, true, tail));
+                  mega_tail(tile, 3, tail));
     }
   if (!ops::MegaMoeLayer::per_token_w4a8_built()) return;
-  for (int tail : {-1, 100000}) {
-    const auto f = mega(il, moe::MegaTile::automatic, 0, true, tail);
-    const auto l = ops::MoeWeightLayout::int4_rs_lut;
-    const std::string n = tok_label(l, il) + " tail " + std::to_string(tail);
-    check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 4, 2, 0, 0}, 140, moe::RoutingKind::balanced, 92, n, f,
-                rs_quant(l), {}, l, kPerToken, true);
-    check_layer(*team, moe::ModelShape{"hot", 512, 256, 8, 1, 0, 0}, 600, moe::RoutingKind::balanced, 94,
-                n + " one expert", f, rs_quant(l), route_all_to_expert0, l, kPerToken, true);
-  }
+  for (int tail : {-1, 100000})
+    for (int ctas : {0, 3}) {
+      const auto f = mega_tail(moe::MegaTile::automatic, ctas, tail);
+      const auto l = ops::MoeWeightLayout::int4_rs_lut;
+      const std::string n = tok_label(l, il) + " lead 0 tail " + std::to_string(tail) + " ctas " + std::to_string(ctas);
+      check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 4, 2, 0, 0}, 140, moe::RoutingKind::balanced, 92, n, f,
+                  rs_quant(l), {}, l, kPerToken, true);
+      check_layer(*team, moe::ModelShape{"hot", 512, 256, 8, 1, 0, 0}, 600, moe::RoutingKind::balanced, 94,
+                  n + " one expert", f, rs_quant(l), route_all_to_expert0, l, kPerToken, true);
+    }
 }
 
 // P ranks (virtual on one GPU): remote dispatch and combine with the per-token kernel.
