@@ -18,11 +18,11 @@
 //   Linear-1 tiles after the last input of its block); those with a(q) >= the Linear-1 count
 //   form the tail. Because u is linear in the block, the recursion has the closed form
 //       a(q) = n1 + lead + q r + max(0, block(q) (n1 - n2 r)),
-//   so a position decodes with one binary search and no list. With tail_blocks > 0 the
-//   Linear-2 tiles of the last tail_blocks blocks (set_tail_blocks) join the tail whatever their anchor (a(q) =
-//   the Linear-1 count): the list then ends in about one Linear-2 tile per CTA instead of a few
-//   long ones that the other CTAs wait for (docs/megamoe.md §Tile claiming, "The end of the
-//   list"). Positions still grow with q, so the same search decodes them.
+//   so a position decodes with one binary search and no list. set_tail_blocks puts the Linear-2
+//   tiles of the last blocks in the tail whatever their anchor (a(q) = the Linear-1 count), so
+//   the list can end in about one Linear-2 tile per CTA instead of a few long ones that the other
+//   CTAs wait for (docs/megamoe.md §Tile claiming, "The end of the list"). Positions still grow
+//   with q, so the same search decodes them.
 #pragma once
 
 #if defined(__CUDACC__)

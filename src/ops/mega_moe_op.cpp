@@ -134,8 +134,7 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
     m.l1_per_l2 = std::max(1, I.plan.l1_per_l2);
     m.lead = I.plan.lead_tiles;
     if (per_token_scratch) {  // the per-token kernel's bf16 h, per-token maxima (zero; the kernel leaves them
-                              // zero) and
-                              // quantisation claims (zeroed by each call's prologue)
+                              // zero) and quantisation claims (zeroed by each call's prologue)
       XS_CUDA(cudaMalloc(&m.h16, sizeof(uint16_t) * cap * cfg.intermediate), where + ": bf16 h");
       XS_CUDA(cudaMalloc(&m.h_amax, sizeof(uint32_t) * cap), where + ": h maxima");
       XS_CUDA(cudaMemset(m.h_amax, 0, sizeof(uint32_t) * cap), where + ": h maxima");

@@ -247,6 +247,9 @@ TEST(MegaTile, TheTailPutsTheLastBlocksLinear2TilesAtTheEnd) {
       const TileOrder o = l.order(OrderKind::interleaved, n1, n2, 1, 0, tail);
       const int blocks = o.blocks(), first_tail = std::max(0, blocks - tail);
       const std::string what = "n2 " + std::to_string(n2) + " tail " + std::to_string(tail);
+      auto same = [](const OrderedTile& a, const OrderedTile& b) {
+        return a.kind == b.kind && a.block == b.block && a.n_block == b.n_block;
+      };
       std::vector<OrderedTile> got, rest;
       for (int p = 0; p < o.total(); ++p) got.push_back(tile_at(o, p));
       for (int p = 0; p < plain.total(); ++p) {
@@ -257,10 +260,7 @@ TEST(MegaTile, TheTailPutsTheLastBlocksLinear2TilesAtTheEnd) {
       ASSERT_EQ(static_cast<int>(got.size()), static_cast<int>(rest.size()) + tail_tiles) << what;
       // A tail of 2 or more blocks changes the order (else the test would pass a no-op).
       bool moved = false;
-      for (int p = 0; p < o.total(); ++p) {
-        const OrderedTile a = tile_at(plain, p);
-        moved |= a.kind != got[p].kind || a.block != got[p].block || a.n_block != got[p].n_block;
-      }
+      for (int p = 0; p < o.total(); ++p) moved |= !same(tile_at(plain, p), got[p]);
       EXPECT_EQ(moved, tail >= 2) << what;
       // The last tail_tiles positions: the tail blocks' Linear-2 tiles in tile order.
       for (int i = 0; i < tail_tiles; ++i) {
@@ -269,11 +269,7 @@ TEST(MegaTile, TheTailPutsTheLastBlocksLinear2TilesAtTheEnd) {
         EXPECT_EQ(t.block * n2 + t.n_block, first_tail * n2 + i) << what << " tail " << i;
       }
       // Before them: the plain order without the tail blocks' Linear-2 tiles.
-      for (size_t i = 0; i < rest.size(); ++i) {
-        EXPECT_EQ(got[i].kind, rest[i].kind) << what << " position " << i;
-        EXPECT_EQ(got[i].block, rest[i].block) << what << " position " << i;
-        EXPECT_EQ(got[i].n_block, rest[i].n_block) << what << " position " << i;
-      }
+      for (size_t i = 0; i < rest.size(); ++i) EXPECT_TRUE(same(got[i], rest[i])) << what << " position " << i;
     }
 }
 

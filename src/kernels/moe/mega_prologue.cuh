@@ -82,9 +82,8 @@ __device__ __forceinline__ void mega_prologue(MegaMoeArgs const& m, MegaPrologue
   // This call's quantisation claims (per-token kernel only) start at zero: zeroed here, before
   // this CTA's histogram share is released, so before any CTA has the layout and its tiles; not
   // "the other half for the next call", since the next call on the layer may be another kernel's.
-  if constexpr (kTokScales) {
+  if constexpr (kTokScales)
     for (int i = cta * nthr + tid; i < m.max_blocks; i += grid * nthr) m.h_qclaim[i] = 0u;
-  }
   for (int e = tid; e < E; e += nthr) ps.hist[e] = 0;
   if (tid < kEpMaxRanks) ps.sent[tid] = 0u;
   __syncthreads();
