@@ -184,9 +184,10 @@ TEST_P(MegaMoeRanks, MatchesTheHostReferenceOfTheLayer) {
     check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 40, moe::RoutingKind::skewed, 18,
                 n + " then the other tile", mega_alternating(which, tile));
   }
-  // The interleaved list ending in about one Linear-2 tile per CTA (MegaMoeOptions::tail_l2_tiles).
+  // The plain interleaved list, without the default end of about one Linear-2 tile per CTA
+  // (MegaMoeOptions::tail_l2_tiles = 0), at lead 0.
   check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 150, moe::RoutingKind::skewed, 19,
-              name(moe::MoeSchedule::interleaved, tile) + " tail", mega_tail(tile, 0, -1));
+              name(moe::MoeSchedule::interleaved, tile) + " no tail", mega_tail(tile, 0, 0));
 }
 
 TEST_P(MegaMoeRanks, AnExpertIdOutOfRangeIsAClearError) {
@@ -490,14 +491,14 @@ TEST(MegaMoe, OneGpuW4A8PerTokenMatchesTheHostReferenceOfTheLayer) {
 
 // The interleaved list with the last blocks' Linear-2 tiles after every Linear-1 tile
 // (MegaMoeOptions::tail_l2_tiles; docs/megamoe.md §Tile claiming, "The end of the list"), with
-// lead 0 so the tail blocks' tiles move: one per CTA, the last block's (1 tile), every block's;
-// on 3 CTAs; per-token W4A8 too.
+// lead 0 so the tail blocks' tiles move: none (the plain list), one per CTA, the last block's
+// (1 tile), every block's; on 3 CTAs; per-token W4A8 too.
 TEST(MegaMoe, OneGpuListEndingInLinear2TilesMatchesTheHostReference) {
   XS_REQUIRE_GPUS(1);
   auto team = gpu_team(1, 10);
   const auto il = moe::MoeSchedule::interleaved;
   for (auto tile : kTiles)
-    for (int tail : {-1, 1, 100000}) {
+    for (int tail : {0, -1, 1, 100000}) {
       const std::string n = name(il, tile) + " lead 0 tail " + std::to_string(tail);
       check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 300, moe::RoutingKind::skewed, 27, n,
                   mega_tail(tile, 0, tail));
@@ -507,7 +508,7 @@ TEST(MegaMoe, OneGpuListEndingInLinear2TilesMatchesTheHostReference) {
                   mega_tail(tile, 3, tail));
     }
   if (!ops::MegaMoeLayer::per_token_w4a8_built()) return;
-  for (int tail : {-1, 100000})
+  for (int tail : {0, -1, 100000})
     for (int ctas : {0, 3}) {
       const auto f = mega_tail(moe::MegaTile::automatic, ctas, tail);
       const auto l = ops::MoeWeightLayout::int4_rs_lut;

@@ -36,11 +36,11 @@ struct MegaMoeOptions {
   // Interleaved only, for studies: Linear-1 tiles between a block's last input and its first
   // Linear-2 tile (< 0: the plan's lead_tiles, one round of CTAs).
   int lead_tiles = -1;
-  // Interleaved only, for studies: how many Linear-2 tiles to keep for the end of the list, after
-  // every Linear-1 tile (the last blocks' Linear-2 tiles, whole blocks; 0: none, the default;
-  // < 0: one per CTA), so the call ends in about one Linear-2 tile per CTA (docs/megamoe.md
-  // §Tile claiming, "The end of the list").
-  int tail_l2_tiles = 0;
+  // Interleaved only: how many Linear-2 tiles to keep for the end of the list, after every
+  // Linear-1 tile (the last blocks' Linear-2 tiles, whole blocks; < 0: one per CTA, the default,
+  // so the call ends in about one Linear-2 tile per CTA; 0: none, the plain interleaved list)
+  // (docs/megamoe.md §Tile claiming, "The end of the list").
+  int tail_l2_tiles = -1;
   // The kernel's tile configuration (xstage/mega_tile.hpp; docs/megamoe.md "Tile
   // configurations"): 64 x 256 for both GEMMs, 128 x 256 (the grouped GEMM's 128-row tiles;
   // 128-row m-blocks, 2 counts per Linear-1 tile), or automatic (the default: 128 x 256 once the
