@@ -56,6 +56,11 @@ struct MoeSchedulePlan {
   double l2_share = 0;
   int l1_per_l2 = 0;
   int lead_tiles = 0;                     // a Linear-2 tile comes >= lead_tiles after its inputs' last tile
+  // Linear-2 tiles kept for the end of the list, after every Linear-1 tile (the last blocks',
+  // whole blocks): one per CTA where a Linear-2 tile is longer than a Linear-1 tile, so the call
+  // ends in one round of them rather than in the last lead's few long ones; else 0
+  // (docs/megamoe.md §Tile claiming, "The end of the list").
+  int tail_l2_tiles = 0;
   double interleaved_store_gbps = 0;
   std::string rule;                       // which bound set the mix
   // Model predictions of one CTA's sender-visible combine-store span per Linear-2 tile.

@@ -270,12 +270,12 @@ bool is_fused(const std::string& v) {
   const std::string b = variant_base(v);
   moe::MegaTile t;
   return (b == "expert-wave" || b == "interleaved" || b == "expert-wave-static" || b == "interleaved-static" ||
-          b == "model-order" || b == "interleaved-no-tail" || lead_rounds(b) >= 0) &&
+          b == "model-order" || b == "interleaved-no-tail" || b == "interleaved-tail" || lead_rounds(b) >= 0) &&
          variant_tile(v, moe::MegaTile::m64n256, &t);
 }
 const char* kVariantList =
     "unfused, expert-wave, interleaved, model-order, expert-wave-static, interleaved-static, "
-    "interleaved-lead<rounds in [0, 64]>, interleaved-no-tail; "
+    "interleaved-lead<rounds in [0, 64]>, interleaved-tail, interleaved-no-tail; "
     "a fused one may end in +m64n256 or +m128n256 (its tile)";
 
 nlohmann::json tile_kind_json(const ops::MegaMoeTileKind& k) {
@@ -496,6 +496,7 @@ void run(const Flags& fl) {
             opt.dynamic_claim = vb.find("-static") == std::string::npos;
             if (lead_rounds(vb) >= 0) opt.lead_tiles = static_cast<int>(std::lround(lead_rounds(vb) * mega->ctas(0)));
             if (vb == "interleaved-no-tail") opt.tail_l2_tiles = 0;  // the plain interleaved list, for comparison
+            if (vb == "interleaved-tail") opt.tail_l2_tiles = mega->ctas(0);  // one Linear-2 tile per CTA at the end
             opt.tile = tile_asked;
             auto call = [&](int i, const ops::MegaMoeOptions& o) {
               if (v == "unfused") unfused->forward(i, in[i], team->stream(i));
@@ -656,7 +657,9 @@ void run(const Flags& fl) {
               row["schedule"] = moe::schedule_name(sched);
               if (sched == moe::MoeSchedule::interleaved) {
                 row["lead_tiles"] = opt.lead_tiles >= 0 ? opt.lead_tiles : mega->plan().lead_tiles;
-                row["tail_l2_tiles"] = opt.tail_l2_tiles < 0 ? mega->ctas(0) : opt.tail_l2_tiles;
+                row["tail_l2_tiles"] = opt.tail_l2_tiles >= 0         ? opt.tail_l2_tiles
+                                       : mega->plan().tail_l2_tiles > 0 ? mega->ctas(0)
+                                                                        : 0;
               }
             }
             // Expert work of rank i: its received rows through both GEMMs (gate + up, then down).
@@ -737,12 +740,13 @@ void run(const Flags& fl) {
     j["schema"] = "xstage.bench.moe.v1";
     j["variants"] = {{"unfused", "counts, dispatch, layout, grouped GEMM L1 (SwiGLU fp8), L2 (bf16), combine, reduce: 7 kernels"},
                      {"expert-wave", "Mega-MoE persistent kernel, expert-wave tile order"},
-                     {"interleaved", "Mega-MoE persistent kernel, interleaved tile order (mix from the Burst-Gap model; about one Linear-2 tile per CTA at the end)"},
+                     {"interleaved", "Mega-MoE persistent kernel, interleaved tile order (mix from the Burst-Gap model; the list's end from the plan, row field tail_l2_tiles)"},
                      {"model-order", "Mega-MoE persistent kernel, the order the model picks for the layer (row fields schedule, order_choice)"},
                      {"expert-wave-static", "as expert-wave, CTA c taking list positions c, c + K, ... (no claiming)"},
                      {"interleaved-static", "as interleaved, CTA c taking list positions c, c + K, ... (no claiming)"},
                      {"interleaved-leadR", "as interleaved with a lead of R rounds of CTAs (R x K Linear-1 tiles) instead of the plan's 1"},
-                     {"interleaved-no-tail", "as interleaved without keeping the last blocks' Linear-2 tiles (about one per CTA) for the end of the list"},
+                     {"interleaved-tail", "as interleaved with the last blocks' Linear-2 tiles (about one per CTA) after every Linear-1 tile, whatever the plan says"},
+                     {"interleaved-no-tail", "as interleaved without Linear-2 tiles kept for the end of the list, whatever the plan says"},
                      {"VARIANT+TILE", "a fused variant with the tile configuration TILE (auto, m64n256, m128n256; row field mega_tile: the one that ran)"}};
     j["model_params"] = model_used;
     j["world"] = team->world_size();
@@ -801,7 +805,8 @@ void add_moe_bench_command(CLI::App& app) {
   cmd->add_option("--variants", fl->variants,
                   "unfused, expert-wave, interleaved (dynamic tile claiming); expert-wave-static, interleaved-static "
                   "(static c, c + K, ... split); interleaved-leadR (lead of R rounds of CTAs, e.g. interleaved-lead0.25); "
-                  "interleaved-no-tail (without the default end of about one Linear-2 tile per CTA); "
+                  "interleaved-tail / interleaved-no-tail (the list ends in about one Linear-2 tile per CTA / "
+                  "in the plain order, instead of the plan's choice); "
                   "a fused variant may end in +TILE (e.g. interleaved+m128n256) to run that tile configuration")
       ->delimiter(',')
       ->capture_default_str();

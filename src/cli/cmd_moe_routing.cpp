@@ -89,10 +89,11 @@ void run_routing(const RoutingArgs& a) {
         moe::choose_layer_order(params, in, moe::mega_tile_shape(tile).block_m, a.l2_mib * 1024.0 * 1024.0);
     std::cout << fmt::format(
         "  rank {}: {} waves, {} L1 + {} L2 tiles ({:.2f} / {:.2f} us); waves inject {:.0f} GB/s ({}), "
-        "interleaved 1 L2 per {} L1 -> {:.0f} GB/s ({}); R_agg {:.0f} GB/s; predicted span per L2 tile "
-        "{:.2f} us waves, {:.2f} us interleaved\n",
+        "interleaved 1 L2 per {} L1 -> {:.0f} GB/s ({}), ending in {} L2 tiles kept for the end ({}); "
+        "R_agg {:.0f} GB/s; predicted span per L2 tile {:.2f} us waves, {:.2f} us interleaved\n",
         rank, p.waves, p.l1_tiles, p.l2_tiles, p.l1_tile_us, p.l2_tile_us, p.wave_store_gbps,
         p.wave_drain_bound ? "drain-bound" : "absorbed", p.l1_per_l2, p.interleaved_store_gbps, p.rule,
+        p.tail_l2_tiles, p.tail_l2_tiles > 0 ? "L2 tiles the longer: one per CTA" : "L2 tiles the shorter: none",
         params.r_agg_gbps, p.predicted_wave_span_us, p.predicted_interleaved_span_us);
     std::cout << fmt::format("  rank {}: the model's order (routed rows): {} ({})\n", rank,
                              moe::schedule_name(oc.schedule), oc.why);

@@ -80,6 +80,7 @@ MoeSchedulePlan plan_moe_schedule(const model::Params& p, const MoeScheduleInput
                               : "capped: more Linear-2 tiles per round would inject faster than R_agg";
   out.l1_per_l2 = out.l2_share > 0 ? std::max(1, static_cast<int>(std::lround((1 - out.l2_share) / out.l2_share))) : 0;
   out.lead_tiles = in.ctas;
+  out.tail_l2_tiles = out.l2_tile_us > out.l1_tile_us ? in.ctas : 0;
   const double f = out.l2_share;
   out.interleaved_store_gbps =
       f > 0 ? in.ctas * f * out.l2_remote_bytes / (f * out.l2_tile_us + (1 - f) * out.l1_tile_us) / model::kBytesPerUsPerGbps
@@ -105,6 +106,7 @@ MoeSchedulePlan plan_moe_schedule(const model::Params& p, const MoeScheduleInput
   order.n2 = l2_n_blocks;
   order.l1_per_l2 = std::max(1, out.l1_per_l2);
   order.lead = out.lead_tiles;
+  if (out.tail_l2_tiles > 0) set_tail_blocks(order, out.tail_l2_tiles / l2_n_blocks + (out.tail_l2_tiles % l2_n_blocks != 0));
   out.tiles.reserve(order.total());
   for (int p = 0; p < order.total(); ++p) {
     const OrderedTile t = tile_at(order, p);
@@ -126,6 +128,7 @@ void to_json(nlohmann::json& j, const MoeSchedulePlan& p) {
                      {"l2_share", p.l2_share},
                      {"l1_per_l2", p.l1_per_l2},
                      {"lead_tiles", p.lead_tiles},
+                     {"tail_l2_tiles", p.tail_l2_tiles},
                      {"interleaved_store_gbps", p.interleaved_store_gbps},
                      {"rule", p.rule},
                      {"predicted_wave_span_us", p.predicted_wave_span_us},

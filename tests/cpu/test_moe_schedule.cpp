@@ -149,6 +149,37 @@ TEST(MoeSchedule, TileTimesFollowFlops) {
   EXPECT_DOUBLE_EQ(plan.l2_remote_bytes, 64.0 * 256 * 2 * 0.5);
 }
 
+// The end of the list (docs/megamoe.md §Tile claiming, "The end of the list"): where a Linear-2
+// tile is longer than a Linear-1 tile the plan keeps one per CTA (whole last blocks) after every
+// Linear-1 tile; else none.
+TEST(MoeSchedule, InterleavedEndsInARoundOfLinear2TilesWhereTheyAreTheLonger) {
+  auto in = input();
+  in.intermediate = 2048;  // Linear-2 K 2048 against Linear-1 K 1024 (both 256 wide): twice as long
+  const auto plan = moe::plan_moe_schedule(params(370), in, moe::MoeSchedule::interleaved);
+  expect_complete(in, plan);
+  ASSERT_GT(plan.l2_tile_us, plan.l1_tile_us);
+  EXPECT_EQ(plan.tail_l2_tiles, in.ctas);
+  // 16 CTAs, 4 Linear-2 tiles per block: the last 4 blocks' 16 Linear-2 tiles end the list,
+  // after the last Linear-1 tile.
+  const int n2 = in.hidden / in.l2_n, tail = in.ctas;
+  const int total = static_cast<int>(plan.tiles.size());
+  int last_l1_pos = -1;
+  for (int i = 0; i < total; ++i)
+    if (plan.tiles[i].kind == moe::TileKind::linear1) last_l1_pos = i;
+  EXPECT_GE(total - 1 - last_l1_pos, tail);
+  // The last `tail` tiles: the Linear-2 tiles of the last tail / n2 blocks (expert 7: 256 rows, 4 blocks).
+  std::set<Key> want, got;
+  for (int m = 0; m < tail / n2; ++m)
+    for (int n = 0; n < n2; ++n) want.insert({2, 7, m, n});
+  for (int i = total - tail; i < total; ++i) got.insert(key(plan.tiles[i]));
+  EXPECT_EQ(got, want);
+
+  in.intermediate = 512;  // Linear-2 half as long: no tail
+  const auto plain = moe::plan_moe_schedule(params(370), in, moe::MoeSchedule::interleaved);
+  ASSERT_LT(plain.l2_tile_us, plain.l1_tile_us);
+  EXPECT_EQ(plain.tail_l2_tiles, 0);
+}
+
 TEST(MoeSchedule, BadInputGetsClearErrors) {
   auto in = input();
   in.rows_per_expert = {};

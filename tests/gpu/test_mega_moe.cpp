@@ -498,7 +498,7 @@ TEST(MegaMoe, OneGpuListEndingInLinear2TilesMatchesTheHostReference) {
   auto team = gpu_team(1, 10);
   const auto il = moe::MoeSchedule::interleaved;
   for (auto tile : kTiles)
-    for (int tail : {0, -1, 1, 100000}) {
+    for (int tail : {0, -1, 1, 64, 100000}) {
       const std::string n = name(il, tile) + " lead 0 tail " + std::to_string(tail);
       check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 300, moe::RoutingKind::skewed, 27, n,
                   mega_tail(tile, 0, tail));

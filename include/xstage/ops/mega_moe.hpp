@@ -37,8 +37,9 @@ struct MegaMoeOptions {
   // Linear-2 tile (< 0: the plan's lead_tiles, one round of CTAs).
   int lead_tiles = -1;
   // Interleaved only: how many Linear-2 tiles to keep for the end of the list, after every
-  // Linear-1 tile (the last blocks' Linear-2 tiles, whole blocks; < 0: one per CTA, the default,
-  // so the call ends in about one Linear-2 tile per CTA; 0: none, the plain interleaved list)
+  // Linear-1 tile (the last blocks' Linear-2 tiles, whole blocks). < 0: automatic, the default:
+  // one per CTA where the plan's Linear-2 tile is longer than its Linear-1 tile
+  // (MoeSchedulePlan::tail_l2_tiles), else none; 0: none (the plain interleaved list); N > 0: N
   // (docs/megamoe.md §Tile claiming, "The end of the list").
   int tail_l2_tiles = -1;
   // The kernel's tile configuration (xstage/mega_tile.hpp; docs/megamoe.md "Tile
