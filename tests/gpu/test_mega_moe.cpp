@@ -184,10 +184,13 @@ TEST_P(MegaMoeRanks, MatchesTheHostReferenceOfTheLayer) {
     check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 40, moe::RoutingKind::skewed, 18,
                 n + " then the other tile", mega_alternating(which, tile));
   }
-  // The plain interleaved list, without the default end of about one Linear-2 tile per CTA
-  // (MegaMoeOptions::tail_l2_tiles = 0), at lead 0.
+  // The end of the list at lead 0 (MegaMoeOptions::tail_l2_tiles): the plain list on a shape whose
+  // plan keeps no tail, and the plan's one Linear-2 tile per CTA where Linear-2 tiles are the
+  // longer (intermediate > hidden).
   check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 150, moe::RoutingKind::skewed, 19,
               name(moe::MoeSchedule::interleaved, tile) + " no tail", mega_tail(tile, 0, 0));
+  check_layer(*team, moe::ModelShape{"long-l2", 256, 1024, 32, 4, 0, 0}, 150, moe::RoutingKind::skewed, 20,
+              name(moe::MoeSchedule::interleaved, tile) + " plan's tail", mega_tail(tile, 0, -1));
 }
 
 TEST_P(MegaMoeRanks, AnExpertIdOutOfRangeIsAClearError) {
@@ -491,8 +494,9 @@ TEST(MegaMoe, OneGpuW4A8PerTokenMatchesTheHostReferenceOfTheLayer) {
 
 // The interleaved list with the last blocks' Linear-2 tiles after every Linear-1 tile
 // (MegaMoeOptions::tail_l2_tiles; docs/megamoe.md §Tile claiming, "The end of the list"), with
-// lead 0 so the tail blocks' tiles move: none (the plain list), one per CTA, the last block's
-// (1 tile), every block's; on 3 CTAs; per-token W4A8 too.
+// lead 0 so the tail blocks' tiles move: none (the plain list), the plan's (none where hidden >
+// intermediate, one per CTA on the long-l2 shape), the last block's (1 tile), 64, every block's;
+// on 3 CTAs; per-token W4A8 too.
 TEST(MegaMoe, OneGpuListEndingInLinear2TilesMatchesTheHostReference) {
   XS_REQUIRE_GPUS(1);
   auto team = gpu_team(1, 10);
@@ -506,9 +510,11 @@ TEST(MegaMoe, OneGpuListEndingInLinear2TilesMatchesTheHostReference) {
                   mega_tail(tile, 0, tail));
       check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 29, n + " ctas 3",
                   mega_tail(tile, 3, tail));
+      check_layer(*team, moe::ModelShape{"long-l2", 256, 1024, 16, 2, 0, 0}, 300, moe::RoutingKind::balanced, 30, n,
+                  mega_tail(tile, 0, tail));
     }
   if (!ops::MegaMoeLayer::per_token_w4a8_built()) return;
-  for (int tail : {0, -1, 100000})
+  for (int tail : {0, -1, 64, 100000})
     for (int ctas : {0, 3}) {
       const auto f = mega_tail(moe::MegaTile::automatic, ctas, tail);
       const auto l = ops::MoeWeightLayout::int4_rs_lut;
@@ -517,6 +523,8 @@ TEST(MegaMoe, OneGpuListEndingInLinear2TilesMatchesTheHostReference) {
                   rs_quant(l), {}, l, kPerToken, true);
       check_layer(*team, moe::ModelShape{"hot", 512, 256, 8, 1, 0, 0}, 600, moe::RoutingKind::balanced, 94,
                   n + " one expert", f, rs_quant(l), route_all_to_expert0, l, kPerToken, true);
+      check_layer(*team, moe::ModelShape{"long-l2", 512, 1408, 4, 2, 0, 0}, 280, moe::RoutingKind::balanced, 97, n, f,
+                  rs_quant(l), {}, l, kPerToken, true);
     }
 }
 
