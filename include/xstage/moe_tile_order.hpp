@@ -94,6 +94,10 @@ XS_TILE_HD void set_tail_blocks(TileOrder& o, int tail_blocks) {
   const int first = o.blocks() - tail_blocks;
   o.tail_l2_from = tail_blocks <= 0 ? 0x7fffffff : (first > 0 ? first : 0) * o.n2;
 }
+// The same for `tail_tiles` Linear-2 tiles, rounded up to whole blocks (no overflow).
+XS_TILE_HD void set_tail_tiles(TileOrder& o, int tail_tiles) {
+  if (tail_tiles > 0) set_tail_blocks(o, tail_tiles / o.n2 + (tail_tiles % o.n2 != 0));
+}
 
 // Interleaved: the Linear-1 index Linear-2 tile q precedes (before clamping to the tail).
 XS_TILE_HD long long interleaved_anchor(const TileOrder& o, int q) {

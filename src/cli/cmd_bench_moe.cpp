@@ -497,17 +497,14 @@ void run(const Flags& fl) {
             if (lead_rounds(vb) >= 0) opt.lead_tiles = static_cast<int>(std::lround(lead_rounds(vb) * mega->ctas(0)));
             if (vb == "interleaved-no-tail") opt.tail_l2_tiles = 0;  // the plain interleaved list, for comparison
             opt.tile = tile_asked;
-            const bool tail_per_cta = vb == "interleaved-tail";  // one Linear-2 tile per CTA at the end
+            // Rank i's options: interleaved-tail keeps one Linear-2 tile per CTA of the rank for the end.
+            auto rank_opt = [&](int i, ops::MegaMoeOptions o) {
+              if (vb == "interleaved-tail") o.tail_l2_tiles = mega->ctas(i);
+              return o;
+            };
             auto call = [&](int i, const ops::MegaMoeOptions& o) {
-              if (v == "unfused") {
-                unfused->forward(i, in[i], team->stream(i));
-              } else if (tail_per_cta) {
-                ops::MegaMoeOptions oi = o;
-                oi.tail_l2_tiles = mega->ctas(i);  // this rank's CTAs
-                mega->forward(i, in[i], team->stream(i), oi);
-              } else {
-                mega->forward(i, in[i], team->stream(i), o);
-              }
+              if (v == "unfused") unfused->forward(i, in[i], team->stream(i));
+              else mega->forward(i, in[i], team->stream(i), rank_opt(i, o));
             };
             std::vector<std::vector<double>> us(n), remote(n), local(n);
             std::vector<double> ghz(n, 0);
@@ -664,10 +661,7 @@ void run(const Flags& fl) {
               row["schedule"] = moe::schedule_name(sched);
               if (sched == moe::MoeSchedule::interleaved) {
                 row["lead_tiles"] = opt.lead_tiles >= 0 ? opt.lead_tiles : mega->plan().lead_tiles;
-                // Rank 0's count.
-                row["tail_l2_tiles"] = opt.tail_l2_tiles >= 0                         ? opt.tail_l2_tiles
-                                       : tail_per_cta || mega->plan().tail_l2_tiles > 0 ? mega->ctas(0)
-                                                                                        : 0;
+                row["tail_l2_tiles"] = mega->tail_l2_tiles(0, rank_opt(0, opt));  // rank 0's
               }
             }
             // Expert work of rank i: its received rows through both GEMMs (gate + up, then down).

@@ -106,7 +106,7 @@ MoeSchedulePlan plan_moe_schedule(const model::Params& p, const MoeScheduleInput
   order.n2 = l2_n_blocks;
   order.l1_per_l2 = std::max(1, out.l1_per_l2);
   order.lead = out.lead_tiles;
-  if (out.tail_l2_tiles > 0) set_tail_blocks(order, out.tail_l2_tiles / l2_n_blocks + (out.tail_l2_tiles % l2_n_blocks != 0));
+  set_tail_tiles(order, out.tail_l2_tiles);
   out.tiles.reserve(order.total());
   for (int p = 0; p < order.total(); ++p) {
     const OrderedTile t = tile_at(order, p);

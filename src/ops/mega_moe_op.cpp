@@ -185,9 +185,7 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
   m.control_local = opt.control_local ? 1 : 0;
   m.dynamic_claim = opt.dynamic_claim ? 1 : 0;
   if (opt.lead_tiles >= 0) m.lead = opt.lead_tiles;
-  // Automatic: the plan's choice (one round of Linear-2 tiles at the end where they are the longer
-  // tiles), with this rank's CTA count.
-  m.tail_l2 = opt.tail_l2_tiles >= 0 ? opt.tail_l2_tiles : I.plan.tail_l2_tiles > 0 ? ctas(i) : 0;
+  m.tail_l2 = tail_l2_tiles(i, opt);
   const std::string what =
       fmt::format("mega moe (rank {}, call {}, tile {})", m.ep.rank, m.ep.epoch, moe::mega_tile_name(tile));
   if (opt.record_spans) {
@@ -288,5 +286,10 @@ MegaMoeSpans MegaMoeLayer::last_spans(int i) const {
 
 const moe::MoeSchedulePlan& MegaMoeLayer::plan() const { return impl_->plan; }
 int MegaMoeLayer::ctas(int i) const { return impl_->buf.sm_count.at(i); }
+// Automatic: the plan's choice (one round of Linear-2 tiles at the end where they are the longer
+// tiles), with this rank's CTA count.
+int MegaMoeLayer::tail_l2_tiles(int i, const MegaMoeOptions& opt) const {
+  return opt.tail_l2_tiles >= 0 ? opt.tail_l2_tiles : impl_->plan.tail_l2_tiles > 0 ? ctas(i) : 0;
+}
 
 }  // namespace xstage::ops

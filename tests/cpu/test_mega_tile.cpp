@@ -270,6 +270,12 @@ TEST(MegaTile, TheTailPutsTheLastBlocksLinear2TilesAtTheEnd) {
       }
       // Before them: the plain order without the tail blocks' Linear-2 tiles.
       for (size_t i = 0; i < rest.size(); ++i) EXPECT_TRUE(same(got[i], rest[i])) << what << " position " << i;
+      // set_tail_tiles (the kernel's and the plan's form): a tile count rounds up to whole blocks.
+      for (int tiles : {tail * n2, tail * n2 - n2 + 1}) {
+        TileOrder by_tiles = plain;
+        set_tail_tiles(by_tiles, tiles);
+        EXPECT_EQ(by_tiles.tail_l2_from, o.tail_l2_from) << what << " tiles " << tiles;
+      }
     }
 }
 

@@ -145,6 +145,9 @@ class MegaMoeLayer {
   // The interleaved mix and the model's view of both schedules, for a balanced load.
   const moe::MoeSchedulePlan& plan() const;
   int ctas(int i) const;
+  // The Linear-2 tiles rank i's interleaved list keeps for its end under `opt`
+  // (MegaMoeOptions::tail_l2_tiles resolved: automatic = the plan's choice with rank i's CTAs).
+  int tail_l2_tiles(int i, const MegaMoeOptions& opt) const;
 
  private:
   struct Impl;

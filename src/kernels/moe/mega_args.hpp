@@ -37,7 +37,7 @@ struct MegaMoeArgs {
   int l1_per_l2 = 1;
   int lead = 0;
   // Interleaved: Linear-2 tiles wanted after the last Linear-1 tile (0: the plain order); the
-  // kernel takes the last ceil(tail_l2 / n2) blocks' Linear-2 tiles there (moe::set_tail_blocks).
+  // kernel takes the last ceil(tail_l2 / n2) blocks' Linear-2 tiles there (moe::set_tail_tiles).
   int tail_l2 = 0;
   // Tile claiming (tile_queue.cuh): 1 = each CTA's producer takes the next list position from
   // tile_next (one atomic per tile, in time order); 0 = the static split c, c + K, ...

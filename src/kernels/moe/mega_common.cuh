@@ -48,7 +48,7 @@ __device__ __forceinline__ ::xstage::moe::TileOrder mega_order(const MegaMoeArgs
   o.n2 = n2;
   o.l1_per_l2 = m.l1_per_l2;
   o.lead = m.lead;
-  if (m.tail_l2 > 0) ::xstage::moe::set_tail_blocks(o, m.tail_l2 / n2 + (m.tail_l2 % n2 != 0));  // no overflow
+  ::xstage::moe::set_tail_tiles(o, m.tail_l2);
   return o;
 }
 
