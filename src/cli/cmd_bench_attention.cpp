@@ -103,7 +103,7 @@ struct Result {
   std::string causal_align, causal_order;
   int causal_group = 0;  // (batch, head) pairs per group of the order (ops::causal_group_for)
   std::string instantiation;
-  int block_m = 0, block_n = 0, stages = 0;  // its tile
+  int block_m = 0, block_n = 0, stages = 0, q_stages = 0;  // its tile
   double median_us, min_us, max_us, p10_us, p90_us;
   double tflops, tflops_best;
   int iters, rotating_sets;
@@ -292,6 +292,7 @@ Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int
   r.block_m = inst.block_m;
   r.block_n = inst.block_n;
   r.stages = inst.stages;
+  r.q_stages = inst.q_stages;
   r.median_us = quantile(us, 0.5);
   r.min_us = *std::min_element(us.begin(), us.end());
   r.max_us = *std::max_element(us.begin(), us.end());
@@ -417,7 +418,7 @@ void run_bench(const BenchFlags& fl) {
                     {"causal_order", r.causal_order},
                     {"causal_group", r.causal_group},
                     {"instantiation", r.instantiation},
-                    {"tile", {{"block_m", r.block_m}, {"block_n", r.block_n}, {"stages", r.stages}}},
+                    {"tile", {{"block_m", r.block_m}, {"block_n", r.block_n}, {"stages", r.stages}, {"q_stages", r.q_stages}}},
                     {"median_us", r.median_us},
                     {"min_us", r.min_us},
                     {"max_us", r.max_us},

@@ -351,6 +351,7 @@ AttentionInstantiation describe(const Entry& e) {
   r.intra_wg_overlap = k.intra_wg_overlap;
   r.pingpong = k.pingpong;
   r.lazy_rescale = k.tile.lazy_rescale;
+  r.q_stages = k.tile.q_stages;
   return r;
 }
 }  // namespace

@@ -194,6 +194,7 @@ nb::dict instantiation(int dtype, int head_dim, bool causal, int kv_len) {
   d["block_m"] = i.block_m;
   d["block_n"] = i.block_n;
   d["stages"] = i.stages;
+  d["q_stages"] = i.q_stages;
   d["consumer_warpgroups"] = i.consumer_warpgroups;
   d["threads"] = i.threads;
   d["smem_bytes"] = i.smem_bytes;

@@ -104,6 +104,7 @@ struct AttentionInstantiation {
   bool intra_wg_overlap = false;
   bool pingpong = false;
   int lazy_rescale = 0;  // kernels::attention::AttentionTraits::kLazyRescale
+  int q_stages = 0;      // Q buffers: 2 where the next tile's Q loads during this tile
 };
 // Throws InvalidArgument for a dtype/head-dim pair that is not shipped. The first form is the
 // staged tile (short key sets); the second what attention_forward launches for a call.

@@ -169,20 +169,26 @@ __device__ __forceinline__ void wait_service_ready(const uint32_t* ready, uint32
   cutlass::arch::NamedBarrier::sync(128, barrier_id);
 }
 
-template <class Traits, class Destination>
+// kSwizzled: the staging tile without padding, its 16-byte chunks swizzled per row (the local
+// store at d = 128, where the 16 KiB it saves make room for a second Q buffer). Policies that
+// keep words in the padding (the service thread's handshake, ulysses/shaped_epilogue) keep the
+// padded rows.
+template <class Traits, class Destination, bool kSwizzled = false>
 struct TileStoreEpilogue {
   using T = Traits;
   using Element = typename T::Element;
   static constexpr int kBlockM = T::kBlockM;
   static constexpr int kHeadDim = T::kHeadDim;
-  // Staging rows are padded by 16 bytes: the 32-bit stores of a warp (8 rows x 4 column
-  // pairs) then hit 32 different banks, and every row stays 16-byte aligned.
-  static constexpr int kSmemPitch = kHeadDim + 16 / static_cast<int>(sizeof(Element));
-  static constexpr int kSmemElems = kBlockM * kSmemPitch;
   static constexpr int kElemsPerChunk = 16 / static_cast<int>(sizeof(Element));
+  // The 32-bit stores of a warp (8 rows x 4 column pairs of one 16-byte chunk) must hit 32
+  // different banks: padded rows (16 bytes more each) or chunk j of row r at j ^ (r mod 8).
+  // Either way every row stays 16-byte aligned.
+  static constexpr int kSmemPitch = kSwizzled ? kHeadDim : kHeadDim + kElemsPerChunk;
+  static constexpr int kSmemElems = kBlockM * kSmemPitch;
   static constexpr int kChunksPerRow = kHeadDim / kElemsPerChunk;
   static_assert(kChunksPerRow * kElemsPerChunk == kHeadDim);
   static_assert((64 * kChunksPerRow) % 128 == 0);
+  static_assert(128 % kChunksPerRow == 0, "a copy-out thread keeps one chunk column");
 
   struct Params {
     Destination dest;
@@ -196,6 +202,7 @@ struct TileStoreEpilogue {
   static constexpr bool kHasBeforeMainloop = false;
   static constexpr bool kHasServiceThread = HasService<Destination>;
   static constexpr bool kTailSplit = false;  // whole tiles only (tile_scheduler.cuh)
+  static_assert(!(kSwizzled && kHasServiceThread), "the handshake words live in the padding");
   __device__ static void kernel_start(Params const& ep) {
     if constexpr (HasKernelStart<Destination>) ep.dest.kernel_start();
   }
@@ -255,6 +262,14 @@ struct TileStoreEpilogue {
   }
 
   // --- pieces, shared with policies that issue the copy-out later (ulysses/shaped_epilogue) ---
+  // The swizzle as an offset: element offset o = r * kHeadDim + c of a row r lands at
+  // o ^ swizzle_bits(r). kHeadDim is a multiple of 64 elements, so the row term leaves bits of
+  // the chunk index free.
+  static constexpr int kChunkBits = 7 * kElemsPerChunk;  // the low 3 bits of the chunk index
+  __device__ static int swizzle_bits(int r) { return kSwizzled ? (r & 7) * kElemsPerChunk : 0; }
+  // Offset o (relative to a base whose chunk bits are 0) with the per-thread swizzle x: the
+  // high part is a compile-time constant after unrolling, the low part one XOR of 8 values.
+  __device__ static int swizzled(int o, int x) { return kSwizzled ? (o & ~kChunkBits) + ((o & kChunkBits) ^ x) : o; }
   // 16-byte copy-out iterations per thread for one warp group's 64-row slice.
   static constexpr int kIters = 64 * kChunksPerRow / 128;
 
@@ -314,6 +329,12 @@ struct TileStoreEpilogue {
     }
 
     // Registers -> staging (the previous tile's copy-out of this warp group must be done).
+    // A thread's accumulator rows are r0 + 8 k and its columns c0 + 8 j with c0 < 8 (wgmma's C
+    // layout), so every row shares r0's swizzle and the base r0 * pitch + c0 has no chunk bits.
+    const int r0 = get<0>(tOcO(0));
+    const int c0 = get<1>(tOcO(0));
+    const int base = r0 * kSmemPitch + c0;
+    const int x = swizzle_bits(r0);
     cutlass::arch::NamedBarrier::sync(128, bar);
     cutlass::NumericArrayConverter<Element, float, 2, cutlass::FloatRoundStyle::round_to_nearest> cvt;
     CUTE_UNROLL
@@ -328,7 +349,7 @@ struct TileStoreEpilogue {
         if (test_corrupt_row(tile.batch, tile.head, tile.m_block * kBlockM + r)) f[0] = -f[0], f[1] = -f[1];
 #endif
       cutlass::Array<Element, 2> h = cvt(f);
-      *reinterpret_cast<cutlass::Array<Element, 2>*>(smem_o + r * kSmemPitch + c) = h;
+      *reinterpret_cast<cutlass::Array<Element, 2>*>(smem_o + base + swizzled((r - r0) * kSmemPitch + (c - c0), x)) = h;
     }
     if constexpr (kHasServiceThread) {
       // Stores may start once the service thread saw every receiver ready (normally long
@@ -351,13 +372,17 @@ struct TileStoreEpilogue {
     // rows past a border are resolved one by one.
     const RowSpan first = ep.dest.destination(t, t.row_begin);
     const int split = t.row_begin + first.rows;
+    // A thread reads one chunk column; its rows step by 128 / kChunksPerRow (a multiple of 8),
+    // so one swizzled column serves every iteration.
+    static_assert(!kSwizzled || (128 / kChunksPerRow) % 8 == 0, "copy-out rows keep their swizzle");
+    const int src_col = swizzled((tid % kChunksPerRow) * kElemsPerChunk, swizzle_bits(tid / kChunksPerRow));
     for (int it = it_begin; it < it_end; ++it) {
       const int idx = tid + it * 128;
       const int r = idx / kChunksPerRow;
       const int chunk = idx % kChunksPerRow;
       const int row = t.row_begin + r;
       if (row < t.row_end) {
-        const uint4 v = *reinterpret_cast<const uint4*>(src_rows + r * kSmemPitch + chunk * kElemsPerChunk);
+        const uint4 v = *reinterpret_cast<const uint4*>(src_rows + r * kSmemPitch + src_col);
         Element* dst = row < split ? static_cast<Element*>(first.ptr) + r * first.row_stride
                                    : static_cast<Element*>(ep.dest.destination(t, row).ptr);
         *reinterpret_cast<uint4*>(dst + chunk * kElemsPerChunk) = v;
@@ -367,6 +392,7 @@ struct TileStoreEpilogue {
 };
 
 template <class Traits>
-using LocalStoreEpilogue = TileStoreEpilogue<Traits, LocalDestination<typename Traits::Element>>;
+using LocalStoreEpilogue =
+    TileStoreEpilogue<Traits, LocalDestination<typename Traits::Element>, /*kSwizzled=*/Traits::kHeadDim == 128>;
 
 }  // namespace xstage::kernels::attention

@@ -49,7 +49,7 @@ struct AttentionKernel {
   };
 
   struct SharedStorage {
-    cute::array_aligned<Element, cute::cosize_v<typename T::SmemLayoutQ>, 1024> q;
+    cute::array_aligned<Element, cute::cosize_v<typename T::SmemLayoutQ> * T::kQStages, 1024> q;
     cute::array_aligned<Element, cute::cosize_v<typename T::SmemLayoutK>, 1024> k;
     cute::array_aligned<Element, cute::cosize_v<typename T::SmemLayoutVt>, 1024> v;
     cute::array_aligned<Element, Epilogue::kSmemElems, 128> o;
@@ -57,6 +57,7 @@ struct AttentionKernel {
     alignas(16) uint64_t q_full;
     typename Pipeline::Storage pipe_k;
     typename Pipeline::Storage pipe_v;
+    typename Mainloop::QPipeline::Storage pipe_q;  // two Q buffers only (one uses q_full)
   };
   static constexpr int kSmemBytes = xstage::kernels::shared_storage_bytes<SharedStorage>();
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
@@ -76,7 +77,7 @@ struct AttentionKernel {
   }
 
   static KernelInfo info() {
-    return KernelInfo{TileConfig{T::kBlockM, T::kBlockN, T::kStages, T::kConsumerWGs, T::kLazyRescale},
+    return KernelInfo{TileConfig{T::kBlockM, T::kBlockN, T::kStages, T::kConsumerWGs, T::kLazyRescale, T::kQStages},
                       kThreads,
                       kSmemBytes,
                       T::kProducerRegs,
@@ -94,6 +95,7 @@ struct AttentionKernel {
       cutlass::arch::ClusterTransactionBarrier::init(&ss.q_full, 1);
       Pipeline::init(ss.pipe_k, T::kConsumerWarps);
       Pipeline::init(ss.pipe_v, T::kConsumerWarps);
+      if constexpr (T::kQStages > 1) Mainloop::QPipeline::init(ss.pipe_q, T::kConsumerWarps);
       Mainloop::prefetch_descriptors(params.mainloop);
     }
     cutlass::arch::fence_barrier_init();
@@ -105,7 +107,11 @@ struct AttentionKernel {
 
     Pipeline pk{&ss.pipe_k};
     Pipeline pv{&ss.pipe_v};
-    Tensor sQ = make_tensor(make_smem_ptr(ss.q.data()), typename T::SmemLayoutQ{});
+    const typename Mainloop::QPipeline pq{&ss.pipe_q};
+    // Q buffer i of the ring (one buffer: always 0, the layout's own tensor).
+    auto query_buffer = [&](int i) {
+      return make_tensor(make_smem_ptr(ss.q.data() + i * cute::cosize_v<typename T::SmemLayoutQ>), typename T::SmemLayoutQ{});
+    };
     Tensor sK = make_tensor(make_smem_ptr(ss.k.data()), typename T::SmemLayoutK{});
     Tensor sVt = make_tensor(make_smem_ptr(ss.v.data()), typename T::SmemLayoutVt{});
     const Mainloop mainloop{};
@@ -116,8 +122,11 @@ struct AttentionKernel {
       if (warp == 0) {
         const Scheduler sched = make_scheduler(params);
         State write = Pipeline::producer_start();
-        for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx))
-          mainloop.load(params.mainloop, pk, pv, ss.q_full, write, sched.decode(idx), sQ, sK, sVt);
+        typename Mainloop::QState q_write = Mainloop::QPipeline::producer_start();
+        for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx)) {
+          auto sQ = query_buffer(T::kQStages == 1 ? 0 : q_write.index);
+          mainloop.load(params.mainloop, pk, pv, ss.q_full, pq, q_write, write, sched.decode(idx), sQ, sK, sVt);
+        }
       } else if (warp == 1 && (threadIdx.x % 32) == 0) {
         // The epilogue's service thread, if the policy has one (flags and fences only).
         if constexpr (Epilogue::kHasServiceThread) {
@@ -133,6 +142,7 @@ struct AttentionKernel {
       Epilogue epilogue{};  // policies that spread a tile's stores keep their progress here
       State read{};
       uint32_t q_phase = 0;
+      typename Mainloop::QState q_read{};
       for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx)) {
         const WorkTile tile = sched.decode(idx);
         Tensor tOrO = partition_fragment_C(typename T::TiledMmaPV{}, Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{});
@@ -148,9 +158,12 @@ struct AttentionKernel {
         if constexpr (Epilogue::kHasBeforeMainloop) epilogue.before_mainloop(params.epilogue, ss.o.data());
         int hook_calls = 0;
         if constexpr (Epilogue::kHasStepHook) hook_calls = Epilogue::hook_calls(params.epilogue);
-        mainloop.template mma<Epilogue::kHasStepHook, Epilogue::kTailSplit>(params.mainloop, pk, pv, ss.q_full, q_phase, read, tile, ct, sQ,
-                                                      sK, sVt, tOrO, softmax, lse, &ss.pin[ct], step_hook, hook_calls);
+        auto sQ = query_buffer(T::kQStages == 1 ? 0 : q_read.index);
+        mainloop.template mma<Epilogue::kHasStepHook, Epilogue::kTailSplit>(params.mainloop, pk, pv, ss.q_full, q_phase, pq, q_read,
+                                                      read, tile, ct, sQ, sK, sVt, tOrO, softmax, lse, &ss.pin[ct],
+                                                      step_hook, hook_calls);
         q_phase ^= 1u;
+        q_read.advance();
         // Split kernels decode the tile again (fewer values live across the mainloop); the
         // others keep the tile, as their hot loop was tuned with it.
         if constexpr (Epilogue::kTailSplit)
@@ -221,16 +234,25 @@ cudaError_t launch_attention(AttentionParams const& p, cudaStream_t stream) {
   return launch_attention<Kernel>(p, Kernel::Epilogue::to_params(p), stream);
 }
 
+// Q buffers of the local-output kernels whose shared memory holds two (docs/attention.md §Design
+// "Q buffers"); the long-key tile's 2 x 48 KiB K/V stages leave room for one.
+#ifndef XSTAGE_ATTN_Q_STAGES
+#define XSTAGE_ATTN_Q_STAGES 2
+#endif
+inline constexpr int kLocalQStages = XSTAGE_ATTN_Q_STAGES;
+
 template <class Element, int kHeadDim, bool kCausal>
 using ShippedKernel =
     AttentionKernel<AttentionTraits<Element, kHeadDim, tile_config(kHeadDim).block_m, tile_config(kHeadDim).block_n,
-                                    tile_config(kHeadDim).stages, kCausal, tile_config(kHeadDim).lazy_rescale>,
+                                    tile_config(kHeadDim).stages, kCausal, tile_config(kHeadDim).lazy_rescale,
+                                    kLocalQStages>,
                     LocalStoreEpilogue>;
 
 template <class Element, bool kCausal>
 using Rows128Kernel =
     AttentionKernel<AttentionTraits<Element, 64, rows128_d64_tile_config().block_m, rows128_d64_tile_config().block_n,
-                                    rows128_d64_tile_config().stages, kCausal, rows128_d64_tile_config().lazy_rescale>,
+                                    rows128_d64_tile_config().stages, kCausal, rows128_d64_tile_config().lazy_rescale,
+                                    kLocalQStages>,
                     LocalStoreEpilogue>;
 
 template <class Element>
@@ -243,7 +265,7 @@ template <class Element, int kHeadDim>
 using SplitKernel =
     AttentionKernel<AttentionTraits<Element, kHeadDim, split_tile_config(kHeadDim).block_m,
                                     split_tile_config(kHeadDim).block_n, split_tile_config(kHeadDim).stages,
-                                    /*causal=*/false, split_tile_config(kHeadDim).lazy_rescale>,
+                                    /*causal=*/false, split_tile_config(kHeadDim).lazy_rescale, kLocalQStages>,
                     DirectStoreEpilogue>;
 
 }  // namespace xstage::kernels::attention

@@ -7,8 +7,9 @@
 // the block_m-row Q tile. K and V travel through two pipelines of `stages` buffers each:
 // full barriers (transaction count = TMA bytes) tell consumers a buffer landed, empty
 // barriers (one arrival per consumer warp) tell the producer it may be overwritten. Q has
-// one buffer: a transaction barrier for "Q landed" and a named barrier for "every consumer
-// is done with Q" before the next tile's Q may be loaded.
+// one buffer (a transaction barrier for "Q landed" and a named barrier for "every consumer
+// is done with Q" before the next tile's Q may be loaded) or two in a ring like K's
+// (T::kQStages).
 //
 // Consumer schedule per tile, n = key blocks from last to first (the first block handled
 // carries the key-length tail and the causal diagonal, so only the first few need masks):
@@ -64,7 +65,7 @@ enum class NamedBarrierId : uint32_t {
 // ---------------------------------------------------------------------------------------
 // Tile traits: everything static about one instantiation.
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kCausal_,
-          int kLazyRescale_ = 0>
+          int kLazyRescale_ = 0, int kQStages_ = 1>
 struct AttentionTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -102,6 +103,11 @@ struct AttentionTraits {
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "key block: multiple of 16, at most 256");
   static_assert(kStages >= 2, "at least two K/V buffers (the producer runs one block ahead)");
   static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "register file");
+  // Q buffers (docs/attention.md §Design "Q buffers"): with two, the producer loads the next
+  // tile's Q as soon as it reaches that tile, while this tile's last key blocks still run; with
+  // one, only after every consumer's last QK^T. The kernel's shared-memory check says whether two fit.
+  static constexpr int kQStages = kQStages_;
+  static_assert(kQStages == 1 || kQStages == 2, "one or two Q buffers");
 
   using TileShapeQK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;  // S = Q K^T: (M, N, K=d)
   using TileShapePV = Shape<Int<kBlockM>, Int<kHeadDim>, Int<kBlockN>>;  // O = P V:   (M, N=d, K)
@@ -198,6 +204,11 @@ struct AttentionMainloop {
   static constexpr int kStages = T::kStages;
   using Pipeline = TmaPipeline<kStages>;
   using State = PipeState<kStages>;
+  // Two Q buffers: a ring like K's (one arrival per consumer warp after its last QK^T). One
+  // buffer keeps the transaction barrier and the query_empty named barrier.
+  static constexpr int kQStages = T::kQStages;
+  using QPipeline = TmaPipeline<kQStages>;
+  using QState = PipeState<kQStages>;
 
   struct Params {
     typename T::TmaQ tma_q;
@@ -269,8 +280,8 @@ struct AttentionMainloop {
   // warp); lane 0 issues the copies. Load order = the consumers' order of use:
   //   K[last], Q, then per step K[n] and V[n+1], finally V[0].
   template <class SmemQ, class SmemK, class SmemVt>
-  __device__ void load(Params const& mp, Pipeline const& pk, Pipeline const& pv, uint64_t& q_full, State& write,
-                       WorkTile const& tile, SmemQ& sQ, SmemK& sK, SmemVt& sVt) const {
+  __device__ void load(Params const& mp, Pipeline const& pk, Pipeline const& pv, uint64_t& q_full, QPipeline const& pq,
+                       QState& q_write, State& write, WorkTile const& tile, SmemQ& sQ, SmemK& sK, SmemVt& sVt) const {
     const bool leader = (threadIdx.x & 31u) == 0u;
     Tensor mQ = mp.tma_q.get_tma_tensor(mp.shape_q)(_, _, tile.head, tile.batch);    // (q_len, d)
     Tensor mK = mp.tma_k.get_tma_tensor(mp.shape_k)(_, _, tile.head, tile.batch);    // (kv_len, d)
@@ -304,13 +315,24 @@ struct AttentionMainloop {
 
     const KvRange kv = kv_range(mp, tile);
     int n = kv.end - 1;
-    load_k(n, write);
-    // Q of the previous tile must be fully consumed before it is overwritten.
-    __syncwarp();
-    cutlass::arch::NamedBarrier::sync(T::kConsumerThreads + 32, static_cast<uint32_t>(NamedBarrierId::query_empty));
-    if (leader) {
-      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&q_full, T::kBytesQ);
-      copy(mp.tma_q.with(q_full, 0, TMA::CacheHintSm90::EVICT_FIRST), tQgQ, tQsQ);
+    if constexpr (kQStages == 1) {
+      load_k(n, write);
+      // Q of the previous tile must be fully consumed before it is overwritten.
+      __syncwarp();
+      cutlass::arch::NamedBarrier::sync(T::kConsumerThreads + 32, static_cast<uint32_t>(NamedBarrierId::query_empty));
+      if (leader) {
+        cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(&q_full, T::kBytesQ);
+        copy(mp.tma_q.with(q_full, 0, TMA::CacheHintSm90::EVICT_FIRST), tQgQ, tQsQ);
+      }
+    } else {
+      // The order of one buffer (a launch's first tile loads as before); the buffer was
+      // released by the tile before the previous one, so Q only waits for K[last]'s stage.
+      load_k(n, write);
+      if (leader) {
+        pq.producer_acquire(q_write, T::kBytesQ);
+        copy(mp.tma_q.with(pq.full_barrier(q_write), 0, TMA::CacheHintSm90::EVICT_FIRST), tQgQ, tQsQ);
+      }
+      q_write.advance();
     }
     int n_prev = n;
     for (--n; n >= kv.first; --n) {
@@ -339,10 +361,19 @@ struct AttentionMainloop {
   // Once per consumer thread at kernel start: the producer may load the first Q, and
   // consumer warp group 0 holds the first ping-pong token.
   __device__ static void consumer_init(int wg) {
-    cutlass::arch::NamedBarrier::arrive(T::kConsumerThreads + 32, static_cast<uint32_t>(NamedBarrierId::query_empty));
+    if constexpr (kQStages == 1)
+      cutlass::arch::NamedBarrier::arrive(T::kConsumerThreads + 32, static_cast<uint32_t>(NamedBarrierId::query_empty));
     if constexpr (T::kPingPong) {
       if (wg == 0) cutlass::arch::NamedBarrier::arrive(2 * 128, static_cast<uint32_t>(NamedBarrierId::pingpong_wg0));
     }
+  }
+
+  // After this warp group's last QK^T of a tile: its Q buffer may be reloaded.
+  __device__ static void release_query(QPipeline const& pq, QState q_read) {
+    if constexpr (kQStages == 1)
+      cutlass::arch::NamedBarrier::arrive(T::kConsumerThreads + 32, static_cast<uint32_t>(NamedBarrierId::query_empty));
+    else
+      pq.consumer_release(q_read);
   }
 
   // One tile for one consumer thread (ct = index among consumer threads). Leaves the
@@ -366,7 +397,7 @@ struct AttentionMainloop {
   // (6 more uniform moves per key block in the staged d = 64 kernels).
   template <bool kHasHook = true, bool kSplit = false, class SmemQ, class SmemK, class SmemVt, class FrgO, int kRows, class StepHook>
   __device__ void mma(Params const& mp, Pipeline const& pk, Pipeline const& pv, uint64_t const& q_full,
-                      uint32_t q_phase, State& read, WorkTile const& tile, int ct, SmemQ const& sQ, SmemK const& sK,
+                      uint32_t q_phase, QPipeline const& pq, QState q_read, State& read, WorkTile const& tile, int ct, SmemQ const& sQ, SmemK const& sK,
                       SmemVt const& sVt, FrgO& tOrO, OnlineSoftmax<kRows, T::kSoftmaxWays>& softmax, float (&lse)[kRows],
                       float* pin_slot, StepHook&& step_hook, int hook_calls = 0) const {
     const int wg = ct / 128;
@@ -403,7 +434,10 @@ struct AttentionMainloop {
     float rescale[kRows];
     int n = kv.end - 1;
 
-    bounded_wait(&q_full, q_phase);
+    if constexpr (kQStages == 1)
+      bounded_wait(&q_full, q_phase);
+    else
+      pq.consumer_wait(q_read);
 
     // First block (the key tail / causal diagonal): masked, rows may be fully masked.
     pk.consumer_wait(read);
@@ -470,7 +504,7 @@ struct AttentionMainloop {
         }
       }
       // Every QK^T GEMM of this tile is complete: the producer may load the next Q.
-      cutlass::arch::NamedBarrier::arrive(T::kConsumerThreads + 32, static_cast<uint32_t>(NamedBarrierId::query_empty));
+      release_query(pq, q_read);
       pv.consumer_wait(read);
       wgmma_tile<false, -1>(mma_pv, tOrP, tOrV(_, _, _, read.index), tOrO);
       float normalize[kRows];
@@ -515,7 +549,7 @@ struct AttentionMainloop {
         for (; n >= n_mask_min; --n) step(n, cute::true_type{}, cute::bool_constant<kHasHook>{});
       }
       for (; n >= n_first; --n) step(n, cute::false_type{}, cute::bool_constant<kHasHook>{});
-      cutlass::arch::NamedBarrier::arrive(T::kConsumerThreads + 32, static_cast<uint32_t>(NamedBarrierId::query_empty));
+      release_query(pq, q_read);
       pv_step(read);
       read.advance();
       float normalize[kRows];
