@@ -148,7 +148,7 @@ TEST(AttentionDispatch, PicksTheShippedInstantiation) {
         EXPECT_LE(128 * k.producer_regs + 128 * k.consumer_warpgroups * k.consumer_regs, 65536);
         EXPECT_EQ(k.block_m, d == 64 ? 192 : 128);
         EXPECT_EQ(k.block_n, 128);
-        EXPECT_TRUE(k.q_stages == 1 || k.q_stages == 2) << k.q_stages;
+        EXPECT_EQ(k.q_stages, XSTAGE_ATTN_Q_STAGES) << "the build's Q buffers (docs/attention.md §Design)";
       }
   EXPECT_THROW(ops::select_instantiation(AttentionDType::bf16, 96, false), InvalidArgument);
   EXPECT_THROW(ops::select_instantiation(static_cast<AttentionDType>(5), 128, false), InvalidArgument);
@@ -170,7 +170,7 @@ TEST(AttentionDispatch, LongKeySetsGetTheLongTileUnlessStagedIsAsked) {
       EXPECT_LE(k.smem_bytes, 227 * 1024) << "fits an sm_90 SM";
       // The long-key tile's K/V stages leave room for one Q buffer; the staged tile has what
       // the build chose for every local-output tile (docs/attention.md §Design "Q buffers").
-      EXPECT_EQ(k.q_stages, long_kv ? 1 : ops::select_instantiation(t, 64, false).q_stages) << kv;
+      EXPECT_EQ(k.q_stages, long_kv ? 1 : XSTAGE_ATTN_Q_STAGES) << kv;
       EXPECT_LE(128 * k.producer_regs + 128 * k.consumer_warpgroups * k.consumer_regs, 65536);
       EXPECT_EQ(ops::select_instantiation(t, 128, false, kv, P::staged).name, dt + "_d128_noncausal") << kv;
       // No long tile for causal or d = 64.
@@ -196,6 +196,7 @@ TEST(AttentionDispatch, Rows128IsTheD64TileOnlyWhenAskedFor) {
         EXPECT_EQ(k.block_m, 128);
         EXPECT_EQ(k.block_n, 128);
         EXPECT_EQ(k.consumer_warpgroups, 2);
+        EXPECT_EQ(k.q_stages, XSTAGE_ATTN_Q_STAGES);
         EXPECT_LE(k.smem_bytes, 227 * 1024) << "fits an sm_90 SM";
         EXPECT_LE(128 * k.producer_regs + 128 * k.consumer_warpgroups * k.consumer_regs, 65536);
         EXPECT_EQ(ops::select_instantiation(t, 64, causal, kv).name, dt + "_d64" + mask) << kv;
@@ -207,6 +208,7 @@ TEST(AttentionDispatch, Rows128IsTheD64TileOnlyWhenAskedFor) {
       for (int kv : {1, 1024, 65536}) {
         const auto k = ops::select_instantiation(t, d, false, kv, P::split);
         EXPECT_EQ(k.name, dt + "_d" + std::to_string(d) + "_noncausal_split") << kv;
+        EXPECT_EQ(k.q_stages, XSTAGE_ATTN_Q_STAGES);
         EXPECT_EQ(k.block_m, 128);
         EXPECT_EQ(k.block_n, 128);
         EXPECT_LE(k.smem_bytes, 227 * 1024);

@@ -1,7 +1,7 @@
 // An epilogue policy without shared-memory staging: every consumer thread writes its O
 // accumulator pairs straight to this GPU's output (4-byte stores of two 16-bit values).
 //
-// Why it exists: the staged TileStoreEpilogue needs block_m x (d + 8) elements of shared
+// Why it exists: the staged TileStoreEpilogue needs block_m x d (+ 8 padded) elements of shared
 // memory, which the 128 x 192 long-key tile (2 x 48 KiB of K and of V) leaves no room for. For long
 // sequences the output is a tiny share of the traffic (32 KiB per 128-row tile against
 // ~1 GFLOP of work), so the coalescing the staging buys does not matter there.

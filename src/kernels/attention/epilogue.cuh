@@ -3,7 +3,7 @@
 // The kernel hands every consumer warp group's finished 64-row slice of O (fp32, already
 // normalised) to the epilogue policy together with the tile coordinates; the mainloop knows
 // nothing about destinations. A policy is TileStoreEpilogue<Traits, Destination>: the store
-// machinery (registers -> padded shared-memory staging -> 16-byte row stores) is shared and
+// machinery (registers -> shared-memory staging, padded or swizzled -> 16-byte row stores) is shared and
 // the Destination decides, per row, where the bytes land. So:
 //   * LocalStoreEpilogue  = TileStoreEpilogue<Traits, LocalDestination<Element>>: O and LSE
 //                           in this GPU's BSHD / [B, H, Sq] buffers;
@@ -170,9 +170,9 @@ __device__ __forceinline__ void wait_service_ready(const uint32_t* ready, uint32
 }
 
 // kSwizzled: the staging tile without padding, its 16-byte chunks swizzled per row (the local
-// store at d = 128, where the 16 KiB it saves make room for a second Q buffer). Policies that
-// keep words in the padding (the service thread's handshake, ulysses/shaped_epilogue) keep the
-// padded rows.
+// store at d = 128 with two Q buffers: the 2 KiB of padding are what the second 32 KiB Q buffer
+// lacks under 227 KiB). Policies that keep words in the padding (the service thread's handshake,
+// ulysses/shaped_epilogue) keep the padded rows.
 template <class Traits, class Destination, bool kSwizzled = false>
 struct TileStoreEpilogue {
   using T = Traits;
@@ -265,11 +265,12 @@ struct TileStoreEpilogue {
   // The swizzle as an offset: element offset o = r * kHeadDim + c of a row r lands at
   // o ^ swizzle_bits(r). kHeadDim is a multiple of 64 elements, so the row term leaves bits of
   // the chunk index free.
-  static constexpr int kChunkBits = 7 * kElemsPerChunk;  // the low 3 bits of the chunk index
+  static constexpr int kChunkMask = 7 * kElemsPerChunk;  // the low 3 bits of the chunk index
+  static_assert(!kSwizzled || kChunksPerRow % 8 == 0, "the swizzle permutes groups of 8 chunks");
   __device__ static int swizzle_bits(int r) { return kSwizzled ? (r & 7) * kElemsPerChunk : 0; }
   // Offset o (relative to a base whose chunk bits are 0) with the per-thread swizzle x: the
   // high part is a compile-time constant after unrolling, the low part one XOR of 8 values.
-  __device__ static int swizzled(int o, int x) { return kSwizzled ? (o & ~kChunkBits) + ((o & kChunkBits) ^ x) : o; }
+  __device__ static int swizzled(int o, int x) { return kSwizzled ? (o & ~kChunkMask) + ((o & kChunkMask) ^ x) : o; }
   // 16-byte copy-out iterations per thread for one warp group's 64-row slice.
   static constexpr int kIters = 64 * kChunksPerRow / 128;
 
@@ -372,8 +373,8 @@ struct TileStoreEpilogue {
     // rows past a border are resolved one by one.
     const RowSpan first = ep.dest.destination(t, t.row_begin);
     const int split = t.row_begin + first.rows;
-    // A thread reads one chunk column; its rows step by 128 / kChunksPerRow (a multiple of 8),
-    // so one swizzled column serves every iteration.
+    // A thread reads one chunk column; its rows step by 128 / kChunksPerRow (a multiple of 8)
+    // from a slice start (a multiple of 64), so one swizzled column serves every iteration.
     static_assert(!kSwizzled || (128 / kChunksPerRow) % 8 == 0, "copy-out rows keep their swizzle");
     const int src_col = swizzled((tid % kChunksPerRow) * kElemsPerChunk, swizzle_bits(tid / kChunksPerRow));
     for (int it = it_begin; it < it_end; ++it) {
@@ -392,7 +393,7 @@ struct TileStoreEpilogue {
 };
 
 template <class Traits>
-using LocalStoreEpilogue =
-    TileStoreEpilogue<Traits, LocalDestination<typename Traits::Element>, /*kSwizzled=*/Traits::kHeadDim == 128>;
+using LocalStoreEpilogue = TileStoreEpilogue<Traits, LocalDestination<typename Traits::Element>,
+                                             /*kSwizzled=*/Traits::kHeadDim == 128 && Traits::kQStages == 2>;
 
 }  // namespace xstage::kernels::attention

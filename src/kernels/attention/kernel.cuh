@@ -57,10 +57,13 @@ struct AttentionKernel {
     alignas(16) uint64_t q_full;
     typename Pipeline::Storage pipe_k;
     typename Pipeline::Storage pipe_v;
-    typename Mainloop::QPipeline::Storage pipe_q;  // two Q buffers only (one uses q_full)
+    typename Mainloop::QPipeline::Storage pipe_q;  // used with two Q buffers only (one: q_full, q_phase)
   };
   static constexpr int kSmemBytes = xstage::kernels::shared_storage_bytes<SharedStorage>();
+  // The d = 128 staged tile with two Q buffers and the long-key tile fill the 227 KiB exactly.
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA on sm_90");
+  static_assert(cute::cosize_v<typename T::SmemLayoutQ> * sizeof(Element) % 1024 == 0,
+                "every Q buffer keeps the 1024-byte alignment of the 128-byte swizzle");
 
   // Every role builds the same scheduler (same work list, same tail-split decision).
   __device__ static Scheduler make_scheduler(Params const& params) {

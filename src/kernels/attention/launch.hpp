@@ -22,7 +22,8 @@ struct TileConfig {
   int stages;
   int consumer_warpgroups;
   int lazy_rescale = 2;
-  int q_stages = 1;  // Q buffers (AttentionTraits::kQStages; docs/attention.md §Design "Q buffers")
+  int q_stages = 1;  // Q buffers: what KernelInfo reports (the configs above leave it at 1; the
+                     // instantiations take kLocalQStages, kernel.cuh; docs/attention.md §Design "Q buffers")
 };
 
 // The staged-epilogue tiles: every instantiation has one, and the Ulysses kernels use them.

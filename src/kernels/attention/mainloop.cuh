@@ -156,7 +156,7 @@ struct AttentionTraits {
 };
 
 // ---------------------------------------------------------------------------------------
-// The TMA pipeline of K and V (and the bounded wait on the Q barrier): shared with the MoE
+// The TMA pipeline of K and V (and of two Q buffers; the bounded wait on one Q barrier): shared with the MoE
 // GEMMs (kernels/common/pipeline.cuh); attention uses it without clusters and with one
 // producer arrival per stage.
 using dev::bounded_wait;
@@ -276,8 +276,8 @@ struct AttentionMainloop {
   }
 
   // ---------------------------------------------------------------------------------
-  // Producer: run by all 32 lanes of the producer warp (the named barrier needs the whole
-  // warp); lane 0 issues the copies. Load order = the consumers' order of use:
+  // Producer: run by all 32 lanes of the producer warp (one Q buffer: the named barrier needs
+  // the whole warp); lane 0 issues the copies. Load order = the consumers' order of use:
   //   K[last], Q, then per step K[n] and V[n+1], finally V[0].
   template <class SmemQ, class SmemK, class SmemVt>
   __device__ void load(Params const& mp, Pipeline const& pk, Pipeline const& pv, uint64_t& q_full, QPipeline const& pq,
@@ -380,8 +380,8 @@ struct AttentionMainloop {
   // normalised O in tOrO and the row LSEs in lse (rows as in the accumulator layout).
   // pin_slot: this thread's shared-memory scratch word (see pin_before_wait).
   // step_hook(call, last): where an epilogue policy may issue deferred stores. Called once
-  // before the tile's first GEMM (no accumulator live yet, and the group may be waiting for
-  // the tile's Q anyway) and once per further key block after its softmax, where the fewest
+  // before the tile's first GEMM (no accumulator live yet, and with one Q buffer the group may
+  // be waiting for the tile's Q anyway) and once per further key block after its softmax, where the fewest
   // registers are live (the other warp group's GEMMs keep the tensor cores busy meanwhile).
   // call = 0, 1, ... counts the calls of this tile; last marks the final one. Both are
   // derived from the loop counter, so a policy's "is a chunk due" test stays on uniform

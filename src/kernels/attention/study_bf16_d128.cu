@@ -13,7 +13,7 @@ namespace {
 
 using E = cutlass::bfloat16_t;
 template <int kBlockN, int kLazy>
-using Tr = AttentionTraits<E, 128, 128, kBlockN, 2, false, kLazy>;
+using Tr = AttentionTraits<E, 128, 128, kBlockN, 2, false, kLazy, kLocalQStages>;
 
 using Shipped = ShippedKernel<E, 128, false>;  // staged 128 x 128, lazy rescale 2
 using Eager = AttentionKernel<Tr<128, 0>, LocalStoreEpilogue>;
