@@ -12,14 +12,15 @@ namespace xstage::kernels::attention {
 namespace {
 
 using E = cutlass::bfloat16_t;
-template <int kBlockN, int kLazy>
-using Tr = AttentionTraits<E, 128, 128, kBlockN, 2, false, kLazy, kLocalQStages>;
+// kQ: Q buffers, the shipped tile's for the 128-key variants; the 176-key one has room for one.
+template <int kBlockN, int kLazy, int kQ = kLocalQStages>
+using Tr = AttentionTraits<E, 128, 128, kBlockN, 2, false, kLazy, kQ>;
 
 using Shipped = ShippedKernel<E, 128, false>;  // staged 128 x 128, lazy rescale 2
 using Eager = AttentionKernel<Tr<128, 0>, LocalStoreEpilogue>;
 using Lazy1 = AttentionKernel<Tr<128, 1>, LocalStoreEpilogue>;
 using LongKv = LongKvKernel<E>;  // 128 x 192, registers -> global
-using Direct176 = AttentionKernel<Tr<176, 2>, DirectStoreEpilogue>;
+using Direct176 = AttentionKernel<Tr<176, 2, 1>, DirectStoreEpilogue>;
 
 template <class K>
 StudyVariant variant(const char* name) {
