@@ -109,6 +109,11 @@ struct W4RsTraits {
   static_assert(!kBf16Warps_ || (kTok_ && !kGlu_ && !kGateUp_), "the bf16 copy-out on the producer warps: per-token bf16");
   // Warps 1-3 of the producer warp group run (part of) the epilogue.
   static constexpr bool kEpiWarps = kGlu_ || kBf16Warps_;
+  // The fused per-token kernel's one-piece K loop (MoeW4A8RsKernel::mma_narrow; its traits set it
+  // from XSTAGE_MEGA_TOK_NARROW, docs/megamoe.md "Pipelined one-piece K loop"): 0 converts block
+  // kb + 1 after block kb's wgmmas and promotion, 1 while they run, 2 also packs two K blocks of a
+  // block of <= 64 rows into one stage. The grouped kernels never run it.
+  static constexpr int kNarrowPipe = 0;
   static_assert(!kGlu_ || (!kGateUp_ && kTok_), "the interleaved SwiGLU tile: per-token scales on the bf16 main loop");
   static constexpr bool kTok = kTok_;
   static_assert(!kTok_ || ((kLut_ || kMx_) && kPieces_ == 2),
@@ -184,6 +189,12 @@ struct MoeW4A8RsKernel {
   static constexpr int kPieceT = T::kPieceT;
   static constexpr int kPieces = T::kPieces;
   static constexpr int kAccs = kBlocks * kPieces;  // fp32 accumulators per thread: acc[piece * kBlocks + block]
+  // T::kNarrowPipe 2, a stage of a block of <= 64 rows: K block 2j + 1's tokens start a 64-row box
+  // into the piece-0 slot; its weight chunk (MXFP4: then its 512 bytes of block scales) fills the
+  // piece-1 slot (mma_narrow; the fused kernel's producer writes them there).
+  static constexpr int kNarrowPairTokens = 64 * T::kBlockK;
+  static_assert(T::kNarrowPipe != 2 || (T::kTok && T::kChunkBytes + 512 <= kPieceT * T::kBlockK),
+                "a paired K block's chunk and scales fit the piece-1 slot");
   using State = PipeState<kStages>;
   // kGlu: the two CTAs of a 1 x 2 cluster take the two 64-channel halves of a scale block.
   static constexpr int kClusterN = T::kGlu ? 2 : 1;
@@ -373,7 +384,12 @@ struct MoeW4A8RsKernel {
   // the tables of rows r0 and r0 + 8 for the whole K block.
   __device__ __forceinline__ static void convert_block(SharedStorage& ss, int s, int b, int g, int wt, uint32_t t0,
                                                        uint32_t t1, FragA& f) {
-    const uint32_t chunk = cute::cast_smem_ptr_to_uint(ss.w.data() + (s * kBlocks + b) * T::kChunkBytes);
+    convert_chunk(cute::cast_smem_ptr_to_uint(ss.w.data() + (s * kBlocks + b) * T::kChunkBytes), g, wt, t0, t1, f);
+  }
+  // The same from a chunk at shared address `chunk` (the fused per-token kernel's paired narrow
+  // stages keep a second chunk elsewhere: mma_narrow).
+  __device__ __forceinline__ static void convert_chunk(uint32_t chunk, int g, int wt, uint32_t t0, uint32_t t1,
+                                                       FragA& f) {
     const uint32_t base = chunk + g * 4096 + wt * 16;
     const uint4 h0 = ld_shared_u4(base);
     const uint4 h1 = ld_shared_u4(base + 2048);
@@ -444,13 +460,18 @@ struct MoeW4A8RsKernel {
   // slot's base reads those bytes). In the C layout above the kN / 8 column groups of the narrow
   // accumulator are the first values of the 128-token one: they are added into acc[0]'s first
   // values, the rest stay cleared. A wgmma's time scales with its N: a block of 16 rows no longer
-  // multiplies 128.
+  // multiplies 128. kN = 128 (T::kNarrowPipe only): a block of 65..128 rows, piece 0 through the
+  // tile's own wgmma, with acc[1] (piece 1's accumulator, unused) as the per-K-block part, cleared
+  // at the end.
   template <int kN>
   __device__ __forceinline__ void mma_narrow(Params const& p, SharedStorage& ss, State& read, int g, int wt,
                                              Acc (&acc)[kAccs], uint32_t& it, uint32_t t0, uint32_t t1,
                                              int wrow0) const {
-    static_assert(T::kTok && kPieces == 2 && kBlocks == 1 && (kN == 32 || kN == 64), "per-token tiles only");
-    using Atom = cute::conditional_t<kN == 32, SM90_64x32x32_F32E4M3E4M3_RS_TN<>, SM90_64x64x32_F32E4M3E4M3_RS_TN<>>;
+    static_assert(T::kTok && kPieces == 2 && kBlocks == 1 && (kN == 32 || kN == 64 || (kN == 128 && T::kNarrowPipe > 0)),
+                  "per-token tiles only");
+    using Atom = cute::conditional_t<kN == 32, SM90_64x32x32_F32E4M3E4M3_RS_TN<>,
+                                     cute::conditional_t<kN == 64, SM90_64x64x32_F32E4M3E4M3_RS_TN<>,
+                                                         SM90_64x128x32_F32E4M3E4M3_RS_TN<>>>;
     using MmaN = decltype(make_tiled_mma(Atom{}));
     using LayoutN = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kN>, Int<T::kBlockK>>{}));
     using PartN = decltype(partition_fragment_C(MmaN{}, Shape<_64, Int<kN>>{}));
@@ -458,44 +479,122 @@ struct MoeW4A8RsKernel {
     MmaN mma;
     auto thr = mma.get_slice(wt);
     const int kbs = p.k_blocks;
-    Frags f;
-    convert_stage(ss, read.index, g, wt, t0, t1, f);
-    for (int kb = 0; kb < kbs; ++kb, ++it) {
-      const int s = read.index;
-      Tensor tCrB = thr.partition_fragment_B(
-          make_tensor(make_smem_ptr(ss.x.data() + s * kPieces * kPieceT * T::kBlockK), LayoutN{}));  // (MMA, 1, 4)
-      PartN part;
-      warpgroup_fence_operand(f[0]);
-      warpgroup_fence_operand(part);
-      warpgroup_arrive();
-      mma.accumulate_ = GMMA::ScaleOut::Zero;
-      CUTE_UNROLL
-      for (int k = 0; k < size<2>(f[0]); ++k) {
-        cute::gemm(mma, f[0](_, _, k), tCrB(_, _, k), part);
-        mma.accumulate_ = GMMA::ScaleOut::One;
+    if constexpr (T::kNarrowPipe == 0) {
+      Frags f;
+      convert_stage(ss, read.index, g, wt, t0, t1, f);
+      for (int kb = 0; kb < kbs; ++kb, ++it) {
+        const int s = read.index;
+        Tensor tCrB = thr.partition_fragment_B(
+            make_tensor(make_smem_ptr(ss.x.data() + s * kPieces * kPieceT * T::kBlockK), LayoutN{}));  // (MMA, 1, 4)
+        PartN part;
+        warpgroup_fence_operand(f[0]);
+        warpgroup_fence_operand(part);
+        warpgroup_arrive();
+        mma.accumulate_ = GMMA::ScaleOut::Zero;
+        CUTE_UNROLL
+        for (int k = 0; k < size<2>(f[0]); ++k) {
+          cute::gemm(mma, f[0](_, _, k), tCrB(_, _, k), part);
+          mma.accumulate_ = GMMA::ScaleOut::One;
+        }
+        warpgroup_commit_batch();
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(part);
+        warpgroup_fence_operand(f[0]);
+        [[maybe_unused]] float w0 = 1.f, w1 = 1.f;  // MXFP4: the K block's weight scales (as promote)
+        if constexpr (!T::kLut) {
+          w0 = ss.ws[s * 128 + wrow0];
+          w1 = ss.ws[s * 128 + wrow0 + 8];
+        }
+        CUTE_UNROLL
+        for (int i = 0; i < kN / 2; ++i) {
+          if constexpr (T::kLut) acc[0](i) += part(i);
+          else acc[0](i) = fmaf(part(i), (i & 2) ? w1 : w0, acc[0](i));
+        }
+        asm volatile("" ::: "memory");  // the shared reads above stay before the release
+        __syncwarp();
+        if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
+        read.advance();
+        if (kb + 1 < kbs) {
+          bounded_wait(&ss.full[read.index], read.phase);
+          convert_stage(ss, read.index, g, wt, t0, t1, f);
+        }
       }
-      warpgroup_commit_batch();
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(part);
-      warpgroup_fence_operand(f[0]);
-      [[maybe_unused]] float w0 = 1.f, w1 = 1.f;  // MXFP4: the K block's weight scales (as promote)
-      if constexpr (!T::kLut) {
-        w0 = ss.ws[s * 128 + wrow0];
-        w1 = ss.ws[s * 128 + wrow0 + 8];
+    } else {
+      // Block kb + 1 is converted into the other fragment buffer while block kb's wgmmas run (as
+      // the one-piece loop of mma below). With kNarrowPipe 2 a block of <= 64 rows has two K
+      // blocks per stage (sub 0, 1: the producer's paired layout, kNarrowPairTokens); a tile's
+      // first K block starts a stage, its last ends one.
+      constexpr int kPer = (T::kNarrowPipe == 2 && kN <= 64) ? 2 : 1;
+      struct Pos {
+        int s, sub;
+      };
+      auto tokens = [&](Pos q) {
+        return ss.x.data() + q.s * kPieces * kPieceT * T::kBlockK + q.sub * kNarrowPairTokens;
+      };
+      auto chunk = [&](Pos q) -> uint8_t* {
+        return q.sub == 0 ? ss.w.data() + q.s * T::kChunkBytes
+                          : reinterpret_cast<uint8_t*>(ss.x.data() + (q.s * kPieces + 1) * kPieceT * T::kBlockK);
+      };
+      [[maybe_unused]] auto wscales = [&](Pos q) -> const float* {
+        return q.sub == 0 ? ss.ws.data() + q.s * 128 : reinterpret_cast<const float*>(chunk(q) + T::kChunkBytes);
+      };
+      PartN part_own;
+      PartN& part = [](auto& piece1, auto& own) -> PartN& {
+        if constexpr (kN == 128) return piece1;
+        else return own;
+      }(acc[1], part_own);
+      Frags f0, f1;
+      Pos pos{read.index, 0};
+      convert_chunk(cute::cast_smem_ptr_to_uint(chunk(pos)), g, wt, t0, t1, f0[0]);
+      auto step = [&](int kb, Frags& cur, Frags& nxt) {
+        Tensor tCrB = thr.partition_fragment_B(make_tensor(make_smem_ptr(tokens(pos)), LayoutN{}));  // (MMA, 1, 4)
+        warpgroup_fence_operand(cur[0]);
+        warpgroup_fence_operand(part);
+        warpgroup_arrive();
+        mma.accumulate_ = GMMA::ScaleOut::Zero;
+        CUTE_UNROLL
+        for (int k = 0; k < size<2>(cur[0]); ++k) {
+          cute::gemm(mma, cur[0](_, _, k), tCrB(_, _, k), part);
+          mma.accumulate_ = GMMA::ScaleOut::One;
+        }
+        warpgroup_commit_batch();
+        const bool stage_end = kPer == 1 || pos.sub + 1 == kPer || kb + 1 == kbs;
+        State nx = read;
+        if (stage_end) nx.advance();
+        const Pos np{nx.index, stage_end ? 0 : pos.sub + 1};
+        if (kb + 1 < kbs) {
+          if (stage_end) bounded_wait(&ss.full[nx.index], nx.phase);
+          convert_chunk(cute::cast_smem_ptr_to_uint(chunk(np)), g, wt, t0, t1, nxt[0]);
+        }
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(part);
+        warpgroup_fence_operand(cur[0]);
+        [[maybe_unused]] float w0 = 1.f, w1 = 1.f;  // MXFP4: the K block's weight scales (as promote)
+        if constexpr (!T::kLut) {
+          w0 = wscales(pos)[wrow0];
+          w1 = wscales(pos)[wrow0 + 8];
+        }
+        CUTE_UNROLL
+        for (int i = 0; i < kN / 2; ++i) {
+          if constexpr (T::kLut) acc[0](i) += part(i);
+          else acc[0](i) = fmaf(part(i), (i & 2) ? w1 : w0, acc[0](i));
+        }
+        if (stage_end) {
+          asm volatile("" ::: "memory");  // the shared reads above stay before the release
+          __syncwarp();
+          if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[pos.s]);
+        }
+        read = nx;
+        pos = np;
+        ++it;
+      };
+      int kb = 0;
+      for (; kb + 1 < kbs; kb += 2) {
+        step(kb, f0, f1);
+        step(kb + 1, f1, f0);
       }
-      CUTE_UNROLL
-      for (int i = 0; i < kN / 2; ++i) {
-        if constexpr (T::kLut) acc[0](i) += part(i);
-        else acc[0](i) = fmaf(part(i), (i & 2) ? w1 : w0, acc[0](i));
-      }
-      asm volatile("" ::: "memory");  // the shared reads above stay before the release
-      __syncwarp();
-      if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
-      read.advance();
-      if (kb + 1 < kbs) {
-        bounded_wait(&ss.full[read.index], read.phase);
-        convert_stage(ss, read.index, g, wt, t0, t1, f);
-      }
+      if (kb < kbs) step(kb, f0, f1);
+      if constexpr (kN == 128) clear(acc[1]);  // piece 1 of a block of <= 128 rows: as the wide loop leaves it
     }
   }
 
@@ -572,6 +671,8 @@ struct MoeW4A8RsKernel {
     if constexpr (T::kTok && kBlocks == 1) {
       if (narrow == 32) return mma_narrow<32>(p, ss, read, g, wt, acc, it, t0, t1, wrow0);
       if (narrow == 64) return mma_narrow<64>(p, ss, read, g, wt, acc, it, t0, t1, wrow0);
+      if constexpr (T::kNarrowPipe > 0)
+        if (!second_piece) return mma_narrow<128>(p, ss, read, g, wt, acc, it, t0, t1, wrow0);
     }
     Acc part[kBlocks];
     if constexpr (kPieces == 2) {
