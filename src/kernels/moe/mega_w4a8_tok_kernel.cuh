@@ -210,7 +210,9 @@ struct MegaW4A8TokKernel {
       uint8_t* slot0 = reinterpret_cast<uint8_t*>(ss.rs.x.data() + write.index * 2 * kPieceT * T::kBlockK);
       uint8_t* slot1 = slot0 + kPieceT * T::kBlockK;
       for (int j = 0; j < n; ++j) {
-        bx.load_small(gp.shape_x, box, slot0 + j * Rs::kNarrowPairTokens, full, t.row_begin, kb + j);
+        // Only 32- and 64-row boxes come here; a box it does not load would leave `full` short of its
+        // bytes and the consumers waiting: stop at once instead.
+        if (!bx.load_small(gp.shape_x, box, slot0 + j * Rs::kNarrowPairTokens, full, t.row_begin, kb + j)) __trap();
         uint8_t* wdst = j == 0 ? ss.rs.w.data() + write.index * T::kChunkBytes : slot1;
         SM90_BULK_COPY_G2S::copy(wsrc + static_cast<int64_t>(kb + j) * T::kChunkBytes, full, wdst, T::kChunkBytes);
         if constexpr (kMx)

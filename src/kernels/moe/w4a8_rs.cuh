@@ -193,8 +193,12 @@ struct MoeW4A8RsKernel {
   // into the piece-0 slot; its weight chunk (MXFP4: then its 512 bytes of block scales) fills the
   // piece-1 slot (mma_narrow; the fused kernel's producer writes them there).
   static constexpr int kNarrowPairTokens = 64 * T::kBlockK;
-  static_assert(T::kNarrowPipe != 2 || (T::kTok && T::kChunkBytes + 512 <= kPieceT * T::kBlockK),
-                "a paired K block's chunk and scales fit the piece-1 slot");
+  static_assert(T::kNarrowPipe != 2 ||
+                    (T::kTok && T::kChunkBytes + (T::kMx ? 512 : 0) <= kPieceT * T::kBlockK &&
+                     2 * kNarrowPairTokens <= kPieceT * T::kBlockK && kNarrowPairTokens % 1024 == 0 &&
+                     T::kChunkBytes % 16 == 0),
+                "paired K blocks: both 64-row boxes fit the piece-0 slot (1024-byte aligned for the swizzle), a "
+                "chunk and its scales the piece-1 slot (16-byte aligned for the bulk copy)");
   using State = PipeState<kStages>;
   // kGlu: the two CTAs of a 1 x 2 cluster take the two 64-channel halves of a scale block.
   static constexpr int kClusterN = T::kGlu ? 2 : 1;
@@ -558,6 +562,11 @@ struct MoeW4A8RsKernel {
           mma.accumulate_ = GMMA::ScaleOut::One;
         }
         warpgroup_commit_batch();
+        [[maybe_unused]] float w0 = 1.f, w1 = 1.f;  // MXFP4: the K block's weight scales (as promote),
+        if constexpr (!T::kLut) {                    // read while the wgmmas run
+          w0 = wscales(pos)[wrow0];
+          w1 = wscales(pos)[wrow0 + 8];
+        }
         const bool stage_end = kPer == 1 || pos.sub + 1 == kPer || kb + 1 == kbs;
         State nx = read;
         if (stage_end) nx.advance();
@@ -569,11 +578,6 @@ struct MoeW4A8RsKernel {
         warpgroup_wait<0>();
         warpgroup_fence_operand(part);
         warpgroup_fence_operand(cur[0]);
-        [[maybe_unused]] float w0 = 1.f, w1 = 1.f;  // MXFP4: the K block's weight scales (as promote)
-        if constexpr (!T::kLut) {
-          w0 = wscales(pos)[wrow0];
-          w1 = wscales(pos)[wrow0 + 8];
-        }
         CUTE_UNROLL
         for (int i = 0; i < kN / 2; ++i) {
           if constexpr (T::kLut) acc[0](i) += part(i);
