@@ -62,11 +62,12 @@ namespace xstage::kernels::moe {
 // staging; here the staging is 36 KiB and the shared memory holds a fourth, ~226 of 227 KiB).
 inline constexpr int kMegaTokStages = 4;
 // The one-piece K loop (build option XSTAGE_MEGA_TOK_NARROW, docs/megamoe.md "Pipelined one-piece
-// K loop"): 0 as measured through session 45, 1 pipelined, 2 pipelined with paired K blocks.
+// K loop"): 0 as measured through session 45, 1 pipelined, 2 pipelined with paired K blocks, 3 also
+// a narrow second piece.
 #ifndef XSTAGE_MEGA_TOK_NARROW
 #define XSTAGE_MEGA_TOK_NARROW 0
 #endif
-static_assert(XSTAGE_MEGA_TOK_NARROW >= 0 && XSTAGE_MEGA_TOK_NARROW <= 2, "XSTAGE_MEGA_TOK_NARROW: 0, 1 or 2");
+static_assert(XSTAGE_MEGA_TOK_NARROW >= 0 && XSTAGE_MEGA_TOK_NARROW <= 3, "XSTAGE_MEGA_TOK_NARROW: 0 to 3");
 #if XSTAGE_MEGA_TOK_NARROW > 0
 #define XSTAGE_MEGA_TOK_INLINE __forceinline__
 #else
@@ -158,7 +159,7 @@ struct MegaW4A8TokKernel {
                                       WorkTile const& t, State& write) {
     const bool two = t.rows > kPieceT;
     const int box0 = Boxes::rows_for(min(t.rows, kPieceT)), box1 = two ? Boxes::rows_for(t.rows - kPieceT) : 0;
-    if constexpr (T::kNarrowPipe == 2) {
+    if constexpr (T::kNarrowPipe >= 2) {
       if (box0 < kPieceT) return produce_pairs(gp, bx, ss, t, box0, write);
     }
     const uint32_t tx = T::kTxBytes - static_cast<uint32_t>(2 * kPieceT - box0 - box1) * T::kBlockK;
@@ -191,7 +192,7 @@ struct MegaW4A8TokKernel {
     }
   }
 
-  // T::kNarrowPipe 2, a block of <= 64 rows (box rows): K blocks 2j and 2j + 1 into one stage, so
+  // T::kNarrowPipe >= 2, a block of <= 64 rows (box rows): K blocks 2j and 2j + 1 into one stage, so
   // the ring holds twice the weight bytes of such tiles (Rs::mma_narrow's paired layout): 2j's
   // tokens at the piece-0 slot's base and its chunk in the stage's chunk (MXFP4 scales in the
   // stage's), 2j + 1's tokens a 64-row box further and its chunk, then its scales, in the piece-1
@@ -575,9 +576,12 @@ struct MegaW4A8TokKernel {
       if (!is_l1) await_quantised(p, ss, t, ct);  // before its token scales are read
       const TileInputs in = prefetch_epilogue(p, ss, t, is_l1, g, wt);
       Acc acc[2];
-      // A block of <= 32 / <= 64 rows: the narrow wgmmas (the producer's box has that many rows).
+      // A block of <= 32 / <= 64 rows: the narrow wgmmas (the producer's box has that many rows);
+      // with T::kNarrowPipe 3 also a piece 1 of <= 32 / <= 64 rows.
       const int narrow = Boxes::rows_for(min(t.rows, kPieceT));
-      rs.mma(is_l1 ? p.l1 : p.l2, ss.rs, sX, read, g, wt, acc, it, t.rows > kPieceT, narrow < kPieceT ? narrow : 0);
+      const int narrow1 = t.rows > kPieceT ? Boxes::rows_for(t.rows - kPieceT) : kPieceT;
+      rs.mma(is_l1 ? p.l1 : p.l2, ss.rs, sX, read, g, wt, acc, it, t.rows > kPieceT, narrow < kPieceT ? narrow : 0,
+             narrow1 < kPieceT ? narrow1 : 0);
       mainloop_done();
       epilogue_start(ss, in, is_l1, g, wt);
       if (is_l1) {

@@ -112,7 +112,8 @@ struct W4RsTraits {
   // The fused per-token kernel's one-piece K loop (MoeW4A8RsKernel::mma_narrow; its traits set it
   // from XSTAGE_MEGA_TOK_NARROW, docs/megamoe.md "Pipelined one-piece K loop"): 0 converts block
   // kb + 1 after block kb's wgmmas and promotion, 1 while they run, 2 also packs two K blocks of a
-  // block of <= 64 rows into one stage. The grouped kernels never run it.
+  // block of <= 64 rows into one stage, 3 also runs a second piece of <= 32 / <= 64 rows through
+  // m64n32 / m64n64 wgmmas (mma's piece1_narrow). The grouped kernels never run it.
   static constexpr int kNarrowPipe = 0;
   static_assert(!kGlu_ || (!kGateUp_ && kTok_), "the interleaved SwiGLU tile: per-token scales on the bf16 main loop");
   static constexpr bool kTok = kTok_;
@@ -189,11 +190,11 @@ struct MoeW4A8RsKernel {
   static constexpr int kPieceT = T::kPieceT;
   static constexpr int kPieces = T::kPieces;
   static constexpr int kAccs = kBlocks * kPieces;  // fp32 accumulators per thread: acc[piece * kBlocks + block]
-  // T::kNarrowPipe 2, a stage of a block of <= 64 rows: K block 2j + 1's tokens start a 64-row box
+  // T::kNarrowPipe >= 2, a stage of a block of <= 64 rows: K block 2j + 1's tokens start a 64-row box
   // into the piece-0 slot; its weight chunk (MXFP4: then its 512 bytes of block scales) fills the
   // piece-1 slot (mma_narrow; the fused kernel's producer writes them there).
   static constexpr int kNarrowPairTokens = 64 * T::kBlockK;
-  static_assert(T::kNarrowPipe != 2 ||
+  static_assert(T::kNarrowPipe < 2 ||
                     (T::kTok && T::kChunkBytes + (T::kMx ? 512 : 0) <= kPieceT * T::kBlockK &&
                      2 * kNarrowPairTokens <= kPieceT * T::kBlockK && kNarrowPairTokens % 1024 == 0 &&
                      T::kChunkBytes % 16 == 0),
@@ -525,10 +526,10 @@ struct MoeW4A8RsKernel {
       }
     } else {
       // Block kb + 1 is converted into the other fragment buffer while block kb's wgmmas run (as
-      // the one-piece loop of mma below). With kNarrowPipe 2 a block of <= 64 rows has two K
+      // the one-piece loop of mma below). With kNarrowPipe >= 2 a block of <= 64 rows has two K
       // blocks per stage (sub 0, 1: the producer's paired layout, kNarrowPairTokens); a tile's
       // first K block starts a stage, its last ends one.
-      constexpr int kPer = (T::kNarrowPipe == 2 && kN <= 64) ? 2 : 1;
+      constexpr int kPer = (T::kNarrowPipe >= 2 && kN <= 64) ? 2 : 1;
       struct Pos {
         int s, sub;
       };
@@ -602,15 +603,61 @@ struct MoeW4A8RsKernel {
     }
   }
 
+  // T::kNarrowPipe 3: piece 1 of stage s holds <= kN rows (kN = 32 or 64; its producer loaded them
+  // with the kN-row box): its wgmmas are m64 x kN, into the first kN / 2 registers of `part` (a
+  // view: the part of piece 0 is promoted by then, and a separate one would cost registers the
+  // two-piece loop does not have), then added into acc1's first values, as mma_narrow does for
+  // piece 0. acc1's other values stay as they are (cleared: tokens past the block's rows).
+  template <int kN>
+  __device__ __forceinline__ void piece1_narrow(SharedStorage& ss, int s, int wt, int wrow0, FragA& f, Acc& part,
+                                                Acc& acc1) const {
+    static_assert(T::kTok && kPieces == 2 && kBlocks == 1 && (kN == 32 || kN == 64), "per-token tiles only");
+    using Atom = cute::conditional_t<kN == 32, SM90_64x32x32_F32E4M3E4M3_RS_TN<>, SM90_64x64x32_F32E4M3E4M3_RS_TN<>>;
+    using MmaN = decltype(make_tiled_mma(Atom{}));
+    using LayoutN = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kN>, Int<T::kBlockK>>{}));
+    using PartN = decltype(partition_fragment_C(MmaN{}, Shape<_64, Int<kN>>{}));
+    static_assert(decltype(size(PartN{}))::value == kN / 2, "kN / 8 column groups of 4 values");
+    MmaN mma;
+    auto thr = mma.get_slice(wt);
+    Tensor tCrB = thr.partition_fragment_B(
+        make_tensor(make_smem_ptr(ss.x.data() + (s * kPieces + 1) * kPieceT * T::kBlockK), LayoutN{}));  // (MMA, 1, 4)
+    Tensor pn = make_tensor(part.data(), typename PartN::layout_type{});
+    warpgroup_fence_operand(f);
+    warpgroup_fence_operand(pn);
+    warpgroup_arrive();
+    mma.accumulate_ = GMMA::ScaleOut::Zero;
+    CUTE_UNROLL
+    for (int k = 0; k < size<2>(f); ++k) {
+      cute::gemm(mma, f(_, _, k), tCrB(_, _, k), pn);
+      mma.accumulate_ = GMMA::ScaleOut::One;
+    }
+    warpgroup_commit_batch();
+    [[maybe_unused]] float w0 = 1.f, w1 = 1.f;  // MXFP4: the K block's weight scales (as promote)
+    if constexpr (!T::kLut) {
+      w0 = ss.ws[s * 128 + wrow0];
+      w1 = ss.ws[s * 128 + wrow0 + 8];
+    }
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(pn);
+    warpgroup_fence_operand(f);
+    CUTE_UNROLL
+    for (int i = 0; i < kN / 2; ++i) {
+      if constexpr (T::kLut) acc1(i) += pn(i);
+      else acc1(i) = fmaf(pn(i), (i & 2) ? w1 : w0, acc1(i));
+    }
+  }
+
   template <class SmemX>
   // it: K blocks consumed by this CTA so far (trace only). second_piece (kPieces == 2): false runs
   // piece 0 only (the fused kernel's blocks of <= kPieceT rows, whose producer loads no piece 1);
   // acc[kBlocks..] then stay cleared. narrow (per-token tiles): 32 or 64 runs piece 0 through
-  // mma_narrow (a block of <= 32 / <= 64 rows), 0 the 128-token wgmmas. The grouped kernels leave
-  // both at their constant defaults.
+  // mma_narrow (a block of <= 32 / <= 64 rows), 0 the 128-token wgmmas. narrow1 (T::kNarrowPipe 3):
+  // 32 or 64 runs piece 1 through piece1_narrow, 0 the 128-token wgmmas. The grouped kernels leave
+  // them at their constant defaults.
   __device__ __forceinline__ void mma(Params const& p, SharedStorage& ss, SmemX const& sX, State& read, int g, int wt,
                                       Acc (&acc)[kAccs], [[maybe_unused]] uint32_t& it,
-                                      [[maybe_unused]] bool second_piece = true, [[maybe_unused]] int narrow = 0) const {
+                                      [[maybe_unused]] bool second_piece = true, [[maybe_unused]] int narrow = 0,
+                                      [[maybe_unused]] int narrow1 = 0) const {
     typename T::TiledMma tiled_mma;
     auto thr = tiled_mma.get_slice(wt);
     Tensor tCrB = thr.partition_fragment_B(sX);  // (MMA, 1, 4, stage) descriptors
@@ -694,7 +741,20 @@ struct MoeW4A8RsKernel {
         stamp(1);
         promote(part, s, Int<0>{});
         stamp(2);
-        if (second_piece) {
+        // T::kNarrowPipe 3: a piece 1 of <= 64 rows through piece1_narrow, then the release.
+        bool piece1_done = false;
+        if constexpr (T::kTok && kBlocks == 1 && T::kNarrowPipe >= 3) {
+          if (second_piece && narrow1 != 0) {
+            if (narrow1 == 32) piece1_narrow<32>(ss, s, wt, wrow0, f[0], part[0], acc[1]);
+            else piece1_narrow<64>(ss, s, wt, wrow0, f[0], part[0], acc[1]);
+            asm volatile("" ::: "memory");  // the shared reads above stay before the release
+            __syncwarp();
+            if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
+            piece1_done = true;
+          }
+        }
+        if (piece1_done) {
+        } else if (second_piece) {
           issue(tiled_mma, f, tCrB, s * kPieces + 1, part);
           stamp(3);
           warpgroup_wait<0>();
