@@ -459,49 +459,68 @@ struct MoeW4A8RsKernel {
     warpgroup_commit_batch();
   }
 
-  // Piece 0 only, through an m64 x kN wgmma (kN = 32 or 64) on the first kN token rows of each
-  // stage's slot (per-token tiles of the fused kernel whose block has <= kN rows; its producer
-  // loads them with the kN-row box, and the 128-byte swizzle is by address, so a kN-row tile at the
-  // slot's base reads those bytes). In the C layout above the kN / 8 column groups of the narrow
-  // accumulator are the first values of the 128-token one: they are added into acc[0]'s first
-  // values, the rest stay cleared. A wgmma's time scales with its N: a block of 16 rows no longer
-  // multiplies 128. kN = 128 (T::kNarrowPipe only): a block of 65..128 rows, piece 0 through the
-  // tile's own wgmma, with acc[1] (piece 1's accumulator, unused) as the per-K-block part, cleared
-  // at the end.
+  // The per-token narrow paths' m64 x kN register-operand wgmma (kN = 32, 64 or 128) on the first kN
+  // token rows of a slot (their producer loads them with the kN-row box, and the 128-byte swizzle
+  // is by address, so a kN-row tile at the slot's base reads those bytes). In the C layout the
+  // kN / 8 column groups of its accumulator are the first values of the 128-token one.
+  template <int kN>
+  struct Narrow {
+    using Atom = cute::conditional_t<kN == 32, SM90_64x32x32_F32E4M3E4M3_RS_TN<>,
+                                     cute::conditional_t<kN == 64, SM90_64x64x32_F32E4M3E4M3_RS_TN<>,
+                                                         SM90_64x128x32_F32E4M3E4M3_RS_TN<>>>;
+    using Mma = decltype(make_tiled_mma(Atom{}));
+    using LayoutB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kN>, Int<T::kBlockK>>{}));
+    using Part = decltype(partition_fragment_C(Mma{}, Shape<_64, Int<kN>>{}));
+    static_assert(decltype(size(Part{}))::value == kN / 2, "kN / 8 column groups of 4 values");
+    // One K block of fragments f against the kN tokens at `tokens`, from zero into `part`: one
+    // commit group; f and part stay untouched (and alive: fenced after the wait) until it completes.
+    template <class PartT>
+    __device__ __forceinline__ static void issue(Mma& mma, int wt, Element* tokens, FragA& f, PartT& part) {
+      Tensor tCrB = mma.get_slice(wt).partition_fragment_B(make_tensor(make_smem_ptr(tokens), LayoutB{}));  // (MMA, 1, 4)
+      warpgroup_fence_operand(f);
+      warpgroup_fence_operand(part);
+      warpgroup_arrive();
+      mma.accumulate_ = GMMA::ScaleOut::Zero;
+      CUTE_UNROLL
+      for (int k = 0; k < size<2>(f); ++k) {
+        cute::gemm(mma, f(_, _, k), tCrB(_, _, k), part);
+        mma.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+    }
+    // acc's first kN / 2 values += part (INT4 two-level), or part times the K block's weight
+    // scales w0 / w1 of rows wrow0 / wrow0 + 8 (MXFP4, as promote).
+    template <class PartT>
+    __device__ __forceinline__ static void add(Acc& acc, PartT const& part, float w0, float w1) {
+      CUTE_UNROLL
+      for (int i = 0; i < kN / 2; ++i) {
+        if constexpr (T::kLut) acc(i) += part(i);
+        else acc(i) = fmaf(part(i), (i & 2) ? w1 : w0, acc(i));
+      }
+    }
+  };
+
+  // Piece 0 only, through Narrow<kN> (kN = 32 or 64; per-token tiles of the fused kernel whose
+  // block has <= kN rows): each K block's part is added into acc[0]'s first values, the rest stay
+  // cleared. A wgmma's time scales with its N: a block of 16 rows no longer multiplies 128.
+  // kN = 128 (T::kNarrowPipe only): a block of 65..128 rows, piece 0 through the tile's own wgmma,
+  // with acc[1] (piece 1's accumulator, unused) as the per-K-block part, cleared at the end.
   template <int kN>
   __device__ __forceinline__ void mma_narrow(Params const& p, SharedStorage& ss, State& read, int g, int wt,
                                              Acc (&acc)[kAccs], uint32_t& it, uint32_t t0, uint32_t t1,
                                              int wrow0) const {
     static_assert(T::kTok && kPieces == 2 && kBlocks == 1 && (kN == 32 || kN == 64 || (kN == 128 && T::kNarrowPipe > 0)),
                   "per-token tiles only");
-    using Atom = cute::conditional_t<kN == 32, SM90_64x32x32_F32E4M3E4M3_RS_TN<>,
-                                     cute::conditional_t<kN == 64, SM90_64x64x32_F32E4M3E4M3_RS_TN<>,
-                                                         SM90_64x128x32_F32E4M3E4M3_RS_TN<>>>;
-    using MmaN = decltype(make_tiled_mma(Atom{}));
-    using LayoutN = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kN>, Int<T::kBlockK>>{}));
-    using PartN = decltype(partition_fragment_C(MmaN{}, Shape<_64, Int<kN>>{}));
-    static_assert(decltype(size(PartN{}))::value == kN / 2, "kN / 8 column groups of 4 values");
-    MmaN mma;
-    auto thr = mma.get_slice(wt);
+    using N = Narrow<kN>;
+    typename N::Mma mma;
     const int kbs = p.k_blocks;
     if constexpr (T::kNarrowPipe == 0) {
       Frags f;
       convert_stage(ss, read.index, g, wt, t0, t1, f);
       for (int kb = 0; kb < kbs; ++kb, ++it) {
         const int s = read.index;
-        Tensor tCrB = thr.partition_fragment_B(
-            make_tensor(make_smem_ptr(ss.x.data() + s * kPieces * kPieceT * T::kBlockK), LayoutN{}));  // (MMA, 1, 4)
-        PartN part;
-        warpgroup_fence_operand(f[0]);
-        warpgroup_fence_operand(part);
-        warpgroup_arrive();
-        mma.accumulate_ = GMMA::ScaleOut::Zero;
-        CUTE_UNROLL
-        for (int k = 0; k < size<2>(f[0]); ++k) {
-          cute::gemm(mma, f[0](_, _, k), tCrB(_, _, k), part);
-          mma.accumulate_ = GMMA::ScaleOut::One;
-        }
-        warpgroup_commit_batch();
+        typename N::Part part;
+        N::issue(mma, wt, ss.x.data() + s * kPieces * kPieceT * T::kBlockK, f[0], part);
         warpgroup_wait<0>();
         warpgroup_fence_operand(part);
         warpgroup_fence_operand(f[0]);
@@ -510,11 +529,7 @@ struct MoeW4A8RsKernel {
           w0 = ss.ws[s * 128 + wrow0];
           w1 = ss.ws[s * 128 + wrow0 + 8];
         }
-        CUTE_UNROLL
-        for (int i = 0; i < kN / 2; ++i) {
-          if constexpr (T::kLut) acc[0](i) += part(i);
-          else acc[0](i) = fmaf(part(i), (i & 2) ? w1 : w0, acc[0](i));
-        }
+        N::add(acc[0], part, w0, w1);
         asm volatile("" ::: "memory");  // the shared reads above stay before the release
         __syncwarp();
         if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
@@ -543,8 +558,8 @@ struct MoeW4A8RsKernel {
       [[maybe_unused]] auto wscales = [&](Pos q) -> const float* {
         return q.sub == 0 ? ss.ws.data() + q.s * 128 : reinterpret_cast<const float*>(chunk(q) + T::kChunkBytes);
       };
-      PartN part_own;
-      PartN& part = [](auto& piece1, auto& own) -> PartN& {
+      typename N::Part part_own;
+      typename N::Part& part = [](auto& piece1, auto& own) -> typename N::Part& {
         if constexpr (kN == 128) return piece1;
         else return own;
       }(acc[1], part_own);
@@ -552,17 +567,7 @@ struct MoeW4A8RsKernel {
       Pos pos{read.index, 0};
       convert_chunk(cute::cast_smem_ptr_to_uint(chunk(pos)), g, wt, t0, t1, f0[0]);
       auto step = [&](int kb, Frags& cur, Frags& nxt) {
-        Tensor tCrB = thr.partition_fragment_B(make_tensor(make_smem_ptr(tokens(pos)), LayoutN{}));  // (MMA, 1, 4)
-        warpgroup_fence_operand(cur[0]);
-        warpgroup_fence_operand(part);
-        warpgroup_arrive();
-        mma.accumulate_ = GMMA::ScaleOut::Zero;
-        CUTE_UNROLL
-        for (int k = 0; k < size<2>(cur[0]); ++k) {
-          cute::gemm(mma, cur[0](_, _, k), tCrB(_, _, k), part);
-          mma.accumulate_ = GMMA::ScaleOut::One;
-        }
-        warpgroup_commit_batch();
+        N::issue(mma, wt, tokens(pos), cur[0], part);
         [[maybe_unused]] float w0 = 1.f, w1 = 1.f;  // MXFP4: the K block's weight scales (as promote),
         if constexpr (!T::kLut) {                    // read while the wgmmas run
           w0 = wscales(pos)[wrow0];
@@ -579,11 +584,7 @@ struct MoeW4A8RsKernel {
         warpgroup_wait<0>();
         warpgroup_fence_operand(part);
         warpgroup_fence_operand(cur[0]);
-        CUTE_UNROLL
-        for (int i = 0; i < kN / 2; ++i) {
-          if constexpr (T::kLut) acc[0](i) += part(i);
-          else acc[0](i) = fmaf(part(i), (i & 2) ? w1 : w0, acc[0](i));
-        }
+        N::add(acc[0], part, w0, w1);
         if (stage_end) {
           asm volatile("" ::: "memory");  // the shared reads above stay before the release
           __syncwarp();
@@ -604,34 +605,18 @@ struct MoeW4A8RsKernel {
   }
 
   // T::kNarrowPipe 3: piece 1 of stage s holds <= kN rows (kN = 32 or 64; its producer loaded them
-  // with the kN-row box): its wgmmas are m64 x kN, into the first kN / 2 registers of `part` (a
-  // view: the part of piece 0 is promoted by then, and a separate one would cost registers the
-  // two-piece loop does not have), then added into acc1's first values, as mma_narrow does for
-  // piece 0. acc1's other values stay as they are (cleared: tokens past the block's rows).
+  // with the kN-row box): Narrow<kN> into the first kN / 2 registers of `part` (a view: the part of
+  // piece 0 is promoted by then, and a separate one would cost registers the two-piece loop does
+  // not have), then added into acc1's first values, as mma_narrow does for piece 0. acc1's other
+  // values stay as they are (cleared: tokens past the block's rows).
   template <int kN>
   __device__ __forceinline__ void piece1_narrow(SharedStorage& ss, int s, int wt, int wrow0, FragA& f, Acc& part,
                                                 Acc& acc1) const {
     static_assert(T::kTok && kPieces == 2 && kBlocks == 1 && (kN == 32 || kN == 64), "per-token tiles only");
-    using Atom = cute::conditional_t<kN == 32, SM90_64x32x32_F32E4M3E4M3_RS_TN<>, SM90_64x64x32_F32E4M3E4M3_RS_TN<>>;
-    using MmaN = decltype(make_tiled_mma(Atom{}));
-    using LayoutN = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kN>, Int<T::kBlockK>>{}));
-    using PartN = decltype(partition_fragment_C(MmaN{}, Shape<_64, Int<kN>>{}));
-    static_assert(decltype(size(PartN{}))::value == kN / 2, "kN / 8 column groups of 4 values");
-    MmaN mma;
-    auto thr = mma.get_slice(wt);
-    Tensor tCrB = thr.partition_fragment_B(
-        make_tensor(make_smem_ptr(ss.x.data() + (s * kPieces + 1) * kPieceT * T::kBlockK), LayoutN{}));  // (MMA, 1, 4)
-    Tensor pn = make_tensor(part.data(), typename PartN::layout_type{});
-    warpgroup_fence_operand(f);
-    warpgroup_fence_operand(pn);
-    warpgroup_arrive();
-    mma.accumulate_ = GMMA::ScaleOut::Zero;
-    CUTE_UNROLL
-    for (int k = 0; k < size<2>(f); ++k) {
-      cute::gemm(mma, f(_, _, k), tCrB(_, _, k), pn);
-      mma.accumulate_ = GMMA::ScaleOut::One;
-    }
-    warpgroup_commit_batch();
+    using N = Narrow<kN>;
+    typename N::Mma mma;
+    Tensor pn = make_tensor(part.data(), typename N::Part::layout_type{});
+    N::issue(mma, wt, ss.x.data() + (s * kPieces + 1) * kPieceT * T::kBlockK, f, pn);
     [[maybe_unused]] float w0 = 1.f, w1 = 1.f;  // MXFP4: the K block's weight scales (as promote)
     if constexpr (!T::kLut) {
       w0 = ss.ws[s * 128 + wrow0];
@@ -640,11 +625,7 @@ struct MoeW4A8RsKernel {
     warpgroup_wait<0>();
     warpgroup_fence_operand(pn);
     warpgroup_fence_operand(f);
-    CUTE_UNROLL
-    for (int i = 0; i < kN / 2; ++i) {
-      if constexpr (T::kLut) acc1(i) += pn(i);
-      else acc1(i) = fmaf(pn(i), (i & 2) ? w1 : w0, acc1(i));
-    }
+    N::add(acc1, pn, w0, w1);
   }
 
   template <class SmemX>
