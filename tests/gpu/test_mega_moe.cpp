@@ -475,8 +475,10 @@ TEST(MegaMoe, OneGpuW4A8PerTokenMatchesTheHostReferenceOfTheLayer) {
       check_layer(*team, moe::ModelShape{"hot", 512, 256, 8, 1, 0, 0}, 600, moe::RoutingKind::balanced, 94,
                   n + " one expert", f, q, route_all_to_expert0, l, kPerToken, true);
       // One block of 150 / 190 rows: piece 1 holds 22 / 62 tokens, loaded by the 32- / 64-row boxes
-      // (and piece 0 of the 30-row experts above by the 32-row one, 37-row ones by the 64-row one).
-      for (int rows : {150, 190})
+      // (and piece 0 of the 30-row experts above by the 32-row one, 37-row ones by the 64-row one);
+      // 129, 160, 161 and 192: each box's first and last row count (with XSTAGE_MEGA_TOK_NARROW=3 the
+      // narrow second-piece wgmmas, docs/megamoe.md "Pipelined one-piece K loop").
+      for (int rows : {129, 150, 160, 161, 190, 192})
         check_layer(*team, moe::ModelShape{"hot", 512, 256, 8, 1, 0, 0}, rows, moe::RoutingKind::balanced, 97,
                     n + " one block of " + std::to_string(rows), f, q, route_all_to_expert0, l, kPerToken, true);
       // 3 CTAs: more Linear-1 tiles per block (6) than CTAs, so a block's quantisation is done by

@@ -725,7 +725,7 @@ struct MoeW4A8RsKernel {
         // T::kNarrowPipe 3: a piece 1 of <= 64 rows through piece1_narrow, then the release.
         bool piece1_done = false;
         if constexpr (T::kTok && kBlocks == 1 && T::kNarrowPipe >= 3) {
-          if (second_piece && narrow1 != 0) {
+          if (second_piece && (narrow1 == 32 || narrow1 == 64)) {  // else the 128-token wgmmas below
             if (narrow1 == 32) piece1_narrow<32>(ss, s, wt, wrow0, f[0], part[0], acc[1]);
             else piece1_narrow<64>(ss, s, wt, wrow0, f[0], part[0], acc[1]);
             asm volatile("" ::: "memory");  // the shared reads above stay before the release
