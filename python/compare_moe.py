@@ -395,9 +395,11 @@ def main(argv=None):
         return 2
     xs, th = docs[0], docs[1]
     for p, more in zip(args.also, docs[2:]):
-        if more.get("commit") != xs.get("commit") or more.get("world") != xs.get("world") \
-                or more.get("per_token_k_loop") != xs.get("per_token_k_loop"):
-            print(f"{TOOL}: {p}: commit / world / per_token_k_loop differ from {args.xstage_json}'s", file=sys.stderr)
+        differ = [f"{k}: {more.get(k)} vs {xs.get(k)}" for k in ("commit", "world", "per_token_k_loop")
+                  if more.get(k) != xs.get(k)]
+        if differ:
+            print(f"{TOOL}: {p} differs from {args.xstage_json} ({'; '.join(differ)}): one build per table",
+                  file=sys.stderr)
             return 2
         probs = correctness.file_problems(more)
         for q in probs:

@@ -6,8 +6,11 @@ block" figures are these sizes divided by the K blocks one pass of the loop runs
 
     python3 tools/sass_loops.py BINARY [--match REGEX] [--all] [--json OUT]
 
-By default only the innermost loops are listed (those containing no other listed loop); --all
-lists the outer ones too (a tile loop around them, the persistent loop). Needs cuobjdump as
+A loop is the range from a backward branch's target to the last backward branch to that target
+(a `continue` edge does not split it). By default only the innermost loops are listed (those
+containing no other listed loop); --all lists the outer ones too (a tile loop around them, the
+persistent loop). Ranges that overlap without nesting (a block placed after a loop that branches
+back into it) are all listed: read the addresses before dividing a size by K blocks. Needs cuobjdump as
 tools/sass_diff.py does (no GPU). Exit: 0 done, 1 no kernel matched, 2 bad input or cuobjdump
 failed.
 """
@@ -47,14 +50,14 @@ def parse(text, match="."):
 def loops(insns, innermost=True):
     """Backward branches whose body [target .. branch] holds a wgmma, in address order."""
     at = {a: k for k, (a, _) in enumerate(insns)}
-    found = []
+    last = {}  # branch target -> index of the last backward branch to it
     for k, (a, text) in enumerate(insns):
         m = _BRA.search(text)
-        if not m:
-            continue
-        target = int(m.group(1), 16)
-        if target >= a or target not in at:
-            continue
+        if m and int(m.group(1), 16) < a and int(m.group(1), 16) in at:
+            last[int(m.group(1), 16)] = k
+    found = []
+    for target, k in last.items():
+        a = insns[k][0]
         body = [t for _, t in insns[at[target]:k + 1]]
         shapes = [g.group(1) for g in map(_GMMA.search, body) if g]
         if not shapes:

@@ -282,6 +282,7 @@ void bind_team(nb::module_& m) {
   m.attr("has_ep_moe") = false;
   m.attr("has_mega_w4a8_rs") = false;
   m.attr("has_mega_w4a8_tok") = false;
+  m.attr("mega_w4a8_tok_k_loop") = -1;
 #endif
 }
 #else
@@ -291,6 +292,7 @@ void bind_team(nb::module_& m) {
   m.attr("has_ep_moe") = false;
   m.attr("has_mega_w4a8_rs") = false;
   m.attr("has_mega_w4a8_tok") = false;
+  m.attr("mega_w4a8_tok_k_loop") = -1;
 }
 #endif
 

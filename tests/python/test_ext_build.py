@@ -13,8 +13,6 @@ def test_the_per_token_k_loop_is_named_exactly_when_the_kernel_is_built():
     from xstage import _ext
 
     C = _ext.load()
-    if not getattr(C, "has_ep_moe", False):
-        pytest.skip("the extension has no EP MoE binding")
-    k_loop = C.mega_w4a8_tok_k_loop
+    k_loop = C.mega_w4a8_tok_k_loop  # in every build, with or without the MoE binding
     assert isinstance(k_loop, int)
     assert k_loop in ((0, 1, 2, 3) if C.has_mega_w4a8_tok else (-1,))

@@ -43,3 +43,21 @@ def test_innermost_tensor_core_loop_only_by_default():
 
 def test_match_selects_kernels():
     assert list(sass_loops.parse(_LISTING, "_b$")) == ["kernel_b"]
+
+
+def test_a_second_branch_to_the_same_target_does_not_split_the_loop():
+    listing = """
+		Function : kernel_c
+        /*0000*/                   HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], RZ ;
+        /*0010*/               @P0 BRA 0x0 ;
+        /*0020*/                   IADD3 R4, R4, 0x1, RZ ;
+        /*0030*/               @P1 BRA 0x0 ;
+        /*0040*/                   EXIT ;
+"""
+    ls = sass_loops.loops(sass_loops.parse(listing)["kernel_c"])
+    assert [(l["first"], l["last"], l["instructions"], l["shapes"]) for l in ls] == [(0x0, 0x30, 4, ["64x128x16"])]
+
+
+def test_bad_match_is_a_clear_error(capsys):
+    assert sass_loops.main(["no-such-binary", "--match", "("]) == 2
+    assert "--match" in capsys.readouterr().err

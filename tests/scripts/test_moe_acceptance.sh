@@ -99,6 +99,6 @@ python3 - "$tmp/k/xs-Hy3.json" <<'T'
 import json, sys
 d = json.load(open(sys.argv[1])); d["per_token_k_loop"] = 3; json.dump(d, open(sys.argv[1], "w"))
 T
-expect 2 "per_token_k_loop differ" -- $A --part table "$tmp/k"
+expect 2 "per_token_k_loop: 3 vs None" -- $A --part table "$tmp/k"
 [ "$fails" = 0 ] && echo "all passed" || echo "$fails failed"
 [ "$fails" = 0 ]
