@@ -22,7 +22,7 @@ import subprocess
 import sys
 
 _FUNC = re.compile(r"^\s*Function : (\S+)")
-_INSN = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
+_INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 
 
 def cuobjdump():
@@ -43,23 +43,36 @@ def kernels(binary, match, params_moved=False):
     return parse_sass(text, match, params_moved)
 
 
+def functions(text):
+    """`cuobjdump -sass` text -> [(kernel name, [(address, instruction)])] in listing order
+    (instructions without their encodings; tools/sass_loops.py reads the addresses)."""
+    out, name, body = [], None, []
+    for line in text.splitlines():
+        m = _FUNC.match(line)
+        if m:
+            if name is not None:
+                out.append((name, body))
+            name, body = m.group(1), []
+            continue
+        i = _INSN.search(line)
+        if i and name is not None:
+            body.append((int(i.group(1), 16), i.group(2)))
+    if name is not None:
+        out.append((name, body))
+    return out
+
+
 def parse_sass(text, match=".", params_moved=False):
     """`cuobjdump -sass` text -> {kernel name: [instruction text]} (addresses and encodings
     stripped; anonymous-namespace hashes removed from names; with params_moved the parameters'
     constant-bank offsets masked)."""
-    out, name, body = {}, None, []
-    for line in text.splitlines() + ["Function : <end>"]:
-        m = _FUNC.match(line)
-        if m:
-            if name is not None and re.search(match, name):
-                out[name] = body
-            # An anonymous namespace's mangled name carries a hash of the source path: two
-            # checkouts of one file compile to different names for the same kernel.
-            name, body = _ANON.sub("_GLOBAL__N__", m.group(1)), []
-            continue
-        i = _INSN.search(line)
-        if i and name is not None:
-            body.append(_PARAM.sub("c[0x0][param]", i.group(1)) if params_moved else i.group(1))
+    out = {}
+    for name, body in functions(text):
+        # An anonymous namespace's mangled name carries a hash of the source path: two
+        # checkouts of one file compile to different names for the same kernel.
+        name = _ANON.sub("_GLOBAL__N__", name)
+        if re.search(match, name):
+            out[name] = [_PARAM.sub("c[0x0][param]", t) if params_moved else t for _, t in body]
     return out
 
 

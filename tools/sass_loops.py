@@ -22,29 +22,16 @@ import subprocess
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from sass_diff import cuobjdump  # noqa: E402
+from sass_diff import cuobjdump, functions  # noqa: E402
 
-_FUNC = re.compile(r"^\s*Function : (\S+)")
-_INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 _BRA = re.compile(r"\bBRA\b[^;]*?0x([0-9a-f]+)")
 _GMMA = re.compile(r"\b[A-Z]*GMMA\.(\d+x\d+x\d+)")
 _LOCAL = re.compile(r"\b(LDL|STL)\b")
 
 
 def parse(text, match="."):
-    """`cuobjdump -sass` text -> {kernel: [(address, instruction)]}."""
-    out, name, body = {}, None, []
-    for line in text.splitlines() + ["Function : <end>"]:
-        m = _FUNC.match(line)
-        if m:
-            if name is not None and re.search(match, name):
-                out[name] = body
-            name, body = m.group(1), []
-            continue
-        i = _INSN.search(line)
-        if i and name is not None:
-            body.append((int(i.group(1), 16), i.group(2)))
-    return out
+    """`cuobjdump -sass` text -> {kernel: [(address, instruction)]} of the kernels `match` finds."""
+    return {name: body for name, body in functions(text) if re.search(match, name)}
 
 
 def loops(insns, innermost=True):
