@@ -711,56 +711,56 @@ struct MoeW4A8RsKernel {
       // Two token pieces: one fragment buffer (the registers hold two fp32 accumulators). Per K
       // block: piece 0, promote, piece 1 with the same fragments, promote (the stage is
       // released), then block kb + 1 is converted into the buffer; the other warp group's
-      // wgmmas run meanwhile.
-      Frags f;
-      convert_stage(ss, read.index, g, wt, t0, t1, f);
-      for (int kb = 0; kb < kbs; ++kb, ++it) {
-        const int s = read.index;
-        issue(tiled_mma, f, tCrB, s * kPieces, part);
-        stamp(0);
-        warpgroup_wait<0>();
-        stamp(1);
-        promote(part, s, Int<0>{});
-        stamp(2);
-        // T::kNarrowPipe 3: a piece 1 of <= 64 rows through piece1_narrow, then the release.
-        bool piece1_done = false;
-        if constexpr (T::kTok && kBlocks == 1 && T::kNarrowPipe >= 3) {
-          if (second_piece && (narrow1 == 32 || narrow1 == 64)) {  // else the 128-token wgmmas below
-            if (narrow1 == 32) piece1_narrow<32>(ss, s, wt, wrow0, f[0], part[0], acc[1]);
-            else piece1_narrow<64>(ss, s, wt, wrow0, f[0], part[0], acc[1]);
+      // wgmmas run meanwhile. kN1 < kPieceT (T::kNarrowPipe 3, chosen per tile): piece 1 through
+      // piece1_narrow<kN1>, each width its own loop so the 128-token one stays as it is.
+      auto two_pieces = [&](auto n1_c) {
+        constexpr int kN1 = decltype(n1_c)::value;
+        Frags f;
+        convert_stage(ss, read.index, g, wt, t0, t1, f);
+        for (int kb = 0; kb < kbs; ++kb, ++it) {
+          const int s = read.index;
+          issue(tiled_mma, f, tCrB, s * kPieces, part);
+          stamp(0);
+          warpgroup_wait<0>();
+          stamp(1);
+          promote(part, s, Int<0>{});
+          stamp(2);
+          if constexpr (kN1 < kPieceT) {
+            piece1_narrow<kN1>(ss, s, wt, wrow0, f[0], part[0], acc[1]);
             asm volatile("" ::: "memory");  // the shared reads above stay before the release
             __syncwarp();
             if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
-            piece1_done = true;
+          } else if (second_piece) {
+            issue(tiled_mma, f, tCrB, s * kPieces + 1, part);
+            stamp(3);
+            warpgroup_wait<0>();
+            stamp(4);
+            CUTE_UNROLL
+            for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(f[b]);
+            promote(part, s, Int<1>{});
+          } else {
+            // promote's release of the stage, without piece 1 (the fragments are not read again)
+            CUTE_UNROLL
+            for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(f[b]);
+            asm volatile("" ::: "memory");
+            __syncwarp();
+            if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
+          }
+          stamp(5);
+          read.advance();
+          if (kb + 1 < kbs) {
+            bounded_wait(&ss.full[read.index], read.phase);
+            stamp(6);
+            convert_stage(ss, read.index, g, wt, t0, t1, f);
+            stamp(7);
           }
         }
-        if (piece1_done) {
-        } else if (second_piece) {
-          issue(tiled_mma, f, tCrB, s * kPieces + 1, part);
-          stamp(3);
-          warpgroup_wait<0>();
-          stamp(4);
-          CUTE_UNROLL
-          for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(f[b]);
-          promote(part, s, Int<1>{});
-        } else {
-          // promote's release of the stage, without piece 1 (the fragments are not read again)
-          CUTE_UNROLL
-          for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(f[b]);
-          asm volatile("" ::: "memory");
-          __syncwarp();
-          if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
-        }
-        stamp(5);
-        read.advance();
-        if (kb + 1 < kbs) {
-          bounded_wait(&ss.full[read.index], read.phase);
-          stamp(6);
-          convert_stage(ss, read.index, g, wt, t0, t1, f);
-          stamp(7);
-        }
+      };
+      if constexpr (T::kTok && kBlocks == 1 && T::kNarrowPipe >= 3) {
+        if (second_piece && narrow1 == 32) return two_pieces(Int<32>{});
+        if (second_piece && narrow1 == 64) return two_pieces(Int<64>{});
       }
-      return;
+      return two_pieces(Int<kPieceT>{});
     }
     Frags f0, f1;
     convert_stage(ss, read.index, g, wt, t0, t1, f0);
