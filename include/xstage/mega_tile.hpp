@@ -25,11 +25,11 @@ namespace xstage::moe {
 enum class MegaTile : int { m64n256 = 0, m128n256 = 1, automatic = 2, m256n128_tok = 3 };
 inline constexpr int kMegaTileCount = 2;  // the W8A8 configurations (automatic is not one; nor is m256n128_tok)
 
-// automatic: 128-row tiles once the mean routed rows per expert fill a 128-row block. Measured on
-// one H200 (docs/megamoe.md "Tile configurations"): 128 x 256 won at 160-1024 rows per expert
-// (DSv4-Flash and Qwen3.5 at 8192 tokens, DiT-MoE-G at 2048 and 8192) and lost at 40-48
-// (DSv4-Flash and Qwen3.5 at 2048), where most 128-row blocks are less than half full.
-inline constexpr int kMega128MinMeanRows = 128;
+// automatic: 128-row tiles once the mean routed rows per expert half-fill a 128-row block
+// (docs/megamoe.md "Tile configurations"): 128 x 256 won at 64-1024 mean rows per expert (GLM-5.2,
+// MiMo-V2.5 and Hy3 at 2048 tokens; every 8192-token layer; DiT-MoE-G), and was even at 40-48
+// (DSv4-Flash and Qwen3.5 at 2048 tokens: 0.98-1.03) and 32 (DSv4-Pro at 2048).
+inline constexpr int kMega128MinMeanRows = 64;
 XS_MEGA_HD MegaTile choose_mega_tile(long long routed_rows, int experts) {
   return experts > 0 && routed_rows >= static_cast<long long>(kMega128MinMeanRows) * experts ? MegaTile::m128n256
                                                                                             : MegaTile::m64n256;

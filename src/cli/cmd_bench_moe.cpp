@@ -754,9 +754,6 @@ void run(const Flags& fl) {
     j["world"] = team->world_size();
     j["team"] = team_label(*team);
     j["commit"] = commit_id();
-    // The per-token kernel's K loop in this build (XSTAGE_MEGA_TOK_NARROW; -1: no such kernel), so
-    // an A/B of its builds says which binary each file came from.
-    j["per_token_k_loop"] = ops::MegaMoeLayer::per_token_k_loop();
     j["date"] = now_iso();
     j["config"] = {{"warmup", fl.warmup}, {"iters", fl.iters}, {"tile_tflops", fl.tile_tflops}, {"mega_tile", fl.mega_tile},
                    {"timing", "team barrier, then CUDA events around one call per rank; median per rank, max over ranks"},

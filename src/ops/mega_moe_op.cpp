@@ -222,7 +222,6 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
 
 bool MegaMoeLayer::register_operand_w4a8_built() { return km::mega_moe_w4a8_rs_built(); }
 bool MegaMoeLayer::per_token_w4a8_built() { return km::mega_moe_w4a8_tok_built(); }
-int MegaMoeLayer::per_token_k_loop() { return km::mega_moe_w4a8_tok_k_loop(); }
 
 moe::MoeSchedule MegaMoeLayer::resolved_schedule(moe::MoeSchedule requested, MoeQuant quant) const {
   if (requested == moe::MoeSchedule::automatic) return order_choice(quant).schedule;

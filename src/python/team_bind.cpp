@@ -267,7 +267,6 @@ void bind_team(nb::module_& m) {
   // The fused layer's per-token W4A8 kernel (weights "int4_lut_tok" / "mxfp4_tok" with kind "mega";
   // CMake option XSTAGE_MEGA_W4A8_TOK).
   m.attr("has_mega_w4a8_tok") = ops::MegaMoeLayer::per_token_w4a8_built();
-  m.attr("mega_w4a8_tok_k_loop") = ops::MegaMoeLayer::per_token_k_loop();
   nb::class_<PyEpMoe>(m, "EpMoeOp",
                       "The expert-parallel MoE layer of one rank, W8A8 or W4A8 (its team must outlive it).")
       .def(nb::new_(&ep_moe_create), nb::arg("team"), nb::arg("hidden"), nb::arg("intermediate"),
@@ -282,7 +281,6 @@ void bind_team(nb::module_& m) {
   m.attr("has_ep_moe") = false;
   m.attr("has_mega_w4a8_rs") = false;
   m.attr("has_mega_w4a8_tok") = false;
-  m.attr("mega_w4a8_tok_k_loop") = -1;
 #endif
 }
 #else
@@ -292,7 +290,6 @@ void bind_team(nb::module_& m) {
   m.attr("has_ep_moe") = false;
   m.attr("has_mega_w4a8_rs") = false;
   m.attr("has_mega_w4a8_tok") = false;
-  m.attr("mega_w4a8_tok_k_loop") = -1;
 }
 #endif
 

@@ -8,7 +8,6 @@
 
 #include "cli/bench_moe_cells.hpp"
 #include "xstage/error.hpp"
-#include "xstage/ops/mega_moe.hpp"
 
 using namespace xstage;
 using cli::moe_bench_skip_reason;
@@ -32,13 +31,6 @@ TEST(BenchMoeCells, WeightNamesParse) {
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("w4a8-int4-lut-rs-tok"), std::string::npos) << e.what();
   }
-}
-
-// The per-token kernel's K loop that the bench rows record is the one this build compiled
-// (XSTAGE_MEGA_TOK_NARROW; -1 in a build without the kernel).
-TEST(BenchMoeCells, TheBuildReportsItsPerTokenKLoop) {
-  EXPECT_EQ(ops::MegaMoeLayer::per_token_w4a8_built(), XSTAGE_MEGA_W4A8_TOK_BUILT != 0);
-  EXPECT_EQ(ops::MegaMoeLayer::per_token_k_loop(), XSTAGE_MEGA_W4A8_TOK_BUILT ? XSTAGE_MEGA_TOK_NARROW : -1);
 }
 
 TEST(BenchMoeCells, PerTokenFusedCellsRunWithThePerTokenKernelOnly) {

@@ -476,8 +476,7 @@ TEST(MegaMoe, OneGpuW4A8PerTokenMatchesTheHostReferenceOfTheLayer) {
                   n + " one expert", f, q, route_all_to_expert0, l, kPerToken, true);
       // One block of 150 / 190 rows: piece 1 holds 22 / 62 tokens, loaded by the 32- / 64-row boxes
       // (and piece 0 of the 30-row experts above by the 32-row one, 37-row ones by the 64-row one);
-      // 129, 160, 161 and 192: each box's first and last row count (with XSTAGE_MEGA_TOK_NARROW=3 the
-      // narrow second-piece wgmmas, docs/megamoe.md "Pipelined one-piece K loop").
+      // 129, 160, 161 and 192: each box's first and last row count.
       for (int rows : {129, 150, 160, 161, 190, 192})
         check_layer(*team, moe::ModelShape{"hot", 512, 256, 8, 1, 0, 0}, rows, moe::RoutingKind::balanced, 97,
                     n + " one block of " + std::to_string(rows), f, q, route_all_to_expert0, l, kPerToken, true);

@@ -93,12 +93,5 @@ expect 1 "NOT met  fused >= unfused, w8a8: 0/6 (study: 42)" -- $A --part table "
 FAIL_MODEL=Hy3 expect 0 "" -- $A --part xstage "$tmp/f"
 expect 1 "CORRECTNESS FAIL" -- $A --part table "$tmp/f"
 expect 0 "NOT met  fused >= unfused, w8a8: 36/42" -- cat "$tmp/f/acceptance.txt"
-# Files of builds with different per-token K loops (XSTAGE_MEGA_TOK_NARROW) never make one table.
-mkdir -p "$tmp/k" && cp "$tmp/a"/xs-*.json "$tmp/k/"
-python3 - "$tmp/k/xs-Hy3.json" <<'T'
-import json, sys
-d = json.load(open(sys.argv[1])); d["per_token_k_loop"] = 3; json.dump(d, open(sys.argv[1], "w"))
-T
-expect 2 "per_token_k_loop: 3 vs None" -- $A --part table "$tmp/k"
 [ "$fails" = 0 ] && echo "all passed" || echo "$fails failed"
 [ "$fails" = 0 ]

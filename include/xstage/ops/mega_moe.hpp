@@ -141,10 +141,6 @@ class MegaMoeLayer {
   // the fused kernel"). Without it, or on a layer constructed without per_token_scratch, a
   // per-token call is an InvalidArgument (before the call counts).
   static bool per_token_w4a8_built();
-  // That kernel's K loop for blocks of <= 192 rows as compiled (CMake XSTAGE_MEGA_TOK_NARROW: 0
-  // serial, 1 pipelined, 2 also paired K blocks, 3 also a narrow second piece; docs/megamoe.md
-  // "Pipelined one-piece K loop"); -1 without the kernel. Bench rows record it.
-  static int per_token_k_loop();
 
   // The interleaved mix and the model's view of both schedules, for a balanced load.
   const moe::MoeSchedulePlan& plan() const;

@@ -56,9 +56,6 @@ bool mega_moe_w4a8_rs_built();
 // MegaMoeArgs::h16 and h_amax; cudaErrorNotSupported in a build without XSTAGE_MEGA_W4A8_TOK.
 cudaError_t mega_moe_launch_w4a8_tok(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s);
 bool mega_moe_w4a8_tok_built();
-// That kernel's one-piece K loop as compiled (XSTAGE_MEGA_TOK_NARROW, docs/megamoe.md "Pipelined
-// one-piece K loop"); -1 in a build without the kernel.
-int mega_moe_w4a8_tok_k_loop();
 
 inline cudaError_t mega_moe_launch(::xstage::moe::MegaTile tile, const MegaMoeArgs& m, const MegaWeights& w, int ctas,
                                    cudaStream_t s) {

@@ -40,7 +40,6 @@ cudaError_t launch_tok(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cud
 }  // namespace
 
 bool mega_moe_w4a8_tok_built() { return true; }
-int mega_moe_w4a8_tok_k_loop() { return MegaW4TokTraits<false>::kNarrowPipe; }
 
 cudaError_t mega_moe_launch_w4a8_tok(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s) {
   return w.format == MegaWeightFormat::w4a8_mxfp4_tok ? launch_tok<true>(m, w, ctas, s)

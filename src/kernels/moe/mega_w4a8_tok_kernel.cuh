@@ -61,22 +61,15 @@ namespace xstage::kernels::moe {
 // 128-token pieces, kTok) with 4 stages of 41 KiB (the grouped tile has 3 next to its 68 KiB
 // staging; here the staging is 36 KiB and the shared memory holds a fourth, ~226 of 227 KiB).
 inline constexpr int kMegaTokStages = 4;
-// The one-piece K loop (build option XSTAGE_MEGA_TOK_NARROW, docs/megamoe.md "Pipelined one-piece
-// K loop"): 0 as measured through session 45, 1 pipelined, 2 pipelined with paired K blocks, 3 also
-// a narrow second piece.
-#ifndef XSTAGE_MEGA_TOK_NARROW
-#define XSTAGE_MEGA_TOK_NARROW 0
-#endif
-static_assert(XSTAGE_MEGA_TOK_NARROW >= 0 && XSTAGE_MEGA_TOK_NARROW <= 3, "XSTAGE_MEGA_TOK_NARROW: 0 to 3");
-#if XSTAGE_MEGA_TOK_NARROW > 0
-#define XSTAGE_MEGA_TOK_INLINE __forceinline__
-#else
-#define XSTAGE_MEGA_TOK_INLINE
+// A Linear-2 tile of a block of <= 128 rows checks that its block is quantised by its first stage
+// (1) or by loading the block's count (0, as measured through session 47); build option
+// XSTAGE_MEGA_TOK_STAGE_GATE, not yet measured.
+#ifndef XSTAGE_MEGA_TOK_STAGE_GATE
+#define XSTAGE_MEGA_TOK_STAGE_GATE 0
 #endif
 template <bool kMx>
 struct MegaW4TokTraits : W4RsTraits<kMegaTokStages, false, 0, kMx, 2, !kMx, true> {
   static constexpr ::xstage::moe::MegaTile kTile = ::xstage::moe::MegaTile::m256n128_tok;
-  static constexpr int kNarrowPipe = XSTAGE_MEGA_TOK_NARROW;
 };
 
 template <bool kMx>
@@ -159,9 +152,6 @@ struct MegaW4A8TokKernel {
                                       WorkTile const& t, State& write) {
     const bool two = t.rows > kPieceT;
     const int box0 = Boxes::rows_for(min(t.rows, kPieceT)), box1 = two ? Boxes::rows_for(t.rows - kPieceT) : 0;
-    if constexpr (T::kNarrowPipe >= 2) {
-      if (box0 < kPieceT) return produce_pairs(gp, bx, ss, t, box0, write);
-    }
     const uint32_t tx = T::kTxBytes - static_cast<uint32_t>(2 * kPieceT - box0 - box1) * T::kBlockK;
     Tensor mX = gp.tma_x.get_tma_tensor(gp.shape_x);
     auto cta_x = gp.tma_x.get_slice(0);
@@ -188,40 +178,6 @@ struct MegaW4A8TokKernel {
                                ss.rs.w.data() + write.index * T::kChunkBytes, T::kChunkBytes);
       if constexpr (kMx)
         SM90_BULK_COPY_G2S::copy(ssrc + static_cast<int64_t>(kb) * gp.n, full, ss.rs.ws.data() + write.index * 128, 512);
-      write.advance();
-    }
-  }
-
-  // T::kNarrowPipe >= 2, a block of <= 64 rows (box rows): K blocks 2j and 2j + 1 into one stage, so
-  // the ring holds twice the weight bytes of such tiles (Rs::mma_narrow's paired layout): 2j's
-  // tokens at the piece-0 slot's base and its chunk in the stage's chunk (MXFP4 scales in the
-  // stage's), 2j + 1's tokens a 64-row box further and its chunk, then its scales, in the piece-1
-  // slot. An odd last K block has a stage of its own.
-  __device__ static void produce_pairs(typename Rs::Params const& gp, Boxes const& bx, SharedStorage& ss,
-                                       WorkTile const& t, int box, State& write) {
-    constexpr uint32_t kScaleBytes = kMx ? 512u : 0u;
-    const uint8_t* wsrc = gp.w + (static_cast<int64_t>(t.expert) * (gp.n / 128) + t.n_block) * gp.k_blocks * T::kChunkBytes;
-    [[maybe_unused]] const float* ssrc = gp.w_scales + static_cast<int64_t>(t.expert) * gp.k_blocks * gp.n + t.n_block * 128;
-    for (int kb = 0; kb < gp.k_blocks; kb += 2) {
-      const int n = min(2, gp.k_blocks - kb);
-      uint64_t* full = &ss.rs.full[write.index];
-      bounded_wait(&ss.rs.empty[write.index], write.phase);
-      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(
-          full, static_cast<uint32_t>(n) * (static_cast<uint32_t>(box) * T::kBlockK + T::kChunkBytes + kScaleBytes));
-      uint8_t* slot0 = reinterpret_cast<uint8_t*>(ss.rs.x.data() + write.index * 2 * kPieceT * T::kBlockK);
-      uint8_t* slot1 = slot0 + kPieceT * T::kBlockK;
-      for (int j = 0; j < n; ++j) {
-        // Only 32- and 64-row boxes come here; a box it does not load would leave `full` short of its
-        // bytes and the consumers waiting: stop at once instead.
-        if (!bx.load_small(gp.shape_x, box, slot0 + j * Rs::kNarrowPairTokens, full, t.row_begin, kb + j)) __trap();
-        uint8_t* wdst = j == 0 ? ss.rs.w.data() + write.index * T::kChunkBytes : slot1;
-        SM90_BULK_COPY_G2S::copy(wsrc + static_cast<int64_t>(kb + j) * T::kChunkBytes, full, wdst, T::kChunkBytes);
-        if constexpr (kMx)
-          SM90_BULK_COPY_G2S::copy(ssrc + static_cast<int64_t>(kb + j) * gp.n, full,
-                                   j == 0 ? static_cast<void*>(ss.rs.ws.data() + write.index * 128)
-                                          : static_cast<void*>(slot1 + T::kChunkBytes),
-                                   512);
-      }
       write.advance();
     }
   }
@@ -517,10 +473,7 @@ struct MegaW4A8TokKernel {
     return cycles;
   }
 
-  // Inlined into the kernel with the pipelined one-piece loop, which ptxas otherwise leaves as a
-  // call: the wgmma pipeline would end at its boundary (ptxas C7510). (The serial loop's kernels
-  // stay as measured: there the inliner takes it by itself, and the attribute moves their code.)
-  __device__ XSTAGE_MEGA_TOK_INLINE void operator()(Params const& p, char* smem_buf) const {
+  __device__ void operator()(Params const& p, char* smem_buf) const {
     const uint32_t base = cute::cast_smem_ptr_to_uint(smem_buf);
     SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_buf + ((1024u - (base & 1023u)) & 1023u));
     const MegaMoeArgs& m = p.m;
@@ -573,15 +526,20 @@ struct MegaW4A8TokKernel {
     uint32_t it = 0;  // K blocks consumed (MoeW4A8RsKernel's trace, measurement builds only)
     mega_consume_all(m, ss.slots, queue, ct, call.ok, kConsumersBarrier, [&](WorkTile const& t, bool is_l1,
                                                                              auto mainloop_done) {
+#if XSTAGE_MEGA_TOK_STAGE_GATE
+      // A block of <= kLastQuantRows rows is quantised by its last Linear-1 CTA alone, and the
+      // producer loads h only once that is counted: the tile's first stage is then the proof, with
+      // no L2 round trip before the main loop (docs/megamoe.md §Per-token activations, "gate").
+      if (!is_l1 && t.rows <= kLastQuantRows) bounded_wait(&ss.rs.full[read.index], read.phase);
+      else if (!is_l1) await_quantised(p, ss, t, ct);  // before its token scales are read
+#else
       if (!is_l1) await_quantised(p, ss, t, ct);  // before its token scales are read
+#endif
       const TileInputs in = prefetch_epilogue(p, ss, t, is_l1, g, wt);
       Acc acc[2];
-      // A block of <= 32 / <= 64 rows: the narrow wgmmas (the producer's box has that many rows);
-      // with T::kNarrowPipe 3 also a piece 1 of <= 32 / <= 64 rows.
+      // A block of <= 32 / <= 64 rows: the narrow wgmmas (the producer's box has that many rows).
       const int narrow = Boxes::rows_for(min(t.rows, kPieceT));
-      const int narrow1 = t.rows > kPieceT ? Boxes::rows_for(t.rows - kPieceT) : kPieceT;
-      rs.mma(is_l1 ? p.l1 : p.l2, ss.rs, sX, read, g, wt, acc, it, t.rows > kPieceT, narrow < kPieceT ? narrow : 0,
-             narrow1 < kPieceT ? narrow1 : 0);
+      rs.mma(is_l1 ? p.l1 : p.l2, ss.rs, sX, read, g, wt, acc, it, t.rows > kPieceT, narrow < kPieceT ? narrow : 0);
       mainloop_done();
       epilogue_start(ss, in, is_l1, g, wt);
       if (is_l1) {

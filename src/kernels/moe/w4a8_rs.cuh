@@ -109,12 +109,6 @@ struct W4RsTraits {
   static_assert(!kBf16Warps_ || (kTok_ && !kGlu_ && !kGateUp_), "the bf16 copy-out on the producer warps: per-token bf16");
   // Warps 1-3 of the producer warp group run (part of) the epilogue.
   static constexpr bool kEpiWarps = kGlu_ || kBf16Warps_;
-  // The fused per-token kernel's one-piece K loop (MoeW4A8RsKernel::mma_narrow; its traits set it
-  // from XSTAGE_MEGA_TOK_NARROW, docs/megamoe.md "Pipelined one-piece K loop"): 0 converts block
-  // kb + 1 after block kb's wgmmas and promotion, 1 while they run, 2 also packs two K blocks of a
-  // block of <= 64 rows into one stage, 3 also runs a second piece of <= 32 / <= 64 rows through
-  // m64n32 / m64n64 wgmmas (mma's piece1_narrow). The grouped kernels never run it.
-  static constexpr int kNarrowPipe = 0;
   static_assert(!kGlu_ || (!kGateUp_ && kTok_), "the interleaved SwiGLU tile: per-token scales on the bf16 main loop");
   static constexpr bool kTok = kTok_;
   static_assert(!kTok_ || ((kLut_ || kMx_) && kPieces_ == 2),
@@ -190,16 +184,6 @@ struct MoeW4A8RsKernel {
   static constexpr int kPieceT = T::kPieceT;
   static constexpr int kPieces = T::kPieces;
   static constexpr int kAccs = kBlocks * kPieces;  // fp32 accumulators per thread: acc[piece * kBlocks + block]
-  // T::kNarrowPipe >= 2, a stage of a block of <= 64 rows: K block 2j + 1's tokens start a 64-row box
-  // into the piece-0 slot; its weight chunk (MXFP4: then its 512 bytes of block scales) fills the
-  // piece-1 slot (mma_narrow; the fused kernel's producer writes them there).
-  static constexpr int kNarrowPairTokens = 64 * T::kBlockK;
-  static_assert(T::kNarrowPipe < 2 ||
-                    (T::kTok && T::kChunkBytes + (T::kMx ? 512 : 0) <= kPieceT * T::kBlockK &&
-                     2 * kNarrowPairTokens <= kPieceT * T::kBlockK && kNarrowPairTokens % 1024 == 0 &&
-                     T::kChunkBytes % 16 == 0),
-                "paired K blocks: both 64-row boxes fit the piece-0 slot (1024-byte aligned for the swizzle), a "
-                "chunk and its scales the piece-1 slot (16-byte aligned for the bulk copy)");
   using State = PipeState<kStages>;
   // kGlu: the two CTAs of a 1 x 2 cluster take the two 64-channel halves of a scale block.
   static constexpr int kClusterN = T::kGlu ? 2 : 1;
@@ -389,12 +373,7 @@ struct MoeW4A8RsKernel {
   // the tables of rows r0 and r0 + 8 for the whole K block.
   __device__ __forceinline__ static void convert_block(SharedStorage& ss, int s, int b, int g, int wt, uint32_t t0,
                                                        uint32_t t1, FragA& f) {
-    convert_chunk(cute::cast_smem_ptr_to_uint(ss.w.data() + (s * kBlocks + b) * T::kChunkBytes), g, wt, t0, t1, f);
-  }
-  // The same from a chunk at shared address `chunk` (the fused per-token kernel's paired narrow
-  // stages keep a second chunk elsewhere: mma_narrow).
-  __device__ __forceinline__ static void convert_chunk(uint32_t chunk, int g, int wt, uint32_t t0, uint32_t t1,
-                                                       FragA& f) {
+    const uint32_t chunk = cute::cast_smem_ptr_to_uint(ss.w.data() + (s * kBlocks + b) * T::kChunkBytes);
     const uint32_t base = chunk + g * 4096 + wt * 16;
     const uint4 h0 = ld_shared_u4(base);
     const uint4 h1 = ld_shared_u4(base + 2048);
@@ -459,186 +438,76 @@ struct MoeW4A8RsKernel {
     warpgroup_commit_batch();
   }
 
-  // The per-token narrow paths' m64 x kN register-operand wgmma (kN = 32, 64 or 128) on the first kN
-  // token rows of a slot (their producer loads them with the kN-row box, and the 128-byte swizzle
-  // is by address, so a kN-row tile at the slot's base reads those bytes). In the C layout the
-  // kN / 8 column groups of its accumulator are the first values of the 128-token one.
-  template <int kN>
-  struct Narrow {
-    using Atom = cute::conditional_t<kN == 32, SM90_64x32x32_F32E4M3E4M3_RS_TN<>,
-                                     cute::conditional_t<kN == 64, SM90_64x64x32_F32E4M3E4M3_RS_TN<>,
-                                                         SM90_64x128x32_F32E4M3E4M3_RS_TN<>>>;
-    using Mma = decltype(make_tiled_mma(Atom{}));
-    using LayoutB = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kN>, Int<T::kBlockK>>{}));
-    using Part = decltype(partition_fragment_C(Mma{}, Shape<_64, Int<kN>>{}));
-    static_assert(decltype(size(Part{}))::value == kN / 2, "kN / 8 column groups of 4 values");
-    // One K block of fragments f against the kN tokens at `tokens`, from zero into `part`: one
-    // commit group; f and part stay untouched (and alive: fenced after the wait) until it completes.
-    template <class PartT>
-    __device__ __forceinline__ static void issue(Mma& mma, int wt, Element* tokens, FragA& f, PartT& part) {
-      Tensor tCrB = mma.get_slice(wt).partition_fragment_B(make_tensor(make_smem_ptr(tokens), LayoutB{}));  // (MMA, 1, 4)
-      warpgroup_fence_operand(f);
-      warpgroup_fence_operand(part);
-      warpgroup_arrive();
-      mma.accumulate_ = GMMA::ScaleOut::Zero;
-      CUTE_UNROLL
-      for (int k = 0; k < size<2>(f); ++k) {
-        cute::gemm(mma, f(_, _, k), tCrB(_, _, k), part);
-        mma.accumulate_ = GMMA::ScaleOut::One;
-      }
-      warpgroup_commit_batch();
-    }
-    // acc's first kN / 2 values += part (INT4 two-level), or part times the K block's weight
-    // scales w0 / w1 of rows wrow0 / wrow0 + 8 (MXFP4, as promote).
-    template <class PartT>
-    __device__ __forceinline__ static void add(Acc& acc, PartT const& part, float w0, float w1) {
-      CUTE_UNROLL
-      for (int i = 0; i < kN / 2; ++i) {
-        if constexpr (T::kLut) acc(i) += part(i);
-        else acc(i) = fmaf(part(i), (i & 2) ? w1 : w0, acc(i));
-      }
-    }
-  };
-
-  // Piece 0 only, through Narrow<kN> (kN = 32 or 64; per-token tiles of the fused kernel whose
-  // block has <= kN rows): each K block's part is added into acc[0]'s first values, the rest stay
-  // cleared. A wgmma's time scales with its N: a block of 16 rows no longer multiplies 128.
-  // kN = 128 (T::kNarrowPipe only): a block of 65..128 rows, piece 0 through the tile's own wgmma,
-  // with acc[1] (piece 1's accumulator, unused) as the per-K-block part, cleared at the end.
+  // Piece 0 only, through an m64 x kN wgmma (kN = 32 or 64) on the first kN token rows of each
+  // stage's slot (per-token tiles of the fused kernel whose block has <= kN rows; its producer
+  // loads them with the kN-row box, and the 128-byte swizzle is by address, so a kN-row tile at the
+  // slot's base reads those bytes). In the C layout above the kN / 8 column groups of the narrow
+  // accumulator are the first values of the 128-token one: they are added into acc[0]'s first
+  // values, the rest stay cleared. A wgmma's time scales with its N: a block of 16 rows no longer
+  // multiplies 128.
   template <int kN>
   __device__ __forceinline__ void mma_narrow(Params const& p, SharedStorage& ss, State& read, int g, int wt,
                                              Acc (&acc)[kAccs], uint32_t& it, uint32_t t0, uint32_t t1,
                                              int wrow0) const {
-    static_assert(T::kTok && kPieces == 2 && kBlocks == 1 && (kN == 32 || kN == 64 || (kN == 128 && T::kNarrowPipe > 0)),
-                  "per-token tiles only");
-    using N = Narrow<kN>;
-    typename N::Mma mma;
-    const int kbs = p.k_blocks;
-    if constexpr (T::kNarrowPipe == 0) {
-      Frags f;
-      convert_stage(ss, read.index, g, wt, t0, t1, f);
-      for (int kb = 0; kb < kbs; ++kb, ++it) {
-        const int s = read.index;
-        typename N::Part part;
-        N::issue(mma, wt, ss.x.data() + s * kPieces * kPieceT * T::kBlockK, f[0], part);
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(part);
-        warpgroup_fence_operand(f[0]);
-        [[maybe_unused]] float w0 = 1.f, w1 = 1.f;  // MXFP4: the K block's weight scales (as promote)
-        if constexpr (!T::kLut) {
-          w0 = ss.ws[s * 128 + wrow0];
-          w1 = ss.ws[s * 128 + wrow0 + 8];
-        }
-        N::add(acc[0], part, w0, w1);
-        asm volatile("" ::: "memory");  // the shared reads above stay before the release
-        __syncwarp();
-        if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
-        read.advance();
-        if (kb + 1 < kbs) {
-          bounded_wait(&ss.full[read.index], read.phase);
-          convert_stage(ss, read.index, g, wt, t0, t1, f);
-        }
-      }
-    } else {
-      // Block kb + 1 is converted into the other fragment buffer while block kb's wgmmas run (as
-      // the one-piece loop of mma below). With kNarrowPipe >= 2 a block of <= 64 rows has two K
-      // blocks per stage (sub 0, 1: the producer's paired layout, kNarrowPairTokens); a tile's
-      // first K block starts a stage, its last ends one.
-      constexpr int kPer = (T::kNarrowPipe >= 2 && kN <= 64) ? 2 : 1;
-      struct Pos {
-        int s, sub;
-      };
-      auto tokens = [&](Pos q) {
-        return ss.x.data() + q.s * kPieces * kPieceT * T::kBlockK + q.sub * kNarrowPairTokens;
-      };
-      auto chunk = [&](Pos q) -> uint8_t* {
-        return q.sub == 0 ? ss.w.data() + q.s * T::kChunkBytes
-                          : reinterpret_cast<uint8_t*>(ss.x.data() + (q.s * kPieces + 1) * kPieceT * T::kBlockK);
-      };
-      [[maybe_unused]] auto wscales = [&](Pos q) -> const float* {
-        return q.sub == 0 ? ss.ws.data() + q.s * 128 : reinterpret_cast<const float*>(chunk(q) + T::kChunkBytes);
-      };
-      typename N::Part part_own;
-      typename N::Part& part = [](auto& piece1, auto& own) -> typename N::Part& {
-        if constexpr (kN == 128) return piece1;
-        else return own;
-      }(acc[1], part_own);
-      Frags f0, f1;
-      Pos pos{read.index, 0};
-      convert_chunk(cute::cast_smem_ptr_to_uint(chunk(pos)), g, wt, t0, t1, f0[0]);
-      auto step = [&](int kb, Frags& cur, Frags& nxt) {
-        N::issue(mma, wt, tokens(pos), cur[0], part);
-        [[maybe_unused]] float w0 = 1.f, w1 = 1.f;  // MXFP4: the K block's weight scales (as promote),
-        if constexpr (!T::kLut) {                    // read while the wgmmas run
-          w0 = wscales(pos)[wrow0];
-          w1 = wscales(pos)[wrow0 + 8];
-        }
-        const bool stage_end = kPer == 1 || pos.sub + 1 == kPer || kb + 1 == kbs;
-        State nx = read;
-        if (stage_end) nx.advance();
-        const Pos np{nx.index, stage_end ? 0 : pos.sub + 1};
-        if (kb + 1 < kbs) {
-          if (stage_end) bounded_wait(&ss.full[nx.index], nx.phase);
-          convert_chunk(cute::cast_smem_ptr_to_uint(chunk(np)), g, wt, t0, t1, nxt[0]);
-        }
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(part);
-        warpgroup_fence_operand(cur[0]);
-        N::add(acc[0], part, w0, w1);
-        if (stage_end) {
-          asm volatile("" ::: "memory");  // the shared reads above stay before the release
-          __syncwarp();
-          if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[pos.s]);
-        }
-        read = nx;
-        pos = np;
-        ++it;
-      };
-      int kb = 0;
-      for (; kb + 1 < kbs; kb += 2) {
-        step(kb, f0, f1);
-        step(kb + 1, f1, f0);
-      }
-      if (kb < kbs) step(kb, f0, f1);
-      if constexpr (kN == 128) clear(acc[1]);  // piece 1 of a block of <= 128 rows: as the wide loop leaves it
-    }
-  }
-
-  // T::kNarrowPipe 3: piece 1 of stage s holds <= kN rows (kN = 32 or 64; its producer loaded them
-  // with the kN-row box): Narrow<kN> into the first kN / 2 registers of `part` (a view: the part of
-  // piece 0 is promoted by then, and a separate one would cost registers the two-piece loop does
-  // not have), then added into acc1's first values, as mma_narrow does for piece 0. acc1's other
-  // values stay as they are (cleared: tokens past the block's rows).
-  template <int kN>
-  __device__ __forceinline__ void piece1_narrow(SharedStorage& ss, int s, int wt, int wrow0, FragA& f, Acc& part,
-                                                Acc& acc1) const {
     static_assert(T::kTok && kPieces == 2 && kBlocks == 1 && (kN == 32 || kN == 64), "per-token tiles only");
-    using N = Narrow<kN>;
-    typename N::Mma mma;
-    Tensor pn = make_tensor(part.data(), typename N::Part::layout_type{});
-    N::issue(mma, wt, ss.x.data() + (s * kPieces + 1) * kPieceT * T::kBlockK, f, pn);
-    [[maybe_unused]] float w0 = 1.f, w1 = 1.f;  // MXFP4: the K block's weight scales (as promote)
-    if constexpr (!T::kLut) {
-      w0 = ss.ws[s * 128 + wrow0];
-      w1 = ss.ws[s * 128 + wrow0 + 8];
+    using Atom = cute::conditional_t<kN == 32, SM90_64x32x32_F32E4M3E4M3_RS_TN<>, SM90_64x64x32_F32E4M3E4M3_RS_TN<>>;
+    using MmaN = decltype(make_tiled_mma(Atom{}));
+    using LayoutN = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kN>, Int<T::kBlockK>>{}));
+    using PartN = decltype(partition_fragment_C(MmaN{}, Shape<_64, Int<kN>>{}));
+    static_assert(decltype(size(PartN{}))::value == kN / 2, "kN / 8 column groups of 4 values");
+    MmaN mma;
+    auto thr = mma.get_slice(wt);
+    const int kbs = p.k_blocks;
+    Frags f;
+    convert_stage(ss, read.index, g, wt, t0, t1, f);
+    for (int kb = 0; kb < kbs; ++kb, ++it) {
+      const int s = read.index;
+      Tensor tCrB = thr.partition_fragment_B(
+          make_tensor(make_smem_ptr(ss.x.data() + s * kPieces * kPieceT * T::kBlockK), LayoutN{}));  // (MMA, 1, 4)
+      PartN part;
+      warpgroup_fence_operand(f[0]);
+      warpgroup_fence_operand(part);
+      warpgroup_arrive();
+      mma.accumulate_ = GMMA::ScaleOut::Zero;
+      CUTE_UNROLL
+      for (int k = 0; k < size<2>(f[0]); ++k) {
+        cute::gemm(mma, f[0](_, _, k), tCrB(_, _, k), part);
+        mma.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(part);
+      warpgroup_fence_operand(f[0]);
+      [[maybe_unused]] float w0 = 1.f, w1 = 1.f;  // MXFP4: the K block's weight scales (as promote)
+      if constexpr (!T::kLut) {
+        w0 = ss.ws[s * 128 + wrow0];
+        w1 = ss.ws[s * 128 + wrow0 + 8];
+      }
+      CUTE_UNROLL
+      for (int i = 0; i < kN / 2; ++i) {
+        if constexpr (T::kLut) acc[0](i) += part(i);
+        else acc[0](i) = fmaf(part(i), (i & 2) ? w1 : w0, acc[0](i));
+      }
+      asm volatile("" ::: "memory");  // the shared reads above stay before the release
+      __syncwarp();
+      if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
+      read.advance();
+      if (kb + 1 < kbs) {
+        bounded_wait(&ss.full[read.index], read.phase);
+        convert_stage(ss, read.index, g, wt, t0, t1, f);
+      }
     }
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(pn);
-    warpgroup_fence_operand(f);
-    N::add(acc1, pn, w0, w1);
   }
 
   template <class SmemX>
   // it: K blocks consumed by this CTA so far (trace only). second_piece (kPieces == 2): false runs
   // piece 0 only (the fused kernel's blocks of <= kPieceT rows, whose producer loads no piece 1);
   // acc[kBlocks..] then stay cleared. narrow (per-token tiles): 32 or 64 runs piece 0 through
-  // mma_narrow (a block of <= 32 / <= 64 rows), 0 the 128-token wgmmas. narrow1 (T::kNarrowPipe 3):
-  // 32 or 64 runs piece 1 through piece1_narrow, 0 the 128-token wgmmas. The grouped kernels leave
-  // them at their constant defaults.
+  // mma_narrow (a block of <= 32 / <= 64 rows), 0 the 128-token wgmmas. The grouped kernels leave
+  // both at their constant defaults.
   __device__ __forceinline__ void mma(Params const& p, SharedStorage& ss, SmemX const& sX, State& read, int g, int wt,
                                       Acc (&acc)[kAccs], [[maybe_unused]] uint32_t& it,
-                                      [[maybe_unused]] bool second_piece = true, [[maybe_unused]] int narrow = 0,
-                                      [[maybe_unused]] int narrow1 = 0) const {
+                                      [[maybe_unused]] bool second_piece = true, [[maybe_unused]] int narrow = 0) const {
     typename T::TiledMma tiled_mma;
     auto thr = tiled_mma.get_slice(wt);
     Tensor tCrB = thr.partition_fragment_B(sX);  // (MMA, 1, 4, stage) descriptors
@@ -703,64 +572,49 @@ struct MoeW4A8RsKernel {
     if constexpr (T::kTok && kBlocks == 1) {
       if (narrow == 32) return mma_narrow<32>(p, ss, read, g, wt, acc, it, t0, t1, wrow0);
       if (narrow == 64) return mma_narrow<64>(p, ss, read, g, wt, acc, it, t0, t1, wrow0);
-      if constexpr (T::kNarrowPipe > 0)
-        if (!second_piece) return mma_narrow<128>(p, ss, read, g, wt, acc, it, t0, t1, wrow0);
     }
     Acc part[kBlocks];
     if constexpr (kPieces == 2) {
       // Two token pieces: one fragment buffer (the registers hold two fp32 accumulators). Per K
       // block: piece 0, promote, piece 1 with the same fragments, promote (the stage is
       // released), then block kb + 1 is converted into the buffer; the other warp group's
-      // wgmmas run meanwhile. kN1 < kPieceT (T::kNarrowPipe 3, chosen per tile): piece 1 through
-      // piece1_narrow<kN1>, each width its own loop so the 128-token one stays as it is.
-      auto two_pieces = [&](auto n1_c) {
-        constexpr int kN1 = decltype(n1_c)::value;
-        Frags f;
-        convert_stage(ss, read.index, g, wt, t0, t1, f);
-        for (int kb = 0; kb < kbs; ++kb, ++it) {
-          const int s = read.index;
-          issue(tiled_mma, f, tCrB, s * kPieces, part);
-          stamp(0);
+      // wgmmas run meanwhile.
+      Frags f;
+      convert_stage(ss, read.index, g, wt, t0, t1, f);
+      for (int kb = 0; kb < kbs; ++kb, ++it) {
+        const int s = read.index;
+        issue(tiled_mma, f, tCrB, s * kPieces, part);
+        stamp(0);
+        warpgroup_wait<0>();
+        stamp(1);
+        promote(part, s, Int<0>{});
+        stamp(2);
+        if (second_piece) {
+          issue(tiled_mma, f, tCrB, s * kPieces + 1, part);
+          stamp(3);
           warpgroup_wait<0>();
-          stamp(1);
-          promote(part, s, Int<0>{});
-          stamp(2);
-          if constexpr (kN1 < kPieceT) {
-            piece1_narrow<kN1>(ss, s, wt, wrow0, f[0], part[0], acc[1]);
-            asm volatile("" ::: "memory");  // the shared reads above stay before the release
-            __syncwarp();
-            if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
-          } else if (second_piece) {
-            issue(tiled_mma, f, tCrB, s * kPieces + 1, part);
-            stamp(3);
-            warpgroup_wait<0>();
-            stamp(4);
-            CUTE_UNROLL
-            for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(f[b]);
-            promote(part, s, Int<1>{});
-          } else {
-            // promote's release of the stage, without piece 1 (the fragments are not read again)
-            CUTE_UNROLL
-            for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(f[b]);
-            asm volatile("" ::: "memory");
-            __syncwarp();
-            if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
-          }
-          stamp(5);
-          read.advance();
-          if (kb + 1 < kbs) {
-            bounded_wait(&ss.full[read.index], read.phase);
-            stamp(6);
-            convert_stage(ss, read.index, g, wt, t0, t1, f);
-            stamp(7);
-          }
+          stamp(4);
+          CUTE_UNROLL
+          for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(f[b]);
+          promote(part, s, Int<1>{});
+        } else {
+          // promote's release of the stage, without piece 1 (the fragments are not read again)
+          CUTE_UNROLL
+          for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(f[b]);
+          asm volatile("" ::: "memory");
+          __syncwarp();
+          if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
         }
-      };
-      if constexpr (T::kTok && kBlocks == 1 && T::kNarrowPipe >= 3) {
-        if (second_piece && narrow1 == 32) return two_pieces(Int<32>{});
-        if (second_piece && narrow1 == 64) return two_pieces(Int<64>{});
+        stamp(5);
+        read.advance();
+        if (kb + 1 < kbs) {
+          bounded_wait(&ss.full[read.index], read.phase);
+          stamp(6);
+          convert_stage(ss, read.index, g, wt, t0, t1, f);
+          stamp(7);
+        }
       }
-      return two_pieces(Int<kPieceT>{});
+      return;
     }
     Frags f0, f1;
     convert_stage(ss, read.index, g, wt, t0, t1, f0);
