@@ -83,9 +83,11 @@ void to_json(nlohmann::json& j, const MoeSchedulePlan& p);  // without the tile 
 //   * else interleaved without weight reuse (reuse_share < kOrderMinReuseShare: most m-blocks
 //     are their expert's only block, so most weight tiles are read once whatever the order and
 //     there is no locality to lose; interleaving's lead hides the Linear-2 input waits);
-//   * else interleaved where Linear-2 tiles would wait on their inputs at wave ends for more
-//     than kOrderStallShare of a CTA's tile time (estimate: the wave's last block's n2 Linear-2
-//     tiles each wait about half a Linear-1 tile);
+//   * else interleaved where Linear-2 tiles would wait on their inputs at wave ends, plus the
+//     idle CTAs of the expert-wave list's end beyond the interleaved list's (end_idle_share), come
+//     to more than kOrderStallShare of a CTA's tile time (estimate of the waits: the wave's last
+//     block's n2 Linear-2 tiles each wait about half a Linear-1 tile; the end: list_end_idle_share
+//     of both lists, given only to the overloads that plan both);
 //   * else expert-wave (nothing to hide; a wave's tiles of one kind stay together).
 // reuse_share: the share of the rank's m-blocks (of in.block_m rows) that belong to experts with
 // >= 2 blocks. Every block reads all of its expert's W1 + W2 once, so this is the share of the
@@ -108,7 +110,17 @@ struct MoeOrderChoice {
   bool weight_reuse = false;    // reuse_share >= kOrderMinReuseShare
   bool drain_bound = false;     // plan.wave_drain_bound
   double stall_share = 0;
+  // Expert-wave's end idle minus interleaved's (list_end_idle_share), >= 0; 0 where the caller
+  // planned only one order.
+  double end_idle_share = 0;
 };
+// The idle share at the end of a tile list: CTAs take the plan's tiles in list order, each the
+// next one as it frees (dynamic claiming), tiles of plan.l1_tile_us / plan.l2_tile_us, no input
+// waits; 1 - work / (ctas x the last finish). An expert-wave list can end in a few long Linear-2
+// tiles that most CTAs wait out; the interleaved list ends in about one per CTA
+// (docs/megamoe.md "Order choice", "The end of the list"). 0 for an empty list; throws
+// InvalidArgument for ctas < 1.
+double list_end_idle_share(const MoeSchedulePlan& plan, int ctas);
 MoeOrderChoice choose_order(const MoeSchedulePlan& plan, const MoeScheduleInput& in, double l2_bytes,
                             double expert_weight_bytes);
 // The same rule with a modelled reuse share (expected_reuse_share; reuse_expected is set and the

@@ -17,6 +17,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <queue>
 #include <vector>
 
 #include "xstage/error.hpp"
@@ -146,9 +148,11 @@ const char* schedule_name(MoeSchedule s) {
 
 namespace {
 
-// choose_order with the share counted from the rows (modelled_share < 0) or the modelled one.
+// choose_order with the share counted from the rows (modelled_share < 0) or the modelled one;
+// il_plan: the interleaved plan of `in` (then `plan` is the expert-wave one) for the end term.
 MoeOrderChoice choose_order_with(const MoeSchedulePlan& plan, const MoeScheduleInput& in, double l2_bytes,
-                                 double expert_weight_bytes, double modelled_share) {
+                                 double expert_weight_bytes, double modelled_share,
+                                 const MoeSchedulePlan* il_plan = nullptr) {
   if (!(l2_bytes > 0) || !(expert_weight_bytes > 0) || in.ctas < 1 || in.l2_n < 1 || in.block_m < 1)
     throw InvalidArgument("moe order: L2 bytes, expert weight bytes, ctas, l2_n and block_m must be positive");
   MoeOrderChoice c;
@@ -173,6 +177,8 @@ MoeOrderChoice choose_order_with(const MoeSchedulePlan& plan, const MoeScheduleI
   const double work = plan.l1_tiles * plan.l1_tile_us + plan.l2_tiles * plan.l2_tile_us;  // all CTAs' tile time
   const int n2 = (in.hidden + in.l2_n - 1) / in.l2_n;
   c.stall_share = work > 0 ? plan.waves * n2 * 0.5 * plan.l1_tile_us / work : 0;
+  if (il_plan != nullptr)
+    c.end_idle_share = std::max(0.0, list_end_idle_share(plan, in.ctas) - list_end_idle_share(*il_plan, in.ctas));
   const double mib = 1024.0 * 1024.0;
   const std::string reuse =
       fmt::format("{}{:.1f} % of the {}-row blocks{} share their expert's weight tiles with another block",
@@ -195,19 +201,33 @@ MoeOrderChoice choose_order_with(const MoeSchedulePlan& plan, const MoeScheduleI
                         reuse, 100 * kOrderMinReuseShare,
                         c.locality_bound ? fmt::format(" although a wave's weights ({:.0f} MiB) exceed L2", c.wave_weight_bytes / mib)
                                          : std::string());
-  } else if (c.stall_share > kOrderStallShare) {
+  } else if (c.stall_share + c.end_idle_share > kOrderStallShare) {
     c.schedule = MoeSchedule::interleaved;
-    c.why = fmt::format("expert waves would leave Linear-2 tiles waiting on their inputs for ~{:.1f} % of the tile time",
-                        100 * c.stall_share);
+    c.why = fmt::format("expert waves would leave Linear-2 tiles waiting on their inputs for ~{:.1f} % of the tile time{}",
+                        100 * c.stall_share,
+                        c.end_idle_share > 0
+                            ? fmt::format(" and CTAs idle at the list's end for ~{:.1f} % more than interleaved",
+                                          100 * c.end_idle_share)
+                            : std::string());
   } else {
     c.schedule = MoeSchedule::expert_wave;
     const std::string drain = plan.l2_remote_bytes > 0
                                   ? fmt::format("the waves' combine stores ({:.0f} GB/s) stay under R_agg", plan.wave_store_gbps)
                                   : std::string("no remote combine stores");
-    c.why = fmt::format("{} and ~{:.1f} % input stalls at wave ends: expert-wave keeps a wave's tiles of one kind together",
-                        drain, 100 * c.stall_share);
+    c.why = fmt::format("{} and ~{:.1f} % input stalls at wave ends{}: expert-wave keeps a wave's tiles of one kind together",
+                        drain, 100 * c.stall_share,
+                        c.end_idle_share > 0 ? fmt::format(", ~{:.1f} % more idle at the list's end", 100 * c.end_idle_share)
+                                             : std::string());
   }
   return c;
+}
+
+// Both orders' plans of `in`, and the rule with the end term.
+MoeOrderChoice choose_order_planned(const model::Params& p, const MoeScheduleInput& in, double l2_bytes,
+                                    double expert_weight_bytes, double modelled_share) {
+  const MoeSchedulePlan ew = plan_moe_schedule(p, in, MoeSchedule::expert_wave);
+  const MoeSchedulePlan il = plan_moe_schedule(p, in, MoeSchedule::interleaved);
+  return choose_order_with(ew, in, l2_bytes, expert_weight_bytes, modelled_share, &il);
 }
 
 // W1 + W2 of one expert in W8A8 (fp8: 2 I x H + H x I bytes), the weights the order rule assumes.
@@ -229,8 +249,25 @@ MoeOrderChoice choose_order(const MoeSchedulePlan& plan, const MoeScheduleInput&
 
 MoeOrderChoice choose_layer_order(const model::Params& p, MoeScheduleInput in, int block_m, double l2_bytes) {
   in.block_m = block_m;
-  return choose_order(plan_moe_schedule(p, in, MoeSchedule::expert_wave), in, l2_bytes,
-                      w8a8_expert_weight_bytes(in));
+  return choose_order_planned(p, in, l2_bytes, w8a8_expert_weight_bytes(in), -1.0);
+}
+
+double list_end_idle_share(const MoeSchedulePlan& plan, int ctas) {
+  if (ctas < 1) throw InvalidArgument(fmt::format("moe order: ctas must be >= 1, got {}", ctas));
+  if (plan.tiles.empty()) return 0;
+  // Each CTA's next free time; the earliest takes the next tile of the list.
+  std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
+  for (int i = 0; i < ctas; ++i) free_at.push(0.0);
+  double work = 0, end = 0;
+  for (const ScheduledTile& t : plan.tiles) {
+    const double us = t.kind == TileKind::linear1 ? plan.l1_tile_us : plan.l2_tile_us;
+    const double done = free_at.top() + us;
+    free_at.pop();
+    free_at.push(done);
+    work += us;
+    end = std::max(end, done);
+  }
+  return end > 0 ? 1.0 - work / (double(ctas) * end) : 0.0;
 }
 
 double expected_reuse_share(long long routed_tokens, int experts, int top_k, int block_m) {
@@ -283,8 +320,7 @@ MoeOrderChoice choose_balanced_layer_order(const model::Params& p, const MoeLaye
   in.tile_tflops = c.tile_tflops;
   const double share =
       expected_reuse_share(static_cast<long long>(c.tokens) * c.world, c.experts, c.top_k, tile.block_m);
-  return choose_order(plan_moe_schedule(p, in, MoeSchedule::expert_wave), in, l2_bytes,
-                      w8a8_expert_weight_bytes(in), share);
+  return choose_order_planned(p, in, l2_bytes, w8a8_expert_weight_bytes(in), share);
 }
 
 MoeOrderChoice w4a8_layer_order(const MoeOrderChoice& w8a8) {

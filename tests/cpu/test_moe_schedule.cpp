@@ -280,7 +280,10 @@ moe::MoeOrderChoice choose(const moe::MoeScheduleInput& in, double r_agg = 370) 
 // block per expert: no weight tile is read twice, so the reuse term picks interleaved (these two
 // expected expert-wave before the term; the W8A8 sweep measured interleaved 3.2 % and 1.1 %
 // faster there). At 8192 tokens every expert has two 128-row blocks: expert-wave for locality.
-// DiT-MoE-G's one or two experts per wave fit in L2 and its estimated stalls are small.
+// DiT-MoE-G's one or two experts per wave fit in L2 and its estimated stalls are small; at 2048
+// tokens its expert-wave list ends in one wave's few long Linear-2 tiles (12 of ~13 us on 132
+// CTAs), ~10 % more idle than the interleaved list's end: interleaved (measured 1.07-1.09x faster
+// on an H100 and an H200); at 8192 tokens ~3 % more, expert-wave.
 TEST(MoeOrderChoice, TheOneGpuLayersOfTheIssueTable) {
   struct L {
     int h, i, e, k, t;
@@ -290,7 +293,7 @@ TEST(MoeOrderChoice, TheOneGpuLayersOfTheIssueTable) {
   const auto ew = moe::MoeSchedule::expert_wave, il = moe::MoeSchedule::interleaved;
   for (L l : {L{4096, 2048, 256, 6, 2048, true, false, il}, L{4096, 2048, 256, 6, 8192, true, true, ew},
               L{4096, 1024, 512, 10, 2048, true, false, il}, L{4096, 1024, 512, 10, 8192, true, true, ew},
-              L{1408, 5632, 16, 2, 2048, false, true, ew}, L{1408, 5632, 16, 2, 8192, false, true, ew}}) {
+              L{1408, 5632, 16, 2, 2048, false, true, il}, L{1408, 5632, 16, 2, 8192, false, true, ew}}) {
     const moe::MoeOrderChoice c = choose(layer(l.h, l.i, l.e, l.k, l.t));
     EXPECT_EQ(c.schedule, l.order) << l.h << "x" << l.i << " T" << l.t << ": " << c.why;
     EXPECT_EQ(c.locality_bound, l.locality) << c.why;
@@ -300,6 +303,12 @@ TEST(MoeOrderChoice, TheOneGpuLayersOfTheIssueTable) {
     EXPECT_LT(c.stall_share, moe::kOrderStallShare) << c.why;
     EXPECT_FALSE(c.why.empty());
   }
+  const moe::MoeOrderChoice dit2k = choose(layer(1408, 5632, 16, 2, 2048));
+  EXPECT_GT(dit2k.stall_share + dit2k.end_idle_share, moe::kOrderStallShare) << dit2k.why;
+  EXPECT_NE(dit2k.why.find("idle at the list's end"), std::string::npos) << dit2k.why;
+  const moe::MoeOrderChoice dit8k = choose(layer(1408, 5632, 16, 2, 8192));
+  EXPECT_GT(dit8k.end_idle_share, 0.0);
+  EXPECT_LT(dit8k.stall_share + dit8k.end_idle_share, moe::kOrderStallShare) << dit8k.why;
   // DSv4-Flash at 8192 tokens: 192 rows = 2 blocks x 16 Linear-1 tiles per expert, ~4 experts
   // per round of 132 CTAs, 24 MiB of W1 + W2 each.
   const moe::MoeOrderChoice c = choose(layer(4096, 2048, 256, 6, 8192));
@@ -309,6 +318,24 @@ TEST(MoeOrderChoice, TheOneGpuLayersOfTheIssueTable) {
   const moe::MoeOrderChoice direct = moe::choose_order(
       moe::plan_moe_schedule(params(370), in, moe::MoeSchedule::expert_wave), in, kL2, 3.0 * 4096 * 2048);
   EXPECT_EQ(direct.why, c.why);
+}
+
+// The end of a list (list_end_idle_share): CTAs take tiles in list order as they free. Two CTAs,
+// Linear-1 tiles of 1 us, a Linear-2 tile of 4 us: last, it runs alone (end 5 us, 6 us of work:
+// idle 1 - 6 / 10); first, the Linear-1 tiles run beside it (end 4: idle 1 - 6 / 8).
+TEST(MoeOrderChoice, ListEndIdleShareByDynamicClaiming) {
+  moe::MoeSchedulePlan plan;
+  plan.l1_tile_us = 1;
+  plan.l2_tile_us = 4;
+  const moe::ScheduledTile a{moe::TileKind::linear1, 0, 0, 0}, b{moe::TileKind::linear2, 0, 0, 0};
+  plan.tiles = {a, a, b};
+  EXPECT_DOUBLE_EQ(moe::list_end_idle_share(plan, 2), 0.4);
+  plan.tiles = {b, a, a};
+  EXPECT_DOUBLE_EQ(moe::list_end_idle_share(plan, 2), 0.25);
+  EXPECT_DOUBLE_EQ(moe::list_end_idle_share(plan, 1), 0.0);  // one CTA is never idle
+  plan.tiles.clear();
+  EXPECT_DOUBLE_EQ(moe::list_end_idle_share(plan, 2), 0.0);
+  EXPECT_THROW(moe::list_end_idle_share(plan, 0), InvalidArgument);
 }
 
 // The reuse term (docs/megamoe.md "Order choice"): few rows per expert (DSv4-Flash at 512 tokens:
