@@ -128,9 +128,9 @@ MoeOrderChoice choose_order(const MoeSchedulePlan& plan, const MoeScheduleInput&
 // only feed the wave size. Throws InvalidArgument as above and for a share outside [0, 1].
 MoeOrderChoice choose_order(const MoeSchedulePlan& plan, const MoeScheduleInput& in, double l2_bytes,
                             double expert_weight_bytes, double reuse_share);
-// The order for one rank's routed rows (`moe-routing --plan`): choose_order on the expert-wave
-// plan of `in` with blocks of `block_m` rows (the layer's automatic tile) and W8A8 weights
-// (W1 + W2 = 3 H I bytes per expert).
+// The order for one rank's routed rows (`moe-routing --plan`): the rule on both plans of `in`
+// (expert-wave for the measures, interleaved too for the end term) with blocks of `block_m` rows
+// (the layer's automatic tile) and W8A8 weights (W1 + W2 = 3 H I bytes per expert).
 MoeOrderChoice choose_layer_order(const model::Params& p, MoeScheduleInput in, int block_m, double l2_bytes);
 
 // The expected reuse_share of one rank's work under balanced random routing: `routed_tokens`

@@ -177,8 +177,10 @@ MoeOrderChoice choose_order_with(const MoeSchedulePlan& plan, const MoeScheduleI
   const double work = plan.l1_tiles * plan.l1_tile_us + plan.l2_tiles * plan.l2_tile_us;  // all CTAs' tile time
   const int n2 = (in.hidden + in.l2_n - 1) / in.l2_n;
   c.stall_share = work > 0 ? plan.waves * n2 * 0.5 * plan.l1_tile_us / work : 0;
-  if (il_plan != nullptr)
-    c.end_idle_share = std::max(0.0, list_end_idle_share(plan, in.ctas) - list_end_idle_share(*il_plan, in.ctas));
+  if (il_plan != nullptr) {
+    const double d = list_end_idle_share(plan, in.ctas) - list_end_idle_share(*il_plan, in.ctas);
+    c.end_idle_share = d > 1e-9 ? d : 0.0;  // equal ends (rounding aside): no term
+  }
   const double mib = 1024.0 * 1024.0;
   const std::string reuse =
       fmt::format("{}{:.1f} % of the {}-row blocks{} share their expert's weight tiles with another block",
@@ -336,7 +338,8 @@ void to_json(nlohmann::json& j, const MoeOrderChoice& c) {
                      {"experts_per_wave", c.experts_per_wave}, {"wave_weight_bytes", c.wave_weight_bytes},
                      {"locality_bound", c.locality_bound}, {"reuse_share", c.reuse_share},
                      {"reuse_expected", c.reuse_expected}, {"weight_reuse", c.weight_reuse},
-                     {"drain_bound", c.drain_bound}, {"stall_share", c.stall_share}};
+                     {"drain_bound", c.drain_bound}, {"stall_share", c.stall_share},
+                     {"end_idle_share", c.end_idle_share}};
 }
 
 }  // namespace xstage::moe

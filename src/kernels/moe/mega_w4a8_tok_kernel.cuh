@@ -15,7 +15,8 @@
 //     block's h is quantised in chunks of kQuantRows tokens: one scale per token from h_amax
 //     (h_scales[row]), fp8 h rows from h16, h_amax reset to zero for the next call, one more count
 //     per chunk. Chunks are claimed one at a time (h_qclaim) by the consumers of every CTA that
-//     starts one of the block's Linear-2 tiles while chunks are left, and, in a block of <= 128
+//     starts one of the block's Linear-2 tiles while chunks are left (with
+//     XSTAGE_MEGA_TOK_STAGE_GATE, not for a block of <= 128 rows), and, in a block of <= 128
 //     rows, of the CTA whose count returned n1 - 1 (count_l1), so a block's quantisation runs on
 //     several SMs. The block's Linear-2
 //     tiles are handed over at count n1 and load h at n1 + chunks. No CTA waits for another's
