@@ -29,7 +29,7 @@ def parse_shapes(listing):
     return shapes
 
 
-def table(doc, shapes, min_rows):
+def table(doc, shapes):
     """Rows (mean_rows, model, routing, tokens, best m64 us, best m128 us, unfused us) and the
     problems (missing cells, failed checks, unknown models)."""
     cells, probs = defaultdict(dict), []
@@ -70,7 +70,7 @@ def main(argv=None):
     except (OSError, ValueError, subprocess.SubprocessError) as e:
         print(f"{TOOL}: {e}", file=sys.stderr)
         return 2
-    rows, probs = table(doc, parse_shapes(listing), a.min_rows)
+    rows, probs = table(doc, parse_shapes(listing))
     for p in probs:
         print(f"{TOOL}: {p}", file=sys.stderr)
     if probs:

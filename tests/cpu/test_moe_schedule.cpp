@@ -282,9 +282,9 @@ moe::MoeOrderChoice choose(const moe::MoeScheduleInput& in, double r_agg = 370) 
 // expected expert-wave before the term; the W8A8 sweep measured interleaved 3.2 % and 1.1 %
 // faster there). At 8192 tokens every expert has two 128-row blocks: expert-wave for locality.
 // DiT-MoE-G's one or two experts per wave fit in L2 and its estimated stalls are small; at 2048
-// tokens its expert-wave list ends in one wave's few long Linear-2 tiles (12 of ~53 us, the plan's
-// tile times, on 132 CTAs), ~10 % more idle than the interleaved list's end: interleaved (measured 1.07-1.09x faster
-// on an H100 and an H200); at 8192 tokens ~3 % more, expert-wave.
+// tokens its expert-wave list ends in one wave's few long Linear-2 tiles (12 of ~53 us at the
+// plan's tile times, on 132 CTAs), ~10 % more idle than the interleaved list's end: interleaved
+// (measured 1.07-1.09x faster on an H100 and an H200); at 8192 tokens ~3 % more, expert-wave.
 TEST(MoeOrderChoice, TheOneGpuLayersOfTheIssueTable) {
   struct L {
     int h, i, e, k, t;

@@ -35,7 +35,7 @@ def test_shapes_parse_from_the_list():
 
 def test_rows_per_expert_better_orders_and_sorting():
     doc = _doc({("Big", 2048): _cells(100, 90, 95, 80, 85), ("Small", 512): _cells(10, 12, 11, 13, 14)})
-    rows, probs = tiles.table(doc, tiles.parse_shapes(LISTING), 64)
+    rows, probs = tiles.table(doc, tiles.parse_shapes(LISTING))
     assert probs == []
     # Big 2048: 2048 * 8 / 256 = 64 rows; Small 512: 512 * 2 / 16 = 64 too: sorted by rows, then name.
     assert rows == [(64.0, "Big", "balanced", 2048, 90, 80, 100), (64.0, "Small", "balanced", 512, 11, 13, 10)]
@@ -44,9 +44,9 @@ def test_rows_per_expert_better_orders_and_sorting():
 def test_missing_variant_failed_check_and_unknown_model_are_problems():
     v = _cells(100, 90, 95, 80, 85)
     del v["expert-wave+m128n256"]
-    _, probs = tiles.table(_doc({("Big", 2048): v}), tiles.parse_shapes(LISTING), 64)
+    _, probs = tiles.table(_doc({("Big", 2048): v}), tiles.parse_shapes(LISTING))
     assert len(probs) == 1 and "expert-wave+m128n256" in probs[0]
-    _, probs = tiles.table(_doc({("Big", 2048): _cells(1, 1, 1, 1, 1)}, check="FAIL"), tiles.parse_shapes(LISTING), 64)
+    _, probs = tiles.table(_doc({("Big", 2048): _cells(1, 1, 1, 1, 1)}, check="FAIL"), tiles.parse_shapes(LISTING))
     assert probs and all("check FAIL" in p for p in probs)
-    _, probs = tiles.table(_doc({("Other", 2048): _cells(1, 1, 1, 1, 1)}), tiles.parse_shapes(LISTING), 64)
+    _, probs = tiles.table(_doc({("Other", 2048): _cells(1, 1, 1, 1, 1)}), tiles.parse_shapes(LISTING))
     assert probs == ["Other: not a model of the binary's --list"]

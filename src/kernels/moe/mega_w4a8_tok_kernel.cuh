@@ -534,6 +534,8 @@ struct MegaW4A8TokKernel {
       if (!is_l1 && t.rows <= kLastQuantRows) bounded_wait(&ss.rs.full[read.index], read.phase);
       else if (!is_l1) await_quantised(p, ss, t, ct);  // before its token scales are read
 #else
+      // (The preprocessor, not a folded condition, keeps the measured kernel's code: ptxas
+      // allocates its uniform registers differently around a constant-false branch.)
       if (!is_l1) await_quantised(p, ss, t, ct);  // before its token scales are read
 #endif
       const TileInputs in = prefetch_epilogue(p, ss, t, is_l1, g, wt);
