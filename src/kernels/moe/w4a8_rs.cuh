@@ -371,6 +371,14 @@ struct MoeW4A8RsKernel {
   // more 8-byte load (the gaps of rows r0 and r0 + 8) and per K step each row's table shifted
   // by its sub-block's gap (3 instructions per row and step). INT4 two-level: one 16-byte load,
   // the tables of rows r0 and r0 + 8 for the whole K block.
+  // A consumer warp is done with stage s: its shared reads stay before the release (compiler
+  // fence), then lane 0 arrives on the stage's empty barrier for the warp.
+  __device__ __forceinline__ static void release_stage(SharedStorage& ss, int s, int wt) {
+    asm volatile("" ::: "memory");
+    __syncwarp();
+    if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
+  }
+
   __device__ __forceinline__ static void convert_block(SharedStorage& ss, int s, int b, int g, int wt, uint32_t t0,
                                                        uint32_t t1, FragA& f) {
     const uint32_t chunk = cute::cast_smem_ptr_to_uint(ss.w.data() + (s * kBlocks + b) * T::kChunkBytes);
@@ -488,9 +496,7 @@ struct MoeW4A8RsKernel {
         if constexpr (T::kLut) acc[0](i) += part(i);
         else acc[0](i) = fmaf(part(i), (i & 2) ? w1 : w0, acc[0](i));
       }
-      asm volatile("" ::: "memory");  // the shared reads above stay before the release
-      __syncwarp();
-      if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
+      release_stage(ss, s, wt);
       read.advance();
       if (kb + 1 < kbs) {
         bounded_wait(&ss.full[read.index], read.phase);
@@ -562,9 +568,7 @@ struct MoeW4A8RsKernel {
         }
       }
       if (pc + 1 == kPieces) {
-        asm volatile("" ::: "memory");  // the shared reads above stay before the release
-        __syncwarp();
-        if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
+        release_stage(ss, s, wt);
       }
     };
 
@@ -601,9 +605,7 @@ struct MoeW4A8RsKernel {
           // promote's release of the stage, without piece 1 (the fragments are not read again)
           CUTE_UNROLL
           for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(f[b]);
-          asm volatile("" ::: "memory");
-          __syncwarp();
-          if ((wt & 31) == 0) cutlass::arch::ClusterBarrier::arrive(&ss.empty[s]);
+          release_stage(ss, s, wt);
         }
         stamp(5);
         read.advance();
