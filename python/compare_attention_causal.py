@@ -23,7 +23,7 @@ from xsbench.tables import fmt, mark
 
 SCHEMA = "xstage.bench.attention.v1"
 TOOL = "compare_attention_causal"
-ORDERS = ("head-major", "longest-first", "grouped")
+ORDERS = ("head-major", "longest-first", "grouped", "claimed")
 SHORT = {"head-major": "hm", "longest-first": "lf", "grouped": "grp"}
 MIN_RATIO = 1.0
 MIN_TFLOPS_D128 = 600.0  # at S >= 8192

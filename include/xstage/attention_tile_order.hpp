@@ -22,7 +22,16 @@
 //   other, dealt out by the same serpentine. Fewer heads are in flight at once (their K/V stay
 //   in L2); the host picks the smallest group whose per-CTA load stays balanced
 //   (plan_group below).
+// * claimed: the grouped list, but each CTA claims its next position from a launch-wide counter
+//   when its producer reaches the next tile (positions 0 .. grid-1 first, one each). Greedy claiming
+//   balances the CTAs without the serpentine, so the groups can be small (one or two heads at
+//   S >= 16384, plan_claimed_group below): fewer heads' K/V in flight, fewer DRAM re-reads
+//   (docs/attention.md §Persistent scheduler, "claimed").
 #pragma once
+
+#include <cstddef>
+#include <utility>
+#include <vector>
 
 #if !defined(XS_TILE_HD)
 #if defined(__CUDACC__)
@@ -34,7 +43,7 @@
 
 namespace xstage::causal {
 
-enum class TileOrder : int { head_major = 0, longest_first = 1, grouped = 2 };
+enum class TileOrder : int { head_major = 0, longest_first = 1, grouped = 2, claimed = 3 };
 enum class Align : int { top_left = 0, bottom_right = 1 };
 
 // Query i sees keys j <= i + key_offset(...).
@@ -72,8 +81,8 @@ struct Item {
 };
 
 // The item at list position pos (0 <= pos < m_blocks * heads * batch). group: (batch, head)
-// pairs per group of the grouped order (<= 0 or >= all pairs: one group, i.e. longest_first);
-// ignored by head_major.
+// pairs per group of the grouped and claimed orders (<= 0 or >= all pairs: one group, i.e.
+// longest_first); ignored by head_major.
 XS_TILE_HD Item item_at(TileOrder order, int group, int m_blocks, int heads, int batch, int pos) {
   int m, bh;
   if (order != TileOrder::head_major) {
@@ -99,7 +108,8 @@ XS_TILE_HD Item item_at(TileOrder order, int m_blocks, int heads, int batch, int
 }
 
 // The list position CTA `cta` of `grid` takes after `pos` (its first is position cta). Only
-// the last round can be partial, so a position >= the item count ends the CTA's work.
+// the last round can be partial, so a position >= the item count ends the CTA's work. Not for
+// claimed (the counter decides; its host model is claimed_loads below).
 XS_TILE_HD int next_position(TileOrder order, int pos, int cta, int grid) {
   if (order == TileOrder::head_major) return pos + grid;
   const int round = pos / grid + 1;
@@ -114,7 +124,38 @@ struct CtaLoads {
   double busiest = 0;  // key blocks of the busiest CTA
   double total = 0;    // key blocks of all CTAs
 };
+// claimed: each position goes to the CTA that is free first (ties: the lower CTA), as a counter
+// claimed when a CTA finishes its tile would hand them out.
+inline CtaLoads claimed_loads(int group, const TileShape& t, int pairs, int grid) {
+  const int m_blocks = t.m_blocks();
+  const int items = m_blocks * pairs;
+  CtaLoads r;
+  if (grid <= 0 || items <= 0) return r;
+  if (grid > items) grid = items;
+  // Binary min-heap of (load, cta) kept by hand: no allocation beyond one vector.
+  std::vector<std::pair<double, int>> heap;
+  heap.reserve(static_cast<std::size_t>(grid));
+  for (int c = 0; c < grid; ++c) heap.emplace_back(0.0, c);
+  for (int p = 0; p < items; ++p) {
+    const double cost = t.key_blocks(item_at(TileOrder::claimed, group, m_blocks, pairs, 1, p).m_block) + 1;
+    heap[0].first += cost;  // the least loaded CTA takes it, then sinks to its place
+    r.total += cost;
+    std::size_t i = 0;
+    for (;;) {
+      const std::size_t l = 2 * i + 1, rr = l + 1;
+      std::size_t m = i;
+      if (l < heap.size() && heap[l] < heap[m]) m = l;
+      if (rr < heap.size() && heap[rr] < heap[m]) m = rr;
+      if (m == i) break;
+      std::swap(heap[i], heap[m]);
+      i = m;
+    }
+  }
+  for (const auto& h : heap) r.busiest = h.first > r.busiest ? h.first : r.busiest;
+  return r;
+}
 inline CtaLoads cta_loads(TileOrder order, int group, const TileShape& t, int pairs, int grid) {
+  if (order == TileOrder::claimed) return claimed_loads(group, t, pairs, grid);
   const int m_blocks = t.m_blocks();
   const int items = m_blocks * pairs;
   CtaLoads r;
@@ -145,12 +186,19 @@ inline double cta_imbalance(TileOrder order, int group, const TileShape& t, int 
 // imbalance evaluation (items) per candidate; callers cache the answer per shape.
 inline constexpr int kMaxPlannedGroup = 64;
 inline constexpr long long kPlanBudget = 4000000;
-inline int plan_group(const TileShape& t, int pairs, int grid, double tolerance = 0.01) {
+inline int plan_group(const TileShape& t, int pairs, int grid, double tolerance = 0.01,
+                      TileOrder order = TileOrder::grouped) {
   const int last = pairs - 1 < kMaxPlannedGroup ? pairs - 1 : kMaxPlannedGroup;
   if (static_cast<long long>(t.m_blocks()) * pairs * last > kPlanBudget) return pairs;
   for (int g = 1; g <= last; ++g)
-    if (cta_imbalance(TileOrder::grouped, g, t, pairs, grid) <= 1.0 + tolerance) return g;
+    if (cta_imbalance(order, g, t, pairs, grid) <= 1.0 + tolerance) return g;
   return pairs;
+}
+// The claimed order's group: the same search with greedy claiming as the model. Claiming keeps
+// the CTAs within one light item of each other where the list ends in light items, so long
+// sequences get groups of one or two heads (plan_group's serpentine needed 8-15 there).
+inline int plan_claimed_group(const TileShape& t, int pairs, int grid, double tolerance = 0.01) {
+  return plan_group(t, pairs, grid, tolerance, TileOrder::claimed);
 }
 #endif
 

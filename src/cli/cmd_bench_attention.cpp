@@ -462,7 +462,8 @@ void add_attention_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--causal-order", fl->causal_orders,
                   "Causal persistent tile orders, one row each per shape, run back to back: grouped (the default: "
-                  "longest-first within planned head groups), longest-first and/or head-major "
+                  "longest-first within planned head groups), longest-first, head-major and/or claimed (the grouped "
+                  "list claimed through a counter, groups of 1-2 heads at long S) "
                   "(docs/attention.md §Persistent scheduler)")
       ->delimiter(',')
       ->capture_default_str();

@@ -164,13 +164,15 @@ void check_causal_options(const AttentionArgs& a) {
   if (a.causal_align != causal::Align::top_left && a.causal_align != causal::Align::bottom_right)
     throw InvalidArgument(fmt::format("attention: unknown causal alignment {}", static_cast<int>(a.causal_align)));
   if (a.causal_order != causal::TileOrder::head_major && a.causal_order != causal::TileOrder::longest_first &&
-      a.causal_order != causal::TileOrder::grouped)
+      a.causal_order != causal::TileOrder::grouped && a.causal_order != causal::TileOrder::claimed)
     throw InvalidArgument(fmt::format("attention: unknown causal tile order {}", static_cast<int>(a.causal_order)));
   if (a.causal_group < 0 || a.causal_group > a.heads * a.batch)
     throw InvalidArgument(fmt::format("attention: causal group {} must be 0 (planned) or 1..{} (heads x batch)",
                                       a.causal_group, a.heads * a.batch));
-  if (a.causal_group != 0 && a.causal_order != causal::TileOrder::grouped)
-    throw InvalidArgument("attention: a causal group needs the grouped tile order");
+  if (a.causal_group != 0 && a.causal_order != causal::TileOrder::grouped && a.causal_order != causal::TileOrder::claimed)
+    throw InvalidArgument("attention: a causal group needs the grouped or claimed tile order");
+  if (a.causal && a.causal_order == causal::TileOrder::claimed && a.tile_policy == AttentionTilePolicy::rows128)
+    throw InvalidArgument("attention: the claimed causal order runs the staged tiles; tile policy rows128 takes a static order");
   if (a.causal_align == causal::Align::bottom_right && !a.causal)
     throw InvalidArgument("attention: causal alignment bottom-right needs a causal call");
   // Bottom-right: query i sees keys j <= i + kv_len - q_len, so rows below q_len - kv_len would
@@ -234,6 +236,7 @@ const char* causal_order_name(causal::TileOrder o) {
   return o == causal::TileOrder::longest_first ? "longest-first"
          : o == causal::TileOrder::head_major  ? "head-major"
          : o == causal::TileOrder::grouped     ? "grouped"
+         : o == causal::TileOrder::claimed     ? "claimed"
                                                : "unknown";
 }
 causal::Align parse_causal_align(const std::string& s) {
@@ -245,8 +248,9 @@ causal::TileOrder parse_causal_order(const std::string& s) {
   if (s == "head-major") return causal::TileOrder::head_major;
   if (s == "longest-first") return causal::TileOrder::longest_first;
   if (s == "grouped") return causal::TileOrder::grouped;
+  if (s == "claimed") return causal::TileOrder::claimed;
   throw InvalidArgument(
-      fmt::format("attention: causal tile order must be head-major, longest-first or grouped, got '{}'", s));
+      fmt::format("attention: causal tile order must be head-major, longest-first, grouped or claimed, got '{}'", s));
 }
 int causal_key_offset(const AttentionArgs& a) {
   return a.causal ? causal::key_offset(a.causal_align, a.q_len, a.kv_len) : 0;
@@ -312,7 +316,9 @@ const Entry& entry_for_call(const AttentionArgs& a) {
   if (a.tile_policy != AttentionTilePolicy::automatic || base.tile != EntryTile::staged) return base;
   const int slots = launch_slots(a);
   if (a.causal) {
-    if (a.head_dim == 64 && causal_rows128_for(a, slots)) return find_entry(a.dtype, 64, true, EntryTile::rows128);
+    // (The claimed order runs the staged tiles only.)
+    if (a.head_dim == 64 && a.causal_order != causal::TileOrder::claimed && causal_rows128_for(a, slots))
+      return find_entry(a.dtype, 64, true, EntryTile::rows128);
     return base;
   }
   if (a.tail_split && ka::split_wins(a.head_dim, a.q_len, a.kv_len, a.heads * a.batch, slots))
@@ -392,8 +398,9 @@ ka::AttentionParams to_kernel_params(const AttentionArgs& a) {
 }
 
 namespace {
-// The grouped order's heads per group for this call (causal::plan_group on the launched tile and
-// grid), cached per shape: planning walks every work item once per candidate group.
+// The grouped / claimed order's heads per group for this call (causal::plan_group /
+// plan_claimed_group on the launched tile and grid), cached per shape: planning walks every work
+// item once per candidate group.
 int planned_causal_group(const AttentionArgs& a, const Entry& e, const ka::AttentionParams& p) {
   if (a.causal_group > 0) return a.causal_group;  // forced (tests, A/B)
   const ka::KernelInfo k = e.info();
@@ -401,9 +408,11 @@ int planned_causal_group(const AttentionArgs& a, const Entry& e, const ka::Atten
   XS_CUDA(ka::attention_grid(p, k.tile.block_m, grid), "reading the SM count");
   const causal::TileShape t{a.q_len, a.kv_len, k.tile.block_m, k.tile.block_n, causal_key_offset(a)};
   const int pairs = a.heads * a.batch;
-  static ShapeCache<std::tuple<int, int, int, int, int, int, int>, int> cache;
-  return cache.get({t.q_len, t.kv_len, t.block_m, t.block_n, t.key_offset, pairs, grid},
-                   [&] { return causal::plan_group(t, pairs, grid); });
+  const bool claimed = a.causal_order == causal::TileOrder::claimed;
+  static ShapeCache<std::tuple<int, int, int, int, int, int, int, bool>, int> cache;
+  return cache.get({t.q_len, t.kv_len, t.block_m, t.block_n, t.key_offset, pairs, grid, claimed}, [&] {
+    return claimed ? causal::plan_claimed_group(t, pairs, grid) : causal::plan_group(t, pairs, grid);
+  });
 }
 }  // namespace
 
@@ -417,13 +426,16 @@ int causal_group_for(const AttentionArgs& a) {
 void reserve_split_workspace(const AttentionArgs& a, cudaStream_t stream) {
   validate(a);
   if (a.tail_split && splits_tail(entry_for_call(a))) split_workspace_for(stream, launch_slots(a));
+  if (a.causal && a.causal_order == causal::TileOrder::claimed) claim_counter_for(stream);
 }
 
 void attention_forward(const AttentionArgs& a, cudaStream_t stream) {
   validate(a);
   const Entry& e = entry_for_call(a);
   ka::AttentionParams p = to_kernel_params(a);
-  if (a.causal && a.causal_order == causal::TileOrder::grouped) p.causal_group = planned_causal_group(a, e, p);
+  if (a.causal && (a.causal_order == causal::TileOrder::grouped || a.causal_order == causal::TileOrder::claimed))
+    p.causal_group = planned_causal_group(a, e, p);
+  if (a.causal && a.causal_order == causal::TileOrder::claimed) p.claim_counter = claim_counter_for(stream);
   if (splits_tail(e) && a.tail_split) {
     // The long-key and split kernels may split tiles along the keys (kernels/attention/tile_scheduler.cuh):
     // workspace for as many parts as the launch has CTA slots (one per SM, or num_ctas).

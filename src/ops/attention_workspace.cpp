@@ -34,4 +34,24 @@ SplitWorkspace split_workspace_for(cudaStream_t stream, int grid) {
   return w;
 }
 
+int* claim_counter_for(cudaStream_t stream) {
+  static std::mutex mu;
+  // Keyed by the stream's id, not its handle: cudaStreamPerThread (or the default stream under
+  // per-thread default streams) is one handle for a different stream per host thread, and a
+  // destroyed stream's handle may come back for a new one. Never freed, as above.
+  static auto* cache = new std::map<std::pair<int, unsigned long long>, int*>();
+  int dev = 0;
+  XS_CUDA(cudaGetDevice(&dev), "reading the current device");
+  unsigned long long id = 0;
+  XS_CUDA(cudaStreamGetId(stream, &id), "reading the stream's id");
+  std::lock_guard<std::mutex> lock(mu);
+  int*& c = (*cache)[{dev, id}];
+  if (c == nullptr) {
+    XS_CUDA(cudaMalloc(&c, 2 * sizeof(int)), "allocating the attention claim counters");
+    // On the stream itself, so the first launch there finds them zeroed whatever the stream's flags.
+    XS_CUDA(cudaMemsetAsync(c, 0, 2 * sizeof(int), stream), "zeroing the attention claim counters");
+  }
+  return c;
+}
+
 }  // namespace xstage::ops

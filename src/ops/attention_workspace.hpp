@@ -16,4 +16,8 @@ struct SplitWorkspace {
 // CUDA failures.
 SplitWorkspace split_workspace_for(cudaStream_t stream, int grid);
 
+// The claimed causal order's two counters for launches on `stream` of the current device
+// (kernels/attention/params.hpp claim_counter): zeroed once here; every launch leaves them zero.
+int* claim_counter_for(cudaStream_t stream);
+
 }  // namespace xstage::ops

@@ -426,10 +426,24 @@ TEST(AttentionValidate, CausalOptions) {
         x.causal_order = causal::TileOrder::head_major;
         x.causal_group = 1;
       },
-      "needs the grouped tile order");
+      "needs the grouped or claimed tile order");
   a.causal_order = causal::TileOrder::grouped;
   a.causal_group = 1;
   EXPECT_NO_THROW(ops::validate(a));
+  a.causal_order = causal::TileOrder::claimed;  // claimed takes a group too, and not the 128-row tile
+  EXPECT_NO_THROW(ops::validate(a));
+  expect_invalid(
+      [](AttentionArgs& x) {
+        x.causal = true;
+        x.causal_order = causal::TileOrder::claimed;
+        x.tile_policy = ops::AttentionTilePolicy::rows128;
+        x.head_dim = 64;
+        x.q_strides = x.o_strides = ops::packed_bshd(x.q_len, x.heads, 64);
+        x.k_strides = x.v_strides = ops::packed_bshd(x.kv_len, x.heads, 64);
+      },
+      "the claimed causal order runs the staged tiles");
+  EXPECT_EQ(ops::parse_causal_order("claimed"), causal::TileOrder::claimed);
+  EXPECT_STREQ(ops::causal_order_name(causal::TileOrder::claimed), "claimed");
   EXPECT_EQ(ops::parse_causal_order("grouped"), causal::TileOrder::grouped);
   EXPECT_STREQ(ops::causal_order_name(causal::TileOrder::grouped), "grouped");
   EXPECT_EQ(AttentionArgs{}.causal_order, causal::TileOrder::grouped);  // the measured default

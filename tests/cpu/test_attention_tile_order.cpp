@@ -276,3 +276,30 @@ TEST(AttentionTileOrder, CtaLoadsHandCount) {
   EXPECT_GE(two.busiest, two.total / 2);
   EXPECT_LE(two.busiest, two.total / 2 + 17.0);
 }
+
+// The claimed order's host model (greedy claiming over the grouped list) against a hand count,
+// and its planner: groups of one or two heads at S >= 8192, d = 128, where the serpentine's plan
+// needs 8-31 (docs/attention.md §Persistent scheduler, "claimed").
+TEST(AttentionTileOrder, ClaimedLoadsAndPlan) {
+  // One head of 4 q tiles (costs 4, 3, 2, 1 blocks + 1 each) on two CTAs: 5 | 4, then 3 goes to
+  // the CTA at 4 (7), 2 to the one at 5 (7).
+  const causal::TileShape t{512, 512, 128, 128, 0};
+  const causal::CtaLoads two = causal::claimed_loads(1, t, 1, 2);
+  EXPECT_DOUBLE_EQ(two.total, 14.0);
+  EXPECT_DOUBLE_EQ(two.busiest, 7.0);
+  EXPECT_DOUBLE_EQ(causal::cta_loads(TileOrder::claimed, 1, t, 1, 2).busiest, 7.0);
+  // More CTAs than items: one each, the busiest carries the heaviest.
+  EXPECT_DOUBLE_EQ(causal::claimed_loads(1, t, 1, 9).busiest, 5.0);
+  for (int s : {16384, 32768})
+    for (int h : {8, 16, 24, 40}) {
+      const Launch l = issue_launch(s, h, 128);
+      const int g = causal::plan_claimed_group(l.shape, h, l.grid);
+      EXPECT_EQ(g, 1) << s << " " << h;
+      EXPECT_LE(causal::cta_imbalance(TileOrder::claimed, g, l.shape, h, l.grid), 1.01);
+    }
+  EXPECT_EQ(causal::plan_claimed_group(issue_launch(8192, 24, 128).shape, 24, 132), 2);
+  // Every item is claimed once: the model's total is the list's.
+  const Launch l = issue_launch(4096, 16, 64);
+  EXPECT_DOUBLE_EQ(causal::claimed_loads(3, l.shape, 16, l.grid).total,
+                   causal::cta_loads(TileOrder::longest_first, 0, l.shape, 16, l.grid).total);
+}

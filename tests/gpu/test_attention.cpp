@@ -218,6 +218,7 @@ TEST_P(AttentionGpu, MatchesReference) {
 void causal_cases(std::vector<Case>& v) {
   const AttentionDType bf = AttentionDType::bf16, fp = AttentionDType::fp16;
   const auto lpt = causal::TileOrder::longest_first, heads = causal::TileOrder::head_major;
+  const auto cl = causal::TileOrder::claimed;
   const auto tl = causal::Align::top_left, br = causal::Align::bottom_right;
   const auto rows128 = ops::AttentionTilePolicy::rows128;
   const Layout dense = Layout::dense;
@@ -242,6 +243,14 @@ void causal_cases(std::vector<Case>& v) {
   add("lpt_peaked_fp16_d64", fp, 64, 1, 4, 1333, 1333, tl, lpt, 0, 1.0f, 2.5f);
   add("lpt_packed_qkv_bf16_d128", bf, 128, 2, 3, 1000, 1000, tl, lpt, 0, 0.f, 1.f, Layout::packed_qkv);
   add("lpt_s4680_bf16_d64_h4_rows128", bf, 64, 1, 4, 4680, 4680, tl, lpt, 0, 0.f, 1.f, dense, rows128);
+  // Claimed (the counter hands out positions; few CTAs make it claim many times).
+  add("cl_s4680_bf16_d128_h3", bf, 128, 1, 3, 4680, 4680, tl, cl);
+  add("cl_q1333_kv1000_fp16_d64_b2", fp, 64, 2, 3, 1333, 1000, tl, cl);
+  add("cl_ctas5_fp16_d128", fp, 128, 1, 4, 2000, 2000, tl, cl, 5);
+  add("cl_ctas7_bf16_d64_b2", bf, 64, 2, 3, 1000, 777, tl, cl, 7);
+  add("cl_s77_bf16_d64", bf, 64, 2, 3, 77, 77, tl, cl);
+  add("br_q1000_kv1333_bf16_d128_b2_cl", bf, 128, 2, 3, 1000, 1333, br, cl);
+  add("br_q300_kv4680_fp16_d64_cl", fp, 64, 1, 4, 300, 4680, br, cl);
   // Bottom-right, head-major and longest-first.
   add("br_q1000_kv1333_bf16_d128_b2", bf, 128, 2, 3, 1000, 1333, br, heads);
   add("br_q1000_kv1333_fp16_d128_b2_lpt", fp, 128, 2, 3, 1000, 1333, br, lpt);
@@ -497,6 +506,30 @@ TEST(AttentionGpu, CausalOrdersAgreeBitwise) {
         XS_TEST_CUDA(cudaDeviceSynchronize());
         XS_TEST_CUDA(cudaMemcpy(hl.data(), o2.p, nq * 2, cudaMemcpyDeviceToHost));
         EXPECT_EQ(std::memcmp(h3.data(), hl.data(), nq * 2), 0) << "grouped vs longest-first, d " << d;
+        // The claimed order, planned and with groups of 3, three launches each (the counters
+        // must be back at zero after every launch): the same bits again, O and LSE.
+        std::vector<float> gl(nl), g3(nl);
+        XS_TEST_CUDA(cudaMemcpy(gl.data(), l2.p, nl * 4, cudaMemcpyDeviceToHost));
+        for (int group : {0, 3})
+          for (int rep = 0; rep < 3; ++rep) {
+            a.causal_order = causal::TileOrder::claimed;
+            a.causal_group = group;
+            XS_TEST_CUDA(cudaMemset(o2.p, 0xFF, nq * 2));
+            XS_TEST_CUDA(cudaMemset(l2.p, 0xFF, nl * 4));
+            ASSERT_NO_THROW(ops::attention_forward(a, nullptr));
+            XS_TEST_CUDA(cudaDeviceSynchronize());
+            XS_TEST_CUDA(cudaMemcpy(h3.data(), o2.p, nq * 2, cudaMemcpyDeviceToHost));
+            XS_TEST_CUDA(cudaMemcpy(g3.data(), l2.p, nl * 4, cudaMemcpyDeviceToHost));
+            EXPECT_EQ(std::memcmp(h3.data(), hl.data(), nq * 2), 0)
+                << "claimed (group " << group << ", launch " << rep << ") vs longest-first, d " << d;
+            EXPECT_EQ(std::memcmp(g3.data(), gl.data(), nl * 4), 0)
+                << "claimed LSE (group " << group << ", launch " << rep << "), d " << d;
+          }
+        a.causal_order = causal::TileOrder::longest_first;
+        a.causal_group = 0;
+        XS_TEST_CUDA(cudaMemset(o2.p, 0xFF, nq * 2));
+        ASSERT_NO_THROW(ops::attention_forward(a, nullptr));
+        XS_TEST_CUDA(cudaDeviceSynchronize());
       }
       std::vector<uint16_t> h1(nq), h2(nq);
       std::vector<float> g1(nl), g2(nl);

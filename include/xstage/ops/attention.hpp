@@ -70,10 +70,13 @@ struct AttentionArgs {
   // §Persistent scheduler): longest_first balances the triangular work over the CTAs (measured
   // 1.32x head_major, geomean of 40 shapes); grouped (the default) does so within planned groups
   // of heads, so fewer heads' K/V are in flight on long many-head shapes (the only shapes where
-  // its plan differs from longest_first; measured 40 of 40 acceptance points vs 37).
+  // its plan differs from longest_first; measured 40 of 40 acceptance points vs 37); claimed runs
+  // the grouped list with greedy claiming through a per-stream counter and groups of 1-2 heads at
+  // long S (fewer DRAM re-reads of K/V; staged tiles only, so not with tile policy rows128).
   causal::Align causal_align = causal::Align::top_left;
   causal::TileOrder causal_order = causal::TileOrder::grouped;
-  // grouped only: (batch, head) pairs per group; 0: planned (causal::plan_group), else 1..heads*batch.
+  // grouped / claimed only: (batch, head) pairs per group; 0: planned (causal::plan_group /
+  // plan_claimed_group), else 1..heads*batch.
   int causal_group = 0;
   int num_ctas = 0;  // persistent grid; 0: one CTA per SM
   AttentionTilePolicy tile_policy = AttentionTilePolicy::automatic;
@@ -133,7 +136,7 @@ void attention_forward(const AttentionArgs& a, cudaStream_t stream);
 // Validates, then allocates (or grows) the key-split workspace that attention_forward uses for
 // this call, so that a later call (e.g. under CUDA graph capture) allocates nothing; nothing
 // happens where the call does not split. Not capture-safe itself when it has to allocate.
-void reserve_split_workspace(const AttentionArgs& a, cudaStream_t stream);
+void reserve_split_workspace(const AttentionArgs& a, cudaStream_t stream);  // and the claimed order's counters
 
 // Floating-point operations of the two GEMMs (4 * B * H * d * #visible (query, key) pairs):
 // 4 B H Sq Skv d without a mask, the exact visible count when causal.

@@ -25,7 +25,10 @@
 
 namespace xstage::kernels::attention {
 
-template <class Traits, template <class> class EpiloguePolicy>
+// kClaimed: the claimed causal order (xstage/attention_tile_order.hpp): the producer claims each
+// next list position from a launch-wide counter and hands it to the consumers with the tile's Q
+// buffer; its own instantiation, so the static-order kernels compile as before.
+template <class Traits, template <class> class EpiloguePolicy, bool kClaimed = false>
 struct AttentionKernel {
   using T = Traits;
   using Element = typename T::Element;
@@ -35,6 +38,7 @@ struct AttentionKernel {
   using State = typename Mainloop::State;
   using Scheduler = StaticPersistentScheduler<T::kBlockM, T::kCausal, Epilogue::kTailSplit>;
   static constexpr int kThreads = T::kThreads;
+  static constexpr bool kIsClaimed = kClaimed;
   static constexpr int kRows = 2;  // accumulator rows per consumer thread (checked in the softmax)
 
   struct Params {
@@ -45,7 +49,8 @@ struct AttentionKernel {
     int batch;
     TailSplitPlan tail;  // set by launch_attention (whole tiles unless the epilogue splits)
     causal::TileOrder order;  // causal kernels: the persistent tile order of the launch
-    int group;                // grouped order: (batch, head) pairs per group (host-planned)
+    int group;                // grouped / claimed order: (batch, head) pairs per group (host-planned)
+    int* claim;               // claimed order: {next position - grid, CTAs done}, zero at launch
   };
 
   struct SharedStorage {
@@ -76,7 +81,8 @@ struct AttentionKernel {
     TailSplitPlan tail{static_cast<int>(tiles), 1};
     if constexpr (Epilogue::kTailSplit)
       tail = tail_split_plan(tiles, slots, (p.kv_len + T::kBlockN - 1) / T::kBlockN, Epilogue::host_split_capacity(ep));
-    return Params{Mainloop::to_params(p), ep, p.q_len, p.heads, p.batch, tail, p.causal_order, p.causal_group};
+    return Params{Mainloop::to_params(p), ep, p.q_len, p.heads, p.batch, tail, p.causal_order, p.causal_group,
+                  p.claim_counter};
   }
 
   static KernelInfo info() {
@@ -89,13 +95,20 @@ struct AttentionKernel {
                       T::kPingPong};
   }
 
+  static_assert(!kClaimed || (T::kCausal && T::kQStages == 2 && !Epilogue::kTailSplit && !Epilogue::kHasServiceThread),
+                "the claimed order: causal, two Q buffers, an epilogue without split or service thread");
+
   __device__ void operator()(Params const& params, char* smem_buf) const {
     SharedStorage& ss = XSTAGE_SHARED_STORAGE(SharedStorage, smem_buf);
+    // Claimed order: each Q buffer's list position. The word of q_full, which two Q buffers leave
+    // unused (the d = 128 staged tile has no shared byte to spare).
+    volatile int* const q_slots = reinterpret_cast<volatile int*>(&ss.q_full);
     const int warp = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 32, 0);
     const int warp_group = warp / 4;
 
     if (threadIdx.x == 0) {
-      cutlass::arch::ClusterTransactionBarrier::init(&ss.q_full, 1);
+      // (The claimed order keeps its Q buffers' positions in this word: no barrier there.)
+      if constexpr (!kClaimed) cutlass::arch::ClusterTransactionBarrier::init(&ss.q_full, 1);
       Pipeline::init(ss.pipe_k, T::kConsumerWarps);
       Pipeline::init(ss.pipe_v, T::kConsumerWarps);
       if constexpr (T::kQStages > 1) Mainloop::QPipeline::init(ss.pipe_q, T::kConsumerWarps);
@@ -126,9 +139,13 @@ struct AttentionKernel {
         const Scheduler sched = make_scheduler(params);
         State write = Pipeline::producer_start();
         typename Mainloop::QState q_write = Mainloop::QPipeline::producer_start();
-        for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx)) {
-          auto sQ = query_buffer(T::kQStages == 1 ? 0 : q_write.index);
-          mainloop.load(params.mainloop, pk, pv, ss.q_full, pq, q_write, write, sched.decode(idx), sQ, sK, sVt);
+        if constexpr (kClaimed) {
+          produce_claimed(params, sched, mainloop, pk, pv, ss, pq, q_write, write, query_buffer, sK, sVt, q_slots);
+        } else {
+          for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx)) {
+            auto sQ = query_buffer(T::kQStages == 1 ? 0 : q_write.index);
+            mainloop.load(params.mainloop, pk, pv, ss.q_full, pq, q_write, write, sched.decode(idx), sQ, sK, sVt);
+          }
         }
       } else if (warp == 1 && (threadIdx.x % 32) == 0) {
         // The epilogue's service thread, if the policy has one (flags and fences only).
@@ -146,7 +163,14 @@ struct AttentionKernel {
       State read{};
       uint32_t q_phase = 0;
       typename Mainloop::QState q_read{};
-      for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx)) {
+      // Static orders: the CTA's own sequence. Claimed: the position the producer published
+      // with the tile's Q buffer (negative: no more tiles); mma's own wait on it then passes.
+      auto next_claimed = [&]() {
+        pq.consumer_wait(q_read);
+        return q_slots[q_read.index];
+      };
+      int idx = kClaimed ? next_claimed() : sched.first();
+      for (; kClaimed ? idx >= 0 : sched.valid(idx); idx = kClaimed ? next_claimed() : sched.next(idx)) {
         const WorkTile tile = sched.decode(idx);
         Tensor tOrO = partition_fragment_C(typename T::TiledMmaPV{}, Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{});
         OnlineSoftmax<kRows, T::kSoftmaxWays> softmax(params.mainloop.scale_log2);
@@ -174,7 +198,41 @@ struct AttentionKernel {
         else
           epilogue.store(params.epilogue, ss.o.data(), tOrO, lse, tile);
         // After the CTA's last tile: whatever the policy still holds leaves now.
-        if (!sched.valid(sched.next(idx))) epilogue.finish(params.epilogue, ss.o.data());
+        if constexpr (!kClaimed) {
+          if (!sched.valid(sched.next(idx))) epilogue.finish(params.epilogue, ss.o.data());
+        }
+      }
+      if constexpr (kClaimed) epilogue.finish(params.epilogue, ss.o.data());
+    }
+  }
+
+  // Claimed order, producer warp: positions 0 .. grid-1 go one to each CTA, every further one to
+  // the CTA whose producer claims it (lane 0, one atomic per tile, when the producer reaches its
+  // next tile, i.e. while the consumers run the current tile's last key blocks). Each CTA makes
+  // exactly one claim past the end; the CTA that counts itself done last sets both counters back
+  // to zero for the next launch on the stream (no other CTA touches them after its count).
+  template <class QueryBuffer, class SmemK, class SmemVt>
+  __device__ static void produce_claimed(Params const& params, Scheduler const& sched, Mainloop const& mainloop,
+                                         Pipeline const& pk, Pipeline const& pv, SharedStorage& ss,
+                                         typename Mainloop::QPipeline const& pq, typename Mainloop::QState& q_write,
+                                         State& write, QueryBuffer&& query_buffer, SmemK& sK, SmemVt& sVt,
+                                         volatile int* q_slots) {
+    const bool leader = (threadIdx.x & 31u) == 0u;
+    for (int idx = sched.first(); sched.valid(idx);) {
+      auto sQ = query_buffer(q_write.index);
+      mainloop.template load<true>(params.mainloop, pk, pv, ss.q_full, pq, q_write, write, sched.decode(idx), sQ, sK,
+                                   sVt, q_slots, idx);
+      int next = 0;
+      if (leader) next = static_cast<int>(gridDim.x) + atomicAdd(&params.claim[0], 1);
+      idx = __shfl_sync(0xffffffffu, next, 0);
+    }
+    if (leader) {
+      Mainloop::publish_end(pq, q_write, q_slots);
+      __threadfence();  // this CTA's claims before its done count
+      if (atomicAdd(&params.claim[1], 1) == static_cast<int>(gridDim.x) - 1) {
+        __threadfence();  // every other CTA's claims before the reset
+        params.claim[0] = 0;
+        params.claim[1] = 0;
       }
     }
   }
@@ -209,6 +267,8 @@ cudaError_t launch_attention(AttentionParams const& p, typename Kernel::Epilogue
                              cudaStream_t stream) {
   if (p.head_dim != Kernel::T::kHeadDim || p.causal != Kernel::T::kCausal) return cudaErrorInvalidValue;
   if (p.causal && p.causal_key_offset < 0) return cudaErrorInvalidValue;  // a query row would see no key
+  if (p.causal && Kernel::kIsClaimed != (p.causal_order == causal::TileOrder::claimed)) return cudaErrorInvalidValue;
+  if (Kernel::kIsClaimed && p.claim_counter == nullptr) return cudaErrorInvalidValue;
   const long long tiles = attention_num_tiles(p, Kernel::T::kBlockM);
   if (tiles <= 0) return cudaErrorInvalidValue;
   int slots = 0;  // one CTA per SM, or the caller's num_ctas
@@ -257,6 +317,14 @@ using Rows128Kernel =
                                     rows128_d64_tile_config().stages, kCausal, rows128_d64_tile_config().lazy_rescale,
                                     kLocalQStages>,
                     LocalStoreEpilogue>;
+
+// The staged causal tiles with the claimed order (d = 64: the 192-row tile only). Always two Q
+// buffers (the order hands positions over through them), also in an XSTAGE_ATTN_Q_STAGES=1 build.
+template <class Element, int kHeadDim>
+using ClaimedCausalKernel =
+    AttentionKernel<AttentionTraits<Element, kHeadDim, tile_config(kHeadDim).block_m, tile_config(kHeadDim).block_n,
+                                    tile_config(kHeadDim).stages, true, tile_config(kHeadDim).lazy_rescale, 2>,
+                    LocalStoreEpilogue, true>;
 
 template <class Element>
 using LongKvKernel = AttentionKernel<AttentionTraits<Element, 128, long_kv_tile_config().block_m,

@@ -279,9 +279,13 @@ struct AttentionMainloop {
   // Producer: run by all 32 lanes of the producer warp (one Q buffer: the named barrier needs
   // the whole warp); lane 0 issues the copies. Load order = the consumers' order of use:
   //   K[last], Q, then per step K[n] and V[n+1], finally V[0].
-  template <class SmemQ, class SmemK, class SmemVt>
+  // kPublish (the claimed order, two Q buffers): the tile's list position goes into the Q
+  // buffer's slot q_slots[buffer] once the buffer is free and before its Q barrier is armed, so a
+  // consumer reads it after that barrier's phase completes (AttentionKernel's claimed loops).
+  template <bool kPublish = false, class SmemQ, class SmemK, class SmemVt>
   __device__ void load(Params const& mp, Pipeline const& pk, Pipeline const& pv, uint64_t& q_full, QPipeline const& pq,
-                       QState& q_write, State& write, WorkTile const& tile, SmemQ& sQ, SmemK& sK, SmemVt& sVt) const {
+                       QState& q_write, State& write, WorkTile const& tile, SmemQ& sQ, SmemK& sK, SmemVt& sVt,
+                       volatile int* q_slots = nullptr, int position = 0) const {
     const bool leader = (threadIdx.x & 31u) == 0u;
     Tensor mQ = mp.tma_q.get_tma_tensor(mp.shape_q)(_, _, tile.head, tile.batch);    // (q_len, d)
     Tensor mK = mp.tma_k.get_tma_tensor(mp.shape_k)(_, _, tile.head, tile.batch);    // (kv_len, d)
@@ -329,6 +333,7 @@ struct AttentionMainloop {
       // released by the tile before the previous one, so Q only waits for K[last]'s stage.
       load_k(n, write);
       if (leader) {
+        if constexpr (kPublish) publish_position(pq, q_write, q_slots, position);
         pq.producer_acquire(q_write, T::kBytesQ);
         copy(mp.tma_q.with(pq.full_barrier(q_write), 0, TMA::CacheHintSm90::EVICT_FIRST), tQgQ, tQsQ);
       }
@@ -344,6 +349,22 @@ struct AttentionMainloop {
     }
     load_v(n_prev, write);
     write.advance();
+  }
+
+  // Claimed order, producer lane 0: wait until Q buffer q_write is free, then write the list
+  // position into its slot; the caller then arms the buffer's barrier (arrive = release at CTA
+  // scope), which the consumers' wait acquires. A negative position ends the consumers' loop.
+  __device__ static void publish_position(QPipeline const& pq, QState q_write, volatile int* q_slots, int position) {
+    static_assert(kQStages == 2, "the claimed order hands positions over through the two Q buffers");
+    pq.producer_wait_empty(q_write);
+    q_slots[q_write.index] = position;
+    asm volatile("" ::: "memory");
+  }
+  // Claimed order, producer lane 0, after the last tile: the end mark in the next Q buffer, whose
+  // barrier completes its phase without bytes.
+  __device__ static void publish_end(QPipeline const& pq, QState q_write, volatile int* q_slots) {
+    publish_position(pq, q_write, q_slots, -1);
+    pq.producer_acquire(q_write, 0u);
   }
 
   // ---------------------------------------------------------------------------------

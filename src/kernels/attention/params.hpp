@@ -38,7 +38,10 @@ struct AttentionParams {
   // (0: top-left; kv_len - q_len: bottom-right; >= 0); the persistent tile order.
   int causal_key_offset = 0;
   causal::TileOrder causal_order = causal::TileOrder::grouped;
-  int causal_group = 0;       // grouped order: (batch, head) pairs per group (causal::plan_group)
+  int causal_group = 0;       // grouped / claimed order: (batch, head) pairs per group (causal::plan_group)
+  // Claimed order: two ints (the claim counter, the CTAs done), zero before the launch; the
+  // launch's last CTA sets them back to zero (kernel.cuh).
+  int* claim_counter = nullptr;
   int num_ctas = 0;           // persistent grid size; 0 = one CTA per SM of the current device
 
   // Tail-split workspace (kernels with a tail-splitting epilogue; see tile_scheduler.cuh):

@@ -15,8 +15,7 @@
 //     block's h is quantised in chunks of kQuantRows tokens: one scale per token from h_amax
 //     (h_scales[row]), fp8 h rows from h16, h_amax reset to zero for the next call, one more count
 //     per chunk. Chunks are claimed one at a time (h_qclaim) by the consumers of every CTA that
-//     starts one of the block's Linear-2 tiles while chunks are left (with
-//     XSTAGE_MEGA_TOK_STAGE_GATE, not for a block of <= 128 rows), and, in a block of <= 128
+//     starts one of the block's Linear-2 tiles while chunks are left, and, in a block of <= 128
 //     rows, of the CTA whose count returned n1 - 1 (count_l1), so a block's quantisation runs on
 //     several SMs. The block's Linear-2
 //     tiles are handed over at count n1 and load h at n1 + chunks. No CTA waits for another's
@@ -62,12 +61,6 @@ namespace xstage::kernels::moe {
 // 128-token pieces, kTok) with 4 stages of 41 KiB (the grouped tile has 3 next to its 68 KiB
 // staging; here the staging is 36 KiB and the shared memory holds a fourth, ~226 of 227 KiB).
 inline constexpr int kMegaTokStages = 4;
-// A Linear-2 tile of a block of <= 128 rows checks that its block is quantised by its first stage
-// (1) or by loading the block's count (0, as measured through session 47); build option
-// XSTAGE_MEGA_TOK_STAGE_GATE, not yet measured.
-#ifndef XSTAGE_MEGA_TOK_STAGE_GATE
-#define XSTAGE_MEGA_TOK_STAGE_GATE 0
-#endif
 template <bool kMx>
 struct MegaW4TokTraits : W4RsTraits<kMegaTokStages, false, 0, kMx, 2, !kMx, true> {
   static constexpr ::xstage::moe::MegaTile kTile = ::xstage::moe::MegaTile::m256n128_tok;
@@ -527,17 +520,7 @@ struct MegaW4A8TokKernel {
     uint32_t it = 0;  // K blocks consumed (MoeW4A8RsKernel's trace, measurement builds only)
     mega_consume_all(m, ss.slots, queue, ct, call.ok, kConsumersBarrier, [&](WorkTile const& t, bool is_l1,
                                                                              auto mainloop_done) {
-#if XSTAGE_MEGA_TOK_STAGE_GATE
-      // A block of <= kLastQuantRows rows is quantised by its last Linear-1 CTA alone, and the
-      // producer loads h only once that is counted: the tile's first stage is then the proof, with
-      // no L2 round trip before the main loop (docs/megamoe.md §Per-token activations, "gate").
-      if (!is_l1 && t.rows <= kLastQuantRows) bounded_wait(&ss.rs.full[read.index], read.phase);
-      else if (!is_l1) await_quantised(p, ss, t, ct);  // before its token scales are read
-#else
-      // (The preprocessor, not a folded condition, keeps the measured kernel's code: ptxas
-      // allocates its uniform registers differently around a constant-false branch.)
       if (!is_l1) await_quantised(p, ss, t, ct);  // before its token scales are read
-#endif
       const TileInputs in = prefetch_epilogue(p, ss, t, is_l1, g, wt);
       Acc acc[2];
       // A block of <= 32 / <= 64 rows: the narrow wgmmas (the producer's box has that many rows).
