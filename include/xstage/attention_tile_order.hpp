@@ -186,19 +186,25 @@ inline double cta_imbalance(TileOrder order, int group, const TileShape& t, int 
 // imbalance evaluation (items) per candidate; callers cache the answer per shape.
 inline constexpr int kMaxPlannedGroup = 64;
 inline constexpr long long kPlanBudget = 4000000;
-inline int plan_group(const TileShape& t, int pairs, int grid, double tolerance = 0.01,
-                      TileOrder order = TileOrder::grouped) {
+inline int plan_group(const TileShape& t, int pairs, int grid, double tolerance = 0.01) {
   const int last = pairs - 1 < kMaxPlannedGroup ? pairs - 1 : kMaxPlannedGroup;
   if (static_cast<long long>(t.m_blocks()) * pairs * last > kPlanBudget) return pairs;
   for (int g = 1; g <= last; ++g)
-    if (cta_imbalance(order, g, t, pairs, grid) <= 1.0 + tolerance) return g;
+    if (cta_imbalance(TileOrder::grouped, g, t, pairs, grid) <= 1.0 + tolerance) return g;
   return pairs;
 }
 // The claimed order's group: the same search with greedy claiming as the model. Claiming keeps
 // the CTAs within one light item of each other where the list ends in light items, so long
 // sequences get groups of one or two heads (plan_group's serpentine needed 8-15 there).
+// Its search stops when the items walked so far pass kPlanBudget (not on the worst case up front,
+// as plan_group: one or two candidates usually settle it, also on shapes too large for that walk).
 inline int plan_claimed_group(const TileShape& t, int pairs, int grid, double tolerance = 0.01) {
-  return plan_group(t, pairs, grid, tolerance, TileOrder::claimed);
+  const int last = pairs - 1 < kMaxPlannedGroup ? pairs - 1 : kMaxPlannedGroup;
+  const long long per_candidate = static_cast<long long>(t.m_blocks()) * pairs;
+  long long walked = 0;
+  for (int g = 1; g <= last && walked + per_candidate <= kPlanBudget; ++g, walked += per_candidate)
+    if (cta_imbalance(TileOrder::claimed, g, t, pairs, grid) <= 1.0 + tolerance) return g;
+  return pairs;
 }
 #endif
 

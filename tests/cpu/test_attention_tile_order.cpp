@@ -298,6 +298,10 @@ TEST(AttentionTileOrder, ClaimedLoadsAndPlan) {
       EXPECT_LE(causal::cta_imbalance(TileOrder::claimed, g, l.shape, h, l.grid), 1.01);
     }
   EXPECT_EQ(causal::plan_claimed_group(issue_launch(8192, 24, 128).shape, 24, 132), 2);
+  // A shape whose full search is over the budget (S = 65536, 128 pairs: 512 q tiles x 128 x 64
+  // candidates) still gets its one-head groups (plan_group would give all pairs there).
+  EXPECT_EQ(causal::plan_claimed_group(TileShape{65536, 65536, 128, 128, 0}, 128, 132), 1);
+  EXPECT_EQ(causal::plan_group(TileShape{65536, 65536, 128, 128, 0}, 128, 132), 128);
   // Every item is claimed once: the model's total is the list's.
   const Launch l = issue_launch(4096, 16, 64);
   EXPECT_DOUBLE_EQ(causal::claimed_loads(3, l.shape, 16, l.grid).total,
