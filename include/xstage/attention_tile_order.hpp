@@ -29,8 +29,8 @@
 //   (docs/attention.md §Persistent scheduler, "claimed").
 #pragma once
 
-#include <cstddef>
-#include <utility>
+#include <functional>
+#include <queue>
 #include <vector>
 
 #if !defined(XS_TILE_HD)
@@ -45,6 +45,9 @@ namespace xstage::causal {
 
 enum class TileOrder : int { head_major = 0, longest_first = 1, grouped = 2, claimed = 3 };
 enum class Align : int { top_left = 0, bottom_right = 1 };
+
+// The orders that walk the grouped list and so take a group (host-planned or forced).
+XS_TILE_HD bool takes_group(TileOrder order) { return order == TileOrder::grouped || order == TileOrder::claimed; }
 
 // Query i sees keys j <= i + key_offset(...).
 XS_TILE_HD int key_offset(Align align, int q_len, int kv_len) {
@@ -124,34 +127,25 @@ struct CtaLoads {
   double busiest = 0;  // key blocks of the busiest CTA
   double total = 0;    // key blocks of all CTAs
 };
-// claimed: each position goes to the CTA that is free first (ties: the lower CTA), as a counter
-// claimed when a CTA finishes its tile would hand them out.
+// claimed: each position goes to the CTA that is free first, as a counter claimed when a CTA
+// finishes its tile would hand them out (the MoE order rule's list_end_idle_share walks its tile
+// lists the same way).
 inline CtaLoads claimed_loads(int group, const TileShape& t, int pairs, int grid) {
   const int m_blocks = t.m_blocks();
   const int items = m_blocks * pairs;
   CtaLoads r;
   if (grid <= 0 || items <= 0) return r;
   if (grid > items) grid = items;
-  // Binary min-heap of (load, cta) kept by hand: no allocation beyond one vector.
-  std::vector<std::pair<double, int>> heap;
-  heap.reserve(static_cast<std::size_t>(grid));
-  for (int c = 0; c < grid; ++c) heap.emplace_back(0.0, c);
+  std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;  // each CTA's load
+  for (int c = 0; c < grid; ++c) free_at.push(0.0);
   for (int p = 0; p < items; ++p) {
     const double cost = t.key_blocks(item_at(TileOrder::claimed, group, m_blocks, pairs, 1, p).m_block) + 1;
-    heap[0].first += cost;  // the least loaded CTA takes it, then sinks to its place
+    const double done = free_at.top() + cost;
+    free_at.pop();
+    free_at.push(done);
     r.total += cost;
-    std::size_t i = 0;
-    for (;;) {
-      const std::size_t l = 2 * i + 1, rr = l + 1;
-      std::size_t m = i;
-      if (l < heap.size() && heap[l] < heap[m]) m = l;
-      if (rr < heap.size() && heap[rr] < heap[m]) m = rr;
-      if (m == i) break;
-      std::swap(heap[i], heap[m]);
-      i = m;
-    }
+    r.busiest = done > r.busiest ? done : r.busiest;
   }
-  for (const auto& h : heap) r.busiest = h.first > r.busiest ? h.first : r.busiest;
   return r;
 }
 inline CtaLoads cta_loads(TileOrder order, int group, const TileShape& t, int pairs, int grid) {

@@ -169,7 +169,7 @@ void check_causal_options(const AttentionArgs& a) {
   if (a.causal_group < 0 || a.causal_group > a.heads * a.batch)
     throw InvalidArgument(fmt::format("attention: causal group {} must be 0 (planned) or 1..{} (heads x batch)",
                                       a.causal_group, a.heads * a.batch));
-  if (a.causal_group != 0 && a.causal_order != causal::TileOrder::grouped && a.causal_order != causal::TileOrder::claimed)
+  if (a.causal_group != 0 && !causal::takes_group(a.causal_order))
     throw InvalidArgument("attention: a causal group needs the grouped or claimed tile order");
   if (a.causal && a.causal_order == causal::TileOrder::claimed && a.tile_policy == AttentionTilePolicy::rows128)
     throw InvalidArgument("attention: the claimed causal order runs the staged tiles; tile policy rows128 takes a static order");
@@ -433,8 +433,7 @@ void attention_forward(const AttentionArgs& a, cudaStream_t stream) {
   validate(a);
   const Entry& e = entry_for_call(a);
   ka::AttentionParams p = to_kernel_params(a);
-  if (a.causal && (a.causal_order == causal::TileOrder::grouped || a.causal_order == causal::TileOrder::claimed))
-    p.causal_group = planned_causal_group(a, e, p);
+  if (a.causal && causal::takes_group(a.causal_order)) p.causal_group = planned_causal_group(a, e, p);
   if (a.causal && a.causal_order == causal::TileOrder::claimed) p.claim_counter = claim_counter_for(stream);
   if (splits_tail(e) && a.tail_split) {
     // The long-key and split kernels may split tiles along the keys (kernels/attention/tile_scheduler.cuh):

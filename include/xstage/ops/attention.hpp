@@ -133,10 +133,11 @@ int causal_group_for(const AttentionArgs& a);
 
 // Validates, then launches on `stream` (asynchronous; launch errors throw xstage::Error).
 void attention_forward(const AttentionArgs& a, cudaStream_t stream);
-// Validates, then allocates (or grows) the key-split workspace that attention_forward uses for
-// this call, so that a later call (e.g. under CUDA graph capture) allocates nothing; nothing
-// happens where the call does not split. Not capture-safe itself when it has to allocate.
-void reserve_split_workspace(const AttentionArgs& a, cudaStream_t stream);  // and the claimed order's counters
+// Validates, then allocates (or grows) the key-split workspace and, for the claimed causal order,
+// the stream's claim counters that attention_forward uses for this call, so that a later call
+// (e.g. under CUDA graph capture) allocates nothing; nothing happens where the call needs neither.
+// Not capture-safe itself when it has to allocate.
+void reserve_split_workspace(const AttentionArgs& a, cudaStream_t stream);
 
 // Floating-point operations of the two GEMMs (4 * B * H * d * #visible (query, key) pairs):
 // 4 B H Sq Skv d without a mask, the exact visible count when causal.

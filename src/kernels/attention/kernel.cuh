@@ -326,6 +326,14 @@ using ClaimedCausalKernel =
                                     tile_config(kHeadDim).stages, true, tile_config(kHeadDim).lazy_rescale, 2>,
                     LocalStoreEpilogue, true>;
 
+// The staged causal launcher of one dtype and head dim: the claimed order's instantiation or the
+// static orders' one.
+template <class Element, int kHeadDim>
+cudaError_t launch_staged_causal(const AttentionParams& p, cudaStream_t stream) {
+  if (p.causal_order == causal::TileOrder::claimed) return launch_attention<ClaimedCausalKernel<Element, kHeadDim>>(p, stream);
+  return launch_attention<ShippedKernel<Element, kHeadDim, true>>(p, stream);
+}
+
 template <class Element>
 using LongKvKernel = AttentionKernel<AttentionTraits<Element, 128, long_kv_tile_config().block_m,
                                                      long_kv_tile_config().block_n, long_kv_tile_config().stages,

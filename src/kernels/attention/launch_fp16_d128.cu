@@ -5,8 +5,7 @@
 namespace xstage::kernels::attention {
 
 cudaError_t attention_fwd_fp16_d128_causal(const AttentionParams& p, cudaStream_t stream) {
-  if (p.causal_order == causal::TileOrder::claimed) return launch_attention<ClaimedCausalKernel<cutlass::half_t, 128>>(p, stream);
-  return launch_attention<ShippedKernel<cutlass::half_t, 128, true>>(p, stream);
+  return launch_staged_causal<cutlass::half_t, 128>(p, stream);
 }
 cudaError_t attention_fwd_fp16_d128_noncausal(const AttentionParams& p, cudaStream_t stream) {
   return launch_attention<ShippedKernel<cutlass::half_t, 128, false>>(p, stream);
