@@ -5,13 +5,14 @@ to back per shape) against cuDNN SDPA (same machine call), with issue 38's causa
     python3 python/compare_attention_causal.py XSTAGE.json TORCH.json [--json OUT.json]
         [--accept-order ORDER] [--allow-missing-correctness]
 
-XSTAGE.json: `xstage bench attention --causal --causal-order head-major,longest-first,grouped --json`
-(any subset of the orders); TORCH.json: `python3 python/bench_attention_torch.py --causal
+XSTAGE.json: `xstage bench attention --causal --causal-order auto,grouped,claimed --json` (any subset of
+auto, head-major, longest-first, grouped, claimed); TORCH.json: `python3 python/bench_attention_torch.py --causal
 --backends cudnn[,fa4] --json`; with fa4 rows the table adds FlashAttention-4's TFLOP/s and the
 accepted order / FA4, its cells gated like cuDNN's). First the correctness gate (docs/checkers.md) over every causal xstage
-cell and every cuDNN cell that ran; then per (d, H, S): TFLOP/s of each order that ran (grouped
-with its heads per group), each order / head-major, cuDNN, each order / cuDNN, and whether the
-accepted order (default: grouped, the kernel's default) meets the acceptance: >= 1.0x cuDNN
+cell and every cuDNN cell that ran; then per (d, H, S): TFLOP/s of each order that ran (grouped,
+claimed and auto with their heads per group, auto with the order it ran), each order / head-major,
+cuDNN, each order / cuDNN, and whether the accepted order (default: auto, the kernel's default)
+meets the acceptance: >= 1.0x cuDNN
 at every point, >= 600 TFLOP/s (causal FLOP count) at S >= 8192, d = 128. Exit status: 0 ok
 (whatever the numbers), 1 a correctness check failed, 2 bad input.
 """
@@ -23,8 +24,8 @@ from xsbench.tables import fmt, mark
 
 SCHEMA = "xstage.bench.attention.v1"
 TOOL = "compare_attention_causal"
-ORDERS = ("head-major", "longest-first", "grouped", "claimed")
-SHORT = {"head-major": "hm", "longest-first": "lf", "grouped": "grp"}
+ORDERS = ("head-major", "longest-first", "grouped", "claimed", "auto")
+SHORT = {"head-major": "hm", "longest-first": "lf", "grouped": "grp", "claimed": "clm", "auto": "auto"}
 MIN_RATIO = 1.0
 MIN_TFLOPS_D128 = 600.0  # at S >= 8192
 
@@ -72,8 +73,8 @@ def accepted(s, d, lf, cu):
 def main(argv=None):
     opened = checker.parse_and_open_pair(
         TOOL, __doc__.split("\n")[0], argv, SCHEMA, "write the rows here",
-        add_args=lambda ap: ap.add_argument("--accept-order", default="grouped", choices=ORDERS,
-                                            help="the order judged against the acceptance (default: grouped)"))
+        add_args=lambda ap: ap.add_argument("--accept-order", default="auto", choices=ORDERS,
+                                            help="the order judged against the acceptance (default: auto)"))
     if opened is None:
         return 2
     args, ours, theirs = opened
@@ -100,7 +101,7 @@ def main(argv=None):
           f"{theirs.get('torch')}, cuDNN {theirs.get('cudnn')}){fa4_note}; TFLOP/s medians by the causal FLOP count")
     print(f"# acceptance (issue 38): {acc_order} >= {MIN_RATIO:.1f}x cuDNN at every point and >= "
           f"{MIN_TFLOPS_D128:.0f} TFLOP/s at S >= 8192, d = 128")
-    head = f"#{'d':>3} {'H':>3} {'S':>6} {'dtype':>5} " + " ".join(f"{o:>13}" for o in orders)
+    head = f"#{'d':>3} {'H':>3} {'S':>6} {'dtype':>5} " + " ".join(f"{o:>15}" for o in orders)
     head += "".join(f" {SHORT[o] + '/hm':>7}" for o in gained)
     head += f" {'cuDNN':>7}" + "".join(f" {SHORT[o] + '/cuDNN':>9}" for o in orders) + f" {'accept':>6}"
     if fa4:
@@ -111,6 +112,8 @@ def main(argv=None):
         s, h, d, dt = k
         tf = {o: mine.get((o,) + k, {}).get("tflops") for o in orders}
         grp = mine.get(("grouped",) + k, {}).get("causal_group")
+        groups = {o: mine.get((o,) + k, {}).get("causal_group") for o in ("grouped", "claimed", "auto")}
+        run = mine.get(("auto",) + k, {}).get("causal_order_run")
         cu = base.get(k, {}).get("tflops")
         ok = all(gate.cell_ok("xstage", (o,) + k) for o in orders if (o,) + k in mine)
         if k in base:
@@ -129,9 +132,11 @@ def main(argv=None):
         cells = []
         for o in orders:
             label = fmt(tf[o], ".1f")
-            if o == "grouped" and grp:
-                label = f"{label} G{grp}"
-            cells.append(f"{label:>13}")
+            if o == "auto" and run:
+                label = f"{label} {SHORT.get(run, run)}"
+            if groups.get(o):
+                label = f"{label} G{groups[o]}"
+            cells.append(f"{label:>15}")
         line = f" {d:>3} {h:>3} {s:>6} {dt:>5} " + " ".join(cells)
         line += "".join(f" {fmt(ratio(tf[o], tf['head-major']), '.3f', 7)}" for o in gained)
         line += f" {fmt(cu, '.1f', 7)}" + "".join(f" {fmt(ratio(tf[o], cu), '.2f', 9)}" for o in orders)
@@ -147,6 +152,8 @@ def main(argv=None):
             row[o.replace("-", "_") + "_over_head_major"] = ratio(tf[o], tf["head-major"])
         if grp:
             row["grouped_heads_per_group"] = grp
+        if run:
+            row["auto_ran"] = run
         rows.append(row)
     geo = {o: geomean(v) for o, v in gains.items()}
     for o in gained:

@@ -18,7 +18,7 @@
 //   gives position r*grid + c to CTA c when r is even and to CTA grid-1-c when r is odd. Over a
 //   descending list the serpentine evens out what the round robin leaves: the CTA that got the
 //   heaviest item of one round gets the lightest of the next.
-// * grouped (the default): longest_first within groups of `group` (batch, head) pairs, one group after the
+// * grouped: longest_first within groups of `group` (batch, head) pairs, one group after the
 //   other, dealt out by the same serpentine. Fewer heads are in flight at once (their K/V stay
 //   in L2); the host picks the smallest group whose per-CTA load stays balanced
 //   (plan_group below).
@@ -43,11 +43,15 @@
 
 namespace xstage::causal {
 
-enum class TileOrder : int { head_major = 0, longest_first = 1, grouped = 2, claimed = 3 };
+// automatic: the operator's choice between grouped and claimed for the call (ops::causal_order_for);
+// kernels only ever see the four concrete orders.
+enum class TileOrder : int { head_major = 0, longest_first = 1, grouped = 2, claimed = 3, automatic = 4 };
 enum class Align : int { top_left = 0, bottom_right = 1 };
 
 // The orders that walk the grouped list and so take a group (host-planned or forced).
-XS_TILE_HD bool takes_group(TileOrder order) { return order == TileOrder::grouped || order == TileOrder::claimed; }
+XS_TILE_HD bool takes_group(TileOrder order) {
+  return order == TileOrder::grouped || order == TileOrder::claimed || order == TileOrder::automatic;
+}
 
 // Query i sees keys j <= i + key_offset(...).
 XS_TILE_HD int key_offset(Align align, int q_len, int kv_len) {

@@ -45,7 +45,7 @@ struct BenchFlags {
   std::string dtype = "bf16";
   bool causal = false;
   std::string causal_align = "top-left";          // ops::parse_causal_align
-  std::vector<std::string> causal_orders{"grouped"};  // one row per order and shape (same-run A/B)
+  std::vector<std::string> causal_orders{"auto"};  // one row per order and shape (same-run A/B)
   int q_len = 0;                                  // > 0: queries per cell (kv_len = S); 0: q_len = S
   int warmup = 5;
   double warmup_ms = 0;  // then untimed launches for this long (0: off; python -m xstage.bench uses it)
@@ -101,6 +101,7 @@ struct Result {
   std::string dtype;
   bool causal;
   std::string causal_align, causal_order;
+  std::string causal_order_run;  // the order that ran (auto resolved; ops::causal_order_for)
   int causal_group = 0;  // (batch, head) pairs per group of the order (ops::causal_group_for)
   std::string instantiation;
   int block_m = 0, block_n = 0, stages = 0, q_stages = 0;  // its tile
@@ -287,6 +288,7 @@ Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int
   r.causal = fl.causal;
   r.causal_align = fl.causal ? ops::causal_align_name(a.causal_align) : "";
   r.causal_order = fl.causal ? ops::causal_order_name(a.causal_order) : "";
+  r.causal_order_run = fl.causal ? ops::causal_order_name(ops::causal_order_for(a)) : "";
   r.causal_group = fl.causal ? ops::causal_group_for(a) : 0;
   r.instantiation = inst.name;
   r.block_m = inst.block_m;
@@ -332,7 +334,7 @@ void run_bench(const BenchFlags& fl) {
   const causal::Align align = ops::parse_causal_align(fl.causal_align);
   if (fl.causal_orders.empty()) throw InvalidArgument("bench attention: --causal-order needs at least one order");
   for (const std::string& o : fl.causal_orders) ops::parse_causal_order(o);
-  if (!fl.causal && (align != causal::Align::top_left || fl.causal_orders != std::vector<std::string>{"grouped"}))
+  if (!fl.causal && (align != causal::Align::top_left || fl.causal_orders != std::vector<std::string>{"auto"}))
     throw InvalidArgument("bench attention: --causal-align and --causal-order need --causal");
   if (fl.q_len < 0) throw InvalidArgument("bench attention: --q-len must be >= 0 (0: q_len = S)");
   if (align == causal::Align::bottom_right)
@@ -416,6 +418,7 @@ void run_bench(const BenchFlags& fl) {
                     {"q_len", r.q_len},
                     {"causal_align", r.causal_align},
                     {"causal_order", r.causal_order},
+                    {"causal_order_run", r.causal_order_run},
                     {"causal_group", r.causal_group},
                     {"instantiation", r.instantiation},
                     {"tile", {{"block_m", r.block_m}, {"block_n", r.block_n}, {"stages", r.stages}, {"q_stages", r.q_stages}}},
@@ -461,10 +464,10 @@ void add_attention_bench_command(CLI::App& app) {
                   "top-left (query i sees keys j <= i) or bottom-right (j <= i + S - q_len; needs --q-len <= S)")
       ->capture_default_str();
   cmd->add_option("--causal-order", fl->causal_orders,
-                  "Causal persistent tile orders, one row each per shape, run back to back: grouped (the default: "
-                  "longest-first within planned head groups), longest-first, head-major and/or claimed (the grouped "
-                  "list claimed through a counter, groups of 1-2 heads at long S) "
-                  "(docs/attention.md §Persistent scheduler)")
+                  "Causal persistent tile orders, one row each per shape, run back to back: auto (the default: "
+                  "claimed or grouped by the shape), grouped (longest-first within planned head groups), "
+                  "longest-first, head-major and/or claimed (the grouped list claimed through a counter, groups of "
+                  "1-2 heads at long S) (docs/attention.md §Persistent scheduler)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--q-len", fl->q_len, "Queries per cell (kv_len = S); 0: q_len = S")->capture_default_str();

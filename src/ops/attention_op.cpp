@@ -164,13 +164,14 @@ void check_causal_options(const AttentionArgs& a) {
   if (a.causal_align != causal::Align::top_left && a.causal_align != causal::Align::bottom_right)
     throw InvalidArgument(fmt::format("attention: unknown causal alignment {}", static_cast<int>(a.causal_align)));
   if (a.causal_order != causal::TileOrder::head_major && a.causal_order != causal::TileOrder::longest_first &&
-      a.causal_order != causal::TileOrder::grouped && a.causal_order != causal::TileOrder::claimed)
+      a.causal_order != causal::TileOrder::grouped && a.causal_order != causal::TileOrder::claimed &&
+      a.causal_order != causal::TileOrder::automatic)
     throw InvalidArgument(fmt::format("attention: unknown causal tile order {}", static_cast<int>(a.causal_order)));
   if (a.causal_group < 0 || a.causal_group > a.heads * a.batch)
     throw InvalidArgument(fmt::format("attention: causal group {} must be 0 (planned) or 1..{} (heads x batch)",
                                       a.causal_group, a.heads * a.batch));
   if (a.causal_group != 0 && !causal::takes_group(a.causal_order))
-    throw InvalidArgument("attention: a causal group needs the grouped or claimed tile order");
+    throw InvalidArgument("attention: a causal group needs the auto, grouped or claimed tile order");
   if (a.causal && a.causal_order == causal::TileOrder::claimed && a.tile_policy == AttentionTilePolicy::rows128)
     throw InvalidArgument("attention: the claimed causal order runs the staged tiles; tile policy rows128 takes a static order");
   if (a.causal_align == causal::Align::bottom_right && !a.causal)
@@ -237,6 +238,7 @@ const char* causal_order_name(causal::TileOrder o) {
          : o == causal::TileOrder::head_major  ? "head-major"
          : o == causal::TileOrder::grouped     ? "grouped"
          : o == causal::TileOrder::claimed     ? "claimed"
+         : o == causal::TileOrder::automatic   ? "auto"
                                                : "unknown";
 }
 causal::Align parse_causal_align(const std::string& s) {
@@ -249,8 +251,9 @@ causal::TileOrder parse_causal_order(const std::string& s) {
   if (s == "longest-first") return causal::TileOrder::longest_first;
   if (s == "grouped") return causal::TileOrder::grouped;
   if (s == "claimed") return causal::TileOrder::claimed;
-  throw InvalidArgument(
-      fmt::format("attention: causal tile order must be head-major, longest-first, grouped or claimed, got '{}'", s));
+  if (s == "auto") return causal::TileOrder::automatic;
+  throw InvalidArgument(fmt::format(
+      "attention: causal tile order must be auto, head-major, longest-first, grouped or claimed, got '{}'", s));
 }
 int causal_key_offset(const AttentionArgs& a) {
   return a.causal ? causal::key_offset(a.causal_align, a.q_len, a.kv_len) : 0;
@@ -306,6 +309,23 @@ bool causal_rows128_for(const AttentionArgs& a, int slots) {
   });
 }
 
+// The automatic causal order (docs/attention.md §Persistent scheduler, "auto"): claimed at d = 128
+// from kClaimedFromKeys keys (where its one-head groups keep K/V in L2 and it ran ahead of
+// grouped), grouped elsewhere (d = 64, where its 192-row tiles lost, and shorter keys: even).
+constexpr int kClaimedFromKeys = 8192;
+bool claimed_for(const AttentionArgs& a) {
+  return a.causal && a.head_dim == 128 && a.kv_len >= kClaimedFromKeys && a.tile_policy != AttentionTilePolicy::rows128;
+}
+
+// The call with its causal order resolved (automatic -> grouped or claimed); every launch
+// decision below reads the resolved order.
+AttentionArgs resolved(const AttentionArgs& a) {
+  AttentionArgs r = a;
+  if (a.causal_order == causal::TileOrder::automatic)
+    r.causal_order = claimed_for(a) ? causal::TileOrder::claimed : causal::TileOrder::grouped;
+  return r;
+}
+
 // What attention_forward launches for this call: entry_for plus the shape rules that need the
 // grid (automatic policy, non-causal: the split tile where its key splits win,
 // kernels/attention/launch.hpp split_wins; d = 64: the 128-row tile where its waves fill the GPU
@@ -330,7 +350,12 @@ const Entry& entry_for_call(const AttentionArgs& a) {
 }  // namespace
 
 AttentionInstantiation select_instantiation(const AttentionArgs& a) {
-  return describe(entry_for_call(a));
+  return describe(entry_for_call(resolved(a)));
+}
+
+causal::TileOrder causal_order_for(const AttentionArgs& a) {
+  validate(a);
+  return resolved(a).causal_order;
 }
 
 AttentionInstantiation select_instantiation(AttentionDType dtype, int head_dim, bool causal) {
@@ -362,7 +387,8 @@ AttentionInstantiation describe(const Entry& e) {
 }
 }  // namespace
 
-ka::AttentionParams to_kernel_params(const AttentionArgs& a) {
+ka::AttentionParams to_kernel_params(const AttentionArgs& args) {
+  const AttentionArgs a = resolved(args);
   ka::AttentionParams p;
   p.q = a.q;
   p.k = a.k;
@@ -416,21 +442,24 @@ int planned_causal_group(const AttentionArgs& a, const Entry& e, const ka::Atten
 }
 }  // namespace
 
-int causal_group_for(const AttentionArgs& a) {
-  validate(a);
+int causal_group_for(const AttentionArgs& args) {
+  validate(args);
+  const AttentionArgs a = resolved(args);
   if (!a.causal || a.causal_order == causal::TileOrder::head_major) return 0;
   if (a.causal_order == causal::TileOrder::longest_first) return a.heads * a.batch;
   return planned_causal_group(a, entry_for_call(a), to_kernel_params(a));
 }
 
-void reserve_split_workspace(const AttentionArgs& a, cudaStream_t stream) {
-  validate(a);
+void reserve_split_workspace(const AttentionArgs& args, cudaStream_t stream) {
+  validate(args);
+  const AttentionArgs a = resolved(args);
   if (a.tail_split && splits_tail(entry_for_call(a))) split_workspace_for(stream, launch_slots(a));
   if (a.causal && a.causal_order == causal::TileOrder::claimed) claim_counter_for(stream);
 }
 
-void attention_forward(const AttentionArgs& a, cudaStream_t stream) {
-  validate(a);
+void attention_forward(const AttentionArgs& args, cudaStream_t stream) {
+  validate(args);
+  const AttentionArgs a = resolved(args);
   const Entry& e = entry_for_call(a);
   ka::AttentionParams p = to_kernel_params(a);
   if (a.causal && causal::takes_group(a.causal_order)) p.causal_group = planned_causal_group(a, e, p);

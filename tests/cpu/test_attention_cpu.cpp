@@ -426,7 +426,7 @@ TEST(AttentionValidate, CausalOptions) {
         x.causal_order = causal::TileOrder::head_major;
         x.causal_group = 1;
       },
-      "needs the grouped or claimed tile order");
+      "needs the auto, grouped or claimed tile order");
   a.causal_order = causal::TileOrder::grouped;
   a.causal_group = 1;
   EXPECT_NO_THROW(ops::validate(a));
@@ -446,7 +446,11 @@ TEST(AttentionValidate, CausalOptions) {
   EXPECT_STREQ(ops::causal_order_name(causal::TileOrder::claimed), "claimed");
   EXPECT_EQ(ops::parse_causal_order("grouped"), causal::TileOrder::grouped);
   EXPECT_STREQ(ops::causal_order_name(causal::TileOrder::grouped), "grouped");
-  EXPECT_EQ(AttentionArgs{}.causal_order, causal::TileOrder::grouped);  // the measured default
+  EXPECT_EQ(AttentionArgs{}.causal_order, causal::TileOrder::automatic);  // the default
+  EXPECT_EQ(ops::parse_causal_order("auto"), causal::TileOrder::automatic);
+  EXPECT_STREQ(ops::causal_order_name(causal::TileOrder::automatic), "auto");
+  a.causal_order = causal::TileOrder::automatic;  // auto takes a group (it runs grouped or claimed)
+  EXPECT_NO_THROW(ops::validate(a));
   EXPECT_EQ(ops::parse_causal_align("bottom-right"), causal::Align::bottom_right);
   EXPECT_EQ(ops::parse_causal_order("longest-first"), causal::TileOrder::longest_first);
   EXPECT_STREQ(ops::causal_order_name(causal::TileOrder::head_major), "head-major");
@@ -525,6 +529,38 @@ TEST(AttentionDispatch, AutomaticCausalRows128ByBusiestCta) {
   a.tile_policy = ops::AttentionTilePolicy::automatic;
   a.head_dim = 128;
   EXPECT_EQ(ops::select_instantiation(a).name.find("rows128"), std::string::npos);
+}
+
+// The automatic causal order (ops::causal_order_for, docs/attention.md §Persistent scheduler
+// "auto"), num_ctas = 132 so no GPU is read: claimed on long d = 128 shapes, grouped elsewhere,
+// never claimed where the 128-row causal tile runs (tile policy rows128, or d = 64's automatic rule).
+TEST(AttentionDispatch, AutoCausalOrder) {
+  AttentionArgs a = good_args();
+  a.num_ctas = 132;
+  a.batch = 1;
+  a.causal = true;
+  a.causal_order = causal::TileOrder::automatic;
+  auto shape = [&](int d, int s, int h) {
+    a.head_dim = d;
+    a.heads = h;
+    a.q_len = a.kv_len = s;
+    a.q_strides = a.o_strides = ops::packed_bshd(s, h, d);
+    a.k_strides = a.v_strides = ops::packed_bshd(s, h, d);
+  };
+  shape(128, 16384, 24);
+  EXPECT_EQ(ops::causal_order_for(a), causal::TileOrder::claimed);
+  EXPECT_EQ(ops::causal_group_for(a), 1);  // claimed's plan: one head per group at S = 16384
+  shape(128, 2048, 8);
+  EXPECT_EQ(ops::causal_order_for(a), causal::TileOrder::grouped);
+  shape(64, 2048, 8);  // the 128-row causal tile's shape (AutomaticCausalRows128ByBusiestCta)
+  EXPECT_EQ(ops::causal_order_for(a), causal::TileOrder::grouped);
+  EXPECT_NE(ops::select_instantiation(a).name.find("_causal_rows128"), std::string::npos);
+  a.causal_order = causal::TileOrder::grouped;  // an explicit order stays
+  shape(128, 16384, 24);
+  EXPECT_EQ(ops::causal_order_for(a), causal::TileOrder::grouped);
+  a.causal_order = causal::TileOrder::automatic;
+  a.causal = false;  // non-causal calls ignore the order
+  EXPECT_EQ(ops::causal_group_for(a), 0);
 }
 
 // The key-split plan (kernels/attention/split_plan.hpp): the last wave's tiles when they leave

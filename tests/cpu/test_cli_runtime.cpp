@@ -199,7 +199,7 @@ TEST(Cli, BenchAttentionRefusesBadFlagsBeforeTouchingAGpu) {
                                       {"--tile long-kv -d 128 --causal", "--tile long-kv is a non-causal tile"},
                                       {"--tile rows128 -d 64,128", "--tile rows128 is a d = 64 tile"},
                                       {"--tile split -d 128 --causal", "--tile split is a non-causal tile"},
-                                      {"--causal --causal-order lpt", "must be head-major, longest-first, grouped or claimed"},
+                                      {"--causal --causal-order lpt", "must be auto, head-major, longest-first, grouped or claimed"},
                                       {"--iters 5", "must be >= 20"},
                                       {"--dtype fp8", "bf16 or fp16"},
                                       {"--batch 0", "--batch must be >= 1"},

@@ -19,12 +19,14 @@ using xstage::test::passing_correctness;
 using xstage::test::quote;
 using xstage::test::slurp;
 
-json cell(const char* backend, int s, int d, double tflops, const char* order = nullptr, int group = 0) {
+json cell(const char* backend, int s, int d, double tflops, const char* order = nullptr, int group = 0,
+          const char* ran = nullptr) {
   json r = {{"backend", backend}, {"batch", 1},    {"seqlen", s},       {"heads", 24}, {"head_dim", d},
             {"dtype", "bf16"},     {"causal", true}, {"tflops", tflops}, {"nonfinite", 0},
             {"correctness", passing_correctness()}};
   if (order) r["causal_order"] = order;
   if (group) r["causal_group"] = group;
+  if (ran) r["causal_order_run"] = ran;
   return r;
 }
 
@@ -43,13 +45,14 @@ struct Files {
   }
 };
 
-// d = 128 at S = 16384: head-major 500, longest-first 610, grouped (11 pairs) 620, cuDNN 590
-// (accepted); d = 64 at S = 8192: 400 / 450 / 490 against 480 (longest-first not accepted,
-// grouped accepted).
+// d = 128 at S = 16384: head-major 500, longest-first 610, grouped (11 pairs) 620, auto (ran
+// claimed, 1 pair) 630, cuDNN 590 (accepted); d = 64 at S = 8192: 400 / 450 / 490 / 490 (auto ran
+// grouped) against 480 (longest-first not accepted, grouped and auto accepted).
 json ours() {
   return doc({cell("xstage", 16384, 128, 500, "head-major"), cell("xstage", 16384, 128, 610, "longest-first"),
               cell("xstage", 8192, 64, 400, "head-major"), cell("xstage", 8192, 64, 450, "longest-first"),
-              cell("xstage", 16384, 128, 620, "grouped", 11), cell("xstage", 8192, 64, 490, "grouped", 24)});
+              cell("xstage", 16384, 128, 620, "grouped", 11), cell("xstage", 8192, 64, 490, "grouped", 24),
+              cell("xstage", 16384, 128, 630, "auto", 1, "claimed"), cell("xstage", 8192, 64, 490, "auto", 24, "grouped")});
 }
 json theirs() { return doc({cell("torch-cudnn", 16384, 128, 590), cell("torch-cudnn", 8192, 64, 480)}); }
 
@@ -76,6 +79,9 @@ TEST(CompareAttentionCausal, TableAndAcceptance) {
   EXPECT_NEAR(j["rows"][1]["grouped_over_head_major"].get<double>(), 620.0 / 500.0, 1e-9);
   EXPECT_EQ(j["rows"][1]["grouped_heads_per_group"], 11);
   EXPECT_NE(text.find("620.0 G11"), std::string::npos) << text;
+  EXPECT_NE(text.find("630.0 clm G1"), std::string::npos) << text;  // auto: the order it ran and its group
+  EXPECT_EQ(j["rows"][1]["auto_ran"], "claimed");
+  EXPECT_NEAR(j["rows"][1]["auto_tflops"].get<double>(), 630.0, 1e-9);
   EXPECT_EQ(j["acceptance"]["order"], "longest-first");
 }
 
@@ -83,10 +89,10 @@ TEST(CompareAttentionCausal, AcceptanceOfAnotherOrder) {
   Files f;
   const fs::path out = f.dir / "out.txt";
   const std::string files = quote(f.write("xs.json", ours())) + " " + quote(f.write("t.json", theirs()));
-  int rc = xstage::test::run_python_tool("compare_attention_causal.py", files, out);  // the default: grouped
+  int rc = xstage::test::run_python_tool("compare_attention_causal.py", files, out);  // the default: auto
   std::string text = slurp(out);
   ASSERT_EQ(rc, 0) << text;
-  EXPECT_NE(text.find("acceptance (grouped) met at 2 of 2 points"), std::string::npos) << text;
+  EXPECT_NE(text.find("acceptance (auto) met at 2 of 2 points"), std::string::npos) << text;
   // An order that did not run: a one-line error, exit 2.
   json only_hm = doc({cell("xstage", 16384, 128, 500, "head-major")});
   rc = xstage::test::run_python_tool(
@@ -129,10 +135,10 @@ TEST(CompareAttentionCausal, FlashAttention4Column) {
   std::string text = slurp(out);
   ASSERT_EQ(rc, 0) << text;
   EXPECT_NE(text.find("FlashAttention-4 4.0.0b40"), std::string::npos) << text;
-  EXPECT_NE(text.find("grp/FA4"), std::string::npos) << text;
+  EXPECT_NE(text.find("auto/FA4"), std::string::npos) << text;
   const json j = json::parse(slurp(js));
   EXPECT_EQ(j["rows"][1]["fa4_tflops"], 640.0);
-  EXPECT_NE(text.find("640.0      0.97"), std::string::npos) << text;  // grouped 620 / FA4 640
+  EXPECT_NE(text.find("640.0      0.98"), std::string::npos) << text;  // auto 630 / FA4 640
   t["results"][2]["correctness"]["passed"] = false;
   rc = xstage::test::run_python_tool(
       "compare_attention_causal.py", quote(f.write("xs2.json", ours())) + " " + quote(f.write("t2.json", t)), out);

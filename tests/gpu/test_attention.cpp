@@ -251,6 +251,12 @@ void causal_cases(std::vector<Case>& v) {
   add("cl_s77_bf16_d64", bf, 64, 2, 3, 77, 77, tl, cl);
   add("br_q1000_kv1333_bf16_d128_b2_cl", bf, 128, 2, 3, 1000, 1333, br, cl);
   add("br_q300_kv4680_fp16_d64_cl", fp, 64, 1, 4, 300, 4680, br, cl);
+  // Auto (the default order): a long d = 128 shape it runs claimed, short d = 64 ones it runs grouped
+  // (AttentionDispatch.AutoCausalOrder checks which).
+  const auto au = causal::TileOrder::automatic;
+  add("auto_s8300_bf16_d128_h2", bf, 128, 1, 2, 8300, 8300, tl, au);
+  add("auto_s2000_fp16_d64_h3", fp, 64, 1, 3, 2000, 2000, tl, au);
+  add("auto_q1000_kv1333_bf16_d128_b2_br", bf, 128, 2, 3, 1000, 1333, br, au);
   // Bottom-right, head-major and longest-first.
   add("br_q1000_kv1333_bf16_d128_b2", bf, 128, 2, 3, 1000, 1333, br, heads);
   add("br_q1000_kv1333_fp16_d128_b2_lpt", fp, 128, 2, 3, 1000, 1333, br, lpt);

@@ -68,14 +68,15 @@ struct AttentionArgs {
   // Causal only. Alignment of the mask (bottom_right needs kv_len >= q_len, so that every query
   // sees a key) and the persistent tile order (xstage/attention_tile_order.hpp, docs/attention.md
   // §Persistent scheduler): longest_first balances the triangular work over the CTAs (measured
-  // 1.32x head_major, geomean of 40 shapes); grouped (the default) does so within planned groups
+  // 1.32x head_major, geomean of 40 shapes); grouped does so within planned groups
   // of heads, so fewer heads' K/V are in flight on long many-head shapes (the only shapes where
   // its plan differs from longest_first; measured 40 of 40 acceptance points vs 37); claimed runs
   // the grouped list with greedy claiming through a per-stream counter and groups of 1-2 heads at
-  // long S (fewer DRAM re-reads of K/V; staged tiles only, so not with tile policy rows128).
+  // long S (fewer DRAM re-reads of K/V; staged tiles only, so not with tile policy rows128);
+  // automatic (the default) takes claimed or grouped by the shape (causal_order_for).
   causal::Align causal_align = causal::Align::top_left;
-  causal::TileOrder causal_order = causal::TileOrder::grouped;
-  // grouped / claimed only: (batch, head) pairs per group; 0: planned (causal::plan_group /
+  causal::TileOrder causal_order = causal::TileOrder::automatic;
+  // automatic / grouped / claimed only: (batch, head) pairs per group; 0: planned (causal::plan_group /
   // plan_claimed_group), else 1..heads*batch.
   int causal_group = 0;
   int num_ctas = 0;  // persistent grid; 0: one CTA per SM
@@ -119,14 +120,17 @@ AttentionInstantiation select_instantiation(AttentionDType dtype, int head_dim, 
 // the 128-row tile where its waves fill the GPU better.
 AttentionInstantiation select_instantiation(const AttentionArgs& a);
 
-// Names on the command line and in JSON: "top-left" / "bottom-right", "head-major" /
-// "longest-first" / "grouped"; parse_* throw InvalidArgument (one line) for anything else.
+// Names on the command line and in JSON: "top-left" / "bottom-right", "auto" / "head-major" /
+// "longest-first" / "grouped" / "claimed"; parse_* throw InvalidArgument (one line) for anything else.
 const char* causal_align_name(causal::Align a);
 const char* causal_order_name(causal::TileOrder o);
 causal::Align parse_causal_align(const std::string& s);
 causal::TileOrder parse_causal_order(const std::string& s);
 // Query i sees keys j <= i + this (0 unless causal bottom-right).
 int causal_key_offset(const AttentionArgs& a);
+// The causal tile order the call runs: causal_order, with automatic resolved to grouped or claimed
+// (docs/attention.md §Persistent scheduler, "auto"). Validates the call first.
+causal::TileOrder causal_order_for(const AttentionArgs& a);
 // (batch, head) pairs per group of the call's causal tile order: 0 for head_major and non-causal
 // calls, all pairs for longest_first, the planned group for grouped (reads the SM count).
 int causal_group_for(const AttentionArgs& a);
