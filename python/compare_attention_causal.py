@@ -11,8 +11,8 @@ auto, head-major, longest-first, grouped, claimed); TORCH.json: `python3 python/
 accepted order / FA4, its cells gated like cuDNN's). First the correctness gate (docs/checkers.md) over every causal xstage
 cell and every cuDNN cell that ran; then per (d, H, S): TFLOP/s of each order that ran (grouped,
 claimed and auto with their heads per group, auto with the order it ran), each order / head-major,
-cuDNN, each order / cuDNN, and whether the accepted order (default: auto, the kernel's default)
-meets the acceptance: >= 1.0x cuDNN
+cuDNN, each order / cuDNN, and whether the accepted order (default: auto, the kernel's default;
+grouped in files without auto rows) meets the acceptance: >= 1.0x cuDNN
 at every point, >= 600 TFLOP/s (causal FLOP count) at S >= 8192, d = 128. Exit status: 0 ok
 (whatever the numbers), 1 a correctness check failed, 2 bad input.
 """
@@ -73,8 +73,8 @@ def accepted(s, d, lf, cu):
 def main(argv=None):
     opened = checker.parse_and_open_pair(
         TOOL, __doc__.split("\n")[0], argv, SCHEMA, "write the rows here",
-        add_args=lambda ap: ap.add_argument("--accept-order", default="auto", choices=ORDERS,
-                                            help="the order judged against the acceptance (default: auto)"))
+        add_args=lambda ap: ap.add_argument("--accept-order", default=None, choices=ORDERS,
+                                            help="the order judged against the acceptance (default: auto, or grouped in files from before the auto order)"))
     if opened is None:
         return 2
     args, ours, theirs = opened
@@ -89,7 +89,7 @@ def main(argv=None):
         print(f"{TOOL}: no causal xstage results in {args.xstage_json}", file=sys.stderr)
         return 2
     orders = [o for o in ORDERS if any(k[0] == o for k in mine)]
-    acc_order = args.accept_order
+    acc_order = args.accept_order or ("auto" if "auto" in orders or "grouped" not in orders else "grouped")
     if acc_order not in orders:
         print(f"{TOOL}: no '{acc_order}' rows in {args.xstage_json} (orders there: {', '.join(orders)})",
               file=sys.stderr)

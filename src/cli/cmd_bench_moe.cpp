@@ -281,7 +281,10 @@ const char* kVariantList =
 nlohmann::json tile_kind_json(const ops::MegaMoeTileKind& k) {
   return {{"tiles", k.tiles}, {"mainloop_us", k.mainloop_us}, {"epilogue_us", k.epilogue_us}, {"store_tail_us", k.store_tail_us},
           {"handover_us", k.handover_us}, {"staged_us", k.staged_us},
-          {"input_wait_us", k.input_wait_us}};
+          {"input_wait_us", k.input_wait_us},
+          {"producer", {{"tiles", k.producer_tiles}, {"gap_before_us", k.gap_before_us},
+                        {"waited_push_us", k.waited_push_us}, {"claim_to_push_us", k.claim_to_push_us},
+                        {"claim_late_us", k.claim_late_us}, {"loads_us", k.loads_us}}}};
 }
 
 // l1/l2_tflops: the rank's expert work of that GEMM over the mean CTA's time in its tiles.
@@ -715,6 +718,13 @@ void run(const Flags& fl) {
                   t0.l2.epilogue_us, t0.l2.store_tail_us, t0.l2.input_wait_us, t0.phases.prologue_us,
                   t0.phases.l1_us, t0.phases.l2_us, t0.phases.gaps_us, t0.phases.combine_us, t0.phases.reduce_us,
                   gemm_tflops(0, true, t0.phases.l1_us), gemm_tflops(0, false, t0.phases.l2_us));
+              if (t0.l1.producer_tiles + t0.l2.producer_tiles > 0)  // measurement build (XSTAGE_MEGA_PRODUCER_TRACE)
+                span_txt += fmt::format(
+                    " [producer L1/L2: gap {:.2f}/{:.2f}, waited for push {:.2f}/{:.2f}, claim to push {:.2f}/{:.2f}, "
+                    "claim after prev end {:.2f}/{:.2f}, loads {:.2f}/{:.2f} us]",
+                    t0.l1.gap_before_us, t0.l2.gap_before_us, t0.l1.waited_push_us, t0.l2.waited_push_us,
+                    t0.l1.claim_to_push_us, t0.l2.claim_to_push_us, t0.l1.claim_late_us, t0.l2.claim_late_us,
+                    t0.l1.loads_us, t0.l2.loads_us);
             }
             std::printf(" %19s %10s %8s %7d %12s %10.1f %10.1f %10.1f %9lld %6lld %6llu %9.2e %6s%s\n",
                         shape.name.c_str(), wname.c_str(), std::string(moe::routing_name(kind)).c_str(), tokens,

@@ -14,6 +14,12 @@ MegaMoeTileStats summarize_mega_trace(const std::vector<uint32_t>& tr, const std
   const size_t ctas = clk.size() / W;
   std::vector<double> busy(ctas, 0), first(ctas, -1), last(ctas, 0), l1(ctas, 0), l2(ctas, 0);
   const double us_per_cycle = 1.0 / (ghz * 1e3);
+  // The producer's stamps (words 8-10, measurement build only), per CTA in start order.
+  struct Stamped {
+    double start, end, claim, push, issued;
+    bool l1;
+  };
+  std::vector<std::vector<Stamped>> stamped(ctas);
   for (size_t p = 0; p + km::kMegaTraceWords <= tr.size(); p += km::kMegaTraceWords) {
     const uint32_t tag = tr[p];
     if (tag == 0xffffffffu) continue;
@@ -32,6 +38,24 @@ MegaMoeTileStats summarize_mega_trace(const std::vector<uint32_t>& tr, const std
     ((tag >> 16) == 1u ? l1 : l2)[c] += ml + ep;
     if (first[c] < 0 || start < first[c]) first[c] = start;
     last[c] = std::max(last[c], start + ml + ep);
+    if constexpr (km::kMegaTraceWords >= 11) {
+      if (tr[p + 8] != 0xffffffffu && tr[p + 9] != 0xffffffffu && tr[p + 10] != 0xffffffffu)
+        stamped[c].push_back({start, start + ml + ep, tr[p + 8] * us_per_cycle, tr[p + 9] * us_per_cycle,
+                              tr[p + 10] * us_per_cycle, (tag >> 16) == 1u});
+    }
+  }
+  for (std::vector<Stamped>& v : stamped) {
+    std::sort(v.begin(), v.end(), [](const Stamped& a, const Stamped& b) { return a.start < b.start; });
+    for (size_t j = 1; j < v.size(); ++j) {
+      MegaMoeTileKind& k = v[j].l1 ? st.l1 : st.l2;
+      const double prev_end = v[j - 1].end;
+      k.producer_tiles += 1;
+      k.gap_before_us += v[j].start - prev_end;
+      k.waited_push_us += std::max(0.0, std::min(v[j].push, v[j].start) - prev_end);
+      k.claim_to_push_us += v[j].push - v[j].claim;
+      k.claim_late_us += std::max(0.0, v[j].claim - prev_end);
+      k.loads_us += v[j].issued - v[j].push;
+    }
   }
   for (MegaMoeTileKind* k : {&st.l1, &st.l2})
     if (k->tiles > 0) {
@@ -41,6 +65,9 @@ MegaMoeTileStats summarize_mega_trace(const std::vector<uint32_t>& tr, const std
       k->handover_us /= double(k->tiles);
       k->staged_us /= double(k->tiles);
       k->input_wait_us /= double(k->tiles);
+      if (k->producer_tiles > 0)
+        for (double* v : {&k->gap_before_us, &k->waited_push_us, &k->claim_to_push_us, &k->claim_late_us, &k->loads_us})
+          *v /= double(k->producer_tiles);
     }
   // CTA start offsets from the globaltimer pairs (ns), the rest in SM cycles of each CTA.
   uint64_t t0 = ~0ull;

@@ -93,6 +93,13 @@ TEST(CompareAttentionCausal, AcceptanceOfAnotherOrder) {
   std::string text = slurp(out);
   ASSERT_EQ(rc, 0) << text;
   EXPECT_NE(text.find("acceptance (auto) met at 2 of 2 points"), std::string::npos) << text;
+  // A file from before the auto order (no auto rows): the default judges grouped.
+  json old = doc({cell("xstage", 16384, 128, 620, "grouped", 11), cell("xstage", 8192, 64, 490, "grouped", 24)});
+  rc = xstage::test::run_python_tool("compare_attention_causal.py",
+                                     quote(f.write("old.json", old)) + " " + quote(f.write("t1.json", theirs())), out);
+  text = slurp(out);
+  ASSERT_EQ(rc, 0) << text;
+  EXPECT_NE(text.find("acceptance (grouped) met at 2 of 2 points"), std::string::npos) << text;
   // An order that did not run: a one-line error, exit 2.
   json only_hm = doc({cell("xstage", 16384, 128, 500, "head-major")});
   rc = xstage::test::run_python_tool(

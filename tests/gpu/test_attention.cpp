@@ -456,6 +456,79 @@ TEST(AttentionGpuReference, AgreesWithHostReference) {
   }
 }
 
+// The claimed order under CUDA graph capture (the default order's choice at d = 128 from 8192
+// keys): the stream's claim counters are first needed while it captures; reserve_split_workspace
+// in relaxed capture mode allocates and zeroes them outside the graph (on a private stream), and
+// a graph of two launches, then a second graph captured on the same stream, replay bit for bit
+// as the same call run eagerly on another stream.
+TEST(AttentionGpu, ClaimedOrderReplaysFromCudaGraphs) {
+  XS_REQUIRE_HOPPER();
+  ops::AttentionArgs a;
+  a.dtype = AttentionDType::bf16;
+  a.batch = 1;
+  a.heads = 2;
+  a.q_len = a.kv_len = 8300;
+  a.head_dim = 128;
+  a.causal = true;  // automatic order
+  a.q_strides = a.o_strides = ops::packed_bshd(a.q_len, a.heads, a.head_dim);
+  a.k_strides = a.v_strides = ops::packed_bshd(a.kv_len, a.heads, a.head_dim);
+  ASSERT_EQ(ops::causal_order_for(a), causal::TileOrder::claimed);
+  const size_t n = size_t(a.q_len) * a.heads * a.head_dim;
+  DeviceBuffer q(n * 2), k(n * 2), v(n * 2), ref(n * 2), o1(n * 2), o2(n * 2);
+  ASSERT_TRUE(q.p && k.p && v.p && ref.p && o1.p && o2.p);
+  gputest::fill_random_16bit(q.p, n, a.dtype, 31, 1.f, nullptr);
+  gputest::fill_random_16bit(k.p, n, a.dtype, 32, 1.f, nullptr);
+  gputest::fill_random_16bit(v.p, n, a.dtype, 33, 1.f, nullptr);
+  a.q = q.p;
+  a.k = k.p;
+  a.v = v.p;
+  cudaStream_t eager = nullptr, s = nullptr;
+  XS_TEST_CUDA(cudaStreamCreateWithFlags(&eager, cudaStreamNonBlocking));
+  XS_TEST_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));  // a new stream: no counters yet
+  a.o = ref.p;
+  ASSERT_NO_THROW(ops::attention_forward(a, eager));
+  XS_TEST_CUDA(cudaStreamSynchronize(eager));
+  std::vector<uint16_t> want(n), got(n);
+  XS_TEST_CUDA(cudaMemcpy(want.data(), ref.p, n * 2, cudaMemcpyDeviceToHost));
+
+  auto capture = [&](void* out_a, void* out_b, bool reserve, cudaGraphExec_t* ge) {
+    cudaGraph_t g = nullptr;
+    XS_TEST_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    if (reserve) {  // as the Python op does: the one-time allocation in relaxed mode
+      cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+      XS_TEST_CUDA(cudaThreadExchangeStreamCaptureMode(&mode));
+      EXPECT_NO_THROW(ops::reserve_split_workspace(a, s));
+      XS_TEST_CUDA(cudaThreadExchangeStreamCaptureMode(&mode));
+    }
+    a.o = out_a;
+    EXPECT_NO_THROW(ops::attention_forward(a, s));
+    a.o = out_b;
+    EXPECT_NO_THROW(ops::attention_forward(a, s));
+    XS_TEST_CUDA(cudaStreamEndCapture(s, &g));
+    XS_TEST_CUDA(cudaGraphInstantiate(ge, g, 0));
+    XS_TEST_CUDA(cudaGraphDestroy(g));
+  };
+  cudaGraphExec_t first = nullptr, second = nullptr;
+  capture(o1.p, o2.p, true, &first);
+  ASSERT_FALSE(HasFatalFailure());
+  capture(o2.p, o1.p, false, &second);
+  ASSERT_FALSE(HasFatalFailure());
+  for (cudaGraphExec_t ge : {second, first, second}) {  // the later graph first: nothing left for a replay to zero
+    XS_TEST_CUDA(cudaMemsetAsync(o1.p, 0xFF, n * 2, s));
+    XS_TEST_CUDA(cudaMemsetAsync(o2.p, 0xFF, n * 2, s));
+    XS_TEST_CUDA(cudaGraphLaunch(ge, s));
+    XS_TEST_CUDA(cudaStreamSynchronize(s));
+    for (void* o : {o1.p, o2.p}) {
+      XS_TEST_CUDA(cudaMemcpy(got.data(), o, n * 2, cudaMemcpyDeviceToHost));
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), n * 2), 0) << "graph replay differs from the eager call";
+    }
+  }
+  cudaGraphExecDestroy(first);
+  cudaGraphExecDestroy(second);
+  cudaStreamDestroy(s);
+  cudaStreamDestroy(eager);
+}
+
 // The tile order only moves tiles between CTAs: both causal orders give bit-identical O and LSE
 // (each tile is computed the same way wherever it runs), for both alignments and head dims.
 TEST(AttentionGpu, CausalOrdersAgreeBitwise) {

@@ -63,6 +63,13 @@ struct MegaMoeTileKind {
   // over, and to the fp8 rows being staged (before the store tail).
   double handover_us = 0, staged_us = 0;
   double input_wait_us = 0;  // producer: waiting for the tile's inputs (rows arrived / Linear-1 counter)
+  // Measurement build XSTAGE_MEGA_PRODUCER_TRACE, register-operand kernels only (else 0): means over
+  // the tiles that follow another on their CTA, of the gap before the tile (the previous tile's
+  // end to this one's start), the part of it the consumers waited for the producer's hand-over
+  // (its push after the previous tile's end), the producer's claim to push (claim + input gate),
+  // how late its claim began after the previous tile's end, and push to its last K-block load issued.
+  long long producer_tiles = 0;
+  double gap_before_us = 0, waited_push_us = 0, claim_to_push_us = 0, claim_late_us = 0, loads_us = 0;
 };
 // One recorded call's CTA time split into consecutive phases (means over the CTAs that ran at
 // least one tile, microseconds); per CTA they add up to its start-to-end time.

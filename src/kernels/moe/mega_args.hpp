@@ -12,7 +12,14 @@ namespace xstage::kernels::moe {
 // Local experts per rank the kernel's shared-memory layout holds (E <= 1024 over >= 2 ranks).
 inline constexpr int kMegaMaxLocalExperts = kEpMaxExperts / 2;
 
+// Words 8-10 (measurement build XSTAGE_MEGA_PRODUCER_TRACE only; the register-operand kernels'
+// producer, mega_common.cuh): its claim, its hand-over (push) and the end of its K-block loads, SM
+// cycles after the CTA's start clock.
+#ifdef XSTAGE_MEGA_PRODUCER_TRACE
+inline constexpr int kMegaTraceWords = 11;
+#else
 inline constexpr int kMegaTraceWords = 8;
+#endif
 // MegaMoeArgs::cta_clock words per CTA: clock64 and globaltimer ns at the start, the same at the
 // end, and clock64 when the reduce starts (every combine piece arrived; the phase breakdown).
 inline constexpr int kMegaClockWords = 5;

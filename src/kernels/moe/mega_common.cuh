@@ -114,6 +114,9 @@ __device__ __forceinline__ bool mega_claim_tile(const MegaMoeArgs& m, MegaLayout
                                                 int total, int parity, uint32_t* l1_done, uint32_t l1_target, int i,
                                                 bool& rows_here, MegaTileSlot* slots, Queue const& queue,
                                                 QueueState& qs, WorkTile& t, bool& is_l1, int& pos) {
+#ifdef XSTAGE_MEGA_PRODUCER_TRACE
+  const uint64_t claim_clk = clock64();
+#endif
   pos = m.dynamic_claim ? static_cast<int>(atomicAdd(m.tile_next + parity, 1u))
                                   : static_cast<int>(blockIdx.x) + i * static_cast<int>(gridDim.x);
   if (pos >= total) {
@@ -125,6 +128,13 @@ __device__ __forceinline__ bool mega_claim_tile(const MegaMoeArgs& m, MegaLayout
   mega_wait_inputs(m, ly, l1_done, is_l1, t.tag, n2, l1_target, rows_here);
   if (m.trace != nullptr) m.trace[size_t(pos) * kMegaTraceWords + 4] = static_cast<uint32_t>(clock64() - w0);
   slots[i & (kMegaTileSlots - 1)] = MegaTileSlot{t, is_l1 ? 1 : 0};  // before the push that publishes it
+#ifdef XSTAGE_MEGA_PRODUCER_TRACE
+  if (m.trace != nullptr) {
+    const uint64_t base = m.cta_clock[blockIdx.x * kMegaClockWords + 0];  // this thread's own start stamp
+    m.trace[size_t(pos) * kMegaTraceWords + 8] = static_cast<uint32_t>(claim_clk - base);
+    m.trace[size_t(pos) * kMegaTraceWords + 9] = static_cast<uint32_t>(clock64() - base);
+  }
+#endif
   queue.push(qs, pos);
   return true;
 }
@@ -164,6 +174,11 @@ __device__ __forceinline__ void mega_produce_all(const MegaMoeArgs& m, MegaLayou
                                   qs, t, is_l1, pos))
       break;
     produce(t, is_l1, pos);
+#ifdef XSTAGE_MEGA_PRODUCER_TRACE
+    if (m.trace != nullptr)
+      m.trace[size_t(pos) * kMegaTraceWords + 10] =
+          static_cast<uint32_t>(clock64() - m.cta_clock[blockIdx.x * kMegaClockWords + 0]);
+#endif
   }
 }
 
