@@ -450,16 +450,34 @@ int causal_group_for(const AttentionArgs& args) {
   return planned_causal_group(a, entry_for_call(a), to_kernel_params(a));
 }
 
+namespace {
+// The call as it runs on `stream`: resolved(), except that a stream capturing a CUDA graph cannot
+// take the claimed order (its per-stream counters are looked up by the stream's id, which CUDA
+// does not give out during capture): automatic then runs grouped (the same results, bit for bit),
+// an explicit claimed is refused.
+AttentionArgs resolved_on(const AttentionArgs& args, cudaStream_t stream) {
+  AttentionArgs a = resolved(args);
+  if (!a.causal || a.causal_order != causal::TileOrder::claimed) return a;
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  XS_CUDA(cudaStreamIsCapturing(stream, &st), "attention: querying the stream's capture status");
+  if (st == cudaStreamCaptureStatusNone) return a;
+  if (args.causal_order != causal::TileOrder::automatic)
+    throw InvalidArgument("attention: the claimed causal order cannot be captured into a CUDA graph (use auto or grouped)");
+  a.causal_order = causal::TileOrder::grouped;
+  return a;
+}
+}  // namespace
+
 void reserve_split_workspace(const AttentionArgs& args, cudaStream_t stream) {
   validate(args);
-  const AttentionArgs a = resolved(args);
+  const AttentionArgs a = resolved_on(args, stream);
   if (a.tail_split && splits_tail(entry_for_call(a))) split_workspace_for(stream, launch_slots(a));
   if (a.causal && a.causal_order == causal::TileOrder::claimed) claim_counter_for(stream);
 }
 
 void attention_forward(const AttentionArgs& args, cudaStream_t stream) {
   validate(args);
-  const AttentionArgs a = resolved(args);
+  const AttentionArgs a = resolved_on(args, stream);
   const Entry& e = entry_for_call(a);
   ka::AttentionParams p = to_kernel_params(a);
   if (a.causal && causal::takes_group(a.causal_order)) p.causal_group = planned_causal_group(a, e, p);

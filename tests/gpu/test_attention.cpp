@@ -456,12 +456,12 @@ TEST(AttentionGpuReference, AgreesWithHostReference) {
   }
 }
 
-// The claimed order under CUDA graph capture (the default order's choice at d = 128 from 8192
-// keys): the stream's claim counters are first needed while it captures; reserve_split_workspace
-// in relaxed capture mode allocates and zeroes them outside the graph (on a private stream), and
-// a graph of two launches, then a second graph captured on the same stream, replay bit for bit
-// as the same call run eagerly on another stream.
-TEST(AttentionGpu, ClaimedOrderReplaysFromCudaGraphs) {
+// The automatic order under CUDA graph capture: a causal d = 128 call from 8192 keys runs claimed
+// eagerly, but its counters cannot be looked up while the stream captures, so the captured call
+// runs grouped — the same bits (CausalOrdersAgreeBitwise). Two graphs of two launches captured on
+// one fresh stream replay bit for bit as the eager call on another stream; an explicit claimed
+// order under capture is refused with one line.
+TEST(AttentionGpu, AutoOrderReplaysFromCudaGraphs) {
   XS_REQUIRE_HOPPER();
   ops::AttentionArgs a;
   a.dtype = AttentionDType::bf16;
@@ -472,7 +472,6 @@ TEST(AttentionGpu, ClaimedOrderReplaysFromCudaGraphs) {
   a.causal = true;  // automatic order
   a.q_strides = a.o_strides = ops::packed_bshd(a.q_len, a.heads, a.head_dim);
   a.k_strides = a.v_strides = ops::packed_bshd(a.kv_len, a.heads, a.head_dim);
-  ASSERT_EQ(ops::causal_order_for(a), causal::TileOrder::claimed);
   const size_t n = size_t(a.q_len) * a.heads * a.head_dim;
   DeviceBuffer q(n * 2), k(n * 2), v(n * 2), ref(n * 2), o1(n * 2), o2(n * 2);
   ASSERT_TRUE(q.p && k.p && v.p && ref.p && o1.p && o2.p);
@@ -482,6 +481,8 @@ TEST(AttentionGpu, ClaimedOrderReplaysFromCudaGraphs) {
   a.q = q.p;
   a.k = k.p;
   a.v = v.p;
+  a.o = ref.p;
+  ASSERT_EQ(ops::causal_order_for(a), causal::TileOrder::claimed);
   cudaStream_t eager = nullptr, s = nullptr;
   XS_TEST_CUDA(cudaStreamCreateWithFlags(&eager, cudaStreamNonBlocking));
   XS_TEST_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));  // a new stream: no counters yet
@@ -504,6 +505,9 @@ TEST(AttentionGpu, ClaimedOrderReplaysFromCudaGraphs) {
     EXPECT_NO_THROW(ops::attention_forward(a, s));
     a.o = out_b;
     EXPECT_NO_THROW(ops::attention_forward(a, s));
+    a.causal_order = causal::TileOrder::claimed;  // explicit: refused, nothing captured
+    EXPECT_THROW(ops::attention_forward(a, s), InvalidArgument);
+    a.causal_order = causal::TileOrder::automatic;
     XS_TEST_CUDA(cudaStreamEndCapture(s, &g));
     XS_TEST_CUDA(cudaGraphInstantiate(ge, g, 0));
     XS_TEST_CUDA(cudaGraphDestroy(g));

@@ -129,7 +129,9 @@ causal::TileOrder parse_causal_order(const std::string& s);
 // Query i sees keys j <= i + this (0 unless causal bottom-right).
 int causal_key_offset(const AttentionArgs& a);
 // The causal tile order the call runs: causal_order, with automatic resolved to grouped or claimed
-// (docs/attention.md §Persistent scheduler, "auto"). Validates the call first.
+// (docs/attention.md §Persistent scheduler, "auto"). Validates the call first. On a stream that is
+// capturing a CUDA graph, automatic runs grouped instead of claimed and an explicit claimed is
+// refused (InvalidArgument): the claimed order's counters are per stream, looked up by its id.
 causal::TileOrder causal_order_for(const AttentionArgs& a);
 // (batch, head) pairs per group of the causal tile order the call runs (automatic resolved): 0 for
 // head_major and non-causal calls, all pairs for longest_first, the planned group for grouped and
@@ -139,11 +141,12 @@ int causal_group_for(const AttentionArgs& a);
 // Validates, then launches on `stream` (asynchronous; launch errors throw xstage::Error).
 void attention_forward(const AttentionArgs& a, cudaStream_t stream);
 // Validates, then allocates (or grows) the key-split workspace and, for a call that runs the claimed
-// causal order (automatic included: causal d = 128 from 8192 keys), the stream's claim counters
-// that attention_forward uses for this call, so that a later call (e.g. under CUDA graph capture)
-// allocates nothing; nothing happens where the call needs neither. Not capture-safe itself when it
-// has to allocate: call it before capturing such calls (the Python op does, in relaxed capture
-// mode). Graphs captured on one stream share its workspace and counters: replay them one at a time.
+// causal order (automatic included: causal d = 128 from 8192 keys, not under capture), the
+// stream's claim counters that attention_forward uses for this call, so that a later call (e.g.
+// under CUDA graph capture) allocates nothing; nothing happens where the call needs neither. Not
+// capture-safe itself when it has to allocate: call it before capturing such calls (the Python op
+// does, in relaxed capture mode). Graphs captured on one stream share its workspace: replay them
+// one at a time.
 void reserve_split_workspace(const AttentionArgs& a, cudaStream_t stream);
 
 // Floating-point operations of the two GEMMs (4 * B * H * d * #visible (query, key) pairs):

@@ -129,8 +129,16 @@ struct W4RsTraits {
   static constexpr int kConsumerWarps = 4 * kConsumerWGs;
   static constexpr int kThreads = 128 * (1 + kConsumerWGs);
   // Two pieces hold a second 64-value accumulator: the producer gives up 16 more registers.
+  // XSTAGE_RS_PRODUCER_REGS32 (the Mega-MoE translation units, ON by default): 32, and the consumers
+  // 232 (their K loops still hold no local memory), so that the Mega-MoE producer's claim and
+  // decode spill less (docs/megamoe.md §Per-tile trace).
+#ifdef XSTAGE_RS_PRODUCER_REGS32
+  static constexpr int kProducerRegs = kPieces == 2 ? 32 : 40;
+  static constexpr int kConsumerRegs = 232;
+#else
   static constexpr int kProducerRegs = kPieces == 2 ? 24 : 40;
   static constexpr int kConsumerRegs = kPieces == 2 ? 240 : 232;
+#endif
   static_assert(128 * kProducerRegs + 128 * kConsumerWGs * kConsumerRegs <= 65536, "register file");
 
   using MmaAtom = cute::conditional_t<kGateUp, SM90_64x64x32_F32E4M3E4M3_RS_TN<>, SM90_64x128x32_F32E4M3E4M3_RS_TN<>>;
