@@ -111,8 +111,8 @@ def main(argv=None):
     for k in shapes:
         s, h, d, dt = k
         tf = {o: mine.get((o,) + k, {}).get("tflops") for o in orders}
-        grp = mine.get(("grouped",) + k, {}).get("causal_group")
         groups = {o: mine.get((o,) + k, {}).get("causal_group") for o in ("grouped", "claimed", "auto")}
+        grp = groups["grouped"]
         run = mine.get(("auto",) + k, {}).get("causal_order_run")
         cu = base.get(k, {}).get("tflops")
         ok = all(gate.cell_ok("xstage", (o,) + k) for o in orders if (o,) + k in mine)

@@ -48,17 +48,10 @@ int* claim_counter_for(cudaStream_t stream) {
   int*& c = (*cache)[{dev, id}];
   if (c == nullptr) {
     XS_CUDA(cudaMalloc(&c, 2 * sizeof(int)), "allocating the attention claim counters");
-    // Zeroed on a private non-blocking stream and waited for here, not on `stream`: if `stream` is
-    // capturing a CUDA graph, a memset there would become a node of that graph only, and graphs
-    // captured on the stream later would find the counters never zeroed. Every launch leaves them
-    // at zero again (its last CTA resets them), so zeroing once is enough.
-    static cudaStream_t zeroing = [] {
-      cudaStream_t z = nullptr;
-      XS_CUDA(cudaStreamCreateWithFlags(&z, cudaStreamNonBlocking), "creating the claim counters' zeroing stream");
-      return z;
-    }();
-    XS_CUDA(cudaMemsetAsync(c, 0, 2 * sizeof(int), zeroing), "zeroing the attention claim counters");
-    XS_CUDA(cudaStreamSynchronize(zeroing), "zeroing the attention claim counters");
+    // On the stream itself, so the first launch there finds them zeroed whatever the stream's
+    // flags; every launch leaves them at zero again. Never reached while `stream` captures a CUDA
+    // graph (cudaStreamGetId is refused then; the operator runs grouped instead of claimed).
+    XS_CUDA(cudaMemsetAsync(c, 0, 2 * sizeof(int), stream), "zeroing the attention claim counters");
   }
   return c;
 }
