@@ -65,9 +65,11 @@ def main(argv=None):
     if docs is None:
         return 2
     theirs, ours = docs[0], docs[1:]
-    # A run with --no-key-split is its own column (e.g. split and split-nokeysplit side by side).
+    # A run with --no-key-split or --no-partial-tiles is its own column (e.g. auto and
+    # auto-nopartial side by side).
     tiles = [str((d.get("config") or {}).get("tile", "?")) +
-             ("-nokeysplit" if (d.get("config") or {}).get("key_split") is False else "") for d in ours]
+             ("-nokeysplit" if (d.get("config") or {}).get("key_split") is False else "") +
+             ("-nopartial" if (d.get("config") or {}).get("partial_tiles") is False else "") for d in ours]
     if len(set(tiles)) != len(tiles):
         print(f"{TOOL}: two xstage files of the same tile ({', '.join(tiles)})", file=sys.stderr)
         return 2

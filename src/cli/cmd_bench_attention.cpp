@@ -55,6 +55,7 @@ struct BenchFlags {
   std::string json_out;
   std::string tile = "auto";  // auto | staged | rows128 | split (ops::AttentionTilePolicy)
   bool no_key_split = false;  // AttentionArgs::tail_split = false
+  bool no_partial_tiles = false;  // AttentionArgs::partial_tiles = false
   int check_rows = kDefaultCheckRows;  // query rows compared with the host reference per cell
   uint64_t check_seed = 20261203u;
 };
@@ -222,6 +223,7 @@ Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int
   a.num_ctas = fl.num_ctas;
   a.tile_policy = tile_policy(fl);
   a.tail_split = !fl.no_key_split;
+  a.partial_tiles = !fl.no_partial_tiles;
   a.q_strides = a.o_strides = ops::packed_bshd(sq, h, d);
   a.k_strides = a.v_strides = ops::packed_bshd(s, h, d);
   auto set_args = [&](int i) {
@@ -402,6 +404,7 @@ void run_bench(const BenchFlags& fl) {
                    {"causal_align", fl.causal_align}, {"causal_orders", fl.causal_orders}, {"q_len", fl.q_len},
                    {"layout", "BSHD"},        {"warmup", fl.warmup}, {"warmup_ms", fl.warmup_ms}, {"iters", fl.iters},
                    {"rotate_bytes", rotate_bytes}, {"num_ctas", fl.num_ctas}, {"tile", fl.tile}, {"key_split", !fl.no_key_split},
+                   {"partial_tiles", !fl.no_partial_tiles},
                    {"flops", "4*B*H*Sq*Skv*d (visible pairs if causal)"},
                    {"check_rows", fl.check_rows}, {"check_seed", fl.check_seed},
                    {"check", "outputs NaN-poisoned before the timed launches; the last launch's output: full "
@@ -492,6 +495,10 @@ void add_attention_bench_command(CLI::App& app) {
   cmd->add_flag("--no-key-split", fl->no_key_split,
                 "Never split tiles along the keys (the long-key and split tiles then run whole tiles, and auto does "
                 "not pick the split tile; docs/attention.md §Tail split)");
+  cmd->add_flag("--no-partial-tiles", fl->no_partial_tiles,
+                "Every warp group computes every tile, dealt head-major, and auto weighs partial tiles as whole ones "
+                "(the behaviour before partial tiles idled their empty warp groups; for A/B runs; docs/attention.md "
+                "§Partial tiles)");
   cmd->add_option("--check-rows", fl->check_rows,
                   "Query rows per cell compared with the fp64 host reference (seeded; always the first and last row "
                   "and rows on tile borders)")

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/attention/launch.hpp"
+#include "kernels/attention/tile_rules.hpp"
 #include "ops/attention_params.hpp"
 #include "ops/attention_workspace.hpp"
 #include "runtime/check.hpp"
@@ -299,7 +300,7 @@ class ShapeCache {
   std::map<Key, Value> cache_;
 };
 
-// kernels/attention/launch.hpp causal_rows128_wins, cached per shape: it walks up to four waves of
+// kernels/attention/tile_rules.hpp causal_rows128_wins, cached per shape: it walks up to four waves of
 // tiles twice (a few microseconds of host time per call otherwise).
 bool causal_rows128_for(const AttentionArgs& a, int slots) {
   static ShapeCache<std::tuple<int, int, int, int, int, int>, bool> cache;
@@ -307,6 +308,15 @@ bool causal_rows128_for(const AttentionArgs& a, int slots) {
   return cache.get({a.q_len, a.kv_len, offset, pairs, slots, static_cast<int>(a.causal_order)}, [&] {
     return ka::causal_rows128_wins(a.q_len, a.kv_len, offset, pairs, slots, a.causal_order);
   });
+}
+
+// kernels/attention/tile_rules.hpp rows128_wins, cached per shape: it walks up to eight rounds of
+// tiles for both tiles.
+bool rows128_for(const AttentionArgs& a, int slots) {
+  static ShapeCache<std::tuple<int, int, int, bool>, bool> cache;
+  const int pairs = a.heads * a.batch;
+  return cache.get({a.q_len, pairs, slots, a.partial_tiles},
+                   [&] { return ka::rows128_wins(a.q_len, pairs, slots, a.partial_tiles); });
 }
 
 // The automatic causal order (docs/attention.md §Persistent scheduler, "auto"): claimed at d = 128
@@ -328,8 +338,8 @@ AttentionArgs resolved(const AttentionArgs& a) {
 
 // What attention_forward launches for this call: entry_for plus the shape rules that need the
 // grid (automatic policy, non-causal: the split tile where its key splits win,
-// kernels/attention/launch.hpp split_wins; d = 64: the 128-row tile where its waves fill the GPU
-// better, rows128_wins).
+// kernels/attention/tile_rules.hpp split_wins; d = 64: the 128-row tile where its busiest CTA
+// finishes first, rows128_wins).
 const Entry& entry_for_call(const AttentionArgs& a) {
   const Entry& base = entry_for(a.dtype, a.head_dim, a.causal, a.kv_len, a.tile_policy);
   // The shape rules refine the automatic staged choice only (the long-key tile splits the same way).
@@ -343,7 +353,7 @@ const Entry& entry_for_call(const AttentionArgs& a) {
   }
   if (a.tail_split && ka::split_wins(a.head_dim, a.q_len, a.kv_len, a.heads * a.batch, slots))
     return find_entry(a.dtype, a.head_dim, false, EntryTile::split);
-  if (a.head_dim == 64 && ka::rows128_wins(a.q_len, a.heads * a.batch, slots))
+  if (a.head_dim == 64 && rows128_for(a, slots))
     return find_entry(a.dtype, 64, false, EntryTile::rows128);
   return base;
 }
@@ -420,6 +430,7 @@ ka::AttentionParams to_kernel_params(const AttentionArgs& args) {
   p.causal_key_offset = causal_key_offset(a);
   p.causal_order = a.causal_order;
   p.num_ctas = a.num_ctas;
+  p.partial_tiles = a.partial_tiles;
   return p;
 }
 

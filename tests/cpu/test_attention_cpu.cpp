@@ -3,12 +3,14 @@
 #ifdef XSTAGE_HAVE_ATTENTION
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "kernels/attention/launch.hpp"
+#include "kernels/attention/tile_rules.hpp"
 #include "kernels/attention/split_plan.hpp"
 #include "xstage/error.hpp"
 #include "xstage/ops/attention.hpp"
@@ -459,7 +461,7 @@ TEST(AttentionValidate, CausalOptions) {
   EXPECT_THROW(ops::parse_causal_order("lpt"), InvalidArgument);
 }
 
-// The automatic policy's short-sequence rule (kernels/attention/launch.hpp rows128_wins), with
+// The automatic policy's short-sequence rule (kernels/attention/tile_rules.hpp rows128_wins), with
 // num_ctas = 132 so no GPU is read: the 128-row tile where its waves fill the grid better by more
 // than its lower rate, the 192-row tile elsewhere; d = 128 calls never get it (causal calls:
 // AutomaticCausalRows128ByBusiestCta). With the
@@ -477,11 +479,13 @@ TEST(AttentionDispatch, AutomaticRows128ByWaves) {
     int s, h;
     bool rows128;
   };
-  // S = 1024, 24 heads: 144 tiles of 192 rows (1.09 waves) vs 192 of 128 (1.45 waves): 128 rows.
+  // S = 1024, 24 heads: 144 tiles of 192 rows, whose 24 partial ones (64 rows: one of three
+  // groups busy) pair up on 12 CTAs, vs 192 of 128 rows (1.45 waves): 192 rows (128 rows with
+  // partial_tiles off, below).
   // S = 1024, 40 heads: 240 (0.91 of 2 waves) vs 320: 192 rows. S = 4096, 4 heads: 88 vs 128
   // tiles (0.67 vs 0.97 of a wave): 128 rows. S = 4096, 24 heads: 528 = 4 full waves: 192 rows.
   // S = 4096, 16 heads: 0.89 vs 0.97 of their waves (ratio 0.917 < 0.92): 128 rows.
-  for (Shape sh : {Shape{1024, 24, true}, Shape{1024, 40, false}, Shape{4096, 4, true}, Shape{4096, 24, false},
+  for (Shape sh : {Shape{1024, 24, false}, Shape{1024, 40, false}, Shape{4096, 4, true}, Shape{4096, 24, false},
                    Shape{2048, 16, true}, Shape{2500, 8, false}, Shape{65536, 12, false},
                    Shape{4096, 16, true}, Shape{4608, 40, true}, Shape{2048, 40, true}, Shape{4608, 12, true},
                    Shape{1100, 24, true}}) {
@@ -494,6 +498,9 @@ TEST(AttentionDispatch, AutomaticRows128ByWaves) {
   a.causal = false;
   a.q_len = a.kv_len = 1024;
   a.heads = 24;
+  a.partial_tiles = false;  // every tile whole, head-major: the waves decide
+  EXPECT_NE(ops::select_instantiation(a).name.find("rows128"), std::string::npos) << "partial tiles off";
+  a.partial_tiles = true;
   a.tile_policy = ops::AttentionTilePolicy::staged;
   EXPECT_EQ(ops::select_instantiation(a).name.find("rows128"), std::string::npos) << "staged keeps 192 rows";
   a.tile_policy = ops::AttentionTilePolicy::automatic;
@@ -501,7 +508,30 @@ TEST(AttentionDispatch, AutomaticRows128ByWaves) {
   EXPECT_EQ(ops::select_instantiation(a).name.find("rows128"), std::string::npos);
 }
 
-// The causal d = 64 rule (kernels/attention/launch.hpp causal_rows128_wins), num_ctas = 132: the
+// Partial tiles (docs/attention.md §Partial tiles): when a launch deals its partial q tiles last,
+// and the busiest CTA the rules weigh (whole tiles 1, partial ones partial_tile_cost).
+TEST(AttentionDispatch, PartialTilesLastAndBusiestCta) {
+  namespace ka = xstage::kernels::attention;
+  EXPECT_TRUE(ka::partial_tiles_last(1024, 192, 144, 132));    // 64-row tail, 2 rounds
+  EXPECT_TRUE(ka::partial_tiles_last(1088, 192, 24, 10));      // 128-row tail: one group idle
+  EXPECT_FALSE(ka::partial_tiles_last(1100, 192, 144, 132));   // 140-row tail: every group busy
+  EXPECT_FALSE(ka::partial_tiles_last(1024, 128, 192, 132));   // no tail
+  EXPECT_FALSE(ka::partial_tiles_last(1024, 192, 132, 132));   // one round
+  EXPECT_FALSE(ka::partial_tiles_last(1024, 192, 600, 132));   // 5 rounds: head-major keeps L2
+  EXPECT_FALSE(ka::partial_tiles_last(1050, 128, 90, 0));
+  // S 1024, 24 heads: 120 whole 192-row tiles and 24 partial ones, two of which share each of 12 CTAs.
+  EXPECT_DOUBLE_EQ(ka::noncausal_busiest(1024, 192, 24, 132), std::max(1.0, 2 * ka::partial_tile_cost(1, 3)));
+  EXPECT_DOUBLE_EQ(ka::noncausal_busiest(1024, 128, 24, 132), 2.0);
+  EXPECT_DOUBLE_EQ(ka::noncausal_busiest(1024, 192, 24, 500), 1.0);   // one round
+  EXPECT_DOUBLE_EQ(ka::noncausal_busiest(1100, 192, 24, 132), 2.0);   // the tail keeps every group
+  EXPECT_DOUBLE_EQ(ka::noncausal_busiest(1024, 192, 100, 132), 5.0);  // head-major: some CTA has 5 whole tiles
+  EXPECT_DOUBLE_EQ(ka::noncausal_busiest(65536, 192, 40, 132), 104.0);  // beyond 8 rounds: the rounds
+  EXPECT_DOUBLE_EQ(ka::partial_tile_cost(3, 3), 1.0);
+  EXPECT_LT(ka::partial_tile_cost(1, 3), ka::partial_tile_cost(2, 3));
+  EXPECT_LT(ka::partial_tile_cost(1, 2), 1.0);
+}
+
+// The causal d = 64 rule (kernels/attention/tile_rules.hpp causal_rows128_wins), num_ctas = 132: the
 // 128-row tile where the modelled busiest CTA finishes first with it. S = 2048, 8 heads: 88
 // 192-row tiles, the busiest CTA holds one tile of 16 key blocks + 1 (x 192 = 3264) against one
 // 128-row tile of 16 + 1 (x 128 / 0.87 = 2501): 128 rows, in every order. S = 32768 with 8 heads
@@ -594,7 +624,7 @@ TEST(AttentionSplitPlan, TailAndShortOfAWave) {
   }
 }
 
-// The automatic policy's split rule (launch.hpp split_wins): non-causal launches short of a wave
+// The automatic policy's split rule (tile_rules.hpp split_wins): non-causal launches short of a wave
 // with parts of at least 8 key blocks, both head dims, and d = 128 launches whose last wave splits
 // with at least 16 key blocks get the split tile (d = 128 from 8192 keys keeps the long-key tile,
 // whose epilogue splits too); causal calls, the key split off and other launches do not.

@@ -272,7 +272,7 @@ void causal_cases(std::vector<Case>& v) {
   add("br_q500_kv1333_fp16_d64_rows128_lpt", fp, 64, 2, 3, 500, 1333, br, lpt, 0, 0.f, 1.f, dense, rows128);
   add("br_q500_kv1333_bf16_d64_rows128_ctas5", bf, 64, 1, 3, 500, 1333, br, heads, 5, 0.f, 1.f, dense, rows128);
   // The automatic policy's causal 128-row choice (S = 2048 with 8 heads on a full H200: 128-row
-  // tiles by the busiest-CTA model, kernels/attention/launch.hpp causal_rows128_wins).
+  // tiles by the busiest-CTA model, kernels/attention/tile_rules.hpp causal_rows128_wins).
   add("auto_s2048_bf16_d64_causal_h8_grouped", bf, 64, 1, 8, 2048, 2048, tl, causal::TileOrder::grouped);
   // Grouped (longest-first within groups of (batch, head) pairs): groups that cross the batch
   // boundary, a partial last group, one pair per group, and the planner's choice.
@@ -403,6 +403,25 @@ std::vector<Case> cases() {
   rising("rising_bf16_d64_causal_rows128", bf, 64, true, 40.f, rows128);
   rising("overflow_bf16_d64_staged", bf, 64, false, 400.f, ops::AttentionTilePolicy::staged);
   rising("overflow_bf16_d128", bf, 128, false, 400.f, ops::AttentionTilePolicy::automatic);
+  // Partial tiles (docs/attention.md §Partial tiles): warp groups without query rows idle, and
+  // non-causal launches of 2-4 rounds deal the partial tiles last, serpentine (odd rounds wrap
+  // backwards): one / two of three groups busy, one of two, the 128-row d = 64 tile, causal and
+  // claimed tails.
+
+  v.push_back({"partial_s1024_bf16_d64_h24_staged", bf, 64, false, 1, 24, 1024, 1024, Layout::dense, 0.f, 1.f, 0, staged});
+  v.push_back({"partial_ctas50_fp16_d64_h24_staged", fp, 64, false, 1, 24, 1024, 1024, Layout::dense, 0.f, 1.f, 50,
+               staged});
+  v.push_back({"partial_two_q1088_bf16_d64_ctas10", bf, 64, false, 1, 4, 1088, 900, Layout::dense, 0.f, 1.f, 10, staged});
+  v.push_back({"partial_q1050_fp16_d64_b2_rows128", fp, 64, false, 2, 5, 1050, 1050, Layout::dense, 0.f, 1.f, 40,
+               rows128});
+  v.push_back({"partial_q1060_bf16_d128_b2_ctas20", bf, 128, false, 2, 3, 1060, 1100, Layout::dense, 0.f, 1.f, 20});
+  v.push_back({"partial_q1000_fp16_d64_causal_staged", fp, 64, true, 1, 3, 1000, 1000, Layout::dense, 0.f, 1.f, 0,
+               staged});
+  {
+    Case c{"partial_q4650_bf16_d128_causal_cl", bf, 128, true, 1, 3, 4650, 4650, Layout::dense, 0.f, 1.f, 7};
+    c.order = causal::TileOrder::claimed;
+    v.push_back(c);
+  }
   // Peaked softmax (large scores): stresses the running-max rescaling.
   v.push_back({"peaked_bf16_d128", bf, 128, false, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f});
   v.push_back({"peaked_fp16_d64_causal", fp, 64, true, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f});

@@ -34,7 +34,7 @@ BSHDStrides packed_bshd(int seq, int heads, int head_dim);
 // alone, serial and the fused kernels share one mainloop). automatic: the staged tile, or the
 // long-key tile from kLongKvThreshold keys on (d = 128, non-causal), or, non-causal and with
 // tail_split, the split tile where its key splits won (launches short of a wave; at d = 128 also
-// split last waves from 16 key blocks; kernels/attention/launch.hpp split_wins), or the 128-row
+// split last waves from 16 key blocks; kernels/attention/tile_rules.hpp split_wins), or the 128-row
 // tile for d = 64 where its waves fill the GPU better (docs/attention.md §Short sequences); staged: always the staged tile; rows128: the
 // 128-row d = 64 tile (other head dims are refused); split: non-causal d = 64 / 128, a 128-row
 // mainloop with the registers -> global epilogue, whose tiles split along the keys when the last
@@ -86,6 +86,12 @@ struct AttentionArgs {
   // tile, then merge the parts (uses a workspace of ~66 KiB per SM, allocated once per (device,
   // stream) on first use). false also keeps the automatic policy off the split tile.
   bool tail_split = true;
+  // Partial q tiles (the last of a sequence that is not a multiple of the tile's rows; staged and
+  // 128-row tiles, local output): consumer warp groups without query rows skip the tile's GEMMs,
+  // and non-causal launches of 2-4 rounds deal these tiles last, serpentine, so that two share a
+  // CTA; the automatic tile policy weighs them at their measured cost. false: every group computes
+  // every tile, head-major (the kernels' behaviour before; for A/B runs). docs/attention.md §Partial tiles.
+  bool partial_tiles = true;
 };
 
 // Throws xstage::InvalidArgument with one line naming the first problem: unsupported dtype

@@ -202,6 +202,9 @@ struct TileStoreEpilogue {
   static constexpr bool kHasBeforeMainloop = false;
   static constexpr bool kHasServiceThread = HasService<Destination>;
   static constexpr bool kTailSplit = false;  // whole tiles only (tile_scheduler.cuh)
+  // A warp group without query rows may skip the tile (kernel.cuh): it would store nothing, and
+  // a local destination keeps no per-slice count that expects its call.
+  static constexpr bool kSkipsEmptyGroups = std::is_same_v<Destination, LocalDestination<Element>> && !kHasServiceThread;
   static_assert(!(kSwizzled && kHasServiceThread), "the handshake words live in the padding");
   __device__ static void kernel_start(Params const& ep) {
     if constexpr (HasKernelStart<Destination>) ep.dest.kernel_start();

@@ -28,6 +28,20 @@ namespace xstage::kernels::attention {
 // kClaimed: the claimed causal order (xstage/attention_tile_order.hpp): the producer claims each
 // next list position from a launch-wide counter and hands it to the consumers with the tile's Q
 // buffer; its own instantiation, so the static-order kernels compile as before.
+// Epilogue policies that declare kSkipsEmptyGroups let a consumer warp group without query rows
+// skip the tile's GEMMs (Mainloop::idle); others run every group as before.
+template <class Epilogue>
+constexpr bool skips_empty_groups() {
+  if constexpr (requires { Epilogue::kSkipsEmptyGroups; })
+    return Epilogue::kSkipsEmptyGroups;
+  else
+    return false;
+}
+
+#ifndef XSTAGE_ATTN_IDLE_GROUPS
+#define XSTAGE_ATTN_IDLE_GROUPS 1
+#endif
+
 template <class Traits, template <class> class EpiloguePolicy, bool kClaimed = false>
 struct AttentionKernel {
   using T = Traits;
@@ -36,7 +50,10 @@ struct AttentionKernel {
   using Epilogue = EpiloguePolicy<T>;
   using Pipeline = typename Mainloop::Pipeline;
   using State = typename Mainloop::State;
-  using Scheduler = StaticPersistentScheduler<T::kBlockM, T::kCausal, Epilogue::kTailSplit>;
+  // Partial tiles (docs/attention.md §Partial tiles): groups past q_len idle; non-causal launches
+  // may deal the partial tiles last.
+  static constexpr bool kIdleGroups = XSTAGE_ATTN_IDLE_GROUPS != 0 && skips_empty_groups<Epilogue>() && !Epilogue::kTailSplit;
+  using Scheduler = StaticPersistentScheduler<T::kBlockM, T::kCausal, Epilogue::kTailSplit, kIdleGroups && !T::kCausal>;
   static constexpr int kThreads = T::kThreads;
   static constexpr bool kIsClaimed = kClaimed;
   static constexpr int kRows = 2;  // accumulator rows per consumer thread (checked in the softmax)
@@ -51,6 +68,8 @@ struct AttentionKernel {
     causal::TileOrder order;  // causal kernels: the persistent tile order of the launch
     int group;                // grouped / claimed order: (batch, head) pairs per group (host-planned)
     int* claim;               // claimed order: {next position - grid, CTAs done}, zero at launch
+    int idle_groups;          // kIdleGroups: groups without query rows skip the tile (AttentionParams::partial_tiles)
+    int partial_last;         // non-causal with kIdleGroups: partial q tiles dealt last (host: partial_tiles_last)
   };
 
   struct SharedStorage {
@@ -72,7 +91,8 @@ struct AttentionKernel {
 
   // Every role builds the same scheduler (same work list, same tail-split decision).
   __device__ static Scheduler make_scheduler(Params const& params) {
-    return Scheduler(params.q_len, params.heads, params.batch, &params.tail, &params.order, &params.group);
+    return Scheduler(params.q_len, params.heads, params.batch, &params.tail, &params.order, &params.group,
+                     &params.partial_last);
   }
 
   // slots: the CTAs the launch may use (the split plan depends on them; tile_scheduler.cuh).
@@ -81,8 +101,10 @@ struct AttentionKernel {
     TailSplitPlan tail{static_cast<int>(tiles), 1};
     if constexpr (Epilogue::kTailSplit)
       tail = tail_split_plan(tiles, slots, (p.kv_len + T::kBlockN - 1) / T::kBlockN, Epilogue::host_split_capacity(ep));
+    const int idle = kIdleGroups && p.partial_tiles;
+    const int partial_last = idle && !T::kCausal && partial_tiles_last(p.q_len, T::kBlockM, tiles, slots);
     return Params{Mainloop::to_params(p), ep, p.q_len, p.heads, p.batch, tail, p.causal_order, p.causal_group,
-                  p.claim_counter};
+                  p.claim_counter, idle, partial_last};
   }
 
   static KernelInfo info() {
@@ -170,8 +192,8 @@ struct AttentionKernel {
         return q_slots[q_read.index];
       };
       int idx = kClaimed ? next_claimed() : sched.first();
-      for (; kClaimed ? idx >= 0 : sched.valid(idx); idx = kClaimed ? next_claimed() : sched.next(idx)) {
-        const WorkTile tile = sched.decode(idx);
+      // One tile of a group with query rows: mainloop, then the epilogue.
+      auto run_tile = [&](WorkTile const& tile) {
         Tensor tOrO = partition_fragment_C(typename T::TiledMmaPV{}, Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{});
         OnlineSoftmax<kRows, T::kSoftmaxWays> softmax(params.mainloop.scale_log2);
         float lse[kRows];
@@ -200,6 +222,35 @@ struct AttentionKernel {
         // After the CTA's last tile: whatever the policy still holds leaves now.
         if constexpr (!kClaimed) {
           if (!sched.valid(sched.next(idx))) epilogue.finish(params.epilogue, ss.o.data());
+        }
+      };
+      auto more = [&] { return kClaimed ? idx >= 0 : sched.valid(idx); };
+      auto advance = [&] { idx = kClaimed ? next_claimed() : sched.next(idx); };
+      if constexpr (!kIdleGroups) {
+        for (; more(); advance()) run_tile(sched.decode(idx));
+      } else {
+        // Groups without query rows in a tile run Mainloop::idle (docs/attention.md §Partial
+        // tiles). The busy tiles and the idle ones loop apart, so that the busy loop compiles as
+        // the loop without idle groups (an idle branch inside it cost the step loops spills).
+        // The group index through a shuffle, so that the compiler sees it warp-uniform: a branch on
+        // the raw thread index around the busy loop made its step loops spill (divergence).
+        auto idle_here = [&](WorkTile const& tile) {
+          const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0) - 1;
+          return params.idle_groups && tile.m_block * T::kBlockM + wg * 64 >= params.q_len;
+        };
+        while (more()) {
+          for (; more(); advance()) {
+            const WorkTile tile = sched.decode(idx);
+            if (idle_here(tile)) break;
+            run_tile(tile);
+          }
+          for (; more(); advance()) {
+            const WorkTile tile = sched.decode(idx);
+            if (!idle_here(tile)) break;
+            mainloop.idle(params.mainloop, pk, pv, ss.q_full, q_phase, pq, q_read, read, tile, ct / 128);
+            q_phase ^= 1u;
+            q_read.advance();  // nothing to store (kSkipsEmptyGroups: LocalStoreEpilogue's finish is empty)
+          }
         }
       }
       if constexpr (kClaimed) epilogue.finish(params.epilogue, ss.o.data());

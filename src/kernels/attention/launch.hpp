@@ -54,64 +54,16 @@ constexpr TileConfig split_tile_config(int head_dim) {
   return head_dim == 64 ? rows128_d64_tile_config() : tile_config(128);
 }
 
-// Share of the persistent grid's CTA-slots a launch of `tiles` keeps busy: tiles / (whole waves
-// x grid).
-constexpr double wave_efficiency(long long tiles, int grid) {
-  return tiles <= 0 || grid <= 0 ? 1.0 : double(tiles) / (double((tiles + grid - 1) / grid) * grid);
-}
-// The 128-row d = 64 tile's rate relative to the 192-row tile's on full waves, measured on one
-// H200 where both tiles fill their waves. Non-causal: 0.93-0.96x at S 2048 / 4096 with 24 heads
-// since the 128-row tile skips the row max (0.87-0.90x before); at 0.92 the rule takes the
-// 128-row tile on S 4096 H 16 (+1.7 %) and S 4608 H 40 (-1.3 %), the only shapes of the short grid
-// whose pick moves between 0.87 and 0.95 (also S 4608 H 12, not in that grid; docs/attention.md
-// §Short sequences). Causal keeps the value its rule was measured with.
-constexpr double kRows128RelativeRate = 0.92;
-constexpr double kCausalRows128RelativeRate = 0.87;
-// Non-causal d = 64, automatic policy: the 128-row tile wins when its better-filled waves
-// outweigh its lower rate. sms: the CTAs the launch may use (one per SM, or num_ctas).
-constexpr bool rows128_wins(int q_len, int heads_x_batch, int sms) {
-  const long long t192 = (q_len + 191LL) / 192 * heads_x_batch, t128 = (q_len + 127LL) / 128 * heads_x_batch;
-  return wave_efficiency(t128, sms) * kRows128RelativeRate > wave_efficiency(t192, sms);
-}
-
-// Causal d = 64, automatic policy: the 128-row tile when the modelled busiest CTA finishes
-// first with it. A causal launch lasts as long as its busiest CTA (at least its longest tile:
-// S = 2048 with 8 heads gives 88 192-row tiles for 132 SMs, and the last one sees every key);
-// the model (causal::cta_loads: visible key blocks + 1 per tile, the launch's order, grouped
-// taken as longest-first) weighs a 128-row tile's key block at 128 / kCausalRows128RelativeRate
-// against the 192-row tile's 192. Launches of more than kCausalRows128MaxWaves waves of 192-row
-// tiles keep that tile without the walk (their rounds balance; the walk costs one step per tile).
-constexpr int kCausalRows128MaxWaves = 4;
-#if !defined(__CUDA_ARCH__)
-inline bool causal_rows128_wins(int q_len, int kv_len, int key_offset, int heads_x_batch, int slots,
-                                causal::TileOrder order) {
-  const causal::TileShape t192{q_len, kv_len, 192, 128, key_offset}, t128{q_len, kv_len, 128, 128, key_offset};
-  if (slots <= 0 || static_cast<long long>(t192.m_blocks()) * heads_x_batch > kCausalRows128MaxWaves * 1LL * slots)
-    return false;
-  const causal::TileOrder o = order == causal::TileOrder::head_major ? order : causal::TileOrder::longest_first;
-  const double c192 = causal::cta_loads(o, heads_x_batch, t192, heads_x_batch, slots).busiest * 192.0;
-  const double c128 = causal::cta_loads(o, heads_x_batch, t128, heads_x_batch, slots).busiest * 128.0 /
-                      kCausalRows128RelativeRate;
-  return c128 < c192;
-}
-#endif
-
-// Non-causal, automatic policy: the split tile where its key splits won on one H200
-// (docs/attention.md §Short sequences): launches short of a wave (every tile split, parts of at
-// least kMinFillPartBlocks key blocks), and at d = 128 a split last wave from
-// kMinTailSplitKeyBlocks key blocks on (1.01-1.31x the staged tile; at 8 key blocks the split
-// tile is 0.92x the staged one unsplit, and its split of 4-block parts loses another 2-6 %).
-// d = 64 keeps the 192-row tile there (it beat the split 128-row tile on 5 of 6 such shapes).
-// slots: the CTAs the launch may use (one per SM, or num_ctas).
-constexpr int kMinTailSplitKeyBlocks = 16;
-inline bool split_wins(int head_dim, int q_len, int kv_len, int heads_x_batch, int slots) {
-  const TileConfig t = split_tile_config(head_dim);
-  const long long tiles = (q_len + t.block_m - 1LL) / t.block_m * heads_x_batch;
-  const int kv_blocks = (kv_len + t.block_n - 1) / t.block_n;
-  const TailSplitPlan plan = tail_split_plan(tiles, slots, kv_blocks, slots);
-  if (plan.splits < 2) return false;
-  if (plan.full == 0) return true;
-  return head_dim == 128 && kv_blocks >= kMinTailSplitKeyBlocks;
+// Partial tiles (docs/attention.md §Partial tiles): in the kernels whose idle warp groups skip
+// rows past q_len (AttentionKernel::kIdleGroups), a non-causal launch lists its partial last q
+// tiles after the whole ones and deals them serpentine when at least one group of them is idle
+// and the launch has 2 .. kPartialLastMaxWaves rounds (one round: nothing to pair; many rounds:
+// the partial tiles of every head at the end would re-read K/V that the head-major order finds
+// in L2). tiles: q tiles x heads x batch; slots: the CTAs the launch may use.
+constexpr int kPartialLastMaxWaves = 4;
+constexpr bool partial_tiles_last(int q_len, int block_m, long long tiles, int slots) {
+  const int rem = block_m > 0 ? q_len % block_m : 0;
+  return rem != 0 && rem <= block_m - 64 && slots > 0 && tiles > slots && tiles <= kPartialLastMaxWaves * 1LL * slots;
 }
 
 // What one instantiation is, for logs, benchmarks and tests.

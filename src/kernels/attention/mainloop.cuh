@@ -578,6 +578,59 @@ struct AttentionMainloop {
       softmax.rescale_o(tOrO, normalize);
     }
   }
+
+  // One tile for a consumer warp group none of whose 64 rows is a query row (the last q tile
+  // of a sequence that is not a multiple of block_m; docs/attention.md §Partial tiles): the
+  // same waits, releases and ping-pong passes as mma, in mma's order, without GEMMs or
+  // softmax, so the other groups' pipelines and tokens see what they always see, and the
+  // tile costs the SM only its busy groups' work.
+  template <bool kSplit = false>
+  __device__ void idle(Params const& mp, Pipeline const& pk, Pipeline const& pv, uint64_t const& q_full,
+                       uint32_t q_phase, QPipeline const& pq, QState q_read, State& read, WorkTile const& tile,
+                       int wg) const {
+    const KvRange kv = kSplit ? kv_range(mp, tile) : KvRange{0, n_block_max(mp, tile.m_block)};
+    const int n_blocks = kv.end - kv.first;
+    if constexpr (kQStages == 1)
+      bounded_wait(&q_full, q_phase);
+    else
+      pq.consumer_wait(q_read);
+    pk.consumer_wait(read);
+    pk.consumer_release(read);
+    if constexpr (T::kIntraWGOverlap) {
+      for (int i = 1; i < n_blocks; ++i) {
+        State read_v = read;
+        read.advance();
+        pk.consumer_wait(read);
+        pingpong_sync(wg);
+        pv.consumer_wait(read_v);
+        pingpong_pass(wg);
+        pk.consumer_release(read);
+        pv.consumer_release(read_v);
+      }
+      release_query(pq, q_read);
+      pv.consumer_wait(read);
+      pv.consumer_release(read);
+      read.advance();
+    } else {
+      auto pv_step = [&](State st) {
+        pv.consumer_wait(st);
+        pingpong_sync(wg);
+        pingpong_pass(wg);
+        pv.consumer_release(st);
+      };
+      for (int i = 1; i < n_blocks; ++i) {
+        pv_step(read);
+        read.advance();
+        pk.consumer_wait(read);
+        pingpong_sync(wg);
+        pingpong_pass(wg);
+        pk.consumer_release(read);
+      }
+      release_query(pq, q_read);
+      pv_step(read);
+      read.advance();
+    }
+  }
 };
 
 }  // namespace xstage::kernels::attention
