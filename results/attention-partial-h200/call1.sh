@@ -2,10 +2,10 @@
 # session 50 call 1: partial tiles (idle warp groups, partial tiles dealt last). The attention GPU
 # tests; the partial-tile cost probes (one tile per CTA: 132 heads, 4096 keys, q_len 64 / 128 /
 # 192); the short non-causal grid: auto, auto --no-partial-tiles, staged, rows128 of this build,
-# auto of the build before (.run-old, HEAD 28f22df) and cuDNN.
+# auto of the build before (.run-prev, HEAD 28f22df) and cuDNN.
 set -u
 source .run-bin/env.sh
-X=.run-bin/xstage O=.run-old/xstage
+X=.run-bin/xstage O=.run-prev/xstage
 nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv > $OUT/gpu.txt
 t0=$(date +%s)
 timeout 200 .run-bin/tests/xstage_gpu_tests --gtest_filter='*AttentionGpu*:SoftmaxPathsGpu*' > $OUT/gpu-tests.log 2>&1

@@ -77,13 +77,20 @@ ops::AttentionTilePolicy tile_policy(const BenchFlags& fl) {
     if (fl.causal) throw InvalidArgument("bench attention: --tile split is a non-causal tile");
     return ops::AttentionTilePolicy::split;
   }
+  if (fl.tile == "partial") {
+    for (int d : fl.head_dims)
+      if (d != 64) throw InvalidArgument("bench attention: --tile partial is a d = 64 tile (use -d 64)");
+    if (fl.causal) throw InvalidArgument("bench attention: --tile partial is a non-causal tile");
+    return ops::AttentionTilePolicy::partial;
+  }
   if (fl.tile == "long-kv") {
     for (int d : fl.head_dims)
       if (d != 128) throw InvalidArgument("bench attention: --tile long-kv is a d = 128 tile (use -d 128)");
     if (fl.causal) throw InvalidArgument("bench attention: --tile long-kv is a non-causal tile");
     return ops::AttentionTilePolicy::long_kv;
   }
-  throw InvalidArgument("bench attention: --tile must be auto, staged, rows128, split or long-kv, got '" + fl.tile + "'");
+  throw InvalidArgument("bench attention: --tile must be auto, staged, rows128, split, long-kv or partial, got '" +
+                        fl.tile + "'");
 }
 
 constexpr size_t kPatternChunk = size_t(1) << 22;  // elements copied per upload
@@ -490,15 +497,16 @@ void add_attention_bench_command(CLI::App& app) {
                   "non-causal d=64/128, a 128-row mainloop whose tiles split along the keys when the last wave or the "
                   "whole launch is short of a wave (auto picks it for launches short of a wave; docs/attention.md "
                   "§Short sequences; causal d=64: the 128-row tile where the busiest CTA finishes first with it); long-kv: "
-                  "the 128x192 register-store tile at any key count (d=128 non-causal)")
+                  "the 128x192 register-store tile at any key count (d=128 non-causal); partial: the 192-row d=64 "
+                  "tile whose warp groups without query rows idle, partial tiles dealt last (auto takes it where "
+                  "they pair up; docs/attention.md §Partial tiles)")
       ->capture_default_str();
   cmd->add_flag("--no-key-split", fl->no_key_split,
                 "Never split tiles along the keys (the long-key and split tiles then run whole tiles, and auto does "
                 "not pick the split tile; docs/attention.md §Tail split)");
   cmd->add_flag("--no-partial-tiles", fl->no_partial_tiles,
-                "Every warp group computes every tile, dealt head-major, and auto weighs partial tiles as whole ones "
-                "(the behaviour before partial tiles idled their empty warp groups; for A/B runs; docs/attention.md "
-                "§Partial tiles)");
+                "auto never takes the partial-tiles tile and weighs the d=64 tiles by whole waves (the rule before it; "
+                "for A/B runs; docs/attention.md §Partial tiles)");
   cmd->add_option("--check-rows", fl->check_rows,
                   "Query rows per cell compared with the fp64 host reference (seeded; always the first and last row "
                   "and rows on tile borders)")

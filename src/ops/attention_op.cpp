@@ -79,7 +79,7 @@ int64_t usable_stride(int64_t stride, int64_t extent) { return extent <= 1 ? 8 :
 
 using LaunchFn = cudaError_t (*)(const ka::AttentionParams&, cudaStream_t);
 
-enum class EntryTile { staged, long_kv, rows128, split };
+enum class EntryTile { staged, long_kv, rows128, split, partial };
 
 struct Entry {
   AttentionDType dtype;
@@ -87,7 +87,9 @@ struct Entry {
   bool causal;
   // staged: tile_config(); long_kv: long_kv_tile_config(), from kLongKvThreshold keys on (automatic
   // policy); rows128: rows128_d64_tile_config(), automatic by whole waves or asked for; split:
-  // split_tile_config(d), only when asked for.
+  // split_tile_config(d), only when asked for; partial: the staged d = 64 tile with idle groups and
+  // partial tiles last (kernels/attention/kernel.cuh PartialTilesKernel), automatic where
+  // partial_tiles_last holds and the 128-row tile does not win, or asked for.
   EntryTile tile;
   const char* name;
   LaunchFn launch;
@@ -97,6 +99,10 @@ struct Entry {
 bool splits_tail(const Entry& e) { return e.tile == EntryTile::long_kv || e.tile == EntryTile::split; }
 
 const Entry kEntries[] = {
+    {AttentionDType::bf16, 64, false, EntryTile::partial, "bf16_d64_noncausal_partial",
+     ka::attention_fwd_bf16_d64_noncausal_partial, ka::attention_fwd_bf16_d64_info},
+    {AttentionDType::fp16, 64, false, EntryTile::partial, "fp16_d64_noncausal_partial",
+     ka::attention_fwd_fp16_d64_noncausal_partial, ka::attention_fwd_fp16_d64_info},
     {AttentionDType::bf16, 64, false, EntryTile::staged, "bf16_d64_noncausal", ka::attention_fwd_bf16_d64_noncausal,
      ka::attention_fwd_bf16_d64_info},
     {AttentionDType::bf16, 64, true, EntryTile::staged, "bf16_d64_causal", ka::attention_fwd_bf16_d64_causal,
@@ -148,6 +154,9 @@ const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal, EntryTi
   if (tile == EntryTile::split)
     throw InvalidArgument(fmt::format("attention: tile policy split is a non-causal tile (d = 64 or 128); got head dim {}{}",
                                       head_dim, causal ? ", causal" : ""));
+  if (tile == EntryTile::partial)
+    throw InvalidArgument(fmt::format("attention: tile policy partial is the non-causal d = 64 tile; got head dim {}{}",
+                                      head_dim, causal ? ", causal" : ""));
   if (tile == EntryTile::long_kv)
     throw InvalidArgument(fmt::format("attention: tile policy long_kv is the non-causal d = 128 tile; got head dim {}{}",
                                       head_dim, causal ? ", causal" : ""));
@@ -157,7 +166,7 @@ const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal, EntryTi
 void check_tile_policy(AttentionTilePolicy policy) {
   if (policy != AttentionTilePolicy::automatic && policy != AttentionTilePolicy::staged &&
       policy != AttentionTilePolicy::rows128 && policy != AttentionTilePolicy::split &&
-      policy != AttentionTilePolicy::long_kv)
+      policy != AttentionTilePolicy::long_kv && policy != AttentionTilePolicy::partial)
     throw InvalidArgument(fmt::format("attention: unknown tile policy {}", static_cast<int>(policy)));
 }
 
@@ -267,6 +276,7 @@ const Entry& entry_for(AttentionDType dtype, int head_dim, bool causal, int kv_l
   if (policy == AttentionTilePolicy::rows128) tile = EntryTile::rows128;
   if (policy == AttentionTilePolicy::split) tile = EntryTile::split;
   if (policy == AttentionTilePolicy::long_kv) tile = EntryTile::long_kv;
+  if (policy == AttentionTilePolicy::partial) tile = EntryTile::partial;
   // The long-key tile ships for d = 128 non-causal only (a causal build of it ran 0.93-0.97x the
   // staged tile: docs/perf-log.md §Session 31); other automatic calls keep the staged tile.
   if (policy == AttentionTilePolicy::automatic && kv_len >= ka::kLongKvThreshold && head_dim == 128 && !causal)
@@ -319,6 +329,13 @@ bool rows128_for(const AttentionArgs& a, int slots) {
                    [&] { return ka::rows128_wins(a.q_len, pairs, slots, a.partial_tiles); });
 }
 
+// kernels/attention/tile_rules.hpp partial_tiles_pay, cached per shape (it walks the rounds twice).
+bool partial_pays_for(const AttentionArgs& a, int slots) {
+  static ShapeCache<std::tuple<int, int, int>, bool> cache;
+  const int pairs = a.heads * a.batch;
+  return cache.get({a.q_len, pairs, slots}, [&] { return ka::partial_tiles_pay(a.q_len, pairs, slots); });
+}
+
 // The automatic causal order (docs/attention.md §Persistent scheduler, "auto"): claimed at d = 128
 // from kClaimedFromKeys keys (where its one-head groups keep K/V in L2 and it ran ahead of
 // grouped), grouped elsewhere (d = 64, where its 192-row tiles lost, and shorter keys: even).
@@ -338,8 +355,8 @@ AttentionArgs resolved(const AttentionArgs& a) {
 
 // What attention_forward launches for this call: entry_for plus the shape rules that need the
 // grid (automatic policy, non-causal: the split tile where its key splits win,
-// kernels/attention/tile_rules.hpp split_wins; d = 64: the 128-row tile where its busiest CTA
-// finishes first, rows128_wins).
+// kernels/attention/tile_rules.hpp split_wins; d = 64: the 128-row tile where it finishes first,
+// rows128_wins, else the partial-tiles tile where its partial tiles pair up).
 const Entry& entry_for_call(const AttentionArgs& a) {
   const Entry& base = entry_for(a.dtype, a.head_dim, a.causal, a.kv_len, a.tile_policy);
   // The shape rules refine the automatic staged choice only (the long-key tile splits the same way).
@@ -355,6 +372,9 @@ const Entry& entry_for_call(const AttentionArgs& a) {
     return find_entry(a.dtype, a.head_dim, false, EntryTile::split);
   if (a.head_dim == 64 && rows128_for(a, slots))
     return find_entry(a.dtype, 64, false, EntryTile::rows128);
+  // d = 64 where pairing the partial tiles shortens the launch (tile_rules.hpp partial_tiles_pay).
+  if (a.head_dim == 64 && a.partial_tiles && partial_pays_for(a, slots))
+    return find_entry(a.dtype, 64, false, EntryTile::partial);
   return base;
 }
 }  // namespace
@@ -430,7 +450,6 @@ ka::AttentionParams to_kernel_params(const AttentionArgs& args) {
   p.causal_key_offset = causal_key_offset(a);
   p.causal_order = a.causal_order;
   p.num_ctas = a.num_ctas;
-  p.partial_tiles = a.partial_tiles;
   return p;
 }
 

@@ -480,8 +480,8 @@ TEST(AttentionDispatch, AutomaticRows128ByWaves) {
     bool rows128;
   };
   // S = 1024, 24 heads: 144 tiles of 192 rows, whose 24 partial ones (64 rows: one of three
-  // groups busy) pair up on 12 CTAs, vs 192 of 128 rows (1.45 waves): 192 rows (128 rows with
-  // partial_tiles off, below).
+  // groups busy) pair up on 12 CTAs in the partial-tiles kernel, vs 192 of 128 rows (1.45 waves):
+  // 192 rows (128 rows with partial_tiles off: 1.09 against 1.45 waves at 0.92, below).
   // S = 1024, 40 heads: 240 (0.91 of 2 waves) vs 320: 192 rows. S = 4096, 4 heads: 88 vs 128
   // tiles (0.67 vs 0.97 of a wave): 128 rows. S = 4096, 24 heads: 528 = 4 full waves: 192 rows.
   // S = 4096, 16 heads: 0.89 vs 0.97 of their waves (ratio 0.917 < 0.92): 128 rows.
@@ -498,9 +498,23 @@ TEST(AttentionDispatch, AutomaticRows128ByWaves) {
   a.causal = false;
   a.q_len = a.kv_len = 1024;
   a.heads = 24;
+  EXPECT_EQ(ops::select_instantiation(a).name, "bf16_d64_noncausal_partial");
   a.partial_tiles = false;  // every tile whole, head-major: the waves decide
   EXPECT_NE(ops::select_instantiation(a).name.find("rows128"), std::string::npos) << "partial tiles off";
   a.partial_tiles = true;
+  a.heads = 12;  // 72 tiles, one round: nothing to pair
+  EXPECT_EQ(ops::select_instantiation(a).name.find("partial"), std::string::npos);
+  a.heads = 24;
+  a.tile_policy = ops::AttentionTilePolicy::partial;
+  a.q_len = a.kv_len = 4096;
+  EXPECT_EQ(ops::select_instantiation(a).name, "bf16_d64_noncausal_partial") << "asked for";
+  a.head_dim = 128;
+  EXPECT_THROW(ops::select_instantiation(a), InvalidArgument);
+  a.head_dim = 64;
+  a.causal = true;
+  EXPECT_THROW(ops::select_instantiation(a), InvalidArgument);
+  a.causal = false;
+  a.q_len = a.kv_len = 1024;
   a.tile_policy = ops::AttentionTilePolicy::staged;
   EXPECT_EQ(ops::select_instantiation(a).name.find("rows128"), std::string::npos) << "staged keeps 192 rows";
   a.tile_policy = ops::AttentionTilePolicy::automatic;
@@ -508,27 +522,33 @@ TEST(AttentionDispatch, AutomaticRows128ByWaves) {
   EXPECT_EQ(ops::select_instantiation(a).name.find("rows128"), std::string::npos);
 }
 
-// Partial tiles (docs/attention.md §Partial tiles): when a launch deals its partial q tiles last,
-// and the busiest CTA the rules weigh (whole tiles 1, partial ones partial_tile_cost).
+// Partial tiles (docs/attention.md §Partial tiles): where the partial-tiles kernel's order applies,
+// and the busiest CTA the d = 64 rule weighs (whole tiles 1, one-group partial tiles
+// partial_tile_cost, dealt last and serpentine).
 TEST(AttentionDispatch, PartialTilesLastAndBusiestCta) {
   namespace ka = xstage::kernels::attention;
   EXPECT_TRUE(ka::partial_tiles_last(1024, 192, 144, 132));    // 64-row tail, 2 rounds
-  EXPECT_TRUE(ka::partial_tiles_last(1088, 192, 24, 10));      // 128-row tail: one group idle
-  EXPECT_FALSE(ka::partial_tiles_last(1100, 192, 144, 132));   // 140-row tail: every group busy
+  EXPECT_TRUE(ka::partial_tiles_last(4096, 192, 528, 132));    // 4 rounds
+  EXPECT_FALSE(ka::partial_tiles_last(1088, 192, 24, 10));     // 128-row tail: two groups busy
+  EXPECT_FALSE(ka::partial_tiles_last(1100, 192, 144, 132));   // 140-row tail
   EXPECT_FALSE(ka::partial_tiles_last(1024, 128, 192, 132));   // no tail
   EXPECT_FALSE(ka::partial_tiles_last(1024, 192, 132, 132));   // one round
   EXPECT_FALSE(ka::partial_tiles_last(1024, 192, 600, 132));   // 5 rounds: head-major keeps L2
   EXPECT_FALSE(ka::partial_tiles_last(1050, 128, 90, 0));
+  EXPECT_TRUE(ka::partial_tiles_pay(1024, 24, 132));
+  EXPECT_FALSE(ka::partial_tiles_pay(1024, 12, 132));   // one round
+  EXPECT_FALSE(ka::partial_tiles_pay(1024, 40, 132));   // some CTA keeps two whole tiles either way
+  EXPECT_FALSE(ka::partial_tiles_pay(4096, 24, 132));
   // S 1024, 24 heads: 120 whole 192-row tiles and 24 partial ones, two of which share each of 12 CTAs.
-  EXPECT_DOUBLE_EQ(ka::noncausal_busiest(1024, 192, 24, 132), std::max(1.0, 2 * ka::partial_tile_cost(1, 3)));
-  EXPECT_DOUBLE_EQ(ka::noncausal_busiest(1024, 128, 24, 132), 2.0);
-  EXPECT_DOUBLE_EQ(ka::noncausal_busiest(1024, 192, 24, 500), 1.0);   // one round
-  EXPECT_DOUBLE_EQ(ka::noncausal_busiest(1100, 192, 24, 132), 2.0);   // the tail keeps every group
-  EXPECT_DOUBLE_EQ(ka::noncausal_busiest(1024, 192, 100, 132), 5.0);  // head-major: some CTA has 5 whole tiles
-  EXPECT_DOUBLE_EQ(ka::noncausal_busiest(65536, 192, 40, 132), 104.0);  // beyond 8 rounds: the rounds
+  EXPECT_DOUBLE_EQ(ka::noncausal_busiest(1024, 192, 24, 132, true), std::max(1.0, 2 * ka::partial_tile_cost(1, 3)));
+  EXPECT_DOUBLE_EQ(ka::noncausal_busiest(1024, 192, 24, 132, false), 2.0);
+  EXPECT_DOUBLE_EQ(ka::noncausal_busiest(1024, 128, 24, 132, false), 2.0);
+  EXPECT_DOUBLE_EQ(ka::noncausal_busiest(1024, 192, 24, 500, true), 1.0);   // one round
+  EXPECT_DOUBLE_EQ(ka::noncausal_busiest(1100, 192, 24, 132, true), 2.0);   // the tail keeps every group
+  EXPECT_DOUBLE_EQ(ka::noncausal_busiest(4096, 192, 16, 132, true), 3.0);   // 336 whole + 16 partial tiles
+  EXPECT_DOUBLE_EQ(ka::noncausal_busiest(65536, 192, 40, 132, true), 104.0);  // beyond 8 rounds: the rounds
   EXPECT_DOUBLE_EQ(ka::partial_tile_cost(3, 3), 1.0);
-  EXPECT_LT(ka::partial_tile_cost(1, 3), ka::partial_tile_cost(2, 3));
-  EXPECT_LT(ka::partial_tile_cost(1, 2), 1.0);
+  EXPECT_LT(ka::partial_tile_cost(1, 3), 1.0);
 }
 
 // The causal d = 64 rule (kernels/attention/tile_rules.hpp causal_rows128_wins), num_ctas = 132: the

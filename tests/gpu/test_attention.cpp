@@ -403,25 +403,20 @@ std::vector<Case> cases() {
   rising("rising_bf16_d64_causal_rows128", bf, 64, true, 40.f, rows128);
   rising("overflow_bf16_d64_staged", bf, 64, false, 400.f, ops::AttentionTilePolicy::staged);
   rising("overflow_bf16_d128", bf, 128, false, 400.f, ops::AttentionTilePolicy::automatic);
-  // Partial tiles (docs/attention.md §Partial tiles): warp groups without query rows idle, and
-  // non-causal launches of 2-4 rounds deal the partial tiles last, serpentine (odd rounds wrap
-  // backwards): one / two of three groups busy, one of two, the 128-row d = 64 tile, causal and
-  // claimed tails.
-
-  v.push_back({"partial_s1024_bf16_d64_h24_staged", bf, 64, false, 1, 24, 1024, 1024, Layout::dense, 0.f, 1.f, 0, staged});
-  v.push_back({"partial_ctas50_fp16_d64_h24_staged", fp, 64, false, 1, 24, 1024, 1024, Layout::dense, 0.f, 1.f, 50,
-               staged});
-  v.push_back({"partial_two_q1088_bf16_d64_ctas10", bf, 64, false, 1, 4, 1088, 900, Layout::dense, 0.f, 1.f, 10, staged});
-  v.push_back({"partial_q1050_fp16_d64_b2_rows128", fp, 64, false, 2, 5, 1050, 1050, Layout::dense, 0.f, 1.f, 40,
-               rows128});
-  v.push_back({"partial_q1060_bf16_d128_b2_ctas20", bf, 128, false, 2, 3, 1060, 1100, Layout::dense, 0.f, 1.f, 20});
-  v.push_back({"partial_q1000_fp16_d64_causal_staged", fp, 64, true, 1, 3, 1000, 1000, Layout::dense, 0.f, 1.f, 0,
-               staged});
-  {
-    Case c{"partial_q4650_bf16_d128_causal_cl", bf, 128, true, 1, 3, 4650, 4650, Layout::dense, 0.f, 1.f, 7};
-    c.order = causal::TileOrder::claimed;
-    v.push_back(c);
-  }
+  // Partial tiles (docs/attention.md §Partial tiles; tile policy partial): warp groups without query
+  // rows idle and the partial tiles are dealt last, serpentine (odd rounds wrap backwards): one of
+  // three groups busy over 2 rounds on 132 CTAs and 3 on 50, two of three, one round, q != kv,
+  // batch 2, packed inputs, peaked scores; the automatic policy's pick at S 1024 with 24 heads.
+  const auto part = ops::AttentionTilePolicy::partial;
+  v.push_back({"partial_s1024_bf16_d64_h24", bf, 64, false, 1, 24, 1024, 1024, Layout::dense, 0.f, 1.f, 0, part});
+  v.push_back({"partial_ctas50_fp16_d64_h24", fp, 64, false, 1, 24, 1024, 1024, Layout::dense, 0.f, 1.f, 50, part});
+  v.push_back({"partial_two_q1088_bf16_d64_ctas10", bf, 64, false, 1, 4, 1088, 900, Layout::dense, 0.f, 1.f, 10, part});
+  v.push_back({"partial_q1000_fp16_d64_h3", fp, 64, false, 1, 3, 1000, 1000, Layout::dense, 0.f, 1.f, 0, part});
+  v.push_back({"partial_q1050_kv777_bf16_d64_b2_ctas7", bf, 64, false, 2, 5, 1050, 777, Layout::dense, 0.f, 1.f, 7, part});
+  v.push_back({"partial_packed_qkv_fp16_d64_ctas9", fp, 64, false, 2, 3, 1000, 1000, Layout::packed_qkv, 0.f, 1.f, 9,
+               part});
+  v.push_back({"partial_peaked_bf16_d64_ctas11", bf, 64, false, 1, 4, 1100, 1100, Layout::dense, 1.0f, 2.5f, 11, part});
+  v.push_back({"partial_auto_s1024_fp16_d64_h24", fp, 64, false, 1, 24, 1024, 1024});
   // Peaked softmax (large scores): stresses the running-max rescaling.
   v.push_back({"peaked_bf16_d128", bf, 128, false, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f});
   v.push_back({"peaked_fp16_d64_causal", fp, 64, true, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f});

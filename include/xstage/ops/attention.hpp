@@ -42,7 +42,10 @@ BSHDStrides packed_bshd(int seq, int heads, int head_dim);
 // long_kv: the 128 x 192 long-key tile (non-causal d = 128, what automatic takes from
 // kLongKvThreshold keys) at any key count (other calls are refused). Causal d = 64, automatic: the
 // 128-row tile where the modelled busiest CTA finishes first with it (causal_rows128_wins).
-enum class AttentionTilePolicy { automatic, staged, rows128, split, long_kv };
+// partial: the 192-row d = 64 tile whose warp groups without query rows idle, the sequences' partial
+// last tiles dealt last (non-causal d = 64; what automatic takes where those tiles pair up and the
+// 128-row tile does not win, with partial_tiles; docs/attention.md §Partial tiles).
+enum class AttentionTilePolicy { automatic, staged, rows128, split, long_kv, partial };
 
 struct AttentionArgs {
   AttentionDType dtype = AttentionDType::bf16;
@@ -86,11 +89,9 @@ struct AttentionArgs {
   // tile, then merge the parts (uses a workspace of ~66 KiB per SM, allocated once per (device,
   // stream) on first use). false also keeps the automatic policy off the split tile.
   bool tail_split = true;
-  // Partial q tiles (the last of a sequence that is not a multiple of the tile's rows; staged and
-  // 128-row tiles, local output): consumer warp groups without query rows skip the tile's GEMMs,
-  // and non-causal launches of 2-4 rounds deal these tiles last, serpentine, so that two share a
-  // CTA; the automatic tile policy weighs them at their measured cost. false: every group computes
-  // every tile, head-major (the kernels' behaviour before; for A/B runs). docs/attention.md §Partial tiles.
+  // Automatic policy, non-causal d = 64: where each sequence's last 192-row q tile keeps one warp
+  // group busy and the launch has 2-4 rounds, the partial-tiles kernel (tile policy partial) may
+  // run, whose partial tiles pair up on CTAs. false: the rule and kernels before it (A/B runs).
   bool partial_tiles = true;
 };
 

@@ -28,8 +28,10 @@ namespace xstage::kernels::attention {
 // kClaimed: the claimed causal order (xstage/attention_tile_order.hpp): the producer claims each
 // next list position from a launch-wide counter and hands it to the consumers with the tile's Q
 // buffer; its own instantiation, so the static-order kernels compile as before.
-// Epilogue policies that declare kSkipsEmptyGroups let a consumer warp group without query rows
-// skip the tile's GEMMs (Mainloop::idle); others run every group as before.
+// kPartialTiles (non-causal, an epilogue with kSkipsEmptyGroups): consumer warp groups without
+// query rows in a tile run Mainloop::idle, and the scheduler deals the partial tiles last,
+// serpentine (docs/attention.md §Partial tiles); its own instantiation too (the idle path in the
+// shipped kernels cost their step loops 1-2 %).
 template <class Epilogue>
 constexpr bool skips_empty_groups() {
   if constexpr (requires { Epilogue::kSkipsEmptyGroups; })
@@ -38,11 +40,7 @@ constexpr bool skips_empty_groups() {
     return false;
 }
 
-#ifndef XSTAGE_ATTN_IDLE_GROUPS
-#define XSTAGE_ATTN_IDLE_GROUPS 1
-#endif
-
-template <class Traits, template <class> class EpiloguePolicy, bool kClaimed = false>
+template <class Traits, template <class> class EpiloguePolicy, bool kClaimed = false, bool kPartialTiles = false>
 struct AttentionKernel {
   using T = Traits;
   using Element = typename T::Element;
@@ -50,10 +48,7 @@ struct AttentionKernel {
   using Epilogue = EpiloguePolicy<T>;
   using Pipeline = typename Mainloop::Pipeline;
   using State = typename Mainloop::State;
-  // Partial tiles (docs/attention.md §Partial tiles): groups past q_len idle; non-causal launches
-  // may deal the partial tiles last.
-  static constexpr bool kIdleGroups = XSTAGE_ATTN_IDLE_GROUPS != 0 && skips_empty_groups<Epilogue>() && !Epilogue::kTailSplit;
-  using Scheduler = StaticPersistentScheduler<T::kBlockM, T::kCausal, Epilogue::kTailSplit, kIdleGroups && !T::kCausal>;
+  using Scheduler = StaticPersistentScheduler<T::kBlockM, T::kCausal, Epilogue::kTailSplit, kPartialTiles>;
   static constexpr int kThreads = T::kThreads;
   static constexpr bool kIsClaimed = kClaimed;
   static constexpr int kRows = 2;  // accumulator rows per consumer thread (checked in the softmax)
@@ -68,8 +63,6 @@ struct AttentionKernel {
     causal::TileOrder order;  // causal kernels: the persistent tile order of the launch
     int group;                // grouped / claimed order: (batch, head) pairs per group (host-planned)
     int* claim;               // claimed order: {next position - grid, CTAs done}, zero at launch
-    int idle_groups;          // kIdleGroups: groups without query rows skip the tile (AttentionParams::partial_tiles)
-    int partial_last;         // non-causal with kIdleGroups: partial q tiles dealt last (host: partial_tiles_last)
   };
 
   struct SharedStorage {
@@ -91,8 +84,7 @@ struct AttentionKernel {
 
   // Every role builds the same scheduler (same work list, same tail-split decision).
   __device__ static Scheduler make_scheduler(Params const& params) {
-    return Scheduler(params.q_len, params.heads, params.batch, &params.tail, &params.order, &params.group,
-                     &params.partial_last);
+    return Scheduler(params.q_len, params.heads, params.batch, &params.tail, &params.order, &params.group);
   }
 
   // slots: the CTAs the launch may use (the split plan depends on them; tile_scheduler.cuh).
@@ -101,10 +93,8 @@ struct AttentionKernel {
     TailSplitPlan tail{static_cast<int>(tiles), 1};
     if constexpr (Epilogue::kTailSplit)
       tail = tail_split_plan(tiles, slots, (p.kv_len + T::kBlockN - 1) / T::kBlockN, Epilogue::host_split_capacity(ep));
-    const int idle = kIdleGroups && p.partial_tiles;
-    const int partial_last = idle && !T::kCausal && partial_tiles_last(p.q_len, T::kBlockM, tiles, slots);
     return Params{Mainloop::to_params(p), ep, p.q_len, p.heads, p.batch, tail, p.causal_order, p.causal_group,
-                  p.claim_counter, idle, partial_last};
+                  p.claim_counter};
   }
 
   static KernelInfo info() {
@@ -119,6 +109,8 @@ struct AttentionKernel {
 
   static_assert(!kClaimed || (T::kCausal && T::kQStages == 2 && !Epilogue::kTailSplit && !Epilogue::kHasServiceThread),
                 "the claimed order: causal, two Q buffers, an epilogue without split or service thread");
+  static_assert(!kPartialTiles || (!T::kCausal && !kClaimed && !Epilogue::kTailSplit && skips_empty_groups<Epilogue>()),
+                "partial tiles: non-causal, whole tiles, an epilogue that stores nothing for an empty group");
 
   __device__ void operator()(Params const& params, char* smem_buf) const {
     SharedStorage& ss = XSTAGE_SHARED_STORAGE(SharedStorage, smem_buf);
@@ -192,8 +184,19 @@ struct AttentionKernel {
         return q_slots[q_read.index];
       };
       int idx = kClaimed ? next_claimed() : sched.first();
-      // One tile of a group with query rows: mainloop, then the epilogue.
-      auto run_tile = [&](WorkTile const& tile) {
+      for (; kClaimed ? idx >= 0 : sched.valid(idx); idx = kClaimed ? next_claimed() : sched.next(idx)) {
+        const WorkTile tile = sched.decode(idx);
+        if constexpr (kPartialTiles) {
+          // The group index through a shuffle, so that the compiler sees the branch warp-uniform
+          // (on the raw thread index it was divergent around the mainloop, and the step loops spilled).
+          const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0) - 1;
+          if (tile.m_block * T::kBlockM + wg * 64 >= params.q_len) {
+            mainloop.idle(params.mainloop, pk, pv, ss.q_full, q_phase, pq, q_read, read, tile, wg);
+            q_phase ^= 1u;
+            q_read.advance();
+            continue;  // nothing to store (kSkipsEmptyGroups; the epilogue's finish is empty)
+          }
+        }
         Tensor tOrO = partition_fragment_C(typename T::TiledMmaPV{}, Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{});
         OnlineSoftmax<kRows, T::kSoftmaxWays> softmax(params.mainloop.scale_log2);
         float lse[kRows];
@@ -222,35 +225,6 @@ struct AttentionKernel {
         // After the CTA's last tile: whatever the policy still holds leaves now.
         if constexpr (!kClaimed) {
           if (!sched.valid(sched.next(idx))) epilogue.finish(params.epilogue, ss.o.data());
-        }
-      };
-      auto more = [&] { return kClaimed ? idx >= 0 : sched.valid(idx); };
-      auto advance = [&] { idx = kClaimed ? next_claimed() : sched.next(idx); };
-      if constexpr (!kIdleGroups) {
-        for (; more(); advance()) run_tile(sched.decode(idx));
-      } else {
-        // Groups without query rows in a tile run Mainloop::idle (docs/attention.md §Partial
-        // tiles). The busy tiles and the idle ones loop apart, so that the busy loop compiles as
-        // the loop without idle groups (an idle branch inside it cost the step loops spills).
-        // The group index through a shuffle, so that the compiler sees it warp-uniform: a branch on
-        // the raw thread index around the busy loop made its step loops spill (divergence).
-        auto idle_here = [&](WorkTile const& tile) {
-          const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0) - 1;
-          return params.idle_groups && tile.m_block * T::kBlockM + wg * 64 >= params.q_len;
-        };
-        while (more()) {
-          for (; more(); advance()) {
-            const WorkTile tile = sched.decode(idx);
-            if (idle_here(tile)) break;
-            run_tile(tile);
-          }
-          for (; more(); advance()) {
-            const WorkTile tile = sched.decode(idx);
-            if (!idle_here(tile)) break;
-            mainloop.idle(params.mainloop, pk, pv, ss.q_full, q_phase, pq, q_read, read, tile, ct / 128);
-            q_phase ^= 1u;
-            q_read.advance();  // nothing to store (kSkipsEmptyGroups: LocalStoreEpilogue's finish is empty)
-          }
         }
       }
       if constexpr (kClaimed) epilogue.finish(params.epilogue, ss.o.data());
@@ -384,6 +358,15 @@ cudaError_t launch_staged_causal(const AttentionParams& p, cudaStream_t stream) 
   if (p.causal_order == causal::TileOrder::claimed) return launch_attention<ClaimedCausalKernel<Element, kHeadDim>>(p, stream);
   return launch_attention<ShippedKernel<Element, kHeadDim, true>>(p, stream);
 }
+
+// The 192-row d = 64 staged tile with idle groups and partial tiles last (non-causal): what the
+// automatic policy runs where partial_tiles_last holds and the 128-row tile does not win
+// (tile_rules.hpp rows128_wins), and tile policy partial.
+template <class Element>
+using PartialTilesKernel = AttentionKernel<AttentionTraits<Element, 64, tile_config(64).block_m, tile_config(64).block_n,
+                                                           tile_config(64).stages, /*causal=*/false,
+                                                           tile_config(64).lazy_rescale, kLocalQStages>,
+                                           LocalStoreEpilogue, false, true>;
 
 template <class Element>
 using LongKvKernel = AttentionKernel<AttentionTraits<Element, 128, long_kv_tile_config().block_m,

@@ -1,5 +1,6 @@
-// Instantiations bf16, head dim 64 (causal and non-causal) and their launchers. Each
-// dtype x head-dim pair lives in its own translation unit so they compile in parallel.
+// Instantiations bf16, head dim 64 (causal, non-causal, non-causal with partial tiles) and their
+// launchers. Each dtype x head-dim pair lives in its own translation unit so they compile in
+// parallel.
 #include "kernels/attention/kernel.cuh"
 
 namespace xstage::kernels::attention {
@@ -9,6 +10,9 @@ cudaError_t attention_fwd_bf16_d64_causal(const AttentionParams& p, cudaStream_t
 }
 cudaError_t attention_fwd_bf16_d64_noncausal(const AttentionParams& p, cudaStream_t stream) {
   return launch_attention<ShippedKernel<cutlass::bfloat16_t, 64, false>>(p, stream);
+}
+cudaError_t attention_fwd_bf16_d64_noncausal_partial(const AttentionParams& p, cudaStream_t stream) {
+  return launch_attention<PartialTilesKernel<cutlass::bfloat16_t>>(p, stream);
 }
 KernelInfo attention_fwd_bf16_d64_info() { return ShippedKernel<cutlass::bfloat16_t, 64, false>::info(); }
 

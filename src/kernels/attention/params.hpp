@@ -43,7 +43,6 @@ struct AttentionParams {
   // launch's last CTA sets them back to zero (kernel.cuh).
   int* claim_counter = nullptr;
   int num_ctas = 0;           // persistent grid size; 0 = one CTA per SM of the current device
-  bool partial_tiles = true;  // kernels with idle groups (kernel.cuh kIdleGroups): AttentionArgs::partial_tiles
 
   // Tail-split workspace (kernels with a tail-splitting epilogue; see tile_scheduler.cuh):
   // room for split_capacity parts (>= the grid, or nothing is split).

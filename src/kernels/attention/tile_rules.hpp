@@ -23,53 +23,59 @@ constexpr double wave_efficiency(long long tiles, int grid) {
 constexpr double kRows128RelativeRate = 0.92;
 constexpr double kCausalRows128RelativeRate = 0.87;
 // A q tile whose first `busy` of `groups` consumer warp groups hold query rows (the others idle,
-// Mainloop::idle), as a share of a whole tile's time. Measured on one H200 (docs/attention.md
-// §Partial tiles): one tile per CTA, 4096 keys, q_len 64 / 128 against a whole tile.
-constexpr double kPartialCost192One = 0.55;  // 192-row tile, one of three groups busy
-constexpr double kPartialCost192Two = 0.80;  // 192-row tile, two of three
-constexpr double kPartialCost128One = 0.65;  // 128-row tile, one of two
-constexpr double partial_tile_cost(int busy, int groups) {
-  if (busy >= groups) return 1.0;
-  if (groups == 3) return busy == 1 ? kPartialCost192One : kPartialCost192Two;
-  return kPartialCost128One;
-}
+// Mainloop::idle in the partial-tiles kernel), as a share of a whole tile's time. Short tiles, where
+// the rule is asked: on one H100 (docs/attention.md §Partial tiles) S = 1024 with 24 heads ran its
+// 120 whole 192-row tiles and 24 pairs of one-group partial tiles in about one whole tile's time
+// (285.6 TFLOP/s against 240.8 with head-major whole tiles); one-tile-per-CTA launches of 132 heads
+// (0.89-0.93 at 1024-4096 keys) are bound by reading every head's K/V and do not isolate it.
+constexpr double kPartialCostOneOfThree = 0.55;
+constexpr double partial_tile_cost(int busy, int groups) { return busy >= groups ? 1.0 : kPartialCostOneOfThree; }
 
-// The busiest CTA of a non-causal launch of q tiles of block_m rows (whole tiles count 1, the
-// sequence's partial last tile partial_tile_cost), in the order the kernel deals them (head-major
-// round robin, or partial tiles last and serpentine where partial_tiles_last). partial_tiles
-// false (AttentionArgs::partial_tiles): every tile counts 1, head-major. Launches of more than
-// kBusiestMaxWaves rounds count their rounds (the walk costs one step per tile).
+// The busiest CTA of a non-causal launch of q tiles of block_m rows, whole tiles counting 1. With
+// partial_tiles (the partial-tiles kernel, where partial_tiles_last holds): the sequences' last
+// tiles count partial_tile_cost and are dealt last, serpentine; else head-major round robin, every
+// tile whole. Launches of more than kBusiestMaxWaves rounds count their rounds.
 constexpr int kBusiestMaxWaves = 8;
-inline double noncausal_busiest(int q_len, int block_m, int heads_x_batch, int slots, bool partial_tiles = true) {
+inline double noncausal_busiest(int q_len, int block_m, int heads_x_batch, int slots, bool partial_tiles) {
   const long long m_blocks = (q_len + block_m - 1LL) / block_m, tiles = m_blocks * heads_x_batch;
   if (tiles <= 0 || slots <= 0) return 0.0;
   const int grid = tiles < slots ? static_cast<int>(tiles) : slots;
   const long long rounds = (tiles + grid - 1) / grid;
-  if (rounds > kBusiestMaxWaves) return static_cast<double>(rounds);
+  if (rounds > kBusiestMaxWaves || !partial_tiles) return static_cast<double>(rounds);
   const int rem = q_len % block_m;
-  const double partial = rem == 0 || !partial_tiles ? 1.0 : partial_tile_cost((rem + 63) / 64, block_m / 64);
-  const bool last = partial_tiles && partial_tiles_last(q_len, block_m, tiles, slots);
+  const double partial = rem == 0 ? 1.0 : partial_tile_cost((rem + 63) / 64, block_m / 64);
   const long long first_partial = (m_blocks - 1) * heads_x_batch;
   double busiest = 0.0;
   for (int c = 0; c < grid; ++c) {
     double load = 0.0;
     for (long long r = 0; r < rounds; ++r) {
-      const long long pos = r * grid + (last && (r & 1) ? grid - 1 - c : c);
+      const long long pos = r * grid + ((r & 1) ? grid - 1 - c : c);
       if (pos >= tiles) break;
-      const bool is_partial = last ? pos >= first_partial : pos % m_blocks == m_blocks - 1;
-      load += is_partial ? partial : 1.0;
+      load += pos >= first_partial ? partial : 1.0;
     }
     busiest = load > busiest ? load : busiest;
   }
   return busiest;
 }
 
-// Non-causal d = 64, automatic policy: the 128-row tile wins when its busiest CTA, at its lower
-// rate, finishes before the 192-row tile's. sms: the CTAs the launch may use (one per SM, or
-// num_ctas).
+// Non-causal d = 64: whether the partial-tiles kernel's order applies to the 192-row launch and
+// shortens its busiest CTA (S = 1024 with 24 heads: 1.1 against 2 whole tiles; with 40 heads both
+// orders leave some CTA two whole tiles, and the head-major order keeps the launch as it was).
+inline bool partial_tiles_pay(int q_len, int heads_x_batch, int slots) {
+  return partial_tiles_last(q_len, 192, (q_len + 191LL) / 192 * heads_x_batch, slots) &&
+         noncausal_busiest(q_len, 192, heads_x_batch, slots, true) < noncausal_busiest(q_len, 192, heads_x_batch, slots, false);
+}
+
+// Non-causal d = 64, automatic policy: the 128-row tile wins when its better-filled waves outweigh
+// its lower rate; where the 192-row tile's partial tiles pay (partial_tiles on), when its
+// busiest CTA at that rate finishes before the partial-tiles kernel's. sms: the CTAs the launch
+// may use (one per SM, or num_ctas).
 inline bool rows128_wins(int q_len, int heads_x_batch, int sms, bool partial_tiles = true) {
-  return noncausal_busiest(q_len, 128, heads_x_batch, sms, partial_tiles) * 128.0 / kRows128RelativeRate <
-         noncausal_busiest(q_len, 192, heads_x_batch, sms, partial_tiles) * 192.0;
+  if (partial_tiles && partial_tiles_pay(q_len, heads_x_batch, sms))
+    return noncausal_busiest(q_len, 128, heads_x_batch, sms, false) * 128.0 / kRows128RelativeRate <
+           noncausal_busiest(q_len, 192, heads_x_batch, sms, true) * 192.0;
+  const long long t192 = (q_len + 191LL) / 192 * heads_x_batch, t128 = (q_len + 127LL) / 128 * heads_x_batch;
+  return wave_efficiency(t128, sms) * kRows128RelativeRate > wave_efficiency(t192, sms);
 }
 
 // Causal d = 64, automatic policy: the 128-row tile when the modelled busiest CTA finishes

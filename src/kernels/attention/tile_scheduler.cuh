@@ -8,10 +8,10 @@
 // (xstage/attention_tile_order.hpp): head_major runs the q tiles of each head heaviest first,
 // round robin as above; longest_first sorts all tiles by their key blocks and deals them out
 // serpentine; grouped does the same within groups of heads.
-// Non-causal kernels whose idle warp groups skip empty rows (kPartialLast) may instead list the
-// whole tiles first and the sequence's partial last q tiles after them, dealt serpentine (round
-// r to CTA c when r is even, to grid-1-c when odd), so that two partial tiles share a CTA where a
-// whole one would (docs/attention.md §Partial tiles); the host sets it per launch.
+// kPartialLast (the partial-tiles kernels, non-causal): the whole q tiles first (head-major), then
+// every sequence's partial last tile, dealt serpentine (round r to CTA c when r is even, to
+// grid-1-c when odd), so that two partial tiles share a CTA where a whole one would
+// (docs/attention.md §Partial tiles).
 #pragma once
 #include <cstdint>
 
@@ -44,18 +44,15 @@ struct StaticPersistentScheduler {
   causal::TileOrder const* order;
   int const* group;  // grouped order: (batch, head) pairs per group
   int batches;
-  int const* partial_last;  // kPartialLast: nonzero = partial q tiles last, serpentine (kernel parameter)
 
   __device__ StaticPersistentScheduler(int q_len, int heads_, int batch, TailSplitPlan const* plan_ = nullptr,
-                                       causal::TileOrder const* order_ = nullptr, int const* group_ = nullptr,
-                                       int const* partial_last_ = nullptr)
+                                       causal::TileOrder const* order_ = nullptr, int const* group_ = nullptr)
       : num_m_blocks((q_len + kBlockM - 1) / kBlockM),
         heads(heads_),
         plan(plan_),
         order(order_),
         group(group_),
-        batches(batch),
-        partial_last(partial_last_) {
+        batches(batch) {
     total = num_m_blocks * heads_ * batch;
     if constexpr (kTailSplit && !kCausal) {
       if (plan->splits > 1) total = plan->full + (total - plan->full) * plan->splits;
@@ -67,11 +64,9 @@ struct StaticPersistentScheduler {
     if constexpr (kCausal)
       return causal::next_position(*order, idx, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
     if constexpr (kPartialLast) {
-      if (*partial_last) {
-        const int grid = static_cast<int>(gridDim.x);
-        const int round = idx / grid + 1;
-        return round * grid + ((round & 1) ? grid - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x));
-      }
+      const int grid = static_cast<int>(gridDim.x);
+      const int round = idx / grid + 1;
+      return round * grid + ((round & 1) ? grid - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x));
     }
     return idx + static_cast<int>(gridDim.x);
   }
@@ -100,20 +95,16 @@ struct StaticPersistentScheduler {
       return WorkTile{it.m_block, it.head, it.batch};
     }
     if constexpr (kPartialLast) {
-      if (*partial_last) {
-        // Whole tiles (m < num_m_blocks - 1) head-major, then the partial tile of every head.
-        const int whole = num_m_blocks - 1;
-        const int first_partial = whole * heads * batches;
-        int bh = 0, m = whole;
-        if (idx < first_partial) {
-          bh = idx / whole;
-          m = idx - bh * whole;
-        } else {
-          bh = idx - first_partial;
-        }
-        const int b = bh / heads;
-        return WorkTile{m, bh - b * heads, b};
+      // Whole tiles (m < num_m_blocks - 1) head-major, then the last tile of every head.
+      const int whole = num_m_blocks - 1;
+      const int first_last = whole * heads * batches;
+      int bh = idx - first_last, m = whole;
+      if (idx < first_last) {
+        bh = idx / whole;
+        m = idx - bh * whole;
       }
+      const int b = bh / heads;
+      return WorkTile{m, bh - b * heads, b};
     }
     const int bh = idx / num_m_blocks;
     const int m = idx - bh * num_m_blocks;
