@@ -194,7 +194,9 @@ TEST(Cli, BenchUlyssesRefusesBadPointsBeforeTouchingAGpu) {
 
 #ifdef XSTAGE_HAVE_ATTENTION
 TEST(Cli, BenchAttentionRefusesBadFlagsBeforeTouchingAGpu) {
-  expect_refusals("bench attention", {{"--tile wide", "--tile must be auto, staged, rows128, split or long-kv"},
+  expect_refusals("bench attention", {{"--tile wide", "--tile must be auto, staged, rows128, split, long-kv or partial"},
+                                      {"--tile partial -d 128", "--tile partial is a d = 64 tile"},
+                                      {"--tile partial -d 64 --causal", "--tile partial is a non-causal tile"},
                                       {"--tile long-kv -d 64", "--tile long-kv is a d = 128 tile"},
                                       {"--tile long-kv -d 128 --causal", "--tile long-kv is a non-causal tile"},
                                       {"--tile rows128 -d 64,128", "--tile rows128 is a d = 64 tile"},
