@@ -33,10 +33,13 @@ def _label(k, _rec=None):
 
 
 def _auto_tag(r):
-    """What the automatic tile ran: split, lkv (long-key) or the block_m of the staged / 128-row tile."""
+    """What the automatic tile ran: split, lkv (long-key), part (partial tiles) or the block_m of the
+    staged / 128-row tile."""
     name = (r or {}).get("instantiation") or ""
     if "_split" in name:
         return "split"
+    if "_partial" in name:
+        return "part"
     if "longkv" in name:
         return "lkv"
     return ((r or {}).get("tile") or {}).get("block_m")

@@ -53,7 +53,7 @@ struct BenchFlags {
   double rotate_mib = 0;  // 0: 2 x the device's L2
   int num_ctas = 0;
   std::string json_out;
-  std::string tile = "auto";  // auto | staged | rows128 | split (ops::AttentionTilePolicy)
+  std::string tile = "auto";  // auto | staged | rows128 | split | long-kv | partial (ops::AttentionTilePolicy)
   bool no_key_split = false;  // AttentionArgs::tail_split = false
   bool no_partial_tiles = false;  // AttentionArgs::partial_tiles = false
   int check_rows = kDefaultCheckRows;  // query rows compared with the host reference per cell
@@ -492,7 +492,7 @@ void add_attention_bench_command(CLI::App& app) {
   cmd->add_option("--num-ctas", fl->num_ctas, "Persistent grid size (0: one CTA per SM)")->capture_default_str();
   cmd->add_option("--tile", fl->tile,
                   "auto: the 128x192 register-store tile for d=128 non-causal from 8192 keys, else the staged "
-                  "tile (d=64 non-causal: the 128-row tile where its waves fill the GPU better); staged: always the "
+                  "tile (d=64 non-causal: the 128-row or the partial-tiles tile where it finishes first); staged: always the "
                   "staged tile (what the Ulysses kernels use); rows128: the 128-row d=64 tile; split: "
                   "non-causal d=64/128, a 128-row mainloop whose tiles split along the keys when the last wave or the "
                   "whole launch is short of a wave (auto picks it for launches short of a wave; docs/attention.md "

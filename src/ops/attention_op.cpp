@@ -89,7 +89,7 @@ struct Entry {
   // policy); rows128: rows128_d64_tile_config(), automatic by whole waves or asked for; split:
   // split_tile_config(d), only when asked for; partial: the staged d = 64 tile with idle groups and
   // partial tiles last (kernels/attention/kernel.cuh PartialTilesKernel), automatic where
-  // partial_tiles_last holds and the 128-row tile does not win, or asked for.
+  // tile_rules.hpp partial_tiles_pay holds and the 128-row tile does not win, or asked for.
   EntryTile tile;
   const char* name;
   LaunchFn launch;

@@ -499,6 +499,13 @@ TEST(AttentionDispatch, AutomaticRows128ByWaves) {
   a.q_len = a.kv_len = 1024;
   a.heads = 24;
   EXPECT_EQ(ops::select_instantiation(a).name, "bf16_d64_noncausal_partial");
+  a.heads = 48;  // whole + two partial tiles on some CTAs: the 128-row tile (measured 0.95-0.97x with partial)
+  EXPECT_NE(ops::select_instantiation(a).name.find("rows128"), std::string::npos);
+  a.q_len = a.kv_len = 2500;
+  a.heads = 40;  // 5 rounds with a 4-row tail (measured 1.06x the plain 192-row tile)
+  EXPECT_EQ(ops::select_instantiation(a).name, "bf16_d64_noncausal_partial");
+  a.q_len = a.kv_len = 1024;
+  a.heads = 24;
   a.partial_tiles = false;  // every tile whole, head-major: the waves decide
   EXPECT_NE(ops::select_instantiation(a).name.find("rows128"), std::string::npos) << "partial tiles off";
   a.partial_tiles = true;
@@ -529,16 +536,22 @@ TEST(AttentionDispatch, PartialTilesLastAndBusiestCta) {
   namespace ka = xstage::kernels::attention;
   EXPECT_TRUE(ka::partial_tiles_last(1024, 192, 144, 132));    // 64-row tail, 2 rounds
   EXPECT_TRUE(ka::partial_tiles_last(4096, 192, 528, 132));    // 4 rounds
+  EXPECT_TRUE(ka::partial_tiles_last(1024, 192, 1056, 132));   // 8 rounds
+  EXPECT_FALSE(ka::partial_tiles_last(1024, 192, 1057, 132));  // more than 8
   EXPECT_FALSE(ka::partial_tiles_last(1088, 192, 24, 10));     // 128-row tail: two groups busy
   EXPECT_FALSE(ka::partial_tiles_last(1100, 192, 144, 132));   // 140-row tail
   EXPECT_FALSE(ka::partial_tiles_last(1024, 128, 192, 132));   // no tail
   EXPECT_FALSE(ka::partial_tiles_last(1024, 192, 132, 132));   // one round
-  EXPECT_FALSE(ka::partial_tiles_last(1024, 192, 600, 132));   // 5 rounds: head-major keeps L2
   EXPECT_FALSE(ka::partial_tiles_last(1050, 128, 90, 0));
   EXPECT_TRUE(ka::partial_tiles_pay(1024, 24, 132));
   EXPECT_FALSE(ka::partial_tiles_pay(1024, 12, 132));   // one round
   EXPECT_FALSE(ka::partial_tiles_pay(1024, 40, 132));   // some CTA keeps two whole tiles either way
   EXPECT_FALSE(ka::partial_tiles_pay(4096, 24, 132));
+  EXPECT_TRUE(ka::partial_tiles_pay(1024, 48, 132));    // 2.28 against 3 whole tiles, but the 128-row
+                                                         // tile's 3 rounds finish first
+  EXPECT_TRUE(ka::rows128_wins(1024, 48, 132));
+  EXPECT_TRUE(ka::partial_tiles_pay(2500, 40, 132));    // 5 rounds, a 4-row tail
+  EXPECT_FALSE(ka::rows128_wins(2500, 40, 132));
   // S 1024, 24 heads: 120 whole 192-row tiles and 24 partial ones, two of which share each of 12 CTAs.
   EXPECT_DOUBLE_EQ(ka::noncausal_busiest(1024, 192, 24, 132, true), std::max(1.0, 2 * ka::partial_tile_cost(1, 3)));
   EXPECT_DOUBLE_EQ(ka::noncausal_busiest(1024, 192, 24, 132, false), 2.0);

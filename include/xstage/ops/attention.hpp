@@ -35,7 +35,9 @@ BSHDStrides packed_bshd(int seq, int heads, int head_dim);
 // long-key tile from kLongKvThreshold keys on (d = 128, non-causal), or, non-causal and with
 // tail_split, the split tile where its key splits won (launches short of a wave; at d = 128 also
 // split last waves from 16 key blocks; kernels/attention/tile_rules.hpp split_wins), or the 128-row
-// tile for d = 64 where its waves fill the GPU better (docs/attention.md §Short sequences); staged: always the staged tile; rows128: the
+// tile for d = 64 where its busiest CTA finishes first, or (partial_tiles) the partial-tiles tile
+// where pairing the sequences' partial last tiles shortens the launch (docs/attention.md §Short
+// sequences, §Partial tiles); staged: always the staged tile; rows128: the
 // 128-row d = 64 tile (other head dims are refused); split: non-causal d = 64 / 128, a 128-row
 // mainloop with the registers -> global epilogue, whose tiles split along the keys when the last
 // wave would leave most SMs idle or the launch is short of a wave (causal calls are refused);
@@ -124,7 +126,7 @@ AttentionInstantiation select_instantiation(AttentionDType dtype, int head_dim, 
                                             AttentionTilePolicy policy = AttentionTilePolicy::automatic);
 // What attention_forward launches for this call (tile policy and head dim checked), including the rules that depend on
 // the whole shape and the grid (reads the SM count unless num_ctas > 0): non-causal d = 64 gets
-// the 128-row tile where its waves fill the GPU better.
+// the 128-row tile or the partial-tiles tile where they finish first (tile_rules.hpp).
 AttentionInstantiation select_instantiation(const AttentionArgs& a);
 
 // Names on the command line and in JSON: "top-left" / "bottom-right", "auto" / "head-major" /

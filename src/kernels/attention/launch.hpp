@@ -54,18 +54,6 @@ constexpr TileConfig split_tile_config(int head_dim) {
   return head_dim == 64 ? rows128_d64_tile_config() : tile_config(128);
 }
 
-// Partial tiles (docs/attention.md §Partial tiles): where the partial-tiles kernel
-// (PartialTilesKernel, kernel.cuh) can pay, i.e. the last q tile of each sequence keeps one
-// consumer warp group busy (at most 64 rows) and the launch has 2 .. kPartialLastMaxWaves rounds
-// (one round: nothing to pair; many rounds: the partial tiles of every head at the end would
-// re-read K/V that the head-major order finds in L2). tiles: q tiles x heads x batch; slots: the
-// CTAs the launch may use.
-constexpr int kPartialLastMaxWaves = 4;
-constexpr bool partial_tiles_last(int q_len, int block_m, long long tiles, int slots) {
-  const int rem = block_m > 0 ? q_len % block_m : 0;
-  return rem != 0 && rem <= 64 && block_m > 64 && slots > 0 && tiles > slots && tiles <= kPartialLastMaxWaves * 1LL * slots;
-}
-
 // What one instantiation is, for logs, benchmarks and tests.
 struct KernelInfo {
   TileConfig tile;
@@ -87,7 +75,7 @@ cudaError_t attention_fwd_fp16_d128_causal(const AttentionParams& p, cudaStream_
 cudaError_t attention_fwd_fp16_d128_noncausal(const AttentionParams& p, cudaStream_t stream);
 
 // d = 64, non-causal: the staged 192-row tile with idle groups, partial tiles dealt last
-// (PartialTilesKernel; tile policy partial, or automatic where partial_tiles_last holds).
+// (PartialTilesKernel; tile policy partial, or automatic where tile_rules.hpp partial_tiles_pay).
 cudaError_t attention_fwd_bf16_d64_noncausal_partial(const AttentionParams& p, cudaStream_t stream);
 cudaError_t attention_fwd_fp16_d64_noncausal_partial(const AttentionParams& p, cudaStream_t stream);
 

@@ -22,13 +22,26 @@ constexpr double wave_efficiency(long long tiles, int grid) {
 // §Short sequences). Causal keeps the value its rule was measured with.
 constexpr double kRows128RelativeRate = 0.92;
 constexpr double kCausalRows128RelativeRate = 0.87;
+// Partial tiles (docs/attention.md §Partial tiles): where the partial-tiles kernel's order can pay,
+// i.e. the last q tile of each sequence keeps one consumer warp group busy (at most 64 rows) and
+// the launch has 2 .. kPartialLastMaxRounds rounds (one round: nothing to pair). tiles: q tiles x
+// heads x batch; slots: the CTAs the launch may use.
+constexpr int kPartialLastMaxRounds = 8;
+constexpr bool partial_tiles_last(int q_len, int block_m, long long tiles, int slots) {
+  const int rem = block_m > 0 ? q_len % block_m : 0;
+  return rem != 0 && rem <= 64 && block_m > 64 && slots > 0 && tiles > slots &&
+         tiles <= kPartialLastMaxRounds * 1LL * slots;
+}
+
 // A q tile whose first `busy` of `groups` consumer warp groups hold query rows (the others idle,
-// Mainloop::idle in the partial-tiles kernel), as a share of a whole tile's time. Short tiles, where
-// the rule is asked: on one H100 (docs/attention.md §Partial tiles) S = 1024 with 24 heads ran its
-// 120 whole 192-row tiles and 24 pairs of one-group partial tiles in about one whole tile's time
-// (285.6 TFLOP/s against 240.8 with head-major whole tiles); one-tile-per-CTA launches of 132 heads
-// (0.89-0.93 at 1024-4096 keys) are bound by reading every head's K/V and do not isolate it.
-constexpr double kPartialCostOneOfThree = 0.55;
+// Mainloop::idle in the partial-tiles kernel), as a share of a whole tile's time (only one busy
+// group of three reaches the rule: partial_tiles_last). Fitted on one H100 (docs/attention.md
+// §Partial tiles) to the two launches that pair one-group tiles against the 128-row tile: S 1024
+// with 24 heads (one CTA in 11 runs two partial tiles: 1.12x the 128-row tile, so 2c = 1.29 whole
+// tiles) and with 48 heads (whole + two partial: 0.96x, 1 + 2c = 2.26); both give c = 0.63-0.65.
+// One-tile-per-CTA launches of 132 heads (0.89-0.93 at 1024-4096 keys) stream every head's K/V
+// from DRAM without reuse and do not isolate it.
+constexpr double kPartialCostOneOfThree = 0.64;
 constexpr double partial_tile_cost(int busy, int groups) { return busy >= groups ? 1.0 : kPartialCostOneOfThree; }
 
 // The busiest CTA of a non-causal launch of q tiles of block_m rows, whole tiles counting 1. With
@@ -59,7 +72,7 @@ inline double noncausal_busiest(int q_len, int block_m, int heads_x_batch, int s
 }
 
 // Non-causal d = 64: whether the partial-tiles kernel's order applies to the 192-row launch and
-// shortens its busiest CTA (S = 1024 with 24 heads: 1.1 against 2 whole tiles; with 40 heads both
+// shortens its busiest CTA (S = 1024 with 24 heads: 1.28 against 2 whole tiles; with 40 heads both
 // orders leave some CTA two whole tiles, and the head-major order keeps the launch as it was).
 inline bool partial_tiles_pay(int q_len, int heads_x_batch, int slots) {
   return partial_tiles_last(q_len, 192, (q_len + 191LL) / 192 * heads_x_batch, slots) &&
