@@ -99,10 +99,6 @@ struct Entry {
 bool splits_tail(const Entry& e) { return e.tile == EntryTile::long_kv || e.tile == EntryTile::split; }
 
 const Entry kEntries[] = {
-    {AttentionDType::bf16, 64, false, EntryTile::partial, "bf16_d64_noncausal_partial",
-     ka::attention_fwd_bf16_d64_noncausal_partial, ka::attention_fwd_bf16_d64_info},
-    {AttentionDType::fp16, 64, false, EntryTile::partial, "fp16_d64_noncausal_partial",
-     ka::attention_fwd_fp16_d64_noncausal_partial, ka::attention_fwd_fp16_d64_info},
     {AttentionDType::bf16, 64, false, EntryTile::staged, "bf16_d64_noncausal", ka::attention_fwd_bf16_d64_noncausal,
      ka::attention_fwd_bf16_d64_info},
     {AttentionDType::bf16, 64, true, EntryTile::staged, "bf16_d64_causal", ka::attention_fwd_bf16_d64_causal,
@@ -131,6 +127,10 @@ const Entry kEntries[] = {
      ka::attention_fwd_fp16_d64_noncausal_rows128, ka::attention_fwd_fp16_d64_rows128_info},
     {AttentionDType::fp16, 64, true, EntryTile::rows128, "fp16_d64_causal_rows128", ka::attention_fwd_fp16_d64_causal_rows128,
      ka::attention_fwd_fp16_d64_rows128_info},
+    {AttentionDType::bf16, 64, false, EntryTile::partial, "bf16_d64_noncausal_partial",
+     ka::attention_fwd_bf16_d64_noncausal_partial, ka::attention_fwd_bf16_d64_info},
+    {AttentionDType::fp16, 64, false, EntryTile::partial, "fp16_d64_noncausal_partial",
+     ka::attention_fwd_fp16_d64_noncausal_partial, ka::attention_fwd_fp16_d64_info},
     {AttentionDType::bf16, 128, false, EntryTile::split, "bf16_d128_noncausal_split", ka::attention_fwd_bf16_d128_noncausal_split,
      ka::attention_fwd_bf16_d128_split_info},
     {AttentionDType::fp16, 128, false, EntryTile::split, "fp16_d128_noncausal_split", ka::attention_fwd_fp16_d128_noncausal_split,
@@ -320,20 +320,13 @@ bool causal_rows128_for(const AttentionArgs& a, int slots) {
   });
 }
 
-// kernels/attention/tile_rules.hpp rows128_wins, cached per shape: it walks up to eight rounds of
-// tiles for both tiles.
-bool rows128_for(const AttentionArgs& a, int slots) {
-  static ShapeCache<std::tuple<int, int, int, bool>, bool> cache;
+// kernels/attention/tile_rules.hpp noncausal_d64_tile, cached per shape: it walks up to eight
+// rounds of tiles three times.
+ka::NonCausalD64Tile noncausal_d64_tile_for(const AttentionArgs& a, int slots) {
+  static ShapeCache<std::tuple<int, int, int, bool>, ka::NonCausalD64Tile> cache;
   const int pairs = a.heads * a.batch;
   return cache.get({a.q_len, pairs, slots, a.partial_tiles},
-                   [&] { return ka::rows128_wins(a.q_len, pairs, slots, a.partial_tiles); });
-}
-
-// kernels/attention/tile_rules.hpp partial_tiles_pay, cached per shape (it walks the rounds twice).
-bool partial_pays_for(const AttentionArgs& a, int slots) {
-  static ShapeCache<std::tuple<int, int, int>, bool> cache;
-  const int pairs = a.heads * a.batch;
-  return cache.get({a.q_len, pairs, slots}, [&] { return ka::partial_tiles_pay(a.q_len, pairs, slots); });
+                   [&] { return ka::noncausal_d64_tile(a.q_len, pairs, slots, a.partial_tiles); });
 }
 
 // The automatic causal order (docs/attention.md §Persistent scheduler, "auto"): claimed at d = 128
@@ -355,8 +348,8 @@ AttentionArgs resolved(const AttentionArgs& a) {
 
 // What attention_forward launches for this call: entry_for plus the shape rules that need the
 // grid (automatic policy, non-causal: the split tile where its key splits win,
-// kernels/attention/tile_rules.hpp split_wins; d = 64: the 128-row tile where it finishes first,
-// rows128_wins, else the partial-tiles tile where its partial tiles pair up).
+// kernels/attention/tile_rules.hpp split_wins; d = 64: the 128-row or the partial-tiles tile where
+// it finishes first, noncausal_d64_tile).
 const Entry& entry_for_call(const AttentionArgs& a) {
   const Entry& base = entry_for(a.dtype, a.head_dim, a.causal, a.kv_len, a.tile_policy);
   // The shape rules refine the automatic staged choice only (the long-key tile splits the same way).
@@ -370,11 +363,11 @@ const Entry& entry_for_call(const AttentionArgs& a) {
   }
   if (a.tail_split && ka::split_wins(a.head_dim, a.q_len, a.kv_len, a.heads * a.batch, slots))
     return find_entry(a.dtype, a.head_dim, false, EntryTile::split);
-  if (a.head_dim == 64 && rows128_for(a, slots))
-    return find_entry(a.dtype, 64, false, EntryTile::rows128);
-  // d = 64 where pairing the partial tiles shortens the launch (tile_rules.hpp partial_tiles_pay).
-  if (a.head_dim == 64 && a.partial_tiles && partial_pays_for(a, slots))
-    return find_entry(a.dtype, 64, false, EntryTile::partial);
+  if (a.head_dim == 64) {
+    const ka::NonCausalD64Tile t = noncausal_d64_tile_for(a, slots);
+    if (t == ka::NonCausalD64Tile::rows128) return find_entry(a.dtype, 64, false, EntryTile::rows128);
+    if (t == ka::NonCausalD64Tile::partial) return find_entry(a.dtype, 64, false, EntryTile::partial);
+  }
   return base;
 }
 }  // namespace

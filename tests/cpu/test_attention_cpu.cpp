@@ -461,7 +461,7 @@ TEST(AttentionValidate, CausalOptions) {
   EXPECT_THROW(ops::parse_causal_order("lpt"), InvalidArgument);
 }
 
-// The automatic policy's short-sequence rule (kernels/attention/tile_rules.hpp rows128_wins), with
+// The automatic policy's short-sequence rule (kernels/attention/tile_rules.hpp noncausal_d64_tile), with
 // num_ctas = 132 so no GPU is read: the 128-row tile where its waves fill the grid better by more
 // than its lower rate, the 192-row tile elsewhere; d = 128 calls never get it (causal calls:
 // AutomaticCausalRows128ByBusiestCta). With the
@@ -549,9 +549,10 @@ TEST(AttentionDispatch, PartialTilesLastAndBusiestCta) {
   EXPECT_FALSE(ka::partial_tiles_pay(4096, 24, 132));
   EXPECT_TRUE(ka::partial_tiles_pay(1024, 48, 132));    // 2.28 against 3 whole tiles, but the 128-row
                                                          // tile's 3 rounds finish first
-  EXPECT_TRUE(ka::rows128_wins(1024, 48, 132));
+  EXPECT_EQ(ka::noncausal_d64_tile(1024, 48, 132), ka::NonCausalD64Tile::rows128);
   EXPECT_TRUE(ka::partial_tiles_pay(2500, 40, 132));    // 5 rounds, a 4-row tail
-  EXPECT_FALSE(ka::rows128_wins(2500, 40, 132));
+  EXPECT_EQ(ka::noncausal_d64_tile(2500, 40, 132), ka::NonCausalD64Tile::partial);
+  EXPECT_EQ(ka::noncausal_d64_tile(2500, 40, 132, false), ka::NonCausalD64Tile::staged);
   // S 1024, 24 heads: 120 whole 192-row tiles and 24 partial ones, two of which share each of 12 CTAs.
   EXPECT_DOUBLE_EQ(ka::noncausal_busiest(1024, 192, 24, 132, true), std::max(1.0, 2 * ka::partial_tile_cost(1, 3)));
   EXPECT_DOUBLE_EQ(ka::noncausal_busiest(1024, 192, 24, 132, false), 2.0);

@@ -92,7 +92,7 @@ struct AttentionArgs {
   // stream) on first use). false also keeps the automatic policy off the split tile.
   bool tail_split = true;
   // Automatic policy, non-causal d = 64: where each sequence's last 192-row q tile keeps one warp
-  // group busy and the launch has 2-4 rounds, the partial-tiles kernel (tile policy partial) may
+  // group busy and the launch has 2-8 rounds, the partial-tiles kernel (tile policy partial) may
   // run, whose partial tiles pair up on CTAs. false: the rule and kernels before it (A/B runs).
   bool partial_tiles = true;
 };

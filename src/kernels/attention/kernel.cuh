@@ -25,13 +25,8 @@
 
 namespace xstage::kernels::attention {
 
-// kClaimed: the claimed causal order (xstage/attention_tile_order.hpp): the producer claims each
-// next list position from a launch-wide counter and hands it to the consumers with the tile's Q
-// buffer; its own instantiation, so the static-order kernels compile as before.
-// kPartialTiles (non-causal, an epilogue with kSkipsEmptyGroups): consumer warp groups without
-// query rows in a tile run Mainloop::idle, and the scheduler deals the partial tiles last,
-// serpentine (docs/attention.md §Partial tiles); its own instantiation too (the idle path in the
-// shipped kernels cost them 0.6-2.4 %: ptxas rescheduled their step loops).
+// Whether an epilogue policy stores nothing for a warp group without query rows (kSkipsEmptyGroups,
+// false where the policy does not say).
 template <class Epilogue>
 constexpr bool skips_empty_groups() {
   if constexpr (requires { Epilogue::kSkipsEmptyGroups; })
@@ -40,6 +35,13 @@ constexpr bool skips_empty_groups() {
     return false;
 }
 
+// kClaimed: the claimed causal order (xstage/attention_tile_order.hpp): the producer claims each
+// next list position from a launch-wide counter and hands it to the consumers with the tile's Q
+// buffer; its own instantiation, so the static-order kernels compile as before.
+// kPartialTiles (non-causal, an epilogue with kSkipsEmptyGroups): consumer warp groups without
+// query rows in a tile run Mainloop::idle, and the scheduler deals the partial tiles last,
+// serpentine (docs/attention.md §Partial tiles); its own instantiation too (the idle path in the
+// shipped kernels cost them 0.6-2.4 %: ptxas rescheduled their step loops).
 template <class Traits, template <class> class EpiloguePolicy, bool kClaimed = false, bool kPartialTiles = false>
 struct AttentionKernel {
   using T = Traits;
@@ -360,8 +362,7 @@ cudaError_t launch_staged_causal(const AttentionParams& p, cudaStream_t stream) 
 }
 
 // The 192-row d = 64 staged tile with idle groups and partial tiles last (non-causal): what the
-// automatic policy runs where tile_rules.hpp partial_tiles_pay holds and the 128-row tile does not win
-// (tile_rules.hpp rows128_wins), and tile policy partial.
+// automatic policy runs where tile_rules.hpp noncausal_d64_tile picks it, and tile policy partial.
 template <class Element>
 using PartialTilesKernel = AttentionKernel<AttentionTraits<Element, 64, tile_config(64).block_m, tile_config(64).block_n,
                                                            tile_config(64).stages, /*causal=*/false,

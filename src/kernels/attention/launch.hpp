@@ -41,7 +41,7 @@ constexpr int kLongKvThreshold = 8192;
 // A 128-row tile for d = 64 (tile policy rows128): with 192-row tiles a short sequence leaves
 // SMs idle (S = 1024, 12 heads: 72 tiles on 132 SMs; 24 heads: 144 tiles, a second wave of 12),
 // 128 rows give 96 and 192 tiles. The automatic policy serves it to non-causal d = 64 calls
-// when rows128_wins (docs/attention.md §Short sequences).
+// by tile_rules.hpp noncausal_d64_tile (docs/attention.md §Short sequences).
 constexpr TileConfig rows128_d64_tile_config() { return TileConfig{128, 128, 4, 2}; }
 
 // Split tiles (non-causal; tile policy split): a 128-row mainloop with the long-key tile's

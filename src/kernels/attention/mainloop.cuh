@@ -584,12 +584,10 @@ struct AttentionMainloop {
   // same waits, releases and ping-pong passes as mma, in mma's order, without GEMMs or
   // softmax, so the other groups' pipelines and tokens see what they always see, and the
   // tile costs the SM only its busy groups' work.
-  template <bool kSplit = false>
   __device__ void idle(Params const& mp, Pipeline const& pk, Pipeline const& pv, uint64_t const& q_full,
                        uint32_t q_phase, QPipeline const& pq, QState q_read, State& read, WorkTile const& tile,
                        int wg) const {
-    const KvRange kv = kSplit ? kv_range(mp, tile) : KvRange{0, n_block_max(mp, tile.m_block)};
-    const int n_blocks = kv.end - kv.first;
+    const int n_blocks = n_block_max(mp, tile.m_block);  // whole tiles only (no key split)
     if constexpr (kQStages == 1)
       bounded_wait(&q_full, q_phase);
     else

@@ -79,16 +79,20 @@ inline bool partial_tiles_pay(int q_len, int heads_x_batch, int slots) {
          noncausal_busiest(q_len, 192, heads_x_batch, slots, true) < noncausal_busiest(q_len, 192, heads_x_batch, slots, false);
 }
 
-// Non-causal d = 64, automatic policy: the 128-row tile wins when its better-filled waves outweigh
-// its lower rate; where the 192-row tile's partial tiles pay (partial_tiles on), when its
-// busiest CTA at that rate finishes before the partial-tiles kernel's. sms: the CTAs the launch
-// may use (one per SM, or num_ctas).
-inline bool rows128_wins(int q_len, int heads_x_batch, int sms, bool partial_tiles = true) {
+// Non-causal d = 64, automatic policy. Where the 192-row tile's partial tiles pay (partial_tiles
+// on): the 128-row tile if its busiest CTA at its lower rate finishes first, else the partial-tiles
+// kernel. Elsewhere: the 128-row tile when its better-filled waves outweigh its lower rate, else
+// the staged 192-row tile. sms: the CTAs the launch may use (one per SM, or num_ctas).
+enum class NonCausalD64Tile { staged, rows128, partial };
+inline NonCausalD64Tile noncausal_d64_tile(int q_len, int heads_x_batch, int sms, bool partial_tiles = true) {
   if (partial_tiles && partial_tiles_pay(q_len, heads_x_batch, sms))
     return noncausal_busiest(q_len, 128, heads_x_batch, sms, false) * 128.0 / kRows128RelativeRate <
-           noncausal_busiest(q_len, 192, heads_x_batch, sms, true) * 192.0;
+                   noncausal_busiest(q_len, 192, heads_x_batch, sms, true) * 192.0
+               ? NonCausalD64Tile::rows128
+               : NonCausalD64Tile::partial;
   const long long t192 = (q_len + 191LL) / 192 * heads_x_batch, t128 = (q_len + 127LL) / 128 * heads_x_batch;
-  return wave_efficiency(t128, sms) * kRows128RelativeRate > wave_efficiency(t192, sms);
+  return wave_efficiency(t128, sms) * kRows128RelativeRate > wave_efficiency(t192, sms) ? NonCausalD64Tile::rows128
+                                                                                         : NonCausalD64Tile::staged;
 }
 
 // Causal d = 64, automatic policy: the 128-row tile when the modelled busiest CTA finishes
