@@ -79,7 +79,7 @@ int64_t usable_stride(int64_t stride, int64_t extent) { return extent <= 1 ? 8 :
 
 using LaunchFn = cudaError_t (*)(const ka::AttentionParams&, cudaStream_t);
 
-enum class EntryTile { staged, long_kv, rows128, split, partial };
+enum class EntryTile { staged, long_kv, rows128, split, partial, rows64 };
 
 struct Entry {
   AttentionDType dtype;
@@ -89,7 +89,8 @@ struct Entry {
   // policy); rows128: rows128_d64_tile_config(), automatic by whole waves or asked for; split:
   // split_tile_config(d), only when asked for; partial: the staged d = 64 tile with idle groups and
   // partial tiles last (kernels/attention/kernel.cuh PartialTilesKernel), automatic where
-  // tile_rules.hpp partial_tiles_pay holds and the 128-row tile does not win, or asked for.
+  // tile_rules.hpp partial_tiles_pay holds and the 128-row tile does not win, or asked for; rows64:
+  // rows64_d64_tile_config(), causal d = 64 with key groups, asked for.
   EntryTile tile;
   const char* name;
   LaunchFn launch;
@@ -127,6 +128,10 @@ const Entry kEntries[] = {
      ka::attention_fwd_fp16_d64_noncausal_rows128, ka::attention_fwd_fp16_d64_rows128_info},
     {AttentionDType::fp16, 64, true, EntryTile::rows128, "fp16_d64_causal_rows128", ka::attention_fwd_fp16_d64_causal_rows128,
      ka::attention_fwd_fp16_d64_rows128_info},
+    {AttentionDType::bf16, 64, true, EntryTile::rows64, "bf16_d64_causal_rows64", ka::attention_fwd_bf16_d64_causal_rows64,
+     ka::attention_fwd_bf16_d64_rows64_info},
+    {AttentionDType::fp16, 64, true, EntryTile::rows64, "fp16_d64_causal_rows64", ka::attention_fwd_fp16_d64_causal_rows64,
+     ka::attention_fwd_fp16_d64_rows64_info},
     {AttentionDType::bf16, 64, false, EntryTile::partial, "bf16_d64_noncausal_partial",
      ka::attention_fwd_bf16_d64_noncausal_partial, ka::attention_fwd_bf16_d64_info},
     {AttentionDType::fp16, 64, false, EntryTile::partial, "fp16_d64_noncausal_partial",
@@ -154,6 +159,9 @@ const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal, EntryTi
   if (tile == EntryTile::split)
     throw InvalidArgument(fmt::format("attention: tile policy split is a non-causal tile (d = 64 or 128); got head dim {}{}",
                                       head_dim, causal ? ", causal" : ""));
+  if (tile == EntryTile::rows64)
+    throw InvalidArgument(fmt::format("attention: tile policy rows64 is the causal d = 64 tile; got head dim {}{}",
+                                      head_dim, causal ? ", causal" : ", non-causal"));
   if (tile == EntryTile::partial)
     throw InvalidArgument(fmt::format("attention: tile policy partial is the non-causal d = 64 tile; got head dim {}{}",
                                       head_dim, causal ? ", causal" : ""));
@@ -166,7 +174,8 @@ const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal, EntryTi
 void check_tile_policy(AttentionTilePolicy policy) {
   if (policy != AttentionTilePolicy::automatic && policy != AttentionTilePolicy::staged &&
       policy != AttentionTilePolicy::rows128 && policy != AttentionTilePolicy::split &&
-      policy != AttentionTilePolicy::long_kv && policy != AttentionTilePolicy::partial)
+      policy != AttentionTilePolicy::long_kv && policy != AttentionTilePolicy::partial &&
+      policy != AttentionTilePolicy::rows64)
     throw InvalidArgument(fmt::format("attention: unknown tile policy {}", static_cast<int>(policy)));
 }
 
@@ -182,8 +191,11 @@ void check_causal_options(const AttentionArgs& a) {
                                       a.causal_group, a.heads * a.batch));
   if (a.causal_group != 0 && !causal::takes_group(a.causal_order))
     throw InvalidArgument("attention: a causal group needs the auto, grouped or claimed tile order");
-  if (a.causal && a.causal_order == causal::TileOrder::claimed && a.tile_policy == AttentionTilePolicy::rows128)
-    throw InvalidArgument("attention: the claimed causal order runs the staged tiles; tile policy rows128 takes a static order");
+  if (a.causal && a.causal_order == causal::TileOrder::claimed &&
+      (a.tile_policy == AttentionTilePolicy::rows128 || a.tile_policy == AttentionTilePolicy::rows64))
+    throw InvalidArgument(fmt::format(
+        "attention: the claimed causal order runs the staged tiles; tile policy {} takes a static order",
+        a.tile_policy == AttentionTilePolicy::rows64 ? "rows64" : "rows128"));
   if (a.causal_align == causal::Align::bottom_right && !a.causal)
     throw InvalidArgument("attention: causal alignment bottom-right needs a causal call");
   // Bottom-right: query i sees keys j <= i + kv_len - q_len, so rows below q_len - kv_len would
@@ -277,6 +289,7 @@ const Entry& entry_for(AttentionDType dtype, int head_dim, bool causal, int kv_l
   if (policy == AttentionTilePolicy::split) tile = EntryTile::split;
   if (policy == AttentionTilePolicy::long_kv) tile = EntryTile::long_kv;
   if (policy == AttentionTilePolicy::partial) tile = EntryTile::partial;
+  if (policy == AttentionTilePolicy::rows64) tile = EntryTile::rows64;
   // The long-key tile ships for d = 128 non-causal only (a causal build of it ran 0.93-0.97x the
   // staged tile: docs/perf-log.md §Session 31); other automatic calls keep the staged tile.
   if (policy == AttentionTilePolicy::automatic && kv_len >= ka::kLongKvThreshold && head_dim == 128 && !causal)
@@ -310,13 +323,13 @@ class ShapeCache {
   std::map<Key, Value> cache_;
 };
 
-// kernels/attention/tile_rules.hpp causal_rows128_wins, cached per shape: it walks up to four waves of
-// tiles twice (a few microseconds of host time per call otherwise).
-bool causal_rows128_for(const AttentionArgs& a, int slots) {
-  static ShapeCache<std::tuple<int, int, int, int, int, int>, bool> cache;
+// kernels/attention/tile_rules.hpp causal_d64_tile, cached per shape: it walks up to four waves of
+// tiles three times (a few microseconds of host time per call otherwise).
+ka::CausalD64Tile causal_d64_tile_for(const AttentionArgs& a, int slots) {
+  static ShapeCache<std::tuple<int, int, int, int, int, int>, ka::CausalD64Tile> cache;
   const int offset = causal_key_offset(a), pairs = a.heads * a.batch;
   return cache.get({a.q_len, a.kv_len, offset, pairs, slots, static_cast<int>(a.causal_order)}, [&] {
-    return ka::causal_rows128_wins(a.q_len, a.kv_len, offset, pairs, slots, a.causal_order);
+    return ka::causal_d64_tile(a.q_len, a.kv_len, offset, pairs, slots, a.causal_order);
   });
 }
 
@@ -334,7 +347,8 @@ ka::NonCausalD64Tile noncausal_d64_tile_for(const AttentionArgs& a, int slots) {
 // grouped), grouped elsewhere (d = 64, where its 192-row tiles lost, and shorter keys: even).
 constexpr int kClaimedFromKeys = 8192;
 bool claimed_for(const AttentionArgs& a) {
-  return a.causal && a.head_dim == 128 && a.kv_len >= kClaimedFromKeys && a.tile_policy != AttentionTilePolicy::rows128;
+  return a.causal && a.head_dim == 128 && a.kv_len >= kClaimedFromKeys && a.tile_policy != AttentionTilePolicy::rows128 &&
+         a.tile_policy != AttentionTilePolicy::rows64;
 }
 
 // The call with its causal order resolved (automatic -> grouped or claimed); every launch
@@ -357,8 +371,11 @@ const Entry& entry_for_call(const AttentionArgs& a) {
   const int slots = launch_slots(a);
   if (a.causal) {
     // (The claimed order runs the staged tiles only.)
-    if (a.head_dim == 64 && a.causal_order != causal::TileOrder::claimed && causal_rows128_for(a, slots))
-      return find_entry(a.dtype, 64, true, EntryTile::rows128);
+    if (a.head_dim == 64 && a.causal_order != causal::TileOrder::claimed) {
+      const ka::CausalD64Tile t = causal_d64_tile_for(a, slots);
+      if (t == ka::CausalD64Tile::rows128) return find_entry(a.dtype, 64, true, EntryTile::rows128);
+      if (t == ka::CausalD64Tile::rows64) return find_entry(a.dtype, 64, true, EntryTile::rows64);
+    }
     return base;
   }
   if (a.tail_split && ka::split_wins(a.head_dim, a.q_len, a.kv_len, a.heads * a.batch, slots))

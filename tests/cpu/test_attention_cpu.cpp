@@ -221,6 +221,47 @@ TEST(AttentionDispatch, Rows128IsTheD64TileOnlyWhenAskedFor) {
   }
 }
 
+// The 64-row d = 64 key-groups tile (rows64, docs/attention.md §Key groups) when asked for: causal
+// only, both dtypes, two consumer groups on 64 rows, two Q buffers in every build; other head dims,
+// non-causal calls and the claimed order are refused with one line.
+TEST(AttentionDispatch, Rows64IsTheCausalD64KeyGroupsTile) {
+  using P = ops::AttentionTilePolicy;
+  auto refused = [](auto&& call, const std::string& needle) {
+    try {
+      call();
+      ADD_FAILURE() << "no error, expected one mentioning '" << needle << "'";
+    } catch (const InvalidArgument& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(needle), std::string::npos) << m;
+      EXPECT_EQ(m.find('\n'), std::string::npos) << "one line: " << m;
+    }
+  };
+  for (AttentionDType t : {AttentionDType::bf16, AttentionDType::fp16}) {
+    const std::string dt = ops::dtype_name(t);
+    for (int kv : {1, 2048, 65536}) {
+      const auto k = ops::select_instantiation(t, 64, true, kv, P::rows64);
+      EXPECT_EQ(k.name, dt + "_d64_causal_rows64") << kv;
+      EXPECT_EQ(k.block_m, 64);
+      EXPECT_EQ(k.block_n, 128);
+      EXPECT_EQ(k.consumer_warpgroups, 2);
+      EXPECT_EQ(k.q_stages, 2);
+      EXPECT_TRUE(k.pingpong);
+      EXPECT_LE(k.smem_bytes, 227 * 1024) << "fits an sm_90 SM";
+      EXPECT_LE(128 * k.producer_regs + 128 * k.consumer_warpgroups * k.consumer_regs, 65536);
+    }
+    refused([&] { ops::select_instantiation(t, 64, false, 1024, P::rows64); }, "causal d = 64 tile");
+    refused([&] { ops::select_instantiation(t, 128, true, 1024, P::rows64); }, "causal d = 64 tile");
+  }
+  AttentionArgs a = good_args();
+  a.head_dim = 64;
+  a.causal = true;
+  a.tile_policy = P::rows64;
+  EXPECT_EQ(ops::select_instantiation(a).name, "bf16_d64_causal_rows64");
+  EXPECT_EQ(ops::causal_order_for(a), causal::TileOrder::grouped) << "auto never resolves to claimed on rows64";
+  a.causal_order = causal::TileOrder::claimed;
+  refused([&] { ops::validate(a); }, "tile policy rows64 takes a static order");
+}
+
 TEST(AttentionFlops, CountsVisiblePairs) {
   AttentionArgs a = good_args();
   a.batch = 1;
@@ -565,14 +606,17 @@ TEST(AttentionDispatch, PartialTilesLastAndBusiestCta) {
   EXPECT_LT(ka::partial_tile_cost(1, 3), 1.0);
 }
 
-// The causal d = 64 rule (kernels/attention/tile_rules.hpp causal_rows128_wins), num_ctas = 132: the
-// 128-row tile where the modelled busiest CTA finishes first with it. S = 2048, 8 heads: 88
-// 192-row tiles, the busiest CTA holds one tile of 16 key blocks + 1 (x 192 = 3264) against one
-// 128-row tile of 16 + 1 (x 128 / 0.87 = 2501): 128 rows, in every order. S = 32768 with 8 heads
-// (1368 tiles, > 4 waves) and S = 8192 with 40 heads keep 192 rows without the walk; the model
-// itself is checked against hand counts in test_attention_tile_order.
-TEST(AttentionDispatch, AutomaticCausalRows128ByBusiestCta) {
+// The causal d = 64 rule (kernels/attention/tile_rules.hpp causal_d64_tile), num_ctas = 132: the tile
+// whose modelled busiest CTA finishes first. S = 2048, 8 heads: 88 192-row tiles, the busiest CTA
+// holds one tile of 16 key blocks + 1 (x 192 = 3264), or one 128-row tile of 16 + 1 (x 128 / 0.87 =
+// 2501), or two 64-row key-group items, 8 + 1 and 1 + 1 steps of two groups (x 128 / 0.87 = 1618):
+// key groups. S = 2048 with 16 heads: 128 rows (two 128-row tiles against three key-group items of
+// 8 + 1, 2 + 1 and ...). S = 32768 with 8 heads (1368 tiles, > 4 waves) and S = 8192 with 40 heads
+// keep 192 rows without the walk; the model itself is checked against hand counts in
+// test_attention_tile_order.
+TEST(AttentionDispatch, AutomaticCausalD64TileByBusiestCta) {
   namespace ka = xstage::kernels::attention;
+  using T = ka::CausalD64Tile;
   AttentionArgs a = good_args();
   a.head_dim = 64;
   a.num_ctas = 132;
@@ -580,19 +624,25 @@ TEST(AttentionDispatch, AutomaticCausalRows128ByBusiestCta) {
   a.causal = true;
   a.q_len = a.kv_len = 2048;
   a.heads = 8;
-  for (auto o : {causal::TileOrder::grouped, causal::TileOrder::longest_first, causal::TileOrder::head_major}) {
+  for (auto o : {causal::TileOrder::grouped, causal::TileOrder::longest_first}) {
     a.causal_order = o;
-    EXPECT_NE(ops::select_instantiation(a).name.find("_causal_rows128"), std::string::npos) << static_cast<int>(o);
+    EXPECT_NE(ops::select_instantiation(a).name.find("_causal_rows64"), std::string::npos) << static_cast<int>(o);
   }
   a.causal_order = causal::TileOrder::grouped;
-  EXPECT_TRUE(ka::causal_rows128_wins(2048, 2048, 0, 8, 132, causal::TileOrder::grouped));
-  EXPECT_FALSE(ka::causal_rows128_wins(32768, 32768, 0, 8, 132, causal::TileOrder::grouped));
-  EXPECT_FALSE(ka::causal_rows128_wins(8192, 8192, 0, 40, 132, causal::TileOrder::grouped));
+  EXPECT_DOUBLE_EQ(ka::causal_key_groups_busiest(2048, 2048, 0, 8, 132, causal::TileOrder::grouped),
+                   8 + ka::kKeyGroupItemCost + 1 + ka::kKeyGroupItemCost);
+  EXPECT_EQ(ka::causal_d64_tile(2048, 2048, 0, 8, 132, causal::TileOrder::grouped), T::rows64);
+  EXPECT_EQ(ka::causal_d64_tile(2048, 2048, 0, 16, 132, causal::TileOrder::grouped), T::rows128);
+  EXPECT_EQ(ka::causal_d64_tile(32768, 32768, 0, 8, 132, causal::TileOrder::grouped), T::staged);
+  EXPECT_EQ(ka::causal_d64_tile(8192, 8192, 0, 40, 132, causal::TileOrder::grouped), T::staged);
+  a.heads = 16;
+  EXPECT_NE(ops::select_instantiation(a).name.find("_causal_rows128"), std::string::npos);
+  a.heads = 8;
   a.tile_policy = ops::AttentionTilePolicy::staged;
-  EXPECT_EQ(ops::select_instantiation(a).name.find("rows128"), std::string::npos) << "staged keeps 192 rows";
+  EXPECT_EQ(ops::select_instantiation(a).name, "bf16_d64_causal") << "staged keeps 192 rows";
   a.tile_policy = ops::AttentionTilePolicy::automatic;
   a.head_dim = 128;
-  EXPECT_EQ(ops::select_instantiation(a).name.find("rows128"), std::string::npos);
+  EXPECT_EQ(ops::select_instantiation(a).name.find("rows"), std::string::npos);
 }
 
 // The automatic causal order (ops::causal_order_for, docs/attention.md §Persistent scheduler
@@ -616,9 +666,9 @@ TEST(AttentionDispatch, AutoCausalOrder) {
   EXPECT_EQ(ops::causal_group_for(a), 1);  // claimed's plan: one head per group at S = 16384
   shape(128, 2048, 8);
   EXPECT_EQ(ops::causal_order_for(a), causal::TileOrder::grouped);
-  shape(64, 2048, 8);  // the 128-row causal tile's shape (AutomaticCausalRows128ByBusiestCta)
+  shape(64, 2048, 8);  // the key-groups tile's shape (AutomaticCausalD64TileByBusiestCta)
   EXPECT_EQ(ops::causal_order_for(a), causal::TileOrder::grouped);
-  EXPECT_NE(ops::select_instantiation(a).name.find("_causal_rows128"), std::string::npos);
+  EXPECT_NE(ops::select_instantiation(a).name.find("_causal_rows64"), std::string::npos);
   a.causal_order = causal::TileOrder::grouped;  // an explicit order stays
   shape(128, 16384, 24);
   EXPECT_EQ(ops::causal_order_for(a), causal::TileOrder::grouped);

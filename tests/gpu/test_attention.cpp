@@ -271,6 +271,22 @@ void causal_cases(std::vector<Case>& v) {
   add("br_packed_qkv_fp16_d64", fp, 64, 2, 3, 1000, 1000, br, heads, 0, 0.f, 1.f, Layout::packed_qkv);
   add("br_q500_kv1333_fp16_d64_rows128_lpt", fp, 64, 2, 3, 500, 1333, br, lpt, 0, 0.f, 1.f, dense, rows128);
   add("br_q500_kv1333_bf16_d64_rows128_ctas5", bf, 64, 1, 3, 500, 1333, br, heads, 5, 0.f, 1.f, dense, rows128);
+  // Key groups (tile policy rows64, docs/attention.md §Key groups): one-block tiles (group 1 has
+  // none), odd and even block counts, q != kv both alignments, the single query, few CTAs (the
+  // merge buffer reused over many tiles), head-major and grouped orders, batch 2, packed inputs,
+  // peaked scores, and the shape it was built for.
+  const auto r64 = ops::AttentionTilePolicy::rows64;
+  add("rows64_s77_bf16", bf, 64, 2, 3, 77, 77, tl, lpt, 0, 0.f, 1.f, dense, r64);
+  add("rows64_s77_fp16_heads", fp, 64, 2, 3, 77, 77, tl, heads, 0, 0.f, 1.f, dense, r64);
+  add("rows64_s4680_fp16_h4", fp, 64, 1, 4, 4680, 4680, tl, lpt, 0, 0.f, 1.f, dense, r64);
+  add("rows64_q1333_kv1000_bf16_b2", bf, 64, 2, 3, 1333, 1000, tl, lpt, 0, 0.f, 1.f, dense, r64);
+  add("rows64_br_q500_kv1333_fp16", fp, 64, 2, 3, 500, 1333, br, lpt, 0, 0.f, 1.f, dense, r64);
+  add("rows64_br_q1_kv777_bf16", bf, 64, 2, 3, 1, 777, br, heads, 0, 0.f, 1.f, dense, r64);
+  add("rows64_br_q300_kv4680_bf16_ctas5", bf, 64, 1, 4, 300, 4680, br, lpt, 5, 0.f, 1.f, dense, r64);
+  add("rows64_ctas7_fp16_b2_heads", fp, 64, 2, 3, 1000, 777, tl, heads, 7, 0.f, 1.f, dense, r64);
+  add("rows64_peaked_fp16", fp, 64, 1, 4, 1333, 1333, tl, lpt, 0, 1.0f, 2.5f, dense, r64);
+  add("rows64_packed_qkv_bf16", bf, 64, 2, 3, 1000, 1000, tl, lpt, 0, 0.f, 1.f, Layout::packed_qkv, r64);
+  add("rows64_s2048_bf16_h8_grouped", bf, 64, 1, 8, 2048, 2048, tl, causal::TileOrder::grouped, 0, 0.f, 1.f, dense, r64);
   // The automatic policy's causal 128-row choice (S = 2048 with 8 heads on a full H200: 128-row
   // tiles by the busiest-CTA model, kernels/attention/tile_rules.hpp causal_rows128_wins).
   add("auto_s2048_bf16_d64_causal_h8_grouped", bf, 64, 1, 8, 2048, 2048, tl, causal::TileOrder::grouped);
@@ -401,6 +417,8 @@ std::vector<Case> cases() {
   rising("rising_bf16_d64_rows128", bf, 64, false, 40.f, rows128);
   rising("overflow_fp16_d64_rows128", fp, 64, false, 400.f, rows128);
   rising("rising_bf16_d64_causal_rows128", bf, 64, true, 40.f, rows128);
+  rising("rising_bf16_d64_causal_rows64", bf, 64, true, 40.f, ops::AttentionTilePolicy::rows64);
+  rising("overflow_fp16_d64_causal_rows64", fp, 64, true, 400.f, ops::AttentionTilePolicy::rows64);
   rising("overflow_bf16_d64_staged", bf, 64, false, 400.f, ops::AttentionTilePolicy::staged);
   rising("overflow_bf16_d128", bf, 128, false, 400.f, ops::AttentionTilePolicy::automatic);
   // Partial tiles (docs/attention.md §Partial tiles; tile policy partial): warp groups without query

@@ -43,11 +43,14 @@ BSHDStrides packed_bshd(int seq, int heads, int head_dim);
 // wave would leave most SMs idle or the launch is short of a wave (causal calls are refused);
 // long_kv: the 128 x 192 long-key tile (non-causal d = 128, what automatic takes from
 // kLongKvThreshold keys) at any key count (other calls are refused). Causal d = 64, automatic: the
-// 128-row tile where the modelled busiest CTA finishes first with it (causal_rows128_wins).
+// staged, 128-row or 64-row key-groups tile, whichever's modelled busiest CTA finishes first
+// (kernels/attention/tile_rules.hpp causal_d64_tile).
+// rows64: the 64-row d = 64 causal tile whose two warp groups split each tile's key blocks (docs/
+// attention.md §Key groups; other head dims and non-causal calls are refused).
 // partial: the 192-row d = 64 tile whose warp groups without query rows idle, the sequences' partial
 // last tiles dealt last (non-causal d = 64; what automatic takes where those tiles pair up and the
 // 128-row tile does not win, with partial_tiles; docs/attention.md §Partial tiles).
-enum class AttentionTilePolicy { automatic, staged, rows128, split, long_kv, partial };
+enum class AttentionTilePolicy { automatic, staged, rows128, split, long_kv, partial, rows64 };
 
 struct AttentionArgs {
   AttentionDType dtype = AttentionDType::bf16;
@@ -77,7 +80,7 @@ struct AttentionArgs {
   // of heads, so fewer heads' K/V are in flight on long many-head shapes (the only shapes where
   // its plan differs from longest_first; measured 40 of 40 acceptance points vs 37); claimed runs
   // the grouped list with greedy claiming through a per-stream counter and groups of 1-2 heads at
-  // long S (fewer DRAM re-reads of K/V; staged tiles only, so not with tile policy rows128);
+  // long S (fewer DRAM re-reads of K/V; staged tiles only, so not with tile policy rows128 or rows64);
   // automatic (the default) takes claimed or grouped by the shape (causal_order_for).
   causal::Align causal_align = causal::Align::top_left;
   causal::TileOrder causal_order = causal::TileOrder::automatic;

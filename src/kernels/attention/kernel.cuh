@@ -14,6 +14,7 @@
 
 #include "kernels/attention/direct_epilogue.cuh"
 #include "kernels/attention/epilogue.cuh"
+#include "kernels/attention/key_groups.cuh"
 #include "kernels/attention/launch.hpp"
 #include "kernels/attention/mainloop.cuh"
 #include "kernels/attention/params.hpp"
@@ -72,7 +73,9 @@ struct AttentionKernel {
     cute::array_aligned<Element, cute::cosize_v<typename T::SmemLayoutK>, 1024> k;
     cute::array_aligned<Element, cute::cosize_v<typename T::SmemLayoutVt>, 1024> v;
     cute::array_aligned<Element, Epilogue::kSmemElems, 128> o;
-    float pin[T::kConsumerThreads];  // scheduling scratch (pin_before_wait), one word per consumer thread
+    // Scheduling scratch (pin_before_wait), one word per consumer thread; key-group tiles: then the
+    // exchange buffer of the groups' merge (key_groups.cuh; none elsewhere).
+    float pin[T::kConsumerThreads + key_group_exchange_floats<T, kRows>()];
     alignas(16) uint64_t q_full;
     typename Pipeline::Storage pipe_k;
     typename Pipeline::Storage pipe_v;
@@ -111,6 +114,10 @@ struct AttentionKernel {
 
   static_assert(!kClaimed || (T::kCausal && T::kQStages == 2 && !Epilogue::kTailSplit && !Epilogue::kHasServiceThread),
                 "the claimed order: causal, two Q buffers, an epilogue without split or service thread");
+  static_assert(T::kKeyGroups == 1 || (T::kQStages == 2 && !kClaimed && !kPartialTiles && !Epilogue::kTailSplit &&
+                                        !Epilogue::kHasStepHook && !Epilogue::kHasBeforeMainloop &&
+                                        !Epilogue::kHasServiceThread),
+                "key groups: two Q buffers, a static order, an epilogue that stores each tile after its mainloop");
   static_assert(!kPartialTiles || (!T::kCausal && !kClaimed && !Epilogue::kTailSplit && skips_empty_groups<Epilogue>()),
                 "partial tiles: non-causal, whole tiles, an epilogue that stores nothing for an empty group");
 
@@ -125,8 +132,9 @@ struct AttentionKernel {
     if (threadIdx.x == 0) {
       // (The claimed order keeps its Q buffers' positions in this word: no barrier there.)
       if constexpr (!kClaimed) cutlass::arch::ClusterTransactionBarrier::init(&ss.q_full, 1);
-      Pipeline::init(ss.pipe_k, T::kConsumerWarps);
-      Pipeline::init(ss.pipe_v, T::kConsumerWarps);
+      // A K/V stage is released by every consumer warp, or (key groups) by its one group's warps.
+      Pipeline::init(ss.pipe_k, T::kConsumerWarps / T::kKeyGroups);
+      Pipeline::init(ss.pipe_v, T::kConsumerWarps / T::kKeyGroups);
       if constexpr (T::kQStages > 1) Mainloop::QPipeline::init(ss.pipe_q, T::kConsumerWarps);
       Mainloop::prefetch_descriptors(params.mainloop);
     }
@@ -185,6 +193,10 @@ struct AttentionKernel {
         pq.consumer_wait(q_read);
         return q_slots[q_read.index];
       };
+      if constexpr (T::kKeyGroups > 1) {
+        consume_key_groups(params, sched, ss, pk, pv, pq, query_buffer, sK, sVt, ct);
+        return;
+      }
       int idx = kClaimed ? next_claimed() : sched.first();
       for (; kClaimed ? idx >= 0 : sched.valid(idx); idx = kClaimed ? next_claimed() : sched.next(idx)) {
         const WorkTile tile = sched.decode(idx);
@@ -231,6 +243,41 @@ struct AttentionKernel {
       }
       if constexpr (kClaimed) epilogue.finish(params.epilogue, ss.o.data());
     }
+  }
+
+  // Key groups (key_groups.cuh), consumer thread ct: both groups run every tile of the CTA's
+  // sequence on their halves of its key blocks; group 1 hands its part over, group 0 merges,
+  // normalises and stores.
+  template <class QueryBuffer, class SmemK, class SmemVt>
+  __device__ static void consume_key_groups(Params const& params, Scheduler const& sched, SharedStorage& ss,
+                                            Pipeline const& pk, Pipeline const& pv,
+                                            typename Mainloop::QPipeline const& pq, QueryBuffer&& query_buffer,
+                                            SmemK const& sK, SmemVt const& sVt, int ct) {
+    using Groups = KeyGroupConsumer<T>;
+    // The group index through a shuffle, so the compiler sees the group branches warp-uniform.
+    const int g = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0) - 1;
+    const int t = ct % 128;
+    Epilogue epilogue{};
+    State read{};
+    typename Mainloop::QState q_read{};
+    bool first = true;
+    for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx)) {
+      const WorkTile tile = sched.decode(idx);
+      Tensor tOrO = partition_fragment_C(typename T::TiledMmaPV{}, Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{});
+      OnlineSoftmax<kRows, T::kSoftmaxWays> softmax(params.mainloop.scale_log2);
+      Groups::mma(params.mainloop, pk, pv, pq, q_read, read, tile, g, t, query_buffer(q_read.index), sK, sVt, tOrO,
+                  softmax, &ss.pin[ct]);
+      q_read.advance();
+      Groups::merge(g, t, tOrO, softmax, ss.pin + T::kConsumerThreads, first, sched.valid(sched.next(idx)));
+      first = false;
+      if (g == 0) {
+        float normalize[kRows], lse[kRows];
+        softmax.finalize(normalize, lse);
+        softmax.rescale_o(tOrO, normalize);
+        epilogue.store(params.epilogue, ss.o.data(), tOrO, lse, tile);
+      }
+    }
+    if (g == 0) epilogue.finish(params.epilogue, ss.o.data());
   }
 
   // Claimed order, producer warp: positions 0 .. grid-1 go one to each CTA, every further one to
@@ -368,6 +415,15 @@ using PartialTilesKernel = AttentionKernel<AttentionTraits<Element, 64, tile_con
                                                            tile_config(64).stages, /*causal=*/false,
                                                            tile_config(64).lazy_rescale, kLocalQStages>,
                                            LocalStoreEpilogue, false, true>;
+
+// The 64-row d = 64 tile whose two consumer warp groups split each tile's key blocks
+// (key_groups.cuh; tile policy rows64). Two Q buffers in every build.
+template <class Element, bool kCausal>
+using KeyGroupsKernel =
+    AttentionKernel<AttentionTraits<Element, 64, rows64_d64_tile_config().block_m, rows64_d64_tile_config().block_n,
+                                    rows64_d64_tile_config().stages, kCausal, rows64_d64_tile_config().lazy_rescale,
+                                    2, 2>,
+                    LocalStoreEpilogue>;
 
 template <class Element>
 using LongKvKernel = AttentionKernel<AttentionTraits<Element, 128, long_kv_tile_config().block_m,

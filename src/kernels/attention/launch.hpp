@@ -44,6 +44,11 @@ constexpr int kLongKvThreshold = 8192;
 // by tile_rules.hpp noncausal_d64_tile (docs/attention.md §Short sequences).
 constexpr TileConfig rows128_d64_tile_config() { return TileConfig{128, 128, 4, 2}; }
 
+// A 64-row tile for d = 64 (tile policy rows64): two consumer warp groups share the 64 query rows
+// and split each tile's key blocks (kernels/attention/key_groups.cuh), so a causal launch of about
+// one tile per CTA is not held up by its longest 128-row tile (docs/attention.md §Key groups).
+constexpr TileConfig rows64_d64_tile_config() { return TileConfig{64, 128, 4, 2}; }
+
 // Split tiles (non-causal; tile policy split): a 128-row mainloop with the long-key tile's
 // registers -> global epilogue, whose parts let a launch split tiles along the keys
 // (tile_scheduler.cuh tail_split_plan): the last wave when it leaves most SMs idle (S = 1024,
@@ -86,6 +91,12 @@ cudaError_t attention_fwd_fp16_d64_causal_rows128(const AttentionParams& p, cuda
 cudaError_t attention_fwd_fp16_d64_noncausal_rows128(const AttentionParams& p, cudaStream_t stream);
 KernelInfo attention_fwd_bf16_d64_rows128_info();
 KernelInfo attention_fwd_fp16_d64_rows128_info();
+
+// d = 64, causal, rows64_d64_tile_config() (key groups, staged epilogue).
+cudaError_t attention_fwd_bf16_d64_causal_rows64(const AttentionParams& p, cudaStream_t stream);
+cudaError_t attention_fwd_fp16_d64_causal_rows64(const AttentionParams& p, cudaStream_t stream);
+KernelInfo attention_fwd_bf16_d64_rows64_info();
+KernelInfo attention_fwd_fp16_d64_rows64_info();
 
 // d = 128, non-causal, long_kv_tile_config() (registers -> global epilogue).
 cudaError_t attention_fwd_bf16_d128_noncausal_longkv(const AttentionParams& p, cudaStream_t stream);

@@ -60,12 +60,17 @@ enum class NamedBarrierId : uint32_t {
   query_empty = 0,   // consumers (arrive) -> producer warp (sync): Q buffer may be reloaded
   pingpong_wg0 = 1,  // 1..3: token of consumer warp group w
   epilogue_wg0 = 4,  // 4..6: the 128 threads of consumer warp group w
+  // Key-group tiles only (two consumer groups, so ids 3 and 6 are free there; key_groups.cuh):
+  key_merge_full = 6,   // group 1 (arrive) -> group 0 (sync): group 1's partial O is in shared memory
+  key_merge_empty = 7,  // group 0 (arrive) -> group 1 (sync): the exchange buffer may be rewritten
 };
 
 // ---------------------------------------------------------------------------------------
 // Tile traits: everything static about one instantiation.
+// kKeyGroups_ = 2 (64-row tiles only): two consumer warp groups share the tile's 64 query rows and
+// split its key blocks between them, merged at the end (key_groups.cuh; docs/attention.md §Key groups).
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kCausal_,
-          int kLazyRescale_ = 0, int kQStages_ = 1>
+          int kLazyRescale_ = 0, int kQStages_ = 1, int kKeyGroups_ = 1>
 struct AttentionTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -80,7 +85,10 @@ struct AttentionTraits {
   static constexpr int kLazyRescale = kLazyRescale_;
   static_assert(kLazyRescale >= 0 && kLazyRescale <= 2);
   static constexpr bool kIntraWGOverlap = XSTAGE_ATTN_INTRA_WG_OVERLAP != 0;
-  static constexpr int kConsumerWGs = kBlockM / 64;
+  static constexpr int kKeyGroups = kKeyGroups_;
+  static_assert(kKeyGroups == 1 || (kKeyGroups == 2 && kBlockM_ == 64), "key groups: two, on a 64-row tile");
+  static constexpr int kRowGroups = kBlockM / 64;  // warp groups the tiled MMAs spread the rows over
+  static constexpr int kConsumerWGs = kRowGroups * kKeyGroups;
   static constexpr bool kPingPong = XSTAGE_ATTN_PINGPONG != 0 && kConsumerWGs >= 2;
   // Unmasked lazy steps exponentiate against the reference first and take the row max only when
   // a probability could exceed 2^8 (OnlineSoftmax::exponentiate_at_reference). Needs 64 more
@@ -111,7 +119,7 @@ struct AttentionTraits {
 
   using TileShapeQK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;  // S = Q K^T: (M, N, K=d)
   using TileShapePV = Shape<Int<kBlockM>, Int<kHeadDim>, Int<kBlockN>>;  // O = P V:   (M, N=d, K)
-  using AtomLayout = Layout<Shape<Int<kConsumerWGs>, _1, _1>>;           // warp group w: rows 64w..64w+63
+  using AtomLayout = Layout<Shape<Int<kRowGroups>, _1, _1>>;             // warp group w: rows 64w..64w+63
 
   // S: both operands from shared memory, K-major (d contiguous for Q and K).
   using TiledMmaQK = decltype(make_tiled_mma(

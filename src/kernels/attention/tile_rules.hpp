@@ -95,25 +95,59 @@ inline NonCausalD64Tile noncausal_d64_tile(int q_len, int heads_x_batch, int sms
                                                                                          : NonCausalD64Tile::staged;
 }
 
-// Causal d = 64, automatic policy: the 128-row tile when the modelled busiest CTA finishes
-// first with it. A causal launch lasts as long as its busiest CTA (at least its longest tile:
-// S = 2048 with 8 heads gives 88 192-row tiles for 132 SMs, and the last one sees every key);
-// the model (causal::cta_loads: visible key blocks + 1 per tile, the launch's order, grouped
-// taken as longest-first) weighs a 128-row tile's key block at 128 / kCausalRows128RelativeRate
-// against the 192-row tile's 192. Launches of more than kCausalRows128MaxWaves waves of 192-row
-// tiles keep that tile without the walk (their rounds balance; the walk costs one step per tile).
+// Causal d = 64: a causal launch lasts as long as its busiest CTA (at least its longest tile: S =
+// 2048 with 8 heads gives 88 192-row tiles for 132 SMs, and the last one sees every key). The
+// model (causal::cta_loads: visible key blocks + 1 per tile, the launch's order, grouped taken as
+// longest-first) weighs a 128-row tile's key block at 128 / kCausalRows128RelativeRate against the
+// 192-row tile's 192. Launches of more than kCausalRows128MaxWaves waves of 192-row tiles keep that
+// tile without the walk (their rounds balance; the walk costs one step per tile).
 constexpr int kCausalRows128MaxWaves = 4;
+
+// Causal d = 64 with key groups (rows64_d64_tile_config(), docs/attention.md §Key groups): a 64-row
+// item's two warp groups split its key blocks, so it lasts about half of them in two-group steps
+// (the 128-row tile's step), plus kKeyGroupItemCost for its Q load, merge and store (the model's one
+// block per tile elsewhere). The busiest CTA of the launch in 128-row steps, the order as above.
+constexpr double kKeyGroupItemCost = 1.0;
+constexpr double kCausalRows64RelativeRate = kCausalRows128RelativeRate;
 #if !defined(__CUDA_ARCH__)
-inline bool causal_rows128_wins(int q_len, int kv_len, int key_offset, int heads_x_batch, int slots,
-                                causal::TileOrder order) {
+inline double causal_key_groups_busiest(int q_len, int kv_len, int key_offset, int heads_x_batch, int slots,
+                                        causal::TileOrder order) {
+  const causal::TileShape t{q_len, kv_len, 64, 128, key_offset};
+  const causal::TileOrder o = order == causal::TileOrder::head_major ? order : causal::TileOrder::longest_first;
+  const int m_blocks = t.m_blocks();
+  const long long items = static_cast<long long>(m_blocks) * heads_x_batch;
+  if (slots <= 0 || items <= 0) return 0.0;
+  const int grid = items < slots ? static_cast<int>(items) : slots;
+  double busiest = 0.0;
+  for (int c = 0; c < grid; ++c) {
+    double load = 0.0;
+    for (int p = c; p < items; p = causal::next_position(o, p, c, grid)) {
+      const int kb = t.key_blocks(causal::item_at(o, 0, m_blocks, heads_x_batch, 1, p).m_block);
+      load += (kb + 1) / 2 + kKeyGroupItemCost;
+    }
+    busiest = load > busiest ? load : busiest;
+  }
+  return busiest;
+}
+
+// Causal d = 64, automatic policy: the tile whose modelled busiest CTA finishes first, each weighed
+// as above (192-row steps at 192, 128-row steps at 128 / kCausalRows128RelativeRate,
+// key-group steps at 128 / kCausalRows64RelativeRate); launches of more than
+// kCausalRows128MaxWaves waves of 192-row tiles keep that tile without the walks.
+enum class CausalD64Tile { staged, rows128, rows64 };
+inline CausalD64Tile causal_d64_tile(int q_len, int kv_len, int key_offset, int heads_x_batch, int slots,
+                                     causal::TileOrder order) {
   const causal::TileShape t192{q_len, kv_len, 192, 128, key_offset}, t128{q_len, kv_len, 128, 128, key_offset};
   if (slots <= 0 || static_cast<long long>(t192.m_blocks()) * heads_x_batch > kCausalRows128MaxWaves * 1LL * slots)
-    return false;
+    return CausalD64Tile::staged;
   const causal::TileOrder o = order == causal::TileOrder::head_major ? order : causal::TileOrder::longest_first;
   const double c192 = causal::cta_loads(o, heads_x_batch, t192, heads_x_batch, slots).busiest * 192.0;
   const double c128 = causal::cta_loads(o, heads_x_batch, t128, heads_x_batch, slots).busiest * 128.0 /
                       kCausalRows128RelativeRate;
-  return c128 < c192;
+  const double c64 = causal_key_groups_busiest(q_len, kv_len, key_offset, heads_x_batch, slots, order) * 128.0 /
+                     kCausalRows64RelativeRate;
+  if (c64 < c128 && c64 < c192) return CausalD64Tile::rows64;
+  return c128 < c192 ? CausalD64Tile::rows128 : CausalD64Tile::staged;
 }
 #endif
 
