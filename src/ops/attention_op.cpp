@@ -90,7 +90,8 @@ struct Entry {
   // split_tile_config(d), only when asked for; partial: the staged d = 64 tile with idle groups and
   // partial tiles last (kernels/attention/kernel.cuh PartialTilesKernel), automatic where
   // tile_rules.hpp partial_tiles_pay holds and the 128-row tile does not win, or asked for; rows64:
-  // rows64_d64_tile_config(), causal d = 64 with key groups, asked for.
+  // rows64_tile_config(d), key groups: causal d = 64 (automatic by the busiest CTA) and non-causal
+  // d = 128 (asked for).
   EntryTile tile;
   const char* name;
   LaunchFn launch;
@@ -132,6 +133,10 @@ const Entry kEntries[] = {
      ka::attention_fwd_bf16_d64_rows64_info},
     {AttentionDType::fp16, 64, true, EntryTile::rows64, "fp16_d64_causal_rows64", ka::attention_fwd_fp16_d64_causal_rows64,
      ka::attention_fwd_fp16_d64_rows64_info},
+    {AttentionDType::bf16, 128, false, EntryTile::rows64, "bf16_d128_noncausal_rows64",
+     ka::attention_fwd_bf16_d128_noncausal_rows64, ka::attention_fwd_bf16_d128_rows64_info},
+    {AttentionDType::fp16, 128, false, EntryTile::rows64, "fp16_d128_noncausal_rows64",
+     ka::attention_fwd_fp16_d128_noncausal_rows64, ka::attention_fwd_fp16_d128_rows64_info},
     {AttentionDType::bf16, 64, false, EntryTile::partial, "bf16_d64_noncausal_partial",
      ka::attention_fwd_bf16_d64_noncausal_partial, ka::attention_fwd_bf16_d64_info},
     {AttentionDType::fp16, 64, false, EntryTile::partial, "fp16_d64_noncausal_partial",
@@ -160,8 +165,9 @@ const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal, EntryTi
     throw InvalidArgument(fmt::format("attention: tile policy split is a non-causal tile (d = 64 or 128); got head dim {}{}",
                                       head_dim, causal ? ", causal" : ""));
   if (tile == EntryTile::rows64)
-    throw InvalidArgument(fmt::format("attention: tile policy rows64 is the causal d = 64 tile; got head dim {}{}",
-                                      head_dim, causal ? ", causal" : ", non-causal"));
+    throw InvalidArgument(fmt::format(
+        "attention: tile policy rows64 ships for causal d = 64 and non-causal d = 128; got head dim {}{}", head_dim,
+        causal ? ", causal" : ", non-causal"));
   if (tile == EntryTile::partial)
     throw InvalidArgument(fmt::format("attention: tile policy partial is the non-causal d = 64 tile; got head dim {}{}",
                                       head_dim, causal ? ", causal" : ""));
@@ -380,6 +386,8 @@ const Entry& entry_for_call(const AttentionArgs& a) {
   }
   if (a.tail_split && ka::split_wins(a.head_dim, a.q_len, a.kv_len, a.heads * a.batch, slots))
     return find_entry(a.dtype, a.head_dim, false, EntryTile::split);
+  if (a.head_dim == 128 && ka::noncausal_key_groups_win(a.q_len, a.kv_len, a.heads * a.batch, slots))
+    return find_entry(a.dtype, 128, false, EntryTile::rows64);
   if (a.head_dim == 64) {
     const ka::NonCausalD64Tile t = noncausal_d64_tile_for(a, slots);
     if (t == ka::NonCausalD64Tile::rows128) return find_entry(a.dtype, 64, false, EntryTile::rows128);

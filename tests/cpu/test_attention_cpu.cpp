@@ -221,9 +221,9 @@ TEST(AttentionDispatch, Rows128IsTheD64TileOnlyWhenAskedFor) {
   }
 }
 
-// The 64-row d = 64 key-groups tile (rows64, docs/attention.md §Key groups) when asked for: causal
-// only, both dtypes, two consumer groups on 64 rows, two Q buffers in every build; other head dims,
-// non-causal calls and the claimed order are refused with one line.
+// The 64-row key-groups tiles (rows64, docs/attention.md §Key groups) when asked for: causal d = 64
+// and non-causal d = 128, both dtypes, two consumer groups on 64 rows, two Q buffers in every build;
+// the other combinations and the claimed order are refused with one line.
 TEST(AttentionDispatch, Rows64IsTheCausalD64KeyGroupsTile) {
   using P = ops::AttentionTilePolicy;
   auto refused = [](auto&& call, const std::string& needle) {
@@ -249,8 +249,13 @@ TEST(AttentionDispatch, Rows64IsTheCausalD64KeyGroupsTile) {
       EXPECT_LE(k.smem_bytes, 227 * 1024) << "fits an sm_90 SM";
       EXPECT_LE(128 * k.producer_regs + 128 * k.consumer_warpgroups * k.consumer_regs, 65536);
     }
-    refused([&] { ops::select_instantiation(t, 64, false, 1024, P::rows64); }, "causal d = 64 tile");
-    refused([&] { ops::select_instantiation(t, 128, true, 1024, P::rows64); }, "causal d = 64 tile");
+    const auto k128 = ops::select_instantiation(t, 128, false, 1024, P::rows64);
+    EXPECT_EQ(k128.name, dt + "_d128_noncausal_rows64");
+    EXPECT_EQ(k128.block_m, 64);
+    EXPECT_EQ(k128.stages, 2);
+    EXPECT_LE(k128.smem_bytes, 227 * 1024);
+    refused([&] { ops::select_instantiation(t, 64, false, 1024, P::rows64); }, "causal d = 64 and non-causal d = 128");
+    refused([&] { ops::select_instantiation(t, 128, true, 1024, P::rows64); }, "causal d = 64 and non-causal d = 128");
   }
   AttentionArgs a = good_args();
   a.head_dim = 64;

@@ -419,6 +419,8 @@ std::vector<Case> cases() {
   rising("rising_bf16_d64_causal_rows128", bf, 64, true, 40.f, rows128);
   rising("rising_bf16_d64_causal_rows64", bf, 64, true, 40.f, ops::AttentionTilePolicy::rows64);
   rising("overflow_fp16_d64_causal_rows64", fp, 64, true, 400.f, ops::AttentionTilePolicy::rows64);
+  rising("rising_fp16_d128_rows64", fp, 128, false, 40.f, ops::AttentionTilePolicy::rows64);
+  rising("overflow_bf16_d128_rows64", bf, 128, false, 400.f, ops::AttentionTilePolicy::rows64);
   rising("overflow_bf16_d64_staged", bf, 64, false, 400.f, ops::AttentionTilePolicy::staged);
   rising("overflow_bf16_d128", bf, 128, false, 400.f, ops::AttentionTilePolicy::automatic);
   // Partial tiles (docs/attention.md §Partial tiles; tile policy partial): warp groups without query
@@ -435,6 +437,17 @@ std::vector<Case> cases() {
                part});
   v.push_back({"partial_peaked_bf16_d64_ctas11", bf, 64, false, 1, 4, 1100, 1100, Layout::dense, 1.0f, 2.5f, 11, part});
   v.push_back({"partial_auto_s1024_fp16_d64_h24", fp, 64, false, 1, 24, 1024, 1024});
+  // Key groups, non-causal d = 128 (tile policy rows64, docs/attention.md §Key groups): a one-block
+  // tile (group 1 empty), even and odd block counts with key tails, q != kv, batch 2, few CTAs,
+  // packed inputs, peaked scores.
+  const auto r64 = ops::AttentionTilePolicy::rows64;
+  v.push_back({"rows64_s77_bf16_d128", bf, 128, false, 2, 3, 77, 77, Layout::dense, 0.f, 1.f, 0, r64});
+  v.push_back({"rows64_s1024_fp16_d128_h24", fp, 128, false, 1, 24, 1024, 1024, Layout::dense, 0.f, 1.f, 0, r64});
+  v.push_back({"rows64_q1333_kv1000_bf16_d128_b2", bf, 128, false, 2, 3, 1333, 1000, Layout::dense, 0.f, 1.f, 0, r64});
+  v.push_back({"rows64_q500_kv1100_fp16_d128_ctas5", fp, 128, false, 1, 4, 500, 1100, Layout::dense, 0.f, 1.f, 5, r64});
+  v.push_back({"rows64_packed_qkv_bf16_d128_ctas7", bf, 128, false, 2, 3, 1000, 1000, Layout::packed_qkv, 0.f, 1.f, 7,
+               r64});
+  v.push_back({"rows64_peaked_bf16_d128", bf, 128, false, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f, 0, r64});
   // Peaked softmax (large scores): stresses the running-max rescaling.
   v.push_back({"peaked_bf16_d128", bf, 128, false, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f});
   v.push_back({"peaked_fp16_d64_causal", fp, 64, true, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f});

@@ -416,13 +416,13 @@ using PartialTilesKernel = AttentionKernel<AttentionTraits<Element, 64, tile_con
                                                            tile_config(64).lazy_rescale, kLocalQStages>,
                                            LocalStoreEpilogue, false, true>;
 
-// The 64-row d = 64 tile whose two consumer warp groups split each tile's key blocks
-// (key_groups.cuh; tile policy rows64). Two Q buffers in every build.
-template <class Element, bool kCausal>
+// The 64-row tiles whose two consumer warp groups split each tile's key blocks (key_groups.cuh;
+// tile policy rows64): causal d = 64 and non-causal d = 128. Two Q buffers in every build.
+template <class Element, int kHeadDim, bool kCausal>
 using KeyGroupsKernel =
-    AttentionKernel<AttentionTraits<Element, 64, rows64_d64_tile_config().block_m, rows64_d64_tile_config().block_n,
-                                    rows64_d64_tile_config().stages, kCausal, rows64_d64_tile_config().lazy_rescale,
-                                    2, 2>,
+    AttentionKernel<AttentionTraits<Element, kHeadDim, rows64_tile_config(kHeadDim).block_m,
+                                    rows64_tile_config(kHeadDim).block_n, rows64_tile_config(kHeadDim).stages, kCausal,
+                                    rows64_tile_config(kHeadDim).lazy_rescale, 2, 2>,
                     LocalStoreEpilogue>;
 
 template <class Element>

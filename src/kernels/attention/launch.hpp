@@ -44,10 +44,13 @@ constexpr int kLongKvThreshold = 8192;
 // by tile_rules.hpp noncausal_d64_tile (docs/attention.md §Short sequences).
 constexpr TileConfig rows128_d64_tile_config() { return TileConfig{128, 128, 4, 2}; }
 
-// A 64-row tile for d = 64 (tile policy rows64): two consumer warp groups share the 64 query rows
-// and split each tile's key blocks (kernels/attention/key_groups.cuh), so a causal launch of about
-// one tile per CTA is not held up by its longest 128-row tile (docs/attention.md §Key groups).
-constexpr TileConfig rows64_d64_tile_config() { return TileConfig{64, 128, 4, 2}; }
+// The 64-row key-group tiles (tile policy rows64): two consumer warp groups share the 64 query rows
+// and split each tile's key blocks (kernels/attention/key_groups.cuh), so the longest work item is
+// half a 128-row tile's (docs/attention.md §Key groups). d = 128: two K/V stages (the groups'
+// exchange buffer takes the room of a third).
+constexpr TileConfig rows64_tile_config(int head_dim) {
+  return head_dim == 64 ? TileConfig{64, 128, 4, 2} : TileConfig{64, 128, 2, 2};
+}
 
 // Split tiles (non-causal; tile policy split): a 128-row mainloop with the long-key tile's
 // registers -> global epilogue, whose parts let a launch split tiles along the keys
@@ -92,11 +95,15 @@ cudaError_t attention_fwd_fp16_d64_noncausal_rows128(const AttentionParams& p, c
 KernelInfo attention_fwd_bf16_d64_rows128_info();
 KernelInfo attention_fwd_fp16_d64_rows128_info();
 
-// d = 64, causal, rows64_d64_tile_config() (key groups, staged epilogue).
+// rows64_tile_config(d) (key groups, staged epilogue): causal d = 64, non-causal d = 128.
 cudaError_t attention_fwd_bf16_d64_causal_rows64(const AttentionParams& p, cudaStream_t stream);
 cudaError_t attention_fwd_fp16_d64_causal_rows64(const AttentionParams& p, cudaStream_t stream);
 KernelInfo attention_fwd_bf16_d64_rows64_info();
 KernelInfo attention_fwd_fp16_d64_rows64_info();
+cudaError_t attention_fwd_bf16_d128_noncausal_rows64(const AttentionParams& p, cudaStream_t stream);
+cudaError_t attention_fwd_fp16_d128_noncausal_rows64(const AttentionParams& p, cudaStream_t stream);
+KernelInfo attention_fwd_bf16_d128_rows64_info();
+KernelInfo attention_fwd_fp16_d128_rows64_info();
 
 // d = 128, non-causal, long_kv_tile_config() (registers -> global epilogue).
 cudaError_t attention_fwd_bf16_d128_noncausal_longkv(const AttentionParams& p, cudaStream_t stream);

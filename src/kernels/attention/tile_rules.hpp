@@ -103,7 +103,7 @@ inline NonCausalD64Tile noncausal_d64_tile(int q_len, int heads_x_batch, int sms
 // tile without the walk (their rounds balance; the walk costs one step per tile).
 constexpr int kCausalRows128MaxWaves = 4;
 
-// Causal d = 64 with key groups (rows64_d64_tile_config(), docs/attention.md §Key groups): a 64-row
+// Causal d = 64 with key groups (rows64_tile_config(64), docs/attention.md §Key groups): a 64-row
 // item's two warp groups split its key blocks, so it lasts about half of them in two-group steps
 // (the 128-row tile's step), plus kKeyGroupItemCost for its Q load, merge and store (the model's one
 // block per tile elsewhere). The busiest CTA of the launch in 128-row steps, the order as above.
@@ -150,6 +150,21 @@ inline CausalD64Tile causal_d64_tile(int q_len, int kv_len, int key_offset, int 
   return c128 < c192 ? CausalD64Tile::rows128 : CausalD64Tile::staged;
 }
 #endif
+
+// Non-causal d = 128, automatic policy (after split_wins, below the long-key threshold): the key-group
+// tile (docs/attention.md §Key groups) when its busiest CTA, rounds of 64-row items of ⌈key blocks /
+// 2⌉ + kKeyGroupItemCost two-group steps at kRows64NonCausalRelativeRate of the staged tile's step,
+// finishes before the staged tile's rounds of key blocks + 1 (S = 1024 with 8 heads: 128 items in
+// one round of 5 against 64 tiles in one round of 9; with 40 heads 5 rounds of 5 against 3 of 9).
+constexpr double kRows64NonCausalRelativeRate = 0.92;
+inline bool noncausal_key_groups_win(int q_len, int kv_len, int heads_x_batch, int slots) {
+  if (slots <= 0 || heads_x_batch <= 0) return false;
+  const long long t128 = (q_len + 127LL) / 128 * heads_x_batch, t64 = (q_len + 63LL) / 64 * heads_x_batch;
+  const int kb = (kv_len + 127) / 128;
+  const double staged = static_cast<double>((t128 + slots - 1) / slots) * (kb + 1);
+  const double groups = static_cast<double>((t64 + slots - 1) / slots) * ((kb + 1) / 2 + kKeyGroupItemCost);
+  return groups / kRows64NonCausalRelativeRate < staged;
+}
 
 // Non-causal, automatic policy: the split tile where its key splits won on one H200
 // (docs/attention.md §Short sequences): launches short of a wave (every tile split, parts of at

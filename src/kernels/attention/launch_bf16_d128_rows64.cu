@@ -1,0 +1,12 @@
+// Instantiation bf16, head dim 128, non-causal, the 64-row key-groups tile (rows64_tile_config(128),
+// tile policy rows64), in its own translation unit so it compiles in parallel.
+#include "kernels/attention/kernel.cuh"
+
+namespace xstage::kernels::attention {
+
+cudaError_t attention_fwd_bf16_d128_noncausal_rows64(const AttentionParams& p, cudaStream_t stream) {
+  return launch_attention<KeyGroupsKernel<cutlass::bfloat16_t, 128, false>>(p, stream);
+}
+KernelInfo attention_fwd_bf16_d128_rows64_info() { return KeyGroupsKernel<cutlass::bfloat16_t, 128, false>::info(); }
+
+}  // namespace xstage::kernels::attention
