@@ -367,8 +367,9 @@ AttentionArgs resolved(const AttentionArgs& a) {
 }
 
 // What attention_forward launches for this call: entry_for plus the shape rules that need the
-// grid (automatic policy, non-causal: the split tile where its key splits win,
-// kernels/attention/tile_rules.hpp split_wins; d = 64: the 128-row or the partial-tiles tile where
+// grid (automatic policy; kernels/attention/tile_rules.hpp: causal d = 64 causal_d64_tile; non-causal
+// d = 128 noncausal_d128_tile, the key-group or the split tile where it finishes first; d = 64 the
+// split tile where its key splits win, split_wins, else the 128-row or the partial-tiles tile where
 // it finishes first, noncausal_d64_tile).
 const Entry& entry_for_call(const AttentionArgs& a) {
   const Entry& base = entry_for(a.dtype, a.head_dim, a.causal, a.kv_len, a.tile_policy);
@@ -384,10 +385,14 @@ const Entry& entry_for_call(const AttentionArgs& a) {
     }
     return base;
   }
+  if (a.head_dim == 128) {
+    const ka::NonCausalD128Tile t = ka::noncausal_d128_tile(a.q_len, a.kv_len, a.heads * a.batch, slots, a.tail_split);
+    if (t == ka::NonCausalD128Tile::rows64) return find_entry(a.dtype, 128, false, EntryTile::rows64);
+    if (t == ka::NonCausalD128Tile::split) return find_entry(a.dtype, 128, false, EntryTile::split);
+    return base;
+  }
   if (a.tail_split && ka::split_wins(a.head_dim, a.q_len, a.kv_len, a.heads * a.batch, slots))
     return find_entry(a.dtype, a.head_dim, false, EntryTile::split);
-  if (a.head_dim == 128 && ka::noncausal_key_groups_win(a.q_len, a.kv_len, a.heads * a.batch, slots))
-    return find_entry(a.dtype, 128, false, EntryTile::rows64);
   if (a.head_dim == 64) {
     const ka::NonCausalD64Tile t = noncausal_d64_tile_for(a, slots);
     if (t == ka::NonCausalD64Tile::rows128) return find_entry(a.dtype, 64, false, EntryTile::rows128);

@@ -267,6 +267,38 @@ TEST(AttentionDispatch, Rows64IsTheCausalD64KeyGroupsTile) {
   refused([&] { ops::validate(a); }, "tile policy rows64 takes a static order");
 }
 
+// The non-causal d = 128 rule (tile_rules.hpp noncausal_d128_tile), 132 CTAs: the key-group tile on
+// launches of about one round where its 64-row items finish first (measured 1.12-1.13x at S 1024 with
+// 4 / 8 heads, 1100 with 4, 2048 with 4 on one H100), never where both tiles run several rounds
+// (0.70-0.75x there); a split into 3 or more parts keeps the split tile, a 2-part split gives way.
+TEST(AttentionDispatch, NonCausalD128KeyGroupsOnOneRoundLaunches) {
+  namespace ka = xstage::kernels::attention;
+  using T = ka::NonCausalD128Tile;
+  EXPECT_EQ(ka::noncausal_d128_tile(1024, 1024, 8, 132, true), T::rows64);   // 128 items of 5 vs 64 tiles of 9
+  EXPECT_EQ(ka::noncausal_d128_tile(1024, 1024, 4, 132, true), T::rows64);
+  EXPECT_EQ(ka::noncausal_d128_tile(1100, 1100, 4, 132, true), T::rows64);
+  EXPECT_EQ(ka::noncausal_d128_tile(2048, 2048, 4, 132, true), T::rows64);   // over a 2-part split
+  EXPECT_EQ(ka::noncausal_d128_tile(2048, 2048, 4, 132, false), T::rows64);
+  EXPECT_EQ(ka::noncausal_d128_tile(4096, 4096, 1, 132, true), T::split);    // 4 parts
+  EXPECT_EQ(ka::noncausal_d128_tile(4608, 4608, 4, 132, true), T::split);    // last wave split
+  for (int h : {16, 24, 40}) EXPECT_EQ(ka::noncausal_d128_tile(1024, 1024, h, 132, true), T::staged) << h;
+  for (int h : {8, 16, 24, 40}) EXPECT_EQ(ka::noncausal_d128_tile(4096, 4096, h, 132, true), T::staged) << h;
+  EXPECT_EQ(ka::noncausal_d128_tile(2500, 2500, 8, 132, true), T::split);
+  AttentionArgs a = good_args();
+  a.num_ctas = 132;
+  a.batch = 1;
+  a.heads = 8;
+  a.q_len = a.kv_len = 1024;
+  a.q_strides = a.o_strides = ops::packed_bshd(a.q_len, a.heads, 128);
+  a.k_strides = a.v_strides = ops::packed_bshd(a.kv_len, a.heads, 128);
+  EXPECT_EQ(ops::select_instantiation(a).name, "bf16_d128_noncausal_rows64");
+  a.tile_policy = ops::AttentionTilePolicy::staged;
+  EXPECT_EQ(ops::select_instantiation(a).name, "bf16_d128_noncausal");
+  a.tile_policy = ops::AttentionTilePolicy::automatic;
+  a.q_len = a.kv_len = 8192;  // the long-key tile from 8192 keys
+  EXPECT_EQ(ops::select_instantiation(a).name, "bf16_d128_noncausal_longkv");
+}
+
 TEST(AttentionFlops, CountsVisiblePairs) {
   AttentionArgs a = good_args();
   a.batch = 1;
@@ -728,12 +760,13 @@ TEST(AttentionDispatch, AutomaticSplitShortOfAWave) {
   for (int d : {64, 128}) {
     a.head_dim = d;
     // 128-row tiles on 132 slots: S 2048 with 4 heads 64 tiles of 16 key blocks (2 parts each);
-    // S 1024 with 4 heads 32 tiles of 8 key blocks (parts too short); S 4096 with 4 heads 128
+    // S 1024 with 4 heads 32 tiles of 8 key blocks (parts too short; d = 128 runs the key-group
+    // tile there and, over a 2-part split, at S 2048 with 4 heads: NonCausalD128KeyGroupsOnOneRoundLaunches); S 4096 with 4 heads 128
     // tiles: nearly a wave. Last waves: S 4608 with 4 heads (144 tiles, 12 left, 36 key blocks),
     // S 2500 with 8 (160, 28 left, 20 blocks), with 16 (320, 56 left); S 1024 with 24 heads (60
     // left of 8 key blocks): no; S 4608 with 24 heads (72 left): no.
     for (Shape sh : {Shape{4096, 4, false, false}, Shape{4096, 8, false, false}, Shape{1024, 4, false, false},
-                     Shape{2048, 4, true, true}, Shape{1024, 8, false, false}, Shape{1100, 4, false, false},
+                     Shape{2048, 4, true, false}, Shape{1024, 8, false, false}, Shape{1100, 4, false, false},
                      Shape{1024, 16, false, false}, Shape{1024, 24, false, false}, Shape{4608, 24, false, false},
                      Shape{300, 4, false, false}, Shape{8192, 1, true, true}, Shape{4608, 4, false, true},
                      Shape{2500, 8, false, true}, Shape{2500, 16, false, true}, Shape{1024, 40, false, false}}) {

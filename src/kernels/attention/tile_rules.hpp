@@ -151,21 +151,6 @@ inline CausalD64Tile causal_d64_tile(int q_len, int kv_len, int key_offset, int 
 }
 #endif
 
-// Non-causal d = 128, automatic policy (after split_wins, below the long-key threshold): the key-group
-// tile (docs/attention.md §Key groups) when its busiest CTA, rounds of 64-row items of ⌈key blocks /
-// 2⌉ + kKeyGroupItemCost two-group steps at kRows64NonCausalRelativeRate of the staged tile's step,
-// finishes before the staged tile's rounds of key blocks + 1 (S = 1024 with 8 heads: 128 items in
-// one round of 5 against 64 tiles in one round of 9; with 40 heads 5 rounds of 5 against 3 of 9).
-constexpr double kRows64NonCausalRelativeRate = 0.92;
-inline bool noncausal_key_groups_win(int q_len, int kv_len, int heads_x_batch, int slots) {
-  if (slots <= 0 || heads_x_batch <= 0) return false;
-  const long long t128 = (q_len + 127LL) / 128 * heads_x_batch, t64 = (q_len + 63LL) / 64 * heads_x_batch;
-  const int kb = (kv_len + 127) / 128;
-  const double staged = static_cast<double>((t128 + slots - 1) / slots) * (kb + 1);
-  const double groups = static_cast<double>((t64 + slots - 1) / slots) * ((kb + 1) / 2 + kKeyGroupItemCost);
-  return groups / kRows64NonCausalRelativeRate < staged;
-}
-
 // Non-causal, automatic policy: the split tile where its key splits won on one H200
 // (docs/attention.md §Short sequences): launches short of a wave (every tile split, parts of at
 // least kMinFillPartBlocks key blocks), and at d = 128 a split last wave from
@@ -182,6 +167,30 @@ inline bool split_wins(int head_dim, int q_len, int kv_len, int heads_x_batch, i
   if (plan.splits < 2) return false;
   if (plan.full == 0) return true;
   return head_dim == 128 && kv_blocks >= kMinTailSplitKeyBlocks;
+}
+
+// Non-causal d = 128 below the long-key threshold, automatic policy: the key-group tile (docs/
+// attention.md §Key groups) when its busiest CTA, rounds of 64-row items of ⌈key blocks / 2⌉ +
+// kKeyGroupItemCost two-group steps at kRows64NonCausalRelativeRate of the staged tile's step,
+// finishes before the staged tile's rounds of key blocks + 1; that pays only where both run about
+// one round (S = 1024 with 8 heads: 128 items of 5 against 64 tiles of 9). The rate is fitted to
+// those launches on one H100 (S 1024 with 4 / 8 heads, 1100 with 4, 2048 with 4: measured
+// 1.12-1.13x the staged or split tile, predicted 1.12-1.17x at 0.62); where both run several rounds
+// the key-group tile measured 0.70-0.75x (its two K/V stages alternate between the groups). The split
+// tile keeps the launches it splits in 3 or more parts (more parallelism than two groups); a 2-part
+// split loses to the key groups (S 2048 with 4 heads: 290.5 against 318.6 TFLOP/s).
+constexpr double kRows64NonCausalRelativeRate = 0.62;
+enum class NonCausalD128Tile { staged, split, rows64 };
+inline NonCausalD128Tile noncausal_d128_tile(int q_len, int kv_len, int heads_x_batch, int slots, bool tail_split) {
+  if (slots <= 0 || heads_x_batch <= 0) return NonCausalD128Tile::staged;
+  const long long t128 = (q_len + 127LL) / 128 * heads_x_batch, t64 = (q_len + 63LL) / 64 * heads_x_batch;
+  const int kb = (kv_len + 127) / 128;
+  const double staged = static_cast<double>((t128 + slots - 1) / slots) * (kb + 1);
+  const double groups = static_cast<double>((t64 + slots - 1) / slots) * ((kb + 1) / 2 + kKeyGroupItemCost);
+  const bool key_groups = groups / kRows64NonCausalRelativeRate < staged;
+  const bool split = tail_split && split_wins(128, q_len, kv_len, heads_x_batch, slots);
+  if (key_groups && (!split || tail_split_plan(t128, slots, kb, slots).splits <= 2)) return NonCausalD128Tile::rows64;
+  return split ? NonCausalD128Tile::split : NonCausalD128Tile::staged;
 }
 
 }  // namespace xstage::kernels::attention
