@@ -224,7 +224,7 @@ TEST(AttentionDispatch, Rows128IsTheD64TileOnlyWhenAskedFor) {
 // The 64-row key-groups tiles (rows64, docs/attention.md §Key groups) when asked for: causal d = 64
 // and non-causal d = 128, both dtypes, two consumer groups on 64 rows, two Q buffers in every build;
 // the other combinations and the claimed order are refused with one line.
-TEST(AttentionDispatch, Rows64IsTheCausalD64KeyGroupsTile) {
+TEST(AttentionDispatch, Rows64IsTheKeyGroupsTile) {
   using P = ops::AttentionTilePolicy;
   auto refused = [](auto&& call, const std::string& needle) {
     try {
@@ -252,7 +252,8 @@ TEST(AttentionDispatch, Rows64IsTheCausalD64KeyGroupsTile) {
     const auto k128 = ops::select_instantiation(t, 128, false, 1024, P::rows64);
     EXPECT_EQ(k128.name, dt + "_d128_noncausal_rows64");
     EXPECT_EQ(k128.block_m, 64);
-    EXPECT_EQ(k128.stages, 2);
+    EXPECT_EQ(k128.stages, 4);
+    EXPECT_EQ(k128.block_n, 64);
     EXPECT_LE(k128.smem_bytes, 227 * 1024);
     refused([&] { ops::select_instantiation(t, 64, false, 1024, P::rows64); }, "causal d = 64 and non-causal d = 128");
     refused([&] { ops::select_instantiation(t, 128, true, 1024, P::rows64); }, "causal d = 64 and non-causal d = 128");

@@ -46,10 +46,11 @@ constexpr TileConfig rows128_d64_tile_config() { return TileConfig{128, 128, 4, 
 
 // The 64-row key-group tiles (tile policy rows64): two consumer warp groups share the 64 query rows
 // and split each tile's key blocks (kernels/attention/key_groups.cuh), so the longest work item is
-// half a 128-row tile's (docs/attention.md §Key groups). d = 128: two K/V stages (the groups'
-// exchange buffer takes the room of a third).
+// half a 128-row tile's (docs/attention.md §Key groups). d = 128: 64-key blocks in four K/V stages,
+// so each group has two in flight as at d = 64 (128-key blocks leave room for two stages only, next
+// to the groups' exchange buffer: 0.93-0.99x the 64-key blocks, tools/attn_study).
 constexpr TileConfig rows64_tile_config(int head_dim) {
-  return head_dim == 64 ? TileConfig{64, 128, 4, 2} : TileConfig{64, 128, 2, 2};
+  return head_dim == 64 ? TileConfig{64, 128, 4, 2} : TileConfig{64, 64, 4, 2};
 }
 
 // Split tiles (non-causal; tile policy split): a 128-row mainloop with the long-key tile's

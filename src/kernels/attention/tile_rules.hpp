@@ -171,15 +171,15 @@ inline bool split_wins(int head_dim, int q_len, int kv_len, int heads_x_batch, i
 
 // Non-causal d = 128 below the long-key threshold, automatic policy: the key-group tile (docs/
 // attention.md §Key groups) when its busiest CTA, rounds of 64-row items of ⌈key blocks / 2⌉ +
-// kKeyGroupItemCost two-group steps at kRows64NonCausalRelativeRate of the staged tile's step,
-// finishes before the staged tile's rounds of key blocks + 1; that pays only where both run about
-// one round (S = 1024 with 8 heads: 128 items of 5 against 64 tiles of 9). The rate is fitted to
-// those launches on one H100 (S 1024 with 4 / 8 heads, 1100 with 4, 2048 with 4: measured
-// 1.12-1.13x the staged or split tile, predicted 1.12-1.17x at 0.62); where both run several rounds
-// the key-group tile measured 0.70-0.75x (its two K/V stages alternate between the groups). The split
-// tile keeps the launches it splits in 3 or more parts (more parallelism than two groups); a 2-part
-// split loses to the key groups (S 2048 with 4 heads: 290.5 against 318.6 TFLOP/s).
-constexpr double kRows64NonCausalRelativeRate = 0.62;
+// kKeyGroupItemCost two-group steps (128-key blocks) at kRows64NonCausalRelativeRate of the staged
+// tile's step, finishes before the staged tile's rounds of key blocks + 1; that pays only where both
+// run about one round (S = 1024 with 8 heads: 128 items of 5 against 64 tiles of 9). The rate is
+// fitted to those launches on one H100 (S 1024 with 4 / 8 heads, 1100 with 4, 2048 with 4: measured
+// 1.24-1.30x the staged tile, tools/attn_study; predicted 1.22-1.28x at 0.68); where both run several
+// rounds the key-group tile measured 0.75-0.79x (it streams each K/V block for 64 rows instead of
+// 128, twice the L2 traffic per FLOP). The split tile keeps the launches it splits in 3 or more parts
+// (more parallelism than two groups); a 2-part split loses to the key groups (S 2048 with 4 heads).
+constexpr double kRows64NonCausalRelativeRate = 0.68;
 enum class NonCausalD128Tile { staged, split, rows64 };
 inline NonCausalD128Tile noncausal_d128_tile(int q_len, int kv_len, int heads_x_batch, int slots, bool tail_split) {
   if (slots <= 0 || heads_x_batch <= 0) return NonCausalD128Tile::staged;
