@@ -53,7 +53,7 @@ struct BenchFlags {
   double rotate_mib = 0;  // 0: 2 x the device's L2
   int num_ctas = 0;
   std::string json_out;
-  std::string tile = "auto";  // auto | staged | rows128 | rows64 | tail-groups | split | long-kv | partial (ops::AttentionTilePolicy)
+  std::string tile = "auto";  // auto | staged | rows128 | rows64 | split | long-kv | partial (ops::AttentionTilePolicy)
   bool no_key_split = false;  // AttentionArgs::tail_split = false
   bool no_partial_tiles = false;  // AttentionArgs::partial_tiles = false
   int check_rows = kDefaultCheckRows;  // query rows compared with the host reference per cell
@@ -79,12 +79,6 @@ ops::AttentionTilePolicy tile_policy(const BenchFlags& fl) {
         throw InvalidArgument("bench attention: --tile rows64 ships for causal d = 64 and non-causal d = 128");
     return ops::AttentionTilePolicy::rows64;
   }
-  if (fl.tile == "tail-groups") {
-    for (int d : fl.head_dims)
-      if (d != 128) throw InvalidArgument("bench attention: --tile tail-groups is a d = 128 tile (use -d 128)");
-    if (fl.causal) throw InvalidArgument("bench attention: --tile tail-groups is a non-causal tile");
-    return ops::AttentionTilePolicy::tail_groups;
-  }
   if (fl.tile == "split") {
     if (fl.causal) throw InvalidArgument("bench attention: --tile split is a non-causal tile");
     return ops::AttentionTilePolicy::split;
@@ -101,7 +95,7 @@ ops::AttentionTilePolicy tile_policy(const BenchFlags& fl) {
     if (fl.causal) throw InvalidArgument("bench attention: --tile long-kv is a non-causal tile");
     return ops::AttentionTilePolicy::long_kv;
   }
-  throw InvalidArgument("bench attention: --tile must be auto, staged, rows128, rows64, tail-groups, split, long-kv or partial, got '" +
+  throw InvalidArgument("bench attention: --tile must be auto, staged, rows128, rows64, split, long-kv or partial, got '" +
                         fl.tile + "'");
 }
 
@@ -507,8 +501,7 @@ void add_attention_bench_command(CLI::App& app) {
                   "tile (d=64 non-causal: the 128-row or the partial-tiles tile where it finishes first); staged: always the "
                   "staged tile (what the Ulysses kernels use); rows128: the 128-row d=64 tile; rows64: the 64-row "
                   "tile whose two warp groups split each tile's keys, causal d=64 / non-causal d=128 (docs/attention.md "
-                  "§Key groups); tail-groups: the d=128 non-causal staged tile whose sparse last round runs as "
-                  "key-group row halves; split: "
+                  "§Key groups); split: "
                   "non-causal d=64/128, a 128-row mainloop whose tiles split along the keys when the last wave or the "
                   "whole launch is short of a wave (auto picks it for launches short of a wave; docs/attention.md "
                   "§Short sequences; causal d=64: the 128-row tile where the busiest CTA finishes first with it); long-kv: "

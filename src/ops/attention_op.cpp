@@ -79,7 +79,7 @@ int64_t usable_stride(int64_t stride, int64_t extent) { return extent <= 1 ? 8 :
 
 using LaunchFn = cudaError_t (*)(const ka::AttentionParams&, cudaStream_t);
 
-enum class EntryTile { staged, long_kv, rows128, split, partial, rows64, tail_groups };
+enum class EntryTile { staged, long_kv, rows128, split, partial, rows64 };
 
 struct Entry {
   AttentionDType dtype;
@@ -91,8 +91,7 @@ struct Entry {
   // partial tiles last (kernels/attention/kernel.cuh PartialTilesKernel), automatic where
   // tile_rules.hpp partial_tiles_pay holds and the 128-row tile does not win, or asked for; rows64:
   // rows64_tile_config(d), key groups: causal d = 64 (automatic by the busiest CTA) and non-causal
-  // d = 128 (automatic on one-round launches); tail_groups: the d = 128 non-causal staged tile with
-  // key-group row halves in a sparse last round (asked for).
+  // d = 128 (asked for).
   EntryTile tile;
   const char* name;
   LaunchFn launch;
@@ -138,10 +137,6 @@ const Entry kEntries[] = {
      ka::attention_fwd_bf16_d128_noncausal_rows64, ka::attention_fwd_bf16_d128_rows64_info},
     {AttentionDType::fp16, 128, false, EntryTile::rows64, "fp16_d128_noncausal_rows64",
      ka::attention_fwd_fp16_d128_noncausal_rows64, ka::attention_fwd_fp16_d128_rows64_info},
-    {AttentionDType::bf16, 128, false, EntryTile::tail_groups, "bf16_d128_noncausal_tailgroups",
-     ka::attention_fwd_bf16_d128_noncausal_tailgroups, ka::attention_fwd_bf16_d128_tailgroups_info},
-    {AttentionDType::fp16, 128, false, EntryTile::tail_groups, "fp16_d128_noncausal_tailgroups",
-     ka::attention_fwd_fp16_d128_noncausal_tailgroups, ka::attention_fwd_fp16_d128_tailgroups_info},
     {AttentionDType::bf16, 64, false, EntryTile::partial, "bf16_d64_noncausal_partial",
      ka::attention_fwd_bf16_d64_noncausal_partial, ka::attention_fwd_bf16_d64_info},
     {AttentionDType::fp16, 64, false, EntryTile::partial, "fp16_d64_noncausal_partial",
@@ -173,9 +168,6 @@ const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal, EntryTi
     throw InvalidArgument(fmt::format(
         "attention: tile policy rows64 ships for causal d = 64 and non-causal d = 128; got head dim {}{}", head_dim,
         causal ? ", causal" : ", non-causal"));
-  if (tile == EntryTile::tail_groups)
-    throw InvalidArgument(fmt::format("attention: tile policy tail_groups is the non-causal d = 128 tile; got head dim {}{}",
-                                      head_dim, causal ? ", causal" : ""));
   if (tile == EntryTile::partial)
     throw InvalidArgument(fmt::format("attention: tile policy partial is the non-causal d = 64 tile; got head dim {}{}",
                                       head_dim, causal ? ", causal" : ""));
@@ -189,7 +181,7 @@ void check_tile_policy(AttentionTilePolicy policy) {
   if (policy != AttentionTilePolicy::automatic && policy != AttentionTilePolicy::staged &&
       policy != AttentionTilePolicy::rows128 && policy != AttentionTilePolicy::split &&
       policy != AttentionTilePolicy::long_kv && policy != AttentionTilePolicy::partial &&
-      policy != AttentionTilePolicy::rows64 && policy != AttentionTilePolicy::tail_groups)
+      policy != AttentionTilePolicy::rows64)
     throw InvalidArgument(fmt::format("attention: unknown tile policy {}", static_cast<int>(policy)));
 }
 
@@ -304,7 +296,6 @@ const Entry& entry_for(AttentionDType dtype, int head_dim, bool causal, int kv_l
   if (policy == AttentionTilePolicy::long_kv) tile = EntryTile::long_kv;
   if (policy == AttentionTilePolicy::partial) tile = EntryTile::partial;
   if (policy == AttentionTilePolicy::rows64) tile = EntryTile::rows64;
-  if (policy == AttentionTilePolicy::tail_groups) tile = EntryTile::tail_groups;
   // The long-key tile ships for d = 128 non-causal only (a causal build of it ran 0.93-0.97x the
   // staged tile: docs/perf-log.md §Session 31); other automatic calls keep the staged tile.
   if (policy == AttentionTilePolicy::automatic && kv_len >= ka::kLongKvThreshold && head_dim == 128 && !causal)

@@ -448,19 +448,6 @@ std::vector<Case> cases() {
   v.push_back({"rows64_packed_qkv_bf16_d128_ctas7", bf, 128, false, 2, 3, 1000, 1000, Layout::packed_qkv, 0.f, 1.f, 7,
                r64});
   v.push_back({"rows64_peaked_bf16_d128", bf, 128, false, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f, 0, r64});
-  // Tail key groups (tile policy tail_groups): a last round of row halves after whole rounds — S 1024
-  // with 40 heads (56 of 320 tiles split), 24 heads; few CTAs (10 tiles on 7: 3 split, the last one
-  // 98 rows; 26 on 6: 2 split, one half without rows), key tails and q != kv, batch 2, packed
-  // inputs (20 on 9), peaked scores (44 on 13); a launch without a sparse last round (all whole).
-  const auto tg = ops::AttentionTilePolicy::tail_groups;
-  v.push_back({"tailgroups_s1024_bf16_h40", bf, 128, false, 1, 40, 1024, 1024, Layout::dense, 0.f, 1.f, 0, tg});
-  v.push_back({"tailgroups_s1024_fp16_h24", fp, 128, false, 1, 24, 1024, 1024, Layout::dense, 0.f, 1.f, 0, tg});
-  v.push_back({"tailgroups_q1250_kv777_bf16_ctas7", bf, 128, false, 1, 1, 1250, 777, Layout::dense, 0.f, 1.f, 7, tg});
-  v.push_back({"tailgroups_q1600_kv1100_fp16_b2_ctas6", fp, 128, false, 2, 1, 1600, 1100, Layout::dense, 0.f, 1.f, 6,
-               tg});
-  v.push_back({"tailgroups_packed_qkv_bf16_ctas9", bf, 128, false, 2, 5, 200, 200, Layout::packed_qkv, 0.f, 1.f, 9, tg});
-  v.push_back({"tailgroups_peaked_fp16_ctas13", fp, 128, false, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f, 13, tg});
-  v.push_back({"tailgroups_whole_s1024_bf16_h33", bf, 128, false, 1, 33, 1024, 1024, Layout::dense, 0.f, 1.f, 0, tg});
   // Peaked softmax (large scores): stresses the running-max rescaling.
   v.push_back({"peaked_bf16_d128", bf, 128, false, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f});
   v.push_back({"peaked_fp16_d64_causal", fp, 64, true, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f});

@@ -46,13 +46,11 @@ BSHDStrides packed_bshd(int seq, int heads, int head_dim);
 // staged, 128-row or 64-row key-groups tile, whichever's modelled busiest CTA finishes first
 // (kernels/attention/tile_rules.hpp causal_d64_tile).
 // rows64: the 64-row tile whose two warp groups split each tile's key blocks, causal d = 64 and
-// non-causal d = 128 (docs/attention.md §Key groups; the other two are refused). tail_groups: the
-// d = 128 non-causal staged tile whose last round, where it leaves at least half the SMs idle, runs
-// as key-group row halves (§Key groups; other calls are refused).
+// non-causal d = 128 (docs/attention.md §Key groups; the other two are refused).
 // partial: the 192-row d = 64 tile whose warp groups without query rows idle, the sequences' partial
 // last tiles dealt last (non-causal d = 64; what automatic takes where those tiles pair up and the
 // 128-row tile does not win, with partial_tiles; docs/attention.md §Partial tiles).
-enum class AttentionTilePolicy { automatic, staged, rows128, split, long_kv, partial, rows64, tail_groups };
+enum class AttentionTilePolicy { automatic, staged, rows128, split, long_kv, partial, rows64 };
 
 struct AttentionArgs {
   AttentionDType dtype = AttentionDType::bf16;

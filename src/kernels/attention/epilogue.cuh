@@ -300,24 +300,9 @@ struct TileStoreEpilogue {
   __device__ EpilogueTile stage(Params const& ep, Element* smem_o, FrgO const& tOrO, float const (&lse)[kRows],
                                 WorkTile const& tile) const {
     const int ct = consumer_thread();
-    return stage_rows(ep, smem_o, tOrO, lse, tile, ct, ct / 128);
-  }
-  // A warp group stores the rows of row group `half` (the tail kernel's key-group items, whose O the
-  // group holds in that row group's accumulator layout): stage_rows as that group's threads, with
-  // this group's barrier; then the copy-out.
-  template <class FrgO, int kRows>
-  __device__ void store_rows(Params const& ep, Element* smem_o, FrgO const& tOrO, float const (&lse)[kRows],
-                             WorkTile const& tile, int half) const {
-    const int ct = consumer_thread();
-    send_staged(ep, smem_o, stage_rows(ep, smem_o, tOrO, lse, tile, half * 128 + ct % 128, ct / 128));
-  }
-  // stage for consumer thread ct (rows: ct's row group) synchronising on barrier group bar_wg.
-  template <class FrgO, int kRows>
-  __device__ EpilogueTile stage_rows(Params const& ep, Element* smem_o, FrgO const& tOrO, float const (&lse)[kRows],
-                                     WorkTile const& tile, int ct, int bar_wg) const {
     const int wg = ct / 128;
     const int tid = ct % 128;
-    const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + bar_wg;
+    const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + wg;
     EpilogueTile t;
     t.batch = tile.batch;
     t.head = tile.head;

@@ -43,12 +43,7 @@ constexpr bool skips_empty_groups() {
 // query rows in a tile run Mainloop::idle, and the scheduler deals the partial tiles last,
 // serpentine (docs/attention.md §Partial tiles); its own instantiation too (the idle path in the
 // shipped kernels cost them 0.6-2.4 %: ptxas rescheduled their step loops).
-// kTailKeyGroups (non-causal 128-row tiles, one Q buffer, the local store): when the last round leaves
-// at least half the CTAs idle, its tiles run as two 64-row items each whose two warp groups split
-// the keys (KeyGroupConsumer with shared stages, merged through the staging buffer;
-// docs/attention.md §Key groups); its own instantiation too.
-template <class Traits, template <class> class EpiloguePolicy, bool kClaimed = false, bool kPartialTiles = false,
-          bool kTailKeyGroups = false>
+template <class Traits, template <class> class EpiloguePolicy, bool kClaimed = false, bool kPartialTiles = false>
 struct AttentionKernel {
   using T = Traits;
   using Element = typename T::Element;
@@ -56,8 +51,7 @@ struct AttentionKernel {
   using Epilogue = EpiloguePolicy<T>;
   using Pipeline = typename Mainloop::Pipeline;
   using State = typename Mainloop::State;
-  using Scheduler =
-      StaticPersistentScheduler<T::kBlockM, T::kCausal, Epilogue::kTailSplit || kTailKeyGroups, kPartialTiles>;
+  using Scheduler = StaticPersistentScheduler<T::kBlockM, T::kCausal, Epilogue::kTailSplit, kPartialTiles>;
   static constexpr int kThreads = T::kThreads;
   static constexpr bool kIsClaimed = kClaimed;
   static constexpr int kRows = 2;  // accumulator rows per consumer thread (checked in the softmax)
@@ -104,7 +98,6 @@ struct AttentionKernel {
     TailSplitPlan tail{static_cast<int>(tiles), 1};
     if constexpr (Epilogue::kTailSplit)
       tail = tail_split_plan(tiles, slots, (p.kv_len + T::kBlockN - 1) / T::kBlockN, Epilogue::host_split_capacity(ep));
-    if constexpr (kTailKeyGroups) tail = tail_key_groups_plan(tiles, slots);
     return Params{Mainloop::to_params(p), ep, p.q_len, p.heads, p.batch, tail, p.causal_order, p.causal_group,
                   p.claim_counter};
   }
@@ -125,10 +118,6 @@ struct AttentionKernel {
                                         !Epilogue::kHasStepHook && !Epilogue::kHasBeforeMainloop &&
                                         !Epilogue::kHasServiceThread),
                 "key groups: two Q buffers, a static order, an epilogue that stores each tile after its mainloop");
-  static_assert(!kTailKeyGroups || (!T::kCausal && !kClaimed && !kPartialTiles && T::kBlockM == 128 &&
-                                    T::kKeyGroups == 1 && T::kQStages == 1 && !Epilogue::kTailSplit &&
-                                    skips_empty_groups<Epilogue>()),
-                "tail key groups: non-causal 128-row tiles, one Q buffer, the local store");
   static_assert(!kPartialTiles || (!T::kCausal && !kClaimed && !Epilogue::kTailSplit && skips_empty_groups<Epilogue>()),
                 "partial tiles: non-causal, whole tiles, an epilogue that stores nothing for an empty group");
 
@@ -179,9 +168,7 @@ struct AttentionKernel {
         } else {
           for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx)) {
             auto sQ = query_buffer(T::kQStages == 1 ? 0 : q_write.index);
-            WorkTile tile = sched.decode(idx);
-            if constexpr (kTailKeyGroups) tile.splits = 1;  // a row half still streams every key block
-            mainloop.load(params.mainloop, pk, pv, ss.q_full, pq, q_write, write, tile, sQ, sK, sVt);
+            mainloop.load(params.mainloop, pk, pv, ss.q_full, pq, q_write, write, sched.decode(idx), sQ, sK, sVt);
           }
         }
       } else if (warp == 1 && (threadIdx.x % 32) == 0) {
@@ -208,10 +195,6 @@ struct AttentionKernel {
       };
       if constexpr (T::kKeyGroups > 1) {
         consume_key_groups(params, sched, ss, pk, pv, pq, query_buffer, sK, sVt, ct);
-        return;
-      }
-      if constexpr (kTailKeyGroups) {
-        consume_tail_key_groups(params, sched, ss, mainloop, pk, pv, pq, query_buffer, sK, sVt, ct);
         return;
       }
       int idx = kClaimed ? next_claimed() : sched.first();
@@ -295,54 +278,6 @@ struct AttentionKernel {
       }
     }
     if (g == 0) epilogue.finish(params.epilogue, ss.o.data());
-  }
-
-  // Tail key groups (kTailKeyGroups), consumer thread ct: whole tiles as in the plain loop; a row
-  // half of a last-round tile (tile.splits == 2, tile.split = the half) as a key-group item whose
-  // part group 1 hands over through the staging buffer (KeyGroupConsumer::merge_staged); group 0
-  // merges, normalises and stores the half's rows.
-  template <class QueryBuffer, class SmemK, class SmemVt>
-  __device__ static void consume_tail_key_groups(Params const& params, Scheduler const& sched, SharedStorage& ss,
-                                                 Mainloop const& mainloop, Pipeline const& pk, Pipeline const& pv,
-                                                 typename Mainloop::QPipeline const& pq, QueryBuffer&& query_buffer,
-                                                 SmemK const& sK, SmemVt const& sVt, int ct) {
-    using Groups = KeyGroupConsumer<T>;
-    constexpr int kO = T::kBlockM * T::kHeadDim / T::kConsumerThreads;
-    static_assert((kO + 2 * kRows) * 128 * sizeof(float) <= Epilogue::kSmemElems * sizeof(Element),
-                  "group 1's part fits the staging buffer");
-    const int g = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0) - 1;
-    Epilogue epilogue{};
-    State read{};
-    uint32_t q_phase = 0;
-    typename Mainloop::QState q_read{};
-    for (int idx = sched.first(); sched.valid(idx); idx = sched.next(idx)) {
-      const WorkTile tile = sched.decode(idx);
-      Tensor tOrO = partition_fragment_C(typename T::TiledMmaPV{}, Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{});
-      OnlineSoftmax<kRows, T::kSoftmaxWays> softmax(params.mainloop.scale_log2);
-      float lse[kRows];
-      if (tile.splits == 1) {
-        mainloop.template mma<false, false>(params.mainloop, pk, pv, ss.q_full, q_phase, pq, q_read, read, tile, ct,
-                                            query_buffer(0), sK, sVt, tOrO, softmax, lse, &ss.pin[ct],
-                                            [](int, bool) {});
-        q_phase ^= 1u;
-        q_read.advance();
-        epilogue.store(params.epilogue, ss.o.data(), tOrO, lse, tile);
-        continue;
-      }
-      // Group 0's stores of its previous tile have read the staging buffer: group 1 may write there.
-      if (g == 0) cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::key_merge_empty));
-      Groups::template mma<true>(params.mainloop, pk, pv, pq, q_read, read, tile, g, ct % 128, query_buffer(0), sK, sVt,
-                                 tOrO, softmax, &ss.pin[ct], tile.split, &ss.q_full, q_phase);
-      q_phase ^= 1u;
-      q_read.advance();
-      Groups::merge_staged(g, ct % 128, tOrO, softmax, reinterpret_cast<float*>(ss.o.data()));
-      if (g == 0) {
-        float normalize[kRows];
-        softmax.finalize(normalize, lse);
-        softmax.rescale_o(tOrO, normalize);
-        epilogue.store_rows(params.epilogue, ss.o.data(), tOrO, lse, tile, tile.split);
-      }
-    }
   }
 
   // Claimed order, producer warp: positions 0 .. grid-1 go one to each CTA, every further one to
@@ -489,15 +424,6 @@ using KeyGroupsKernel =
                                     rows64_tile_config(kHeadDim).block_n, rows64_tile_config(kHeadDim).stages, kCausal,
                                     rows64_tile_config(kHeadDim).lazy_rescale, 2, 2>,
                     LocalStoreEpilogue>;
-
-// The d = 128 staged tile whose last round, where it leaves at least half the CTAs idle, runs as
-// key-group row halves (kTailKeyGroups; tile policy tail_groups). One Q buffer: the padded staging
-// buffer then holds group 1's part exactly, and the tile fits the 227 KiB.
-template <class Element>
-using TailKeyGroupsKernel =
-    AttentionKernel<AttentionTraits<Element, 128, tile_config(128).block_m, tile_config(128).block_n,
-                                    tile_config(128).stages, /*causal=*/false, tile_config(128).lazy_rescale, 1>,
-                    LocalStoreEpilogue, false, false, true>;
 
 template <class Element>
 using LongKvKernel = AttentionKernel<AttentionTraits<Element, 128, long_kv_tile_config().block_m,

@@ -40,35 +40,27 @@ struct KeyGroupConsumer {
   using State = typename Mainloop::State;
   using QPipeline = typename Mainloop::QPipeline;
   using QState = typename Mainloop::QState;
-  static constexpr int kBlockM = T::kBlockM;
   static constexpr int kBlockN = T::kBlockN;
-  // The key-group tiles (64 rows, two groups), or a 128-row tile whose row half both groups share
-  // (the tail kernel's last-round items, kernel.cuh TailKeyGroupsKernel).
-  static_assert(T::kConsumerWGs == 2 && ((T::kKeyGroups == 2 && kBlockM == 64) || (T::kKeyGroups == 1 && kBlockM == 128)));
+  static_assert(T::kKeyGroups == 2 && T::kBlockM == 64 && T::kConsumerWGs == 2);
 
   // One tile for group g (thread t of 128): the group's key blocks, stream positions g, g + 2, ...
   // Leaves O unnormalised (against the group's reference maxima) and the softmax state as is; a
   // group without blocks (one-block tiles, group 1) leaves O = 0, maxima -inf, sums 0. Both
   // groups pass the ping-pong token equally often per tile (group 1 pads with empty passes).
-  // q_half: which 64-row half of the Q tile both groups compute (0 on a 64-row tile).
-  // kSharedStages: every K/V stage counts both groups' warps (the tail kernel, whose whole tiles
-  // need that), so a group waits for and releases the positions it skips; else only the owner does.
-  // Q: two buffers (pq, q_read) or one (q_full, q_phase), as the traits say.
-  template <bool kSharedStages = false, class SmemQ, class SmemK, class SmemVt, class FrgO, int kRows>
+  template <class SmemQ, class SmemK, class SmemVt, class FrgO, int kRows>
   __device__ static void mma(typename Mainloop::Params const& mp, Pipeline const& pk, Pipeline const& pv,
                              QPipeline const& pq, QState q_read, State& read, WorkTile const& tile, int g, int t,
                              SmemQ const& sQ, SmemK const& sK, SmemVt const& sVt, FrgO& tOrO,
-                             OnlineSoftmax<kRows, T::kSoftmaxWays>& softmax, float* pin_slot, int q_half = 0,
-                             uint64_t const* q_full = nullptr, uint32_t q_phase = 0) {
+                             OnlineSoftmax<kRows, T::kSoftmaxWays>& softmax, float* pin_slot) {
     typename T::TiledMmaQK mma_qk;
     typename T::TiledMmaPV mma_pv;
-    auto thr_qk = mma_qk.get_slice(q_half * 128 + t);
-    auto thr_pv = mma_pv.get_slice(q_half * 128 + t);
+    auto thr_qk = mma_qk.get_slice(t);
+    auto thr_pv = mma_pv.get_slice(t);
     Tensor tSrQ = thr_qk.partition_fragment_A(sQ);
     Tensor tSrK = thr_qk.partition_fragment_B(sK);
     Tensor tOrV = thr_pv.partition_fragment_B(sVt);
-    Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
-    Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
+    Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<Int<64>, Int<kBlockN>>{}));
+    Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<64>, Int<kBlockN>>{});
     Tensor tSrS_as_a = make_tensor(tSrS.data(), acc_to_operand_a_layout(tSrS.layout()));
     Tensor tOrP = make_tensor<typename T::Element>(tSrS_as_a.layout());
     Tensor tSrPf = make_fragment_like(tSrS);
@@ -77,28 +69,15 @@ struct KeyGroupConsumer {
     const int m_block = tile.m_block;
     const int kv_len = mp.kv_len;
     auto mask_all = [&](auto& s, int n) {
-      mask_scores<T::kCausal, kBlockM, kBlockN>(s, tScS, m_block, n, kv_len, mp.causal_key_offset);
-    };
-    // kSharedStages: release a position this group skips, once its K and V landed.
-    auto skip = [&](State st) {
-      if constexpr (kSharedStages) {
-        pk.consumer_wait(st);
-        pk.consumer_release(st);
-        pv.consumer_wait(st);
-        pv.consumer_release(st);
-      }
+      mask_scores<T::kCausal, 64, kBlockN>(s, tScS, m_block, n, kv_len, mp.causal_key_offset);
     };
     const int kb = Mainloop::n_block_max(mp, m_block);
     const int own = (kb - g + 1) / 2;     // this group's blocks
     const int tokens = (kb + 1) / 2 - 1;  // token passes per group: group 0's blocks after its first
     clear(tOrO);
-    if constexpr (T::kQStages == 1)
-      bounded_wait(q_full, q_phase);
-    else
-      pq.consumer_wait(q_read);
+    pq.consumer_wait(q_read);
     if (own == 0) {  // group 1 of a one-block tile: nothing to compute
       Mainloop::release_query(pq, q_read);
-      skip(read);
       CUTE_UNROLL
       for (int mi = 0; mi < kRows; ++mi) {
         softmax.row_max[mi] = -INFINITY;
@@ -111,10 +90,7 @@ struct KeyGroupConsumer {
     // position 0) is always group 0's first block, which is masked anyway.
     const int n_mask_min = T::kCausal ? Mainloop::n_block_causal_mask_min(mp, m_block) : kb;
     State cur = read;
-    if (g == 1) {
-      skip(cur);
-      cur.advance();
-    }
+    if (g == 1) cur.advance();
     int n = kb - 1 - g;
 
     // First block of the group: S only, masked where needed, rows may be fully masked.
@@ -134,7 +110,6 @@ struct KeyGroupConsumer {
       constexpr bool kMasked = decltype(masked)::value;
       const State prev = cur;
       cur.advance();
-      skip(cur);  // the other group's position in between
       cur.advance();
       pk.consumer_wait(cur);
       Mainloop::pingpong_sync(g);
@@ -179,44 +154,38 @@ struct KeyGroupConsumer {
     warpgroup_wait<0>();
     warpgroup_fence_operand(tOrO);
     pv.consumer_release(cur);
-    if constexpr (kSharedStages) {
-      cur.advance();
-      if ((kb - 1) % 2 != g) skip(cur);  // the last position is the other group's
-    }
     for (int i = 0; i < kb; ++i) read.advance();
   }
 
-  // Words of group 1's part in an exchange buffer: per thread its O fragment, then kRows row maxima
-  // and kRows row sums. Both groups walk their accumulators in the same (row, column) order: element
-  // (mi, ni) of thread t sits at word (mi * columns + ni) * 128 + t (consecutive threads, no bank
-  // conflict).
+  // After mma: group 1 writes its part into `xchg` (key_group_exchange_floats) and goes on to
+  // its next tile; group 0 waits for it and merges it into its own (both against the larger
+  // reference), leaving what one group would have after all the tile's blocks. first: group 1's
+  // first tile of the launch (nothing to wait for); more: group 0 has another tile after this one
+  // (group 1 will write again).
   template <class FrgO, int kRows>
-  static constexpr int part_words() {
-    return (decltype(size(FrgO{}))::value + 2 * kRows) * 128;
-  }
-  // Group 1, thread t: its part into xchg.
-  template <class FrgO, int kRows>
-  __device__ static void write_part(int t, FrgO const& tOrO, OnlineSoftmax<kRows, T::kSoftmaxWays> const& softmax,
-                                    float* xchg) {
+  __device__ static void merge(int g, int t, FrgO& tOrO, OnlineSoftmax<kRows, T::kSoftmaxWays>& softmax, float* xchg,
+                               bool first, bool more) {
     constexpr int kO = decltype(size(tOrO))::value;
-    Tensor o1 = make_tensor(tOrO.data(), acc_rowcol_layout(tOrO.layout()));
-    CUTE_UNROLL
-    for (int mi = 0; mi < kRows; ++mi) {
+    static_assert(key_group_exchange_floats<T, kRows>() == (kO + 2 * kRows) * 128);
+    // Both groups walk their accumulators in the same (row, column) order: element (mi, ni) of
+    // thread t sits at word (mi * columns + ni) * 128 + t (consecutive threads, no bank conflict).
+    if (g == 1) {
+      if (!first) cutlass::arch::NamedBarrier::sync(256, static_cast<uint32_t>(NamedBarrierId::key_merge_empty));
+      Tensor o1 = make_tensor(tOrO.data(), acc_rowcol_layout(tOrO.layout()));
       CUTE_UNROLL
-      for (int ni = 0; ni < size<1>(o1); ++ni) xchg[(mi * size<1>(o1) + ni) * 128 + t] = o1(mi, ni);
+      for (int mi = 0; mi < kRows; ++mi) {
+        CUTE_UNROLL
+        for (int ni = 0; ni < size<1>(o1); ++ni) xchg[(mi * size<1>(o1) + ni) * 128 + t] = o1(mi, ni);
+      }
+      CUTE_UNROLL
+      for (int mi = 0; mi < kRows; ++mi) {
+        xchg[(kO + mi) * 128 + t] = softmax.row_max[mi];
+        xchg[(kO + kRows + mi) * 128 + t] = softmax.row_sum[mi];
+      }
+      cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::key_merge_full));
+      return;
     }
-    CUTE_UNROLL
-    for (int mi = 0; mi < kRows; ++mi) {
-      xchg[(kO + mi) * 128 + t] = softmax.row_max[mi];
-      xchg[(kO + kRows + mi) * 128 + t] = softmax.row_sum[mi];
-    }
-  }
-  // Group 0, thread t: group 1's part from xchg merged into its own, both against the larger
-  // reference, leaving what one group would have after all the tile's blocks.
-  template <class FrgO, int kRows>
-  __device__ static void merge_part(int t, FrgO& tOrO, OnlineSoftmax<kRows, T::kSoftmaxWays>& softmax,
-                                    float const* xchg) {
-    constexpr int kO = decltype(size(tOrO))::value;
+    cutlass::arch::NamedBarrier::sync(256, static_cast<uint32_t>(NamedBarrierId::key_merge_full));
     float f0[kRows], f1[kRows];
     CUTE_UNROLL
     for (int mi = 0; mi < kRows; ++mi) {
@@ -235,44 +204,7 @@ struct KeyGroupConsumer {
       for (int ni = 0; ni < size<1>(o); ++ni)
         o(mi, ni) = o(mi, ni) * f0[mi] + xchg[(mi * size<1>(o) + ni) * 128 + t] * f1[mi];
     }
-  }
-
-  // After mma (key-group tiles): group 1 writes its part into its own exchange buffer `xchg`
-  // (key_group_exchange_floats) and goes on to its next tile; group 0 waits for it and merges.
-  // first: group 1's first tile of the launch (nothing to wait for); more: group 0 has another
-  // tile after this one (group 1 will write again).
-  template <class FrgO, int kRows>
-  __device__ static void merge(int g, int t, FrgO& tOrO, OnlineSoftmax<kRows, T::kSoftmaxWays>& softmax, float* xchg,
-                               bool first, bool more) {
-    static_assert(key_group_exchange_floats<T, kRows>() == part_words<FrgO, kRows>());
-    if (g == 1) {
-      if (!first) cutlass::arch::NamedBarrier::sync(256, static_cast<uint32_t>(NamedBarrierId::key_merge_empty));
-      write_part(t, tOrO, softmax, xchg);
-      cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::key_merge_full));
-      return;
-    }
-    cutlass::arch::NamedBarrier::sync(256, static_cast<uint32_t>(NamedBarrierId::key_merge_full));
-    merge_part(t, tOrO, softmax, xchg);
     if (more) cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::key_merge_empty));
-  }
-
-  // After mma (the tail kernel's row halves): the exchange is the O staging buffer, which both groups
-  // also store whole tiles through. Group 0 arrived on key_merge_empty before the item's mainloop,
-  // once its stores of the previous tile had read the buffer; group 1 waits for that, writes its
-  // part, and waits until group 0 has read it (key_merge_read) before it stages anything again.
-  template <class FrgO, int kRows>
-  __device__ static void merge_staged(int g, int t, FrgO& tOrO, OnlineSoftmax<kRows, T::kSoftmaxWays>& softmax,
-                                      float* xchg) {
-    if (g == 1) {
-      cutlass::arch::NamedBarrier::sync(256, static_cast<uint32_t>(NamedBarrierId::key_merge_empty));
-      write_part(t, tOrO, softmax, xchg);
-      cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::key_merge_full));
-      cutlass::arch::NamedBarrier::sync(256, static_cast<uint32_t>(NamedBarrierId::key_merge_read));
-      return;
-    }
-    cutlass::arch::NamedBarrier::sync(256, static_cast<uint32_t>(NamedBarrierId::key_merge_full));
-    merge_part(t, tOrO, softmax, xchg);
-    cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::key_merge_read));
   }
 };
 

@@ -105,11 +105,6 @@ cudaError_t attention_fwd_bf16_d128_noncausal_rows64(const AttentionParams& p, c
 cudaError_t attention_fwd_fp16_d128_noncausal_rows64(const AttentionParams& p, cudaStream_t stream);
 KernelInfo attention_fwd_bf16_d128_rows64_info();
 KernelInfo attention_fwd_fp16_d128_rows64_info();
-// d = 128, non-causal, the staged tile with key-group row halves in a sparse last round.
-cudaError_t attention_fwd_bf16_d128_noncausal_tailgroups(const AttentionParams& p, cudaStream_t stream);
-cudaError_t attention_fwd_fp16_d128_noncausal_tailgroups(const AttentionParams& p, cudaStream_t stream);
-KernelInfo attention_fwd_bf16_d128_tailgroups_info();
-KernelInfo attention_fwd_fp16_d128_tailgroups_info();
 
 // d = 128, non-causal, long_kv_tile_config() (registers -> global epilogue).
 cudaError_t attention_fwd_bf16_d128_noncausal_longkv(const AttentionParams& p, cudaStream_t stream);

@@ -59,9 +59,6 @@ using namespace cute;
 enum class NamedBarrierId : uint32_t {
   query_empty = 0,   // consumers (arrive) -> producer warp (sync): Q buffer may be reloaded
   pingpong_wg0 = 1,  // 1..3: token of consumer warp group w
-  // The tail kernel's key-group items only (two consumer groups, so id 3 is free there;
-  // kernel.cuh consume_tail_key_groups): group 0 has read group 1's part from the staging buffer.
-  key_merge_read = 3,
   epilogue_wg0 = 4,  // 4..6: the 128 threads of consumer warp group w
   // Key-group tiles only (two consumer groups, so ids 3 and 6 are free there; key_groups.cuh):
   key_merge_full = 6,   // group 1 (arrive) -> group 0 (sync): group 1's partial O is in shared memory

@@ -48,17 +48,6 @@ inline TailSplitPlan tail_split_plan(long long tiles, int slots, int kv_blocks, 
   if (k < 2) return none;
   return TailSplitPlan{static_cast<int>(tiles) - rem, k};
 }
-// Row halves of the last round (the tail kernel, docs/attention.md §Key groups): when a launch's last
-// round leaves at least half the CTA slots idle, each of its tiles runs as two 64-row items whose
-// two warp groups split the keys (no merge kernel: the groups merge in shared memory). The same plan
-// shape: items [0, full) are whole tiles, then two items per remaining tile.
-inline TailSplitPlan tail_key_groups_plan(long long tiles, int slots) {
-  const TailSplitPlan none{static_cast<int>(tiles), 1};
-  if (slots <= 0 || tiles <= slots) return none;
-  const int rem = static_cast<int>(tiles % slots);
-  if (rem == 0 || 2 * rem > slots) return none;
-  return TailSplitPlan{static_cast<int>(tiles) - rem, 2};
-}
 // Work items of a plan: the whole tiles, then the parts.
 inline long long split_work_items(long long tiles, TailSplitPlan plan) {
   return plan.full + (tiles - plan.full) * plan.splits;
