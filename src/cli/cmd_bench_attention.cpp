@@ -75,8 +75,8 @@ ops::AttentionTilePolicy tile_policy(const BenchFlags& fl) {
   }
   if (fl.tile == "rows64") {
     for (int d : fl.head_dims)
-      if (d != (fl.causal ? 64 : 128))
-        throw InvalidArgument("bench attention: --tile rows64 ships for causal d = 64 and non-causal d = 128");
+      if (d != 64 && !(d == 128 && !fl.causal))
+        throw InvalidArgument("bench attention: --tile rows64 ships for d = 64 and non-causal d = 128");
     return ops::AttentionTilePolicy::rows64;
   }
   if (fl.tile == "split") {
@@ -500,7 +500,7 @@ void add_attention_bench_command(CLI::App& app) {
                   "auto: the 128x192 register-store tile for d=128 non-causal from 8192 keys, else the staged "
                   "tile (d=64 non-causal: the 128-row or the partial-tiles tile where it finishes first); staged: always the "
                   "staged tile (what the Ulysses kernels use); rows128: the 128-row d=64 tile; rows64: the 64-row "
-                  "tile whose two warp groups split each tile's keys, causal d=64 / non-causal d=128 (docs/attention.md "
+                  "tile whose two warp groups split each tile's keys, d=64 / non-causal d=128 (docs/attention.md "
                   "§Key groups); split: "
                   "non-causal d=64/128, a 128-row mainloop whose tiles split along the keys when the last wave or the "
                   "whole launch is short of a wave (auto picks it for launches short of a wave; docs/attention.md "

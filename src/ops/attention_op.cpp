@@ -90,8 +90,8 @@ struct Entry {
   // split_tile_config(d), only when asked for; partial: the staged d = 64 tile with idle groups and
   // partial tiles last (kernels/attention/kernel.cuh PartialTilesKernel), automatic where
   // tile_rules.hpp partial_tiles_pay holds and the 128-row tile does not win, or asked for; rows64:
-  // rows64_tile_config(d), key groups: causal d = 64 (automatic by the busiest CTA) and non-causal
-  // d = 128 (asked for).
+  // rows64_tile_config(d), key groups: d = 64 causal and non-causal and non-causal d = 128 (automatic
+  // by the busiest CTA, tile_rules.hpp).
   EntryTile tile;
   const char* name;
   LaunchFn launch;
@@ -133,6 +133,10 @@ const Entry kEntries[] = {
      ka::attention_fwd_bf16_d64_rows64_info},
     {AttentionDType::fp16, 64, true, EntryTile::rows64, "fp16_d64_causal_rows64", ka::attention_fwd_fp16_d64_causal_rows64,
      ka::attention_fwd_fp16_d64_rows64_info},
+    {AttentionDType::bf16, 64, false, EntryTile::rows64, "bf16_d64_noncausal_rows64",
+     ka::attention_fwd_bf16_d64_noncausal_rows64, ka::attention_fwd_bf16_d64_rows64_info},
+    {AttentionDType::fp16, 64, false, EntryTile::rows64, "fp16_d64_noncausal_rows64",
+     ka::attention_fwd_fp16_d64_noncausal_rows64, ka::attention_fwd_fp16_d64_rows64_info},
     {AttentionDType::bf16, 128, false, EntryTile::rows64, "bf16_d128_noncausal_rows64",
      ka::attention_fwd_bf16_d128_noncausal_rows64, ka::attention_fwd_bf16_d128_rows64_info},
     {AttentionDType::fp16, 128, false, EntryTile::rows64, "fp16_d128_noncausal_rows64",
@@ -166,7 +170,7 @@ const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal, EntryTi
                                       head_dim, causal ? ", causal" : ""));
   if (tile == EntryTile::rows64)
     throw InvalidArgument(fmt::format(
-        "attention: tile policy rows64 ships for causal d = 64 and non-causal d = 128; got head dim {}{}", head_dim,
+        "attention: tile policy rows64 ships for d = 64 and non-causal d = 128; got head dim {}{}", head_dim,
         causal ? ", causal" : ", non-causal"));
   if (tile == EntryTile::partial)
     throw InvalidArgument(fmt::format("attention: tile policy partial is the non-causal d = 64 tile; got head dim {}{}",
@@ -342,10 +346,10 @@ ka::CausalD64Tile causal_d64_tile_for(const AttentionArgs& a, int slots) {
 // kernels/attention/tile_rules.hpp noncausal_d64_tile, cached per shape: it walks up to eight
 // rounds of tiles three times.
 ka::NonCausalD64Tile noncausal_d64_tile_for(const AttentionArgs& a, int slots) {
-  static ShapeCache<std::tuple<int, int, int, bool>, ka::NonCausalD64Tile> cache;
+  static ShapeCache<std::tuple<int, int, int, int, bool>, ka::NonCausalD64Tile> cache;
   const int pairs = a.heads * a.batch;
-  return cache.get({a.q_len, pairs, slots, a.partial_tiles},
-                   [&] { return ka::noncausal_d64_tile(a.q_len, pairs, slots, a.partial_tiles); });
+  return cache.get({a.q_len, a.kv_len, pairs, slots, a.partial_tiles},
+                   [&] { return ka::noncausal_d64_tile(a.q_len, a.kv_len, pairs, slots, a.partial_tiles); });
 }
 
 // The automatic causal order (docs/attention.md §Persistent scheduler, "auto"): claimed at d = 128
@@ -391,13 +395,14 @@ const Entry& entry_for_call(const AttentionArgs& a) {
     if (t == ka::NonCausalD128Tile::split) return find_entry(a.dtype, 128, false, EntryTile::split);
     return base;
   }
-  if (a.tail_split && ka::split_wins(a.head_dim, a.q_len, a.kv_len, a.heads * a.batch, slots))
-    return find_entry(a.dtype, a.head_dim, false, EntryTile::split);
-  if (a.head_dim == 64) {
-    const ka::NonCausalD64Tile t = noncausal_d64_tile_for(a, slots);
-    if (t == ka::NonCausalD64Tile::rows128) return find_entry(a.dtype, 64, false, EntryTile::rows128);
-    if (t == ka::NonCausalD64Tile::partial) return find_entry(a.dtype, 64, false, EntryTile::partial);
-  }
+  // d = 64: the key-group tile over a split of 2 parts (as at d = 128), the split tile, then the rest.
+  const ka::NonCausalD64Tile t64 = noncausal_d64_tile_for(a, slots);
+  const bool split = a.tail_split && ka::split_wins(64, a.q_len, a.kv_len, a.heads * a.batch, slots);
+  if (t64 == ka::NonCausalD64Tile::rows64 && (!split || ka::split_parts(a.q_len, a.kv_len, a.heads * a.batch, slots) <= 2))
+    return find_entry(a.dtype, 64, false, EntryTile::rows64);
+  if (split) return find_entry(a.dtype, 64, false, EntryTile::split);
+  if (t64 == ka::NonCausalD64Tile::rows128) return find_entry(a.dtype, 64, false, EntryTile::rows128);
+  if (t64 == ka::NonCausalD64Tile::partial) return find_entry(a.dtype, 64, false, EntryTile::partial);
   return base;
 }
 }  // namespace

@@ -255,8 +255,8 @@ TEST(AttentionDispatch, Rows64IsTheKeyGroupsTile) {
     EXPECT_EQ(k128.stages, 4);
     EXPECT_EQ(k128.block_n, 64);
     EXPECT_LE(k128.smem_bytes, 227 * 1024);
-    refused([&] { ops::select_instantiation(t, 64, false, 1024, P::rows64); }, "causal d = 64 and non-causal d = 128");
-    refused([&] { ops::select_instantiation(t, 128, true, 1024, P::rows64); }, "causal d = 64 and non-causal d = 128");
+    EXPECT_EQ(ops::select_instantiation(t, 64, false, 1024, P::rows64).name, dt + "_d64_noncausal_rows64");
+    refused([&] { ops::select_instantiation(t, 128, true, 1024, P::rows64); }, "d = 64 and non-causal d = 128");
   }
   AttentionArgs a = good_args();
   a.head_dim = 64;
@@ -282,7 +282,15 @@ TEST(AttentionDispatch, NonCausalD128KeyGroupsOnOneRoundLaunches) {
   EXPECT_EQ(ka::noncausal_d128_tile(2048, 2048, 4, 132, false), T::rows64);
   EXPECT_EQ(ka::noncausal_d128_tile(4096, 4096, 1, 132, true), T::split);    // 4 parts
   EXPECT_EQ(ka::noncausal_d128_tile(4608, 4608, 4, 132, true), T::split);    // last wave split
-  for (int h : {16, 24, 40}) EXPECT_EQ(ka::noncausal_d128_tile(1024, 1024, h, 132, true), T::staged) << h;
+  for (int h : {12, 16, 24, 40}) EXPECT_EQ(ka::noncausal_d128_tile(1024, 1024, h, 132, true), T::staged) << h;
+  // d = 64: the same on one-round launches of 128-row tiles, never past one round (S 1024 with 24
+  // heads keeps the partial-tiles kernel).
+  using T64 = ka::NonCausalD64Tile;
+  EXPECT_EQ(ka::noncausal_d64_tile(1024, 1024, 8, 132), T64::rows64);
+  EXPECT_EQ(ka::noncausal_d64_tile(1024, 1024, 4, 132), T64::rows64);
+  EXPECT_EQ(ka::noncausal_d64_tile(1024, 1024, 12, 132), T64::rows128);
+  EXPECT_EQ(ka::noncausal_d64_tile(1024, 1024, 24, 132), T64::partial);
+  EXPECT_EQ(ka::noncausal_d64_tile(4096, 4096, 8, 132), T64::rows128);
   for (int h : {8, 16, 24, 40}) EXPECT_EQ(ka::noncausal_d128_tile(4096, 4096, h, 132, true), T::staged) << h;
   EXPECT_EQ(ka::noncausal_d128_tile(2500, 2500, 8, 132, true), T::split);
   AttentionArgs a = good_args();
@@ -628,10 +636,10 @@ TEST(AttentionDispatch, PartialTilesLastAndBusiestCta) {
   EXPECT_FALSE(ka::partial_tiles_pay(4096, 24, 132));
   EXPECT_TRUE(ka::partial_tiles_pay(1024, 48, 132));    // 2.28 against 3 whole tiles, but the 128-row
                                                          // tile's 3 rounds finish first
-  EXPECT_EQ(ka::noncausal_d64_tile(1024, 48, 132), ka::NonCausalD64Tile::rows128);
+  EXPECT_EQ(ka::noncausal_d64_tile(1024, 1024, 48, 132), ka::NonCausalD64Tile::rows128);
   EXPECT_TRUE(ka::partial_tiles_pay(2500, 40, 132));    // 5 rounds, a 4-row tail
-  EXPECT_EQ(ka::noncausal_d64_tile(2500, 40, 132), ka::NonCausalD64Tile::partial);
-  EXPECT_EQ(ka::noncausal_d64_tile(2500, 40, 132, false), ka::NonCausalD64Tile::staged);
+  EXPECT_EQ(ka::noncausal_d64_tile(2500, 2500, 40, 132), ka::NonCausalD64Tile::partial);
+  EXPECT_EQ(ka::noncausal_d64_tile(2500, 2500, 40, 132, false), ka::NonCausalD64Tile::staged);
   // S 1024, 24 heads: 120 whole 192-row tiles and 24 partial ones, two of which share each of 12 CTAs.
   EXPECT_DOUBLE_EQ(ka::noncausal_busiest(1024, 192, 24, 132, true), std::max(1.0, 2 * ka::partial_tile_cost(1, 3)));
   EXPECT_DOUBLE_EQ(ka::noncausal_busiest(1024, 192, 24, 132, false), 2.0);
@@ -761,15 +769,16 @@ TEST(AttentionDispatch, AutomaticSplitShortOfAWave) {
   for (int d : {64, 128}) {
     a.head_dim = d;
     // 128-row tiles on 132 slots: S 2048 with 4 heads 64 tiles of 16 key blocks (2 parts each);
-    // S 1024 with 4 heads 32 tiles of 8 key blocks (parts too short; d = 128 runs the key-group
-    // tile there and, over a 2-part split, at S 2048 with 4 heads: NonCausalD128KeyGroupsOnOneRoundLaunches); S 4096 with 4 heads 128
+    // S 1024 with 4 heads 32 tiles of 8 key blocks (parts too short; the key-group tile runs there
+    // and, over a 2-part split, at S 2048 with 4 heads and d = 64 S 8192 with 1 head:
+    // NonCausalD128KeyGroupsOnOneRoundLaunches); S 4096 with 4 heads 128
     // tiles: nearly a wave. Last waves: S 4608 with 4 heads (144 tiles, 12 left, 36 key blocks),
     // S 2500 with 8 (160, 28 left, 20 blocks), with 16 (320, 56 left); S 1024 with 24 heads (60
     // left of 8 key blocks): no; S 4608 with 24 heads (72 left): no.
     for (Shape sh : {Shape{4096, 4, false, false}, Shape{4096, 8, false, false}, Shape{1024, 4, false, false},
-                     Shape{2048, 4, true, false}, Shape{1024, 8, false, false}, Shape{1100, 4, false, false},
+                     Shape{2048, 4, false, false}, Shape{1024, 8, false, false}, Shape{1100, 4, false, false},
                      Shape{1024, 16, false, false}, Shape{1024, 24, false, false}, Shape{4608, 24, false, false},
-                     Shape{300, 4, false, false}, Shape{8192, 1, true, true}, Shape{4608, 4, false, true},
+                     Shape{300, 4, false, false}, Shape{8192, 1, false, true}, Shape{4608, 4, false, true},
                      Shape{2500, 8, false, true}, Shape{2500, 16, false, true}, Shape{1024, 40, false, false}}) {
       a.q_len = a.kv_len = sh.s;
       a.heads = sh.h;

@@ -420,6 +420,7 @@ std::vector<Case> cases() {
   rising("rising_bf16_d64_causal_rows64", bf, 64, true, 40.f, ops::AttentionTilePolicy::rows64);
   rising("overflow_fp16_d64_causal_rows64", fp, 64, true, 400.f, ops::AttentionTilePolicy::rows64);
   rising("rising_fp16_d128_rows64", fp, 128, false, 40.f, ops::AttentionTilePolicy::rows64);
+  rising("overflow_bf16_d64_rows64", bf, 64, false, 400.f, ops::AttentionTilePolicy::rows64);
   rising("overflow_bf16_d128_rows64", bf, 128, false, 400.f, ops::AttentionTilePolicy::rows64);
   rising("overflow_bf16_d64_staged", bf, 64, false, 400.f, ops::AttentionTilePolicy::staged);
   rising("overflow_bf16_d128", bf, 128, false, 400.f, ops::AttentionTilePolicy::automatic);
@@ -448,6 +449,13 @@ std::vector<Case> cases() {
   v.push_back({"rows64_packed_qkv_bf16_d128_ctas7", bf, 128, false, 2, 3, 1000, 1000, Layout::packed_qkv, 0.f, 1.f, 7,
                r64});
   v.push_back({"rows64_peaked_bf16_d128", bf, 128, false, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f, 0, r64});
+  // ... and non-causal d = 64: one-block tiles, key tails with q != kv, batch 2, few CTAs, packed
+  // inputs, the automatic policy's pick at S 1024 with 8 heads.
+  v.push_back({"rows64_s77_fp16_d64", fp, 64, false, 2, 3, 77, 77, Layout::dense, 0.f, 1.f, 0, r64});
+  v.push_back({"rows64_q1333_kv1000_bf16_d64_b2", bf, 64, false, 2, 3, 1333, 1000, Layout::dense, 0.f, 1.f, 0, r64});
+  v.push_back({"rows64_q500_kv1100_fp16_d64_ctas5", fp, 64, false, 1, 4, 500, 1100, Layout::dense, 0.f, 1.f, 5, r64});
+  v.push_back({"rows64_packed_qkv_bf16_d64_ctas7", bf, 64, false, 2, 3, 1000, 1000, Layout::packed_qkv, 0.f, 1.f, 7, r64});
+  v.push_back({"rows64_auto_s1024_bf16_d64_h8", bf, 64, false, 1, 8, 1024, 1024});
   // Peaked softmax (large scores): stresses the running-max rescaling.
   v.push_back({"peaked_bf16_d128", bf, 128, false, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f});
   v.push_back({"peaked_fp16_d64_causal", fp, 64, true, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f});

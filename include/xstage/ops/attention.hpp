@@ -45,8 +45,8 @@ BSHDStrides packed_bshd(int seq, int heads, int head_dim);
 // kLongKvThreshold keys) at any key count (other calls are refused). Causal d = 64, automatic: the
 // staged, 128-row or 64-row key-groups tile, whichever's modelled busiest CTA finishes first
 // (kernels/attention/tile_rules.hpp causal_d64_tile).
-// rows64: the 64-row tile whose two warp groups split each tile's key blocks, causal d = 64 and
-// non-causal d = 128 (docs/attention.md §Key groups; the other two are refused).
+// rows64: the 64-row tile whose two warp groups split each tile's key blocks, d = 64 and non-causal
+// d = 128 (docs/attention.md §Key groups; causal d = 128 is refused).
 // partial: the 192-row d = 64 tile whose warp groups without query rows idle, the sequences' partial
 // last tiles dealt last (non-causal d = 64; what automatic takes where those tiles pair up and the
 // 128-row tile does not win, with partial_tiles; docs/attention.md §Partial tiles).

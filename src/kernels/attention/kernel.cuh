@@ -417,7 +417,7 @@ using PartialTilesKernel = AttentionKernel<AttentionTraits<Element, 64, tile_con
                                            LocalStoreEpilogue, false, true>;
 
 // The 64-row tiles whose two consumer warp groups split each tile's key blocks (key_groups.cuh;
-// tile policy rows64): causal d = 64 and non-causal d = 128. Two Q buffers in every build.
+// tile policy rows64): d = 64 causal and non-causal, non-causal d = 128. Two Q buffers in every build.
 template <class Element, int kHeadDim, bool kCausal>
 using KeyGroupsKernel =
     AttentionKernel<AttentionTraits<Element, kHeadDim, rows64_tile_config(kHeadDim).block_m,

@@ -96,9 +96,11 @@ cudaError_t attention_fwd_fp16_d64_noncausal_rows128(const AttentionParams& p, c
 KernelInfo attention_fwd_bf16_d64_rows128_info();
 KernelInfo attention_fwd_fp16_d64_rows128_info();
 
-// rows64_tile_config(d) (key groups, staged epilogue): causal d = 64, non-causal d = 128.
+// rows64_tile_config(d) (key groups, staged epilogue): d = 64 causal and non-causal, non-causal d = 128.
 cudaError_t attention_fwd_bf16_d64_causal_rows64(const AttentionParams& p, cudaStream_t stream);
 cudaError_t attention_fwd_fp16_d64_causal_rows64(const AttentionParams& p, cudaStream_t stream);
+cudaError_t attention_fwd_bf16_d64_noncausal_rows64(const AttentionParams& p, cudaStream_t stream);
+cudaError_t attention_fwd_fp16_d64_noncausal_rows64(const AttentionParams& p, cudaStream_t stream);
 KernelInfo attention_fwd_bf16_d64_rows64_info();
 KernelInfo attention_fwd_fp16_d64_rows64_info();
 cudaError_t attention_fwd_bf16_d128_noncausal_rows64(const AttentionParams& p, cudaStream_t stream);

@@ -79,12 +79,77 @@ inline bool partial_tiles_pay(int q_len, int heads_x_batch, int slots) {
          noncausal_busiest(q_len, 192, heads_x_batch, slots, true) < noncausal_busiest(q_len, 192, heads_x_batch, slots, false);
 }
 
+// A key-group item (docs/attention.md §Key groups) costs, besides its two-group steps, its Q load,
+// merge and store: as much as one step (the model's one block per tile elsewhere).
+constexpr double kKeyGroupItemCost = 1.0;
+
+// Non-causal key groups (docs/attention.md §Key groups): on launches of about one round of 128-row
+// tiles, 64-row key-group items of ⌈key blocks / 2⌉ + kKeyGroupItemCost two-group steps at `rate` of
+// a 128-row step, against the 128-row tile's rounds of key blocks + 1 (S = 1024 with 8 heads: 128
+// items of 5 against 64 tiles of 9; with 40 heads 5 rounds of 5 against 3 of 9, which loses). Where
+// both run several rounds the key-group tile is slower per step (d = 128: 0.75-0.79x, twice the L2
+// traffic per FLOP; d = 64: 0.93x), so only launches that leave SMs idle gain.
+inline double rows128_rounds_cost(int q_len, int kv_len, int heads_x_batch, int slots) {
+  const long long t128 = (q_len + 127LL) / 128 * heads_x_batch;
+  return static_cast<double>((t128 + slots - 1) / slots) * ((kv_len + 127) / 128 + 1);
+}
+// Launches of more than one round of 128-row tiles get no key groups (infinite cost): there the
+// model's margins are within its error (S 1024 with 24 heads at d = 64: 17.9 against 18) and the
+// measured key-group tiles lost (0.79-0.90x causal d = 64, 0.75-0.95x d = 128).
+inline double key_group_rounds_cost(int q_len, int kv_len, int heads_x_batch, int slots, double rate) {
+  if ((q_len + 127LL) / 128 * heads_x_batch > slots) return 1e30;
+  const long long t64 = (q_len + 63LL) / 64 * heads_x_batch;
+  const int kb = (kv_len + 127) / 128;
+  return static_cast<double>((t64 + slots - 1) / slots) * ((kb + 1) / 2 + kKeyGroupItemCost) / rate;
+}
+// The rates, fitted on one H100 to the launches where the key groups win (their measured gain
+// against the model's): d = 128 S 1024 with 4 / 8 heads, 1100 with 4, 2048 with 4 (1.24-1.30x the
+// staged tile, tools/attn_study; predicted 1.22-1.28x at 0.68).
+constexpr double kRows64NonCausalRelativeRate = 0.68;
+constexpr double kRows64NonCausalD64RelativeRate = 0.84;  // provisional: 0.93 at full rounds x 0.9
+
+// Non-causal, automatic policy: the split tile where its key splits won on one H200
+// (docs/attention.md §Short sequences): launches short of a wave (every tile split, parts of at
+// least kMinFillPartBlocks key blocks), and at d = 128 a split last wave from
+// kMinTailSplitKeyBlocks key blocks on (1.01-1.31x the staged tile; at 8 key blocks the split
+// tile is 0.92x the staged one unsplit, and its split of 4-block parts loses another 2-6 %).
+// d = 64 keeps the 192-row tile there (it beat the split 128-row tile on 5 of 6 such shapes).
+// slots: the CTAs the launch may use (one per SM, or num_ctas).
+constexpr int kMinTailSplitKeyBlocks = 16;
+inline bool split_wins(int head_dim, int q_len, int kv_len, int heads_x_batch, int slots) {
+  const TileConfig t = split_tile_config(head_dim);
+  const long long tiles = (q_len + t.block_m - 1LL) / t.block_m * heads_x_batch;
+  const int kv_blocks = (kv_len + t.block_n - 1) / t.block_n;
+  const TailSplitPlan plan = tail_split_plan(tiles, slots, kv_blocks, slots);
+  if (plan.splits < 2) return false;
+  if (plan.full == 0) return true;
+  return head_dim == 128 && kv_blocks >= kMinTailSplitKeyBlocks;
+}
+
+// The parts per tile the split tile's plan cuts a launch's last tiles into (1: none).
+inline int split_parts(int q_len, int kv_len, int heads_x_batch, int slots) {
+  const long long t128 = (q_len + 127LL) / 128 * heads_x_batch;
+  return tail_split_plan(t128, slots, (kv_len + 127) / 128, slots).splits;
+}
+
 // Non-causal d = 64, automatic policy. Where the 192-row tile's partial tiles pay (partial_tiles
 // on): the 128-row tile if its busiest CTA at its lower rate finishes first, else the partial-tiles
 // kernel. Elsewhere: the 128-row tile when its better-filled waves outweigh its lower rate, else
 // the staged 192-row tile. sms: the CTAs the launch may use (one per SM, or num_ctas).
-enum class NonCausalD64Tile { staged, rows128, partial };
-inline NonCausalD64Tile noncausal_d64_tile(int q_len, int heads_x_batch, int sms, bool partial_tiles = true) {
+// Before both, the key-group tile (rows64) where its rounds finish before the 128-row tile's and
+// the 192-row tile's (key_group_rounds_cost above; kv_len sets the items' key blocks).
+enum class NonCausalD64Tile { staged, rows128, partial, rows64 };
+inline NonCausalD64Tile noncausal_d64_tile(int q_len, int kv_len, int heads_x_batch, int sms,
+                                           bool partial_tiles = true) {
+  if (sms > 0 && heads_x_batch > 0) {
+    const long long t192 = (q_len + 191LL) / 192 * heads_x_batch;
+    // The 192-row tile's rounds in 128-row steps at the 128-row tile's rate (1.5 x the rows at 1 / 0.92).
+    const double staged = static_cast<double>((t192 + sms - 1) / sms) * ((kv_len + 127) / 128 + 1) * 1.5 *
+                          kRows128RelativeRate;
+    const double rows128 = rows128_rounds_cost(q_len, kv_len, heads_x_batch, sms);
+    const double groups = key_group_rounds_cost(q_len, kv_len, heads_x_batch, sms, kRows64NonCausalD64RelativeRate);
+    if (groups < rows128 && groups < staged) return NonCausalD64Tile::rows64;
+  }
   if (partial_tiles && partial_tiles_pay(q_len, heads_x_batch, sms))
     return noncausal_busiest(q_len, 128, heads_x_batch, sms, false) * 128.0 / kRows128RelativeRate <
                    noncausal_busiest(q_len, 192, heads_x_batch, sms, true) * 192.0
@@ -95,6 +160,19 @@ inline NonCausalD64Tile noncausal_d64_tile(int q_len, int heads_x_batch, int sms
                                                                                          : NonCausalD64Tile::staged;
 }
 
+// Non-causal d = 128 below the long-key threshold, automatic policy: the key-group tile where its
+// rounds finish first (above); the split tile keeps the launches it splits in 3 or more parts (more
+// parallelism than two groups), a 2-part split loses to the key groups (S 2048 with 4 heads: 290.5
+// against 318.6 TFLOP/s with the first key-group tile).
+enum class NonCausalD128Tile { staged, split, rows64 };
+inline NonCausalD128Tile noncausal_d128_tile(int q_len, int kv_len, int heads_x_batch, int slots, bool tail_split) {
+  if (slots <= 0 || heads_x_batch <= 0) return NonCausalD128Tile::staged;
+  const bool key_groups = key_group_rounds_cost(q_len, kv_len, heads_x_batch, slots, kRows64NonCausalRelativeRate) <
+                          rows128_rounds_cost(q_len, kv_len, heads_x_batch, slots);
+  const bool split = tail_split && split_wins(128, q_len, kv_len, heads_x_batch, slots);
+  if (key_groups && (!split || split_parts(q_len, kv_len, heads_x_batch, slots) <= 2)) return NonCausalD128Tile::rows64;
+  return split ? NonCausalD128Tile::split : NonCausalD128Tile::staged;
+}
 // Causal d = 64: a causal launch lasts as long as its busiest CTA (at least its longest tile: S =
 // 2048 with 8 heads gives 88 192-row tiles for 132 SMs, and the last one sees every key). The
 // model (causal::cta_loads: visible key blocks + 1 per tile, the launch's order, grouped taken as
@@ -105,9 +183,8 @@ constexpr int kCausalRows128MaxWaves = 4;
 
 // Causal d = 64 with key groups (rows64_tile_config(64), docs/attention.md §Key groups): a 64-row
 // item's two warp groups split its key blocks, so it lasts about half of them in two-group steps
-// (the 128-row tile's step), plus kKeyGroupItemCost for its Q load, merge and store (the model's one
-// block per tile elsewhere). The busiest CTA of the launch in 128-row steps, the order as above.
-constexpr double kKeyGroupItemCost = 1.0;
+// (the 128-row tile's step), plus kKeyGroupItemCost. The busiest CTA of the launch in 128-row
+// steps, the order as above.
 constexpr double kCausalRows64RelativeRate = kCausalRows128RelativeRate;
 #if !defined(__CUDA_ARCH__)
 inline double causal_key_groups_busiest(int q_len, int kv_len, int key_offset, int heads_x_batch, int slots,
@@ -150,47 +227,5 @@ inline CausalD64Tile causal_d64_tile(int q_len, int kv_len, int key_offset, int 
   return c128 < c192 ? CausalD64Tile::rows128 : CausalD64Tile::staged;
 }
 #endif
-
-// Non-causal, automatic policy: the split tile where its key splits won on one H200
-// (docs/attention.md §Short sequences): launches short of a wave (every tile split, parts of at
-// least kMinFillPartBlocks key blocks), and at d = 128 a split last wave from
-// kMinTailSplitKeyBlocks key blocks on (1.01-1.31x the staged tile; at 8 key blocks the split
-// tile is 0.92x the staged one unsplit, and its split of 4-block parts loses another 2-6 %).
-// d = 64 keeps the 192-row tile there (it beat the split 128-row tile on 5 of 6 such shapes).
-// slots: the CTAs the launch may use (one per SM, or num_ctas).
-constexpr int kMinTailSplitKeyBlocks = 16;
-inline bool split_wins(int head_dim, int q_len, int kv_len, int heads_x_batch, int slots) {
-  const TileConfig t = split_tile_config(head_dim);
-  const long long tiles = (q_len + t.block_m - 1LL) / t.block_m * heads_x_batch;
-  const int kv_blocks = (kv_len + t.block_n - 1) / t.block_n;
-  const TailSplitPlan plan = tail_split_plan(tiles, slots, kv_blocks, slots);
-  if (plan.splits < 2) return false;
-  if (plan.full == 0) return true;
-  return head_dim == 128 && kv_blocks >= kMinTailSplitKeyBlocks;
-}
-
-// Non-causal d = 128 below the long-key threshold, automatic policy: the key-group tile (docs/
-// attention.md §Key groups) when its busiest CTA, rounds of 64-row items of ⌈key blocks / 2⌉ +
-// kKeyGroupItemCost two-group steps (128-key blocks) at kRows64NonCausalRelativeRate of the staged
-// tile's step, finishes before the staged tile's rounds of key blocks + 1; that pays only where both
-// run about one round (S = 1024 with 8 heads: 128 items of 5 against 64 tiles of 9). The rate is
-// fitted to those launches on one H100 (S 1024 with 4 / 8 heads, 1100 with 4, 2048 with 4: measured
-// 1.24-1.30x the staged tile, tools/attn_study; predicted 1.22-1.28x at 0.68); where both run several
-// rounds the key-group tile measured 0.75-0.79x (it streams each K/V block for 64 rows instead of
-// 128, twice the L2 traffic per FLOP). The split tile keeps the launches it splits in 3 or more parts
-// (more parallelism than two groups); a 2-part split loses to the key groups (S 2048 with 4 heads).
-constexpr double kRows64NonCausalRelativeRate = 0.68;
-enum class NonCausalD128Tile { staged, split, rows64 };
-inline NonCausalD128Tile noncausal_d128_tile(int q_len, int kv_len, int heads_x_batch, int slots, bool tail_split) {
-  if (slots <= 0 || heads_x_batch <= 0) return NonCausalD128Tile::staged;
-  const long long t128 = (q_len + 127LL) / 128 * heads_x_batch, t64 = (q_len + 63LL) / 64 * heads_x_batch;
-  const int kb = (kv_len + 127) / 128;
-  const double staged = static_cast<double>((t128 + slots - 1) / slots) * (kb + 1);
-  const double groups = static_cast<double>((t64 + slots - 1) / slots) * ((kb + 1) / 2 + kKeyGroupItemCost);
-  const bool key_groups = groups / kRows64NonCausalRelativeRate < staged;
-  const bool split = tail_split && split_wins(128, q_len, kv_len, heads_x_batch, slots);
-  if (key_groups && (!split || tail_split_plan(t128, slots, kb, slots).splits <= 2)) return NonCausalD128Tile::rows64;
-  return split ? NonCausalD128Tile::split : NonCausalD128Tile::staged;
-}
 
 }  // namespace xstage::kernels::attention
