@@ -105,9 +105,9 @@ inline double key_group_rounds_cost(int q_len, int kv_len, int heads_x_batch, in
 // The rates, fitted on one H100 to the launches where the key groups win (their measured gain
 // against the model's): d = 128 S 1024 with 4 / 8 heads, 1100 with 4, 2048 with 4 (1.24-1.30x the
 // staged tile, tools/attn_study; predicted 1.22-1.28x at 0.68); d = 64 the same shapes against the
-// 128-row tile (1.30-1.46x; 0.72-0.79 fit them). On one-round launches the pick does not move for any
-// rate from 0.62 to 1: items in one round win from (⌈kb / 2⌉ + 1) / (kb + 1) <= 0.61 (kb >= 8), items
-// in two rounds never.
+// 128-row tile (1.30-1.46x; 0.72-0.79 fit them). On the one-round launches the rule looks at, items
+// that fit one round win once the rate exceeds (⌊(kb + 1) / 2⌋ + 1) / (kb + 1) (0.6 at 4 key blocks,
+// 0.56 at 8), items in two rounds never, so the picks from 4 key blocks on do not move with it.
 constexpr double kRows64NonCausalRelativeRate = 0.68;
 constexpr double kRows64NonCausalD64RelativeRate = 0.75;
 
