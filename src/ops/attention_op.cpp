@@ -230,7 +230,8 @@ void validate(const AttentionArgs& a) {
   if (a.batch <= 0 || a.heads <= 0 || a.q_len <= 0 || a.kv_len <= 0)
     throw InvalidArgument(fmt::format("attention: sizes must be positive (batch {}, heads {}, q_len {}, kv_len {})",
                                       a.batch, a.heads, a.q_len, a.kv_len));
-  const int block_m = ka::tile_config(a.head_dim).block_m;
+  // The smallest tile any policy may launch (the key-group tiles' 64 rows) bounds the work items.
+  const int block_m = ka::rows64_tile_config(a.head_dim).block_m;
   const long long tiles = static_cast<long long>((a.q_len + block_m - 1) / block_m) * a.heads * a.batch;
   if (tiles > std::numeric_limits<int>::max() - (1 << 20))
     throw InvalidArgument(fmt::format("attention: {} tiles (batch {} x heads {} x q tiles) exceed the kernel's int range",

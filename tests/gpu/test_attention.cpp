@@ -286,6 +286,9 @@ void causal_cases(std::vector<Case>& v) {
   add("rows64_ctas7_fp16_b2_heads", fp, 64, 2, 3, 1000, 777, tl, heads, 7, 0.f, 1.f, dense, r64);
   add("rows64_peaked_fp16", fp, 64, 1, 4, 1333, 1333, tl, lpt, 0, 1.0f, 2.5f, dense, r64);
   add("rows64_packed_qkv_bf16", bf, 64, 2, 3, 1000, 1000, tl, lpt, 0, 0.f, 1.f, Layout::packed_qkv, r64);
+  // A one-block tile followed by a long one on the same CTA (head-major, 3 CTAs, 8 heads): with an odd
+  // block count the next tile's stages would change group without the empty position.
+  add("rows64_oneblock_then_long_fp16_ctas3", fp, 64, 1, 8, 1000, 1000, tl, heads, 3, 0.f, 1.f, dense, r64);
   add("rows64_s2048_bf16_h8_grouped", bf, 64, 1, 8, 2048, 2048, tl, causal::TileOrder::grouped, 0, 0.f, 1.f, dense, r64);
   // The automatic policy's causal 128-row choice (S = 2048 with 8 heads on a full H200: 128-row
   // tiles by the busiest-CTA model, kernels/attention/tile_rules.hpp causal_rows128_wins).

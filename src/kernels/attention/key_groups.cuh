@@ -3,7 +3,10 @@
 // as for any tile (last first); stream position p goes to group p mod 2, so each group runs about
 // half the steps and the tile finishes in about half the time of a tile one group computes
 // alone. The groups keep the ping-pong (one issues its GEMMs while the other runs its softmax),
-// each K/V stage has one consumer group (its empty barriers count that group's warps), and at
+// each K/V stage has one consumer group (its empty barriers count that group's warps; a tile with
+// an odd number of blocks ends with an empty position for group 1, so that with an even stage count
+// stage parity stays position parity across tiles: a consumer's parity wait on a stage is sound only
+// if it saw the stage's previous phase complete), and at
 // the end group 1 hands its unnormalised O, row maxima and row sums to group 0 through shared
 // memory; group 0 merges them (as two parts of a key split) and stores the tile.
 //
@@ -76,6 +79,13 @@ struct KeyGroupConsumer {
     const int tokens = (kb + 1) / 2 - 1;  // token passes per group: group 0's blocks after its first
     clear(tOrO);
     pq.consumer_wait(q_read);
+    // Group 1 of a tile with an odd block count takes the empty position the producer appends.
+    auto take_pad = [&](State st) {
+      pk.consumer_wait(st);
+      pk.consumer_release(st);
+      pv.consumer_wait(st);
+      pv.consumer_release(st);
+    };
     if (own == 0) {  // group 1 of a one-block tile: nothing to compute
       Mainloop::release_query(pq, q_read);
       CUTE_UNROLL
@@ -83,6 +93,10 @@ struct KeyGroupConsumer {
         softmax.row_max[mi] = -INFINITY;
         softmax.row_sum[mi] = 0.f;
       }
+      State pad = read;
+      pad.advance();
+      take_pad(pad);
+      read.advance();
       read.advance();
       return;
     }
@@ -154,7 +168,12 @@ struct KeyGroupConsumer {
     warpgroup_wait<0>();
     warpgroup_fence_operand(tOrO);
     pv.consumer_release(cur);
-    for (int i = 0; i < kb; ++i) read.advance();
+    if (g == 1 && (kb & 1)) {  // cur is at position kb - 2, the pad at kb
+      cur.advance();
+      cur.advance();
+      take_pad(cur);
+    }
+    for (int i = 0; i < kb + (kb & 1); ++i) read.advance();
   }
 
   // After mma: group 1 writes its part into `xchg` (key_group_exchange_floats) and goes on to

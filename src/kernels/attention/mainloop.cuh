@@ -55,12 +55,13 @@ namespace xstage::kernels::attention {
 using namespace cute;
 
 // ---------------------------------------------------------------------------------------
-// Named barriers (user ids; CUTLASS adds its reserved count, so these are hardware ids 8..14).
+// Named barriers (user ids; CUTLASS adds its reserved count of 8, so these are hardware ids 8..15).
 enum class NamedBarrierId : uint32_t {
   query_empty = 0,   // consumers (arrive) -> producer warp (sync): Q buffer may be reloaded
   pingpong_wg0 = 1,  // 1..3: token of consumer warp group w
   epilogue_wg0 = 4,  // 4..6: the 128 threads of consumer warp group w
-  // Key-group tiles only (two consumer groups, so ids 3 and 6 are free there; key_groups.cuh):
+  // Key-group tiles only (two consumer groups: the third group's ids 6 (epilogue) and 3 (token) are
+  // free there; key_groups.cuh):
   key_merge_full = 6,   // group 1 (arrive) -> group 0 (sync): group 1's partial O is in shared memory
   key_merge_empty = 7,  // group 0 (arrive) -> group 1 (sync): the exchange buffer may be rewritten
 };
@@ -86,14 +87,16 @@ struct AttentionTraits {
   static_assert(kLazyRescale >= 0 && kLazyRescale <= 2);
   static constexpr bool kIntraWGOverlap = XSTAGE_ATTN_INTRA_WG_OVERLAP != 0;
   static constexpr int kKeyGroups = kKeyGroups_;
-  static_assert(kKeyGroups == 1 || (kKeyGroups == 2 && kBlockM_ == 64), "key groups: two, on a 64-row tile");
+  static_assert(kKeyGroups == 1 || (kKeyGroups == 2 && kBlockM_ == 64 && kStages_ % 2 == 0),
+                "key groups: two, on a 64-row tile, an even stage count (a stage keeps its consumer group)");
   static constexpr int kRowGroups = kBlockM / 64;  // warp groups the tiled MMAs spread the rows over
   static constexpr int kConsumerWGs = kRowGroups * kKeyGroups;
   static constexpr bool kPingPong = XSTAGE_ATTN_PINGPONG != 0 && kConsumerWGs >= 2;
   // Unmasked lazy steps exponentiate against the reference first and take the row max only when
   // a probability could exceed 2^8 (OnlineSoftmax::exponentiate_at_reference). Needs 64 more
-  // registers per consumer thread for the probabilities next to the scores: 128-row d = 64
-  // tiles only (docs/attention.md §Softmax instruction budget; on by default).
+  // registers per consumer thread for the probabilities next to the scores: d = 64 tiles of two
+  // consumer groups only, the 128-row tile and the key-group tile (docs/attention.md §Softmax
+  // instruction budget; on by default).
   static constexpr bool kSkipMax =
       XSTAGE_ATTN_LAZY_MAX_SKIP != 0 && kHeadDim == 64 && kConsumerWGs == 2 && kLazyRescale == 2;
   // Partial max / sum chains per softmax row: d = 64 only; at d = 128 two chains made the long
@@ -357,6 +360,19 @@ struct AttentionMainloop {
     }
     load_v(n_prev, write);
     write.advance();
+    if constexpr (T::kKeyGroups > 1) {
+      // Key groups (key_groups.cuh): every tile takes an even number of stream positions, so that
+      // with an even stage count a stage always has the same consumer group (a parity wait is sound
+      // only for a consumer that saw the stage's previous phase complete). A tile with an odd number
+      // of blocks ends with an empty position (no bytes) that group 1 takes.
+      if ((kv.end - kv.first) & 1) {
+        if (leader) {
+          pk.producer_acquire(write, 0u);
+          pv.producer_acquire(write, 0u);
+        }
+        write.advance();
+      }
+    }
   }
 
   // Claimed order, producer lane 0: wait until Q buffer q_write is free, then write the list
