@@ -96,6 +96,8 @@ inline double rows128_rounds_cost(int q_len, int kv_len, int heads_x_batch, int 
 // Launches of more than one round of 128-row tiles get no key groups (infinite cost): there the
 // model's margins are within its error (S 1024 with 24 heads at d = 64: 17.9 against 18) and the
 // measured key-group tiles lost (0.79-0.90x causal d = 64, 0.75-0.95x d = 128).
+// Steps count 128-key blocks at both head dims (the d = 128 key-group tile streams 64-key blocks, so
+// its key tails are modelled coarsely; the fitted rates absorb that).
 inline double key_group_rounds_cost(int q_len, int kv_len, int heads_x_batch, int slots, double rate) {
   if ((q_len + 127LL) / 128 * heads_x_batch > slots) return 1e30;
   const long long t64 = (q_len + 63LL) / 64 * heads_x_batch;
