@@ -159,6 +159,8 @@ const Entry kEntries[] = {
 const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal, EntryTile tile = EntryTile::staged) {
   if (dtype != AttentionDType::bf16 && dtype != AttentionDType::fp16)
     throw InvalidArgument(fmt::format("attention: unsupported dtype {} (bf16 or fp16)", static_cast<int>(dtype)));
+  if (tile == EntryTile::rows64 && !ka::kKeyGroupsBuilt)
+    throw InvalidArgument("attention: tile policy rows64 is not in this build (it needs XSTAGE_ATTN_INTRA_WG_OVERLAP=ON)");
   for (const Entry& e : kEntries)
     if (e.tile == tile && e.dtype == dtype && e.head_dim == head_dim && e.causal == causal) return e;
   if (head_dim != 64 && head_dim != 128)

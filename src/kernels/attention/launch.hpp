@@ -52,6 +52,13 @@ constexpr TileConfig rows128_d64_tile_config() { return TileConfig{128, 128, 4, 
 constexpr TileConfig rows64_tile_config(int head_dim) {
   return head_dim == 64 ? TileConfig{64, 128, 4, 2} : TileConfig{64, 64, 4, 2};
 }
+// The key-group kernels run the overlapped step only: a build with XSTAGE_ATTN_INTRA_WG_OVERLAP=OFF
+// ships them as launchers that return cudaErrorNotSupported, and the operator neither picks nor
+// accepts them there.
+#ifndef XSTAGE_ATTN_INTRA_WG_OVERLAP
+#define XSTAGE_ATTN_INTRA_WG_OVERLAP 1
+#endif
+inline constexpr bool kKeyGroupsBuilt = XSTAGE_ATTN_INTRA_WG_OVERLAP != 0;
 
 // Split tiles (non-causal; tile policy split): a 128-row mainloop with the long-key tile's
 // registers -> global epilogue, whose parts let a launch split tiles along the keys

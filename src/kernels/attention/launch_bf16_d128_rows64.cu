@@ -5,7 +5,12 @@
 namespace xstage::kernels::attention {
 
 cudaError_t attention_fwd_bf16_d128_noncausal_rows64(const AttentionParams& p, cudaStream_t stream) {
+#if XSTAGE_ATTN_INTRA_WG_OVERLAP
   return launch_attention<KeyGroupsKernel<cutlass::bfloat16_t, 128, false>>(p, stream);
+#else
+  (void)p, (void)stream;
+  return cudaErrorNotSupported;  // the overlapped step only (launch.hpp kKeyGroupsBuilt)
+#endif
 }
 KernelInfo attention_fwd_bf16_d128_rows64_info() { return KeyGroupsKernel<cutlass::bfloat16_t, 128, false>::info(); }
 

@@ -5,10 +5,20 @@
 namespace xstage::kernels::attention {
 
 cudaError_t attention_fwd_fp16_d64_causal_rows64(const AttentionParams& p, cudaStream_t stream) {
+#if XSTAGE_ATTN_INTRA_WG_OVERLAP
   return launch_attention<KeyGroupsKernel<cutlass::half_t, 64, true>>(p, stream);
+#else
+  (void)p, (void)stream;
+  return cudaErrorNotSupported;  // the overlapped step only (launch.hpp kKeyGroupsBuilt)
+#endif
 }
 cudaError_t attention_fwd_fp16_d64_noncausal_rows64(const AttentionParams& p, cudaStream_t stream) {
+#if XSTAGE_ATTN_INTRA_WG_OVERLAP
   return launch_attention<KeyGroupsKernel<cutlass::half_t, 64, false>>(p, stream);
+#else
+  (void)p, (void)stream;
+  return cudaErrorNotSupported;  // the overlapped step only (launch.hpp kKeyGroupsBuilt)
+#endif
 }
 KernelInfo attention_fwd_fp16_d64_rows64_info() { return KeyGroupsKernel<cutlass::half_t, 64, true>::info(); }
 

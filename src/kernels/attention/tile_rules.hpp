@@ -99,7 +99,7 @@ inline double rows128_rounds_cost(int q_len, int kv_len, int heads_x_batch, int 
 // Steps count 128-key blocks at both head dims (the d = 128 key-group tile streams 64-key blocks, so
 // its key tails are modelled coarsely; the fitted rates absorb that).
 inline double key_group_rounds_cost(int q_len, int kv_len, int heads_x_batch, int slots, double rate) {
-  if ((q_len + 127LL) / 128 * heads_x_batch > slots) return 1e30;
+  if (!kKeyGroupsBuilt || (q_len + 127LL) / 128 * heads_x_batch > slots) return 1e30;
   const long long t64 = (q_len + 63LL) / 64 * heads_x_batch;
   const int kb = (kv_len + 127) / 128;
   return static_cast<double>((t64 + slots - 1) / slots) * ((kb + 1) / 2 + kKeyGroupItemCost) / rate;
@@ -228,7 +228,7 @@ inline CausalD64Tile causal_d64_tile(int q_len, int kv_len, int key_offset, int 
                       kCausalRows128RelativeRate;
   const double c64 = causal_key_groups_busiest(q_len, kv_len, key_offset, heads_x_batch, slots, order) * 128.0 /
                      kCausalRows64RelativeRate;
-  if (c64 < c128 && c64 < c192) return CausalD64Tile::rows64;
+  if (kKeyGroupsBuilt && c64 < c128 && c64 < c192) return CausalD64Tile::rows64;
   return c128 < c192 ? CausalD64Tile::rows128 : CausalD64Tile::staged;
 }
 #endif
