@@ -25,6 +25,9 @@ using Direct176 = AttentionKernel<Tr<176, 2, 1>, DirectStoreEpilogue>;
 // and 128 keys per block with the two stages that fit next to the exchange buffer.
 using KeyGroups64x4 = KeyGroupsKernel<E, 128, false>;
 using KeyGroups128 = AttentionKernel<AttentionTraits<E, 128, 64, 128, 2, false, 2, 2, 2>, LocalStoreEpilogue>;
+// The staged 128-row tile with 64-key blocks in four stages (the same K/V bytes as two 128-key ones):
+// what a last-round key-group variant would need for two blocks in flight per group.
+using Staged64x4 = AttentionKernel<AttentionTraits<E, 128, 128, 64, 4, false, 2, kLocalQStages>, LocalStoreEpilogue>;
 
 template <class K>
 StudyVariant variant(const char* name) {
@@ -37,7 +40,7 @@ std::vector<StudyVariant> attention_study_variants() {
   return {variant<Eager>("staged-eager-128x128"), variant<Lazy1>("staged-lazy1-128x128"),
           variant<Shipped>("shipped-staged-128x128"), variant<LongKv>("shipped-longkv-128x192"),
           variant<Direct176>("direct-lazy2-128x176"), variant<KeyGroups128>("keygroups-64x128-s2"),
-          variant<KeyGroups64x4>("shipped-keygroups-64x64-s4")};
+          variant<KeyGroups64x4>("shipped-keygroups-64x64-s4"), variant<Staged64x4>("staged-128x64-s4")};
 }
 
 }  // namespace xstage::kernels::attention
