@@ -349,10 +349,11 @@ ka::CausalD64Tile causal_d64_tile_for(const AttentionArgs& a, int slots) {
 // kernels/attention/tile_rules.hpp noncausal_d64_tile, cached per shape: it walks up to eight
 // rounds of tiles three times.
 ka::NonCausalD64Tile noncausal_d64_tile_for(const AttentionArgs& a, int slots) {
-  static ShapeCache<std::tuple<int, int, int, int, bool>, ka::NonCausalD64Tile> cache;
+  static ShapeCache<std::tuple<int, int, int, int, bool, bool>, ka::NonCausalD64Tile> cache;
   const int pairs = a.heads * a.batch;
-  return cache.get({a.q_len, a.kv_len, pairs, slots, a.partial_tiles},
-                   [&] { return ka::noncausal_d64_tile(a.q_len, a.kv_len, pairs, slots, a.partial_tiles); });
+  return cache.get({a.q_len, a.kv_len, pairs, slots, a.partial_tiles, a.tail_split}, [&] {
+    return ka::noncausal_d64_tile(a.q_len, a.kv_len, pairs, slots, a.partial_tiles, a.tail_split);
+  });
 }
 
 // The automatic causal order (docs/attention.md §Persistent scheduler, "auto"): claimed at d = 128
@@ -375,9 +376,7 @@ AttentionArgs resolved(const AttentionArgs& a) {
 
 // What attention_forward launches for this call: entry_for plus the shape rules that need the
 // grid (automatic policy; kernels/attention/tile_rules.hpp: causal d = 64 causal_d64_tile; non-causal
-// d = 128 noncausal_d128_tile, the key-group or the split tile where it finishes first; d = 64 the
-// split tile where its key splits win, split_wins, else the 128-row or the partial-tiles tile where
-// it finishes first, noncausal_d64_tile).
+// d = 128 noncausal_d128_tile, d = 64 noncausal_d64_tile).
 const Entry& entry_for_call(const AttentionArgs& a) {
   const Entry& base = entry_for(a.dtype, a.head_dim, a.causal, a.kv_len, a.tile_policy);
   // The shape rules refine the automatic staged choice only (the long-key tile splits the same way).
@@ -398,12 +397,9 @@ const Entry& entry_for_call(const AttentionArgs& a) {
     if (t == ka::NonCausalD128Tile::split) return find_entry(a.dtype, 128, false, EntryTile::split);
     return base;
   }
-  // d = 64: the key-group tile over a split of 2 parts (as at d = 128), the split tile, then the rest.
   const ka::NonCausalD64Tile t64 = noncausal_d64_tile_for(a, slots);
-  const bool split = a.tail_split && ka::split_wins(64, a.q_len, a.kv_len, a.heads * a.batch, slots);
-  if (t64 == ka::NonCausalD64Tile::rows64 && (!split || ka::split_parts(a.q_len, a.kv_len, a.heads * a.batch, slots) <= 2))
-    return find_entry(a.dtype, 64, false, EntryTile::rows64);
-  if (split) return find_entry(a.dtype, 64, false, EntryTile::split);
+  if (t64 == ka::NonCausalD64Tile::rows64) return find_entry(a.dtype, 64, false, EntryTile::rows64);
+  if (t64 == ka::NonCausalD64Tile::split) return find_entry(a.dtype, 64, false, EntryTile::split);
   if (t64 == ka::NonCausalD64Tile::rows128) return find_entry(a.dtype, 64, false, EntryTile::rows128);
   if (t64 == ka::NonCausalD64Tile::partial) return find_entry(a.dtype, 64, false, EntryTile::partial);
   return base;

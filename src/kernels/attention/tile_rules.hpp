@@ -136,46 +136,52 @@ inline int split_parts(int q_len, int kv_len, int heads_x_batch, int slots) {
   const long long t128 = (q_len + 127LL) / 128 * heads_x_batch;
   return tail_split_plan(t128, slots, (kv_len + 127) / 128, slots).splits;
 }
+// Key groups that pay (key_groups) against a split that wins (split): the split tile keeps the
+// launches it splits in 3 or more parts (more parallelism than two groups), a 2-part split gives way
+// (S 2048 with 4 heads: d = 128 290.5 against 318.6 TFLOP/s with the first key-group tile; d = 64 1.31-
+// 1.34x the split with key groups).
+inline bool key_groups_take(bool key_groups, bool split, int q_len, int kv_len, int heads_x_batch, int slots) {
+  return key_groups && (!split || split_parts(q_len, kv_len, heads_x_batch, slots) <= 2);
+}
 
 // Non-causal d = 64, automatic policy. Where the 192-row tile's partial tiles pay (partial_tiles
 // on): the 128-row tile if its busiest CTA at its lower rate finishes first, else the partial-tiles
 // kernel. Elsewhere: the 128-row tile when its better-filled waves outweigh its lower rate, else
 // the staged 192-row tile. sms: the CTAs the launch may use (one per SM, or num_ctas).
-// Before both, the key-group tile (rows64) where its rounds finish before the 128-row tile's and
-// the 192-row tile's (key_group_rounds_cost above; kv_len sets the items' key blocks).
-enum class NonCausalD64Tile { staged, rows128, partial, rows64 };
+// Before both: the key-group tile (rows64) where its rounds finish before the 128-row tile's and
+// the 192-row tile's (key_group_rounds_cost above; kv_len sets the items' key blocks), and the split
+// tile where its key splits win (split_wins, with tail_split), in key_groups_take's order.
+enum class NonCausalD64Tile { staged, rows128, partial, rows64, split };
 inline NonCausalD64Tile noncausal_d64_tile(int q_len, int kv_len, int heads_x_batch, int sms,
-                                           bool partial_tiles = true) {
-  if (sms > 0 && heads_x_batch > 0) {
-    const long long t192 = (q_len + 191LL) / 192 * heads_x_batch;
-    // The 192-row tile's rounds in 128-row steps at the 128-row tile's rate (1.5 x the rows at 1 / 0.92).
-    const double staged = static_cast<double>((t192 + sms - 1) / sms) * ((kv_len + 127) / 128 + 1) * 1.5 *
-                          kRows128RelativeRate;
-    const double rows128 = rows128_rounds_cost(q_len, kv_len, heads_x_batch, sms);
-    const double groups = key_group_rounds_cost(q_len, kv_len, heads_x_batch, sms, kRows64NonCausalD64RelativeRate);
-    if (groups < rows128 && groups < staged) return NonCausalD64Tile::rows64;
-  }
+                                           bool partial_tiles = true, bool tail_split = true) {
+  if (sms <= 0 || heads_x_batch <= 0) return NonCausalD64Tile::staged;
+  const long long t192 = (q_len + 191LL) / 192 * heads_x_batch, t128 = (q_len + 127LL) / 128 * heads_x_batch;
+  // The 192-row tile's rounds in 128-row steps at the 128-row tile's rate (1.5 x the rows at 1 / 0.92).
+  const double staged = static_cast<double>((t192 + sms - 1) / sms) * ((kv_len + 127) / 128 + 1) * 1.5 *
+                        kRows128RelativeRate;
+  const double groups = key_group_rounds_cost(q_len, kv_len, heads_x_batch, sms, kRows64NonCausalD64RelativeRate);
+  const bool key_groups = groups < rows128_rounds_cost(q_len, kv_len, heads_x_batch, sms) && groups < staged;
+  const bool split = tail_split && split_wins(64, q_len, kv_len, heads_x_batch, sms);
+  if (key_groups_take(key_groups, split, q_len, kv_len, heads_x_batch, sms)) return NonCausalD64Tile::rows64;
+  if (split) return NonCausalD64Tile::split;
   if (partial_tiles && partial_tiles_pay(q_len, heads_x_batch, sms))
     return noncausal_busiest(q_len, 128, heads_x_batch, sms, false) * 128.0 / kRows128RelativeRate <
                    noncausal_busiest(q_len, 192, heads_x_batch, sms, true) * 192.0
                ? NonCausalD64Tile::rows128
                : NonCausalD64Tile::partial;
-  const long long t192 = (q_len + 191LL) / 192 * heads_x_batch, t128 = (q_len + 127LL) / 128 * heads_x_batch;
   return wave_efficiency(t128, sms) * kRows128RelativeRate > wave_efficiency(t192, sms) ? NonCausalD64Tile::rows128
                                                                                          : NonCausalD64Tile::staged;
 }
 
 // Non-causal d = 128 below the long-key threshold, automatic policy: the key-group tile where its
-// rounds finish first (above); the split tile keeps the launches it splits in 3 or more parts (more
-// parallelism than two groups), a 2-part split loses to the key groups (S 2048 with 4 heads: 290.5
-// against 318.6 TFLOP/s with the first key-group tile).
+// rounds finish first (above) and the split tile where its key splits win, in key_groups_take's order.
 enum class NonCausalD128Tile { staged, split, rows64 };
 inline NonCausalD128Tile noncausal_d128_tile(int q_len, int kv_len, int heads_x_batch, int slots, bool tail_split) {
   if (slots <= 0 || heads_x_batch <= 0) return NonCausalD128Tile::staged;
   const bool key_groups = key_group_rounds_cost(q_len, kv_len, heads_x_batch, slots, kRows64NonCausalRelativeRate) <
                           rows128_rounds_cost(q_len, kv_len, heads_x_batch, slots);
   const bool split = tail_split && split_wins(128, q_len, kv_len, heads_x_batch, slots);
-  if (key_groups && (!split || split_parts(q_len, kv_len, heads_x_batch, slots) <= 2)) return NonCausalD128Tile::rows64;
+  if (key_groups_take(key_groups, split, q_len, kv_len, heads_x_batch, slots)) return NonCausalD128Tile::rows64;
   return split ? NonCausalD128Tile::split : NonCausalD128Tile::staged;
 }
 // Causal d = 64: a causal launch lasts as long as its busiest CTA (at least its longest tile: S =
@@ -226,9 +232,9 @@ inline CausalD64Tile causal_d64_tile(int q_len, int kv_len, int key_offset, int 
   const double c192 = causal::cta_loads(o, heads_x_batch, t192, heads_x_batch, slots).busiest * 192.0;
   const double c128 = causal::cta_loads(o, heads_x_batch, t128, heads_x_batch, slots).busiest * 128.0 /
                       kCausalRows128RelativeRate;
-  const double c64 = causal_key_groups_busiest(q_len, kv_len, key_offset, heads_x_batch, slots, order) * 128.0 /
+  const double c64 = !kKeyGroupsBuilt ? 1e30 : causal_key_groups_busiest(q_len, kv_len, key_offset, heads_x_batch, slots, order) * 128.0 /
                      kCausalRows64RelativeRate;
-  if (kKeyGroupsBuilt && c64 < c128 && c64 < c192) return CausalD64Tile::rows64;
+  if (c64 < c128 && c64 < c192) return CausalD64Tile::rows64;
   return c128 < c192 ? CausalD64Tile::rows128 : CausalD64Tile::staged;
 }
 #endif
