@@ -280,27 +280,29 @@ TEST(MegaTile, TheTailPutsTheLastBlocksLinear2TilesAtTheEnd) {
 }
 
 // The automatic tile (xstage/mega_tile.hpp choose_mega_tile) on configurations of the tile
-// comparison (docs/megamoe.md "Tile configurations"): 128 x 256 from 64 mean rows per expert, where
-// it won, 64 x 256 below; names and parsing of "auto".
+// comparison (docs/megamoe.md "Tile configurations", "Half blocks"): 128 x 256 from 32 mean rows
+// per expert, 64 x 256 below; names and parsing of "auto".
 TEST(MegaTile, AutomaticChoosesTheMeasuredWinner) {
   struct Cfg {
     int tokens, top_k, experts;
     xstage::moe::MegaTile want;
   };
   using xstage::moe::MegaTile;
-  for (Cfg c : {Cfg{2048, 6, 256, MegaTile::m64n256},    // DSv4-Flash 2048: 48 rows per expert
+  for (Cfg c : {Cfg{2048, 6, 256, MegaTile::m128n256},   // DSv4-Flash 2048: 48 rows per expert
+                Cfg{512, 6, 256, MegaTile::m64n256},     // DSv4-Flash 512: 12
                 Cfg{8192, 6, 256, MegaTile::m128n256},   // DSv4-Flash 8192: 192
-                Cfg{2048, 10, 512, MegaTile::m64n256},   // Qwen3.5-397B-A17B 2048: 40
+                Cfg{2048, 10, 512, MegaTile::m128n256},  // Qwen3.5-397B-A17B 2048: 40
                 Cfg{2048, 8, 256, MegaTile::m128n256},   // GLM-5.2 and MiMo-V2.5 2048: 64
                 Cfg{2048, 8, 192, MegaTile::m128n256},   // Hy3 2048: 85
-                Cfg{2048, 6, 384, MegaTile::m64n256},    // DSv4-Pro 2048: 32
+                Cfg{2048, 6, 384, MegaTile::m128n256},   // DSv4-Pro 2048: 32
+                Cfg{512, 8, 256, MegaTile::m64n256},     // GLM-5.2 512: 16
                 Cfg{8192, 10, 512, MegaTile::m128n256},  // Qwen3.5-397B-A17B 8192: 160
                 Cfg{2048, 2, 16, MegaTile::m128n256},    // DiT-MoE-G 2048: 256
                 Cfg{8192, 2, 16, MegaTile::m128n256}})   // DiT-MoE-G 8192: 1024
     EXPECT_EQ(xstage::moe::choose_mega_tile(static_cast<long long>(c.tokens) * c.top_k, c.experts), c.want)
         << c.tokens << " tokens, " << c.experts << " experts";
-  EXPECT_EQ(xstage::moe::choose_mega_tile(63 * 4 + 3, 4), MegaTile::m64n256);
-  EXPECT_EQ(xstage::moe::choose_mega_tile(64 * 4, 4), MegaTile::m128n256);
+  EXPECT_EQ(xstage::moe::choose_mega_tile(31 * 4 + 3, 4), MegaTile::m64n256);
+  EXPECT_EQ(xstage::moe::choose_mega_tile(32 * 4, 4), MegaTile::m128n256);
   EXPECT_EQ(xstage::moe::choose_mega_tile(1 << 20, 0), MegaTile::m64n256);
   MegaTile t = MegaTile::m64n256;
   EXPECT_TRUE(xstage::moe::parse_mega_tile("auto", &t));

@@ -45,7 +45,7 @@ struct MegaMoeOptions {
   // The kernel's tile configuration (xstage/mega_tile.hpp; docs/megamoe.md "Tile
   // configurations"): 64 x 256 for both GEMMs, 128 x 256 (the grouped GEMM's 128-row tiles;
   // 128-row m-blocks, 2 counts per Linear-1 tile), or automatic (the default: 128 x 256 once the
-  // layer's mean routed rows per expert reach 128, moe::choose_mega_tile; per-token activations:
+  // layer's mean routed rows per expert reach 32, moe::choose_mega_tile; per-token activations:
   // m256n128_tok, their only tile).
   moe::MegaTile tile = moe::MegaTile::automatic;
 };

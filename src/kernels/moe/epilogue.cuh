@@ -509,7 +509,7 @@ struct SwiGluDualQuantEpilogue : SwiGluRowsEpilogueBase<Destination> {
       return;
     }
     if constexpr (Destination::kNeedsTileStoredHook)
-      if (wm == 0) ep.dest.mark(0, wt);  // no up hand-over in this tile: mark 0 = the epilogue's start
+      if (wm == 0) ep.dest.mark(0, wt);  // mark 0 = the epilogue's start (a half block's hand-over came before it)
     float h[kVals];
     swiglu_quant_rows<kPitch>(ep.dest, rw.w0, rw.w1, t, smem + wm * stage_stride,
                               static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + wm, wt,

@@ -246,7 +246,9 @@ struct MoeMainloop {
   // Producer (lane 0 of the producer warp): every K block of the tile into the ring. In a
   // cluster, this CTA loads its slice of the shared chunks and multicasts it; the full
   // barrier still expects the whole stage (the partners' slices land here too).
-  template <class SmemA, class SmemB>
+  // kSkipEmptyA: a tile of <= 64 rows loads only A chunk 0 (the Mega-MoE 128 x 256 tile's half
+  // blocks, mma_dual_split: no consumer reads chunk 1 then).
+  template <bool kSkipEmptyA = false, class SmemA, class SmemB>
   __device__ void load(Params const& mp, Pipeline const& pipe, State& write, WorkTile const& t, int cta_rank,
                        SmemA& sA, SmemB& sB) const {
     const int cm = cta_rank % T::kClusterM;
@@ -269,11 +271,13 @@ struct MoeMainloop {
     CUTE_UNROLL
     for (int c = 0; c < T::kWgN; ++c) b_blk[c] = b_row(mp, t, c) / kBox;
 
+    const bool half_a = kSkipEmptyA && t.rows <= 64;
     for (int kb = 0; kb < mp.k_blocks; ++kb) {
-      pipe.producer_acquire(write, T::kStageBytes);
+      pipe.producer_acquire(write, half_a ? T::kStageBytes - T::kBytesA : T::kStageBytes);
       uint64_t& full = pipe.full_barrier(write);
       CUTE_UNROLL
       for (int c = 0; c < T::kWgM; ++c) {
+        if (half_a && c > 0) break;
         // Expert rows start anywhere: offset the coordinate tensor to the chunk's first row.
         Tensor gA = local_tile(domain_offset(make_coord(t.row_begin + 64 * c, 0), mA), Shape<_64, Int<kBlockK>>{},
                                make_coord(_0{}, kb));
@@ -513,6 +517,33 @@ struct MoeMainloop {
       pipe.consumer_release(read);
       read.advance();
       g.promote(acc1, p0, a0 * b1, a1 * b1);
+    }
+  }
+
+  // The 128 x 256 tile of a block with <= 64 rows (docs/megamoe.md §Half blocks): both warp
+  // groups on rows 0..63 (A chunk 0), warp group wg on N piece wg only (gate or up; a 128-column
+  // half), so neither group runs an empty half's wgmmas while the other computes alone. One
+  // issue per K block and group: the ping-pong token alternates as in mma_dual.
+  template <bool kPingPong, class SmemA, class SmemB, class Frg>
+  __device__ __forceinline__ void mma_dual_split(Params const& mp, Pipeline const& pipe, State& read, int wt, int wg,
+                                                 SmemA const& sA, SmemB const& sB, Frg& acc,
+                                                 typename T::ScaleStorage const* sc) const {
+    static_assert(T::kInKernelScales && T::kSmemScales && T::kDual, "the 128 x 256 tile, in-kernel scales in the stages");
+    constexpr int kPP = kPingPong ? 1 : 0;
+    // wm = 0: A chunk 0 and its rows' scales; wn = wg: B chunk wg, and the token id stays wg.
+    WarpGroupMma<SmemA, SmemB> g(sA, sB, wt, 0, wg, kPingPong ? kSchedulePingPong : 0);
+    clear(acc);
+    const int kbs = mp.k_blocks;
+    Tensor p0 = partition_fragment_C(g.tiled_mma, typename T::PieceShape{});  // one K block, unscaled
+    for (int kb = 0; kb < kbs; ++kb) {
+      g.template issue<kPP>(pipe, p0, read);
+      typename T::StageScales const& ss = sc->stage[read.index];
+      const float a0 = ss.a[g.r0], a1 = ss.a[g.r0 + 8];
+      const float b = ss.b[wg];
+      warpgroup_wait<0>();
+      pipe.consumer_release(read);
+      read.advance();
+      g.promote(acc, p0, a0 * b, a1 * b);
     }
   }
 

@@ -113,6 +113,21 @@ struct MegaMoeKernel {
                                  MegaStoreWarps::kRows == T::kBlockM && T::kBlockN == 256),
                 "mega_store.cuh stages whole 128 x 256 tiles of two consumer warp groups");
   static constexpr int kPublishThreads = 256 + (kStoreWarps ? MegaStoreWarps::kStoreThreads : 0);
+  // Half blocks (docs/megamoe.md §Half blocks): a 128 x 256 tile of <= 64 rows runs both warp
+  // groups on its rows, one N piece each (mma_dual_split); 2 also skips loading A chunk 1.
+  // Compiled in by XSTAGE_MEGA_HALF_SPLIT (the 128 x 256 translation unit only).
+#ifndef XSTAGE_MEGA_HALF_SPLIT
+#define XSTAGE_MEGA_HALF_SPLIT 0
+#endif
+  static constexpr bool kHalfSplit = kDual && XSTAGE_MEGA_HALF_SPLIT >= 1;
+  static constexpr bool kHalfSkipA = kHalfSplit && XSTAGE_MEGA_HALF_SPLIT >= 2;
+  // The up values of a half block's Linear-1 tile, handed from warp group 1 to warp group 0 in
+  // warp group 1's half of the staging (64 fp32 per thread: 32 KiB).
+  static_assert(!kHalfSplit || 128 * 64 * 4 <= MegaStoreWarps::kHalfBytes, "the up hand-over fits a staging half");
+  __device__ __forceinline__ static bool half_block(WorkTile const& t) {
+    // Warp-uniform for the compiler (a branch it takes as divergent around wgmmas costs spills).
+    return kHalfSplit && __shfl_sync(0xffffffffu, t.rows, 0) <= 64;
+  }
 
   struct Params {
     typename Mainloop::Params l1;  // A = received x [cap, H], B = W1 [E/P, 2I, H]
@@ -229,7 +244,7 @@ struct MegaMoeKernel {
           // Handed over only now: the consumers may read the tile's in-kernel-written scales
           // (x pushed by peers, h by other CTAs) as soon as they have the position.
           queue.push(qs, pos);
-          mainloop.load(is_l1 ? p.l1 : p.l2, pipe, write, t, 0, sA, sB);
+          mainloop.template load<kHalfSkipA>(is_l1 ? p.l1 : p.l2, pipe, write, t, 0, sA, sB);
         }
       } else if (tid / 32 == 1) {
         // The scale warp: the tiles in the queue's order, each K block's scales into its stage.
@@ -292,19 +307,48 @@ struct MegaMoeKernel {
           const WorkTile t = current_tile(is_l1);
           if (is_l1) rw = epi1.load_weights(p.epi1, t, wt, wg);
           const auto& mp = is_l1 ? p.l1 : p.l2;
-          mainloop.template mma_dual<true>(mp, pipe, read, wt, wg, sA, sB, acc0, acc1, &ss.scales);
+          if (half_block(t)) mainloop.template mma_dual_split<true>(mp, pipe, read, wt, wg, sA, sB, acc0, &ss.scales);
+          else mainloop.template mma_dual<true>(mp, pipe, read, wt, wg, sA, sB, acc0, acc1, &ss.scales);
         }
         if (m.trace != nullptr && ct == 0) trace_c1 = clock64();
         const WorkTile t = current_tile(is_l1);
         // A warp group stages only in its own half of the staging (Linear-1 rows at 32 KiB x wg,
         // Linear-2 rows 64 wg ..), so the groups need not meet between tile kinds; the store
-        // warps must have read the last staged Linear-2 tile.
+        // warps must have read the last staged Linear-2 tile. A half block's warp group 1 writes
+        // half 0 (Linear-2 rows 0..63, piece 1) or the up hand-over in half 1: only after its
+        // tile's first issue, which waited for group 0's token, i.e. after group 0's last epilogue.
         MegaStoreWarps::wait(&ss.sw.free, static_cast<uint32_t>(kind_bits(last_kind) >> 2));
+        const bool half = half_block(t);
         if (is_l1) {
+          if (half) {
+            // Warp group 1 computed the up piece of rows 0..63 (acc0): into warp group 0's acc1.
+            // Group 1 writes its staging half again only after its next tile's first issue, which
+            // waits for group 0's token: after group 0 read these.
+            float4* xch = reinterpret_cast<float4*>(ss.epi.data() + MegaStoreWarps::kHalfBytes) + wt;
+            if (wg == 1) {
+              CUTE_UNROLL
+              for (int i = 0; i < 64; i += 4) xch[(i / 4) * 128] = make_float4(acc0(i), acc0(i + 1), acc0(i + 2), acc0(i + 3));
+            }
+            compiler_fence();  // CUTLASS's bar.sync has no memory clobber
+            cutlass::arch::NamedBarrier::sync(256, kConsumersBarrier);
+            compiler_fence();
+            if (wg == 0) {
+              CUTE_UNROLL
+              for (int i = 0; i < 64; i += 4) {
+                const float4 v = xch[(i / 4) * 128];
+                acc1(i) = v.x, acc1(i + 1) = v.y, acc1(i + 2) = v.z, acc1(i + 3) = v.w;
+              }
+            }
+          }
+          // A half block's warp group 1 has no rows of its own: it only counts its piece.
           epi1.store_dual_with(p.epi1, ss.epi.data(), acc0, acc1, t, wt, wg, rw, MegaStoreWarps::kHalfBytes);
         } else {
-          MegaStoreWarps::stage(ss.epi.data(), acc0, wt, wg, 0);
-          MegaStoreWarps::stage(ss.epi.data(), acc1, wt, wg, 1);
+          if (half) {
+            MegaStoreWarps::stage(ss.epi.data(), acc0, wt, 0, wg);  // rows 0..63, piece wg
+          } else {
+            MegaStoreWarps::stage(ss.epi.data(), acc0, wt, wg, 0);
+            MegaStoreWarps::stage(ss.epi.data(), acc1, wt, wg, 1);
+          }
           if (ct == 0) ss.sw.pos = pos;
           MegaStoreWarps::arrive(&ss.sw.full);
           last_kind ^= 4;
