@@ -109,22 +109,16 @@ __device__ __forceinline__ void mega_stamp_start(const MegaMoeArgs& m) {
 // (-1), once the list is exhausted. The register-operand kernels call it; the W8A8 and row-layout
 // W4A8 kernels keep the same steps inline: calling this instead moved ptxas's instruction
 // schedule of those measured kernels, their K loops included (tools/sass_diff.py, session 38).
-// The list position of the producer's i-th claim (dynamic: one atomic on the call's counter).
-__device__ __forceinline__ int mega_claim_position(const MegaMoeArgs& m, int parity, int i) {
-  return m.dynamic_claim ? static_cast<int>(atomicAdd(m.tile_next + parity, 1u))
-                         : static_cast<int>(blockIdx.x) + i * static_cast<int>(gridDim.x);
-}
-// claimed >= 0: the position, claimed ahead by the caller (mega_produce_all with
-// XSTAGE_MEGA_CLAIM_AHEAD); < 0: claim it here.
 template <int kBlockM, class Queue, class QueueState>
 __device__ __forceinline__ bool mega_claim_tile(const MegaMoeArgs& m, MegaLayoutSmem const& ly, int n1, int n2,
                                                 int total, int parity, uint32_t* l1_done, uint32_t l1_target, int i,
                                                 bool& rows_here, MegaTileSlot* slots, Queue const& queue,
-                                                QueueState& qs, WorkTile& t, bool& is_l1, int& pos, int claimed = -1) {
+                                                QueueState& qs, WorkTile& t, bool& is_l1, int& pos) {
 #ifdef XSTAGE_MEGA_PRODUCER_TRACE
   const uint64_t claim_clk = clock64();
 #endif
-  pos = claimed >= 0 ? claimed : mega_claim_position(m, parity, i);
+  pos = m.dynamic_claim ? static_cast<int>(atomicAdd(m.tile_next + parity, 1u))
+                                  : static_cast<int>(blockIdx.x) + i * static_cast<int>(gridDim.x);
   if (pos >= total) {
     queue.push(qs, -1);
     return false;
@@ -166,29 +160,19 @@ __device__ __forceinline__ MegaCallTiles mega_call_tiles(const MegaMoeArgs& m, M
 // The producer thread's whole list (the register-operand kernels): every claim of
 // mega_claim_tile in turn, produce(t, is_l1, pos) loading each tile's K blocks, until the end is
 // pushed.
-// XSTAGE_MEGA_CLAIM_AHEAD (docs/megamoe.md "Tile claiming"): the next position's atomic is issued
-// before the current tile's loads, so its round trip runs under them; its decode and input wait
-// stay after them (a Linear-2 tile may wait for this CTA's current Linear-1 tile). Deadlock
-// freedom holds: a CTA still runs its claims in order, so the lowest unfinished tile is the one
-// its CTA is running.
-#ifndef XSTAGE_MEGA_CLAIM_AHEAD
-#define XSTAGE_MEGA_CLAIM_AHEAD 0
-#endif
 template <int kBlockM, class Queue, class Produce>
 __device__ __forceinline__ void mega_produce_all(const MegaMoeArgs& m, MegaLayoutSmem const& ly, int n1, int n2,
                                                  MegaCallTiles const& c, uint32_t l1_target, MegaTileSlot* slots,
                                                  Queue const& queue, Produce&& produce) {
   auto qs = Queue::producer_start();
   bool rows_here = false;
-  int next = XSTAGE_MEGA_CLAIM_AHEAD ? mega_claim_position(m, c.parity, 0) : -1;
   for (int i = 0;; ++i) {
     WorkTile t;
     bool is_l1;
     int pos;
     if (!mega_claim_tile<kBlockM>(m, ly, n1, n2, c.total, c.parity, c.l1_done, l1_target, i, rows_here, slots, queue,
-                                  qs, t, is_l1, pos, next))
+                                  qs, t, is_l1, pos))
       break;
-    if (XSTAGE_MEGA_CLAIM_AHEAD) next = mega_claim_position(m, c.parity, i + 1);
     produce(t, is_l1, pos);
 #ifdef XSTAGE_MEGA_PRODUCER_TRACE
     if (m.trace != nullptr)
