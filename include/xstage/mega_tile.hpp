@@ -51,6 +51,9 @@ XS_MEGA_HD MegaTileShape mega_tile_shape(MegaTile t) {
 
 // m-blocks of an expert with `rows` rows.
 XS_MEGA_HD int mega_blocks(int rows, int block_m) { return (rows + block_m - 1) / block_m; }
+// 1 when an expert of `rows` rows ends in a half block of the 128 x 256 tile (its last 128-row
+// block holds 1..64 rows: both warp groups take them, one N piece each; docs/megamoe.md "Half blocks").
+XS_MEGA_HD int mega_half_block(int rows, int block_m) { return block_m == 128 && rows % 128 != 0 && rows % 128 <= 64 ? 1 : 0; }
 // Tiles per m-block: Linear-1 (intermediate / l1_n), Linear-2 (ceil(hidden / l2_n)).
 XS_MEGA_HD int mega_l1_tiles(const MegaTileShape& s, int intermediate) { return intermediate / s.l1_n; }
 XS_MEGA_HD int mega_l2_tiles(const MegaTileShape& s, int hidden) { return (hidden + s.l2_n - 1) / s.l2_n; }

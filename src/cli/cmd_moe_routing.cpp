@@ -97,6 +97,16 @@ void run_routing(const RoutingArgs& a) {
         params.r_agg_gbps, p.predicted_wave_span_us, p.predicted_interleaved_span_us);
     std::cout << fmt::format("  rank {}: the model's order (routed rows): {} ({})\n", rank,
                              moe::schedule_name(oc.schedule), oc.why);
+    const int block_m = moe::mega_tile_shape(tile).block_m;
+    int blocks = 0, half = 0;
+    for (int rows : in.rows_per_expert) {
+      blocks += moe::mega_blocks(rows, block_m);
+      half += moe::mega_half_block(rows, block_m);
+    }
+    std::cout << fmt::format("  rank {}: automatic W8A8 tile {} ({} blocks{})\n", rank, moe::mega_tile_name(tile), blocks,
+                             block_m == 128 ? fmt::format(", {} of them half blocks of <= 64 rows ({:.1f} %)", half,
+                                                          blocks > 0 ? 100.0 * half / blocks : 0.0)
+                                            : std::string());
   }
   // The layer's own pick (MegaMoeLayer::order_choice(), bench `model-order`, schedule automatic):
   // no routing at construction, so a balanced load with the reuse share expected under balanced

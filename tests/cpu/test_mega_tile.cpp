@@ -304,6 +304,10 @@ TEST(MegaTile, AutomaticChoosesTheMeasuredWinner) {
   EXPECT_EQ(xstage::moe::choose_mega_tile(31 * 4 + 3, 4), MegaTile::m64n256);
   EXPECT_EQ(xstage::moe::choose_mega_tile(32 * 4, 4), MegaTile::m128n256);
   EXPECT_EQ(xstage::moe::choose_mega_tile(1 << 20, 0), MegaTile::m64n256);
+  // Half blocks: an expert whose last 128-row block holds 1..64 rows.
+  for (int rows : {1, 64, 129, 192, 300}) EXPECT_EQ(xstage::moe::mega_half_block(rows, 128), 1) << rows;
+  for (int rows : {0, 65, 128, 200, 256}) EXPECT_EQ(xstage::moe::mega_half_block(rows, 128), 0) << rows;
+  EXPECT_EQ(xstage::moe::mega_half_block(32, 64), 0);  // the 64-row tile has none
   MegaTile t = MegaTile::m64n256;
   EXPECT_TRUE(xstage::moe::parse_mega_tile("auto", &t));
   EXPECT_EQ(t, MegaTile::automatic);
