@@ -6,8 +6,9 @@
 //   m64n256   64-row blocks; warp groups 1 and 2 each a 64 x 128 half (gate / up for Linear-1);
 //             one epilogue piece per Linear-1 tile counts into the block's counter.
 //   m128n256  128-row blocks (the grouped GEMM's 128 x 256 tiles, MoeTraits::kDual): each
-//             warp group 64 rows x both 128-column pieces; both warp groups count their piece
-//             into the block's counter (also an empty second half), so the target is 2 n1.
+//             warp group 64 rows x both 128-column pieces (a block of <= 64 rows: both warp
+//             groups on its rows, one piece each); both warp groups count their piece into the
+//             block's counter (also an empty second half), so the target is 2 n1.
 //   automatic the host's choice per layer (choose_mega_tile): never reaches the kernel.
 //   m256n128_tok  the per-token W4A8 kernel's own tile (mega_w4a8_tok_kernel.cuh): 256-row
 //             blocks, Linear-1 tiles of 64 h channels (128 gate/up-interleaved rows), Linear-2

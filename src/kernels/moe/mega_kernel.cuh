@@ -11,7 +11,8 @@
 // TMA; warp 1: the stages' scales; warps 2-3 with 128 x 256 tiles: the Linear-2 copy-out,
 // mega_store.cuh), warp groups 1 and 2 compute the tile: 64 x 128 halves of a 64 x 256 tile (MegaTraits64), or
 // 64 rows x both 128-column pieces of a 128 x 256 tile (MegaTraits128, the grouped GEMM's
-// kDual tile; xstage/mega_tile.hpp, docs/megamoe.md "Tile configurations"). The producer gates each
+// kDual tile; a block of <= 64 rows: both groups on its rows, one piece each, "Half blocks";
+// xstage/mega_tile.hpp, docs/megamoe.md "Tile configurations"). The producer gates each
 // tile on its inputs: a Linear-1 tile on this call's rows having arrived (cross-rank), a
 // Linear-2 tile on its block's Linear-1 count (local); both waits are bounded. A Linear-2
 // tile's inputs come earlier in the list, every CTA takes its tiles in increasing list order
