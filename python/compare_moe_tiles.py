@@ -61,7 +61,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("json", help="xstage bench moe --json file (.gz too)")
     ap.add_argument("--xstage", required=True, help="the xstage binary (for moe-routing --list)")
-    ap.add_argument("--min-rows", type=float, default=64, help="the automatic rule's threshold (mean rows per expert)")
+    ap.add_argument("--min-rows", type=float, default=32,
+                    help="the automatic rule's threshold (mean rows per expert; xstage/mega_tile.hpp kMega128MinMeanRows)")
     a = ap.parse_args(argv)
     try:
         doc = json.load(gzip.open(a.json, "rt") if a.json.endswith(".gz") else open(a.json))

@@ -824,7 +824,7 @@ void add_moe_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--mega-tile", fl->mega_tile,
                   "Tile configuration of the fused variants without a +TILE suffix: auto (128 x 256 once the mean "
-                  "routed rows per expert reach 128), m64n256 (64 x 256 for both GEMMs) or m128n256 (128 x 256; "
+                  "routed rows per expert reach 32), m64n256 (64 x 256 for both GEMMs) or m128n256 (128 x 256; "
                   "docs/megamoe.md \"Tile configurations\"); per-token weights run fused with auto only (their "
                   "256 x 128 tile)")
       ->capture_default_str();
