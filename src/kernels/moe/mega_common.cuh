@@ -245,9 +245,18 @@ __device__ __forceinline__ void mega_publish_and_reduce(const MegaMoeArgs& m, bo
 // record, then after the end the publish and reduce (mega_publish_and_reduce, barrier for both).
 // A hand-over that timed out traps: the producer never handed a tile over, a bug (pipeline.cuh).
 // The W8A8 and row-layout W4A8 kernels keep these steps inline (their measured SASS).
-template <class Queue, class Tile>
+// With kStoreWarps (the per-token kernel's Linear-2 store warps): tile(t, is_l1, mainloop_done,
+// pos) returns whether the trace's store tail is the consumers' (false: the store warps write
+// it), finish() runs after the last tile (the store warps' "no more"), and the publish barrier
+// `publish_barrier` counts publish_threads (the consumers and the store warps).
+struct MegaNothing {
+  __device__ void operator()() const {}
+};
+template <bool kStoreWarps = false, class Queue, class Tile, class Finish = MegaNothing>
 __device__ __forceinline__ void mega_consume_all(const MegaMoeArgs& m, MegaTileSlot const* slots, Queue const& queue,
-                                                 int ct, bool ok, uint32_t barrier, Tile&& tile) {
+                                                 int ct, bool ok, uint32_t barrier, Tile&& tile,
+                                                 Finish&& finish = MegaNothing{}, int publish_threads = 256,
+                                                 uint32_t publish_barrier = 0) {
   auto qs = Queue::consumer_start();
   int pos;
   // The trace's clocks of the consumers' first thread, in shared memory (not live in registers
@@ -260,13 +269,17 @@ __device__ __forceinline__ void mega_consume_all(const MegaMoeArgs& m, MegaTileS
     const MegaTileSlot& sl = slots[k & (kMegaTileSlots - 1)];
     const WorkTile t = sl.t;
     const bool is_l1 = sl.is_l1 != 0;
-    tile(t, is_l1, [&] {
+    auto done = [&] {
       if (m.trace != nullptr && ct == 0) trace_c1 = clock64();
-    });
-    if (m.trace != nullptr && ct == 0) mega_trace_tile(m, pos, is_l1, trace_c0, trace_c1, true);
+    };
+    bool with_tail = true;
+    if constexpr (kStoreWarps) with_tail = tile(t, is_l1, done, pos);
+    else tile(t, is_l1, done);
+    if (m.trace != nullptr && ct == 0) mega_trace_tile(m, pos, is_l1, trace_c0, trace_c1, with_tail);
   }
   if (pos == Queue::kTimedOut) __trap();
-  mega_publish_and_reduce(m, ok, ct, 256, barrier, barrier);
+  finish();
+  mega_publish_and_reduce(m, ok, ct, publish_threads, kStoreWarps ? publish_barrier : barrier, barrier);
 }
 
 }  // namespace xstage::kernels::moe

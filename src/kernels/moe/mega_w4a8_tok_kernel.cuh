@@ -96,6 +96,24 @@ struct MegaW4A8TokKernel {
   static_assert(sizeof(MegaPrologueSmem) <= Rs::kEpiBytes, "the prologue's scratch fits in the staging");
 
   using Boxes = MegaTokenBoxes<T>;  // pieces of <= 32 / 64 tokens: smaller TMA boxes
+#ifdef XSTAGE_MEGA_TOK_STORE_WARPS
+  static constexpr bool kStoreWarps = XSTAGE_MEGA_TOK_STORE_WARPS != 0;
+#else
+  static constexpr bool kStoreWarps = false;
+#endif
+  // The store warps (kStoreWarps; warps 2, 3 of the producer warp group): the copy-out of a
+  // Linear-2 tile of <= 128 rows (one token piece, both groups' 64 columns staged in their
+  // regions), docs/megamoe.md §Per-token activations in the fused kernel. Their own named
+  // barrier and the publish barrier (consumers + store warps): ids no other role of this kernel
+  // uses (the epilogue's groups 0, 1; the consumers' 7).
+  static constexpr int kStoreThreads = 64;
+  static constexpr int kStoreBatch = 2;  // rows' loads in flight before their stores (40 registers)
+  static constexpr uint32_t kStoreBarrier = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + 2;
+  static constexpr uint32_t kPublishBarrier = static_cast<uint32_t>(NamedBarrierId::swiglu_full);
+  static constexpr int kPublishThreads = kStoreWarps ? 256 + kStoreThreads : 256;
+  static_assert(kStoreBarrier != kConsumersBarrier && kPublishBarrier != kConsumersBarrier &&
+                    kPublishBarrier + cutlass::arch::NamedBarrier::ReservedNamedBarrierCount < 16,
+                "named barriers");
   static constexpr int kQuantRows = 16;  // tokens per quantisation chunk (quantize_chunks)
 
   struct Params {
@@ -128,6 +146,13 @@ struct MegaW4A8TokKernel {
     int last;                       // this CTA counted its small block's last Linear-1 tile
     int chunk;                      // the quantisation chunk this CTA claimed
     int quantised;                  // the Linear-2 tile's block is quantised
+    struct {
+      uint64_t full;              // every consumer thread staged its values (256 arrivals)
+      uint64_t free;              // every store thread read the staging (64 arrivals)
+      WorkTile t;                 // the staged tile
+      int pos;                    // its list position; -1: no more tiles
+      uint16_t* row_dst[kPieceT];  // each staged row's destination at the tile's first column
+    } sw;                         // the store warps (kStoreWarps)
     typename Queue::Storage queue;
     MegaLayoutSmem layout;
     MegaTileSlot slots[kMegaTileSlots];  // the last member (kSmemBytes)
@@ -420,32 +445,48 @@ struct MegaW4A8TokKernel {
     return ss.last != 0;
   }
 
-  // Linear-2, warp group g: its 64 columns of each 128-token piece, bf16 times the channel and
-  // token scales, staged token-major (stmatrix) in the group's region, then 16-byte pieces straight
-  // into the token owners' combine buffers (each thread 8 rows of one piece, the rows' addresses
-  // taken before the stores). Returns the SM cycles of the stores.
+  // Linear-2 staging of consumer thread (g, wt): warp group g's 64 columns of a 128-token piece,
+  // bf16 times the channel and token scales, token-major (stmatrix) in the group's region at
+  // kOutPitch bytes per token.
+  struct L2Stage {
+    uint32_t row_addr;
+    float cs0, cs1;
+    int q;
+  };
+  __device__ static L2Stage l2_stage(SharedStorage& ss, int g, int wt_in) {
+    const int wt = opaque(wt_in);  // as store_h
+    const int lane = wt % 32, w = wt / 32;
+    L2Stage s{0u, 1.f, 1.f, lane % 4};
+    if constexpr (T::kLut) {
+      s.cs0 = ss.rs.epi_cs[64 * g + 16 * w + lane / 4];
+      s.cs1 = ss.rs.epi_cs[64 * g + 16 * w + lane / 4 + 8];
+    }
+    const int m = lane / 8, r = lane % 8;
+    s.row_addr = cute::cast_smem_ptr_to_uint(ss.rs.epi.data() + g * kGroupBytes + (8 * (m >> 1) + r) * kOutPitch +
+                                             (16 * w + 8 * (m & 1)) * 2);
+    return s;
+  }
+  __device__ static void stage_l2(SharedStorage& ss, L2Stage const& s, Acc const& acc, int g, int pc) {
+    Epi::template stage_bf16_piece<kOutPitch>(acc, s.row_addr, s.cs0, s.cs1,
+                                              ss.rs.epi_ts.data() + g * kBlockM + pc * kPieceT, s.q);
+  }
+
+  // Linear-2, warp group g: its 64 columns of each 128-token piece staged (stage_l2), then 16-byte
+  // pieces straight into the token owners' combine buffers (each thread 8 rows of one piece, the
+  // rows' addresses taken before the stores). Returns the SM cycles of the stores.
   __device__ static long long store_l2(Params const& p, SharedStorage& ss, Acc const* acc, WorkTile const& t, int g,
                                        int wt_in) {
     const int wt = opaque(wt_in);  // as store_h
-    const int lane = wt % 32, w = wt / 32, q = lane % 4;
     const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + g;
     uint8_t* region = ss.rs.epi.data() + g * kGroupBytes;
-    float cs0 = 1.f, cs1 = 1.f;
-    if constexpr (T::kLut) {
-      cs0 = ss.rs.epi_cs[64 * g + 16 * w + lane / 4];
-      cs1 = ss.rs.epi_cs[64 * g + 16 * w + lane / 4 + 8];
-    }
-    const int m = lane / 8, r = lane % 8;
-    const uint32_t row_addr =
-        cute::cast_smem_ptr_to_uint(region + (8 * (m >> 1) + r) * kOutPitch + (16 * w + 8 * (m & 1)) * 2);
+    const L2Stage st = l2_stage(ss, g, wt_in);
     const EpilogueTile et{t.expert, t.m_block, t.n_block, t.row_begin, t.rows, t.n_block * 128 + 64 * g, t.tag};
     long long cycles = 0;
     CUTE_UNROLL
     for (int pc = 0; pc < 2; ++pc) {
       if (pc * kPieceT >= t.rows) break;
       if (pc > 0) Epi::named_sync(128, bar);  // piece 0's copy-out is done with the staging
-      Epi::template stage_bf16_piece<kOutPitch>(acc[pc], row_addr, cs0, cs1,
-                                                ss.rs.epi_ts.data() + g * kBlockM + pc * kPieceT, q);
+      stage_l2(ss, st, acc[pc], g, pc);
       Epi::named_sync(128, bar);
       const long long c0 = clock64();
       constexpr int kRowsPerThread = kPieceT * 8 / 128;  // 8 pieces of 16 bytes per row
@@ -467,6 +508,79 @@ struct MegaW4A8TokKernel {
     return cycles;
   }
 
+  // The span record of a Linear-2 tile's stores (bench --spans): where the 64 x 256 tile's two
+  // 128-column pieces would be (mega_epilogue.cuh), without the trace hook (the caller writes the
+  // trace's store tail).
+  __device__ static void record_l2_span(Params const& p, WorkTile const& t, long long cycles) {
+    const int block = t.tag / p.n2;
+    const EpilogueTile et{t.expert, t.m_block, t.n_block, t.row_begin, t.rows, t.n_block * 128,
+                          block * p.n2_pairs + t.n_block / 2};
+    CombineDestination d = p.epi2.dest;
+    d.hook = nullptr;
+    d.tile_stored(et, cycles);
+  }
+
+  // Store thread st (0..63, kStoreWarps): each staged Linear-2 tile (one token piece: rows < 128;
+  // warp group g's 64 columns in its region) to the token owners' combine rows, until the
+  // consumers stage "no more". The rows' destinations first (one origin load per row, all in
+  // flight), then per row 16 lanes take its 16 pieces of 16 bytes (0-7 from region 0, 8-15 from
+  // region 1), a warp two rows per step; then `free`.
+  __device__ static void store_warps(Params const& p, SharedStorage& ss, int st) {
+    const MegaMoeArgs& m = p.m;
+    uint32_t full_phase = 0;
+    const int j = st & 15, r0 = st >> 4;
+    const uint32_t src = cute::cast_smem_ptr_to_uint(ss.rs.epi.data() + (j >> 3) * kGroupBytes + 16 * (j & 7));
+    for (;;) {
+      wait_then_read(&ss.sw.full, full_phase);
+      full_phase ^= 1u;
+      const int pos = ss.sw.pos;
+      if (pos < 0) break;
+      const WorkTile t = ss.sw.t;
+      const long long c0 = clock64();
+      const EpilogueTile et{t.expert, t.m_block, t.n_block, t.row_begin, t.rows, t.n_block * 128, t.tag};
+      for (int r = st; r < t.rows; r += kStoreThreads)
+        ss.sw.row_dst[r] = static_cast<uint16_t*>(p.epi2.dest.row_ptr(et, t.row_begin + r));
+      sync_store_threads();
+      for (int r = r0; r < t.rows; r += 4 * kStoreBatch) {
+        uint4 v[kStoreBatch];
+        uint16_t* d[kStoreBatch];
+        CUTE_UNROLL
+        for (int q = 0; q < kStoreBatch; ++q) {
+          const int rr = r + 4 * q;
+          d[q] = nullptr;
+          if (rr < t.rows) {
+            d[q] = ss.sw.row_dst[rr];
+            asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(v[q].x), "=r"(v[q].y), "=r"(v[q].z), "=r"(v[q].w)
+                         : "r"(src + static_cast<uint32_t>(rr * kOutPitch))
+                         : "memory");
+          }
+        }
+        CUTE_UNROLL
+        for (int q = 0; q < kStoreBatch; ++q)
+          if (d[q] != nullptr) *reinterpret_cast<uint4*>(d[q] + 8 * j) = v[q];
+      }
+      sync_store_threads();  // every row's stores issued; row_dst is read
+      if (st == 0 && (m.spans != nullptr || m.trace != nullptr)) {
+        const long long tail = clock64() - c0;
+        record_l2_span(p, t, tail);
+        if (m.trace != nullptr) m.trace[size_t(pos) * kMegaTraceWords + 5] = static_cast<uint32_t>(tail);
+      }
+      write_then_arrive(&ss.sw.free);
+    }
+    // Publish (mega_consume_all) counts this CTA done only after these stores.
+    compiler_fence();
+    cutlass::arch::NamedBarrier::sync(kPublishThreads, kPublishBarrier);
+  }
+  // The consumers' wait after their tile loop, not inlined: inlined, its clock-bounded poll made
+  // ptxas spill in the two-piece K loop (~700 B; as MegaStoreWarps::wait_cold).
+  __device__ __noinline__ static void wait_cold(uint64_t const* bar, uint32_t phase) { wait_then_read(bar, phase); }
+  __device__ static void sync_store_threads() {
+    compiler_fence();
+    cutlass::arch::NamedBarrier::sync(kStoreThreads, kStoreBarrier);
+    compiler_fence();
+  }
+
   __device__ void operator()(Params const& p, char* smem_buf) const {
     const uint32_t base = cute::cast_smem_ptr_to_uint(smem_buf);
     SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_buf + ((1024u - (base & 1023u)) & 1023u));
@@ -475,9 +589,14 @@ struct MegaW4A8TokKernel {
     mega_stamp_start(m);
     // Full barriers: the TMA thread only (no token scales per K block); queue readers: every
     // consumer thread.
-    if (tid == 0)
+    if (tid == 0) {
       mega_rs_setup<kMx, typename Rs::SharedStorage, Queue>(ss.rs, kStages, 1, T::kConsumerWarps, ss.queue, 256, p.l1,
                                                             p.l2, p.b1, p.b2);
+      if constexpr (kStoreWarps) {
+        cutlass::arch::ClusterBarrier::init(&ss.sw.full, 256);
+        cutlass::arch::ClusterBarrier::init(&ss.sw.free, kStoreThreads);
+      }
+    }
     cutlass::arch::fence_barrier_init();
     __syncthreads();
 
@@ -507,6 +626,8 @@ struct MegaW4A8TokKernel {
               }
               produce_tile(is_l1 ? p.l1 : p.l2, is_l1 ? p.b1 : p.b2, ss, sX, t, write);
             });
+      } else if (kStoreWarps && warp >= 2) {
+        store_warps(p, ss, tid - 64);
       }
       return;
     }
@@ -518,42 +639,69 @@ struct MegaW4A8TokKernel {
     const Rs rs{};
     State read{};
     uint32_t it = 0;  // K blocks consumed (MoeW4A8RsKernel's trace, measurement builds only)
-    mega_consume_all(m, ss.slots, queue, ct, call.ok, kConsumersBarrier, [&](WorkTile const& t, bool is_l1,
-                                                                             auto mainloop_done) {
-      if (!is_l1) await_quantised(p, ss, t, ct);  // before its token scales are read
-      const TileInputs in = prefetch_epilogue(p, ss, t, is_l1, g, wt);
-      Acc acc[2];
-      // A block of <= 32 / <= 64 rows: the narrow wgmmas (the producer's box has that many rows).
-      const int narrow = Boxes::rows_for(min(t.rows, kPieceT));
-      rs.mma(is_l1 ? p.l1 : p.l2, ss.rs, sX, read, g, wt, acc, it, t.rows > kPieceT, narrow < kPieceT ? narrow : 0);
-      mainloop_done();
-      epilogue_start(ss, in, is_l1, g, wt);
-      if (is_l1) {
-        p.epi1.dest.mark(0, ct);
-        store_h(p, ss, acc, t, g, wt);
-        p.epi1.dest.mark(1, ct);
-        const long long c0 = clock64();
-        if (count_l1(p, ss, t, ct)) {
-          quantize_chunks(p, ss, t, block_of(p, t, true), ct);
-        }
-        if (ct == 0 && p.epi1.dest.hook != nullptr) p.epi1.dest.hook[blockIdx.x] = static_cast<uint32_t>(clock64() - c0);
-      } else {
-        long long tail = store_l2(p, ss, acc, t, g, wt);
-        if (m.spans != nullptr || m.trace != nullptr) {
-          // The sender-visible span of the tile's stores: until both groups' stores are done,
-          // recorded where the 64 x 256 tile's two 128-column pieces would be (mega_epilogue.cuh).
-          const long long c0 = clock64() - tail;
-          Epi::named_sync(256, kConsumersBarrier);
-          tail = clock64() - c0;
-          if (ct == 0) {
-            const int block = t.tag / p.n2;
-            const EpilogueTile et{t.expert, t.m_block, t.n_block, t.row_begin, t.rows, t.n_block * 128,
-                                  block * p.n2_pairs + t.n_block / 2};
-            p.epi2.dest.tile_stored(et, tail);
+    // kStoreWarps: the parity of `free` to wait for before the staging is written again (the
+    // store warps have read the last handed-over tile; a fresh barrier passes at parity 1).
+    uint32_t free_parity = 1u;
+    auto staging_free = [&] {
+      if constexpr (kStoreWarps) wait_then_read(&ss.sw.free, free_parity);
+    };
+    mega_consume_all<kStoreWarps>(
+        m, ss.slots, queue, ct, call.ok, kConsumersBarrier,
+        [&](WorkTile const& t, bool is_l1, auto mainloop_done, int pos = -1) -> bool {
+          if (!is_l1) await_quantised(p, ss, t, ct);  // before its token scales are read
+          const TileInputs in = prefetch_epilogue(p, ss, t, is_l1, g, wt);
+          Acc acc[2];
+          // A block of <= 32 / <= 64 rows: the narrow wgmmas (the producer's box has that many rows).
+          const int narrow = Boxes::rows_for(min(t.rows, kPieceT));
+          rs.mma(is_l1 ? p.l1 : p.l2, ss.rs, sX, read, g, wt, acc, it, t.rows > kPieceT, narrow < kPieceT ? narrow : 0);
+          mainloop_done();
+          epilogue_start(ss, in, is_l1, g, wt);
+          staging_free();
+          if (is_l1) {
+            p.epi1.dest.mark(0, ct);
+            store_h(p, ss, acc, t, g, wt);
+            p.epi1.dest.mark(1, ct);
+            const long long c0 = clock64();
+            if (count_l1(p, ss, t, ct)) {
+              quantize_chunks(p, ss, t, block_of(p, t, true), ct);
+            }
+            if (ct == 0 && p.epi1.dest.hook != nullptr) p.epi1.dest.hook[blockIdx.x] = static_cast<uint32_t>(clock64() - c0);
+            return true;
           }
-        }
-      }
-    });
+          if (kStoreWarps && t.rows <= kPieceT) {
+            // One token piece: staged for the store warps, which copy it out under the next tile.
+            stage_l2(ss, l2_stage(ss, g, wt), acc[0], g, 0);
+            if (ct == 0) {
+              ss.sw.t = t;
+              ss.sw.pos = pos;
+            }
+            write_then_arrive(&ss.sw.full);
+            free_parity ^= 1u;
+            return false;  // the store warps write the trace's store tail
+          }
+          long long tail = store_l2(p, ss, acc, t, g, wt);
+          if (m.spans != nullptr || m.trace != nullptr) {
+            // The sender-visible span of the tile's stores: until both groups' stores are done.
+            const long long c0 = clock64() - tail;
+            Epi::named_sync(256, kConsumersBarrier);
+            tail = clock64() - c0;
+            if (ct == 0) {
+              const int block = t.tag / p.n2;
+              const EpilogueTile et{t.expert, t.m_block, t.n_block, t.row_begin, t.rows, t.n_block * 128,
+                                    block * p.n2_pairs + t.n_block / 2};
+              p.epi2.dest.tile_stored(et, tail);
+            }
+          }
+          return true;
+        },
+        [&] {
+          if constexpr (kStoreWarps) {  // the store warps leave once they read the last staged tile
+            wait_cold(&ss.sw.free, free_parity);
+            if (ct == 0) ss.sw.pos = -1;
+            write_then_arrive(&ss.sw.full);
+          }
+        },
+        kPublishThreads, kPublishBarrier);
   }
 };
 

@@ -129,12 +129,15 @@ struct W4RsTraits {
   static constexpr int kConsumerWarps = 4 * kConsumerWGs;
   static constexpr int kThreads = 128 * (1 + kConsumerWGs);
   // Two pieces hold a second 64-value accumulator: the producer gives up 16 more registers.
-  // XSTAGE_RS_PRODUCER_REGS32 (the Mega-MoE translation units, ON by default): 32, and the consumers
-  // 232 (their K loops still hold no local memory), so that the Mega-MoE producer's claim and
-  // decode spill less (docs/megamoe.md §Per-tile trace).
-#ifdef XSTAGE_RS_PRODUCER_REGS32
-  static constexpr int kProducerRegs = kPieces == 2 ? 32 : 40;
-  static constexpr int kConsumerRegs = 232;
+  // XSTAGE_RS_PRODUCER_REGS (the Mega-MoE translation units; CMake option of that name): the
+  // producer's registers with two pieces, 24 (consumers 240) or 32 / 40 (consumers 232, their K
+  // loops still without local memory), so that the Mega-MoE producer's claim and decode spill
+  // less (docs/megamoe.md §Per-tile trace).
+#ifdef XSTAGE_RS_PRODUCER_REGS
+  static_assert(XSTAGE_RS_PRODUCER_REGS == 24 || XSTAGE_RS_PRODUCER_REGS == 32 || XSTAGE_RS_PRODUCER_REGS == 40,
+                "XSTAGE_RS_PRODUCER_REGS: 24, 32 or 40");
+  static constexpr int kProducerRegs = kPieces == 2 ? XSTAGE_RS_PRODUCER_REGS : 40;
+  static constexpr int kConsumerRegs = kPieces == 2 && XSTAGE_RS_PRODUCER_REGS == 24 ? 240 : 232;
 #else
   static constexpr int kProducerRegs = kPieces == 2 ? 24 : 40;
   static constexpr int kConsumerRegs = kPieces == 2 ? 240 : 232;
