@@ -8,8 +8,8 @@ source .run-bin/env.sh
 nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv | tee $OUT/gpu.txt
 mkdir -p $OUT/acc
 start=$SECONDS
-for model in DiT-MoE-G Qwen3.5-397B-A17B Hy3 MiMo-V2.5 GLM-5.2 DSv4-Flash DSv4-Pro; do
-  [ $((SECONDS - start)) -lt 420 ] || { echo "left out: $model (time)"; continue; }
+for model in ${MODELS:-DiT-MoE-G Qwen3.5-397B-A17B Hy3 MiMo-V2.5 GLM-5.2 DSv4-Flash DSv4-Pro}; do
+  [ $((SECONDS - start)) -lt ${BUDGET:-420} ] || { echo "left out: $model (time)"; continue; }
   timeout $((540 - (SECONDS - start))) .run-bin/xstage bench moe --gpus 1 --models $model --tokens 2048,8192 \
     --routings balanced --weights w8a8,w4a8-int4-lut-rs-tok,w4a8-mxfp4-rs-tok --variants unfused,interleaved \
     --json $OUT/acc/xs-$model.json >> $OUT/w4a8.txt 2>&1
