@@ -34,6 +34,8 @@
 // prepacked weight chunk (bulk copy; MXFP4 also its block scales); warp groups 1, 2:
 // MoeW4A8RsKernel::mma, then the epilogue of the tile's kind. Each warp group's epilogue works in
 // its own staging region, so the groups only meet at the Linear-1 count and the quantisation.
+// With kStoreWarps (XSTAGE_MEGA_TOK_STORE_WARPS, default), warps 2 and 3 copy out the Linear-2
+// tiles of <= 128 rows that the consumers staged (store_warps), under the consumers' next tile.
 #pragma once
 #include <cstddef>
 #include <cstdint>
