@@ -522,7 +522,7 @@ struct MegaW4A8TokKernel {
     d.tile_stored(et, cycles);
   }
 
-  // Store thread st (0..63, kStoreWarps): each staged Linear-2 tile (one token piece: rows < 128;
+  // Store thread st (0..63, kStoreWarps): each staged Linear-2 tile (one token piece: at most 128 rows;
   // warp group g's 64 columns in its region) to the token owners' combine rows, until the
   // consumers stage "no more". The rows' destinations first (one origin load per row, all in
   // flight), then per row 16 lanes take its 16 pieces of 16 bytes (0-7 from region 0, 8-15 from
