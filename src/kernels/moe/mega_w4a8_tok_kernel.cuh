@@ -511,14 +511,14 @@ struct MegaW4A8TokKernel {
   }
 
   // The span record of a Linear-2 tile's stores (bench --spans): where the 64 x 256 tile's two
-  // 128-column pieces would be (mega_epilogue.cuh), without the trace hook (the caller writes the
-  // trace's store tail).
-  __device__ static void record_l2_span(Params const& p, WorkTile const& t, long long cycles) {
+  // 128-column pieces would be (mega_epilogue.cuh); with_hook: also the trace's store tail through
+  // the hook (the consumers' copy-out; the store warps write the trace word themselves).
+  __device__ static void record_l2_span(Params const& p, WorkTile const& t, long long cycles, bool with_hook) {
     const int block = t.tag / p.n2;
     const EpilogueTile et{t.expert, t.m_block, t.n_block, t.row_begin, t.rows, t.n_block * 128,
                           block * p.n2_pairs + t.n_block / 2};
     CombineDestination d = p.epi2.dest;
-    d.hook = nullptr;
+    if (!with_hook) d.hook = nullptr;
     d.tile_stored(et, cycles);
   }
 
@@ -565,7 +565,7 @@ struct MegaW4A8TokKernel {
       sync_store_threads();  // every row's stores issued; row_dst is read
       if (st == 0 && (m.spans != nullptr || m.trace != nullptr)) {
         const long long tail = clock64() - c0;
-        record_l2_span(p, t, tail);
+        record_l2_span(p, t, tail, false);
         if (m.trace != nullptr) m.trace[size_t(pos) * kMegaTraceWords + 5] = static_cast<uint32_t>(tail);
       }
       write_then_arrive(&ss.sw.free);
@@ -687,12 +687,7 @@ struct MegaW4A8TokKernel {
             const long long c0 = clock64() - tail;
             Epi::named_sync(256, kConsumersBarrier);
             tail = clock64() - c0;
-            if (ct == 0) {
-              const int block = t.tag / p.n2;
-              const EpilogueTile et{t.expert, t.m_block, t.n_block, t.row_begin, t.rows, t.n_block * 128,
-                                    block * p.n2_pairs + t.n_block / 2};
-              p.epi2.dest.tile_stored(et, tail);
-            }
+            if (ct == 0) record_l2_span(p, t, tail, true);
           }
           return true;
         },
