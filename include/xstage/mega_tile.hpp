@@ -13,6 +13,9 @@
 //   m256n128_tok  the per-token W4A8 kernel's own tile (mega_w4a8_tok_kernel.cuh): 256-row
 //             blocks, Linear-1 tiles of 64 h channels (128 gate/up-interleaved rows), Linear-2
 //             tiles of 128 hidden channels; not a choice of the W8A8 kernels (kMegaTileCount).
+//   m128n256_tok  its wide few-row tile (XSTAGE_MEGA_TOK_WIDE; docs/megamoe.md "Wide per-token
+//             tiles"): 128-row blocks, Linear-1 tiles of 128 h channels (two 128-row W1 chunks),
+//             Linear-2 tiles of 256 hidden channels (the last one 128 where hidden / 128 is odd).
 #pragma once
 
 #if defined(__CUDACC__)
@@ -23,8 +26,10 @@
 
 namespace xstage::moe {
 
-enum class MegaTile : int { m64n256 = 0, m128n256 = 1, automatic = 2, m256n128_tok = 3 };
-inline constexpr int kMegaTileCount = 2;  // the W8A8 configurations (automatic is not one; nor is m256n128_tok)
+enum class MegaTile : int { m64n256 = 0, m128n256 = 1, automatic = 2, m256n128_tok = 3, m128n256_tok = 4 };
+inline constexpr int kMegaTileCount = 2;  // the W8A8 configurations (automatic is not one; nor are the _tok tiles)
+inline constexpr int kMegaTileNames = 5;  // every value, automatic and the per-token tiles included
+XS_MEGA_HD bool mega_tile_is_tok(MegaTile t) { return t == MegaTile::m256n128_tok || t == MegaTile::m128n256_tok; }
 
 // automatic: 128-row tiles from 32 mean routed rows per expert (docs/megamoe.md "Tile
 // configurations", "Half blocks"): 128 x 256 wins from 64 mean rows per expert (GLM-5.2, MiMo-V2.5
@@ -37,6 +42,16 @@ XS_MEGA_HD MegaTile choose_mega_tile(long long routed_rows, int experts) {
                                                                                             : MegaTile::m64n256;
 }
 
+// automatic with per-token activations (where the wide tile is built): m128n256_tok below this many
+// mean routed rows per expert (most blocks of the 256-row tile hold one piece there, so the wide
+// tile gives up no conversion reuse and halves the tiles), else m256n128_tok.
+inline constexpr int kMegaTokWideMaxMeanRows = 128;
+XS_MEGA_HD MegaTile choose_tok_tile(long long routed_rows, int experts, bool wide_built) {
+  return wide_built && experts > 0 && routed_rows < static_cast<long long>(kMegaTokWideMaxMeanRows) * experts
+             ? MegaTile::m128n256_tok
+             : MegaTile::m256n128_tok;
+}
+
 struct MegaTileShape {
   int block_m;    // rows of an m-block (one Linear-1 / Linear-2 tile height)
   int l1_n;       // h channels per Linear-1 tile (2 x l1_n gate/up weight rows)
@@ -47,6 +62,7 @@ struct MegaTileShape {
 XS_MEGA_HD MegaTileShape mega_tile_shape(MegaTile t) {
   return t == MegaTile::m128n256       ? MegaTileShape{128, 128, 256, 2}
          : t == MegaTile::m256n128_tok ? MegaTileShape{256, 64, 128, 1}
+         : t == MegaTile::m128n256_tok ? MegaTileShape{128, 128, 256, 1}
                                        : MegaTileShape{64, 128, 256, 1};
 }
 
@@ -65,16 +81,18 @@ XS_MEGA_HD unsigned mega_l1_target(const MegaTileShape& s, int n1) { return stat
 // (each expert's last block may be partial).
 XS_MEGA_HD int mega_max_blocks(int cap, int experts, int block_m) { return cap / block_m + experts; }
 
-// Names for flags and JSON ("m64n256", "m128n256", "auto"; "m256n128_tok" is printed, not parsed:
-// per-token calls reach it through automatic); parse returns false on an unknown name.
+// Names for flags and JSON ("m64n256", "m128n256", "auto", "m256n128_tok", "m128n256_tok"; the
+// operator says which tile a call's weights and activations may run); parse returns false on an
+// unknown name.
 inline const char* mega_tile_name(MegaTile t) {
   return t == MegaTile::m128n256       ? "m128n256"
          : t == MegaTile::automatic    ? "auto"
          : t == MegaTile::m256n128_tok ? "m256n128_tok"
+         : t == MegaTile::m128n256_tok ? "m128n256_tok"
                                        : "m64n256";
 }
 inline bool parse_mega_tile(const char* s, MegaTile* out) {
-  for (int i = 0; i <= kMegaTileCount; ++i) {
+  for (int i = 0; i < kMegaTileNames; ++i) {
     const MegaTile t = static_cast<MegaTile>(i);
     const char* n = mega_tile_name(t);
     int k = 0;

@@ -19,7 +19,7 @@ MoeBenchWeights parse_moe_bench_weights(const std::string& w) {
 }
 
 std::string moe_bench_skip_reason(const MoeBenchWeights& w, bool fused, moe::MegaTile tile, bool rs_built,
-                                  bool tok_built) {
+                                  bool tok_built, bool wide_built) {
   const bool rs = w.layout != ops::MoeWeightLayout::rows;
   if (!fused) {
     // The unfused layer runs register-operand layouts per 128 for INT4 two-level only.
@@ -30,10 +30,14 @@ std::string moe_bench_skip_reason(const MoeBenchWeights& w, bool fused, moe::Meg
   if (w.per_token) {  // the fused per-token kernel, its own tile only
     if (!tok_built)
       return "this build leaves out the per-token W4A8 kernel: configure with -DXSTAGE_MEGA_W4A8_TOK=ON";
-    if (tile != moe::MegaTile::automatic)
-      return fmt::format("per-token activations run the 256 x 128 per-token tile only, not {}", moe::mega_tile_name(tile));
+    if (tile != moe::MegaTile::automatic && !moe::mega_tile_is_tok(tile))
+      return fmt::format("per-token activations run the per-token tiles only (m256n128_tok, m128n256_tok), not {}",
+                         moe::mega_tile_name(tile));
+    if (tile == moe::MegaTile::m128n256_tok && !wide_built)
+      return "this build leaves out the wide per-token tile: configure with -DXSTAGE_MEGA_TOK_WIDE=ON";
     return "";
   }
+  if (moe::mega_tile_is_tok(tile)) return fmt::format("{} runs per-token activations only", moe::mega_tile_name(tile));
   if (rs && !rs_built)
     return "this build leaves out the register-operand W4A8 kernel: configure with -DXSTAGE_MEGA_W4A8_RS=ON";
   if (w.quant != ops::MoeQuant::w8a8 && tile == moe::MegaTile::m128n256) return "W4A8 runs the 64 x 256 tile only";

@@ -28,9 +28,9 @@ MoeBenchWeights parse_moe_bench_weights(const std::string& name);
 // variant (else the unfused layer); tile: the tile it asks for (its +TILE suffix or --mega-tile;
 // automatic: the layer's choice); rs_built / tok_built: whether this build has the fused
 // register-operand kernel (MegaMoeLayer::register_operand_w4a8_built) and the fused per-token one
-// (MegaMoeLayer::per_token_w4a8_built). The reason is one line, for "VARIANT skipped for WEIGHTS
-// weights (REASON)".
+// (MegaMoeLayer::per_token_w4a8_built), wide_built its wide tile (per_token_wide_built). The
+// reason is one line, for "VARIANT skipped for WEIGHTS weights (REASON)".
 std::string moe_bench_skip_reason(const MoeBenchWeights& w, bool fused, moe::MegaTile tile, bool rs_built,
-                                  bool tok_built);
+                                  bool tok_built, bool wide_built = false);
 
 }  // namespace xstage::cli

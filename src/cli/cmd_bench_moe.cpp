@@ -276,7 +276,7 @@ bool is_fused(const std::string& v) {
 const char* kVariantList =
     "unfused, expert-wave, interleaved, model-order, expert-wave-static, interleaved-static, "
     "interleaved-lead<rounds in [0, 64]>, interleaved-tail, interleaved-no-tail; "
-    "a fused one may end in +m64n256 or +m128n256 (its tile)";
+    "a fused one may end in +m64n256, +m128n256, +m256n128_tok or +m128n256_tok (its tile)";
 
 nlohmann::json tile_kind_json(const ops::MegaMoeTileKind& k) {
   return {{"tiles", k.tiles}, {"mainloop_us", k.mainloop_us}, {"epilogue_us", k.epilogue_us}, {"store_tail_us", k.store_tail_us},
@@ -341,7 +341,9 @@ void run(const Flags& fl) {
   if (fl.variants.empty()) throw InvalidArgument("bench moe: --variants is empty");
   moe::MegaTile default_tile;
   if (!moe::parse_mega_tile(fl.mega_tile.c_str(), &default_tile))
-    throw InvalidArgument(fmt::format("bench moe: unknown --mega-tile '{}' (auto, m64n256, m128n256)", fl.mega_tile));
+    throw InvalidArgument(fmt::format("bench moe: unknown --mega-tile '{}' (auto, m64n256, m128n256, m256n128_tok, "
+                                      "m128n256_tok)",
+                                      fl.mega_tile));
   if (fl.weights.empty()) throw InvalidArgument("bench moe: --weights is empty");
   std::vector<MoeBenchWeights> formats;
   for (const auto& w : fl.weights) formats.push_back(parse_moe_bench_weights(w));
@@ -471,10 +473,12 @@ void run(const Flags& fl) {
           CheckRef check_requant, check_fused_tok;
           const bool rs_built = ops::MegaMoeLayer::register_operand_w4a8_built();
           const bool tok_built = ops::MegaMoeLayer::per_token_w4a8_built();
+          const bool wide_built = ops::MegaMoeLayer::per_token_wide_built();
           for (const auto& v : fl.variants) {
             moe::MegaTile tile_asked = moe::MegaTile::automatic;
             variant_tile(v, default_tile, &tile_asked);
-            const std::string skip = moe_bench_skip_reason(wf, is_fused(v), tile_asked, rs_built, tok_built);
+            const std::string skip =
+                moe_bench_skip_reason(wf, is_fused(v), tile_asked, rs_built, tok_built, wide_built);
             if (!skip.empty()) {
               std::fprintf(stderr, "bench moe: %s skipped for %s weights (%s)\n", v.c_str(), wname.c_str(), skip.c_str());
               continue;
@@ -759,7 +763,7 @@ void run(const Flags& fl) {
                      {"interleaved-leadR", "as interleaved with a lead of R rounds of CTAs (R x K Linear-1 tiles) instead of the plan's 1"},
                      {"interleaved-tail", "as interleaved with the last blocks' Linear-2 tiles (about one per CTA) after every Linear-1 tile, whatever the plan says"},
                      {"interleaved-no-tail", "as interleaved without Linear-2 tiles kept for the end of the list, whatever the plan says"},
-                     {"VARIANT+TILE", "a fused variant with the tile configuration TILE (auto, m64n256, m128n256; row field mega_tile: the one that ran)"}};
+                     {"VARIANT+TILE", "a fused variant with the tile configuration TILE (auto, m64n256, m128n256, m256n128_tok, m128n256_tok; row field mega_tile: the one that ran)"}};
     j["model_params"] = model_used;
     j["world"] = team->world_size();
     j["team"] = team_label(*team);
@@ -803,7 +807,8 @@ void add_moe_bench_command(CLI::App& app) {
                   "register-operand kernels (fused: builds with XSTAGE_MEGA_W4A8_RS; unfused: INT4 only); "
                   "w4a8-int4-lut-rs-tok and w4a8-mxfp4-rs-tok: the same with per-token activations (unfused: the "
                   "per-token grouped GEMMs, h requantised per token; fused: the per-token kernel, builds with "
-                  "XSTAGE_MEGA_W4A8_TOK, its 256 x 128 tile only: a cell with another tile is skipped)")
+                  "XSTAGE_MEGA_W4A8_TOK, its per-token tiles only: m256n128_tok, or m128n256_tok with "
+                  "XSTAGE_MEGA_TOK_WIDE; a cell with another tile is skipped)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--gpus", fl->gpus, "Ranks (GPUs); 1 runs the layer with every expert local")->capture_default_str();
@@ -825,8 +830,8 @@ void add_moe_bench_command(CLI::App& app) {
   cmd->add_option("--mega-tile", fl->mega_tile,
                   "Tile configuration of the fused variants without a +TILE suffix: auto (128 x 256 once the mean "
                   "routed rows per expert reach 32), m64n256 (64 x 256 for both GEMMs) or m128n256 (128 x 256; "
-                  "docs/megamoe.md \"Tile configurations\"); per-token weights run fused with auto only (their "
-                  "256 x 128 tile)")
+                  "docs/megamoe.md \"Tile configurations\"); per-token weights run fused with auto (m128n256_tok "
+                  "below 128 mean rows per expert where the build has it, else m256n128_tok) or a per-token tile")
       ->capture_default_str();
   cmd->add_flag("--spans", fl->spans,
                 "Record the phase breakdown: fused variants (two extra calls each) combine-store spans, the per-tile "

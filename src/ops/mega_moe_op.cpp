@@ -25,12 +25,10 @@ struct MegaMoeLayer::Impl {
   moe::MegaTile auto_tile = moe::MegaTile::m64n256;  // MegaTile::automatic resolves to this
   moe::MoeOrderChoice order;                         // MoeSchedule::automatic resolves to order.schedule
   moe::MoeOrderChoice order_w4a8;                    // the same with W4A8 weights (interleaved)
-  int tok_tiles_per_block = 0;  // Linear-1 + Linear-2 tiles of a per-token block (MegaTile::m256n128_tok)
-  int tok_max_blocks = 0;
+  moe::MegaTile tok_tile = moe::MegaTile::m256n128_tok;  // per-token calls' automatic tile
+  size_t tok_max_tiles = 0;  // list positions of a per-token call (either per-token tile)
   // The trace holds a record per list position of any configuration's call.
-  size_t max_tiles() const {
-    return std::max(size_t(max_blocks) * (n1 + n2), size_t(tok_max_blocks) * tok_tiles_per_block);
-  }
+  size_t max_tiles() const { return std::max(size_t(max_blocks) * (n1 + n2), tok_max_tiles); }
   struct Rank {
     km::MegaMoeArgs m;
     bool spans_recorded = false;
@@ -65,13 +63,19 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
       throw Error("mega moe: the tile configurations disagree on the scratch layout");
   }
   I.max_blocks = moe::mega_max_blocks(I.buf.cap, I.buf.epr, smallest.block_m);
-  {
-    // The per-token kernel's blocks hold more rows (fewer blocks, so its counters and spans fit
-    // the 64-row layout's) and more tiles each (the trace is sized for both).
-    const moe::MegaTileShape tok = moe::mega_tile_shape(moe::MegaTile::m256n128_tok);
-    I.tok_max_blocks = moe::mega_max_blocks(I.buf.cap, I.buf.epr, tok.block_m);
-    I.tok_tiles_per_block = moe::mega_l1_tiles(tok, cfg.intermediate) + moe::mega_l2_tiles(tok, cfg.hidden);
+  for (moe::MegaTile t : {moe::MegaTile::m256n128_tok, moe::MegaTile::m128n256_tok}) {
+    // The per-token kernel's blocks hold at least as many rows (no more blocks, so its counters and
+    // spans fit the 64-row layout's); the 256-row tile has more tiles per block (the trace is
+    // sized for every tile).
+    const moe::MegaTileShape tok = moe::mega_tile_shape(t);
+    if (tok.block_m < smallest.block_m || moe::mega_l2_tiles(tok, cfg.hidden) > I.n2 * 2)
+      throw Error("mega moe: a per-token tile does not fit the scratch layout");
+    I.tok_max_tiles = std::max(I.tok_max_tiles, size_t(moe::mega_max_blocks(I.buf.cap, I.buf.epr, tok.block_m)) *
+                                                    (moe::mega_l1_tiles(tok, cfg.intermediate) +
+                                                     moe::mega_l2_tiles(tok, cfg.hidden)));
   }
+  I.tok_tile = moe::choose_tok_tile(static_cast<long long>(cfg.tokens) * team.world_size() * cfg.top_k, cfg.experts,
+                                    km::mega_moe_w4a8_tok_wide_built());
   // The interleaved mix depends only on the shape and the model; plan it for a balanced load.
   moe::MoeScheduleInput in;
   in.rows_per_expert.assign(I.buf.epr, std::max(1, I.buf.cap / I.buf.world / I.buf.epr));
@@ -222,6 +226,7 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
 
 bool MegaMoeLayer::register_operand_w4a8_built() { return km::mega_moe_w4a8_rs_built(); }
 bool MegaMoeLayer::per_token_w4a8_built() { return km::mega_moe_w4a8_tok_built(); }
+bool MegaMoeLayer::per_token_wide_built() { return km::mega_moe_w4a8_tok_wide_built(); }
 
 moe::MoeSchedule MegaMoeLayer::resolved_schedule(moe::MoeSchedule requested, MoeQuant quant) const {
   if (requested == moe::MoeSchedule::automatic) return order_choice(quant).schedule;
@@ -240,12 +245,19 @@ moe::MegaTile MegaMoeLayer::resolved_tile(moe::MegaTile requested, MoeQuant quan
     if (quant == MoeQuant::w8a8)
       throw InvalidArgument("mega moe: per-token activations run W4A8 weights only (w4a8_int4 or w4a8_mxfp4 in a "
                             "register-operand layout)");
-    if (requested != moe::MegaTile::automatic && requested != moe::MegaTile::m256n128_tok)
-      throw InvalidArgument(fmt::format("mega moe: per-token activations run the 256 x 128 per-token tile only "
-                                        "(asked for {})",
+    if (requested == moe::MegaTile::automatic) return impl_->tok_tile;
+    if (!moe::mega_tile_is_tok(requested))
+      throw InvalidArgument(fmt::format("mega moe: per-token activations run the per-token tiles only "
+                                        "(m256n128_tok, m128n256_tok; asked for {})",
                                         moe::mega_tile_name(requested)));
-    return moe::MegaTile::m256n128_tok;
+    if (requested == moe::MegaTile::m128n256_tok && !per_token_wide_built())
+      throw InvalidArgument("mega moe: the wide per-token tile m128n256_tok is left out of this build (configure with "
+                            "-DXSTAGE_MEGA_TOK_WIDE=ON)");
+    return requested;
   }
+  if (moe::mega_tile_is_tok(requested))
+    throw InvalidArgument(fmt::format("mega moe: {} is a per-token tile (per-token W4A8 activations only)",
+                                      moe::mega_tile_name(requested)));
   const bool w4 = quant != MoeQuant::w8a8;
   if (requested == moe::MegaTile::automatic) return w4 ? moe::MegaTile::m64n256 : impl_->auto_tile;
   if (requested != moe::MegaTile::m64n256 && requested != moe::MegaTile::m128n256)

@@ -44,12 +44,18 @@ TEST(BenchMoeCells, PerTokenFusedCellsRunWithThePerTokenKernelOnly) {
       const std::string off = moe_bench_skip_reason(w, true, MegaTile::automatic, rs_built, false);
       EXPECT_NE(off.find("-DXSTAGE_MEGA_W4A8_TOK=ON"), std::string::npos) << off;
       EXPECT_EQ(off.find('\n'), std::string::npos);
-      // A forced tile (+m64n256, +m128n256 or --mega-tile): skipped, naming the per-token tile.
+      // A forced W8A8 tile (+m64n256, +m128n256 or --mega-tile): skipped, naming the per-token tiles.
       for (MegaTile t : {MegaTile::m64n256, MegaTile::m128n256}) {
         const std::string forced = moe_bench_skip_reason(w, true, t, rs_built, true);
-        EXPECT_NE(forced.find("256 x 128 per-token tile"), std::string::npos) << forced;
+        EXPECT_NE(forced.find("per-token tiles only"), std::string::npos) << forced;
         EXPECT_NE(forced.find(moe::mega_tile_name(t)), std::string::npos) << forced;
       }
+      // The per-token tiles run; the wide one only where it is built (else its option is named).
+      EXPECT_EQ(moe_bench_skip_reason(w, true, MegaTile::m256n128_tok, rs_built, true), "");
+      EXPECT_EQ(moe_bench_skip_reason(w, true, MegaTile::m128n256_tok, rs_built, true, true), "");
+      EXPECT_NE(moe_bench_skip_reason(w, true, MegaTile::m128n256_tok, rs_built, true, false).find(
+                    "-DXSTAGE_MEGA_TOK_WIDE=ON"),
+                std::string::npos);
       // The unfused layer runs per-token weights of both formats in any build.
       for (bool tok_built : {false, true})
         EXPECT_EQ(moe_bench_skip_reason(w, false, MegaTile::automatic, rs_built, tok_built), "");
@@ -68,6 +74,10 @@ TEST(BenchMoeCells, Per128CellsKeepTheirRules) {
       EXPECT_NE(moe_bench_skip_reason(w, true, MegaTile::m128n256, true, tok_built).find("64 x 256 tile only"),
                 std::string::npos);
       EXPECT_EQ(moe_bench_skip_reason(w, true, MegaTile::m64n256, true, tok_built), "");
+      // The per-token tiles: per-token activations only.
+      for (MegaTile t : {MegaTile::m256n128_tok, MegaTile::m128n256_tok})
+        EXPECT_NE(moe_bench_skip_reason(w, true, t, true, tok_built, true).find("per-token activations only"),
+                  std::string::npos);
     }
     // Unfused: INT4 two-level only (no per-128 register-operand MXFP4 grouped GEMM).
     EXPECT_EQ(moe_bench_skip_reason(int4_rs, false, MegaTile::automatic, false, tok_built), "");

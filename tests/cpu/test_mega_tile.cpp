@@ -21,7 +21,8 @@ namespace {
 constexpr MegaTile kTiles[] = {MegaTile::m64n256, MegaTile::m128n256};
 // With the per-token W4A8 kernel's own tile (not a W8A8 choice), for what all configurations share:
 // the scratch bound and the order's precondition.
-constexpr MegaTile kAllTiles[] = {MegaTile::m64n256, MegaTile::m128n256, MegaTile::m256n128_tok};
+constexpr MegaTile kAllTiles[] = {MegaTile::m64n256, MegaTile::m128n256, MegaTile::m256n128_tok,
+                                  MegaTile::m128n256_tok};
 
 // What the kernel's prologue builds (mega_prologue.cuh): block starts of the local experts and,
 // for expert-wave, each expert's wave bounds.
@@ -84,6 +85,31 @@ TEST(MegaTile, ShapesFollowTheConfiguration) {
   EXPECT_EQ(mega_l2_tiles(t, 1408), 11);
   EXPECT_EQ(mega_l1_target(t, 10), 10u);
   EXPECT_EQ(std::string(mega_tile_name(MegaTile::m256n128_tok)), "m256n128_tok");
+  // Its wide tile: 128-row blocks, 128 h channels (two chunks of interleaved gate/up rows) per
+  // Linear-1 tile, 256 hidden channels per Linear-2 tile (the last of one chunk where H / 128 is
+  // odd), one count per Linear-1 tile: the W8A8 tiles' counts per block.
+  const MegaTileShape w = mega_tile_shape(MegaTile::m128n256_tok);
+  EXPECT_EQ(w.block_m, 128);
+  EXPECT_EQ(w.l1_n, 128);
+  EXPECT_EQ(w.l2_n, 256);
+  EXPECT_EQ(w.l1_pieces, 1);
+  EXPECT_EQ(mega_l1_tiles(w, 640), 5);
+  EXPECT_EQ(mega_l2_tiles(w, 1408), 6);
+  EXPECT_EQ(mega_l1_target(w, 5), 5u);
+  EXPECT_EQ(std::string(mega_tile_name(MegaTile::m128n256_tok)), "m128n256_tok");
+  for (MegaTile k : kAllTiles) EXPECT_EQ(mega_tile_is_tok(k), k == MegaTile::m256n128_tok || k == MegaTile::m128n256_tok);
+  EXPECT_FALSE(mega_tile_is_tok(MegaTile::automatic));
+}
+
+// The per-token automatic tile: the wide one below kMegaTokWideMaxMeanRows mean routed rows per
+// expert, only where the build has it.
+TEST(MegaTile, PerTokenAutomaticTileFollowsTheMeanRows) {
+  const int E = 8;
+  EXPECT_EQ(choose_tok_tile(127LL * E + 7, E, true), MegaTile::m128n256_tok);
+  EXPECT_EQ(choose_tok_tile(128LL * E, E, true), MegaTile::m256n128_tok);
+  EXPECT_EQ(choose_tok_tile(1, E, true), MegaTile::m128n256_tok);
+  for (long long rows : {1LL, 127LL * E, 1LL << 20}) EXPECT_EQ(choose_tok_tile(rows, E, false), MegaTile::m256n128_tok);
+  EXPECT_EQ(choose_tok_tile(5, 0, true), MegaTile::m256n128_tok);
 }
 
 // The per-token kernel's protocol (mega_w4a8_tok_kernel.cuh): each of a block's n1 Linear-1 tiles
@@ -117,13 +143,13 @@ TEST(MegaTile, BlocksOfAnExpert) {
 }
 
 TEST(MegaTile, NamesRoundTripAndUnknownNamesAreRejected) {
-  for (MegaTile t : kTiles) {
+  for (MegaTile t : kAllTiles) {
     MegaTile back = t == MegaTile::m64n256 ? MegaTile::m128n256 : MegaTile::m64n256;
     ASSERT_TRUE(parse_mega_tile(mega_tile_name(t), &back)) << mega_tile_name(t);
     EXPECT_EQ(back, t);
   }
   MegaTile t = MegaTile::m64n256;
-  for (const char* bad : {"", "m128", "m128n2560", "M128N256", "m128n256 ", "m192n128"})
+  for (const char* bad : {"", "m128", "m128n2560", "M128N256", "m128n256 ", "m192n128", "m128n256_to", "m256n128_tok2"})
     EXPECT_FALSE(parse_mega_tile(bad, &t)) << bad;
 }
 

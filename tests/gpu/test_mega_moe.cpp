@@ -71,14 +71,15 @@ LayerFactory mega_alternating(moe::MoeSchedule which, moe::MegaTile first) {
 // everything below ~14 % of a row's largest value falls into e4m3's subnormals or to zero, an
 // error of order 1 (a smaller factor would hide it: e4m3's relative precision is the same over
 // its normal range).
-LayerFactory mega_after_larger_h(moe::MoeSchedule which, int ctas = 0) {
-  return [which, ctas](Team& t, const ops::EpMoeConfig& cfg) {
+LayerFactory mega_after_larger_h(moe::MoeSchedule which, int ctas = 0, moe::MegaTile tile = moe::MegaTile::automatic) {
+  return [which, ctas, tile](Team& t, const ops::EpMoeConfig& cfg) {
     auto layer = std::make_shared<ops::MegaMoeLayer>(t, cfg, preset(), 7.0, ctas, tok_scratch());
     const size_t n = size_t(cfg.tokens) * cfg.top_k;
     Team* team = &t;
-    return LayerForward([layer, which, n, team](int i, const ops::EpMoeRankInputs& d, cudaStream_t s) {
+    return LayerForward([layer, which, n, team, tile](int i, const ops::EpMoeRankInputs& d, cudaStream_t s) {
       ops::MegaMoeOptions opt;
       opt.schedule = which;
+      opt.tile = tile;
       std::vector<float> wts(n);
       EP_T(cudaMemcpy(wts.data(), d.topk_weights, n * 4, cudaMemcpyDeviceToHost));
       for (float& w : wts) w *= 4096.f;
@@ -97,14 +98,15 @@ LayerFactory mega_after_larger_h(moe::MoeSchedule which, int ctas = 0) {
 // quantisation claims must start at zero whichever kernel ran the call before (a claim counter
 // zeroed "for the next call" by the per-token kernel alone would be stale after the W8A8 call:
 // every chunk taken, no block quantised, the Linear-2 tiles' waits timing out).
-LayerFactory mega_after_other_kernel(moe::MoeSchedule which) {
-  return [which](Team& t, const ops::EpMoeConfig& cfg) {
+LayerFactory mega_after_other_kernel(moe::MoeSchedule which, moe::MegaTile tile = moe::MegaTile::automatic) {
+  return [which, tile](Team& t, const ops::EpMoeConfig& cfg) {
     auto layer = std::make_shared<ops::MegaMoeLayer>(t, cfg, preset(), 7.0, 0, tok_scratch());
     Team* team = &t;
     const int epr = cfg.experts / t.world_size();
-    return LayerForward([layer, which, team, cfg, epr](int i, const ops::EpMoeRankInputs& d, cudaStream_t s) {
+    return LayerForward([layer, which, team, cfg, epr, tile](int i, const ops::EpMoeRankInputs& d, cudaStream_t s) {
       ops::MegaMoeOptions opt;
       opt.schedule = which;
+      opt.tile = tile;
       const size_t H = cfg.hidden, I = cfg.intermediate;
       ops::EpMoeRankInputs w8 = d;
       w8.quant = ops::MoeQuant::w8a8;
@@ -448,20 +450,27 @@ INSTANTIATE_TEST_SUITE_P(P, MegaMoeW4A8RsRanks, ::testing::Values(2, 4, 8),
 
 // The per-token W4A8 kernel (mega_w4a8_tok_kernel.cuh; builds with XSTAGE_MEGA_W4A8_TOK): INT4
 // two-level and MXFP4 weights, W1 prepacked gate/up-interleaved, x with one scale per token, h made
-// as the kernel makes it (bf16, one scale per token: MoeLayerWeights::per_token_h_from_bf16); the
-// tile is always m256n128_tok (256-row blocks, I / 64 Linear-1 and H / 128 Linear-2 tiles each).
-static std::string tok_label(ops::MoeWeightLayout l, moe::MoeSchedule s) {
-  return std::string(l == ops::MoeWeightLayout::int4_rs_lut ? "int4 lut tok " : "mxfp4 tok ") +
-         name(s, moe::MegaTile::m256n128_tok);
+// as the kernel makes it (bf16, one scale per token: MoeLayerWeights::per_token_h_from_bf16); on
+// each per-token tile of the build, asked for by name: m256n128_tok (256-row blocks, I / 64
+// Linear-1 and H / 128 Linear-2 tiles each) and, with XSTAGE_MEGA_TOK_WIDE, m128n256_tok (128-row
+// blocks, I / 128 and ceil(H / 256): at H 1408 a last Linear-2 tile of one chunk).
+static std::string tok_label(ops::MoeWeightLayout l, moe::MoeSchedule s, moe::MegaTile tile) {
+  return std::string(l == ops::MoeWeightLayout::int4_rs_lut ? "int4 lut tok " : "mxfp4 tok ") + name(s, tile);
+}
+static std::vector<moe::MegaTile> tok_tiles() {
+  std::vector<moe::MegaTile> t{moe::MegaTile::m256n128_tok};
+  if (ops::MegaMoeLayer::per_token_wide_built()) t.push_back(moe::MegaTile::m128n256_tok);
+  return t;
 }
 TEST(MegaMoe, OneGpuW4A8PerTokenMatchesTheHostReferenceOfTheLayer) {
   XS_REQUIRE_GPUS(1);
   if (!ops::MegaMoeLayer::per_token_w4a8_built()) GTEST_SKIP() << "built without XSTAGE_MEGA_W4A8_TOK";
   auto team = gpu_team(1, 10);
+  for (auto tile : tok_tiles())
   for (auto l : {ops::MoeWeightLayout::int4_rs_lut, ops::MoeWeightLayout::mxfp4_rs})
     for (auto which : {moe::MoeSchedule::expert_wave, moe::MoeSchedule::interleaved}) {
-      const auto f = mega(which, moe::MegaTile::automatic);  // automatic resolves to m256n128_tok
-      const std::string n = tok_label(l, which);
+      const auto f = mega(which, tile);
+      const std::string n = tok_label(l, which, tile);
       const ops::MoeQuant q = rs_quant(l);
       check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 91, n, f, q, {}, l,
                   kPerToken, true);
@@ -470,26 +479,28 @@ TEST(MegaMoe, OneGpuW4A8PerTokenMatchesTheHostReferenceOfTheLayer) {
                   {}, l, kPerToken, true);
       check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 300, moe::RoutingKind::skewed, 93, n, f, q, {},
                   l, kPerToken, true);
-      // One expert takes all 600 rows: blocks of 256, 256 and 88 rows (a partial last block, whose
-      // quantisation and Linear-2 tiles cover only its rows), the other experts empty.
+      // One expert takes all 600 rows: blocks of 256, 256 and 88 rows (wide: 4 x 128 and 88; a
+      // partial last block, whose quantisation and Linear-2 tiles cover only its rows), the other
+      // experts empty.
       check_layer(*team, moe::ModelShape{"hot", 512, 256, 8, 1, 0, 0}, 600, moe::RoutingKind::balanced, 94,
                   n + " one expert", f, q, route_all_to_expert0, l, kPerToken, true);
       // One block of 150 / 190 rows: piece 1 holds 22 / 62 tokens, loaded by the 32- / 64-row boxes
       // (and piece 0 of the 30-row experts above by the 32-row one, 37-row ones by the 64-row one);
-      // 129, 160, 161 and 192: each box's first and last row count.
+      // 129, 160, 161 and 192: each box's first and last row count (wide: the second 128-row
+      // block's, the first running the two-half 128-token path).
       for (int rows : {129, 150, 160, 161, 190, 192})
         check_layer(*team, moe::ModelShape{"hot", 512, 256, 8, 1, 0, 0}, rows, moe::RoutingKind::balanced, 97,
                     n + " one block of " + std::to_string(rows), f, q, route_all_to_expert0, l, kPerToken, true);
       // 3 CTAs: more Linear-1 tiles per block (6) than CTAs, so a block's quantisation is done by
       // whichever CTA counts its last Linear-1 tile.
       check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 95, n + " ctas 3",
-                  mega(which, moe::MegaTile::automatic, 3), q, {}, l, kPerToken, true);
+                  mega(which, tile, 3), q, {}, l, kPerToken, true);
       // Each checked call right after one with 4096x larger |h|: the per-token maxima start from zero.
       check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 96,
-                  n + " after larger h", mega_after_larger_h(which), q, {}, l, kPerToken, true);
+                  n + " after larger h", mega_after_larger_h(which, 0, tile), q, {}, l, kPerToken, true);
       // Per-token, W8A8, per-token on one layer: the quantisation claims start at zero each call.
       check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 98,
-                  n + " after a W8A8 call", mega_after_other_kernel(which), q, {}, l, kPerToken, true);
+                  n + " after a W8A8 call", mega_after_other_kernel(which, tile), q, {}, l, kPerToken, true);
     }
 }
 
@@ -515,11 +526,13 @@ TEST(MegaMoe, OneGpuListEndingInLinear2TilesMatchesTheHostReference) {
                   mega_tail(tile, 0, tail));
     }
   if (!ops::MegaMoeLayer::per_token_w4a8_built()) return;
+  for (auto tile : tok_tiles())
   for (int tail : {0, -1, 64, 100000})
     for (int ctas : {0, 3}) {
-      const auto f = mega_tail(moe::MegaTile::automatic, ctas, tail);
+      const auto f = mega_tail(tile, ctas, tail);
       const auto l = ops::MoeWeightLayout::int4_rs_lut;
-      const std::string n = tok_label(l, il) + " lead 0 tail " + std::to_string(tail) + " ctas " + std::to_string(ctas);
+      const std::string n =
+          tok_label(l, il, tile) + " lead 0 tail " + std::to_string(tail) + " ctas " + std::to_string(ctas);
       check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 4, 2, 0, 0}, 140, moe::RoutingKind::balanced, 92, n, f,
                   rs_quant(l), {}, l, kPerToken, true);
       check_layer(*team, moe::ModelShape{"hot", 512, 256, 8, 1, 0, 0}, 600, moe::RoutingKind::balanced, 94,
@@ -536,10 +549,11 @@ TEST_P(MegaMoeW4A8TokRanks, MatchesTheHostReferenceOfTheLayer) {
   const int P = GetParam();
   XS_TEAM(team, P, 10.0);
   if (!ops::MegaMoeLayer::per_token_w4a8_built()) GTEST_SKIP() << "built without XSTAGE_MEGA_W4A8_TOK";
+  for (auto tile : tok_tiles())
   for (auto l : {ops::MoeWeightLayout::int4_rs_lut, ops::MoeWeightLayout::mxfp4_rs})
     for (auto which : {moe::MoeSchedule::expert_wave, moe::MoeSchedule::interleaved}) {
-      const auto f = mega(which, moe::MegaTile::automatic);
-      const std::string n = tok_label(l, which);
+      const auto f = mega(which, tile);
+      const std::string n = tok_label(l, which, tile);
       const ops::MoeQuant q = rs_quant(l);
       check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 40, moe::RoutingKind::skewed, 101, n, f, q, {},
                   l, kPerToken, true);
@@ -648,17 +662,34 @@ TEST(MegaMoe, W4A8WithThe128RowTileIsAClearError) {
   auto layer = std::make_shared<ops::MegaMoeLayer>(*team, ops::EpMoeConfig{256, 384, 8, 3, 40}, preset());
   EXPECT_EQ(layer->resolved_tile(moe::MegaTile::automatic, ops::MoeQuant::w4a8_int4), moe::MegaTile::m64n256);
   EXPECT_THROW(layer->resolved_tile(moe::MegaTile::m128n256, ops::MoeQuant::w4a8_mxfp4), InvalidArgument);
-  // Per-token activations run their own tile whatever the build (the kernel's presence is the
-  // call's check): automatic and m256n128_tok resolve to it, the W8A8 tiles are refused; the
-  // per-token tile with per-128 activations is refused too.
+  // Per-token activations run their own tiles whatever the build (the kernel's presence is the
+  // call's check): automatic resolves to the wide one at this layer's 15 mean rows where the build
+  // has it (else m256n128_tok), each per-token tile to itself (the wide one refused, naming its
+  // option, where it is left out), the W8A8 tiles are refused; the per-token tiles with per-128
+  // activations are refused too.
+  const bool wide = ops::MegaMoeLayer::per_token_wide_built();
   for (auto q : {ops::MoeQuant::w4a8_int4, ops::MoeQuant::w4a8_mxfp4}) {
-    EXPECT_EQ(layer->resolved_tile(moe::MegaTile::automatic, q, ops::MoeActScales::per_token), moe::MegaTile::m256n128_tok);
+    EXPECT_EQ(layer->resolved_tile(moe::MegaTile::automatic, q, ops::MoeActScales::per_token),
+              wide ? moe::MegaTile::m128n256_tok : moe::MegaTile::m256n128_tok);
     EXPECT_EQ(layer->resolved_tile(moe::MegaTile::m256n128_tok, q, ops::MoeActScales::per_token),
               moe::MegaTile::m256n128_tok);
+    if (wide) {
+      EXPECT_EQ(layer->resolved_tile(moe::MegaTile::m128n256_tok, q, ops::MoeActScales::per_token),
+                moe::MegaTile::m128n256_tok);
+    } else {
+      try {
+        layer->resolved_tile(moe::MegaTile::m128n256_tok, q, ops::MoeActScales::per_token);
+        ADD_FAILURE() << "no error";
+      } catch (const InvalidArgument& e) {
+        EXPECT_NE(std::string(e.what()).find("XSTAGE_MEGA_TOK_WIDE"), std::string::npos) << e.what();
+      }
+    }
     EXPECT_THROW(layer->resolved_tile(moe::MegaTile::m64n256, q, ops::MoeActScales::per_token), InvalidArgument);
     EXPECT_THROW(layer->resolved_tile(moe::MegaTile::m128n256, q, ops::MoeActScales::per_token), InvalidArgument);
     EXPECT_THROW(layer->resolved_tile(moe::MegaTile::m256n128_tok, q), InvalidArgument);
+    EXPECT_THROW(layer->resolved_tile(moe::MegaTile::m128n256_tok, q), InvalidArgument);
   }
+  EXPECT_THROW(layer->resolved_tile(moe::MegaTile::m128n256_tok, ops::MoeQuant::w8a8), InvalidArgument);
   // Per-token activations with W8A8 weights: no tile runs them.
   EXPECT_THROW(layer->resolved_tile(moe::MegaTile::automatic, ops::MoeQuant::w8a8, ops::MoeActScales::per_token),
                InvalidArgument);

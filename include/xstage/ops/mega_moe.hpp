@@ -124,9 +124,11 @@ class MegaMoeLayer {
 
   // The tile configuration a call with `requested`, weights `quant` and activation scales `act`
   // runs (automatic: this layer's choice by its mean routed rows per expert for W8A8; 64 x 256 for
-  // W4A8 with per-128 activations; m256n128_tok with per-token ones, their only tile);
-  // InvalidArgument for an unknown value, 128 x 256 with W4A8 weights, m256n128_tok with per-128
-  // activations, or another tile than m256n128_tok or W8A8 weights with per-token activations.
+  // W4A8 with per-128 activations; with per-token ones m128n256_tok below
+  // moe::kMegaTokWideMaxMeanRows mean rows where the build has it, else m256n128_tok);
+  // InvalidArgument for an unknown value, 128 x 256 with W4A8 weights, a per-token tile with
+  // per-128 activations, m128n256_tok in a build without it, or another tile than the per-token
+  // ones or W8A8 weights with per-token activations.
   moe::MegaTile resolved_tile(moe::MegaTile requested, MoeQuant quant = MoeQuant::w8a8,
                               MoeActScales act = MoeActScales::per_128) const;
   // The order a call with `requested` and weights `quant` runs (automatic:
@@ -148,6 +150,9 @@ class MegaMoeLayer {
   // the fused kernel"). Without it, or on a layer constructed without per_token_scratch, a
   // per-token call is an InvalidArgument (before the call counts).
   static bool per_token_w4a8_built();
+  // Whether it also has the wide few-row per-token tile, moe::MegaTile::m128n256_tok (CMake option
+  // XSTAGE_MEGA_TOK_WIDE, experimental, off by default; docs/megamoe.md "Wide per-token tiles").
+  static bool per_token_wide_built();
 
   // The interleaved mix and the model's view of both schedules, for a balanced load.
   const moe::MoeSchedulePlan& plan() const;

@@ -42,7 +42,7 @@ struct MegaWeights {
 
 // One call: `ctas` co-resident CTAs (cooperative launch; at most one per SM), one function per
 // tile configuration (xstage/mega_tile.hpp) and W4A8 format, each in its own translation unit.
-// W4A8 runs the 64 x 256 tile (per-token: m256n128_tok). cudaErrorInvalidValue: arguments the kernel cannot take.
+// W4A8 runs the 64 x 256 tile (per-token: m256n128_tok or m128n256_tok). cudaErrorInvalidValue: arguments the kernel cannot take.
 cudaError_t mega_moe_launch_m64n256(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s);
 cudaError_t mega_moe_launch_m128n256(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s);
 cudaError_t mega_moe_launch_w4a8_int4(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s);
@@ -56,6 +56,10 @@ bool mega_moe_w4a8_rs_built();
 // MegaMoeArgs::h16 and h_amax; cudaErrorNotSupported in a build without XSTAGE_MEGA_W4A8_TOK.
 cudaError_t mega_moe_launch_w4a8_tok(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s);
 bool mega_moe_w4a8_tok_built();
+// The same formats on MegaTile::m128n256_tok (the wide few-row tile); cudaErrorNotSupported in a
+// build without XSTAGE_MEGA_TOK_WIDE.
+cudaError_t mega_moe_launch_w4a8_tok_wide(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s);
+bool mega_moe_w4a8_tok_wide_built();
 
 inline cudaError_t mega_moe_launch(::xstage::moe::MegaTile tile, const MegaMoeArgs& m, const MegaWeights& w, int ctas,
                                    cudaStream_t s) {
@@ -69,8 +73,9 @@ inline cudaError_t mega_moe_launch(::xstage::moe::MegaTile tile, const MegaMoeAr
       return tile == ::xstage::moe::MegaTile::m64n256 ? mega_moe_launch_w4a8_rs(m, w, ctas, s) : cudaErrorInvalidValue;
     case MegaWeightFormat::w4a8_int4_lut_tok:
     case MegaWeightFormat::w4a8_mxfp4_tok:
-      return tile == ::xstage::moe::MegaTile::m256n128_tok ? mega_moe_launch_w4a8_tok(m, w, ctas, s)
-                                                           : cudaErrorInvalidValue;
+      return tile == ::xstage::moe::MegaTile::m256n128_tok   ? mega_moe_launch_w4a8_tok(m, w, ctas, s)
+             : tile == ::xstage::moe::MegaTile::m128n256_tok ? mega_moe_launch_w4a8_tok_wide(m, w, ctas, s)
+                                                             : cudaErrorInvalidValue;
     default:
       return tile == ::xstage::moe::MegaTile::m128n256 ? mega_moe_launch_m128n256(m, w, ctas, s)
                                                        : mega_moe_launch_m64n256(m, w, ctas, s);

@@ -2,48 +2,15 @@
 // docs/megamoe.md "Per-token activations in the fused kernel"): INT4 two-level (W1
 // int4_rs_lut_glu, W2 int4_rs_lut) and MXFP4 (mxfp4_rs_glu, mxfp4_rs), both instantiations here.
 // Built with XSTAGE_MEGA_W4A8_TOK only.
-#include "kernels/moe/mega_launch.cuh"
-#include "kernels/moe/mega_w4a8_tok_kernel.cuh"
+#include "kernels/moe/mega_w4a8_tok_launch.cuh"
 
 namespace xstage::kernels::moe {
-
-namespace {
-
-template <bool kMx>
-cudaError_t launch_tok(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s) {
-  using K = MegaW4A8TokKernel<kMx>;
-  const MegaWeightFormat want = kMx ? MegaWeightFormat::w4a8_mxfp4_tok : MegaWeightFormat::w4a8_int4_lut_tok;
-  if (!mega_args_fit(m, ctas) || w.format != want || m.intermediate % 128 != 0 || m.ep.hidden % 128 != 0 ||
-      m.h16 == nullptr || m.h_amax == nullptr || m.h_qclaim == nullptr || m.h == nullptr || m.h_scales == nullptr)
-    return cudaErrorInvalidValue;
-  MoeW4A8Params g1, g2;
-  mega_gemm_params(m, w, g1, g2);
-  // Linear-1 reads x's per-token scales from the first group of the receive scales (the dispatch
-  // writes only that one: mega_prologue<true>); Linear-2 the per-token h scales the quantisation
-  // writes ([cap]).
-  g1.format = g2.format = kMx ? W4Format::mxfp4 : W4Format::int4_g128;
-  typename K::Params kp{};
-  kp.l1 = K::Rs::to_params(g1);
-  kp.l2 = K::Rs::to_params(g2);
-  mega_common_params<K>(m, false, kp);
-  kp.h16 = reinterpret_cast<__nv_bfloat16*>(m.h16);
-  kp.h_amax = m.h_amax;
-  kp.h = m.h;
-  kp.h_scales = m.h_scales;
-  kp.intermediate = m.intermediate;
-  kp.n2_pairs = (m.ep.hidden + 255) / 256;
-  kp.b1 = K::Boxes::make(g1);
-  kp.b2 = K::Boxes::make(g2);
-  return mega_cooperative_launch(mega_moe_w4a8_tok_kernel<kMx>, kp, ctas, K::kThreads, K::kSmemBytes, s);
-}
-
-}  // namespace
 
 bool mega_moe_w4a8_tok_built() { return true; }
 
 cudaError_t mega_moe_launch_w4a8_tok(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s) {
-  return w.format == MegaWeightFormat::w4a8_mxfp4_tok ? launch_tok<true>(m, w, ctas, s)
-                                                      : launch_tok<false>(m, w, ctas, s);
+  return w.format == MegaWeightFormat::w4a8_mxfp4_tok ? mega_launch_tok<true, false>(m, w, ctas, s)
+                                                      : mega_launch_tok<false, false>(m, w, ctas, s);
 }
 
 }  // namespace xstage::kernels::moe

@@ -62,15 +62,19 @@ namespace xstage::kernels::moe {
 // The per-token register-operand tile (configs.def w4a8rs_*_tok_bf16_m256n128's main loop: two
 // 128-token pieces, kTok) with 4 stages of 41 KiB (the grouped tile has 3 next to its 68 KiB
 // staging; here the staging is 36 KiB and the shared memory holds a fourth, ~226 of 227 KiB).
+// kWide (MegaTile::m128n256_tok, docs/megamoe.md §Wide per-token tiles): 128-row blocks, one
+// token piece and two weight chunks per stage, warp group g running chunk g (mma_wide).
 inline constexpr int kMegaTokStages = 4;
-template <bool kMx>
-struct MegaW4TokTraits : W4RsTraits<kMegaTokStages, false, 0, kMx, 2, !kMx, true> {
-  static constexpr ::xstage::moe::MegaTile kTile = ::xstage::moe::MegaTile::m256n128_tok;
+template <bool kMx, bool kWide = false>
+struct MegaW4TokTraits
+    : W4RsTraits<kMegaTokStages, false, 0, kMx, kWide ? 1 : 2, !kMx, true, false, false, kWide> {
+  static constexpr ::xstage::moe::MegaTile kTile =
+      kWide ? ::xstage::moe::MegaTile::m128n256_tok : ::xstage::moe::MegaTile::m256n128_tok;
 };
 
-template <bool kMx>
+template <bool kMx, bool kWide = false>
 struct MegaW4A8TokKernel {
-  using T = MegaW4TokTraits<kMx>;
+  using T = MegaW4TokTraits<kMx, kWide>;
   using Rs = MoeW4A8RsKernel<T>;
   using Epi = W4RsEpilogue<Rs>;
   using Acc = typename Rs::Acc;
@@ -78,12 +82,15 @@ struct MegaW4A8TokKernel {
   using Queue = TileQueue<kMegaQueueDepth>;
   static constexpr int kThreads = T::kThreads;
   static constexpr int kStages = T::kStages;
-  static constexpr int kBlockM = T::kBlockT;  // 256 tokens = rows of an m-block
+  static constexpr int kBlockM = T::kBlockT;  // rows of an m-block: 256 tokens (kWide: 128)
   static constexpr int kPieceT = T::kPieceT;  // 128
+  static constexpr int kPieces = T::kPieces;  // token pieces per stage: 2 (kWide: 1)
+  static constexpr int kChunks = kWide ? 2 : 1;  // weight chunks per stage
   static constexpr ::xstage::moe::MegaTileShape kShape = ::xstage::moe::mega_tile_shape(T::kTile);
-  static_assert(kBlockM == kShape.block_m && kShape.l1_n == 64 && kShape.l2_n == 128 && kShape.l1_pieces == 1 &&
-                    Rs::kAccs == 2 && T::kTok && T::kScaleLanes == 0 && kPieceT == 128,
-                "256-token tiles of one 128-row weight chunk, per-token scales");
+  static_assert(kBlockM == kShape.block_m && kShape.l1_n == 64 * kChunks && kShape.l2_n == 128 * kChunks &&
+                    kShape.l1_pieces == 1 && Rs::kAccs == 2 && T::kTok && T::kScaleLanes == 0 && kPieceT == 128 &&
+                    kBlockM == kPieceT * kPieces,
+                "256-token tiles of one 128-row weight chunk (kWide: 128 tokens, two chunks), per-token scales");
   static constexpr uint32_t kConsumersBarrier = 7;  // the 256 consumer threads (user barrier 7)
   static_assert(128 * T::kProducerRegs + 256 * T::kConsumerRegs <= (65536 / kThreads) / 8 * 8 * kThreads,
                 "setmaxnreg budget");
@@ -91,11 +98,15 @@ struct MegaW4A8TokKernel {
   // bytes): Linear-1 256 tokens x 32 bf16 channels (64-byte rows, the 16-byte piece index
   // swizzled by (token / 2) % 4: stmatrix's 8 rows and the copy-out's reads fall in distinct
   // banks); Linear-2 one 128-token piece x 64 bf16 columns (144-byte rows, as store_bf16).
-  static constexpr int kGroupBytes = Rs::kEpiBytes / 2;
-  static constexpr int kHRow = 64;
-  static constexpr int kOutPitch = Rs::kPitch;  // 144
-  static_assert(Rs::kEpiBytes == 2 * kPieceT * kOutPitch && kBlockM * kHRow <= kGroupBytes, "staging regions");
-  static_assert(sizeof(MegaPrologueSmem) <= Rs::kEpiBytes, "the prologue's scratch fits in the staging");
+  // kWide (2 x 34816 bytes): Linear-1 128 tokens x 64 channels (128-byte rows, the piece index
+  // swizzled by token % 8); Linear-2 the piece x the group's 128 columns (272-byte rows).
+  static constexpr int kStagingBytes = kWide ? Rs::kWideEpiBytes : Rs::kEpiBytes;  // rs.epi
+  static constexpr int kGroupBytes = kStagingBytes / 2;
+  static constexpr int kHRow = 64 * kChunks;
+  static constexpr int kOutPitch = kWide ? Rs::kParkPitch : Rs::kPitch;  // 272 : 144
+  static_assert(kStagingBytes == 2 * kPieceT * kOutPitch && kBlockM * kHRow <= kGroupBytes, "staging regions");
+  static_assert(!kWide || T::kBlocks == 2, "a wide stage holds both groups' chunks");
+  static_assert(sizeof(MegaPrologueSmem) <= kStagingBytes, "the prologue's scratch fits in the staging");
 
   using Boxes = MegaTokenBoxes<T>;  // pieces of <= 32 / 64 tokens: smaller TMA boxes
 #ifdef XSTAGE_MEGA_TOK_STORE_WARPS
@@ -103,6 +114,7 @@ struct MegaW4A8TokKernel {
 #else
   static constexpr bool kStoreWarps = false;
 #endif
+  static_assert(kStoreWarps || !kWide, "the wide tile's Linear-2 copy-out is the store warps'");
   // The store warps (kStoreWarps; warps 2, 3 of the producer warp group): the copy-out of a
   // Linear-2 tile of <= 128 rows (one token piece, both groups' 64 columns staged in their
   // regions), docs/megamoe.md §Per-token activations in the fused kernel. Their own named
@@ -110,6 +122,8 @@ struct MegaW4A8TokKernel {
   // uses (the epilogue's groups 0, 1; the consumers' 7).
   static constexpr int kStoreThreads = 64;
   static constexpr int kStoreBatch = 2;  // rows' loads in flight before their stores (40 registers)
+  static constexpr int kRowPieces = 16 * kChunks;  // 16-byte pieces of a staged row (both groups)
+  static constexpr int kStoreRowsPerStep = kStoreThreads / kRowPieces;
   static constexpr uint32_t kStoreBarrier = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + 2;
   static constexpr uint32_t kPublishBarrier = static_cast<uint32_t>(NamedBarrierId::swiglu_full);
   static constexpr int kPublishThreads = kStoreWarps ? 256 + kStoreThreads : 256;
@@ -168,26 +182,33 @@ struct MegaW4A8TokKernel {
   // A block of <= 128 rows loads piece 0 only (the consumers skip piece 1: mma's second_piece), a
   // piece of few rows a smaller box (MegaTokenBoxes). A box reads past its block's rows (the next
   // block's h, which that block's quantisation may be writing): bytes of tokens never stored.
+  // kWide: one token piece and the tile's two chunks (128 h channels of W1, or 256 hidden columns
+  // of W2) per K block, chunk c into the stage's place c (warp group c's); the last Linear-2 tile
+  // where hidden / 128 is odd has one chunk (group 1 idles: chunks_of).
   template <class SmemX>
   __device__ static void produce_tile(typename Rs::Params const& gp, Boxes const& bx, SharedStorage& ss, SmemX& sX,
                                       WorkTile const& t, State& write) {
-    const bool two = t.rows > kPieceT;
+    const bool two = kPieces == 2 && t.rows > kPieceT;
     const int box0 = Boxes::rows_for(min(t.rows, kPieceT)), box1 = two ? Boxes::rows_for(t.rows - kPieceT) : 0;
-    const uint32_t tx = T::kTxBytes - static_cast<uint32_t>(2 * kPieceT - box0 - box1) * T::kBlockK;
+    const int chunks = chunks_of(gp.n, t);
+    constexpr uint32_t kChunkTx = T::kChunkBytes + (kMx ? 512u : 0u);
+    const uint32_t tx = T::kTxBytes - static_cast<uint32_t>(kPieces * kPieceT - box0 - box1) * T::kBlockK -
+                        static_cast<uint32_t>(kChunks - chunks) * kChunkTx;
     Tensor mX = gp.tma_x.get_tma_tensor(gp.shape_x);
     auto cta_x = gp.tma_x.get_slice(0);
-    Tensor tXsX = group_modes<0, 3>(cta_x.partition_D(sX));  // (TMA, stage * 2 + piece)
-    const uint8_t* wsrc = gp.w + (static_cast<int64_t>(t.expert) * (gp.n / 128) + t.n_block) * gp.k_blocks * T::kChunkBytes;
-    [[maybe_unused]] const float* ssrc = gp.w_scales + static_cast<int64_t>(t.expert) * gp.k_blocks * gp.n + t.n_block * 128;
+    Tensor tXsX = group_modes<0, 3>(cta_x.partition_D(sX));  // (TMA, stage * kPieces + piece)
+    const int chunk0 = t.n_block * kChunks;  // the tile's first 128-row chunk of the weight
+    const uint8_t* wsrc = gp.w + (static_cast<int64_t>(t.expert) * (gp.n / 128) + chunk0) * gp.k_blocks * T::kChunkBytes;
+    [[maybe_unused]] const float* ssrc = gp.w_scales + static_cast<int64_t>(t.expert) * gp.k_blocks * gp.n + chunk0 * 128;
     for (int kb = 0; kb < gp.k_blocks; ++kb) {
       uint64_t* full = &ss.rs.full[write.index];
       bounded_wait(&ss.rs.empty[write.index], write.phase);
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(full, tx);
       CUTE_UNROLL
-      for (int pc = 0; pc < 2; ++pc) {
+      for (int pc = 0; pc < kPieces; ++pc) {
         const int box = pc == 0 ? box0 : box1;
         if (box == 0) break;
-        const int slot = write.index * 2 + pc;
+        const int slot = write.index * kPieces + pc;
         if (!bx.load_small(gp.shape_x, box, ss.rs.x.data() + slot * kPieceT * T::kBlockK, full,
                            t.row_begin + pc * kPieceT, kb)) {
           Tensor gX = local_tile(domain_offset(make_coord(t.row_begin + pc * kPieceT, 0), mX),
@@ -195,12 +216,24 @@ struct MegaW4A8TokKernel {
           copy(gp.tma_x.with(*full), group_modes<0, 3>(cta_x.partition_S(gX)), tXsX(_, slot));
         }
       }
-      SM90_BULK_COPY_G2S::copy(wsrc + static_cast<int64_t>(kb) * T::kChunkBytes, full,
-                               ss.rs.w.data() + write.index * T::kChunkBytes, T::kChunkBytes);
-      if constexpr (kMx)
-        SM90_BULK_COPY_G2S::copy(ssrc + static_cast<int64_t>(kb) * gp.n, full, ss.rs.ws.data() + write.index * 128, 512);
+      CUTE_UNROLL
+      for (int c = 0; c < kChunks; ++c) {
+        if (c >= chunks) break;
+        const int place = write.index * kChunks + c;
+        SM90_BULK_COPY_G2S::copy(wsrc + (static_cast<int64_t>(c) * gp.k_blocks + kb) * T::kChunkBytes, full,
+                                 ss.rs.w.data() + place * T::kChunkBytes, T::kChunkBytes);
+        if constexpr (kMx)
+          SM90_BULK_COPY_G2S::copy(ssrc + static_cast<int64_t>(kb) * gp.n + c * 128, full, ss.rs.ws.data() + place * 128,
+                                   512);
+      }
       write.advance();
     }
+  }
+  // The tile's weight chunks: kChunks, except a wide Linear-2 tile past hidden / 128 chunks (n:
+  // the GEMM's weight rows, hidden for Linear-2; Linear-1's 2 I is a multiple of 256).
+  __device__ static int chunks_of(int n, WorkTile const& t) {
+    if constexpr (kWide) return min(kChunks, n / 128 - t.n_block * kChunks);
+    else return 1;
   }
 
   // Epilogue inputs of one tile for consumer thread (g, wt), issued at the tile's start so their
@@ -216,14 +249,19 @@ struct MegaW4A8TokKernel {
                                                  int g, int wt) {
     const auto& gp = is_l1 ? p.l1 : p.l2;
     if constexpr (T::kLut) {
-      if (wt < 64)
+      if constexpr (kWide) {  // the 128 rows of the group's chunk, if the tile has one
+        if (g < chunks_of(gp.n, t))
+          cp_async_4(cute::cast_smem_ptr_to_uint(ss.rs.epi_cs.data() + 128 * g + wt),
+                     gp.w_scales + static_cast<int64_t>(t.expert) * gp.n + (t.n_block * 2 + g) * 128 + wt, 4u);
+      } else if (wt < 64) {
         cp_async_4(cute::cast_smem_ptr_to_uint(ss.rs.epi_cs.data() + 64 * g + wt),
                    gp.w_scales + static_cast<int64_t>(t.expert) * gp.n + t.n_block * 128 + 64 * g + wt, 4u);
+      }
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
     TileInputs in{};
     CUTE_UNROLL
-    for (int j = 0; j < 2; ++j) {
+    for (int j = 0; j < kPieces; ++j) {
       const int r = wt + 128 * j;
       const bool ok = r < t.rows;
       in.ts[j] = ok ? __ldcg(gp.a_scales + t.row_begin + r) : 0.f;
@@ -236,11 +274,10 @@ struct MegaW4A8TokKernel {
   // landed, its previous epilogue has finished with the staging and these arrays.
   __device__ static void epilogue_start(SharedStorage& ss, TileInputs const& in, bool is_l1, int g, int wt) {
     float* ts = ss.rs.epi_ts.data() + g * kBlockM;
-    ts[wt] = in.ts[0];
-    ts[wt + 128] = in.ts[1];
-    if (is_l1) {
-      ss.rw[g][wt] = in.rw[0];
-      ss.rw[g][wt + 128] = in.rw[1];
+    CUTE_UNROLL
+    for (int j = 0; j < kPieces; ++j) {
+      ts[wt + 128 * j] = in.ts[j];
+      if (is_l1) ss.rw[g][wt + 128 * j] = in.rw[j];
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory");
     Epi::named_sync(128, static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + g);
@@ -310,6 +347,71 @@ struct MegaW4A8TokKernel {
       for (int e = 1; e < 4; ++e) a2 = __hmax2(a2, __habs2(*reinterpret_cast<const __nv_bfloat162*>(&words[e])));
       CUTE_UNROLL
       for (int x = 1; x < 4; x <<= 1) {
+        const uint32_t o = __shfl_xor_sync(0xffffffffu, *reinterpret_cast<const uint32_t*>(&a2), x);
+        a2 = __hmax2(a2, *reinterpret_cast<const __nv_bfloat162*>(&o));
+      }
+      if (c == 0 && tok < rows) {
+        const float2 f2 = __bfloat1622float2(a2);
+        atomicMax(p.h_amax + row_begin + tok, __float_as_uint(fmaxf(f2.x, f2.y)));
+      }
+    }
+  }
+
+  // kWide, Linear-1, warp group g: chunk g's 64 channels as two slabs; slab sl's thread (w, lane)
+  // holds gate (chunk row 64 sl + 16 w + lane / 4) and up (+ 8) of channel 32 sl + 8 w + lane / 4
+  // of the group's 64 (tile channel 64 g + that), tokens as store_h's piece 0. Staged token-major
+  // at 128 bytes a token (16-byte piece 4 sl + w, swizzled by token % 8), copied out to h16 with
+  // each token's |h| maximum over the group's 64 channels (8 lanes a row, 3 shuffles), one atomic
+  // max per token and group.
+  __device__ static void store_h_wide(Params const& p, SharedStorage& ss, Acc const* acc, WorkTile const& t, int g,
+                                      int wt_in) {
+    const int wt = opaque(wt_in);
+    const int w = wt / 32, lane = wt % 32, q = lane % 4;
+    const float* ts = ss.rs.epi_ts.data() + g * kBlockM;
+    const float* rw = ss.rw[g];
+    uint8_t* region = ss.rs.epi.data() + g * kGroupBytes;
+    const int m = lane / 8, r = lane % 8;
+    CUTE_UNROLL
+    for (int sl = 0; sl < 2; ++sl) {
+      const int crow = 128 * g + 64 * sl + 16 * w + lane / 4;
+      const float cg = T::kLut ? ss.rs.epi_cs[crow] : 1.f, cu = T::kLut ? ss.rs.epi_cs[crow + 8] : 1.f;
+      CUTE_UNROLL
+      for (int s4 = 0; s4 < 4; ++s4) {  // 4 x 8-token groups per stmatrix.x4
+        uint32_t packed[4];
+        CUTE_UNROLL
+        for (int mm = 0; mm < 4; ++mm) {
+          const int jj = 4 * s4 + mm;
+          const int i = 4 * jj;
+          const int tok = 8 * jj + 2 * q;
+          const float2 t2 = *reinterpret_cast<const float2*>(ts + tok);
+          const float2 r2 = *reinterpret_cast<const float2*>(rw + tok);
+          const float h0 = swiglu(acc[sl](i) * (cg * t2.x), acc[sl](i + 2) * (cu * t2.x)) * r2.x;
+          const float h1 = swiglu(acc[sl](i + 1) * (cg * t2.y), acc[sl](i + 3) * (cu * t2.y)) * r2.y;
+          const __nv_bfloat162 b2 = __floats2bfloat162_rn(h0, h1);
+          packed[mm] = *reinterpret_cast<const uint32_t*>(&b2);
+        }
+        const int tok = 8 * (4 * s4 + m) + r;
+        const uint32_t addr = cute::cast_smem_ptr_to_uint(region + tok * kHRow + 16 * ((4 * sl + w) ^ (tok & 7)));
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+                     "r"(packed[0]), "r"(packed[1]), "r"(packed[2]), "r"(packed[3])
+                     : "memory");
+      }
+    }
+    Epi::named_sync(128, static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + g);
+    const int64_t I = p.intermediate;
+    const int rows = opaque(t.rows), row_begin = opaque(t.row_begin), col0 = opaque(t.n_block * 128 + 64 * g);
+    CUTE_UNROLL
+    for (int it = 0; it < kBlockM * 8 / 128; ++it) {
+      const int idx = wt + 128 * it;
+      const int tok = idx / 8, c = idx % 8;
+      const uint4 v = *reinterpret_cast<const uint4*>(region + tok * kHRow + 16 * (c ^ (tok & 7)));
+      if (tok < rows) *reinterpret_cast<uint4*>(p.h16 + (row_begin + tok) * I + col0 + 8 * c) = v;
+      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+      __nv_bfloat162 a2 = __habs2(*reinterpret_cast<const __nv_bfloat162*>(&words[0]));
+      CUTE_UNROLL
+      for (int e = 1; e < 4; ++e) a2 = __hmax2(a2, __habs2(*reinterpret_cast<const __nv_bfloat162*>(&words[e])));
+      CUTE_UNROLL
+      for (int x = 1; x < 8; x <<= 1) {
         const uint32_t o = __shfl_xor_sync(0xffffffffu, *reinterpret_cast<const uint32_t*>(&a2), x);
         a2 = __hmax2(a2, *reinterpret_cast<const __nv_bfloat162*>(&o));
       }
@@ -473,6 +575,27 @@ struct MegaW4A8TokKernel {
                                               ss.rs.epi_ts.data() + g * kBlockM + pc * kPieceT, s.q);
   }
 
+  // kWide, Linear-2, warp group g (active: its chunk exists): both slabs' 64 columns of the piece,
+  // bf16 times the channel and token scales, side by side in the group's region (kOutPitch bytes
+  // per token), for the store warps.
+  __device__ static void stage_l2_wide(SharedStorage& ss, Acc const* acc, int g, int wt_in) {
+    const int wt = opaque(wt_in);
+    const int lane = wt % 32, w = wt / 32;
+    const int m = lane / 8, r = lane % 8;
+    const uint32_t row_addr = cute::cast_smem_ptr_to_uint(ss.rs.epi.data() + g * kGroupBytes +
+                                                          (8 * (m >> 1) + r) * kOutPitch + (16 * w + 8 * (m & 1)) * 2);
+    CUTE_UNROLL
+    for (int sl = 0; sl < 2; ++sl) {
+      float cs0 = 1.f, cs1 = 1.f;
+      if constexpr (T::kLut) {
+        cs0 = ss.rs.epi_cs[128 * g + 64 * sl + 16 * w + lane / 4];
+        cs1 = ss.rs.epi_cs[128 * g + 64 * sl + 16 * w + lane / 4 + 8];
+      }
+      Epi::template stage_bf16_piece<kOutPitch>(acc[sl], row_addr + static_cast<uint32_t>(128 * sl), cs0, cs1,
+                                                ss.rs.epi_ts.data() + g * kBlockM, lane % 4);
+    }
+  }
+
   // Linear-2, warp group g: its 64 columns of each 128-token piece staged (stage_l2), then 16-byte
   // pieces straight into the token owners' combine buffers (each thread 8 rows of one piece, the
   // rows' addresses taken before the stores). Returns the SM cycles of the stores.
@@ -515,8 +638,8 @@ struct MegaW4A8TokKernel {
   // the hook (the consumers' copy-out; the store warps write the trace word themselves).
   __device__ static void record_l2_span(Params const& p, WorkTile const& t, long long cycles, bool with_hook) {
     const int block = t.tag / p.n2;
-    const EpilogueTile et{t.expert, t.m_block, t.n_block, t.row_begin, t.rows, t.n_block * 128,
-                          block * p.n2_pairs + t.n_block / 2};
+    const EpilogueTile et{t.expert, t.m_block, t.n_block, t.row_begin, t.rows, t.n_block * 128 * kChunks,
+                          block * p.n2_pairs + t.n_block * kChunks / 2};
     CombineDestination d = p.epi2.dest;
     if (!with_hook) d.hook = nullptr;
     d.tile_stored(et, cycles);
@@ -530,8 +653,10 @@ struct MegaW4A8TokKernel {
   __device__ static void store_warps(Params const& p, SharedStorage& ss, int st) {
     const MegaMoeArgs& m = p.m;
     uint32_t full_phase = 0;
-    const int j = st & 15, r0 = st >> 4;
-    const uint32_t src = cute::cast_smem_ptr_to_uint(ss.rs.epi.data() + (j >> 3) * kGroupBytes + 16 * (j & 7));
+    // Piece j of a row: the first half of a row's pieces from region 0, the second from region 1.
+    constexpr int kHalf = kRowPieces / 2;
+    const int j = st % kRowPieces, r0 = st / kRowPieces;
+    const uint32_t src = cute::cast_smem_ptr_to_uint(ss.rs.epi.data() + (j / kHalf) * kGroupBytes + 16 * (j % kHalf));
     for (;;) {
       wait_then_read(&ss.sw.full, full_phase);
       full_phase ^= 1u;
@@ -539,18 +664,19 @@ struct MegaW4A8TokKernel {
       if (pos < 0) break;
       const WorkTile t = ss.sw.t;
       const long long c0 = clock64();
-      const EpilogueTile et{t.expert, t.m_block, t.n_block, t.row_begin, t.rows, t.n_block * 128, t.tag};
+      const EpilogueTile et{t.expert, t.m_block, t.n_block, t.row_begin, t.rows, t.n_block * 128 * kChunks, t.tag};
       for (int r = st; r < t.rows; r += kStoreThreads)
         ss.sw.row_dst[r] = static_cast<uint16_t*>(p.epi2.dest.row_ptr(et, t.row_begin + r));
       sync_store_threads();
-      for (int r = r0; r < t.rows; r += 4 * kStoreBatch) {
+      const bool live = j < 16 * chunks_of(p.epi2.n, t);  // a wide tile's absent chunk: no columns
+      for (int r = r0; r < t.rows; r += kStoreRowsPerStep * kStoreBatch) {
         uint4 v[kStoreBatch];
         uint16_t* d[kStoreBatch];
         CUTE_UNROLL
         for (int q = 0; q < kStoreBatch; ++q) {
-          const int rr = r + 4 * q;
+          const int rr = r + kStoreRowsPerStep * q;
           d[q] = nullptr;
-          if (rr < t.rows) {
+          if (rr < t.rows && live) {
             d[q] = ss.sw.row_dst[rr];
             asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
                          : "=r"(v[q].x), "=r"(v[q].y), "=r"(v[q].z), "=r"(v[q].w)
@@ -655,13 +781,20 @@ struct MegaW4A8TokKernel {
           Acc acc[2];
           // A block of <= 32 / <= 64 rows: the narrow wgmmas (the producer's box has that many rows).
           const int narrow = Boxes::rows_for(min(t.rows, kPieceT));
-          rs.mma(is_l1 ? p.l1 : p.l2, ss.rs, sX, read, g, wt, acc, it, t.rows > kPieceT, narrow < kPieceT ? narrow : 0);
+          if constexpr (kWide) {
+            const bool active = g < chunks_of(is_l1 ? p.l1.n : p.l2.n, t);  // warp-group uniform
+            rs.mma_wide_tile(is_l1 ? p.l1 : p.l2, ss.rs, read, g, wt, acc, it, narrow < kPieceT ? narrow : 0, active);
+          } else {
+            rs.mma(is_l1 ? p.l1 : p.l2, ss.rs, sX, read, g, wt, acc, it, t.rows > kPieceT,
+                   narrow < kPieceT ? narrow : 0);
+          }
           mainloop_done();
           epilogue_start(ss, in, is_l1, g, wt);
           staging_free();
           if (is_l1) {
             p.epi1.dest.mark(0, ct);
-            store_h(p, ss, acc, t, g, wt);
+            if constexpr (kWide) store_h_wide(p, ss, acc, t, g, wt);
+            else store_h(p, ss, acc, t, g, wt);
             p.epi1.dest.mark(1, ct);
             const long long c0 = clock64();
             if (count_l1(p, ss, t, ct)) {
@@ -670,9 +803,13 @@ struct MegaW4A8TokKernel {
             if (ct == 0 && p.epi1.dest.hook != nullptr) p.epi1.dest.hook[blockIdx.x] = static_cast<uint32_t>(clock64() - c0);
             return true;
           }
-          if (kStoreWarps && t.rows <= kPieceT) {
+          if (kStoreWarps && (kWide || t.rows <= kPieceT)) {
             // One token piece: staged for the store warps, which copy it out under the next tile.
-            stage_l2(ss, l2_stage(ss, g, wt), acc[0], g, 0);
+            if constexpr (kWide) {
+              if (g < chunks_of(p.epi2.n, t)) stage_l2_wide(ss, acc, g, wt);
+            } else {
+              stage_l2(ss, l2_stage(ss, g, wt), acc[0], g, 0);
+            }
             if (ct == 0) {
               ss.sw.t = t;
               ss.sw.pos = pos;
@@ -702,10 +839,11 @@ struct MegaW4A8TokKernel {
   }
 };
 
-template <bool kMx>
-__global__ void __launch_bounds__(MegaW4A8TokKernel<kMx>::kThreads, 1)
-    mega_moe_w4a8_tok_kernel(CUTE_GRID_CONSTANT typename MegaW4A8TokKernel<kMx>::Params const params) {
-  XSTAGE_RUN_KERNEL(MegaW4A8TokKernel<kMx>, params);
+template <bool kMx, bool kWide>
+__global__ void __launch_bounds__(MegaW4A8TokKernel<kMx, kWide>::kThreads, 1)
+    mega_moe_w4a8_tok_kernel(CUTE_GRID_CONSTANT typename MegaW4A8TokKernel<kMx, kWide>::Params const params) {
+  using K = MegaW4A8TokKernel<kMx, kWide>;
+  XSTAGE_RUN_KERNEL(K, params);
 }
 
 }  // namespace xstage::kernels::moe

@@ -100,10 +100,16 @@ using namespace cute;
 // the main loop is the bf16 tile's, only the epilogue differs.
 // kBf16Warps_: the bf16 tile's copy-out on warps 1-3 of the producer warp group (per-token tiles):
 // the consumers stage the whole tile (both pieces, bf16, token-major) and go on with the next one.
+// kWide_ (per-token, one 128-token piece): two 128-row weight chunks per K block, warp group g
+// running chunk g as two 64-row slabs against the piece (mma_wide; the fused kernel's wide
+// few-row tile, docs/megamoe.md §Wide per-token tiles): each converted fragment is used once.
 template <int kStages_, bool kGateUp_, int kStudy_ = 0, bool kMx_ = false, int kPieces_ = 1, bool kLut_ = false,
-          bool kTok_ = false, bool kGlu_ = false, bool kBf16Warps_ = false>
+          bool kTok_ = false, bool kGlu_ = false, bool kBf16Warps_ = false, bool kWide_ = false>
 struct W4RsTraits {
   static constexpr int kStudy = kStudy_;
+  static constexpr bool kWide = kWide_;
+  static_assert(!kWide_ || (kTok_ && kPieces_ == 1 && !kGateUp_ && !kGlu_ && !kBf16Warps_ && (kLut_ || kMx_)),
+                "wide tiles: per-token, one piece, INT4 two-level or MXFP4");
   static constexpr bool kGlu = kGlu_;
   static constexpr bool kBf16Warps = kBf16Warps_;
   static_assert(!kBf16Warps_ || (kTok_ && !kGlu_ && !kGateUp_), "the bf16 copy-out on the producer warps: per-token bf16");
@@ -111,8 +117,8 @@ struct W4RsTraits {
   static constexpr bool kEpiWarps = kGlu_ || kBf16Warps_;
   static_assert(!kGlu_ || (!kGateUp_ && kTok_), "the interleaved SwiGLU tile: per-token scales on the bf16 main loop");
   static constexpr bool kTok = kTok_;
-  static_assert(!kTok_ || ((kLut_ || kMx_) && kPieces_ == 2),
-                "per-token activation scales: INT4 two-level or MXFP4, two pieces");
+  static_assert(!kTok_ || ((kLut_ || kMx_) && (kPieces_ == 2 || kWide_)),
+                "per-token activation scales: INT4 two-level or MXFP4, two pieces or wide");
   static constexpr bool kMx = kMx_;
   static constexpr bool kLut = kLut_;
   static_assert(!(kMx && kLut), "one weight format");
@@ -120,7 +126,8 @@ struct W4RsTraits {
   static constexpr int kPieces = kPieces_;
   static_assert(kPieces == 1 || (kPieces == 2 && (!kGateUp || kLut_)), "two token pieces: bf16, or SwiGLU with kLut");
   using Element = cutlass::float_e4m3_t;
-  static constexpr int kBlocks = kGateUp ? 2 : 1;          // 64-row weight blocks per warp group (gate, up)
+  // 64-row weight blocks per warp group (gate, up); kWide: a stage's chunks (one per warp group)
+  static constexpr int kBlocks = kGateUp || kWide_ ? 2 : 1;
   static constexpr int kPieceT = kGateUp ? 64 : 128;       // tokens per wgmma piece
   static constexpr int kBlockT = kPieceT * kPieces;        // tokens per tile
   static constexpr int kBlockK = 128;
@@ -136,11 +143,11 @@ struct W4RsTraits {
 #ifdef XSTAGE_RS_PRODUCER_REGS
   static_assert(XSTAGE_RS_PRODUCER_REGS == 24 || XSTAGE_RS_PRODUCER_REGS == 32 || XSTAGE_RS_PRODUCER_REGS == 40,
                 "XSTAGE_RS_PRODUCER_REGS: 24, 32 or 40");
-  static constexpr int kProducerRegs = kPieces == 2 ? XSTAGE_RS_PRODUCER_REGS : 40;
-  static constexpr int kConsumerRegs = kPieces == 2 && XSTAGE_RS_PRODUCER_REGS == 24 ? 240 : 232;
+  static constexpr int kProducerRegs = kPieces == 2 || kWide_ ? XSTAGE_RS_PRODUCER_REGS : 40;
+  static constexpr int kConsumerRegs = (kPieces == 2 || kWide_) && XSTAGE_RS_PRODUCER_REGS == 24 ? 240 : 232;
 #else
-  static constexpr int kProducerRegs = kPieces == 2 ? 24 : 40;
-  static constexpr int kConsumerRegs = kPieces == 2 ? 240 : 232;
+  static constexpr int kProducerRegs = kPieces == 2 || kWide_ ? 24 : 40;
+  static constexpr int kConsumerRegs = kPieces == 2 || kWide_ ? 240 : 232;
 #endif
   static_assert(128 * kProducerRegs + 128 * kConsumerWGs * kConsumerRegs <= 65536, "register file");
 
@@ -218,6 +225,8 @@ struct MoeW4A8RsKernel {
   // 4 mod 32 words: the stmatrix rows and the 16-byte copy-out reads are free of bank conflicts).
   static constexpr int kParkPitch = 128 * 2 + 16;
   static constexpr int kParkEpiBytes = kBlockT * kParkPitch;
+  // kWide: each warp group's 128 columns (two slabs) of the piece at the park pitch, side by side.
+  static constexpr int kWideEpiBytes = T::kConsumerWGs * kPieceT * kParkPitch;
 
   struct Params {
     typename T::TmaX tma_x;
@@ -246,12 +255,14 @@ struct MoeW4A8RsKernel {
     cute::array_aligned<uint8_t, kStages * T::kPackedBytes, 128> w;
     cute::array_aligned<float, T::kLut ? 4 : kStages * kBlocks * 128, 16> ws;  // lut: unused
     cute::array_aligned<float, T::kTok ? 4 : kStages * T::kAsStage, 16> as;  // kTok: unused
-    cute::array_aligned<uint8_t, T::kGlu ? kGluEpiBytes : T::kBf16Warps ? kParkEpiBytes : kEpiBytes, 128> epi;
+    cute::array_aligned<uint8_t, T::kGlu ? kGluEpiBytes : T::kBf16Warps ? kParkEpiBytes : T::kWide ? kWideEpiBytes : kEpiBytes,
+                        128>
+        epi;
     // Epilogue inputs, copied in (cp.async) when a tile starts so their global latency hides under
     // the K loop. bf16: each warp group's 64 channel scales (lut) and its copy of the tile's token
     // scales (kTok). SwiGLU (shared by both groups): the 128 gate and 128 up channel scales (lut),
     // the tile's router weights and token scales (kTok).
-    static constexpr int kEpiCs = T::kLut ? (T::kGateUp ? 256 : T::kConsumerWGs * 64) : 4;
+    static constexpr int kEpiCs = T::kLut ? (T::kGateUp || T::kWide ? 256 : T::kConsumerWGs * 64) : 4;
     static constexpr int kEpiTs = T::kTok ? (T::kGateUp ? kBlockT : T::kConsumerWGs * kBlockT) : 4;
     cute::array_aligned<float, kEpiCs, 16> epi_cs;
     cute::array_aligned<float, kEpiTs, 16> epi_ts;
@@ -514,6 +525,119 @@ struct MoeW4A8RsKernel {
         convert_stage(ss, read.index, g, wt, t0, t1, f);
       }
     }
+  }
+
+  // Wide tiles (kWide): warp group g runs chunk g of each stage as two 64-row slabs (slab sl: rows
+  // [64 sl, 64 sl + 64) of the chunk, the layout's half sl) against the stage's one token piece,
+  // acc[sl] += slab sl's products per K block (MXFP4: times the row's block scale). The wgmmas are
+  // m64 x kN (kN = 32 or 64: the block's rows, the producer's box): slab 1 is converted while
+  // slab 0's wgmmas run and the next K block's slab 0 while slab 1's run. A block of 65-128 rows
+  // runs two m64n64 halves of the piece per slab (tokens 64 h..: the accumulator's values 32 h..)
+  // through one fragment, each slab converted after the previous wgmmas completed: an m64n128
+  // accumulator (64 registers next to the 128 of acc) or a second fragment spilled 0.5-2.5 KB
+  // into the K loop (ptxas, sm_90a). The stage is released once every wgmma read it. A group
+  // without a chunk (active false: the last Linear-2 tile where hidden / 128 is odd) follows the
+  // stages, so its warps' releases stay in step.
+  template <int kN>
+  __device__ __forceinline__ void mma_wide(Params const& p, SharedStorage& ss, State& read, int g, int wt,
+                                           Acc (&acc)[kAccs], uint32_t& it, uint32_t t0, uint32_t t1,
+                                           bool active) const {
+    static_assert(T::kWide && kAccs == 2 && (kN == 32 || kN == 64 || kN == 128), "wide per-token tiles only");
+    constexpr int kHalves = kN == 128 ? 2 : 1;
+    constexpr int kW = kN / kHalves;  // the wgmmas' N
+    using Atom = cute::conditional_t<kW == 32, SM90_64x32x32_F32E4M3E4M3_RS_TN<>, SM90_64x64x32_F32E4M3E4M3_RS_TN<>>;
+    using MmaN = decltype(make_tiled_mma(Atom{}));
+    using LayoutN = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kW>, Int<T::kBlockK>>{}));
+    using PartN = decltype(partition_fragment_C(MmaN{}, Shape<_64, Int<kW>>{}));
+    static_assert(decltype(size(PartN{}))::value == kW / 2, "kW / 8 column groups of 4 values");
+    MmaN mma;
+    auto thr = mma.get_slice(wt);
+    const int kbs = p.k_blocks;
+    const int wrow = 16 * (wt / 32) + (wt % 32) / 4;  // rows wrow, wrow + 8 of slab 0 (+ 64: slab 1)
+    FragA f0, f1;
+    PartN part;
+    // The wgmmas of fragment f against token half h of stage s into part (one commit group).
+    auto run = [&](FragA& f, int s, int h) {
+      Tensor tCrB = thr.partition_fragment_B(make_tensor(
+          make_smem_ptr(ss.x.data() + (s * kPieceT + h * kW) * T::kBlockK), LayoutN{}));  // (MMA, 1, 4)
+      warpgroup_fence_operand(f);
+      warpgroup_fence_operand(part);
+      warpgroup_arrive();
+      mma.accumulate_ = GMMA::ScaleOut::Zero;
+      CUTE_UNROLL
+      for (int k = 0; k < size<2>(f); ++k) {
+        cute::gemm(mma, f(_, _, k), tCrB(_, _, k), part);
+        mma.accumulate_ = GMMA::ScaleOut::One;
+      }
+      warpgroup_commit_batch();
+    };
+    // Wait for them, then acc[sl] values kW / 2 * h.. += part (times the rows' block scales).
+    auto promote = [&](Acc& ac, int s, int sl, int h) {
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(part);
+      [[maybe_unused]] float w0 = 1.f, w1 = 1.f;
+      if constexpr (!T::kLut) {
+        w0 = ss.ws[(s * kBlocks + g) * 128 + 64 * sl + wrow];
+        w1 = ss.ws[(s * kBlocks + g) * 128 + 64 * sl + wrow + 8];
+      }
+      CUTE_UNROLL
+      for (int i = 0; i < kW / 2; ++i) {
+        float& a = ac(kW / 2 * h + i);
+        if constexpr (T::kLut) a += part(i);
+        else a = fmaf(part(i), (i & 2) ? w1 : w0, a);
+      }
+    };
+    if (active) convert_block(ss, read.index, g, 0, wt, t0, t1, f0);
+    for (int kb = 0; kb < kbs; ++kb, ++it) {
+      const int s = read.index;
+      if (active) {
+        State nx = read;
+        nx.advance();
+        if constexpr (kHalves == 1) {
+          run(f0, s, 0);
+          convert_block(ss, s, g, 1, wt, t0, t1, f1);
+          promote(acc[0], s, 0, 0);
+          warpgroup_fence_operand(f0);
+          run(f1, s, 0);
+          if (kb + 1 < kbs) {
+            bounded_wait(&ss.full[nx.index], nx.phase);
+            convert_block(ss, nx.index, g, 0, wt, t0, t1, f0);
+          }
+          promote(acc[1], s, 1, 0);
+          warpgroup_fence_operand(f1);
+        } else {
+          CUTE_UNROLL
+          for (int sl = 0; sl < 2; ++sl) {
+            if (sl == 1) convert_block(ss, s, g, 1, wt, t0, t1, f0);
+            run(f0, s, 0);
+            promote(acc[sl], s, sl, 0);
+            run(f0, s, 1);
+            promote(acc[sl], s, sl, 1);
+            warpgroup_fence_operand(f0);
+          }
+          if (kb + 1 < kbs) {
+            bounded_wait(&ss.full[nx.index], nx.phase);
+            convert_block(ss, nx.index, g, 0, wt, t0, t1, f0);
+          }
+        }
+      }
+      release_stage(ss, s, wt);
+      read.advance();
+      if (kb + 1 < kbs && !active) bounded_wait(&ss.full[read.index], read.phase);
+    }
+  }
+  // A wide tile's main loop (kWide): acc cleared, the first stage awaited, then mma_wide with the
+  // wgmma width for the block's rows (narrow: 32 or 64; else 128).
+  __device__ __forceinline__ void mma_wide_tile(Params const& p, SharedStorage& ss, State& read, int g, int wt,
+                                                Acc (&acc)[kAccs], uint32_t& it, int narrow, bool active) const {
+    CUTE_UNROLL
+    for (int b = 0; b < kAccs; ++b) clear(acc[b]);
+    const int pick = 2 * (wt & 1);
+    const uint32_t t0 = ss.lut[pick], t1 = ss.lut[pick + 1];
+    bounded_wait(&ss.full[read.index], read.phase);
+    if (narrow == 32) mma_wide<32>(p, ss, read, g, wt, acc, it, t0, t1, active);
+    else if (narrow == 64) mma_wide<64>(p, ss, read, g, wt, acc, it, t0, t1, active);
+    else mma_wide<128>(p, ss, read, g, wt, acc, it, t0, t1, active);
   }
 
   template <class SmemX>
