@@ -42,12 +42,18 @@ XS_MEGA_HD MegaTile choose_mega_tile(long long routed_rows, int experts) {
                                                                                             : MegaTile::m64n256;
 }
 
-// automatic with per-token activations (where the wide tile is built): m128n256_tok below this many
-// mean routed rows per expert (most blocks of the 256-row tile hold one piece there, so the wide
-// tile gives up no conversion reuse and halves the tiles), else m256n128_tok.
-inline constexpr int kMegaTokWideMaxMeanRows = 128;
-XS_MEGA_HD MegaTile choose_tok_tile(long long routed_rows, int experts, bool wide_built) {
-  return wide_built && experts > 0 && routed_rows < static_cast<long long>(kMegaTokWideMaxMeanRows) * experts
+// automatic with per-token activations (where the wide tile is built; docs/megamoe.md "Wide
+// per-token tiles", one H100): m128n256_tok below kMegaTokWideMaxMeanRows mean routed rows per
+// expert — 1.02-1.28x the 256-row tile from 10 to 85 mean rows, 0.95-0.97x at 128, 0.73-0.85x
+// from 192 (the 256-row tile's two-piece blocks use each converted weight twice) — and only where
+// a rank's local experts give its CTAs at least one wide Linear-2 tile each (experts_per_rank x
+// ceil(hidden / 256) >= ctas): with fewer, the list ends in fewer long tiles than CTAs
+// (DiT-MoE-G at 512 tokens: 96 tiles of K = 5632 on 132 CTAs, 0.86-0.91x). Else m256n128_tok.
+inline constexpr int kMegaTokWideMaxMeanRows = 96;
+XS_MEGA_HD MegaTile choose_tok_tile(long long routed_rows, int experts, int experts_per_rank, int hidden, int ctas,
+                                    bool wide_built) {
+  return wide_built && experts > 0 && routed_rows < static_cast<long long>(kMegaTokWideMaxMeanRows) * experts &&
+                 static_cast<long long>(experts_per_rank) * ((hidden + 255) / 256) >= ctas
              ? MegaTile::m128n256_tok
              : MegaTile::m256n128_tok;
 }

@@ -75,6 +75,7 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
                                                      moe::mega_l2_tiles(tok, cfg.hidden)));
   }
   I.tok_tile = moe::choose_tok_tile(static_cast<long long>(cfg.tokens) * team.world_size() * cfg.top_k, cfg.experts,
+                                    I.buf.epr, cfg.hidden, I.buf.sm_count.empty() ? 132 : I.buf.sm_count[0],
                                     km::mega_moe_w4a8_tok_wide_built());
   // The interleaved mix depends only on the shape and the model; plan it for a balanced load.
   moe::MoeScheduleInput in;

@@ -102,14 +102,30 @@ TEST(MegaTile, ShapesFollowTheConfiguration) {
 }
 
 // The per-token automatic tile: the wide one below kMegaTokWideMaxMeanRows mean routed rows per
-// expert, only where the build has it.
-TEST(MegaTile, PerTokenAutomaticTileFollowsTheMeanRows) {
-  const int E = 8;
-  EXPECT_EQ(choose_tok_tile(127LL * E + 7, E, true), MegaTile::m128n256_tok);
-  EXPECT_EQ(choose_tok_tile(128LL * E, E, true), MegaTile::m256n128_tok);
-  EXPECT_EQ(choose_tok_tile(1, E, true), MegaTile::m128n256_tok);
-  for (long long rows : {1LL, 127LL * E, 1LL << 20}) EXPECT_EQ(choose_tok_tile(rows, E, false), MegaTile::m256n128_tok);
-  EXPECT_EQ(choose_tok_tile(5, 0, true), MegaTile::m256n128_tok);
+// expert where a rank's experts give every CTA a wide Linear-2 tile, only where the build has it.
+TEST(MegaTile, PerTokenAutomaticTileFollowsTheMeanRowsAndTheLinear2Tiles) {
+  const MegaTile wide = MegaTile::m128n256_tok, tall = MegaTile::m256n128_tok;
+  // 256 experts, hidden 4096 (16 wide Linear-2 tiles each), 132 CTAs: by the mean rows.
+  EXPECT_EQ(choose_tok_tile(95LL * 256 + 255, 256, 256, 4096, 132, true), wide);
+  EXPECT_EQ(choose_tok_tile(96LL * 256, 256, 256, 4096, 132, true), tall);
+  EXPECT_EQ(choose_tok_tile(1, 256, 256, 4096, 132, true), wide);
+  // The measured cells (mean rows: tokens x top-k / experts, one rank): wide at Qwen3.5 512 / 2048
+  // (10 / 40), MiMo-V2.5 2048 (64), Hy3 2048 (85); not at DSv4-Pro 8192 (128), Qwen3.5 8192 (160),
+  // nor DiT-MoE-G 512 (64 rows, but 16 x 6 = 96 Linear-2 tiles for 132 CTAs).
+  EXPECT_EQ(choose_tok_tile(512LL * 10, 512, 512, 4096, 132, true), wide);
+  EXPECT_EQ(choose_tok_tile(2048LL * 10, 512, 512, 4096, 132, true), wide);
+  EXPECT_EQ(choose_tok_tile(2048LL * 8, 256, 256, 4096, 132, true), wide);
+  EXPECT_EQ(choose_tok_tile(2048LL * 8, 192, 192, 4096, 132, true), wide);
+  EXPECT_EQ(choose_tok_tile(8192LL * 6, 384, 384, 7168, 132, true), tall);
+  EXPECT_EQ(choose_tok_tile(8192LL * 10, 512, 512, 4096, 132, true), tall);
+  EXPECT_EQ(choose_tok_tile(512LL * 2, 16, 16, 1408, 132, true), tall);
+  EXPECT_EQ(choose_tok_tile(512LL * 2, 16, 16, 1408, 96, true), wide);  // one tile per CTA: enough
+  // Virtual ranks: a rank's own experts and CTAs count.
+  EXPECT_EQ(choose_tok_tile(80LL * 3, 8, 4, 256, 3, true), wide);
+  EXPECT_EQ(choose_tok_tile(80LL * 3, 8, 4, 256, 5, true), tall);
+  for (long long rows : {1LL, 95LL * 256, 1LL << 20})
+    EXPECT_EQ(choose_tok_tile(rows, 256, 256, 4096, 132, false), tall);
+  EXPECT_EQ(choose_tok_tile(5, 0, 0, 4096, 132, true), tall);
 }
 
 // The per-token kernel's protocol (mega_w4a8_tok_kernel.cuh): each of a block's n1 Linear-1 tiles

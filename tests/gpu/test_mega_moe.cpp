@@ -663,13 +663,17 @@ TEST(MegaMoe, W4A8WithThe128RowTileIsAClearError) {
   EXPECT_EQ(layer->resolved_tile(moe::MegaTile::automatic, ops::MoeQuant::w4a8_int4), moe::MegaTile::m64n256);
   EXPECT_THROW(layer->resolved_tile(moe::MegaTile::m128n256, ops::MoeQuant::w4a8_mxfp4), InvalidArgument);
   // Per-token activations run their own tiles whatever the build (the kernel's presence is the
-  // call's check): automatic resolves to the wide one at this layer's 15 mean rows where the build
-  // has it (else m256n128_tok), each per-token tile to itself (the wide one refused, naming its
-  // option, where it is left out), the W8A8 tiles are refused; the per-token tiles with per-128
+  // call's check): automatic resolves to moe::choose_tok_tile's pick (this layer: 15 mean rows, but
+  // 8 experts x one Linear-2 tile for the GPU's CTAs: m256n128_tok; with 3 CTAs the wide one where
+  // the build has it), each per-token tile to itself (the wide one refused, naming its option,
+  // where it is left out), the W8A8 tiles are refused; the per-token tiles with per-128
   // activations are refused too.
   const bool wide = ops::MegaMoeLayer::per_token_wide_built();
+  ops::MegaMoeLayer three(*team, ops::EpMoeConfig{256, 384, 8, 3, 40}, preset(), 7.0, 3);
   for (auto q : {ops::MoeQuant::w4a8_int4, ops::MoeQuant::w4a8_mxfp4}) {
     EXPECT_EQ(layer->resolved_tile(moe::MegaTile::automatic, q, ops::MoeActScales::per_token),
+              moe::choose_tok_tile(40 * 3, 8, 8, 256, layer->ctas(0), wide));
+    EXPECT_EQ(three.resolved_tile(moe::MegaTile::automatic, q, ops::MoeActScales::per_token),
               wide ? moe::MegaTile::m128n256_tok : moe::MegaTile::m256n128_tok);
     EXPECT_EQ(layer->resolved_tile(moe::MegaTile::m256n128_tok, q, ops::MoeActScales::per_token),
               moe::MegaTile::m256n128_tok);
