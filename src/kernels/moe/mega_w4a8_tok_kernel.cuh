@@ -275,9 +275,10 @@ struct MegaW4A8TokKernel {
   __device__ static void epilogue_start(SharedStorage& ss, TileInputs const& in, bool is_l1, int g, int wt) {
     float* ts = ss.rs.epi_ts.data() + g * kBlockM;
     CUTE_UNROLL
-    for (int j = 0; j < kPieces; ++j) {
-      ts[wt + 128 * j] = in.ts[j];
-      if (is_l1) ss.rw[g][wt + 128 * j] = in.rw[j];
+    for (int j = 0; j < kPieces; ++j) ts[wt + 128 * j] = in.ts[j];
+    if (is_l1) {
+      CUTE_UNROLL
+      for (int j = 0; j < kPieces; ++j) ss.rw[g][wt + 128 * j] = in.rw[j];
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory");
     Epi::named_sync(128, static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + g);
@@ -654,9 +655,10 @@ struct MegaW4A8TokKernel {
     const MegaMoeArgs& m = p.m;
     uint32_t full_phase = 0;
     // Piece j of a row: the first half of a row's pieces from region 0, the second from region 1.
-    constexpr int kHalf = kRowPieces / 2;
-    const int j = st % kRowPieces, r0 = st / kRowPieces;
-    const uint32_t src = cute::cast_smem_ptr_to_uint(ss.rs.epi.data() + (j / kHalf) * kGroupBytes + 16 * (j % kHalf));
+    constexpr int kHalf = kRowPieces / 2, kHalfShift = kChunks == 2 ? 4 : 3;  // kHalf = 1 << kHalfShift
+    const int j = st & (kRowPieces - 1), r0 = st >> (kHalfShift + 1);
+    const uint32_t src =
+        cute::cast_smem_ptr_to_uint(ss.rs.epi.data() + (j >> kHalfShift) * kGroupBytes + 16 * (j & (kHalf - 1)));
     for (;;) {
       wait_then_read(&ss.sw.full, full_phase);
       full_phase ^= 1u;
