@@ -115,6 +115,14 @@ struct MegaW4A8TokKernel {
   static constexpr bool kStoreWarps = false;
 #endif
   static_assert(kStoreWarps || !kWide, "the wide tile's Linear-2 copy-out is the store warps'");
+  // kStoreTwo (XSTAGE_MEGA_TOK_STORE_WARPS_TWO, with the store warps): a two-piece Linear-2 tile's
+  // pieces go to the store warps one after the other too (the consumers wait for piece 0's
+  // copy-out before staging piece 1, then go on), instead of the consumers' own copy-out.
+#ifdef XSTAGE_MEGA_TOK_STORE_WARPS_TWO
+  static constexpr bool kStoreTwo = kStoreWarps && !kWide && XSTAGE_MEGA_TOK_STORE_WARPS_TWO != 0;
+#else
+  static constexpr bool kStoreTwo = false;
+#endif
   // The store warps (kStoreWarps; warps 2, 3 of the producer warp group): the copy-out of a
   // Linear-2 tile of <= 128 rows (one token piece, both groups' 64 columns staged in their
   // regions), docs/megamoe.md §Per-token activations in the fused kernel. Their own named
@@ -162,10 +170,11 @@ struct MegaW4A8TokKernel {
     int last;                       // this CTA counted its small block's last Linear-1 tile
     int chunk;                      // the quantisation chunk this CTA claimed
     int quantised;                  // the Linear-2 tile's block is quantised
+    int sw_last;                    // kStoreTwo: the staged piece is its tile's last (in sw's padding)
     struct {
       uint64_t full;              // every consumer thread staged its values (256 arrivals)
       uint64_t free;              // every store thread read the staging (64 arrivals)
-      WorkTile t;                 // the staged tile
+      WorkTile t;                 // the staged tile (kStoreTwo: the staged piece's rows)
       int pos;                    // its list position; -1: no more tiles
       uint16_t* row_dst[kPieceT];  // each staged row's destination at the tile's first column
     } sw;                         // the store warps (kStoreWarps)
@@ -654,6 +663,7 @@ struct MegaW4A8TokKernel {
   __device__ static void store_warps(Params const& p, SharedStorage& ss, int st) {
     const MegaMoeArgs& m = p.m;
     uint32_t full_phase = 0;
+    long long tail_before = 0;  // kStoreTwo: the tile's earlier pieces
     // Piece j of a row: the first half of a row's pieces from region 0, the second from region 1.
     constexpr int kHalf = kRowPieces / 2, kHalfShift = kChunks == 2 ? 4 : 3;  // kHalf = 1 << kHalfShift
     const int j = st & (kRowPieces - 1), r0 = st >> (kHalfShift + 1);
@@ -665,6 +675,7 @@ struct MegaW4A8TokKernel {
       const int pos = ss.sw.pos;
       if (pos < 0) break;
       const WorkTile t = ss.sw.t;
+      const bool last = kStoreTwo ? ss.sw_last != 0 : true;
       const long long c0 = clock64();
       const EpilogueTile et{t.expert, t.m_block, t.n_block, t.row_begin, t.rows, t.n_block * 128 * kChunks, t.tag};
       for (int r = st; r < t.rows; r += kStoreThreads)
@@ -692,9 +703,14 @@ struct MegaW4A8TokKernel {
       }
       sync_store_threads();  // every row's stores issued; row_dst is read
       if (st == 0 && (m.spans != nullptr || m.trace != nullptr)) {
-        const long long tail = clock64() - c0;
-        record_l2_span(p, t, tail, false);
-        if (m.trace != nullptr) m.trace[size_t(pos) * kMegaTraceWords + 5] = static_cast<uint32_t>(tail);
+        const long long tail = clock64() - c0 + tail_before;
+        if (!last) {
+          tail_before = tail;
+        } else {
+          record_l2_span(p, t, tail, false);
+          if (m.trace != nullptr) m.trace[size_t(pos) * kMegaTraceWords + 5] = static_cast<uint32_t>(tail);
+          tail_before = 0;
+        }
       }
       write_then_arrive(&ss.sw.free);
     }
@@ -805,19 +821,40 @@ struct MegaW4A8TokKernel {
             if (ct == 0 && p.epi1.dest.hook != nullptr) p.epi1.dest.hook[blockIdx.x] = static_cast<uint32_t>(clock64() - c0);
             return true;
           }
-          if (kStoreWarps && (kWide || t.rows <= kPieceT)) {
-            // One token piece: staged for the store warps, which copy it out under the next tile.
+          if (kStoreWarps && (kWide || kStoreTwo || t.rows <= kPieceT)) {
+            // Each token piece staged for the store warps, which copy it out under the next tile
+            // (kStoreTwo: piece 1 is staged once they have read piece 0).
             if constexpr (kWide) {
               if (g < chunks_of(p.epi2.n, t)) stage_l2_wide(ss, acc, g, wt);
+              if (ct == 0) {
+                ss.sw.t = t;
+                ss.sw.pos = pos;
+              }
+              write_then_arrive(&ss.sw.full);
+              free_parity ^= 1u;
             } else {
-              stage_l2(ss, l2_stage(ss, g, wt), acc[0], g, 0);
+              constexpr int kStaged = kStoreTwo ? kPieces : 1;  // pieces a tile may hand over
+              CUTE_UNROLL
+              for (int pc = 0; pc < kStaged; ++pc) {
+                if (pc > 0) {  // piece 0 always holds rows
+                  if (pc * kPieceT >= t.rows) break;
+                  wait_cold(&ss.sw.free, free_parity);
+                }
+                stage_l2(ss, l2_stage(ss, g, wt), acc[pc], g, pc);
+                if (ct == 0) {
+                  WorkTile tp = t;
+                  if constexpr (kStoreTwo) {
+                    tp.row_begin += pc * kPieceT;
+                    tp.rows = min(kPieceT, t.rows - pc * kPieceT);
+                    ss.sw_last = (pc + 1) * kPieceT >= t.rows;
+                  }
+                  ss.sw.t = tp;
+                  ss.sw.pos = pos;
+                }
+                write_then_arrive(&ss.sw.full);
+                free_parity ^= 1u;
+              }
             }
-            if (ct == 0) {
-              ss.sw.t = t;
-              ss.sw.pos = pos;
-            }
-            write_then_arrive(&ss.sw.full);
-            free_parity ^= 1u;
             return false;  // the store warps write the trace's store tail
           }
           long long tail = store_l2(p, ss, acc, t, g, wt);
