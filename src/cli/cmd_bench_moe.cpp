@@ -831,7 +831,8 @@ void add_moe_bench_command(CLI::App& app) {
                   "Tile configuration of the fused variants without a +TILE suffix: auto (128 x 256 once the mean "
                   "routed rows per expert reach 32), m64n256 (64 x 256 for both GEMMs) or m128n256 (128 x 256; "
                   "docs/megamoe.md \"Tile configurations\"); per-token weights run fused with auto (m128n256_tok "
-                  "below 128 mean rows per expert where the build has it, else m256n128_tok) or a per-token tile")
+                  "below 96 mean rows per expert where each CTA gets a wide Linear-2 tile and the build has it, "
+                  "else m256n128_tok) or a per-token tile")
       ->capture_default_str();
   cmd->add_flag("--spans", fl->spans,
                 "Record the phase breakdown: fused variants (two extra calls each) combine-store spans, the per-tile "

@@ -151,7 +151,8 @@ class MegaMoeLayer {
   // per-token call is an InvalidArgument (before the call counts).
   static bool per_token_w4a8_built();
   // Whether it also has the wide few-row per-token tile, moe::MegaTile::m128n256_tok (CMake option
-  // XSTAGE_MEGA_TOK_WIDE, experimental, off by default; docs/megamoe.md "Wide per-token tiles").
+  // XSTAGE_MEGA_TOK_WIDE, on by default, with the store warps; docs/megamoe.md "Wide per-token
+  // tiles").
   static bool per_token_wide_built();
 
   // The interleaved mix and the model's view of both schedules, for a balanced load.

@@ -663,7 +663,7 @@ struct MegaW4A8TokKernel {
   __device__ static void store_warps(Params const& p, SharedStorage& ss, int st) {
     const MegaMoeArgs& m = p.m;
     uint32_t full_phase = 0;
-    long long tail_before = 0;  // kStoreTwo: the tile's earlier pieces
+    long long c0_tile = 0;  // kStoreTwo: the clock at the tile's first piece (0: none begun)
     // Piece j of a row: the first half of a row's pieces from region 0, the second from region 1.
     constexpr int kHalf = kRowPieces / 2, kHalfShift = kChunks == 2 ? 4 : 3;  // kHalf = 1 << kHalfShift
     const int j = st & (kRowPieces - 1), r0 = st >> (kHalfShift + 1);
@@ -677,6 +677,7 @@ struct MegaW4A8TokKernel {
       const WorkTile t = ss.sw.t;
       const bool last = kStoreTwo ? ss.sw_last != 0 : true;
       const long long c0 = clock64();
+      if (kStoreTwo && c0_tile == 0) c0_tile = c0;
       const EpilogueTile et{t.expert, t.m_block, t.n_block, t.row_begin, t.rows, t.n_block * 128 * kChunks, t.tag};
       for (int r = st; r < t.rows; r += kStoreThreads)
         ss.sw.row_dst[r] = static_cast<uint16_t*>(p.epi2.dest.row_ptr(et, t.row_begin + r));
@@ -702,16 +703,13 @@ struct MegaW4A8TokKernel {
           if (d[q] != nullptr) *reinterpret_cast<uint4*>(d[q] + 8 * j) = v[q];
       }
       sync_store_threads();  // every row's stores issued; row_dst is read
-      if (st == 0 && (m.spans != nullptr || m.trace != nullptr)) {
-        const long long tail = clock64() - c0 + tail_before;
-        if (!last) {
-          tail_before = tail;
-        } else {
-          record_l2_span(p, t, tail, false);
-          if (m.trace != nullptr) m.trace[size_t(pos) * kMegaTraceWords + 5] = static_cast<uint32_t>(tail);
-          tail_before = 0;
-        }
+      // The store tail: from the tile's first piece (kStoreTwo: across the hand-over of the next).
+      if (st == 0 && last && (m.spans != nullptr || m.trace != nullptr)) {
+        const long long tail = clock64() - (kStoreTwo ? c0_tile : c0);
+        record_l2_span(p, t, tail, false);
+        if (m.trace != nullptr) m.trace[size_t(pos) * kMegaTraceWords + 5] = static_cast<uint32_t>(tail);
       }
+      if (kStoreTwo && last) c0_tile = 0;
       write_then_arrive(&ss.sw.free);
     }
     // Publish (mega_consume_all) counts this CTA done only after these stores.
@@ -855,6 +853,9 @@ struct MegaW4A8TokKernel {
                 free_parity ^= 1u;
               }
             }
+            // The group's warps have read its channel scales (epi_cs) before any of them prefetches
+            // the next tile's over them (prefetch_epilogue's cp.async comes before any barrier).
+            Epi::named_sync(128, static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + g);
             return false;  // the store warps write the trace's store tail
           }
           long long tail = store_l2(p, ss, acc, t, g, wt);
