@@ -299,19 +299,30 @@ struct MegaW4A8TokKernel {
   // to bf16 (the value h_amax and the quantisation see), staged token-major by stmatrix.trans (one
   // 8 x 8 matrix = 8 channels x 8 tokens), copied out to h16; each token's maximum is taken in
   // the copy-out (below) and goes out by one atomic max per token and group.
+  // kWide: chunk g's 64 channels as two slabs, acc[sl] holding gate (chunk row 64 sl + 16 w +
+  // lane / 4) and up (+ 8) of channel 32 sl + 8 w + lane / 4 of the group's 64 (tile channel 64 g +
+  // that) for the one piece; 128-byte rows (the 16-byte piece 4 sl + w swizzled by token % 8).
+  __device__ static int h_swizzle(int tok) { return kWide ? (tok & 7) : ((tok >> 1) & 3); }
   __device__ static void store_h(Params const& p, SharedStorage& ss, Acc const* acc, WorkTile const& t, int g,
                                  int wt_in) {
     const int wt = opaque(wt_in);  // the epilogue's addresses are computed here, not before the K loop
     const int w = wt / 32, lane = wt % 32, q = lane % 4;
-    const int grow = 64 * g + 16 * w + lane / 4;
-    const float cg = T::kLut ? ss.rs.epi_cs[grow] : 1.f, cu = T::kLut ? ss.rs.epi_cs[grow + 8] : 1.f;
     const float* ts = ss.rs.epi_ts.data() + g * kBlockM;
     const float* rw = ss.rw[g];
     uint8_t* region = ss.rs.epi.data() + g * kGroupBytes;
+    // The rows' channel scales (gate, up): per group (kWide: per slab a).
+    auto scales = [&](int a) {
+      const int grow = kWide ? 128 * g + 64 * a + 16 * w + lane / 4 : 64 * g + 16 * w + lane / 4;
+      return make_float2(T::kLut ? ss.rs.epi_cs[grow] : 1.f, T::kLut ? ss.rs.epi_cs[grow + 8] : 1.f);
+    };
+    float2 cs = scales(0);
     const int m = lane / 8, r = lane % 8;
     CUTE_UNROLL
-    for (int pc = 0; pc < 2; ++pc) {
-      if (pc * kPieceT >= t.rows) break;  // a block of <= 128 rows: piece 1 holds no token of it
+    for (int a = 0; a < 2; ++a) {  // the accumulators: token pieces (kWide: slabs)
+      if (!kWide && a * kPieceT >= t.rows) break;  // a block of <= 128 rows: piece 1 holds no token of it
+      if (kWide && a > 0) cs = scales(a);
+      const float cg = cs.x, cu = cs.y;
+      const int tok0 = kWide ? 0 : a * kPieceT, piece = kWide ? 4 * a + w : w;
       CUTE_UNROLL
       for (int s = 0; s < 4; ++s) {  // 4 x 8-token groups per stmatrix.x4
         uint32_t packed[4];
@@ -319,109 +330,45 @@ struct MegaW4A8TokKernel {
         for (int mm = 0; mm < 4; ++mm) {
           const int jj = 4 * s + mm;  // 8-token group of the piece
           const int i = 4 * jj;       // gate values i, i + 1 (tokens tok, tok + 1); up i + 2, i + 3
-          const int tok = pc * kPieceT + 8 * jj + 2 * q;
+          const int tok = tok0 + 8 * jj + 2 * q;
           const float2 t2 = *reinterpret_cast<const float2*>(ts + tok);
           const float2 r2 = *reinterpret_cast<const float2*>(rw + tok);
-          const float h0 = swiglu(acc[pc](i) * (cg * t2.x), acc[pc](i + 2) * (cu * t2.x)) * r2.x;
-          const float h1 = swiglu(acc[pc](i + 1) * (cg * t2.y), acc[pc](i + 3) * (cu * t2.y)) * r2.y;
+          const float h0 = swiglu(acc[a](i) * (cg * t2.x), acc[a](i + 2) * (cu * t2.x)) * r2.x;
+          const float h1 = swiglu(acc[a](i + 1) * (cg * t2.y), acc[a](i + 3) * (cu * t2.y)) * r2.y;
           const __nv_bfloat162 b2 = __floats2bfloat162_rn(h0, h1);
           packed[mm] = *reinterpret_cast<const uint32_t*>(&b2);
         }
         // Lane 8 mm + r: row r (token) of matrix mm: token group 4 s + mm; channels 8 w .. 8 w + 7
-        // of the group's 32 = 16-byte piece w of the row, swizzled.
-        const int tok = pc * kPieceT + 8 * (4 * s + m) + r;
-        const uint32_t addr =
-            cute::cast_smem_ptr_to_uint(region + tok * kHRow + 16 * (w ^ ((tok >> 1) & 3)));
+        // of the group's 32 (kWide: of slab a's) = 16-byte piece `piece` of the row, swizzled.
+        const int tok = tok0 + 8 * (4 * s + m) + r;
+        const uint32_t addr = cute::cast_smem_ptr_to_uint(region + tok * kHRow + 16 * (piece ^ h_swizzle(tok)));
         asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
                      "r"(packed[0]), "r"(packed[1]), "r"(packed[2]), "r"(packed[3])
                      : "memory");
       }
     }
     Epi::named_sync(128, static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + g);
-    // Copy-out: 256 rows x 4 pieces of 16 bytes (the group's 32 channels), 8 per thread; the 4
-    // lanes of a row (consecutive: c = lane % 4) also take its |h| maximum over the group's 32
-    // channels (bf16, exact: 3 max over the piece, 2 shuffles), one atomic max per token and
-    // group (|h| >= 0: ordered as its float bits). Here, not per value in the conversion above:
-    // there 3 dependent shuffles per token pair made the epilogue latency-bound.
+    // Copy-out: kBlockM rows x kP pieces of 16 bytes (the group's 32 channels; kWide 64), 8 per
+    // thread; the kP lanes of a row (consecutive: c = lane % kP) also take its |h| maximum over the
+    // group's channels (bf16, exact: 3 max over the piece, log2 kP shuffles), one atomic max per
+    // token and group (|h| >= 0: ordered as its float bits). Here, not per value in the conversion
+    // above: there 3 dependent shuffles per token pair made the epilogue latency-bound.
+    constexpr int kP = kHRow / 16;
     const int64_t I = p.intermediate;
-    const int rows = opaque(t.rows), row_begin = opaque(t.row_begin), col0 = opaque(t.n_block * 64 + 32 * g);
+    const int rows = opaque(t.rows), row_begin = opaque(t.row_begin),
+              col0 = opaque(t.n_block * kShape.l1_n + kShape.l1_n / 2 * g);
     CUTE_UNROLL
-    for (int it = 0; it < kBlockM * 4 / 128; ++it) {
+    for (int it = 0; it < kBlockM * kP / 128; ++it) {
       const int idx = wt + 128 * it;
-      const int tok = idx / 4, c = idx % 4;
-      const uint4 v = *reinterpret_cast<const uint4*>(region + tok * kHRow + 16 * (c ^ ((tok >> 1) & 3)));
+      const int tok = idx / kP, c = idx % kP;
+      const uint4 v = *reinterpret_cast<const uint4*>(region + tok * kHRow + 16 * (c ^ h_swizzle(tok)));
       if (tok < rows) *reinterpret_cast<uint4*>(p.h16 + (row_begin + tok) * I + col0 + 8 * c) = v;
       const uint32_t words[4] = {v.x, v.y, v.z, v.w};
       __nv_bfloat162 a2 = __habs2(*reinterpret_cast<const __nv_bfloat162*>(&words[0]));
       CUTE_UNROLL
       for (int e = 1; e < 4; ++e) a2 = __hmax2(a2, __habs2(*reinterpret_cast<const __nv_bfloat162*>(&words[e])));
       CUTE_UNROLL
-      for (int x = 1; x < 4; x <<= 1) {
-        const uint32_t o = __shfl_xor_sync(0xffffffffu, *reinterpret_cast<const uint32_t*>(&a2), x);
-        a2 = __hmax2(a2, *reinterpret_cast<const __nv_bfloat162*>(&o));
-      }
-      if (c == 0 && tok < rows) {
-        const float2 f2 = __bfloat1622float2(a2);
-        atomicMax(p.h_amax + row_begin + tok, __float_as_uint(fmaxf(f2.x, f2.y)));
-      }
-    }
-  }
-
-  // kWide, Linear-1, warp group g: chunk g's 64 channels as two slabs; slab sl's thread (w, lane)
-  // holds gate (chunk row 64 sl + 16 w + lane / 4) and up (+ 8) of channel 32 sl + 8 w + lane / 4
-  // of the group's 64 (tile channel 64 g + that), tokens as store_h's piece 0. Staged token-major
-  // at 128 bytes a token (16-byte piece 4 sl + w, swizzled by token % 8), copied out to h16 with
-  // each token's |h| maximum over the group's 64 channels (8 lanes a row, 3 shuffles), one atomic
-  // max per token and group.
-  __device__ static void store_h_wide(Params const& p, SharedStorage& ss, Acc const* acc, WorkTile const& t, int g,
-                                      int wt_in) {
-    const int wt = opaque(wt_in);
-    const int w = wt / 32, lane = wt % 32, q = lane % 4;
-    const float* ts = ss.rs.epi_ts.data() + g * kBlockM;
-    const float* rw = ss.rw[g];
-    uint8_t* region = ss.rs.epi.data() + g * kGroupBytes;
-    const int m = lane / 8, r = lane % 8;
-    CUTE_UNROLL
-    for (int sl = 0; sl < 2; ++sl) {
-      const int crow = 128 * g + 64 * sl + 16 * w + lane / 4;
-      const float cg = T::kLut ? ss.rs.epi_cs[crow] : 1.f, cu = T::kLut ? ss.rs.epi_cs[crow + 8] : 1.f;
-      CUTE_UNROLL
-      for (int s4 = 0; s4 < 4; ++s4) {  // 4 x 8-token groups per stmatrix.x4
-        uint32_t packed[4];
-        CUTE_UNROLL
-        for (int mm = 0; mm < 4; ++mm) {
-          const int jj = 4 * s4 + mm;
-          const int i = 4 * jj;
-          const int tok = 8 * jj + 2 * q;
-          const float2 t2 = *reinterpret_cast<const float2*>(ts + tok);
-          const float2 r2 = *reinterpret_cast<const float2*>(rw + tok);
-          const float h0 = swiglu(acc[sl](i) * (cg * t2.x), acc[sl](i + 2) * (cu * t2.x)) * r2.x;
-          const float h1 = swiglu(acc[sl](i + 1) * (cg * t2.y), acc[sl](i + 3) * (cu * t2.y)) * r2.y;
-          const __nv_bfloat162 b2 = __floats2bfloat162_rn(h0, h1);
-          packed[mm] = *reinterpret_cast<const uint32_t*>(&b2);
-        }
-        const int tok = 8 * (4 * s4 + m) + r;
-        const uint32_t addr = cute::cast_smem_ptr_to_uint(region + tok * kHRow + 16 * ((4 * sl + w) ^ (tok & 7)));
-        asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
-                     "r"(packed[0]), "r"(packed[1]), "r"(packed[2]), "r"(packed[3])
-                     : "memory");
-      }
-    }
-    Epi::named_sync(128, static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + g);
-    const int64_t I = p.intermediate;
-    const int rows = opaque(t.rows), row_begin = opaque(t.row_begin), col0 = opaque(t.n_block * 128 + 64 * g);
-    CUTE_UNROLL
-    for (int it = 0; it < kBlockM * 8 / 128; ++it) {
-      const int idx = wt + 128 * it;
-      const int tok = idx / 8, c = idx % 8;
-      const uint4 v = *reinterpret_cast<const uint4*>(region + tok * kHRow + 16 * (c ^ (tok & 7)));
-      if (tok < rows) *reinterpret_cast<uint4*>(p.h16 + (row_begin + tok) * I + col0 + 8 * c) = v;
-      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-      __nv_bfloat162 a2 = __habs2(*reinterpret_cast<const __nv_bfloat162*>(&words[0]));
-      CUTE_UNROLL
-      for (int e = 1; e < 4; ++e) a2 = __hmax2(a2, __habs2(*reinterpret_cast<const __nv_bfloat162*>(&words[e])));
-      CUTE_UNROLL
-      for (int x = 1; x < 8; x <<= 1) {
+      for (int x = 1; x < kP; x <<= 1) {
         const uint32_t o = __shfl_xor_sync(0xffffffffu, *reinterpret_cast<const uint32_t*>(&a2), x);
         a2 = __hmax2(a2, *reinterpret_cast<const __nv_bfloat162*>(&o));
       }
@@ -809,8 +756,7 @@ struct MegaW4A8TokKernel {
           staging_free();
           if (is_l1) {
             p.epi1.dest.mark(0, ct);
-            if constexpr (kWide) store_h_wide(p, ss, acc, t, g, wt);
-            else store_h(p, ss, acc, t, g, wt);
+            store_h(p, ss, acc, t, g, wt);
             p.epi1.dest.mark(1, ct);
             const long long c0 = clock64();
             if (count_l1(p, ss, t, ct)) {
