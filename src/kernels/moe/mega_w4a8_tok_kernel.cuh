@@ -5,6 +5,12 @@
 // tokens as two 128-token pieces, one 128-row weight chunk per K block, no token scale in the K
 // loop: the promotion is a plain add for INT4 two-level, one FMA by the block scale for MXFP4).
 //
+// kWide (MegaTile::m128n256_tok, docs/megamoe.md "Wide per-token tiles"): 128-row blocks, one token
+// piece and two weight chunks per K block, warp group g running chunk g as two 64-row slabs
+// (MoeW4A8RsKernel::mma_wide): Linear-1 tiles of 128 h channels (group g: 64), Linear-2 tiles of
+// 256 columns (group g: 128; the last one 128 where hidden / 128 is odd, group 1 idle), always
+// copied out by the store warps. Everything else below holds for both tiles.
+//
 // Tile shape MegaTile::m256n128_tok (xstage/mega_tile.hpp): 256-row blocks;
 //   Linear-1: one chunk of W1 in the gate/up-interleaved layout (int4_rs_lut_glu / mxfp4_rs_glu:
 //     each 16-row slab holds 8 gate rows then the 8 up rows of the same channels), i.e. 64 h
