@@ -42,22 +42,6 @@ XS_MEGA_HD MegaTile choose_mega_tile(long long routed_rows, int experts) {
                                                                                             : MegaTile::m64n256;
 }
 
-// automatic with per-token activations (where the wide tile is built; docs/megamoe.md "Wide
-// per-token tiles", one H100): m128n256_tok below kMegaTokWideMaxMeanRows mean routed rows per
-// expert — 1.02-1.28x the 256-row tile from 10 to 85 mean rows, 0.95-0.97x at 128, 0.73-0.85x
-// from 192 (the 256-row tile's two-piece blocks use each converted weight twice) — and only where
-// a rank's local experts give its CTAs at least one wide Linear-2 tile each (experts_per_rank x
-// ceil(hidden / 256) >= ctas): with fewer, the list ends in fewer long tiles than CTAs
-// (DiT-MoE-G at 512 tokens: 96 tiles of K = 5632 on 132 CTAs, 0.86-0.91x). Else m256n128_tok.
-inline constexpr int kMegaTokWideMaxMeanRows = 96;
-XS_MEGA_HD MegaTile choose_tok_tile(long long routed_rows, int experts, int experts_per_rank, int hidden, int ctas,
-                                    bool wide_built) {
-  return wide_built && experts > 0 && routed_rows < static_cast<long long>(kMegaTokWideMaxMeanRows) * experts &&
-                 static_cast<long long>(experts_per_rank) * ((hidden + 255) / 256) >= ctas
-             ? MegaTile::m128n256_tok
-             : MegaTile::m256n128_tok;
-}
-
 struct MegaTileShape {
   int block_m;    // rows of an m-block (one Linear-1 / Linear-2 tile height)
   int l1_n;       // h channels per Linear-1 tile (2 x l1_n gate/up weight rows)
@@ -80,6 +64,24 @@ XS_MEGA_HD int mega_half_block(int rows, int block_m) { return block_m == 128 &&
 // Tiles per m-block: Linear-1 (intermediate / l1_n), Linear-2 (ceil(hidden / l2_n)).
 XS_MEGA_HD int mega_l1_tiles(const MegaTileShape& s, int intermediate) { return intermediate / s.l1_n; }
 XS_MEGA_HD int mega_l2_tiles(const MegaTileShape& s, int hidden) { return (hidden + s.l2_n - 1) / s.l2_n; }
+// automatic with per-token activations (where the wide tile is built; docs/megamoe.md "Wide
+// per-token tiles", one H100): m128n256_tok below kMegaTokWideMaxMeanRows mean routed rows per
+// expert — 1.02-1.28x the 256-row tile from 10 to 85 mean rows, 0.95-0.97x at 128, 0.73-0.85x
+// from 192 (the 256-row tile's two-piece blocks use each converted weight twice) — and only where
+// a rank's local experts give its CTAs at least one wide Linear-2 tile each (experts_per_rank x
+// ceil(hidden / 256) >= ctas): with fewer, the list ends in fewer long tiles than CTAs
+// (DiT-MoE-G at 512 tokens: 96 tiles of K = 5632 on 132 CTAs, 0.86-0.91x). Else m256n128_tok.
+inline constexpr int kMegaTokWideMaxMeanRows = 96;
+XS_MEGA_HD MegaTile choose_tok_tile(long long routed_rows, int experts, int experts_per_rank, int hidden, int ctas,
+                                    bool wide_built) {
+  return wide_built && experts > 0 && routed_rows < static_cast<long long>(kMegaTokWideMaxMeanRows) * experts &&
+                 static_cast<long long>(experts_per_rank) *
+                         mega_l2_tiles(mega_tile_shape(MegaTile::m128n256_tok), hidden) >=
+                     ctas
+             ? MegaTile::m128n256_tok
+             : MegaTile::m256n128_tok;
+}
+
 // The value a block's Linear-1 counter reaches once all its Linear-1 tiles are stored (the
 // Linear-2 tiles of the block wait for it).
 XS_MEGA_HD unsigned mega_l1_target(const MegaTileShape& s, int n1) { return static_cast<unsigned>(n1 * s.l1_pieces); }
