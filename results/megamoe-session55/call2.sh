@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# session 55 call 2 (.run-bin of f0e50b5; .ab-long: xstage of 52d10a6, main before issue 38's
+# attention work, and of f0e50b5). On an H200: issue 38's acceptance (results/attention-session52/
+# call1.sh: attention GPU tests, short / causal / long grids with cuDNN and flash in the same call),
+# then the long non-causal grid as a same-call A/B against 52d10a6 (the issue's "long non-causal
+# stays where it is"). Otherwise: the Mega-MoE fallback of call1.sh.
+set -u
+nvidia-smi --query-gpu=name --format=csv,noheader | tee $OUT/card.txt
+if ! grep -q H200 $OUT/card.txt; then
+  bash results/megamoe-session55/call1.sh
+  exit
+fi
+t0=$SECONDS
+bash results/attention-session52/call1.sh
+echo "acceptance part: $((SECONDS - t0)) s"
+if [ $((SECONDS - t0)) -lt 400 ]; then
+  timeout $((560 - (SECONDS - t0))) scripts/ab-run --bin .ab-long --variants base,new --alternate --reps 2 --tests none \
+    $OUT/long-ab 'attention -S 1024,4096,4608,8192,16384,32768,65536 -H 12,24 -d 64,128' > $OUT/long-ab.log 2>&1
+  echo "long A/B rc=$? at $((SECONDS - t0)) s"; grep -E '^#|geomean' $OUT/long-ab.log | tail -n 8
+else
+  echo "long A/B left out (time)"
+fi
