@@ -133,8 +133,10 @@ struct MegaW4A8TokKernel {
   // the channels (kQuantKb K blocks of every row) instead of the tokens, counted in chunk order,
   // and a Linear-2 tile's producer waits per K block for the chunk it loads rather than for all
   // of them (docs/megamoe.md §Per-token activations in the fused kernel, "Channel chunks").
+  // Not the wide tile (blocks of <= 128 rows, quantised at once by their last Linear-1 CTA): there it
+  // cost the K loops registers (local memory in them).
 #ifdef XSTAGE_MEGA_TOK_QUANT_K
-  static constexpr bool kQuantK = XSTAGE_MEGA_TOK_QUANT_K != 0;
+  static constexpr bool kQuantK = !kWide && XSTAGE_MEGA_TOK_QUANT_K != 0;
 #else
   static constexpr bool kQuantK = false;
 #endif
