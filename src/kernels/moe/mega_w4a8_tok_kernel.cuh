@@ -529,7 +529,7 @@ struct MegaW4A8TokKernel {
       const int c = __shfl_sync(0xffffffffu, ss.chunk, 0);
       Epi::named_sync(256, kConsumersBarrier);
       if (c >= chunks) break;
-      const int kb0 = c * q, per_row = min(q, p.l2.k_blocks - kb0) * 16;  // 16-byte pieces of a row's chunk
+      const int kb0 = c * q, per_row = min(q * 128, p.intermediate - kb0 * 128) / 8;  // 16-byte pieces of a row's chunk
       const __nv_bfloat16* src = p.h16 + static_cast<int64_t>(t.row_begin) * p.intermediate + kb0 * 128;
       uint8_t* dst = p.h + static_cast<int64_t>(t.row_begin) * p.intermediate + kb0 * 128;
       for (int r0 = warp; r0 < t.rows; r0 += 8 * kQuantRowsInFlight) {
@@ -541,6 +541,9 @@ struct MegaW4A8TokKernel {
           inv = qs.inv;
           if (c == 0) p.h_scales[t.row_begin + rs] = qs.scale;
         }
+        float ik[kQuantRowsInFlight];  // shuffled by the whole warp, before the loop some lanes skip
+        CUTE_UNROLL
+        for (int k = 0; k < kQuantRowsInFlight; ++k) ik[k] = __shfl_sync(0xffffffffu, inv, k);
         for (int pc = lane; pc < per_row; pc += 32) {
           uint4 v[kQuantRowsInFlight];
           CUTE_UNROLL
@@ -552,8 +555,7 @@ struct MegaW4A8TokKernel {
           CUTE_UNROLL
           for (int k = 0; k < kQuantRowsInFlight; ++k) {
             const int r = r0 + 8 * k;
-            const float ik = __shfl_sync(0xffffffffu, inv, k);
-            if (r < t.rows) reinterpret_cast<uint2*>(dst + static_cast<int64_t>(r) * p.intermediate)[pc] = to_fp8x8(v[k], ik);
+            if (r < t.rows) reinterpret_cast<uint2*>(dst + static_cast<int64_t>(r) * p.intermediate)[pc] = to_fp8x8(v[k], ik[k]);
           }
         }
       }
