@@ -9,4 +9,4 @@ scripts/ab-run --bin .ab-qk --variants base,qk --reps 1 --test-timeout 120 --tar
   --tests 'MegaMoe.OneGpuW4A8PerTokenMatchesTheHostReferenceOfTheLayer' $OUT/qk \
   'moe --gpus 1 --models DiT-MoE-G --tokens 2048,8192 --routings balanced --weights w4a8-int4-lut-rs-tok --variants interleaved --spans' \
   > $OUT/qk.log 2>&1
-echo "ab-run rc=$?"; grep -E 'PASSED|FAILED|correctness|geomean|interleaved' $OUT/qk.log | cut -c1-420 | tail -n 16
+rc=$?; [ -s $OUT/qk/ab.tgz ] && rm -rf $OUT/qk/ab; echo "ab-run rc=$rc"; grep -E 'PASSED|FAILED|correctness|geomean|interleaved' $OUT/qk.log | cut -c1-420 | tail -n 16
