@@ -129,19 +129,6 @@ struct MegaW4A8TokKernel {
 #else
   static constexpr bool kStoreTwo = false;
 #endif
-  // kQuantK (XSTAGE_MEGA_TOK_QUANT_K, measurement option): a block's h is quantised in chunks along
-  // the channels (kQuantKb K blocks of every row) instead of the tokens, counted in chunk order,
-  // and a Linear-2 tile's producer waits per K block for the chunk it loads rather than for all
-  // of them (docs/megamoe.md §Per-token activations in the fused kernel, "Channel chunks").
-  // Not the wide tile (blocks of <= 128 rows, quantised at once by their last Linear-1 CTA): there it
-  // cost the K loops registers (local memory in them).
-#ifdef XSTAGE_MEGA_TOK_QUANT_K
-  static constexpr bool kQuantK = !kWide && XSTAGE_MEGA_TOK_QUANT_K != 0;
-#else
-  static constexpr bool kQuantK = false;
-#endif
-  static constexpr int kQuantMaxChunks = 64;  // the claim loop's bound (channel chunks)
-  static constexpr int kQuantRowsInFlight = 16;  // rows per warp whose pieces are loaded at once
   // The store warps (kStoreWarps; warps 2, 3 of the producer warp group): the copy-out of a
   // Linear-2 tile of <= 128 rows (one token piece, both groups' 64 columns staged in their
   // regions), docs/megamoe.md §Per-token activations in the fused kernel. Their own named
@@ -213,16 +200,9 @@ struct MegaW4A8TokKernel {
   // kWide: one token piece and the tile's two chunks (128 h channels of W1, or 256 hidden columns
   // of W2) per K block, chunk c into the stage's place c (warp group c's); the last Linear-2 tile
   // where hidden / 128 is odd has one chunk (group 1 idles: chunks_of).
-  // kQuantK, Linear-2 tiles (gate_done != nullptr): h's K block kb is loaded once the block's count
-  // reached gate_base + kb / gate_q + 1 (its channel chunk and every one before it are in h).
-  // Returns the cycles spent waiting (the trace's input wait); by value, so nothing of the
-  // producer's 40 registers goes through local memory for it.
   template <class SmemX>
-  __device__ static long long produce_tile(typename Rs::Params const& gp, Boxes const& bx, SharedStorage& ss, SmemX& sX,
-                                           WorkTile const& t, State& write, const MegaMoeArgs* gate_m = nullptr,
-                                           const uint32_t* gate_done = nullptr, uint32_t gate_base = 0, int gate_q = 1) {
-    long long waited = 0;
-    int ready = 0;  // kQuantK: K blocks known to be in h
+  __device__ static void produce_tile(typename Rs::Params const& gp, Boxes const& bx, SharedStorage& ss, SmemX& sX,
+                                      WorkTile const& t, State& write) {
     const bool two = kPieces == 2 && t.rows > kPieceT;
     const int box0 = Boxes::rows_for(min(t.rows, kPieceT)), box1 = two ? Boxes::rows_for(t.rows - kPieceT) : 0;
     const int chunks = chunks_of(gp.n, t);
@@ -236,16 +216,6 @@ struct MegaW4A8TokKernel {
     const uint8_t* wsrc = gp.w + (static_cast<int64_t>(t.expert) * (gp.n / 128) + chunk0) * gp.k_blocks * T::kChunkBytes;
     [[maybe_unused]] const float* ssrc = gp.w_scales + static_cast<int64_t>(t.expert) * gp.k_blocks * gp.n + chunk0 * 128;
     for (int kb = 0; kb < gp.k_blocks; ++kb) {
-      if constexpr (kQuantK) {
-        if (gate_done != nullptr && kb >= ready) {
-          const long long w0 = clock64();
-          dev::wait_geq_gpu(gate_done, gate_base + static_cast<uint32_t>(kb / gate_q + 1), gate_m->ep.status,
-                            WaitId::moe_linear1, gate_m->ep.rank, gate_m->ep.timeout_ns);
-          ready = min(gp.k_blocks, static_cast<int>(dev::load_acquire_gpu(gate_done) - gate_base) * gate_q);
-          dev::fence_proxy_async_global();  // h written by other CTAs' generic stores, read by TMA
-          waited += clock64() - w0;
-        }
-      }
       uint64_t* full = &ss.rs.full[write.index];
       bounded_wait(&ss.rs.empty[write.index], write.phase);
       cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(full, tx);
@@ -273,7 +243,6 @@ struct MegaW4A8TokKernel {
       }
       write.advance();
     }
-    return waited;
   }
   // The tile's weight chunks: kChunks, except a wide Linear-2 tile past hidden / 128 chunks (n:
   // the GEMM's weight rows, hidden for Linear-2; Linear-1's 2 I is a multiple of 256).
@@ -428,19 +397,7 @@ struct MegaW4A8TokKernel {
   // Quantisation chunks (kQuantRows tokens each): the block's Linear-2 tiles load h once its
   // Linear-1 counter reached quant_target (n1 tiles, then one count per chunk).
   __device__ static uint32_t quant_target(Params const& p, int rows) {
-    return static_cast<uint32_t>(p.n1 + quant_chunks(p, rows));
-  }
-  // kQuantK: K blocks (128 channels) per channel chunk: 2, more where I > 128 * 2 * kQuantMaxChunks.
-  __device__ static int quant_kb(Params const& p) {
-    return max(2, (p.l2.k_blocks + kQuantMaxChunks - 1) / kQuantMaxChunks);
-  }
-  __device__ static int quant_chunks(Params const& p, int rows) {
-    if constexpr (kQuantK) {
-      const int q = quant_kb(p);
-      return (p.l2.k_blocks + q - 1) / q;
-    } else {
-      return (rows + kQuantRows - 1) / kQuantRows;
-    }
+    return static_cast<uint32_t>(p.n1 + (rows + kQuantRows - 1) / kQuantRows);
   }
   __device__ static int block_of(Params const& p, WorkTile const& t, bool is_l1) { return is_l1 ? t.tag : t.tag / p.n2; }
 
@@ -511,67 +468,6 @@ struct MegaW4A8TokKernel {
     }
   }
 
-  // kQuantK: the channel-chunk form of quantize_chunks. Chunk c is K blocks [c q, c q + q) of every
-  // row of the block; warp w converts rows w, w + 8, ... (lane l: 16-byte pieces l, l + 32, ... of
-  // the row's chunk), kQuantRowsInFlight rows' loads before their conversions; each row's 1 / scale
-  // is computed by one lane and shuffled. Chunk 0 also writes the tokens' scales. Chunks are counted
-  // in order (thread 0 waits for count n1 + c first; the chunks before it were claimed before it
-  // and never wait for a later one), so count n1 + c + 1 says chunks 0..c are in h; the last chunk
-  // resets h_amax once every other chunk has counted (all of them have read it).
-  __device__ static void quantize_chunks_k(Params const& p, SharedStorage& ss, WorkTile const& t, int block, int ct) {
-    const int q = quant_kb(p), chunks = quant_chunks(p, t.rows);
-    uint32_t* claim = p.m.h_qclaim + block;
-    uint32_t* done = p.epi1.dest.l1_done + block;
-    const int warp = ct / 32, lane = ct % 32;
-    for (int it = 0; it < kQuantMaxChunks; ++it) {  // bounded (quantize_chunks)
-      if (ct == 0) ss.chunk = static_cast<int>(atomicAdd(claim, 1u));
-      Epi::named_sync(256, kConsumersBarrier);
-      const int c = __shfl_sync(0xffffffffu, ss.chunk, 0);
-      Epi::named_sync(256, kConsumersBarrier);
-      if (c >= chunks) break;
-      const int kb0 = c * q, per_row = min(q * 128, p.intermediate - kb0 * 128) / 8;  // 16-byte pieces of a row's chunk
-      const __nv_bfloat16* src = p.h16 + static_cast<int64_t>(t.row_begin) * p.intermediate + kb0 * 128;
-      uint8_t* dst = p.h + static_cast<int64_t>(t.row_begin) * p.intermediate + kb0 * 128;
-      for (int r0 = warp; r0 < t.rows; r0 += 8 * kQuantRowsInFlight) {
-        // lane i < kQuantRowsInFlight: row r0 + 8 i's scale
-        const int rs = r0 + 8 * lane;
-        float inv = 0.f;
-        if (lane < kQuantRowsInFlight && rs < t.rows) {
-          const QuantScale qs = quant_scale(__uint_as_float(__ldcg(p.h_amax + t.row_begin + rs)));
-          inv = qs.inv;
-          if (c == 0) p.h_scales[t.row_begin + rs] = qs.scale;
-        }
-        float ik[kQuantRowsInFlight];  // shuffled by the whole warp, before the loop some lanes skip
-        CUTE_UNROLL
-        for (int k = 0; k < kQuantRowsInFlight; ++k) ik[k] = __shfl_sync(0xffffffffu, inv, k);
-        for (int pc = lane; pc < per_row; pc += 32) {
-          uint4 v[kQuantRowsInFlight];
-          CUTE_UNROLL
-          for (int k = 0; k < kQuantRowsInFlight; ++k) {
-            const int r = r0 + 8 * k;
-            v[k] = r < t.rows ? __ldcg(reinterpret_cast<const uint4*>(src + static_cast<int64_t>(r) * p.intermediate) + pc)
-                              : make_uint4(0u, 0u, 0u, 0u);
-          }
-          CUTE_UNROLL
-          for (int k = 0; k < kQuantRowsInFlight; ++k) {
-            const int r = r0 + 8 * k;
-            if (r < t.rows) reinterpret_cast<uint2*>(dst + static_cast<int64_t>(r) * p.intermediate)[pc] = to_fp8x8(v[k], ik[k]);
-          }
-        }
-      }
-      dev::fence_proxy_async_global();
-      if (ct == 0)
-        dev::wait_geq_gpu(done, static_cast<uint32_t>(p.n1 + c), p.m.ep.status, WaitId::moe_linear1, p.m.ep.rank,
-                          p.m.ep.timeout_ns);
-      Epi::named_sync(256, kConsumersBarrier);  // the chunk's rows are written; chunks 0..c-1 counted
-      if (c == chunks - 1) {
-        for (int r = ct; r < t.rows; r += 256) p.h_amax[t.row_begin + r] = 0u;
-        Epi::named_sync(256, kConsumersBarrier);
-      }
-      if (ct == 0) dev::add_release_gpu(done, 1u);
-    }
-  }
-
   // A Linear-2 tile's consumers before its epilogue inputs (h_scales) are read: help quantise the
   // block if chunks are left, then wait until every chunk is counted (a chunk claimed elsewhere
   // never waits, so the wait is bounded by its work).
@@ -585,17 +481,9 @@ struct MegaW4A8TokKernel {
                                                                              // uniform registers)
     Epi::named_sync(256, kConsumersBarrier);  // read by all before a later tile writes it
     if (quantised) return;
-    if constexpr (kQuantK) {
-      quantize_chunks_k(p, ss, t, block, ct);
-      // chunk 0 counted: the token scales are in (the producer waits for each K block's chunk)
-      if (ct == 0)
-        dev::wait_geq_gpu(done, static_cast<uint32_t>(p.n1 + 1), p.m.ep.status, WaitId::moe_linear1, p.m.ep.rank,
-                          p.m.ep.timeout_ns);
-    } else {
-      quantize_chunks(p, ss, t, block, ct);
-      if (ct == 0)
-        dev::wait_geq_gpu(done, target, p.m.ep.status, WaitId::moe_linear1, p.m.ep.rank, p.m.ep.timeout_ns);
-    }
+    quantize_chunks(p, ss, t, block, ct);
+    if (ct == 0)
+      dev::wait_geq_gpu(done, target, p.m.ep.status, WaitId::moe_linear1, p.m.ep.rank, p.m.ep.timeout_ns);
     Epi::named_sync(256, kConsumersBarrier);
   }
 
@@ -826,15 +714,6 @@ struct MegaW4A8TokKernel {
         const uint32_t l1_target = ::xstage::moe::mega_l1_target(::xstage::moe::mega_tile_shape(T::kTile), p.n1);
         mega_produce_all<kBlockM>(
             m, ss.layout, p.n1, p.n2, call, l1_target, ss.slots, queue, [&](WorkTile const& t, bool is_l1, int pos) {
-              if constexpr (kQuantK) {
-                // handed over at count n1; each K block of h waits for its own chunk (QuantGate)
-                const long long waited =
-                    produce_tile(is_l1 ? p.l1 : p.l2, is_l1 ? p.b1 : p.b2, ss, sX, t, write, &m,
-                                 is_l1 ? nullptr : call.l1_done + block_of(p, t, false), static_cast<uint32_t>(p.n1),
-                                 quant_kb(p));
-                if (!is_l1 && m.trace != nullptr) m.trace[size_t(pos) * kMegaTraceWords + 4] += static_cast<uint32_t>(waited);
-                return;
-              }
               if (!is_l1) {
                 const uint64_t w0 = m.trace != nullptr ? clock64() : 0;
                 dev::wait_geq_gpu(call.l1_done + block_of(p, t, false), quant_target(p, t.rows), m.ep.status,
@@ -887,8 +766,7 @@ struct MegaW4A8TokKernel {
             p.epi1.dest.mark(1, ct);
             const long long c0 = clock64();
             if (count_l1(p, ss, t, ct)) {
-              if constexpr (kQuantK) quantize_chunks_k(p, ss, t, block_of(p, t, true), ct);
-              else quantize_chunks(p, ss, t, block_of(p, t, true), ct);
+              quantize_chunks(p, ss, t, block_of(p, t, true), ct);
             }
             if (ct == 0 && p.epi1.dest.hook != nullptr) p.epi1.dest.hook[blockIdx.x] = static_cast<uint32_t>(clock64() - c0);
             return true;
