@@ -6,7 +6,7 @@
 # stays where it is"). Otherwise: the Mega-MoE fallback of call1.sh.
 # .ab-long (ignored; rebuild it here): git worktree add /tmp/wt-base 52d10a6; in it
 #   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DXSTAGE_BUILD_MOE=OFF -DXSTAGE_BUILD_TESTS=OFF \
-#     -DXSTAGE_DEPS_DIR=$PWD/.deps && cmake --build build --target xstage   (~8 min on 2 cores)
+#     -DXSTAGE_DEPS_DIR=<main checkout>/.deps && cmake --build build --target xstage   (~8 min on 2 cores)
 # then strip + xz -9 into .ab-long/xstage-base.xz, and build/xstage of main into .ab-long/xstage-new.xz.
 set -u
 nvidia-smi --query-gpu=name --format=csv,noheader | tee $OUT/card.txt
