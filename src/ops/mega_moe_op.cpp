@@ -74,9 +74,11 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
                                                     (moe::mega_l1_tiles(tok, cfg.intermediate) +
                                                      moe::mega_l2_tiles(tok, cfg.hidden)));
   }
+  // A rank's CTAs (rank 0's; H100 / H200 SM count where the team has no local rank) for the tile
+  // choice and the schedule plan.
+  const int plan_ctas = I.buf.sm_count.empty() ? 132 : I.buf.sm_count[0];
   I.tok_tile = moe::choose_tok_tile(static_cast<long long>(cfg.tokens) * team.world_size() * cfg.top_k, cfg.experts,
-                                    I.buf.epr, cfg.hidden, I.buf.sm_count.empty() ? 132 : I.buf.sm_count[0],
-                                    km::mega_moe_w4a8_tok_wide_built());
+                                    I.buf.epr, cfg.hidden, plan_ctas, km::mega_moe_w4a8_tok_wide_built());
   // The interleaved mix depends only on the shape and the model; plan it for a balanced load.
   moe::MoeScheduleInput in;
   in.rows_per_expert.assign(I.buf.epr, std::max(1, I.buf.cap / I.buf.world / I.buf.epr));
@@ -85,7 +87,7 @@ MegaMoeLayer::MegaMoeLayer(Team& team, const EpMoeConfig& cfg, const model::Para
   in.block_m = smallest.block_m;  // the mix and the lead are ratios / CTA rounds: the same for 128 rows
   in.l1_n = smallest.l1_n;
   in.l2_n = smallest.l2_n;
-  in.ctas = I.buf.sm_count.empty() ? 132 : I.buf.sm_count[0];
+  in.ctas = plan_ctas;
   in.world = I.buf.world;
   in.tile_tflops = tile_tflops;
   I.plan = moe::plan_moe_schedule(model, in, moe::MoeSchedule::interleaved);
