@@ -255,22 +255,6 @@ double lead_rounds(const std::string& v) {
     return -1;
   }
 }
-// Quantisation help (per-token 256-row tile; docs/megamoe.md §Per-token activations in the fused
-// kernel, "Quantisation help"): "interleaved-helpR" runs a lead of R rounds of CTAs and lets
-// Linear-1 tiles help quantise the block R - 0.75 rounds back. R in [1, 64]; < 0 otherwise.
-constexpr const char* kHelpPrefix = "interleaved-help";
-double help_rounds(const std::string& v) {
-  if (v.rfind(kHelpPrefix, 0) != 0) return -1;
-  const std::string num = v.substr(std::string(kHelpPrefix).size());
-  try {
-    size_t used = 0;
-    const double r = std::stod(num, &used);
-    return used == num.size() && r >= 1 && r <= 64 ? r : -1;
-  } catch (const std::exception&) {
-    return -1;
-  }
-}
-constexpr double kHelpLeadMargin = 0.75;  // rounds between the helped block and its first Linear-2 tile
 // A fused variant may name its tile configuration after a '+' ("interleaved+m128n256",
 // xstage/mega_tile.hpp); without one it runs --mega-tile. Returns the variant without the suffix.
 std::string variant_base(const std::string& v) { return v.substr(0, v.find('+')); }
@@ -286,13 +270,12 @@ bool is_fused(const std::string& v) {
   const std::string b = variant_base(v);
   moe::MegaTile t;
   return (b == "expert-wave" || b == "interleaved" || b == "expert-wave-static" || b == "interleaved-static" ||
-          b == "model-order" || b == "interleaved-no-tail" || b == "interleaved-tail" || lead_rounds(b) >= 0 ||
-          help_rounds(b) >= 0) &&
+          b == "model-order" || b == "interleaved-no-tail" || b == "interleaved-tail" || lead_rounds(b) >= 0) &&
          variant_tile(v, moe::MegaTile::m64n256, &t);
 }
 const char* kVariantList =
     "unfused, expert-wave, interleaved, model-order, expert-wave-static, interleaved-static, "
-    "interleaved-lead<rounds in [0, 64]>, interleaved-help<rounds in [1, 64]>, interleaved-tail, interleaved-no-tail; "
+    "interleaved-lead<rounds in [0, 64]>, interleaved-tail, interleaved-no-tail; "
     "a fused one may end in +m64n256, +m128n256, +m256n128_tok or +m128n256_tok (its tile)";
 
 nlohmann::json tile_kind_json(const ops::MegaMoeTileKind& k) {
@@ -519,10 +502,6 @@ void run(const Flags& fl) {
                                                               : moe::MoeSchedule::interleaved;
             opt.dynamic_claim = vb.find("-static") == std::string::npos;
             if (lead_rounds(vb) >= 0) opt.lead_tiles = static_cast<int>(std::lround(lead_rounds(vb) * mega->ctas(0)));
-            if (help_rounds(vb) >= 0) {
-              opt.lead_tiles = static_cast<int>(std::lround(help_rounds(vb) * mega->ctas(0)));
-              opt.quant_help_back = static_cast<int>(std::lround((help_rounds(vb) - kHelpLeadMargin) * mega->ctas(0)));
-            }
             if (vb == "interleaved-no-tail") opt.tail_l2_tiles = 0;  // the plain interleaved list, for comparison
             opt.tile = tile_asked;
             // Rank i's options: interleaved-tail keeps one Linear-2 tile per CTA of the rank for the end.
@@ -782,7 +761,6 @@ void run(const Flags& fl) {
                      {"expert-wave-static", "as expert-wave, CTA c taking list positions c, c + K, ... (no claiming)"},
                      {"interleaved-static", "as interleaved, CTA c taking list positions c, c + K, ... (no claiming)"},
                      {"interleaved-leadR", "as interleaved with a lead of R rounds of CTAs (R x K Linear-1 tiles) instead of the plan's 1"},
-                     {"interleaved-helpR", "as interleaved-leadR, per-token W4A8 256-row blocks also quantised one chunk at a time by Linear-1 tiles' CTAs R - 0.75 rounds later (MegaMoeOptions::quant_help_back)"},
                      {"interleaved-tail", "as interleaved with the last blocks' Linear-2 tiles (about one per CTA) after every Linear-1 tile, whatever the plan says"},
                      {"interleaved-no-tail", "as interleaved without Linear-2 tiles kept for the end of the list, whatever the plan says"},
                      {"VARIANT+TILE", "a fused variant with the tile configuration TILE (auto, m64n256, m128n256, m256n128_tok, m128n256_tok; row field mega_tile: the one that ran)"}};
@@ -844,8 +822,6 @@ void add_moe_bench_command(CLI::App& app) {
   cmd->add_option("--variants", fl->variants,
                   "unfused, expert-wave, interleaved (dynamic tile claiming); expert-wave-static, interleaved-static "
                   "(static c, c + K, ... split); interleaved-leadR (lead of R rounds of CTAs, e.g. interleaved-lead0.25); "
-                  "interleaved-helpR (lead R >= 1 rounds, per-token 256-row blocks' h quantised with help of Linear-1 "
-                  "tiles' CTAs R - 0.75 rounds later); "
                   "interleaved-tail / interleaved-no-tail (the list ends in about one Linear-2 tile per CTA / "
                   "in the plain order, instead of the plan's choice); "
                   "a fused variant may end in +TILE (e.g. interleaved+m128n256) to run that tile configuration")

@@ -193,7 +193,6 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
   m.dynamic_claim = opt.dynamic_claim ? 1 : 0;
   if (opt.lead_tiles >= 0) m.lead = opt.lead_tiles;
   m.tail_l2 = tail_l2_tiles(i, opt);
-  m.help_back = order == moe::MoeSchedule::interleaved && opt.quant_help_back > 0 ? opt.quant_help_back : 0;
   const std::string what =
       fmt::format("mega moe (rank {}, call {}, tile {})", m.ep.rank, m.ep.epoch, moe::mega_tile_name(tile));
   if (opt.record_spans) {

@@ -149,20 +149,6 @@ LayerFactory mega_tail(moe::MegaTile tile, int ctas, int tail_l2) {
   };
 }
 
-// Interleaved with quantisation help (per-token 256-row blocks; MegaMoeOptions::quant_help_back)
-// and a lead of `lead` Linear-1 tiles.
-LayerFactory mega_help(int ctas, int lead, int back) {
-  return [ctas, lead, back](Team& t, const ops::EpMoeConfig& cfg) {
-    auto layer = std::make_shared<ops::MegaMoeLayer>(t, cfg, preset(), 7.0, ctas, tok_scratch());
-    ops::MegaMoeOptions opt;
-    opt.schedule = moe::MoeSchedule::interleaved;
-    opt.tile = moe::MegaTile::m256n128_tok;
-    opt.lead_tiles = lead;
-    opt.quant_help_back = back;
-    return LayerForward([layer, opt](int i, const ops::EpMoeRankInputs& d, cudaStream_t s) { layer->forward(i, d, s, opt); });
-  };
-}
-
 // Every (token, choice) row to expert 0 (top-1 shapes: no duplicate expert per token).
 void route_all_to_expert0(moe::Routing& r) {
   for (auto& rr : r.per_rank)
@@ -556,34 +542,6 @@ TEST(MegaMoe, OneGpuListEndingInLinear2TilesMatchesTheHostReference) {
     }
 }
 
-// Quantisation help (docs/megamoe.md §Per-token activations in the fused kernel, "Quantisation
-// help"): blocks of more than 128 rows, so the helpers' path runs, with helpers looking back
-// 1 tile (their block mostly not done), a few blocks and past the list's start; 3 CTAs and all;
-// leads shorter and longer than the look-back; both formats. Whether a helper found work is
-// timing, so the cases vary the distances rather than assert it; a helper that quantised the wrong
-// rows, scales or counts fails the check.
-TEST(MegaMoe, OneGpuW4A8PerTokenQuantisationHelpMatchesTheHostReference) {
-  XS_REQUIRE_GPUS(1);
-  if (!ops::MegaMoeLayer::per_token_w4a8_built()) GTEST_SKIP() << "built without XSTAGE_MEGA_W4A8_TOK";
-  auto team = gpu_team(1, 10);
-  const auto il = moe::MoeSchedule::interleaved;
-  for (auto l : {ops::MoeWeightLayout::int4_rs_lut, ops::MoeWeightLayout::mxfp4_rs})
-    for (int ctas : {0, 3})
-      for (auto [lead, back] : {std::pair{0, 1}, std::pair{8, 4}, std::pair{40, 24}, std::pair{400, 300}}) {
-        const auto f = mega_help(ctas, lead, back);
-        const std::string n = tok_label(l, il, moe::MegaTile::m256n128_tok) + " help lead " + std::to_string(lead) +
-                              " back " + std::to_string(back) + " ctas " + std::to_string(ctas);
-        // One expert: blocks of 256, 256, 256 and 232 rows (16 and 15 chunks; n1 = 4, every
-        // Linear-1 tile a helper).
-        check_layer(*team, moe::ModelShape{"hot", 512, 256, 8, 1, 0, 0}, 1000, moe::RoutingKind::balanced, 111,
-                    n + " one expert", f, rs_quant(l), route_all_to_expert0, l, kPerToken, true);
-        // Several experts of 150-300 rows (blocks above and below 128 rows; n1 = 10, helpers every
-        // Linear-1 tile).
-        check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 4, 2, 0, 0}, 560, moe::RoutingKind::skewed, 112, n, f,
-                    rs_quant(l), {}, l, kPerToken, true);
-      }
-}
-
 // P ranks (virtual on one GPU): remote dispatch and combine with the per-token kernel.
 class MegaMoeW4A8TokRanks : public ::testing::TestWithParam<int> {};
 
@@ -604,11 +562,6 @@ TEST_P(MegaMoeW4A8TokRanks, MatchesTheHostReferenceOfTheLayer) {
       check_layer(*team, moe::ModelShape{"small", 256, 384, 2 * P, 2, 0, 0}, 24, moe::RoutingKind::balanced, 103,
                   n + " empty ranks", f, q, route_to_first_half, l, kPerToken, true);
     }
-  // Quantisation help with remote rows: each rank's blocks of > 128 rows (about 300 per rank).
-  for (auto l : {ops::MoeWeightLayout::int4_rs_lut, ops::MoeWeightLayout::mxfp4_rs})
-    check_layer(*team, moe::ModelShape{"hot", 512, 256, 2 * P, 1, 0, 0}, 300, moe::RoutingKind::balanced, 104,
-                tok_label(l, moe::MoeSchedule::interleaved, moe::MegaTile::m256n128_tok) + " help lead 8 back 4",
-                mega_help(0, 8, 4), rs_quant(l), {}, l, kPerToken, true);
 }
 
 INSTANTIATE_TEST_SUITE_P(P, MegaMoeW4A8TokRanks, ::testing::Values(2, 4, 8),

@@ -42,13 +42,6 @@ struct MegaMoeOptions {
   // (MoeSchedulePlan::tail_l2_tiles), else none; 0: none (the plain interleaved list); N > 0: N
   // (docs/megamoe.md §Tile claiming, "The end of the list").
   int tail_l2_tiles = -1;
-  // Interleaved, per-token W4A8 with 256-row blocks, for studies: > 0 lets every
-  // (n1 / 16)-th Linear-1 tile's CTA quantise one 16-row chunk of h of the block that holds the
-  // Linear-1 tile this many list positions earlier, if that block's Linear-1 tiles are all done
-  // (never waiting), so that its Linear-2 tiles find h quantised; pair it with a lead longer than
-  // this (lead_tiles). <= 0: off, the default (docs/megamoe.md §Per-token activations in the fused
-  // kernel, "Quantisation help").
-  int quant_help_back = -1;
   // The kernel's tile configuration (xstage/mega_tile.hpp; docs/megamoe.md "Tile
   // configurations"): 64 x 256 for both GEMMs, 128 x 256 (the grouped GEMM's 128-row tiles;
   // 128-row m-blocks, 2 counts per Linear-1 tile), or automatic (the default: 128 x 256 once the

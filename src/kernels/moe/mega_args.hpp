@@ -73,10 +73,6 @@ struct MegaMoeArgs {
   uint16_t* h16 = nullptr;       // [cap, I]
   uint32_t* h_amax = nullptr;    // [cap]
   uint32_t* h_qclaim = nullptr;  // [max_blocks]
-  // Per-token 256-row tile, interleaved (docs/megamoe.md §Per-token activations in the fused
-  // kernel, "Quantisation help"): > 0 lets some Linear-1 tiles' CTAs quantise one chunk of the
-  // block holding the Linear-1 tile help_back positions earlier once its count reached n1; 0: off.
-  int help_back = 0;
 };
 
 }  // namespace xstage::kernels::moe

@@ -22,9 +22,8 @@
 //     (h_scales[row]), fp8 h rows from h16, h_amax reset to zero for the next call, one more count
 //     per chunk. Chunks are claimed one at a time (h_qclaim) by the consumers of every CTA that
 //     starts one of the block's Linear-2 tiles while chunks are left, and, in a block of <= 128
-//     rows, of the CTA whose count returned n1 - 1 (count_l1), and, with quantisation help
-//     (help_back > 0, 256-row blocks), one chunk each by some later Linear-1 tiles' CTAs
-//     (count_l1), so a block's quantisation runs on several SMs. The block's Linear-2
+//     rows, of the CTA whose count returned n1 - 1 (count_l1), so a block's quantisation runs on
+//     several SMs. The block's Linear-2
 //     tiles are handed over at count n1 and load h at n1 + chunks. No CTA waits for another's
 //     Linear-1 tile or for an unclaimed chunk, so any number of tiles per block runs on any
 //     number of CTAs.
@@ -174,10 +173,9 @@ struct MegaW4A8TokKernel {
     typename Rs::SharedStorage rs;  // stages, epilogue inputs, the staging (the prologue's scratch before)
     float rw[2][kBlockM];           // each group's copy of the tile's router weights (Linear-1)
     float inv[kQuantRows];          // the quantisation: 1 / scale per token of the chunk
-    int last;                       // count_l1: chunks to claim now (of the block help names)
+    int last;                       // this CTA counted its small block's last Linear-1 tile
     int chunk;                      // the quantisation chunk this CTA claimed
     int quantised;                  // the Linear-2 tile's block is quantised
-    int help[3];                    // count_l1: the block to quantise now, its first row, its rows
     int sw_last;                    // kStoreTwo: the staged piece is its tile's last (in sw's padding)
     struct {
       uint64_t full;              // every consumer thread staged its values (256 arrivals)
@@ -424,9 +422,7 @@ struct MegaW4A8TokKernel {
   // from h16 (16-byte loads, kInFlight per thread: one SM's rate is about its bytes in flight
   // over the L2 latency, 64 KiB here), then one count, released after the proxy fence (h is read next by
   // TMA, the async proxy, in other CTAs).
-  // `limit` bounds the chunks this call claims (quantisation help: one).
-  __device__ static void quantize_chunks(Params const& p, SharedStorage& ss, WorkTile const& t, int block, int ct,
-                                         int limit = kBlockM / kQuantRows) {
+  __device__ static void quantize_chunks(Params const& p, SharedStorage& ss, WorkTile const& t, int block, int ct) {
     const int chunks = (t.rows + kQuantRows - 1) / kQuantRows;
     uint32_t* claim = p.m.h_qclaim + block;
     constexpr int kInFlight = 16;
@@ -434,7 +430,6 @@ struct MegaW4A8TokKernel {
     for (int it = 0; it < kBlockM / kQuantRows; ++it) {  // a bounded loop: at most this many chunks
                                                          // (unbounded, ptxas moved the K loop's
                                                          // stage indices out of uniform registers)
-      if (it >= limit) break;
       if (ct == 0) ss.chunk = static_cast<int>(atomicAdd(claim, 1u));
       Epi::named_sync(256, kConsumersBarrier);
       const int c = __shfl_sync(0xffffffffu, ss.chunk, 0);  // warp-uniform to the compiler too
@@ -499,56 +494,22 @@ struct MegaW4A8TokKernel {
   // at count n1 (await_quantised). A smaller block's count returns, and the CTA that counted last
   // quantises at once: its few chunks are short, its Linear-2 tiles many (hidden / 128), and
   // waiting for their hand-over cost more than the round trip (docs/megamoe.md §Per-token
-  // activations in the fused kernel).
-  // Quantisation help (help_back > 0, 256-row tile; docs/megamoe.md §Per-token activations in the
-  // fused kernel, "Quantisation help"): after every (n1 / chunks per block)-th Linear-1 tile of a
-  // block of more than kLastQuantRows rows, the CTA quantises one chunk of the block holding
-  // Linear-1 tile index tag * n1 + n_block - help_back, if that block has more than kLastQuantRows
-  // rows, its count reached n1 and chunks are uncounted. The check never waits; a block not ready
-  // is left to its Linear-2 tiles (await_quantised), so neither deadlock freedom nor the result
-  // depends on it.
-  // Returns how many chunks this CTA is to claim now (0: none) of the block ss.help names (block,
-  // first row, rows). One call site of quantize_chunks for both cases: a second one moved the K
-  // loop's stage indices out of uniform registers (ptxas).
+  // activations in the fused kernel). Returns whether this CTA is to quantise the block now.
   static constexpr int kLastQuantRows = 128;
-  __device__ static int count_l1(Params const& p, SharedStorage& ss, WorkTile const& t, int ct) {
+  __device__ static bool count_l1(Params const& p, SharedStorage& ss, WorkTile const& t, int ct) {
     Epi::named_sync(256, kConsumersBarrier);
     uint32_t* done = p.epi1.dest.l1_done + t.tag;
     if (t.rows > kLastQuantRows) {
       if (ct == 0) dev::add_release_gpu(done, 1u);
-      if constexpr (kWide) {
-        return 0;
-      } else {
-        const int every = max(1, p.n1 / (kBlockM / kQuantRows));
-        const long long j = static_cast<long long>(t.tag) * p.n1 + t.n_block - p.m.help_back;
-        if (p.m.help_back <= 0 || t.n_block % every != 0 || j < 0) return 0;  // uniform over the consumers
-        if (ct == 0) {
-          const int hb = static_cast<int>(j / p.n1);
-          const int e = ::xstage::moe::upper_index(ss.layout.block_start, p.m.ep.experts_per_rank, hb);
-          const int mb = hb - ss.layout.block_start[e];
-          const int rows = min(kBlockM, ss.layout.rows[e] - mb * kBlockM);
-          ss.last = 0;
-          if (rows > kLastQuantRows) {
-            const uint32_t n = dev::load_acquire_gpu(p.epi1.dest.l1_done + hb);
-            ss.last = n >= static_cast<uint32_t>(p.n1) && n < quant_target(p, rows) ? 1 : 0;
-          }
-          ss.help[0] = hb;
-          ss.help[1] = ss.layout.offset[e] + mb * kBlockM;
-          ss.help[2] = rows;
-        }
-      }
-    } else if (ct == 0) {
+      return false;
+    }
+    if (ct == 0) {
       uint32_t before;
       asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(done) : "memory");
-      ss.last = before + 1u == static_cast<uint32_t>(p.n1) ? kBlockM / kQuantRows : 0;
-      if constexpr (!kWide) {  // (kWide: the tile's own block; its SASS as before the help)
-        ss.help[0] = t.tag;
-        ss.help[1] = t.row_begin;
-        ss.help[2] = t.rows;
-      }
+      ss.last = before + 1u == static_cast<uint32_t>(p.n1);
     }
-    Epi::named_sync(256, kConsumersBarrier);  // thread 0's acquire orders the others' h16 reads
-    return __shfl_sync(0xffffffffu, ss.last, 0);  // warp-uniform to the compiler too
+    Epi::named_sync(256, kConsumersBarrier);
+    return ss.last != 0;
   }
 
   // Linear-2 staging of consumer thread (g, wt): warp group g's 64 columns of a 128-token piece,
@@ -804,15 +765,8 @@ struct MegaW4A8TokKernel {
             store_h(p, ss, acc, t, g, wt);
             p.epi1.dest.mark(1, ct);
             const long long c0 = clock64();
-            if (const int claims = count_l1(p, ss, t, ct)) {
-              if constexpr (kWide) {
-                quantize_chunks(p, ss, t, block_of(p, t, true), ct);
-              } else {
-                WorkTile q = t;
-                q.row_begin = ss.help[1];
-                q.rows = ss.help[2];
-                quantize_chunks(p, ss, q, ss.help[0], ct, claims);
-              }
+            if (count_l1(p, ss, t, ct)) {
+              quantize_chunks(p, ss, t, block_of(p, t, true), ct);
             }
             if (ct == 0 && p.epi1.dest.hook != nullptr) p.epi1.dest.hook[blockIdx.x] = static_cast<uint32_t>(clock64() - c0);
             return true;
