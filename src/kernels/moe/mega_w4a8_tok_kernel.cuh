@@ -421,6 +421,9 @@ struct MegaW4A8TokKernel {
         atomicMax(p.h_amax + row_begin + tok, __float_as_uint(fmaxf(f2.x, f2.y)));
       }
     }
+    // kHGroups: h's codes are final where the group's scale is the token's, read by Linear-2's TMA
+    // (the async proxy) in other CTAs: each writer's proxy fence before the count's release.
+    if constexpr (kHGroups) dev::fence_proxy_async_global();
   }
 
   // A value the compiler cannot see through: what derives from it is computed where it is used.
