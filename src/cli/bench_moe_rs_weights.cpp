@@ -7,7 +7,6 @@
 
 #include "runtime/check.hpp"
 #include "xstage/error.hpp"
-#include "xstage/ops/mega_moe.hpp"
 #include "xstage/ops/moe_quant4.hpp"
 
 namespace xstage::cli {
@@ -144,7 +143,6 @@ ops::MoeLayerWeights RsWeightPool::expert(int hidden, int intermediate, int le, 
   w.mxfp4_max_gap = ops::kMxfp4RsMaxExponentGap;
   w.per_token_activations = per_token;
   w.per_token_h_from_bf16 = h_from_bf16;
-  w.per_token_h_group = h_from_bf16 ? ops::MegaMoeLayer::per_token_h_group() : 0;  // the build's fused recipe
   expert_matrix(2 * intermediate, hidden, le, per_token, w.w1, w.w1_scales, w.w1_groups, w.w1_e8m0);
   expert_matrix(hidden, intermediate, le, false, w.w2, w.w2_scales, w.w2_groups, w.w2_e8m0);
   return w;

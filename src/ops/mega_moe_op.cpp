@@ -230,7 +230,6 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
 bool MegaMoeLayer::register_operand_w4a8_built() { return km::mega_moe_w4a8_rs_built(); }
 bool MegaMoeLayer::per_token_w4a8_built() { return km::mega_moe_w4a8_tok_built(); }
 bool MegaMoeLayer::per_token_wide_built() { return km::mega_moe_w4a8_tok_wide_built(); }
-int MegaMoeLayer::per_token_h_group() { return km::mega_moe_w4a8_tok_h_group(); }
 
 moe::MoeSchedule MegaMoeLayer::resolved_schedule(moe::MoeSchedule requested, MoeQuant quant) const {
   if (requested == moe::MoeSchedule::automatic) return order_choice(quant).schedule;

@@ -116,7 +116,6 @@ struct ExpertMatrices {
   std::vector<double> w1, w2;
   bool per_token = false;
   bool h_from_bf16 = false;  // MoeLayerWeights::per_token_h_from_bf16
-  int h_group = 0;           // MoeLayerWeights::per_token_h_group (with h_from_bf16)
 };
 
 // Matrix [rows, cols] of expert e in the layer's format, dequantised into out (doubles).
@@ -153,10 +152,6 @@ ExpertMatrices expert_matrices(const MoeLayerWeights& w, int e) {
   expert_matrix(w, e, w.hidden, w.intermediate, w.w2, w.w2_scales, w.w2_e8m0, w.w2_groups, m.w2);
   m.per_token = w.per_token_activations;
   m.h_from_bf16 = w.per_token_activations && w.per_token_h_from_bf16;
-  m.h_group = m.h_from_bf16 ? w.per_token_h_group : 0;
-  if (m.h_group < 0 || (m.h_group > 0 && w.intermediate % m.h_group != 0))
-    throw InvalidArgument(fmt::format("moe layer reference: per-token h group {} does not divide intermediate {}",
-                                      m.h_group, w.intermediate));
   return m;
 }
 
@@ -229,26 +224,19 @@ void expert_row(const ExpertMatrices& m, int H, int I, float router_weight, cons
   //   the alternates;
   // * otherwise fp8 per 128 channels, and with per-token activations those codes rescaled to one
   //   scale per token (S, the largest 128-channel scale): each block's codes times s / S.
-  // * fused per-token with group-scaled h (h_group > 0): bf16 h in fp8 per group of h_group
-  //   channels under the group's scale, those codes rescaled to the token's (the largest); the
-  //   alternates as above, the groups whose maximum is the token's taking the alternate scale too.
   std::vector<float> alt_amax;
   Fp8Scale tok{};
   std::vector<Fp8Scale> sc128(I / 128);
-  std::vector<Fp8Scale> scg(m.h_group > 0 ? I / m.h_group : 0);
-  std::vector<float> gmax(scg.size());
-  float S = 0.f, amax = 0.f;
+  float S = 0.f;
   if (m.h_from_bf16) {
-    float lo = 0, hi = 0;
+    float amax = 0, lo = 0, hi = 0;
     for (int c = 0; c < I; ++c) {
       const double a = std::fabs(double(h[c]));
       lo = std::max(lo, bf16_round(static_cast<float>(a * (1.0 - slack))));
       hi = std::max(hi, bf16_round(static_cast<float>(a * (1.0 + slack))));
       amax = std::max(amax, std::fabs(bf16_round(h[c])));
-      if (m.h_group > 0) gmax[c / m.h_group] = std::max(gmax[c / m.h_group], std::fabs(bf16_round(h[c])));
     }
     tok = fp8_scale_for_amax(amax);
-    for (size_t g = 0; g < scg.size(); ++g) scg[g] = fp8_scale_for_amax(gmax[g]);
     if (alternates != nullptr && lo != hi) alt_amax = bf16_values_between(lo, hi, amax);
   } else {
     for (int c0 = 0; c0 < I; c0 += 128) {
@@ -259,12 +247,6 @@ void expert_row(const ExpertMatrices& m, int H, int I, float router_weight, cons
     }
   }
   auto read_as = [&](int c, float v) {
-    if (m.h_group > 0) {
-      const Fp8Scale& g = scg[c / m.h_group];
-      const uint8_t code = fp8_e4m3_encode(bf16_round(v) * g.inv);
-      if (g.scale == tok.scale) return fp8_e4m3_decode(code) * tok.scale;
-      return fp8_e4m3_decode(fp8_e4m3_encode(fp8_e4m3_decode(code) * (g.scale / tok.scale))) * tok.scale;
-    }
     if (m.h_from_bf16) return fp8_e4m3_decode(fp8_e4m3_encode(bf16_round(v) * tok.inv)) * tok.scale;
     const Fp8Scale& b = sc128[c / 128];
     const uint8_t code = fp8_e4m3_encode(v * b.inv);
@@ -284,8 +266,6 @@ void expert_row(const ExpertMatrices& m, int H, int I, float router_weight, cons
   if (code_alternates != nullptr) h_code_alternates(m, H, I, h, hd, read_as, y, slack, *code_alternates);
   for (const float a : alt_amax) {
     tok = fp8_scale_for_amax(a);  // read_as now reads under this scale
-    for (size_t g = 0; g < scg.size(); ++g)
-      if (gmax[g] == amax) scg[g] = tok;  // (the loop's later scales: these groups' maximum is still amax)
     for (int c = 0; c < I; ++c) hd[c] = read_as(c, h[c]);
     alternates->emplace_back(H);
     linear2(hd, alternates->back().data());

@@ -17,7 +17,6 @@
 #include "gpu/gpu_env.hpp"
 #include "xstage/error.hpp"
 #include "xstage/moe_routing.hpp"
-#include "xstage/ops/mega_moe.hpp"
 #include "xstage/ops/ep_moe.hpp"
 #include "xstage/ops/moe_layer_ref.hpp"
 #include "xstage/ops/moe_quant4.hpp"
@@ -194,7 +193,6 @@ inline void check_layer(Team& team, const moe::ModelShape& shape, int tokens, mo
   ASSERT_TRUE(per_token || !fused_per_token_h) << label << ": fused_per_token_h needs per-token activations";
   w.per_token_activations = per_token;
   w.per_token_h_from_bf16 = fused_per_token_h;
-  w.per_token_h_group = fused_per_token_h ? ops::MegaMoeLayer::per_token_h_group() : 0;  // the build's recipe
   const RsWeights rs = prepack_rs(w, layout, per_token);
   const auto in = ops::make_moe_layer_inputs(r, seed + 2, per_token);
   const auto ref = ops::moe_layer_reference(r, w, in);

@@ -154,10 +154,6 @@ class MegaMoeLayer {
   // XSTAGE_MEGA_TOK_WIDE, on by default, with the store warps; docs/megamoe.md "Wide per-token
   // tiles").
   static bool per_token_wide_built();
-  // The per-token kernel's h recipe, for the host reference (MoeLayerWeights::per_token_h_group):
-  // 32 when it writes h in fp8 per 32-channel group and requantises to the token scale
-  // (XSTAGE_MEGA_TOK_H_GROUPS), 0 for the bf16 recipe (per_token_h_from_bf16).
-  static int per_token_h_group();
 
   // The interleaved mix and the model's view of both schedules, for a balanced load.
   const moe::MoeSchedulePlan& plan() const;

@@ -59,12 +59,6 @@ struct MoeLayerWeights {
   // scale per token from the bf16 row's |h| maximum a: q = e4m3(bf16(h) * (448 / a)), scale a / 448
   // (fp8_scale_for_amax; the kernel multiplies by the same float).
   bool per_token_h_from_bf16 = false;
-  // With per_token_h_from_bf16 and > 0 (32), the fused kernel's group-scaled h
-  // (XSTAGE_MEGA_TOK_H_GROUPS, MegaMoeLayer::per_token_h_group()) instead: bf16 h quantised per
-  // group of this many channels, q = e4m3(bf16(h) * inv_g) with the group's scale s from its bf16
-  // |h| maximum (fp8_scale_for_amax), then requantised to the token scale S = max s:
-  // q' = e4m3(e4m3^-1(q) * (s / S)), a group at S unchanged.
-  int per_token_h_group = 0;
 };
 
 // How far (relative) the fused per-token kernel's fp32 h may lie from the reference's fp64 h:

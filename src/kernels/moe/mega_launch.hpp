@@ -56,8 +56,6 @@ bool mega_moe_w4a8_rs_built();
 // MegaMoeArgs::h16 and h_amax; cudaErrorNotSupported in a build without XSTAGE_MEGA_W4A8_TOK.
 cudaError_t mega_moe_launch_w4a8_tok(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s);
 bool mega_moe_w4a8_tok_built();
-// The per-token kernel's h recipe: 32 with group-scaled h (XSTAGE_MEGA_TOK_H_GROUPS), else 0.
-int mega_moe_w4a8_tok_h_group();
 // The same formats on MegaTile::m128n256_tok (the wide few-row tile); cudaErrorNotSupported in a
 // build without XSTAGE_MEGA_TOK_WIDE.
 cudaError_t mega_moe_launch_w4a8_tok_wide(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s);

@@ -7,7 +7,6 @@
 namespace xstage::kernels::moe {
 
 bool mega_moe_w4a8_tok_built() { return true; }
-int mega_moe_w4a8_tok_h_group() { return MegaW4A8TokKernel<false, false>::kHGroups ? MegaW4A8TokKernel<false, false>::kHGroup : 0; }
 
 cudaError_t mega_moe_launch_w4a8_tok(const MegaMoeArgs& m, const MegaWeights& w, int ctas, cudaStream_t s) {
   return w.format == MegaWeightFormat::w4a8_mxfp4_tok ? mega_launch_tok<true, false>(m, w, ctas, s)

@@ -5,7 +5,6 @@
 namespace xstage::kernels::moe {
 
 bool mega_moe_w4a8_tok_built() { return false; }
-int mega_moe_w4a8_tok_h_group() { return 0; }
 
 cudaError_t mega_moe_launch_w4a8_tok(const MegaMoeArgs&, const MegaWeights&, int, cudaStream_t) {
   return cudaErrorNotSupported;

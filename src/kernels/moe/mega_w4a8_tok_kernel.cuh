@@ -47,8 +47,6 @@
 #include <cstdint>
 
 #include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cute/tensor.hpp>
@@ -147,17 +145,6 @@ struct MegaW4A8TokKernel {
                     kPublishBarrier + cutlass::arch::NamedBarrier::ReservedNamedBarrierCount < 16,
                 "named barriers");
   static constexpr int kQuantRows = 16;  // tokens per quantisation chunk (quantize_chunks)
-  // kHGroups (XSTAGE_MEGA_TOK_H_GROUPS; docs/megamoe.md §Per-token activations in the fused
-  // kernel, "Group-scaled h"): the Linear-1 copy-out writes h as fp8 under each (token, 32-channel
-  // group)'s own scale (h_gscale) instead of bf16, and the quantisation only rescales the codes of
-  // groups whose scale is below the token's (the unfused layer's requantisation, per 32 channels):
-  // 1 byte read and at most 1 written per value instead of 2 + 1.
-#ifdef XSTAGE_MEGA_TOK_H_GROUPS
-  static constexpr bool kHGroups = XSTAGE_MEGA_TOK_H_GROUPS != 0;
-#else
-  static constexpr bool kHGroups = false;
-#endif
-  static constexpr int kHGroup = 32;  // channels per group scale (kHGroups)
 
   struct Params {
     typename Rs::Params l1;  // x = received rows [cap, H] (per-token scales), W1 prepacked glu (n = 2I)
@@ -176,7 +163,6 @@ struct MegaW4A8TokKernel {
     uint32_t* h_amax;    // [cap] float bits, zero between calls
     uint8_t* h;          // [cap, I] fp8
     float* h_scales;     // [cap] one scale per token
-    float* h_gscale;     // kHGroups: [cap, I / 32] each token's group scales (in the h16 scratch)
     int intermediate;
     int n2_pairs;        // ceil(hidden / 256): the span index's Linear-2 tiles per block (as m64n256)
     Boxes b1, b2;        // x's and h's 32- and 64-row boxes
@@ -382,30 +368,6 @@ struct MegaW4A8TokKernel {
       const int idx = wt + 128 * it;
       const int tok = idx / kP, c = idx % kP;
       const uint4 v = *reinterpret_cast<const uint4*>(region + tok * kHRow + 16 * (c ^ h_swizzle(tok)));
-      if constexpr (kHGroups) {
-        // The row's 4 lanes of a 32-channel group: its maximum, its scale, fp8 codes under it.
-        const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-        __nv_bfloat162 a2 = __habs2(*reinterpret_cast<const __nv_bfloat162*>(&words[0]));
-        CUTE_UNROLL
-        for (int e = 1; e < 4; ++e) a2 = __hmax2(a2, __habs2(*reinterpret_cast<const __nv_bfloat162*>(&words[e])));
-        CUTE_UNROLL
-        for (int x = 1; x < kHGroup / 8; x <<= 1) {
-          const uint32_t o = __shfl_xor_sync(0xffffffffu, *reinterpret_cast<const uint32_t*>(&a2), x);
-          a2 = __hmax2(a2, *reinterpret_cast<const __nv_bfloat162*>(&o));
-        }
-        const float2 f2 = __bfloat1622float2(a2);
-        const float amax = fmaxf(f2.x, f2.y);
-        const QuantScale qs = quant_scale(amax);
-        if (tok < rows) {
-          const int64_t row = row_begin + tok;
-          *reinterpret_cast<uint2*>(p.h + row * I + col0 + 8 * c) = to_fp8x8(v, qs.inv);
-          if (c % (kHGroup / 8) == 0) {
-            p.h_gscale[row * (I / kHGroup) + (col0 + 8 * c) / kHGroup] = qs.scale;
-            atomicMax(p.h_amax + row, __float_as_uint(amax));
-          }
-        }
-        continue;
-      }
       if (tok < rows) *reinterpret_cast<uint4*>(p.h16 + (row_begin + tok) * I + col0 + 8 * c) = v;
       const uint32_t words[4] = {v.x, v.y, v.z, v.w};
       __nv_bfloat162 a2 = __habs2(*reinterpret_cast<const __nv_bfloat162*>(&words[0]));
@@ -421,9 +383,6 @@ struct MegaW4A8TokKernel {
         atomicMax(p.h_amax + row_begin + tok, __float_as_uint(fmaxf(f2.x, f2.y)));
       }
     }
-    // kHGroups: h's codes are final where the group's scale is the token's, read by Linear-2's TMA
-    // (the async proxy) in other CTAs: each writer's proxy fence before the count's release.
-    if constexpr (kHGroups) dev::fence_proxy_async_global();
   }
 
   // A value the compiler cannot see through: what derives from it is computed where it is used.
@@ -481,16 +440,9 @@ struct MegaW4A8TokKernel {
         const QuantScale qs = quant_scale(__uint_as_float(__ldcg(p.h_amax + r0 + ct)));
         p.h_amax[r0 + ct] = 0u;
         p.h_scales[r0 + ct] = qs.scale;
-        ss.inv[ct] = kHGroups ? qs.scale : qs.inv;  // kHGroups: the token's scale S
+        ss.inv[ct] = qs.inv;
       }
       Epi::named_sync(256, kConsumersBarrier);
-      if constexpr (kHGroups) {
-        requant_chunk(p, ss, r0, n, ct);
-        dev::fence_proxy_async_global();
-        Epi::named_sync(256, kConsumersBarrier);  // the chunk's rows and ss.inv are done with
-        if (ct == 0) dev::add_release_gpu(p.epi1.dest.l1_done + block, 1u);
-        continue;
-      }
       // The chunk's rows are contiguous in h16 and h: piece j (16 bytes of bf16, 8 values) is row
       // j / (I / 8) of the chunk.
       const int pieces = n * per_row;
@@ -513,49 +465,6 @@ struct MegaW4A8TokKernel {
       dev::fence_proxy_async_global();
       Epi::named_sync(256, kConsumersBarrier);  // the chunk's rows and ss.inv are done with
       if (ct == 0) dev::add_release_gpu(p.epi1.dest.l1_done + block, 1u);
-    }
-  }
-
-  // kHGroups: the codes of chunk rows [r0, r0 + n) whose group scale s is below their token's S
-  // (ss.inv) times s / S, in place (as ep_per_token.cu's requantisation, per 32 channels; a
-  // group at S keeps its codes). 16 codes and their group's scale per load pair, kInFlight pairs
-  // per thread before any conversion.
-  __device__ static void requant_chunk(Params const& p, SharedStorage& ss, int r0, int n, int ct) {
-    constexpr int kInFlight = 16;
-    const int per_row = p.intermediate / 16;
-    const int pieces = n * per_row;
-    uint4* h = reinterpret_cast<uint4*>(p.h + static_cast<int64_t>(r0) * p.intermediate);
-    const float* gs = p.h_gscale + static_cast<int64_t>(r0) * (p.intermediate / kHGroup);
-    for (int j0 = ct; j0 < pieces; j0 += 256 * kInFlight) {
-      uint4 v[kInFlight];
-      float s[kInFlight];
-      CUTE_UNROLL
-      for (int k = 0; k < kInFlight; ++k) {
-        const int j = j0 + 256 * k;
-        v[k] = j < pieces ? __ldcg(h + j) : make_uint4(0u, 0u, 0u, 0u);
-        s[k] = j < pieces ? __ldcg(gs + j / 2) : 0.f;  // 2 pieces per 32-channel group
-      }
-      CUTE_UNROLL
-      for (int k = 0; k < kInFlight; ++k) {
-        const int j = j0 + 256 * k;
-        if (j >= pieces) break;
-        const float S = ss.inv[j / per_row];
-        if (s[k] == S) continue;
-        const float f = s[k] / S;
-        uint32_t w[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
-        CUTE_UNROLL
-        for (int e = 0; e < 4; ++e) {
-          uint32_t out = 0;
-          CUTE_UNROLL
-          for (int b = 0; b < 4; b += 2) {
-            const __half2_raw two = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[e] >> (8 * b)), __NV_E4M3);
-            const float2 x = __half22float2(*reinterpret_cast<const __half2*>(&two));
-            out |= static_cast<uint32_t>(fp8x2_e4m3(x.x * f, x.y * f)) << (8 * b);
-          }
-          w[e] = out;
-        }
-        h[j] = make_uint4(w[0], w[1], w[2], w[3]);
-      }
     }
   }
 
@@ -769,13 +678,7 @@ struct MegaW4A8TokKernel {
     compiler_fence();
   }
 
-  // kHGroups: forced inline (its larger body made nvcc call it, and ptxas serialized the wgmmas
-  // across the call: C7510); the default build's stays as measured.
-#if defined(XSTAGE_MEGA_TOK_H_GROUPS) && XSTAGE_MEGA_TOK_H_GROUPS
-  __device__ __forceinline__ void operator()(Params const& p, char* smem_buf) const {
-#else
   __device__ void operator()(Params const& p, char* smem_buf) const {
-#endif
     const uint32_t base = cute::cast_smem_ptr_to_uint(smem_buf);
     SharedStorage& ss = *reinterpret_cast<SharedStorage*>(smem_buf + ((1024u - (base & 1023u)) & 1023u));
     const MegaMoeArgs& m = p.m;

@@ -27,9 +27,6 @@ cudaError_t mega_launch_tok(const MegaMoeArgs& m, const MegaWeights& w, int ctas
   kp.h_amax = m.h_amax;
   kp.h = m.h;
   kp.h_scales = m.h_scales;
-  // Group-scaled h keeps no bf16 copy: its group scales ([cap, I / 32] floats, an eighth of the
-  // bytes) live in the bf16 scratch.
-  kp.h_gscale = reinterpret_cast<float*>(m.h16);
   kp.intermediate = m.intermediate;
   kp.n2_pairs = (m.ep.hidden + 255) / 256;
   kp.b1 = K::Boxes::make(g1);
