@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# session 55 call 2 (.run-bin of f0e50b5; .ab-long: xstage of 52d10a6, main before issue 38's
+# session 55 call 2 (env REPS: the A/B repetitions, default 2; .run-bin of f0e50b5; .ab-long: xstage of 52d10a6, main before issue 38's
 # attention work, and of f0e50b5). On an H200: issue 38's acceptance (results/attention-session52/
 # call1.sh: attention GPU tests, short / causal / long grids with cuDNN and flash in the same call),
 # then the long non-causal grid as a same-call A/B against 52d10a6 (the issue's "long non-causal
@@ -19,7 +19,7 @@ bash results/attention-session52/call1.sh
 echo "acceptance part: $((SECONDS - t0)) s"
 limit=${LIMIT:-560}  # seconds this part may run in all (the call's timeout less a margin)
 if [ $((SECONDS - t0)) -lt $((limit - 160)) ]; then
-  timeout $((limit - (SECONDS - t0))) scripts/ab-run --bin .ab-long --variants base,new --alternate --reps 2 --tests none \
+  timeout $((limit - (SECONDS - t0))) scripts/ab-run --bin .ab-long --variants base,new --alternate --reps ${REPS:-2} --tests none \
     $OUT/long-ab 'attention -S 1024,4096,4608,8192,16384,32768,65536 -H 12,24 -d 64,128' > $OUT/long-ab.log 2>&1
   echo "long A/B rc=$? at $((SECONDS - t0)) s"; grep -E '^#|geomean' $OUT/long-ab.log | tail -n 8
 else
