@@ -255,6 +255,16 @@ double lead_rounds(const std::string& v) {
     return -1;
   }
 }
+// Interleaved with another mix: "interleaved-mixR", R Linear-1 tiles between Linear-2 tiles
+// (MegaMoeOptions::l1_per_l2), R in [1, 1024]; < 0 for any other name.
+constexpr const char* kMixPrefix = "interleaved-mix";
+int mix_tiles(const std::string& v) {
+  if (v.rfind(kMixPrefix, 0) != 0) return -1;
+  const std::string num = v.substr(std::string(kMixPrefix).size());
+  if (num.empty() || num.size() > 4 || num.find_first_not_of("0123456789") != std::string::npos) return -1;
+  const int r = std::stoi(num);
+  return r >= 1 && r <= 1024 ? r : -1;
+}
 // A fused variant may name its tile configuration after a '+' ("interleaved+m128n256",
 // xstage/mega_tile.hpp); without one it runs --mega-tile. Returns the variant without the suffix.
 std::string variant_base(const std::string& v) { return v.substr(0, v.find('+')); }
@@ -270,12 +280,13 @@ bool is_fused(const std::string& v) {
   const std::string b = variant_base(v);
   moe::MegaTile t;
   return (b == "expert-wave" || b == "interleaved" || b == "expert-wave-static" || b == "interleaved-static" ||
-          b == "model-order" || b == "interleaved-no-tail" || b == "interleaved-tail" || lead_rounds(b) >= 0) &&
+          b == "model-order" || b == "interleaved-no-tail" || b == "interleaved-tail" || lead_rounds(b) >= 0 ||
+          mix_tiles(b) >= 0) &&
          variant_tile(v, moe::MegaTile::m64n256, &t);
 }
 const char* kVariantList =
     "unfused, expert-wave, interleaved, model-order, expert-wave-static, interleaved-static, "
-    "interleaved-lead<rounds in [0, 64]>, interleaved-tail, interleaved-no-tail; "
+    "interleaved-lead<rounds in [0, 64]>, interleaved-mix<tiles in [1, 1024]>, interleaved-tail, interleaved-no-tail; "
     "a fused one may end in +m64n256, +m128n256, +m256n128_tok or +m128n256_tok (its tile)";
 
 nlohmann::json tile_kind_json(const ops::MegaMoeTileKind& k) {
@@ -502,6 +513,7 @@ void run(const Flags& fl) {
                                                               : moe::MoeSchedule::interleaved;
             opt.dynamic_claim = vb.find("-static") == std::string::npos;
             if (lead_rounds(vb) >= 0) opt.lead_tiles = static_cast<int>(std::lround(lead_rounds(vb) * mega->ctas(0)));
+            if (mix_tiles(vb) >= 0) opt.l1_per_l2 = mix_tiles(vb);
             if (vb == "interleaved-no-tail") opt.tail_l2_tiles = 0;  // the plain interleaved list, for comparison
             opt.tile = tile_asked;
             // Rank i's options: interleaved-tail keeps one Linear-2 tile per CTA of the rank for the end.
@@ -668,6 +680,7 @@ void run(const Flags& fl) {
               row["schedule"] = moe::schedule_name(sched);
               if (sched == moe::MoeSchedule::interleaved) {
                 row["lead_tiles"] = opt.lead_tiles >= 0 ? opt.lead_tiles : mega->plan().lead_tiles;
+                row["l1_per_l2"] = opt.l1_per_l2 > 0 ? opt.l1_per_l2 : std::max(1, mega->plan().l1_per_l2);
                 row["tail_l2_tiles"] = mega->tail_l2_tiles(0, rank_opt(0, opt));  // rank 0's
               }
             }
@@ -761,6 +774,7 @@ void run(const Flags& fl) {
                      {"expert-wave-static", "as expert-wave, CTA c taking list positions c, c + K, ... (no claiming)"},
                      {"interleaved-static", "as interleaved, CTA c taking list positions c, c + K, ... (no claiming)"},
                      {"interleaved-leadR", "as interleaved with a lead of R rounds of CTAs (R x K Linear-1 tiles) instead of the plan's 1"},
+                     {"interleaved-mixR", "as interleaved with R Linear-1 tiles between Linear-2 tiles instead of the plan's mix (row field l1_per_l2)"},
                      {"interleaved-tail", "as interleaved with the last blocks' Linear-2 tiles (about one per CTA) after every Linear-1 tile, whatever the plan says"},
                      {"interleaved-no-tail", "as interleaved without Linear-2 tiles kept for the end of the list, whatever the plan says"},
                      {"VARIANT+TILE", "a fused variant with the tile configuration TILE (auto, m64n256, m128n256, m256n128_tok, m128n256_tok; row field mega_tile: the one that ran)"}};
@@ -822,6 +836,7 @@ void add_moe_bench_command(CLI::App& app) {
   cmd->add_option("--variants", fl->variants,
                   "unfused, expert-wave, interleaved (dynamic tile claiming); expert-wave-static, interleaved-static "
                   "(static c, c + K, ... split); interleaved-leadR (lead of R rounds of CTAs, e.g. interleaved-lead0.25); "
+                  "interleaved-mixR (R Linear-1 tiles between Linear-2 tiles instead of the plan's mix); "
                   "interleaved-tail / interleaved-no-tail (the list ends in about one Linear-2 tile per CTA / "
                   "in the plain order, instead of the plan's choice); "
                   "a fused variant may end in +TILE (e.g. interleaved+m128n256) to run that tile configuration")

@@ -192,6 +192,7 @@ void MegaMoeLayer::forward(int i, const EpMoeRankInputs& in, cudaStream_t s, con
   m.control_local = opt.control_local ? 1 : 0;
   m.dynamic_claim = opt.dynamic_claim ? 1 : 0;
   if (opt.lead_tiles >= 0) m.lead = opt.lead_tiles;
+  if (opt.l1_per_l2 > 0) m.l1_per_l2 = opt.l1_per_l2;
   m.tail_l2 = tail_l2_tiles(i, opt);
   const std::string what =
       fmt::format("mega moe (rank {}, call {}, tile {})", m.ep.rank, m.ep.epoch, moe::mega_tile_name(tile));

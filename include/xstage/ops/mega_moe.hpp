@@ -42,6 +42,9 @@ struct MegaMoeOptions {
   // (MoeSchedulePlan::tail_l2_tiles), else none; 0: none (the plain interleaved list); N > 0: N
   // (docs/megamoe.md §Tile claiming, "The end of the list").
   int tail_l2_tiles = -1;
+  // Interleaved only, for studies: Linear-1 tiles between consecutive Linear-2 tiles (the list's
+  // mix, moe_tile_order.hpp's r). <= 0: the plan's (MoeSchedulePlan::l1_per_l2, the Burst-Gap model's).
+  int l1_per_l2 = -1;
   // The kernel's tile configuration (xstage/mega_tile.hpp; docs/megamoe.md "Tile
   // configurations"): 64 x 256 for both GEMMs, 128 x 256 (the grouped GEMM's 128-row tiles;
   // 128-row m-blocks, 2 counts per Linear-1 tile), or automatic (the default: 128 x 256 once the
