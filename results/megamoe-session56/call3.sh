@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# session 56 call 3 (issue 37; .run-bin of the commit adding this script, the working tree's
+# session 56 call 3, not run yet (issue 37; .run-bin of the commit adding this script, the working tree's
 # interleaved-mixR bench variant): does the list's mix (Linear-1 tiles between Linear-2 tiles)
 # set the per-token Linear-2 gate's wait? DiT-MoE-G 2048 / 8192 and DSv4-Flash 8192, W8A8 and
 # per-token INT4 / MXFP4, the plan's mix against 1, 2 and 4, every cell checked, twice (variant

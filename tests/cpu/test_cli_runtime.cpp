@@ -127,6 +127,9 @@ TEST(Cli, FlagParseErrorsAreOneLineAndExit2) {
 TEST(Cli, BenchMoeRefusesBadPointsBeforeTouchingAGpu) {
   expect_refusals("bench moe", {{"--variants interleaved-leadx", "unknown variant 'interleaved-leadx'"},
                                 {"--variants interleaved-lead99", "unknown variant 'interleaved-lead99'"},
+                                {"--variants interleaved-mix0", "unknown variant 'interleaved-mix0'"},
+                                {"--variants interleaved-mix2000", "unknown variant 'interleaved-mix2000'"},
+                                {"--variants interleaved-mix1.5", "unknown variant 'interleaved-mix1.5'"},
                                 {"--variants unfused,turbo", "unknown variant 'turbo'"},
                                 {"--iters 5", "must be >= 20"},
                                 {"--tokens 0", "tokens 0 must be >= 1"},

@@ -149,6 +149,18 @@ LayerFactory mega_tail(moe::MegaTile tile, int ctas, int tail_l2) {
   };
 }
 
+// Interleaved with `l1_per_l2` Linear-1 tiles between Linear-2 tiles (MegaMoeOptions::l1_per_l2).
+LayerFactory mega_mix(moe::MegaTile tile, int ctas, int l1_per_l2) {
+  return [tile, ctas, l1_per_l2](Team& t, const ops::EpMoeConfig& cfg) {
+    auto layer = std::make_shared<ops::MegaMoeLayer>(t, cfg, preset(), 7.0, ctas, tok_scratch());
+    ops::MegaMoeOptions opt;
+    opt.schedule = moe::MoeSchedule::interleaved;
+    opt.tile = tile;
+    opt.l1_per_l2 = l1_per_l2;
+    return LayerForward([layer, opt](int i, const ops::EpMoeRankInputs& d, cudaStream_t s) { layer->forward(i, d, s, opt); });
+  };
+}
+
 // Every (token, choice) row to expert 0 (top-1 shapes: no duplicate expert per token).
 void route_all_to_expert0(moe::Routing& r) {
   for (auto& rr : r.per_rank)
@@ -539,6 +551,26 @@ TEST(MegaMoe, OneGpuListEndingInLinear2TilesMatchesTheHostReference) {
                   n + " one expert", f, rs_quant(l), route_all_to_expert0, l, kPerToken, true);
       check_layer(*team, moe::ModelShape{"long-l2", 512, 1408, 4, 2, 0, 0}, 280, moe::RoutingKind::balanced, 97, n, f,
                   rs_quant(l), {}, l, kPerToken, true);
+    }
+}
+
+// The list's mix as a study option (MegaMoeOptions::l1_per_l2; bench interleaved-mixR): 1 (Linear-2
+// tiles of a block almost back to back), 3, and more than a block's Linear-1 tiles; both W8A8 tiles
+// and per-token INT4; 3 CTAs too.
+TEST(MegaMoe, OneGpuAnyMixOfTheListMatchesTheHostReference) {
+  XS_REQUIRE_GPUS(1);
+  auto team = gpu_team(1, 10);
+  for (int r : {1, 3, 64})
+    for (int ctas : {0, 3}) {
+      const std::string sfx = " mix " + std::to_string(r) + " ctas " + std::to_string(ctas);
+      for (auto tile : kTiles)
+        check_layer(*team, moe::ModelShape{"many", 1024, 512, 32, 4, 0, 0}, 300, moe::RoutingKind::skewed, 121,
+                    name(moe::MoeSchedule::interleaved, tile) + sfx, mega_mix(tile, ctas, r));
+      if (!ops::MegaMoeLayer::per_token_w4a8_built()) continue;
+      const auto l = ops::MoeWeightLayout::int4_rs_lut;
+      check_layer(*team, moe::ModelShape{"dit-like", 1408, 640, 4, 2, 0, 0}, 280, moe::RoutingKind::balanced, 122,
+                  tok_label(l, moe::MoeSchedule::interleaved, moe::MegaTile::m256n128_tok) + sfx,
+                  mega_mix(moe::MegaTile::m256n128_tok, ctas, r), rs_quant(l), {}, l, kPerToken, true);
     }
 }
 
