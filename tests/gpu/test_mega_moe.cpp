@@ -134,31 +134,31 @@ std::string name(moe::MoeSchedule s, moe::MegaTile tile) {
          moe::mega_tile_name(tile);
 }
 
-// Interleaved with lead 0 (each block's Linear-2 tiles right after its inputs, so the plain order's
-// end holds few of them) and tail_l2 Linear-2 tiles kept for the end (MegaMoeOptions::tail_l2_tiles):
-// the tail blocks' tiles move.
-LayerFactory mega_tail(moe::MegaTile tile, int ctas, int tail_l2) {
-  return [tile, ctas, tail_l2](Team& t, const ops::EpMoeConfig& cfg) {
+// The layer (ctas CTAs, per-token scratch) called with opt, interleaved, on `tile`.
+LayerFactory mega_interleaved(moe::MegaTile tile, int ctas, ops::MegaMoeOptions opt) {
+  opt.schedule = moe::MoeSchedule::interleaved;
+  opt.tile = tile;
+  return [ctas, opt](Team& t, const ops::EpMoeConfig& cfg) {
     auto layer = std::make_shared<ops::MegaMoeLayer>(t, cfg, preset(), 7.0, ctas, tok_scratch());
-    ops::MegaMoeOptions opt;
-    opt.schedule = moe::MoeSchedule::interleaved;
-    opt.tile = tile;
-    opt.lead_tiles = 0;
-    opt.tail_l2_tiles = tail_l2;
     return LayerForward([layer, opt](int i, const ops::EpMoeRankInputs& d, cudaStream_t s) { layer->forward(i, d, s, opt); });
   };
 }
 
+// Interleaved with lead 0 (each block's Linear-2 tiles right after its inputs, so the plain order's
+// end holds few of them) and tail_l2 Linear-2 tiles kept for the end (MegaMoeOptions::tail_l2_tiles):
+// the tail blocks' tiles move.
+LayerFactory mega_tail(moe::MegaTile tile, int ctas, int tail_l2) {
+  ops::MegaMoeOptions opt;
+  opt.lead_tiles = 0;
+  opt.tail_l2_tiles = tail_l2;
+  return mega_interleaved(tile, ctas, opt);
+}
+
 // Interleaved with `l1_per_l2` Linear-1 tiles between Linear-2 tiles (MegaMoeOptions::l1_per_l2).
 LayerFactory mega_mix(moe::MegaTile tile, int ctas, int l1_per_l2) {
-  return [tile, ctas, l1_per_l2](Team& t, const ops::EpMoeConfig& cfg) {
-    auto layer = std::make_shared<ops::MegaMoeLayer>(t, cfg, preset(), 7.0, ctas, tok_scratch());
-    ops::MegaMoeOptions opt;
-    opt.schedule = moe::MoeSchedule::interleaved;
-    opt.tile = tile;
-    opt.l1_per_l2 = l1_per_l2;
-    return LayerForward([layer, opt](int i, const ops::EpMoeRankInputs& d, cudaStream_t s) { layer->forward(i, d, s, opt); });
-  };
+  ops::MegaMoeOptions opt;
+  opt.l1_per_l2 = l1_per_l2;
+  return mega_interleaved(tile, ctas, opt);
 }
 
 // Every (token, choice) row to expert 0 (top-1 shapes: no duplicate expert per token).
