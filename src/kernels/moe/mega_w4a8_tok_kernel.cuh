@@ -175,6 +175,7 @@ struct MegaW4A8TokKernel {
     float inv[kQuantRows];          // the quantisation: 1 / scale per token of the chunk
     int last;                       // this CTA counted its small block's last Linear-1 tile
     int chunk;                      // the quantisation chunk this CTA claimed
+    int chunk2[2];                  // XSTAGE_MEGA_TOK_QUANT_AHEAD: this and the next claim
     int quantised;                  // the Linear-2 tile's block is quantised
     int sw_last;                    // kStoreTwo: the staged piece is its tile's last (in sw's padding)
     struct {
@@ -423,6 +424,9 @@ struct MegaW4A8TokKernel {
   // over the L2 latency, 64 KiB here), then one count, released after the proxy fence (h is read next by
   // TMA, the async proxy, in other CTAs).
   __device__ static void quantize_chunks(Params const& p, SharedStorage& ss, WorkTile const& t, int block, int ct) {
+#if XSTAGE_MEGA_TOK_QUANT_AHEAD
+    quantize_chunks_ahead(p, ss, t, block, ct);
+#else
     const int chunks = (t.rows + kQuantRows - 1) / kQuantRows;
     uint32_t* claim = p.m.h_qclaim + block;
     constexpr int kInFlight = 16;
@@ -460,6 +464,63 @@ struct MegaW4A8TokKernel {
           const int j = j0 + 256 * k;
           if (j >= pieces) break;
           dst[j] = to_fp8x8(v[k], ss.inv[j / per_row]);
+        }
+      }
+      dev::fence_proxy_async_global();
+      Epi::named_sync(256, kConsumersBarrier);  // the chunk's rows and ss.inv are done with
+      if (ct == 0) dev::add_release_gpu(p.epi1.dest.l1_done + block, 1u);
+    }
+  #endif
+  }
+
+  // quantize_chunks with each chunk's fixed latencies overlapped (XSTAGE_MEGA_TOK_QUANT_AHEAD,
+  // docs/megamoe.md §Per-token activations in the fused kernel, "Chunk latencies"): the next chunk
+  // is claimed while this one's first loads are in flight, and the tokens' maxima are read after
+  // those loads are issued (the conversion alone needs the scales), so a chunk has two barriers
+  // instead of four and no round trip of its own before its loads. The claims alternate between
+  // two shared words: the one read at the top of a pass is written again only in the next pass,
+  // after the barrier that follows every thread's read.
+  __device__ static void quantize_chunks_ahead(Params const& p, SharedStorage& ss, WorkTile const& t, int block,
+                                               int ct) {
+    const int chunks = (t.rows + kQuantRows - 1) / kQuantRows;
+    uint32_t* claim = p.m.h_qclaim + block;
+    constexpr int kInFlight = 16;
+    const int per_row = p.intermediate / 8;
+    if (ct == 0) ss.chunk2[0] = static_cast<int>(atomicAdd(claim, 1u));
+    Epi::named_sync(256, kConsumersBarrier);
+    for (int it = 0; it < kBlockM / kQuantRows; ++it) {  // bounded, as in quantize_chunks
+      const int c = __shfl_sync(0xffffffffu, ss.chunk2[it & 1], 0);  // warp-uniform to the compiler too
+      if (c >= chunks) break;
+      const int r0 = t.row_begin + c * kQuantRows, n = min(kQuantRows, t.rows - c * kQuantRows);
+      const int pieces = n * per_row;
+      const uint4* src = reinterpret_cast<const uint4*>(p.h16 + static_cast<int64_t>(r0) * p.intermediate);
+      uint2* dst = reinterpret_cast<uint2*>(p.h + static_cast<int64_t>(r0) * p.intermediate);
+      uint4 v[kInFlight];
+      CUTE_UNROLL
+      for (int k = 0; k < kInFlight; ++k) {
+        const int j = ct + 256 * k;
+        v[k] = j < pieces ? __ldcg(src + j) : make_uint4(0u, 0u, 0u, 0u);
+      }
+      if (ct == 0) ss.chunk2[(it + 1) & 1] = static_cast<int>(atomicAdd(claim, 1u));
+      if (ct < n) {
+        const QuantScale qs = quant_scale(__uint_as_float(__ldcg(p.h_amax + r0 + ct)));
+        p.h_amax[r0 + ct] = 0u;
+        p.h_scales[r0 + ct] = qs.scale;
+        ss.inv[ct] = qs.inv;
+      }
+      Epi::named_sync(256, kConsumersBarrier);  // the scales and the next claim are in
+      for (int j0 = ct;; j0 += 256 * kInFlight) {
+        CUTE_UNROLL
+        for (int k = 0; k < kInFlight; ++k) {
+          const int j = j0 + 256 * k;
+          if (j >= pieces) break;
+          dst[j] = to_fp8x8(v[k], ss.inv[j / per_row]);
+        }
+        if (j0 + 256 * kInFlight >= pieces) break;
+        CUTE_UNROLL
+        for (int k = 0; k < kInFlight; ++k) {
+          const int j = j0 + 256 * kInFlight + 256 * k;
+          v[k] = j < pieces ? __ldcg(src + j) : make_uint4(0u, 0u, 0u, 0u);
         }
       }
       dev::fence_proxy_async_global();
