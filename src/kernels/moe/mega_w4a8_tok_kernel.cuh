@@ -144,7 +144,11 @@ struct MegaW4A8TokKernel {
   static_assert(kStoreBarrier != kConsumersBarrier && kPublishBarrier != kConsumersBarrier &&
                     kPublishBarrier + cutlass::arch::NamedBarrier::ReservedNamedBarrierCount < 16,
                 "named barriers");
-  static constexpr int kQuantRows = 16;  // tokens per quantisation chunk (quantize_chunks)
+#ifndef XSTAGE_MEGA_TOK_QUANT_ROWS
+#define XSTAGE_MEGA_TOK_QUANT_ROWS 16
+#endif
+  static constexpr int kQuantRows = XSTAGE_MEGA_TOK_QUANT_ROWS;  // tokens per quantisation chunk (quantize_chunks; CMake)
+  static_assert(kQuantRows == 8 || kQuantRows == 16, "XSTAGE_MEGA_TOK_QUANT_ROWS: 8 or 16");
 
   struct Params {
     typename Rs::Params l1;  // x = received rows [cap, H] (per-token scales), W1 prepacked glu (n = 2I)
