@@ -144,11 +144,7 @@ struct MegaW4A8TokKernel {
   static_assert(kStoreBarrier != kConsumersBarrier && kPublishBarrier != kConsumersBarrier &&
                     kPublishBarrier + cutlass::arch::NamedBarrier::ReservedNamedBarrierCount < 16,
                 "named barriers");
-#ifndef XSTAGE_MEGA_TOK_QUANT_ROWS
-#define XSTAGE_MEGA_TOK_QUANT_ROWS 16
-#endif
-  static constexpr int kQuantRows = XSTAGE_MEGA_TOK_QUANT_ROWS;  // tokens per quantisation chunk (quantize_chunks; CMake)
-  static_assert(kQuantRows == 8 || kQuantRows == 16, "XSTAGE_MEGA_TOK_QUANT_ROWS: 8 or 16");
+  static constexpr int kQuantRows = 16;  // tokens per quantisation chunk (quantize_chunks)
 
   struct Params {
     typename Rs::Params l1;  // x = received rows [cap, H] (per-token scales), W1 prepacked glu (n = 2I)
@@ -419,48 +415,6 @@ struct MegaW4A8TokKernel {
     return make_uint2(o[0], o[1]);
   }
 
-  // One chunk's conversion with its 16-byte loads as cp.async into the stage ring: thread ct owns
-  // slots (s * 256 + ct) * 16 bytes, s < kRingSlots, and reads back only what it loaded itself (its
-  // own wait_group, no barrier). kRingGroup loads per commit group, kRingSlots / kRingGroup groups in
-  // flight: 128 KiB per CTA against the register path's 64 KiB.
-  static constexpr int kRingSlots = 32, kRingGroup = 8;
-  __device__ static void convert_through_ring(SharedStorage& ss, const uint4* src, uint2* dst, int pieces, int per_row,
-                                              int ct) {
-    static_assert(256 * kRingSlots * 16 <= sizeof(ss.rs.x), "the ring holds every thread's slots");
-    constexpr int kGroups = kRingSlots / kRingGroup;
-    const uint32_t ring = cute::cast_smem_ptr_to_uint(ss.rs.x.data()) + 16u * ct;
-    dev::fence_proxy_async_smem();  // the previous tile's wgmma reads of the ring before these writes
-    auto issue = [&](int m0) {  // loads m0 .. m0 + kRingGroup - 1 of this thread, then one commit
-      CUTE_UNROLL
-      for (int e = 0; e < kRingGroup; ++e) {
-        const int m = m0 + e, j = ct + 256 * m;
-        if (j < pieces)
-          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(ring + 4096u * (m % kRingSlots)),
-                       "l"(src + j)
-                       : "memory");
-      }
-      asm volatile("cp.async.commit_group;\n" ::: "memory");
-    };
-    CUTE_UNROLL
-    for (int gi = 0; gi < kGroups; ++gi) issue(gi * kRingGroup);
-    for (int m0 = 0; ct + 256 * m0 < pieces; m0 += kRingGroup) {
-      asm volatile("cp.async.wait_group %0;\n" ::"n"(kGroups - 1) : "memory");
-      CUTE_UNROLL
-      for (int e = 0; e < kRingGroup; ++e) {
-        const int m = m0 + e, j = ct + 256 * m;
-        if (j >= pieces) break;
-        uint4 v;
-        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                     : "r"(ring + 4096u * (m % kRingSlots))
-                     : "memory");
-        dst[j] = to_fp8x8(v, ss.inv[j / per_row]);
-      }
-      issue(m0 + kRingSlots);  // into the slots just read (this thread's own: no barrier)
-    }
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
-  }
-
   // The 256 consumer threads claim the block's chunks until none is left (the block's Linear-1
   // count is at least n1: its maxima are final, every h16 row and maximum visible — released with
   // the counts, acquired by thread 0 before the barrier that orders the other threads; all reads
@@ -468,12 +422,6 @@ struct MegaW4A8TokKernel {
   // from h16 (16-byte loads, kInFlight per thread: one SM's rate is about its bytes in flight
   // over the L2 latency, 64 KiB here), then one count, released after the proxy fence (h is read next by
   // TMA, the async proxy, in other CTAs).
-  // kRing (XSTAGE_MEGA_TOK_QUANT_RING, a Linear-2 tile's consumers before its K loop only): the
-  // loads go through the stage ring instead of registers, twice the bytes in flight (§Per-token
-  // activations in the fused kernel, "Chunks through the ring"). The ring is free then: this
-  // CTA's consumers have finished the previous tile, and its producer loads this tile's stages only
-  // once every chunk, this CTA's included, is counted.
-  template <bool kRing = false>
   __device__ static void quantize_chunks(Params const& p, SharedStorage& ss, WorkTile const& t, int block, int ct) {
     const int chunks = (t.rows + kQuantRows - 1) / kQuantRows;
     uint32_t* claim = p.m.h_qclaim + block;
@@ -500,23 +448,18 @@ struct MegaW4A8TokKernel {
       const int pieces = n * per_row;
       const uint4* src = reinterpret_cast<const uint4*>(p.h16 + static_cast<int64_t>(r0) * p.intermediate);
       uint2* dst = reinterpret_cast<uint2*>(p.h + static_cast<int64_t>(r0) * p.intermediate);
-      if constexpr (kRing) {
-        convert_through_ring(ss, src, dst, pieces, per_row, ct);
-        dev::fence_proxy_async_smem();  // the ring's reads before the producer's TMA writes it
-      } else {
-        for (int j0 = ct; j0 < pieces; j0 += 256 * kInFlight) {
-          uint4 v[kInFlight];
-          CUTE_UNROLL
-          for (int k = 0; k < kInFlight; ++k) {
-            const int j = j0 + 256 * k;
-            v[k] = j < pieces ? __ldcg(src + j) : make_uint4(0u, 0u, 0u, 0u);
-          }
-          CUTE_UNROLL
-          for (int k = 0; k < kInFlight; ++k) {
-            const int j = j0 + 256 * k;
-            if (j >= pieces) break;
-            dst[j] = to_fp8x8(v[k], ss.inv[j / per_row]);
-          }
+      for (int j0 = ct; j0 < pieces; j0 += 256 * kInFlight) {
+        uint4 v[kInFlight];
+        CUTE_UNROLL
+        for (int k = 0; k < kInFlight; ++k) {
+          const int j = j0 + 256 * k;
+          v[k] = j < pieces ? __ldcg(src + j) : make_uint4(0u, 0u, 0u, 0u);
+        }
+        CUTE_UNROLL
+        for (int k = 0; k < kInFlight; ++k) {
+          const int j = j0 + 256 * k;
+          if (j >= pieces) break;
+          dst[j] = to_fp8x8(v[k], ss.inv[j / per_row]);
         }
       }
       dev::fence_proxy_async_global();
@@ -538,11 +481,7 @@ struct MegaW4A8TokKernel {
                                                                              // uniform registers)
     Epi::named_sync(256, kConsumersBarrier);  // read by all before a later tile writes it
     if (quantised) return;
-#if XSTAGE_MEGA_TOK_QUANT_RING
-    quantize_chunks<!kWide>(p, ss, t, block, ct);
-#else
     quantize_chunks(p, ss, t, block, ct);
-#endif
     if (ct == 0)
       dev::wait_geq_gpu(done, target, p.m.ep.status, WaitId::moe_linear1, p.m.ep.rank, p.m.ep.timeout_ns);
     Epi::named_sync(256, kConsumersBarrier);
