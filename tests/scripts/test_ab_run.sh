@@ -48,9 +48,12 @@ if command -v xz >/dev/null; then
 else
   echo "skipped: the .xz builds (no xz on this machine)"
 fi
-# Without --variants: the two builds base and new, as before.
+# Without --variants: the two builds base and new, as before. The header names the builds' commit
+# (DIR/BUILT_FROM, as pack-variants writes it) apart from the running tree's.
 fake new 420.0
-expect 0 "# new/base: geomean 1.050" -- scripts/ab-run --bin "$tmp/bin" --reps 1 --tests none "$tmp/o3" 'attention -d 64'
+printf 'abc1234\n' > "$tmp/bin/BUILT_FROM"
+expect 0 "# new/base: geomean 1.050" -- env XSTAGE_COMMIT=fff0000 scripts/ab-run --bin "$tmp/bin" --reps 1 --tests none "$tmp/o3" 'attention -d 64'
+expect 0 "tree_commit=fff0000 built_from=abc1234" -- cat "$tmp/o3/ab-console.log"
 expect 2 "gpu-tests-<variant> for any variant but base" -- scripts/ab-run --bin "$tmp/bin" --reps 1 "$tmp/o4" 'attention -d 64'
 fake w2 999.0 false
 expect 1 "CORRECTNESS FAIL" -- scripts/ab-run --bin "$tmp/bin" --variants base,w2 --reps 1 --tests none "$tmp/o2" 'attention -d 64'
