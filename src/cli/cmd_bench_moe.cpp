@@ -71,6 +71,7 @@ struct Flags {
   size_t x_offset = kBenchXOffset;  // byte of the input pattern the activations start at (bench_moe_inputs.hpp)
   int check_tokens = 16;  // token rows per rank compared with the host reference
   uint64_t check_seed = 20261203u;
+  uint64_t routing_seed = moe::RoutingConfig{}.seed;  // as xstage moe-routing --seed
   double per_token_slack = ops::kPerTokenHSlack;  // fused per-token rows: the scale slack (diagnostic)
 };
 
@@ -418,6 +419,7 @@ void run(const Flags& fl) {
                        std::string(moe::routing_name(kind)).c_str(), tokens);
           moe::RoutingConfig rc;
           rc.kind = kind;
+          rc.seed = fl.routing_seed;
           const moe::Routing r = moe::make_routing(shape, team->world_size(), tokens, rc);
           const moe::RoutingStats st = moe::routing_stats(r);
           const ops::EpMoeConfig cfg{shape.hidden, shape.intermediate, shape.experts, shape.top_k, tokens};
@@ -786,7 +788,8 @@ void run(const Flags& fl) {
     j["config"] = {{"warmup", fl.warmup}, {"iters", fl.iters}, {"tile_tflops", fl.tile_tflops}, {"mega_tile", fl.mega_tile},
                    {"timing", "team barrier, then CUDA events around one call per rank; median per rank, max over ranks"},
                    {"spans", "per Linear-2 warp-group piece (64 x 128 bf16; the per-token kernel: per 256 x 128 Linear-2 tile, both groups): SM cycles from before its first combine store to after its last store and the group's barrier, over the measured SM clock; local = same call with every combine row stored to this rank's own buffer"},
-                   {"check_tokens", fl.check_tokens}, {"check_seed", fl.check_seed}, {"per_token_slack", fl.per_token_slack},
+                   {"check_tokens", fl.check_tokens}, {"check_seed", fl.check_seed}, {"routing_seed", fl.routing_seed},
+                   {"per_token_slack", fl.per_token_slack},
                    {"check", "output NaN-poisoned before the timed calls; the last timed call's output: full non-finite "
                              "scan and seeded token rows of every rank vs the host layer reference, per-row tolerances"}};
     j["results"] = results;
@@ -815,6 +818,10 @@ void add_moe_bench_command(CLI::App& app) {
   cmd->add_option("--models", fl->models, "Model names (default: all seven)")->delimiter(',');
   cmd->add_option("--tokens,-t", fl->tokens, "Tokens per rank")->delimiter(',')->capture_default_str();
   cmd->add_option("--routings", fl->routings, "balanced, skewed")->delimiter(',')->capture_default_str();
+  cmd->add_option("--routing-seed", fl->routing_seed,
+                  "Seed of the routing, as `xstage moe-routing --seed` (e.g. one whose experts end in no small "
+                  "block: docs/megamoe.md Next steps 4)")
+      ->capture_default_str();
   cmd->add_option("--weights", fl->weights,
                   "w8a8, w4a8-int4, w4a8-mxfp4 (W4A8 fused: the 64 x 256 tile; an explicit +m128n256 cell is "
                   "skipped); w4a8-int4-lut-rs (INT4 two-level) and w4a8-mxfp4-rs: weights prepacked for the "
