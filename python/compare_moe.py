@@ -39,6 +39,7 @@ from xsbench.tables import fmt, mark
 XSTAGE_SCHEMA = "xstage.bench.moe.v1"
 TORCH_SCHEMA = "xstage.bench.moe_torch.v1"
 OUT_SCHEMA = "xstage.compare.moe.v1"
+DEFAULT_ROUTING_SEED = 2026  # xstage moe-routing --seed, which python/bench_moe_torch.py uses
 VARIANTS = ["unfused", "expert-wave", "interleaved"]
 FUSED = {"expert-wave": "ew", "interleaved": "il"}
 TOOL = "compare_moe"
@@ -393,6 +394,13 @@ def main(argv=None):
     if docs is None:
         return 2
     xs, th = docs[0], docs[1]
+    # The PyTorch path routes with `xstage moe-routing`'s default seed; a bench run with another
+    # (`--routing-seed`) computed other rows, so its cells are not the same configurations.
+    seed = (xs.get("config") or {}).get("routing_seed", DEFAULT_ROUTING_SEED)
+    if th is not None and seed != DEFAULT_ROUTING_SEED:
+        print(f"{TOOL}: {args.xstage_json} ran routing seed {seed}, the PyTorch path seed {DEFAULT_ROUTING_SEED}: "
+              "compare runs of the same routing", file=sys.stderr)
+        return 2
     for p, more in zip(args.also, docs[2:]):
         if more.get("commit") != xs.get("commit") or more.get("world") != xs.get("world"):
             print(f"{TOOL}: {p}: commit / world differ from {args.xstage_json}'s", file=sys.stderr)

@@ -130,3 +130,19 @@ def test_format_ratios_compare_each_w4a8_format_with_w8a8_on_the_better_orders()
     m = out["w4a8-mxfp4"]
     assert m["compared"] == 1 and m["at_least_bar"] == 0 and m["best"] == pytest.approx(90 / 99)
     assert cm.format_ratios([row("w8a8", 1.0, 1.0)]) == {}
+
+
+def test_a_bench_run_with_another_routing_seed_is_not_compared_with_the_pytorch_path(tmp_path):
+    bench = _bench(tmp_path)
+    doc = json.loads(bench.read_text())
+    doc["config"] = {"routing_seed": 2071}
+    bench.write_text(json.dumps(doc))
+    torch_json = tmp_path / "torch.json"
+    torch_json.write_text(json.dumps({"schema": "xstage.bench.moe_torch.v1", "world": 1, "results": []}))
+    r = subprocess.run([sys.executable, str(REPO / "python" / "compare_moe.py"), str(bench), str(torch_json)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "routing seed 2071, the PyTorch path seed 2026" in r.stderr
+    # Without the PyTorch file the run compares its own variants.
+    r = subprocess.run([sys.executable, str(REPO / "python" / "compare_moe.py"), str(bench)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
