@@ -9,5 +9,5 @@ if grep -q H200 $OUT/card.txt; then
   OUT=$OUT/attn timeout 200 bash results/megamoe-session57/call5.sh > $OUT/attn/console.log 2>&1
   echo "call5 rc=$?"; grep -E '^#|^ *64 +1[024] +1(024|100)' $OUT/attn/console.log | tail -n 30
 fi
-OUT=$OUT/tails timeout 330 bash results/megamoe-session57/call6.sh > $OUT/tails/console.log 2>&1
+OUT=$OUT/tails BUDGET=300 timeout 340 bash results/megamoe-session57/call6.sh > $OUT/tails/console.log 2>&1
 echo "call6 rc=$?"; tail -n 12 $OUT/tails/console.log
