@@ -515,7 +515,7 @@ void run(const Flags& fl) {
                                                               : moe::MoeSchedule::interleaved;
             opt.dynamic_claim = vb.find("-static") == std::string::npos;
             if (lead_rounds(vb) >= 0) opt.lead_tiles = static_cast<int>(std::lround(lead_rounds(vb) * mega->ctas(0)));
-            if (mix_tiles(vb) >= 0) opt.l1_per_l2 = mix_tiles(vb);
+            if (const int r = mix_tiles(vb); r >= 0) opt.l1_per_l2 = r;
             if (vb == "interleaved-no-tail") opt.tail_l2_tiles = 0;  // the plain interleaved list, for comparison
             opt.tile = tile_asked;
             // Rank i's options: interleaved-tail keeps one Linear-2 tile per CTA of the rank for the end.
