@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# session 57 call 6, not run yet (issue 37, any card; carry .run-bin of b5e0bf0, which has bench moe
+# session 57 call 6, not run yet (issue 37, any card; carry .run-bin of b5e0bf0 or later, which has bench moe
 # --routing-seed): what the per-token kernel's tail blocks cost (docs/megamoe.md Next steps 4, "The
 # blocks' tails"). DiT-MoE-G, balanced routing, the same tokens under two seeds (found on the CPU
 # with `xstage moe-routing -m DiT-MoE-G -P 1 --seed S`):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# session 57's ready call for the next session (carry .run-bin of b5e0bf0; timeout 600): on an
+# session 57's ready call for the next session (carry .run-bin of b5e0bf0 or later; timeout 600): on an
 # H200 issue 38's last point (call5.sh, ~2-3 min) and then issue 37's tails study (call6.sh);
 # on any other card the tails study only. Each part writes under its own folder of $OUT.
 set -u
