@@ -821,6 +821,8 @@ void add_moe_bench_command(CLI::App& app) {
   cmd->add_option("--routing-seed", fl->routing_seed,
                   "Seed of the routing, as `xstage moe-routing --seed` (e.g. one whose experts end in no small "
                   "block: docs/megamoe.md Next steps 4)")
+      ->check(CLI::Validator(
+          [](std::string& v) { return v.find('-') == std::string::npos ? std::string() : "must be >= 0"; }, ""))
       ->capture_default_str();
   cmd->add_option("--weights", fl->weights,
                   "w8a8, w4a8-int4, w4a8-mxfp4 (W4A8 fused: the 64 x 256 tile; an explicit +m128n256 cell is "

@@ -130,6 +130,7 @@ TEST(Cli, BenchMoeRefusesBadPointsBeforeTouchingAGpu) {
                                 {"--variants interleaved-mix0", "unknown variant 'interleaved-mix0'"},
                                 {"--variants interleaved-mix2000", "unknown variant 'interleaved-mix2000'"},
                                 {"--variants interleaved-mix1.5", "unknown variant 'interleaved-mix1.5'"},
+                                {"--routing-seed -5", "must be >= 0"},
                                 {"--variants unfused,turbo", "unknown variant 'turbo'"},
                                 {"--iters 5", "must be >= 20"},
                                 {"--tokens 0", "tokens 0 must be >= 1"},
