@@ -759,6 +759,72 @@ TEST(AttentionSplitPlan, TailAndShortOfAWave) {
   }
 }
 
+// The stream fill's plan and segments (split_plan.hpp; the plan itself is pure, so it is checked
+// whether or not the kernels are built with it): which launches it cuts, and for every one of them,
+// walking each CTA's range as the scheduler does, that every key block of every tile is run once,
+// that the busiest CTA saves at least kMinStreamSavedBlocks, and that a cut tile's segments number
+// 0 .. splits - 1 with consecutive workspace slots from the first one (the in-kernel merge reads
+// them so) below the capacity, at most kMaxSplitParts of them.
+TEST(AttentionDispatch, StreamFillCoversEveryKeyBlockOnce) {
+  namespace ka = xstage::kernels::attention;
+  struct Case {
+    long long tiles;
+    int slots, kv_blocks;
+    bool cut;
+  };
+  for (Case c : {Case{96, 132, 8, true},     // S 1024, 12 heads: 6 blocks at most instead of 8
+                 Case{80, 132, 9, true},     // q 1000, kv 1100, batch 2, 5 heads
+                 Case{12, 20, 10, true},     // few CTAs: up to 3 segments a tile
+                 Case{112, 132, 8, false},   // 14 heads: saves 1 block
+                 Case{128, 132, 8, false},   // 16 heads: saves none
+                 Case{132, 132, 8, false},   // a whole wave
+                 Case{64, 132, 16, true},    // (the fill split takes this launch first: kernel.cuh)
+                 Case{1, 132, 1, false},     // fewer blocks than CTAs
+                 Case{5, 132, 40, false},    // too many segments a tile
+                 Case{96, 0, 8, false}}) {   // no slots
+    const int kb = ka::stream_fill_plan(c.tiles, c.slots, c.kv_blocks, c.slots + static_cast<int>(c.tiles));
+    SCOPED_TRACE(::testing::Message() << c.tiles << " tiles, " << c.slots << " slots, " << c.kv_blocks << " key blocks");
+    EXPECT_EQ(kb > 0, c.cut);
+    EXPECT_EQ(ka::stream_fill_plan(c.tiles, c.slots, c.kv_blocks, c.slots + static_cast<int>(c.tiles) - 1), 0)
+        << "a workspace short of slots + tiles parts cuts nothing";
+    if (kb == 0) continue;
+    EXPECT_EQ(kb, c.kv_blocks);
+    const long long steps = c.tiles * kb;
+    std::vector<int> runs(static_cast<size_t>(steps), 0);
+    std::vector<std::vector<ka::StreamSegment>> cut(static_cast<size_t>(c.tiles));
+    int busiest = 0;
+    for (int cta = 0; cta < c.slots; ++cta) {
+      int blocks = 0;
+      const long long end = ka::stream_begin(cta + 1, steps, c.slots);
+      ASSERT_LT(ka::stream_begin(cta, steps, c.slots), end) << "CTA " << cta << " has no work";
+      for (long long idx = ka::stream_begin(cta, steps, c.slots); idx < end; idx = ka::stream_next(int(idx), kb)) {
+        const ka::StreamSegment g = ka::stream_segment(int(idx), cta, steps, c.slots, kb);
+        ASSERT_LT(g.kv_first, g.kv_end);
+        ASSERT_LE(g.kv_end, kb);
+        for (int b = g.kv_first; b < g.kv_end; ++b) ++runs[size_t(g.tile) * kb + b];
+        blocks += g.kv_end - g.kv_first;
+        if (g.splits > 1) cut[size_t(g.tile)].push_back(g);
+        else EXPECT_TRUE(g.kv_first == 0 && g.kv_end == kb) << "a whole segment covers its tile";
+      }
+      busiest = std::max(busiest, blocks);
+    }
+    for (size_t i = 0; i < runs.size(); ++i) ASSERT_EQ(runs[i], 1) << "step " << i;
+    EXPECT_LE(busiest, c.kv_blocks - ka::kMinStreamSavedBlocks);
+    for (size_t t = 0; t < cut.size(); ++t) {
+      if (cut[t].empty()) continue;
+      const int splits = cut[t][0].splits, first_slot = cut[t][0].slot - cut[t][0].split;
+      EXPECT_EQ(int(cut[t].size()), splits) << "tile " << t;
+      EXPECT_LE(splits, ka::kMaxSplitParts);
+      for (size_t k = 0; k < cut[t].size(); ++k) {
+        EXPECT_EQ(cut[t][k].split, int(k)) << "tile " << t;
+        EXPECT_EQ(cut[t][k].splits, splits) << "tile " << t;
+        EXPECT_EQ(cut[t][k].slot, first_slot + int(k)) << "tile " << t;
+        EXPECT_LT(cut[t][k].slot, c.slots + c.tiles);
+      }
+    }
+  }
+}
+
 // The automatic policy's split rule (tile_rules.hpp split_wins): non-causal launches short of a wave
 // with parts of at least 8 key blocks, both head dims, and d = 128 launches whose last wave splits
 // with at least 16 key blocks get the split tile (d = 128 from 8192 keys keeps the long-key tile,

@@ -18,8 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "cli/bench_check.hpp"
 #include "gpu/attention_reference.hpp"
 #include "gpu/gpu_env.hpp"
+#include "kernels/attention/split_plan.hpp"
 #include "xstage/error.hpp"
 #include "xstage/ops/attention.hpp"
 
@@ -733,26 +735,17 @@ TEST(AttentionGpu, RunsTwiceOnOneStreamAndIsDeterministic) {
   EXPECT_EQ(h1, h2);
 }
 
-// The tail split is deterministic: repeated launches on one stream give identical
-// results, they match the reference row by row, and they agree with the unsplit kernel (to
-// rounding: the parts are merged; bit-equality would be correct too). The shape is one the
-// operator runs on the long-key tile with a split last wave (that choice is pinned by
-// AttentionDispatch.LongKeySetsGetTheLongTileUnlessStagedIsAsked on the CPU, not here).
-TEST(AttentionGpu, TailSplitRepeatsAndMatchesTheUnsplitKernel) {
-  XS_REQUIRE_HOPPER();
-  ops::AttentionArgs a;
-  a.dtype = AttentionDType::bf16;
-  a.batch = 2;
-  a.heads = 1;
-  a.q_len = 1250;  // 10 q tiles per batch: 20 tiles on 9 CTAs leave 2 -> split in 4
-  a.kv_len = 8193;
-  a.head_dim = 128;
-  a.num_ctas = 9;
-  a.q_strides = a.o_strides = ops::packed_bshd(a.q_len, 1, 128);
-  a.k_strides = a.v_strides = ops::packed_bshd(a.kv_len, 1, 128);
-  const size_t nq = size_t(2) * a.q_len * 128, nkv = size_t(2) * a.kv_len * 128;
+// A key split is deterministic: repeated launches on one stream give identical results (the
+// stream fill's counters are back at zero after each launch, or the next launch's merges would be
+// skipped and its rows stay poisoned), they match the reference row by row, and they agree with
+// the unsplit kernel (to rounding: the parts are merged; bit-equality would be correct too).
+void expect_split_repeats_and_matches_unsplit(ops::AttentionArgs a) {
+  const int d = a.head_dim;
+  a.q_strides = a.o_strides = ops::packed_bshd(a.q_len, a.heads, d);
+  a.k_strides = a.v_strides = ops::packed_bshd(a.kv_len, a.heads, d);
+  const size_t nq = size_t(a.batch) * a.q_len * a.heads * d, nkv = size_t(a.batch) * a.kv_len * a.heads * d;
   DeviceBuffer q(nq * 2), k(nkv * 2), v(nkv * 2), o1(nq * 2), o2(nq * 2), o3(nq * 2), o4(nq * 2), o_ref(nq * 4),
-      lse_ref(size_t(2) * a.q_len * 4);
+      lse_ref(size_t(a.batch) * a.heads * a.q_len * 4);
   ASSERT_TRUE(q.p && k.p && v.p && o1.p && o2.p && o3.p && o4.p && o_ref.p && lse_ref.p);
   gputest::fill_random_16bit(q.p, nq, a.dtype, 11, 1.f, nullptr);
   gputest::fill_random_16bit(k.p, nkv, a.dtype, 12, 1.f, nullptr);
@@ -770,10 +763,10 @@ TEST(AttentionGpu, TailSplitRepeatsAndMatchesTheUnsplitKernel) {
   ops::attention_forward(a, nullptr);
   gputest::reference_attention(a, o_ref.as<float>(), lse_ref.as<float>(), nullptr);
   XS_TEST_CUDA(cudaDeviceSynchronize());
-  for (DeviceBuffer* o : {&o1, &o4}) {
+  for (DeviceBuffer* o : {&o1, &o3, &o4}) {
     a.o = o->p;
     const gputest::OutputCheck oc = gputest::check_output(a, a.q_len, o_ref.as<float>(), nullptr);
-    const std::string what = o == &o1 ? "split" : "unsplit";
+    const std::string what = o == &o1 ? "split" : o == &o3 ? "split, third launch" : "unsplit";
     EXPECT_EQ(oc.nan_valid, 0u) << what << ": non-finite (unwritten) outputs";
     EXPECT_LT(oc.rel(), 1e-2) << what << ": relative error " << oc.rel();
     expect_rows_ok(oc, what);
@@ -785,12 +778,8 @@ TEST(AttentionGpu, TailSplitRepeatsAndMatchesTheUnsplitKernel) {
   XS_TEST_CUDA(cudaMemcpy(h4.data(), o4.p, nq * 2, cudaMemcpyDeviceToHost));
   EXPECT_EQ(h1, h2);
   EXPECT_EQ(h1, h3);
-  auto f = [](uint16_t h) {
-    uint32_t b = uint32_t(h) << 16;
-    float x;
-    std::memcpy(&x, &b, 4);
-    return double(x);
-  };
+  const bool bf = a.dtype == AttentionDType::bf16;
+  auto f = [bf](uint16_t h) { return double(cli::half_bits_to_float(h, bf)); };
   double num = 0, den = 0;
   size_t nonfinite = 0;
   for (size_t i = 0; i < nq; ++i) {
@@ -800,6 +789,52 @@ TEST(AttentionGpu, TailSplitRepeatsAndMatchesTheUnsplitKernel) {
   }
   EXPECT_EQ(nonfinite, 0u);
   EXPECT_LT(std::sqrt(num / den), 1e-2);
+}
+
+// The tail split: 20 tiles on 9 CTAs leave 2, split in 4. The shape is one the operator runs on
+// the long-key tile with a split last wave (that choice is pinned by
+// AttentionDispatch.LongKeySetsGetTheLongTileUnlessStagedIsAsked on the CPU, not here).
+TEST(AttentionGpu, TailSplitRepeatsAndMatchesTheUnsplitKernel) {
+  XS_REQUIRE_HOPPER();
+  ops::AttentionArgs a;
+  a.dtype = AttentionDType::bf16;
+  a.batch = 2;
+  a.heads = 1;
+  a.q_len = 1250;  // 10 q tiles per batch
+  a.kv_len = 8193;
+  a.head_dim = 128;
+  a.num_ctas = 9;
+  expect_split_repeats_and_matches_unsplit(a);
+}
+
+// The stream fill (split_plan.hpp; built with XSTAGE_ATTN_STREAM_FILL, else these launches run
+// whole tiles and the test still checks them): the split tile forced on launches short of a wave
+// whose tiles the fill split leaves whole. d = 64: 96 tiles of 8 key blocks on 132 SMs (S 1024,
+// 12 heads), 12 tiles of 10 blocks (the last 98 keys) on 20 CTAs (3 segments per tile at most),
+// fp16 q != kv with batch 2 (80 tiles of 9 blocks). d = 128: S 1024 with 12 heads.
+TEST(AttentionGpu, StreamFillRepeatsAndMatchesTheUnsplitKernel) {
+  XS_REQUIRE_HOPPER();
+  struct Shape {
+    AttentionDType t;
+    int d, batch, heads, q_len, kv_len, ctas;
+  };
+  const AttentionDType bf = AttentionDType::bf16, fp = AttentionDType::fp16;
+  for (const Shape& c : {Shape{bf, 64, 1, 12, 1024, 1024, 0}, Shape{bf, 64, 1, 1, 1500, 1250, 20},
+                         Shape{fp, 64, 2, 5, 1000, 1100, 0}, Shape{fp, 128, 1, 12, 1024, 1024, 0}}) {
+    SCOPED_TRACE(::testing::Message() << "d " << c.d << " b " << c.batch << " h " << c.heads << " q " << c.q_len
+                                      << " kv " << c.kv_len << " ctas " << c.ctas
+                                      << (kernels::attention::kStreamFillBuilt ? " (stream fill)" : " (stream fill not built)"));
+    ops::AttentionArgs a;
+    a.dtype = c.t;
+    a.batch = c.batch;
+    a.heads = c.heads;
+    a.q_len = c.q_len;
+    a.kv_len = c.kv_len;
+    a.head_dim = c.d;
+    a.num_ctas = c.ctas;
+    a.tile_policy = ops::AttentionTilePolicy::split;
+    expect_split_repeats_and_matches_unsplit(a);
+  }
 }
 
 }  // namespace
