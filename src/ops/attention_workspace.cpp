@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "kernels/attention/params.hpp"
+#include "kernels/attention/split_plan.hpp"
 #include "runtime/check.hpp"
 
 namespace xstage::ops {
