@@ -21,17 +21,17 @@ SplitWorkspace split_workspace_for(cudaStream_t stream, int grid) {
   int dev = 0;
   XS_CUDA(cudaGetDevice(&dev), "reading the current device");
   std::lock_guard<std::mutex> lock(mu);
+  namespace ka = kernels::attention;
+  // The stream fill's segments take up to grid + tiles - 1 < 2 x grid slots (split_plan.hpp).
+  const int capacity = ka::kStreamFillBuilt ? 2 * grid : grid;
   SplitWorkspace& w = (*cache)[{dev, stream}];
-  if (w.grid >= grid) return w;
+  if (w.capacity >= capacity) return w;
   if (w.parts != nullptr) {
     // Earlier launches on this stream may still read the old buffer.
     XS_CUDA(cudaStreamSynchronize(stream), "waiting for the stream before growing the attention workspace");
     cudaFree(w.parts);
     w = SplitWorkspace{};
   }
-  namespace ka = kernels::attention;
-  // The stream fill's segments take up to grid + tiles - 1 < 2 x grid slots (split_plan.hpp).
-  const int capacity = ka::kStreamFillBuilt ? 2 * grid : grid;
   const size_t part_floats = static_cast<size_t>(capacity) * static_cast<size_t>(ka::split_part_floats());
   const size_t counters = ka::kStreamFillBuilt ? 2 * static_cast<size_t>(capacity) : 0;
   const size_t bytes = part_floats * sizeof(float) + counters * sizeof(int);
@@ -41,7 +41,6 @@ SplitWorkspace split_workspace_for(cudaStream_t stream, int grid) {
     // On the stream itself, as the claim counters below.
     XS_CUDA(cudaMemsetAsync(w.counters, 0, counters * sizeof(int), stream), "zeroing the attention split counters");
   }
-  w.grid = grid;
   w.capacity = capacity;
   return w;
 }

@@ -73,7 +73,7 @@ struct DirectStoreEpilogueTo {
   static constexpr bool kHasServiceThread = HasService<Destination>;
   static_assert(!kHasServiceThread || Destination::kNeedsTileStoredHook, "the service thread needs slice hand-overs");
   // The workspace layout below: 2 consumer warp groups of 64 rows (block_m = 128), d <= 128
-  // (split_workspace_floats sizes parts for d = 128; d = 64 parts are half as large).
+  // (split_part_floats sizes parts for d = 128; d = 64 parts are half as large).
   static constexpr bool kTailSplit = kLocal && (kHeadDim == 128 || kHeadDim == 64) && kBlockM == 128 && !T::kCausal;
   static int host_split_capacity(Params const& ep) { return ep.capacity; }
   static bool host_stream_counters([[maybe_unused]] Params const& ep) {
@@ -108,7 +108,7 @@ struct DirectStoreEpilogueTo {
   static constexpr int kWgFloats = 128 * kPerThread;
   // Floats of one part (2 warp groups x 128 threads); params.hpp sizes parts for d = 128.
   static constexpr long long kPartFloats = 2LL * kWgFloats;
-  static_assert(split_workspace_floats(1) >= kPartFloats, "params.hpp sizes the workspace for at most d = 128");
+  static_assert(split_part_floats() >= kPartFloats, "params.hpp sizes the workspace for at most d = 128");
 
   // All 128 threads of each consumer warp group, with the normalised fp32 O fragment.
   template <class FrgO, int kRows>

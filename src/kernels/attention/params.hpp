@@ -46,16 +46,15 @@ struct AttentionParams {
 
   // Tail-split workspace (kernels with a tail-splitting epilogue; see tile_scheduler.cuh):
   // room for split_capacity parts (>= the grid, or nothing is split).
-  float* split_workspace = nullptr;  // split_workspace_floats(grid) floats
+  float* split_workspace = nullptr;  // split_capacity parts of split_part_floats() floats
   int split_capacity = 0;
   // Stream fill only (split_plan.hpp): 2 counters per part slot, zero before the launch; each
   // tile's last segment sets its counters back to zero. nullptr: no stream fill.
   int* split_counters = nullptr;
 };
 
-// Workspace of the tail split for a grid of `grid` CTAs: per part, 128 threads x 2 warp
-// groups x (64 O values + 2 LSE values) fp32 (d = 128, block_m = 128).
+// One part of the tail-split workspace: 128 threads x 2 warp groups x (64 O values + 2 LSE
+// values) fp32 (d = 128, block_m = 128).
 constexpr long long split_part_floats() { return 2LL * 128 * (64 + 2); }
-constexpr long long split_workspace_floats(int grid) { return static_cast<long long>(grid) * split_part_floats(); }
 
 }  // namespace xstage::kernels::attention
