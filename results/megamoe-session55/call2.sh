@@ -18,7 +18,7 @@ t0=$SECONDS
 bash results/attention-session52/call1.sh
 echo "acceptance part: $((SECONDS - t0)) s"
 limit=${LIMIT:-560}  # seconds this part may run in all (the call's timeout less a margin)
-if [ $((SECONDS - t0)) -lt $((limit - 160)) ]; then
+if [ $((SECONDS - t0)) -lt $((limit - ${MIN_AB:-160})) ]; then  # env MIN_AB: seconds the A/B needs at least
   timeout $((limit - (SECONDS - t0))) scripts/ab-run --bin .ab-long --variants base,new --alternate --reps ${REPS:-2} --tests none \
     $OUT/long-ab 'attention -S 1024,4096,4608,8192,16384,32768,65536 -H 12,24 -d 64,128' > $OUT/long-ab.log 2>&1
   echo "long A/B rc=$? at $((SECONDS - t0)) s"; grep -E '^#|geomean' $OUT/long-ab.log | tail -n 8
