@@ -68,6 +68,12 @@ void run_routing(const RoutingArgs& a) {
     std::cout << line << "\n";
   }
   if (!a.plan) return;
+  // The per-token tails the plan counts: after at least one full block, a last block of 1..32 rows,
+  // which still runs every Linear-1 and Linear-2 tile of its expert (docs/megamoe.md Next steps 4).
+  constexpr int kTailRows = 32;
+  const auto small_tail = [](int rows, int block_m, int max_rows) {
+    return rows > block_m && rows % block_m != 0 && rows % block_m <= max_rows ? 1 : 0;
+  };
   // The Mega-MoE tile schedules each rank would run (moe_schedule.hpp), with the model's view.
   std::string used;
   const model::Params params = load_model_params(a.params, &used);
@@ -107,6 +113,23 @@ void run_routing(const RoutingArgs& a) {
                              block_m == 128 ? fmt::format(", {} of them half blocks of <= 64 rows ({:.1f} %)", half,
                                                           blocks > 0 ? 100.0 * half / blocks : 0.0)
                                             : std::string());
+    // The per-token W4A8 tile (as the layer picks it with the wide tile built, the default) and
+    // its blocks that are small tails (docs/megamoe.md Next steps 4, "The blocks' tails").
+    const moe::MegaTile tok = moe::choose_tok_tile(static_cast<long long>(r.tokens_per_rank) * r.ranks * r.shape.top_k,
+                                                   r.shape.experts, r.experts_per_rank, r.shape.hidden, a.ctas, true);
+    const int tok_m = moe::mega_tile_shape(tok).block_m;
+    int tok_blocks = 0, tails = 0, tail_rows = 0;
+    for (int rows : in.rows_per_expert) {
+      tok_blocks += moe::mega_blocks(rows, tok_m);
+      const int t = small_tail(rows, tok_m, kTailRows);
+      tails += t;
+      tail_rows += t * (rows % tok_m);
+    }
+    std::cout << fmt::format(
+        "  rank {}: per-token W4A8 tile {} ({} blocks, {} of them tails of <= {} rows after a full block ({:.1f} %, "
+        "{} rows))\n",
+        rank, moe::mega_tile_name(tok), tok_blocks, tails, kTailRows, tok_blocks > 0 ? 100.0 * tails / tok_blocks : 0.0,
+        tail_rows);
   }
   // The layer's own pick (MegaMoeLayer::order_choice(), bench `model-order`, schedule automatic):
   // no routing at construction, so a balanced load with the reuse share expected under balanced
@@ -146,7 +169,8 @@ void add_moe_routing_command(CLI::App& app) {
   cmd->add_flag("--list", a->list, "List the model shapes and exit");
   cmd->add_flag("--plan", a->plan,
                "Also print each rank's Mega-MoE tile schedules (expert-wave / interleaved) with the model's order\n"
-               "for its routed rows, and the order the layer itself picks (a balanced load's expected rows)");
+               "for its routed rows, the automatic W8A8 tile's blocks, the per-token W4A8 tile's blocks and small\n"
+               "tails, and the order the layer itself picks (a balanced load's expected rows)");
   cmd->add_option("--ctas", a->ctas, "--plan: persistent CTAs per rank")->capture_default_str();
   cmd->add_option("--l2-mib", a->l2_mib, "--plan: the GPU's L2 in MiB (the order choice's locality check)")
       ->check(CLI::PositiveNumber)

@@ -109,6 +109,18 @@ TEST(Cli, MoeRoutingListsModelsAndRejectsBadInput) {
   EXPECT_EQ(no_model.code, 2);
 }
 
+// --plan counts the per-token tile's small tails (docs/megamoe.md Next steps 4): with the default
+// seed, DiT-MoE-G at 8192 balanced tokens has 73 blocks of <= 256 rows, 8 of them tails of 4-23 rows.
+TEST(Cli, MoeRoutingPlanCountsThePerTokenTails) {
+  auto p = run("moe-routing -m DiT-MoE-G -P 1 -t 8192 --plan");
+  ASSERT_EQ(p.code, 0) << p.out;
+  EXPECT_NE(p.out.find("per-token W4A8 tile m256n128_tok (73 blocks, 8 of them tails of <= 32 rows"), std::string::npos)
+      << p.out;
+  auto wide = run("moe-routing -m DSv4-Flash -P 1 -t 512 --plan");
+  ASSERT_EQ(wide.code, 0) << wide.out;
+  EXPECT_NE(wide.out.find("per-token W4A8 tile m128n256_tok (256 blocks, 0 of them"), std::string::npos) << wide.out;
+}
+
 TEST(Cli, UnknownCommandIsAnError) {
   auto r = run("frobnicate");
   EXPECT_NE(r.code, 0);
