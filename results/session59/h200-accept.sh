@@ -5,7 +5,9 @@
 # .run-bin: scripts/run-bin after `cmake -S . -B build -DXSTAGE_ATTN_STREAM_FILL=ON`; .ab-longs:
 # .ab-long's base (52d10a6) and that build's stripped xstage as "new", so the long A/B is stream-on
 # main against the pre-issue base. The H200 part is results/megamoe-session56/h200-only.sh (GPU
-# tests, short / causal / long grids with cuDNN, long A/B).
+# tests, short / causal / long grids with cuDNN, long A/B); then, where the call has 170 s left
+# (SECONDS < 400 of a 590 s timeout), stream-micro.sh into $OUT/stream (the builds A/B at S 1024 /
+# 1100, d 64), packed into r.tgz with the rest.
 set -u
 if ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
   TAILS_BUDGET=${TAILS_BUDGET:-240} bash results/session59/h100-a.sh
@@ -13,3 +15,7 @@ if ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
 fi
 rm -rf .ab-long && mv .ab-longs .ab-long
 LIMIT=${LIMIT:-560} bash results/megamoe-session56/h200-only.sh
+if [ $SECONDS -lt 400 ]; then
+  mkdir -p $OUT/stream && OUT=$OUT/stream bash results/session59/stream-micro.sh
+fi
+source .run-bin/env.sh && st
