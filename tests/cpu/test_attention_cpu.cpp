@@ -813,8 +813,11 @@ TEST(AttentionDispatch, StreamFillCoversEveryKeyBlockOnce) {
     }
     for (size_t i = 0; i < runs.size(); ++i) ASSERT_EQ(runs[i], 1) << "step " << i;
     EXPECT_LE(busiest, c.kv_blocks - ka::kMinStreamSavedBlocks);
+    std::vector<int> slot_users(static_cast<size_t>(c.slots + c.tiles), 0);  // a part slot holds one segment
     for (size_t t = 0; t < cut.size(); ++t) {
       if (cut[t].empty()) continue;
+      for (const ka::StreamSegment& g : cut[t])
+        if (g.slot >= 0 && g.slot < int(slot_users.size())) EXPECT_EQ(++slot_users[size_t(g.slot)], 1) << "slot " << g.slot;
       const int splits = cut[t][0].splits, first_slot = cut[t][0].slot - cut[t][0].split;
       EXPECT_EQ(int(cut[t].size()), splits) << "tile " << t;
       EXPECT_LE(splits, ka::kMaxSplitParts);
