@@ -71,8 +71,8 @@ void run_routing(const RoutingArgs& a) {
   // The per-token tails the plan counts: after at least one full block, a last block of 1..32 rows,
   // which still runs every Linear-1 and Linear-2 tile of its expert (docs/megamoe.md Next steps 4).
   constexpr int kTailRows = 32;
-  const auto small_tail = [](int rows, int block_m, int max_rows) {
-    return rows > block_m && rows % block_m != 0 && rows % block_m <= max_rows ? 1 : 0;
+  const auto small_tail = [](int rows, int block_m) {
+    return rows > block_m && rows % block_m != 0 && rows % block_m <= kTailRows ? 1 : 0;
   };
   // The Mega-MoE tile schedules each rank would run (moe_schedule.hpp), with the model's view.
   std::string used;
@@ -121,7 +121,7 @@ void run_routing(const RoutingArgs& a) {
     int tok_blocks = 0, tails = 0, tail_rows = 0;
     for (int rows : in.rows_per_expert) {
       tok_blocks += moe::mega_blocks(rows, tok_m);
-      const int t = small_tail(rows, tok_m, kTailRows);
+      const int t = small_tail(rows, tok_m);
       tails += t;
       tail_rows += t * (rows % tok_m);
     }
