@@ -7,7 +7,8 @@
 # main against the pre-issue base. The H200 part is results/megamoe-session56/h200-only.sh (GPU
 # tests, short / causal / long grids with cuDNN, long A/B); then, where the call has 170 s left
 # (SECONDS < 400 of a 590 s timeout), stream-micro.sh into $OUT/stream (the builds A/B at S 1024 /
-# 1100, d 64), packed into r.tgz with the rest.
+# 1100, d 64), packed into r.tgz with the rest. Short call (timeout 340):
+# LIMIT=300 MIN_AB=70 MICRO_BY=0 TAILS_BUDGET=0.
 set -u
 if ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
   TAILS_BUDGET=${TAILS_BUDGET:-240} bash results/session59/h100-a.sh
@@ -15,7 +16,7 @@ if ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
 fi
 rm -rf .ab-long && mv .ab-longs .ab-long
 LIMIT=${LIMIT:-560} bash results/megamoe-session56/h200-only.sh
-if [ $SECONDS -lt 400 ]; then
+if [ $SECONDS -lt ${MICRO_BY:-400} ]; then  # env MICRO_BY: start the micro A/B only before this second
   mkdir -p $OUT/stream && OUT=$OUT/stream bash results/session59/stream-micro.sh
 fi
 source .run-bin/env.sh && st
