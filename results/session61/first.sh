@@ -9,5 +9,6 @@ set -u
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
   exec bash results/session59/h200-accept.sh
 fi
-rm -rf .run-bin && mv .ab-runbin-moe .run-bin
+if [ -d .ab-runbin-moe ]; then rm -rf .run-bin && mv .ab-runbin-moe .run-bin
+else echo "first.sh: .ab-runbin-moe not carried: the tails study has no MoE binary and will fail"; fi
 TAILS_BUDGET=${TAILS_BUDGET:-240} bash results/session59/h100-a.sh
