@@ -545,7 +545,6 @@ void attention_forward(const AttentionArgs& args, cudaStream_t stream) {
     const SplitWorkspace w = split_workspace_for(stream, launch_slots(a));
     p.split_workspace = w.parts;
     p.split_capacity = w.capacity;
-    p.split_counters = w.counters;
   }
   const cudaError_t err = e.launch(p, stream);
   if (err != cudaSuccess)

@@ -8,7 +8,6 @@
 #include <utility>
 
 #include "kernels/attention/params.hpp"
-#include "kernels/attention/split_plan.hpp"
 #include "runtime/check.hpp"
 
 namespace xstage::ops {
@@ -21,27 +20,17 @@ SplitWorkspace split_workspace_for(cudaStream_t stream, int grid) {
   int dev = 0;
   XS_CUDA(cudaGetDevice(&dev), "reading the current device");
   std::lock_guard<std::mutex> lock(mu);
-  namespace ka = kernels::attention;
-  // The stream fill's segments take up to grid + tiles - 1 < 2 x grid slots (split_plan.hpp).
-  const int capacity = ka::kStreamFillBuilt ? 2 * grid : grid;
   SplitWorkspace& w = (*cache)[{dev, stream}];
-  if (w.capacity >= capacity) return w;
+  if (w.capacity >= grid) return w;
   if (w.parts != nullptr) {
     // Earlier launches on this stream may still read the old buffer.
     XS_CUDA(cudaStreamSynchronize(stream), "waiting for the stream before growing the attention workspace");
     cudaFree(w.parts);
     w = SplitWorkspace{};
   }
-  const size_t part_floats = static_cast<size_t>(capacity) * static_cast<size_t>(ka::split_part_floats());
-  const size_t counters = ka::kStreamFillBuilt ? 2 * static_cast<size_t>(capacity) : 0;
-  const size_t bytes = part_floats * sizeof(float) + counters * sizeof(int);
+  const size_t bytes = static_cast<size_t>(grid) * static_cast<size_t>(kernels::attention::split_part_floats()) * sizeof(float);
   XS_CUDA(cudaMalloc(&w.parts, bytes), fmt::format("allocating {} bytes of attention workspace", bytes));
-  if (counters > 0) {
-    w.counters = reinterpret_cast<int*>(w.parts + part_floats);
-    // On the stream itself, as the claim counters below.
-    XS_CUDA(cudaMemsetAsync(w.counters, 0, counters * sizeof(int), stream), "zeroing the attention split counters");
-  }
-  w.capacity = capacity;
+  w.capacity = grid;
   return w;
 }
 

@@ -8,10 +8,7 @@ namespace xstage::ops {
 
 struct SplitWorkspace {
   float* parts = nullptr;  // capacity parts of kernels::attention::split_part_floats() floats
-  int capacity = 0;        // parts it holds: the grid it was sized for, or twice it where the stream fill is built
-  // Stream fill builds only (kernels::attention::kStreamFillBuilt): 2 counters per part, zeroed
-  // on `stream` when allocated; every launch leaves them zero. nullptr otherwise.
-  int* counters = nullptr;
+  int capacity = 0;        // parts it holds: the grid it was sized for
 };
 
 // The workspace for launches of up to `grid` CTAs on `stream` of the current device.

@@ -284,16 +284,13 @@ TEST(AttentionDispatch, NonCausalD128KeyGroupsOnOneRoundLaunches) {
   EXPECT_EQ(ka::noncausal_d128_tile(2048, 2048, 4, 132, false), T::rows64);
   EXPECT_EQ(ka::noncausal_d128_tile(4096, 4096, 1, 132, true), T::split);    // 4 parts
   EXPECT_EQ(ka::noncausal_d128_tile(4608, 4608, 4, 132, true), T::split);    // last wave split
-  // S 1024 with 12 heads (96 tiles of 8 key blocks): the split tile's stream fill where it is built.
-  const bool stream = ka::kStreamFillBuilt;
-  for (int h : {12, 16, 24, 40})
-    EXPECT_EQ(ka::noncausal_d128_tile(1024, 1024, h, 132, true), h == 12 && stream ? T::split : T::staged) << h;
+  for (int h : {12, 16, 24, 40}) EXPECT_EQ(ka::noncausal_d128_tile(1024, 1024, h, 132, true), T::staged) << h;
   // d = 64: the same on one-round launches of 128-row tiles, never past one round (S 1024 with 24
   // heads keeps the partial-tiles kernel).
   using T64 = ka::NonCausalD64Tile;
   EXPECT_EQ(ka::noncausal_d64_tile(1024, 1024, 8, 132), T64::rows64);
   EXPECT_EQ(ka::noncausal_d64_tile(1024, 1024, 4, 132), T64::rows64);
-  EXPECT_EQ(ka::noncausal_d64_tile(1024, 1024, 12, 132), stream ? T64::split : T64::rows128);
+  EXPECT_EQ(ka::noncausal_d64_tile(1024, 1024, 12, 132), T64::rows128);
   EXPECT_EQ(ka::noncausal_d64_tile(1024, 1024, 24, 132), T64::partial);
   EXPECT_EQ(ka::noncausal_d64_tile(4096, 4096, 8, 132), T64::rows128);
   for (int h : {8, 16, 24, 40}) EXPECT_EQ(ka::noncausal_d128_tile(4096, 4096, h, 132, true), T::staged) << h;
@@ -759,75 +756,6 @@ TEST(AttentionSplitPlan, TailAndShortOfAWave) {
     EXPECT_EQ(p.full, c.full) << c.tiles << " tiles, " << c.slots << " slots, " << c.kv_blocks << " key blocks";
     EXPECT_EQ(p.splits, c.splits) << c.tiles << " tiles, " << c.slots << " slots, " << c.kv_blocks << " key blocks";
     EXPECT_LE(ka::split_work_items(c.tiles, p), c.tiles <= c.slots ? c.slots : c.tiles + c.slots);
-  }
-}
-
-// The stream fill's plan and segments (split_plan.hpp; the plan itself is pure, so it is checked
-// whether or not the kernels are built with it): which launches it cuts, and for every one of them,
-// walking each CTA's range as the scheduler does, that every key block of every tile is run once,
-// that the busiest CTA saves at least kMinStreamSavedBlocks, and that a cut tile's segments number
-// 0 .. splits - 1 with consecutive workspace slots from the first one (the in-kernel merge reads
-// them so) below the capacity, at most kMaxSplitParts of them.
-TEST(AttentionDispatch, StreamFillCoversEveryKeyBlockOnce) {
-  namespace ka = xstage::kernels::attention;
-  struct Case {
-    long long tiles;
-    int slots, kv_blocks;
-    bool cut;
-  };
-  for (Case c : {Case{96, 132, 8, true},     // S 1024, 12 heads: 6 blocks at most instead of 8
-                 Case{80, 132, 9, true},     // q 1000, kv 1100, batch 2, 5 heads
-                 Case{12, 20, 10, true},     // few CTAs: up to 3 segments a tile
-                 Case{112, 132, 8, false},   // 14 heads: saves 1 block
-                 Case{128, 132, 8, false},   // 16 heads: saves none
-                 Case{132, 132, 8, false},   // a whole wave
-                 Case{64, 132, 16, true},    // (the fill split takes this launch first: kernel.cuh)
-                 Case{1, 132, 1, false},     // fewer blocks than CTAs
-                 Case{5, 132, 40, false},    // too many segments a tile
-                 Case{96, 0, 8, false}}) {   // no slots
-    const int kb = ka::stream_fill_plan(c.tiles, c.slots, c.kv_blocks, c.slots + static_cast<int>(c.tiles));
-    SCOPED_TRACE(::testing::Message() << c.tiles << " tiles, " << c.slots << " slots, " << c.kv_blocks << " key blocks");
-    EXPECT_EQ(kb > 0, c.cut);
-    EXPECT_EQ(ka::stream_fill_plan(c.tiles, c.slots, c.kv_blocks, c.slots + static_cast<int>(c.tiles) - 1), 0)
-        << "a workspace short of slots + tiles parts cuts nothing";
-    if (kb == 0) continue;
-    EXPECT_EQ(kb, c.kv_blocks);
-    const long long steps = c.tiles * kb;
-    std::vector<int> runs(static_cast<size_t>(steps), 0);
-    std::vector<std::vector<ka::StreamSegment>> cut(static_cast<size_t>(c.tiles));
-    int busiest = 0;
-    for (int cta = 0; cta < c.slots; ++cta) {
-      int blocks = 0;
-      const long long end = ka::stream_begin(cta + 1, steps, c.slots);
-      ASSERT_LT(ka::stream_begin(cta, steps, c.slots), end) << "CTA " << cta << " has no work";
-      for (long long idx = ka::stream_begin(cta, steps, c.slots); idx < end; idx = ka::stream_next(int(idx), kb)) {
-        const ka::StreamSegment g = ka::stream_segment(int(idx), cta, steps, c.slots, kb);
-        ASSERT_LT(g.kv_first, g.kv_end);
-        ASSERT_LE(g.kv_end, kb);
-        for (int b = g.kv_first; b < g.kv_end; ++b) ++runs[size_t(g.tile) * kb + b];
-        blocks += g.kv_end - g.kv_first;
-        if (g.splits > 1) cut[size_t(g.tile)].push_back(g);
-        else EXPECT_TRUE(g.kv_first == 0 && g.kv_end == kb) << "a whole segment covers its tile";
-      }
-      busiest = std::max(busiest, blocks);
-    }
-    for (size_t i = 0; i < runs.size(); ++i) ASSERT_EQ(runs[i], 1) << "step " << i;
-    EXPECT_LE(busiest, c.kv_blocks - ka::kMinStreamSavedBlocks);
-    std::vector<int> slot_users(static_cast<size_t>(c.slots + c.tiles), 0);  // a part slot holds one segment
-    for (size_t t = 0; t < cut.size(); ++t) {
-      if (cut[t].empty()) continue;
-      const int splits = cut[t][0].splits, first_slot = cut[t][0].slot - cut[t][0].split;
-      EXPECT_EQ(int(cut[t].size()), splits) << "tile " << t;
-      EXPECT_LE(splits, ka::kMaxSplitParts);
-      for (size_t k = 0; k < cut[t].size(); ++k) {
-        EXPECT_EQ(cut[t][k].split, int(k)) << "tile " << t;
-        EXPECT_EQ(cut[t][k].splits, splits) << "tile " << t;
-        EXPECT_EQ(cut[t][k].slot, first_slot + int(k)) << "tile " << t;
-        ASSERT_GE(cut[t][k].slot, 0) << "tile " << t;
-        ASSERT_LT(cut[t][k].slot, c.slots + c.tiles) << "tile " << t;
-        EXPECT_EQ(++slot_users[size_t(cut[t][k].slot)], 1) << "slot " << cut[t][k].slot;
-      }
-    }
   }
 }
 

@@ -21,7 +21,6 @@
 #include "cli/bench_check.hpp"
 #include "gpu/attention_reference.hpp"
 #include "gpu/gpu_env.hpp"
-#include "kernels/attention/split_plan.hpp"
 #include "xstage/error.hpp"
 #include "xstage/ops/attention.hpp"
 
@@ -735,10 +734,9 @@ TEST(AttentionGpu, RunsTwiceOnOneStreamAndIsDeterministic) {
   EXPECT_EQ(h1, h2);
 }
 
-// A key split is deterministic: repeated launches on one stream give identical results (the
-// stream fill's counters are back at zero after each launch, or the next launch's merges would be
-// skipped and its rows stay poisoned), they match the reference row by row, and they agree with
-// the unsplit kernel (to rounding: the parts are merged; bit-equality would be correct too).
+// A key split is deterministic: repeated launches on one stream give identical results, they
+// match the reference row by row, and they agree with the unsplit kernel (to rounding: the parts
+// are merged; bit-equality would be correct too).
 void expect_split_repeats_and_matches_unsplit(ops::AttentionArgs a) {
   const int d = a.head_dim;
   a.q_strides = a.o_strides = ops::packed_bshd(a.q_len, a.heads, d);
@@ -807,12 +805,11 @@ TEST(AttentionGpu, TailSplitRepeatsAndMatchesTheUnsplitKernel) {
   expect_split_repeats_and_matches_unsplit(a);
 }
 
-// The stream fill (split_plan.hpp; built with XSTAGE_ATTN_STREAM_FILL, else these launches run
-// whole tiles and the test still checks them): the split tile forced on launches short of a wave
-// whose tiles the fill split leaves whole. d = 64: 96 tiles of 8 key blocks on 132 SMs (S 1024,
-// 12 heads), 12 tiles of 10 blocks (the last 98 keys) on 20 CTAs (3 segments per tile at most),
-// fp16 q != kv with batch 2 (80 tiles of 9 blocks). d = 128: S 1024 with 12 heads.
-TEST(AttentionGpu, StreamFillRepeatsAndMatchesTheUnsplitKernel) {
+// The split tile forced on launches short of a wave whose tiles the fill split leaves whole (the
+// launches the removed stream fill cut: docs/attention.md §Stream fill), so it runs whole tiles.
+// d = 64: 96 tiles of 8 key blocks on 132 SMs (S 1024, 12 heads), 12 tiles of 10 blocks (the last
+// 98 keys) on 20 CTAs, fp16 q != kv with batch 2 (80 tiles of 9 blocks). d = 128: S 1024, 12 heads.
+TEST(AttentionGpu, SplitTileOnShortLaunchesRepeatsAndMatchesTheUnsplitKernel) {
   XS_REQUIRE_HOPPER();
   struct Shape {
     AttentionDType t;
@@ -822,8 +819,7 @@ TEST(AttentionGpu, StreamFillRepeatsAndMatchesTheUnsplitKernel) {
   for (const Shape& c : {Shape{bf, 64, 1, 12, 1024, 1024, 0}, Shape{bf, 64, 1, 1, 1500, 1250, 20},
                          Shape{fp, 64, 2, 5, 1000, 1100, 0}, Shape{fp, 128, 1, 12, 1024, 1024, 0}}) {
     SCOPED_TRACE(::testing::Message() << "d " << c.d << " b " << c.batch << " h " << c.heads << " q " << c.q_len
-                                      << " kv " << c.kv_len << " ctas " << c.ctas
-                                      << (kernels::attention::kStreamFillBuilt ? " (stream fill)" : " (stream fill not built)"));
+                                      << " kv " << c.kv_len << " ctas " << c.ctas);
     ops::AttentionArgs a;
     a.dtype = c.t;
     a.batch = c.batch;

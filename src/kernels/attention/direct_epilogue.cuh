@@ -49,23 +49,17 @@ struct DirectStoreEpilogueTo {
   static constexpr bool kLocal = std::is_same_v<Destination, LocalDestination<Element>>;
   static constexpr int kBlockM = T::kBlockM;
   static constexpr int kHeadDim = T::kHeadDim;
-  static constexpr int kSmemElems = 8;  // 16 bytes: the service thread's handshake words (stream fill: arrivals)
+  static constexpr int kSmemElems = 8;  // 16 bytes: the service thread's handshake words
 
   struct Params {
     Destination dest;
     int q_len;
     float* ws = nullptr;
     int capacity = 0;  // parts the workspace holds (0: no split)
-#if XSTAGE_ATTN_STREAM_FILL
-    int* counters = nullptr;  // stream fill: 2 per part slot (params.hpp split_counters)
-#endif
   };
   static Params to_params(AttentionParams const& p) requires kLocal {
-    Params ep{Destination::from(p), p.q_len, p.split_workspace, p.split_workspace != nullptr ? p.split_capacity : 0};
-#if XSTAGE_ATTN_STREAM_FILL
-    ep.counters = p.split_counters;
-#endif
-    return ep;
+    return Params{Destination::from(p), p.q_len, p.split_workspace,
+                  p.split_workspace != nullptr ? p.split_capacity : 0};
   }
 
   static constexpr bool kHasStepHook = false;
@@ -76,13 +70,6 @@ struct DirectStoreEpilogueTo {
   // (split_part_floats sizes parts for d = 128; d = 64 parts are half as large).
   static constexpr bool kTailSplit = kLocal && (kHeadDim == 128 || kHeadDim == 64) && kBlockM == 128 && !T::kCausal;
   static int host_split_capacity(Params const& ep) { return ep.capacity; }
-  static bool host_stream_counters([[maybe_unused]] Params const& ep) {
-#if XSTAGE_ATTN_STREAM_FILL
-    return ep.counters != nullptr;
-#else
-    return false;
-#endif
-  }
   // Handshake words (kHasServiceThread): [0] receivers ready, [1 + wg] slices handed over.
   __device__ static uint32_t* word(Element* smem, int i) { return reinterpret_cast<uint32_t*>(smem) + i; }
   static_assert(kSmemElems * sizeof(Element) >= (1 + kBlockM / 64) * sizeof(uint32_t), "handshake words");
@@ -134,9 +121,6 @@ struct DirectStoreEpilogueTo {
             *reinterpret_cast<float2*>(wg + pair_offset((mi * kCols + ni) / 2, t)) = make_float2(o(mi, ni), o(mi, ni + 1));
           wg[lse_offset(mi, t)] = lse[mi];
         }
-#if XSTAGE_ATTN_STREAM_FILL
-        if (tile.kv_end > 0) stream_arrive(ep, smem, tile, ct);
-#endif
         return;
       }
     }
@@ -182,27 +166,6 @@ struct DirectStoreEpilogueTo {
   }
 
  private:
-  // Stream fill (split_plan.hpp): after a cut segment's part is in the workspace, the warp group
-  // counts its arrival on the tile; the segment that arrives last merges the tile's parts (its
-  // own included) in slot order, as the merge kernel would, and sets the counter back to zero.
-  // Nothing waits: a segment that is not last is done.
-#if XSTAGE_ATTN_STREAM_FILL
-  __device__ static void stream_arrive(Params const& ep, Element* smem, WorkTile const& tile, int ct) {
-    const int g = ct / 128;
-    const uint32_t bar = static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + g;
-    const int first_slot = tile.slot - tile.split;
-    int* counter = ep.counters + first_slot * 2 + g;
-    uint32_t* arrived = word(smem, g);
-    __threadfence();  // this thread's part stores, device-wide, before the group's arrival
-    cutlass::arch::NamedBarrier::sync(128, bar);
-    if (ct % 128 == 0) *arrived = static_cast<uint32_t>(atomicAdd(counter, 1));
-    cutlass::arch::NamedBarrier::sync(128, bar);
-    if (*arrived != static_cast<uint32_t>(tile.splits - 1)) return;
-    __threadfence();  // the other segments' parts (their fences preceded their arrivals)
-    merge_parts(ep, tile, first_slot, tile.splits, ct);
-    if (ct % 128 == 0) *counter = 0;
-  }
-#endif
   __device__ static EpilogueTile slice_of(Params const& ep, WorkTile const& tile, int ct) {
     EpilogueTile t;
     t.batch = tile.batch;
@@ -219,17 +182,6 @@ struct DirectStoreEpilogueTo {
   // Float offsets in a warp group's block: O pair q of thread t, the LSE of row mi of thread t.
   __device__ static constexpr int pair_offset(int q, int t) { return (q * 128 + t) * 2; }
   __device__ static constexpr int lse_offset(int mi, int t) { return kPartO * 128 + mi * 128 + t; }
-
-  // A part's value: through L2 where the stream fill merges in the attention kernel (another CTA
-  // wrote it during this launch); a plain load in the default build (the merge kernel runs after).
-  template <class V>
-  __device__ static V load_part(V const* p) {
-#if XSTAGE_ATTN_STREAM_FILL
-    return __ldcg(p);
-#else
-    return *p;
-#endif
-  }
 
   // Merge kernel side (one CTA of 256 threads per split tile, thread ct = the consumer
   // thread that wrote the parts): lse = m + log(sum_s exp(lse_s - m)),
@@ -256,7 +208,7 @@ struct DirectStoreEpilogueTo {
       float m = -INFINITY;
       CUTE_UNROLL
       for (int s = 0; s < kMaxSplitParts; ++s) {
-        part_lse[s] = s < splits ? load_part(first + s * kPartFloats + lse_offset(mi, th)) : -INFINITY;
+        part_lse[s] = s < splits ? first[s * kPartFloats + lse_offset(mi, th)] : -INFINITY;
         m = fmaxf(m, part_lse[s]);
       }
       float sum = 0.f;
@@ -275,7 +227,7 @@ struct DirectStoreEpilogueTo {
         float2 v[kCols / 2];
         CUTE_UNROLL
         for (int ni = 0; ni < kCols; ni += 2)
-          v[ni / 2] = load_part(reinterpret_cast<const float2*>(p + pair_offset((mi * kCols + ni) / 2, th)));
+          v[ni / 2] = *reinterpret_cast<const float2*>(p + pair_offset((mi * kCols + ni) / 2, th));
         CUTE_UNROLL
         for (int ni = 0; ni < kCols; ni += 2) {
           acc[ni] += w * v[ni / 2].x;

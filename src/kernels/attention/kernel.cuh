@@ -96,17 +96,8 @@ struct AttentionKernel {
   static Params to_params(AttentionParams const& p, typename Epilogue::Params const& ep, int slots) {
     const long long tiles = attention_num_tiles(p, T::kBlockM);
     TailSplitPlan tail{static_cast<int>(tiles), 1};
-    if constexpr (Epilogue::kTailSplit) {
-      const int kv_blocks = (p.kv_len + T::kBlockN - 1) / T::kBlockN;
-      tail = tail_split_plan(tiles, slots, kv_blocks, Epilogue::host_split_capacity(ep));
-      // Where the fill split cuts nothing, the stream fill may (split_plan.hpp; needs the counters).
-#if XSTAGE_ATTN_STREAM_FILL
-      if (tail.splits < 2 && Epilogue::host_stream_counters(ep)) {
-        const int kb = stream_fill_plan(tiles, slots, kv_blocks, Epilogue::host_split_capacity(ep));
-        if (kb > 0) tail = TailSplitPlan{0, 2, kb};
-      }
-#endif
-    }
+    if constexpr (Epilogue::kTailSplit)
+      tail = tail_split_plan(tiles, slots, (p.kv_len + T::kBlockN - 1) / T::kBlockN, Epilogue::host_split_capacity(ep));
     return Params{Mainloop::to_params(p), ep, p.q_len, p.heads, p.batch, tail, p.causal_order, p.causal_group,
                   p.claim_counter};
   }
@@ -366,7 +357,7 @@ cudaError_t launch_attention(AttentionParams const& p, typename Kernel::Epilogue
   e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   if constexpr (Kernel::Epilogue::kTailSplit) {
-    if (kp.tail.splits > 1 && stream_kb(kp.tail) == 0) {  // stream fill merges in the kernel
+    if (kp.tail.splits > 1) {
       const int split_tiles = static_cast<int>(tiles - kp.tail.full);
       attention_merge_split_parts_kernel<Kernel><<<split_tiles, 256, 0, stream>>>(kp);
       e = cudaGetLastError();

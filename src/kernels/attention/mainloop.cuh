@@ -279,9 +279,6 @@ struct AttentionMainloop {
   __device__ static KvRange kv_range(Params const& mp, WorkTile const& tile) {
     const int n = n_block_max(mp, tile.m_block);
     if (tile.splits <= 1) return KvRange{0, n};
-#if XSTAGE_ATTN_STREAM_FILL
-    if (tile.kv_end > 0) return KvRange{tile.kv_first, tile.kv_end};  // a stream-fill segment
-#endif
     return KvRange{tile.split * n / tile.splits, (tile.split + 1) * n / tile.splits};
   }
   // Blocks at or above this index hold a key after some query of the tile (causal).

@@ -48,9 +48,6 @@ struct AttentionParams {
   // room for split_capacity parts (>= the grid, or nothing is split).
   float* split_workspace = nullptr;  // split_capacity parts of split_part_floats() floats
   int split_capacity = 0;
-  // Stream fill only (split_plan.hpp): 2 counters per part slot, zero before the launch; each
-  // tile's last segment sets its counters back to zero. nullptr: no stream fill.
-  int* split_counters = nullptr;
 };
 
 // One part of the tail-split workspace: 128 threads x 2 warp groups x (64 O values + 2 LSE

@@ -126,8 +126,7 @@ inline bool split_wins(int head_dim, int q_len, int kv_len, int heads_x_batch, i
   const long long tiles = (q_len + t.block_m - 1LL) / t.block_m * heads_x_batch;
   const int kv_blocks = (kv_len + t.block_n - 1) / t.block_n;
   const TailSplitPlan plan = tail_split_plan(tiles, slots, kv_blocks, slots);
-  // The stream fill where it is built (an experiment; split_plan.hpp): every launch it cuts.
-  if (plan.splits < 2) return kStreamFillBuilt && stream_fill_plan(tiles, slots, kv_blocks, 2 * slots) > 0;
+  if (plan.splits < 2) return false;
   if (plan.full == 0) return true;
   return head_dim == 128 && kv_blocks >= kMinTailSplitKeyBlocks;
 }

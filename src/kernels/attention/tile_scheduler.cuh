@@ -30,12 +30,6 @@ struct WorkTile {
   int split = 0;
   int splits = 1;
   int slot = 0;
-#if XSTAGE_ATTN_STREAM_FILL
-  // Stream fill (kTailSplit schedulers, split_plan.hpp stream_fill_plan): a cut segment's key
-  // blocks [kv_first, kv_end); kv_end = 0 elsewhere. split / splits then number the tile's segments.
-  int kv_first = 0;
-  int kv_end = 0;
-#endif
 };
 
 template <int kBlockM, bool kCausal, bool kTailSplit = false, bool kPartialLast = false>
@@ -61,27 +55,12 @@ struct StaticPersistentScheduler {
         batches(batch) {
     total = num_m_blocks * heads_ * batch;
     if constexpr (kTailSplit && !kCausal) {
-      if (stream()) total *= stream_kb(*plan);  // steps: every tile's key blocks in tile order
-      else if (plan->splits > 1) total = plan->full + (total - plan->full) * plan->splits;
+      if (plan->splits > 1) total = plan->full + (total - plan->full) * plan->splits;
     }
   }
 
-  // Stream fill: work items are key-block steps; CTA c runs [stream_begin(c), stream_begin(c + 1))
-  // cut at tile boundaries (split_plan.hpp).
-  __device__ bool stream() const {
-    if constexpr (kStreamFillBuilt && kTailSplit && !kCausal) return stream_kb(*plan) > 0;
-    return false;
-  }
-  __device__ int stream_end() const {
-    return static_cast<int>(stream_begin(static_cast<int>(blockIdx.x) + 1, total, static_cast<int>(gridDim.x)));
-  }
-
-  __device__ int first() const {
-    if (stream()) return static_cast<int>(stream_begin(static_cast<int>(blockIdx.x), total, static_cast<int>(gridDim.x)));
-    return static_cast<int>(blockIdx.x);
-  }
+  __device__ int first() const { return static_cast<int>(blockIdx.x); }
   __device__ int next(int idx) const {
-    if (stream()) return stream_next(idx, stream_kb(*plan));
     if constexpr (kCausal)
       return causal::next_position(*order, idx, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
     if constexpr (kPartialLast) {
@@ -91,23 +70,9 @@ struct StaticPersistentScheduler {
     }
     return idx + static_cast<int>(gridDim.x);
   }
-  __device__ bool valid(int idx) const { return stream() ? idx < stream_end() : idx < total; }
+  __device__ bool valid(int idx) const { return idx < total; }
 
   __device__ WorkTile decode(int idx) const {
-#if XSTAGE_ATTN_STREAM_FILL
-    if (stream()) {
-      const StreamSegment g =
-          stream_segment(idx, static_cast<int>(blockIdx.x), total, static_cast<int>(gridDim.x), stream_kb(*plan));
-      WorkTile w = decode_tile(g.tile);
-      if (g.splits == 1) return w;  // the CTA's range holds the whole tile
-      w.split = g.split;
-      w.splits = g.splits;
-      w.slot = g.slot;
-      w.kv_first = g.kv_first;
-      w.kv_end = g.kv_end;
-      return w;
-    }
-#endif
     if constexpr (kTailSplit && !kCausal) {
       const int full = plan->full;
       if (plan->splits > 1 && idx >= full) {
