@@ -22,6 +22,7 @@ if [ "$from" -le 1 ]; then
   mkdir -p .ab-long && pack build/xstage .ab-long/xstage-new.xz
 fi
 if [ "$from" -le 2 ]; then
+  [ -f .run-bin/BUILT_FROM ] || { echo "prepare.sh: no .run-bin (step 1 makes it; run without a step)" >&2; exit 2; }
   [ -d /tmp/wt-base ] || git worktree add /tmp/wt-base 52d10a6 > /dev/null
   (cd /tmp/wt-base && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DXSTAGE_BUILD_MOE=OFF \
      -DXSTAGE_BUILD_TESTS=OFF -DXSTAGE_DEPS_DIR="$root/.deps" > /tmp/prepare-2.log &&
