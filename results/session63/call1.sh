@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Session 63 call 1 (carry .run-bin built with the 128-row key-group tile, and .ab-long; timeout 590).
+# Session 63 call 1 (carry .run-kg: xstage and the GPU tests of 6b6d63a, attention only, with the
+# 128-row key-group tile; and, for the H200 part, .run-bin and .ab-long of session62/prepare.sh;
+# timeout 590).
 # Any card: the rows128-kg study (docs/attention.md §Key groups "Four warp groups"): the GPU tests
 # of the key-group tiles (a failure or a hang stops the run), then `xstage bench attention -d 64`
 # with tiles auto, rows128-kg, rows128 and rows64, twice in alternating order, and PyTorch's cuDNN
@@ -9,8 +11,8 @@
 set -u
 t0=$SECONDS
 nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv | tee $OUT/gpu.txt
-source .run-bin/env.sh
-timeout 150 .run-bin/tests/xstage_gpu_tests --gtest_filter='*rows128kg*:*rows64*:*rows128_*' > $OUT/gpu-tests-kg.log 2>&1
+source .run-kg/env.sh
+timeout 150 .run-kg/tests/xstage_gpu_tests --gtest_filter='*rows128kg*:*rows64*' > $OUT/gpu-tests-kg.log 2>&1
 rc=$?; echo "kg tests rc=$rc"; grep -E '^\[  (PASSED|FAILED) |tests ran' $OUT/gpu-tests-kg.log | head -n 20
 [ $rc = 0 ] || { st; exit 1; }
 S=1024,1100,2048,4096 H=4,8,12,16,24,40
@@ -18,7 +20,7 @@ for pass in 1 2; do
   tiles="auto rows128-kg rows128 rows64"; [ $pass = 2 ] && tiles="rows128-kg auto rows64 rows128"
   mkdir -p $OUT/p$pass
   for t in $tiles; do
-    .run-bin/xstage bench attention -S $S -H $H -d 64 --tile $t --json $OUT/p$pass/xs-$t.json > $OUT/p$pass/xs-$t.log 2>&1 \
+    .run-kg/xstage bench attention -S $S -H $H -d 64 --tile $t --json $OUT/p$pass/xs-$t.json > $OUT/p$pass/xs-$t.log 2>&1 \
       || { echo "bench $t pass $pass failed"; tail -3 $OUT/p$pass/xs-$t.log; }
   done
 done
