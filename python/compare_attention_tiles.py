@@ -33,8 +33,8 @@ def _label(k, _rec=None):
 
 
 def _auto_tag(r):
-    """What the automatic tile ran: split, lkv (long-key), part (partial tiles), kg128 (the 128-row
-    key-group tile) or the block_m of the staged / 128-row / 64-row tile."""
+    """What the automatic tile ran: split, lkv (long-key), part (partial tiles) or the block_m of the
+    staged / 128-row tile."""
     name = (r or {}).get("instantiation") or ""
     if "_split" in name:
         return "split"
@@ -42,8 +42,6 @@ def _auto_tag(r):
         return "part"
     if "longkv" in name:
         return "lkv"
-    if "rows128kg" in name:
-        return "kg128"
     return ((r or {}).get("tile") or {}).get("block_m")
 
 

@@ -53,7 +53,7 @@ struct BenchFlags {
   double rotate_mib = 0;  // 0: 2 x the device's L2
   int num_ctas = 0;
   std::string json_out;
-  std::string tile = "auto";  // auto | staged | rows128 | rows64 | rows128-kg | split | long-kv | partial (ops::AttentionTilePolicy)
+  std::string tile = "auto";  // auto | staged | rows128 | rows64 | split | long-kv | partial (ops::AttentionTilePolicy)
   bool no_key_split = false;  // AttentionArgs::tail_split = false
   bool no_partial_tiles = false;  // AttentionArgs::partial_tiles = false
   int check_rows = kDefaultCheckRows;  // query rows compared with the host reference per cell
@@ -79,12 +79,6 @@ ops::AttentionTilePolicy tile_policy(const BenchFlags& fl) {
         throw InvalidArgument("bench attention: --tile rows64 ships for d = 64 and non-causal d = 128");
     return ops::AttentionTilePolicy::rows64;
   }
-  if (fl.tile == "rows128-kg") {
-    for (int d : fl.head_dims)
-      if (d != 64) throw InvalidArgument("bench attention: --tile rows128-kg is a d = 64 tile (use -d 64)");
-    if (fl.causal) throw InvalidArgument("bench attention: --tile rows128-kg is a non-causal tile");
-    return ops::AttentionTilePolicy::rows128_kg;
-  }
   if (fl.tile == "split") {
     if (fl.causal) throw InvalidArgument("bench attention: --tile split is a non-causal tile");
     return ops::AttentionTilePolicy::split;
@@ -101,7 +95,7 @@ ops::AttentionTilePolicy tile_policy(const BenchFlags& fl) {
     if (fl.causal) throw InvalidArgument("bench attention: --tile long-kv is a non-causal tile");
     return ops::AttentionTilePolicy::long_kv;
   }
-  throw InvalidArgument("bench attention: --tile must be auto, staged, rows128, rows64, rows128-kg, split, long-kv or partial, got '" +
+  throw InvalidArgument("bench attention: --tile must be auto, staged, rows128, rows64, split, long-kv or partial, got '" +
                         fl.tile + "'");
 }
 
@@ -507,8 +501,7 @@ void add_attention_bench_command(CLI::App& app) {
                   "tile (d=64 non-causal: the 128-row or the partial-tiles tile where it finishes first); staged: always the "
                   "staged tile (what the Ulysses kernels use); rows128: the 128-row d=64 tile; rows64: the 64-row "
                   "tile whose two warp groups split each tile's keys, d=64 / non-causal d=128 (docs/attention.md "
-                  "§Key groups); rows128-kg: the 128-row d=64 non-causal tile whose four warp groups are two "
-                  "key groups of two row groups; split: "
+                  "§Key groups); split: "
                   "non-causal d=64/128, a 128-row mainloop whose tiles split along the keys when the last wave or the "
                   "whole launch is short of a wave (auto picks it for launches short of a wave; docs/attention.md "
                   "§Short sequences; causal d=64: the 128-row tile where the busiest CTA finishes first with it); long-kv: "

@@ -79,7 +79,7 @@ int64_t usable_stride(int64_t stride, int64_t extent) { return extent <= 1 ? 8 :
 
 using LaunchFn = cudaError_t (*)(const ka::AttentionParams&, cudaStream_t);
 
-enum class EntryTile { staged, long_kv, rows128, split, partial, rows64, rows128_kg };
+enum class EntryTile { staged, long_kv, rows128, split, partial, rows64 };
 
 struct Entry {
   AttentionDType dtype;
@@ -91,7 +91,7 @@ struct Entry {
   // partial tiles last (kernels/attention/kernel.cuh PartialTilesKernel), automatic where
   // tile_rules.hpp partial_tiles_pay holds and the 128-row tile does not win, or asked for; rows64:
   // rows64_tile_config(d), key groups: d = 64 causal and non-causal and non-causal d = 128 (automatic
-  // by the busiest CTA, tile_rules.hpp); rows128_kg: rows128_key_groups_tile_config(), non-causal d = 64.
+  // by the busiest CTA, tile_rules.hpp).
   EntryTile tile;
   const char* name;
   LaunchFn launch;
@@ -141,10 +141,6 @@ const Entry kEntries[] = {
      ka::attention_fwd_bf16_d128_noncausal_rows64, ka::attention_fwd_bf16_d128_rows64_info},
     {AttentionDType::fp16, 128, false, EntryTile::rows64, "fp16_d128_noncausal_rows64",
      ka::attention_fwd_fp16_d128_noncausal_rows64, ka::attention_fwd_fp16_d128_rows64_info},
-    {AttentionDType::bf16, 64, false, EntryTile::rows128_kg, "bf16_d64_noncausal_rows128kg",
-     ka::attention_fwd_bf16_d64_noncausal_rows128kg, ka::attention_fwd_bf16_d64_rows128kg_info},
-    {AttentionDType::fp16, 64, false, EntryTile::rows128_kg, "fp16_d64_noncausal_rows128kg",
-     ka::attention_fwd_fp16_d64_noncausal_rows128kg, ka::attention_fwd_fp16_d64_rows128kg_info},
     {AttentionDType::bf16, 64, false, EntryTile::partial, "bf16_d64_noncausal_partial",
      ka::attention_fwd_bf16_d64_noncausal_partial, ka::attention_fwd_bf16_d64_info},
     {AttentionDType::fp16, 64, false, EntryTile::partial, "fp16_d64_noncausal_partial",
@@ -163,9 +159,8 @@ const Entry kEntries[] = {
 const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal, EntryTile tile = EntryTile::staged) {
   if (dtype != AttentionDType::bf16 && dtype != AttentionDType::fp16)
     throw InvalidArgument(fmt::format("attention: unsupported dtype {} (bf16 or fp16)", static_cast<int>(dtype)));
-  if ((tile == EntryTile::rows64 || tile == EntryTile::rows128_kg) && !ka::kKeyGroupsBuilt)
-    throw InvalidArgument(fmt::format("attention: tile policy {} is not in this build (it needs XSTAGE_ATTN_INTRA_WG_OVERLAP=ON)",
-                                      tile == EntryTile::rows64 ? "rows64" : "rows128_kg"));
+  if (tile == EntryTile::rows64 && !ka::kKeyGroupsBuilt)
+    throw InvalidArgument("attention: tile policy rows64 is not in this build (it needs XSTAGE_ATTN_INTRA_WG_OVERLAP=ON)");
   for (const Entry& e : kEntries)
     if (e.tile == tile && e.dtype == dtype && e.head_dim == head_dim && e.causal == causal) return e;
   if (head_dim != 64 && head_dim != 128)
@@ -179,10 +174,9 @@ const Entry& find_entry(AttentionDType dtype, int head_dim, bool causal, EntryTi
     throw InvalidArgument(fmt::format(
         "attention: tile policy rows64 ships for d = 64 and non-causal d = 128; got head dim {}{}", head_dim,
         causal ? ", causal" : ", non-causal"));
-  if (tile == EntryTile::partial || tile == EntryTile::rows128_kg)
-    throw InvalidArgument(fmt::format("attention: tile policy {} is a non-causal d = 64 tile; got head dim {}{}",
-                                      tile == EntryTile::partial ? "partial" : "rows128_kg", head_dim,
-                                      causal ? ", causal" : ""));
+  if (tile == EntryTile::partial)
+    throw InvalidArgument(fmt::format("attention: tile policy partial is the non-causal d = 64 tile; got head dim {}{}",
+                                      head_dim, causal ? ", causal" : ""));
   if (tile == EntryTile::long_kv)
     throw InvalidArgument(fmt::format("attention: tile policy long_kv is the non-causal d = 128 tile; got head dim {}{}",
                                       head_dim, causal ? ", causal" : ""));
@@ -193,7 +187,7 @@ void check_tile_policy(AttentionTilePolicy policy) {
   if (policy != AttentionTilePolicy::automatic && policy != AttentionTilePolicy::staged &&
       policy != AttentionTilePolicy::rows128 && policy != AttentionTilePolicy::split &&
       policy != AttentionTilePolicy::long_kv && policy != AttentionTilePolicy::partial &&
-      policy != AttentionTilePolicy::rows64 && policy != AttentionTilePolicy::rows128_kg)
+      policy != AttentionTilePolicy::rows64)
     throw InvalidArgument(fmt::format("attention: unknown tile policy {}", static_cast<int>(policy)));
 }
 
@@ -309,7 +303,6 @@ const Entry& entry_for(AttentionDType dtype, int head_dim, bool causal, int kv_l
   if (policy == AttentionTilePolicy::long_kv) tile = EntryTile::long_kv;
   if (policy == AttentionTilePolicy::partial) tile = EntryTile::partial;
   if (policy == AttentionTilePolicy::rows64) tile = EntryTile::rows64;
-  if (policy == AttentionTilePolicy::rows128_kg) tile = EntryTile::rows128_kg;
   // The long-key tile ships for d = 128 non-causal only (a causal build of it ran 0.93-0.97x the
   // staged tile: docs/perf-log.md §Session 31); other automatic calls keep the staged tile.
   if (policy == AttentionTilePolicy::automatic && kv_len >= ka::kLongKvThreshold && head_dim == 128 && !causal)

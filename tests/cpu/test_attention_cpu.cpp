@@ -221,38 +221,6 @@ TEST(AttentionDispatch, Rows128IsTheD64TileOnlyWhenAskedFor) {
   }
 }
 
-// The 128-row key-group tile (rows128_kg, docs/attention.md §Key groups "Four warp groups") when asked
-// for: non-causal d = 64 in both dtypes, four consumer groups without ping-pong, 64-key blocks, the
-// registers within the CTA's launch pool; other calls refused with one line.
-TEST(AttentionDispatch, Rows128KgIsTheFourGroupKeyGroupsTile) {
-  if (!xstage::kernels::attention::kKeyGroupsBuilt) GTEST_SKIP() << "no key-group kernels in this build (XSTAGE_ATTN_INTRA_WG_OVERLAP=OFF)";
-  using P = ops::AttentionTilePolicy;
-  for (AttentionDType t : {AttentionDType::bf16, AttentionDType::fp16}) {
-    const std::string dt = ops::dtype_name(t);
-    const auto k = ops::select_instantiation(t, 64, false, 1024, P::rows128_kg);
-    EXPECT_EQ(k.name, dt + "_d64_noncausal_rows128kg");
-    EXPECT_EQ(k.block_m, 128);
-    EXPECT_EQ(k.block_n, 64);
-    EXPECT_EQ(k.stages % 2, 0) << "a stage keeps its key group";
-    EXPECT_EQ(k.consumer_warpgroups, 4);
-    EXPECT_EQ(k.q_stages, 2);
-    EXPECT_FALSE(k.pingpong);
-    EXPECT_LE(k.smem_bytes, 227 * 1024);
-    const int threads = 128 + 128 * k.consumer_warpgroups;
-    EXPECT_LE(128 * k.producer_regs + 128 * k.consumer_warpgroups * k.consumer_regs, threads * (65536 / threads / 8 * 8));
-    for (int d : {64, 128})
-      for (bool causal : {false, true}) {
-        if (d == 64 && !causal) continue;
-        try {
-          ops::select_instantiation(t, d, causal, 1024, P::rows128_kg);
-          ADD_FAILURE() << "d " << d << (causal ? " causal" : "") << " accepted";
-        } catch (const InvalidArgument& e) {
-          EXPECT_NE(std::string(e.what()).find("rows128_kg is a non-causal d = 64 tile"), std::string::npos) << e.what();
-        }
-      }
-  }
-}
-
 // The 64-row key-groups tiles (rows64, docs/attention.md §Key groups) when asked for: causal d = 64
 // and non-causal d = 128, both dtypes, two consumer groups on 64 rows, two Q buffers in every build;
 // the other combinations and the claimed order are refused with one line.

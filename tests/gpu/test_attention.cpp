@@ -119,7 +119,7 @@ class AttentionGpu : public ::testing::TestWithParam<Case> {};
 TEST_P(AttentionGpu, MatchesReference) {
   XS_REQUIRE_HOPPER();
   const Case& c = GetParam();
-  if (c.policy == ops::AttentionTilePolicy::rows64 || c.policy == ops::AttentionTilePolicy::rows128_kg) {
+  if (c.policy == ops::AttentionTilePolicy::rows64) {
     try {
       ops::select_instantiation(c.dtype, c.d, c.causal, c.kv_len, c.policy);
     } catch (const InvalidArgument& e) {
@@ -434,8 +434,6 @@ std::vector<Case> cases() {
   rising("overflow_bf16_d64_rows64", bf, 64, false, 400.f, ops::AttentionTilePolicy::rows64);
   rising("overflow_bf16_d128_rows64", bf, 128, false, 400.f, ops::AttentionTilePolicy::rows64);
   rising("overflow_bf16_d64_staged", bf, 64, false, 400.f, ops::AttentionTilePolicy::staged);
-  rising("rising_fp16_d64_rows128kg", fp, 64, false, 40.f, ops::AttentionTilePolicy::rows128_kg);
-  rising("overflow_bf16_d64_rows128kg", bf, 64, false, 400.f, ops::AttentionTilePolicy::rows128_kg);
   rising("overflow_bf16_d128", bf, 128, false, 400.f, ops::AttentionTilePolicy::automatic);
   // Partial tiles (docs/attention.md §Partial tiles; tile policy partial): warp groups without query
   // rows idle and the partial tiles are dealt last, serpentine (odd rounds wrap backwards): one of
@@ -469,24 +467,6 @@ std::vector<Case> cases() {
   v.push_back({"rows64_q500_kv1100_fp16_d64_ctas5", fp, 64, false, 1, 4, 500, 1100, Layout::dense, 0.f, 1.f, 5, r64});
   v.push_back({"rows64_packed_qkv_bf16_d64_ctas7", bf, 64, false, 2, 3, 1000, 1000, Layout::packed_qkv, 0.f, 1.f, 7, r64});
   v.push_back({"rows64_auto_s1024_bf16_d64_h8", bf, 64, false, 1, 8, 1024, 1024});
-  // The 128-row key-group tile (tile policy rows128_kg, four warp groups, 64-key blocks): one-block
-  // tiles (key group 1 empty) of 60 rows (row group 1 without rows) and, on 3 CTAs, many in a row
-  // (each with the empty position), 77 rows, odd (1333) and even block counts with key tails, q !=
-  // kv, batch 2, few CTAs (the exchange buffer reused), packed inputs, peaked and rising scores, and
-  // the shape it was built for.
-  const auto r128kg = ops::AttentionTilePolicy::rows128_kg;
-  v.push_back({"rows128kg_s60_bf16_d64", bf, 64, false, 2, 3, 60, 60, Layout::dense, 0.f, 1.f, 0, r128kg});
-  v.push_back({"rows128kg_q1000_kv50_fp16_d64_h8_ctas3", fp, 64, false, 1, 8, 1000, 50, Layout::dense, 0.f, 1.f, 3,
-               r128kg});
-  v.push_back({"rows128kg_s77_bf16_d64", bf, 64, false, 2, 3, 77, 77, Layout::dense, 0.f, 1.f, 0, r128kg});
-  v.push_back({"rows128kg_s1024_fp16_d64_h12", fp, 64, false, 1, 12, 1024, 1024, Layout::dense, 0.f, 1.f, 0, r128kg});
-  v.push_back({"rows128kg_s1024_bf16_d64_h12", bf, 64, false, 1, 12, 1024, 1024, Layout::dense, 0.f, 1.f, 0, r128kg});
-  v.push_back({"rows128kg_q1333_kv1000_bf16_d64_b2", bf, 64, false, 2, 3, 1333, 1000, Layout::dense, 0.f, 1.f, 0, r128kg});
-  v.push_back({"rows128kg_q500_kv1100_fp16_d64_ctas5", fp, 64, false, 1, 4, 500, 1100, Layout::dense, 0.f, 1.f, 5, r128kg});
-  v.push_back({"rows128kg_q200_kv90_bf16_d64_ctas3", bf, 64, false, 2, 4, 200, 90, Layout::dense, 0.f, 1.f, 3, r128kg});
-  v.push_back({"rows128kg_packed_qkv_fp16_d64_ctas7", fp, 64, false, 2, 3, 1000, 1000, Layout::packed_qkv, 0.f, 1.f, 7,
-               r128kg});
-  v.push_back({"rows128kg_peaked_bf16_d64", bf, 64, false, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f, 0, r128kg});
   // Peaked softmax (large scores): stresses the running-max rescaling.
   v.push_back({"peaked_bf16_d128", bf, 128, false, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f});
   v.push_back({"peaked_fp16_d64_causal", fp, 64, true, 1, 4, 1333, 1333, Layout::dense, 1.0f, 2.5f});

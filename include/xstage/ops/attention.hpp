@@ -50,9 +50,7 @@ BSHDStrides packed_bshd(int seq, int heads, int head_dim);
 // partial: the 192-row d = 64 tile whose warp groups without query rows idle, the sequences' partial
 // last tiles dealt last (non-causal d = 64; what automatic takes where those tiles pair up and the
 // 128-row tile does not win, with partial_tiles; docs/attention.md §Partial tiles).
-// rows128_kg: the 128-row d = 64 tile whose four warp groups are two key groups of two row groups
-// (non-causal d = 64 only; docs/attention.md §Key groups, "Four warp groups").
-enum class AttentionTilePolicy { automatic, staged, rows128, split, long_kv, partial, rows64, rows128_kg };
+enum class AttentionTilePolicy { automatic, staged, rows128, split, long_kv, partial, rows64 };
 
 struct AttentionArgs {
   AttentionDType dtype = AttentionDType::bf16;

@@ -245,10 +245,9 @@ struct AttentionKernel {
     }
   }
 
-  // Key groups (key_groups.cuh), consumer thread ct: both key groups run every tile of the CTA's
+  // Key groups (key_groups.cuh), consumer thread ct: both groups run every tile of the CTA's
   // sequence on their halves of its key blocks; group 1 hands its part over, group 0 merges,
-  // normalises and stores. Warp group w is row group w % kRowGroups of key group w / kRowGroups,
-  // so group 0's warp groups are the ones the epilogue's row slices expect (ct < 128 kRowGroups).
+  // normalises and stores.
   template <class QueryBuffer, class SmemK, class SmemVt>
   __device__ static void consume_key_groups(Params const& params, Scheduler const& sched, SharedStorage& ss,
                                             Pipeline const& pk, Pipeline const& pv,
@@ -256,8 +255,7 @@ struct AttentionKernel {
                                             SmemK const& sK, SmemVt const& sVt, int ct) {
     using Groups = KeyGroupConsumer<T>;
     // The group index through a shuffle, so the compiler sees the group branches warp-uniform.
-    const int w = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0) - 1;
-    const int g = w / T::kRowGroups, r = w % T::kRowGroups;
+    const int g = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0) - 1;
     const int t = ct % 128;
     Epilogue epilogue{};
     State read{};
@@ -267,10 +265,10 @@ struct AttentionKernel {
       const WorkTile tile = sched.decode(idx);
       Tensor tOrO = partition_fragment_C(typename T::TiledMmaPV{}, Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{});
       OnlineSoftmax<kRows, T::kSoftmaxWays> softmax(params.mainloop.scale_log2);
-      Groups::mma(params.mainloop, pk, pv, pq, q_read, read, tile, g, r * 128 + t, query_buffer(q_read.index), sK, sVt,
-                  tOrO, softmax, &ss.pin[ct]);
+      Groups::mma(params.mainloop, pk, pv, pq, q_read, read, tile, g, t, query_buffer(q_read.index), sK, sVt, tOrO,
+                  softmax, &ss.pin[ct]);
       q_read.advance();
-      Groups::merge(g, r, t, tOrO, softmax, ss.pin + T::kConsumerThreads, first, sched.valid(sched.next(idx)));
+      Groups::merge(g, t, tOrO, softmax, ss.pin + T::kConsumerThreads, first, sched.valid(sched.next(idx)));
       first = false;
       if (g == 0) {
         float normalize[kRows], lse[kRows];
@@ -425,15 +423,6 @@ using KeyGroupsKernel =
     AttentionKernel<AttentionTraits<Element, kHeadDim, rows64_tile_config(kHeadDim).block_m,
                                     rows64_tile_config(kHeadDim).block_n, rows64_tile_config(kHeadDim).stages, kCausal,
                                     rows64_tile_config(kHeadDim).lazy_rescale, 2, 2>,
-                    LocalStoreEpilogue>;
-
-// The 128-row d = 64 key-group tile (rows128_key_groups_tile_config; tile policy rows128_kg): four
-// consumer warp groups, two key groups of two row groups. Non-causal.
-template <class Element>
-using KeyGroups128Kernel =
-    AttentionKernel<AttentionTraits<Element, 64, rows128_key_groups_tile_config().block_m,
-                                    rows128_key_groups_tile_config().block_n, rows128_key_groups_tile_config().stages,
-                                    /*causal=*/false, rows128_key_groups_tile_config().lazy_rescale, 2, 2>,
                     LocalStoreEpilogue>;
 
 template <class Element>

@@ -1,7 +1,5 @@
-// Key groups (docs/attention.md §Key groups): a q tile whose two key groups share the tile's query
-// rows and split its key blocks; a key group is one consumer warp group per 64 rows (the 64-row
-// tile: two warp groups; the 128-row tile: four, warp group w = 2 g + r for key group g, row
-// group r). The producer streams the tile's blocks
+// Key groups (docs/attention.md §Key groups): a 64-row q tile whose two consumer warp groups
+// share the tile's query rows and split its key blocks. The producer streams the tile's blocks
 // as for any tile (last first); stream position p goes to group p mod 2, so each group runs about
 // half the steps and the tile finishes in about half the time of a tile one group computes
 // alone. The groups keep the ping-pong (one issues its GEMMs while the other runs its softmax),
@@ -30,12 +28,12 @@ namespace xstage::kernels::attention {
 
 using namespace cute;
 
-// Floats of the exchange buffer: per row group, per thread its O fragment, then kRows row maxima
-// and kRows row sums (a thread of group 1 writes exactly what the same thread of group 0 holds:
-// the two groups' accumulators have one layout over the same rows).
+// Floats per consumer thread in the exchange buffer: its O fragment, then kRows row maxima and
+// kRows row sums (a thread of group 1 writes exactly what the same thread of group 0 holds: the
+// two groups' accumulators have one layout over the same 64 rows).
 template <class T, int kRows>
 constexpr int key_group_exchange_floats() {
-  return T::kKeyGroups > 1 ? (64 * T::kHeadDim / 128 + 2 * kRows) * 128 * T::kRowGroups : 0;
+  return T::kKeyGroups > 1 ? (64 * T::kHeadDim / 128 + 2 * kRows) * 128 : 0;
 }
 
 template <class T>
@@ -46,11 +44,9 @@ struct KeyGroupConsumer {
   using QPipeline = typename Mainloop::QPipeline;
   using QState = typename Mainloop::QState;
   static constexpr int kBlockN = T::kBlockN;
-  static constexpr int kBlockM = T::kBlockM;
-  static_assert(T::kKeyGroups == 2 && T::kConsumerWGs == 2 * T::kRowGroups);
+  static_assert(T::kKeyGroups == 2 && T::kBlockM == 64 && T::kConsumerWGs == 2);
 
-  // One tile for key group g (thread t of the group's kBlockM / 64 warp groups, the tiled MMAs'
-  // thread index): the group's key blocks, stream positions g, g + 2, ...
+  // One tile for group g (thread t of 128): the group's key blocks, stream positions g, g + 2, ...
   // Leaves O unnormalised (against the group's reference maxima) and the softmax state as is; a
   // group without blocks (one-block tiles, group 1) leaves O = 0, maxima -inf, sums 0. Both
   // groups pass the ping-pong token equally often per tile (group 1 pads with empty passes).
@@ -66,8 +62,8 @@ struct KeyGroupConsumer {
     Tensor tSrQ = thr_qk.partition_fragment_A(sQ);
     Tensor tSrK = thr_qk.partition_fragment_B(sK);
     Tensor tOrV = thr_pv.partition_fragment_B(sVt);
-    Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{}));
-    Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<kBlockM>, Int<kBlockN>>{});
+    Tensor tScS = thr_qk.partition_C(make_identity_tensor(Shape<Int<64>, Int<kBlockN>>{}));
+    Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<64>, Int<kBlockN>>{});
     Tensor tSrS_as_a = make_tensor(tSrS.data(), acc_to_operand_a_layout(tSrS.layout()));
     Tensor tOrP = make_tensor<typename T::Element>(tSrS_as_a.layout());
     Tensor tSrPf = make_fragment_like(tSrS);
@@ -76,7 +72,7 @@ struct KeyGroupConsumer {
     const int m_block = tile.m_block;
     const int kv_len = mp.kv_len;
     auto mask_all = [&](auto& s, int n) {
-      mask_scores<T::kCausal, kBlockM, kBlockN>(s, tScS, m_block, n, kv_len, mp.causal_key_offset);
+      mask_scores<T::kCausal, 64, kBlockN>(s, tScS, m_block, n, kv_len, mp.causal_key_offset);
     };
     const int kb = Mainloop::n_block_max(mp, m_block);
     const int own = (kb - g + 1) / 2;     // this group's blocks
@@ -180,22 +176,20 @@ struct KeyGroupConsumer {
     for (int i = 0; i < kb + (kb & 1); ++i) read.advance();
   }
 
-  // After mma: group 1 writes its part into `xchg` (key_group_exchange_floats; row group r's
-  // part of it, t the thread in its warp group) and goes on to its next tile; group 0 waits for it
-  // and merges it into its own (both against the larger reference), leaving what one group would
-  // have after all the tile's blocks. first: group 1's first tile of the launch (nothing to wait
-  // for); more: group 0 has another tile after this one (group 1 will write again). The barriers
-  // count every consumer thread: both row groups hand over at once.
+  // After mma: group 1 writes its part into `xchg` (key_group_exchange_floats) and goes on to
+  // its next tile; group 0 waits for it and merges it into its own (both against the larger
+  // reference), leaving what one group would have after all the tile's blocks. first: group 1's
+  // first tile of the launch (nothing to wait for); more: group 0 has another tile after this one
+  // (group 1 will write again).
   template <class FrgO, int kRows>
-  __device__ static void merge(int g, int r, int t, FrgO& tOrO, OnlineSoftmax<kRows, T::kSoftmaxWays>& softmax,
-                               float* xchg, bool first, bool more) {
+  __device__ static void merge(int g, int t, FrgO& tOrO, OnlineSoftmax<kRows, T::kSoftmaxWays>& softmax, float* xchg,
+                               bool first, bool more) {
     constexpr int kO = decltype(size(tOrO))::value;
-    static_assert(key_group_exchange_floats<T, kRows>() == (kO + 2 * kRows) * 128 * T::kRowGroups);
-    xchg += r * (kO + 2 * kRows) * 128;
+    static_assert(key_group_exchange_floats<T, kRows>() == (kO + 2 * kRows) * 128);
     // Both groups walk their accumulators in the same (row, column) order: element (mi, ni) of
     // thread t sits at word (mi * columns + ni) * 128 + t (consecutive threads, no bank conflict).
     if (g == 1) {
-      if (!first) cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, static_cast<uint32_t>(NamedBarrierId::key_merge_empty));
+      if (!first) cutlass::arch::NamedBarrier::sync(256, static_cast<uint32_t>(NamedBarrierId::key_merge_empty));
       Tensor o1 = make_tensor(tOrO.data(), acc_rowcol_layout(tOrO.layout()));
       CUTE_UNROLL
       for (int mi = 0; mi < kRows; ++mi) {
@@ -207,10 +201,10 @@ struct KeyGroupConsumer {
         xchg[(kO + mi) * 128 + t] = softmax.row_max[mi];
         xchg[(kO + kRows + mi) * 128 + t] = softmax.row_sum[mi];
       }
-      cutlass::arch::NamedBarrier::arrive(T::kConsumerThreads, static_cast<uint32_t>(NamedBarrierId::key_merge_full));
+      cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::key_merge_full));
       return;
     }
-    cutlass::arch::NamedBarrier::sync(T::kConsumerThreads, static_cast<uint32_t>(NamedBarrierId::key_merge_full));
+    cutlass::arch::NamedBarrier::sync(256, static_cast<uint32_t>(NamedBarrierId::key_merge_full));
     float f0[kRows], f1[kRows];
     CUTE_UNROLL
     for (int mi = 0; mi < kRows; ++mi) {
@@ -229,7 +223,7 @@ struct KeyGroupConsumer {
       for (int ni = 0; ni < size<1>(o); ++ni)
         o(mi, ni) = o(mi, ni) * f0[mi] + xchg[(mi * size<1>(o) + ni) * 128 + t] * f1[mi];
     }
-    if (more) cutlass::arch::NamedBarrier::arrive(T::kConsumerThreads, static_cast<uint32_t>(NamedBarrierId::key_merge_empty));
+    if (more) cutlass::arch::NamedBarrier::arrive(256, static_cast<uint32_t>(NamedBarrierId::key_merge_empty));
   }
 };
 

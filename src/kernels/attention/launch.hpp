@@ -52,12 +52,6 @@ constexpr TileConfig rows128_d64_tile_config() { return TileConfig{128, 128, 4, 
 constexpr TileConfig rows64_tile_config(int head_dim) {
   return head_dim == 64 ? TileConfig{64, 128, 4, 2} : TileConfig{64, 64, 4, 2};
 }
-// The 128-row d = 64 key-group tile (tile policy rows128_kg, non-causal): four consumer warp groups,
-// two key groups of two 64-row groups, so a launch of about one round of 128-row tiles runs each
-// tile's key blocks on twice the warp groups (docs/attention.md §Key groups, "Four warp groups").
-// 112 registers per consumer thread hold 64-key blocks (128-key ones would not: S, P and O of a
-// 64-row group need 128 of them); eight K/V stages give each key group four blocks in flight.
-constexpr TileConfig rows128_key_groups_tile_config() { return TileConfig{128, 64, 8, 4}; }
 // The key-group kernels run the overlapped step only: a build with XSTAGE_ATTN_INTRA_WG_OVERLAP=OFF
 // ships them as launchers that return cudaErrorNotSupported, and the operator neither picks nor
 // accepts them there.
@@ -120,11 +114,6 @@ cudaError_t attention_fwd_bf16_d128_noncausal_rows64(const AttentionParams& p, c
 cudaError_t attention_fwd_fp16_d128_noncausal_rows64(const AttentionParams& p, cudaStream_t stream);
 KernelInfo attention_fwd_bf16_d128_rows64_info();
 KernelInfo attention_fwd_fp16_d128_rows64_info();
-// rows128_key_groups_tile_config() (four warp groups, staged epilogue): d = 64, non-causal.
-cudaError_t attention_fwd_bf16_d64_noncausal_rows128kg(const AttentionParams& p, cudaStream_t stream);
-cudaError_t attention_fwd_fp16_d64_noncausal_rows128kg(const AttentionParams& p, cudaStream_t stream);
-KernelInfo attention_fwd_bf16_d64_rows128kg_info();
-KernelInfo attention_fwd_fp16_d64_rows128kg_info();
 
 // d = 128, non-causal, long_kv_tile_config() (registers -> global epilogue).
 cudaError_t attention_fwd_bf16_d128_noncausal_longkv(const AttentionParams& p, cudaStream_t stream);

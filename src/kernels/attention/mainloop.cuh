@@ -68,9 +68,8 @@ enum class NamedBarrierId : uint32_t {
 
 // ---------------------------------------------------------------------------------------
 // Tile traits: everything static about one instantiation.
-// kKeyGroups_ = 2 (64- and 128-row tiles): two key groups share the tile's query rows and split its
-// key blocks between them, merged at the end; a group is one consumer warp group per 64 rows
-// (key_groups.cuh; docs/attention.md §Key groups).
+// kKeyGroups_ = 2 (64-row tiles only): two consumer warp groups share the tile's 64 query rows and
+// split its key blocks between them, merged at the end (key_groups.cuh; docs/attention.md §Key groups).
 template <class Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kStages_, bool kCausal_,
           int kLazyRescale_ = 0, int kQStages_ = 1, int kKeyGroups_ = 1>
 struct AttentionTraits {
@@ -88,13 +87,11 @@ struct AttentionTraits {
   static_assert(kLazyRescale >= 0 && kLazyRescale <= 2);
   static constexpr bool kIntraWGOverlap = XSTAGE_ATTN_INTRA_WG_OVERLAP != 0;
   static constexpr int kKeyGroups = kKeyGroups_;
-  static_assert(kKeyGroups == 1 || (kKeyGroups == 2 && (kBlockM_ == 64 || kBlockM_ == 128) && kStages_ % 2 == 0),
-                "key groups: two, on a 64- or 128-row tile, an even stage count (a stage keeps its consumer group)");
+  static_assert(kKeyGroups == 1 || (kKeyGroups == 2 && kBlockM_ == 64 && kStages_ % 2 == 0),
+                "key groups: two, on a 64-row tile, an even stage count (a stage keeps its consumer group)");
   static constexpr int kRowGroups = kBlockM / 64;  // warp groups the tiled MMAs spread the rows over
   static constexpr int kConsumerWGs = kRowGroups * kKeyGroups;
-  // Four consumer groups (the 128-row key-group tile) take no ping-pong: the named barrier ids of
-  // four tokens are not free next to its epilogue and merge barriers (NamedBarrierId).
-  static constexpr bool kPingPong = XSTAGE_ATTN_PINGPONG != 0 && kConsumerWGs >= 2 && kConsumerWGs <= 3;
+  static constexpr bool kPingPong = XSTAGE_ATTN_PINGPONG != 0 && kConsumerWGs >= 2;
   // Unmasked lazy steps exponentiate against the reference first and take the row max only when
   // a probability could exceed 2^8 (OnlineSoftmax::exponentiate_at_reference). Needs 64 more
   // registers per consumer thread for the probabilities next to the scores: d = 64 tiles of two
@@ -104,21 +101,16 @@ struct AttentionTraits {
       XSTAGE_ATTN_LAZY_MAX_SKIP != 0 && kHeadDim == 64 && kConsumerWGs == 2 && kLazyRescale == 2;
   // Partial max / sum chains per softmax row: d = 64 only; at d = 128 two chains made the long
   // tiles 2-8 % slower (docs/attention.md §Softmax instruction budget).
-  // Four consumer groups: one chain (their 112 registers hold no second one without spilling).
-  static constexpr int kSoftmaxWays = kHeadDim == 64 && kConsumerWGs <= 3 ? XSTAGE_ATTN_ROW_REDUCE_WAYS : 1;
+  static constexpr int kSoftmaxWays = kHeadDim == 64 ? XSTAGE_ATTN_ROW_REDUCE_WAYS : 1;
   static constexpr int kConsumerThreads = kConsumerWGs * 128;
   static constexpr int kConsumerWarps = kConsumerThreads / 32;
   static constexpr int kThreads = kConsumerThreads + 128;
-  // setmaxnreg budgets: 128*producer + kConsumerThreads*consumer <= the CTA's registers at launch
-  // (kThreads times the per-thread count __launch_bounds__(kThreads, 1) allows, a multiple of 8).
-  static constexpr int kProducerRegs = kConsumerWGs == 2 || kConsumerWGs == 4 ? 24 : 32;
-  static constexpr int kConsumerRegs = kConsumerWGs == 4 ? 112 : kConsumerWGs == 2 ? 240 : 160;
+  // setmaxnreg budgets: 128*producer + kConsumerThreads*consumer <= 65536.
+  static constexpr int kProducerRegs = kConsumerWGs == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 240 : 160;
 
   static_assert(kHeadDim == 64 || kHeadDim == 128, "head dim 64 or 128");
-  static_assert(kBlockM % 64 == 0 && kConsumerWGs >= 1 && (kConsumerWGs <= 3 || (kConsumerWGs == 4 && kKeyGroups == 2)),
-                "1-3 consumer warp groups, or 4 as two key groups of two");
-  static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= kThreads * (65536 / kThreads / 8 * 8),
-                "the CTA's register pool at launch");
+  static_assert(kBlockM % 64 == 0 && kConsumerWGs >= 1 && kConsumerWGs <= 3, "1-3 consumer warp groups");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "key block: multiple of 16, at most 256");
   static_assert(kStages >= 2, "at least two K/V buffers (the producer runs one block ahead)");
   static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536, "register file");
