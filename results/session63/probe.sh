@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Session 63 probe (carry .run-bin and .ab-long of session62/prepare.sh; timeout 590). On an H200:
+# issue 38's acceptance (results/session62/h200.sh; env LIMIT as there). On any other card, ~1 min:
+# where one round of d = 64 128-row tiles spends its time (docs/attention.md §Not done yet, S 1024
+# with 12 heads): `xstage bench attention --tile rows128 -d 64 --q-len Q -S KV` (kv_len = S) over
+# key lengths 128..2048, for 96 tiles (q 1024, 12 heads) and for one tile on one CTA (q 128, 1 head),
+# inputs rotating over 2 x L2 (from DRAM) and over 1 MiB (from L2); 100 timed launches per cell; a
+# table of median µs per key block count (python below).
+set -u
+nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv | tee $OUT/gpu.txt
+if grep -q H200 $OUT/gpu.txt; then bash results/session62/h200.sh; exit; fi
+source .run-bin/env.sh
+KV=128,256,384,512,768,1024,1536,2048
+run() {  # name q heads extra...
+  local n=$1 q=$2 h=$3; shift 3
+  .run-bin/xstage bench attention -d 64 --tile rows128 --q-len $q -H $h -S $KV --iters 100 --json $OUT/$n.json "$@" \
+    > $OUT/$n.log 2>&1 || { echo "bench $n failed"; tail -3 $OUT/$n.log; }
+}
+run t96-dram 1024 12
+run t1-dram 128 1
+run t96-l2 1024 12 --rotate-mib 1
+run t1-l2 128 1 --rotate-mib 1
+run t96-dram-b 1024 12
+python3 - $OUT <<'P' | tee $OUT/table.txt
+import json, sys, os
+out = sys.argv[1]
+names = ["t96-dram", "t96-dram-b", "t96-l2", "t1-dram", "t1-l2"]
+data = {}
+for n in names:
+    p = os.path.join(out, n + ".json")
+    if not os.path.exists(p): continue
+    d = json.load(open(p))
+    for r in d["results"]:
+        ok = r["correctness"]["passed"]
+        data.setdefault(r["seqlen"], {})[n] = (r["median_us"], r["p10_us"], r["p90_us"], ok)
+print("# median us (p10-p90) of the rows128 d=64 tile by key length; FAILED = output check failed")
+print("#   kv blocks " + " ".join(f"{n:>22}" for n in names))
+for kv in sorted(data):
+    row = data[kv]
+    cells = []
+    for n in names:
+        if n in row:
+            m, a, b, ok = row[n]
+            cells.append(f"{m:7.2f} ({a:5.1f}-{b:5.1f}){'' if ok else ' FAILED'}")
+        else:
+            cells.append(f"{'-':>22}")
+    print(f"{kv:5d} {(kv + 127) // 128:5d} " + " ".join(f"{c:>22}" for c in cells))
+P
+st
