@@ -21,8 +21,8 @@ for kv in kvs:
     qs = [torch.randn(1, 12, 1024, 64, device="cuda", dtype=torch.bfloat16) for _ in range(sets)]
     ks = [torch.randn(1, 12, kv, 64, device="cuda", dtype=torch.bfloat16) for _ in range(sets)]
     vs = [torch.randn(1, 12, kv, 64, device="cuda", dtype=torch.bfloat16) for _ in range(sets)]
+    ref = F(qs[0].float(), ks[0].float(), vs[0].float())
     with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-        ref = F(qs[0].float(), ks[0].float(), vs[0].float())
         for i in range(5): o = F(qs[i % sets], ks[i % sets], vs[i % sets])
         torch.cuda.synchronize()
         err = ((F(qs[0], ks[0], vs[0]).float() - ref).norm() / ref.norm()).item()
