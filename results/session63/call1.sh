@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 63 call 1 (carry .run-kg: xstage and the GPU tests of 6b6d63a, attention only, with the
+# Session 63 call 1, a record: the tile it studies was removed at e11053f, so it runs only from a
+# checkout of c05a3dc (carry .run-kg: xstage and the GPU tests of 6b6d63a, attention only, with the
 # 128-row key-group tile; and, for the H200 part, .run-bin and .ab-long of session62/prepare.sh;
 # timeout 590).
 # Any card: the rows128-kg study (docs/attention.md §Key groups "Four warp groups"): the GPU tests
