@@ -10,7 +10,7 @@ buffer sets to exceed 2 x L2, a 4 GiB memset and a GPU busy-wait of 1.5x the bac
 host enqueue time per launch ("host_us" in the result) queued before the timed launches, so the
 GPU is busy while the host enqueues them (flash-attn-4's Python call path costs more per call
 than SDPA's). TFLOP/s = 4*B*H*S^2*d / t (visible pairs only when causal; causal is top-left
-aligned in both). Writes JSON in the shape `xstage bench attention
+aligned in both); with --q-len Q the queries are Q and the keys S (4*B*H*Q*S*d), as xstage's --q-len. Writes JSON in the shape `xstage bench attention
 --json` writes (schema xstage.bench.attention.v1, one result per backend and shape), so
 python/compare_attention.py can merge them. A backend that refuses a shape is recorded with
 its error instead of a time. Every timed cell is checked (xsbench.verify): one more call, on
@@ -73,7 +73,7 @@ def document(args, machine, rotate, backends, skipped, fa4_info, results):
         **machine,
         "config": {"batch": args.batch, "dtype": args.dtype, "causal": args.causal, "layout": args.layout.upper(),
                    "warmup": args.warmup, "iters": args.iters, "rotate_bytes": rotate,
-                   "check_rows": args.check_rows, "rel_tol": REL_TOL,
+                   "check_rows": args.check_rows, "rel_tol": REL_TOL, "q_len": args.q_len,
                    "backends": backends, "skipped": skipped,
                    "flops": "4*B*H*Sq*Skv*d (visible pairs if causal)"},
         "results": results,
@@ -89,6 +89,7 @@ def parser():
     ap.add_argument("--heads", type=timing.ints, default=timing.ints("12,24"))
     ap.add_argument("--head-dims", type=timing.ints, default=timing.ints("64,128"))
     ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--q-len", type=int, default=0, help="queries per cell (kv_len = S); 0: q_len = S")
     ap.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--backends", default="cudnn,flash",
@@ -111,8 +112,8 @@ def main(argv=None):
     if args.check_rows < 2:
         print("bench_attention_torch: --check-rows must be >= 2", file=sys.stderr)
         return 2
-    if args.batch < 1 or args.warmup < 0:
-        print("bench_attention_torch: --batch must be >= 1 and --warmup >= 0", file=sys.stderr)
+    if args.batch < 1 or args.warmup < 0 or args.q_len < 0:
+        print("bench_attention_torch: --batch must be >= 1, --warmup >= 0 and --q-len >= 0", file=sys.stderr)
         return 2
     backends = [b for b in args.backends.split(",") if b]
     for b in backends:
@@ -160,18 +161,18 @@ def main(argv=None):
     for d in args.head_dims:
         for h in args.heads:
             for s in args.seqlens:
-                elems = args.batch * s * h * d
-                set_bytes = 4 * elems * 2
+                sq = args.q_len or s
+                set_bytes = 2 * args.batch * h * d * (2 * sq + 2 * s)  # q and o, k and v, 16-bit
                 sets = timing.sets_for(rotate, set_bytes)
                 # BSHD memory, (B, H, S, D) views: the layout xstage reads.
-                def make():
+                def make(n):
                     if args.layout == "bshd":
-                        return torch.empty(args.batch, s, h, d, device=dev, dtype=dtype).uniform_(-1, 1).transpose(1, 2)
-                    return torch.empty(args.batch, h, s, d, device=dev, dtype=dtype).uniform_(-1, 1)
-                qkv = [[make() for _ in range(3)] for _ in range(sets)]
-                flops = 4.0 * args.batch * h * d * timing.visible_pairs(s, s, args.causal)
+                        return torch.empty(args.batch, n, h, d, device=dev, dtype=dtype).uniform_(-1, 1).transpose(1, 2)
+                    return torch.empty(args.batch, h, n, d, device=dev, dtype=dtype).uniform_(-1, 1)
+                qkv = [[make(sq), make(s), make(s)] for _ in range(sets)]
+                flops = 4.0 * args.batch * h * d * timing.visible_pairs(sq, s, args.causal)
                 for b in run_backends:
-                    rec = {"backend": result_name(b), "batch": args.batch, "seqlen": s, "heads": h, "head_dim": d,
+                    rec = {"backend": result_name(b), "batch": args.batch, "seqlen": s, "q_len": sq, "heads": h, "head_dim": d,
                            "dtype": args.dtype, "causal": args.causal, "rotating_sets": sets, "iters": args.iters}
                     def call(i, qkv=qkv):
                         q, k, v = qkv[i % len(qkv)]
