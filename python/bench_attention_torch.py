@@ -10,9 +10,10 @@ buffer sets to exceed 2 x L2, a 4 GiB memset and a GPU busy-wait of 1.5x the bac
 host enqueue time per launch ("host_us" in the result) queued before the timed launches, so the
 GPU is busy while the host enqueues them (flash-attn-4's Python call path costs more per call
 than SDPA's). TFLOP/s = 4*B*H*S^2*d / t (visible pairs only when causal; causal is top-left
-aligned in both); with --q-len Q the queries are Q and the keys S (4*B*H*Q*S*d), as xstage's --q-len. Writes JSON in the shape `xstage bench attention
---json` writes (schema xstage.bench.attention.v1, one result per backend and shape), so
-python/compare_attention.py can merge them. A backend that refuses a shape is recorded with
+aligned in both); with --q-len Q the queries are Q and the keys S (4*B*H*Q*S*d), as with xstage's
+--q-len. Writes JSON in the shape `xstage bench attention --json` writes (schema
+xstage.bench.attention.v1, one result per backend and shape), so python/compare_attention.py can
+merge them. A backend that refuses a shape is recorded with
 its error instead of a time. Every timed cell is checked (xsbench.verify): one more call, on
 outputs poisoned with NaN, is compared on --check-rows seeded query rows (over batch, heads
 and sequence) against an fp32 softmax(q k^T / sqrt(d)) v reference, with a full finiteness
@@ -172,8 +173,8 @@ def main(argv=None):
                 qkv = [[make(sq), make(s), make(s)] for _ in range(sets)]
                 flops = 4.0 * args.batch * h * d * timing.visible_pairs(sq, s, args.causal)
                 for b in run_backends:
-                    rec = {"backend": result_name(b), "batch": args.batch, "seqlen": s, "q_len": sq, "heads": h, "head_dim": d,
-                           "dtype": args.dtype, "causal": args.causal, "rotating_sets": sets, "iters": args.iters}
+                    rec = {"backend": result_name(b), "batch": args.batch, "seqlen": s, "q_len": sq, "heads": h,
+                           "head_dim": d, "dtype": args.dtype, "causal": args.causal, "rotating_sets": sets, "iters": args.iters}
                     def call(i, qkv=qkv):
                         q, k, v = qkv[i % len(qkv)]
                         return F.scaled_dot_product_attention(q, k, v, is_causal=args.causal)

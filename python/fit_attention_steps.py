@@ -18,12 +18,12 @@ without a passing correctness record is left out, with a `CORRECTNESS FAIL` line
 Exit status: 0 ok, 1 a correctness check failed, 2 bad input.
 """
 import argparse
-import json
 import math
 import sys
 
 from xsbench import checker
 from xsbench.keys import ATTENTION
+from xsbench.results import write_json
 
 TOOL = "fit_attention_steps"
 MIN_POINTS = 3
@@ -97,10 +97,7 @@ def main(argv=None):
         out.append(rec)
     rc = gate.summary()
     if args.json:
-        def write(p):
-            with open(p, "w") as f:
-                json.dump({"tool": TOOL, "lines": out}, f, indent=1)
-        rc = max(rc, checker.write_out(TOOL, args.json, write))
+        rc = max(rc, checker.write_out(TOOL, args.json, lambda p: write_json(p, {"tool": TOOL, "lines": out})))
     return rc
 
 
