@@ -49,6 +49,13 @@
 #ifndef XSTAGE_ATTN_LAZY_MAX_SKIP
 #define XSTAGE_ATTN_LAZY_MAX_SKIP 1
 #endif
+// Measurement switches (docs/attention.md §Key groups, "One round of tiles"), bits, 0 in every
+// shipped build: 1 = no mask on a whole first block (non-causal, kv_len a multiple of the key
+// block); 4 = the tile's first P V GEMM zero-initialises O (no clear); 8 / 16 = unmasked steps take
+// every 8th / 4th exponential on the FMA pipe (softmax.cuh exp2_poly) instead of the SFU.
+#ifndef XSTAGE_ATTN_FB_PROBE
+#define XSTAGE_ATTN_FB_PROBE 0
+#endif
 
 namespace xstage::kernels::attention {
 
@@ -475,7 +482,10 @@ struct AttentionMainloop {
     const int n_first = kv.first;  // 0 unless this is a part of a split tile
     const int n_blocks = kv.end - kv.first;
     if constexpr (kHasHook) step_hook(0, n_blocks == 1);
-    clear(tOrO);
+    if constexpr ((XSTAGE_ATTN_FB_PROBE & 4) != 0)
+      mma_pv.accumulate_ = GMMA::ScaleOut::Zero;  // the first P V GEMM sets O (wgmma_tile keeps it after)
+    else
+      clear(tOrO);
     float rescale[kRows];
     int n = kv.end - 1;
 
@@ -488,7 +498,7 @@ struct AttentionMainloop {
     pk.consumer_wait(read);
     wgmma_tile<true, 0>(mma_qk, tSrQ, tSrK(_, _, _, read.index), tSrS);
     pk.consumer_release(read);
-    mask_all(tSrS, n);
+    if ((XSTAGE_ATTN_FB_PROBE & 1) == 0 || T::kCausal || kv_len % kBlockN != 0) mask_all(tSrS, n);
     softmax.template update_max<true, true>(tSrS, rescale);
     softmax.template exponentiate<true, true>(tSrS);
     convert_fragment<Element>(tSrS_as_a, tOrP);
