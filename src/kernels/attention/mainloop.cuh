@@ -49,13 +49,6 @@
 #ifndef XSTAGE_ATTN_LAZY_MAX_SKIP
 #define XSTAGE_ATTN_LAZY_MAX_SKIP 1
 #endif
-// Measurement switches (docs/attention.md §Key groups, "One round of tiles"), bits, 0 in every
-// shipped build: 4 = the tile's first P V GEMM zero-initialises O (no clear); 8 / 16 = unmasked
-// steps take every 8th / 4th exponential on the FMA pipe (softmax.cuh exp2_poly) instead of the
-// SFU. (Bit 1, the unmasked whole first block, is shipped.)
-#ifndef XSTAGE_ATTN_FB_PROBE
-#define XSTAGE_ATTN_FB_PROBE 0
-#endif
 
 namespace xstage::kernels::attention {
 
@@ -482,10 +475,7 @@ struct AttentionMainloop {
     const int n_first = kv.first;  // 0 unless this is a part of a split tile
     const int n_blocks = kv.end - kv.first;
     if constexpr (kHasHook) step_hook(0, n_blocks == 1);
-    if constexpr ((XSTAGE_ATTN_FB_PROBE & 4) != 0)
-      mma_pv.accumulate_ = GMMA::ScaleOut::Zero;  // the first P V GEMM sets O (wgmma_tile keeps it after)
-    else
-      clear(tOrO);
+    clear(tOrO);
     float rescale[kRows];
     int n = kv.end - 1;
 
@@ -495,9 +485,8 @@ struct AttentionMainloop {
       pq.consumer_wait(q_read);
 
     // First block (the key tail / causal diagonal): masked, rows may be fully masked. A whole
-    // non-causal tail block has no key to mask: its 128 compares and selects per thread are a
-    // quarter of a one-round launch's lead over cuDNN's fixed cost (docs/attention.md §Key groups,
-    // "One round of tiles").
+    // non-causal tail block has no key to mask; skipping its ~130 compares and selects per thread
+    // shortens a one-round launch's fixed cost (docs/attention.md §Key groups, "One round of tiles").
     pk.consumer_wait(read);
     wgmma_tile<true, 0>(mma_qk, tSrQ, tSrK(_, _, _, read.index), tSrS);
     pk.consumer_release(read);

@@ -71,26 +71,6 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-// 2^x on the FMA pipe: x = n + f with n = rint(x) (the 1.5 * 2^23 shift), 2^f by a cubic on
-// [-0.5, 0.5] (relative error < 8e-5, far below bf16's rounding of P), n added to the exponent.
-// x is clamped to [-126, 126] with NaN kept (max.NaN / min.NaN), so a NaN score stays NaN.
-// Unmasked scores only: -inf would give 2^-126, not 0.
-__device__ __forceinline__ float exp2_poly(float x) {
-  asm("max.NaN.f32 %0, %0, 0fC2FC0000;" : "+f"(x));  // -126
-  asm("min.NaN.f32 %0, %0, 0f42FC0000;" : "+f"(x));  // 126
-  const float t = __fadd_rn(x, 12582912.f);
-  const float f = __fsub_rn(x, __fsub_rn(t, 12582912.f));
-  const float p = fmaf(fmaf(fmaf(0.05517557f, f, 0.24262112f), f, 0.69326113f), f, 0.99992728f);
-  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-}
-#if (XSTAGE_ATTN_FB_PROBE & 16) != 0
-inline constexpr int kExp2PolyEvery = 4;  // every 4th column of a row on the FMA pipe (mainloop.cuh switches)
-#elif (XSTAGE_ATTN_FB_PROBE & 8) != 0
-inline constexpr int kExp2PolyEvery = 8;
-#else
-inline constexpr int kExp2PolyEvery = 0;
-#endif
-
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
@@ -179,26 +159,21 @@ struct OnlineSoftmax {
     CUTE_UNROLL
     for (int mi = 0; mi < kRows; ++mi) {
       const float max_scaled = (kCheckInf && row_max[mi] == -INFINITY) ? 0.f : row_max[mi] * scale_log2;
-      const float sum = exp_row<!kCheckInf>(s, s, mi, max_scaled);
+      const float sum = exp_row(s, s, mi, max_scaled);
       row_sum[mi] = kFirst ? sum : row_sum[mi] + sum;
     }
   }
 
   // Row mi: p = exp2(s * c - max_scaled) (p may be s itself); returns this thread's sum of the
   // row's p, added in kWays partial chains.
-  // kUnmasked: no score is -inf, so exp2_poly may take some columns (kExp2PolyEvery).
-  template <bool kUnmasked = false, class RowsIn, class RowsOut>
+  template <class RowsIn, class RowsOut>
   __device__ __forceinline__ float exp_row(RowsIn const& s, RowsOut& p, int mi, float max_scaled) const {
     float part[kWays];
     CUTE_UNROLL
     for (int w = 0; w < kWays; ++w) part[w] = 0.f;
     CUTE_UNROLL
     for (int ni = 0; ni < size<1>(s); ++ni) {
-      const float x = s(mi, ni) * scale_log2 - max_scaled;
-      if constexpr (kUnmasked && kExp2PolyEvery > 0)
-        p(mi, ni) = ni % kExp2PolyEvery == kExp2PolyEvery - 1 ? exp2_poly(x) : fast_exp2(x);
-      else
-        p(mi, ni) = fast_exp2(x);
+      p(mi, ni) = fast_exp2(s(mi, ni) * scale_log2 - max_scaled);
       part[ni % kWays] += p(mi, ni);
     }
     float sum = part[0];
@@ -225,7 +200,7 @@ struct OnlineSoftmax {
     bool ok = true;
     CUTE_UNROLL
     for (int mi = 0; mi < kRows; ++mi) {
-      block_sum[mi] = exp_row<true>(s, p, mi, row_max[mi] * scale_log2);
+      block_sum[mi] = exp_row(s, p, mi, row_max[mi] * scale_log2);
       ok &= block_sum[mi] <= kBound;  // false for inf and NaN
     }
     if (!__all_sync(0xffffffffu, ok)) return false;
