@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Local helper (no GPU): xstage binaries that differ from build-s's only in the bf16 d = 64 128-row
-# tile's translation unit, compiled with -DXSTAGE_ATTN_FB_PROBE=V (mainloop.cuh's measurement
-# switches) for each V given; the object replaces its member of a copy of libxstage_attention.a and
-# xstage is linked again. Output: .ab-fb/xstage-v<V>.xz and xstage-v0.xz (build-s's own).
+# Local helper (no GPU; the switches existed from fef4d94 to 4172a66): xstage binaries that differ
+# from build-s's only in the bf16 d = 64 128-row tile's translation unit, compiled with
+# -DXSTAGE_ATTN_FB_PROBE=V (mainloop.cuh's measurement switches) for each V given; the object
+# replaces its member of a copy of libxstage_attention.a and xstage is linked again.
+# Output: .ab-fb/xstage-v<V>.xz and xstage-v0.xz (build-s's own).
 # Usage: results/session64/build-variants.sh 1 2 3   (after `ninja -C build-s xstage`)
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
