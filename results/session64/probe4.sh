@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Session 64 probe 4 (carry .run-bin and .ab-fb of `results/session64/build-variants.sh 1 5 13 21`;
-# timeout 590; any card): mainloop.cuh's measurement switches XSTAGE_ATTN_FB_PROBE (the unmasked
-# whole first block, the zero-initialising first P V, exponentials on the FMA pipe) against the
-# shipped code (docs/attention.md §Key groups, "One round of tiles"). As probe3.sh: binaries v0
-# (build-s, shipped code) and v1, v5, v13, v21 (the switch bits), the 128-row d = 64
-# tile, q 1024 x 12 heads, key lengths 128..2048, 100 launches per cell, every cell checked; two
-# passes, the second in reverse order; cuDNN (PyTorch SDPA) over the same sweep between them; all
-# lines fitted (python/fit_attention_steps.py). Then the issue-38 d = 64 short grid (v0 auto; every
-# binary's 128-row tile; causal S 2048 / 4096 x 8 / 24 heads, checked), and Nsight Compute's source
-# counters of v0 and v21 at 8 key blocks. Files: r.tgz (the JSONs and logs), ncu.tgz, fit.txt, fit.json, grid.txt.
+# Session 64 probe 4 (carry .run-bin and .ab-fb of `results/session64/build-variants.sh 1 5 13 21`
+# at fef4d94; timeout 590; any card; run inside probe5.sh): the measurement switches
+# XSTAGE_ATTN_FB_PROBE of fef4d94's mainloop.cuh (the unmasked whole first block, the
+# zero-initialising first P V, exponentials on the FMA pipe) against the shipped code
+# (docs/attention.md §Key groups, "One round of tiles"). As probe3.sh (in the tree at fef4d94):
+# every .ab-fb/xstage-v*.xz binary, the 128-row d = 64 tile, q 1024 x 12 heads, key lengths
+# 128..2048, 100 launches per cell, every cell checked; two passes, the second in reverse order;
+# cuDNN (PyTorch SDPA) over the same sweep between them; all lines fitted
+# (python/fit_attention_steps.py). Then the issue-38 d = 64 short grid (v0 auto; every binary's
+# 128-row tile; causal S 2048 / 4096 x 8 / 24 heads, checked), and Nsight Compute's source counters
+# of v0 and v21 at 8 key blocks. Files: r.tgz (JSONs and logs), ncu.tgz, fit.txt, fit.json, grid.txt.
 set -u
 nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv | tee $OUT/gpu.txt
 source .run-bin/env.sh
