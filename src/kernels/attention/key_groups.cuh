@@ -111,8 +111,7 @@ struct KeyGroupConsumer {
     pk.consumer_wait(cur);
     wgmma_tile<true, 0>(mma_qk, tSrQ, tSrK(_, _, _, cur.index), tSrS);
     pk.consumer_release(cur);
-    // (A whole non-causal tail block has nothing to mask; AttentionMainloop::mma.)
-    if ((g == 0 && (T::kCausal || kv_len % kBlockN != 0)) || n >= n_mask_min) mask_all(tSrS, n);
+    if ((g == 0 && Mainloop::tail_block_masked(kv_len)) || n >= n_mask_min) mask_all(tSrS, n);
     float rescale[kRows];
     softmax.template update_max<true, true>(tSrS, rescale);
     softmax.template exponentiate<true, true>(tSrS);

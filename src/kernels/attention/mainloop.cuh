@@ -285,6 +285,11 @@ struct AttentionMainloop {
   __device__ static int n_block_causal_mask_min(Params const& mp, int m_block) {
     return causal_shape(mp).first_masked_block(m_block);
   }
+  // Whether a tile's first block (the key tail) needs the mask: always when causal (the
+  // diagonal), else only if kv_len ends inside it. Skipping the ~130 compares and selects per
+  // thread of a whole tail block shortens a one-round launch's fixed cost (docs/attention.md
+  // §Key groups, "One round of tiles").
+  __device__ static bool tail_block_masked(int kv_len) { return T::kCausal || kv_len % kBlockN != 0; }
 
   // ---------------------------------------------------------------------------------
   // Producer: run by all 32 lanes of the producer warp (one Q buffer: the named barrier needs
@@ -484,13 +489,11 @@ struct AttentionMainloop {
     else
       pq.consumer_wait(q_read);
 
-    // First block (the key tail / causal diagonal): masked, rows may be fully masked. A whole
-    // non-causal tail block has no key to mask; skipping its ~130 compares and selects per thread
-    // shortens a one-round launch's fixed cost (docs/attention.md §Key groups, "One round of tiles").
+    // First block (the key tail / causal diagonal): masked where needed, rows may be fully masked.
     pk.consumer_wait(read);
     wgmma_tile<true, 0>(mma_qk, tSrQ, tSrK(_, _, _, read.index), tSrS);
     pk.consumer_release(read);
-    if (T::kCausal || kv_len % kBlockN != 0) mask_all(tSrS, n);
+    if (tail_block_masked(kv_len)) mask_all(tSrS, n);
     softmax.template update_max<true, true>(tSrS, rescale);
     softmax.template exponentiate<true, true>(tSrS);
     convert_fragment<Element>(tSrS_as_a, tOrP);
