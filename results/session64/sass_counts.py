@@ -30,9 +30,13 @@ def main():
     ap.add_argument("csv", nargs="+")
     a = ap.parse_args()
     for f in a.csv:
-        rows = list(csv.reader(open(f)))
-        if len(rows) < 3:
-            sys.exit(f"{f}: not a source-page CSV")
+        try:
+            with open(f, newline="") as fh:
+                rows = list(csv.reader(fh))
+        except OSError as e:
+            sys.exit(f"sass_counts: cannot read {f}: {e.strerror}")
+        if len(rows) < 3 or "Instructions Executed" not in rows[1]:
+            sys.exit(f"sass_counts: {f} is not an ncu source-page CSV (--page source --csv --print-source sass)")
         hdr = rows[1]
         d = [dict(zip(hdr, r)) for r in rows[2:] if len(r) == len(hdr)]
         stalls = [h for h in hdr if h.startswith("stall_") and "Not Issued" not in h]
