@@ -6,7 +6,8 @@
 #   1. the attention GPU tests of the TMA build (a failure is reported; the timing runs anyway);
 #   2. both binaries on the same cells, two passes in opposite orders, every cell checked:
 #      non-causal d 64 / 128 x S {1024, 1100, 2048, 4096} x H {4, 12, 24, 40}; causal d 64 / 128 x
-#      S {2048, 8192} x H {8, 24}; long d 64 S {8192, 16384} x H {12, 24}; fp16 d 128 S {1024, 4096}
+#      S {2048, 8192} x H {8, 24}; long d 64 S {8192, 16384} x H {12, 24}; d 64 / 128 S {32768, 65536} x
+#      H {12, 24} (d 128 there: the long-key tile, a control); fp16 d 128 S {1024, 4096}
 #      x H {12, 40}; the one-round sweep (128-row tile, q 1024 x 12 heads, keys 128-2048);
 #   3. cuDNN (PyTorch SDPA) on the non-causal grid;
 #   4. results/session65/compare.py -> ab.txt; fit_attention_steps.py on the sweep -> fit.txt.
@@ -34,6 +35,7 @@ cells() {  # binary pass
   $b bench attention -d 64,128 -S 1024,1100,2048,4096 -H 4,12,24,40 --iters 50 --json $j-short.json > $j-short.log 2>&1 || echo "$1 p$2 short failed"
   $b bench attention -d 64,128 -S 2048,8192 -H 8,24 --causal --iters 30 --json $j-causal.json > $j-causal.log 2>&1 || echo "$1 p$2 causal failed"
   $b bench attention -d 64 -S 8192,16384 -H 12,24 --iters 30 --json $j-long.json > $j-long.log 2>&1 || echo "$1 p$2 long failed"
+  $b bench attention -d 64,128 -S 32768,65536 -H 12,24 --iters 20 --json $j-longer.json > $j-longer.log 2>&1 || echo "$1 p$2 longer failed"
   $b bench attention -d 128 --dtype fp16 -S 1024,4096 -H 12,40 --iters 50 --json $j-fp16.json > $j-fp16.log 2>&1 || echo "$1 p$2 fp16 failed"
   $b bench attention -d 64 --tile rows128 --q-len 1024 -H 12 -S 128,256,384,512,768,1024,1536,2048 --iters 100 \
     --json $j-sweep.json > $j-sweep.log 2>&1 || echo "$1 p$2 sweep failed"

@@ -85,7 +85,7 @@ struct TmaStoreEpilogue {
   // After the CTA's last tile (kernel.cuh calls it for every consumer thread, also where that tile
   // was idle for its group): the issuing threads wait until their stores have read the staging,
   // which must outlive them. A thread without a pending store passes at once.
-  __device__ void finish(Params const&, Element const*) { tma_store_wait<0>(); }
+  __device__ void finish(Params const&, Element const*) {}
 
   // The thread index read afresh (volatile), as TileStoreEpilogue does: otherwise the compiler
   // computes the staging addresses before the mainloop and keeps them alive (spills) across it.
@@ -145,6 +145,44 @@ struct TmaStoreEpilogue {
     }
   }
 
+  // The bulk tensor store(s) of a slice, issued by the lane whose `issue` is set while the whole warp
+  // runs this code: the predicate lives inside the instruction's asm. A branch around it that only
+  // one lane takes (even an empty one, with any asm inside) cost the step loop its uniform datapath:
+  // 3 % more instructions and 7 % slower steps (docs/attention.md §Epilogue policy "TMA store").
+  // Coordinates and shared-memory address per instruction come from CuTe's partition, as its own
+  // SM90_TMA_STORE copy reads them.
+  template <class SrcTensor, class DstTensor>
+  __device__ static void store_predicated(void const* desc, SrcTensor const& src, DstTensor const& dst, bool issue) {
+    Tensor s = group_modes<1, rank_v<SrcTensor>>(src);
+    Tensor d = group_modes<1, rank_v<DstTensor>>(dst);
+    static_assert(decltype(size<1>(s))::value == decltype(size<1>(d))::value);
+    const uint64_t desc_addr = reinterpret_cast<uint64_t>(desc);
+    const uint32_t pred = issue ? 1u : 0u;
+    CUTE_UNROLL
+    for (int i = 0; i < size<1>(s); ++i) {
+      const uint32_t smem = cute::cast_smem_ptr_to_uint(raw_pointer_cast(s(_, i).data()));
+      const auto c = d(_, i).data().coord_;
+      constexpr int kRank = decltype(rank(c))::value;
+      static_assert(kRank == 4 || kRank == 5, "O is (q_len, d, H, B): 4 or 5 tensor-map dimensions");
+      if constexpr (kRank == 4) {
+        asm volatile(
+            "{\n .reg .pred p;\n setp.ne.b32 p, %6, 0;\n"
+            " @p cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n}\n" ::"l"(desc_addr),
+            "r"(smem), "r"(static_cast<int32_t>(get<0>(c))), "r"(static_cast<int32_t>(get<1>(c))),
+            "r"(static_cast<int32_t>(get<2>(c))), "r"(static_cast<int32_t>(get<3>(c))), "r"(pred)
+            : "memory");
+      } else {
+        asm volatile(
+            "{\n .reg .pred p;\n setp.ne.b32 p, %7, 0;\n"
+            " @p cp.async.bulk.tensor.5d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];\n}\n" ::"l"(desc_addr),
+            "r"(smem), "r"(static_cast<int32_t>(get<0>(c))), "r"(static_cast<int32_t>(get<1>(c))),
+            "r"(static_cast<int32_t>(get<2>(c))), "r"(static_cast<int32_t>(get<3>(c))),
+            "r"(static_cast<int32_t>(get<4>(c))), "r"(pred)
+            : "memory");
+      }
+    }
+  }
+
   template <class FrgO, int kRows>
   __device__ void store(Params const& ep, Element* smem_o, FrgO const& tOrO, float const (&lse)[kRows],
                         WorkTile const& tile) const {
@@ -162,21 +200,26 @@ struct TmaStoreEpilogue {
     typename T::TiledMmaPV mma_pv;
     Tensor tOcO = mma_pv.get_thread_slice(ct).partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
     store_lse_rows(ep.dest, t, tOcO, lse, tile.m_block * kBlockM);
-    if (t.row_end <= t.row_begin) return;  // a slice past q_len (the group's branch: no barrier is left half-met)
 
     // The group's previous store has read the staging (its issuing thread waits), then all write.
-    if (tid == 0) tma_store_wait<0>();
+    // Warp 0 of the group as a whole (a warp-uniform branch): the store's issue and waits.
+    const bool issuer_warp = __shfl_sync(0xffffffffu, tid / 32, 0) == 0;
+    if (issuer_warp) tma_store_wait<0>();
     cutlass::arch::NamedBarrier::sync(128, bar);
     write_slice(smem_o + wg * kSliceElems, tOrO, tid, tile, tOcO);
     cutlass::arch::fence_view_async_shared();  // the writes, visible to the TMA unit
     cutlass::arch::NamedBarrier::sync(128, bar);
-    if (tid == 0) {
+    // A slice wholly past q_len (the 192-row tile's last group) issues nothing; its writes are
+    // harmless. (An early return here, around the barriers, cost the step loop its uniform
+    // datapath, as a one-lane branch does: store_predicated.)
+    if (issuer_warp) {
       Tensor sO = make_tensor(make_smem_ptr(smem_o + wg * kSliceElems), SmemLayoutSlice{});
       Tensor mO = ep.tma_o.get_tma_tensor(ep.shape_o)(_, _, tile.head, tile.batch);
       Tensor gO = local_tile(mO, Shape<_64, Int<kHeadDim>>{}, make_coord(t.row_begin / 64, _0{}));
       auto tma = ep.tma_o.get_slice(_0{});
-      cute::copy(ep.tma_o, tma.partition_S(sO), tma.partition_D(gO));
-      tma_store_arrive();
+      store_predicated(ep.tma_o.get_tma_descriptor(), tma.partition_S(sO), tma.partition_D(gO),
+                       tid == 0 && t.row_end > t.row_begin);
+      tma_store_arrive();  // every lane: empty bulk groups for all but the issuing one
     }
   }
 };
