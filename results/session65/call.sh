@@ -4,7 +4,8 @@
 # On any other card: the TMA-store epilogue (XSTAGE_ATTN_TMA_STORE, .ab-tma/, built by
 # results/session65/prepare-tma.sh) against main's build (.run-bin):
 #   1. the attention GPU tests of the TMA build (a failure is reported; the timing runs anyway);
-#   2. both binaries on the same cells, two passes in opposite orders, every cell checked:
+#   2. both binaries on the same cells, two passes in opposite orders (a third and fourth of the short,
+#      long and longer groups while the time lasts), every cell checked:
 #      non-causal d 64 / 128 x S {1024, 1100, 2048, 4096} x H {4, 12, 24, 40}; causal d 64 / 128 x
 #      S {2048, 8192} x H {8, 24}; long d 64 S {8192, 16384} x H {12, 24}; d 64 / 128 S {32768, 65536} x
 #      H {12, 24} (d 128 there: the long-key tile, a control); fp16 d 128 S {1024, 4096}
@@ -30,15 +31,20 @@ T0=$(date +%s)
 timeout 240 $W/gpu-tests-tma --gtest_filter='*Attention*:SoftmaxPathsGpu.*' > $OUT/gpu-tests-tma.log 2>&1
 echo "gpu tests rc=$? ($(( $(date +%s) - T0 )) s)"; grep -E '^\[  (PASSED|FAILED|SKIPPED) |tests ran' $OUT/gpu-tests-tma.log | head -n 20
 gzip -f $OUT/gpu-tests-tma.log
-cells() {  # binary pass
-  local b=$W/xstage-$1 j=$W/json/$1-p$2
-  $b bench attention -d 64,128 -S 1024,1100,2048,4096 -H 4,12,24,40 --iters 50 --json $j-short.json > $j-short.log 2>&1 || echo "$1 p$2 short failed"
-  $b bench attention -d 64,128 -S 2048,8192 -H 8,24 --causal --iters 30 --json $j-causal.json > $j-causal.log 2>&1 || echo "$1 p$2 causal failed"
-  $b bench attention -d 64 -S 8192,16384 -H 12,24 --iters 30 --json $j-long.json > $j-long.log 2>&1 || echo "$1 p$2 long failed"
-  $b bench attention -d 64,128 -S 32768,65536 -H 12,24 --iters 20 --json $j-longer.json > $j-longer.log 2>&1 || echo "$1 p$2 longer failed"
-  $b bench attention -d 128 --dtype fp16 -S 1024,4096 -H 12,40 --iters 50 --json $j-fp16.json > $j-fp16.log 2>&1 || echo "$1 p$2 fp16 failed"
-  $b bench attention -d 64 --tile rows128 --q-len 1024 -H 12 -S 128,256,384,512,768,1024,1536,2048 --iters 100 \
-    --json $j-sweep.json > $j-sweep.log 2>&1 || echo "$1 p$2 sweep failed"
+run_group() {  # binary pass group
+  local b=$W/xstage-$1 j=$W/json/$1-p$2-$3
+  case $3 in
+    short) args="-d 64,128 -S 1024,1100,2048,4096 -H 4,12,24,40 --iters 50" ;;
+    causal) args="-d 64,128 -S 2048,8192 -H 8,24 --causal --iters 30" ;;
+    long) args="-d 64 -S 8192,16384 -H 12,24 --iters 30" ;;
+    longer) args="-d 64,128 -S 32768,65536 -H 12,24 --iters 20" ;;
+    fp16) args="-d 128 --dtype fp16 -S 1024,4096 -H 12,40 --iters 50" ;;
+    sweep) args="-d 64 --tile rows128 --q-len 1024 -H 12 -S 128,256,384,512,768,1024,1536,2048 --iters 100" ;;
+  esac
+  $b bench attention $args --json $j.json > $j.log 2>&1 || echo "$1 p$2 $3 failed"
+}
+cells() {  # binary pass [groups]
+  for g in ${3:-short causal long longer fp16 sweep}; do run_group $1 $2 $g; done
   echo "$1 p$2 done ($(( $(date +%s) - T0 )) s)"
 }
 cells base 1; cells tma 1; pack
@@ -46,6 +52,10 @@ python3 python/bench_attention_torch.py --backends cudnn --heads 4,12,24,40 --he
   --iters 50 --json $W/json/cudnn-short.json > $W/json/cudnn-short.log 2>&1 || echo "cudnn failed"
 echo "cudnn done ($(( $(date +%s) - T0 )) s)"
 cells tma 2; cells base 2; pack
+# Passes 3 and 4 of the groups where the binaries are closest (while the time lasts).
+if [ $(( $(date +%s) - T0 )) -lt 300 ]; then cells base 3 "short longer long"; cells tma 3 "short longer long"; fi
+if [ $(( $(date +%s) - T0 )) -lt 380 ]; then cells tma 4 "short longer long"; cells base 4 "short longer long"; fi
+pack
 python3 results/session65/compare.py $W/json | tee $OUT/ab.txt
 python3 python/fit_attention_steps.py $W/json/*-sweep.json --json $W/json/fit.json > $OUT/fit.txt 2>&1; cat $OUT/fit.txt
 pack

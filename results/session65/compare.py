@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Session 65's A/B table: main's build (base) against the TMA-store epilogue (tma).
 
-Reads DIR/{base,tma}-p{1,2}-{group}.json (xstage bench attention) and DIR/cudnn-short.json (PyTorch
-SDPA, optional). Per cell: each binary's median of the two passes' medians, base / tma (> 1: the TMA
-store is faster), and against cuDNN where it ran. A cell whose output check failed in any run is
+Reads DIR/{base,tma}-pN-{group}.json (xstage bench attention; N = 1-9, at least two passes per
+binary) and DIR/cudnn-short.json (PyTorch SDPA, optional). Per cell: each binary's median of its
+passes' medians, base / tma (> 1: the TMA store is faster), and against cuDNN where it ran. A cell whose output check failed in any run is
 marked x and left out of the geomeans. Exit 1 if any cell failed its check or is missing a run.
 """
 import glob
@@ -28,13 +28,13 @@ def load(path):
 
 def main():
     if len(sys.argv) != 2 or not os.path.isdir(sys.argv[1]):
-        sys.exit("usage: compare.py DIR  (DIR holds {base,tma}-p{1,2}-{group}.json)")
+        sys.exit("usage: compare.py DIR  (DIR holds {base,tma}-pN-{group}.json, N = 1-9)")
     d = sys.argv[1]
     runs = {}  # key -> {binary: [(median, ok)]}
-    pat = re.compile(r"^(base|tma)-p([12])-(\w+)\.json$")
+    pat = re.compile(r"^(base|tma)-p([1-9])-(\w+)\.json$")
     files = sorted(f for f in os.listdir(d) if pat.match(f))
     if not files:
-        sys.exit(f"compare.py: no {{base,tma}}-p{{1,2}}-*.json in {d}")
+        sys.exit(f"compare.py: no {{base,tma}}-pN-*.json in {d}")
     for f in files:
         b, _, g = pat.match(f).groups()
         for r in load(os.path.join(d, f)):
@@ -59,9 +59,10 @@ def main():
         okall = True
         for b in ("base", "tma"):
             rs = v.get(b, [])
-            okall &= len(rs) == 2 and all(ok for _, ok in rs)
+            okall &= len(rs) >= 2 and all(ok for _, ok in rs)
             ms = sorted(m for m, _ in rs)
-            meds[b] = sum(ms) / len(ms) if ms else float("nan")
+            n = len(ms)
+            meds[b] = (ms[n // 2] if n % 2 else (ms[n // 2 - 1] + ms[n // 2]) / 2) if ms else float("nan")
             line += f" {meds[b]:8.2f} ({' '.join(f'{m:.2f}' for m, _ in rs)}) |"
         ratio = meds["base"] / meds["tma"]
         line += f" {ratio:6.3f}"

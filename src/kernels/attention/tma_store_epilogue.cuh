@@ -150,18 +150,19 @@ struct TmaStoreEpilogue {
   // one lane takes (even an empty one, with any asm inside) cost the step loop its uniform datapath:
   // 3 % more instructions and 7 % slower steps (docs/attention.md §Epilogue policy "TMA store").
   // Coordinates and shared-memory address per instruction come from CuTe's partition, as its own
-  // SM90_TMA_STORE copy reads them.
+  // SM90_TMA_STORE copy reads them: its first mode holds every box of the slice (d = 128: two boxes
+  // of 64 columns, ((64, 64), 2)), one instruction per kBoxElems elements in its order.
+  static constexpr int kBoxElems = 64 * (128 / static_cast<int>(sizeof(Element)));  // 64 rows x 128 bytes
   template <class SrcTensor, class DstTensor>
   __device__ static void store_predicated(void const* desc, SrcTensor const& src, DstTensor const& dst, bool issue) {
-    Tensor s = group_modes<1, rank_v<SrcTensor>>(src);
-    Tensor d = group_modes<1, rank_v<DstTensor>>(dst);
-    static_assert(decltype(size<1>(s))::value == decltype(size<1>(d))::value);
+    static_assert(decltype(size(src))::value == kSliceElems && decltype(size(dst))::value == kSliceElems);
+    static_assert(kSliceElems % kBoxElems == 0);
     const uint64_t desc_addr = reinterpret_cast<uint64_t>(desc);
     const uint32_t pred = issue ? 1u : 0u;
     CUTE_UNROLL
-    for (int i = 0; i < size<1>(s); ++i) {
-      const uint32_t smem = cute::cast_smem_ptr_to_uint(raw_pointer_cast(s(_, i).data()));
-      const auto c = d(_, i).data().coord_;
+    for (int i = 0; i < kSliceElems / kBoxElems; ++i) {
+      const uint32_t smem = cute::cast_smem_ptr_to_uint(raw_pointer_cast(src.data() + src.layout()(i * kBoxElems)));
+      const auto c = dst(i * kBoxElems);
       constexpr int kRank = decltype(rank(c))::value;
       static_assert(kRank == 4 || kRank == 5, "O is (q_len, d, H, B): 4 or 5 tensor-map dimensions");
       if constexpr (kRank == 4) {
