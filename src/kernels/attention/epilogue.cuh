@@ -5,7 +5,7 @@
 // nothing about destinations. A policy is TileStoreEpilogue<Traits, Destination>: the store
 // machinery (registers -> shared-memory staging, padded or swizzled -> 16-byte row stores) is shared and
 // the Destination decides, per row, where the bytes land. So:
-//   * LocalStagedEpilogue = TileStoreEpilogue<Traits, LocalDestination<Element>>: O and LSE
+//   * LocalStoreEpilogue  = TileStoreEpilogue<Traits, LocalDestination<Element>>: O and LSE
 //                           in this GPU's BSHD / [B, H, Sq] buffers;
 //   * a RemoteTileEpilogue (Ulysses, later) = TileStoreEpilogue<Traits, RemoteDestination>
 //     whose destination() maps (batch, head, q row) to a peer GPU's buffer (rank = row /
@@ -88,7 +88,7 @@ struct LocalDestination {
 
 #ifdef XSTAGE_TEST_CORRUPT_ONE_ROW
 // Test-only (CMake option XSTAGE_TEST_CORRUPT_ONE_ROW, OFF by default; issue 33): the local O
-// stores (LocalStagedEpilogue, TmaStoreEpilogue, DirectStoreEpilogue) negate query row XSTAGE_TEST_CORRUPT_ONE_ROW
+// stores (LocalStoreEpilogue, DirectStoreEpilogue) negate query row XSTAGE_TEST_CORRUPT_ONE_ROW
 // of batch 0, head 0, so the benches and GPU tests can show that one wrong row fails them.
 __device__ __forceinline__ bool test_corrupt_row(int batch, int head, int row) {
   return batch == 0 && head == 0 && row == XSTAGE_TEST_CORRUPT_ONE_ROW;
@@ -167,25 +167,6 @@ __device__ __forceinline__ void wait_service_ready(const uint32_t* ready, uint32
   if (tid_in_wg == 0)
     while (ld_acquire_cta(ready) == 0u) __nanosleep(32);
   cutlass::arch::NamedBarrier::sync(128, barrier_id);
-}
-
-// The LSE of a warp group's slice t: one thread per row (the quad's column-0 thread), straight
-// to the destination. tOcO: the thread's (row, col) accumulator coordinates within the tile,
-// whose first row is q row row_base.
-template <class Destination, class CoordO, int kRows>
-__device__ __forceinline__ void store_lse_rows(Destination const& dest, EpilogueTile const& t, CoordO const& tOcO,
-                                               float const (&lse)[kRows], int row_base) {
-  Tensor cRow = make_tensor(tOcO.data(), acc_rowcol_layout(tOcO.layout()));
-  static_assert(decltype(size<0>(cRow))::value == kRows);
-  if (get<1>(cRow(0, 0)) != 0) return;
-  CUTE_UNROLL
-  for (int mi = 0; mi < kRows; ++mi) {
-    const int row = row_base + get<0>(cRow(mi, 0));
-    if (row < t.row_end) {
-      float* dst = dest.lse_destination(t, row);
-      if (dst != nullptr) *dst = lse[mi];
-    }
-  }
 }
 
 // kSwizzled: the staging tile without padding, its 16-byte chunks swizzled per row (the local
@@ -335,7 +316,21 @@ struct TileStoreEpilogue {
     static_assert(decltype(size(tOcO))::value == decltype(size(tOrO))::value);
     static_assert(decltype(size<0, 0>(tOrO))::value == 2, "accumulator pairs: columns c, c+1");
 
-    store_lse_rows(ep.dest, t, tOcO, lse, tile.m_block * kBlockM);
+    // LSE: one thread per row (the quad's column-0 thread), straight to global memory.
+    {
+      Tensor cRow = make_tensor(tOcO.data(), acc_rowcol_layout(tOcO.layout()));
+      static_assert(decltype(size<0>(cRow))::value == kRows);
+      if (get<1>(cRow(0, 0)) == 0) {
+        CUTE_UNROLL
+        for (int mi = 0; mi < kRows; ++mi) {
+          const int row = tile.m_block * kBlockM + get<0>(cRow(mi, 0));
+          if (row < t.row_end) {
+            float* dst = ep.dest.lse_destination(t, row);
+            if (dst != nullptr) *dst = lse[mi];
+          }
+        }
+      }
+    }
 
     // Registers -> staging (the previous tile's copy-out of this warp group must be done).
     // A thread's accumulator rows are r0 + 8 k and its columns c0 + 8 j with c0 < 8 (wgmma's C
@@ -401,7 +396,7 @@ struct TileStoreEpilogue {
 };
 
 template <class Traits>
-using LocalStagedEpilogue = TileStoreEpilogue<Traits, LocalDestination<typename Traits::Element>,
-                                              /*kSwizzled=*/Traits::kHeadDim == 128 && Traits::kQStages == 2>;
+using LocalStoreEpilogue = TileStoreEpilogue<Traits, LocalDestination<typename Traits::Element>,
+                                             /*kSwizzled=*/Traits::kHeadDim == 128 && Traits::kQStages == 2>;
 
 }  // namespace xstage::kernels::attention

@@ -20,7 +20,6 @@
 #include "kernels/attention/params.hpp"
 #include "kernels/attention/softmax.cuh"
 #include "kernels/attention/tile_scheduler.cuh"
-#include "kernels/attention/tma_store_epilogue.cuh"
 #include "kernels/common/kernel_entry.cuh"
 #include "kernels/common/launch.cuh"
 #include "kernels/common/shared_storage.cuh"
@@ -36,18 +35,6 @@ constexpr bool skips_empty_groups() {
   else
     return false;
 }
-
-// An epilogue policy's optional hooks: the staging's alignment (128 bytes where it does not say) and
-// a descriptor prefetch at kernel start.
-template <class Epilogue>
-constexpr int epilogue_smem_align() {
-  if constexpr (requires { Epilogue::kSmemAlign; })
-    return Epilogue::kSmemAlign;
-  else
-    return 128;
-}
-template <class E, class P>
-concept EpilogueHasPrefetch = requires(P const& p) { E::prefetch(p); };
 
 // kClaimed: the claimed causal order (xstage/attention_tile_order.hpp): the producer claims each
 // next list position from a launch-wide counter and hands it to the consumers with the tile's Q
@@ -85,7 +72,7 @@ struct AttentionKernel {
     cute::array_aligned<Element, cute::cosize_v<typename T::SmemLayoutQ> * T::kQStages, 1024> q;
     cute::array_aligned<Element, cute::cosize_v<typename T::SmemLayoutK>, 1024> k;
     cute::array_aligned<Element, cute::cosize_v<typename T::SmemLayoutVt>, 1024> v;
-    cute::array_aligned<Element, Epilogue::kSmemElems, epilogue_smem_align<Epilogue>()> o;
+    cute::array_aligned<Element, Epilogue::kSmemElems, 128> o;
     // Scheduling scratch (pin_before_wait), one word per consumer thread; key-group tiles: then the
     // exchange buffer of the groups' merge (key_groups.cuh; none elsewhere).
     float pin[T::kConsumerThreads + key_group_exchange_floats<T, kRows>()];
@@ -150,7 +137,6 @@ struct AttentionKernel {
       Pipeline::init(ss.pipe_v, T::kConsumerWarps / T::kKeyGroups);
       if constexpr (T::kQStages > 1) Mainloop::QPipeline::init(ss.pipe_q, T::kConsumerWarps);
       Mainloop::prefetch_descriptors(params.mainloop);
-      if constexpr (EpilogueHasPrefetch<Epilogue, typename Epilogue::Params>) Epilogue::prefetch(params.epilogue);
     }
     cutlass::arch::fence_barrier_init();
     // The epilogue's once-per-launch hook (e.g. a remote destination announcing that this
@@ -203,13 +189,9 @@ struct AttentionKernel {
       typename Mainloop::QState q_read{};
       // Static orders: the CTA's own sequence. Claimed: the position the producer published
       // with the tile's Q buffer (negative: no more tiles); mma's own wait on it then passes.
-      // The epilogue's finish() runs inside the loop's code (on the claim that ends it): code after
-      // the tile loop makes ptxas serialise the wgmmas (docs/attention.md §Epilogue policy).
       auto next_claimed = [&]() {
         pq.consumer_wait(q_read);
-        const int next = q_slots[q_read.index];
-        if (next < 0) epilogue.finish(params.epilogue, ss.o.data());
-        return next;
+        return q_slots[q_read.index];
       };
       if constexpr (T::kKeyGroups > 1) {
         consume_key_groups(params, sched, ss, pk, pv, pq, query_buffer, sK, sVt, ct);
@@ -226,9 +208,7 @@ struct AttentionKernel {
             mainloop.idle(params.mainloop, pk, pv, ss.q_full, q_phase, pq, q_read, read, tile, wg);
             q_phase ^= 1u;
             q_read.advance();
-            // Nothing to store (kSkipsEmptyGroups); the CTA's last tile still ends the policy's stores.
-            if (!sched.valid(sched.next(idx))) epilogue.finish(params.epilogue, ss.o.data());
-            continue;
+            continue;  // nothing to store (kSkipsEmptyGroups; the epilogue's finish is empty)
           }
         }
         Tensor tOrO = partition_fragment_C(typename T::TiledMmaPV{}, Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{});
@@ -261,6 +241,7 @@ struct AttentionKernel {
           if (!sched.valid(sched.next(idx))) epilogue.finish(params.epilogue, ss.o.data());
         }
       }
+      if constexpr (kClaimed) epilogue.finish(params.epilogue, ss.o.data());
     }
   }
 
@@ -294,9 +275,9 @@ struct AttentionKernel {
         softmax.finalize(normalize, lse);
         softmax.rescale_o(tOrO, normalize);
         epilogue.store(params.epilogue, ss.o.data(), tOrO, lse, tile);
-        if (!sched.valid(sched.next(idx))) epilogue.finish(params.epilogue, ss.o.data());
       }
     }
+    if (g == 0) epilogue.finish(params.epilogue, ss.o.data());
   }
 
   // Claimed order, producer warp: positions 0 .. grid-1 go one to each CTA, every further one to
