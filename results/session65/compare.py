@@ -3,14 +3,18 @@
 
 Reads DIR/{base,tma}-pN-{group}.json (xstage bench attention; N = 1-9, at least two passes per
 binary) and DIR/cudnn-short.json (PyTorch SDPA, optional). Per cell: each binary's median of its
-passes' medians, base / tma (> 1: the TMA store is faster), and against cuDNN where it ran. A cell whose output check failed in any run is
-marked x and left out of the geomeans. Exit 1 if any cell failed its check or is missing a run.
+passes' medians, base / tma (> 1: the TMA store is faster), and against cuDNN where it ran. A cell
+whose output check failed in any run, or whose record has no correctness entry, is marked x and
+left out of the geomeans. Exit 1 if any cell failed its check or is missing a run.
+
+python/compare_attention_ab.py is the project's per-cell build A/B (best rate per set, no cuDNN
+column); this script made session 65's ab.txt files and stays as their record.
 """
-import glob
 import json
 import math
 import os
 import re
+import statistics
 import sys
 
 
@@ -46,7 +50,7 @@ def main():
         for r in load(cp):
             if r.get("causal"):
                 continue
-            ok = bool(r.get("correctness", {}).get("passed", True))
+            ok = bool(r.get("correctness", {}).get("passed", False))  # no record: not verified
             cudnn[key(r, "short")] = (r["median_us"], ok)
     bad = 0
     groups = {}
@@ -60,9 +64,7 @@ def main():
         for b in ("base", "tma"):
             rs = v.get(b, [])
             okall &= len(rs) >= 2 and all(ok for _, ok in rs)
-            ms = sorted(m for m, _ in rs)
-            n = len(ms)
-            meds[b] = (ms[n // 2] if n % 2 else (ms[n // 2 - 1] + ms[n // 2]) / 2) if ms else float("nan")
+            meds[b] = statistics.median(m for m, _ in rs) if rs else float("nan")
             line += f" {meds[b]:8.2f} ({' '.join(f'{m:.2f}' for m, _ in rs)}) |"
         ratio = meds["base"] / meds["tma"]
         line += f" {ratio:6.3f}"
