@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Session 66: issue 38's acceptance grids on whatever single card the call gets (the device tool
+# lends kind nvidia-h200 and runs it on an H100 or an H200; the card is named in card.txt and every
+# figure is that card's). Same parts as results/attention-issue38-h200/ (session 57): the attention
+# GPU tests, short / causal / long grids with cuDNN (and flash on the long grid) in the same call
+# (results/attention-partial-h100/call5.sh), then the long non-causal grid as a same-machine A/B of
+# .ab-long's 52d10a6 (main before issue 38's attention work) against main. Carry .run-bin and
+# .ab-long (results/session62/prepare.sh). Env LIMIT: seconds for the whole script (default 560).
+# Everything is written under /tmp/w and packed into at most 8 files (the tool's limit).
+set -u
+W=/tmp/w; rm -rf $W; mkdir -p $W
+for f in .run-bin/xstage .run-bin/tests/xstage_gpu_tests .ab-long/xstage-base.xz .ab-long/xstage-new.xz; do
+  [ -e "$f" ] || { echo "accept.sh: $f was not carried (results/session62/prepare.sh builds it)"; exit 2; }
+done
+nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv | tee $OUT/card.txt
+t0=$SECONDS
+source .run-bin/env.sh
+timeout 300 .run-bin/tests/xstage_gpu_tests --gtest_filter='*Attention*:SoftmaxPathsGpu.*' > $W/gpu-tests.log 2>&1
+echo "tests rc=$?"; tail -n 3 $W/gpu-tests.log
+OUT=$W bash results/attention-partial-h100/call5.sh
+echo "acceptance part: $((SECONDS - t0)) s"
+for f in short/d64.txt short/d128.txt causal-bf16/ab.txt causal-fp16/ab.txt long/long-compare.txt; do
+  echo "== $f"; grep '^#' $W/$f | tail -n 3
+done
+echo "long rows below 1.0x cuDNN (TFLOP/s columns):"; awk '$1 ~ /^[0-9]+$/ && $6 + 0 < $7 + 0' $W/long/long-compare.txt
+grep -h 'below\|miss' $W/causal-*/ab.txt | head
+limit=${LIMIT:-560}
+if [ $((SECONDS - t0)) -lt $((limit - ${MIN_AB:-160})) ]; then
+  timeout $((limit - (SECONDS - t0))) scripts/ab-run --bin .ab-long --variants base,new --alternate --reps ${REPS:-2} --tests none \
+    $W/long-ab 'attention -S 1024,4096,4608,8192,16384,32768,65536 -H 12,24 -d 64,128' > $W/long-ab.log 2>&1
+  echo "long A/B rc=$? at $((SECONDS - t0)) s"; grep -E '^#|geomean' $W/long-ab.log | tail -n 8
+else
+  echo "long A/B left out (time)"
+fi
+cp $W/short/d64.txt $OUT/short-d64.txt; cp $W/short/d128.txt $OUT/short-d128.txt
+cp $W/causal-bf16/ab.txt $OUT/causal-bf16.txt; cp $W/causal-fp16/ab.txt $OUT/causal-fp16.txt
+cp $W/long/long-compare.txt $OUT/long-compare.txt
+gzip -c $W/gpu-tests.log > $W/gpu-tests.log.gz
+tar czf $OUT/all.tgz -C $W . 2>/dev/null
+ls $OUT
