@@ -32,6 +32,26 @@ if [ $((SECONDS - t0)) -lt $((limit - ${MIN_AB:-160})) ]; then
 else
   echo "long A/B left out (time)"
 fi
+# The bench CLI's shared timing code (src/cli/bench_timing.hpp), if .run-new carries a build of it:
+# one attention and one moe-gemm cell from each binary; smoke.txt lists both JSONs' keys and values.
+if [ -e .run-new/xstage.xz ]; then
+  xz -dc .run-new/xstage.xz > /tmp/xstage-new && chmod +x /tmp/xstage-new
+  for b in .run-bin/xstage /tmp/xstage-new; do
+    n=$(basename $b)
+    $b bench attention -S 1100 -H 12 -d 64 --json $W/smoke-att-$n.json > $W/smoke-att-$n.log 2>&1; echo "$b attention rc=$?"
+    $b bench moe-gemm --models DSv4-Flash --tokens 128 --ops l1_swiglu --json $W/smoke-moe-$n.json > $W/smoke-moe-$n.log 2>&1; echo "$b moe-gemm rc=$?"
+  done 2>&1 | tee $W/smoke.txt
+  python3 - "$W" >> $W/smoke.txt <<'PY'
+import json, sys
+w = sys.argv[1]
+for kind in ("att", "moe"):
+    recs = [json.load(open(f"{w}/smoke-{kind}-{n}.json"))["results"][0] for n in ("xstage", "xstage-new")]
+    print(kind, "same keys" if set(recs[0]) == set(recs[1]) else f"KEYS DIFFER {set(recs[0]) ^ set(recs[1])}")
+    for k in ("median_us", "min_us", "max_us", "p10_us", "p90_us", "tflops", "tflops_best", "check"):
+        print(f"  {k}: {recs[0][k]} / {recs[1][k]}")
+PY
+  cp $W/smoke.txt $OUT/smoke.txt
+fi
 cp $W/short/d64.txt $OUT/short-d64.txt; cp $W/short/d128.txt $OUT/short-d128.txt
 cp $W/causal-bf16/ab.txt $OUT/causal-bf16.txt; cp $W/causal-fp16/ab.txt $OUT/causal-fp16.txt
 cp $W/long/long-compare.txt $OUT/long-compare.txt

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "cli/bench_check.hpp"
+#include "cli/bench_timing.hpp"
 #include "cli/bench_util.hpp"
 #include "cli/commands.hpp"
 #include "cli/run_stamp.hpp"
@@ -102,14 +103,6 @@ ops::AttentionTilePolicy tile_policy(const BenchFlags& fl) {
 constexpr size_t kPatternChunk = size_t(1) << 22;  // elements copied per upload
 constexpr size_t kPatternPad = 8192;               // start offsets vary within this
 
-struct DeviceMem {
-  void* p = nullptr;
-  explicit DeviceMem(size_t bytes) { XS_CUDA(cudaMalloc(&p, bytes), fmt::format("allocating {} bytes", bytes)); }
-  ~DeviceMem() { cudaFree(p); }
-  DeviceMem(const DeviceMem&) = delete;
-  DeviceMem& operator=(const DeviceMem&) = delete;
-};
-
 struct Result {
   int batch, seqlen, q_len, heads, head_dim;
   std::string dtype;
@@ -119,8 +112,7 @@ struct Result {
   int causal_group = 0;  // (batch, head) pairs per group of the order (ops::causal_group_for)
   std::string instantiation;
   int block_m = 0, block_n = 0, stages = 0, q_stages = 0;  // its tile
-  double median_us, min_us, max_us, p10_us, p90_us;
-  double tflops, tflops_best;
+  TimingStats t;
   int iters, rotating_sets;
   unsigned long long nonfinite;
   CheckRecord check;
@@ -261,26 +253,9 @@ Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int
   // Poison every output (NaN) before the timed launches: what they leave unwritten stays NaN.
   for (int i = 0; i < sets; ++i)
     XS_CUDA(cudaMemsetAsync(o[i]->p, kPoisonByte, q_elems * 2, stream), "poisoning the outputs");
-  std::vector<cudaEvent_t> ev(2 * fl.iters);
-  for (auto& e : ev) XS_CUDA(cudaEventCreate(&e), "creating timing events");
-  // Keep the GPU busy while the host enqueues the timed launches, so that every start event
-  // runs right after the previous launch (host launch overhead never lands inside a timing).
-  if (backlog.p != nullptr)
-    XS_CUDA(cudaMemsetAsync(backlog.p, 0, backlog_bytes, stream), "queueing the backlog memset");
-  for (int it = 0; it < fl.iters; ++it) {
-    set_args(it % sets);
-    XS_CUDA(cudaEventRecord(ev[2 * it], stream), "recording a start event");
-    ops::attention_forward(a, stream);
-    XS_CUDA(cudaEventRecord(ev[2 * it + 1], stream), "recording a stop event");
-  }
-  XS_CUDA(cudaStreamSynchronize(stream), fmt::format("running attention S={} H={} d={}", s, h, d));
-  std::vector<double> us(fl.iters);
-  for (int it = 0; it < fl.iters; ++it) {
-    float ms = 0;
-    XS_CUDA(cudaEventElapsedTime(&ms, ev[2 * it], ev[2 * it + 1]), "reading timing events");
-    us[it] = ms * 1e3;
-  }
-  for (auto& e : ev) cudaEventDestroy(e);
+  const std::vector<double> us = timed_launches(
+      fl.iters, stream, backlog, backlog_bytes, [&](int it) { set_args(it % sets); },
+      [&] { ops::attention_forward(a, stream); }, fmt::format("running attention S={} H={} d={}", s, h, d));
 
   // The output check, after the timed launches: the last launch's output (and its inputs).
   const int ck = (fl.iters - 1) % sets;
@@ -310,14 +285,7 @@ Result bench_one(const BenchFlags& fl, ops::AttentionDType dt, int s, int h, int
   r.block_n = inst.block_n;
   r.stages = inst.stages;
   r.q_stages = inst.q_stages;
-  r.median_us = quantile(us, 0.5);
-  r.min_us = *std::min_element(us.begin(), us.end());
-  r.max_us = *std::max_element(us.begin(), us.end());
-  r.p10_us = quantile(us, 0.1);
-  r.p90_us = quantile(us, 0.9);
-  const double flops = ops::attention_flops(a);
-  r.tflops = flops / (r.median_us * 1e-6) / 1e12;
-  r.tflops_best = flops / (r.min_us * 1e-6) / 1e12;
+  r.t = TimingStats::of(us, ops::attention_flops(a));
   r.iters = fl.iters;
   r.rotating_sets = sets;
   r.nonfinite = check.nonfinite;
@@ -401,7 +369,7 @@ void run_bench(const BenchFlags& fl) {
           std::printf("%s", fmt::format(" {:>7} {:>5} {:>4} {:>6} {:>13} {:>5} {:>10.1f} {:>10.1f} {:>10.1f} {:>9.1f} "
                                         "{:>9.1f} {:>6} {:>6} {:>9.2e} {:>6}\n",
                                         s, h, d, r.dtype, fl.causal ? r.causal_order : "-", r.rotating_sets,
-                                        r.median_us, r.min_us, r.max_us, r.tflops, r.tflops_best, r.check.rows_failed,
+                                        r.t.median_us, r.t.min_us, r.t.max_us, r.t.tflops, r.t.tflops_best, r.check.rows_failed,
                                         r.nonfinite, r.check.rel_err, r.check.verdict())
                                 .c_str());
           std::fflush(stdout);
@@ -411,8 +379,9 @@ void run_bench(const BenchFlags& fl) {
   for (const Result& r : results) failed += !r.check.passed;
   std::printf("# correctness: %s\n", correctness_summary(failed, results.size()).c_str());
 
+  nlohmann::json j, rs = nlohmann::json::array();
   if (!fl.json_out.empty()) {
-    nlohmann::json j = bench_json_header("xstage.bench.attention.v1", prop);
+    j = bench_json_header("xstage.bench.attention.v1", prop);
     j["config"] = {{"batch", fl.batch},       {"dtype", fl.dtype},   {"causal", fl.causal},
                    {"causal_align", fl.causal_align}, {"causal_orders", fl.causal_orders}, {"q_len", fl.q_len},
                    {"layout", "BSHD"},        {"warmup", fl.warmup}, {"warmup_ms", fl.warmup_ms}, {"iters", fl.iters},
@@ -422,9 +391,8 @@ void run_bench(const BenchFlags& fl) {
                    {"check_rows", fl.check_rows}, {"check_seed", fl.check_seed},
                    {"check", "outputs NaN-poisoned before the timed launches; the last launch's output: full "
                              "non-finite scan and seeded query rows vs an fp64 host reference, per-row tolerances"}};
-    nlohmann::json rs = nlohmann::json::array();
     for (const Result& r : results) {
-      rs.push_back({{"backend", "xstage"},
+      nlohmann::json rec = {{"backend", "xstage"},
                     {"batch", r.batch},
                     {"seqlen", r.seqlen},
                     {"heads", r.heads},
@@ -438,26 +406,16 @@ void run_bench(const BenchFlags& fl) {
                     {"causal_group", r.causal_group},
                     {"instantiation", r.instantiation},
                     {"tile", {{"block_m", r.block_m}, {"block_n", r.block_n}, {"stages", r.stages}, {"q_stages", r.q_stages}}},
-                    {"median_us", r.median_us},
-                    {"min_us", r.min_us},
-                    {"max_us", r.max_us},
-                    {"p10_us", r.p10_us},
-                    {"p90_us", r.p90_us},
-                    {"tflops", r.tflops},
-                    {"tflops_best", r.tflops_best},
                     {"iters", r.iters},
                     {"rotating_sets", r.rotating_sets},
                     {"nonfinite", r.nonfinite},
                     {"check", r.check.verdict()},
-                    {"correctness", r.check.to_json()}});
+                    {"correctness", r.check.to_json()}};
+      r.t.put(rec);
+      rs.push_back(std::move(rec));
     }
-    j["results"] = rs;
-    j["cells_failed"] = failed;
-    write_json_file(j, fl.json_out);
   }
-  if (failed)
-    throw Error(fmt::format("bench attention: {} of {} cells FAILED their output check (exit 1)", failed,
-                            results.size()));
+  finish_bench(j, std::move(rs), failed, results.size(), fl.json_out, "attention");
 }
 
 }  // namespace

@@ -33,6 +33,7 @@
 
 #include "cli/bench_check.hpp"
 #include "cli/bench_moe_check.hpp"
+#include "cli/bench_timing.hpp"
 #include "cli/bench_util.hpp"
 #include "cli/commands.hpp"
 #include "cli/run_stamp.hpp"
@@ -131,16 +132,6 @@ int bench_experts(const Model& m, int tokens, double weight_bytes) {
   return e;
 }
 
-struct DeviceMem {
-  void* p = nullptr;
-  explicit DeviceMem(size_t bytes) {
-    XS_CUDA(cudaMalloc(&p, std::max<size_t>(bytes, 16)), fmt::format("allocating {} bytes", bytes));
-  }
-  ~DeviceMem() { cudaFree(p); }
-  DeviceMem(const DeviceMem&) = delete;
-  DeviceMem& operator=(const DeviceMem&) = delete;
-};
-
 constexpr size_t kPatternBytes = size_t(1) << 22;
 constexpr size_t kPatternPad = 8192;
 
@@ -219,7 +210,7 @@ struct Result {
   std::string model, op, weights, instantiation, cluster;
   int schedule;
   int hidden, intermediate, experts, tokens, m, n, k;
-  double median_us, min_us, max_us, p10_us, p90_us, tflops, tflops_best;
+  TimingStats t;
   int iters, sets;
   unsigned long long nonfinite;
   CheckRecord check;
@@ -444,24 +435,9 @@ Result bench_one(const BenchFlags& fl, const Cell& cell, size_t rotate_bytes, co
     XS_CUDA(cudaMemsetAsync(bufs[i].out->p, kPoisonByte, out_bytes, stream), "poisoning the outputs");
     if (swiglu) XS_CUDA(cudaMemsetAsync(bufs[i].os->p, kPoisonByte, os_bytes, stream), "poisoning the output scales");
   }
-  std::vector<cudaEvent_t> ev(2 * fl.iters);
-  for (auto& e : ev) XS_CUDA(cudaEventCreate(&e), "creating timing events");
-  if (backlog.p != nullptr) XS_CUDA(cudaMemsetAsync(backlog.p, 0, backlog_bytes, stream), "queueing the backlog");
-  for (int it = 0; it < fl.iters; ++it) {
-    set_args(it % sets);
-    XS_CUDA(cudaEventRecord(ev[2 * it], stream), "recording a start event");
-    ops::moe_gemm(a, stream);
-    XS_CUDA(cudaEventRecord(ev[2 * it + 1], stream), "recording a stop event");
-  }
-  XS_CUDA(cudaStreamSynchronize(stream),
-          fmt::format("running moe gemm {} {} tokens/expert {}", md.name, pb.op, tokens));
-  std::vector<double> us(fl.iters);
-  for (int it = 0; it < fl.iters; ++it) {
-    float ms = 0;
-    XS_CUDA(cudaEventElapsedTime(&ms, ev[2 * it], ev[2 * it + 1]), "reading timing events");
-    us[it] = ms * 1e3;
-  }
-  for (auto& e : ev) cudaEventDestroy(e);
+  const std::vector<double> us = timed_launches(
+      fl.iters, stream, backlog, backlog_bytes, [&](int it) { set_args(it % sets); }, [&] { ops::moe_gemm(a, stream); },
+      fmt::format("running moe gemm {} {} tokens/expert {}", md.name, pb.op, tokens));
 
   // The output check, after the timed launches: the last launch's output and inputs.
   set_args((fl.iters - 1) % sets);
@@ -482,14 +458,7 @@ Result bench_one(const BenchFlags& fl, const Cell& cell, size_t rotate_bytes, co
   r.m = m;
   r.n = pb.n;
   r.k = pb.k;
-  r.median_us = quantile(us, 0.5);
-  r.min_us = *std::min_element(us.begin(), us.end());
-  r.max_us = *std::max_element(us.begin(), us.end());
-  r.p10_us = quantile(us, 0.1);
-  r.p90_us = quantile(us, 0.9);
-  const double flops = ops::moe_gemm_flops(a, m);
-  r.tflops = flops / (r.median_us * 1e-6) / 1e12;
-  r.tflops_best = flops / (r.min_us * 1e-6) / 1e12;
+  r.t = TimingStats::of(us, ops::moe_gemm_flops(a, m));
   r.iters = fl.iters;
   r.sets = sets;
   r.nonfinite = check.nonfinite;
@@ -643,8 +612,8 @@ void run_bench(const BenchFlags& fl) {
     std::printf("%s", fmt::format(" {:>17} {:>10} {:>10} {:>6} {:>4} {:>6} {:>6} {:>6} {:>28} {:>10.1f} {:>9.1f} "
                                   "{:>9.1f} {:>6} {:>6} {:>9.2e} {:>6}\n",
                                   r.model, r.op, r.weights, r.tokens, r.experts, r.n, r.k, r.sets,
-                                  r.instantiation + "/s" + std::to_string(r.schedule), r.median_us, r.tflops,
-                                  r.tflops_best, r.check.rows_failed, r.nonfinite, r.check.rel_err, r.check.verdict())
+                                  r.instantiation + "/s" + std::to_string(r.schedule), r.t.median_us, r.t.tflops,
+                                  r.t.tflops_best, r.check.rows_failed, r.nonfinite, r.check.rel_err, r.check.verdict())
                           .c_str());
     std::fflush(stdout);
   }
@@ -653,8 +622,9 @@ void run_bench(const BenchFlags& fl) {
   for (const Result& r : results) failed += !r.check.passed;
   std::printf("# correctness: %s\n", correctness_summary(failed, results.size()).c_str());
 
+  nlohmann::json j, rs = nlohmann::json::array();
   if (!fl.json_out.empty()) {
-    nlohmann::json j = bench_json_header("xstage.bench.moe_gemm.v1", prop);
+    j = bench_json_header("xstage.bench.moe_gemm.v1", prop);
     j["config"] = {{"quant",
                     "a: fp8 e4m3 with 1x128 scales; b: w8a8 fp8 e4m3 with 128x128 scales, w4a8_int4 int4 with "
                     "1x128 fp32 scales, w4a8_mxfp4 e2m1 with 1x32 e8m0 scales (exponents 120..130)"},
@@ -669,30 +639,23 @@ void run_bench(const BenchFlags& fl) {
                    {"check", "outputs NaN-poisoned before the timed launches; the last launch's output: full "
                              "non-finite scan and seeded rows vs an fp64 host GEMM of the same quantised inputs, "
                              "per-row tolerances"}};
-    nlohmann::json rs = nlohmann::json::array();
-    for (const Result& r : results)
-      rs.push_back({{"backend", "xstage"},       {"model", r.model},
+    for (const Result& r : results) {
+      nlohmann::json rec = {{"backend", "xstage"},       {"model", r.model},
                     {"op", r.op},                {"weights", r.weights},
                     {"hidden", r.hidden},
                     {"intermediate", r.intermediate}, {"experts", r.experts},
                     {"tokens_per_expert", r.tokens}, {"m", r.m},
                     {"n", r.n},                  {"k", r.k},
                     {"instantiation", r.instantiation}, {"cluster", r.cluster}, {"schedule", r.schedule},
-                    {"median_us", r.median_us},
-                    {"min_us", r.min_us},        {"max_us", r.max_us},
-                    {"p10_us", r.p10_us},        {"p90_us", r.p90_us},
-                    {"tflops", r.tflops},        {"tflops_best", r.tflops_best},
                     {"iters", r.iters},          {"rotating_sets", r.sets},
                     {"nonfinite", r.nonfinite},
                     {"check", r.check.verdict()},
-                    {"correctness", r.check.to_json()}});
-    j["results"] = rs;
-    j["cells_failed"] = failed;
-    write_json_file(j, fl.json_out);
+                    {"correctness", r.check.to_json()}};
+      r.t.put(rec);
+      rs.push_back(std::move(rec));
+    }
   }
-  if (failed)
-    throw Error(fmt::format("bench moe-gemm: {} of {} cells FAILED their output check (exit 1)", failed,
-                            results.size()));
+  finish_bench(j, std::move(rs), failed, results.size(), fl.json_out, "moe-gemm");
 }
 
 }  // namespace
