@@ -4,13 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "model/json_fields.hpp"
+#include "model/json_file.hpp"
 #include "model/table.hpp"
 #include "xstage/error.hpp"
 #include "xstage/model.hpp"
@@ -294,30 +293,10 @@ void from_json(const nlohmann::json& j, Prediction& p) {
   p = out;
 }
 
-Params load_params(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw Error(format_error(path, "is a directory, not a params file"));
-  std::ifstream in(path);
-  if (!in) throw Error(format_error(path, "cannot open the params file for reading"));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(format_error(path, std::string("not valid JSON (") + e.what() + ")"));
-  }
-  try {
-    return j.get<Params>();
-  } catch (const Error& e) {
-    throw Error(format_error(path, e.what()));
-  }
-}
+Params load_params(const std::string& path) { return detail::load_json_file<Params>(path, "params file"); }
 
 void save_params(const Params& p, const std::string& path) {
-  std::ofstream out(path);
-  if (!out) throw Error(format_error(path, "cannot open the params file for writing"));
-  out << nlohmann::json(p).dump(2) << "\n";
-  if (!out) throw Error(format_error(path, "write failed"));
+  detail::save_json_file(nlohmann::json(p), path, "params file", 2);
 }
 
 std::string format_params(const Params& p) {

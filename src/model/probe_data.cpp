@@ -5,10 +5,9 @@
 
 #include <array>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 
 #include "model/json_fields.hpp"
+#include "model/json_file.hpp"
 #include "xstage/error.hpp"
 #include "xstage/probe_data.hpp"
 
@@ -166,30 +165,10 @@ void from_json(const nlohmann::json& j, ProbeRun& r) {
   r = std::move(out);
 }
 
-ProbeRun load_probe_run(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw Error(format_error(path, "is a directory, not a probe data file"));
-  std::ifstream in(path);
-  if (!in) throw Error(format_error(path, "cannot open the probe data file for reading"));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(format_error(path, std::string("not valid JSON (") + e.what() + ")"));
-  }
-  try {
-    return j.get<ProbeRun>();
-  } catch (const Error& e) {
-    throw Error(format_error(path, e.what()));
-  }
-}
+ProbeRun load_probe_run(const std::string& path) { return detail::load_json_file<ProbeRun>(path, "probe data file"); }
 
 void save_probe_run(const ProbeRun& run, const std::string& path) {
-  std::ofstream out(path);
-  if (!out) throw Error(format_error(path, "cannot open the probe data file for writing"));
-  out << nlohmann::json(run).dump(1) << "\n";
-  if (!out) throw Error(format_error(path, "write failed"));
+  detail::save_json_file(nlohmann::json(run), path, "probe data file", 1);
 }
 
 }  // namespace xstage
