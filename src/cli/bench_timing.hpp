@@ -83,16 +83,4 @@ struct TimingStats {
   }
 };
 
-// Writes the result list and the failed-cell count into the bench JSON (if --json was given),
-// then fails the command if any cell failed its output check.
-inline void finish_bench(nlohmann::json& j, nlohmann::json results, size_t failed, size_t cells,
-                         const std::string& json_out, const char* name) {
-  if (!json_out.empty()) {
-    j["results"] = std::move(results);
-    j["cells_failed"] = failed;
-    write_json_file(j, json_out);
-  }
-  if (failed) throw Error(fmt::format("bench {}: {} of {} cells FAILED their output check (exit 1)", name, failed, cells));
-}
-
 }  // namespace xstage::cli

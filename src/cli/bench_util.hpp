@@ -91,4 +91,17 @@ nlohmann::json bench_json_header(const char* schema, Prop const& prop) {
                         {"date", now_iso()}};
 }
 
+// Writes the result list and the failed-cell count into the bench JSON (if --json was given),
+// then fails the command if any cell (or point) failed its output check.
+inline void finish_bench(nlohmann::json& j, nlohmann::json results, size_t failed, size_t cells,
+                         const std::string& json_out, const char* name,
+                         const char* unit = "cells") {
+  if (!json_out.empty()) {
+    j["results"] = std::move(results);
+    j["cells_failed"] = failed;
+    write_json_file(j, json_out);
+  }
+  if (failed) throw Error(fmt::format("bench {}: {} of {} {} FAILED their output check (exit 1)", name, failed, cells, unit));
+}
+
 }  // namespace xstage::cli

@@ -766,8 +766,8 @@ void run(const Flags& fl) {
   team->run([&](int i) { cudaFree(pat_dev[i]); });
   std::printf("# correctness: %s\n",
               correctness_summary(static_cast<size_t>(cells_failed), static_cast<size_t>(cells)).c_str());
+  nlohmann::json j;
   if (!fl.json_out.empty()) {
-    nlohmann::json j;
     j["schema"] = "xstage.bench.moe.v1";
     j["variants"] = {{"unfused", "counts, dispatch, layout, grouped GEMM L1 (SwiGLU fp8), L2 (bf16), combine, reduce: 7 kernels"},
                      {"expert-wave", "Mega-MoE persistent kernel, expert-wave tile order"},
@@ -792,14 +792,10 @@ void run(const Flags& fl) {
                    {"per_token_slack", fl.per_token_slack},
                    {"check", "output NaN-poisoned before the timed calls; the last timed call's output: full non-finite "
                              "scan and seeded token rows of every rank vs the host layer reference, per-row tolerances"}};
-    j["results"] = results;
-    j["cells_failed"] = cells_failed;
-    write_json_file(j, fl.json_out);
   }
   if (!fl.dump_rows.empty()) write_json_file(nlohmann::json{{"schema", "xstage.bench.moe.rows.v1"}, {"rows", dumped}},
                                               fl.dump_rows);
-  if (cells_failed)
-    throw Error(fmt::format("bench moe: {} of {} cells FAILED their output check (exit 1)", cells_failed, cells));
+  finish_bench(j, std::move(results), cells_failed, cells, fl.json_out, "moe");
 }
 
 }  // namespace

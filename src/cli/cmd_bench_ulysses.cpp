@@ -590,8 +590,9 @@ void run(Flags fl) {
   int failed = 0;
   for (const auto& p : results) failed += p["check"] != "ok";
   std::printf("# correctness: %s\n", correctness_summary(failed, results.size(), "points").c_str());
+  nlohmann::json j;
   if (!fl.json_out.empty()) {
-    nlohmann::json j = bench_json_header("xstage.bench.ulysses.v1", prop);
+    j = bench_json_header("xstage.bench.ulysses.v1", prop);
     j["world"] = team->world_size();
     j["team"] = team_label(*team);
     j["batch"] = fl.batch;
@@ -605,13 +606,9 @@ void run(Flags fl) {
                              "output), bitwise vs serial (mismatch_vs_serial) and seeded rows of every rank vs an fp64 "
                              "host reference, full non-finite scan; correctness.after_timing: the same check of the "
                              "output the last timed call left (output poisoned before the timed calls)"}};
-    j["results"] = results;
-    j["cells_failed"] = failed;
-    write_json_file(j, fl.json_out);
   }
-  if (failed)
-    throw Error(fmt::format("bench ulysses: {} of {} points FAILED their output check (exit 1)", failed,
-                            results.size()));
+  const size_t points = results.size();
+  finish_bench(j, std::move(results), failed, points, fl.json_out, "ulysses", "points");
 }
 
 }  // namespace
