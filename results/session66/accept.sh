@@ -4,7 +4,9 @@
 # figure is that card's). Same parts as results/attention-issue38-h200/ (session 57): the attention
 # GPU tests, short / causal / long grids with cuDNN (and flash on the long grid) in the same call
 # (results/attention-partial-h100/call5.sh), then the long non-causal grid as a same-machine A/B of
-# .ab-long's 52d10a6 (main before issue 38's attention work) against main. Carry .run-bin and
+# .ab-long's 52d10a6 (main before issue 38's attention work) against main; before the A/B, the
+# thinnest point of the last H200 run (S 1024, 12 heads, d 64) in 4 alternating passes with
+# cuDNN (thin.txt). Carry .run-bin and
 # .ab-long (results/session62/prepare.sh). Env LIMIT: seconds for the whole script (default 560).
 # Everything is written under /tmp/w and packed into at most 8 files (the tool's limit).
 set -u
@@ -24,6 +26,38 @@ for f in short/d64.txt short/d128.txt causal-bf16/ab.txt causal-fp16/ab.txt long
 done
 echo "long rows below 1.0x cuDNN (TFLOP/s columns):"; awk '$1 ~ /^[0-9]+$/ && $6 + 0 < $7 + 0' $W/long/long-compare.txt
 grep -h 'below\|miss' $W/causal-*/ab.txt | head
+# The thinnest point of the last H200 run (S 1024, 12 heads, d 64: 0.998x there), again in 4
+# alternating passes of xstage and cuDNN, each pass gated by compare_attention.py's correctness
+# check; thin.txt lists each pass and the median over the passes.
+mkdir -p $W/thin
+for r in 1 2 3 4; do
+  .run-bin/xstage bench attention -S 1024 -H 12 -d 64 --json $W/thin/xs-$r.json > $W/thin/xs-$r.log 2>&1
+  python3 python/bench_attention_torch.py --backends cudnn --seqlens 1024 --heads 12 --head-dims 64 \
+    --json $W/thin/t-$r.json > $W/thin/t-$r.log 2>&1
+  python3 python/compare_attention.py $W/thin/xs-$r.json $W/thin/t-$r.json --json $W/thin/c-$r.json > $W/thin/c-$r.txt 2>&1
+  echo "thin pass $r rc=$?"
+done
+python3 - $W/thin > $W/thin.txt <<'PY'
+import json, statistics, sys
+d = sys.argv[1]
+xs, cu = [], []
+for r in range(1, 5):
+    try:
+        rows = json.load(open(f"{d}/c-{r}.json"))["rows"]
+    except (OSError, KeyError, ValueError) as e:
+        print(f"pass {r}: no comparison ({e})"); continue
+    for row in rows:
+        ok = row.get("correctness_ok") and row.get("cudnn", {}).get("correctness_ok")
+        x, c = row.get("xstage_median_us"), row.get("cudnn", {}).get("median_us")
+        if x is None or c is None:
+            print(f"pass {r}: a side is missing (xstage {x}, cuDNN {c})"); continue
+        print(f"pass {r}: xstage {x:.3f} us, cuDNN {c:.3f} us, cuDNN / xstage {c / x:.4f}, checks {'ok' if ok else 'FAILED'}")
+        if ok: xs.append(x); cu.append(c)
+if xs:
+    print(f"median over {len(xs)} checked passes: xstage {statistics.median(xs):.3f} us, cuDNN "
+          f"{statistics.median(cu):.3f} us, ratio {statistics.median(cu) / statistics.median(xs):.4f}")
+PY
+cat $W/thin.txt
 limit=${LIMIT:-560}
 if [ $((SECONDS - t0)) -lt $((limit - ${MIN_AB:-160})) ]; then
   timeout $((limit - (SECONDS - t0))) scripts/ab-run --bin .ab-long --variants base,new --alternate --reps ${REPS:-2} --tests none \
@@ -50,11 +84,11 @@ for kind in ("att", "moe"):
     for k in ("median_us", "min_us", "max_us", "p10_us", "p90_us", "tflops", "tflops_best", "check"):
         print(f"  {k}: {recs[0][k]} / {recs[1][k]}")
 PY
-  cp $W/smoke.txt $OUT/smoke.txt
+  cat $W/smoke.txt
 fi
 cp $W/short/d64.txt $OUT/short-d64.txt; cp $W/short/d128.txt $OUT/short-d128.txt
 cp $W/causal-bf16/ab.txt $OUT/causal-bf16.txt; cp $W/causal-fp16/ab.txt $OUT/causal-fp16.txt
-cp $W/long/long-compare.txt $OUT/long-compare.txt
+cp $W/long/long-compare.txt $OUT/long-compare.txt; cp $W/thin.txt $OUT/thin.txt
 gzip -c $W/gpu-tests.log > $W/gpu-tests.log.gz
 tar czf $OUT/all.tgz -C $W . 2>/dev/null
 ls $OUT
