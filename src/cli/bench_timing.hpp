@@ -1,6 +1,7 @@
-// The timed part every single-kernel bench shares (bench attention, bench moe-gemm): device
-// buffers, the event-timed launches behind a backlog, and the statistics of their times
-// (docs/measurement.md §Comparing kernel variants on a power-capped card).
+// What every single-kernel bench (bench attention, bench moe-gemm) shares around its launches:
+// the Hopper check, the rotating inputs' size, device buffers, the event-timed launches behind a
+// backlog, and the statistics of their times (docs/measurement.md §Comparing kernel variants on a
+// power-capped card).
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -26,6 +27,25 @@ struct DeviceMem {
   DeviceMem(const DeviceMem&) = delete;
   DeviceMem& operator=(const DeviceMem&) = delete;
 };
+
+// The current GPU's properties; the single-kernel benches run only on sm_90 (Hopper), and say
+// so in one line elsewhere.
+inline cudaDeviceProp hopper_device(const char* bench) {
+  int dev = 0;
+  XS_CUDA(cudaGetDevice(&dev), "selecting the GPU");
+  cudaDeviceProp prop{};
+  XS_CUDA(cudaGetDeviceProperties(&prop, dev), "reading device properties");
+  if (prop.major != 9 || prop.minor != 0)
+    throw InvalidArgument(fmt::format("bench {}: needs an sm_90 (Hopper) GPU, found {} (sm_{}{})", bench, prop.name,
+                                      prop.major, prop.minor));
+  return prop;
+}
+
+// Bytes the rotating input sets cover: --rotate-mib if given, else twice the L2, so that no
+// timed launch finds its inputs in L2 from the launch before.
+inline size_t rotate_bytes_for(double rotate_mib, const cudaDeviceProp& prop) {
+  return rotate_mib > 0 ? static_cast<size_t>(rotate_mib * 1048576.0) : 2 * static_cast<size_t>(prop.l2CacheSize);
+}
 
 // `iters` launches, each between its own pair of CUDA events: set_args(it) picks the rotating
 // input set, launch() enqueues the kernel. A memset of `backlog_bytes` (none if 0) is queued

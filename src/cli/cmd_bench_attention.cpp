@@ -327,15 +327,8 @@ void run_bench(const BenchFlags& fl) {
             "bench attention: bottom-right causal with --q-len {} > S = {} leaves query rows without a visible key",
             fl.q_len, s));
 
-  int dev = 0;
-  XS_CUDA(cudaGetDevice(&dev), "selecting the GPU");
-  cudaDeviceProp prop{};
-  XS_CUDA(cudaGetDeviceProperties(&prop, dev), "reading device properties");
-  if (prop.major != 9 || prop.minor != 0)
-    throw InvalidArgument(fmt::format("bench attention: needs an sm_90 (Hopper) GPU, found {} (sm_{}{})", prop.name,
-                                      prop.major, prop.minor));
-  const size_t rotate_bytes =
-      fl.rotate_mib > 0 ? static_cast<size_t>(fl.rotate_mib * 1048576.0) : 2 * static_cast<size_t>(prop.l2CacheSize);
+  const cudaDeviceProp prop = hopper_device("attention");
+  const size_t rotate_bytes = rotate_bytes_for(fl.rotate_mib, prop);
   cudaStream_t stream = nullptr;
   XS_CUDA(cudaStreamCreate(&stream), "creating the bench stream");
   const std::vector<uint16_t> pattern = random_halves(dt == ops::AttentionDType::bf16, kPatternChunk + kPatternPad, 20261130u);

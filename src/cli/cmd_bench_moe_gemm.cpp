@@ -574,15 +574,8 @@ void run_bench(const BenchFlags& fl) {
     return;
   }
 
-  int dev = 0;
-  XS_CUDA(cudaGetDevice(&dev), "selecting the GPU");
-  cudaDeviceProp prop{};
-  XS_CUDA(cudaGetDeviceProperties(&prop, dev), "reading device properties");
-  if (prop.major != 9 || prop.minor != 0)
-    throw InvalidArgument(fmt::format("bench moe-gemm: needs an sm_90 (Hopper) GPU, found {} (sm_{}{})", prop.name,
-                                      prop.major, prop.minor));
-  const size_t rotate_bytes =
-      fl.rotate_mib > 0 ? static_cast<size_t>(fl.rotate_mib * 1048576.0) : 2 * static_cast<size_t>(prop.l2CacheSize);
+  const cudaDeviceProp prop = hopper_device("moe-gemm");
+  const size_t rotate_bytes = rotate_bytes_for(fl.rotate_mib, prop);
   cudaStream_t stream = nullptr;
   XS_CUDA(cudaStreamCreate(&stream), "creating the bench stream");
   const Patterns pat = make_patterns();

@@ -1,6 +1,7 @@
 // The benches' shared timing statistics and result-file finish (src/cli/bench_timing.hpp,
-// src/cli/bench_util.hpp): the quantiles and rates of a known sample, the record's keys, and a
-// failed cell that writes the file and then fails the command with its one-line message.
+// src/cli/bench_util.hpp): the quantiles and rates of a known sample, the record's keys, the
+// rotating inputs' size, and a failed cell that writes the file and then fails the command with
+// its one-line message.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -64,4 +65,12 @@ TEST(BenchTiming, FinishNamesPointsAndPassesWithoutAFile) {
   } catch (const xstage::Error& e) {
     EXPECT_EQ(std::string(e.what()), "bench ulysses: 2 of 3 points FAILED their output check (exit 1)");
   }
+}
+
+TEST(BenchTiming, RotatingInputsCoverTwiceTheL2UnlessAsked) {
+  cudaDeviceProp prop{};
+  prop.l2CacheSize = 60 << 20;  // the H200's 60 MiB
+  EXPECT_EQ(xc::rotate_bytes_for(0, prop), size_t(120) << 20);
+  EXPECT_EQ(xc::rotate_bytes_for(256, prop), size_t(256) << 20);
+  EXPECT_EQ(xc::rotate_bytes_for(0.5, prop), size_t(512) << 10);
 }
