@@ -16,7 +16,8 @@ how often each fused schedule and the better of the two beat torch, and per W4A8
 the same configuration's W8A8 one (issue 37's 0.9 bar). xstage's W4A8 formats (w4a8-int4,
 w4a8-mxfp4) are compared with torch's `w4a8` row (the same layer on FP8 pre-converted weights);
 torch configurations with no xstage counterpart are counted, not compared.
---json writes the rows and the summary (xstage.compare.moe.v1); --png a 2-panel figure if
+--json writes the rows and the summary (xstage.compare.moe.v1; a row's `unfused_gemm_us` is the
+unfused layer's grouped GEMMs alone where the bench ran with --spans); --png a 2-panel figure if
 matplotlib imports (otherwise a note on stderr).
 --order-check PICKS: the order rule's picks (docs/megamoe.md "Order choice") against the measured
 orders: a tab-separated file of `model tokens routing schedule why` lines (scripts/moe-order-check
@@ -73,6 +74,15 @@ def span(r, which):
     return num(part.get("median_us")) if isinstance(part, dict) else None
 
 
+def grouped_gemm_us(r):
+    """The unfused layer's Linear-1 + Linear-2 µs of rank 0 (its grouped GEMMs alone, bench
+    --spans), or None where the record has no phases."""
+    ph = r.get("phases") if isinstance(r, dict) else None
+    p = ph[0] if isinstance(ph, list) and ph and isinstance(ph[0], dict) else None
+    l1, l2 = (num(p.get("l1_us")), num(p.get("l2_us"))) if p else (None, None)
+    return l1 + l2 if l1 is not None and l2 is not None and l1 + l2 > 0 else None
+
+
 def build_rows(xs, th, gate):
     cfg = {}   # key -> {variant: result}
     bad = 0
@@ -105,7 +115,8 @@ def build_rows(xs, th, gate):
         row = {"model": k[0], "weights": k[1], "routing": k[2], "tokens_per_rank": k[3], "correctness_ok": ok,
                "unfused_us": un, "expert_wave_us": ew, "interleaved_us": il, "torch_us": tt,
                "il_over_ew": ratio(ew, il), "torch_over_ew": ratio(tt, ew), "torch_over_il": ratio(tt, il),
-               "unfused_over_fused": ratio(un, min(fused)) if fused else None}
+               "unfused_over_fused": ratio(un, min(fused)) if fused else None,
+               "unfused_gemm_us": grouped_gemm_us(per.get("unfused"))}
         for v, s in FUSED.items():
             r = per.get(v, {})
             row[f"remote_span_{s}_us"] = span(r, "remote")

@@ -12,7 +12,8 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/bin"
 # Stand-in: every (weights, tokens, routing) of the asked model, unfused 100 us, expert-wave
 # FUSED_US (default 90), interleaved 5 us more; W4A8 fused 1.05 x its W8A8; a cell fails its
-# check when FAIL_MODEL is the model; SLEEP_S seconds per call.
+# check when FAIL_MODEL is the model; SLEEP_S seconds per call; with --spans (unless NO_PHASES)
+# the unfused rows carry phases whose grouped GEMMs take 55 + 25 us.
 cat > "$tmp/bin/xstage" <<'F'
 #!/usr/bin/env python3
 import json, os, sys, time
@@ -31,6 +32,9 @@ for w in get("--weights").split(","):
             for v, us in (("unfused", 100.0), ("expert-wave", fused * f), ("interleaved", (fused + 5.0) * f)):
                 res.append({"model": model, "weights": w, "routing": ro, "tokens_per_rank": int(t), "variant": v,
                             "median_us": us, "nonfinite": 0, "correctness": corr})
+                if v == "unfused" and "--spans" in a and not os.environ.get("NO_PHASES"):
+                    res[-1]["phases"] = [{"dispatch_us": 10.0, "l1_us": 55.0, "l2_us": 25.0, "combine_us": 5.0,
+                                          "reduce_us": 5.0}]
 json.dump({"schema": "xstage.bench.moe.v1", "world": 1, "commit": "abc", "results": res}, open(out, "w"))
 print("bench moe: stand-in", model)
 F
@@ -52,6 +56,8 @@ expect 1 "met      fused >= unfused, w4a8-int4-lut-rs-tok: 42/42 (study: 42)" --
 expect 0 "NOT met  faster than the PyTorch path: no torch file" -- cat "$tmp/a/acceptance.txt"
 expect 0 "met      w4a8-mxfp4-rs-tok fused >= 0.9 x W8A8 fused: 42/42" -- cat "$tmp/a/acceptance.txt"
 expect 0 "met      DSv4-Flash 8192 w8a8 skewed" -- cat "$tmp/a/acceptance.txt"
+# DSv4-Flash ran with --spans (the script's rule): 80 us of grouped GEMMs over 90 us fused.
+expect 0 "met      DSv4-Flash 8192 w8a8 balanced: 0.89 of the grouped GEMMs' rate on the same rows (bar 0.85; grouped GEMMs 80.0 us)" -- cat "$tmp/a/acceptance.txt"
 # The tests part: a stand-in test binary that passes (and one that fails, one that hangs).
 mkdir -p "$tmp/bin/tests"
 printf '#!/bin/sh\necho "[==========] 3 tests ran."\necho "[  PASSED  ] 3 tests."\n' > "$tmp/bin/tests/xstage_gpu_tests"
@@ -89,9 +95,13 @@ expect 0 "met      faster than the PyTorch path: 126/126 (configurations: 126)" 
 FUSED_US=120 SLEEP_S=2 expect 3 "left for another call: --models DiT-MoE-G,Hy3" -- \
   $A --part xstage --models DSv4-Flash,DiT-MoE-G,Hy3 --budget 31 "$tmp/s"
 expect 1 "NOT met  fused >= unfused, w8a8: 0/6 (study: 42)" -- $A --part table "$tmp/s"
+expect 0 "NOT met  DSv4-Flash 8192 w8a8 skewed: 0.67 of the grouped GEMMs' rate" -- cat "$tmp/s/acceptance.txt"
 # A cell that failed its check fails the table (compare_moe.py's gate) and never meets a bar.
-FAIL_MODEL=Hy3 expect 0 "" -- $A --part xstage "$tmp/f"
+FAIL_MODEL=Hy3 NO_PHASES=1 expect 0 "" -- $A --part xstage "$tmp/f"
 expect 1 "CORRECTNESS FAIL" -- $A --part table "$tmp/f"
 expect 0 "NOT met  fused >= unfused, w8a8: 36/42" -- cat "$tmp/f/acceptance.txt"
+# Without the unfused phases the share bar cannot be met.
+expect 0 "NOT met  DSv4-Flash 8192 w8a8 balanced: the grouped GEMMs' rate is not in this run (bench --spans)" -- \
+  cat "$tmp/f/acceptance.txt"
 [ "$fails" = 0 ] && echo "all passed" || echo "$fails failed"
 [ "$fails" = 0 ]
