@@ -28,8 +28,8 @@ struct DeviceMem {
   DeviceMem& operator=(const DeviceMem&) = delete;
 };
 
-// The current GPU's properties; the single-kernel benches run only on sm_90 (Hopper), and say
-// so in one line elsewhere.
+// The current GPU's properties; the single-kernel benches run only on sm_90 (Hopper) and stop
+// with a one-line error on any other GPU.
 inline cudaDeviceProp hopper_device(const char* bench) {
   int dev = 0;
   XS_CUDA(cudaGetDevice(&dev), "selecting the GPU");

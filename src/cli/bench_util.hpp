@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "cli/run_stamp.hpp"
+#include "model/json_file.hpp"
 #include "xstage/error.hpp"
 
 namespace xstage::cli {
@@ -66,12 +66,9 @@ inline std::vector<uint16_t> random_halves(bool bf16, size_t n, uint32_t seed) {
   return out;
 }
 
-// Writes j (indented) to path; throws Error when the file cannot be written.
+// Writes j (indented) to path; throws Error naming the file when it cannot be written.
 inline void write_json_file(const nlohmann::json& j, const std::string& path) {
-  std::ofstream f(path);
-  if (!f) throw Error("cannot write " + path);
-  f << j.dump(2) << "\n";
-  if (!f) throw Error("error writing " + path);
+  xstage::detail::save_json_file(j, path, "JSON file", 2);
 }
 
 // The closing line of a bench's output check: "N cells checked, all pass" or "F of N cells

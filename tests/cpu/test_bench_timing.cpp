@@ -74,3 +74,14 @@ TEST(BenchTiming, RotatingInputsCoverTwiceTheL2UnlessAsked) {
   EXPECT_EQ(xc::rotate_bytes_for(256, prop), size_t(256) << 20);
   EXPECT_EQ(xc::rotate_bytes_for(0.5, prop), size_t(512) << 10);
 }
+
+TEST(BenchTiming, AnUnwritableResultFileIsAOneLineError) {
+  nlohmann::json j = {{"schema", "test"}};
+  const std::string path = "/nonexistent-xstage-dir/r.json";
+  try {
+    xc::finish_bench(j, nlohmann::json::array(), 0, 1, path, "attention");
+    FAIL() << "writing into a missing folder must fail";
+  } catch (const xstage::Error& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": cannot open the JSON file for writing");
+  }
+}
