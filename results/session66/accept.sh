@@ -28,7 +28,7 @@ echo "long rows below 1.0x cuDNN (TFLOP/s columns):"; awk '$1 ~ /^[0-9]+$/ && $6
 grep -h 'below\|miss' $W/causal-*/ab.txt | head
 # The thinnest point of the last H200 run (S 1024, 12 heads, d 64: 0.998x there), again in 4
 # alternating passes of xstage and cuDNN, each pass gated by compare_attention.py's correctness
-# check; thin.txt lists each pass and the median over the passes.
+# check; thin.txt: each side's median over the passes and their ratio (python/attention_passes.py).
 mkdir -p $W/thin
 for r in 1 2 3 4; do
   .run-bin/xstage bench attention -S 1024 -H 12 -d 64 --json $W/thin/xs-$r.json > $W/thin/xs-$r.log 2>&1
@@ -37,26 +37,7 @@ for r in 1 2 3 4; do
   python3 python/compare_attention.py $W/thin/xs-$r.json $W/thin/t-$r.json --json $W/thin/c-$r.json > $W/thin/c-$r.txt 2>&1
   echo "thin pass $r rc=$?"
 done
-python3 - $W/thin > $W/thin.txt <<'PY'
-import json, statistics, sys
-d = sys.argv[1]
-xs, cu = [], []
-for r in range(1, 5):
-    try:
-        rows = json.load(open(f"{d}/c-{r}.json"))["rows"]
-    except (OSError, KeyError, ValueError) as e:
-        print(f"pass {r}: no comparison ({e})"); continue
-    for row in rows:
-        ok = row.get("correctness_ok") and row.get("cudnn", {}).get("correctness_ok")
-        x, c = row.get("xstage_median_us"), row.get("cudnn", {}).get("median_us")
-        if x is None or c is None:
-            print(f"pass {r}: a side is missing (xstage {x}, cuDNN {c})"); continue
-        print(f"pass {r}: xstage {x:.3f} us, cuDNN {c:.3f} us, cuDNN / xstage {c / x:.4f}, checks {'ok' if ok else 'FAILED'}")
-        if ok: xs.append(x); cu.append(c)
-if xs:
-    print(f"median over {len(xs)} checked passes: xstage {statistics.median(xs):.3f} us, cuDNN "
-          f"{statistics.median(cu):.3f} us, ratio {statistics.median(cu) / statistics.median(xs):.4f}")
-PY
+python3 python/attention_passes.py $W/thin/c-1.json $W/thin/c-2.json $W/thin/c-3.json $W/thin/c-4.json > $W/thin.txt
 cat $W/thin.txt
 limit=${LIMIT:-560}
 if [ $((SECONDS - t0)) -lt $((limit - ${MIN_AB:-160})) ]; then
