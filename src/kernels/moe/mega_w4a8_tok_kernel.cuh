@@ -70,7 +70,11 @@ namespace xstage::kernels::moe {
 // staging; here the staging is 36 KiB and the shared memory holds a fourth, ~226 of 227 KiB).
 // kWide (MegaTile::m128n256_tok, docs/megamoe.md §Wide per-token tiles): 128-row blocks, one
 // token piece and two weight chunks per stage, warp group g running chunk g (mma_wide).
-inline constexpr int kMegaTokStages = 4;
+#ifndef XSTAGE_MEGA_TOK_STAGES
+#define XSTAGE_MEGA_TOK_STAGES 4  // the build option's default (CMakeLists.txt)
+#endif
+inline constexpr int kMegaTokStages = XSTAGE_MEGA_TOK_STAGES;
+static_assert(kMegaTokStages == 3 || kMegaTokStages == 4, "XSTAGE_MEGA_TOK_STAGES: 3 or 4");
 template <bool kMx, bool kWide = false>
 struct MegaW4TokTraits
     : W4RsTraits<kMegaTokStages, false, 0, kMx, kWide ? 1 : 2, !kMx, true, false, false, kWide> {
