@@ -67,7 +67,9 @@ namespace xstage::kernels::moe {
 
 // The per-token register-operand tile (configs.def w4a8rs_*_tok_bf16_m256n128's main loop: two
 // 128-token pieces, kTok) with 4 stages of 41 KiB (the grouped tile has 3 next to its 68 KiB
-// staging; here the staging is 36 KiB and the shared memory holds a fourth, ~226 of 227 KiB).
+// staging; here the staging is 36 KiB and the shared memory holds a fourth, ~226 of 227 KiB;
+// XSTAGE_MEGA_TOK_STAGES=3 builds the 3-stage ring that the tails fold would need, docs/megamoe.md
+// Next steps 4).
 // kWide (MegaTile::m128n256_tok, docs/megamoe.md §Wide per-token tiles): 128-row blocks, one
 // token piece and two weight chunks per stage, warp group g running chunk g (mma_wide).
 #ifndef XSTAGE_MEGA_TOK_STAGES
