@@ -6,7 +6,7 @@
 # = 4 stages, xstage-new.xz and gpu-tests-new.xz = 3 stages). The 3-stage build's per-token GPU
 # tests first (P = 1 and virtual ranks), then DiT-MoE-G at 2048 / 8192 tokens and Qwen3.5 at 8192,
 # INT4 and MXFP4 per-token, interleaved, 2 alternating repetitions per build, every cell checked.
-# Carry .run-bin (env) and .ab-s3.
+# Carry .run-bin (env) and .ab-s3 (rebuilt by results/session67/prepare-s3.sh).
 set -u
 source .run-bin/env.sh
 nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv | tee $OUT/card.txt
