@@ -7,11 +7,6 @@
 set -u
 source .run-bin/env.sh
 t0=$SECONDS
-for dt in bf16 fp16; do
-  timeout 120 scripts/attention-causal-ab --no-tests --dtype $dt -S 8191 -H 16 -d 64 $OUT/odd-d64-$dt >> $OUT/odd.log 2>&1
-  timeout 120 scripts/attention-causal-ab --no-tests --dtype $dt -S 16383 -H 24 -d 128 $OUT/odd-d128-$dt >> $OUT/odd.log 2>&1
-done
-for f in $OUT/odd-*/ab.txt; do echo "== $f"; grep -E '^ *(64|128) |acceptance|correctness' $f; done | tee $OUT/odd.txt
+bash results/session67/odd.sh
 echo "odd causal shapes: $((SECONDS - t0)) s"
 LIMIT=$((540 - (SECONDS - t0))) bash results/session67/stages-ab.sh
-tar czf $OUT/odd.tgz -C $OUT $(cd $OUT && ls -d odd-*) && rm -rf $OUT/odd-*/
