@@ -56,8 +56,19 @@ XS_MEGA_HD MegaTileShape mega_tile_shape(MegaTile t) {
                                        : MegaTileShape{64, 128, 256, 1};
 }
 
-// m-blocks of an expert with `rows` rows.
-XS_MEGA_HD int mega_blocks(int rows, int block_m) { return (rows + block_m - 1) / block_m; }
+// m-blocks of an expert with `rows` rows. fold > 0 (the per-token tile's tails fold,
+// docs/megamoe.md "Tails fold"): a last block of <= fold rows after a full one joins that one,
+// which then holds up to block_m + fold rows; mega_block_rows gives each block's rows.
+XS_MEGA_HD int mega_blocks(int rows, int block_m, int fold = 0) {
+  if (rows <= 0) return 0;
+  const int b = (rows - fold + block_m - 1) / block_m;
+  return b > 1 ? b : 1;
+}
+// Rows of m-block mb (0-based) of an expert with `rows` rows, under the same fold.
+XS_MEGA_HD int mega_block_rows(int rows, int mb, int block_m, int fold = 0) {
+  const int left = rows - mb * block_m;
+  return left <= block_m + fold ? left : block_m;
+}
 // 1 when an expert of `rows` rows ends in a half block of the 128 x 256 tile (its last 128-row
 // block holds 1..64 rows: both warp groups take them, one N piece each; docs/megamoe.md "Half blocks").
 XS_MEGA_HD int mega_half_block(int rows, int block_m) { return block_m == 128 && rows % 128 != 0 && rows % 128 <= 64 ? 1 : 0; }

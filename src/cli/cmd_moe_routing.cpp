@@ -118,18 +118,22 @@ void run_routing(const RoutingArgs& a) {
     const moe::MegaTile tok = moe::choose_tok_tile(static_cast<long long>(r.tokens_per_rank) * r.ranks * r.shape.top_k,
                                                    r.shape.experts, r.experts_per_rank, r.shape.hidden, a.ctas, true);
     const int tok_m = moe::mega_tile_shape(tok).block_m;
-    int tok_blocks = 0, tails = 0, tail_rows = 0;
+    int tok_blocks = 0, tails = 0, tail_rows = 0, folded_blocks = 0;
     for (int rows : in.rows_per_expert) {
       tok_blocks += moe::mega_blocks(rows, tok_m);
+      folded_blocks += moe::mega_blocks(rows, tok_m, kTailRows);
       const int t = small_tail(rows, tok_m);
       tails += t;
       tail_rows += t * (rows % tok_m);
     }
     std::cout << fmt::format(
         "  rank {}: per-token W4A8 tile {} ({} blocks, {} of them tails of <= {} rows after a full block ({:.1f} %, "
-        "{} rows))\n",
+        "{} rows){})\n",
         rank, moe::mega_tile_name(tok), tok_blocks, tails, kTailRows, tok_blocks > 0 ? 100.0 * tails / tok_blocks : 0.0,
-        tail_rows);
+        tail_rows,
+        tok == moe::MegaTile::m256n128_tok
+            ? fmt::format("; {} blocks in a build with the tails fold, XSTAGE_MEGA_TOK_FOLD={}", folded_blocks, kTailRows)
+            : std::string());
   }
   // The layer's own pick (MegaMoeLayer::order_choice(), bench `model-order`, schedule automatic):
   // no routing at construction, so a balanced load with the reuse share expected under balanced

@@ -110,11 +110,14 @@ TEST(Cli, MoeRoutingListsModelsAndRejectsBadInput) {
 }
 
 // --plan counts the per-token tile's small tails (docs/megamoe.md Next steps 4): with the default
-// seed, DiT-MoE-G at 8192 balanced tokens has 73 blocks of <= 256 rows, 8 of them tails of 4-23 rows.
+// seed, DiT-MoE-G at 8192 balanced tokens has 73 blocks of <= 256 rows, 8 of them tails of 4-23 rows,
+// and 65 blocks with the tails fold (the 8 tails joined to their full blocks).
 TEST(Cli, MoeRoutingPlanCountsThePerTokenTails) {
   auto p = run("moe-routing -m DiT-MoE-G -P 1 -t 8192 --plan");
   ASSERT_EQ(p.code, 0) << p.out;
   EXPECT_NE(p.out.find("per-token W4A8 tile m256n128_tok (73 blocks, 8 of them tails of <= 32 rows"), std::string::npos)
+      << p.out;
+  EXPECT_NE(p.out.find("; 65 blocks in a build with the tails fold, XSTAGE_MEGA_TOK_FOLD=32)"), std::string::npos)
       << p.out;
   auto wide = run("moe-routing -m DSv4-Flash -P 1 -t 512 --plan");
   ASSERT_EQ(wide.code, 0) << wide.out;

@@ -158,6 +158,37 @@ TEST(MegaTile, BlocksOfAnExpert) {
   EXPECT_EQ(mega_blocks(300, 64), 5);
 }
 
+// The tails fold (docs/megamoe.md "Tails fold"): a last block of <= fold rows after a full one
+// joins it; every row is in exactly one block, in order, no block above block_m + fold, and a
+// block is short only where it is the expert's only one.
+TEST(MegaTile, TheTailsFoldKeepsEveryRowInOneBlock) {
+  EXPECT_EQ(mega_blocks(0, 256, 32), 0);
+  EXPECT_EQ(mega_blocks(5, 256, 32), 1);
+  EXPECT_EQ(mega_blocks(256, 256, 32), 1);
+  EXPECT_EQ(mega_blocks(288, 256, 32), 1);
+  EXPECT_EQ(mega_blocks(289, 256, 32), 2);
+  EXPECT_EQ(mega_blocks(544, 256, 32), 2);
+  EXPECT_EQ(mega_blocks(545, 256, 32), 3);
+  EXPECT_EQ(mega_block_rows(288, 0, 256, 32), 288);
+  EXPECT_EQ(mega_block_rows(289, 0, 256, 32), 256);
+  EXPECT_EQ(mega_block_rows(289, 1, 256, 32), 33);
+  for (int fold : {0, 32})
+    for (int rows = 0; rows <= 2000; ++rows) {
+      const int nb = mega_blocks(rows, 256, fold);
+      if (fold == 0) EXPECT_EQ(nb, (rows + 255) / 256) << rows;
+      int covered = 0;
+      for (int mb = 0; mb < nb; ++mb) {
+        const int r = mega_block_rows(rows, mb, 256, fold);
+        EXPECT_GE(r, 1) << rows << " " << mb;
+        EXPECT_LE(r, 256 + fold) << rows << " " << mb;
+        if (mb + 1 < nb) EXPECT_EQ(r, 256) << rows << " " << mb;
+        if (fold > 0 && nb > 1 && mb + 1 == nb) EXPECT_GT(r, fold) << rows;  // no tail left unfolded
+        covered += r;
+      }
+      EXPECT_EQ(covered, rows) << rows << " fold " << fold;
+    }
+}
+
 TEST(MegaTile, NamesRoundTripAndUnknownNamesAreRejected) {
   for (MegaTile t : kAllTiles) {
     MegaTile back = t == MegaTile::m64n256 ? MegaTile::m128n256 : MegaTile::m64n256;

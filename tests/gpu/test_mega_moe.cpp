@@ -503,6 +503,12 @@ TEST(MegaMoe, OneGpuW4A8PerTokenMatchesTheHostReferenceOfTheLayer) {
       for (int rows : {129, 150, 160, 161, 190, 192})
         check_layer(*team, moe::ModelShape{"hot", 512, 256, 8, 1, 0, 0}, rows, moe::RoutingKind::balanced, 97,
                     n + " one block of " + std::to_string(rows), f, q, route_all_to_expert0, l, kPerToken, true);
+      // Past 256 rows, where a build with the tails fold (XSTAGE_MEGA_TOK_FOLD) runs a third piece:
+      // one block of 257 / 288 rows (a fold of 1 / 32), 289 (256 + 33: no fold), 540 (256 + 284:
+      // the fold in the second block); built without it, 256-row blocks and their tails.
+      for (int rows : {257, 288, 289, 540})
+        check_layer(*team, moe::ModelShape{"hot", 512, 256, 8, 1, 0, 0}, rows, moe::RoutingKind::balanced, 99,
+                    n + " fold rows " + std::to_string(rows), f, q, route_all_to_expert0, l, kPerToken, true);
       // 3 CTAs: more Linear-1 tiles per block (6) than CTAs, so a block's quantisation is done by
       // whichever CTA counts its last Linear-1 tile.
       check_layer(*team, moe::ModelShape{"small", 256, 384, 8, 3, 0, 0}, 80, moe::RoutingKind::skewed, 95, n + " ctas 3",
@@ -593,6 +599,10 @@ TEST_P(MegaMoeW4A8TokRanks, MatchesTheHostReferenceOfTheLayer) {
                   {}, l, kPerToken, true);
       check_layer(*team, moe::ModelShape{"small", 256, 384, 2 * P, 2, 0, 0}, 24, moe::RoutingKind::balanced, 103,
                   n + " empty ranks", f, q, route_to_first_half, l, kPerToken, true);
+      // 136 tokens per rank all to expert 0: 272 rows at P = 2 and 544 at P = 4 (one / two blocks
+      // with a fold where built with it), 1088 at P = 8.
+      check_layer(*team, moe::ModelShape{"hot", 512, 256, 8, 1, 0, 0}, 136, moe::RoutingKind::balanced, 104,
+                  n + " one expert", f, q, route_all_to_expert0, l, kPerToken, true);
     }
 }
 

@@ -55,7 +55,8 @@ __device__ __forceinline__ ::xstage::moe::TileOrder mega_order(const MegaMoeArgs
 // List position -> the GEMM's work tile (tag: the block for Linear-1, the Linear-2 index).
 // The order is rebuilt from the parameters and shared memory at every call so that nothing
 // of it stays live in registers across the mainloop.
-template <int kBlockM>
+// kFold: the blocks' tails fold (xstage::moe::mega_blocks; the prologue's layout used the same).
+template <int kBlockM, int kFold = 0>
 __device__ __forceinline__ WorkTile mega_work_tile(const MegaMoeArgs& m, int n1, int n2, MegaLayoutSmem const& ly,
                                                    int pos, bool& is_l1) {
   const ::xstage::moe::TileOrder o = mega_order(m, n1, n2, ly);
@@ -67,7 +68,7 @@ __device__ __forceinline__ WorkTile mega_work_tile(const MegaMoeArgs& m, int n1,
   t.m_block = mb;
   t.n_block = ot.n_block;
   t.row_begin = ly.offset[e] + mb * kBlockM;
-  t.rows = min(kBlockM, ly.rows[e] - mb * kBlockM);
+  t.rows = ::xstage::moe::mega_block_rows(ly.rows[e], mb, kBlockM, kFold);
   is_l1 = ot.kind == 1;
   t.tag = is_l1 ? ot.block : ot.block * o.n2 + ot.n_block;
   return t;
@@ -109,7 +110,7 @@ __device__ __forceinline__ void mega_stamp_start(const MegaMoeArgs& m) {
 // (-1), once the list is exhausted. The register-operand kernels call it; the W8A8 and row-layout
 // W4A8 kernels keep the same steps inline: calling this instead moved ptxas's instruction
 // schedule of those measured kernels, their K loops included (tools/sass_diff.py, session 38).
-template <int kBlockM, class Queue, class QueueState>
+template <int kBlockM, int kFold, class Queue, class QueueState>
 __device__ __forceinline__ bool mega_claim_tile(const MegaMoeArgs& m, MegaLayoutSmem const& ly, int n1, int n2,
                                                 int total, int parity, uint32_t* l1_done, uint32_t l1_target, int i,
                                                 bool& rows_here, MegaTileSlot* slots, Queue const& queue,
@@ -123,7 +124,7 @@ __device__ __forceinline__ bool mega_claim_tile(const MegaMoeArgs& m, MegaLayout
     queue.push(qs, -1);
     return false;
   }
-  t = mega_work_tile<kBlockM>(m, n1, n2, ly, pos, is_l1);
+  t = mega_work_tile<kBlockM, kFold>(m, n1, n2, ly, pos, is_l1);
   const uint64_t w0 = m.trace != nullptr ? clock64() : 0;
   mega_wait_inputs(m, ly, l1_done, is_l1, t.tag, n2, l1_target, rows_here);
   if (m.trace != nullptr) m.trace[size_t(pos) * kMegaTraceWords + 4] = static_cast<uint32_t>(clock64() - w0);
@@ -160,7 +161,7 @@ __device__ __forceinline__ MegaCallTiles mega_call_tiles(const MegaMoeArgs& m, M
 // The producer thread's whole list (the register-operand kernels): every claim of
 // mega_claim_tile in turn, produce(t, is_l1, pos) loading each tile's K blocks, until the end is
 // pushed.
-template <int kBlockM, class Queue, class Produce>
+template <int kBlockM, int kFold, class Queue, class Produce>
 __device__ __forceinline__ void mega_produce_all(const MegaMoeArgs& m, MegaLayoutSmem const& ly, int n1, int n2,
                                                  MegaCallTiles const& c, uint32_t l1_target, MegaTileSlot* slots,
                                                  Queue const& queue, Produce&& produce) {
@@ -170,7 +171,7 @@ __device__ __forceinline__ void mega_produce_all(const MegaMoeArgs& m, MegaLayou
     WorkTile t;
     bool is_l1;
     int pos;
-    if (!mega_claim_tile<kBlockM>(m, ly, n1, n2, c.total, c.parity, c.l1_done, l1_target, i, rows_here, slots, queue,
+    if (!mega_claim_tile<kBlockM, kFold>(m, ly, n1, n2, c.total, c.parity, c.l1_done, l1_target, i, rows_here, slots, queue,
                                   qs, t, is_l1, pos))
       break;
     produce(t, is_l1, pos);

@@ -59,11 +59,12 @@ __device__ __forceinline__ void warp0_exclusive_scan(const int* in, int* out, in
 }
 
 // Returns with ly filled (ly.ok = 0 if a cross-rank wait gave up). All threads of the CTA.
-// block_m: rows of an m-block (the tile height, xstage/mega_tile.hpp).
+// block_m: rows of an m-block (the tile height, xstage/mega_tile.hpp); fold: its tails fold
+// (mega_blocks; 0 for every kernel but the per-token one built with it).
 // kTokScales: x's scales are per token (ep_push_row).
 template <bool kTokScales = false>
 __device__ __forceinline__ void mega_prologue(MegaMoeArgs const& m, MegaPrologueSmem& ps, MegaLayoutSmem& ly,
-                                              int n1, int block_m) {
+                                              int n1, int block_m, int fold = 0) {
   const EpMoeArgs& a = m.ep;
   const int tid = threadIdx.x, nthr = blockDim.x, cta = blockIdx.x, grid = gridDim.x;
   const int parity = static_cast<int>(a.epoch & 1u);
@@ -141,7 +142,7 @@ __device__ __forceinline__ void mega_prologue(MegaMoeArgs const& m, MegaPrologue
     const int n = ps.excl[e0 + le + 1] - ps.excl[e0 + le];
     ly.rows[le] = n;
     ly.offset[le] = ps.excl[e0 + le] - ps.excl[e0];
-    ly.wave_first[le] = ::xstage::moe::mega_blocks(n, block_m);  // staged for the scan
+    ly.wave_first[le] = ::xstage::moe::mega_blocks(n, block_m, fold);  // staged for the scan
   }
   __syncthreads();
   warp0_exclusive_scan(ly.wave_first, ly.block_start, epr);

@@ -272,7 +272,7 @@ struct MegaW4A8RsKernel {
       if (tid == 0) {
         State write{0, 1u};  // every buffer starts empty
         const uint32_t l1_target = ::xstage::moe::mega_l1_target(::xstage::moe::mega_tile_shape(T::kTile), p.n1);
-        mega_produce_all<kBlockM>(m, ss.layout, p.n1, p.n2, call, l1_target, ss.slots, queue,
+        mega_produce_all<kBlockM, 0>(m, ss.layout, p.n1, p.n2, call, l1_target, ss.slots, queue,
                                   [&](WorkTile const& t, bool is_l1, int) {
                                     produce_tile(is_l1 ? p.l1 : p.l2, is_l1 ? p.b1 : p.b2, is_l1, ss, sX, t, write);
                                   });

@@ -77,6 +77,15 @@ namespace xstage::kernels::moe {
 #endif
 inline constexpr int kMegaTokStages = XSTAGE_MEGA_TOK_STAGES;
 static_assert(kMegaTokStages == 3 || kMegaTokStages == 4, "XSTAGE_MEGA_TOK_STAGES: 3 or 4");
+// The tails fold (XSTAGE_MEGA_TOK_FOLD, docs/megamoe.md "Tails fold"): 0 off; 32 a block's last
+// <= 32 rows after a full 256-row block join it as a third, narrow token piece (the 256 x 128
+// tile only). Its 4 KiB per stage need the 3-stage ring.
+#ifndef XSTAGE_MEGA_TOK_FOLD
+#define XSTAGE_MEGA_TOK_FOLD 0
+#endif
+inline constexpr int kMegaTokFold = XSTAGE_MEGA_TOK_FOLD;
+static_assert(kMegaTokFold == 0 || (kMegaTokFold == 32 && kMegaTokStages == 3),
+              "XSTAGE_MEGA_TOK_FOLD: 0, or 32 with XSTAGE_MEGA_TOK_STAGES=3");
 template <bool kMx, bool kWide = false>
 struct MegaW4TokTraits
     : W4RsTraits<kMegaTokStages, false, 0, kMx, kWide ? 1 : 2, !kMx, true, false, false, kWide> {
@@ -98,6 +107,11 @@ struct MegaW4A8TokKernel {
   static constexpr int kPieceT = T::kPieceT;  // 128
   static constexpr int kPieces = T::kPieces;  // token pieces per stage: 2 (kWide: 1)
   static constexpr int kChunks = kWide ? 2 : 1;  // weight chunks per stage
+  // The tails fold (kMegaTokFold): a block holds up to kRowsMax rows, the last kFold of them a
+  // third token piece (Rs::Fold) with its own slot per stage.
+  static constexpr int kFold = kWide ? 0 : kMegaTokFold;
+  static constexpr int kRowsMax = kBlockM + kFold;
+  using Acc3 = typename Rs::template FoldAcc<kFold == 64 ? 64 : 32>;  // used only where kFold > 0
   static constexpr ::xstage::moe::MegaTileShape kShape = ::xstage::moe::mega_tile_shape(T::kTile);
   static_assert(kBlockM == kShape.block_m && kShape.l1_n == 64 * kChunks && kShape.l2_n == 128 * kChunks &&
                     kShape.l1_pieces == 1 && Rs::kAccs == 2 && T::kTok && T::kScaleLanes == 0 && kPieceT == 128 &&
@@ -116,7 +130,7 @@ struct MegaW4A8TokKernel {
   static constexpr int kGroupBytes = kStagingBytes / 2;
   static constexpr int kHRow = 64 * kChunks;
   static constexpr int kOutPitch = kWide ? Rs::kParkPitch : Rs::kPitch;  // 272 : 144
-  static_assert(kStagingBytes == 2 * kPieceT * kOutPitch && kBlockM * kHRow <= kGroupBytes, "staging regions");
+  static_assert(kStagingBytes == 2 * kPieceT * kOutPitch && kRowsMax * kHRow <= kGroupBytes, "staging regions");
   static_assert(!kWide || T::kBlocks == 2, "a wide stage holds both groups' chunks");
   static_assert(sizeof(MegaPrologueSmem) <= kStagingBytes, "the prologue's scratch fits in the staging");
 
@@ -135,6 +149,7 @@ struct MegaW4A8TokKernel {
 #else
   static constexpr bool kStoreTwo = false;
 #endif
+  static_assert(kFold == 0 || kStoreTwo, "the fold's third Linear-2 piece goes to the store warps");
   // The store warps (kStoreWarps; warps 2, 3 of the producer warp group): the copy-out of a
   // Linear-2 tile of <= 128 rows (one token piece, both groups' 64 columns staged in their
   // regions), docs/megamoe.md §Per-token activations in the fused kernel. Their own named
@@ -177,7 +192,11 @@ struct MegaW4A8TokKernel {
 
   struct SharedStorage {
     typename Rs::SharedStorage rs;  // stages, epilogue inputs, the staging (the prologue's scratch before)
-    float rw[2][kBlockM];           // each group's copy of the tile's router weights (Linear-1)
+    float rw[2][kRowsMax];          // each group's copy of the tile's router weights (Linear-1)
+    // With the fold: each group's copy of the tile's token scales (rs.epi_ts holds kBlockM) and
+    // the third piece's slot per stage.
+    float ts_fold[2][kFold > 0 ? kRowsMax : 1];
+    alignas(1024) typename T::Element fold_x[kFold > 0 ? kStages * kFold * T::kBlockK : 1];
     float inv[kQuantRows];          // the quantisation: 1 / scale per token of the chunk
     int last;                       // this CTA counted its small block's last Linear-1 tile
     int chunk;                      // the quantisation chunk this CTA claimed
@@ -198,6 +217,12 @@ struct MegaW4A8TokKernel {
       static_cast<int>(offsetof(SharedStorage, slots) + sizeof(MegaTileSlot) * kMegaTileSlots) + 1024;
   static_assert(kSmemBytes + kMegaStaticSmem <= 227 * 1024, "shared memory per CTA on sm_90");
 
+  // Warp group g's token scales of the tile (kRowsMax with the fold).
+  __device__ static float* tile_ts(SharedStorage& ss, int g) {
+    if constexpr (kFold > 0) return ss.ts_fold[g];
+    else return ss.rs.epi_ts.data() + g * kBlockM;
+  }
+
   // Thread 0: the tile's K blocks into the ring: two 128-token pieces and one weight chunk (the
   // tile's 128 rows: 64 interleaved gate/up channels of W1, or 128 hidden columns of W2).
   // A block of <= 128 rows loads piece 0 only (the consumers skip piece 1: mma's second_piece), a
@@ -213,8 +238,10 @@ struct MegaW4A8TokKernel {
     const int box0 = Boxes::rows_for(min(t.rows, kPieceT)), box1 = two ? Boxes::rows_for(t.rows - kPieceT) : 0;
     const int chunks = chunks_of(gp.n, t);
     constexpr uint32_t kChunkTx = T::kChunkBytes + (kMx ? 512u : 0u);
+    const bool third = kFold > 0 && t.rows > kBlockM;  // the fold's piece (kFold rows, its own box)
     const uint32_t tx = T::kTxBytes - static_cast<uint32_t>(kPieces * kPieceT - box0 - box1) * T::kBlockK -
-                        static_cast<uint32_t>(kChunks - chunks) * kChunkTx;
+                        static_cast<uint32_t>(kChunks - chunks) * kChunkTx +
+                        (third ? static_cast<uint32_t>(kFold * T::kBlockK) : 0u);
     Tensor mX = gp.tma_x.get_tma_tensor(gp.shape_x);
     auto cta_x = gp.tma_x.get_slice(0);
     Tensor tXsX = group_modes<0, 3>(cta_x.partition_D(sX));  // (TMA, stage * kPieces + piece)
@@ -236,6 +263,12 @@ struct MegaW4A8TokKernel {
                                  Shape<Int<kPieceT>, Int<T::kBlockK>>{}, make_coord(_0{}, kb));
           copy(gp.tma_x.with(*full), group_modes<0, 3>(cta_x.partition_S(gX)), tXsX(_, slot));
         }
+      }
+      if constexpr (kFold > 0) {
+        static_assert(kFold == 32, "the fold's box: MegaTokenBoxes::x32");
+        if (third)
+          Boxes::template load<kFold>(bx.x32, gp.shape_x, ss.fold_x + write.index * kFold * T::kBlockK, full,
+                                      t.row_begin + kBlockM, kb);
       }
       CUTE_UNROLL
       for (int c = 0; c < kChunks; ++c) {
@@ -262,9 +295,10 @@ struct MegaW4A8TokKernel {
   // cp.async, waited for in the epilogue); the token scales and, for Linear-1, router weights of
   // tokens wt and wt + 128 (written during the call by peers' pushes or other CTAs: read through L2
   // into registers, parked in shared memory when the epilogue starts). Past the block's rows: 0.
+  static constexpr int kInputs = kPieces + (kFold > 0 ? 1 : 0);  // tokens wt + 128 j (j = 2: the fold's)
   struct TileInputs {
-    float ts[2];
-    float rw[2];
+    float ts[kInputs];
+    float rw[kInputs];
   };
   __device__ static TileInputs prefetch_epilogue(Params const& p, SharedStorage& ss, WorkTile const& t, bool is_l1,
                                                  int g, int wt) {
@@ -282,9 +316,9 @@ struct MegaW4A8TokKernel {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
     TileInputs in{};
     CUTE_UNROLL
-    for (int j = 0; j < kPieces; ++j) {
+    for (int j = 0; j < kInputs; ++j) {
       const int r = wt + 128 * j;
-      const bool ok = r < t.rows;
+      const bool ok = r < t.rows && r < kRowsMax;
       in.ts[j] = ok ? __ldcg(gp.a_scales + t.row_begin + r) : 0.f;
       in.rw[j] = ok && is_l1 ? __ldcg(p.epi1.row_weights + t.row_begin + r) : 0.f;
     }
@@ -294,12 +328,14 @@ struct MegaW4A8TokKernel {
   // The group's inputs into shared memory and the group's barrier: its channel scales have
   // landed, its previous epilogue has finished with the staging and these arrays.
   __device__ static void epilogue_start(SharedStorage& ss, TileInputs const& in, bool is_l1, int g, int wt) {
-    float* ts = ss.rs.epi_ts.data() + g * kBlockM;
+    float* ts = tile_ts(ss, g);
     CUTE_UNROLL
-    for (int j = 0; j < kPieces; ++j) ts[wt + 128 * j] = in.ts[j];
+    for (int j = 0; j < kInputs; ++j)
+      if (wt + 128 * j < kRowsMax) ts[wt + 128 * j] = in.ts[j];
     if (is_l1) {
       CUTE_UNROLL
-      for (int j = 0; j < kPieces; ++j) ss.rw[g][wt + 128 * j] = in.rw[j];
+      for (int j = 0; j < kInputs; ++j)
+        if (wt + 128 * j < kRowsMax) ss.rw[g][wt + 128 * j] = in.rw[j];
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory");
     Epi::named_sync(128, static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + g);
@@ -315,11 +351,13 @@ struct MegaW4A8TokKernel {
   // lane / 4) and up (+ 8) of channel 32 sl + 8 w + lane / 4 of the group's 64 (tile channel 64 g +
   // that) for the one piece; 128-byte rows (the 16-byte piece 4 sl + w swizzled by token % 8).
   __device__ static int h_swizzle(int tok) { return kWide ? (tok & 7) : ((tok >> 1) & 3); }
-  __device__ static void store_h(Params const& p, SharedStorage& ss, Acc const* acc, WorkTile const& t, int g,
-                                 int wt_in) {
+  // With the fold, acc3 holds the third piece (tokens kBlockM.., Rs::FoldAcc: the first kFold / 8
+  // token groups of the same C layout).
+  __device__ static void store_h(Params const& p, SharedStorage& ss, Acc const* acc,
+                                 [[maybe_unused]] Acc3 const& acc3, WorkTile const& t, int g, int wt_in) {
     const int wt = opaque(wt_in);  // the epilogue's addresses are computed here, not before the K loop
     const int w = wt / 32, lane = wt % 32, q = lane % 4;
-    const float* ts = ss.rs.epi_ts.data() + g * kBlockM;
+    const float* ts = tile_ts(ss, g);
     const float* rw = ss.rw[g];
     uint8_t* region = ss.rs.epi.data() + g * kGroupBytes;
     // The rows' channel scales (gate, up): per group (kWide: per slab a).
@@ -329,34 +367,42 @@ struct MegaW4A8TokKernel {
     };
     float2 cs = scales(0);
     const int m = lane / 8, r = lane % 8;
+    // Four 8-token groups (4 s .. 4 s + 3) of accumulator A, whose token 0 is tile token tok0,
+    // through one stmatrix.x4 into 16-byte piece `piece` of their rows.
+    auto put4 = [&](auto const& A, int tok0, int piece, float cg, float cu, int s) {
+      uint32_t packed[4];
+      CUTE_UNROLL
+      for (int mm = 0; mm < 4; ++mm) {
+        const int jj = 4 * s + mm;  // 8-token group of the piece
+        const int i = 4 * jj;       // gate values i, i + 1 (tokens tok, tok + 1); up i + 2, i + 3
+        const int tok = tok0 + 8 * jj + 2 * q;
+        const float2 t2 = *reinterpret_cast<const float2*>(ts + tok);
+        const float2 r2 = *reinterpret_cast<const float2*>(rw + tok);
+        const float h0 = swiglu(A(i) * (cg * t2.x), A(i + 2) * (cu * t2.x)) * r2.x;
+        const float h1 = swiglu(A(i + 1) * (cg * t2.y), A(i + 3) * (cu * t2.y)) * r2.y;
+        const __nv_bfloat162 b2 = __floats2bfloat162_rn(h0, h1);
+        packed[mm] = *reinterpret_cast<const uint32_t*>(&b2);
+      }
+      // Lane 8 mm + r: row r (token) of matrix mm: token group 4 s + mm; channels 8 w .. 8 w + 7
+      // of the group's 32 (kWide: of slab a's) = 16-byte piece `piece` of the row, swizzled.
+      const int tok = tok0 + 8 * (4 * s + m) + r;
+      const uint32_t addr = cute::cast_smem_ptr_to_uint(region + tok * kHRow + 16 * (piece ^ h_swizzle(tok)));
+      asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+                   "r"(packed[0]), "r"(packed[1]), "r"(packed[2]), "r"(packed[3])
+                   : "memory");
+    };
     CUTE_UNROLL
     for (int a = 0; a < 2; ++a) {  // the accumulators: token pieces (kWide: slabs)
       if (!kWide && a * kPieceT >= t.rows) break;  // a block of <= 128 rows: piece 1 holds no token of it
       if (kWide && a > 0) cs = scales(a);
-      const float cg = cs.x, cu = cs.y;
       const int tok0 = kWide ? 0 : a * kPieceT, piece = kWide ? 4 * a + w : w;
       CUTE_UNROLL
-      for (int s = 0; s < 4; ++s) {  // 4 x 8-token groups per stmatrix.x4
-        uint32_t packed[4];
+      for (int s = 0; s < 4; ++s) put4(acc[a], tok0, piece, cs.x, cs.y, s);  // 4 x 8-token groups per stmatrix.x4
+    }
+    if constexpr (kFold > 0) {
+      if (t.rows > kBlockM) {
         CUTE_UNROLL
-        for (int mm = 0; mm < 4; ++mm) {
-          const int jj = 4 * s + mm;  // 8-token group of the piece
-          const int i = 4 * jj;       // gate values i, i + 1 (tokens tok, tok + 1); up i + 2, i + 3
-          const int tok = tok0 + 8 * jj + 2 * q;
-          const float2 t2 = *reinterpret_cast<const float2*>(ts + tok);
-          const float2 r2 = *reinterpret_cast<const float2*>(rw + tok);
-          const float h0 = swiglu(acc[a](i) * (cg * t2.x), acc[a](i + 2) * (cu * t2.x)) * r2.x;
-          const float h1 = swiglu(acc[a](i + 1) * (cg * t2.y), acc[a](i + 3) * (cu * t2.y)) * r2.y;
-          const __nv_bfloat162 b2 = __floats2bfloat162_rn(h0, h1);
-          packed[mm] = *reinterpret_cast<const uint32_t*>(&b2);
-        }
-        // Lane 8 mm + r: row r (token) of matrix mm: token group 4 s + mm; channels 8 w .. 8 w + 7
-        // of the group's 32 (kWide: of slab a's) = 16-byte piece `piece` of the row, swizzled.
-        const int tok = tok0 + 8 * (4 * s + m) + r;
-        const uint32_t addr = cute::cast_smem_ptr_to_uint(region + tok * kHRow + 16 * (piece ^ h_swizzle(tok)));
-        asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
-                     "r"(packed[0]), "r"(packed[1]), "r"(packed[2]), "r"(packed[3])
-                     : "memory");
+        for (int s = 0; s < kFold / 32; ++s) put4(acc3, kBlockM, w, cs.x, cs.y, s);
       }
     }
     Epi::named_sync(128, static_cast<uint32_t>(NamedBarrierId::epilogue_wg0) + g);
@@ -370,7 +416,7 @@ struct MegaW4A8TokKernel {
     const int rows = opaque(t.rows), row_begin = opaque(t.row_begin),
               col0 = opaque(t.n_block * kShape.l1_n + kShape.l1_n / 2 * g);
     CUTE_UNROLL
-    for (int it = 0; it < kBlockM * kP / 128; ++it) {
+    for (int it = 0; it < kRowsMax * kP / 128; ++it) {
       const int idx = wt + 128 * it;
       const int tok = idx / kP, c = idx % kP;
       const uint4 v = *reinterpret_cast<const uint4*>(region + tok * kHRow + 16 * (c ^ h_swizzle(tok)));
@@ -433,7 +479,7 @@ struct MegaW4A8TokKernel {
     uint32_t* claim = p.m.h_qclaim + block;
     constexpr int kInFlight = 16;
     const int per_row = p.intermediate / 8;
-    for (int it = 0; it < kBlockM / kQuantRows; ++it) {  // a bounded loop: at most this many chunks
+    for (int it = 0; it < kRowsMax / kQuantRows; ++it) {  // a bounded loop: at most this many chunks
                                                          // (unbounded, ptxas moved the K loop's
                                                          // stage indices out of uniform registers)
       if (ct == 0) ss.chunk = static_cast<int>(atomicAdd(claim, 1u));
@@ -540,8 +586,11 @@ struct MegaW4A8TokKernel {
     return s;
   }
   __device__ static void stage_l2(SharedStorage& ss, L2Stage const& s, Acc const& acc, int g, int pc) {
-    Epi::template stage_bf16_piece<kOutPitch>(acc, s.row_addr, s.cs0, s.cs1,
-                                              ss.rs.epi_ts.data() + g * kBlockM + pc * kPieceT, s.q);
+    Epi::template stage_bf16_piece<kOutPitch>(acc, s.row_addr, s.cs0, s.cs1, tile_ts(ss, g) + pc * kPieceT, s.q);
+  }
+  // The fold's third piece (kFold tokens from kBlockM).
+  __device__ static void stage_l2_fold(SharedStorage& ss, L2Stage const& s, Acc3 const& acc3, int g) {
+    Epi::template stage_bf16_piece<kOutPitch, kFold>(acc3, s.row_addr, s.cs0, s.cs1, tile_ts(ss, g) + kBlockM, s.q);
   }
 
   // kWide, Linear-2, warp group g (active: its chunk exists): both slabs' 64 columns of the piece,
@@ -561,7 +610,7 @@ struct MegaW4A8TokKernel {
         cs1 = ss.rs.epi_cs[128 * g + 64 * sl + 16 * w + lane / 4 + 8];
       }
       Epi::template stage_bf16_piece<kOutPitch>(acc[sl], row_addr + static_cast<uint32_t>(128 * sl), cs0, cs1,
-                                                ss.rs.epi_ts.data() + g * kBlockM, lane % 4);
+                                                tile_ts(ss, g), lane % 4);
     }
   }
 
@@ -703,7 +752,7 @@ struct MegaW4A8TokKernel {
     cutlass::arch::fence_barrier_init();
     __syncthreads();
 
-    mega_prologue<true>(m, *reinterpret_cast<MegaPrologueSmem*>(ss.rs.epi.data()), ss.layout, p.n1, kBlockM);
+    mega_prologue<true>(m, *reinterpret_cast<MegaPrologueSmem*>(ss.rs.epi.data()), ss.layout, p.n1, kBlockM, kFold);
     const MegaCallTiles call = mega_call_tiles(m, ss.layout, p.n1, p.n2);
     __syncthreads();  // the prologue's scratch (the staging) is read before any epilogue writes it
 
@@ -718,7 +767,7 @@ struct MegaW4A8TokKernel {
         // A Linear-2 tile is handed over once every Linear-1 tile of its block counted (its
         // consumers may then help quantise), and loads h once every chunk counted.
         const uint32_t l1_target = ::xstage::moe::mega_l1_target(::xstage::moe::mega_tile_shape(T::kTile), p.n1);
-        mega_produce_all<kBlockM>(
+        mega_produce_all<kBlockM, kFold>(
             m, ss.layout, p.n1, p.n2, call, l1_target, ss.slots, queue, [&](WorkTile const& t, bool is_l1, int pos) {
               if (!is_l1) {
                 const uint64_t w0 = m.trace != nullptr ? clock64() : 0;
@@ -754,11 +803,16 @@ struct MegaW4A8TokKernel {
           if (!is_l1) await_quantised(p, ss, t, ct);  // before its token scales are read
           const TileInputs in = prefetch_epilogue(p, ss, t, is_l1, g, wt);
           Acc acc[2];
+          Acc3 acc3;  // the fold's third piece (kFold > 0 only)
           // A block of <= 32 / <= 64 rows: the narrow wgmmas (the producer's box has that many rows).
           const int narrow = Boxes::rows_for(min(t.rows, kPieceT));
           if constexpr (kWide) {
             const bool active = g < chunks_of(is_l1 ? p.l1.n : p.l2.n, t);  // warp-group uniform
             rs.mma_wide_tile(is_l1 ? p.l1 : p.l2, ss.rs, read, g, wt, acc, it, narrow < kPieceT ? narrow : 0, active);
+          } else if constexpr (kFold > 0) {
+            rs.mma(is_l1 ? p.l1 : p.l2, ss.rs, sX, read, g, wt, acc, it, t.rows > kPieceT,
+                   narrow < kPieceT ? narrow : 0,
+                   typename Rs::template Fold<kFold>{ss.fold_x, t.rows > kBlockM, acc3});
           } else {
             rs.mma(is_l1 ? p.l1 : p.l2, ss.rs, sX, read, g, wt, acc, it, t.rows > kPieceT,
                    narrow < kPieceT ? narrow : 0);
@@ -768,7 +822,7 @@ struct MegaW4A8TokKernel {
           staging_free();
           if (is_l1) {
             p.epi1.dest.mark(0, ct);
-            store_h(p, ss, acc, t, g, wt);
+            store_h(p, ss, acc, acc3, t, g, wt);
             p.epi1.dest.mark(1, ct);
             const long long c0 = clock64();
             if (count_l1(p, ss, t, ct)) {
@@ -789,14 +843,16 @@ struct MegaW4A8TokKernel {
               write_then_arrive(&ss.sw.full);
               free_parity ^= 1u;
             } else {
-              constexpr int kStaged = kStoreTwo ? kPieces : 1;  // pieces a tile may hand over
+              // pieces a tile may hand over (the fold's third: kStaged = 3)
+              constexpr int kStaged = kStoreTwo ? kPieces + (kFold > 0 ? 1 : 0) : 1;
               CUTE_UNROLL
               for (int pc = 0; pc < kStaged; ++pc) {
                 if (pc > 0) {  // piece 0 always holds rows
                   if (pc * kPieceT >= t.rows) break;
                   wait_cold(&ss.sw.free, free_parity);
                 }
-                stage_l2(ss, l2_stage(ss, g, wt), acc[pc], g, pc);
+                if (pc < kPieces) stage_l2(ss, l2_stage(ss, g, wt), acc[pc < kPieces ? pc : 0], g, pc);
+                else stage_l2_fold(ss, l2_stage(ss, g, wt), acc3, g);
                 if (ct == 0) {
                   WorkTile tp = t;
                   if constexpr (kStoreTwo) {

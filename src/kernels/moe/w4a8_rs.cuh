@@ -386,6 +386,26 @@ struct MoeW4A8RsKernel {
   // per K step.
   using FragA = decltype(make_tensor<Element>(partition_shape_A(typename T::TiledMma{}, Shape<_64, Int<T::kBlockK>>{})));
   using Frags = FragA[kBlocks];
+
+  // The tails fold's third token piece (the fused per-token kernel, docs/megamoe.md "Tails fold"):
+  // kFoldN tokens through one m64 x kFoldN wgmma per K block, its own slot per stage (fold_x,
+  // kFoldN x kBlockK fp8, 128-byte swizzle, 1024-byte aligned).
+  template <int kFoldN>
+  using FoldMma = decltype(make_tiled_mma(cute::conditional_t<kFoldN == 32, SM90_64x32x32_F32E4M3E4M3_RS_TN<>,
+                                                              SM90_64x64x32_F32E4M3E4M3_RS_TN<>>{}));
+  template <int kFoldN>
+  using FoldAcc = decltype(partition_fragment_C(FoldMma<kFoldN>{}, Shape<_64, Int<kFoldN>>{}));
+  struct NoFold {
+    static constexpr int kN = 0;
+  };
+  template <int kFoldN>
+  struct Fold {
+    static constexpr int kN = kFoldN;
+    const Element* x;  // stage s's slot at x + s * kFoldN * kBlockK
+    bool on;           // this tile's block has a third piece (warp-uniform)
+    FoldAcc<kFoldN>& acc;
+  };
+
   using Acc = decltype(partition_fragment_C(typename T::TiledMma{}, Shape<_64, Int<kPieceT>>{}));
 
   // Loads and converts this thread's values of 64-row block b of stage `s` (two 16-byte loads; the
@@ -527,6 +547,43 @@ struct MoeW4A8RsKernel {
     }
   }
 
+  // The tails fold's third piece of stage s (Fold above): one m64 x kN wgmma batch with the K
+  // block's fragments f, then acc += part (MXFP4: times the row's block scale, as promote), then
+  // the stage is released (every wgmma of the three pieces has read it).
+  template <int kN>
+  __device__ __forceinline__ static void fold_piece(SharedStorage& ss, const Element* x, FoldAcc<kN>& acc, FragA& f,
+                                                    int s, int wt, int wrow0) {
+    using LayoutN = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kN>, Int<T::kBlockK>>{}));
+    FoldMma<kN> mma;
+    auto thr = mma.get_slice(wt);
+    Tensor tCrB = thr.partition_fragment_B(make_tensor(make_smem_ptr(x + s * kN * T::kBlockK), LayoutN{}));
+    FoldAcc<kN> part;
+    warpgroup_fence_operand(f);
+    warpgroup_fence_operand(part);
+    warpgroup_arrive();
+    mma.accumulate_ = GMMA::ScaleOut::Zero;
+    CUTE_UNROLL
+    for (int k = 0; k < size<2>(f); ++k) {
+      cute::gemm(mma, f(_, _, k), tCrB(_, _, k), part);
+      mma.accumulate_ = GMMA::ScaleOut::One;
+    }
+    warpgroup_commit_batch();
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(part);
+    warpgroup_fence_operand(f);
+    [[maybe_unused]] float w0 = 1.f, w1 = 1.f;
+    if constexpr (!T::kLut) {
+      w0 = ss.ws[s * 128 + wrow0];
+      w1 = ss.ws[s * 128 + wrow0 + 8];
+    }
+    CUTE_UNROLL
+    for (int i = 0; i < size(part); ++i) {
+      if constexpr (T::kLut) acc(i) += part(i);
+      else acc(i) = fmaf(part(i), (i & 2) ? w1 : w0, acc(i));
+    }
+    release_stage(ss, s, wt);
+  }
+
   // Wide tiles (kWide): warp group g runs chunk g of each stage as two 64-row slabs (slab sl: rows
   // [64 sl, 64 sl + 64) of the chunk, the layout's half sl) against the stage's one token piece,
   // acc[sl] += slab sl's products per K block (MXFP4: times the row's block scale). The wgmmas are
@@ -640,15 +697,19 @@ struct MoeW4A8RsKernel {
     else mma_wide<128>(p, ss, read, g, wt, acc, it, t0, t1, active);
   }
 
-  template <class SmemX>
+  template <class SmemX, class FoldT = NoFold>
   // it: K blocks consumed by this CTA so far (trace only). second_piece (kPieces == 2): false runs
   // piece 0 only (the fused kernel's blocks of <= kPieceT rows, whose producer loads no piece 1);
   // acc[kBlocks..] then stay cleared. narrow (per-token tiles): 32 or 64 runs piece 0 through
   // mma_narrow (a block of <= 32 / <= 64 rows), 0 the 128-token wgmmas. The grouped kernels leave
-  // both at their constant defaults.
+  // both at their constant defaults. fold (Fold<kN>, the fused per-token kernel with the tails
+  // fold): with fold.on, after piece 1 the same fragments run the third piece into fold.acc
+  // (cleared here), and the stage is released after it.
   __device__ __forceinline__ void mma(Params const& p, SharedStorage& ss, SmemX const& sX, State& read, int g, int wt,
                                       Acc (&acc)[kAccs], [[maybe_unused]] uint32_t& it,
-                                      [[maybe_unused]] bool second_piece = true, [[maybe_unused]] int narrow = 0) const {
+                                      [[maybe_unused]] bool second_piece = true, [[maybe_unused]] int narrow = 0,
+                                      [[maybe_unused]] FoldT fold = FoldT{}) const {
+    static_assert(FoldT::kN == 0 || (T::kTok && kPieces == 2 && kBlocks == 1), "the fold: per-token two-piece tiles");
     typename T::TiledMma tiled_mma;
     auto thr = tiled_mma.get_slice(wt);
     Tensor tCrB = thr.partition_fragment_B(sX);  // (MMA, 1, 4, stage) descriptors
@@ -670,7 +731,7 @@ struct MoeW4A8RsKernel {
     // last piece the stage is released. C layout (m64nNk32): value i -> row + 8 * ((i >> 1) & 1),
     // token 2q + (i & 1) + 8 * (i / 4) of the piece; the token scales come 4 at a time (tokens of
     // values 8c .. 8c + 7; piece pc's start kPieceT / 4 floats into the thread's row).
-    auto promote = [&](Acc (&pt)[kBlocks], int s, auto pc_c) {
+    auto promote = [&](Acc (&pt)[kBlocks], int s, auto pc_c, bool release = true) {
       constexpr int pc = decltype(pc_c)::value;  // compile time: acc[] stays in registers
       [[maybe_unused]] float w0[kBlocks], w1[kBlocks];  // weight scales (not with kLut)
       CUTE_UNROLL
@@ -702,7 +763,7 @@ struct MoeW4A8RsKernel {
           }
         }
       }
-      if (pc + 1 == kPieces) {
+      if (pc + 1 == kPieces && release) {
         release_stage(ss, s, wt);
       }
     };
@@ -713,6 +774,7 @@ struct MoeW4A8RsKernel {
       if (narrow == 64) return mma_narrow<64>(p, ss, read, g, wt, acc, it, t0, t1, wrow0);
     }
     Acc part[kBlocks];
+    if constexpr (FoldT::kN > 0) clear(fold.acc);
     if constexpr (kPieces == 2) {
       // Two token pieces: one fragment buffer (the registers hold two fp32 accumulators). Per K
       // block: piece 0, promote, piece 1 with the same fragments, promote (the stage is
@@ -735,7 +797,12 @@ struct MoeW4A8RsKernel {
           stamp(4);
           CUTE_UNROLL
           for (int b = 0; b < kBlocks; ++b) warpgroup_fence_operand(f[b]);
-          promote(part, s, Int<1>{});
+          if constexpr (FoldT::kN > 0) {
+            promote(part, s, Int<1>{}, !fold.on);
+            if (fold.on) fold_piece<FoldT::kN>(ss, fold.x, fold.acc, f[0], s, wt, wrow0);
+          } else {
+            promote(part, s, Int<1>{});
+          }
         } else {
           // promote's release of the stage, without piece 1 (the fragments are not read again)
           CUTE_UNROLL

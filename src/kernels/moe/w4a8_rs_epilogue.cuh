@@ -121,12 +121,14 @@ struct W4RsEpilogue {
   // (ts: the piece's first token). One stmatrix.x4 per two 8-token groups: matrices (h, jj) =
   // (0, 2 j), (1, 2 j), (0, 2 j + 1), (1, 2 j + 1). row_addr: this lane's row of the first 16
   // tokens; kRowPitch bytes per token row. 8 instructions per thread per piece instead of 64
-  // two-byte stores.
-  template <int kRowPitch>
-  __device__ __forceinline__ static void stage_bf16_piece(Acc const& acc, uint32_t row_addr, float cs0, float cs1,
+  // two-byte stores. kTokens < kPieceT: a narrower accumulator (the fused kernel's fold piece,
+  // the first kTokens / 8 token groups of the same layout).
+  template <int kRowPitch, int kTokens = kPieceT, class AccT = Acc>
+  __device__ __forceinline__ static void stage_bf16_piece(AccT const& acc, uint32_t row_addr, float cs0, float cs1,
                                                           const float* ts, int q) {
+    static_assert(kTokens % 16 == 0 && kTokens <= kPieceT, "whole 16-token stmatrix groups");
     CUTE_UNROLL
-    for (int j = 0; j < kPieceT / 16; ++j) {
+    for (int j = 0; j < kTokens / 16; ++j) {
       uint32_t packed[4];
       CUTE_UNROLL
       for (int mm = 0; mm < 4; ++mm) {

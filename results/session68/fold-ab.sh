@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Session 68 (issue 37): the per-token Mega-MoE kernel's tails fold (XSTAGE_MEGA_TOK_FOLD=32 on
+# the 3-stage ring; docs/megamoe.md "Tails fold") against the default build, both from the same
+# tree (.ab-fold, rebuilt by results/session68/prepare-fold.sh; carry .run-bin for the env and
+# .ab-fold). The fold build's per-token GPU tests first (P = 1 with the fold's row counts, virtual
+# P = 2, 4, 8), then, 2 alternating repetitions per build, every cell checked, interleaved: the
+# layers with tails (DiT-MoE-G 2048 / 8192, MiMo-V2.5 and GLM-5.2 8192; W8A8 in the same lines for
+# the W4A8 / W8A8 ratio) and Qwen3.5 8192 (no tails: the fold must be neutral there).
+set -u
+source .run-bin/env.sh
+nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv | tee $OUT/card.txt
+W=w8a8,w4a8-int4-lut-rs-tok,w4a8-mxfp4-rs-tok
+timeout ${LIMIT:-540} scripts/ab-run --bin .ab-fold --variants base,fold --reps 2 --alternate --tar \
+  --tests 'MegaMoe.OneGpuW4A8PerToken*:P/MegaMoeW4A8TokRanks.*' --test-timeout 200 $OUT \
+  "moe --gpus 1 --models DiT-MoE-G --tokens 2048,8192 --routings balanced --weights $W --variants interleaved" \
+  "moe --gpus 1 --models MiMo-V2.5,GLM-5.2 --tokens 8192 --routings balanced --weights $W --variants interleaved" \
+  'moe --gpus 1 --models Qwen3.5-397B-A17B --tokens 8192 --routings balanced --weights w4a8-int4-lut-rs-tok,w4a8-mxfp4-rs-tok --variants interleaved' \
+  > $OUT/ab.log 2>&1
+echo "ab-run rc=$?"; grep -E '^#|geomean|tests|PASSED|FAILED|base/fold|fold' $OUT/ab.log | tail -n 40
