@@ -193,10 +193,13 @@ struct MegaW4A8TokKernel {
   struct SharedStorage {
     typename Rs::SharedStorage rs;  // stages, epilogue inputs, the staging (the prologue's scratch before)
     float rw[2][kRowsMax];          // each group's copy of the tile's router weights (Linear-1)
-    // With the fold: each group's copy of the tile's token scales (rs.epi_ts holds kBlockM) and
-    // the third piece's slot per stage.
-    float ts_fold[2][kFold > 0 ? kRowsMax : 1];
-    alignas(1024) typename T::Element fold_x[kFold > 0 ? kStages * kFold * T::kBlockK : 1];
+    // With the fold: the third piece's slot per stage (1024-byte aligned for the 128-byte
+    // swizzle) and each group's copy of the tile's token scales (rs.epi_ts holds kBlockM);
+    // without it a few bytes and no alignment padding.
+    struct alignas(kFold > 0 ? 1024 : 4) FoldSmem {
+      typename T::Element x[kFold > 0 ? kStages * kFold * T::kBlockK : 4];
+      float ts[2][kFold > 0 ? kRowsMax : 1];
+    } fold;
     float inv[kQuantRows];          // the quantisation: 1 / scale per token of the chunk
     int last;                       // this CTA counted its small block's last Linear-1 tile
     int chunk;                      // the quantisation chunk this CTA claimed
@@ -219,7 +222,7 @@ struct MegaW4A8TokKernel {
 
   // Warp group g's token scales of the tile (kRowsMax with the fold).
   __device__ static float* tile_ts(SharedStorage& ss, int g) {
-    if constexpr (kFold > 0) return ss.ts_fold[g];
+    if constexpr (kFold > 0) return ss.fold.ts[g];
     else return ss.rs.epi_ts.data() + g * kBlockM;
   }
 
@@ -267,7 +270,7 @@ struct MegaW4A8TokKernel {
       if constexpr (kFold > 0) {
         static_assert(kFold == 32, "the fold's box: MegaTokenBoxes::x32");
         if (third)
-          Boxes::template load<kFold>(bx.x32, gp.shape_x, ss.fold_x + write.index * kFold * T::kBlockK, full,
+          Boxes::template load<kFold>(bx.x32, gp.shape_x, ss.fold.x + write.index * kFold * T::kBlockK, full,
                                       t.row_begin + kBlockM, kb);
       }
       CUTE_UNROLL
@@ -812,7 +815,7 @@ struct MegaW4A8TokKernel {
           } else if constexpr (kFold > 0) {
             rs.mma(is_l1 ? p.l1 : p.l2, ss.rs, sX, read, g, wt, acc, it, t.rows > kPieceT,
                    narrow < kPieceT ? narrow : 0,
-                   typename Rs::template Fold<kFold>{ss.fold_x, t.rows > kBlockM, acc3});
+                   typename Rs::template Fold<kFold>{ss.fold.x, t.rows > kBlockM, acc3});
           } else {
             rs.mma(is_l1 ? p.l1 : p.l2, ss.rs, sX, read, g, wt, acc, it, t.rows > kPieceT,
                    narrow < kPieceT ? narrow : 0);

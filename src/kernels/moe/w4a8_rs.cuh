@@ -388,7 +388,7 @@ struct MoeW4A8RsKernel {
   using Frags = FragA[kBlocks];
 
   // The tails fold's third token piece (the fused per-token kernel, docs/megamoe.md "Tails fold"):
-  // kFoldN tokens through one m64 x kFoldN wgmma per K block, its own slot per stage (fold_x,
+  // kFoldN tokens through one m64 x kFoldN wgmma per K block, its own slot per stage (x,
   // kFoldN x kBlockK fp8, 128-byte swizzle, 1024-byte aligned).
   template <int kFoldN>
   using FoldMma = decltype(make_tiled_mma(cute::conditional_t<kFoldN == 32, SM90_64x32x32_F32E4M3E4M3_RS_TN<>,
