@@ -10,20 +10,26 @@ set -u
 source .run-bin/env.sh
 nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv | tee $OUT/card.txt
 command -v ncu > /dev/null || { echo "ncu-l2.sh: no ncu on this machine"; exit 2; }
+# Sections first (names every ncu of this generation knows); the breakdown and counters on top.
+# If ncu refuses a metric name the cell is profiled again with the sections alone.
+S="--section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables --section ComputeWorkloadAnalysis"
 M="breakdown:lts__throughput.avg.pct_of_peak_sustained_elapsed"
 M="$M,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,lts__t_sectors_op_atom.sum,lts__t_sectors_op_red.sum"
-M="$M,lts__t_requests_op_read.sum,lts__t_requests_op_atom.sum,lts__t_requests_op_red.sum"
-M="$M,lts__t_sector_hit_rate.pct,dram__bytes_read.sum,dram__bytes_write.sum"
-M="$M,l1tex__m_xbar2l1tex_read_bytes.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_elapsed"
-M="$M,sm__cycles_elapsed.avg.per_second,gpu__time_duration.sum"
+M="$M,lts__t_sector_hit_rate.pct,dram__bytes_read.sum,dram__bytes_write.sum,l1tex__m_xbar2l1tex_read_bytes.sum"
 prof() {  # name, kernel regex, skip, count, bench args
   local name=$1 k=$2 skip=$3 c=$4; shift 4
-  timeout 200 ncu --clock-control none --metrics "$M" -k "regex:$k" -c "$c" --launch-skip "$skip" \
-    .run-bin/xstage bench moe --gpus 1 --routings balanced --warmup 2 --iters 20 "$@" > $OUT/ncu-$name.txt 2>&1
-  echo "$name rc=$?"
+  local B=(.run-bin/xstage bench moe --gpus 1 --routings balanced --warmup 2 --iters 20 "$@")
+  timeout 200 ncu --clock-control none $S --metrics "$M" -k "regex:$k" -c "$c" --launch-skip "$skip" "${B[@]}" \
+    > $OUT/ncu-$name.txt 2>&1
+  local rc=$?
+  if grep -q "==ERROR==" $OUT/ncu-$name.txt; then
+    timeout 200 ncu --clock-control none $S -k "regex:$k" -c "$c" --launch-skip "$skip" "${B[@]}" > $OUT/ncu-$name.txt 2>&1
+    rc=$?
+  fi
+  echo "$name rc=$rc"
 }
 prof fused-w8a8 mega_moe_kernel 2 1 --models DSv4-Flash --tokens 8192 --weights w8a8 --variants expert-wave
 prof unfused-w8a8 moe_gemm_kernel 4 1 --models DSv4-Flash --tokens 8192 --weights w8a8 --variants unfused
 prof fused-int4-dit mega_moe_w4a8_tok 2 1 --models DiT-MoE-G --tokens 8192 --weights w4a8-int4-lut-rs-tok --variants interleaved
 prof fused-int4-hy3 mega_moe_w4a8_tok 2 1 --models Hy3 --tokens 8192 --weights w4a8-int4-lut-rs-tok --variants interleaved
-for f in $OUT/ncu-*.txt; do echo "== $f"; grep -E 'check|ok$|lts__|dram__|l1tex__m|gmma|duration|per_second' $f | grep -v '^#' | cut -c1-150; done
+for f in $OUT/ncu-*.txt; do echo "== $f"; grep -E 'ok$|lts__|dram__|l1tex__m|L2 Cache Throughput|Duration|SM Frequency|ERROR' $f | grep -v '^#' | cut -c1-150; done
