@@ -488,6 +488,42 @@ struct MoeW4A8RsKernel {
     warpgroup_commit_batch();
   }
 
+  // One commit group of wgmmas from zero: fragment f (one K block) against tCrB into part. The
+  // fragments must stay untouched until the group completes.
+  template <class Mma, class FrgB, class Part>
+  __device__ __forceinline__ static void issue_batch(Mma& mma, FragA& f, FrgB const& tCrB, Part& part) {
+    warpgroup_fence_operand(f);
+    warpgroup_fence_operand(part);
+    warpgroup_arrive();
+    mma.accumulate_ = GMMA::ScaleOut::Zero;
+    CUTE_UNROLL
+    for (int k = 0; k < size<2>(f); ++k) {
+      cute::gemm(mma, f(_, _, k), tCrB(_, _, k), part);
+      mma.accumulate_ = GMMA::ScaleOut::One;
+    }
+    warpgroup_commit_batch();
+  }
+  // A narrow K block (m64 x kN): issue_batch, wait, then dst's first size(part) values += part
+  // (MXFP4: times the rows' block scales of stage s; with INT4 two-level a plain add).
+  template <class Mma, class FrgB, class Part, class Dst>
+  __device__ __forceinline__ static void narrow_step(SharedStorage& ss, Mma& mma, FragA& f, FrgB const& tCrB,
+                                                     Part& part, Dst& dst, int s, int wrow0) {
+    issue_batch(mma, f, tCrB, part);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(part);
+    warpgroup_fence_operand(f);
+    [[maybe_unused]] float w0 = 1.f, w1 = 1.f;  // MXFP4: the K block's weight scales (as promote)
+    if constexpr (!T::kLut) {
+      w0 = ss.ws[s * 128 + wrow0];
+      w1 = ss.ws[s * 128 + wrow0 + 8];
+    }
+    CUTE_UNROLL
+    for (int i = 0; i < size(part); ++i) {
+      if constexpr (T::kLut) dst(i) += part(i);
+      else dst(i) = fmaf(part(i), (i & 2) ? w1 : w0, dst(i));
+    }
+  }
+
   // Piece 0 only, through an m64 x kN wgmma (kN = 32 or 64) on the first kN token rows of each
   // stage's slot (per-token tiles of the fused kernel whose block has <= kN rows; its producer
   // loads them with the kN-row box, and the 128-byte swizzle is by address, so a kN-row tile at the
@@ -515,29 +551,7 @@ struct MoeW4A8RsKernel {
       Tensor tCrB = thr.partition_fragment_B(
           make_tensor(make_smem_ptr(ss.x.data() + s * kPieces * kPieceT * T::kBlockK), LayoutN{}));  // (MMA, 1, 4)
       PartN part;
-      warpgroup_fence_operand(f[0]);
-      warpgroup_fence_operand(part);
-      warpgroup_arrive();
-      mma.accumulate_ = GMMA::ScaleOut::Zero;
-      CUTE_UNROLL
-      for (int k = 0; k < size<2>(f[0]); ++k) {
-        cute::gemm(mma, f[0](_, _, k), tCrB(_, _, k), part);
-        mma.accumulate_ = GMMA::ScaleOut::One;
-      }
-      warpgroup_commit_batch();
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(part);
-      warpgroup_fence_operand(f[0]);
-      [[maybe_unused]] float w0 = 1.f, w1 = 1.f;  // MXFP4: the K block's weight scales (as promote)
-      if constexpr (!T::kLut) {
-        w0 = ss.ws[s * 128 + wrow0];
-        w1 = ss.ws[s * 128 + wrow0 + 8];
-      }
-      CUTE_UNROLL
-      for (int i = 0; i < kN / 2; ++i) {
-        if constexpr (T::kLut) acc[0](i) += part(i);
-        else acc[0](i) = fmaf(part(i), (i & 2) ? w1 : w0, acc[0](i));
-      }
+      narrow_step(ss, mma, f[0], tCrB, part, acc[0], s, wrow0);
       release_stage(ss, s, wt);
       read.advance();
       if (kb + 1 < kbs) {
@@ -558,29 +572,7 @@ struct MoeW4A8RsKernel {
     auto thr = mma.get_slice(wt);
     Tensor tCrB = thr.partition_fragment_B(make_tensor(make_smem_ptr(x + s * kN * T::kBlockK), LayoutN{}));
     FoldAcc<kN> part;
-    warpgroup_fence_operand(f);
-    warpgroup_fence_operand(part);
-    warpgroup_arrive();
-    mma.accumulate_ = GMMA::ScaleOut::Zero;
-    CUTE_UNROLL
-    for (int k = 0; k < size<2>(f); ++k) {
-      cute::gemm(mma, f(_, _, k), tCrB(_, _, k), part);
-      mma.accumulate_ = GMMA::ScaleOut::One;
-    }
-    warpgroup_commit_batch();
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(part);
-    warpgroup_fence_operand(f);
-    [[maybe_unused]] float w0 = 1.f, w1 = 1.f;
-    if constexpr (!T::kLut) {
-      w0 = ss.ws[s * 128 + wrow0];
-      w1 = ss.ws[s * 128 + wrow0 + 8];
-    }
-    CUTE_UNROLL
-    for (int i = 0; i < size(part); ++i) {
-      if constexpr (T::kLut) acc(i) += part(i);
-      else acc(i) = fmaf(part(i), (i & 2) ? w1 : w0, acc(i));
-    }
+    narrow_step(ss, mma, f, tCrB, part, acc, s, wrow0);
     release_stage(ss, s, wt);
   }
 
@@ -617,16 +609,7 @@ struct MoeW4A8RsKernel {
     auto run = [&](FragA& f, int s, int h) {
       Tensor tCrB = thr.partition_fragment_B(make_tensor(
           make_smem_ptr(ss.x.data() + (s * kPieceT + h * kW) * T::kBlockK), LayoutN{}));  // (MMA, 1, 4)
-      warpgroup_fence_operand(f);
-      warpgroup_fence_operand(part);
-      warpgroup_arrive();
-      mma.accumulate_ = GMMA::ScaleOut::Zero;
-      CUTE_UNROLL
-      for (int k = 0; k < size<2>(f); ++k) {
-        cute::gemm(mma, f(_, _, k), tCrB(_, _, k), part);
-        mma.accumulate_ = GMMA::ScaleOut::One;
-      }
-      warpgroup_commit_batch();
+      issue_batch(mma, f, tCrB, part);
     };
     // Wait for them, then acc[sl] values kW / 2 * h.. += part (times the rows' block scales).
     auto promote = [&](Acc& ac, int s, int sl, int h) {
