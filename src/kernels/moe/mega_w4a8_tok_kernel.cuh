@@ -420,6 +420,10 @@ struct MegaW4A8TokKernel {
               col0 = opaque(t.n_block * kShape.l1_n + kShape.l1_n / 2 * g);
     CUTE_UNROLL
     for (int it = 0; it < kRowsMax * kP / 128; ++it) {
+      // With the fold, a block without a third piece skips the passes past its rows (rows is the
+      // same for the whole warp group, so the shuffles below stay converged).
+      if constexpr (kFold > 0)
+        if (128 / kP * it >= rows) break;
       const int idx = wt + 128 * it;
       const int tok = idx / kP, c = idx % kP;
       const uint4 v = *reinterpret_cast<const uint4*>(region + tok * kHRow + 16 * (c ^ h_swizzle(tok)));
