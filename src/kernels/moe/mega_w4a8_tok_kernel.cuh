@@ -111,7 +111,7 @@ struct MegaW4A8TokKernel {
   // third token piece (Rs::Fold) with its own slot per stage.
   static constexpr int kFold = kWide ? 0 : kMegaTokFold;
   static constexpr int kRowsMax = kBlockM + kFold;
-  using Acc3 = typename Rs::template FoldAcc<kFold == 64 ? 64 : 32>;  // used only where kFold > 0
+  using Acc3 = typename Rs::template FoldAcc<32>;  // used only where kFold > 0
   static constexpr ::xstage::moe::MegaTileShape kShape = ::xstage::moe::mega_tile_shape(T::kTile);
   static_assert(kBlockM == kShape.block_m && kShape.l1_n == 64 * kChunks && kShape.l2_n == 128 * kChunks &&
                     kShape.l1_pieces == 1 && Rs::kAccs == 2 && T::kTok && T::kScaleLanes == 0 && kPieceT == 128 &&
@@ -321,7 +321,7 @@ struct MegaW4A8TokKernel {
     CUTE_UNROLL
     for (int j = 0; j < kInputs; ++j) {
       const int r = wt + 128 * j;
-      const bool ok = r < t.rows && r < kRowsMax;
+      const bool ok = r < t.rows;  // t.rows <= kRowsMax
       in.ts[j] = ok ? __ldcg(gp.a_scales + t.row_begin + r) : 0.f;
       in.rw[j] = ok && is_l1 ? __ldcg(p.epi1.row_weights + t.row_begin + r) : 0.f;
     }

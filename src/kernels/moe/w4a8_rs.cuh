@@ -387,14 +387,18 @@ struct MoeW4A8RsKernel {
   using FragA = decltype(make_tensor<Element>(partition_shape_A(typename T::TiledMma{}, Shape<_64, Int<T::kBlockK>>{})));
   using Frags = FragA[kBlocks];
 
+  // The narrow wgmmas (m64 x kN, kN = 32 or 64) of the per-token tiles' few-row pieces: the
+  // narrow blocks (mma_narrow), the wide tile's slabs (mma_wide) and the tails fold's third piece.
+  template <int kN>
+  using NarrowMma = decltype(make_tiled_mma(
+      cute::conditional_t<kN == 32, SM90_64x32x32_F32E4M3E4M3_RS_TN<>, SM90_64x64x32_F32E4M3E4M3_RS_TN<>>{}));
+  template <int kN>
+  using NarrowAcc = decltype(partition_fragment_C(NarrowMma<kN>{}, Shape<_64, Int<kN>>{}));
   // The tails fold's third token piece (the fused per-token kernel, docs/megamoe.md "Tails fold"):
-  // kFoldN tokens through one m64 x kFoldN wgmma per K block, its own slot per stage (x,
+  // kFoldN tokens through one m64 x kFoldN wgmma batch per K block, its own slot per stage (x,
   // kFoldN x kBlockK fp8, 128-byte swizzle, 1024-byte aligned).
   template <int kFoldN>
-  using FoldMma = decltype(make_tiled_mma(cute::conditional_t<kFoldN == 32, SM90_64x32x32_F32E4M3E4M3_RS_TN<>,
-                                                              SM90_64x64x32_F32E4M3E4M3_RS_TN<>>{}));
-  template <int kFoldN>
-  using FoldAcc = decltype(partition_fragment_C(FoldMma<kFoldN>{}, Shape<_64, Int<kFoldN>>{}));
+  using FoldAcc = NarrowAcc<kFoldN>;
   struct NoFold {
     static constexpr int kN = 0;
   };
@@ -536,10 +540,9 @@ struct MoeW4A8RsKernel {
                                              Acc (&acc)[kAccs], uint32_t& it, uint32_t t0, uint32_t t1,
                                              int wrow0) const {
     static_assert(T::kTok && kPieces == 2 && kBlocks == 1 && (kN == 32 || kN == 64), "per-token tiles only");
-    using Atom = cute::conditional_t<kN == 32, SM90_64x32x32_F32E4M3E4M3_RS_TN<>, SM90_64x64x32_F32E4M3E4M3_RS_TN<>>;
-    using MmaN = decltype(make_tiled_mma(Atom{}));
+    using MmaN = NarrowMma<kN>;
     using LayoutN = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kN>, Int<T::kBlockK>>{}));
-    using PartN = decltype(partition_fragment_C(MmaN{}, Shape<_64, Int<kN>>{}));
+    using PartN = NarrowAcc<kN>;
     static_assert(decltype(size(PartN{}))::value == kN / 2, "kN / 8 column groups of 4 values");
     MmaN mma;
     auto thr = mma.get_slice(wt);
@@ -568,7 +571,7 @@ struct MoeW4A8RsKernel {
   __device__ __forceinline__ static void fold_piece(SharedStorage& ss, const Element* x, FoldAcc<kN>& acc, FragA& f,
                                                     int s, int wt, int wrow0) {
     using LayoutN = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kN>, Int<T::kBlockK>>{}));
-    FoldMma<kN> mma;
+    NarrowMma<kN> mma;
     auto thr = mma.get_slice(wt);
     Tensor tCrB = thr.partition_fragment_B(make_tensor(make_smem_ptr(x + s * kN * T::kBlockK), LayoutN{}));
     FoldAcc<kN> part;
@@ -594,10 +597,9 @@ struct MoeW4A8RsKernel {
     static_assert(T::kWide && kAccs == 2 && (kN == 32 || kN == 64 || kN == 128), "wide per-token tiles only");
     constexpr int kHalves = kN == 128 ? 2 : 1;
     constexpr int kW = kN / kHalves;  // the wgmmas' N
-    using Atom = cute::conditional_t<kW == 32, SM90_64x32x32_F32E4M3E4M3_RS_TN<>, SM90_64x64x32_F32E4M3E4M3_RS_TN<>>;
-    using MmaN = decltype(make_tiled_mma(Atom{}));
+    using MmaN = NarrowMma<kW>;
     using LayoutN = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Element>{}, Shape<Int<kW>, Int<T::kBlockK>>{}));
-    using PartN = decltype(partition_fragment_C(MmaN{}, Shape<_64, Int<kW>>{}));
+    using PartN = NarrowAcc<kW>;
     static_assert(decltype(size(PartN{}))::value == kW / 2, "kW / 8 column groups of 4 values");
     MmaN mma;
     auto thr = mma.get_slice(wt);
