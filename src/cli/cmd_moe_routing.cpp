@@ -69,11 +69,9 @@ void run_routing(const RoutingArgs& a) {
   }
   if (!a.plan) return;
   // The per-token tails the plan counts: after at least one full block, a last block of 1..32 rows,
-  // which still runs every Linear-1 and Linear-2 tile of its expert (docs/megamoe.md Next steps 4).
+  // which still runs every Linear-1 and Linear-2 tile of its expert (docs/megamoe.md Next steps 4):
+  // exactly the blocks the tails fold removes (moe::mega_blocks with a fold of 32).
   constexpr int kTailRows = 32;
-  const auto small_tail = [](int rows, int block_m) {
-    return rows > block_m && rows % block_m != 0 && rows % block_m <= kTailRows ? 1 : 0;
-  };
   // The Mega-MoE tile schedules each rank would run (moe_schedule.hpp), with the model's view.
   std::string used;
   const model::Params params = load_model_params(a.params, &used);
@@ -118,11 +116,11 @@ void run_routing(const RoutingArgs& a) {
     const moe::MegaTile tok = moe::choose_tok_tile(static_cast<long long>(r.tokens_per_rank) * r.ranks * r.shape.top_k,
                                                    r.shape.experts, r.experts_per_rank, r.shape.hidden, a.ctas, true);
     const int tok_m = moe::mega_tile_shape(tok).block_m;
-    int tok_blocks = 0, tails = 0, tail_rows = 0, folded_blocks = 0;
+    int tok_blocks = 0, tails = 0, tail_rows = 0;
     for (int rows : in.rows_per_expert) {
-      tok_blocks += moe::mega_blocks(rows, tok_m);
-      folded_blocks += moe::mega_blocks(rows, tok_m, kTailRows);
-      const int t = small_tail(rows, tok_m);
+      const int plain = moe::mega_blocks(rows, tok_m);
+      const int t = plain - moe::mega_blocks(rows, tok_m, kTailRows);
+      tok_blocks += plain;
       tails += t;
       tail_rows += t * (rows % tok_m);
     }
@@ -132,7 +130,8 @@ void run_routing(const RoutingArgs& a) {
         rank, moe::mega_tile_name(tok), tok_blocks, tails, kTailRows, tok_blocks > 0 ? 100.0 * tails / tok_blocks : 0.0,
         tail_rows,
         tok == moe::MegaTile::m256n128_tok
-            ? fmt::format("; {} blocks in a build with the tails fold, XSTAGE_MEGA_TOK_FOLD={}", folded_blocks, kTailRows)
+            ? fmt::format("; {} blocks in a build with the tails fold, XSTAGE_MEGA_TOK_FOLD={}", tok_blocks - tails,
+                          kTailRows)
             : std::string());
   }
   // The layer's own pick (MegaMoeLayer::order_choice(), bench `model-order`, schedule automatic):
